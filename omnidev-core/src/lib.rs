@@ -1,0 +1,13 @@
+//! Process supervision for omnidev: service specs, process groups, readiness,
+//! restarts with backoff, reloads, shutdown, log capture and events.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod fs;
+pub mod spec;
+
+pub use error::{Error, Result};
+pub use spec::{
+    CommandSpec, Condition, Dependency, LogConfig, PrepareStep, PrepareWhen, ProbeSpec, Readiness,
+    RestartPolicy, ServiceSpec, StopSpec,
+};

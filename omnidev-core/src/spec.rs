@@ -1,0 +1,239 @@
+//! Service specifications: the plain data a supervisor is started from.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A program to run: no shell is involved unless the program is one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct CommandSpec {
+    /// The program, looked up on `PATH` when it has no slash.
+    pub program: String,
+    /// Arguments, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Variables set on top of the inherited environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// When a dependent may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Condition {
+    /// As soon as the dependency's process has been spawned.
+    Started,
+    /// Once the dependency's readiness probe has passed (or, without a probe,
+    /// once it has been spawned).
+    #[default]
+    Ready,
+}
+
+/// An edge of the dependency graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Dependency {
+    /// Name of the service depended on.
+    pub service: String,
+    /// What the dependency must reach first.
+    #[serde(default)]
+    pub condition: Condition,
+}
+
+/// How readiness is checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ProbeSpec {
+    /// HTTP GET expecting a 2xx status.
+    Http {
+        /// Full URL, e.g. `http://127.0.0.1:6767/health`.
+        url: String,
+        /// Optional `Host` header to send.
+        #[serde(default)]
+        host: Option<String>,
+    },
+    /// A TCP connect succeeding.
+    Tcp {
+        /// `host:port` to connect to.
+        address: String,
+    },
+    /// A command exiting 0.
+    Command(CommandSpec),
+}
+
+/// A readiness probe with its timing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Readiness {
+    /// What to check.
+    pub probe: ProbeSpec,
+    /// The longest pause between two attempts; polling starts at tens of
+    /// milliseconds and backs off up to this.
+    pub interval: Duration,
+    /// How long after spawn before a "probe timed out" event is published.
+    /// Polling carries on after it.
+    pub timeout: Duration,
+}
+
+/// Whether an exit the supervisor did not ask for is followed by a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Restart after any exit (the default for long-running dev servers).
+    #[default]
+    Always,
+    /// Restart only after a non-zero exit or a death by signal.
+    OnFailure,
+    /// Never restart.
+    Never,
+}
+
+/// How a service is asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct StopSpec {
+    /// Signal number sent to the process group first (default SIGTERM).
+    pub signal: i32,
+    /// How long to wait before SIGKILL of the whole group (default 5 s).
+    pub grace: Duration,
+}
+
+impl Default for StopSpec {
+    fn default() -> Self {
+        Self {
+            signal: libc::SIGTERM,
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// When a prepare step runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum PrepareWhen {
+    /// Every time the service is (re)started.
+    #[default]
+    Always,
+    /// Only when `target` is missing or any existing file of `sources` is
+    /// newer than it (e.g. `node_modules/` against `package.json` and the
+    /// lockfile). Checked at each start, so a manual restart re-checks.
+    Stale {
+        /// The output whose age is compared.
+        target: PathBuf,
+        /// The inputs; missing ones are ignored.
+        sources: Vec<PathBuf>,
+    },
+}
+
+/// A command run to completion before a service starts. A failure is
+/// reported as an event and the service is started anyway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PrepareStep {
+    /// Short label shown in events (e.g. `npm install`).
+    pub name: String,
+    /// What to run; its output goes to the service's log.
+    pub command: CommandSpec,
+    /// When to run it.
+    #[serde(default)]
+    pub when: PrepareWhen,
+    /// While the step prints nothing for this long, a heartbeat line is
+    /// logged (default 5 s).
+    pub heartbeat: Duration,
+}
+
+/// One supervised service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Unique name, used in events, logs and file names.
+    pub name: String,
+    /// The long-running command.
+    pub command: CommandSpec,
+    /// Services that must reach a condition before this one starts.
+    #[serde(default)]
+    pub depends_on: Vec<Dependency>,
+    /// Optional readiness probe.
+    #[serde(default)]
+    pub readiness: Option<Readiness>,
+    /// Restart policy.
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// Stop signal and grace period.
+    #[serde(default)]
+    pub stop: StopSpec,
+    /// Steps run to completion before each start.
+    #[serde(default)]
+    pub prepare: Vec<PrepareStep>,
+}
+
+impl ServiceSpec {
+    /// A service running `program args…` in `cwd` with every other field at
+    /// its default.
+    ///
+    /// ```
+    /// let spec = omnidev_core::spec::ServiceSpec::new("web", "python3", ["-m", "http.server"], ".");
+    /// assert_eq!(spec.command.args.len(), 2);
+    /// ```
+    pub fn new<I, S>(
+        name: impl Into<String>,
+        program: impl Into<String>,
+        args: I,
+        cwd: impl Into<PathBuf>,
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            name: name.into(),
+            command: CommandSpec {
+                program: program.into(),
+                args: args.into_iter().map(Into::into).collect(),
+                cwd: cwd.into(),
+                env: BTreeMap::new(),
+            },
+            depends_on: Vec::new(),
+            readiness: None,
+            restart: RestartPolicy::default(),
+            stop: StopSpec::default(),
+            prepare: Vec::new(),
+        }
+    }
+}
+
+/// Log capture settings shared by every service of a supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LogConfig {
+    /// Lines kept in memory per service (default 5,000).
+    pub ring_lines: usize,
+    /// Lines kept in the combined buffer (default 5,000).
+    pub combined_ring_lines: usize,
+    /// Directory for `<service>.log` files; `None` keeps logs in memory only.
+    pub dir: Option<PathBuf>,
+    /// Size at which a log file is rotated (default 10 MiB).
+    pub max_file_bytes: u64,
+    /// Rotated files kept: `<service>.log.1` … `.N` (default 3).
+    pub keep_files: usize,
+    /// Longer lines are split into pieces of this size (default 64 KiB).
+    pub max_line_bytes: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            ring_lines: 5_000,
+            combined_ring_lines: 5_000,
+            dir: None,
+            max_file_bytes: 10 * 1024 * 1024,
+            keep_files: 3,
+            max_line_bytes: 64 * 1024,
+        }
+    }
+}

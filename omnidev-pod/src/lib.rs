@@ -1,0 +1,6 @@
+//! omnidev-pod (under construction).
+#![warn(missing_docs)]
+
+pub mod error;
+
+pub use error::{Error, Result};
