@@ -1,0 +1,170 @@
+//! Typed events published by a supervisor to any number of subscribers.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+/// Which stream a log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stream {
+    /// The child's standard output.
+    Stdout,
+    /// The child's standard error.
+    Stderr,
+    /// A line written by the supervisor itself (events, prepare heartbeats).
+    Supervisor,
+}
+
+/// One line of output, as kept in the ring buffers and sent to subscribers.
+/// ANSI colour codes are kept; invalid UTF-8 has been replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// The service the line belongs to.
+    pub service: String,
+    /// Where it came from.
+    pub stream: Stream,
+    /// The text, without the trailing newline.
+    pub text: String,
+    /// Monotonic sequence number across the whole supervisor.
+    pub seq: u64,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// Whether this is a clean exit (code 0).
+    pub fn success(self) -> bool {
+        self == ExitStatus::Code(0)
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exit code {c}"),
+            ExitStatus::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+/// The state of one service, carrying its data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum ServiceState {
+    /// Not started yet: waiting for dependencies.
+    Waiting,
+    /// Running prepare steps.
+    Preparing,
+    /// Spawned; readiness not yet confirmed (or no probe).
+    Running {
+        /// Process id of the group leader.
+        pid: u32,
+    },
+    /// Spawned and its readiness probe passed.
+    Ready {
+        /// Process id of the group leader.
+        pid: u32,
+    },
+    /// Waiting out a backoff before the next start.
+    Restarting {
+        /// The wait.
+        after: Duration,
+        /// Which restart attempt this is (1-based).
+        attempt: u32,
+    },
+    /// Being stopped (stop signal sent, grace period running).
+    Stopping {
+        /// Process id of the group leader.
+        pid: u32,
+    },
+    /// Exited on its own and will not be restarted.
+    Exited {
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// Stopped on request; its process group is empty.
+    Stopped,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum EventKind {
+    /// A service changed state.
+    State {
+        /// The new state.
+        state: ServiceState,
+    },
+    /// A readiness probe passed.
+    Ready,
+    /// A readiness probe did not pass within its timeout; polling goes on
+    /// and dependents still wait.
+    ProbeTimedOut {
+        /// The timeout that passed.
+        after: Duration,
+    },
+    /// An exit the supervisor did not ask for.
+    Crashed {
+        /// How it ended.
+        status: ExitStatus,
+        /// The restart attempt that follows (0 when none will).
+        attempt: u32,
+        /// The backoff before that restart.
+        backoff: Duration,
+    },
+    /// A reload (restart of a set of services) began.
+    Reloading,
+    /// A prepare step started.
+    PrepareStarted {
+        /// The step's label.
+        step: String,
+    },
+    /// A prepare step finished.
+    PrepareFinished {
+        /// The step's label.
+        step: String,
+        /// Whether it exited 0.
+        success: bool,
+    },
+    /// A line of output.
+    Log {
+        /// The line.
+        line: LogLine,
+    },
+    /// A message from the supervisor for people (leftovers stopped, etc.).
+    Notice {
+        /// The message.
+        message: String,
+    },
+}
+
+/// An event: which service (or `None` for the supervisor), when, what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// When it happened.
+    pub at: SystemTime,
+    /// The service it concerns; `None` for supervisor-wide events.
+    pub service: Option<String>,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// A service's current status, as returned by a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    /// Service name.
+    pub name: String,
+    /// Current state.
+    pub state: ServiceState,
+    /// How many times it has been restarted after a crash.
+    pub restarts: u32,
+}
