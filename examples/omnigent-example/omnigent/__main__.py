@@ -1,0 +1,5 @@
+"""Allow `python -m omnigent`."""
+
+from omnigent.cli import main
+
+raise SystemExit(main())
