@@ -1,0 +1,151 @@
+//! The update-check cache (`omnigent-check.json`): what the hot path reads.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, fs};
+
+/// How long a cache entry counts as fresh.
+pub const MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How soon a failed refresh is retried (it still rewrites the cache, so a
+/// broken network does not start a refresh from every shell).
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(60 * 60);
+
+/// The cached state of the update check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub struct CheckCache {
+    /// When the entry was last refreshed, in seconds since the Unix epoch.
+    pub checked_at: u64,
+    /// Repository the remote commit belongs to.
+    pub repo: String,
+    /// Ref the remote commit belongs to.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Newest commit of the ref, as last seen.
+    pub remote_commit: Option<String>,
+    /// Commit currently installed (from PEP 610 `direct_url.json`).
+    pub installed_commit: Option<String>,
+    /// `uv tool dir` as last seen, so the hot path never asks uv.
+    pub tool_dir: Option<PathBuf>,
+    /// A commit the user said no to; it is not offered again.
+    pub declined_commit: Option<String>,
+    /// Why the last refresh failed, if it did.
+    pub last_error: Option<String>,
+}
+
+impl CheckCache {
+    /// Reads the cache. A missing or corrupt file is a miss (`None`): the
+    /// next refresh rewrites it.
+    pub fn load(path: &Path) -> Option<Self> {
+        let text = fs::read_optional(path).ok()??;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Writes the cache atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        fs::write_atomic(path, text.as_bytes())
+    }
+
+    /// Whether the entry is older than [`MAX_AGE`] at `now` (or written in
+    /// the future by a clock that has since been corrected).
+    pub fn is_stale(&self, now: SystemTime) -> bool {
+        let now = unix_seconds(now);
+        let age = now.saturating_sub(self.checked_at);
+        age >= MAX_AGE.as_secs() || self.checked_at > now + MAX_AGE.as_secs()
+    }
+
+    /// The update on offer, if a newer commit than the installed one is
+    /// known and was not declined.
+    pub fn available_update(&self) -> Option<Update> {
+        let installed = self.installed_commit.as_deref()?;
+        let remote = self.remote_commit.as_deref()?;
+        if installed == remote || self.declined_commit.as_deref() == Some(remote) {
+            return None;
+        }
+        Some(Update {
+            installed: installed.to_owned(),
+            available: remote.to_owned(),
+            reference: self.reference.clone(),
+        })
+    }
+}
+
+/// A newer commit than the installed one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    /// The installed commit.
+    pub installed: String,
+    /// The newer commit.
+    pub available: String,
+    /// The ref it was found on.
+    pub reference: String,
+}
+
+/// Seconds since the Unix epoch (0 for times before it).
+pub fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn staleness() {
+        let cache = CheckCache {
+            checked_at: 1_000_000,
+            ..CheckCache::default()
+        };
+        assert!(!cache.is_stale(at(1_000_000)));
+        assert!(!cache.is_stale(at(1_000_000 + MAX_AGE.as_secs() - 1)));
+        assert!(cache.is_stale(at(1_000_000 + MAX_AGE.as_secs())));
+        assert!(cache.is_stale(at(1_000_000 - MAX_AGE.as_secs() - 1)));
+    }
+
+    #[test]
+    fn update_offer_respects_decline() {
+        let mut cache = CheckCache {
+            installed_commit: Some("a".into()),
+            remote_commit: Some("a".into()),
+            reference: "main".into(),
+            ..CheckCache::default()
+        };
+        assert_eq!(cache.available_update(), None, "up to date");
+        cache.remote_commit = Some("b".into());
+        assert_eq!(
+            cache.available_update().map(|u| u.available),
+            Some("b".to_owned())
+        );
+        cache.declined_commit = Some("b".into());
+        assert_eq!(cache.available_update(), None, "declined");
+        cache.remote_commit = Some("c".into());
+        assert!(cache.available_update().is_some(), "a newer one is offered");
+        cache.installed_commit = None;
+        assert_eq!(cache.available_update(), None, "nothing installed");
+    }
+
+    #[test]
+    fn corrupt_cache_is_a_miss() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, "{not json").expect("write");
+        assert_eq!(CheckCache::load(&path), None);
+        let cache = CheckCache {
+            checked_at: 5,
+            ..CheckCache::default()
+        };
+        cache.save(&path).expect("save");
+        assert_eq!(CheckCache::load(&path), Some(cache));
+    }
+}
