@@ -1,13 +1,253 @@
-//! The error type of `omnidev-pod`.
+//! The error type of `omnidev-pod`: every failure names what, where, and the fix.
+
+use std::path::PathBuf;
 
 /// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[non_exhaustive]
 pub enum Error {
-    /// An I/O error.
+    /// An I/O operation on a path failed.
+    #[error("could not {action} {}: {source}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::io),
+        help("check that the path exists and that you may read and write it")
+    )]
+    Io {
+        /// What was being done, e.g. "create directory".
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// An atomic state-file write failed.
     #[error(transparent)]
-    #[diagnostic(code(omnidev::pod::io))]
-    Io(#[from] std::io::Error),
+    #[diagnostic(
+        code(omnidev::pod::write),
+        help("check free disk space and the permissions of the pod directory")
+    )]
+    Write(#[from] omnidev_core::Error),
+
+    /// No `.git` or `.jj` was found walking up from the start directory.
+    #[error(
+        "no repository found: looked for `.git` or `.jj` in {} and every parent directory",
+        start.display()
+    )]
+    #[diagnostic(
+        code(omnidev::pod::no_repo),
+        help("run omnidev inside a checkout, or pass `--repo DIR` to name the checkout root")
+    )]
+    RepoNotFound {
+        /// The directory the search started from.
+        start: PathBuf,
+    },
+
+    /// The repository does not have the shape the profile requires.
+    #[error(
+        "{} does not look like a checkout for this profile: missing {}",
+        root.display(),
+        missing.join(", ")
+    )]
+    #[diagnostic(
+        code(omnidev::pod::repo_shape),
+        help(
+            "the profile expects the directories [{}] at the checkout root; pass `--repo DIR` \
+             with the right checkout, or write an `omnidev.toml` profile for this repository",
+            expected.join(", ")
+        )
+    )]
+    RepoShape {
+        /// The checkout root examined.
+        root: PathBuf,
+        /// Markers that were not found.
+        missing: Vec<String>,
+        /// Every marker the profile requires.
+        expected: Vec<String>,
+    },
+
+    /// Neither `XDG_CACHE_HOME` nor `HOME` is set.
+    #[error("cannot find a cache directory: neither XDG_CACHE_HOME nor HOME is set")]
+    #[diagnostic(
+        code(omnidev::pod::no_cache_dir),
+        help("set HOME (or XDG_CACHE_HOME), or pass `--pod-dir PATH`")
+    )]
+    NoCacheDir,
+
+    /// A state file (such as `pod.toml`) could not be parsed.
+    #[error("{} is corrupt: {message}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::corrupt_state),
+        help(
+            "the file was left untouched; fix it by hand, or delete it to let omnidev \
+             allocate fresh ports"
+        )
+    )]
+    CorruptState {
+        /// The file.
+        path: PathBuf,
+        /// The parser's description of the problem.
+        message: String,
+    },
+
+    /// A state value could not be serialised.
+    #[error("could not serialise {what}: {message}")]
+    #[diagnostic(
+        code(omnidev::pod::serialise),
+        help("this is a bug in omnidev; please report it")
+    )]
+    Serialise {
+        /// What was being serialised.
+        what: &'static str,
+        /// The serialiser's message.
+        message: String,
+    },
+
+    /// A requested port is in use.
+    #[error("port {port} requested for `{name}` is already in use")]
+    #[diagnostic(
+        code(omnidev::pod::port_busy),
+        help(
+            "stop whatever listens on port {port} (e.g. `lsof -i :{port}`), or choose another \
+             port, or drop the override to let omnidev pick a free one"
+        )
+    )]
+    PortBusy {
+        /// The port's name in the profile.
+        name: String,
+        /// The port number.
+        port: u16,
+    },
+
+    /// No free port exists at or above a base.
+    #[error("no free port for `{name}` between {base} and 65535")]
+    #[diagnostic(
+        code(omnidev::pod::no_free_port),
+        help("free some ports, or remove stale pods with `omnidev clean`")
+    )]
+    NoFreePort {
+        /// The port's name.
+        name: String,
+        /// Where probing started.
+        base: u16,
+    },
+
+    /// An override names a port the profile does not declare.
+    #[error("unknown port name `{name}`; the profile declares: {}", known.join(", "))]
+    #[diagnostic(
+        code(omnidev::pod::unknown_port),
+        help("use one of the port names from the profile's [ports] table")
+    )]
+    UnknownPort {
+        /// The name given.
+        name: String,
+        /// The declared names.
+        known: Vec<String>,
+    },
+
+    /// The pod has no persisted ports yet.
+    #[error("the pod at {} has no allocated ports yet ({} is missing)", pod_dir.display(), pod_dir.join("pod.toml").display())]
+    #[diagnostic(
+        code(omnidev::pod::no_ports),
+        help("start the pod once with `omnidev up` so that its ports are allocated")
+    )]
+    NoPorts {
+        /// The pod directory.
+        pod_dir: PathBuf,
+    },
+
+    /// Another omnidev holds the pod's lock.
+    #[error(
+        "another omnidev is already running for the pod {} (pid {})",
+        pod_dir.display(),
+        pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    )]
+    #[diagnostic(
+        code(omnidev::pod::already_running),
+        help(
+            "stop it first (`omnidev stop`, or quit its terminal UI), or use another `--pod-dir`"
+        )
+    )]
+    AlreadyRunning {
+        /// The pod directory.
+        pod_dir: PathBuf,
+        /// The holder's pid, as written into the lock file (if readable).
+        pid: Option<u32>,
+    },
+
+    /// A profile could not be parsed or is invalid.
+    #[error("{origin}:{line}:{column}: {message}")]
+    #[diagnostic(
+        code(omnidev::pod::profile),
+        help(
+            "see the profile format in the omnidev docs; `omnidev profile show` prints a valid one"
+        )
+    )]
+    Profile {
+        /// Where the profile came from (a path, or `<embedded omnigent profile>`).
+        origin: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column (in characters).
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A `--only` / `--skip` name is not a service of the profile.
+    #[error("unknown service `{name}`; the profile has: {}", known.join(", "))]
+    #[diagnostic(
+        code(omnidev::pod::unknown_service),
+        help("use one of the service names from the profile")
+    )]
+    UnknownService {
+        /// The name given.
+        name: String,
+        /// The profile's services.
+        known: Vec<String>,
+    },
+
+    /// A value needed for rendering is missing from the render context.
+    #[error("cannot render the profile: {message}")]
+    #[diagnostic(
+        code(omnidev::pod::render),
+        help("allocate every port the profile declares before rendering")
+    )]
+    Render {
+        /// What is missing.
+        message: String,
+    },
+
+    /// The web package manager is not installed.
+    #[error("`{tool}` is needed to run the web UI in {} but was not found on PATH", dir.display())]
+    #[diagnostic(
+        code(omnidev::pod::package_manager_missing),
+        help("{hint}, or run the backend only with `--no-vite`")
+    )]
+    PackageManagerMissing {
+        /// The missing program (e.g. `pnpm`, or `pnpm (or corepack)`).
+        tool: String,
+        /// The web directory whose lockfile selected it.
+        dir: PathBuf,
+        /// How to install it.
+        hint: String,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error with what was being done and where.
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io {
+            action,
+            path,
+            source,
+        }
+    }
 }
 
 /// `Result` with [`Error`] as the default error type.

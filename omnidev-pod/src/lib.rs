@@ -1,6 +1,63 @@
-//! omnidev-pod (under construction).
+//! Pod isolation for omnidev: one checkout, one state directory, its own ports, one omnidev.
+//!
+//! A *pod* is everything that belongs to one checkout (or git worktree) while
+//! it runs under omnidev: a private directory under the cache root, TCP ports
+//! that no other pod uses, a lock so that only one omnidev runs per pod, and
+//! a [`Profile`] that says which services to run and with which environment.
+//!
+//! ```
+//! use omnidev_pod::{Pod, PodLock, PortRequest, Profile, RenderContext};
+//!
+//! # let tmp = tempfile::tempdir().unwrap();
+//! # let repo = tmp.path().join("omnigent");
+//! # for d in ["omnigent", "web", ".git"] { std::fs::create_dir_all(repo.join(d)).unwrap(); }
+//! # let cache_root = tmp.path().join("cache");
+//! // Find the checkout and its profile (the embedded Omnigent one here).
+//! let repo = omnidev_pod::find_repo_root(&repo.join("omnigent"))?;
+//! let (profile, _source) = Profile::load(&repo, None)?;
+//! profile.check_repo(&repo)?;
+//!
+//! // Create the pod directory and take the single-instance lock first.
+//! let pod = Pod::create(omnidev_pod::pod::default_pod_dir(&cache_root, &repo), &profile.pod.dirs)?;
+//! let _lock = PodLock::acquire(pod.dir())?;
+//!
+//! // Allocate ports (machine-wide lock, persisted in pod.toml) and render.
+//! let ports = omnidev_pod::allocate_ports(&PortRequest {
+//!     cache_root: &cache_root,
+//!     pod_dir: pod.dir(),
+//!     repo: &repo,
+//!     bases: &profile.port_bases(),
+//!     overrides: &Default::default(),
+//! })?;
+//! let mut ctx = RenderContext::from_process_env(repo.clone(), pod.dir().to_owned(), ports);
+//! ctx.selection.skip.push("vite".into()); // --no-vite: no package manager needed
+//! let rendered = profile.render(&ctx)?;
+//! assert_eq!(rendered.services[0].name, "server");
+//! # Ok::<(), omnidev_pod::Error>(())
+//! ```
+//!
+//! Modules: [`root`] (checkout discovery), [`pod`] (directory and layout),
+//! [`ports`], [`lock`], [`lan`] (LAN origins), [`seed`] (config seeding),
+//! [`profile`] (format, embedded profile, templating, rendering),
+//! [`package_manager`] and [`state`] (atomic state files).
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod lan;
+pub mod lock;
+pub mod package_manager;
+pub mod pod;
+pub mod ports;
+pub mod profile;
+pub mod root;
+pub mod seed;
+pub mod state;
 
 pub use error::{Error, Result};
+pub use lock::{LockState, PodLock};
+pub use package_manager::PackageManager;
+pub use pod::Pod;
+pub use ports::{PodRecord, PortRequest, Ports, allocate_ports, read_ports};
+pub use profile::render::{RenderContext, RenderedPod, Selection, WatchRule};
+pub use profile::{Profile, ProfileSource};
+pub use root::{find_repo_root, resolve_repo_root};

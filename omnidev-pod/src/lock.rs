@@ -1,0 +1,155 @@
+//! The single-instance lock: one omnidev per pod.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// File name of the lock inside the pod directory.
+pub const LOCK_FILE: &str = "omnidev.lock";
+
+/// A held, exclusive, non-blocking lock on `<pod>/omnidev.lock`.
+///
+/// The holder's pid is written into the file for diagnostics. The file is
+/// opened close-on-exec (Rust's standard library always sets `O_CLOEXEC`),
+/// so children never inherit it and a surviving child never keeps a pod
+/// locked. The OS releases the lock when the holder exits or crashes;
+/// dropping the value releases it too.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// let lock = omnidev_pod::PodLock::acquire(tmp.path()).unwrap();
+/// let err = omnidev_pod::PodLock::acquire(tmp.path()).unwrap_err();
+/// assert!(matches!(err, omnidev_pod::Error::AlreadyRunning { pid: Some(_), .. }));
+/// drop(lock);
+/// omnidev_pod::PodLock::acquire(tmp.path()).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct PodLock {
+    file: File,
+    path: PathBuf,
+}
+
+/// Whether a pod's lock is held, as seen from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockState {
+    /// Nobody holds the lock.
+    Free,
+    /// Another process holds it.
+    Held {
+        /// The pid written by the holder, if readable.
+        pid: Option<u32>,
+    },
+}
+
+impl PodLock {
+    /// Takes the lock of the pod directory `pod_dir` (which must exist), or
+    /// fails at once with [`Error::AlreadyRunning`] naming the pod directory
+    /// and the holder's pid.
+    pub fn acquire(pod_dir: &Path) -> Result<Self> {
+        let path = pod_dir.join(LOCK_FILE);
+        let mut file = open(&path)?;
+        match fs4::FileExt::try_lock(&file) {
+            Ok(()) => {}
+            Err(fs4::TryLockError::WouldBlock) => {
+                return Err(Error::AlreadyRunning {
+                    pod_dir: pod_dir.to_path_buf(),
+                    pid: read_pid(&mut file),
+                });
+            }
+            Err(fs4::TryLockError::Error(e)) => return Err(Error::io("lock", &path)(e)),
+        }
+        let write = |file: &mut File| -> std::io::Result<()> {
+            file.set_len(0)?;
+            file.rewind()?;
+            writeln!(file, "{}", std::process::id())?;
+            file.sync_data()
+        };
+        write(&mut file).map_err(Error::io("write the pid into", &path))?;
+        Ok(Self { file, path })
+    }
+
+    /// Reports whether `pod_dir`'s lock is held, without keeping it. The
+    /// check takes a shared lock for an instant.
+    pub fn state(pod_dir: &Path) -> Result<LockState> {
+        let path = pod_dir.join(LOCK_FILE);
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
+            Err(e) => return Err(Error::io("open", &path)(e)),
+        };
+        match fs4::FileExt::try_lock_shared(&file) {
+            Ok(()) => Ok(LockState::Free),
+            Err(fs4::TryLockError::WouldBlock) => Ok(LockState::Held {
+                pid: read_pid(&mut file),
+            }),
+            Err(fs4::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
+        }
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl std::os::fd::AsRawFd for PodLock {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+fn open(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(Error::io("open the pod lock", path))
+}
+
+fn read_pid(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.rewind().ok()?;
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn lock_fd_is_close_on_exec_and_pid_is_written() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let lock = PodLock::acquire(tmp.path()).expect("lock");
+        // SAFETY: F_GETFD on a descriptor we own has no memory effects.
+        let flags = unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_GETFD) };
+        assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "flags {flags}");
+        let text = std::fs::read_to_string(lock.path()).expect("read");
+        assert_eq!(text.trim(), std::process::id().to_string());
+        assert_eq!(
+            PodLock::state(tmp.path()).expect("state"),
+            LockState::Held {
+                pid: Some(std::process::id())
+            }
+        );
+        drop(lock);
+        assert_eq!(PodLock::state(tmp.path()).expect("state"), LockState::Free);
+    }
+
+    #[test]
+    fn refusal_names_pod_dir_and_pid() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let _lock = PodLock::acquire(tmp.path()).expect("lock");
+        let err = PodLock::acquire(tmp.path()).expect_err("second");
+        let text = err.to_string();
+        assert!(text.contains(&tmp.path().display().to_string()), "{text}");
+        assert!(text.contains(&std::process::id().to_string()), "{text}");
+    }
+}

@@ -1,0 +1,207 @@
+//! The pod directory: where one checkout's state lives, and its layout.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The machine-wide cache root, `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev`,
+/// computed from the given variable values (an empty value counts as unset).
+///
+/// ```
+/// use std::path::PathBuf;
+/// let root = omnidev_pod::pod::cache_root_from(None, Some("/home/ada".into())).unwrap();
+/// assert_eq!(root, PathBuf::from("/home/ada/.cache/omnidev"));
+/// let root = omnidev_pod::pod::cache_root_from(Some("/xdg".into()), Some("/home/ada".into())).unwrap();
+/// assert_eq!(root, PathBuf::from("/xdg/omnidev"));
+/// ```
+pub fn cache_root_from(
+    xdg_cache_home: Option<OsString>,
+    home: Option<OsString>,
+) -> Result<PathBuf> {
+    let non_empty = |v: Option<OsString>| v.filter(|v| !v.is_empty());
+    if let Some(xdg) = non_empty(xdg_cache_home) {
+        return Ok(PathBuf::from(xdg).join("omnidev"));
+    }
+    non_empty(home)
+        .map(|home| PathBuf::from(home).join(".cache").join("omnidev"))
+        .ok_or(Error::NoCacheDir)
+}
+
+/// The cache root from this process's `XDG_CACHE_HOME` and `HOME`.
+pub fn cache_root() -> Result<PathBuf> {
+    cache_root_from(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))
+}
+
+/// A stable 8-hex-digit hash of a path: the first 4 bytes of the SHA-256 of
+/// the path's raw bytes (as given; pass the canonical repo root), in
+/// lower-case hex. This algorithm is part of the on-disk format and must never
+/// change, or every user's pods would move.
+///
+/// ```
+/// assert_eq!(omnidev_pod::pod::hash8(std::path::Path::new("/")).len(), 8);
+/// ```
+pub fn hash8(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let digest = Sha256::digest(path.as_os_str().as_bytes());
+    let mut out = String::with_capacity(8);
+    for byte in &digest[..4] {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// The default pod directory of a checkout: `<cache_root>/<basename>-<hash8>`.
+///
+/// ```
+/// use std::path::Path;
+/// let dir = omnidev_pod::pod::default_pod_dir(Path::new("/cache/omnidev"), Path::new("/src/omnigent"));
+/// assert!(dir.starts_with("/cache/omnidev"));
+/// assert!(dir.file_name().unwrap().to_str().unwrap().starts_with("omnigent-"));
+/// ```
+pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
+    let base = repo_root
+        .file_name()
+        .map_or_else(|| "root".to_owned(), |n| n.to_string_lossy().into_owned());
+    cache_root.join(format!("{base}-{}", hash8(repo_root)))
+}
+
+/// A checkout's pod directory and the paths inside it.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// let pod = omnidev_pod::Pod::create(tmp.path().join("pod"), &["logs".into()]).unwrap();
+/// assert!(pod.dir().join("logs").is_dir());
+/// assert_eq!(pod.lock_file(), tmp.path().join("pod/omnidev.lock"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    dir: PathBuf,
+}
+
+impl Pod {
+    /// A handle on `dir` without touching the file system.
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// Creates `dir` (mode 0700, parents as needed) and the profile's
+    /// sub-directories `dirs` (relative to it). An existing directory is kept
+    /// and its mode tightened to 0700.
+    pub fn create(dir: impl Into<PathBuf>, dirs: &[String]) -> Result<Self> {
+        let dir = dir.into();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(Error::io("create the pod directory", &dir))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(Error::io("set the mode of", &dir))?;
+        for sub in dirs {
+            let path = dir.join(sub);
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)
+                .map_err(Error::io("create the pod sub-directory", &path))?;
+        }
+        Ok(Self { dir })
+    }
+
+    /// Removes the pod directory and everything in it (`--clean`). Nothing
+    /// outside it is touched: symbolic links inside are removed, not followed.
+    /// A missing directory is not an error.
+    pub fn clean(dir: &Path) -> Result<()> {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::Io {
+                action: "remove the pod directory",
+                path: dir.to_path_buf(),
+                source: e,
+            }),
+        }
+    }
+
+    /// The pod directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<pod>/pod.toml`: the allocated ports and the repo path.
+    pub fn pod_toml(&self) -> PathBuf {
+        self.dir.join(crate::ports::POD_TOML)
+    }
+
+    /// `<pod>/omnidev.lock`: the single-instance lock.
+    pub fn lock_file(&self) -> PathBuf {
+        self.dir.join(crate::lock::LOCK_FILE)
+    }
+
+    /// `<pod>/state.json`: the supervisor's record of running processes.
+    pub fn state_file(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    /// `<pod>/logs`: per-service log files.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash8_is_pinned() {
+        // Changing this value moves every user's pod directory: never update
+        // it without a migration.
+        assert_eq!(hash8(Path::new("/home/user/src/omnigent")), "e3e2c4da");
+    }
+
+    #[test]
+    fn pod_dir_is_stable_and_distinct() {
+        let cache = Path::new("/c");
+        let a = default_pod_dir(cache, Path::new("/src/a/omnigent"));
+        let a2 = default_pod_dir(cache, Path::new("/src/a/omnigent"));
+        let b = default_pod_dir(cache, Path::new("/src/b/omnigent"));
+        assert_eq!(a, a2);
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), b.parent());
+    }
+
+    #[test]
+    fn create_sets_mode_0700_and_tightens_existing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("p");
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let pod = Pod::create(&dir, &["data/omnigent".into()]).expect("create");
+        let mode = std::fs::metadata(pod.dir())
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(dir.join("data/omnigent").is_dir());
+    }
+
+    #[test]
+    fn clean_removes_only_the_pod() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::write(outside.join("keep"), "x").expect("write");
+        let pod = Pod::create(tmp.path().join("pod"), &["logs".into()]).expect("create");
+        std::os::unix::fs::symlink(&outside, pod.dir().join("link")).expect("symlink");
+        Pod::clean(pod.dir()).expect("clean");
+        assert!(!pod.dir().exists());
+        assert!(outside.join("keep").exists());
+        Pod::clean(pod.dir()).expect("clean of a missing dir");
+    }
+}

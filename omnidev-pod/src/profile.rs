@@ -1,0 +1,571 @@
+//! Profiles (`omnidev.toml`): what a pod is made of, and the embedded Omnigent profile.
+//!
+//! A profile is TOML with kebab-case keys; unknown keys and unknown
+//! `{placeholders}` are errors with line and column. See [`Profile`] for the
+//! tables, [`template`] for placeholders and [`render`] for turning a profile
+//! into service specs.
+
+pub mod render;
+pub mod template;
+
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use omnidev_core::{Condition, RestartPolicy};
+use serde::{Deserialize, Serialize};
+use toml::de::{DeTable, DeValue};
+
+use crate::error::{Error, Result};
+
+/// The text of the embedded Omnigent profile.
+pub const OMNIGENT_PROFILE: &str = include_str!("profile/omnigent.toml");
+
+/// Origin name used in errors about the embedded profile.
+pub const OMNIGENT_ORIGIN: &str = "<embedded omnigent profile>";
+
+/// File name of a repository's own profile, at its root.
+pub const PROFILE_FILE: &str = "omnidev.toml";
+
+/// A pod profile.
+///
+/// ```
+/// let profile = omnidev_pod::Profile::parse(r#"
+/// [ports]
+/// web = 8000
+///
+/// [services.web]
+/// command = ["python3", "-m", "http.server", "{port.web}"]
+/// "#, "omnidev.toml").unwrap();
+/// assert_eq!(profile.ports["web"], 8000);
+/// let err = omnidev_pod::Profile::parse("[servces.web]\n", "omnidev.toml").unwrap_err();
+/// assert!(err.to_string().starts_with("omnidev.toml:1:2:"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Profile {
+    /// Repository shape.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub repo: RepoSection,
+    /// Pod layout.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub pod: PodSection,
+    /// Named ports with their preferred bases, in order.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub ports: IndexMap<String, u16>,
+    /// Environment overrides for every service (templated).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub env: IndexMap<String, String>,
+    /// Where LAN origins go with `--trust-lan-origins` (an addition to the
+    /// format of docs/design.md: the variable is computed, not templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lan_origins: Option<LanOrigins>,
+    /// Files copied into a new pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed: Vec<Seed>,
+    /// URLs shown to people (templated), in order.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub urls: IndexMap<String, String>,
+    /// File-watch settings.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub watch: WatchSection,
+    /// The services, in order.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub services: IndexMap<String, Service>,
+}
+
+/// `[repo]`: the repository's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RepoSection {
+    /// Directories that must exist at the checkout root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub markers: Vec<String>,
+}
+
+/// `[pod]`: the pod directory's layout.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PodSection {
+    /// Sub-directories created in the pod directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<String>,
+}
+
+/// `[lan-origins]`: the variable that receives trusted LAN origins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LanOrigins {
+    /// The environment variable (a comma-separated origin list).
+    pub env: String,
+    /// The port whose `http://<ip>:<port>` origins are trusted.
+    pub port: String,
+}
+
+/// `[[seed]]`: a file copied into a new pod when absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Seed {
+    /// Candidate sources; the first whose placeholders all resolve is used.
+    pub from: Vec<String>,
+    /// Destination, relative to the pod directory; never overwritten.
+    pub to: String,
+}
+
+/// `[watch]`: file-watch settings.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WatchSection {
+    /// Debounce in milliseconds (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce_ms: Option<u64>,
+}
+
+/// `[services.NAME]`: one service.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Service {
+    /// Program and arguments (templated). Exactly one of `command` and
+    /// `script` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A `package.json` script run through the detected package manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// Extra arguments (after `command`, or passed to the script).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Working directory relative to the checkout root (default `.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment overrides on top of the profile's `[env]` (templated).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub env: IndexMap<String, String>,
+    /// Services this one waits for, with the condition.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub depends_on: IndexMap<String, Condition>,
+    /// Restart policy (default `always`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartPolicy>,
+    /// Stop signal name, e.g. `SIGTERM` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
+    /// Grace period before SIGKILL, in milliseconds (default 5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+    /// Readiness probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<Ready>,
+    /// Globs (relative to the checkout) whose change reloads this service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<String>,
+    /// Run `<package manager> install` first when `node_modules/` is stale.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub install_deps: bool,
+}
+
+/// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,
+/// `command`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Ready {
+    /// URL answered with a 2xx status when ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// `Host` header sent with the HTTP probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `host:port` accepting a TCP connection when ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
+    /// A command exiting 0 when ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Longest pause between attempts, ms (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// Time until a "probe timed out" event, ms (default 60000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// Where the effective profile came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// The embedded Omnigent profile.
+    Embedded,
+    /// `omnidev.toml` at the checkout root.
+    Repo(PathBuf),
+    /// A file named with `--profile`.
+    File(PathBuf),
+}
+
+/// Signal names accepted by `stop-signal`.
+const SIGNALS: &[(&str, i32)] = &[
+    ("SIGTERM", libc::SIGTERM),
+    ("SIGINT", libc::SIGINT),
+    ("SIGHUP", libc::SIGHUP),
+    ("SIGQUIT", libc::SIGQUIT),
+    ("SIGKILL", libc::SIGKILL),
+    ("SIGUSR1", libc::SIGUSR1),
+    ("SIGUSR2", libc::SIGUSR2),
+];
+
+/// The number of a signal name such as `SIGTERM` or `TERM`.
+///
+/// ```
+/// assert_eq!(omnidev_pod::profile::signal_number("SIGINT"), Some(2));
+/// assert_eq!(omnidev_pod::profile::signal_number("TERM"), Some(15));
+/// ```
+pub fn signal_number(name: &str) -> Option<i32> {
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    SIGNALS.iter().find(|(n, _)| *n == full).map(|(_, s)| *s)
+}
+
+impl Profile {
+    /// The embedded Omnigent profile.
+    ///
+    /// # Panics
+    ///
+    /// Never: the embedded text is checked by this crate's tests.
+    ///
+    /// ```
+    /// let p = omnidev_pod::Profile::omnigent();
+    /// assert_eq!(p.services.keys().collect::<Vec<_>>(), ["server", "host", "vite"]);
+    /// ```
+    pub fn omnigent() -> Self {
+        Self::parse(OMNIGENT_PROFILE, OMNIGENT_ORIGIN)
+            .expect("the embedded profile is valid (checked by a test)")
+    }
+
+    /// Parses and validates profile text. `origin` names it in errors
+    /// (`origin:line:column: message`).
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        let profile: Self = toml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .span()
+                .map_or((1, 1), |span| line_column(text, span.start));
+            Error::Profile {
+                origin: origin.to_owned(),
+                line,
+                column,
+                message: e.message().trim().to_owned(),
+            }
+        })?;
+        let document = DeTable::parse(text).map_err(|e| Error::Profile {
+            origin: origin.to_owned(),
+            line: 1,
+            column: 1,
+            message: e.message().to_owned(),
+        })?;
+        let locator = Locator {
+            text,
+            origin,
+            root: document.get_ref(),
+        };
+        profile.validate(&locator)?;
+        Ok(profile)
+    }
+
+    /// Reads and parses the profile file at `path`.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(Error::io("read the profile", path))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// The effective profile for a checkout: `explicit` (`--profile FILE`),
+    /// else `<repo>/omnidev.toml` when present, else the embedded Omnigent
+    /// profile.
+    pub fn load(repo_root: &Path, explicit: Option<&Path>) -> Result<(Self, ProfileSource)> {
+        if let Some(path) = explicit {
+            return Ok((
+                Self::from_file(path)?,
+                ProfileSource::File(path.to_path_buf()),
+            ));
+        }
+        let in_repo = repo_root.join(PROFILE_FILE);
+        if in_repo.is_file() {
+            return Ok((Self::from_file(&in_repo)?, ProfileSource::Repo(in_repo)));
+        }
+        Ok((Self::omnigent(), ProfileSource::Embedded))
+    }
+
+    /// The profile as TOML text that parses back to the same value (for
+    /// `omnidev profile show`).
+    ///
+    /// ```
+    /// let p = omnidev_pod::Profile::omnigent();
+    /// let text = p.to_toml().unwrap();
+    /// assert_eq!(omnidev_pod::Profile::parse(&text, "shown").unwrap(), p);
+    /// ```
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::Serialise {
+            what: "the profile",
+            message: e.to_string(),
+        })
+    }
+
+    /// Checks that the checkout has every `[repo] markers` directory.
+    pub fn check_repo(&self, repo_root: &Path) -> Result<()> {
+        crate::root::check_markers(repo_root, &self.repo.markers)
+    }
+
+    /// Port names with their bases, in profile order (for
+    /// [`crate::PortRequest::bases`]).
+    pub fn port_bases(&self) -> Vec<(String, u16)> {
+        self.ports.iter().map(|(n, p)| (n.clone(), *p)).collect()
+    }
+
+    fn validate(&self, at: &Locator<'_>) -> Result<()> {
+        let port_names: Vec<&str> = self.ports.keys().map(String::as_str).collect();
+        check_placeholders(at, at.root, &mut Vec::new(), &port_names)?;
+        if let Some(lan) = &self.lan_origins
+            && !self.ports.contains_key(&lan.port)
+        {
+            return Err(at.error(
+                &["lan-origins", "port"],
+                format!(
+                    "unknown port `{}`: the [ports] table declares {}",
+                    lan.port,
+                    port_names.join(", ")
+                ),
+            ));
+        }
+        for (name, service) in &self.services {
+            let path = ["services", name.as_str()];
+            match (&service.command, &service.script) {
+                (Some(_), Some(_)) | (None, None) => {
+                    return Err(at.error(
+                        &path,
+                        format!("service `{name}` needs exactly one of `command` and `script`"),
+                    ));
+                }
+                (Some(command), None) if command.is_empty() => {
+                    return Err(at.error(
+                        &["services", name, "command"],
+                        format!("service `{name}` has an empty `command`"),
+                    ));
+                }
+                _ => {}
+            }
+            for dependency in service.depends_on.keys() {
+                if !self.services.contains_key(dependency) {
+                    return Err(at.error(
+                        &["services", name, "depends-on", dependency],
+                        format!("service `{name}` depends on unknown service `{dependency}`"),
+                    ));
+                }
+            }
+            if let Some(signal) = &service.stop_signal
+                && signal_number(signal).is_none()
+            {
+                return Err(at.error(
+                    &["services", name, "stop-signal"],
+                    format!(
+                        "unknown signal `{signal}`; use one of {}",
+                        SIGNALS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            if let Some(ready) = &service.ready {
+                let kinds = [
+                    ready.http.is_some(),
+                    ready.tcp.is_some(),
+                    ready.command.is_some(),
+                ];
+                if kinds.iter().filter(|k| **k).count() != 1 {
+                    return Err(at.error(
+                        &["services", name, "ready"],
+                        format!("`ready` of service `{name}` needs exactly one of `http`, `tcp`, `command`"),
+                    ));
+                }
+                if ready.command.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(at.error(
+                        &["services", name, "ready", "command"],
+                        format!("`ready.command` of service `{name}` is empty"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Finds positions in the profile text for validation errors.
+struct Locator<'a> {
+    text: &'a str,
+    origin: &'a str,
+    root: &'a DeTable<'a>,
+}
+
+impl Locator<'_> {
+    /// An error at the deepest existing element of `path` (keys of tables).
+    fn error(&self, path: &[&str], message: String) -> Error {
+        let mut span = 0..0;
+        let mut table = Some(self.root);
+        for key in path {
+            let Some(entry) = table.and_then(|t| t.iter().find(|(k, _)| k.get_ref() == key)) else {
+                break;
+            };
+            span = entry.0.span();
+            table = entry.1.get_ref().as_table();
+        }
+        self.error_at(span.start, message)
+    }
+
+    fn error_at(&self, offset: usize, message: String) -> Error {
+        let (line, column) = line_column(self.text, offset);
+        Error::Profile {
+            origin: self.origin.to_owned(),
+            line,
+            column,
+            message,
+        }
+    }
+}
+
+/// Checks every string value of the document for valid placeholders.
+fn check_placeholders<'a>(
+    at: &Locator<'_>,
+    table: &'a DeTable<'a>,
+    path: &mut Vec<String>,
+    ports: &[&str],
+) -> Result<()> {
+    for (key, value) in table {
+        path.push(key.get_ref().to_string());
+        check_value(at, value, path, ports)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+fn check_value<'a>(
+    at: &Locator<'_>,
+    value: &'a toml::Spanned<DeValue<'a>>,
+    path: &mut Vec<String>,
+    ports: &[&str],
+) -> Result<()> {
+    match value.get_ref() {
+        DeValue::String(text) => {
+            if let Err(e) = template::parse(text, ports) {
+                // Point at the placeholder as written when it can be found in
+                // the raw text (escapes inside the string may shift it).
+                let span = value.span();
+                let raw = at.text.get(span.clone()).unwrap_or_default();
+                let offset = raw.find(&e.snippet).map_or(span.start, |i| span.start + i);
+                return Err(at.error_at(offset, format!("in `{}`: {}", path.join("."), e.message)));
+            }
+        }
+        DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(i.to_string());
+                check_value(at, item, path, ports)?;
+                path.pop();
+            }
+        }
+        DeValue::Table(table) => check_placeholders(at, table, path, ports)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile_error(text: &str) -> (usize, usize, String) {
+        match Profile::parse(text, "p.toml").expect_err("should fail") {
+            Error::Profile {
+                line,
+                column,
+                message,
+                ..
+            } => (line, column, message),
+            other => panic!("unexpected error {other}"),
+        }
+    }
+
+    #[test]
+    fn embedded_profile_parses_and_round_trips() {
+        let profile = Profile::parse(OMNIGENT_PROFILE, OMNIGENT_ORIGIN).expect("embedded parses");
+        let text = profile.to_toml().expect("serialise");
+        let back = Profile::parse(&text, "shown").expect("shown text parses");
+        assert_eq!(back, profile);
+        assert_eq!(profile.ports.keys().collect::<Vec<_>>(), ["server", "vite"]);
+        assert_eq!(profile.urls.keys().collect::<Vec<_>>(), ["ui", "server"]);
+        assert_eq!(profile.watch.debounce_ms, Some(100));
+    }
+
+    #[test]
+    fn unknown_key_has_line_and_column() {
+        let (line, column, message) =
+            profile_error("[ports]\nweb = 1\n\n[services.web]\ncommand = [\"x\"]\n  cmd = 3\n");
+        assert_eq!((line, column), (6, 3), "{message}");
+        assert!(message.contains("cmd"), "{message}");
+    }
+
+    #[test]
+    fn unknown_placeholder_has_line_and_column() {
+        let (line, column, message) =
+            profile_error("[ports]\nweb = 1\n[env]\nA = \"x\"\nB = \"http://h:{port.api}\"\n");
+        assert_eq!((line, column), (5, 15), "{message}");
+        assert!(
+            message.contains("port.api") || message.contains("`api`"),
+            "{message}"
+        );
+        let (line, column, message) =
+            profile_error("[services.a]\ncommand = [\"echo\", \"{nope}\"]\n");
+        assert_eq!((line, column), (2, 21), "{message}");
+        assert!(message.contains("{nope}"), "{message}");
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_key() {
+        let (line, _, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\ndepends-on = { b = \"ready\" }\n");
+        assert_eq!(line, 3, "{message}");
+        assert!(message.contains("unknown service `b`"), "{message}");
+        let (line, _, message) = profile_error("\n[services.a]\nargs = []\n");
+        assert_eq!(line, 2, "{message}");
+        let (line, _, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\nstop-signal = \"SIGFOO\"\n");
+        assert_eq!(line, 3, "{message}");
+    }
+
+    #[test]
+    fn load_prefers_explicit_then_repo_file_then_embedded() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (_, source) = Profile::load(tmp.path(), None).expect("embedded");
+        assert_eq!(source, ProfileSource::Embedded);
+        let own = tmp.path().join(PROFILE_FILE);
+        std::fs::write(&own, "[services.a]\ncommand = [\"true\"]\n").expect("write");
+        let (profile, source) = Profile::load(tmp.path(), None).expect("repo");
+        assert_eq!(source, ProfileSource::Repo(own));
+        assert!(profile.services.contains_key("a"));
+        let other = tmp.path().join("other.toml");
+        std::fs::write(&other, "[services.b]\ncommand = [\"true\"]\n").expect("write");
+        let (profile, _) = Profile::load(tmp.path(), Some(&other)).expect("explicit");
+        assert!(profile.services.contains_key("b"));
+    }
+}

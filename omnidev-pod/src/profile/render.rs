@@ -1,0 +1,396 @@
+//! Rendering a profile into the environment, service specs, watch rules and URLs of one pod.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use omnidev_core::{
+    CommandSpec, Dependency, PrepareStep, PrepareWhen, ProbeSpec, Readiness, ServiceSpec, StopSpec,
+};
+
+use super::template::{self, Unresolved, Values};
+use super::{Profile, Ready, Service, signal_number};
+use crate::error::{Error, Result};
+use crate::package_manager::{Invocation, PackageManager};
+use crate::ports::Ports;
+use crate::seed::{SeedOutcome, seed_file};
+
+/// Default debounce of file-watch reloads.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
+/// Default longest pause between readiness attempts.
+pub const DEFAULT_READY_INTERVAL: Duration = Duration::from_secs(1);
+/// Default time before a "probe timed out" event.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Heartbeat interval of a silent dependency install.
+pub const INSTALL_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Which services to run: `--only` / `--skip` (`--no-vite` is `skip =
+/// ["vite"]`).
+///
+/// Dependencies are not pulled in: a selected service whose dependency is
+/// not selected loses that edge and starts without waiting for it (the user
+/// asked for exactly these services; they may run the dependency
+/// elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// When non-empty, only these services.
+    pub only: Vec<String>,
+    /// These services are left out.
+    pub skip: Vec<String>,
+}
+
+impl Selection {
+    /// The selected service names in profile order; unknown names are an
+    /// error.
+    ///
+    /// ```
+    /// use omnidev_pod::{Profile, Selection};
+    /// let no_vite = Selection { skip: vec!["vite".into()], ..Default::default() };
+    /// assert_eq!(no_vite.apply(&Profile::omnigent()).unwrap(), ["server", "host"]);
+    /// ```
+    pub fn apply(&self, profile: &Profile) -> Result<Vec<String>> {
+        let known: Vec<String> = profile.services.keys().cloned().collect();
+        for name in self.only.iter().chain(&self.skip) {
+            if !profile.services.contains_key(name) {
+                return Err(Error::UnknownService {
+                    name: name.clone(),
+                    known,
+                });
+            }
+        }
+        Ok(known
+            .into_iter()
+            .filter(|n| self.only.is_empty() || self.only.contains(n))
+            .filter(|n| !self.skip.contains(n))
+            .collect())
+    }
+}
+
+/// Everything a profile is rendered against.
+#[derive(Debug, Clone, Default)]
+pub struct RenderContext {
+    /// The checkout root (`{repo}`; service `cwd`s are relative to it).
+    pub repo: PathBuf,
+    /// The pod directory (`{pod}`).
+    pub pod_dir: PathBuf,
+    /// Allocated ports (`{port.NAME}`).
+    pub ports: Ports,
+    /// Bind hosts by port name (`{host.NAME}`, default `127.0.0.1`).
+    pub hosts: BTreeMap<String, String>,
+    /// The inherited environment (`{env.NAME}`, and the inherited value of
+    /// the LAN-origins variable).
+    pub inherited_env: BTreeMap<String, String>,
+    /// Trusted LAN origins (empty unless `--trust-lan-origins` found some).
+    pub lan_origins: Vec<String>,
+    /// Which services to render.
+    pub selection: Selection,
+    /// The `PATH` searched for the package manager.
+    pub path: OsString,
+}
+
+impl RenderContext {
+    /// A context with `inherited_env` and `path` taken from this process.
+    pub fn from_process_env(repo: PathBuf, pod_dir: PathBuf, ports: Ports) -> Self {
+        Self {
+            repo,
+            pod_dir,
+            ports,
+            inherited_env: std::env::vars().collect(),
+            path: std::env::var_os("PATH").unwrap_or_default(),
+            ..Self::default()
+        }
+    }
+
+    fn values(&self) -> Values<'_> {
+        Values {
+            pod: &self.pod_dir,
+            repo: &self.repo,
+            ports: &self.ports,
+            hosts: &self.hosts,
+            env: &self.inherited_env,
+        }
+    }
+}
+
+/// A watch rule: a change to a file matching `globs` (relative to the
+/// checkout) reloads `service`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchRule {
+    /// The service to reload.
+    pub service: String,
+    /// Glob patterns relative to the checkout root.
+    pub globs: Vec<String>,
+}
+
+/// A profile rendered for one pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedPod {
+    /// The pod's environment overrides (profile `[env]` plus the LAN-origins
+    /// variable): what `omnidev exec` sets.
+    pub env: BTreeMap<String, String>,
+    /// The selected services, in profile order.
+    pub services: Vec<ServiceSpec>,
+    /// Watch rules of the selected services.
+    pub watch: Vec<WatchRule>,
+    /// File-watch debounce.
+    pub debounce: Duration,
+    /// `(name, url)` to show people, in profile order.
+    pub urls: Vec<(String, String)>,
+}
+
+impl Profile {
+    /// Renders the profile for one pod.
+    ///
+    /// ```
+    /// use omnidev_pod::{Profile, RenderContext, Selection};
+    /// let mut ctx = RenderContext { repo: "/src/app".into(), pod_dir: "/pods/app".into(), ..Default::default() };
+    /// ctx.ports.0.extend([("server".into(), 6767), ("vite".into(), 5173)]);
+    /// ctx.selection = Selection { skip: vec!["vite".into()], ..Default::default() };
+    /// let pod = Profile::omnigent().render(&ctx).unwrap();
+    /// assert_eq!(pod.env["OMNIGENT_URL"], "http://127.0.0.1:6767");
+    /// assert_eq!(pod.services.len(), 2);
+    /// assert_eq!(pod.urls[0], ("ui".to_owned(), "http://localhost:5173".to_owned()));
+    /// ```
+    pub fn render(&self, ctx: &RenderContext) -> Result<RenderedPod> {
+        let values = ctx.values();
+        let text = |s: &str| render_text(s, &values);
+
+        let mut env = BTreeMap::new();
+        for (name, value) in &self.env {
+            env.insert(name.clone(), text(value)?);
+        }
+        if let Some(lan) = &self.lan_origins
+            && !ctx.lan_origins.is_empty()
+        {
+            let inherited = ctx.inherited_env.get(&lan.env).map(String::as_str);
+            env.insert(
+                lan.env.clone(),
+                crate::lan::merge_origins(inherited, &ctx.lan_origins),
+            );
+        }
+
+        let selected = ctx.selection.apply(self)?;
+        let mut services = Vec::new();
+        let mut watch = Vec::new();
+        for name in &selected {
+            let service = &self.services[name];
+            services.push(render_service(name, service, &env, &selected, ctx)?);
+            if !service.watch.is_empty() {
+                watch.push(WatchRule {
+                    service: name.clone(),
+                    globs: service.watch.clone(),
+                });
+            }
+        }
+
+        let urls = self
+            .urls
+            .iter()
+            .map(|(name, url)| Ok((name.clone(), text(url)?)))
+            .collect::<Result<_>>()?;
+        Ok(RenderedPod {
+            env,
+            services,
+            watch,
+            debounce: self
+                .watch
+                .debounce_ms
+                .map_or(DEFAULT_DEBOUNCE, Duration::from_millis),
+            urls,
+        })
+    }
+}
+
+fn render_service(
+    name: &str,
+    service: &Service,
+    pod_env: &BTreeMap<String, String>,
+    selected: &[String],
+    ctx: &RenderContext,
+) -> Result<ServiceSpec> {
+    let values = ctx.values();
+    let text = |s: &str| render_text(s, &values);
+    let all = |items: &[String]| items.iter().map(|s| text(s)).collect::<Result<Vec<_>>>();
+
+    let cwd = ctx.repo.join(service.cwd.as_deref().unwrap_or("."));
+    let mut env = pod_env.clone();
+    for (key, value) in &service.env {
+        env.insert(key.clone(), text(value)?);
+    }
+    let needs_pm = service.script.is_some() || service.install_deps;
+    let pm = if needs_pm {
+        Some(PackageManager::detect(&cwd).resolve(&ctx.path, &cwd)?)
+    } else {
+        None
+    };
+
+    let args = all(&service.args)?;
+    let (program, args) = match (&service.command, &service.script, &pm) {
+        (Some(command), _, _) => {
+            let (program, mut command) = split_program(name, all(command)?)?;
+            command.extend(args);
+            (program, command)
+        }
+        (None, Some(script), Some(pm)) => (
+            pm.program_string(),
+            pm.run_script_args(&text(script)?, &args),
+        ),
+        _ => {
+            return Err(Error::Render {
+                message: format!("service `{name}` has neither `command` nor `script`"),
+            });
+        }
+    };
+    let command = CommandSpec {
+        program,
+        args,
+        cwd: cwd.clone(),
+        env: env.clone(),
+    };
+
+    let readiness = service
+        .ready
+        .as_ref()
+        .map(|ready| render_readiness(name, ready, &cwd, &env, ctx))
+        .transpose()?;
+
+    let mut stop = StopSpec::default();
+    if let Some(signal) = service.stop_signal.as_deref().and_then(signal_number) {
+        stop.signal = signal;
+    }
+    if let Some(grace) = service.grace_ms {
+        stop.grace = Duration::from_millis(grace);
+    }
+
+    let prepare = match (&pm, service.install_deps) {
+        (Some(pm), true) => vec![install_step(pm, &cwd, &env)],
+        _ => Vec::new(),
+    };
+
+    Ok(ServiceSpec {
+        name: name.to_owned(),
+        command,
+        depends_on: service
+            .depends_on
+            .iter()
+            .filter(|(dep, _)| selected.contains(dep))
+            .map(|(dep, condition)| Dependency {
+                service: dep.clone(),
+                condition: *condition,
+            })
+            .collect(),
+        readiness,
+        restart: service.restart.unwrap_or_default(),
+        stop,
+        prepare,
+    })
+}
+
+impl Profile {
+    /// Seeds the profile's `[[seed]]` files into the pod: for each, the first
+    /// `from` candidate whose placeholders all resolve (an unset
+    /// `{env.NAME}` skips a candidate) is copied to `<pod>/<to>` when that
+    /// does not exist yet. Never fails; see [`SeedOutcome`].
+    pub fn seed(&self, ctx: &RenderContext) -> Vec<SeedOutcome> {
+        let values = ctx.values();
+        self.seed
+            .iter()
+            .map(|seed| {
+                let candidate = seed
+                    .from
+                    .iter()
+                    .find_map(|from| template::render(from, &values, true).ok())
+                    .map(PathBuf::from);
+                let to = ctx.pod_dir.join(&seed.to);
+                seed_file(candidate.as_slice(), &to)
+            })
+            .collect()
+    }
+
+    /// The port whose origins `--trust-lan-origins` trusts, if the profile
+    /// has a `[lan-origins]` table.
+    pub fn lan_origin_port(&self) -> Option<&str> {
+        self.lan_origins.as_ref().map(|l| l.port.as_str())
+    }
+}
+
+fn render_readiness(
+    name: &str,
+    ready: &Ready,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    ctx: &RenderContext,
+) -> Result<Readiness> {
+    let values = ctx.values();
+    let text = |s: &str| render_text(s, &values);
+    let probe = if let Some(url) = &ready.http {
+        ProbeSpec::Http {
+            url: text(url)?,
+            host: ready.host.as_deref().map(text).transpose()?,
+        }
+    } else if let Some(address) = &ready.tcp {
+        ProbeSpec::Tcp {
+            address: text(address)?,
+        }
+    } else if let Some(probe) = &ready.command {
+        let probe = probe.iter().map(|s| text(s)).collect::<Result<Vec<_>>>()?;
+        let (program, args) = split_program(name, probe)?;
+        ProbeSpec::Command(CommandSpec {
+            program,
+            args,
+            cwd: cwd.to_path_buf(),
+            env: env.clone(),
+        })
+    } else {
+        return Err(Error::Render {
+            message: format!("`ready` of service `{name}` names no probe"),
+        });
+    };
+    Ok(Readiness {
+        probe,
+        interval: ready
+            .interval_ms
+            .map_or(DEFAULT_READY_INTERVAL, Duration::from_millis),
+        timeout: ready
+            .timeout_ms
+            .map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis),
+    })
+}
+
+fn split_program(name: &str, mut command: Vec<String>) -> Result<(String, Vec<String>)> {
+    if command.is_empty() {
+        return Err(Error::Render {
+            message: format!("service `{name}` has an empty command"),
+        });
+    }
+    let program = command.remove(0);
+    Ok((program, command))
+}
+
+fn install_step(pm: &Invocation, cwd: &Path, env: &BTreeMap<String, String>) -> PrepareStep {
+    PrepareStep {
+        name: format!("{} install", pm.manager.name()),
+        command: CommandSpec {
+            program: pm.program_string(),
+            args: pm.install_args(),
+            cwd: cwd.to_path_buf(),
+            env: env.clone(),
+        },
+        when: PrepareWhen::Stale {
+            target: cwd.join("node_modules"),
+            sources: pm.manager.manifests().iter().map(|m| cwd.join(m)).collect(),
+        },
+        heartbeat: INSTALL_HEARTBEAT,
+    }
+}
+
+fn render_text(text: &str, values: &Values<'_>) -> Result<String> {
+    template::render(text, values, false).map_err(|e| Error::Render {
+        message: match e {
+            Unresolved::Port(name) => format!("no port `{name}` was allocated (used in `{text}`)"),
+            Unresolved::Env(name) => format!("`{name}` is not set (used in `{text}`)"),
+            Unresolved::Syntax(message) => format!("in `{text}`: {message}"),
+        },
+    })
+}

@@ -1,0 +1,267 @@
+//! `{placeholder}` templates: `{pod}`, `{repo}`, `{port.NAME}`, `{host.NAME}`, `{env.NAME}`.
+//!
+//! `{{` and `}}` stand for literal braces. Anything else inside braces is an
+//! error, reported by the profile parser with line and column.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One piece of a parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// Literal text.
+    Literal(String),
+    /// A placeholder.
+    Placeholder(Placeholder),
+}
+
+/// A placeholder and what it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placeholder {
+    /// `{pod}`: the pod directory.
+    Pod,
+    /// `{repo}`: the checkout root.
+    Repo,
+    /// `{port.NAME}`: an allocated port.
+    Port(String),
+    /// `{host.NAME}`: the bind host for port NAME (default `127.0.0.1`).
+    Host(String),
+    /// `{env.NAME}`: a variable of the inherited environment.
+    Env(String),
+}
+
+/// A template error: where in the string (byte offset of the offending
+/// `{`, `}`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    /// Byte offset into the template string.
+    pub offset: usize,
+    /// The placeholder text as written, including braces, when there is one.
+    pub snippet: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses `text` into segments. `ports` are the declared port names; a
+/// `{port.X}` or `{host.X}` for another name is an error.
+///
+/// ```
+/// use omnidev_pod::profile::template::{parse, Segment, Placeholder};
+/// let segs = parse("http://{host.web}:{port.web}/{{x}}", &["web"]).unwrap();
+/// assert_eq!(segs[1], Segment::Placeholder(Placeholder::Host("web".into())));
+/// assert!(parse("{nope}", &["web"]).is_err());
+/// ```
+pub fn parse(text: &str, ports: &[&str]) -> Result<Vec<Segment>, TemplateError> {
+    parse_with(text, Some(ports))
+}
+
+/// Parses `text`; `ports: None` accepts any port name.
+fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, TemplateError> {
+    let mut segments = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    let mut offset = 0;
+    while let Some(i) = rest.find(['{', '}']) {
+        literal.push_str(&rest[..i]);
+        let brace = &rest[i..];
+        let at = offset + i;
+        if brace.starts_with("{{") || brace.starts_with("}}") {
+            literal.push_str(&brace[..1]);
+            rest = &brace[2..];
+            offset = at + 2;
+            continue;
+        }
+        if brace.starts_with('}') {
+            return Err(TemplateError {
+                offset: at,
+                snippet: "}".into(),
+                message: "unmatched `}` (write `}}` for a literal brace)".into(),
+            });
+        }
+        let Some(end) = brace.find('}') else {
+            return Err(TemplateError {
+                offset: at,
+                snippet: brace.to_owned(),
+                message: "unclosed `{` (write `{{` for a literal brace)".into(),
+            });
+        };
+        let inner = &brace[1..end];
+        let snippet = &brace[..=end];
+        let placeholder = placeholder(inner, ports).map_err(|message| TemplateError {
+            offset: at,
+            snippet: snippet.to_owned(),
+            message,
+        })?;
+        if !literal.is_empty() {
+            segments.push(Segment::Literal(std::mem::take(&mut literal)));
+        }
+        segments.push(Segment::Placeholder(placeholder));
+        rest = &brace[end + 1..];
+        offset = at + end + 1;
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        segments.push(Segment::Literal(literal));
+    }
+    Ok(segments)
+}
+
+fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, String> {
+    let known = || {
+        format!(
+            "known placeholders: {{pod}}, {{repo}}, {{env.NAME}}, {}",
+            ports
+                .unwrap_or_default()
+                .iter()
+                .map(|p| format!("{{port.{p}}}, {{host.{p}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let port_name = |name: &str| -> Result<String, String> {
+        let Some(ports) = ports else {
+            return Ok(name.to_owned());
+        };
+        if ports.contains(&name) {
+            Ok(name.to_owned())
+        } else {
+            Err(format!(
+                "unknown port `{name}` in placeholder `{{{inner}}}`: the [ports] table declares {}",
+                if ports.is_empty() {
+                    "none".to_owned()
+                } else {
+                    ports.join(", ")
+                }
+            ))
+        }
+    };
+    match inner.split_once('.') {
+        None if inner == "pod" => Ok(Placeholder::Pod),
+        None if inner == "repo" => Ok(Placeholder::Repo),
+        Some(("port", name)) => port_name(name).map(Placeholder::Port),
+        Some(("host", name)) => port_name(name).map(Placeholder::Host),
+        Some(("env", name)) if !name.is_empty() => Ok(Placeholder::Env(name.to_owned())),
+        _ => Err(format!("unknown placeholder `{{{inner}}}`; {}", known())),
+    }
+}
+
+/// The values placeholders stand for.
+#[derive(Debug, Clone, Copy)]
+pub struct Values<'a> {
+    /// `{pod}`.
+    pub pod: &'a Path,
+    /// `{repo}`.
+    pub repo: &'a Path,
+    /// `{port.NAME}`.
+    pub ports: &'a crate::Ports,
+    /// `{host.NAME}`; names absent here are `127.0.0.1`.
+    pub hosts: &'a BTreeMap<String, String>,
+    /// `{env.NAME}`.
+    pub env: &'a BTreeMap<String, String>,
+}
+
+/// Why a template could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// `{env.NAME}` with NAME unset (only reported when asked to be strict).
+    Env(String),
+    /// `{port.NAME}` with no allocated port NAME.
+    Port(String),
+    /// A syntax error (see [`TemplateError`]).
+    Syntax(String),
+}
+
+/// Renders `text`. With `strict_env`, an unset `{env.NAME}` is
+/// [`Unresolved::Env`]; otherwise it renders as the empty string.
+///
+/// ```
+/// use omnidev_pod::profile::template::{render, Values};
+/// let mut ports = omnidev_pod::Ports::default();
+/// ports.0.insert("web".into(), 8080);
+/// let (hosts, env) = Default::default();
+/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env };
+/// assert_eq!(render("{repo}:{host.web}:{port.web}", &values, false).unwrap(), "/r:127.0.0.1:8080");
+/// ```
+pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<String, Unresolved> {
+    // Port names are validated when the profile is parsed; here any name is
+    // accepted so that a missing port is reported as such.
+    let segments = parse_with(text, None).map_err(|e| Unresolved::Syntax(e.message))?;
+    let mut out = String::new();
+    for segment in segments {
+        match segment {
+            Segment::Literal(s) => out.push_str(&s),
+            Segment::Placeholder(Placeholder::Pod) => out.push_str(&values.pod.to_string_lossy()),
+            Segment::Placeholder(Placeholder::Repo) => out.push_str(&values.repo.to_string_lossy()),
+            Segment::Placeholder(Placeholder::Port(name)) => {
+                let port = values.ports.get(&name).ok_or(Unresolved::Port(name))?;
+                out.push_str(&port.to_string());
+            }
+            Segment::Placeholder(Placeholder::Host(name)) => {
+                out.push_str(values.hosts.get(&name).map_or("127.0.0.1", String::as_str));
+            }
+            Segment::Placeholder(Placeholder::Env(name)) => match values.env.get(&name) {
+                Some(v) => out.push_str(v),
+                None if strict_env => return Err(Unresolved::Env(name)),
+                None => {}
+            },
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_kind_and_escapes() {
+        let segs = parse("{pod}/{repo}/{env.HOME}/{{lit}}", &[]).expect("parse");
+        assert_eq!(
+            segs,
+            vec![
+                Segment::Placeholder(Placeholder::Pod),
+                Segment::Literal("/".into()),
+                Segment::Placeholder(Placeholder::Repo),
+                Segment::Literal("/".into()),
+                Segment::Placeholder(Placeholder::Env("HOME".into())),
+                Segment::Literal("/{lit}".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_carry_offsets() {
+        let err = parse("abc{port.nope}", &["web"]).expect_err("unknown port");
+        assert_eq!(err.offset, 3);
+        assert_eq!(err.snippet, "{port.nope}");
+        assert!(
+            parse("x{pod", &[])
+                .expect_err("unclosed")
+                .message
+                .contains("unclosed")
+        );
+        assert_eq!(parse("ab}", &[]).expect_err("lone").offset, 2);
+    }
+
+    #[test]
+    fn env_strictness() {
+        let ports = crate::Ports::default();
+        let (hosts, env) = (BTreeMap::new(), BTreeMap::new());
+        let values = Values {
+            pod: Path::new("/p"),
+            repo: Path::new("/r"),
+            ports: &ports,
+            hosts: &hosts,
+            env: &env,
+        };
+        assert_eq!(render("a{env.NOPE}b", &values, false), Ok("ab".into()));
+        assert_eq!(
+            render("a{env.NOPE}b", &values, true),
+            Err(Unresolved::Env("NOPE".into()))
+        );
+        assert_eq!(
+            render("{port.x}", &values, true),
+            Err(Unresolved::Port("x".into()))
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! Finding the checkout root a pod belongs to.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Walks up from `start` to the first directory holding `.jj/` or `.git`
+/// (a directory, or a file as in a git worktree) and returns it, canonicalised.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// std::fs::create_dir_all(tmp.path().join(".git")).unwrap();
+/// std::fs::create_dir_all(tmp.path().join("a/b")).unwrap();
+/// let root = omnidev_pod::find_repo_root(&tmp.path().join("a/b")).unwrap();
+/// assert_eq!(root, tmp.path().canonicalize().unwrap());
+/// ```
+pub fn find_repo_root(start: &Path) -> Result<PathBuf> {
+    let start = start
+        .canonicalize()
+        .map_err(Error::io("resolve the directory", start))?;
+    let mut dir: &Path = &start;
+    loop {
+        let jj = dir.join(".jj");
+        let git = dir.join(".git");
+        if jj.is_dir() || git.is_dir() || git.is_file() {
+            return Ok(dir.to_path_buf());
+        }
+        match dir.parent() {
+            Some(parent) => dir = parent,
+            None => return Err(Error::RepoNotFound { start }),
+        }
+    }
+}
+
+/// The checkout root to use: `explicit` (from `--repo DIR`) taken as given
+/// (canonicalised, not walked up, so a checkout nested in another repository
+/// can be run), otherwise [`find_repo_root`] from `cwd`.
+///
+/// ```
+/// let outer = tempfile::tempdir().unwrap();
+/// std::fs::create_dir_all(outer.path().join(".git")).unwrap();
+/// let nested = outer.path().join("examples/app");
+/// std::fs::create_dir_all(&nested).unwrap();
+/// let root = omnidev_pod::resolve_repo_root(outer.path(), Some(&nested)).unwrap();
+/// assert_eq!(root, nested.canonicalize().unwrap());
+/// ```
+pub fn resolve_repo_root(cwd: &Path, explicit: Option<&Path>) -> Result<PathBuf> {
+    match explicit {
+        Some(dir) => {
+            let dir = if dir.is_absolute() {
+                dir.to_path_buf()
+            } else {
+                cwd.join(dir)
+            };
+            let canonical = dir
+                .canonicalize()
+                .map_err(Error::io("open the checkout given with --repo", &dir))?;
+            if !canonical.is_dir() {
+                return Err(Error::Io {
+                    action: "use the checkout given with --repo",
+                    path: canonical,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotADirectory,
+                        "not a directory",
+                    ),
+                });
+            }
+            Ok(canonical)
+        }
+        None => find_repo_root(cwd),
+    }
+}
+
+/// Checks that every `marker` directory exists under `root`.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// std::fs::create_dir(tmp.path().join("web")).unwrap();
+/// let err = omnidev_pod::root::check_markers(tmp.path(), &["omnigent".into(), "web".into()]);
+/// assert!(err.unwrap_err().to_string().contains("missing omnigent"));
+/// ```
+pub fn check_markers(root: &Path, markers: &[String]) -> Result<()> {
+    let missing: Vec<String> = markers
+        .iter()
+        .filter(|m| !root.join(m).is_dir())
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::RepoShape {
+            root: root.to_path_buf(),
+            missing,
+            expected: markers.to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_root_from_nested_directory() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join(".jj")).expect("mkdir");
+        let nested = tmp.path().join("x/y/z");
+        std::fs::create_dir_all(&nested).expect("mkdir");
+        let root = find_repo_root(&nested).expect("root");
+        assert_eq!(root, tmp.path().canonicalize().expect("canon"));
+    }
+
+    #[test]
+    fn git_file_marks_a_worktree_root() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join(".git")).expect("mkdir");
+        let worktree = tmp.path().join("wt");
+        std::fs::create_dir_all(worktree.join("src")).expect("mkdir");
+        std::fs::write(worktree.join(".git"), "gitdir: ../.git/worktrees/wt\n").expect("write");
+        let root = find_repo_root(&worktree.join("src")).expect("root");
+        assert_eq!(root, worktree.canonicalize().expect("canon"));
+    }
+
+    #[test]
+    fn missing_markers_are_named() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let err =
+            check_markers(tmp.path(), &["omnigent".into(), "web".into()]).expect_err("shape error");
+        let text = err.to_string();
+        assert!(text.contains("omnigent") && text.contains("web"), "{text}");
+        assert!(text.contains(&tmp.path().display().to_string()), "{text}");
+    }
+}

@@ -1,0 +1,84 @@
+//! Config seeding: copy a user's real config into a new pod, never overwriting.
+
+use std::path::PathBuf;
+
+/// What happened to one seed file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeedOutcome {
+    /// The source was copied to the destination.
+    Copied {
+        /// Copied from.
+        from: PathBuf,
+        /// Copied to.
+        to: PathBuf,
+    },
+    /// The destination already exists; a pod-local file is never overwritten.
+    Kept {
+        /// The existing destination.
+        to: PathBuf,
+    },
+    /// No source exists (or none could be resolved); nothing to copy.
+    NoSource {
+        /// The destination that stays absent.
+        to: PathBuf,
+        /// The candidate sources that were looked at.
+        candidates: Vec<PathBuf>,
+    },
+    /// The copy failed: a warning for the caller to show, not a failure.
+    Failed {
+        /// Copying from.
+        from: PathBuf,
+        /// Copying to.
+        to: PathBuf,
+        /// Why.
+        error: String,
+    },
+}
+
+/// Copies the first existing file of `candidates` to `to` unless `to`
+/// already exists. Never fails: problems are reported as
+/// [`SeedOutcome::Failed`] for the caller to print as a warning.
+///
+/// ```
+/// use omnidev_pod::seed::{seed_file, SeedOutcome};
+/// let tmp = tempfile::tempdir().unwrap();
+/// let src = tmp.path().join("config.yaml");
+/// std::fs::write(&src, "a: 1").unwrap();
+/// let dst = tmp.path().join("pod/config/config.yaml");
+/// assert!(matches!(seed_file(&[src.clone()], &dst), SeedOutcome::Copied { .. }));
+/// assert!(matches!(seed_file(&[src], &dst), SeedOutcome::Kept { .. }));
+/// ```
+pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
+    let to = to.to_path_buf();
+    if to.exists() || to.symlink_metadata().is_ok() {
+        return SeedOutcome::Kept { to };
+    }
+    let Some(from) = candidates.iter().find(|c| c.is_file()).cloned() else {
+        return SeedOutcome::NoSource {
+            to,
+            candidates: candidates.to_vec(),
+        };
+    };
+    let result = (|| -> std::io::Result<()> {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let bytes = std::fs::read(&from)?;
+        // create_new: a file appearing meanwhile is kept, never overwritten.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&to)?;
+        std::io::Write::write_all(&mut file, &bytes)?;
+        file.sync_all()
+    })();
+    match result {
+        Ok(()) => SeedOutcome::Copied { from, to },
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => SeedOutcome::Kept { to },
+        Err(e) => SeedOutcome::Failed {
+            from,
+            to,
+            error: e.to_string(),
+        },
+    }
+}

@@ -1,0 +1,113 @@
+//! Atomic reading and writing of the pod's small state files (TOML and JSON).
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+
+/// Serialises `value` as TOML and replaces `path` with it atomically
+/// (temporary file, fsync, rename): readers see the old file or the new one.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// let path = tmp.path().join("x.toml");
+/// let mut map = std::collections::BTreeMap::new();
+/// map.insert("a".to_owned(), 1);
+/// omnidev_pod::state::write_toml(&path, &map).unwrap();
+/// let back: std::collections::BTreeMap<String, i32> = omnidev_pod::state::read_toml(&path).unwrap().unwrap();
+/// assert_eq!(back, map);
+/// ```
+pub fn write_toml<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let text = toml::to_string(value).map_err(|e| Error::Serialise {
+        what: "a TOML state file",
+        message: e.to_string(),
+    })?;
+    omnidev_core::fs::write_atomic(path, text.as_bytes())?;
+    Ok(())
+}
+
+/// Reads a TOML state file: `Ok(None)` when it does not exist, an
+/// [`Error::CorruptState`] naming the file and the problem when it does not
+/// parse. A corrupt file is never modified.
+pub fn read_toml<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let Some(text) = read_optional(path)? else {
+        return Ok(None);
+    };
+    toml::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::CorruptState {
+            path: path.to_path_buf(),
+            message: e.to_string().trim().to_owned(),
+        })
+}
+
+/// Serialises `value` as pretty JSON and replaces `path` atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).map_err(|e| Error::Serialise {
+        what: "a JSON state file",
+        message: e.to_string(),
+    })?;
+    text.push(b'\n');
+    omnidev_core::fs::write_atomic(path, &text)?;
+    Ok(())
+}
+
+/// Reads a JSON state file: `Ok(None)` when missing, [`Error::CorruptState`]
+/// when it does not parse.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let Some(text) = read_optional(path)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::CorruptState {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Io {
+            action: "read",
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn corrupt_file_is_named_and_left_alone() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("pod.toml");
+        std::fs::write(&path, "[ports\nserver = 1").expect("write");
+        let err = read_toml::<BTreeMap<String, toml::Value>>(&path).expect_err("corrupt");
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "[ports\nserver = 1"
+        );
+    }
+
+    #[test]
+    fn json_round_trips_and_missing_is_none() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("state.json");
+        assert!(read_json::<Vec<u32>>(&path).expect("missing").is_none());
+        write_json(&path, &vec![1_u32, 2]).expect("write");
+        assert_eq!(
+            read_json::<Vec<u32>>(&path).expect("read"),
+            Some(vec![1, 2])
+        );
+    }
+}
