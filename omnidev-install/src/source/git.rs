@@ -12,7 +12,7 @@ use crate::{Error, Result, validate_ref, validate_repo};
 /// Protocols git may use for the lookup (no `ext::`, `fd::` or helpers).
 pub const GIT_ALLOW_PROTOCOL: &str = "file:git:http:https:ssh";
 
-/// `git ls-remote -- REPO refs/heads/REF refs/tags/REF`, with a hard
+/// `git ls-remote -- REPO refs/heads/REF refs/tags/REF refs/tags/REF^{}`, with a hard
 /// timeout, no prompts, an allow-list of protocols, and a neutral working
 /// directory that no repository discovery can escape.
 #[derive(Debug, Clone)]
@@ -54,11 +54,13 @@ impl Source for GitLsRemote {
         let ceiling = neutral.path().parent().unwrap_or(neutral.path()).to_owned();
         let heads = format!("refs/heads/{reference}");
         let tags = format!("refs/tags/{reference}");
+        // ls-remote lists a peeled annotated tag only when asked for it.
+        let peeled = format!("refs/tags/{reference}^{{}}");
         let mut command = tokio::process::Command::new(&self.program);
         command
             .args(["ls-remote", "--"])
             .arg(repo)
-            .args([&heads, &tags])
+            .args([&heads, &tags, &peeled])
             .current_dir(neutral.path())
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ALLOW_PROTOCOL", GIT_ALLOW_PROTOCOL)
