@@ -33,11 +33,11 @@ fn serve(reply: Reply) -> Server {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&requests);
     std::thread::spawn(move || {
-        let mut held: Vec<TcpStream> = Vec::new();
+        let mut kept_open: Vec<TcpStream> = Vec::new();
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
+            let Ok(mut connection) = stream else { continue };
             let mut head = String::new();
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut reader = BufReader::new(connection.try_clone().expect("clone"));
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -49,18 +49,18 @@ fn serve(reply: Reply) -> Server {
             match reply {
                 Reply::Sha => {
                     let _ = write!(
-                        stream,
+                        connection,
                         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{SHA}",
                         SHA.len()
                     );
                 }
                 Reply::Status500 => {
                     let _ = write!(
-                        stream,
+                        connection,
                         "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                     );
                 }
-                Reply::Hang => held.push(stream),
+                Reply::Hang => kept_open.push(connection),
             }
         }
     });
