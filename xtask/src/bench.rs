@@ -1,0 +1,523 @@
+//! `cargo xtask bench`: every benchmark named in the issues, each figure
+//! printed beside its reference measured in the same run (or its target).
+//! A piece that is not available prints `unavailable: <reason>` instead of
+//! a number.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use xshell::cmd;
+
+use crate::util;
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Benchmark this binary instead of building `target/release/omnidev`.
+    pub omnidev: Option<PathBuf>,
+    /// Only the benchmarks whose name contains one of these.
+    pub filters: Vec<String>,
+}
+
+impl Options {
+    /// Parse the arguments after `bench`.
+    pub fn parse(args: Vec<String>) -> Result<Self> {
+        let mut options = Self::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--omnidev" => {
+                    options.omnidev =
+                        Some(args.next().context("bench: --omnidev needs a path")?.into());
+                }
+                flag if flag.starts_with('-') => bail!("bench: unknown flag `{flag}`"),
+                filter => options.filters.push(filter.to_string()),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// One printed line: a figure and what it is compared with.
+struct Row {
+    name: &'static str,
+    figure: Result<String>,
+    reference: String,
+}
+
+/// Run the benchmarks and print one row each.
+pub fn run(options: &Options) -> Result<()> {
+    let sh = util::shell()?;
+    let omnidev = match &options.omnidev {
+        Some(path) => fs::canonicalize(path)?,
+        None => util::build_omnidev(&sh, "release")?,
+    };
+    let scratch = std::env::temp_dir().join(format!("omnidev-bench-{}", std::process::id()));
+    fs::create_dir_all(&scratch)?;
+    let wanted = |name: &str| {
+        options.filters.is_empty() || options.filters.iter().any(|f| name.contains(f.as_str()))
+    };
+
+    let mut rows = Vec::new();
+    if wanted("check") {
+        rows.push(check_hot_path(&omnidev, &scratch.join("check")));
+    }
+    if wanted("log") {
+        rows.push(log_throughput(&sh));
+    }
+    if wanted("up") || wanted("reload") || wanted("tui") {
+        rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));
+    }
+    println!();
+    println!("{:<44} {:<28} reference", "benchmark", "figure");
+    for row in rows {
+        let figure = match row.figure {
+            Ok(figure) => figure,
+            Err(error) => format!("unavailable: {error:#}"),
+        };
+        println!("{:<44} {:<28} {}", row.name, figure, row.reference);
+    }
+    let _ = fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
+}
+
+/// Median wall time of `runs` runs of `command` (output discarded).
+fn time_runs(mut command: Command, runs: usize) -> Result<Duration> {
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null());
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let status = command.status()?;
+        samples.push(start.elapsed());
+        if !status.success() {
+            bail!("{command:?} failed with {status}");
+        }
+    }
+    Ok(median(samples))
+}
+
+/// (a) `omnidev check --quiet` with a fresh cache vs `/bin/true`.
+fn check_hot_path(omnidev: &Path, dir: &Path) -> Row {
+    const RUNS: usize = 300;
+    let mut reference = String::from("(not measured)");
+    let figure = (|| -> Result<String> {
+        fs::create_dir_all(dir.join("omnidev"))?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        // The fresh-cache recipe from omnidev-install's crate docs.
+        fs::write(
+            dir.join("omnidev/omnigent-check.json"),
+            format!(
+                r#"{{"checked_at":{now},"repo":"r","ref":"main","remote_commit":"a","installed_commit":"a"}}"#
+            ),
+        )?;
+        let mut check = Command::new(omnidev);
+        check
+            .args(["check", "--quiet"])
+            .env("XDG_CACHE_HOME", dir)
+            .env("XDG_CONFIG_HOME", dir)
+            .env_remove("OMNIDEV_NO_UPDATE_CHECK");
+        let output = Command::new(omnidev)
+            .args(["check", "--quiet"])
+            .env("XDG_CACHE_HOME", dir)
+            .env("XDG_CONFIG_HOME", dir)
+            .output()?;
+        if !output.status.success() || !output.stdout.is_empty() || !output.stderr.is_empty() {
+            bail!(
+                "`omnidev check --quiet` on a fresh, up-to-date cache did not run silently ({})",
+                output.status
+            );
+        }
+        let truth = time_runs(Command::new("/bin/true"), RUNS)?;
+        reference = format!("/bin/true {} (median of {RUNS})", millis(truth));
+        Ok(format!(
+            "{} (median of {RUNS})",
+            millis(time_runs(check, RUNS)?)
+        ))
+    })();
+    Row {
+        name: "omnidev check --quiet, fresh cache",
+        figure,
+        reference,
+    }
+}
+
+/// (b) The core's log-throughput example, if it exists.
+fn log_throughput(sh: &xshell::Shell) -> Row {
+    let example = util::workspace_root().join("omnidev-core/examples/log_throughput.rs");
+    let mut reference = String::from("(not measured)");
+    let figure = (|| -> Result<String> {
+        if !example.is_file() {
+            bail!("{} does not exist yet", example.display());
+        }
+        let output = cmd!(
+            sh,
+            "cargo run --quiet --release -p omnidev-core --example log_throughput"
+        )
+        .read()?;
+        let line = output
+            .lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with('{'))
+            .context("no JSON line printed")?;
+        let reference_output = cmd!(
+            sh,
+            "cargo run --quiet --release -p omnidev-core --example log_throughput -- --reference"
+        )
+        .read();
+        if let Ok(text) = reference_output
+            && let Some(json) = text.lines().rev().find(|l| l.trim_start().starts_with('{'))
+        {
+            reference = format!("producer | cat > file: {}", json.trim());
+        }
+        Ok(line.trim().to_string())
+    })();
+    Row {
+        name: "log throughput (core example)",
+        figure,
+        reference,
+    }
+}
+
+const STUB_SERVER: &str = r#"
+import http.server, os, sys
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = str(os.getpid()).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Health)
+print("stub-server ready", os.getpid(), flush=True)
+server.serve_forever()
+"#;
+
+const STUB_PROFILE: &str = r#"
+[repo]
+markers = ["src"]
+
+[pod]
+dirs = ["logs"]
+
+[ports]
+server = 7700
+
+[watch]
+debounce-ms = 100
+
+[services.server]
+command = ["python3", "{repo}/stub_server.py", "{port.server}"]
+ready = { http = "http://127.0.0.1:{port.server}/health", interval-ms = 20, timeout-ms = 30000 }
+watch = ["src/**/*.py"]
+
+[services.host]
+command = ["sh", "-c", "echo stub-host started; exec sleep 100000"]
+depends-on = { server = "ready" }
+
+[services.idle]
+command = ["sleep", "100000"]
+"#;
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A checkout with the stub profile: a ready-at-once server, a host that
+/// waits for it, an idle third service.
+fn stub_checkout(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir.join("src"))?;
+    fs::create_dir_all(dir.join(".git"))?;
+    fs::write(dir.join("stub_server.py"), STUB_SERVER)?;
+    fs::write(dir.join("omnidev.toml"), STUB_PROFILE)?;
+    fs::write(dir.join("src/app.py"), "VALUE = 0\n")?;
+    Ok(())
+}
+
+fn health_pid(port: u16) -> Option<String> {
+    match util::http_get(port, "/health") {
+        Ok((200, body)) => Some(body),
+        _ => None,
+    }
+}
+
+fn poll<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Result<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe() {
+            return Ok(value);
+        }
+        if start.elapsed() > timeout {
+            bail!("timed out");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Killing a child (and its process group) on drop.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The services' own start time: stub server until `/health`, then the host
+/// until its line.
+fn own_start_time(repo: &Path) -> Result<Duration> {
+    let port = free_port()?;
+    let start = Instant::now();
+    let _server = Guard(
+        Command::new("python3")
+            .arg(repo.join("stub_server.py"))
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .spawn()?,
+    );
+    poll(Duration::from_secs(30), || health_pid(port))?;
+    let host = Command::new("sh")
+        .args(["-c", "echo stub-host started"])
+        .output()?;
+    if !host.status.success() {
+        bail!("stub host failed");
+    }
+    Ok(start.elapsed())
+}
+
+/// (c) Start-up overhead, reload latency, idle TUI CPU of `omnidev up`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "three measurements sharing one stub checkout"
+)]
+fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
+    let repo = dir.join("stub");
+    let home = dir.join("home");
+    let prepared = stub_checkout(&repo).and_then(|()| Ok(fs::create_dir_all(&home)?));
+    let env = |command: &mut Command| {
+        command
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .stdin(Stdio::null());
+    };
+    let mut rows = Vec::new();
+    let mut own = String::from("(not measured)");
+    let startup = (|| -> Result<(String, u16)> {
+        prepared.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let mut overheads = Vec::new();
+        let mut owns = Vec::new();
+        let mut last_port = 0;
+        for round in 0..5 {
+            let port = free_port()?;
+            let out = dir.join(format!("startup-{round}.log"));
+            let mut command = Command::new(omnidev);
+            env(&mut command);
+            command
+                .args(["up", "--headless", "--repo"])
+                .arg(&repo)
+                .arg("--port")
+                .arg(format!("server={port}"))
+                .stdout(fs::File::create(&out)?)
+                .stderr(Stdio::null());
+            let launched = Instant::now();
+            let mut pod = Guard(command.spawn()?);
+            poll(Duration::from_mins(1), || {
+                if let Ok(Some(status)) = pod.0.try_wait() {
+                    return Some(Err(anyhow::anyhow!("omnidev exited with {status}")));
+                }
+                fs::read_to_string(&out)
+                    .ok()?
+                    .contains("stub-host started")
+                    .then_some(Ok(()))
+            })??;
+            let all = launched.elapsed();
+            drop(pod);
+            let own = own_start_time(&repo)?;
+            owns.push(own);
+            overheads.push(all.saturating_sub(own));
+            last_port = port;
+        }
+        own = format!(
+            "target <= 200 ms; services' own start {}",
+            millis(median(owns))
+        );
+        Ok((millis(median(overheads)), last_port))
+    })();
+    let startup_ok = startup.is_ok();
+    rows.push(Row {
+        name: "up: start-up overhead (median of 5)",
+        figure: startup.map(|(figure, _)| figure),
+        reference: own,
+    });
+
+    let mut bare = String::from("(not measured)");
+    let reload = (|| -> Result<String> {
+        if !startup_ok {
+            bail!("omnidev up does not run the stub profile");
+        }
+        let port = free_port()?;
+        let mut command = Command::new(omnidev);
+        env(&mut command);
+        command
+            .args(["up", "--headless", "--repo"])
+            .arg(&repo)
+            .arg("--port")
+            .arg(format!("server={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let _pod = Guard(command.spawn()?);
+        let mut pid = poll(Duration::from_mins(1), || health_pid(port))?;
+        let mut samples = Vec::new();
+        for round in 1..=7 {
+            // Let the previous reload (and the host after it) settle.
+            std::thread::sleep(Duration::from_millis(700));
+            let written = Instant::now();
+            fs::write(repo.join("src/app.py"), format!("VALUE = {round}\n"))?;
+            pid = poll(Duration::from_secs(30), || {
+                health_pid(port).filter(|now| *now != pid)
+            })?;
+            samples.push(written.elapsed());
+        }
+        // The bare cost of the same restart: kill the stub, start it, ready.
+        let bare_port = free_port()?;
+        let mut bare_samples = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            let server = Guard(
+                Command::new("python3")
+                    .arg(repo.join("stub_server.py"))
+                    .arg(bare_port.to_string())
+                    .stdout(Stdio::null())
+                    .spawn()?,
+            );
+            poll(Duration::from_secs(30), || health_pid(bare_port))?;
+            bare_samples.push(start.elapsed());
+            drop(server);
+        }
+        bare = format!(
+            "target <= 100 ms debounce + 300 ms; bare stub restart {}",
+            millis(median(bare_samples))
+        );
+        Ok(millis(median(samples)))
+    })();
+    rows.push(Row {
+        name: "up: reload latency, write -> new server ready",
+        figure: reload,
+        reference: bare,
+    });
+
+    let idle = (|| -> Result<String> {
+        if !startup_ok {
+            bail!("omnidev up does not run the stub profile");
+        }
+        idle_tui_cpu(omnidev, &repo, &home)
+    })();
+    rows.push(Row {
+        name: "up: idle TUI CPU over 10 s (tmux)",
+        figure: idle,
+        reference: "target < 1% of one core".into(),
+    });
+    rows
+}
+
+/// CPU time of `pid` (user + system) in clock ticks, from `/proc/<pid>/stat`.
+fn cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat[stat.rfind(')').context("stat")? + 2..]
+        .split_whitespace()
+        .collect();
+    Ok(fields[11].parse::<u64>()? + fields[12].parse::<u64>()?)
+}
+
+fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
+    let socket = format!("omnidev-bench-{}", std::process::id());
+    let port = free_port()?;
+    let tmux = |args: &[&str]| -> Result<String> {
+        let output = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null"])
+            .args(args)
+            .output()?;
+        if !output.status.success() {
+            bail!(
+                "tmux {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    };
+    let launch = format!(
+        "XDG_CACHE_HOME='{}' XDG_CONFIG_HOME='{}' exec '{}' up --repo '{}' --port server={port}",
+        home.join(".cache").display(),
+        home.join(".config").display(),
+        omnidev.display(),
+        repo.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "bench",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        &launch,
+    ])?;
+    let result = (|| -> Result<String> {
+        let pid: u32 = tmux(&["display-message", "-p", "-t", "bench", "#{pane_pid}"])?.parse()?;
+        poll(Duration::from_mins(1), || health_pid(port))?;
+        // Let start-up work finish before the idle window opens.
+        std::thread::sleep(Duration::from_secs(2));
+        let ticks_per_second: u64 =
+            String::from_utf8_lossy(&Command::new("getconf").arg("CLK_TCK").output()?.stdout)
+                .trim()
+                .parse()?;
+        let before = cpu_ticks(pid)?;
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_secs(10));
+        let ticks = u32::try_from(cpu_ticks(pid)? - before)?;
+        let used = f64::from(ticks) / f64::from(u32::try_from(ticks_per_second)?);
+        Ok(format!(
+            "{:.2}% of one core",
+            100.0 * used / start.elapsed().as_secs_f64()
+        ))
+    })();
+    let _ = tmux(&["send-keys", "-t", "bench", "q"]);
+    let _ = poll(Duration::from_secs(15), || {
+        tmux(&["has-session", "-t", "bench"]).is_err().then_some(())
+    });
+    let _ = tmux(&["kill-server"]);
+    result
+}

@@ -1,0 +1,73 @@
+//! `cargo xtask ci`: fmt check, clippy with warnings denied, every test, then the e2e.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use xshell::cmd;
+
+use crate::{e2e, util};
+
+/// Options of `cargo xtask ci`.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Print the steps instead of running them.
+    pub dry_run: bool,
+    /// Stop after `cargo test`.
+    pub skip_e2e: bool,
+}
+
+impl Options {
+    /// Parse the arguments after `ci`.
+    pub fn parse(args: Vec<String>) -> Result<Self> {
+        let mut options = Self::default();
+        for arg in args {
+            match arg.as_str() {
+                "--dry-run" => options.dry_run = true,
+                "--skip-e2e" => options.skip_e2e = true,
+                other => bail!("ci: unknown argument `{other}`"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// Run the CI steps in order, stopping at the first failure.
+pub fn run(options: &Options) -> Result<()> {
+    let sh = util::shell()?;
+    let steps: [(&str, xshell::Cmd<'_>); 3] = [
+        ("fmt", cmd!(sh, "cargo fmt --all -- --check")),
+        (
+            "clippy",
+            cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings"),
+        ),
+        ("test", cmd!(sh, "cargo test --workspace")),
+    ];
+    let total = Instant::now();
+    for (name, step) in steps {
+        if options.dry_run {
+            println!("ci: would run {step}");
+            continue;
+        }
+        let start = Instant::now();
+        println!("ci: {name}: {step}");
+        step.run()
+            .with_context(|| format!("ci step `{name}` failed"))?;
+        println!("ci: {name} ok in {:.0}s", start.elapsed().as_secs_f64());
+    }
+    if options.skip_e2e {
+        return Ok(());
+    }
+    if options.dry_run {
+        println!("ci: would run cargo xtask test-e2e");
+        return Ok(());
+    }
+    let start = Instant::now();
+    println!("ci: e2e");
+    e2e::run(&e2e::Options::default()).context("ci step `e2e` failed")?;
+    println!("ci: e2e ok in {:.0}s", start.elapsed().as_secs_f64());
+    println!(
+        "ci: all steps passed in {:.0}s",
+        total.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! `cargo xtask demo`: run a pod on the bundled example checkout.
+
+use std::os::unix::process::CommandExt;
+
+use anyhow::{Context, Result, bail};
+use xshell::cmd;
+
+use crate::util;
+
+/// Options of `cargo xtask demo`.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Print the commands instead of running them.
+    pub dry_run: bool,
+    /// Passed on to `omnidev up`.
+    pub up_args: Vec<String>,
+}
+
+impl Options {
+    /// Parse the arguments after `demo`: `--dry-run`, everything else goes to `omnidev up`.
+    pub fn parse(args: Vec<String>) -> Self {
+        let mut options = Self::default();
+        for arg in args {
+            if arg == "--dry-run" {
+                options.dry_run = true;
+            } else {
+                options.up_args.push(arg);
+            }
+        }
+        options
+    }
+}
+
+/// Ensure `uv`, build omnidev, run `omnidev up --repo examples/omnigent-example`.
+pub fn run(options: &Options) -> Result<()> {
+    let sh = util::shell()?;
+    let example = util::workspace_root().join("examples/omnigent-example");
+    let up_args = &options.up_args;
+    if options.dry_run {
+        if cmd!(sh, "uv --version")
+            .quiet()
+            .ignore_stdout()
+            .ignore_stderr()
+            .run()
+            .is_err()
+        {
+            println!("demo: would run python3 -m pip install uv");
+        }
+        println!("demo: would run cargo build -p omnidev-cli --bin omnidev");
+        println!(
+            "demo: would run target/debug/omnidev up --repo {} {}",
+            example.display(),
+            up_args.join(" ")
+        );
+        return Ok(());
+    }
+    if cmd!(sh, "uv --version")
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run()
+        .is_err()
+    {
+        println!("demo: uv is missing; installing it with pip");
+        cmd!(sh, "python3 -m pip install --quiet uv")
+            .run()
+            .context("installing uv with `python3 -m pip install uv` (install uv yourself: https://docs.astral.sh/uv/)")?;
+    }
+    let omnidev = util::build_omnidev(&sh, "dev")?;
+    // Replace this process (as `cargo run` replaced cargo) so that omnidev
+    // alone owns the terminal and receives Ctrl-C, and its exit code is ours.
+    let error = std::process::Command::new(&omnidev)
+        .arg("up")
+        .arg("--repo")
+        .arg(&example)
+        .args(up_args)
+        .exec();
+    bail!("could not run {}: {error}", omnidev.display())
+}

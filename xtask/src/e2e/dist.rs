@@ -1,0 +1,70 @@
+//! Case: `cargo xtask dist` produces the tarball and its sha256; the binary
+//! in it runs `--version`.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+
+use super::Ctx;
+use crate::dist;
+
+/// Pack with the dev profile (the release build is the same code, slower to
+/// compile), verify the checksum, unpack, run `omnidev --version`.
+pub fn tarball(ctx: &mut Ctx) -> Result<()> {
+    let artifacts = dist::run(&dist::Options {
+        profile: "dev".into(),
+        dry_run: false,
+    })?;
+    let dir = artifacts.tarball.parent().context("tarball dir")?;
+    let check = Command::new("sha256sum")
+        .arg("-c")
+        .arg(&artifacts.checksum)
+        .current_dir(dir)
+        .output()?;
+    ensure!(
+        check.status.success(),
+        "sha256sum -c {}: {}",
+        artifacts.checksum.display(),
+        String::from_utf8_lossy(&check.stdout)
+    );
+
+    let unpack = ctx.dir.join("unpacked");
+    std::fs::create_dir_all(&unpack)?;
+    let status = Command::new("tar")
+        .arg("-xzf")
+        .arg(&artifacts.tarball)
+        .arg("-C")
+        .arg(&unpack)
+        .status()?;
+    ensure!(
+        status.success(),
+        "tar -xzf {} failed",
+        artifacts.tarball.display()
+    );
+    let stem = artifacts
+        .tarball
+        .file_name()
+        .context("name")?
+        .to_string_lossy()
+        .trim_end_matches(".tar.gz")
+        .to_string();
+    let binary = unpack.join(&stem).join("omnidev");
+    let output = ctx
+        .command(&binary)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {}", binary.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success() && text.contains(dist::VERSION),
+        "{} --version: {} {text}",
+        binary.display(),
+        output.status
+    );
+    ctx.note(format!(
+        "{} -> {}",
+        artifacts.tarball.display(),
+        text.trim()
+    ));
+    Ok(())
+}

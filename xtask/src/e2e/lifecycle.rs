@@ -1,0 +1,146 @@
+//! Cases: reload on a `.py` change, crash restart with backoff, signals, `kill -9`.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+
+use super::{Ctx, SOON, UP, parse, send_signal};
+
+/// Wait until a host started after line `after` appears; returns it.
+fn host_started_after(
+    pod: &mut super::Pod,
+    after: usize,
+    old_pid: u32,
+) -> Result<parse::HostStart> {
+    pod.wait_output("the host to start again", UP, |out| {
+        parse::host_starts(out)
+            .into_iter()
+            .find(|start| start.pid != old_pid && start.line > after)
+    })
+}
+
+/// Touching a `.py` file reloads the server, then the host (new pids, the
+/// host once the new server is ready).
+pub fn reload_on_change(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let mut pod = ctx.up(&repo, &[])?;
+    let (server, _) = pod.ready(UP)?;
+    let old_host = parse::host_starts(&pod.output())
+        .last()
+        .context("no host start line")?
+        .pid;
+
+    let source = repo.join("omnigent/server.py");
+    let touched = Instant::now();
+    writeln!(
+        OpenOptions::new().append(true).open(&source)?,
+        "# changed by the e2e"
+    )?;
+    let new_server = pod.server(Some(server.pid), UP)?;
+    let reload = touched.elapsed();
+    let out = pod.output();
+    let listening = parse::listening_line(&out, new_server.pid)
+        .context("no listening line for the new server")?;
+    let host = host_started_after(&mut pod, listening, old_host)?;
+    ensure!(
+        host.server_was_ready,
+        "the reloaded host started before the new server was ready"
+    );
+    ctx.note(format!(
+        "write -> new server answering /health: {:.2}s",
+        reload.as_secs_f64()
+    ));
+    pod.stop_with("INT", ctx)?;
+    Ok(())
+}
+
+/// Killing the server's process restarts it after a backoff, and the host
+/// after it.
+pub fn killed_server_restarts(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let mut pod = ctx.up(&repo, &[])?;
+    let (server, _) = pod.ready(UP)?;
+    let old_host = parse::host_starts(&pod.output())
+        .last()
+        .context("no host start line")?
+        .pid;
+
+    send_signal(server.pid, "KILL")?;
+    let killed = Instant::now();
+    let new_server = pod.server(Some(server.pid), UP)?;
+    let back = killed.elapsed();
+    // The first backoff is 1 s: coming back faster means there was none.
+    ensure!(
+        back >= Duration::from_millis(900),
+        "the server came back {:.2}s after the crash: no backoff",
+        back.as_secs_f64()
+    );
+    ensure!(
+        !std::path::Path::new(&format!("/proc/{}", server.pid)).exists(),
+        "the killed server pid {} still exists",
+        server.pid
+    );
+    let out = pod.output();
+    let listening = parse::listening_line(&out, new_server.pid)
+        .context("no listening line for the new server")?;
+    let host = host_started_after(&mut pod, listening, old_host)?;
+    ensure!(
+        host.server_was_ready,
+        "the restarted host started before the server was ready"
+    );
+    ctx.note(format!(
+        "crash -> server answering again: {:.2}s",
+        back.as_secs_f64()
+    ));
+    pod.stop_with("INT", ctx)?;
+    Ok(())
+}
+
+/// SIGINT, SIGTERM and SIGHUP each shut the pod down completely.
+pub fn signals_leave_nothing(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    for signal in ["INT", "TERM", "HUP"] {
+        let mut pod = ctx.up(&repo, &[])?;
+        let (server, vite) = pod.ready(UP)?;
+        let processes = ctx.pod_processes().len();
+        ensure!(
+            processes >= 4,
+            "only {processes} processes of the pod found before SIG{signal}"
+        );
+        pod.stop_with(signal, ctx)
+            .with_context(|| format!("after SIG{signal}"))?;
+        ensure!(
+            !crate::util::port_open(server.port),
+            "server port still open after SIG{signal}"
+        );
+        ensure!(
+            !crate::util::port_open(vite),
+            "vite port still open after SIG{signal}"
+        );
+    }
+    Ok(())
+}
+
+/// `kill -9` of omnidev: no process of the pod is left 2 s later, and the
+/// next start works.
+pub fn kill9_leaves_nothing(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let mut pod = ctx.up(&repo, &[])?;
+    pod.ready(UP)?;
+    pod.signal("KILL")?;
+    let killed = Instant::now();
+    pod.wait_exit(SOON)?;
+    ctx.wait_no_pod_process(Duration::from_secs(2).saturating_sub(killed.elapsed()))
+        .context("within 2 s of kill -9")?;
+    ctx.note(format!(
+        "all gone after {:.2}s",
+        killed.elapsed().as_secs_f64()
+    ));
+
+    let mut pod = ctx.up(&repo, &[])?;
+    pod.ready(UP).context("starting again after kill -9")?;
+    pod.stop_with("INT", ctx)?;
+    Ok(())
+}
