@@ -59,26 +59,31 @@ pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
             candidates: candidates.to_vec(),
         };
     };
-    let result = (|| -> std::io::Result<()> {
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let bytes = std::fs::read(&from)?;
-        // create_new: a file appearing meanwhile is kept, never overwritten.
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&to)?;
-        std::io::Write::write_all(&mut file, &bytes)?;
-        file.sync_all()
-    })();
-    match result {
+    let failed = |error: std::io::Error, from: PathBuf, to: PathBuf| SeedOutcome::Failed {
+        from,
+        to,
+        error: error.to_string(),
+    };
+    let prepared = to
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::read(&from));
+    let bytes = match prepared {
+        Ok(bytes) => bytes,
+        Err(e) => return failed(e, from, to),
+    };
+    // create_new: a file appearing meanwhile is kept, never overwritten.
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&to)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return SeedOutcome::Kept { to },
+        Err(e) => return failed(e, from, to),
+    };
+    match std::io::Write::write_all(&mut file, &bytes).and_then(|()| file.sync_all()) {
         Ok(()) => SeedOutcome::Copied { from, to },
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => SeedOutcome::Kept { to },
-        Err(e) => SeedOutcome::Failed {
-            from,
-            to,
-            error: e.to_string(),
-        },
+        Err(e) => failed(e, from, to),
     }
 }

@@ -1,0 +1,271 @@
+//! Port allocation against real sockets, real files and 32 real processes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use omnidev_pod::{Error, PortRequest, Ports, allocate_ports, read_ports};
+
+fn free_port() -> u16 {
+    // Let the OS pick a port and release it: free right now.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+fn allocate(
+    cache: &Path,
+    pod: &Path,
+    bases: &[(String, u16)],
+    overrides: &BTreeMap<String, u16>,
+) -> omnidev_pod::Result<Ports> {
+    allocate_ports(&PortRequest {
+        cache_root: cache,
+        pod_dir: pod,
+        repo: Path::new("/src/app"),
+        bases,
+        overrides,
+    })
+}
+
+fn bases(server: u16, vite: u16) -> Vec<(String, u16)> {
+    vec![("server".to_owned(), server), ("vite".to_owned(), vite)]
+}
+
+#[test]
+fn persisted_pair_is_reused_and_repo_recorded() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    let b = bases(free_port(), free_port());
+    let first = allocate(&cache, &pod, &b, &BTreeMap::new()).expect("first");
+    let text = std::fs::read_to_string(pod.join("pod.toml")).expect("pod.toml");
+    // Different bases now: the persisted pair still wins while it is free.
+    let second = allocate(&cache, &pod, &bases(40_000, 40_100), &BTreeMap::new()).expect("second");
+    assert_eq!(first, second);
+    assert_eq!(
+        std::fs::read_to_string(pod.join("pod.toml")).expect("read"),
+        text
+    );
+    let record = read_ports(&pod).expect("record");
+    assert_eq!(record.ports, first);
+    assert_eq!(record.repo.as_deref(), Some(Path::new("/src/app")));
+    assert_ne!(first.get("server"), first.get("vite"));
+}
+
+#[test]
+fn a_port_held_by_a_listener_is_skipped_and_persisted_busy_port_replaced() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    let held = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = held.local_addr().expect("addr").port();
+    let ports = allocate(
+        &cache,
+        &pod,
+        &[("server".to_owned(), busy)],
+        &BTreeMap::new(),
+    )
+    .expect("allocate");
+    let got = ports.get("server").expect("server");
+    assert_ne!(got, busy);
+    assert!(got > busy);
+
+    // Now the persisted port becomes busy: a new one is chosen.
+    let hold_persisted = TcpListener::bind(("0.0.0.0", got)).expect("bind persisted");
+    let again = allocate(
+        &cache,
+        &pod,
+        &[("server".to_owned(), busy)],
+        &BTreeMap::new(),
+    )
+    .expect("again");
+    assert_ne!(again.get("server"), Some(got));
+    drop(hold_persisted);
+}
+
+#[test]
+fn ports_claimed_by_a_sibling_pod_are_skipped() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let base = free_port();
+    let sibling = cache.join("other-2");
+    std::fs::create_dir_all(&sibling).expect("mkdir");
+    std::fs::write(
+        sibling.join("pod.toml"),
+        format!(
+            "repo = \"/src/other\"\n\n[ports]\nserver = {base}\nvite = {}\n",
+            base + 1
+        ),
+    )
+    .expect("write sibling");
+    // A corrupt sibling must not break this pod's allocation.
+    std::fs::create_dir_all(cache.join("broken-3")).expect("mkdir");
+    std::fs::write(cache.join("broken-3/pod.toml"), "not toml [").expect("write");
+
+    let ports = allocate(
+        &cache,
+        &cache.join("app-1"),
+        &[("server".to_owned(), base)],
+        &BTreeMap::new(),
+    )
+    .expect("allocate");
+    let got = ports.get("server").expect("server");
+    assert!(
+        got != base && got != base + 1,
+        "{got} collides with the sibling's claims"
+    );
+}
+
+#[test]
+fn overrides_are_honoured_and_a_busy_override_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    let forced = free_port();
+    let overrides = BTreeMap::from([("server".to_owned(), forced)]);
+    let ports = allocate(&cache, &pod, &bases(forced, forced), &overrides).expect("allocate");
+    assert_eq!(ports.get("server"), Some(forced));
+    assert_ne!(
+        ports.get("vite"),
+        Some(forced),
+        "the forced port is not given to another name"
+    );
+
+    let held = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = held.local_addr().expect("addr").port();
+    let before = std::fs::read_to_string(pod.join("pod.toml")).expect("read");
+    let err = allocate(
+        &cache,
+        &pod,
+        &bases(6767, 5173),
+        &BTreeMap::from([("vite".to_owned(), busy)]),
+    )
+    .expect_err("busy override");
+    assert!(matches!(err, Error::PortBusy { port, .. } if port == busy));
+    let message = err.to_string();
+    assert!(
+        message.contains(&busy.to_string()) && message.contains("vite"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pod.join("pod.toml")).expect("read"),
+        before
+    );
+
+    let err = allocate(
+        &cache,
+        &pod,
+        &bases(6767, 5173),
+        &BTreeMap::from([("db".to_owned(), 1)]),
+    )
+    .expect_err("unknown name");
+    assert!(err.to_string().contains("db"), "{err}");
+}
+
+#[test]
+fn corrupt_pod_toml_is_an_error_and_left_as_it_was() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    std::fs::create_dir_all(&pod).expect("mkdir");
+    let corrupt = "[ports]\nserver = \"not a number\"\n";
+    std::fs::write(pod.join("pod.toml"), corrupt).expect("write");
+    let err = allocate(&cache, &pod, &bases(6767, 5173), &BTreeMap::new()).expect_err("corrupt");
+    let message = err.to_string();
+    assert!(matches!(err, Error::CorruptState { .. }), "{message}");
+    assert!(
+        message.contains(&pod.join("pod.toml").display().to_string()),
+        "{message}"
+    );
+    assert!(
+        message.contains("server") || message.contains("integer"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pod.join("pod.toml")).expect("read"),
+        corrupt
+    );
+    assert!(matches!(read_ports(&pod), Err(Error::CorruptState { .. })));
+}
+
+#[test]
+fn read_ports_never_allocates() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let pod = tmp.path().join("pod");
+    std::fs::create_dir_all(&pod).expect("mkdir");
+    let err = read_ports(&pod).expect_err("none yet");
+    assert!(matches!(err, Error::NoPorts { .. }), "{err}");
+    assert!(!pod.join("pod.toml").exists());
+}
+
+#[test]
+fn pod_dir_override_outside_the_cache_root_still_respects_siblings() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let base = free_port();
+    let sibling = cache.join("other-2");
+    std::fs::create_dir_all(&sibling).expect("mkdir");
+    std::fs::write(
+        sibling.join("pod.toml"),
+        format!("[ports]\nserver = {base}\n"),
+    )
+    .expect("write");
+    let custom = tmp.path().join("elsewhere/my-pod");
+    let ports = allocate(
+        &cache,
+        &custom,
+        &[("server".to_owned(), base)],
+        &BTreeMap::new(),
+    )
+    .expect("allocate");
+    assert_ne!(ports.get("server"), Some(base));
+    assert!(custom.join("pod.toml").is_file());
+}
+
+#[test]
+fn thirty_two_processes_allocating_at_once_get_distinct_ports() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let go = tmp.path().join("go");
+    let helper = env!("CARGO_BIN_EXE_omnidev-pod-test-helper");
+    let children: Vec<_> = (0..32)
+        .map(|i| {
+            let pod = cache.join(format!("repo{i}-{i:08x}"));
+            let child = Command::new(helper)
+                .arg("allocate")
+                .arg(&cache)
+                .arg(&pod)
+                .arg(format!("/src/repo{i}"))
+                .arg(&go)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn helper");
+            (pod, child)
+        })
+        .collect();
+    // Every helper is waiting for this file: they start allocating together.
+    std::fs::write(&go, "").expect("go");
+
+    let mut all = BTreeSet::new();
+    for (pod, child) in children {
+        let out = child.wait_with_output().expect("wait");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "helper failed: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ports: Vec<u16> = stdout
+            .split_whitespace()
+            .map(|kv| kv.split_once('=').expect("k=v").1.parse().expect("port"))
+            .collect();
+        assert_eq!(ports.len(), 2, "{stdout}");
+        let record = read_ports(&pod).expect("record");
+        assert_eq!(record.ports.get("server"), Some(ports[0]));
+        assert_eq!(record.ports.get("vite"), Some(ports[1]));
+        all.extend(ports);
+    }
+    assert_eq!(all.len(), 64, "ports were handed out twice: {all:?}");
+}

@@ -1,0 +1,351 @@
+//! The Omnigent profile rendered for a real checkout: SPEC 3.3 env rows and 4.1 commands.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use omnidev_core::{Condition, PrepareWhen, ProbeSpec, ServiceSpec};
+use omnidev_pod::{Error, Profile, RenderContext, Selection};
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    pod: PathBuf,
+    bin: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("omnigent");
+    for dir in ["omnigent", "web", ".git"] {
+        std::fs::create_dir_all(repo.join(dir)).expect("mkdir");
+    }
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    Fixture {
+        pod: tmp.path().join("pod"),
+        repo,
+        bin,
+        _tmp: tmp,
+    }
+}
+
+fn fake_tool(dir: &Path, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, "#!/bin/sh\nexit 0\n").expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+fn context(f: &Fixture) -> RenderContext {
+    let mut ctx = RenderContext {
+        repo: f.repo.clone(),
+        pod_dir: f.pod.clone(),
+        path: f.bin.clone().into_os_string(),
+        ..Default::default()
+    };
+    ctx.ports.0.insert("server".into(), 6800);
+    ctx.ports.0.insert("vite".into(), 5200);
+    ctx.inherited_env.insert("HOME".into(), "/home/ada".into());
+    ctx
+}
+
+fn service<'a>(services: &'a [ServiceSpec], name: &str) -> &'a ServiceSpec {
+    services.iter().find(|s| s.name == name).expect("service")
+}
+
+#[test]
+fn environment_rows_of_spec_3_3() {
+    let f = fixture();
+    fake_tool(&f.bin, "npm");
+    let pod = f.pod.display().to_string();
+    let rendered = Profile::omnigent().render(&context(&f)).expect("render");
+
+    let expected = BTreeMap::from([
+        (
+            "OMNIGENT_DATA_DIR".to_owned(),
+            format!("{pod}/data/omnigent"),
+        ),
+        (
+            "OMNIGENT_DATABASE_URI".to_owned(),
+            format!("sqlite:///{pod}/data/omnigent/chat.db"),
+        ),
+        (
+            "OMNIGENT_URL".to_owned(),
+            "http://127.0.0.1:6800".to_owned(),
+        ),
+        ("OMNIGENT_CONFIG_HOME".to_owned(), format!("{pod}/config")),
+    ]);
+    assert_eq!(
+        rendered.env, expected,
+        "no LAN origins: no OMNIGENT_WS_ALLOWED_ORIGINS"
+    );
+
+    for name in ["server", "host"] {
+        let env = &service(&rendered.services, name).command.env;
+        assert_eq!(env["OMNIGENT_LOG_TTY_FD"], "2");
+        assert_eq!(env["OMNIGENT_LOG_FORCE_COLOR"], "1");
+        assert_eq!(env["OMNIGENT_URL"], "http://127.0.0.1:6800");
+    }
+    let vite = &service(&rendered.services, "vite").command.env;
+    assert!(!vite.contains_key("OMNIGENT_LOG_TTY_FD"));
+    assert_eq!(
+        vite["OMNIGENT_URL"], "http://127.0.0.1:6800",
+        "read by web/vite.config.ts"
+    );
+    assert_eq!(
+        rendered.urls,
+        [
+            ("ui".to_owned(), "http://localhost:5200".to_owned()),
+            ("server".to_owned(), "http://localhost:6800".to_owned()),
+        ]
+    );
+    assert_eq!(rendered.debounce, Duration::from_millis(100));
+}
+
+#[test]
+fn lan_origins_merge_with_the_inherited_value() {
+    let f = fixture();
+    fake_tool(&f.bin, "npm");
+    let mut ctx = context(&f);
+    ctx.lan_origins = vec![
+        "http://10.0.0.5:5200".into(),
+        "http://192.168.1.2:5200".into(),
+    ];
+    ctx.inherited_env.insert(
+        "OMNIGENT_WS_ALLOWED_ORIGINS".into(),
+        " https://app.example , http://10.0.0.5:5200,,https://app.example".into(),
+    );
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    let merged = "https://app.example,http://10.0.0.5:5200,http://192.168.1.2:5200";
+    assert_eq!(rendered.env["OMNIGENT_WS_ALLOWED_ORIGINS"], merged);
+    assert_eq!(
+        service(&rendered.services, "server").command.env["OMNIGENT_WS_ALLOWED_ORIGINS"],
+        merged
+    );
+
+    // Inherited value but no LAN origins: the variable is not set by omnidev.
+    ctx.lan_origins.clear();
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    assert!(!rendered.env.contains_key("OMNIGENT_WS_ALLOWED_ORIGINS"));
+}
+
+#[test]
+fn services_of_spec_4_1() {
+    let f = fixture();
+    let npm = fake_tool(&f.bin, "npm");
+    let ctx = context(&f);
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    let pod = f.pod.display().to_string();
+    assert_eq!(
+        rendered
+            .services
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["server", "host", "vite"]
+    );
+
+    let server = service(&rendered.services, "server");
+    assert_eq!(server.command.program, "uv");
+    assert_eq!(
+        server.command.args,
+        [
+            "run",
+            "omnigent",
+            "--log-to-stderr",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "6800",
+            "--database-uri",
+            &format!("sqlite:///{pod}/data/omnigent/chat.db"),
+            "--artifact-location",
+            &format!("{pod}/artifacts"),
+        ]
+    );
+    assert_eq!(server.command.cwd, f.repo.join("."));
+    let readiness = server.readiness.as_ref().expect("probe");
+    assert_eq!(
+        readiness.probe,
+        ProbeSpec::Http {
+            url: "http://127.0.0.1:6800/health".into(),
+            host: None
+        }
+    );
+    assert!(server.depends_on.is_empty());
+    assert_eq!(rendered.watch.len(), 1);
+    assert_eq!(rendered.watch[0].service, "server");
+    assert_eq!(rendered.watch[0].globs, ["omnigent/**/*.py"]);
+
+    let host = service(&rendered.services, "host");
+    assert_eq!(
+        host.command.args,
+        [
+            "run",
+            "omnigent",
+            "--log-to-stderr",
+            "host",
+            "--server",
+            "http://127.0.0.1:6800"
+        ]
+    );
+    assert_eq!(host.depends_on.len(), 1);
+    assert_eq!(host.depends_on[0].service, "server");
+    assert_eq!(host.depends_on[0].condition, Condition::Ready);
+
+    let vite = service(&rendered.services, "vite");
+    assert_eq!(vite.command.program, npm.display().to_string());
+    assert_eq!(
+        vite.command.args,
+        [
+            "run",
+            "dev",
+            "--",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "5200",
+            "--strictPort"
+        ]
+    );
+    assert_eq!(vite.command.cwd, f.repo.join("web"));
+    assert_eq!(vite.prepare.len(), 1);
+    let install = &vite.prepare[0];
+    assert_eq!(install.command.args, ["install"]);
+    assert_eq!(install.heartbeat, Duration::from_secs(5));
+    match &install.when {
+        PrepareWhen::Stale { target, sources } => {
+            assert_eq!(target, &f.repo.join("web/node_modules"));
+            assert!(sources.contains(&f.repo.join("web/package.json")));
+            assert!(sources.contains(&f.repo.join("web/package-lock.json")));
+        }
+        PrepareWhen::Always => panic!("install should run only when stale"),
+    }
+}
+
+#[test]
+fn pnpm_through_corepack_passes_flags_directly_and_vite_host_is_templated() {
+    let f = fixture();
+    std::fs::write(f.repo.join("web/pnpm-lock.yaml"), "").expect("lockfile");
+    let corepack = fake_tool(&f.bin, "corepack");
+    let mut ctx = context(&f);
+    ctx.hosts.insert("vite".into(), "0.0.0.0".into());
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    let vite = service(&rendered.services, "vite");
+    assert_eq!(vite.command.program, corepack.display().to_string());
+    assert_eq!(
+        vite.command.args,
+        [
+            "pnpm",
+            "run",
+            "dev",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "5200",
+            "--strictPort"
+        ]
+    );
+    assert_eq!(vite.prepare[0].name, "pnpm install");
+}
+
+#[test]
+fn missing_package_manager_is_a_clear_error_unless_vite_is_skipped() {
+    let f = fixture();
+    let mut ctx = context(&f);
+    let err = Profile::omnigent()
+        .render(&ctx)
+        .expect_err("no npm on PATH");
+    let help = miette::Diagnostic::help(&err)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert!(matches!(err, Error::PackageManagerMissing { .. }));
+    assert!(err.to_string().contains("npm"), "{err}");
+    assert!(help.contains("--no-vite"), "{help}");
+
+    ctx.selection = Selection {
+        skip: vec!["vite".into()],
+        ..Default::default()
+    };
+    let rendered = Profile::omnigent()
+        .render(&ctx)
+        .expect("--no-vite needs no npm");
+    assert_eq!(rendered.services.len(), 2);
+}
+
+#[test]
+fn selection_drops_dangling_dependencies_and_rejects_unknown_names() {
+    let f = fixture();
+    let mut ctx = context(&f);
+    ctx.selection = Selection {
+        only: vec!["host".into()],
+        ..Default::default()
+    };
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    assert_eq!(rendered.services.len(), 1);
+    assert!(rendered.services[0].depends_on.is_empty());
+    assert!(rendered.watch.is_empty());
+
+    ctx.selection.only = vec!["db".into()];
+    let err = Profile::omnigent().render(&ctx).expect_err("unknown");
+    assert!(
+        err.to_string().contains("db") && err.to_string().contains("server"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_repo_profile_renders_probes_signals_and_extra_args() {
+    let f = fixture();
+    std::fs::write(
+        f.repo.join("omnidev.toml"),
+        r#"
+[ports]
+api = 7000
+
+[services.api]
+command = ["python3", "-m", "http.server"]
+args = ["{port.api}"]
+cwd = "omnigent"
+stop-signal = "SIGINT"
+grace-ms = 1500
+restart = "on-failure"
+ready = { tcp = "127.0.0.1:{port.api}", interval-ms = 200, timeout-ms = 3000 }
+
+[services.check]
+command = ["sh", "-c", "echo {{braces}} {env.HOME}"]
+depends-on = { api = "started" }
+ready = { command = ["true"] }
+"#,
+    )
+    .expect("write");
+    let (profile, _) = Profile::load(&f.repo, None).expect("load");
+    let mut ctx = context(&f);
+    ctx.ports.0.insert("api".into(), 7001);
+    let rendered = profile.render(&ctx).expect("render");
+    let api = service(&rendered.services, "api");
+    assert_eq!(api.command.args, ["-m", "http.server", "7001"]);
+    assert_eq!(api.command.cwd, f.repo.join("omnigent"));
+    assert_eq!(api.stop.signal, libc::SIGINT);
+    assert_eq!(api.stop.grace, Duration::from_millis(1500));
+    assert_eq!(api.restart, omnidev_core::RestartPolicy::OnFailure);
+    let readiness = api.readiness.as_ref().expect("ready");
+    assert_eq!(
+        readiness.probe,
+        ProbeSpec::Tcp {
+            address: "127.0.0.1:7001".into()
+        }
+    );
+    assert_eq!(readiness.interval, Duration::from_millis(200));
+    let check = service(&rendered.services, "check");
+    assert_eq!(check.command.args, ["-c", "echo {braces} /home/ada"]);
+    assert_eq!(check.depends_on[0].condition, Condition::Started);
+    assert!(matches!(
+        check.readiness.as_ref().expect("ready").probe,
+        ProbeSpec::Command(_)
+    ));
+    assert!(rendered.env.is_empty());
+}
