@@ -167,4 +167,11 @@ pub struct ServiceStatus {
     pub state: ServiceState,
     /// How many times it has been restarted after a crash.
     pub restarts: u32,
+    /// Process id of the running group leader, if any.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Whether the service currently counts as ready (its probe passed, or
+    /// it has no probe and is running).
+    #[serde(default)]
+    pub ready: bool,
 }

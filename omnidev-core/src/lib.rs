@@ -1,15 +1,51 @@
 //! Process supervision for omnidev: service specs, process groups, readiness,
 //! restarts with backoff, reloads, shutdown, log capture and events.
+//!
+//! A [`Supervisor`] is started from a [`SupervisorConfig`] (plain
+//! [`ServiceSpec`]s) and runs every service in its own process group, in
+//! dependency order, waiting for readiness probes, restarting crashes with
+//! backoff ([`backoff`]), capturing output into bounded rings and rotated
+//! files ([`logs`]), publishing typed [`Event`]s to any number of
+//! subscribers, recording pids in `state.json` ([`state`]) and protecting
+//! against orphans with a guard process ([`guard`](crate::guard) docs) when
+//! the supervisor itself is killed. The library never prints or exits.
+//!
+//! ```no_run
+//! # async fn demo() -> omnidev_core::Result<()> {
+//! use omnidev_core::{Supervisor, SupervisorConfig, ServiceSpec};
+//! let supervisor = Supervisor::start(SupervisorConfig {
+//!     services: vec![ServiceSpec::new("hello", "sh", ["-c", "echo hi"], ".")],
+//!     ..Default::default()
+//! })
+//! .await?;
+//! let settled = supervisor.wait_settled().await;
+//! assert!(settled.success);
+//! supervisor.shutdown().await?;
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
+// `pid` and `pgid` are the domain's own words; renaming them would obscure.
+#![allow(clippy::similar_names)]
 
+pub mod backoff;
 pub mod error;
 pub mod event;
 pub mod fs;
+pub mod guard;
+pub mod logs;
+pub mod probe;
+pub mod process;
+pub mod signals;
 pub mod spec;
+pub mod state;
+pub mod supervisor;
 
+pub use backoff::BackoffPolicy;
 pub use error::{Error, Result};
 pub use event::{Event, EventKind, ExitStatus, LogLine, ServiceState, ServiceStatus, Stream};
 pub use spec::{
     CommandSpec, Condition, Dependency, LogConfig, PrepareStep, PrepareWhen, ProbeSpec, Readiness,
     RestartPolicy, ServiceSpec, StopSpec,
 };
+pub use state::{StateFile, read_state};
+pub use supervisor::{Settled, Supervisor, SupervisorConfig};

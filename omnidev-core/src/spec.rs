@@ -223,6 +223,15 @@ pub struct LogConfig {
     pub keep_files: usize,
     /// Longer lines are split into pieces of this size (default 64 KiB).
     pub max_line_bytes: usize,
+    /// Upper bound on the text held by each ring (per service and combined;
+    /// default 8 MiB), so very long lines cannot make a ring of
+    /// `ring_lines` lines grow without limit. The oldest lines go first.
+    #[serde(default = "default_ring_bytes")]
+    pub ring_bytes: usize,
+}
+
+fn default_ring_bytes() -> usize {
+    8 * 1024 * 1024
 }
 
 impl Default for LogConfig {
@@ -234,6 +243,7 @@ impl Default for LogConfig {
             max_file_bytes: 10 * 1024 * 1024,
             keep_files: 3,
             max_line_bytes: 64 * 1024,
+            ring_bytes: default_ring_bytes(),
         }
     }
 }

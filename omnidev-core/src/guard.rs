@@ -1,0 +1,275 @@
+//! The orphan guard: a small process per supervisor that SIGKILLs every
+//! registered process group when the supervisor disappears, even by SIGKILL.
+//!
+//! # How it works
+//!
+//! At start the supervisor creates a close-on-exec pipe and forks. The child
+//! (the guard) keeps only the read end; the supervisor keeps the write end
+//! and writes one 4-byte record per event: a positive process-group id when
+//! a group is spawned, its negation when the group has been emptied. When the
+//! supervisor exits for any reason the kernel closes the write end, the guard
+//! reads end-of-file, SIGKILLs every group it still knows, and exits.
+//!
+//! # Why fork without exec is safe here
+//!
+//! The supervisor is a library running inside a multi-threaded tokio
+//! process, and after `fork` only async-signal-safe calls are allowed in the
+//! child. The guard's code after `fork` therefore uses only `setsid`,
+//! `signal`, `open`, `dup2`, `close`, `close_range` (a raw syscall), `read`,
+//! `kill` and `_exit`, on memory that lives on its own stack (a fixed table
+//! of 1,024 groups and a read buffer); it never allocates, locks or touches
+//! Rust's runtime. Re-executing a helper binary was the alternative; it
+//! would need a binary on disk that library users do not have.
+//!
+//! The guard calls `setsid` so terminal signals (Ctrl-C, closing the tab)
+//! that reach the supervisor's foreground group do not kill it, ignores
+//! SIGINT/SIGHUP/SIGQUIT/SIGPIPE, and closes every inherited descriptor
+//! except the pipe (so it never holds a lock file or a socket open).
+//! Because the pipe is close-on-exec, services never inherit its write end.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::FromRawFd;
+use std::sync::Mutex;
+
+/// Groups the guard can track at once; more are not protected.
+const SLOTS: usize = 1024;
+
+/// The supervisor's side of the orphan guard.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    pid: libc::pid_t,
+    writer: Mutex<Option<File>>,
+}
+
+impl Guard {
+    /// Forks the guard process.
+    pub(crate) fn start() -> io::Result<Guard> {
+        let (read_fd, write_fd) = cloexec_pipe()?;
+        // SAFETY: the child branch calls only async-signal-safe functions
+        // (see the module docs) and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid == -1 {
+            let err = io::Error::last_os_error();
+            // SAFETY: both fds were just created and are owned here.
+            unsafe {
+                libc::close(read_fd);
+                libc::close(write_fd);
+            }
+            return Err(err);
+        }
+        if pid == 0 {
+            // SAFETY: we are the freshly forked child.
+            unsafe { guard_main(read_fd) }
+        }
+        // SAFETY: read_fd is ours and no longer needed in the parent.
+        unsafe {
+            libc::close(read_fd);
+        }
+        // SAFETY: write_fd is a valid, exclusively owned descriptor.
+        let writer = unsafe { File::from_raw_fd(write_fd) };
+        Ok(Guard {
+            pid,
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// The guard's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Tells the guard about a new process group.
+    pub(crate) fn register(&self, pgid: i32) {
+        self.send(pgid);
+    }
+
+    /// Tells the guard a group is empty and must not be killed any more.
+    pub(crate) fn unregister(&self, pgid: i32) {
+        self.send(-pgid);
+    }
+
+    fn send(&self, record: i32) {
+        if record == 0 {
+            return;
+        }
+        let mut writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(file) = writer.as_mut() {
+            // A 4-byte write to a pipe is atomic. If the guard died, there
+            // is nothing better to do than carry on unprotected.
+            let _ = file.write_all(&record.to_ne_bytes());
+        }
+    }
+
+    /// Closes the pipe (the guard kills what is still registered, normally
+    /// nothing) and reaps the guard.
+    pub(crate) fn close(&self) {
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if writer.is_none() {
+            return;
+        }
+        drop(writer);
+        let mut status = 0;
+        // SAFETY: pid is our child; the guard exits right after EOF.
+        unsafe {
+            libc::waitpid(self.pid, &raw mut status, 0);
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn cloexec_pipe() -> io::Result<(libc::c_int, libc::c_int)> {
+    let mut fds = [0 as libc::c_int; 2];
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: fds has room for two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // SAFETY: fds has room for two descriptors; fcntl on valid fds.
+        unsafe {
+            if libc::pipe(fds.as_mut_ptr()) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            libc::fcntl(fds[0], libc::F_SETFD, libc::FD_CLOEXEC);
+            libc::fcntl(fds[1], libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// The guard process. Async-signal-safe calls only; never returns.
+unsafe fn guard_main(read_fd: libc::c_int) -> ! {
+    const PIPE: libc::c_int = 3;
+    // SAFETY: every call below is async-signal-safe and works on stack
+    // memory or static C strings.
+    unsafe {
+        libc::setsid();
+        for sig in [
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGPIPE,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+        ] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        if read_fd != PIPE {
+            libc::dup2(read_fd, PIPE);
+            libc::close(read_fd);
+        }
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > PIPE {
+                libc::close(null);
+            }
+        }
+        close_from(PIPE + 1);
+
+        let mut slots = [0i32; SLOTS];
+        let mut buf = [0u8; 4096];
+        let mut carry = [0u8; 4];
+        let mut carried = 0usize;
+        loop {
+            let n = libc::read(PIPE, buf.as_mut_ptr().cast(), buf.len());
+            if n == 0 {
+                break;
+            }
+            if n < 0 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+            for &byte in &buf[..n as usize] {
+                carry[carried] = byte;
+                carried += 1;
+                if carried == 4 {
+                    carried = 0;
+                    apply(&mut slots, i32::from_ne_bytes(carry));
+                }
+            }
+        }
+        for &pgid in &slots {
+            if pgid > 1 {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+        libc::_exit(0)
+    }
+}
+
+fn apply(slots: &mut [i32; SLOTS], record: i32) {
+    if record > 0 {
+        if let Some(slot) = slots.iter_mut().find(|s| **s == 0) {
+            *slot = record;
+        }
+    } else if let Some(slot) = slots.iter_mut().find(|s| **s == -record) {
+        *slot = 0;
+    }
+}
+
+/// Closes every descriptor from `first` up.
+unsafe fn close_from(first: libc::c_int) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range has no memory-safety preconditions.
+        let rc = unsafe { libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) };
+        if rc == 0 {
+            return;
+        }
+    }
+    for fd in first..4096 {
+        // SAFETY: closing an unused number is harmless (EBADF).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_registers_and_forgets_groups() {
+        let mut slots = [0i32; SLOTS];
+        apply(&mut slots, 10);
+        apply(&mut slots, 11);
+        apply(&mut slots, -10);
+        assert_eq!(slots.iter().filter(|s| **s != 0).count(), 1);
+        assert!(slots.contains(&11));
+        apply(&mut slots, -99);
+        assert!(slots.contains(&11));
+    }
+
+    #[test]
+    fn guard_starts_and_exits_when_closed() {
+        let guard = Guard::start().expect("start guard");
+        let pid = guard.pid();
+        assert!(crate::process::pid_alive(pid));
+        guard.close();
+        assert!(!crate::process::pid_alive(pid));
+    }
+}

@@ -1,0 +1,502 @@
+//! Log capture: splitting a child's output into lines, bounded ring buffers
+//! (per service and combined), size-rotated log files, and publishing lines
+//! as events without ever waiting for a subscriber.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::broadcast;
+
+use crate::event::{Event, EventKind, LogLine, Stream};
+use crate::spec::LogConfig;
+
+/// The name lines written by the supervisor itself are tagged with in the
+/// combined buffer.
+pub const SUPERVISOR_TAG: &str = "omnidev";
+
+/// Rough per-line overhead counted against a ring's byte budget.
+const LINE_OVERHEAD: usize = 64;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A bounded buffer of the most recent lines.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    lines: VecDeque<LogLine>,
+    bytes: usize,
+    max_lines: usize,
+    max_bytes: usize,
+}
+
+impl Ring {
+    pub(crate) fn new(max_lines: usize, max_bytes: usize) -> Self {
+        Self {
+            lines: VecDeque::with_capacity(max_lines.min(1024)),
+            bytes: 0,
+            max_lines,
+            max_bytes,
+        }
+    }
+
+    pub(crate) fn push(&mut self, line: LogLine) {
+        if self.max_lines == 0 {
+            return;
+        }
+        self.bytes += line.text.len() + LINE_OVERHEAD;
+        self.lines.push_back(line);
+        while self.lines.len() > self.max_lines
+            || (self.bytes > self.max_bytes && self.lines.len() > 1)
+        {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.text.len() + LINE_OVERHEAD;
+            }
+        }
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<LogLine> {
+        self.lines.iter().cloned().collect()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.lines.clear();
+        self.bytes = 0;
+    }
+}
+
+/// A log file rotated by size: `<name>.log`, then `.1` … `.keep`.
+#[derive(Debug)]
+pub(crate) struct LogFile {
+    path: PathBuf,
+    out: BufWriter<File>,
+    size: u64,
+    max_bytes: u64,
+    keep: usize,
+}
+
+impl LogFile {
+    /// Opens (appending to) `path`.
+    pub(crate) fn open(path: PathBuf, max_bytes: u64, keep: usize) -> io::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        let size = file.metadata()?.len();
+        Ok(Self {
+            path,
+            out: BufWriter::with_capacity(64 * 1024, file),
+            size,
+            max_bytes,
+            keep,
+        })
+    }
+
+    /// Appends one line and its newline, rotating first if it would not fit.
+    pub(crate) fn write_line(&mut self, text: &[u8]) -> io::Result<()> {
+        let len = text.len() as u64 + 1;
+        if self.size > 0 && self.size + len > self.max_bytes {
+            self.rotate()?;
+        }
+        self.out.write_all(text)?;
+        self.out.write_all(b"\n")?;
+        self.size += len;
+        Ok(())
+    }
+
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn numbered(&self, n: usize) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn rotate(&mut self) -> io::Result<()> {
+        self.out.flush()?;
+        if self.keep == 0 {
+            std::fs::remove_file(&self.path)?;
+        } else {
+            for n in (1..self.keep).rev() {
+                let from = self.numbered(n);
+                if from.exists() {
+                    std::fs::rename(&from, self.numbered(n + 1))?;
+                }
+            }
+            std::fs::rename(&self.path, self.numbered(1))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&self.path)?;
+        self.out = BufWriter::with_capacity(64 * 1024, file);
+        self.size = 0;
+        Ok(())
+    }
+}
+
+/// Splits a byte stream into lines: at `\n` (dropping a `\r` before it), and
+/// at `max` bytes for longer lines (at a character boundary when possible).
+/// Invalid UTF-8 is replaced with U+FFFD.
+#[derive(Debug)]
+pub(crate) struct LineSplitter {
+    partial: Vec<u8>,
+    max: usize,
+}
+
+impl LineSplitter {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            partial: Vec::new(),
+            max: max.max(4),
+        }
+    }
+
+    fn text(bytes: &[u8]) -> String {
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    pub(crate) fn feed(&mut self, mut data: &[u8], out: &mut Vec<String>) {
+        while !data.is_empty() {
+            let room = self.max - self.partial.len();
+            let window = &data[..data.len().min(room)];
+            if let Some(pos) = window.iter().position(|&b| b == b'\n') {
+                if self.partial.is_empty() {
+                    out.push(Self::text(&window[..pos]));
+                } else {
+                    self.partial.extend_from_slice(&window[..pos]);
+                    out.push(Self::text(&self.partial));
+                    self.partial.clear();
+                }
+                data = &data[pos + 1..];
+            } else {
+                self.partial.extend_from_slice(window);
+                data = &data[window.len()..];
+                if self.partial.len() >= self.max {
+                    self.split_full(out);
+                }
+            }
+        }
+    }
+
+    /// Emits a full buffer, keeping an incomplete trailing character.
+    fn split_full(&mut self, out: &mut Vec<String>) {
+        let cut = match std::str::from_utf8(&self.partial) {
+            Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => e.valid_up_to(),
+            _ => self.partial.len(),
+        };
+        out.push(String::from_utf8_lossy(&self.partial[..cut]).into_owned());
+        self.partial.drain(..cut);
+    }
+
+    pub(crate) fn finish(&mut self, out: &mut Vec<String>) {
+        if !self.partial.is_empty() {
+            out.push(Self::text(&self.partial));
+            self.partial.clear();
+        }
+    }
+}
+
+/// Where every line goes: rings, files and subscribers.
+#[derive(Debug)]
+pub(crate) struct LogStore {
+    config: LogConfig,
+    services: HashMap<String, ServiceLog>,
+    combined: Mutex<Ring>,
+    seq: AtomicU64,
+    events: broadcast::Sender<Event>,
+}
+
+#[derive(Debug)]
+struct ServiceLog {
+    ring: Mutex<Ring>,
+    file: Mutex<Option<LogFile>>,
+    lines: AtomicU64,
+}
+
+impl LogStore {
+    pub(crate) fn new<'a>(
+        config: LogConfig,
+        names: impl IntoIterator<Item = &'a str>,
+        events: broadcast::Sender<Event>,
+    ) -> Self {
+        let services = names
+            .into_iter()
+            .map(|name| {
+                let log = ServiceLog {
+                    ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
+                    file: Mutex::new(None),
+                    lines: AtomicU64::new(0),
+                };
+                (name.to_owned(), log)
+            })
+            .collect();
+        Self {
+            combined: Mutex::new(Ring::new(config.combined_ring_lines, config.ring_bytes)),
+            services,
+            seq: AtomicU64::new(0),
+            events,
+            config,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The path of `service`'s log file, if logs go to files.
+    pub(crate) fn file_path(&self, service: &str) -> Option<PathBuf> {
+        self.config
+            .dir
+            .as_ref()
+            .map(|dir| dir.join(format!("{service}.log")))
+    }
+
+    /// Opens the log files; an error names the file that failed.
+    pub(crate) fn open_files(&self) -> Result<(), (PathBuf, io::Error)> {
+        for (name, log) in &self.services {
+            if let Some(path) = self.file_path(name) {
+                let file = LogFile::open(
+                    path.clone(),
+                    self.config.max_file_bytes,
+                    self.config.keep_files,
+                )
+                .map_err(|e| (path, e))?;
+                *lock(&log.file) = Some(file);
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes every log file.
+    pub(crate) fn flush(&self) {
+        for log in self.services.values() {
+            if let Some(file) = lock(&log.file).as_mut() {
+                let _ = file.flush();
+            }
+        }
+    }
+
+    /// Lines recorded for `service` so far.
+    pub(crate) fn line_count(&self, service: &str) -> u64 {
+        self.services
+            .get(service)
+            .map_or(0, |l| l.lines.load(Ordering::Relaxed))
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Records a batch of lines of `service`, leaving `texts` empty.
+    pub(crate) fn push_batch(&self, service: &str, stream: Stream, texts: &mut Vec<String>) {
+        if texts.is_empty() {
+            return;
+        }
+        let Some(log) = self.services.get(service) else {
+            texts.clear();
+            return;
+        };
+        {
+            let mut file = lock(&log.file);
+            if let Some(f) = file.as_mut() {
+                let mut failed = false;
+                for text in texts.iter() {
+                    if f.write_line(text.as_bytes()).is_err() {
+                        failed = true;
+                        break;
+                    }
+                }
+                if failed || f.flush().is_err() {
+                    // A full disk must not stop the service; keep the rings.
+                    *file = None;
+                }
+            }
+        }
+        log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
+        let publish = self.events.receiver_count() > 0;
+        let mut ring = lock(&log.ring);
+        let mut combined = lock(&self.combined);
+        for text in texts.drain(..) {
+            let line = LogLine {
+                service: service.to_owned(),
+                stream,
+                text,
+                seq: self.next_seq(),
+            };
+            combined.push(line.clone());
+            if publish {
+                let _ = self.events.send(Event {
+                    at: SystemTime::now(),
+                    service: Some(line.service.clone()),
+                    kind: EventKind::Log { line: line.clone() },
+                });
+            }
+            ring.push(line);
+        }
+    }
+
+    /// Adds a supervisor line (an event rendered for people) to the
+    /// combined buffer only.
+    pub(crate) fn push_supervisor(&self, text: String) {
+        let line = LogLine {
+            service: SUPERVISOR_TAG.to_owned(),
+            stream: Stream::Supervisor,
+            text,
+            seq: self.next_seq(),
+        };
+        lock(&self.combined).push(line);
+    }
+
+    /// A copy of a service's ring, or of the combined ring for `None`.
+    /// `None` is returned for an unknown service.
+    pub(crate) fn lines(&self, service: Option<&str>) -> Option<Vec<LogLine>> {
+        match service {
+            None => Some(lock(&self.combined).to_vec()),
+            Some(name) => self.services.get(name).map(|l| lock(&l.ring).to_vec()),
+        }
+    }
+
+    /// Empties a service's ring, or the combined ring for `None`.
+    pub(crate) fn clear(&self, service: Option<&str>) -> bool {
+        match service {
+            None => lock(&self.combined).clear(),
+            Some(name) => match self.services.get(name) {
+                Some(l) => lock(&l.ring).clear(),
+                None => return false,
+            },
+        }
+        true
+    }
+}
+
+/// Reads `reader` to its end, recording each line of `service`. Never
+/// waits for subscribers (the broadcast channel drops for laggards), so the
+/// child's pipe is drained as fast as the files can be written.
+pub(crate) async fn capture<R: AsyncRead + Unpin>(
+    mut reader: R,
+    store: Arc<LogStore>,
+    service: String,
+    stream: Stream,
+) {
+    let mut splitter = LineSplitter::new(store.config().max_line_bytes);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut batch = Vec::new();
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        splitter.feed(&buf[..n], &mut batch);
+        store.push_batch(&service, stream, &mut batch);
+    }
+    splitter.finish(&mut batch);
+    store.push_batch(&service, stream, &mut batch);
+}
+
+/// Rotated file names of `path`, for tests and tools: `path.1` … `path.n`.
+pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(max: usize, chunks: &[&[u8]]) -> Vec<String> {
+        let mut s = LineSplitter::new(max);
+        let mut out = Vec::new();
+        for c in chunks {
+            s.feed(c, &mut out);
+        }
+        s.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn splits_lines_across_chunks() {
+        assert_eq!(split(100, &[b"ab", b"c\nde\r\n", b"f"]), ["abc", "de", "f"]);
+    }
+
+    #[test]
+    fn long_lines_are_split_at_max() {
+        assert_eq!(
+            split(4, &[b"abcdefghij\nxy\n"]),
+            ["abcd", "efgh", "ij", "xy"]
+        );
+    }
+
+    #[test]
+    fn split_keeps_multibyte_characters_whole() {
+        // "é" is two bytes; a cut after 5 bytes would split the third one.
+        let text = "ééé".as_bytes();
+        assert_eq!(split(5, &[text]), ["éé", "é"]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        assert_eq!(split(100, &[b"a\xffb\n"]), ["a\u{fffd}b"]);
+    }
+
+    #[test]
+    fn ring_bounds_lines_and_bytes() {
+        let line = |t: &str| LogLine {
+            service: "s".into(),
+            stream: Stream::Stdout,
+            text: t.into(),
+            seq: 0,
+        };
+        let mut ring = Ring::new(3, usize::MAX);
+        for t in ["1", "2", "3", "4"] {
+            ring.push(line(t));
+        }
+        let texts: Vec<_> = ring.to_vec().into_iter().map(|l| l.text).collect();
+        assert_eq!(texts, ["2", "3", "4"]);
+
+        let mut ring = Ring::new(100, 2 * (10 + LINE_OVERHEAD));
+        for _ in 0..5 {
+            ring.push(line("0123456789"));
+        }
+        assert_eq!(ring.to_vec().len(), 2);
+    }
+
+    #[test]
+    fn file_rotates_keeping_n() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let mut file = LogFile::open(path.clone(), 20, 2).expect("open");
+        for i in 0..10 {
+            file.write_line(format!("line-{i:04}").as_bytes())
+                .expect("write");
+        }
+        file.flush().expect("flush");
+        // Ten 10-byte lines, two per file: current + .1 + .2 kept, .3 never.
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "line-0008\nline-0009\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(rotated_path(&path, 1)).expect("read .1"),
+            "line-0006\nline-0007\n"
+        );
+        assert!(rotated_path(&path, 2).exists());
+        assert!(!rotated_path(&path, 3).exists());
+    }
+}

@@ -1,0 +1,259 @@
+//! Readiness probes: HTTP GET (2xx), TCP connect and command, behind the
+//! [`Probe`] trait, plus the polling loop that drives them.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::spec::{CommandSpec, ProbeSpec, Readiness};
+
+/// One readiness check. Implementations must be cheap to call repeatedly
+/// and must give up on their own within a few seconds.
+#[async_trait]
+pub trait Probe: Send + Sync + std::fmt::Debug {
+    /// Returns `Ok(())` when the service is ready, or why it is not.
+    async fn check(&self) -> Result<(), String>;
+}
+
+/// HTTP GET over plain HTTP expecting a 2xx status.
+#[derive(Debug)]
+pub struct HttpProbe {
+    client: reqwest::Client,
+    url: String,
+    host: Option<String>,
+}
+
+impl HttpProbe {
+    /// A probe of `url`, sending `host` as the `Host` header when given.
+    pub fn new(url: impl Into<String>, host: Option<String>) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .no_proxy()
+            .build()
+            .unwrap_or_default();
+        Self {
+            client,
+            url: url.into(),
+            host,
+        }
+    }
+}
+
+#[async_trait]
+impl Probe for HttpProbe {
+    async fn check(&self) -> Result<(), String> {
+        let mut request = self.client.get(&self.url);
+        if let Some(host) = &self.host {
+            request = request.header(reqwest::header::HOST, host);
+        }
+        let response = request.send().await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP status {status}"))
+        }
+    }
+}
+
+/// A TCP connect to `host:port` succeeding.
+#[derive(Debug)]
+pub struct TcpProbe {
+    address: String,
+}
+
+impl TcpProbe {
+    /// A probe of `address` (`host:port`).
+    pub fn new(address: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Probe for TcpProbe {
+    async fn check(&self) -> Result<(), String> {
+        let connect = tokio::net::TcpStream::connect(&self.address);
+        match tokio::time::timeout(Duration::from_secs(2), connect).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("connect timed out".to_owned()),
+        }
+    }
+}
+
+/// A command exiting 0 (run in its own process group, output discarded,
+/// killed with its group after 10 s).
+#[derive(Debug)]
+pub struct CommandProbe {
+    command: CommandSpec,
+}
+
+impl CommandProbe {
+    /// A probe running `command`.
+    pub fn new(command: CommandSpec) -> Self {
+        Self { command }
+    }
+}
+
+#[async_trait]
+impl Probe for CommandProbe {
+    async fn check(&self) -> Result<(), String> {
+        let mut child = crate::process::spawn_group(&self.command)
+            .map_err(|e| format!("could not run `{}`: {e}", self.command.program))?;
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let pgid = child.id().map_or(0, |p| p as i32);
+        match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+            Ok(Ok(status)) if status.success() => Ok(()),
+            Ok(Ok(status)) => Err(format!("probe command ended with {status}")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => {
+                crate::process::signal_group(pgid, libc::SIGKILL);
+                let _ = child.wait().await;
+                Err("probe command timed out".to_owned())
+            }
+        }
+    }
+}
+
+/// Builds the probe described by `spec`.
+pub fn probe_for(spec: &ProbeSpec) -> Box<dyn Probe> {
+    match spec {
+        ProbeSpec::Http { url, host } => Box::new(HttpProbe::new(url.clone(), host.clone())),
+        ProbeSpec::Tcp { address } => Box::new(TcpProbe::new(address.clone())),
+        ProbeSpec::Command(command) => Box::new(CommandProbe::new(command.clone())),
+    }
+}
+
+/// What the polling loop reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// The timeout passed without success; polling goes on.
+    TimedOut,
+    /// The probe passed; polling has stopped.
+    Ready,
+}
+
+/// The first pause between two attempts.
+const FIRST_POLL: Duration = Duration::from_millis(20);
+
+/// Polls `probe` until it passes: starting at 20 ms and doubling up to
+/// `readiness.interval`, calling `report(TimedOut)` once when
+/// `readiness.timeout` has passed and `report(Ready)` on success.
+pub async fn poll_until_ready(
+    probe: &dyn Probe,
+    readiness: &Readiness,
+    mut report: impl FnMut(ProbeOutcome) + Send,
+) {
+    let started = tokio::time::Instant::now();
+    let mut pause = FIRST_POLL.min(readiness.interval.max(Duration::from_millis(1)));
+    let mut timed_out = false;
+    loop {
+        if probe.check().await.is_ok() {
+            report(ProbeOutcome::Ready);
+            return;
+        }
+        if !timed_out && started.elapsed() >= readiness.timeout {
+            timed_out = true;
+            report(ProbeOutcome::TimedOut);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(readiness.interval.max(FIRST_POLL));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[derive(Debug, Default)]
+    struct PassesOnCall(AtomicU32, u32);
+
+    #[async_trait]
+    impl Probe for PassesOnCall {
+        async fn check(&self) -> Result<(), String> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            if n >= self.1 {
+                Ok(())
+            } else {
+                Err(format!("call {n}"))
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn reports_timeout_once_then_ready() {
+        // Pauses stay at 20 ms, so the 12th call comes after 220 ms or more,
+        // well past the 100 ms timeout.
+        let probe = PassesOnCall(AtomicU32::new(0), 12);
+        let readiness = Readiness {
+            probe: ProbeSpec::Tcp {
+                address: String::new(),
+            },
+            interval: Duration::from_millis(20),
+            timeout: Duration::from_millis(100),
+        };
+        let mut outcomes = Vec::new();
+        poll_until_ready(&probe, &readiness, |o| outcomes.push(o)).await;
+        assert_eq!(outcomes, [ProbeOutcome::TimedOut, ProbeOutcome::Ready]);
+        assert_eq!(probe.0.load(Ordering::SeqCst), 12);
+    }
+
+    #[tokio::test]
+    async fn tcp_probe_sees_a_listener() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("addr").to_string();
+        assert!(TcpProbe::new(address.clone()).check().await.is_ok());
+        drop(listener);
+        assert!(TcpProbe::new(address).check().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn command_probe_follows_exit_code() {
+        let ok = CommandProbe::new(CommandSpec {
+            program: "true".into(),
+            ..Default::default()
+        });
+        let bad = CommandProbe::new(CommandSpec {
+            program: "false".into(),
+            ..Default::default()
+        });
+        assert!(ok.check().await.is_ok());
+        assert!(bad.check().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn http_probe_wants_2xx_and_sends_host() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            let mut hosts = Vec::new();
+            for status in ["503 Service Unavailable", "200 OK"] {
+                let (mut socket, _) = listener.accept().await.expect("accept");
+                let mut buf = vec![0u8; 4096];
+                let n = socket.read(&mut buf).await.expect("read");
+                let request = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                hosts.push(request.contains("host: example.test"));
+                let reply =
+                    format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                socket.write_all(reply.as_bytes()).await.expect("write");
+            }
+            hosts
+        });
+        let probe = HttpProbe::new(
+            format!("http://127.0.0.1:{port}/health"),
+            Some("example.test".into()),
+        );
+        assert!(probe.check().await.is_err());
+        assert!(probe.check().await.is_ok());
+        assert_eq!(server.await.expect("server"), [true, true]);
+    }
+}

@@ -1,0 +1,242 @@
+//! `state.json`: the running supervisor and its services' process groups,
+//! written atomically whenever a pid changes, read by status tools and by
+//! the next supervisor to stop leftovers.
+//!
+//! # Schema (version 1)
+//!
+//! ```json
+//! {
+//!   "version": 1,
+//!   "supervisor": { "pid": 4242, "start-time": 123456 },
+//!   "guard-pid": 4243,
+//!   "services": {
+//!     "server": {
+//!       "pid": 4250,
+//!       "pgid": 4250,
+//!       "start-time": 123470,
+//!       "state": { "state": "ready", "pid": 4250 },
+//!       "restarts": 0,
+//!       "ready": true
+//!     },
+//!     "host": {
+//!       "pid": null, "pgid": null, "start-time": null,
+//!       "state": { "state": "waiting" }, "restarts": 0, "ready": false
+//!     }
+//!   }
+//! }
+//! ```
+//!
+//! - `start-time` is the process start time as the OS reports it (Linux:
+//!   field 22 of `/proc/<pid>/stat`, clock ticks since boot), or `null`
+//!   where unknown. A pid is only trusted (signalled, or reported as the
+//!   running supervisor) when its current start time equals the recorded
+//!   one, so a recycled pid is never mistaken for ours.
+//! - `state` is a [`ServiceState`](crate::ServiceState) as serialised in
+//!   events (`waiting`, `preparing`, `running`, `ready`, `restarting`,
+//!   `stopping`, `exited`, `stopped`).
+//! - After a clean shutdown every service has `pid: null` and state
+//!   `stopped`; the file is left in place.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::event::ServiceState;
+use crate::process;
+
+/// Version written into `state.json`.
+pub const STATE_VERSION: u32 = 1;
+
+/// A process identified by pid and start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ProcessRecord {
+    /// Process id.
+    pub pid: u32,
+    /// Start time as the OS reports it, if known.
+    pub start_time: Option<u64>,
+}
+
+impl ProcessRecord {
+    /// The record of a running process, with its current start time.
+    pub fn of(pid: u32) -> Self {
+        Self {
+            pid,
+            start_time: process::process_start_time(pid),
+        }
+    }
+
+    /// Whether the recorded process still runs: the pid exists and its start
+    /// time is the recorded one (both must be known).
+    pub fn is_alive(&self) -> bool {
+        match self.start_time {
+            Some(recorded) => {
+                process::process_start_time(self.pid) == Some(recorded)
+                    && process::pid_alive(self.pid)
+            }
+            None => false,
+        }
+    }
+}
+
+/// One service in `state.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ServiceRecord {
+    /// Process id of the group leader, when running.
+    pub pid: Option<u32>,
+    /// Process-group id (equal to the leader's pid), when running.
+    pub pgid: Option<i32>,
+    /// The leader's start time, when known.
+    pub start_time: Option<u64>,
+    /// The service's state when the file was written.
+    pub state: ServiceState,
+    /// Crash restarts so far.
+    #[serde(default)]
+    pub restarts: u32,
+    /// Whether it counted as ready.
+    #[serde(default)]
+    pub ready: bool,
+}
+
+/// The whole of `state.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct StateFile {
+    /// Schema version ([`STATE_VERSION`]).
+    pub version: u32,
+    /// The supervisor that wrote the file.
+    pub supervisor: ProcessRecord,
+    /// The orphan guard's pid.
+    #[serde(default)]
+    pub guard_pid: Option<u32>,
+    /// Services by name.
+    #[serde(default)]
+    pub services: BTreeMap<String, ServiceRecord>,
+}
+
+impl StateFile {
+    /// Whether the supervisor that wrote the file still runs (pid and start
+    /// time match).
+    pub fn supervisor_alive(&self) -> bool {
+        self.supervisor.is_alive()
+    }
+}
+
+/// Reads `state.json`; `Ok(None)` when the file does not exist.
+pub fn read_state(path: &Path) -> Result<Option<StateFile>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(Error::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::StateFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// Writes `state.json` atomically.
+pub fn write_state(path: &Path, state: &StateFile) -> Result<()> {
+    let mut text = serde_json::to_vec_pretty(state).map_err(|e| Error::StateFile {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    text.push(b'\n');
+    crate::fs::write_atomic(path, &text)
+}
+
+/// Stops the process groups a previous run left behind: each recorded
+/// group whose leader still has the recorded start time gets SIGTERM, then
+/// SIGKILL after `grace`. Returns one message per service acted on
+/// (stopped, or left alone because the pid now belongs to another process).
+pub(crate) async fn stop_leftovers(state: &StateFile, grace: Duration) -> Vec<String> {
+    let mut notices = Vec::new();
+    let mut stops = Vec::new();
+    for (name, record) in &state.services {
+        let (Some(pid), Some(pgid)) = (record.pid, record.pgid) else {
+            continue;
+        };
+        let leader = ProcessRecord {
+            pid,
+            start_time: record.start_time,
+        };
+        if leader.is_alive() {
+            notices.push(format!(
+                "stopping leftover `{name}` from a previous run (pid {pid}, group {pgid})"
+            ));
+            stops.push(process::stop_group(pgid, libc::SIGTERM, grace));
+        } else if process::pid_alive(pid) {
+            notices.push(format!(
+                "recorded pid {pid} of `{name}` now belongs to another process; left alone"
+            ));
+        }
+    }
+    for stop in stops {
+        stop.await;
+    }
+    notices
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_missing_is_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        assert!(read_state(&path).expect("read missing").is_none());
+        let mut services = BTreeMap::new();
+        services.insert(
+            "server".to_owned(),
+            ServiceRecord {
+                pid: Some(10),
+                pgid: Some(10),
+                start_time: Some(5),
+                state: ServiceState::Ready { pid: 10 },
+                restarts: 1,
+                ready: true,
+            },
+        );
+        let state = StateFile {
+            version: STATE_VERSION,
+            supervisor: ProcessRecord::of(std::process::id()),
+            guard_pid: None,
+            services,
+        };
+        write_state(&path, &state).expect("write");
+        assert_eq!(read_state(&path).expect("read"), Some(state.clone()));
+        assert!(state.supervisor_alive());
+    }
+
+    #[test]
+    fn corrupt_file_names_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "{ nope").expect("write");
+        let err = read_state(&path).expect_err("corrupt");
+        assert!(err.to_string().contains("state.json"), "{err}");
+    }
+
+    #[test]
+    fn a_different_start_time_is_not_alive() {
+        let me = ProcessRecord::of(std::process::id());
+        let other = ProcessRecord {
+            pid: me.pid,
+            start_time: me.start_time.map(|t| t + 1),
+        };
+        assert!(me.is_alive());
+        assert!(!other.is_alive());
+    }
+}

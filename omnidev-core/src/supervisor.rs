@@ -1,0 +1,303 @@
+//! The [`Supervisor`] handle: a cheap, cloneable front to one background task
+//! that owns every service's state and process.
+//!
+//! ```no_run
+//! # async fn demo() -> omnidev_core::Result<()> {
+//! use omnidev_core::{ServiceSpec, Supervisor, SupervisorConfig};
+//! let supervisor = Supervisor::start(SupervisorConfig {
+//!     services: vec![ServiceSpec::new("web", "python3", ["-m", "http.server"], ".")],
+//!     ..Default::default()
+//! })
+//! .await?;
+//! let mut events = supervisor.subscribe();
+//! // … render events, then:
+//! supervisor.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+mod engine;
+mod graph;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::backoff::BackoffPolicy;
+use crate::error::{Error, Result};
+use crate::event::{Event, LogLine, ServiceStatus};
+use crate::guard::Guard;
+use crate::logs::LogStore;
+use crate::spec::{LogConfig, ServiceSpec};
+use crate::state::{self, ProcessRecord};
+
+/// How many events a subscriber may fall behind before it starts losing
+/// the oldest (it then receives `RecvError::Lagged`).
+pub const EVENT_CAPACITY: usize = 1024;
+
+/// Everything a supervisor is started from.
+#[derive(Debug, Clone, Default)]
+pub struct SupervisorConfig {
+    /// The services, in any order (they start in dependency order).
+    pub services: Vec<ServiceSpec>,
+    /// Log capture settings.
+    pub log: LogConfig,
+    /// Where to keep `state.json` (see [`crate::state`]); `None` for none.
+    pub state_file: Option<PathBuf>,
+    /// Crash-restart backoff (default 1, 2, 4, 8, 16, 30 s; reset after 20 s).
+    pub backoff: BackoffPolicy,
+}
+
+/// The outcome once every service has ended and none will restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// True when every service exited with code 0 or was stopped on request.
+    pub success: bool,
+    /// Services that exited with a failure, or can never start because a
+    /// dependency ended first.
+    pub failed: Vec<String>,
+}
+
+/// Requests from handles to the task.
+#[derive(Debug)]
+pub(crate) enum Request {
+    Restart(usize),
+    Reload(Vec<usize>),
+    Stop(usize, oneshot::Sender<()>),
+    Start(usize),
+    Shutdown(Option<oneshot::Sender<()>>),
+}
+
+/// A handle to a running supervisor. Clones share the same supervisor.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    requests: mpsc::UnboundedSender<Request>,
+    events: broadcast::Sender<Event>,
+    logs: Arc<LogStore>,
+    status: watch::Receiver<Vec<ServiceStatus>>,
+    settled: watch::Receiver<Option<Settled>>,
+    finished: watch::Receiver<bool>,
+    names: Vec<String>,
+    guard_pid: u32,
+}
+
+// Request methods are async although queuing is instant today, so callers
+// need no change if queuing ever applies back-pressure.
+#[allow(clippy::unused_async)]
+impl Supervisor {
+    /// Validates the dependency graph (duplicate names, unknown
+    /// dependencies, cycles), stops leftovers recorded in `state_file`
+    /// (pid **and** start time must match), starts the orphan guard, opens
+    /// the log files, and starts the services in dependency order in a
+    /// background task on the current tokio runtime.
+    pub async fn start(config: SupervisorConfig) -> Result<Supervisor> {
+        let order = graph::start_order(&config.services)?;
+        let names: Vec<String> = config.services.iter().map(|s| s.name.clone()).collect();
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let logs = Arc::new(LogStore::new(
+            config.log.clone(),
+            names.iter().map(String::as_str),
+            events.clone(),
+        ));
+
+        let mut notices = Vec::new();
+        if let Some(path) = &config.state_file
+            && let Some(previous) = state::read_state(path)?
+        {
+            if previous.supervisor_alive() && previous.supervisor.pid != std::process::id() {
+                return Err(Error::AlreadyRunning {
+                    path: path.clone(),
+                    pid: previous.supervisor.pid,
+                });
+            }
+            let grace = config
+                .services
+                .iter()
+                .map(|s| s.stop.grace)
+                .max()
+                .unwrap_or(Duration::from_secs(5));
+            notices = state::stop_leftovers(&previous, grace).await;
+        }
+
+        logs.open_files()
+            .map_err(|(path, source)| Error::Write { path, source })?;
+        let guard = Arc::new(Guard::start().map_err(|source| Error::Guard { source })?);
+        let guard_pid = guard.pid();
+
+        let (requests, requests_rx) = mpsc::unbounded_channel();
+        let (status_tx, status) = watch::channel(Vec::new());
+        let (settled_tx, settled) = watch::channel(None);
+        let (finished_tx, finished) = watch::channel(false);
+        let engine = engine::Engine::new(engine::Parts {
+            specs: config.services,
+            order,
+            logs: logs.clone(),
+            events: events.clone(),
+            guard,
+            state_file: config.state_file,
+            backoff: config.backoff,
+            status: status_tx,
+            settled: settled_tx,
+            supervisor: ProcessRecord::of(std::process::id()),
+        });
+        tokio::spawn(engine.run(requests_rx, notices, finished_tx));
+
+        Ok(Supervisor {
+            inner: Arc::new(Inner {
+                requests,
+                events,
+                logs,
+                status,
+                settled,
+                finished,
+                names,
+                guard_pid,
+            }),
+        })
+    }
+
+    fn index(&self, name: &str) -> Result<usize> {
+        self.inner
+            .names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| Error::UnknownService {
+                name: name.to_owned(),
+                known: self.inner.names.clone(),
+            })
+    }
+
+    fn send(&self, request: Request) -> Result<()> {
+        self.inner
+            .requests
+            .send(request)
+            .map_err(|_| Error::ShutDown)
+    }
+
+    /// A new receiver of every event from now on. Any number may exist; one
+    /// that falls more than [`EVENT_CAPACITY`] events behind loses the
+    /// oldest instead of slowing anything down.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    /// The names of the services, in the order they were given.
+    pub fn service_names(&self) -> &[String] {
+        &self.inner.names
+    }
+
+    /// The current status of every service, in the order they were given.
+    pub fn snapshot(&self) -> Vec<ServiceStatus> {
+        self.inner.status.borrow().clone()
+    }
+
+    /// A copy of a service's log ring, or of the combined ring (service
+    /// lines and supervisor messages) for `None`.
+    pub fn logs(&self, service: Option<&str>) -> Result<Vec<LogLine>> {
+        if let Some(name) = service {
+            self.index(name)?;
+        }
+        Ok(self.inner.logs.lines(service).unwrap_or_default())
+    }
+
+    /// Empties a service's ring, or the combined ring for `None`.
+    pub fn clear_logs(&self, service: Option<&str>) -> Result<()> {
+        if let Some(name) = service {
+            self.index(name)?;
+        }
+        self.inner.logs.clear(service);
+        Ok(())
+    }
+
+    /// The path of a service's log file, when logs go to files.
+    pub fn log_file(&self, service: &str) -> Result<Option<PathBuf>> {
+        self.index(service)?;
+        Ok(self.inner.logs.file_path(service))
+    }
+
+    /// The orphan guard's process id.
+    pub fn guard_pid(&self) -> u32 {
+        self.inner.guard_pid
+    }
+
+    /// Restarts a service: stops it (stop signal, grace, SIGKILL) and starts
+    /// it again; services depending on it (transitively) are restarted once
+    /// it meets their condition again. Resets its crash backoff. Returns once
+    /// the request is queued.
+    pub async fn restart(&self, name: &str) -> Result<()> {
+        let index = self.index(name)?;
+        self.send(Request::Restart(index))
+    }
+
+    /// Starts a service that was stopped or has exited (a no-op for one that
+    /// runs or is about to).
+    pub async fn start_service(&self, name: &str) -> Result<()> {
+        let index = self.index(name)?;
+        self.send(Request::Start(index))
+    }
+
+    /// Restarts a set of services (and their dependents) as one reload.
+    /// Coalesced: requests arriving while a reload runs are merged into at
+    /// most one further reload that starts when the current one is done
+    /// (every service involved is ready, running without a probe, or has
+    /// ended).
+    pub async fn reload(&self, names: &[&str]) -> Result<()> {
+        let indexes = names
+            .iter()
+            .map(|n| self.index(n))
+            .collect::<Result<Vec<_>>>()?;
+        self.send(Request::Reload(indexes))
+    }
+
+    /// Stops a service and returns once its process group is empty. It stays
+    /// stopped (no restart) until [`Supervisor::restart`] or
+    /// [`Supervisor::start_service`]; its dependents keep running.
+    pub async fn stop_service(&self, name: &str) -> Result<()> {
+        let index = self.index(name)?;
+        let (tx, rx) = oneshot::channel();
+        self.send(Request::Stop(index, tx))?;
+        rx.await.map_err(|_| Error::ShutDown)
+    }
+
+    /// Stops every service, dependents before their dependencies, and
+    /// returns once every process group is empty and the supervisor's task
+    /// has ended. Calling it again (or from a clone) is fine.
+    pub async fn shutdown(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.send(Request::Shutdown(Some(tx))).is_ok() {
+            let _ = rx.await;
+        }
+        let mut finished = self.inner.finished.clone();
+        let _ = finished.wait_for(|done| *done).await;
+        Ok(())
+    }
+
+    /// Resolves once every service has exited or been stopped and none
+    /// will restart (or can never start because a dependency ended). The
+    /// headless exit rule: exit 0 when [`Settled::success`].
+    pub async fn wait_settled(&self) -> Settled {
+        let mut settled = self.inner.settled.clone();
+        loop {
+            if let Some(s) = settled.borrow_and_update().clone() {
+                return s;
+            }
+            if settled.changed().await.is_err() {
+                return settled.borrow().clone().unwrap_or(Settled {
+                    success: true,
+                    failed: Vec::new(),
+                });
+            }
+        }
+    }
+
+    /// Whether the supervisor's task has ended (after a shutdown).
+    pub fn is_finished(&self) -> bool {
+        *self.inner.finished.borrow()
+    }
+}
