@@ -36,6 +36,30 @@
 //! # Ok::<(), omnidev_pod::Error>(())
 //! ```
 //!
+//! # Choices worth knowing
+//!
+//! - **Pod directory**: `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev/<basename>-<hash8>`,
+//!   where `hash8` is the first 8 hex digits of SHA-256 over the canonical
+//!   repo path's bytes ([`pod::hash8`]; pinned by a test, never to change).
+//! - **Ports** ([`ports`]): persisted in `<pod>/pod.toml` together with the
+//!   repo path; allocation is serialised machine-wide by
+//!   `<cache root>/ports.lock`; another pod's unreadable `pod.toml` is
+//!   ignored, this pod's corrupt one is an error and is left untouched.
+//! - **Templates** ([`profile::template`]): `{pod}`, `{repo}`, `{port.NAME}`,
+//!   `{host.NAME}` (default `127.0.0.1`), `{env.NAME}` (the inherited
+//!   environment; unset renders as empty, except in `[[seed]] from` where it
+//!   skips that candidate); `{{` and `}}` are literal braces.
+//! - **LAN origins**: a profile names the variable and port in
+//!   `[lan-origins]` (an addition to the documented format); the value is
+//!   computed — inherited entries first, then the LAN origins, trimmed and
+//!   de-duplicated — and set only when there is at least one LAN origin.
+//! - **Selection** ([`Selection`]): `--only`/`--skip` never pull in
+//!   dependencies; an edge to an unselected service is dropped so that the
+//!   dependent starts without waiting.
+//! - **Package manager** ([`package_manager`]): only resolved for services
+//!   that need it (`script` or `install-deps`), so `--no-vite` works without
+//!   Node.
+//!
 //! Modules: [`root`] (checkout discovery), [`pod`] (directory and layout),
 //! [`ports`], [`lock`], [`lan`] (LAN origins), [`seed`] (config seeding),
 //! [`profile`] (format, embedded profile, templating, rendering),

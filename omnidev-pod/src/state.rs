@@ -100,6 +100,26 @@ mod tests {
     }
 
     #[test]
+    fn rewrite_replaces_the_file_by_rename_and_leaves_no_temp_files() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("pod.toml");
+        let first = BTreeMap::from([("a".to_owned(), 1)]);
+        write_toml(&path, &first).expect("write");
+        // A reader holding the old file keeps seeing the old contents.
+        let old_inode = std::fs::metadata(&path).expect("meta").ino();
+        let reader = std::fs::File::open(&path).expect("open");
+        write_toml(&path, &BTreeMap::from([("a".to_owned(), 2)])).expect("rewrite");
+        assert_ne!(std::fs::metadata(&path).expect("meta").ino(), old_inode);
+        let mut old = String::new();
+        std::io::Read::read_to_string(&mut &reader, &mut old).expect("read old");
+        assert_eq!(old, "a = 1\n");
+        let back: BTreeMap<String, i32> = read_toml(&path).expect("read").expect("present");
+        assert_eq!(back["a"], 2);
+        assert_eq!(std::fs::read_dir(tmp.path()).expect("ls").count(), 1);
+    }
+
+    #[test]
     fn json_round_trips_and_missing_is_none() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let path = tmp.path().join("state.json");
