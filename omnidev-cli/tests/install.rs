@@ -1,0 +1,843 @@
+//! `omnidev install | update | check | refresh | shell-hook`, driven as a
+//! user would: the real binary in a temp home, real git repositories, real
+//! `uv`, and scripts standing in for programs only where a test must see
+//! whether they were started.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const OLD: &str = "1111111111111111111111111111111111111111";
+const NEW: &str = "2222222222222222222222222222222222222222";
+const NEWER: &str = "3333333333333333333333333333333333333333";
+
+/// A temp home: config, cache, uv dirs, and a `bin/` of recording fakes.
+struct Context {
+    root: tempfile::TempDir,
+}
+
+impl Context {
+    fn new() -> Self {
+        let root = tempfile::tempdir().expect("temp dir");
+        for dir in ["home", "config", "cache", "bin", "markers"] {
+            std::fs::create_dir_all(root.path().join(dir)).expect("dirs");
+        }
+        Self { root }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel)
+    }
+
+    fn cache_file(&self) -> PathBuf {
+        self.path("cache/omnidev/omnigent-check.json")
+    }
+
+    fn install_toml(&self) -> PathBuf {
+        self.path("config/omnidev/install.toml")
+    }
+
+    /// `omnidev ARGS` with the temp home and the real PATH.
+    fn omnidev(&self, args: &[&str]) -> Command {
+        self.command(env!("CARGO_BIN_EXE_omnidev"), args)
+    }
+
+    /// `program ARGS` with the temp home and the real PATH.
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            // Keep the machine's environment (CA bundles, proxies) but none
+            // of the variables this crate reacts to.
+            .env_remove("OMNIDEV_NO_UPDATE_CHECK")
+            .env_remove("OMNIDEV_SKIP_WEB_CHECK")
+            .env_remove("OMNIDEV_REFRESH_EXE")
+            .env_remove("OMNIDEV_REFRESH_LOCK_FD")
+            .env_remove("OMNIDEV_GITHUB_API_URL")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_CONFIG_COUNT")
+            .env("HOME", self.path("home"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("XDG_CACHE_HOME", self.path("cache"))
+            .env("UV_TOOL_DIR", self.path("uv/tools"))
+            .env("UV_TOOL_BIN_DIR", self.path("uv/bin"))
+            .env("UV_CACHE_DIR", self.path("uv/cache"))
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// `omnidev ARGS` with PATH holding only recording fakes of `uv`, `git`,
+    /// `node`, `npm` and `omnidev`, and the background refresh pointed at
+    /// the fake `omnidev`: any process the command starts leaves a marker.
+    fn omnidev_isolated(&self, args: &[&str]) -> Command {
+        for program in ["uv", "git", "node", "npm", "omnidev"] {
+            if !self.path("bin").join(program).exists() {
+                self.fake(program, "");
+            }
+        }
+        let mut command = self.omnidev(args);
+        command
+            .env("PATH", self.path("bin"))
+            .env("OMNIDEV_REFRESH_EXE", self.path("bin/omnidev"));
+        command
+    }
+
+    /// A fake `program` in `bin/` that records its arguments in
+    /// `markers/<program>` and then runs `body`.
+    fn fake(&self, program: &str, body: &str) {
+        let marker = self.path("markers").join(program);
+        write_script(
+            &self.path("bin").join(program),
+            &format!("echo \"$*\" >> '{}'\n{body}", marker.display()),
+        );
+    }
+
+    fn markers(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.path("markers"))
+            .expect("markers")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn marker_lines(&self, program: &str) -> Vec<String> {
+        std::fs::read_to_string(self.path("markers").join(program))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn write_cache(&self, checked_at: u64, installed: &str, remote: &str, declined: Option<&str>) {
+        let json = serde_json::json!({
+            "checked_at": checked_at,
+            "repo": "https://github.com/omnigent-ai/omnigent.git",
+            "ref": "main",
+            "remote_commit": remote,
+            "installed_commit": installed,
+            "declined_commit": declined,
+        });
+        std::fs::create_dir_all(self.cache_file().parent().expect("parent")).expect("dir");
+        std::fs::write(self.cache_file(), json.to_string()).expect("write cache");
+    }
+
+    fn cache(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.cache_file()).expect("read cache");
+        serde_json::from_str(&text).expect("cache is valid JSON")
+    }
+
+    fn write_install_toml(&self, repo: &str) {
+        std::fs::create_dir_all(self.install_toml().parent().expect("parent")).expect("dir");
+        std::fs::write(
+            self.install_toml(),
+            format!("repo = \"{repo}\"\nref = \"main\"\nextras = []\npython = \"3.12\"\n"),
+        )
+        .expect("write install.toml");
+    }
+}
+
+fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("run omnidev")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout).trim().to_owned()
+}
+
+/// A bare repository holding a tiny Python package `omnigent`, plus the
+/// work tree that pushes to it. Returns (file:// URL, work tree).
+fn package_repo(root: &Path) -> (String, PathBuf) {
+    let bare = root.join("omnigent.git");
+    let work = root.join("omnigent-work");
+    std::fs::create_dir_all(work.join("omnigent")).expect("dirs");
+    git(
+        root,
+        &["init", "--bare", "-q", bare.to_str().expect("utf8")],
+    );
+    git(&work, &["init", "-q"]);
+    std::fs::write(
+        work.join("pyproject.toml"),
+        "[project]\nname = \"omnigent\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\n\n\
+         [project.scripts]\nomnigent = \"omnigent:main\"\n\n\
+         [build-system]\nrequires = [\"hatchling\"]\nbuild-backend = \"hatchling.build\"\n",
+    )
+    .expect("pyproject");
+    std::fs::write(
+        work.join("omnigent/__init__.py"),
+        "def main():\n    print(\"omnigent test package\")\n",
+    )
+    .expect("module");
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "-qm", "first"]);
+    let url = format!("file://{}", bare.display());
+    git(&work, &["push", "-q", &url, "main"]);
+    (url, work)
+}
+
+fn commit_and_push(work: &Path, url: &str, content: &str) -> String {
+    std::fs::write(work.join("omnigent/version.txt"), content).expect("write");
+    git(work, &["add", "."]);
+    git(work, &["commit", "-qm", content]);
+    git(work, &["push", "-q", url, "main"]);
+    git(work, &["rev-parse", "HEAD"])
+}
+
+// ---------------------------------------------------------------------------
+// The hot path
+
+#[test]
+fn check_with_fresh_cache_starts_no_process() {
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, OLD, None);
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stdout), "");
+    assert_eq!(
+        text(&output.stderr),
+        "",
+        "--quiet prints nothing when up to date"
+    );
+
+    // An update on offer is told, still without starting anything.
+    cx.write_cache(now(), OLD, NEW, None);
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("a newer omnigent is available on main: 111111111111 -> 222222222222"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("omnidev update"), "{stderr}");
+
+    let output = run(&mut cx.omnidev_isolated(&["check"]));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(cx.markers(), Vec::<String>::new(), "no process was started");
+}
+
+#[test]
+fn ten_checks_on_a_stale_cache_start_exactly_one_detached_refresh() {
+    let cx = Context::new();
+    cx.write_cache(now() - 25 * 60 * 60, OLD, OLD, None);
+    let release = cx.path("release");
+    // The fake refresh records its stdin (to prove it is detached) and holds
+    // the inherited lock until the test releases it.
+    let body = format!(
+        "PATH=/usr/bin:/bin\nreadlink /proc/$$/fd/0 >> '{stdin}'\nwhile [ ! -e '{release}' ]; do sleep 0.05; done\n",
+        stdin = cx.path("refresh-stdin").display(),
+        release = release.display()
+    );
+    cx.fake("omnidev", &body);
+    let mut checks: Vec<_> = (0..10)
+        .map(|_| {
+            let mut command = cx.omnidev_isolated(&["check", "--quiet"]);
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+            command.spawn().expect("spawn check")
+        })
+        .collect();
+    for child in &mut checks {
+        let status = child.wait().expect("wait");
+        assert!(status.success());
+    }
+    wait_for("the refresh to start", || {
+        !cx.marker_lines("omnidev").is_empty()
+    });
+    // One more check while the refresh runs: still no second one.
+    assert!(
+        run(&mut cx.omnidev_isolated(&["check", "--quiet"]))
+            .status
+            .success()
+    );
+    assert_eq!(
+        cx.marker_lines("omnidev"),
+        ["refresh"],
+        "exactly one refresh"
+    );
+    wait_for("the refresh to report its stdin", || {
+        cx.path("refresh-stdin").exists()
+    });
+    let stdin = std::fs::read_to_string(cx.path("refresh-stdin")).expect("stdin");
+    assert_eq!(
+        stdin.trim(),
+        "/dev/null",
+        "the refresh is detached from the terminal"
+    );
+    assert_eq!(cx.markers(), ["omnidev"], "nothing but the refresh ran");
+    std::fs::write(&release, "").expect("release");
+}
+
+#[test]
+fn missing_or_corrupt_cache_starts_a_refresh() {
+    let cx = Context::new();
+    let output = run(&mut cx.omnidev_isolated(&["check"]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        text(&output.stderr).contains("checking in the background"),
+        "{output:?}"
+    );
+    wait_for("the refresh", || cx.marker_lines("omnidev") == ["refresh"]);
+
+    let cx = Context::new();
+    std::fs::create_dir_all(cx.cache_file().parent().expect("parent")).expect("dir");
+    std::fs::write(cx.cache_file(), "{\"checked_at\": tru").expect("corrupt");
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(output.status.success(), "{output:?}");
+    wait_for("the refresh", || cx.marker_lines("omnidev") == ["refresh"]);
+}
+
+#[test]
+fn no_update_check_variable_turns_check_off() {
+    let cx = Context::new();
+    cx.write_cache(0, OLD, NEW, None);
+    let output = run(cx
+        .omnidev_isolated(&["check"])
+        .env("OMNIDEV_NO_UPDATE_CHECK", "1"));
+    assert!(output.status.success());
+    assert_eq!(text(&output.stderr), "");
+    assert_eq!(cx.markers(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------
+// The prompt
+
+/// Runs `omnidev check --quiet` on a pseudo-terminal (util-linux `script`),
+/// typing `answer`.
+fn check_on_terminal(cx: &Context, answer: &str) -> Output {
+    let command = cx.omnidev_isolated(&[]);
+    let program = command.get_program().to_owned();
+    let mut script = Command::new("script");
+    script
+        .args([
+            "-qec",
+            &format!("'{}' check --quiet", program.to_string_lossy()),
+            "/dev/null",
+        ])
+        .envs(
+            command
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        // `script` itself needs to be found; the fakes stay first.
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", cx.path("bin").display()),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = script.spawn().expect("spawn script");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(answer.as_bytes())
+        .expect("type the answer");
+    child.wait_with_output().expect("script output")
+}
+
+#[test]
+fn declined_update_is_not_offered_again_but_a_newer_one_is() {
+    if Command::new("script").arg("--version").output().is_err() {
+        // util-linux `script` provides the terminal; without it the
+        // decline is still covered by the library's unit tests.
+        return;
+    }
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, NEW, None);
+    let output = check_on_terminal(&cx, "n\n");
+    let shown = text(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(shown.contains("Update omnigent now? [y/N]"), "{shown}");
+    assert!(shown.contains("will not be offered again"), "{shown}");
+    assert_eq!(cx.cache()["declined_commit"], NEW);
+
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert_eq!(
+        text(&output.stderr),
+        "",
+        "the declined commit is not offered again"
+    );
+
+    let mut cache = cx.cache();
+    cache["remote_commit"] = serde_json::json!(NEWER);
+    std::fs::write(cx.cache_file(), cache.to_string()).expect("write");
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(
+        text(&output.stderr).contains("-> 333333333333"),
+        "a newer commit is offered: {output:?}"
+    );
+    assert_eq!(cx.markers(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------
+// Safety and preflight
+
+#[test]
+fn unsafe_repo_and_ref_are_rejected_before_anything_runs() {
+    let cx = Context::new();
+    let touched = cx.path("x");
+    let upload_pack = format!("--upload-pack=touch {}", touched.display());
+    let ext = format!("ext::sh -c touch% {}", touched.display());
+    let cases: Vec<Vec<String>> = vec![
+        vec!["--repo".into(), upload_pack.clone()],
+        vec![format!("--repo={upload_pack}")],
+        vec!["--ref".into(), "-x".into()],
+        vec!["--ref=--upload-pack=touch".into()],
+        vec!["--repo".into(), ext],
+        vec!["--repo".into(), "fd::3".into()],
+    ];
+    for args in cases {
+        let mut all = vec!["install", "--skip-web-check"];
+        all.extend(args.iter().map(String::as_str));
+        let output = run(&mut cx.omnidev_isolated(&all));
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains("refusing"), "{args:?}: {stderr}");
+    }
+    assert!(!touched.exists());
+    assert_eq!(cx.markers(), Vec::<String>::new(), "no process ran");
+    assert!(!cx.path("config/omnidev").exists(), "nothing was created");
+    assert!(!cx.path("cache/omnidev").exists(), "nothing was created");
+}
+
+#[test]
+fn preflight_names_what_is_missing() {
+    let cx = Context::new();
+    cx.fake("node", "echo v20.0.0");
+    let output = run(&mut cx.omnidev_isolated(&["install"]));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("Node v20.0.0 is too old"), "{stderr}");
+    assert!(stderr.contains("OMNIDEV_SKIP_WEB_CHECK"), "{stderr}");
+    assert!(cx.marker_lines("uv").is_empty(), "uv did not run");
+    assert!(!cx.install_toml().exists(), "nothing saved");
+
+    std::fs::remove_file(cx.path("bin/uv")).expect("remove uv");
+    let mut command = cx.omnidev(&["install"]);
+    command.env("PATH", cx.path("bin"));
+    let output = run(&mut command);
+    assert!(
+        text(&output.stderr).contains("`uv` was not found on PATH"),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn install_runs_uv_with_the_spec() {
+    let cx = Context::new();
+    cx.fake("uv", "exit 3");
+    let mut command = cx.omnidev_isolated(&["install", "--extra", "dev"]);
+    command.env("OMNIDEV_SKIP_WEB_CHECK", "1");
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(text(&output.stderr).contains("failed"), "{output:?}");
+    assert_eq!(
+        cx.marker_lines("uv"),
+        [
+            "tool install --force --python 3.12 -- omnigent[databricks,dev] @ git+https://github.com/omnigent-ai/omnigent.git@main"
+        ]
+    );
+    let saved = std::fs::read_to_string(cx.install_toml()).expect("choice saved");
+    assert!(
+        saved.contains("extras = [\"databricks\", \"dev\"]"),
+        "{saved}"
+    );
+}
+
+#[test]
+fn corrupt_install_toml_is_an_error_naming_it() {
+    let cx = Context::new();
+    std::fs::create_dir_all(cx.install_toml().parent().expect("parent")).expect("dir");
+    std::fs::write(cx.install_toml(), "repo = \"unterminated\n").expect("write");
+    for verb in ["update", "refresh"] {
+        let output = run(&mut cx.omnidev_isolated(&[verb]));
+        assert_eq!(output.status.code(), Some(1), "{verb}: {output:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains("install.toml"), "{verb}: {stderr}");
+        assert!(stderr.contains("corrupt"), "{verb}: {stderr}");
+    }
+    assert!(cx.marker_lines("uv").is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// refresh: GitHub API and git fallback
+
+/// An HTTP server answering every request with `status` and `body`;
+/// returns its base URL and a count of requests.
+fn http_server(
+    status: &'static str,
+    body: &'static str,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for connection in listener.incoming() {
+            let Ok(mut connection) = connection else {
+                continue;
+            };
+            let mut reader = BufReader::new(connection.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = write!(
+                connection,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (base, count)
+}
+
+#[test]
+fn refresh_uses_the_github_api_and_falls_back_to_git() {
+    let cx = Context::new();
+    cx.write_install_toml("https://github.com/o/r.git");
+    let (base, count) = http_server("200 OK", NEW);
+    let output = run(cx
+        .omnidev(&["refresh"])
+        .env("OMNIDEV_GITHUB_API_URL", &base));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(cx.cache()["remote_commit"], NEW);
+
+    // The API fails; git (mapped onto a local repository) answers.
+    let repos = tempfile::tempdir().expect("temp dir");
+    let (url, work) = package_repo(repos.path());
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    let (base, count) = http_server("500 Internal Server Error", "");
+    let output = run(cx
+        .omnidev(&["refresh"])
+        .env("OMNIDEV_GITHUB_API_URL", &base)
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", format!("url.{url}.insteadOf"))
+        .env("GIT_CONFIG_VALUE_0", "https://github.com/o/r.git"));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        count.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the API was tried"
+    );
+    assert_eq!(cx.cache()["remote_commit"], head.as_str());
+}
+
+#[test]
+fn refresh_rewrites_a_corrupt_cache() {
+    let cx = Context::new();
+    let repos = tempfile::tempdir().expect("temp dir");
+    let (url, work) = package_repo(repos.path());
+    cx.write_install_toml(&url);
+    std::fs::create_dir_all(cx.cache_file().parent().expect("parent")).expect("dir");
+    std::fs::write(cx.cache_file(), "not json at all").expect("corrupt");
+    let output = run(&mut cx.omnidev(&["refresh"]));
+    assert!(output.status.success(), "{output:?}");
+    let cache = cx.cache();
+    assert_eq!(
+        cache["remote_commit"],
+        git(&work, &["rev-parse", "HEAD"]).as_str()
+    );
+    assert_eq!(cache["repo"], url.as_str());
+    assert!(cache["checked_at"].as_u64().expect("checked_at") + 60 >= now());
+}
+
+// ---------------------------------------------------------------------------
+// install and update with real uv
+
+fn python_version() -> String {
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')",
+        ])
+        .output()
+        .expect("python3");
+    text(&output.stdout).trim().to_owned()
+}
+
+fn installed_commit(cx: &Context) -> String {
+    let lib = cx.path("uv/tools/omnigent/lib");
+    for python in std::fs::read_dir(&lib).expect("tool lib") {
+        let site = python.expect("entry").path().join("site-packages");
+        for entry in std::fs::read_dir(&site).expect("site-packages") {
+            let path = entry.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            if name.starts_with("omnigent-") && name.ends_with(".dist-info") {
+                let text =
+                    std::fs::read_to_string(path.join("direct_url.json")).expect("direct_url");
+                let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+                return json["vcs_info"]["commit_id"]
+                    .as_str()
+                    .expect("commit")
+                    .to_owned();
+            }
+        }
+    }
+    panic!("no omnigent dist-info under {}", lib.display());
+}
+
+#[test]
+fn install_refresh_check_decline_update_with_real_uv() {
+    let cx = Context::new();
+    let repos = tempfile::tempdir().expect("temp dir");
+    let (url, work) = package_repo(repos.path());
+    let first = git(&work, &["rev-parse", "HEAD"]);
+    let python = python_version();
+
+    let output = run(cx
+        .omnidev(&[
+            "install",
+            "--repo",
+            &url,
+            "--ref",
+            "main",
+            "--no-default-extra",
+            "--python",
+            &python,
+        ])
+        .env("OMNIDEV_SKIP_WEB_CHECK", "1"));
+    assert!(output.status.success(), "install: {output:?}");
+    assert!(text(&output.stdout).contains(&first[..12]), "{output:?}");
+
+    let list = run(&mut cx.command("uv", &["tool", "list"]));
+    assert!(
+        text(&list.stdout).contains("omnigent"),
+        "uv tool list: {list:?}"
+    );
+    assert_eq!(installed_commit(&cx), first);
+    assert_eq!(cx.cache()["installed_commit"], first.as_str());
+
+    let output = run(&mut cx.omnidev(&["check"]));
+    assert!(text(&output.stderr).contains("is up to date"), "{output:?}");
+
+    // A new commit lands: refresh (git ls-remote, file:// is not GitHub),
+    // then check tells.
+    let second = commit_and_push(&work, &url, "two");
+    let output = run(&mut cx.omnidev(&["refresh"]));
+    assert!(output.status.success(), "refresh: {output:?}");
+    let output = run(&mut cx.omnidev(&["check", "--quiet"]));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{} -> {}", &first[..12], &second[..12])),
+        "{stderr}"
+    );
+
+    if Command::new("script").arg("--version").output().is_ok() {
+        let output = check_on_terminal(&cx, "n\n");
+        assert!(
+            text(&output.stdout).contains("will not be offered again"),
+            "{output:?}"
+        );
+        let output = run(&mut cx.omnidev(&["check", "--quiet"]));
+        assert_eq!(text(&output.stderr), "", "declined");
+        let third = commit_and_push(&work, &url, "three");
+        assert!(run(&mut cx.omnidev(&["refresh"])).status.success());
+        let output = run(&mut cx.omnidev(&["check", "--quiet"]));
+        assert!(
+            text(&output.stderr).contains(&third[..12]),
+            "newer is offered: {output:?}"
+        );
+    }
+
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    let output = run(cx.omnidev(&["update"]).env("OMNIDEV_SKIP_WEB_CHECK", "1"));
+    assert!(output.status.success(), "update: {output:?}");
+    assert_eq!(
+        installed_commit(&cx),
+        head,
+        "update installed the newest commit"
+    );
+    let output = run(&mut cx.omnidev(&["check", "--quiet"]));
+    assert_eq!(
+        text(&output.stderr),
+        "",
+        "up to date after update: {output:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// shell-hook
+
+#[test]
+fn shell_hook_snapshots() {
+    let cx = Context::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let output = run(&mut cx.omnidev(&["shell-hook", shell]));
+        assert!(output.status.success());
+        insta::assert_snapshot!(format!("shell_hook_{shell}"), text(&output.stdout));
+    }
+}
+
+/// Runs the bash snippet; returns whether the fake omnidev was called.
+fn run_bash_snippet(cx: &Context, interactive: bool, with_omnidev: bool, disabled: bool) -> bool {
+    let snippet = text(&run(&mut cx.omnidev(&["shell-hook", "bash"])).stdout);
+    let marker = cx.path("markers/omnidev");
+    let _ = std::fs::remove_file(&marker);
+    let bin = cx.path("hook-bin");
+    std::fs::create_dir_all(&bin).expect("dir");
+    let fake = bin.join("omnidev");
+    if with_omnidev {
+        write_script(&fake, &format!("echo \"$*\" >> '{}'\n", marker.display()));
+    } else {
+        let _ = std::fs::remove_file(&fake);
+    }
+    let mut command = Command::new("bash");
+    command.args(["--norc", "--noprofile"]);
+    if interactive {
+        command.arg("-i");
+    }
+    command
+        .args(["-c", &format!("{snippet}\necho hook-done")])
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", cx.path("home"))
+        .stdin(Stdio::null());
+    if disabled {
+        command.env("OMNIDEV_NO_UPDATE_CHECK", "1");
+    }
+    let output = command.output().expect("bash");
+    assert!(output.status.success(), "{output:?}");
+    assert!(text(&output.stdout).contains("hook-done"), "{output:?}");
+    assert!(!text(&output.stderr).contains("not found"), "{output:?}");
+    let called = std::fs::read_to_string(&marker).unwrap_or_default();
+    if !called.is_empty() {
+        assert_eq!(called.trim(), "check --quiet");
+    }
+    !called.is_empty()
+}
+
+#[test]
+fn bash_hook_runs_only_in_interactive_shells_with_omnidev_and_not_disabled() {
+    let cx = Context::new();
+    assert!(
+        run_bash_snippet(&cx, true, true, false),
+        "interactive: called"
+    );
+    assert!(
+        !run_bash_snippet(&cx, false, true, false),
+        "non-interactive: not called"
+    );
+    assert!(
+        !run_bash_snippet(&cx, true, true, true),
+        "OMNIDEV_NO_UPDATE_CHECK: not called"
+    );
+    assert!(
+        !run_bash_snippet(&cx, true, false, false),
+        "no omnidev on PATH: nothing"
+    );
+}
+
+#[test]
+fn bash_hook_never_fails_the_shell() {
+    let cx = Context::new();
+    let snippet = text(&run(&mut cx.omnidev(&["shell-hook", "bash"])).stdout);
+    let bin = cx.path("failing-bin");
+    std::fs::create_dir_all(&bin).expect("dir");
+    write_script(&bin.join("omnidev"), "exit 7\n");
+    let output = Command::new("bash")
+        .args([
+            "--norc",
+            "--noprofile",
+            "-i",
+            "-e",
+            "-c",
+            &format!("{snippet}\necho survived"),
+        ])
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash");
+    assert!(output.status.success(), "{output:?}");
+    assert!(text(&output.stdout).contains("survived"));
+}
+
+/// zsh and fish are tested when installed (snapshots cover all three).
+#[test]
+fn other_shells_run_the_hook_when_installed() {
+    let cx = Context::new();
+    for (shell, args) in [
+        ("zsh", vec!["-f", "-i", "-c"]),
+        ("fish", vec!["--no-config", "-i", "-c"]),
+    ] {
+        if Command::new(shell).arg("--version").output().is_err() {
+            continue;
+        }
+        let snippet = text(&run(&mut cx.omnidev(&["shell-hook", shell])).stdout);
+        let bin = cx.path(&format!("{shell}-bin"));
+        std::fs::create_dir_all(&bin).expect("dir");
+        let marker = cx.path(&format!("markers/{shell}"));
+        write_script(
+            &bin.join("omnidev"),
+            &format!("echo \"$*\" >> '{}'\n", marker.display()),
+        );
+        let output = Command::new(shell)
+            .args(&args)
+            .arg(&snippet)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", cx.path("home"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("shell");
+        assert!(output.status.success(), "{shell}: {output:?}");
+        assert_eq!(
+            std::fs::read_to_string(&marker).unwrap_or_default().trim(),
+            "check --quiet",
+            "{shell}"
+        );
+    }
+}
