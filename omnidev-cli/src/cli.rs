@@ -1,6 +1,8 @@
 //! Command-line arguments (clap). Raw arguments only: validation and
 //! defaults that need the file system happen in `commands/`.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand};
 
 /// One isolated dev pod per checkout.
@@ -25,8 +27,282 @@ pub struct Cli {
 pub enum Command {
     /// Run the pod of this checkout (the default).
     Up(UpArgs),
+    /// Run a command with the pod's environment and persisted ports.
+    Exec(ExecArgs),
+    /// Shorthand for `omnidev exec -- uv run omnigent ARGS…`.
+    Omnigent(OmnigentArgs),
+    /// Inspect profiles.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// Install Omnigent from git with `uv tool install` and save the choice.
+    Install(crate::commands::install::InstallArgs),
+    /// Reinstall the newest commit of the saved repo/ref/extras.
+    Update,
+    /// Tell (and on a terminal offer) an Omnigent update; reads a cache only.
+    Check(crate::commands::install::CheckArgs),
+    /// Refresh the update-check cache from the network.
+    Refresh,
+    /// Print the snippet that runs the update check from an interactive shell.
+    ShellHook(crate::commands::install::ShellHookArgs),
 }
 
-/// Arguments of `omnidev up` (filled in by the CLI work).
-#[derive(Debug, Args, Default)]
-pub struct UpArgs {}
+/// Where the pod is: the checkout, its profile and its pod directory. Shared
+/// by every command that acts on a checkout's pod.
+#[derive(Debug, Args, Default, Clone)]
+pub struct PodArgs {
+    /// Checkout to run, taken verbatim as the repository root (default: the
+    /// first directory holding `.git` or `.jj` above the current one).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Profile to use instead of `<repo>/omnidev.toml` or the embedded
+    /// Omnigent profile.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Use this pod directory instead of
+    /// `${XDG_CACHE_HOME:-~/.cache}/omnidev/<repo>-<hash8>`.
+    #[arg(long, value_name = "PATH")]
+    pub pod_dir: Option<PathBuf>,
+}
+
+/// Arguments of `omnidev up`.
+#[derive(Debug, Args, Default, Clone)]
+#[expect(clippy::struct_excessive_bools, reason = "one field per CLI switch")]
+pub struct UpArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Force the `server` port (same as `--port server=N`); fails if busy.
+    #[arg(long, value_name = "N")]
+    pub server_port: Option<u16>,
+    /// Force the `vite` port (same as `--port vite=N`); fails if busy.
+    #[arg(long, value_name = "N")]
+    pub vite_port: Option<u16>,
+    /// Force the port named NAME in the profile; fails if busy. Repeatable.
+    #[arg(long = "port", value_name = "NAME=N", value_parser = parse_port_override)]
+    pub ports: Vec<(String, u16)>,
+    /// Bind host for vite (default 127.0.0.1; 0.0.0.0 to reach it from the
+    /// LAN). Same as `--host vite=ADDR`.
+    #[arg(long, value_name = "ADDR")]
+    pub vite_host: Option<String>,
+    /// Bind host for the port named NAME (`{host.NAME}` in the profile).
+    /// Repeatable.
+    #[arg(long = "host", value_name = "NAME=ADDR", value_parser = parse_host_override)]
+    pub hosts: Vec<(String, String)>,
+    /// Trust `http://<LAN ip>:<vite port>` as WebSocket origins.
+    #[arg(long)]
+    pub trust_lan_origins: bool,
+    /// Backend only: do not run vite (same as `--skip vite`).
+    #[arg(long)]
+    pub no_vite: bool,
+    /// Run only these services (dependencies are not added; a dependent of
+    /// a service left out starts without waiting). Repeatable.
+    #[arg(long, value_name = "SERVICE", conflicts_with = "skip")]
+    pub only: Vec<String>,
+    /// Do not run these services. Repeatable.
+    #[arg(long, value_name = "SERVICE")]
+    pub skip: Vec<String>,
+    /// Remove the pod directory before starting.
+    #[arg(long)]
+    pub clean: bool,
+    /// No TUI: print `<service> | <line>` (the default when stdout is not a
+    /// terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// File-watch debounce in milliseconds (default: the profile's, else 100).
+    #[arg(long, value_name = "MS")]
+    pub debounce: Option<u64>,
+    /// Start the pod in the background and return once every service is
+    /// ready (not available yet).
+    #[arg(long)]
+    pub detach: bool,
+}
+
+/// Arguments of `omnidev exec`.
+#[derive(Debug, Args, Clone)]
+pub struct ExecArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The command and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<String>,
+}
+
+/// Arguments of `omnidev omnigent`.
+#[derive(Debug, Args, Clone)]
+pub struct OmnigentArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Arguments passed to `uv run omnigent`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<String>,
+}
+
+/// `omnidev profile …`.
+#[derive(Debug, Subcommand, Clone)]
+pub enum ProfileCommand {
+    /// Print the effective profile (the embedded Omnigent one when the
+    /// checkout has no `omnidev.toml`), to start a new profile from.
+    Show(ProfileShowArgs),
+}
+
+/// Arguments of `omnidev profile show`.
+#[derive(Debug, Args, Clone)]
+pub struct ProfileShowArgs {
+    /// Checkout whose profile to show (default: the surrounding one; the
+    /// embedded profile outside a checkout).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Show this profile file.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Show the embedded Omnigent profile, whatever the checkout has.
+    #[arg(long, conflicts_with_all = ["repo", "profile"])]
+    pub embedded: bool,
+}
+
+fn split_pair(value: &str) -> Result<(&str, &str), String> {
+    let (name, rest) = value
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got `{value}`"))?;
+    if name.is_empty() {
+        return Err(format!("missing NAME before `=` in `{value}`"));
+    }
+    Ok((name, rest))
+}
+
+fn parse_port_override(value: &str) -> Result<(String, u16), String> {
+    let (name, port) = split_pair(value)?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("`{port}` is not a port number (1-65535)"))?;
+    if port == 0 {
+        return Err("port 0 is not allowed".to_owned());
+    }
+    Ok((name.to_owned(), port))
+}
+
+fn parse_host_override(value: &str) -> Result<(String, String), String> {
+    let (name, host) = split_pair(value)?;
+    if host.is_empty() {
+        return Err(format!("missing address after `=` in `{value}`"));
+    }
+    Ok((name.to_owned(), host.to_owned()))
+}
+
+impl UpArgs {
+    /// Port overrides: `--server-port`, `--vite-port`, then `--port`.
+    pub fn port_overrides(&self) -> Vec<(String, u16)> {
+        let mut out = Vec::new();
+        if let Some(p) = self.server_port {
+            out.push(("server".to_owned(), p));
+        }
+        if let Some(p) = self.vite_port {
+            out.push(("vite".to_owned(), p));
+        }
+        out.extend(self.ports.iter().cloned());
+        out
+    }
+
+    /// Bind-host overrides: `--vite-host`, then `--host`.
+    pub fn host_overrides(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(h) = &self.vite_host {
+            out.push(("vite".to_owned(), h.clone()));
+        }
+        out.extend(self.hosts.iter().cloned());
+        out
+    }
+
+    /// Services to leave out: `--skip`, plus `vite` with `--no-vite`.
+    pub fn skipped(&self) -> Vec<String> {
+        let mut out = self.skip.clone();
+        if self.no_vite && !out.iter().any(|s| s == "vite") {
+            out.push("vite".to_owned());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bare_flags_mean_up() {
+        let cli =
+            Cli::try_parse_from(["omnidev", "--server-port", "7000", "--no-vite"]).expect("parse");
+        assert!(cli.command.is_none());
+        assert_eq!(cli.up.port_overrides(), vec![("server".to_owned(), 7000)]);
+        assert_eq!(cli.up.skipped(), vec!["vite".to_owned()]);
+    }
+
+    #[test]
+    fn generic_overrides_parse() {
+        let cli = Cli::try_parse_from([
+            "omnidev",
+            "up",
+            "--port",
+            "api=8000",
+            "--host",
+            "api=0.0.0.0",
+            "--vite-host",
+            "0.0.0.0",
+        ])
+        .expect("parse");
+        let Some(Command::Up(up)) = cli.command else {
+            panic!("expected up");
+        };
+        assert_eq!(up.port_overrides(), vec![("api".to_owned(), 8000)]);
+        assert_eq!(
+            up.host_overrides(),
+            vec![
+                ("vite".to_owned(), "0.0.0.0".to_owned()),
+                ("api".to_owned(), "0.0.0.0".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_port_override_is_a_usage_error() {
+        let err = Cli::try_parse_from(["omnidev", "--port", "server"]).expect_err("must fail");
+        assert_eq!(err.exit_code(), 2);
+        let err = Cli::try_parse_from(["omnidev", "--port", "server=0"]).expect_err("must fail");
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn exec_takes_everything_after_double_dash() {
+        let cli =
+            Cli::try_parse_from(["omnidev", "exec", "--", "sh", "-c", "exit 3"]).expect("parse");
+        let Some(Command::Exec(exec)) = cli.command else {
+            panic!("expected exec");
+        };
+        assert_eq!(exec.command, ["sh", "-c", "exit 3"]);
+    }
+
+    #[test]
+    fn omnigent_passes_flags_through() {
+        let cli = Cli::try_parse_from(["omnidev", "omnigent", "server", "--help"]).expect("parse");
+        let Some(Command::Omnigent(args)) = cli.command else {
+            panic!("expected omnigent");
+        };
+        assert_eq!(args.args, ["server", "--help"]);
+    }
+}

@@ -2,11 +2,25 @@
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ProfileCommand};
+
+pub mod exec;
+pub mod install;
+pub mod profile;
+pub mod up;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> miette::Result<ExitCode> {
     match cli.command {
-        Some(Command::Up(_)) | None => Err(miette::miette!("`omnidev up` is not built yet")),
+        Some(Command::Up(args)) => Ok(up::run(&args)?),
+        None => Ok(up::run(&cli.up)?),
+        Some(Command::Exec(args)) => Ok(exec::run(&args.pod, &args.command)?),
+        Some(Command::Omnigent(args)) => Ok(exec::run_omnigent(&args.pod, &args.args)?),
+        Some(Command::Profile(ProfileCommand::Show(args))) => Ok(profile::show(&args)?),
+        Some(Command::Install(args)) => install::install(&args),
+        Some(Command::Update) => install::update(),
+        Some(Command::Check(args)) => install::check(&args),
+        Some(Command::Refresh) => install::refresh(),
+        Some(Command::ShellHook(args)) => Ok(install::shell_hook(&args)),
     }
 }

@@ -1,0 +1,145 @@
+//! The terminal UI: a loop that redraws on supervisor events, key presses
+//! and resizes only — never on a timer — so an idle pod costs no CPU.
+//!
+//! The terminal is set up by `ratatui::try_init`, which also installs a
+//! panic hook that restores the terminal before the panic message prints.
+
+pub mod app;
+pub mod pane;
+pub mod view;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event as TermEvent, KeyEvent};
+use omnidev_core::Event;
+use tokio::sync::{broadcast, mpsc};
+
+pub use app::{Action, App, PodInfo};
+
+use crate::error::{Error, Result};
+
+/// The shortest time between two redraws: a flood of log lines is drawn at
+/// most this often, the lines in between coalesced into one frame.
+const FRAME: Duration = Duration::from_millis(16);
+
+/// What the input thread forwards.
+enum Input {
+    Key(KeyEvent),
+    Resize,
+}
+
+/// Reads terminal input on a thread (crossterm's reader blocks). It wakes
+/// once a second to see whether the UI has gone.
+fn spawn_input_thread(stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Input> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let _ = std::thread::Builder::new()
+        .name("omnidev-input".to_owned())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match crossterm::event::poll(Duration::from_secs(1)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => return,
+                }
+                let input = match crossterm::event::read() {
+                    Ok(TermEvent::Key(key)) => Input::Key(key),
+                    Ok(TermEvent::Resize(..)) => Input::Resize,
+                    Ok(_) => continue,
+                    Err(_) => return,
+                };
+                if tx.send(input).is_err() {
+                    return;
+                }
+            }
+        });
+    rx
+}
+
+/// Runs the TUI until `q`/Ctrl-C or `quit` resolves (a signal), carrying
+/// out every other [`Action`] through `on_action`. The terminal is
+/// restored before this returns.
+pub async fn run<F>(
+    app: App,
+    events: broadcast::Receiver<Event>,
+    on_action: F,
+    quit: impl Future<Output = ()>,
+) -> Result<()>
+where
+    F: FnMut(Action),
+{
+    let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let keys = spawn_input_thread(stop.clone());
+    let result = event_loop(&mut terminal, app, events, keys, on_action, quit).await;
+    stop.store(true, Ordering::Relaxed);
+    ratatui::restore();
+    result
+}
+
+async fn event_loop<F>(
+    terminal: &mut ratatui::DefaultTerminal,
+    mut app: App,
+    mut events: broadcast::Receiver<Event>,
+    mut keys: mpsc::UnboundedReceiver<Input>,
+    mut on_action: F,
+    quit: impl Future<Output = ()>,
+) -> Result<()>
+where
+    F: FnMut(Action),
+{
+    tokio::pin!(quit);
+    let mut last_draw: Option<Instant> = None;
+    // Every wake-up below changed something, so each turn draws once.
+    loop {
+        if let Some(rest) = last_draw.and_then(|at| FRAME.checked_sub(at.elapsed())) {
+            tokio::time::sleep(rest).await;
+            drain(&mut app, &mut events);
+        }
+        terminal
+            .draw(|frame| view::render(&mut app, frame))
+            .map_err(Error::Terminal)?;
+        last_draw = Some(Instant::now());
+        tokio::select! {
+            biased;
+            () = &mut quit => return Ok(()),
+            input = keys.recv() => match input {
+                Some(Input::Key(key)) => {
+                    match app.handle_key(key) {
+                        Some(Action::Quit) => return Ok(()),
+                        Some(action) => on_action(action),
+                        None => {}
+                    }
+                }
+                Some(Input::Resize) => {}
+                // The input thread is gone (no terminal any more).
+                None => return Ok(()),
+            },
+            event = events.recv() => {
+                match event {
+                    Ok(event) => app.apply(&event),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        app.message = Some(format!("the UI fell behind: {n} events skipped"));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                }
+                drain(&mut app, &mut events);
+            }
+        }
+    }
+}
+
+/// Applies every event already queued, so a burst becomes one redraw.
+fn drain(app: &mut App, events: &mut broadcast::Receiver<Event>) {
+    loop {
+        match events.try_recv() {
+            Ok(event) => app.apply(&event),
+            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                app.message = Some(format!("the UI fell behind: {n} events skipped"));
+            }
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The TUI's state: panes fed by supervisor events, focus, search, wrap,
+//! and the key table. Pure: side effects are returned as [`Action`]s.
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use omnidev_core::{Event, EventKind, ServiceState, ServiceStatus, Stream};
+
+use super::pane::{Direction, Pane, PaneLine, Pattern};
+use crate::describe;
+
+/// What the header shows about the pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodInfo {
+    /// The pod directory.
+    pub pod_dir: PathBuf,
+    /// `(label, url)` pairs shown to people, e.g. `("ui", "http://localhost:5173")`.
+    pub urls: Vec<(String, String)>,
+}
+
+/// A service as the TUI knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceView {
+    /// Its name.
+    pub name: String,
+    /// Whether it has a readiness probe (running without being ready then
+    /// reads "starting").
+    pub has_probe: bool,
+    /// Latest known state.
+    pub state: ServiceState,
+    /// Restarts after crashes.
+    pub restarts: u32,
+}
+
+/// A side effect the front-end loop must carry out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Shut the pod down and leave.
+    Quit,
+    /// Restart one service (its dependents follow).
+    Restart(String),
+    /// Reload these services (the backend, dependents following).
+    Reload(Vec<String>),
+    /// Drop the supervisor's buffer of this service (`None`: combined).
+    ClearLogs(Option<String>),
+}
+
+/// Keyboard mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// The key table applies.
+    Normal,
+    /// Typing a search pattern.
+    Search {
+        /// Which way it will search.
+        direction: Direction,
+        /// What has been typed.
+        input: String,
+    },
+}
+
+/// The whole TUI state.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Header data.
+    pub info: PodInfo,
+    /// Services in display order (pane `i + 1` is `services[i]`).
+    pub services: Vec<ServiceView>,
+    /// Pane 0 is the combined one; then one per service.
+    pub panes: Vec<Pane>,
+    /// Focused pane index.
+    pub focus: usize,
+    /// Whether long lines wrap.
+    pub wrap: bool,
+    /// Keyboard mode.
+    pub mode: Mode,
+    /// The last search.
+    pub pattern: Option<Pattern>,
+    /// The last search's direction.
+    pub direction: Direction,
+    /// A one-line message in the footer (search results, errors).
+    pub message: Option<String>,
+    /// Services a backend reload (`R`) restarts.
+    pub backend: Vec<String>,
+}
+
+impl App {
+    /// A fresh state for these services, each pane keeping `capacity` lines.
+    pub fn new(
+        info: PodInfo,
+        services: Vec<(String, bool)>,
+        backend: Vec<String>,
+        capacity: usize,
+    ) -> Self {
+        let panes = (0..=services.len()).map(|_| Pane::new(capacity)).collect();
+        Self {
+            info,
+            services: services
+                .into_iter()
+                .map(|(name, has_probe)| ServiceView {
+                    name,
+                    has_probe,
+                    state: ServiceState::Waiting,
+                    restarts: 0,
+                })
+                .collect(),
+            panes,
+            focus: 0,
+            wrap: false,
+            mode: Mode::Normal,
+            pattern: None,
+            direction: Direction::Forward,
+            message: None,
+            backend,
+        }
+    }
+
+    fn service_index(&self, name: &str) -> Option<usize> {
+        self.services.iter().position(|s| s.name == name)
+    }
+
+    /// The service of the focused pane (`None` for the combined pane).
+    pub fn focused_service(&self) -> Option<&str> {
+        self.focus
+            .checked_sub(1)
+            .and_then(|i| self.services.get(i))
+            .map(|s| s.name.as_str())
+    }
+
+    /// Title of pane `index`.
+    pub fn pane_title(&self, index: usize) -> &str {
+        index
+            .checked_sub(1)
+            .and_then(|i| self.services.get(i))
+            .map_or("all", |s| s.name.as_str())
+    }
+
+    /// Takes in statuses from a supervisor snapshot.
+    pub fn apply_snapshot(&mut self, statuses: &[ServiceStatus]) {
+        for status in statuses {
+            if let Some(i) = self.service_index(&status.name) {
+                self.services[i].state = status.state.clone();
+                self.services[i].restarts = status.restarts;
+            }
+        }
+    }
+
+    /// Takes in one log line (from an event or a buffer), dropping lines
+    /// already seen.
+    pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
+        let supervisor = line.stream == Stream::Supervisor;
+        let pane_line = PaneLine::new(&line.service, &line.text, supervisor);
+        if let Some(i) = self.service_index(&line.service) {
+            let pane = &mut self.panes[i + 1];
+            if pane.last_seq.is_none_or(|s| line.seq > s) {
+                pane.last_seq = Some(line.seq);
+                pane.push(pane_line.clone());
+            }
+        }
+        let combined = &mut self.panes[0];
+        if combined.last_seq.is_none_or(|s| line.seq > s) {
+            combined.last_seq = Some(line.seq);
+            combined.push(pane_line);
+        }
+    }
+
+    /// Takes in one supervisor event.
+    pub fn apply(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::Log { line } => {
+                self.push_log(line);
+                return;
+            }
+            EventKind::State { state } => {
+                if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
+                    self.services[i].state = state.clone();
+                }
+            }
+            EventKind::Crashed { attempt, .. } if *attempt > 0 => {
+                if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
+                    self.services[i].restarts += 1;
+                }
+            }
+            _ => {}
+        }
+        if let Some(text) = describe::event(event) {
+            let line = PaneLine::new("omnidev", &text, true);
+            if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
+                self.panes[i + 1].push(line.clone());
+            }
+            self.panes[0].push(line);
+        }
+    }
+
+    /// Handles a key press; returns the side effect to carry out, if any.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Option<Action> {
+        if key.kind == KeyEventKind::Release {
+            return None;
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Some(Action::Quit);
+        }
+        if let Mode::Search { direction, input } = &mut self.mode {
+            match key.code {
+                KeyCode::Esc => self.mode = Mode::Normal,
+                KeyCode::Enter => {
+                    let direction = *direction;
+                    let typed = std::mem::take(input);
+                    self.mode = Mode::Normal;
+                    // An empty pattern repeats the last search, as in less.
+                    if let Some(p) = Pattern::new(&typed) {
+                        self.pattern = Some(p);
+                        self.panes[self.focus].current_match = None;
+                    }
+                    self.direction = direction;
+                    self.run_search(direction);
+                }
+                KeyCode::Backspace if input.pop().is_none() => self.mode = Mode::Normal,
+                KeyCode::Char(c) => input.push(c),
+                _ => {}
+            }
+            return None;
+        }
+        self.message = None;
+        let page = self.panes[self.focus].view_height.max(1);
+        match key.code {
+            KeyCode::Char('q') => return Some(Action::Quit),
+            KeyCode::Char(c @ '0'..='9') => {
+                let index = c as usize - '0' as usize;
+                if index <= self.services.len() {
+                    self.focus = index;
+                }
+            }
+            KeyCode::Tab => self.focus = (self.focus + 1) % self.panes.len(),
+            KeyCode::BackTab => {
+                self.focus = (self.focus + self.panes.len() - 1) % self.panes.len();
+            }
+            KeyCode::Up | KeyCode::Char('k') => self.panes[self.focus].scroll_up(1),
+            KeyCode::Down | KeyCode::Char('j') => self.panes[self.focus].scroll_down(1),
+            KeyCode::PageUp => self.panes[self.focus].scroll_up(page),
+            KeyCode::PageDown | KeyCode::Char(' ') => self.panes[self.focus].scroll_down(page),
+            KeyCode::Char('u') => self.panes[self.focus].scroll_up(page.div_ceil(2)),
+            KeyCode::Char('d') => self.panes[self.focus].scroll_down(page.div_ceil(2)),
+            KeyCode::Char('g') | KeyCode::Home => self.panes[self.focus].scroll_to_top(),
+            KeyCode::Char('G') | KeyCode::End => self.panes[self.focus].scroll_to_bottom(),
+            KeyCode::Char('f' | 'F') => self.panes[self.focus].toggle_follow(),
+            KeyCode::Char('w') => self.wrap = !self.wrap,
+            KeyCode::Char('/') => {
+                self.mode = Mode::Search {
+                    direction: Direction::Forward,
+                    input: String::new(),
+                };
+            }
+            KeyCode::Char('?') => {
+                self.mode = Mode::Search {
+                    direction: Direction::Backward,
+                    input: String::new(),
+                };
+            }
+            KeyCode::Char('n') => self.run_search(self.direction),
+            KeyCode::Char('N') => self.run_search(self.direction.reversed()),
+            KeyCode::Esc => {
+                self.pattern = None;
+                self.panes[self.focus].current_match = None;
+            }
+            KeyCode::Char('c') => {
+                self.panes[self.focus].clear();
+                return Some(Action::ClearLogs(self.focused_service().map(str::to_owned)));
+            }
+            KeyCode::Char('r') => {
+                if let Some(name) = self.focused_service().map(str::to_owned) {
+                    self.message = Some(format!("restarting {name}"));
+                    return Some(Action::Restart(name));
+                }
+                self.message = Some("r restarts the focused service: pick one with 1-9".to_owned());
+                return None;
+            }
+            KeyCode::Char('R') => {
+                if self.backend.is_empty() {
+                    self.message = Some("this profile has no watched backend".to_owned());
+                    return None;
+                }
+                self.message = Some(format!("reloading {}", self.backend.join(", ")));
+                return Some(Action::Reload(self.backend.clone()));
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn run_search(&mut self, direction: Direction) {
+        let Some(pattern) = self.pattern.clone() else {
+            self.message = Some("no search yet: / or ? to search".to_owned());
+            return;
+        };
+        self.message = match self.panes[self.focus].search(&pattern, direction) {
+            None => Some(format!("pattern not found: {}", pattern.as_str())),
+            Some(true) => Some("search wrapped around".to_owned()),
+            Some(false) => None,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use omnidev_core::LogLine;
+
+    use super::*;
+
+    pub(crate) fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn app() -> App {
+        App::new(
+            PodInfo::default(),
+            vec![("server".into(), true), ("host".into(), false)],
+            vec!["server".into()],
+            100,
+        )
+    }
+
+    fn log(service: &str, text: &str, seq: u64) -> Event {
+        Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some(service.into()),
+            kind: EventKind::Log {
+                line: LogLine {
+                    service: service.into(),
+                    stream: Stream::Stdout,
+                    text: text.into(),
+                    seq,
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn logs_go_to_their_pane_and_the_combined_one_once() {
+        let mut app = app();
+        app.apply(&log("server", "a", 1));
+        app.apply(&log("host", "b", 2));
+        app.apply(&log("server", "a", 1)); // duplicate (seeded + event)
+        assert_eq!(app.panes[0].len(), 2);
+        assert_eq!(app.panes[1].len(), 1);
+        assert_eq!(app.panes[2].len(), 1);
+    }
+
+    #[test]
+    fn key_table() {
+        let mut app = app();
+        assert_eq!(app.handle_key(key('2')), None);
+        assert_eq!(app.focus, 2);
+        assert_eq!(app.handle_key(key('0')), None);
+        assert_eq!(app.focus, 0);
+        app.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+        assert_eq!(app.focus, 1);
+        assert_eq!(
+            app.handle_key(key('r')),
+            Some(Action::Restart("server".into()))
+        );
+        assert_eq!(
+            app.handle_key(key('R')),
+            Some(Action::Reload(vec!["server".into()]))
+        );
+        assert_eq!(
+            app.handle_key(key('c')),
+            Some(Action::ClearLogs(Some("server".into())))
+        );
+        app.handle_key(key('w'));
+        assert!(app.wrap);
+        assert_eq!(app.handle_key(key('q')), Some(Action::Quit));
+        assert_eq!(
+            app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+    }
+
+    #[test]
+    fn typing_a_search_then_n_and_shift_n() {
+        let mut app = app();
+        for (i, t) in ["x", "boom 1", "y", "boom 2"].iter().enumerate() {
+            app.apply(&log("server", t, i as u64 + 1));
+        }
+        app.panes[0].view_height = 10;
+        app.handle_key(key('/'));
+        for c in "boom".chars() {
+            app.handle_key(key(c));
+        }
+        // `n` typed inside the prompt is text, not "next".
+        assert!(matches!(app.mode, Mode::Search { .. }));
+        app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(app.panes[0].current_match, Some(1));
+        app.handle_key(key('n'));
+        assert_eq!(app.panes[0].current_match, Some(3));
+        app.handle_key(key('N'));
+        assert_eq!(app.panes[0].current_match, Some(1));
+        app.handle_key(key('/'));
+        for c in "nothing".chars() {
+            app.handle_key(key(c));
+        }
+        app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(app.message.as_deref(), Some("pattern not found: nothing"));
+    }
+
+    #[test]
+    fn crash_counts_restarts_and_writes_a_supervisor_line() {
+        let mut app = app();
+        app.apply(&Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("server".into()),
+            kind: EventKind::Crashed {
+                status: omnidev_core::ExitStatus::Code(1),
+                attempt: 1,
+                backoff: std::time::Duration::from_secs(1),
+            },
+        });
+        assert_eq!(app.services[0].restarts, 1);
+        assert_eq!(app.panes[1].len(), 1);
+        assert!(app.panes[1].get(0).is_some_and(|l| l.supervisor));
+    }
+}

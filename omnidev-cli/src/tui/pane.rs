@@ -1,0 +1,388 @@
+//! One scrollable log pane: a bounded buffer of lines, follow mode, the
+//! scroll position and search over the text without its ANSI codes.
+
+use std::collections::VecDeque;
+
+use ansi_to_tui::IntoText;
+
+/// A line as kept by a pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneLine {
+    /// Who wrote it (a service name, or `omnidev` for supervisor messages);
+    /// shown as a prefix in the combined pane.
+    pub tag: String,
+    /// The raw text, ANSI codes included.
+    pub raw: String,
+    /// The text without ANSI codes; what search looks at.
+    pub plain: String,
+    /// Whether the supervisor wrote it (rendered dimmed).
+    pub supervisor: bool,
+}
+
+impl PaneLine {
+    /// A line from `tag` with raw (possibly coloured) text.
+    pub fn new(tag: &str, raw: &str, supervisor: bool) -> Self {
+        Self {
+            tag: tag.to_owned(),
+            raw: raw.to_owned(),
+            plain: strip_ansi(raw),
+            supervisor,
+        }
+    }
+}
+
+/// The text of `raw` without its ANSI escape sequences.
+pub fn strip_ansi(raw: &str) -> String {
+    if !raw.contains('\x1b') {
+        return raw.to_owned();
+    }
+    match raw.as_bytes().into_text() {
+        Ok(text) => text
+            .lines
+            .iter()
+            .map(|line| {
+                line.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(_) => raw.to_owned(),
+    }
+}
+
+/// Search direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Towards newer lines (`/`, `n`).
+    Forward,
+    /// Towards older lines (`?`).
+    Backward,
+}
+
+impl Direction {
+    /// The other way.
+    pub fn reversed(self) -> Self {
+        match self {
+            Direction::Forward => Direction::Backward,
+            Direction::Backward => Direction::Forward,
+        }
+    }
+}
+
+/// A search pattern: a plain substring, case-insensitive unless it holds an
+/// upper-case letter ("smart case").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    text: String,
+    ignore_case: bool,
+}
+
+impl Pattern {
+    /// A pattern for `text`; `None` when empty.
+    pub fn new(text: &str) -> Option<Self> {
+        if text.is_empty() {
+            return None;
+        }
+        Some(Self {
+            text: text.to_owned(),
+            ignore_case: !text.chars().any(char::is_uppercase),
+        })
+    }
+
+    /// The pattern as typed.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Byte ranges of every (non-overlapping) match in `haystack`.
+    pub fn find_all(&self, haystack: &str) -> Vec<std::ops::Range<usize>> {
+        // ASCII case folding keeps byte offsets aligned with `haystack`.
+        let (hay, needle) = if self.ignore_case {
+            (
+                haystack.to_ascii_lowercase(),
+                self.text.to_ascii_lowercase(),
+            )
+        } else {
+            (haystack.to_owned(), self.text.clone())
+        };
+        hay.match_indices(&needle)
+            .map(|(start, m)| start..start + m.len())
+            .collect()
+    }
+
+    /// Whether `haystack` contains a match.
+    pub fn is_match(&self, haystack: &str) -> bool {
+        if self.ignore_case {
+            haystack
+                .to_ascii_lowercase()
+                .contains(&self.text.to_ascii_lowercase())
+        } else {
+            haystack.contains(&self.text)
+        }
+    }
+}
+
+/// A scrollable, bounded buffer of lines.
+///
+/// Lines are addressed by an absolute index that keeps growing as lines are
+/// added, so positions stay valid when old lines fall off the front.
+#[derive(Debug, Clone)]
+pub struct Pane {
+    lines: VecDeque<PaneLine>,
+    /// Absolute index of `lines[0]`.
+    first: usize,
+    capacity: usize,
+    /// Whether the view sticks to the newest line.
+    pub follow: bool,
+    /// Absolute index of the top line while not following.
+    top: usize,
+    /// Absolute index of the current search match.
+    pub current_match: Option<usize>,
+    /// Height of the view at the last render, for paging.
+    pub view_height: usize,
+    /// Top line shown at the last render.
+    pub view_top: usize,
+    /// Highest sequence number already taken in, to drop duplicates when a
+    /// pane is seeded from a buffer and fed by events at the same time.
+    pub last_seq: Option<u64>,
+}
+
+impl Pane {
+    /// An empty pane keeping at most `capacity` lines.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            lines: VecDeque::new(),
+            first: 0,
+            capacity: capacity.max(1),
+            follow: true,
+            top: 0,
+            current_match: None,
+            view_height: 1,
+            view_top: 0,
+            last_seq: None,
+        }
+    }
+
+    /// Appends a line, dropping the oldest one when full.
+    pub fn push(&mut self, line: PaneLine) {
+        self.lines.push_back(line);
+        if self.lines.len() > self.capacity {
+            self.lines.pop_front();
+            self.first += 1;
+        }
+    }
+
+    /// Removes every line.
+    pub fn clear(&mut self) {
+        self.first += self.lines.len();
+        self.lines.clear();
+        self.top = self.first;
+        self.current_match = None;
+        self.follow = true;
+    }
+
+    /// Number of lines held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Absolute index one past the newest line.
+    pub fn end(&self) -> usize {
+        self.first + self.lines.len()
+    }
+
+    /// Absolute index of the oldest line held.
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
+    /// The line at absolute index `index`, if still held.
+    pub fn get(&self, index: usize) -> Option<&PaneLine> {
+        index
+            .checked_sub(self.first)
+            .and_then(|i| self.lines.get(i))
+    }
+
+    /// The top line to show when not following (clamped to what is held).
+    pub fn top(&self) -> usize {
+        self.top
+            .clamp(self.first, self.end().saturating_sub(1).max(self.first))
+    }
+
+    /// Scrolls towards older lines; leaves follow mode.
+    pub fn scroll_up(&mut self, n: usize) {
+        if self.follow {
+            self.top = self.view_top;
+            self.follow = false;
+        }
+        self.top = self.top().saturating_sub(n).max(self.first);
+    }
+
+    /// Scrolls towards newer lines; reaching the bottom resumes following.
+    pub fn scroll_down(&mut self, n: usize) {
+        if self.follow {
+            return;
+        }
+        let bottom_top = self.end().saturating_sub(self.view_height).max(self.first);
+        self.top = (self.top() + n).min(bottom_top);
+        if self.top >= bottom_top {
+            self.follow = true;
+        }
+    }
+
+    /// Jumps to the oldest line; leaves follow mode.
+    pub fn scroll_to_top(&mut self) {
+        self.follow = false;
+        self.top = self.first;
+    }
+
+    /// Jumps to the newest line and follows.
+    pub fn scroll_to_bottom(&mut self) {
+        self.follow = true;
+    }
+
+    /// Toggles follow mode.
+    pub fn toggle_follow(&mut self) {
+        if self.follow {
+            self.top = self.view_top;
+            self.follow = false;
+        } else {
+            self.follow = true;
+        }
+    }
+
+    /// Finds the next line matching `pattern` in `direction`, starting after
+    /// the current match (or from the view's edge), wrapping around once.
+    /// Moves the view to show it and returns whether the search wrapped;
+    /// `None` when nothing matches.
+    pub fn search(&mut self, pattern: &Pattern, direction: Direction) -> Option<bool> {
+        if self.lines.is_empty() {
+            return None;
+        }
+        let n = self.lines.len() as i64;
+        let relative = |abs: usize| (abs.saturating_sub(self.first) as i64).min(n - 1);
+        // `start` is the first position looked at; it may be -1 or n, which
+        // the modulo below wraps around.
+        let start = match (self.current_match.filter(|m| *m >= self.first), direction) {
+            (Some(m), Direction::Forward) => relative(m) + 1,
+            (Some(m), Direction::Backward) => relative(m) - 1,
+            (None, Direction::Forward) => relative(self.view_top),
+            (None, Direction::Backward) => {
+                relative(self.view_top + self.view_height.saturating_sub(1))
+            }
+        };
+        for step in 0..n {
+            let position = match direction {
+                Direction::Forward => start + step,
+                Direction::Backward => start - step,
+            };
+            let i = position.rem_euclid(n) as usize;
+            if pattern.is_match(&self.lines[i].plain) {
+                let abs = self.first + i;
+                self.current_match = Some(abs);
+                self.reveal(abs);
+                return Some(!(0..n).contains(&position));
+            }
+        }
+        None
+    }
+
+    /// Makes sure `abs` is on screen, leaving follow mode if it has to move.
+    fn reveal(&mut self, abs: usize) {
+        let height = self.view_height.max(1);
+        if abs >= self.view_top && abs < self.view_top + height {
+            return;
+        }
+        self.follow = false;
+        self.top = abs.saturating_sub(height / 3).max(self.first);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pane_with(n: usize, capacity: usize) -> Pane {
+        let mut pane = Pane::new(capacity);
+        for i in 0..n {
+            pane.push(PaneLine::new("s", &format!("line {i}"), false));
+        }
+        pane.view_height = 10;
+        pane.view_top = pane.end().saturating_sub(10);
+        pane
+    }
+
+    #[test]
+    fn ring_drops_oldest_lines() {
+        let pane = pane_with(15, 10);
+        assert_eq!(pane.len(), 10);
+        assert_eq!(pane.first(), 5);
+        assert_eq!(pane.get(5).map(|l| l.plain.as_str()), Some("line 5"));
+        assert!(pane.get(4).is_none());
+    }
+
+    #[test]
+    fn scrolling_up_leaves_follow_and_bottom_resumes_it() {
+        let mut pane = pane_with(100, 1000);
+        pane.scroll_up(5);
+        assert!(!pane.follow);
+        assert_eq!(pane.top(), 85);
+        pane.scroll_down(2);
+        assert_eq!(pane.top(), 87);
+        assert!(!pane.follow);
+        pane.scroll_down(50);
+        assert!(pane.follow);
+        pane.scroll_to_top();
+        assert_eq!(pane.top(), 0);
+    }
+
+    #[test]
+    fn strip_ansi_removes_colour_codes() {
+        assert_eq!(strip_ansi("\x1b[31merror\x1b[0m: boom"), "error: boom");
+        assert_eq!(strip_ansi("plain"), "plain");
+    }
+
+    #[test]
+    fn smart_case() {
+        let p = Pattern::new("err").expect("pattern");
+        assert!(p.is_match("ERROR here"));
+        assert_eq!(p.find_all("Err err"), vec![0..3, 4..7]);
+        let p = Pattern::new("Err").expect("pattern");
+        assert!(!p.is_match("error"));
+    }
+
+    #[test]
+    fn search_forward_backward_and_wrap() {
+        let mut pane = Pane::new(100);
+        for t in ["a", "hit 1", "b", "hit 2", "c"] {
+            pane.push(PaneLine::new("s", t, false));
+        }
+        pane.view_height = 10;
+        pane.view_top = 0;
+        let p = Pattern::new("hit").expect("pattern");
+        assert_eq!(pane.search(&p, Direction::Forward), Some(false));
+        assert_eq!(pane.current_match, Some(1));
+        assert_eq!(pane.search(&p, Direction::Forward), Some(false));
+        assert_eq!(pane.current_match, Some(3));
+        assert_eq!(pane.search(&p, Direction::Forward), Some(true));
+        assert_eq!(pane.current_match, Some(1));
+        assert_eq!(pane.search(&p, Direction::Backward), Some(true));
+        assert_eq!(pane.current_match, Some(3));
+        let missing = Pattern::new("nope").expect("pattern");
+        assert_eq!(pane.search(&missing, Direction::Forward), None);
+    }
+
+    #[test]
+    fn search_moves_the_view_off_follow() {
+        let mut pane = pane_with(100, 1000);
+        let p = Pattern::new("line 7").expect("pattern");
+        pane.search(&p, Direction::Backward);
+        // "line 79" is the nearest match above the bottom view (90..100).
+        assert_eq!(pane.current_match, Some(79));
+        assert!(!pane.follow);
+        assert!(pane.top() <= 79);
+    }
+}

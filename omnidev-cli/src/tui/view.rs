@@ -1,0 +1,540 @@
+//! Drawing the TUI state: header (pod, URLs, statuses), the focused pane
+//! (ANSI colours, wrap, search highlights) and a footer.
+
+use ansi_to_tui::IntoText;
+use omnidev_core::ServiceState;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use unicode_width::UnicodeWidthChar;
+
+use super::app::{App, Mode, ServiceView};
+use super::pane::{PaneLine, Pattern};
+use crate::describe;
+
+/// Colours given to services, in order (also used by the headless printer).
+pub const PALETTE: [Color; 6] = [
+    Color::Cyan,
+    Color::Magenta,
+    Color::Yellow,
+    Color::Green,
+    Color::Blue,
+    Color::LightRed,
+];
+
+const MATCH: Style = Style::new().add_modifier(Modifier::REVERSED);
+const CURRENT_MATCH: Style = Style::new().fg(Color::Black).bg(Color::Yellow);
+
+/// Draws the whole screen and records the pane geometry for paging.
+pub fn render(app: &mut App, frame: &mut Frame<'_>) {
+    let area = frame.area();
+    let header = header_lines(app);
+    let header_rows: Vec<Line<'static>> = header
+        .into_iter()
+        .flat_map(|l| wrap_line(l, area.width as usize))
+        .collect();
+    let header_height = (header_rows.len() as u16).min(area.height.saturating_sub(3));
+    let [header_area, body_area, footer_area] = Layout::vertical([
+        Constraint::Length(header_height),
+        Constraint::Min(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(header_rows), header_area);
+    render_body(app, frame, body_area);
+    frame.render_widget(Paragraph::new(footer_line(app)), footer_area);
+}
+
+fn service_colour(index: usize) -> Color {
+    PALETTE[index % PALETTE.len()]
+}
+
+fn state_style(state: &ServiceState) -> Style {
+    match state {
+        ServiceState::Ready { .. } => Style::new().fg(Color::Green),
+        ServiceState::Running { .. } => Style::new().fg(Color::Cyan),
+        ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopping { .. } => {
+            Style::new().fg(Color::Yellow)
+        }
+        ServiceState::Restarting { .. } => Style::new().fg(Color::LightRed),
+        ServiceState::Exited { status } if !status.success() => {
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+        }
+        ServiceState::Exited { .. } | ServiceState::Stopped => Style::new().fg(Color::DarkGray),
+    }
+}
+
+fn header_lines(app: &App) -> Vec<Line<'static>> {
+    let dim = Style::new().fg(Color::DarkGray);
+    let mut first = vec![
+        Span::styled("omnidev", Style::new().add_modifier(Modifier::BOLD)),
+        Span::styled("  pod ", dim),
+        Span::raw(app.info.pod_dir.display().to_string()),
+    ];
+    for (label, url) in &app.info.urls {
+        first.push(Span::styled(format!("  {label} "), dim));
+        first.push(Span::styled(
+            url.clone(),
+            Style::new().add_modifier(Modifier::UNDERLINED),
+        ));
+    }
+    let mut tabs = Vec::new();
+    let focused = |i: usize| {
+        if app.focus == i {
+            Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+        } else {
+            Style::new()
+        }
+    };
+    tabs.push(Span::styled(" 0 all ", focused(0)));
+    for (i, service) in app.services.iter().enumerate() {
+        tabs.push(Span::raw(" "));
+        tabs.extend(service_tab(i, service, focused(i + 1)));
+    }
+    vec![Line::from(first), Line::from(tabs)]
+}
+
+fn service_tab(index: usize, service: &ServiceView, base: Style) -> Vec<Span<'static>> {
+    let mut spans = vec![
+        Span::styled(format!(" {} ", index + 1), base),
+        Span::styled(
+            service.name.clone(),
+            base.fg(service_colour(index)).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(" ", base),
+        Span::styled(
+            describe::state(&service.state, service.has_probe),
+            base.patch(state_style(&service.state)),
+        ),
+    ];
+    if service.restarts > 0 {
+        spans.push(Span::styled(
+            format!(" ↻{}", service.restarts),
+            base.fg(Color::LightRed),
+        ));
+    }
+    spans.push(Span::styled(" ", base));
+    spans
+}
+
+fn footer_line(app: &App) -> Line<'static> {
+    let dim = Style::new().fg(Color::DarkGray);
+    if let Mode::Search { direction, input } = &app.mode {
+        let prompt = match direction {
+            super::pane::Direction::Forward => "/",
+            super::pane::Direction::Backward => "?",
+        };
+        return Line::from(vec![
+            Span::styled(prompt.to_owned(), Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(input.clone()),
+            Span::styled("█", dim),
+        ]);
+    }
+    if let Some(message) = &app.message {
+        return Line::from(Span::styled(
+            message.clone(),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    Line::from(Span::styled(
+        "q quit  0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  R reload backend  c clear",
+        dim,
+    ))
+}
+
+fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
+    let focus = app.focus;
+    let title = format!(" {} {} ", focus, app.pane_title(focus));
+    let pane = &app.panes[focus];
+    let mut flags = vec![if pane.follow { "follow" } else { "paused" }];
+    if app.wrap {
+        flags.push("wrap");
+    }
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(Style::new().fg(Color::DarkGray))
+        .title(Span::styled(
+            title,
+            Style::new().add_modifier(Modifier::BOLD),
+        ))
+        .title(
+            Line::from(Span::styled(
+                format!(" {} ", flags.join(" · ")),
+                Style::new(),
+            ))
+            .right_aligned(),
+        );
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+
+    let height = inner.height as usize;
+    let width = inner.width as usize;
+    let tag_width = if focus == 0 {
+        app.services
+            .iter()
+            .map(|s| s.name.len())
+            .chain(std::iter::once("omnidev".len()))
+            .max()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let colour_of = |tag: &str| {
+        app.services
+            .iter()
+            .position(|s| s.name == tag)
+            .map_or(Color::DarkGray, service_colour)
+    };
+    let pattern = app.pattern.clone();
+    let wrap = app.wrap;
+    let pane = &app.panes[focus];
+    let current = pane.current_match;
+    let build = |abs: usize, line: &PaneLine| -> Vec<Line<'static>> {
+        let styled = styled_line(
+            line,
+            (focus == 0).then(|| (tag_width, colour_of(&line.tag))),
+            pattern.as_ref(),
+            current == Some(abs),
+        );
+        if wrap {
+            wrap_line(styled, width)
+        } else {
+            vec![styled]
+        }
+    };
+
+    let mut rows: Vec<Line<'static>> = Vec::new();
+    let view_top;
+    if pane.follow {
+        let mut abs = pane.end();
+        let mut first_shown = abs;
+        while abs > pane.first() && rows.len() < height {
+            abs -= 1;
+            if let Some(line) = pane.get(abs) {
+                let mut older = build(abs, line);
+                older.append(&mut rows);
+                rows = older;
+                first_shown = abs;
+            }
+        }
+        if rows.len() > height {
+            rows.drain(..rows.len() - height);
+        }
+        view_top = first_shown;
+    } else {
+        let mut abs = pane.top();
+        view_top = abs;
+        while abs < pane.end() && rows.len() < height {
+            if let Some(line) = pane.get(abs) {
+                rows.extend(build(abs, line));
+            }
+            abs += 1;
+        }
+        rows.truncate(height);
+    }
+    let pane = &mut app.panes[focus];
+    pane.view_height = height;
+    pane.view_top = view_top;
+    frame.render_widget(Paragraph::new(rows), inner);
+}
+
+/// One pane line as styled spans: optional service tag, the text with its
+/// ANSI colours (supervisor lines dimmed), search matches highlighted.
+fn styled_line(
+    line: &PaneLine,
+    tag: Option<(usize, Color)>,
+    pattern: Option<&Pattern>,
+    is_current: bool,
+) -> Line<'static> {
+    let mut content: Vec<Span<'static>> = if line.supervisor {
+        vec![Span::styled(
+            line.plain.clone(),
+            Style::new()
+                .fg(Color::DarkGray)
+                .add_modifier(Modifier::ITALIC),
+        )]
+    } else if line.raw.contains('\x1b') {
+        match line.raw.as_bytes().into_text() {
+            Ok(text) => text
+                .lines
+                .into_iter()
+                .flat_map(|l| {
+                    let line_style = l.style;
+                    l.spans
+                        .into_iter()
+                        .map(move |s| Span::styled(s.content, line_style.patch(s.style)))
+                })
+                .collect(),
+            Err(_) => vec![Span::raw(line.plain.clone())],
+        }
+    } else {
+        vec![Span::raw(line.raw.clone())]
+    };
+    for span in &mut content {
+        if span.content.chars().any(char::is_control) {
+            span.content = span
+                .content
+                .replace('\t', "    ")
+                .replace(|c: char| c.is_control(), "")
+                .into();
+        }
+    }
+    if let Some(pattern) = pattern {
+        let plain: String = content.iter().map(|s| s.content.as_ref()).collect();
+        let ranges = pattern.find_all(&plain);
+        if !ranges.is_empty() {
+            let style = if is_current { CURRENT_MATCH } else { MATCH };
+            content = highlight(content, &ranges, style);
+        }
+    }
+    let mut spans = Vec::with_capacity(content.len() + 2);
+    if let Some((width, colour)) = tag {
+        spans.push(Span::styled(
+            format!("{:<width$}", line.tag),
+            Style::new().fg(colour),
+        ));
+        spans.push(Span::styled(" │ ", Style::new().fg(Color::DarkGray)));
+    }
+    spans.extend(content);
+    Line::from(spans)
+}
+
+/// Splits spans at the byte `ranges` of their concatenated text and patches
+/// `style` onto the pieces inside them.
+fn highlight(
+    spans: Vec<Span<'static>>,
+    ranges: &[std::ops::Range<usize>],
+    style: Style,
+) -> Vec<Span<'static>> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for span in spans {
+        let text = span.content.as_ref();
+        let start = offset;
+        let end = offset + text.len();
+        offset = end;
+        // Cut points inside this span.
+        let mut cuts = vec![start, end];
+        for r in ranges {
+            for p in [r.start, r.end] {
+                if p > start && p < end && text.is_char_boundary(p - start) {
+                    cuts.push(p);
+                }
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        for pair in cuts.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let piece = text[a - start..b - start].to_owned();
+            let inside = ranges.iter().any(|r| r.start <= a && b <= r.end);
+            let piece_style = if inside {
+                span.style.patch(style)
+            } else {
+                span.style
+            };
+            out.push(Span::styled(piece, piece_style));
+        }
+    }
+    out
+}
+
+/// Breaks a line into rows of at most `width` terminal cells.
+fn wrap_line(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
+    if width == 0 || line.width() <= width {
+        return vec![line];
+    }
+    let mut rows = Vec::new();
+    let mut row: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for span in line.spans {
+        let mut piece = String::new();
+        for c in span.content.chars() {
+            let w = c.width().unwrap_or(0);
+            if used + w > width && used > 0 {
+                if !piece.is_empty() {
+                    row.push(Span::styled(std::mem::take(&mut piece), span.style));
+                }
+                rows.push(Line::from(std::mem::take(&mut row)));
+                used = 0;
+            }
+            piece.push(c);
+            used += w;
+        }
+        if !piece.is_empty() {
+            row.push(Span::styled(piece, span.style));
+        }
+    }
+    if !row.is_empty() {
+        rows.push(Line::from(row));
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::SystemTime;
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use omnidev_core::{Event, EventKind, ExitStatus, LogLine, Stream};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+    use crate::tui::app::PodInfo;
+
+    fn log(service: &str, text: &str, seq: u64) -> Event {
+        Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some(service.into()),
+            kind: EventKind::Log {
+                line: LogLine {
+                    service: service.into(),
+                    stream: Stream::Stdout,
+                    text: text.into(),
+                    seq,
+                },
+            },
+        }
+    }
+
+    fn state(service: &str, state: ServiceState) -> Event {
+        Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some(service.into()),
+            kind: EventKind::State { state },
+        }
+    }
+
+    fn sample_app() -> App {
+        let mut app = App::new(
+            PodInfo {
+                pod_dir: PathBuf::from("/home/dev/.cache/omnidev/omnigent-1a2b3c4d"),
+                urls: vec![
+                    ("ui".into(), "http://localhost:5173".into()),
+                    ("server".into(), "http://localhost:6767".into()),
+                ],
+            },
+            vec![
+                ("server".into(), true),
+                ("host".into(), false),
+                ("vite".into(), false),
+            ],
+            vec!["server".into()],
+            100,
+        );
+        app.apply(&state("server", ServiceState::Ready { pid: 4242 }));
+        app.apply(&state("host", ServiceState::Running { pid: 4250 }));
+        app.apply(&Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("vite".into()),
+            kind: EventKind::Crashed {
+                status: ExitStatus::Code(1),
+                attempt: 1,
+                backoff: std::time::Duration::from_secs(1),
+            },
+        });
+        app.apply(&state(
+            "vite",
+            ServiceState::Exited {
+                status: ExitStatus::Code(1),
+            },
+        ));
+        let mut seq = 0;
+        let mut next = || {
+            seq += 1;
+            seq
+        };
+        app.apply(&log("server", "INFO:     Started server process", next()));
+        app.apply(&log(
+            "server",
+            "\x1b[32mINFO\x1b[0m:     Uvicorn running on http://127.0.0.1:6767",
+            next(),
+        ));
+        app.apply(&log("host", "host connected to server", next()));
+        app.apply(&log(
+            "vite",
+            "\x1b[31merror\x1b[0m: port 5173 is busy",
+            next(),
+        ));
+        app.apply(&log("server", "GET /health 200", next()));
+        app
+    }
+
+    fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+        terminal.draw(|f| render(app, f)).expect("draw");
+        terminal
+    }
+
+    #[test]
+    fn combined_pane_with_header() {
+        let mut app = sample_app();
+        let terminal = draw(&mut app, 100, 14);
+        insta::assert_snapshot!(terminal.backend());
+    }
+
+    #[test]
+    fn service_pane() {
+        let mut app = sample_app();
+        app.handle_key(KeyEvent::new(KeyCode::Char('1'), KeyModifiers::NONE));
+        let terminal = draw(&mut app, 100, 10);
+        insta::assert_snapshot!(terminal.backend());
+    }
+
+    #[test]
+    fn wrapped_long_line() {
+        let mut app = sample_app();
+        app.apply(&log("host", &"x".repeat(150), 100));
+        app.handle_key(KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE));
+        app.handle_key(KeyEvent::new(KeyCode::Char('w'), KeyModifiers::NONE));
+        let terminal = draw(&mut app, 60, 10);
+        insta::assert_snapshot!(terminal.backend());
+    }
+
+    #[test]
+    fn search_highlight() {
+        let mut app = sample_app();
+        let mut terminal = draw(&mut app, 80, 12);
+        for c in "/info".chars() {
+            app.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+        app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        terminal.draw(|f| render(&mut app, f)).expect("draw");
+        let buffer = terminal.backend().buffer();
+        // Row of the first match ("INFO:     Started…"): the current match
+        // is yellow; the second INFO (coloured green by ANSI) is reversed.
+        let find_row = |needle: &str| {
+            (0..buffer.area.height)
+                .find(|&y| {
+                    (0..buffer.area.width)
+                        .map(|x| buffer[(x, y)].symbol())
+                        .collect::<String>()
+                        .contains(needle)
+                })
+                .expect("row on screen")
+        };
+        let first = find_row("Started server");
+        let second = find_row("Uvicorn running");
+        let col = |y: u16| {
+            (0..buffer.area.width)
+                .find(|&x| buffer[(x, y)].symbol() == "I")
+                .expect("an I")
+        };
+        assert_eq!(buffer[(col(first), first)].bg, Color::Yellow);
+        let second_cell = &buffer[(col(second), second)];
+        assert!(second_cell.modifier.contains(Modifier::REVERSED));
+        assert_eq!(second_cell.fg, Color::Green);
+        insta::assert_snapshot!(terminal.backend());
+    }
+
+    #[test]
+    fn wrap_line_splits_at_width() {
+        let rows = wrap_line(Line::from(vec![Span::raw("abcd"), Span::raw("efg")]), 3);
+        let texts: Vec<String> = rows.iter().map(ToString::to_string).collect();
+        assert_eq!(texts, ["abc", "def", "g"]);
+    }
+}

@@ -1,0 +1,165 @@
+//! The `omnidev` binary's user-facing errors and `profile show`, run for
+//! real in a temp HOME/XDG context and snapshotted.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use common::{TestContext, wait_for};
+
+#[test]
+fn help() {
+    let ctx = TestContext::new();
+    let output = ctx.command().arg("--help").output().expect("run");
+    assert!(output.status.success());
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+}
+
+#[test]
+fn usage_error_exits_2() {
+    let ctx = TestContext::new();
+    let output = ctx
+        .command()
+        .args(["--port", "server"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn not_in_a_checkout() {
+    let ctx = TestContext::new();
+    let outside = ctx.root.join("elsewhere");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let output = ctx
+        .command()
+        .current_dir(&outside)
+        .arg("--headless")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+}
+
+#[test]
+fn wrong_repo_shape() {
+    let ctx = TestContext::new();
+    let output = ctx.command().arg("--headless").output().expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let text = ctx.render(&output);
+    assert!(text.contains("omnigent"), "{text}");
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn profile_with_an_unknown_key() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.app]\ncommand = [\"true\"]\nrestrat = \"never\"\n",
+    );
+    let output = ctx.command().arg("--headless").output().expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let text = ctx.render(&output);
+    assert!(text.contains("omnidev.toml:3:1"), "{text}");
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn busy_server_port_fails_before_anything_starts() {
+    let ctx = TestContext::new();
+    ctx.omnigent_shape();
+    let held = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = held.local_addr().expect("addr").port().to_string();
+    let output = ctx
+        .command()
+        .args(["--headless", "--no-vite", "--server-port", &port])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let text = ctx.render(&output);
+    assert!(text.contains(&port), "{text}");
+    // Nothing was started: no state file, no logs.
+    let pod = ctx.pod_dir().expect("pod dir");
+    assert!(!pod.join("state.json").exists());
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn missing_package_manager() {
+    let ctx = TestContext::new();
+    ctx.omnigent_shape();
+    ctx.write("web/package.json", "{}");
+    ctx.write("web/pnpm-lock.yaml", "");
+    let empty_bin = ctx.root.join("bin");
+    std::fs::create_dir_all(&empty_bin).expect("mkdir");
+    let output = ctx
+        .command()
+        .env("PATH", &empty_bin)
+        .arg("--headless")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let text = ctx.render(&output);
+    assert!(
+        text.contains("pnpm") && text.contains("--no-vite"),
+        "{text}"
+    );
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn pod_already_running() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.sleeper]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n",
+    );
+    let mut first = ctx.spawn(&["--headless"]);
+    wait_for("the first pod to start", Duration::from_secs(20), || {
+        ctx.pod_dir().is_some_and(|p| p.join("state.json").exists())
+    });
+    let output = ctx.command().arg("--headless").output().expect("run");
+    // SAFETY: plain kill(2) on the child we spawned.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    let status = first.wait().expect("wait");
+    assert_eq!(output.status.code(), Some(1));
+    let text = ctx.render(&output);
+    assert!(text.contains(&first.id().to_string()), "{text}");
+    assert!(status.success(), "first pod exit: {status:?}");
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn profile_show_outside_a_checkout_prints_the_embedded_profile() {
+    let ctx = TestContext::new();
+    let outside = ctx.root.join("elsewhere");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let output = ctx
+        .command()
+        .current_dir(&outside)
+        .args(["profile", "show"])
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("[services.server]"), "{text}");
+    // What is shown parses back as a profile.
+    let body: String = text.lines().skip(1).collect::<Vec<_>>().join("\n");
+    omnidev_pod::Profile::parse(&body, "shown").expect("shown profile parses");
+}
+
+#[test]
+fn profile_show_prints_the_repo_profile() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", "[services.app]\ncommand = [\"true\"]\n");
+    let output = ctx
+        .command()
+        .args(["profile", "show"])
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+}

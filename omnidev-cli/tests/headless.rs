@@ -1,0 +1,237 @@
+//! Headless runs of stub services: output format, the exit rule, signals
+//! leaving no process behind, and `omnidev exec`.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::{TestContext, alive, read_pids, wait_for};
+
+const ONE_SHOTS: &str = r#"
+[services.greeter]
+command = ["sh", "-c", "echo hello; echo world >&2"]
+restart = "never"
+
+[services.py]
+command = ["python3", "-c", "print('from python')"]
+restart = "never"
+depends-on = { greeter = "started" }
+"#;
+
+#[test]
+fn one_shot_services_print_and_exit_0() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ONE_SHOTS);
+    let output = ctx.command().arg("--headless").output().expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    assert!(stdout.contains("greeter | hello"), "{stdout}");
+    assert!(stdout.contains("greeter | world"), "{stdout}");
+    assert!(stdout.contains("py      | from python"), "{stdout}");
+    assert!(stdout.contains("omnidev | pod "), "{stdout}");
+    // No colour: not a terminal and NO_COLOR set.
+    assert!(!stdout.contains('\x1b'), "{stdout}");
+}
+
+#[test]
+fn a_failing_one_shot_service_exits_1() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.ok]
+command = ["true"]
+restart = "never"
+
+[services.bad]
+command = ["sh", "-c", "echo failing; exit 3"]
+restart = "never"
+"#,
+    );
+    let output = ctx.command().arg("--headless").output().expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(stdout.contains("bad     | failing"), "{stdout}");
+    assert!(stdout.contains("exit code 3"), "{stdout}");
+}
+
+#[test]
+fn only_and_skip_select_services() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ONE_SHOTS);
+    let output = ctx
+        .command()
+        .args(["--headless", "--skip", "greeter"])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    assert!(!stdout.contains("hello"), "{stdout}");
+    assert!(stdout.contains("from python"), "{stdout}");
+    let output = ctx
+        .command()
+        .args(["--headless", "--only", "nope"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("nope"));
+}
+
+/// Each service forks grandchildren and records every pid it started.
+fn forking_profile(ctx: &TestContext) -> std::path::PathBuf {
+    let pids = ctx.root.join("pids");
+    std::fs::create_dir_all(&pids).expect("mkdir");
+    let script = |name: &str| {
+        format!(
+            "echo $$ > {dir}/{name}; sleep 300 & echo $! >> {dir}/{name}; \
+             (sleep 300 & echo $! >> {dir}/{name}; wait) & wait",
+            dir = pids.display()
+        )
+    };
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[services.alpha]
+command = ["sh", "-c", "{a}"]
+grace-ms = 2000
+
+[services.beta]
+command = ["python3", "-c", "import subprocess, os, time; p = subprocess.Popen(['sleep', '300']); open('{dir}/beta', 'w').write('%d %d' % (os.getpid(), p.pid)); time.sleep(300)"]
+grace-ms = 2000
+depends-on = {{ alpha = "started" }}
+"#,
+            a = script("alpha"),
+            dir = pids.display()
+        ),
+    );
+    pids
+}
+
+fn signal_leaves_nothing_behind(signal: i32) {
+    let ctx = TestContext::new();
+    let pids_dir = forking_profile(&ctx);
+    let mut child = ctx.spawn(&["--headless"]);
+    wait_for(
+        "every service to record its pids",
+        Duration::from_secs(20),
+        || {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("omnidev exited early ({status}): {err}");
+            }
+            read_pids(&pids_dir).len() >= 5
+        },
+    );
+    let pids = read_pids(&pids_dir);
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
+    // SAFETY: plain kill(2) on the omnidev we spawned.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let mut done = None;
+    wait_for("omnidev to exit", Duration::from_secs(20), || {
+        done = child.try_wait().expect("try_wait");
+        done.is_some()
+    });
+    let mut stdout = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut stdout);
+    }
+    assert_eq!(done.and_then(|s| s.code()), Some(0), "{stdout}");
+    // The supervisor has reaped its groups before exiting; give the
+    // grandchildren's last reaping (by init) a moment as a condition.
+    wait_for(
+        "every pod process to be gone",
+        Duration::from_secs(5),
+        || pids.iter().all(|p| !alive(*p)),
+    );
+}
+
+#[test]
+fn sigint_leaves_no_process_behind() {
+    signal_leaves_nothing_behind(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_leaves_no_process_behind() {
+    signal_leaves_nothing_behind(libc::SIGTERM);
+}
+
+#[test]
+fn sighup_leaves_no_process_behind() {
+    signal_leaves_nothing_behind(libc::SIGHUP);
+}
+
+#[test]
+fn exec_uses_persisted_ports_and_never_rewrites_pod_toml() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[ports]
+api = 23456
+
+[env]
+API_URL = "http://127.0.0.1:{port.api}"
+
+[services.sleeper]
+command = ["sleep", "300"]
+grace-ms = 1000
+"#,
+    );
+    // Before any run there are no ports to use.
+    let output = ctx
+        .command()
+        .args(["exec", "--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+
+    let mut pod = ctx.spawn(&["--headless"]);
+    wait_for("the pod to start", Duration::from_secs(20), || {
+        ctx.pod_dir().is_some_and(|p| p.join("state.json").exists())
+    });
+    let pod_toml = ctx.pod_dir().expect("pod dir").join("pod.toml");
+    let before = std::fs::read(&pod_toml).expect("pod.toml");
+    let mtime = std::fs::metadata(&pod_toml)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let record: toml::Table = toml::from_str(&String::from_utf8_lossy(&before)).expect("toml");
+    let port = record["ports"]["api"].as_integer().expect("api port");
+
+    let output = ctx
+        .command()
+        .args(["exec", "--", "sh", "-c", "echo $API_URL; exit 7"])
+        .output()
+        .expect("run");
+    let omnigent = ctx
+        .command()
+        .args(["omnigent", "--version"])
+        .env("PATH", ctx.root.join("no-bin"))
+        .output()
+        .expect("run");
+    // SAFETY: plain kill(2) on the omnidev we spawned.
+    unsafe { libc::kill(pod.id() as i32, libc::SIGTERM) };
+    let _ = pod.wait();
+
+    assert_eq!(output.status.code(), Some(7), "{}", ctx.render(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("http://127.0.0.1:{port}")
+    );
+    assert_eq!(std::fs::read(&pod_toml).expect("pod.toml"), before);
+    assert_eq!(
+        std::fs::metadata(&pod_toml)
+            .and_then(|m| m.modified())
+            .expect("mtime"),
+        mtime
+    );
+    // `omnigent` runs `uv run omnigent …`; with no uv on PATH that is a
+    // clear spawn error naming uv.
+    assert_eq!(omnigent.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&omnigent.stderr).contains("uv"));
+}
