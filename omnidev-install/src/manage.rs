@@ -129,3 +129,80 @@ pub async fn refresh(paths: &Paths, source: &dyn Source, now: SystemTime) -> Res
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::Error;
+
+    /// A [`Source`] that answers from a fixed value, or fails.
+    #[derive(Debug)]
+    struct Fixed(Option<&'static str>);
+
+    #[async_trait]
+    impl Source for Fixed {
+        async fn remote_commit(&self, repo: &str, reference: &str) -> Result<String> {
+            self.0.map(str::to_owned).ok_or_else(|| Error::RefNotFound {
+                repo: repo.to_owned(),
+                reference: reference.to_owned(),
+            })
+        }
+    }
+
+    fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(future)
+    }
+
+    #[test]
+    fn refresh_keeps_the_decline_and_a_failure_retries_within_the_hour() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let paths = Paths {
+            config_dir: dir.path().join("config"),
+            cache_dir: dir.path().join("cache"),
+        };
+        let choice = InstallChoice {
+            repo: "file:///nowhere/omnigent.git".into(),
+            ..InstallChoice::default()
+        };
+        choice.save(&paths.install_toml()).expect("save choice");
+        CheckCache {
+            repo: choice.repo.clone(),
+            reference: choice.reference.clone(),
+            remote_commit: Some("old".into()),
+            declined_commit: Some("old".into()),
+            ..CheckCache::default()
+        }
+        .save(&paths.check_cache())
+        .expect("seed cache");
+
+        let now = SystemTime::now();
+        let cache = block_on(refresh(&paths, &Fixed(Some("new")), now)).expect("refresh");
+        assert_eq!(cache.remote_commit.as_deref(), Some("new"));
+        assert_eq!(cache.declined_commit.as_deref(), Some("old"));
+        assert!(!cache.is_stale(now));
+        assert_eq!(CheckCache::load(&paths.check_cache()), Some(cache));
+
+        let error = block_on(refresh(&paths, &Fixed(None), now)).expect_err("lookup fails");
+        assert!(matches!(error, Error::RefNotFound { .. }));
+        let cache = CheckCache::load(&paths.check_cache()).expect("cache written anyway");
+        assert_eq!(
+            cache.remote_commit.as_deref(),
+            Some("new"),
+            "what was known is kept"
+        );
+        assert!(cache.last_error.is_some());
+        assert!(
+            !cache.is_stale(now),
+            "no refresh storm right after a failure"
+        );
+        assert!(cache.is_stale(now + RETRY_AFTER_FAILURE + Duration::from_secs(1)));
+    }
+}
