@@ -458,6 +458,13 @@ fn preflight_names_what_is_missing() {
     assert!(cx.marker_lines("uv").is_empty(), "uv did not run");
     assert!(!cx.install_toml().exists(), "nothing saved");
 
+    cx.fake("node", "echo v22.11.0");
+    std::fs::remove_file(cx.path("bin/npm")).expect("remove npm");
+    let output = run(cx.omnidev(&["install"]).env("PATH", cx.path("bin")));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("`npm` was not found on PATH"), "{stderr}");
+    assert!(stderr.contains("pnpm"), "{stderr}");
+
     std::fs::remove_file(cx.path("bin/uv")).expect("remove uv");
     let mut command = cx.omnidev(&["install"]);
     command.env("PATH", cx.path("bin"));
