@@ -159,7 +159,8 @@ fn check_hot_path(omnidev: &Path, dir: &Path) -> Row {
     }
 }
 
-/// (b) The core's log-throughput example, if it exists.
+/// (b) The core's log-throughput example: the supervised log path against
+/// the same producer piped to `cat > file`, both measured in one run of it.
 fn log_throughput(sh: &xshell::Shell) -> Row {
     let example = util::workspace_root().join("omnidev-core/examples/log_throughput.rs");
     let mut reference = String::from("(not measured)");
@@ -176,18 +177,21 @@ fn log_throughput(sh: &xshell::Shell) -> Row {
             .lines()
             .rev()
             .find(|l| l.trim_start().starts_with('{'))
-            .context("no JSON line printed")?;
-        let reference_output = cmd!(
-            sh,
-            "cargo run --quiet --release -p omnidev-core --example log_throughput -- --reference"
-        )
-        .read();
-        if let Ok(text) = reference_output
-            && let Some(json) = text.lines().rev().find(|l| l.trim_start().starts_with('{'))
-        {
-            reference = format!("producer | cat > file: {}", json.trim());
-        }
-        Ok(line.trim().to_string())
+            .context("the example printed no JSON line")?;
+        let field = |key: &str| {
+            util::json_field(line, key).with_context(|| format!("no `{key}` in {line}"))
+        };
+        reference = format!(
+            "producer | cat > file: {} s ({} lines; full: {})",
+            field("raw_s")?,
+            field("lines")?,
+            line.trim()
+        );
+        Ok(format!(
+            "{} s, peak RSS {} MiB",
+            field("supervised_s")?,
+            field("max_rss_mib")?
+        ))
     })();
     Row {
         name: "log throughput (core example)",
