@@ -67,6 +67,8 @@ pub fn event(event: &Event) -> Option<String> {
             "{name} crashed ({status}); restart #{attempt} in {}",
             duration(*backoff)
         ),
+        // The supervisor's own notice already names what a reload covers.
+        EventKind::Reloading if event.service.is_none() => return None,
         EventKind::Reloading => format!("{name} reloading"),
         EventKind::PrepareStarted { step } => format!("{name}: {step} …"),
         EventKind::PrepareFinished {

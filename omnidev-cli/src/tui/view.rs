@@ -68,14 +68,17 @@ fn state_style(state: &ServiceState) -> Style {
 
 fn header_lines(app: &App) -> Vec<Line<'static>> {
     let dim = Style::new().fg(Color::DarkGray);
-    let mut first = vec![
+    let first = vec![
         Span::styled("omnidev", Style::new().add_modifier(Modifier::BOLD)),
         Span::styled("  pod ", dim),
         Span::raw(app.info.pod_dir.display().to_string()),
     ];
+    // URLs get a line of their own so a narrow terminal does not break one.
+    let mut urls = Vec::new();
     for (label, url) in &app.info.urls {
-        first.push(Span::styled(format!("  {label} "), dim));
-        first.push(Span::styled(
+        let lead = if urls.is_empty() { "" } else { "  " };
+        urls.push(Span::styled(format!("{lead}{label} "), dim));
+        urls.push(Span::styled(
             url.clone(),
             Style::new().add_modifier(Modifier::UNDERLINED),
         ));
@@ -93,7 +96,12 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
         tabs.push(Span::raw(" "));
         tabs.extend(service_tab(i, service, focused(i + 1)));
     }
-    vec![Line::from(first), Line::from(tabs)]
+    let mut lines = vec![Line::from(first)];
+    if !urls.is_empty() {
+        lines.push(Line::from(urls));
+    }
+    lines.push(Line::from(tabs));
+    lines
 }
 
 fn service_tab(index: usize, service: &ServiceView, base: Style) -> Vec<Span<'static>> {
