@@ -7,6 +7,7 @@
 //! that value, which is how a case finds "the processes of the pod" in `/proc`
 //! and how the harness kills whatever a failed case left behind.
 
+mod cli;
 mod dist;
 mod install;
 mod lifecycle;
@@ -101,6 +102,14 @@ const CASES: &[Case] = &[
     Case {
         name: "tui_in_tmux_panes_and_quit",
         run: tui::panes_and_quit,
+    },
+    Case {
+        name: "headless_one_shot_exit_rule",
+        run: cli::headless_exit_rule,
+    },
+    Case {
+        name: "exec_uses_running_pod_ports_and_exit_code",
+        run: cli::exec_uses_running_pod,
     },
     Case {
         name: "install_update_check_from_file_repo",
