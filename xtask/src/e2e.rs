@@ -494,14 +494,13 @@ impl<'h> Ctx<'h> {
         })
     }
 
-    /// Kill everything the case started; `Some(list)` when anything was left.
+    /// Kill everything the case started; `Some(list)` when a process of
+    /// the pod itself was left (helpers such as a tmux server under a
+    /// sub-tag may still be exiting and are killed without complaint).
     fn cleanup(&self) -> Option<String> {
         let prefix = &self.tag;
         let mine = |value: &str| value == prefix || value.starts_with(&format!("{prefix}."));
-        let left = tagged_processes(mine);
-        if left.is_empty() {
-            return None;
-        }
+        let left = self.pod_processes();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let now = tagged_processes(mine);
@@ -516,7 +515,7 @@ impl<'h> Ctx<'h> {
                 .status();
             std::thread::sleep(Duration::from_millis(100));
         }
-        Some(describe(&left))
+        (!left.is_empty()).then(|| describe(&left))
     }
 
     fn print_output_tails(&self) {
