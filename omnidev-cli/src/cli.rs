@@ -44,6 +44,20 @@ pub enum Command {
     Refresh,
     /// Print the snippet that runs the update check from an interactive shell.
     ShellHook(crate::commands::install::ShellHookArgs),
+    /// Show this checkout's pod: directory, ports, supervisor, services.
+    Status(crate::commands::status::StatusArgs),
+    /// List every pod under the cache root, running or not.
+    Ls(crate::commands::ls::LsArgs),
+    /// Stop the running pod of this checkout (from any terminal).
+    Stop(crate::commands::stop::StopArgs),
+    /// Restart a service, or the backend, of the running pod.
+    Restart(crate::commands::restart::RestartArgs),
+    /// Print (and follow) the pod's log files.
+    Logs(crate::commands::logs::LogsArgs),
+    /// Remove this checkout's pod directory (refused while it runs).
+    Clean(crate::commands::clean::CleanArgs),
+    /// Print a shell completion script.
+    Completions(crate::commands::completions::CompletionsArgs),
 }
 
 /// Where the pod is: the checkout, its profile and its pod directory. Shared
@@ -111,10 +125,14 @@ pub struct UpArgs {
     /// File-watch debounce in milliseconds (default: the profile's, else 100).
     #[arg(long, value_name = "MS")]
     pub debounce: Option<u64>,
-    /// Start the pod in the background and return once every service is
-    /// ready (not available yet).
+    /// Start the pod in the background, return once every service is ready
+    /// (exit 1 when one failed) and print the URLs; output goes to
+    /// `<pod>/logs/omnidev.log`.
     #[arg(long)]
     pub detach: bool,
+    /// With --detach: seconds to wait for readiness.
+    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "detach")]
+    pub ready_timeout: u64,
 }
 
 /// Arguments of `omnidev exec`.

@@ -4,14 +4,24 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, ProfileCommand};
 
+pub mod clean;
+pub mod completions;
+pub mod detach;
 pub mod exec;
 pub mod install;
+pub mod logs;
+pub mod ls;
 pub mod profile;
+pub mod restart;
+pub mod status;
+pub mod stop;
 pub mod up;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> miette::Result<ExitCode> {
     match cli.command {
+        Some(Command::Up(args)) if args.detach => detach::run(&args),
+        None if cli.up.detach => detach::run(&cli.up),
         Some(Command::Up(args)) => Ok(up::run(&args)?),
         None => Ok(up::run(&cli.up)?),
         Some(Command::Exec(args)) => Ok(exec::run(&args.pod, &args.command)?),
@@ -22,5 +32,12 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Check(args)) => install::check(&args),
         Some(Command::Refresh) => install::refresh(),
         Some(Command::ShellHook(args)) => Ok(install::shell_hook(&args)),
+        Some(Command::Status(args)) => status::run(&args),
+        Some(Command::Ls(args)) => ls::run(&args),
+        Some(Command::Stop(args)) => stop::run(&args),
+        Some(Command::Restart(args)) => restart::run(&args),
+        Some(Command::Logs(args)) => logs::run(&args),
+        Some(Command::Clean(args)) => clean::run(&args),
+        Some(Command::Completions(args)) => Ok(completions::run(&args)),
     }
 }

@@ -4,6 +4,7 @@ use clap::Parser;
 
 mod cli;
 mod commands;
+mod control;
 mod describe;
 mod error;
 mod headless;

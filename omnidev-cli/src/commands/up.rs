@@ -312,6 +312,18 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
     };
     let mut prepared = prepared;
     prepared.notices.extend(watch_notices);
+    // `status`, `stop`, `restart` and `up --detach` talk to this socket; a
+    // pod without it still runs.
+    let info = crate::control::ServerInfo::of(&prepared);
+    let control = match crate::control::ControlServer::start(info, supervisor.clone()) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            prepared.notices.push(format!(
+                "warning: {e}; `omnidev status/stop/restart` cannot reach this pod"
+            ));
+            None
+        }
+    };
     let code = if use_tui {
         run_tui(&prepared, &supervisor, events, &mut signals).await
     } else {
@@ -319,6 +331,7 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
     };
     drop(watchers);
     let stopped = supervisor.shutdown().await;
+    drop(control);
     drop(prepared);
     let code = code?;
     stopped?;

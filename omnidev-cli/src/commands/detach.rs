@@ -1,0 +1,219 @@
+//! `omnidev up --detach`: run the pod in the background (a new session,
+//! output to `<pod>/logs/omnidev.log`), return once every service is ready
+//! or one has failed, and print the pod directory and URLs.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use omnidev_pod::{LockState, Pod, PodLock};
+
+use crate::cli::UpArgs;
+use crate::commands::status::write_stdout;
+use crate::control::protocol::Response;
+use crate::control::{self, DETACHED_LOG, Error, Request};
+
+/// Lines of a failed service's log shown when detaching fails.
+const FAILURE_TAIL: usize = 15;
+
+/// Runs `omnidev up --detach`.
+pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
+    // Resolving here reports profile and checkout mistakes in the terminal
+    // instead of in a log file.
+    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let pod_dir = checkout.pod_dir.clone();
+    if pod_dir.is_dir()
+        && let LockState::Held { pid } = PodLock::state(&pod_dir).map_err(Error::from)?
+    {
+        return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
+    }
+    if args.clean {
+        // Done here, not in the background process, whose output file lives
+        // in the pod directory.
+        Pod::clean(&pod_dir).map_err(Error::from)?;
+    }
+    let pod = Pod::create(&pod_dir, &checkout.profile.pod.dirs).map_err(Error::from)?;
+    std::fs::create_dir_all(pod.logs_dir()).map_err(Error::io("create", pod.logs_dir()))?;
+    let log = pod.logs_dir().join(DETACHED_LOG);
+    let output = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&log)
+        .map_err(Error::io("create", &log))?;
+    let stderr = output.try_clone().map_err(Error::io("open", &log))?;
+
+    let mut child = spawn_background(output, stderr)?;
+    let response = wait_ready(&mut child, &pod_dir, &log, args.ready_timeout)?;
+    report(&response, &pod, child.id())
+}
+
+/// Re-executes this binary as `omnidev … --headless` in a new session, with
+/// `output` as stdout and `stderr` as stderr.
+fn spawn_background(output: std::fs::File, stderr: std::fs::File) -> miette::Result<Child> {
+    let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
+    let mut command = Command::new(&program);
+    command
+        .args(background_args(std::env::args_os().skip(1)))
+        .stdin(Stdio::null())
+        .stdout(output)
+        .stderr(stderr);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the
+    // parent; it makes the child a session leader without a terminal, so
+    // closing this terminal (SIGHUP) does not reach the pod.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    Ok(command.spawn().map_err(|source| Error::DetachSpawn {
+        program: program.clone(),
+        source,
+    })?)
+}
+
+/// Asks the background pod's control socket `wait-ready` (retrying while it
+/// is not listening yet), failing when the process exits first or the
+/// deadline passes.
+fn wait_ready(
+    child: &mut Child,
+    pod_dir: &Path,
+    log: &Path,
+    timeout_secs: u64,
+) -> miette::Result<Response> {
+    let timeout = Duration::from_secs(timeout_secs);
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Error::DetachExited {
+                status: status.to_string(),
+                tail: tail(log, FAILURE_TAIL),
+                log: log.to_path_buf(),
+            }
+            .into());
+        }
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(Error::DetachTimeout {
+                seconds: timeout.as_secs(),
+            }
+            .into());
+        }
+        match control::request(pod_dir, &Request::WaitReady, left) {
+            Ok(response) => return Ok(response),
+            // Not listening yet: the pod is still preparing.
+            Err(Error::Unreachable { source, .. })
+                if source.kind() != std::io::ErrorKind::WouldBlock
+                    && source.kind() != std::io::ErrorKind::TimedOut =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(Error::Unreachable { .. }) => {
+                return Err(Error::DetachTimeout {
+                    seconds: timeout.as_secs(),
+                }
+                .into());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Prints the pod directory and URLs; on failure, each failed service's
+/// last log lines (to stderr) and exit code 1.
+fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode> {
+    let mut out = format!("pod {}\n", pod.dir().display());
+    if let Some(status) = &response.status {
+        for url in &status.urls {
+            let _ = writeln!(out, "{} {}", url.name, url.url);
+        }
+        let _ = writeln!(
+            out,
+            "running in the background (pid {}); `omnidev status`, `omnidev logs -f`, `omnidev stop`",
+            status.pid.unwrap_or(child)
+        );
+    }
+    write_stdout(&out)?;
+    if response.failed.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut report = String::new();
+    for name in &response.failed {
+        let detail = response
+            .status
+            .as_ref()
+            .and_then(|s| s.services.iter().find(|r| &r.name == name))
+            .map_or_else(String::new, |r| format!(" ({})", r.detail));
+        let _ = writeln!(report, "omnidev: {name} failed{detail}; its last lines:");
+        let service_log = pod.logs_dir().join(format!("{name}.log"));
+        for line in tail(&service_log, FAILURE_TAIL).lines() {
+            let _ = writeln!(report, "  {name} | {line}");
+        }
+    }
+    report.push_str("omnidev: the pod keeps running; `omnidev stop` ends it\n");
+    eprint!("{report}");
+    Ok(ExitCode::FAILURE)
+}
+
+/// The background process's arguments: this command line without the
+/// flags that only concern the foreground (`--detach`, `--clean`,
+/// `--ready-timeout`), plus `--headless`.
+fn background_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        match arg.to_str() {
+            Some("--detach" | "--clean") => {}
+            Some("--ready-timeout") => skip_value = true,
+            Some(a) if a.starts_with("--ready-timeout=") => {}
+            _ => out.push(arg),
+        }
+    }
+    out.push("--headless".into());
+    out
+}
+
+/// The last `n` lines of a file (empty when unreadable).
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = lines[lines.len().saturating_sub(n)..].join("\n");
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_args_drop_foreground_flags() {
+        let args = [
+            "up",
+            "--detach",
+            "--clean",
+            "--ready-timeout",
+            "30",
+            "--skip",
+            "vite",
+            "--ready-timeout=5",
+        ]
+        .map(OsString::from);
+        assert_eq!(
+            background_args(args.into_iter()),
+            ["up", "--skip", "vite", "--headless"].map(OsString::from)
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! `omnidev logs [SERVICE] [-f] [-n N]`: print (and follow) the pod's log
+//! files, `<pod>/logs/<service>.log`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::PodArgs;
+use crate::commands::status::write_stdout;
+use crate::control::{DETACHED_LOG, Error};
+
+/// How often `-f` looks for new lines.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// Lines shown before following when `-n` is not given.
+const FOLLOW_TAIL: usize = 10;
+
+/// Arguments of `omnidev logs`.
+#[derive(Debug, Args, Clone)]
+pub struct LogsArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The service; every service (lines prefixed `name | `) when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub service: Option<String>,
+    /// Keep printing new lines as they are written (until Ctrl-C, or until
+    /// the pod stops).
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print only the last N lines of each log (default: all; 10 with -f).
+    #[arg(short = 'n', long = "lines", value_name = "N")]
+    pub lines: Option<usize>,
+}
+
+/// One log file being read.
+struct Source {
+    name: String,
+    path: PathBuf,
+    prefix: String,
+    file: Option<File>,
+    inode: u64,
+    partial: Vec<u8>,
+}
+
+/// Runs `omnidev logs`.
+pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
+    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let dir = checkout.pod_dir.join("logs");
+    let available = services_with_logs(&dir);
+    let names = match &args.service {
+        Some(name) if available.contains(name) => vec![name.clone()],
+        Some(name) => {
+            return Err(Error::NoLog {
+                service: name.clone(),
+                dir,
+                known: if available.is_empty() {
+                    "none yet (start the pod with `omnidev up`)".to_owned()
+                } else {
+                    available.join(", ")
+                },
+            }
+            .into());
+        }
+        None => available,
+    };
+    let width = names.iter().map(String::len).max().unwrap_or(0);
+    let colour = crate::headless::use_colour(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let prefixed = args.service.is_none();
+    let mut sources: Vec<Source> = names
+        .iter()
+        .map(|name| Source {
+            name: name.clone(),
+            path: dir.join(format!("{name}.log")),
+            prefix: if prefixed {
+                format!("{name:<width$} | ")
+            } else {
+                String::new()
+            },
+            file: None,
+            inode: 0,
+            partial: Vec::new(),
+        })
+        .collect();
+
+    let tail = args.lines.or(args.follow.then_some(FOLLOW_TAIL));
+    let mut out = String::new();
+    for source in &mut sources {
+        let mut current = Vec::new();
+        if let Ok(mut file) = File::open(&source.path) {
+            source.inode = file.metadata().map_or(0, |m| m.ino());
+            let _ = file.read_to_end(&mut current);
+            // Following goes on from exactly here; an unfinished last line
+            // is completed by what comes next.
+            let cut = current
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            source.partial = current.split_off(cut);
+            source.file = Some(file);
+        }
+        for line in initial_lines(&source.path, &current, tail) {
+            push_line(&mut out, &source.prefix, &line, colour);
+        }
+    }
+    write_stdout(&out)?;
+    if !args.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    follow(
+        &mut sources,
+        &checkout.pod_dir,
+        &dir,
+        args.service.is_none(),
+        width,
+        colour,
+    )
+}
+
+/// Services that have a log file, sorted by name (the detached pod's own
+/// output, `omnidev.log`, is not a service).
+fn services_with_logs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|name| name != DETACHED_LOG)
+                .filter_map(|name| name.strip_suffix(".log").map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The lines to print first: all of `current` (the file's complete
+/// lines), or its last `tail` lines, reaching into the newest rotated file
+/// `<name>.log.1` when the current one has fewer.
+fn initial_lines(path: &Path, current: &[u8], tail: Option<usize>) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(current)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let Some(n) = tail else {
+        return lines;
+    };
+    if lines.len() < n {
+        let rotated = omnidev_core::logs::rotated_path(path, 1);
+        if let Ok(older) = std::fs::read(&rotated) {
+            let mut all: Vec<String> = String::from_utf8_lossy(&older)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            all.append(&mut lines);
+            lines = all;
+        }
+    }
+    let skip = lines.len().saturating_sub(n);
+    lines.split_off(skip)
+}
+
+fn push_line(out: &mut String, prefix: &str, line: &str, colour: bool) {
+    out.push_str(prefix);
+    if colour {
+        out.push_str(line);
+    } else {
+        out.push_str(&crate::tui::pane::strip_ansi(line));
+    }
+    out.push('\n');
+}
+
+/// Prints lines appended to the files until interrupted or until the pod
+/// (running when following began) stops. A rotated file is read to its end
+/// before the new one is opened; a truncated one is read from its start.
+fn follow(
+    sources: &mut Vec<Source>,
+    pod_dir: &Path,
+    dir: &Path,
+    all: bool,
+    mut width: usize,
+    colour: bool,
+) -> miette::Result<ExitCode> {
+    let running = || {
+        matches!(
+            omnidev_pod::PodLock::state(pod_dir),
+            Ok(omnidev_pod::LockState::Held { .. })
+        )
+    };
+    let was_running = running();
+    let mut ticks = 0u32;
+    loop {
+        let mut out = String::new();
+        for source in sources.iter_mut() {
+            read_new(source, &mut out, colour);
+        }
+        write_stdout(&out)?;
+        ticks = ticks.wrapping_add(1);
+        if ticks.is_multiple_of(10) {
+            if was_running && !running() {
+                // One last look: the final lines of a stopping pod.
+                let mut out = String::new();
+                for source in sources.iter_mut() {
+                    read_new(source, &mut out, colour);
+                }
+                write_stdout(&out)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            // A service whose file appears later (e.g. vite after an
+            // install) joins the combined view.
+            if all {
+                for name in services_with_logs(dir) {
+                    if !sources.iter().any(|s| s.name == name) {
+                        width = width.max(name.len());
+                        sources.push(Source {
+                            prefix: format!("{name:<width$} | "),
+                            path: dir.join(format!("{name}.log")),
+                            name,
+                            file: None,
+                            inode: 0,
+                            partial: Vec::new(),
+                        });
+                    }
+                }
+            }
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    }
+}
+
+fn read_new(source: &mut Source, out: &mut String, colour: bool) {
+    let mut bytes = Vec::new();
+    if let Some(file) = &mut source.file {
+        let _ = file.read_to_end(&mut bytes);
+    }
+    match std::fs::metadata(&source.path) {
+        Ok(meta) if source.file.is_none() || meta.ino() != source.inode => {
+            // New or rotated: the old handle was drained above.
+            if let Ok(mut file) = File::open(&source.path) {
+                let _ = file.read_to_end(&mut bytes);
+                source.inode = meta.ino();
+                source.file = Some(file);
+            }
+        }
+        Ok(meta) => {
+            if let Some(file) = &mut source.file
+                && file.stream_position().is_ok_and(|pos| meta.len() < pos)
+            {
+                let _ = file.seek(SeekFrom::Start(0));
+                let _ = file.read_to_end(&mut bytes);
+            }
+        }
+        Err(_) => {}
+    }
+    if bytes.is_empty() {
+        return;
+    }
+    source.partial.extend_from_slice(&bytes);
+    if let Some(end) = source.partial.iter().rposition(|b| *b == b'\n') {
+        let complete: Vec<u8> = source.partial.drain(..=end).collect();
+        for line in String::from_utf8_lossy(&complete).lines() {
+            push_line(out, &source.prefix, line, colour);
+        }
+    }
+}

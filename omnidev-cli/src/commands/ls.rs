@@ -1,0 +1,93 @@
+//! `omnidev ls [--json]`: every pod under the cache root, with its
+//! checkout, ports and whether it runs.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::commands::status::{json, write_stdout};
+use crate::control::{self, PodList};
+
+/// Arguments of `omnidev ls`.
+#[derive(Debug, Args, Clone)]
+pub struct LsArgs {
+    /// Print JSON (schema 1, see docs/control.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `omnidev ls`.
+pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
+    let cache_root = omnidev_pod::pod::cache_root().map_err(crate::error::Error::Pod)?;
+    let list = control::list_pods(&cache_root)?;
+    let text = if args.json {
+        json(&list)?
+    } else {
+        render(&list)
+    };
+    write_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human form: one pod per line.
+pub fn render(list: &PodList) -> String {
+    use std::fmt::Write as _;
+    if list.pods.is_empty() {
+        return format!("no pods under {}\n", list.cache_root.display());
+    }
+    let rows: Vec<[String; 4]> = list
+        .pods
+        .iter()
+        .map(|pod| {
+            let name = pod.pod_dir.file_name().map_or_else(
+                || pod.pod_dir.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let state = match (pod.running, pod.pid) {
+                (true, Some(pid)) => format!("running pid {pid}"),
+                (true, None) => "running".to_owned(),
+                (false, _) => "stopped".to_owned(),
+            };
+            let ports: Vec<String> = pod
+                .ports
+                .iter()
+                .map(|(name, port)| format!("{name}={port}"))
+                .collect();
+            let repo = pod
+                .repo
+                .as_ref()
+                .map_or_else(|| "?".to_owned(), |r| r.display().to_string());
+            [name, state, ports.join(" "), repo]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..3)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain(std::iter::once(["POD", "STATE", "PORTS"][i].len()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<w0$}  {:<w1$}  {:<w2$}  REPO",
+        "POD",
+        "STATE",
+        "PORTS",
+        w0 = widths[0],
+        w1 = widths[1],
+        w2 = widths[2]
+    );
+    for [name, state, ports, repo] in rows {
+        let _ = writeln!(
+            out,
+            "{name:<w0$}  {state:<w1$}  {ports:<w2$}  {repo}",
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        );
+    }
+    out
+}

@@ -1,0 +1,59 @@
+//! `omnidev restart [SERVICE]`: restart a service (or the backend) of the
+//! running pod from another terminal.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::PodArgs;
+use crate::commands::status::{json, render, write_stdout};
+use crate::control::{self, Error, Request};
+
+/// Arguments of `omnidev restart`.
+#[derive(Debug, Args, Clone)]
+pub struct RestartArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The service; the backend (e.g. server, then host) when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub service: Option<String>,
+    /// Print the pod's status afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds to wait for the restarted services to be ready.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub timeout: u64,
+}
+
+/// Runs `omnidev restart`: returns once the restarted services are ready
+/// again (their dependents follow on their own); exits 1 when one failed.
+pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
+    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let pod_dir = &checkout.pod_dir;
+    let status = control::inspect(pod_dir)?;
+    if !status.running {
+        return Err(Error::NotRunning {
+            pod_dir: pod_dir.clone(),
+        }
+        .into());
+    }
+    let request = Request::Restart {
+        service: args.service.clone(),
+    };
+    let response = control::request(pod_dir, &request, Duration::from_secs(args.timeout))?;
+    if let Some(status) = &response.status {
+        write_stdout(&if args.json {
+            json(status)?
+        } else {
+            render(status)
+        })?;
+    }
+    if response.failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("omnidev: failed: {}", response.failed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,75 @@
+//! `omnidev stop`: stop the running pod of this checkout from another
+//! terminal, and return once every one of its processes is gone.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use omnidev_pod::{LockState, PodLock};
+
+use crate::cli::PodArgs;
+use crate::control::{self, Error, Request};
+
+/// Arguments of `omnidev stop`.
+#[derive(Debug, Args, Clone)]
+pub struct StopArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Seconds to wait for the pod to end.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
+}
+
+/// Runs `omnidev stop`. Stopping a pod that does not run is not an error.
+pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
+    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let pod_dir = &checkout.pod_dir;
+    let LockState::Held { pid } = lock_state(pod_dir)? else {
+        eprintln!("omnidev: the pod {} is not running", pod_dir.display());
+        return Ok(ExitCode::SUCCESS);
+    };
+    match control::request(pod_dir, &Request::Stop, Duration::from_secs(10)) {
+        Ok(_) => {}
+        // No answer (e.g. still starting, or stuck): a SIGTERM to the
+        // process holding the lock takes the same shutdown path.
+        Err(Error::Unreachable { .. } | Error::Protocol { .. }) => {
+            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGTERM,
+                );
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    wait_stopped(pod_dir, pid, Duration::from_secs(args.timeout))?;
+    eprintln!("omnidev: stopped the pod {}", pod_dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lock_state(pod_dir: &Path) -> Result<LockState, Error> {
+    if pod_dir.is_dir() {
+        Ok(PodLock::state(pod_dir)?)
+    } else {
+        Ok(LockState::Free)
+    }
+}
+
+/// Waits until the pod lock is free: `omnidev up` releases it only after
+/// every process group of the pod is empty.
+pub fn wait_stopped(pod_dir: &Path, pid: Option<u32>, timeout: Duration) -> Result<(), Error> {
+    let start = Instant::now();
+    while matches!(lock_state(pod_dir)?, LockState::Held { .. }) {
+        if start.elapsed() > timeout {
+            return Err(Error::StopTimeout {
+                pod_dir: pod_dir.to_path_buf(),
+                pid,
+                seconds: timeout.as_secs(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! The control socket: how `status`, `stop`, `restart` and `up --detach`
+//! talk to a running pod from any terminal, script or coding agent.
+//!
+//! A running `omnidev up` serves a Unix domain socket at
+//! `<pod>/control.sock` (mode 0600, inside the 0700 pod directory, so only
+//! the owner can connect). The protocol is line-delimited JSON: the client
+//! writes one request object and a newline, the server answers with one
+//! response object and a newline, then either side may close.
+//!
+//! # Requests
+//!
+//! ```json
+//! {"cmd":"status"}
+//! {"cmd":"stop"}
+//! {"cmd":"restart","service":"server"}
+//! {"cmd":"restart"}
+//! {"cmd":"wait-ready"}
+//! ```
+//!
+//! - `status`: the pod's [`PodStatus`].
+//! - `stop`: acknowledged at once; the pod then shuts down exactly as on
+//!   SIGTERM (dependents first, every process group emptied). The pod's lock
+//!   is released when the last process is gone: that is what `omnidev stop`
+//!   waits for.
+//! - `restart` with a `service`: that service restarts (its dependents follow
+//!   once it is ready again); without one, the backend (the services with
+//!   watch rules — `server`, then `host` once it is ready; every service when
+//!   no rule exists), like the TUI's `R`. Answered once the restarted
+//!   services run with new pids and are ready (or have failed).
+//! - `wait-ready`: answered once every service is ready (or running without
+//!   a probe, or exited 0), or as soon as one has failed (crashed, exited
+//!   non-zero, or its readiness probe timed out).
+//!
+//! # Responses
+//!
+//! ```json
+//! {"schema":1,"ok":true,"status":{…},"failed":[]}
+//! {"schema":1,"ok":false,"error":"unknown service `nope` (known: server, host)"}
+//! ```
+//!
+//! `status` (a [`PodStatus`]) is present on every successful answer;
+//! `failed` lists the services that failed (for `wait-ready` and
+//! `restart`). The same [`PodStatus`] object is what `omnidev status --json`
+//! prints, and [`PodList`] is what `omnidev ls --json` prints; both carry
+//! `"schema": 1` ([`SCHEMA`]). Fields are only ever added within a schema
+//! version; a removal or change of meaning bumps it. `docs/control.md` has
+//! the full schema.
+//!
+//! When nothing answers — no `omnidev up` holds the pod lock, or a socket
+//! file is left over from a supervisor killed with SIGKILL — `status` and
+//! `ls` fall back to `pod.toml` (ports, repo) and `state.json` and report
+//! the pod as not running; they never wait on a stale socket. The next
+//! `omnidev up` removes the stale file and listens afresh.
+
+pub mod client;
+pub mod error;
+pub mod inspect;
+pub mod protocol;
+pub mod server;
+
+use std::path::{Path, PathBuf};
+
+pub use client::request;
+pub use error::Error;
+pub use inspect::{inspect, list_pods};
+pub use protocol::{PodList, PodStatus, Request};
+pub use server::{ControlServer, ServerInfo};
+
+/// File name of the control socket inside the pod directory.
+pub const SOCKET_FILE: &str = "control.sock";
+
+/// File name (under `<pod>/logs`) of a detached pod's own output.
+pub const DETACHED_LOG: &str = "omnidev.log";
+
+/// `<pod>/control.sock`.
+pub fn socket_path(pod_dir: &Path) -> PathBuf {
+    pod_dir.join(SOCKET_FILE)
+}

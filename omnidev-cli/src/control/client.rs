@@ -1,0 +1,62 @@
+//! The synchronous client side: one request, one response, with timeouts,
+//! so a command never hangs on a pod that does not answer.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use super::error::{Error, Result};
+use super::protocol::{Request, Response};
+
+/// Sends `request` to the pod in `pod_dir` and returns its answer.
+///
+/// Connecting to a socket nobody listens on (missing file, or one left by a
+/// killed supervisor) fails at once with [`Error::Unreachable`]; the answer
+/// must arrive within `timeout`. An answer with `ok: false` becomes
+/// [`Error::Refused`].
+pub fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<Response> {
+    let socket = super::socket_path(pod_dir);
+    let unreachable = |source: std::io::Error| Error::Unreachable {
+        pod_dir: pod_dir.to_path_buf(),
+        socket: socket.clone(),
+        pid: match omnidev_pod::PodLock::state(pod_dir) {
+            Ok(omnidev_pod::LockState::Held { pid }) => pid,
+            _ => None,
+        },
+        source,
+    };
+    let mut stream = UnixStream::connect(&socket).map_err(unreachable)?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        .map_err(unreachable)?;
+    let mut line = serde_json::to_string(request).map_err(|e| Error::Protocol {
+        socket: socket.clone(),
+        message: e.to_string(),
+    })?;
+    line.push('\n');
+    stream.write_all(line.as_bytes()).map_err(unreachable)?;
+    let mut reader = BufReader::new(stream);
+    let mut answer = String::new();
+    reader.read_line(&mut answer).map_err(unreachable)?;
+    if answer.is_empty() {
+        return Err(Error::Protocol {
+            socket,
+            message: "the connection closed without an answer".to_owned(),
+        });
+    }
+    let response: Response = serde_json::from_str(&answer).map_err(|e| Error::Protocol {
+        socket: socket.clone(),
+        message: e.to_string(),
+    })?;
+    if response.ok {
+        Ok(response)
+    } else {
+        Err(Error::Refused {
+            message: response
+                .error
+                .unwrap_or_else(|| "no reason given".to_owned()),
+        })
+    }
+}

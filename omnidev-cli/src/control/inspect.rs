@@ -1,0 +1,130 @@
+//! Looking at a pod from outside: the lock says whether it runs, the control
+//! socket says how it is doing, `pod.toml` and `state.json` say the rest
+//! when nothing answers.
+
+use std::path::Path;
+use std::time::Duration;
+
+use omnidev_pod::{LockState, PodLock};
+
+use super::error::{Error, Result};
+use super::protocol::{PodList, PodStatus, PodSummary, Request, SCHEMA, ServiceReport};
+
+/// How long `status` waits for a running pod to answer.
+pub const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn lock_state(pod_dir: &Path) -> Result<LockState> {
+    if !pod_dir.is_dir() {
+        return Ok(LockState::Free);
+    }
+    Ok(PodLock::state(pod_dir)?)
+}
+
+/// The status of the pod in `pod_dir`, never waiting on a stale socket:
+/// when no process holds the pod lock, the pod is not running, whatever
+/// files are left; when one does, its control socket is asked (with a
+/// timeout), and `state.json` is the fallback.
+pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
+    let record = omnidev_pod::read_ports(pod_dir).ok();
+    let lock = lock_state(pod_dir)?;
+    if matches!(lock, LockState::Held { .. })
+        && let Ok(response) = super::request(pod_dir, &Request::Status, STATUS_TIMEOUT)
+        && let Some(status) = response.status
+    {
+        return Ok(status);
+    }
+    let (running, pid) = match lock {
+        LockState::Held { pid } => (true, pid),
+        LockState::Free => (false, None),
+    };
+    let state = omnidev_core::read_state(&pod_dir.join("state.json"))
+        .ok()
+        .flatten();
+    let services = state
+        .map(|state| {
+            state
+                .services
+                .into_iter()
+                .map(|(name, record)| {
+                    if running {
+                        let has_probe = false;
+                        ServiceReport {
+                            state: super::protocol::state_name(&record.state, has_probe).to_owned(),
+                            detail: crate::describe::state(&record.state, has_probe),
+                            name,
+                            pid: record.pid,
+                            ready: record.ready,
+                            restarts: record.restarts,
+                        }
+                    } else {
+                        // Whatever the file says, nothing of this pod runs
+                        // (the orphan guard ends the services of a killed
+                        // supervisor).
+                        ServiceReport {
+                            name,
+                            state: "stopped".to_owned(),
+                            pid: None,
+                            ready: false,
+                            restarts: record.restarts,
+                            detail: "stopped".to_owned(),
+                        }
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(PodStatus {
+        schema: SCHEMA,
+        pod_dir: pod_dir.to_path_buf(),
+        repo: record.as_ref().and_then(|r| r.repo.clone()),
+        running,
+        pid,
+        control: false,
+        ports: record.map(|r| r.ports.0).unwrap_or_default(),
+        urls: Vec::new(),
+        services,
+    })
+}
+
+/// Every pod under `cache_root` (directories holding `pod.toml`), sorted by
+/// directory, with whether each runs. Cheap: reads files and locks only.
+pub fn list_pods(cache_root: &Path) -> Result<PodList> {
+    let mut pods = Vec::new();
+    let entries = match std::fs::read_dir(cache_root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(PodList {
+                schema: SCHEMA,
+                cache_root: cache_root.to_path_buf(),
+                pods,
+            });
+        }
+        Err(e) => return Err(Error::io("list", cache_root)(e)),
+    };
+    for entry in entries.filter_map(std::result::Result::ok) {
+        let dir = entry.path();
+        if !dir.join(omnidev_pod::ports::POD_TOML).is_file() {
+            continue;
+        }
+        // Another pod's unreadable record is reported without ports rather
+        // than failing the whole listing.
+        let record = omnidev_pod::read_ports(&dir).ok();
+        let (running, pid) = match lock_state(&dir) {
+            Ok(LockState::Held { pid }) => (true, pid),
+            _ => (false, None),
+        };
+        pods.push(PodSummary {
+            pod_dir: dir,
+            repo: record.as_ref().and_then(|r| r.repo.clone()),
+            running,
+            pid,
+            ports: record.map(|r| r.ports.0).unwrap_or_default(),
+        });
+    }
+    pods.sort_by(|a, b| a.pod_dir.cmp(&b.pod_dir));
+    Ok(PodList {
+        schema: SCHEMA,
+        cache_root: cache_root.to_path_buf(),
+        pods,
+    })
+}

@@ -1,0 +1,247 @@
+//! The control protocol's messages and the `--json` output of `status`
+//! and `ls` (schema version [`SCHEMA`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use omnidev_core::{ServiceState, ServiceStatus};
+use serde::{Deserialize, Serialize};
+
+/// Version of the protocol and of the `--json` outputs.
+pub const SCHEMA: u32 = 1;
+
+/// A request to a running pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Request {
+    /// The pod's status.
+    Status,
+    /// Shut the pod down.
+    Stop,
+    /// Restart a service, or the backend when `service` is absent.
+    Restart {
+        /// The service; `None` for the backend.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        service: Option<String>,
+    },
+    /// Answer once every service is ready or one has failed.
+    WaitReady,
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Response {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// Whether the request was carried out.
+    pub ok: bool,
+    /// Why not, when `ok` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The pod's status after the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PodStatus>,
+    /// Services that failed (`wait-ready`, `restart`).
+    #[serde(default)]
+    pub failed: Vec<String>,
+}
+
+impl Response {
+    /// A successful answer.
+    pub fn ok(status: PodStatus, failed: Vec<String>) -> Self {
+        Self {
+            schema: SCHEMA,
+            ok: true,
+            error: None,
+            status: Some(status),
+            failed,
+        }
+    }
+
+    /// A refusal.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            schema: SCHEMA,
+            ok: false,
+            error: Some(message.into()),
+            status: None,
+            failed: Vec::new(),
+        }
+    }
+}
+
+/// A URL shown to people (`ui`, `server`, …), in profile order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UrlReport {
+    /// The URL's name.
+    pub name: String,
+    /// The URL.
+    pub url: String,
+}
+
+/// One service, as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ServiceReport {
+    /// Service name.
+    pub name: String,
+    /// One of `waiting`, `preparing`, `starting` (spawned, probe not passed
+    /// yet), `running` (no probe), `ready`, `restarting`, `stopping`,
+    /// `exited` (code 0), `crashed` (any other end), `stopped`.
+    pub state: String,
+    /// Process id of the service's group leader, when it runs.
+    pub pid: Option<u32>,
+    /// Whether it counts as ready.
+    pub ready: bool,
+    /// Crash restarts so far.
+    pub restarts: u32,
+    /// A human description, e.g. `ready pid 123`, `crashed (exit code 1)`.
+    pub detail: String,
+}
+
+impl ServiceReport {
+    /// The report of a live service status.
+    pub fn from_status(status: &ServiceStatus, has_probe: bool) -> Self {
+        Self {
+            name: status.name.clone(),
+            state: state_name(&status.state, has_probe).to_owned(),
+            pid: status.pid,
+            ready: status.ready,
+            restarts: status.restarts,
+            detail: crate::describe::state(&status.state, has_probe),
+        }
+    }
+}
+
+/// The state word used in [`ServiceReport::state`].
+pub fn state_name(state: &ServiceState, has_probe: bool) -> &'static str {
+    match state {
+        ServiceState::Waiting => "waiting",
+        ServiceState::Preparing => "preparing",
+        ServiceState::Running { .. } if has_probe => "starting",
+        ServiceState::Running { .. } => "running",
+        ServiceState::Ready { .. } => "ready",
+        ServiceState::Restarting { .. } => "restarting",
+        ServiceState::Stopping { .. } => "stopping",
+        ServiceState::Exited { status } if status.success() => "exited",
+        ServiceState::Exited { .. } => "crashed",
+        ServiceState::Stopped => "stopped",
+    }
+}
+
+/// A pod's status: `omnidev status --json`, and the `status` field of
+/// every successful [`Response`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PodStatus {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// The pod directory.
+    pub pod_dir: PathBuf,
+    /// The checkout, as recorded in `pod.toml`.
+    pub repo: Option<PathBuf>,
+    /// Whether an `omnidev up` runs this pod (holds its lock).
+    pub running: bool,
+    /// That process's pid.
+    pub pid: Option<u32>,
+    /// Whether the control socket answered (false when not running, or
+    /// when the supervisor does not respond; services then come from
+    /// `state.json`).
+    pub control: bool,
+    /// The pod's ports (`pod.toml`).
+    pub ports: BTreeMap<String, u16>,
+    /// URLs for people (only known while running).
+    pub urls: Vec<UrlReport>,
+    /// Every service, in profile order (from `state.json`, sorted by name,
+    /// when the control socket did not answer).
+    pub services: Vec<ServiceReport>,
+}
+
+/// One pod in `omnidev ls`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PodSummary {
+    /// The pod directory.
+    pub pod_dir: PathBuf,
+    /// The checkout, as recorded in `pod.toml`.
+    pub repo: Option<PathBuf>,
+    /// Whether an `omnidev up` runs it.
+    pub running: bool,
+    /// That process's pid.
+    pub pid: Option<u32>,
+    /// The pod's ports.
+    pub ports: BTreeMap<String, u16>,
+}
+
+/// `omnidev ls --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PodList {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// The cache root that was searched.
+    pub cache_root: PathBuf,
+    /// Every pod with a `pod.toml`, sorted by directory.
+    pub pods: Vec<PodSummary>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_have_the_documented_shape() {
+        let cases = [
+            (Request::Status, r#"{"cmd":"status"}"#),
+            (Request::Stop, r#"{"cmd":"stop"}"#),
+            (Request::WaitReady, r#"{"cmd":"wait-ready"}"#),
+            (
+                Request::Restart {
+                    service: Some("server".into()),
+                },
+                r#"{"cmd":"restart","service":"server"}"#,
+            ),
+            (Request::Restart { service: None }, r#"{"cmd":"restart"}"#),
+        ];
+        for (request, text) in cases {
+            assert_eq!(serde_json::to_string(&request).expect("encode"), text);
+            assert_eq!(
+                serde_json::from_str::<Request>(text).expect("decode"),
+                request
+            );
+        }
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+    }
+
+    #[test]
+    fn an_error_response_round_trips() {
+        let response = Response::error("nope");
+        let text = serde_json::to_string(&response).expect("encode");
+        assert_eq!(
+            text,
+            r#"{"schema":1,"ok":false,"error":"nope","failed":[]}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Response>(&text).expect("decode"),
+            response
+        );
+    }
+
+    #[test]
+    fn state_words() {
+        use omnidev_core::ExitStatus;
+        assert_eq!(
+            state_name(&ServiceState::Running { pid: 1 }, true),
+            "starting"
+        );
+        assert_eq!(
+            state_name(&ServiceState::Running { pid: 1 }, false),
+            "running"
+        );
+        let failed = ServiceState::Exited {
+            status: ExitStatus::Signal(9),
+        };
+        assert_eq!(state_name(&failed, false), "crashed");
+    }
+}

@@ -1,0 +1,330 @@
+//! The server side, run inside `omnidev up`: accepts connections on
+//! `<pod>/control.sock` and answers requests from the supervisor's state.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use omnidev_core::{EventKind, ServiceState, ServiceStatus, Supervisor};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::task::JoinHandle;
+
+use super::error::{Error, Result};
+use super::protocol::{PodStatus, Request, Response, SCHEMA, ServiceReport, UrlReport};
+
+/// How often a waiting request looks at the supervisor's status again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long `restart` waits for the restarted services before answering.
+const RESTART_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Longest request line accepted.
+const MAX_REQUEST: u64 = 64 * 1024;
+
+/// What the server reports about its pod besides the supervisor's state.
+#[derive(Debug, Clone, Default)]
+pub struct ServerInfo {
+    /// The pod directory (the socket lives in it).
+    pub pod_dir: PathBuf,
+    /// The checkout.
+    pub repo: PathBuf,
+    /// The pod's ports.
+    pub ports: BTreeMap<String, u16>,
+    /// URLs for people, in profile order.
+    pub urls: Vec<(String, String)>,
+    /// The backend: what `restart` without a service restarts.
+    pub backend: Vec<String>,
+    /// Services with a readiness probe.
+    pub probed: HashSet<String>,
+}
+
+impl ServerInfo {
+    /// The information of a prepared pod.
+    pub fn of(prepared: &crate::commands::up::PreparedPod) -> Self {
+        let rendered = &prepared.rendered;
+        let ports = omnidev_pod::read_ports(prepared.pod.dir())
+            .map(|record| record.ports.0)
+            .unwrap_or_default();
+        let mut backend: Vec<String> = rendered.watch.iter().map(|w| w.service.clone()).collect();
+        if backend.is_empty() {
+            backend = rendered.services.iter().map(|s| s.name.clone()).collect();
+        }
+        Self {
+            pod_dir: prepared.pod.dir().to_owned(),
+            repo: prepared.checkout.repo.clone(),
+            ports,
+            urls: rendered.urls.clone(),
+            backend,
+            probed: rendered
+                .services
+                .iter()
+                .filter(|s| s.readiness.is_some())
+                .map(|s| s.name.clone())
+                .collect(),
+        }
+    }
+}
+
+/// A running control socket server. Dropping it stops serving and removes
+/// the socket file.
+#[derive(Debug)]
+pub struct ControlServer {
+    path: PathBuf,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+struct Shared {
+    info: ServerInfo,
+    supervisor: Supervisor,
+    /// Services whose readiness probe timed out since they last started.
+    timed_out: Mutex<HashSet<String>>,
+}
+
+impl ControlServer {
+    /// Listens on `<pod>/control.sock`, replacing a file left there by a
+    /// previous run (the caller holds the pod lock, so no live server can
+    /// own it), and restricts it to the owner (mode 0600). Must be called
+    /// inside a tokio runtime.
+    pub fn start(info: ServerInfo, supervisor: Supervisor) -> Result<Self> {
+        let path = super::socket_path(&info.pod_dir);
+        let listen = |source| Error::Listen {
+            path: path.clone(),
+            source,
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(listen(e)),
+        }
+        // The pod directory is 0700, so nobody else can reach the socket in
+        // the instant before the chmod.
+        let std_listener = std::os::unix::net::UnixListener::bind(&path).map_err(listen)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(listen)?;
+        std_listener.set_nonblocking(true).map_err(listen)?;
+        let listener = UnixListener::from_std(std_listener).map_err(listen)?;
+
+        let shared = Arc::new(Shared {
+            info,
+            supervisor,
+            timed_out: Mutex::new(HashSet::new()),
+        });
+        let tracker = tokio::spawn(track_probe_timeouts(shared.clone()));
+        let acceptor = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    // Out of descriptors or similar: try again shortly.
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                };
+                tokio::spawn(serve(stream, shared.clone()));
+            }
+        });
+        Ok(Self {
+            path,
+            tasks: vec![tracker, acceptor],
+        })
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+async fn track_probe_timeouts(shared: Arc<Shared>) {
+    let mut events = shared.supervisor.subscribe();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(service) = event.service else {
+            continue;
+        };
+        let mut timed_out = shared
+            .timed_out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match event.kind {
+            EventKind::ProbeTimedOut { .. } => {
+                timed_out.insert(service);
+            }
+            EventKind::State {
+                state: ServiceState::Running { .. },
+            }
+            | EventKind::Ready => {
+                timed_out.remove(&service);
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn serve(stream: UnixStream, shared: Arc<Shared>) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
+    let mut line = String::new();
+    if reader.read_line(&mut line).await.is_err() {
+        return;
+    }
+    let request = serde_json::from_str::<Request>(&line);
+    let stop = matches!(request, Ok(Request::Stop));
+    let response = match request {
+        Ok(request) => answer(&shared, request).await,
+        Err(e) => Response::error(format!("not a request: {e}")),
+    };
+    let mut text = serde_json::to_string(&response)
+        .unwrap_or_else(|e| format!(r#"{{"schema":{SCHEMA},"ok":false,"error":"{e}"}}"#));
+    text.push('\n');
+    let _ = write.write_all(text.as_bytes()).await;
+    let _ = write.shutdown().await;
+    if stop {
+        // The same path as a SIGTERM from a terminal: the front-end stops
+        // the supervisor, then `omnidev up` exits and releases the lock.
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGTERM);
+    }
+}
+
+async fn answer(shared: &Shared, request: Request) -> Response {
+    match request {
+        Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
+        Request::WaitReady => loop {
+            if let Some(failed) = ready_outcome(shared, None) {
+                break Response::ok(status(shared), failed);
+            }
+            tokio::time::sleep(POLL).await;
+        },
+        Request::Restart { service } => restart(shared, service).await,
+    }
+}
+
+async fn restart(shared: &Shared, service: Option<String>) -> Response {
+    let supervisor = &shared.supervisor;
+    let names = match service {
+        Some(name) => vec![name],
+        None => shared.info.backend.clone(),
+    };
+    let before: HashMap<String, Option<u32>> = supervisor
+        .snapshot()
+        .into_iter()
+        .map(|s| (s.name, s.pid))
+        .collect();
+    if let Some(unknown) = names.iter().find(|n| !before.contains_key(*n)) {
+        let known: Vec<&str> = supervisor
+            .service_names()
+            .iter()
+            .map(String::as_str)
+            .collect();
+        return Response::error(format!(
+            "unknown service `{unknown}` (known: {})",
+            known.join(", ")
+        ));
+    }
+    let queued = match names.as_slice() {
+        [one] => supervisor.restart(one).await,
+        many => {
+            let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+            supervisor.reload(&refs).await
+        }
+    };
+    if let Err(e) = queued {
+        return Response::error(e.to_string());
+    }
+    let renewed = |s: &ServiceStatus| s.pid.is_some() && s.pid != before[&s.name];
+    let deadline = tokio::time::Instant::now() + RESTART_DEADLINE;
+    loop {
+        let restarted = supervisor
+            .snapshot()
+            .iter()
+            .filter(|s| names.contains(&s.name))
+            .all(|s| (renewed(s) && s.ready) || settled_failure(s) || ended(s));
+        if restarted && let Some(failed) = ready_outcome(shared, Some(&names)) {
+            return Response::ok(status(shared), failed);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Response::error(format!(
+                "{} not ready again within {} s",
+                names.join(", "),
+                RESTART_DEADLINE.as_secs()
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn ended(status: &ServiceStatus) -> bool {
+    matches!(
+        status.state,
+        ServiceState::Exited { .. } | ServiceState::Stopped
+    )
+}
+
+fn settled_failure(status: &ServiceStatus) -> bool {
+    match &status.state {
+        ServiceState::Exited { status } => !status.success(),
+        ServiceState::Restarting { .. } => true,
+        _ => false,
+    }
+}
+
+/// `Some(failed services)` once the services in `only` (all when `None`)
+/// are ready or one has failed; `None` while something is still starting.
+fn ready_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>> {
+    let snapshot = shared.supervisor.snapshot();
+    if snapshot.len() < shared.supervisor.service_names().len() {
+        return None; // the supervisor has not published its first status
+    }
+    let timed_out = shared
+        .timed_out
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let mut failed = Vec::new();
+    let mut pending = false;
+    for s in snapshot
+        .iter()
+        .filter(|s| only.is_none_or(|names| names.contains(&s.name)))
+    {
+        if settled_failure(s) || (!s.ready && timed_out.contains(&s.name)) {
+            failed.push(s.name.clone());
+        } else if !(s.ready || ended(s)) {
+            pending = true;
+        }
+    }
+    (!failed.is_empty() || !pending).then_some(failed)
+}
+
+fn status(shared: &Shared) -> PodStatus {
+    let info = &shared.info;
+    PodStatus {
+        schema: SCHEMA,
+        pod_dir: info.pod_dir.clone(),
+        repo: Some(info.repo.clone()),
+        running: true,
+        pid: Some(std::process::id()),
+        control: true,
+        ports: info.ports.clone(),
+        urls: info
+            .urls
+            .iter()
+            .map(|(name, url)| UrlReport {
+                name: name.clone(),
+                url: url.clone(),
+            })
+            .collect(),
+        services: shared
+            .supervisor
+            .snapshot()
+            .iter()
+            .map(|s| ServiceReport::from_status(s, info.probed.contains(&s.name)))
+            .collect(),
+    }
+}
