@@ -32,7 +32,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A bounded buffer of the most recent lines.
 #[derive(Debug)]
 pub(crate) struct Ring {
-    lines: VecDeque<LogLine>,
+    /// Shared with the combined ring, so a line is stored once.
+    lines: VecDeque<Arc<LogLine>>,
     bytes: usize,
     max_lines: usize,
     max_bytes: usize,
@@ -48,7 +49,7 @@ impl Ring {
         }
     }
 
-    pub(crate) fn push(&mut self, line: LogLine) {
+    pub(crate) fn push(&mut self, line: Arc<LogLine>) {
         if self.max_lines == 0 {
             return;
         }
@@ -64,7 +65,7 @@ impl Ring {
     }
 
     pub(crate) fn to_vec(&self) -> Vec<LogLine> {
-        self.lines.iter().cloned().collect()
+        self.lines.iter().map(|l| LogLine::clone(l)).collect()
     }
 
     pub(crate) fn clear(&mut self) {
@@ -333,20 +334,22 @@ impl LogStore {
         let mut ring = lock(&log.ring);
         let mut combined = lock(&self.combined);
         for text in texts.drain(..) {
-            let line = LogLine {
+            let line = Arc::new(LogLine {
                 service: service.to_owned(),
                 stream,
                 text,
                 seq: self.next_seq(),
-            };
-            combined.push(line.clone());
+            });
             if publish {
                 let _ = self.events.send(Event {
                     at: SystemTime::now(),
                     service: Some(line.service.clone()),
-                    kind: EventKind::Log { line: line.clone() },
+                    kind: EventKind::Log {
+                        line: LogLine::clone(&line),
+                    },
                 });
             }
+            combined.push(line.clone());
             ring.push(line);
         }
     }
@@ -360,7 +363,7 @@ impl LogStore {
             text,
             seq: self.next_seq(),
         };
-        lock(&self.combined).push(line);
+        lock(&self.combined).push(Arc::new(line));
     }
 
     /// A copy of a service's ring, or of the combined ring for `None`.
@@ -465,14 +468,14 @@ mod tests {
         };
         let mut ring = Ring::new(3, usize::MAX);
         for t in ["1", "2", "3", "4"] {
-            ring.push(line(t));
+            ring.push(Arc::new(line(t)));
         }
         let texts: Vec<_> = ring.to_vec().into_iter().map(|l| l.text).collect();
         assert_eq!(texts, ["2", "3", "4"]);
 
         let mut ring = Ring::new(100, 2 * (10 + LINE_OVERHEAD));
         for _ in 0..5 {
-            ring.push(line("0123456789"));
+            ring.push(Arc::new(line("0123456789")));
         }
         assert_eq!(ring.to_vec().len(), 2);
     }

@@ -34,7 +34,7 @@ use crate::state::{self, ProcessRecord};
 
 /// How many events a subscriber may fall behind before it starts losing
 /// the oldest (it then receives `RecvError::Lagged`).
-pub const EVENT_CAPACITY: usize = 1024;
+pub const EVENT_CAPACITY: usize = 512;
 
 /// Everything a supervisor is started from.
 #[derive(Debug, Clone, Default)]
@@ -83,6 +83,7 @@ struct Inner {
     status: watch::Receiver<Vec<ServiceStatus>>,
     settled: watch::Receiver<Option<Settled>>,
     finished: watch::Receiver<bool>,
+    reloading: watch::Receiver<bool>,
     names: Vec<String>,
     guard_pid: u32,
 }
@@ -96,7 +97,19 @@ impl Supervisor {
     /// (pid **and** start time must match), starts the orphan guard, opens
     /// the log files, and starts the services in dependency order in a
     /// background task on the current tokio runtime.
+    ///
+    /// Events published before the first [`Supervisor::subscribe`] are not
+    /// replayed (they are in the combined log ring); use
+    /// [`Supervisor::start_subscribed`] to see every event from the start.
     pub async fn start(config: SupervisorConfig) -> Result<Supervisor> {
+        Ok(Self::start_subscribed(config).await?.0)
+    }
+
+    /// Like [`Supervisor::start`], also returning a subscription made before
+    /// any service starts, so no event is missed.
+    pub async fn start_subscribed(
+        config: SupervisorConfig,
+    ) -> Result<(Supervisor, broadcast::Receiver<Event>)> {
         let order = graph::start_order(&config.services)?;
         let names: Vec<String> = config.services.iter().map(|s| s.name.clone()).collect();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
@@ -124,6 +137,11 @@ impl Supervisor {
                 .unwrap_or(Duration::from_secs(5));
             notices = state::stop_leftovers(&previous, grace).await;
         }
+        // In the combined ring before `start` returns; the events follow
+        // once the task runs.
+        for notice in &notices {
+            logs.push_supervisor(notice.clone());
+        }
 
         logs.open_files()
             .map_err(|(path, source)| Error::Write { path, source })?;
@@ -134,6 +152,8 @@ impl Supervisor {
         let (status_tx, status) = watch::channel(Vec::new());
         let (settled_tx, settled) = watch::channel(None);
         let (finished_tx, finished) = watch::channel(false);
+        let (reloading_tx, reloading) = watch::channel(false);
+        let first = events.subscribe();
         let engine = engine::Engine::new(engine::Parts {
             specs: config.services,
             order,
@@ -144,11 +164,12 @@ impl Supervisor {
             backoff: config.backoff,
             status: status_tx,
             settled: settled_tx,
+            reloading: reloading_tx,
             supervisor: ProcessRecord::of(std::process::id()),
         });
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
 
-        Ok(Supervisor {
+        let supervisor = Supervisor {
             inner: Arc::new(Inner {
                 requests,
                 events,
@@ -156,10 +177,12 @@ impl Supervisor {
                 status,
                 settled,
                 finished,
+                reloading,
                 names,
                 guard_pid,
             }),
-        })
+        };
+        Ok((supervisor, first))
     }
 
     fn index(&self, name: &str) -> Result<usize> {
@@ -294,6 +317,11 @@ impl Supervisor {
                 });
             }
         }
+    }
+
+    /// Whether a reload is running or queued.
+    pub fn is_reloading(&self) -> bool {
+        *self.inner.reloading.borrow()
     }
 
     /// Whether the supervisor's task has ended (after a shutdown).

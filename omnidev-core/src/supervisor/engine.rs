@@ -35,6 +35,7 @@ pub(super) struct Parts {
     pub(super) backoff: BackoffPolicy,
     pub(super) status: watch::Sender<Vec<ServiceStatus>>,
     pub(super) settled: watch::Sender<Option<Settled>>,
+    pub(super) reloading: watch::Sender<bool>,
     pub(super) supervisor: ProcessRecord,
 }
 
@@ -164,6 +165,7 @@ pub(super) struct Engine {
     backoff: BackoffPolicy,
     status: watch::Sender<Vec<ServiceStatus>>,
     settled: watch::Sender<Option<Settled>>,
+    reloading: watch::Sender<bool>,
     supervisor: ProcessRecord,
     internal_tx: mpsc::UnboundedSender<Internal>,
     internal_rx: Option<mpsc::UnboundedReceiver<Internal>>,
@@ -196,6 +198,7 @@ impl Engine {
             backoff: parts.backoff,
             status: parts.status,
             settled: parts.settled,
+            reloading: parts.reloading,
             supervisor: parts.supervisor,
             internal_tx,
             internal_rx: Some(internal_rx),
@@ -215,7 +218,11 @@ impl Engine {
             return;
         };
         for message in notices {
-            self.emit(None, EventKind::Notice { message });
+            let _ = self.events.send(Event {
+                at: SystemTime::now(),
+                service: None,
+                kind: EventKind::Notice { message },
+            });
         }
         self.publish_status();
         self.write_state();
@@ -850,6 +857,12 @@ impl Engine {
             }
             self.check_reload();
         }
+        let reloading = self.reload.active.is_some() || self.reload.queued.is_some();
+        self.reloading.send_if_modified(|current| {
+            let changed = *current != reloading;
+            *current = reloading;
+            changed
+        });
         self.check_settled();
     }
 

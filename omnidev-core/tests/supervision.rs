@@ -1,0 +1,718 @@
+//! Supervision behaviour with real processes: dependency order and
+//! readiness, crash restarts and backoff, stop of stubborn process trees,
+//! recovery of leftovers, logs, reloads and the settled rule.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use omnidev_core::process::{group_alive, pid_alive, process_start_time};
+use omnidev_core::spec::{Dependency, ProbeSpec, Readiness};
+use omnidev_core::{
+    BackoffPolicy, Condition, Event, EventKind, ExitStatus, LogConfig, RestartPolicy, ServiceSpec,
+    ServiceState, StopSpec, Supervisor, SupervisorConfig,
+};
+use tokio::sync::broadcast;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn sh(name: &str, script: &str, dir: &Path) -> ServiceSpec {
+    ServiceSpec::new(name, "sh", ["-c", script], dir)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Collects events until `done` says the list is complete, or fails after
+/// the deadline with what was seen.
+async fn events_until(
+    rx: &mut broadcast::Receiver<Event>,
+    seen: &mut Vec<Event>,
+    done: impl Fn(&[Event]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !done(seen) {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(event)) => seen.push(event),
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Err(e)) => panic!("event channel ended: {e}; seen: {seen:#?}"),
+            Err(elapsed) => panic!("condition not met ({elapsed}); seen: {seen:#?}"),
+        }
+    }
+}
+
+async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn is(event: &Event, service: &str, pred: impl Fn(&EventKind) -> bool) -> bool {
+    event.service.as_deref() == Some(service) && pred(&event.kind)
+}
+
+fn position(seen: &[Event], service: &str, pred: impl Fn(&EventKind) -> bool) -> Option<usize> {
+    seen.iter().position(|e| is(e, service, &pred))
+}
+
+fn running(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::State {
+            state: ServiceState::Running { .. }
+        }
+    )
+}
+
+fn count(seen: &[Event], service: &str, pred: impl Fn(&EventKind) -> bool) -> usize {
+    seen.iter().filter(|e| is(e, service, &pred)).count()
+}
+
+fn readiness(probe: ProbeSpec, timeout: Duration) -> Readiness {
+    Readiness {
+        probe,
+        interval: Duration::from_millis(100),
+        timeout,
+    }
+}
+
+fn depends(on: &str, condition: Condition) -> Vec<Dependency> {
+    vec![Dependency {
+        service: on.into(),
+        condition,
+    }]
+}
+
+#[tokio::test]
+async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    // Listens over HTTP only after 1.5 s; the probe times out after 300 ms.
+    let mut a = ServiceSpec::new(
+        "a",
+        "python3",
+        [
+            "-c",
+            &format!(
+                "import time, http.server\ntime.sleep(1.5)\nhttp.server.HTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler).serve_forever()"
+            ),
+        ],
+        dir.path(),
+    );
+    a.readiness = Some(readiness(
+        ProbeSpec::Http {
+            url: format!("http://127.0.0.1:{port}/"),
+            host: Some("localhost".into()),
+        },
+        Duration::from_millis(300),
+    ));
+    let mut b = sh("b", "echo b up; exec sleep 1000", dir.path());
+    b.depends_on = depends("a", Condition::Ready);
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![b, a],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| position(s, "b", running).is_some()).await;
+    let timed_out = position(&seen, "a", |k| matches!(k, EventKind::ProbeTimedOut { .. }))
+        .expect("probe timed out event");
+    let ready = position(&seen, "a", |k| matches!(k, EventKind::Ready)).expect("a ready");
+    let b_running = position(&seen, "b", running).expect("b running");
+    assert!(timed_out < ready, "timeout reported before readiness");
+    assert!(ready < b_running, "b started only after a was ready");
+    let status = supervisor.snapshot();
+    assert!(status.iter().any(|s| s.name == "a" && s.ready));
+    supervisor.shutdown().await.expect("shutdown");
+    assert!(
+        supervisor
+            .snapshot()
+            .iter()
+            .all(|s| s.state == ServiceState::Stopped && s.pid.is_none())
+    );
+}
+
+#[tokio::test]
+async fn crash_restarts_follow_the_backoff_schedule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![sh("a", "echo run; exit 1", dir.path())],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    let mut times = Vec::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while count(&seen, "a", running) < 3 {
+        let event = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("three runs in time")
+            .expect("event");
+        times.push(Instant::now());
+        seen.push(event);
+    }
+    let crashes: Vec<(u32, Duration)> = seen
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Crashed {
+                attempt, backoff, ..
+            } => Some((attempt, backoff)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        crashes,
+        [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))]
+    );
+    // Measured gaps between a crash and the next run honour the backoff.
+    let runs: Vec<usize> = (0..seen.len())
+        .filter(|&i| is(&seen[i], "a", running))
+        .collect();
+    let crash_at: Vec<usize> = (0..seen.len())
+        .filter(|&i| matches!(seen[i].kind, EventKind::Crashed { .. }))
+        .collect();
+    for (n, wait) in [(0, 1.0), (1, 2.0)] {
+        let gap = times[runs[n + 1]] - times[crash_at[n]];
+        assert!(
+            gap.as_secs_f64() >= wait * 0.9,
+            "restart {n} came after {gap:?}, backoff was {wait} s"
+        );
+    }
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_stable_run_resets_the_backoff() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Runs 1 and 2 crash at once; later runs last 1 s, longer than reset_after.
+    let script = "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; \
+                  if [ $n -ge 3 ]; then sleep 1; fi; exit 1";
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![sh("a", script, dir.path())],
+        backoff: BackoffPolicy {
+            steps: vec![
+                Duration::from_millis(100),
+                Duration::from_millis(200),
+                Duration::from_millis(400),
+            ],
+            reset_after: Duration::from_millis(300),
+        },
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    let crashed = |k: &EventKind| matches!(k, EventKind::Crashed { .. });
+    events_until(&mut rx, &mut seen, |s| count(s, "a", crashed) >= 4).await;
+    let attempts: Vec<u32> = seen
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Crashed { attempt, .. } => Some(attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(&attempts[..4], [1, 2, 1, 1]);
+    assert_eq!(supervisor.snapshot()[0].restarts as usize, attempts.len());
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn shutdown_during_a_long_backoff_is_prompt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![sh("a", "exit 1", dir.path())],
+        backoff: BackoffPolicy {
+            steps: vec![Duration::from_secs(30)],
+            reset_after: Duration::from_secs(20),
+        },
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "a", |k| {
+            matches!(
+                k,
+                EventKind::State {
+                    state: ServiceState::Restarting { .. }
+                }
+            )
+        })
+        .is_some()
+    })
+    .await;
+    let started = Instant::now();
+    supervisor.shutdown().await.expect("shutdown");
+    let took = started.elapsed();
+    // Far below the 30 s backoff (the target is < 1 s; slack for load).
+    assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+    assert_eq!(supervisor.snapshot()[0].state, ServiceState::Stopped);
+    assert!(supervisor.is_finished());
+}
+
+#[tokio::test]
+async fn dependency_crash_restarts_dependent_after_ready_and_never_stays_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    // First run: listen, then crash after 1 s. Later runs: listen for good.
+    let script = format!(
+        "import os, socket, sys, time\n\
+         s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('127.0.0.1', {port})); s.listen()\n\
+         if not os.path.exists('crashed'):\n    open('crashed', 'w').close(); time.sleep(1); sys.exit(3)\n\
+         time.sleep(1000)\n"
+    );
+    let mut a = ServiceSpec::new("a", "python3", ["-c", script.as_str()], dir.path());
+    a.readiness = Some(readiness(
+        ProbeSpec::Tcp {
+            address: format!("127.0.0.1:{port}"),
+        },
+        Duration::from_secs(30),
+    ));
+    let mut b = sh("b", "exec sleep 1000", dir.path());
+    b.depends_on = depends("a", Condition::Ready);
+    let mut c = sh("c", "exit 2", dir.path());
+    c.restart = RestartPolicy::Never;
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![a, b, c],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| count(s, "b", running) >= 2).await;
+    let ready_positions: Vec<usize> = (0..seen.len())
+        .filter(|&i| is(&seen[i], "a", |k| matches!(k, EventKind::Ready)))
+        .collect();
+    let b_runs: Vec<usize> = (0..seen.len())
+        .filter(|&i| is(&seen[i], "b", running))
+        .collect();
+    let a_crash = position(&seen, "a", |k| {
+        matches!(
+            k,
+            EventKind::Crashed {
+                status: ExitStatus::Code(3),
+                ..
+            }
+        )
+    })
+    .expect("a crashed");
+    assert_eq!(ready_positions.len(), 2, "a became ready twice");
+    assert!(b_runs[0] > ready_positions[0]);
+    assert!(a_crash < ready_positions[1]);
+    assert!(
+        b_runs[1] > ready_positions[1],
+        "b restarted only after a was ready again"
+    );
+    // c ran once and stays down.
+    assert_eq!(count(&seen, "c", running), 1);
+    let c_state = supervisor.snapshot()[2].state.clone();
+    assert_eq!(
+        c_state,
+        ServiceState::Exited {
+            status: ExitStatus::Code(2)
+        }
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn stop_kills_a_term_ignoring_tree_before_reporting_stopped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Everything ignores SIGTERM (ignored dispositions are inherited), and a
+    // grandchild has a child of its own.
+    let script = "trap '' TERM; sleep 1000 & echo $! > pids; \
+                  sh -c 'sleep 1000 & echo $! >> pids; wait' & echo $! >> pids; \
+                  echo started; wait";
+    let mut a = sh("a", script, dir.path());
+    a.stop = StopSpec {
+        signal: libc::SIGTERM,
+        grace: Duration::from_millis(500),
+    };
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![a],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let pids_file = dir.path().join("pids");
+    wait_until("three descendants", || {
+        std::fs::read_to_string(&pids_file).is_ok_and(|t| t.lines().count() == 3)
+    })
+    .await;
+    let pids: Vec<u32> = std::fs::read_to_string(&pids_file)
+        .expect("pids")
+        .lines()
+        .map(|l| l.trim().parse().expect("pid"))
+        .collect();
+    let pgid = supervisor.snapshot()[0].pid.expect("running") as i32;
+    assert!(pids.iter().all(|&p| pid_alive(p)));
+    let started = Instant::now();
+    supervisor.stop_service("a").await.expect("stop");
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "SIGTERM was ignored, so only SIGKILL after the grace period ends it"
+    );
+    // Reported stopped only once the whole group is gone.
+    assert!(!group_alive(pgid));
+    for pid in pids {
+        assert!(!pid_alive(pid), "descendant {pid} survived");
+    }
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "a", |k| {
+            *k == EventKind::State {
+                state: ServiceState::Stopped,
+            }
+        })
+        .is_some()
+    })
+    .await;
+    let stopping = position(&seen, "a", |k| {
+        matches!(
+            k,
+            EventKind::State {
+                state: ServiceState::Stopping { .. }
+            }
+        )
+    })
+    .expect("stopping");
+    let stopped = position(&seen, "a", |k| {
+        *k == EventKind::State {
+            state: ServiceState::Stopped,
+        }
+    })
+    .expect("stopped");
+    assert!(stopping < stopped);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+fn spawn_own_group(script: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("sh")
+        .args(["-c", script])
+        .process_group(0)
+        .spawn()
+        .expect("spawn leftover")
+}
+
+fn leftover_state(dir: &Path, name: &str, pid: u32, start_time: Option<u64>) -> std::path::PathBuf {
+    let path = dir.join("state.json");
+    let json = serde_json::json!({
+        "version": 1,
+        // A supervisor pid that is not running: pid 0 never is.
+        "supervisor": { "pid": 0, "start-time": null },
+        "services": {
+            name: {
+                "pid": pid, "pgid": pid, "start-time": start_time,
+                "state": { "state": "running", "pid": pid }, "restarts": 0, "ready": false
+            }
+        }
+    });
+    std::fs::write(&path, json.to_string()).expect("write state");
+    path
+}
+
+#[tokio::test]
+async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut leftover = spawn_own_group("sleep 1000 & wait");
+    let pid = leftover.id();
+    wait_until("leftover has a child", || {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .is_ok_and(|c| !c.trim().is_empty())
+    })
+    .await;
+    let state_file = leftover_state(dir.path(), "old", pid, process_start_time(pid));
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![sh("new", "exec sleep 1000", dir.path())],
+        state_file: Some(state_file.clone()),
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    assert!(
+        !group_alive(pid as i32),
+        "leftover group stopped before start returned"
+    );
+    let _ = leftover.wait();
+    let combined = supervisor.logs(None).expect("combined");
+    assert!(
+        combined
+            .iter()
+            .any(|l| l.text.contains("stopping leftover `old`")),
+        "{combined:#?}"
+    );
+    // The state file now describes this supervisor.
+    wait_until("state.json names the new service", || {
+        omnidev_core::read_state(&state_file)
+            .ok()
+            .flatten()
+            .is_some_and(|s| {
+                s.supervisor.pid == std::process::id() && s.services["new"].pid.is_some()
+            })
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+
+    // A live pid whose start time differs from the record is left alone.
+    let mut unrelated = spawn_own_group("exec sleep 1000");
+    let pid = unrelated.id();
+    let wrong = process_start_time(pid).map(|t| t + 12_345);
+    let state_file = leftover_state(dir.path(), "old", pid, wrong);
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![sh("new", "exec sleep 1000", dir.path())],
+        state_file: Some(state_file),
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    assert!(pid_alive(pid), "an unrelated process must not be signalled");
+    let combined = supervisor.logs(None).expect("combined");
+    assert!(combined.iter().any(|l| l.text.contains("left alone")));
+    supervisor.shutdown().await.expect("shutdown");
+    unrelated.kill().expect("kill");
+    let _ = unrelated.wait();
+}
+
+#[tokio::test]
+async fn logs_are_bounded_split_tolerant_and_rotated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let mut many = sh(
+        "many",
+        "i=0; while [ $i -lt 1000 ]; do echo line-$i; i=$((i+1)); done",
+        dir.path(),
+    );
+    many.restart = RestartPolicy::Never;
+    let mut long = sh(
+        "long",
+        "head -c 150000 /dev/zero | tr '\\0' a; echo; printf 'a\\377b\\n'",
+        dir.path(),
+    );
+    long.restart = RestartPolicy::Never;
+    let mut rotating = sh(
+        "rotating",
+        "i=0; while [ $i -lt 1000 ]; do echo \"$i 0123456789012345678901234567890123456789\"; i=$((i+1)); done",
+        dir.path(),
+    );
+    rotating.restart = RestartPolicy::Never;
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![many, long, rotating],
+        log: LogConfig {
+            ring_lines: 100,
+            combined_ring_lines: 150,
+            dir: Some(logs.clone()),
+            max_file_bytes: 10_000,
+            keep_files: 2,
+            ..LogConfig::default()
+        },
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
+        .await
+        .expect("settled");
+    assert!(settled.success, "{settled:?}");
+
+    let many = supervisor.logs(Some("many")).expect("many");
+    assert_eq!(many.len(), 100);
+    assert_eq!(many.last().expect("last").text, "line-999");
+    assert_eq!(many[0].text, "line-900");
+    assert!(supervisor.logs(None).expect("combined").len() <= 150);
+
+    let long = supervisor.logs(Some("long")).expect("long");
+    let sizes: Vec<usize> = long.iter().map(|l| l.text.len()).collect();
+    assert_eq!(sizes[..3], [65_536, 65_536, 150_000 - 2 * 65_536]);
+    assert_eq!(long[3].text, "a\u{fffd}b");
+
+    let file = logs.join("rotating.log");
+    let rotated = |n| omnidev_core::logs::rotated_path(&file, n);
+    for path in [file.clone(), rotated(1), rotated(2)] {
+        let size = std::fs::metadata(&path).expect("log file").len();
+        assert!(
+            size <= 10_000 && size > 0,
+            "{} is {size} bytes",
+            path.display()
+        );
+    }
+    assert!(!rotated(3).exists());
+    let current = std::fs::read_to_string(&file).expect("read");
+    assert!(current.ends_with("999 0123456789012345678901234567890123456789\n"));
+
+    supervisor.clear_logs(Some("many")).expect("clear");
+    assert!(supervisor.logs(Some("many")).expect("many").is_empty());
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_subscriber_that_never_reads_does_not_stall_the_child() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut chatty = sh("chatty", "seq 1 200000", dir.path());
+    chatty.restart = RestartPolicy::Never;
+    let (supervisor, idle_subscriber) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![chatty],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
+        .await
+        .expect("the child finished although nobody read the events");
+    assert!(settled.success);
+    let lines = supervisor.logs(Some("chatty")).expect("logs");
+    assert_eq!(lines.last().expect("last").text, "200000");
+    drop(idle_subscriber);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_burst_of_reloads_restarts_at_most_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sh("a", "exec sleep 1000", dir.path());
+    let mut b = sh("b", "exec sleep 1000", dir.path());
+    b.depends_on = depends("a", Condition::Started);
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![a, b],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| position(s, "b", running).is_some()).await;
+    for _ in 0..10 {
+        supervisor.reload(&["a"]).await.expect("reload");
+    }
+    events_until(&mut rx, &mut seen, |s| {
+        s.iter().any(|e| e.kind == EventKind::Reloading)
+    })
+    .await;
+    wait_until("reloads done", || !supervisor.is_reloading()).await;
+    // Collect what is already queued.
+    while let Ok(event) = rx.try_recv() {
+        seen.push(event);
+    }
+    let a_runs = count(&seen, "a", running);
+    let b_runs = count(&seen, "b", running);
+    assert!((2..=3).contains(&a_runs), "a ran {a_runs} times: {seen:#?}");
+    assert!((2..=3).contains(&b_runs), "b ran {b_runs} times");
+    let reloads = seen
+        .iter()
+        .filter(|e| e.kind == EventKind::Reloading)
+        .count();
+    assert!((1..=2).contains(&reloads));
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn settles_with_the_headless_exit_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut ok = sh("ok", "exit 0", dir.path());
+    ok.restart = RestartPolicy::OnFailure;
+    let mut bad = sh("bad", "exit 4", dir.path());
+    bad.restart = RestartPolicy::Never;
+    let mut blocked = sh("blocked", "exec sleep 1000", dir.path());
+    let mut never_ready = sh("never-ready", "exit 1", dir.path());
+    never_ready.restart = RestartPolicy::Never;
+    never_ready.readiness = Some(readiness(
+        ProbeSpec::Tcp {
+            address: format!("127.0.0.1:{}", free_port()),
+        },
+        Duration::from_secs(30),
+    ));
+    blocked.depends_on = depends("never-ready", Condition::Ready);
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![ok, bad, blocked, never_ready],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
+        .await
+        .expect("settled");
+    assert!(!settled.success);
+    let mut failed = settled.failed.clone();
+    failed.sort();
+    assert_eq!(failed, ["bad", "blocked", "never-ready"]);
+    supervisor.shutdown().await.expect("shutdown");
+
+    let mut fine = sh("fine", "exit 0", dir.path());
+    fine.restart = RestartPolicy::OnFailure;
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![fine],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
+        .await
+        .expect("settled");
+    assert!(settled.success && settled.failed.is_empty());
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn invalid_graphs_and_unknown_names_are_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut b = sh("b", "true", dir.path());
+    b.depends_on = depends("missing", Condition::Ready);
+    let err = Supervisor::start(SupervisorConfig {
+        services: vec![b],
+        ..Default::default()
+    })
+    .await
+    .expect_err("unknown dependency");
+    assert!(err.to_string().contains("missing"), "{err}");
+
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![sh("a", "exec sleep 1000", dir.path())],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let err = supervisor
+        .restart("nope")
+        .await
+        .expect_err("unknown service");
+    assert!(err.to_string().contains("nope"));
+    supervisor.shutdown().await.expect("shutdown");
+    assert!(
+        supervisor.restart("a").await.is_err(),
+        "handle after shutdown"
+    );
+}
+
+#[tokio::test]
+async fn manual_restart_replaces_the_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![sh("a", "exec sleep 1000", dir.path())],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| position(s, "a", running).is_some()).await;
+    let first = supervisor.snapshot()[0].pid.expect("pid");
+    supervisor.restart("a").await.expect("restart");
+    events_until(&mut rx, &mut seen, |s| count(s, "a", running) >= 2).await;
+    let second = supervisor.snapshot()[0].pid.expect("pid");
+    assert_ne!(first, second);
+    assert!(!pid_alive(first));
+    assert_eq!(
+        supervisor.snapshot()[0].restarts,
+        0,
+        "manual restarts are not crashes"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
