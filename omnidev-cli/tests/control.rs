@@ -1,0 +1,444 @@
+//! Driving a detached pod from outside: `up --detach`, `status`, `logs`,
+//! `restart`, `stop`, `ls`, `clean`, the socket's mode and stale sockets.
+//! Real processes and sockets; stub services (sh, python3).
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{TestContext, alive, wait_for};
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A server with a readiness probe that logs 20 numbered lines first, and a
+/// host that depends on it and ticks.
+fn profile(base: u16) -> String {
+    format!(
+        r#"
+[ports]
+server = {base}
+
+[urls]
+server = "http://localhost:{{port.server}}"
+
+[services.server]
+command = ["python3", "-u", "-c", "import http.server, sys\nclass Quiet(http.server.SimpleHTTPRequestHandler):\n    log_message = lambda *args: None\nfor i in range(1, 21): print('line', i)\nhttp.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), Quiet).serve_forever()", "{{port.server}}"]
+ready = {{ http = "http://127.0.0.1:{{port.server}}/", interval-ms = 100 }}
+grace-ms = 2000
+
+[services.host]
+command = ["sh", "-c", "echo host up; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"]
+depends-on = {{ server = "ready" }}
+grace-ms = 2000
+"#
+    )
+}
+
+/// Stops every pod it knows when dropped, so a failing test leaves no
+/// detached pod behind.
+struct Pods<'a> {
+    ctx: &'a TestContext,
+    repos: Vec<PathBuf>,
+}
+
+impl Drop for Pods<'_> {
+    fn drop(&mut self) {
+        for repo in &self.repos {
+            let _ = self
+                .ctx
+                .command()
+                .arg("stop")
+                .arg("--repo")
+                .arg(repo)
+                .output();
+        }
+    }
+}
+
+fn pods(ctx: &TestContext) -> Pods<'_> {
+    Pods {
+        ctx,
+        repos: vec![ctx.repo.clone()],
+    }
+}
+
+fn run(ctx: &TestContext, args: &[&str]) -> Output {
+    ctx.command().args(args).output().expect("run omnidev")
+}
+
+fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
+    let output = run(ctx, args);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "omnidev {args:?}\n{}",
+        ctx.render(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn json(ctx: &TestContext, args: &[&str]) -> Value {
+    let text = run_ok(ctx, args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
+}
+
+fn service<'v>(status: &'v Value, name: &str) -> &'v Value {
+    status["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no service {name} in {status}"))
+}
+
+fn pid_of(status: &Value, name: &str) -> i32 {
+    let pid = service(status, name)["pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{name} has no pid: {status}"));
+    i32::try_from(pid).expect("pid")
+}
+
+fn pod_dir(status: &Value) -> PathBuf {
+    PathBuf::from(status["pod-dir"].as_str().expect("pod-dir"))
+}
+
+/// Runs omnidev in the background and fails the test when it does not end
+/// within `deadline` (a hang), instead of blocking forever.
+fn run_within(ctx: &TestContext, args: &[&str], deadline: Duration) -> Output {
+    let child = ctx
+        .command()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    if let Ok(output) = rx.recv_timeout(deadline) {
+        output.expect("wait")
+    } else {
+        // SAFETY: signalling a child we spawned.
+        unsafe { libc::kill(i32::try_from(pid).expect("pid"), libc::SIGKILL) };
+        panic!("omnidev {args:?} did not finish within {deadline:?}");
+    }
+}
+
+#[test]
+fn detach_status_logs_restart_stop() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24110));
+    let _pods = pods(&ctx);
+
+    let out = run_ok(&ctx, &["up", "--detach"]);
+    assert!(out.contains("pod "), "{out}");
+    assert!(out.contains("server http://localhost:"), "{out}");
+
+    let status = json(&ctx, &["status", "--json"]);
+    assert_eq!(status["schema"], 1);
+    assert_eq!(status["running"], true, "{status}");
+    assert_eq!(status["control"], true, "{status}");
+    assert_eq!(service(&status, "server")["state"], "ready", "{status}");
+    let server = pid_of(&status, "server");
+    let host = pid_of(&status, "host");
+    assert!(alive(server) && alive(host));
+    assert!(status["ports"]["server"].as_u64().is_some(), "{status}");
+    let text = run_ok(&ctx, &["status"]);
+    assert!(text.contains("running (pid"), "{text}");
+
+    // The last five lines of the server's log.
+    let last = run_ok(&ctx, &["logs", "server", "-n", "5"]);
+    assert_eq!(
+        last.lines().collect::<Vec<_>>(),
+        ["line 16", "line 17", "line 18", "line 19", "line 20"]
+    );
+    // All services, prefixed.
+    let all = run_ok(&ctx, &["logs", "-n", "1"]);
+    assert!(all.contains("server | line 20"), "{all}");
+    assert!(all.contains("host   | tick"), "{all}");
+
+    // Following prints lines written after it started.
+    let mut follow = ctx.spawn(&["logs", "host", "-f", "-n", "1"]);
+    let mut lines = BufReader::new(follow.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("read");
+    let first_tick: u32 = first
+        .strip_prefix("tick ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{first}"));
+    let later = lines.nth(2).expect("more lines").expect("read");
+    assert_eq!(later, format!("tick {}", first_tick + 3));
+    let _ = follow.kill();
+    let _ = follow.wait();
+
+    // Restarting the server gives it a new pid; the host follows it.
+    let restarted = run_ok(&ctx, &["restart", "server", "--json"]);
+    let restarted: Value = serde_json::from_str(&restarted).expect("json");
+    let new_server = pid_of(&restarted, "server");
+    assert_ne!(new_server, server);
+    assert!(!alive(server), "old server {server} still runs");
+    wait_for("the host to restart", DEADLINE, || {
+        let status = json(&ctx, &["status", "--json"]);
+        service(&status, "host")["pid"]
+            .as_i64()
+            .is_some_and(|p| p != i64::from(host))
+    });
+
+    // Stop ends every process; status then says stopped.
+    let status = json(&ctx, &["status", "--json"]);
+    let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
+    let host = pid_of(&status, "host");
+    run_ok(&ctx, &["stop"]);
+    for pid in [supervisor, new_server, host] {
+        assert!(!alive(pid), "pid {pid} survived `omnidev stop`");
+    }
+    let status = json(&ctx, &["status", "--json"]);
+    assert_eq!(status["running"], false, "{status}");
+    for s in status["services"].as_array().expect("services") {
+        assert_eq!(s["state"], "stopped", "{status}");
+        assert!(s["pid"].is_null(), "{status}");
+    }
+    let text = run_ok(&ctx, &["status"]);
+    assert!(text.contains("not running"), "{text}");
+    // Stopping again is fine.
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
+fn socket_and_state_are_owner_only() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24210));
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    let dir = pod_dir(&json(&ctx, &["status", "--json"]));
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&dir.join("control.sock")), 0o600);
+    assert_eq!(mode(&dir.join("state.json")) & 0o077, 0);
+    assert_eq!(mode(&dir.join("logs/omnidev.log")) & 0o077, 0);
+    assert_eq!(mode(&dir) & 0o077, 0);
+    run_ok(&ctx, &["stop"]);
+    assert!(!dir.join("control.sock").exists(), "socket left after stop");
+}
+
+#[test]
+fn stale_socket_after_sigkill_is_detected_and_replaced() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24310));
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    let status = json(&ctx, &["status", "--json"]);
+    let dir = pod_dir(&status);
+    let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
+    let server = pid_of(&status, "server");
+    // SAFETY: the supervisor is a process this test started.
+    assert_eq!(unsafe { libc::kill(supervisor, libc::SIGKILL) }, 0);
+    wait_for("the supervisor to die", DEADLINE, || !alive(supervisor));
+    wait_for("the orphan guard to end the server", DEADLINE, || {
+        !alive(server)
+    });
+    assert!(
+        dir.join("control.sock").exists(),
+        "the stale socket is kept"
+    );
+
+    let output = run_within(&ctx, &["status", "--json"], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    let status: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(status["running"], false, "{status}");
+    let output = run_within(&ctx, &["status"], Duration::from_secs(20));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("not running"));
+
+    // The next `up` replaces the stale socket and answers on it.
+    run_ok(&ctx, &["up", "--detach"]);
+    let status = json(&ctx, &["status", "--json"]);
+    assert_eq!(status["control"], true, "{status}");
+    assert_ne!(pid_of(&status, "server"), server);
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
+fn clean_refuses_while_running_and_removes_only_the_pod() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24410));
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    let dir = pod_dir(&json(&ctx, &["status", "--json"]));
+
+    let output = run(&ctx, &["clean"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("already running"),
+        "{}",
+        ctx.render(&output)
+    );
+    assert!(dir.join("pod.toml").is_file());
+
+    run_ok(&ctx, &["stop"]);
+    let sibling = ctx.cache_root().join("other-00000000");
+    std::fs::create_dir_all(&sibling).expect("mkdir");
+    std::fs::write(sibling.join("pod.toml"), "").expect("write");
+    run_ok(&ctx, &["clean"]);
+    assert!(!dir.exists(), "pod dir still there");
+    assert!(
+        sibling.join("pod.toml").is_file(),
+        "a sibling pod was touched"
+    );
+    assert!(
+        ctx.repo.join("omnidev.toml").is_file(),
+        "the checkout was touched"
+    );
+
+    // A directory that is not a pod is never removed.
+    let precious = ctx.root.join("precious");
+    std::fs::create_dir_all(&precious).expect("mkdir");
+    std::fs::write(precious.join("keep"), "x").expect("write");
+    let output = run(
+        &ctx,
+        &["clean", "--pod-dir", precious.to_str().expect("utf-8")],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(precious.join("keep").is_file());
+}
+
+#[test]
+fn ls_lists_running_and_stopped_pods() {
+    let ctx = TestContext::new();
+    let mut guard = pods(&ctx);
+    guard.repos.clear();
+    let mut repos = Vec::new();
+    for (i, name) in ["alpha", "beta", "gamma"].iter().enumerate() {
+        let repo = ctx.root.join(name);
+        std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+        let base = 24510 + u16::try_from(i).expect("small") * 10;
+        std::fs::write(repo.join("omnidev.toml"), profile(base)).expect("write");
+        guard.repos.push(repo.clone());
+        repos.push(repo);
+    }
+    let repo_arg = |r: &PathBuf| r.to_str().expect("utf-8").to_owned();
+    for repo in &repos {
+        run_ok(&ctx, &["up", "--detach", "--repo", &repo_arg(repo)]);
+    }
+    run_ok(&ctx, &["stop", "--repo", &repo_arg(&repos[2])]);
+
+    let list = json(&ctx, &["ls", "--json"]);
+    assert_eq!(list["schema"], 1);
+    let pods = list["pods"].as_array().expect("pods");
+    assert_eq!(pods.len(), 3, "{list}");
+    for (repo, running) in repos.iter().zip([true, true, false]) {
+        let pod = pods
+            .iter()
+            .find(|p| p["repo"].as_str() == Some(repo.to_str().expect("utf-8")))
+            .unwrap_or_else(|| panic!("{} not listed: {list}", repo.display()));
+        assert_eq!(pod["running"], running, "{list}");
+        assert_eq!(pod["pid"].is_u64(), running, "{list}");
+        assert!(pod["ports"]["server"].is_u64(), "{list}");
+    }
+    let ports: std::collections::BTreeSet<u64> = pods
+        .iter()
+        .filter_map(|p| p["ports"]["server"].as_u64())
+        .collect();
+    assert_eq!(ports.len(), 3, "ports must differ between pods: {list}");
+    let text = run_ok(&ctx, &["ls"]);
+    assert_eq!(text.matches("running pid").count(), 2, "{text}");
+    assert_eq!(text.matches("stopped").count(), 1, "{text}");
+    drop(guard);
+    let list = json(&ctx, &["ls", "--json"]);
+    assert!(
+        list["pods"]
+            .as_array()
+            .expect("pods")
+            .iter()
+            .all(|p| p["running"] == false),
+        "{list}"
+    );
+}
+
+#[test]
+fn detach_reports_a_failing_service() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.broken]
+command = ["sh", "-c", "echo cannot open the database; exit 3"]
+restart = "never"
+
+[services.fine]
+command = ["sleep", "300"]
+"#,
+    );
+    let _pods = pods(&ctx);
+    let output = run(&ctx, &["up", "--detach"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(stderr.contains("broken failed"), "{stderr}");
+    assert!(stderr.contains("cannot open the database"), "{stderr}");
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
+fn detach_reports_a_pod_that_cannot_start() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.a]
+command = ["true"]
+depends-on = { b = "started" }
+
+[services.b]
+command = ["true"]
+depends-on = { a = "started" }
+"#,
+    );
+    let output = run(&ctx, &["up", "--detach"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("omnidev.log"),
+        "{}",
+        ctx.render(&output)
+    );
+}
+
+#[test]
+fn commands_on_a_pod_that_never_ran() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24710));
+    let status = json(&ctx, &["status", "--json"]);
+    assert_eq!(status["running"], false, "{status}");
+    assert_eq!(status["control"], false, "{status}");
+    run_ok(&ctx, &["stop"]);
+    let output = run(&ctx, &["restart", "server"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not running"));
+    let output = run(&ctx, &["logs", "server"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let list = json(&ctx, &["ls", "--json"]);
+    assert_eq!(list["pods"].as_array().map(Vec::len), Some(0), "{list}");
+}
+
+#[test]
+fn completions_for_each_shell() {
+    let ctx = TestContext::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run_ok(&ctx, &["completions", shell]);
+        assert!(out.contains("omnidev"), "{shell}: {out}");
+        assert!(out.contains("restart"), "{shell}: {out}");
+    }
+    let output = run(&ctx, &["completions", "tcsh"]);
+    assert_eq!(output.status.code(), Some(2));
+}
