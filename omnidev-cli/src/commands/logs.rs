@@ -268,3 +268,73 @@ fn read_new(source: &mut Source, out: &mut String, colour: bool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn source(path: &Path) -> Source {
+        Source {
+            name: "svc".into(),
+            path: path.to_path_buf(),
+            prefix: "svc | ".into(),
+            file: None,
+            inode: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    fn append(path: &Path, text: &str) {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open");
+        file.write_all(text.as_bytes()).expect("write");
+    }
+
+    #[test]
+    fn follow_reads_across_rotation_truncation_and_partial_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let mut src = source(&path);
+        let mut out = String::new();
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "", "no file yet");
+
+        append(&path, "one\ntw");
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "svc | one\n");
+        append(&path, "o\n");
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "svc | one\nsvc | two\n");
+
+        // Rotation: the rest of the old file, then the new one.
+        append(&path, "three\n");
+        std::fs::rename(&path, omnidev_core::logs::rotated_path(&path, 1)).expect("rename");
+        append(&path, "four\n");
+        out.clear();
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "svc | three\nsvc | four\n");
+
+        // Truncation in place (seen as a file shorter than what was read):
+        // read again from the start.
+        std::fs::write(&path, "").expect("truncate");
+        append(&path, "5\n");
+        out.clear();
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "svc | 5\n");
+    }
+
+    #[test]
+    fn tail_reaches_into_the_rotated_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        std::fs::write(omnidev_core::logs::rotated_path(&path, 1), "a\nb\nc\n").expect("write");
+        assert_eq!(initial_lines(&path, b"d\ne\n", Some(3)), ["c", "d", "e"]);
+        assert_eq!(initial_lines(&path, b"d\ne\n", None), ["d", "e"]);
+        assert_eq!(initial_lines(&path, b"d\ne\n", Some(1)), ["e"]);
+    }
+}
