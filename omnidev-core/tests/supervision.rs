@@ -716,3 +716,56 @@ async fn manual_restart_replaces_the_process() {
     );
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test]
+async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
+    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let target = dir.path().join("node_modules");
+    let manifest = dir.path().join("package.json");
+    let marker = dir.path().join("installs");
+    // An installer that, like npm, leaves its output directory older than
+    // the lockfile it rewrites last.
+    std::fs::create_dir(&target).expect("target");
+    std::fs::write(&manifest, "{}").expect("manifest");
+    let now = std::time::SystemTime::now();
+    let set_mtime = |path: &Path, ago: u64| {
+        std::fs::File::open(path)
+            .expect("open")
+            .set_modified(now - Duration::from_secs(ago))
+            .expect("set mtime");
+    };
+    set_mtime(&target, 60);
+    set_mtime(&manifest, 30);
+    let step = PrepareStep {
+        name: "install".into(),
+        command: CommandSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), format!("echo ran >> '{}'", marker.display())],
+            cwd: dir.path().to_path_buf(),
+            env: std::collections::BTreeMap::new(),
+        },
+        when: PrepareWhen::Stale {
+            target: target.clone(),
+            sources: vec![manifest.clone()],
+        },
+        heartbeat: Duration::from_secs(5),
+    };
+    let mut web = sh("web", "exit 0", dir.path());
+    web.restart = RestartPolicy::Never;
+    web.prepare = vec![step];
+    for _ in 0..2 {
+        let supervisor = Supervisor::start(SupervisorConfig {
+            services: vec![web.clone()],
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+        tokio::time::timeout(DEADLINE, supervisor.wait_settled())
+            .await
+            .expect("settled");
+        supervisor.shutdown().await.expect("shutdown");
+    }
+    let runs = std::fs::read_to_string(&marker).expect("marker");
+    assert_eq!(runs.lines().count(), 1, "the step ran {runs:?}");
+}

@@ -1100,6 +1100,9 @@ async fn run_prepare(
                 false
             }
         };
+        if success {
+            mark_fresh(&step.when);
+        }
         let _ = tx.send(Internal::Emit {
             index,
             kind: EventKind::PrepareFinished {
@@ -1107,5 +1110,16 @@ async fn run_prepare(
                 success,
             },
         });
+    }
+}
+
+/// After a successful stale-only step, stamps its target with the current
+/// time. Installers may leave `node_modules/` older than the lockfile they
+/// rewrite at the end, which would otherwise make every start reinstall.
+fn mark_fresh(when: &PrepareWhen) {
+    if let PrepareWhen::Stale { target, .. } = when
+        && let Ok(file) = std::fs::File::open(target)
+    {
+        let _ = file.set_modified(std::time::SystemTime::now());
     }
 }
