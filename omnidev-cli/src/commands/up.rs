@@ -301,8 +301,9 @@ pub fn run(args: &UpArgs) -> Result<ExitCode> {
 async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Result<ExitCode> {
     // Installed before anything is spawned so no signal is lost.
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
-    let supervisor = Supervisor::start(supervisor_config(&prepared)).await?;
-    let events = supervisor.subscribe();
+    // Subscribed before any service starts, so no event (leftover notices,
+    // the first lines of output) is missed by the front-end.
+    let (supervisor, events) = Supervisor::start_subscribed(supervisor_config(&prepared)).await?;
     let (watchers, watch_notices) = match start_watchers(&prepared, debounce, &supervisor) {
         Ok(w) => w,
         Err(e) => {
@@ -366,9 +367,6 @@ async fn run_tui(
         LogConfig::default().ring_lines,
     );
     app.apply_snapshot(&supervisor.snapshot());
-    for line in supervisor.logs(None)? {
-        app.push_log(&line);
-    }
     for notice in &prepared.notices {
         app.panes[0].push(tui::pane::PaneLine::new("omnidev", notice, true));
     }
@@ -420,24 +418,13 @@ async fn run_headless(
     for line in banner(prepared).iter().chain(&prepared.notices) {
         print(printer.line("omnidev", line));
     }
-    // Lines logged before `subscribe` took effect are in the combined ring:
-    // print them first, then skip events already printed.
-    let mut printed_seq = None;
-    for line in supervisor.logs(None)? {
-        printed_seq = Some(line.seq);
-        print(printer.line(&line.service, &line.text));
-    }
-    let fresh = |event: &omnidev_core::Event| match &event.kind {
-        omnidev_core::EventKind::Log { line } => printed_seq.is_none_or(|s| line.seq > s),
-        _ => true,
-    };
     let settled = supervisor.wait_settled();
     tokio::pin!(settled);
     let code = loop {
         tokio::select! {
             event = events.recv() => match event {
                 Ok(event) => {
-                    if let Some(line) = printer.format(&event).filter(|_| fresh(&event)) {
+                    if let Some(line) = printer.format(&event) {
                         print(line);
                     }
                 }
@@ -449,7 +436,7 @@ async fn run_headless(
             settled = &mut settled => {
                 // Flush what is already queued before leaving.
                 while let Ok(event) = events.try_recv() {
-                    if let Some(line) = printer.format(&event).filter(|_| fresh(&event)) {
+                    if let Some(line) = printer.format(&event) {
                         print(line);
                     }
                 }
