@@ -8,6 +8,7 @@
 //! and how the harness kills whatever a failed case left behind.
 
 mod cli;
+mod control;
 mod dist;
 mod install;
 mod lifecycle;
@@ -98,6 +99,18 @@ const CASES: &[Case] = &[
     Case {
         name: "kill9_of_omnidev_leaves_no_process_within_2s",
         run: lifecycle::kill9_leaves_nothing,
+    },
+    Case {
+        name: "detach_status_logs_restart_stop",
+        run: control::detach_status_logs_restart_stop,
+    },
+    Case {
+        name: "ls_two_running_one_stopped",
+        run: control::ls_two_running_one_stopped,
+    },
+    Case {
+        name: "control_socket_modes_stale_socket_clean",
+        run: control::socket_modes_stale_socket_and_clean,
     },
     Case {
         name: "tui_in_tmux_panes_and_quit",
