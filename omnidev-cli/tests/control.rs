@@ -192,12 +192,19 @@ fn detach_status_logs_restart_stop() {
             .is_some_and(|p| p != i64::from(host))
     });
 
+    // Without a service, the backend restarts (here: every service, as the
+    // profile has no watch rules).
+    let before = json(&ctx, &["status", "--json"]);
+    let after: Value = serde_json::from_str(&run_ok(&ctx, &["restart", "--json"])).expect("json");
+    assert_ne!(pid_of(&after, "server"), pid_of(&before, "server"));
+    assert_ne!(pid_of(&after, "host"), pid_of(&before, "host"));
+
     // Stop ends every process; status then says stopped.
     let status = json(&ctx, &["status", "--json"]);
     let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
-    let host = pid_of(&status, "host");
+    let (server, host) = (pid_of(&status, "server"), pid_of(&status, "host"));
     run_ok(&ctx, &["stop"]);
-    for pid in [supervisor, new_server, host] {
+    for pid in [supervisor, server, host] {
         assert!(!alive(pid), "pid {pid} survived `omnidev stop`");
     }
     let status = json(&ctx, &["status", "--json"]);
