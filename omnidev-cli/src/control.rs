@@ -27,9 +27,10 @@
 //!   watch rules — `server`, then `host` once it is ready; every service when
 //!   no rule exists), like the TUI's `R`. Answered once the restarted
 //!   services run with new pids and are ready (or have failed).
-//! - `wait-ready`: answered once every service is ready (or running without
-//!   a probe, or exited 0), or as soon as one has failed (crashed, exited
-//!   non-zero, or its readiness probe timed out).
+//! - `wait-ready`: answered once every service is ready (its probe passed;
+//!   without a probe, it has kept running for a second; or it exited 0), or
+//!   as soon as one has failed (crashed, exited non-zero, or its readiness
+//!   probe timed out).
 //!
 //! # Responses
 //!

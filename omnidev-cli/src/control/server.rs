@@ -21,6 +21,11 @@ const POLL: Duration = Duration::from_millis(100);
 /// How long `restart` waits for the restarted services before answering.
 const RESTART_DEADLINE: Duration = Duration::from_secs(300);
 
+/// How long a service without a readiness probe must keep running before
+/// `wait-ready` counts it as ready: a service that fails at once (bad
+/// flag, missing file) is then reported as failed instead of ready.
+const STABLE: Duration = Duration::from_secs(1);
+
 /// Longest request line accepted.
 const MAX_REQUEST: u64 = 64 * 1024;
 
@@ -81,6 +86,8 @@ struct Shared {
     supervisor: Supervisor,
     /// Services whose readiness probe timed out since they last started.
     timed_out: Mutex<HashSet<String>>,
+    /// When each probe-less service was first seen running, by pid.
+    running_since: Mutex<HashMap<String, (u32, tokio::time::Instant)>>,
 }
 
 impl ControlServer {
@@ -110,6 +117,7 @@ impl ControlServer {
             info,
             supervisor,
             timed_out: Mutex::new(HashSet::new()),
+            running_since: Mutex::new(HashMap::new()),
         });
         let tracker = tokio::spawn(track_probe_timeouts(shared.clone()));
         let acceptor = tokio::spawn(async move {
@@ -287,6 +295,21 @@ fn ready_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
+    let mut running_since = shared
+        .running_since
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = tokio::time::Instant::now();
+    let mut stable = |s: &ServiceStatus| match (&s.state, shared.info.probed.contains(&s.name)) {
+        (ServiceState::Running { pid }, false) => {
+            let since = running_since.entry(s.name.clone()).or_insert((*pid, now));
+            if since.0 != *pid {
+                *since = (*pid, now);
+            }
+            now.duration_since(since.1) >= STABLE
+        }
+        _ => true,
+    };
     let mut failed = Vec::new();
     let mut pending = false;
     for s in snapshot
@@ -295,7 +318,7 @@ fn ready_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>
     {
         if settled_failure(s) || (!s.ready && timed_out.contains(&s.name)) {
             failed.push(s.name.clone());
-        } else if !(s.ready || ended(s)) {
+        } else if !((s.ready && stable(s)) || ended(s)) {
             pending = true;
         }
     }
