@@ -70,15 +70,6 @@ pub enum Error {
     )]
     NothingToRun,
 
-    /// A feature that is not available yet.
-    #[error("`{feature}` is not available yet")]
-    #[diagnostic(code(omnidev::unavailable), help("{help}"))]
-    Unavailable {
-        /// The flag or command.
-        feature: &'static str,
-        /// What to do instead.
-        help: &'static str,
-    },
 
     /// The command of `omnidev exec` could not be started.
     #[error("could not run `{program}`")]

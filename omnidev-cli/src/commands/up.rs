@@ -278,12 +278,6 @@ pub fn start_watchers(
 
 /// Runs `omnidev up`.
 pub fn run(args: &UpArgs) -> Result<ExitCode> {
-    if args.detach {
-        return Err(Error::Unavailable {
-            feature: "--detach",
-            help: "run `omnidev up --headless` in the background (e.g. with nohup) for now",
-        });
-    }
     let checkout = resolve_checkout(&args.pod)?;
     let prepared = prepare(checkout, args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
