@@ -37,17 +37,17 @@ impl Tmux<'_, '_> {
         self.run(&["capture-pane", "-p", "-t", "pod"])
     }
 
-    /// `Some(exit status)` once omnidev (the pane's program) has exited; the
-    /// pane stays around (`remain-on-exit`) so that its status can be read.
-    fn dead(&self) -> Result<Option<String>> {
-        let state = self.run(&[
-            "display-message",
-            "-p",
-            "-t",
-            "pod",
-            "#{pane_dead} #{pane_dead_status}",
-        ])?;
-        Ok(state.trim().strip_prefix("1 ").map(str::to_string))
+    /// `Some(exit status)` once omnidev has exited, as reported by the
+    /// wrapper shell on the screen (the pane stays, `remain-on-exit`).
+    /// tmux's own `pane_dead_status` is not used: tmux 3.3a sometimes marks
+    /// the pane dead without ever reporting a status, even for `exit 0`.
+    fn ended(&self) -> Result<Option<String>> {
+        let screen = self.screen()?;
+        Ok(screen.lines().find_map(|line| {
+            line.trim()
+                .strip_prefix(ENDED)
+                .map(|status| status.trim().to_string())
+        }))
     }
 
     /// Wait until the screen satisfies `check`, which explains what is wrong
@@ -60,7 +60,7 @@ impl Tmux<'_, '_> {
     ) -> Result<String> {
         let mut last = String::new();
         util::wait_for(what, timeout, || {
-            if let Some(status) = self.dead()? {
+            if let Some(status) = self.ended()? {
                 bail!("omnidev exited (status {status}); last screen:\n{last}");
             }
             let screen = self.screen()?;
@@ -82,6 +82,8 @@ impl Drop for Tmux<'_, '_> {
 }
 
 const SERVER: &str = "omnigent-server:";
+/// What the wrapper shell prints when omnidev has ended, before its status.
+const ENDED: &str = "omnidev ended with status";
 const HOST: &str = "omnigent-host:";
 const WEB: &str = "omnigent-web:";
 
@@ -106,8 +108,10 @@ pub fn panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         socket: format!("omnidev-e2e-{}", std::process::id()),
     };
     // The pod's processes carry the case's own tag; tmux and its shell a sub-tag.
+    // The shell stays to report how omnidev ended (`$?`, 128 + signal for
+    // a death by signal).
     let launch = format!(
-        "env OMNIDEV_E2E_TAG='{}' '{}' up --repo '{}'",
+        "env OMNIDEV_E2E_TAG='{}' '{}' up --repo '{}'; status=$?; echo \"{ENDED} $status\"; exit $status",
         ctx.tag,
         ctx.omnidev_path().display(),
         repo.display()
@@ -166,7 +170,14 @@ pub fn panes_and_quit(ctx: &mut Ctx) -> Result<()> {
 
     tmux.run(&["send-keys", "-t", "pod", "q"])?;
     let status =
-        util::wait_for("omnidev to quit on `q`", SOON, || tmux.dead()).context("after q")?;
+        util::wait_for("omnidev to quit on `q`", SOON, || tmux.ended()).map_err(|error| {
+            anyhow::anyhow!(
+                "after q: {error}; processes of the pod:\n{}\nomnidev processes (incl. zombies):\n{}\nlast screen:\n{}",
+                super::describe(&ctx.pod_processes()),
+                omnidev_threads(&repo, &tmux),
+                tmux.screen().unwrap_or_default()
+            )
+        })?;
     ensure!(
         status == "0",
         "omnidev exited with status {status} after q:\n{}",
@@ -180,4 +191,84 @@ pub fn panes_and_quit(ctx: &mut Ctx) -> Result<()> {
 /// Best-effort key press used while polling (focus the combined pane).
 fn tmux_send(tmux: &Tmux, key: &str) {
     let _ = tmux.run(&["send-keys", "-t", "pod", key]);
+}
+
+/// Diagnostics for a hang: every process running omnidev on `repo`, with
+/// its state and each thread's state and wait channel.
+fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
+    use std::fmt::Write as _;
+    let needle = repo.display().to_string();
+    let pane = tmux
+        .run(&[
+            "display-message",
+            "-p",
+            "-t",
+            "pod",
+            "#{pane_pid} #{pane_tty} #{pane_dead}",
+        ])
+        .unwrap_or_default();
+    let mut report = format!("  pane (pid tty dead): {}", pane.trim());
+    let tty = pane.split_whitespace().nth(1).unwrap_or("-").to_string();
+    report.push_str("\n  holders of the pane's tty:");
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let holds = std::fs::read_dir(entry.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy() == tty)
+            });
+        if holds {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let _ = write!(
+                report,
+                "\n    {:?}: {}",
+                entry.file_name().display(),
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            );
+        }
+    }
+    report.push('\n');
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !cmdline.contains(" up --repo ")
+            || !cmdline.contains(&needle)
+            || cmdline.starts_with("env ")
+        {
+            continue;
+        }
+        let _ = writeln!(
+            report,
+            "  pid {pid} {:?}: {cmdline}",
+            super::process_state(pid)
+        );
+        for task in std::fs::read_dir(entry.path().join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let read =
+                |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
+            let stat = read("stat");
+            let state = stat
+                .rfind(')')
+                .map_or("?", |i| stat[i + 2..].split(' ').next().unwrap_or("?"));
+            let _ = writeln!(
+                report,
+                "    task {:?} {} state {state} wchan {}",
+                task.file_name().display(),
+                read("comm").trim(),
+                read("wchan")
+            );
+        }
+    }
+    report
 }
