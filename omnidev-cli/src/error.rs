@@ -70,7 +70,6 @@ pub enum Error {
     )]
     NothingToRun,
 
-
     /// The command of `omnidev exec` could not be started.
     #[error("could not run `{program}`")]
     #[diagnostic(
