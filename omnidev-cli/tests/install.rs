@@ -267,11 +267,13 @@ fn ten_checks_on_a_stale_cache_start_exactly_one_detached_refresh() {
     cx.write_cache(now() - 25 * 60 * 60, OLD, OLD, None);
     let release = cx.path("release");
     // The fake refresh records its stdin (to prove it is detached) and holds
-    // the inherited lock until the test releases it.
+    // the inherited lock until the test releases it — or for at most 60 s,
+    // so a failed test never leaves it behind.
     let body = format!(
-        "PATH=/usr/bin:/bin\nreadlink /proc/$$/fd/0 >> '{stdin}'\nwhile [ ! -e '{release}' ]; do sleep 0.05; done\n",
+        "PATH=/usr/bin:/bin\nreadlink /proc/$$/fd/0 >> '{stdin}'\nfor _ in $(seq 1200); do [ -e '{release}' ] && break; sleep 0.05; done\n: > '{finished}'\n",
         stdin = cx.path("refresh-stdin").display(),
-        release = release.display()
+        release = release.display(),
+        finished = cx.path("refresh-finished").display(),
     );
     cx.fake("omnidev", &body);
     let mut checks: Vec<_> = (0..10)
@@ -310,6 +312,9 @@ fn ten_checks_on_a_stale_cache_start_exactly_one_detached_refresh() {
     );
     assert_eq!(cx.markers(), ["omnidev"], "nothing but the refresh ran");
     std::fs::write(&release, "").expect("release");
+    wait_for("the refresh to finish", || {
+        cx.path("refresh-finished").exists()
+    });
 }
 
 #[test]
