@@ -54,7 +54,10 @@ restart = "never"
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
     assert!(stdout.contains("bad     | failing"), "{stdout}");
-    assert!(stdout.contains("exit code 3"), "{stdout}");
+    assert!(stdout.contains("bad crashed (exit code 3)"), "{stdout}");
+    // A clean one-shot exit is reported as an exit, never as a crash.
+    assert!(stdout.contains("ok exited (exit code 0)"), "{stdout}");
+    assert!(!stdout.contains("ok crashed"), "{stdout}");
 }
 
 #[test]

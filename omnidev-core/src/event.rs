@@ -112,7 +112,10 @@ pub enum EventKind {
         /// The timeout that passed.
         after: Duration,
     },
-    /// An exit the supervisor did not ask for.
+    /// An exit the supervisor did not ask for that is followed by a
+    /// restart, or that failed (non-zero code or a signal). A clean exit
+    /// that is not restarted (a finished one-shot) only changes the state to
+    /// [`ServiceState::Exited`].
     Crashed {
         /// How it ended.
         status: ExitStatus,

@@ -774,7 +774,9 @@ impl Engine {
             );
             self.set_state(index, ServiceState::Restarting { after, attempt });
         } else {
-            if !self.shutting_down {
+            // A clean exit that is not restarted is a finished one-shot, not
+            // a crash; its `Exited` state says all there is to say.
+            if !self.shutting_down && !status.success() {
                 self.emit(
                     Some(index),
                     EventKind::Crashed {
