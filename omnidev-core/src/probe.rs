@@ -84,7 +84,8 @@ impl Probe for TcpProbe {
 }
 
 /// A command exiting 0 (run in its own process group, output discarded,
-/// killed with its group after 10 s).
+/// killed with its group after 10 s, when the check is abandoned, and once
+/// it has answered, so nothing it started outlives the check).
 #[derive(Debug)]
 pub struct CommandProbe {
     command: CommandSpec,
@@ -104,17 +105,29 @@ impl Probe for CommandProbe {
             .map_err(|e| format!("could not run `{}`: {e}", self.command.program))?;
         drop(child.stdout.take());
         drop(child.stderr.take());
-        let pgid = child.id().map_or(0, |p| p as i32);
+        // Killed when the check ends in any way, including being dropped
+        // when the engine aborts the probe of a service that stops.
+        let group = KillGroupOnDrop(child.id().map_or(0, |p| p as i32));
         match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
             Ok(Ok(status)) if status.success() => Ok(()),
             Ok(Ok(status)) => Err(format!("probe command ended with {status}")),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => {
-                crate::process::signal_group(pgid, libc::SIGKILL);
+                drop(group);
                 let _ = child.wait().await;
                 Err("probe command timed out".to_owned())
             }
         }
+    }
+}
+
+/// SIGKILLs a process group when dropped. (A dropped `tokio` child is not
+/// killed, and would be in its own session, out of everyone's reach.)
+struct KillGroupOnDrop(i32);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        crate::process::signal_group(self.0, libc::SIGKILL);
     }
 }
 
@@ -225,6 +238,45 @@ mod tests {
         });
         assert!(ok.check().await.is_ok());
         assert!(bad.check().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_command_check_leaves_no_process() {
+        // The engine aborts the probe task when the service stops or exits;
+        // the command's group must not outlive the check.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pid_file = dir.path().join("pid");
+        let probe = CommandProbe::new(CommandSpec {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("sleep 1000 & echo $! > {}; wait", pid_file.display()),
+            ],
+            ..Default::default()
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let pid = {
+            let check = probe.check();
+            tokio::pin!(check);
+            loop {
+                tokio::select! {
+                    _ = &mut check => panic!("the probe command ended on its own"),
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+                let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
+                if let Ok(pid) = text.trim().parse::<u32>() {
+                    break pid;
+                }
+                assert!(std::time::Instant::now() < deadline, "no pid written");
+            }
+        };
+        while crate::process::pid_alive(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "probe's child {pid} outlived the check"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     #[tokio::test]
