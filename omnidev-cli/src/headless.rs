@@ -80,31 +80,15 @@ impl Printer {
 mod tests {
     use std::time::SystemTime;
 
-    use omnidev_core::{LogLine, Stream};
-
     use super::*;
-
-    fn log(service: &str, text: &str) -> Event {
-        Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: Some(service.into()),
-            kind: EventKind::Log {
-                line: LogLine {
-                    service: service.into(),
-                    stream: Stream::Stdout,
-                    text: text.into(),
-                    seq: 1,
-                },
-            },
-        }
-    }
+    use crate::tui::app::tests::log;
 
     #[test]
     fn plain_output_is_padded_and_stripped() {
         let printer = Printer::new(&["server".into(), "db".into()], false);
         assert_eq!(
             printer
-                .format(&log("db", "\x1b[31mready\x1b[0m"))
+                .format(&log("db", "\x1b[31mready\x1b[0m", 1))
                 .as_deref(),
             Some("db      | ready")
         );
@@ -123,7 +107,7 @@ mod tests {
     fn coloured_output_keeps_child_colours() {
         let printer = Printer::new(&["server".into()], true);
         let out = printer
-            .format(&log("server", "\x1b[31mx\x1b[0m"))
+            .format(&log("server", "\x1b[31mx\x1b[0m", 1))
             .expect("line");
         assert!(out.starts_with("\x1b[36mserver "), "{out:?}");
         assert!(out.ends_with("\x1b[31mx\x1b[0m"), "{out:?}");

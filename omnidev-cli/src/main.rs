@@ -14,7 +14,6 @@ mod watch;
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     // Fancy, coloured diagnostics; plain when NO_COLOR or not a terminal
-    // (miette's own detection).
     // (miette's own detection). Off a terminal, lines are not wrapped, so
     // logs and CI output keep each message on one line.
     let _ = miette::set_hook(Box::new(|_| {

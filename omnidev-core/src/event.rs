@@ -30,6 +30,23 @@ pub struct LogLine {
     pub seq: u64,
 }
 
+impl LogLine {
+    /// A line of `service`'s output from `stream`, numbered `seq`.
+    pub fn new(
+        service: impl Into<String>,
+        stream: Stream,
+        text: impl Into<String>,
+        seq: u64,
+    ) -> Self {
+        Self {
+            service: service.into(),
+            stream,
+            text: text.into(),
+            seq,
+        }
+    }
+}
+
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -159,6 +176,18 @@ pub struct Event {
     pub service: Option<String>,
     /// What happened.
     pub kind: EventKind,
+}
+
+impl Event {
+    /// The event that publishes `line`: stamped now, attributed to the
+    /// line's service.
+    pub fn log(line: LogLine) -> Self {
+        Self {
+            at: SystemTime::now(),
+            service: Some(line.service.clone()),
+            kind: EventKind::Log { line },
+        }
+    }
 }
 
 /// A service's current status, as returned by a snapshot.

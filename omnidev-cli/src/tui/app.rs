@@ -302,7 +302,7 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::SystemTime;
 
     use omnidev_core::LogLine;
@@ -322,19 +322,10 @@ mod tests {
         )
     }
 
-    fn log(service: &str, text: &str, seq: u64) -> Event {
-        Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: Some(service.into()),
-            kind: EventKind::Log {
-                line: LogLine {
-                    service: service.into(),
-                    stream: Stream::Stdout,
-                    text: text.into(),
-                    seq,
-                },
-            },
-        }
+    /// A line of `service`'s stdout, as the supervisor publishes it (shared
+    /// by the TUI and headless tests).
+    pub(crate) fn log(service: &str, text: &str, seq: u64) -> Event {
+        Event::log(LogLine::new(service, Stream::Stdout, text, seq))
     }
 
     #[test]

@@ -387,27 +387,13 @@ mod tests {
     use std::time::SystemTime;
 
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use omnidev_core::{Event, EventKind, ExitStatus, LogLine, Stream};
+    use omnidev_core::{Event, EventKind, ExitStatus};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
     use super::*;
     use crate::tui::app::PodInfo;
-
-    fn log(service: &str, text: &str, seq: u64) -> Event {
-        Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: Some(service.into()),
-            kind: EventKind::Log {
-                line: LogLine {
-                    service: service.into(),
-                    stream: Stream::Stdout,
-                    text: text.into(),
-                    seq,
-                },
-            },
-        }
-    }
+    use crate::tui::app::tests::log;
 
     fn state(service: &str, state: ServiceState) -> Event {
         Event {
