@@ -1,11 +1,12 @@
 //! The update-check cache (`omnigent-check.json`): what the hot path reads.
 
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Result, fs};
+use crate::{Error, Result, fs};
 
 /// How long a cache entry counts as fresh.
 pub const MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
@@ -52,6 +53,31 @@ impl CheckCache {
         fs::write_atomic(path, text.as_bytes())
     }
 
+    /// Builds the new entry from the current one with `change` and writes
+    /// it, under an exclusive lock on [`lock_path`]`(path)`.
+    ///
+    /// The writers run concurrently — a background refresh, a decline at
+    /// the prompt of `check`, an install or update — and each must build on
+    /// the others' last word: a decline typed while a refresh waits for the
+    /// network is not lost. Readers need no lock (writes are atomic renames).
+    pub fn modify(path: &Path, change: impl FnOnce(Option<Self>) -> Self) -> Result<Self> {
+        let lock_path = lock_path(path);
+        if let Some(dir) = lock_path.parent() {
+            fs::create_private_dir(dir)?;
+        }
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| Error::io("open", &lock_path, source))?;
+        lock.lock()
+            .map_err(|source| Error::io("lock", &lock_path, source))?;
+        let cache = change(Self::load(path));
+        cache.save(path)?;
+        Ok(cache)
+    }
+
     /// Whether the entry is older than [`MAX_AGE`] at `now` (or written in
     /// the future by a clock that has since been corrected).
     pub fn is_stale(&self, now: SystemTime) -> bool {
@@ -74,6 +100,12 @@ impl CheckCache {
             reference: self.reference.clone(),
         })
     }
+}
+
+/// The lock serialising writers of the cache at `path` (see
+/// [`CheckCache::modify`]): `omnigent-check.lock` beside it.
+pub fn lock_path(path: &Path) -> PathBuf {
+    path.with_extension("lock")
 }
 
 /// A newer commit than the installed one.
@@ -147,5 +179,27 @@ mod tests {
         };
         cache.save(&path).expect("save");
         assert_eq!(CheckCache::load(&path), Some(cache));
+    }
+
+    #[test]
+    fn concurrent_modifications_lose_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("omnidev/c.json");
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..25 {
+                        CheckCache::modify(&path, |current| {
+                            let mut cache = current.unwrap_or_default();
+                            cache.checked_at += 1;
+                            cache
+                        })
+                        .expect("modify");
+                    }
+                });
+            }
+        });
+        assert_eq!(CheckCache::load(&path).map(|c| c.checked_at), Some(200));
+        assert!(lock_path(&path).ends_with("omnidev/c.lock"));
     }
 }

@@ -46,10 +46,11 @@ pub fn evaluate(paths: &Paths, now: SystemTime) -> CheckReport {
 
 /// Remembers that the user declined `commit`, so it is not offered again.
 pub fn decline(paths: &Paths, commit: &str) -> Result<()> {
-    let path = paths.check_cache();
-    let mut cache = CheckCache::load(&path).unwrap_or_default();
-    cache.declined_commit = Some(commit.to_owned());
-    cache.save(&path)
+    CheckCache::modify(&paths.check_cache(), |current| CheckCache {
+        declined_commit: Some(commit.to_owned()),
+        ..current.unwrap_or_default()
+    })
+    .map(drop)
 }
 
 /// The outcome of [`start_background_refresh`].

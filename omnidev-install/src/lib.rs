@@ -16,6 +16,9 @@
 //!   declined commit; corrupt → a miss, rewritten by the next refresh).
 //! - `${XDG_CACHE_HOME:-~/.cache}/omnidev/omnigent-refresh.lock`: the
 //!   single-flight lock of the background refresh.
+//! - `${XDG_CACHE_HOME:-~/.cache}/omnidev/omnigent-check.lock`: serialises
+//!   the cache's writers (refresh, a declined prompt, install/update), so
+//!   none loses another's change; the hot path reads without it.
 //!
 //! # The hot path
 //!

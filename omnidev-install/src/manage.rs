@@ -60,19 +60,18 @@ pub fn saved_choice(paths: &Paths) -> Result<InstallChoice> {
 fn record_installed(paths: &Paths, choice: &InstallChoice, now: SystemTime) -> Result<Installed> {
     let tool_dir = uv::tool_dir()?;
     let commit = uv::installed_commit(&tool_dir)?;
-    let path = paths.check_cache();
-    let previous = CheckCache::load(&path).filter(|c| same_target(c, choice));
-    CheckCache {
+    CheckCache::modify(&paths.check_cache(), |current| CheckCache {
         checked_at: unix_seconds(now),
         repo: choice.repo.clone(),
         reference: choice.reference.clone(),
         remote_commit: Some(commit.clone()),
         installed_commit: Some(commit.clone()),
         tool_dir: Some(tool_dir.clone()),
-        declined_commit: previous.and_then(|c| c.declined_commit),
+        declined_commit: current
+            .filter(|c| same_target(c, choice))
+            .and_then(|c| c.declined_commit),
         last_error: None,
-    }
-    .save(&path)?;
+    })?;
     Ok(Installed {
         commit,
         tool_dir,
@@ -88,46 +87,44 @@ fn same_target(cache: &CheckCache, choice: &InstallChoice) -> bool {
 /// `source`, re-read the installed commit, and rewrite the cache atomically
 /// (a corrupt cache is simply replaced).
 ///
+/// The entry is built from the cache as it is *after* the lookup (see
+/// [`CheckCache::modify`]), so a decline or an update that finished while
+/// the lookup waited for the network is kept.
+///
 /// A failed lookup still rewrites the cache — keeping what was known and
 /// recording the error — dated so the next try comes after
 /// [`RETRY_AFTER_FAILURE`] rather than from the very next shell.
 pub async fn refresh(paths: &Paths, source: &dyn Source, now: SystemTime) -> Result<CheckCache> {
     let choice = saved_choice(paths)?;
     choice.validate()?;
-    let path = paths.check_cache();
-    let previous = CheckCache::load(&path).filter(|c| same_target(c, &choice));
-    let tool_dir = uv::tool_dir()
-        .ok()
-        .or_else(|| previous.as_ref().and_then(|c| c.tool_dir.clone()));
-    let installed_commit = tool_dir
-        .as_deref()
-        .and_then(|dir| uv::installed_commit(dir).ok());
-    let mut cache = CheckCache {
-        checked_at: unix_seconds(now),
-        repo: choice.repo.clone(),
-        reference: choice.reference.clone(),
-        remote_commit: None,
-        installed_commit,
-        tool_dir,
-        declined_commit: previous.as_ref().and_then(|c| c.declined_commit.clone()),
-        last_error: None,
-    };
-    match source.remote_commit(&choice.repo, &choice.reference).await {
-        Ok(commit) => {
-            cache.remote_commit = Some(commit);
-            cache.save(&path)?;
-            Ok(cache)
+    let tool_dir = uv::tool_dir().ok();
+    let lookup = source.remote_commit(&choice.repo, &choice.reference).await;
+    let cache = CheckCache::modify(&paths.check_cache(), |current| {
+        let previous = current.filter(|c| same_target(c, &choice));
+        let tool_dir = tool_dir.or_else(|| previous.as_ref().and_then(|c| c.tool_dir.clone()));
+        let installed_commit = tool_dir
+            .as_deref()
+            .and_then(|dir| uv::installed_commit(dir).ok());
+        let (remote_commit, last_error, checked_at) = match &lookup {
+            Ok(commit) => (Some(commit.clone()), None, unix_seconds(now)),
+            Err(error) => (
+                previous.as_ref().and_then(|c| c.remote_commit.clone()),
+                Some(error.to_string()),
+                unix_seconds(now).saturating_sub(MAX_AGE.as_secs() - RETRY_AFTER_FAILURE.as_secs()),
+            ),
+        };
+        CheckCache {
+            checked_at,
+            repo: choice.repo.clone(),
+            reference: choice.reference.clone(),
+            remote_commit,
+            installed_commit,
+            tool_dir,
+            declined_commit: previous.and_then(|c| c.declined_commit),
+            last_error,
         }
-        Err(error) => {
-            cache.remote_commit = previous.and_then(|c| c.remote_commit);
-            cache.last_error = Some(error.to_string());
-            cache.checked_at = cache
-                .checked_at
-                .saturating_sub(MAX_AGE.as_secs() - RETRY_AFTER_FAILURE.as_secs());
-            cache.save(&path)?;
-            Err(error)
-        }
-    }
+    })?;
+    lookup.map(|_| cache)
 }
 
 #[cfg(test)]
@@ -150,6 +147,22 @@ mod tests {
                 repo: repo.to_owned(),
                 reference: reference.to_owned(),
             })
+        }
+    }
+
+    /// A [`Source`] that, while "on the network", lets the user decline
+    /// `commit` at the prompt of a concurrent `check`.
+    #[derive(Debug)]
+    struct DeclineDuringLookup {
+        paths: Paths,
+        commit: &'static str,
+    }
+
+    #[async_trait]
+    impl Source for DeclineDuringLookup {
+        async fn remote_commit(&self, _repo: &str, _reference: &str) -> Result<String> {
+            crate::check::decline(&self.paths, self.commit)?;
+            Ok(self.commit.to_owned())
         }
     }
 
@@ -204,5 +217,40 @@ mod tests {
             "no refresh storm right after a failure"
         );
         assert!(cache.is_stale(now + RETRY_AFTER_FAILURE + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_decline_during_the_lookup_is_not_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let paths = Paths {
+            config_dir: dir.path().join("config"),
+            cache_dir: dir.path().join("cache"),
+        };
+        let choice = InstallChoice {
+            repo: "file:///nowhere/omnigent.git".into(),
+            ..InstallChoice::default()
+        };
+        choice.save(&paths.install_toml()).expect("save choice");
+        CheckCache {
+            repo: choice.repo.clone(),
+            reference: choice.reference.clone(),
+            installed_commit: Some("old".into()),
+            remote_commit: Some("new".into()),
+            ..CheckCache::default()
+        }
+        .save(&paths.check_cache())
+        .expect("seed cache");
+
+        let source = DeclineDuringLookup {
+            paths: paths.clone(),
+            commit: "new",
+        };
+        let cache = block_on(refresh(&paths, &source, SystemTime::now())).expect("refresh");
+        assert_eq!(cache.declined_commit.as_deref(), Some("new"));
+        assert_eq!(
+            CheckCache::load(&paths.check_cache()).and_then(|c| c.declined_commit),
+            Some("new".to_owned()),
+            "the refresh kept the decline written while it ran"
+        );
     }
 }
