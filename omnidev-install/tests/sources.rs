@@ -178,6 +178,27 @@ fn github_api_errors_and_timeout() {
 }
 
 #[test]
+fn github_api_refuses_an_unsafe_ref_without_asking() {
+    let server = serve(Reply::Sha);
+    let api = GitHubApi::new(&server.base, Duration::from_secs(10)).expect("client");
+    let rt = runtime();
+    for reference in ["../../../user", "-x", "a b"] {
+        let error = rt
+            .block_on(api.remote_commit("https://github.com/o/r.git", reference))
+            .expect_err("rejected");
+        assert!(
+            matches!(error, Error::UnsafeRef { .. }),
+            "{reference}: {error}"
+        );
+    }
+    assert_eq!(
+        server.requests.lock().expect("lock").len(),
+        0,
+        "no request was sent"
+    );
+}
+
+#[test]
 fn git_ls_remote_matches_exact_refs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (url, main, v1, v2) = bare_repo(dir.path());

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{Source, full_sha};
-use crate::{Error, Result};
+use crate::{Error, Result, validate_ref};
 
 /// Environment variable overriding the API base URL (default
 /// `https://api.github.com`), e.g. for GitHub Enterprise or a test server.
@@ -64,6 +64,9 @@ impl GitHubApi {
 #[async_trait]
 impl Source for GitHubApi {
     async fn remote_commit(&self, repo_url: &str, reference: &str) -> Result<String> {
+        // URL parsing resolves `..` segments: an unchecked ref could name
+        // another API endpoint.
+        validate_ref(reference)?;
         let (owner, repo) = github_repo(repo_url).ok_or_else(|| Error::NotGitHub {
             repo: repo_url.to_owned(),
         })?;
