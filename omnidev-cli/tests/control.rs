@@ -449,3 +449,44 @@ fn completions_for_each_shell() {
     let output = run(&ctx, &["completions", "tcsh"]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn restart_of_an_exited_service_waits_for_the_new_run() {
+    // `flaky` fails its first run and is not restarted on its own; its
+    // second run (after `omnidev restart flaky`) keeps running.
+    let ctx = TestContext::new();
+    let marker = ctx.root.join("flaky-ran-once");
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[services.flaky]
+command = ["sh", "-c", "if [ -e {m} ]; then echo second run; exec sleep 300; fi; touch {m}; echo first run; exit 3"]
+restart = "never"
+grace-ms = 1000
+
+[services.fine]
+command = ["sleep", "300"]
+grace-ms = 1000
+"#,
+            m = marker.display()
+        ),
+    );
+    let _pods = pods(&ctx);
+    let output = run(&ctx, &["up", "--detach"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let status = json(&ctx, &["status", "--json"]);
+    assert_eq!(service(&status, "flaky")["state"], "crashed", "{status}");
+
+    // The answer describes the new run, not the exit it replaces.
+    let output = run_within(
+        &ctx,
+        &["restart", "flaky", "--json"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    let status: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(service(&status, "flaky")["state"], "running", "{status}");
+    assert!(alive(pid_of(&status, "flaky")), "{status}");
+    run_ok(&ctx, &["stop"]);
+}

@@ -236,6 +236,11 @@ async fn restart(shared: &Shared, service: Option<String>) -> Response {
             known.join(", ")
         ));
     }
+    // The snapshot read right after queueing still shows the state being
+    // replaced (an exit, a backoff); a service's state only answers once
+    // the supervisor has acted on the request, i.e. once it changed state.
+    let mut events = supervisor.subscribe();
+    let mut acted: HashSet<String> = HashSet::new();
     let queued = match names.as_slice() {
         [one] => supervisor.restart(one).await,
         many => {
@@ -249,11 +254,15 @@ async fn restart(shared: &Shared, service: Option<String>) -> Response {
     let renewed = |s: &ServiceStatus| s.pid.is_some() && s.pid != before[&s.name];
     let deadline = tokio::time::Instant::now() + RESTART_DEADLINE;
     loop {
+        note_state_changes(&mut events, &names, &mut acted);
         let restarted = supervisor
             .snapshot()
             .iter()
             .filter(|s| names.contains(&s.name))
-            .all(|s| (renewed(s) && s.ready) || settled_failure(s) || ended(s));
+            .all(|s| {
+                (renewed(s) && s.ready)
+                    || (acted.contains(&s.name) && (settled_failure(s) || ended(s)))
+            });
         if restarted && let Some(failed) = ready_outcome(shared, Some(&names)) {
             return Response::ok(status(shared), failed);
         }
@@ -265,6 +274,31 @@ async fn restart(shared: &Shared, service: Option<String>) -> Response {
             ));
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Adds to `acted` each of `names` that changed state since `events` was
+/// subscribed. A receiver that fell behind lost track: every name counts.
+fn note_state_changes(
+    events: &mut tokio::sync::broadcast::Receiver<omnidev_core::Event>,
+    names: &[String],
+    acted: &mut HashSet<String>,
+) {
+    loop {
+        match events.try_recv() {
+            Ok(omnidev_core::Event {
+                service: Some(service),
+                kind: EventKind::State { .. },
+                ..
+            }) if names.contains(&service) => {
+                acted.insert(service);
+            }
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
+                acted.extend(names.iter().cloned());
+            }
+            Err(_) => return,
+        }
     }
 }
 
