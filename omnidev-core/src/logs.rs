@@ -120,24 +120,18 @@ impl LogFile {
         self.out.flush()
     }
 
-    fn numbered(&self, n: usize) -> PathBuf {
-        let mut name = self.path.clone().into_os_string();
-        name.push(format!(".{n}"));
-        PathBuf::from(name)
-    }
-
     fn rotate(&mut self) -> io::Result<()> {
         self.out.flush()?;
         if self.keep == 0 {
             std::fs::remove_file(&self.path)?;
         } else {
             for n in (1..self.keep).rev() {
-                let from = self.numbered(n);
+                let from = rotated_path(&self.path, n);
                 if from.exists() {
-                    std::fs::rename(&from, self.numbered(n + 1))?;
+                    std::fs::rename(&from, rotated_path(&self.path, n + 1))?;
                 }
             }
-            std::fs::rename(&self.path, self.numbered(1))?;
+            std::fs::rename(&self.path, rotated_path(&self.path, 1))?;
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
