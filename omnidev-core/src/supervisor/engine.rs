@@ -154,6 +154,8 @@ struct ReloadState {
 pub(super) struct Engine {
     specs: Vec<ServiceSpec>,
     order: Vec<usize>,
+    /// Direct dependencies of each service, with their conditions.
+    dependencies: Vec<Vec<(usize, Condition)>>,
     /// Direct dependents of each service.
     dependents: Vec<Vec<usize>>,
     services: Vec<Service>,
@@ -176,12 +178,24 @@ pub(super) struct Engine {
 
 impl Engine {
     pub(super) fn new(parts: Parts) -> Self {
+        // The graph was validated: every dependency names a service.
+        let dependencies: Vec<Vec<(usize, Condition)>> = parts
+            .specs
+            .iter()
+            .map(|spec| {
+                spec.depends_on
+                    .iter()
+                    .filter_map(|dep| {
+                        let j = parts.specs.iter().position(|s| s.name == dep.service)?;
+                        Some((j, dep.condition))
+                    })
+                    .collect()
+            })
+            .collect();
         let mut dependents = vec![Vec::new(); parts.specs.len()];
-        for (i, spec) in parts.specs.iter().enumerate() {
-            for dep in &spec.depends_on {
-                if let Some(j) = parts.specs.iter().position(|s| s.name == dep.service) {
-                    dependents[j].push(i);
-                }
+        for (i, deps) in dependencies.iter().enumerate() {
+            for &(j, _) in deps {
+                dependents[j].push(i);
             }
         }
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
@@ -189,6 +203,7 @@ impl Engine {
             services: parts.specs.iter().map(|_| Service::new()).collect(),
             specs: parts.specs,
             order: parts.order,
+            dependencies,
             dependents,
             logs: parts.logs,
             events: parts.events,
@@ -796,15 +811,12 @@ impl Engine {
 
     /// Whether `index`'s dependencies meet their conditions now.
     fn dependencies_met(&self, index: usize) -> bool {
-        self.specs[index].depends_on.iter().all(|dep| {
-            let Some(j) = self.specs.iter().position(|s| s.name == dep.service) else {
-                return false;
-            };
+        self.dependencies[index].iter().all(|&(j, condition)| {
             let d = &self.services[j];
             let alive = d.has_process() && !d.stop_requested && d.exit.is_none();
             !d.restart_pending
                 && alive
-                && match dep.condition {
+                && match condition {
                     Condition::Started => true,
                     Condition::Ready => d.ready,
                 }
@@ -816,12 +828,9 @@ impl Engine {
         if depth > self.specs.len() || self.services[index].state != ServiceState::Waiting {
             return false;
         }
-        self.specs[index].depends_on.iter().any(|dep| {
-            self.specs
-                .iter()
-                .position(|s| s.name == dep.service)
-                .is_some_and(|j| self.services[j].is_terminal() || self.blocked(j, depth + 1))
-        })
+        self.dependencies[index]
+            .iter()
+            .any(|&(j, _)| self.services[j].is_terminal() || self.blocked(j, depth + 1))
     }
 
     fn all_down(&self) -> bool {
