@@ -233,10 +233,17 @@ fn git_ls_remote_matches_exact_refs() {
 fn git_ls_remote_is_killed_after_its_timeout() {
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = dir.path().join("ran");
+    let helper_pid = dir.path().join("helper-pid");
+    // Like git with its ssh or remote-helper child: the grandchild must go
+    // too, which only the process-group kill does.
     let fake = write_script(
         dir.path(),
         "slow-git",
-        &format!("touch '{}'\nexec sleep 30\n", marker.display()),
+        &format!(
+            "touch '{}'\nsleep 30 &\necho $! > '{}'\nwait\n",
+            marker.display(),
+            helper_pid.display()
+        ),
     );
     let git = GitLsRemote {
         program: fake,
@@ -250,6 +257,18 @@ fn git_ls_remote_is_killed_after_its_timeout() {
         "{error}"
     );
     assert!(marker.exists(), "the fake git ran");
+    let pid = std::fs::read_to_string(&helper_pid).expect("helper pid");
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // Gone, or a zombie waiting for init to reap it.
+    while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the timed-out git's child {} survived",
+            pid.trim()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

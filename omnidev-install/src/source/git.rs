@@ -83,8 +83,11 @@ impl Source for GitLsRemote {
             Ok(result) => result.map_err(|error| failed(error.to_string()))?,
             Err(_elapsed) => {
                 if let Some(pgid) = pgid {
-                    // SAFETY: signalling our own child's process group, which
-                    // we created with process_group(0) and have not reaped.
+                    // The leader is already killed (kill_on_drop dropped it
+                    // with the timed-out future); its children (ssh, remote
+                    // helpers) are still in the group.
+                    // SAFETY: kill(2) on the process group we created with
+                    // process_group(0); no memory is involved.
                     unsafe {
                         libc::kill(-(pgid as libc::pid_t), libc::SIGKILL);
                     }
