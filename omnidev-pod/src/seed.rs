@@ -84,6 +84,12 @@ pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
     };
     match std::io::Write::write_all(&mut file, &bytes).and_then(|()| file.sync_all()) {
         Ok(()) => SeedOutcome::Copied { from, to },
-        Err(e) => failed(e, from, to),
+        Err(e) => {
+            // The file is ours (create_new) and torn: left in place it would
+            // be kept as the pod-local config on every later start.
+            drop(file);
+            let _ = std::fs::remove_file(&to);
+            failed(e, from, to)
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! `hold-lock POD_DIR` takes the pod lock, spawns `sleep 300`, prints
 //! `locked CHILD_PID` and waits to be killed.
 //! `try-lock POD_DIR` tries the lock and prints the error, exiting 1 when refused.
+//! `seed-limited FROM TO` seeds TO from FROM with files limited to 4 bytes
+//! (`RLIMIT_FSIZE`, so the copy fails half-way) and prints the outcome.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,8 +17,9 @@ fn main() {
         Some("allocate") if args.len() == 5 => allocate(&args[1..]),
         Some("hold-lock") if args.len() == 2 => hold_lock(&args[1]),
         Some("try-lock") if args.len() == 2 => try_lock(&args[1]),
+        Some("seed-limited") if args.len() == 3 => seed_limited(&args[1], &args[2]),
         _ => {
-            eprintln!("usage: omnidev-pod-test-helper allocate|hold-lock|try-lock …");
+            eprintln!("usage: omnidev-pod-test-helper allocate|hold-lock|try-lock|seed-limited …");
             2
         }
     };
@@ -93,4 +96,23 @@ fn try_lock(pod_dir: &str) -> i32 {
             1
         }
     }
+}
+
+fn seed_limited(from: &str, to: &str) -> i32 {
+    let limit = libc::rlimit {
+        rlim_cur: 4,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain system calls on values owned here; ignoring SIGXFSZ
+    // turns the limit into an EFBIG error instead of a fatal signal.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        if libc::setrlimit(libc::RLIMIT_FSIZE, &raw const limit) != 0 {
+            eprintln!("setrlimit failed");
+            return 1;
+        }
+    }
+    let outcome = omnidev_pod::seed::seed_file(&[PathBuf::from(from)], to.as_ref());
+    println!("{outcome:?}");
+    0
 }
