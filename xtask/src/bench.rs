@@ -137,11 +137,7 @@ fn check_hot_path(omnidev: &Path, dir: &Path) -> Row {
             .env("XDG_CACHE_HOME", dir)
             .env("XDG_CONFIG_HOME", dir)
             .env_remove("OMNIDEV_NO_UPDATE_CHECK");
-        let output = Command::new(omnidev)
-            .args(["check", "--quiet"])
-            .env("XDG_CACHE_HOME", dir)
-            .env("XDG_CONFIG_HOME", dir)
-            .output()?;
+        let output = check.output()?;
         if !output.status.success() || !output.stdout.is_empty() || !output.stderr.is_empty() {
             bail!(
                 "`omnidev check --quiet` on a fresh, up-to-date cache did not run silently ({})",
@@ -311,7 +307,8 @@ fn poll<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Result<T>
     }
 }
 
-/// Killing a child (and its process group) on drop.
+/// SIGTERM to a child on drop (omnidev tears its pod down on it), SIGKILL
+/// if it is still there 10 s later.
 struct Guard(Child);
 
 impl Drop for Guard {
@@ -363,11 +360,18 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
     let repo = dir.join("stub");
     let home = dir.join("home");
     let prepared = stub_checkout(&repo).and_then(|()| Ok(fs::create_dir_all(&home)?));
-    let env = |command: &mut Command| {
+    // `omnidev up --headless` of the stub checkout on server port `port`.
+    let up = |port: u16| {
+        let mut command = Command::new(omnidev);
         command
             .env("XDG_CACHE_HOME", home.join(".cache"))
             .env("XDG_CONFIG_HOME", home.join(".config"))
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            .args(["up", "--headless", "--repo"])
+            .arg(&repo)
+            .arg("--port")
+            .arg(format!("server={port}"));
+        command
     };
     let mut rows = Vec::new();
     let mut own = String::from("(not measured)");
@@ -379,13 +383,8 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
         for round in 0..5 {
             let port = free_port()?;
             let out = dir.join(format!("startup-{round}.log"));
-            let mut command = Command::new(omnidev);
-            env(&mut command);
+            let mut command = up(port);
             command
-                .args(["up", "--headless", "--repo"])
-                .arg(&repo)
-                .arg("--port")
-                .arg(format!("server={port}"))
                 .stdout(fs::File::create(&out)?)
                 .stderr(Stdio::null());
             let launched = Instant::now();
@@ -425,15 +424,8 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
             bail!("omnidev up does not run the stub profile");
         }
         let port = free_port()?;
-        let mut command = Command::new(omnidev);
-        env(&mut command);
-        command
-            .args(["up", "--headless", "--repo"])
-            .arg(&repo)
-            .arg("--port")
-            .arg(format!("server={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut command = up(port);
+        command.stdout(Stdio::null()).stderr(Stdio::null());
         let _pod = Guard(command.spawn()?);
         let mut pid = poll(Duration::from_mins(1), || health_pid(port))?;
         let mut samples = Vec::new();

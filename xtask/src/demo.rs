@@ -36,14 +36,14 @@ pub fn run(options: &Options) -> Result<()> {
     let sh = util::shell()?;
     let example = util::workspace_root().join("examples/omnigent-example");
     let up_args = &options.up_args;
+    let has_uv = cmd!(sh, "uv --version")
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run()
+        .is_ok();
     if options.dry_run {
-        if cmd!(sh, "uv --version")
-            .quiet()
-            .ignore_stdout()
-            .ignore_stderr()
-            .run()
-            .is_err()
-        {
+        if !has_uv {
             println!("demo: would run python3 -m pip install uv");
         }
         println!("demo: would run cargo build -p omnidev-cli --bin omnidev");
@@ -54,13 +54,7 @@ pub fn run(options: &Options) -> Result<()> {
         );
         return Ok(());
     }
-    if cmd!(sh, "uv --version")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run()
-        .is_err()
-    {
+    if !has_uv {
         println!("demo: uv is missing; installing it with pip");
         cmd!(sh, "python3 -m pip install --quiet uv")
             .run()
