@@ -8,16 +8,27 @@ use anyhow::{Context, Result, ensure};
 
 use super::{Ctx, SOON, UP, parse, send_signal};
 
-/// Wait until a host started after line `after` appears; returns it.
+/// The pid of the host that started last.
+fn last_host_pid(pod: &super::Pod) -> Result<u32> {
+    Ok(parse::host_starts(&pod.output())
+        .last()
+        .context("no host start line")?
+        .pid)
+}
+
+/// Wait until a host other than `old_host` starts after the `listening`
+/// line of the server `new_server`; returns that start.
 fn host_started_after(
     pod: &mut super::Pod,
-    after: usize,
-    old_pid: u32,
+    new_server: u32,
+    old_host: u32,
 ) -> Result<parse::HostStart> {
+    let after = parse::listening_line(&pod.output(), new_server)
+        .context("no listening line for the new server")?;
     pod.wait_output("the host to start again", UP, |out| {
         parse::host_starts(out)
             .into_iter()
-            .find(|start| start.pid != old_pid && start.line > after)
+            .find(|start| start.pid != old_host && start.line > after)
     })
 }
 
@@ -27,10 +38,7 @@ pub fn reload_on_change(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, _) = pod.ready(UP)?;
-    let old_host = parse::host_starts(&pod.output())
-        .last()
-        .context("no host start line")?
-        .pid;
+    let old_host = last_host_pid(&pod)?;
 
     let source = repo.join("omnigent/server.py");
     let touched = Instant::now();
@@ -40,10 +48,7 @@ pub fn reload_on_change(ctx: &mut Ctx) -> Result<()> {
     )?;
     let new_server = pod.server(Some(server.pid), UP)?;
     let reload = touched.elapsed();
-    let out = pod.output();
-    let listening = parse::listening_line(&out, new_server.pid)
-        .context("no listening line for the new server")?;
-    let host = host_started_after(&mut pod, listening, old_host)?;
+    let host = host_started_after(&mut pod, new_server.pid, old_host)?;
     ensure!(
         host.server_was_ready,
         "the reloaded host started before the new server was ready"
@@ -62,10 +67,7 @@ pub fn killed_server_restarts(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, _) = pod.ready(UP)?;
-    let old_host = parse::host_starts(&pod.output())
-        .last()
-        .context("no host start line")?
-        .pid;
+    let old_host = last_host_pid(&pod)?;
 
     send_signal(server.pid, "KILL")?;
     let killed = Instant::now();
@@ -82,10 +84,7 @@ pub fn killed_server_restarts(ctx: &mut Ctx) -> Result<()> {
         "the killed server pid {} still exists",
         server.pid
     );
-    let out = pod.output();
-    let listening = parse::listening_line(&out, new_server.pid)
-        .context("no listening line for the new server")?;
-    let host = host_started_after(&mut pod, listening, old_host)?;
+    let host = host_started_after(&mut pod, new_server.pid, old_host)?;
     ensure!(
         host.server_was_ready,
         "the restarted host started before the server was ready"
