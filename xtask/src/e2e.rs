@@ -551,21 +551,11 @@ fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
     let me = std::process::id();
     let needle = format!("{TAG_VAR}=");
     let mut found = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for (pid, dir) in processes() {
         if pid == me {
             continue;
         }
-        let Ok(environ) = fs::read(entry.path().join("environ")) else {
+        let Ok(environ) = fs::read(dir.join("environ")) else {
             continue;
         };
         let tagged = environ.split(|b| *b == 0).any(|var| {
@@ -575,7 +565,7 @@ fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
         if !tagged || process_state(pid) == Some('Z') {
             continue;
         }
-        let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = fs::read(dir.join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline)
             .replace('\0', " ")
             .trim()
@@ -583,6 +573,18 @@ fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
         found.push((pid, cmdline));
     }
     found
+}
+
+/// `(pid, /proc/<pid>)` of every process.
+fn processes() -> impl Iterator<Item = (u32, PathBuf)> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            Some((pid, entry.path()))
+        })
 }
 
 /// The state letter from `/proc/<pid>/stat` (`Z` for a zombie).
@@ -863,3 +865,25 @@ pub fn install_count(repo: &Path) -> usize {
 pub const UP: Duration = Duration::from_mins(2);
 /// Deadline for things that should happen within seconds.
 pub const SOON: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_processes_finds_live_tagged_children_only() {
+        let tag = format!("unit-{}", std::process::id());
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .env(TAG_VAR, &tag)
+            .spawn()
+            .expect("spawn sleep");
+        let found = tagged_processes(|value| value == tag);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, child.id());
+        assert!(found[0].1.starts_with("sleep 30"), "{found:?}");
+        assert!(tagged_processes(|value| value == tag).is_empty());
+    }
+}

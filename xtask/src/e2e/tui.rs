@@ -210,8 +210,8 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
     let mut report = format!("  pane (pid tty dead): {}", pane.trim());
     let tty = pane.split_whitespace().nth(1).unwrap_or("-").to_string();
     report.push_str("\n  holders of the pane's tty:");
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let holds = std::fs::read_dir(entry.path().join("fd"))
+    for (pid, dir) in super::processes() {
+        let holds = std::fs::read_dir(dir.join("fd"))
             .into_iter()
             .flatten()
             .flatten()
@@ -219,25 +219,17 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
                 std::fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy() == tty)
             });
         if holds {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
             let _ = write!(
                 report,
-                "\n    {:?}: {}",
-                entry.file_name().display(),
+                "\n    {pid}: {}",
                 String::from_utf8_lossy(&cmdline).replace('\0', " ")
             );
         }
     }
     report.push('\n');
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+    for (pid, dir) in super::processes() {
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if !cmdline.contains(" up --repo ")
             || !cmdline.contains(&needle)
@@ -250,7 +242,7 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
             "  pid {pid} {:?}: {cmdline}",
             super::process_state(pid)
         );
-        for task in std::fs::read_dir(entry.path().join("task"))
+        for task in std::fs::read_dir(dir.join("task"))
             .into_iter()
             .flatten()
             .flatten()
