@@ -769,3 +769,52 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
     let runs = std::fs::read_to_string(&marker).expect("marker");
     assert_eq!(runs.lines().count(), 1, "the step ran {runs:?}");
 }
+
+#[tokio::test]
+async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
+    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("prepare-pids");
+    // A slow installer with a grandchild, like npm → node.
+    let step = PrepareStep {
+        name: "install".into(),
+        command: CommandSpec {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!(
+                    "sleep 1000 & echo $$ $! > '{0}.tmp' && mv '{0}.tmp' '{0}'; wait",
+                    pids.display()
+                ),
+            ],
+            cwd: dir.path().to_path_buf(),
+            env: std::collections::BTreeMap::new(),
+        },
+        when: PrepareWhen::Always,
+        heartbeat: Duration::from_secs(5),
+    };
+    let mut web = sh("web", "exec sleep 1000", dir.path());
+    web.prepare = vec![step];
+    let supervisor = Supervisor::start(SupervisorConfig {
+        services: vec![web],
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    wait_until("the prepare step to record its pids", || pids.exists()).await;
+    let recorded: Vec<u32> = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    supervisor.shutdown().await.expect("shutdown");
+    // The step runs in its own session: its shell's pid is the group id.
+    assert!(
+        !group_alive(recorded[0] as i32),
+        "the prepare step's group outlived shutdown"
+    );
+    for pid in recorded {
+        assert!(!pid_alive(pid), "pid {pid} outlived shutdown");
+    }
+}

@@ -174,6 +174,9 @@ pub(super) struct Engine {
     shutting_down: bool,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
     reload: ReloadState,
+    /// Prepare steps killed mid-run, until their groups are empty: shutdown
+    /// waits for them, so it never returns while one is still dying.
+    dying_prepares: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Engine {
@@ -220,6 +223,7 @@ impl Engine {
             shutting_down: false,
             shutdown_waiters: Vec::new(),
             reload: ReloadState::default(),
+            dying_prepares: Vec::new(),
         }
     }
 
@@ -260,6 +264,9 @@ impl Engine {
                 Some(message) = internal.recv() => self.on_internal(message),
             }
             self.reconcile();
+        }
+        for dying in self.dying_prepares.drain(..) {
+            let _ = dying.await;
         }
         self.logs.flush();
         self.write_state();
@@ -507,9 +514,14 @@ impl Engine {
                 }
                 let pgid = s.prepare_pgid.swap(0, Ordering::SeqCst);
                 if pgid > 0 {
-                    // The prepare step is killed outright; it is not a service.
-                    process::signal_group(pgid, libc::SIGKILL);
-                    self.guard.unregister(pgid);
+                    // The prepare step is killed outright; it is not a
+                    // service. The guard keeps it until the group is empty.
+                    let guard = self.guard.clone();
+                    self.dying_prepares.retain(|task| !task.is_finished());
+                    self.dying_prepares.push(tokio::spawn(async move {
+                        process::stop_group(pgid, libc::SIGKILL, Duration::ZERO).await;
+                        guard.unregister(pgid);
+                    }));
                 }
                 s.generation += 1;
                 self.set_state(index, rest);
