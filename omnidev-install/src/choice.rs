@@ -118,7 +118,9 @@ pub fn validate_repo(repo: &str) -> Result<()> {
         return reject("it starts with `-` and would be read as an option");
     }
     let lower = repo.to_ascii_lowercase();
-    if lower.starts_with("ext::") || lower.starts_with("fd::") || lower.contains("+ext::") {
+    // `ext::` and `fd::` run commands wherever they select the transport,
+    // including behind another helper (`git+ext::…`, `x+fd::…`).
+    if lower.contains("ext::") || lower.contains("fd::") {
         return reject("the ext:: and fd:: transports run arbitrary commands");
     }
     if repo.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -251,6 +253,8 @@ mod tests {
             "ext::sh -c touch% /tmp/x",
             "EXT::sh",
             "fd::3",
+            "git+fd::3",
+            "git+ext::sh -c id",
             "https://example.com/a b",
             "",
         ] {
