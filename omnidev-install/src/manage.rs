@@ -95,8 +95,20 @@ fn same_target(cache: &CheckCache, choice: &InstallChoice) -> bool {
 /// recording the error — dated so the next try comes after
 /// [`RETRY_AFTER_FAILURE`] rather than from the very next shell.
 pub async fn refresh(paths: &Paths, source: &dyn Source, now: SystemTime) -> Result<CheckCache> {
-    let choice = saved_choice(paths)?;
-    choice.validate()?;
+    let choice = match saved_choice(paths).and_then(|c| c.validate().map(|()| c)) {
+        Ok(choice) => choice,
+        Err(error) => {
+            // Nothing can be looked up, but the attempt is recorded: without
+            // it every new shell would start another refresh that fails the
+            // same way. The next try comes after the failure back-off.
+            let _ = CheckCache::modify(&paths.check_cache(), |current| CheckCache {
+                checked_at: retry_time(now),
+                last_error: Some(error.to_string()),
+                ..current.unwrap_or_default()
+            });
+            return Err(error);
+        }
+    };
     let tool_dir = uv::tool_dir().ok();
     let lookup = source.remote_commit(&choice.repo, &choice.reference).await;
     let cache = CheckCache::modify(&paths.check_cache(), |current| {
@@ -110,7 +122,7 @@ pub async fn refresh(paths: &Paths, source: &dyn Source, now: SystemTime) -> Res
             Err(error) => (
                 previous.as_ref().and_then(|c| c.remote_commit.clone()),
                 Some(error.to_string()),
-                unix_seconds(now).saturating_sub(MAX_AGE.as_secs() - RETRY_AFTER_FAILURE.as_secs()),
+                retry_time(now),
             ),
         };
         CheckCache {
@@ -125,6 +137,12 @@ pub async fn refresh(paths: &Paths, source: &dyn Source, now: SystemTime) -> Res
         }
     })?;
     lookup.map(|_| cache)
+}
+
+/// The `checked_at` that makes a failed refresh be retried after
+/// `RETRY_AFTER_FAILURE` instead of at once or a day later.
+fn retry_time(now: SystemTime) -> u64 {
+    unix_seconds(now).saturating_sub(MAX_AGE.as_secs() - RETRY_AFTER_FAILURE.as_secs())
 }
 
 #[cfg(test)]
@@ -217,6 +235,32 @@ mod tests {
             "no refresh storm right after a failure"
         );
         assert!(cache.is_stale(now + RETRY_AFTER_FAILURE + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_corrupt_install_toml_is_recorded_so_shells_do_not_retry_at_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let paths = Paths {
+            config_dir: dir.path().join("config"),
+            cache_dir: dir.path().join("cache"),
+        };
+        std::fs::create_dir_all(&paths.config_dir).expect("config dir");
+        std::fs::write(paths.install_toml(), "repo = [").expect("corrupt choice");
+        let now = SystemTime::now();
+        let error = block_on(refresh(&paths, &Fixed(Some("new")), now)).expect_err("corrupt");
+        assert!(
+            error.to_string().contains("install.toml"),
+            "the error names the file: {error}"
+        );
+        let cache = CheckCache::load(&paths.check_cache()).expect("the failure is recorded");
+        assert!(cache.last_error.is_some());
+        assert!(!cache.is_stale(now), "no refresh from the next shell");
+        assert!(cache.is_stale(now + RETRY_AFTER_FAILURE + Duration::from_secs(1)));
+        assert_eq!(
+            std::fs::read_to_string(paths.install_toml()).expect("choice"),
+            "repo = [",
+            "the user's file is left as it was"
+        );
     }
 
     #[test]
