@@ -490,3 +490,27 @@ grace-ms = 1000
     assert!(alive(pid_of(&status, "flaky")), "{status}");
     run_ok(&ctx, &["stop"]);
 }
+
+#[test]
+fn detach_reports_a_pod_that_ends_while_waiting() {
+    // The only service fails after a moment: the background pod then ends
+    // (headless exit rule) while `up --detach` waits on its socket.
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.brief]
+command = ["sh", "-c", "sleep 0.5; echo giving up; exit 3"]
+restart = "never"
+"#,
+    );
+    for _ in 0..3 {
+        let output = run(&ctx, &["up", "--detach"]);
+        let text = ctx.render(&output);
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        assert!(!text.contains("unexpected answer"), "{text}");
+        assert!(text.contains("giving up"), "{text}");
+        // When the failure was answered first, the pod may still be ending.
+        run_ok(&ctx, &["stop"]);
+    }
+}

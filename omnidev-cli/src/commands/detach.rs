@@ -20,6 +20,9 @@ use crate::control::{self, DETACHED_LOG, Error, Request};
 /// Lines of a failed service's log shown when detaching fails.
 const FAILURE_TAIL: usize = 15;
 
+/// How long a pod that dropped its control connection may take to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(10);
+
 /// Runs `omnidev up --detach`.
 pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     // Resolving here reports profile and checkout mistakes in the terminal
@@ -89,14 +92,14 @@ fn wait_ready(
 ) -> miette::Result<Response> {
     let timeout = Duration::from_secs(timeout_secs);
     let start = Instant::now();
+    let exited = |status: std::process::ExitStatus| Error::DetachExited {
+        status: status.to_string(),
+        tail: tail(log, FAILURE_TAIL),
+        log: log.to_path_buf(),
+    };
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(Error::DetachExited {
-                status: status.to_string(),
-                tail: tail(log, FAILURE_TAIL),
-                log: log.to_path_buf(),
-            }
-            .into());
+            return Err(exited(status).into());
         }
         let left = timeout.saturating_sub(start.elapsed());
         if left.is_zero() {
@@ -120,7 +123,27 @@ fn wait_ready(
                 }
                 .into());
             }
+            // The pod closed the connection without answering: it ended
+            // (e.g. its only service failed) while the request waited.
+            Err(e @ Error::Protocol { .. }) => {
+                return Err(match wait_exit(child, EXIT_GRACE) {
+                    Some(status) => exited(status).into(),
+                    None => e.into(),
+                });
+            }
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The child's exit status, if it ends within `grace`.
+fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if start.elapsed() < grace => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
         }
     }
 }
