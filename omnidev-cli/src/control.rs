@@ -63,7 +63,7 @@ use std::path::{Path, PathBuf};
 
 pub use client::request;
 pub use error::Error;
-pub use inspect::{inspect, list_pods};
+pub use inspect::{inspect, list_pods, lock_state};
 pub use protocol::{PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};
 

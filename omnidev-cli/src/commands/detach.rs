@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use omnidev_pod::{LockState, Pod, PodLock};
+use omnidev_pod::{LockState, Pod};
 
 use crate::cli::UpArgs;
 use crate::commands::status::write_stdout;
@@ -29,9 +29,7 @@ pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     // instead of in a log file.
     let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
     let pod_dir = checkout.pod_dir.clone();
-    if pod_dir.is_dir()
-        && let LockState::Held { pid } = PodLock::state(&pod_dir).map_err(Error::from)?
-    {
+    if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
         return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
     }
     if args.clean {

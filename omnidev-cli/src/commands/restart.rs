@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use omnidev_pod::LockState;
 
 use crate::cli::PodArgs;
 use crate::commands::status::{json, render, write_stdout};
@@ -32,8 +33,7 @@ pub struct RestartArgs {
 pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
     let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
     let pod_dir = &checkout.pod_dir;
-    let status = control::inspect(pod_dir)?;
-    if !status.running {
+    if control::lock_state(pod_dir)? == LockState::Free {
         return Err(Error::NotRunning {
             pod_dir: pod_dir.clone(),
         }

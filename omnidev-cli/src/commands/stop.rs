@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use omnidev_pod::{LockState, PodLock};
+use omnidev_pod::LockState;
 
 use crate::cli::PodArgs;
-use crate::control::{self, Error, Request};
+use crate::control::{self, Error, Request, lock_state};
 
 /// Arguments of `omnidev stop`.
 #[derive(Debug, Args, Clone)]
@@ -47,14 +47,6 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     wait_stopped(pod_dir, pid, Duration::from_secs(args.timeout))?;
     eprintln!("omnidev: stopped the pod {}", pod_dir.display());
     Ok(ExitCode::SUCCESS)
-}
-
-fn lock_state(pod_dir: &Path) -> Result<LockState, Error> {
-    if pod_dir.is_dir() {
-        Ok(PodLock::state(pod_dir)?)
-    } else {
-        Ok(LockState::Free)
-    }
 }
 
 /// Waits until the pod lock is free: `omnidev up` releases it only after

@@ -13,7 +13,9 @@ use super::protocol::{PodList, PodStatus, PodSummary, Request, SCHEMA, ServiceRe
 /// How long `status` waits for a running pod to answer.
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn lock_state(pod_dir: &Path) -> Result<LockState> {
+/// Whether an `omnidev up` holds the pod's lock (`Free` when the pod
+/// directory does not exist).
+pub fn lock_state(pod_dir: &Path) -> Result<LockState> {
     if !pod_dir.is_dir() {
         return Ok(LockState::Free);
     }
