@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyEvent};
-use omnidev_core::Event;
+use omnidev_core::{Event, ServiceStatus};
 use tokio::sync::{broadcast, mpsc};
 
 pub use app::{Action, App, PodInfo};
@@ -58,37 +58,48 @@ fn spawn_input_thread(stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Input> {
     rx
 }
 
+/// Where the TUI's state comes from: the supervisor's events, and its
+/// current statuses for when events were lost.
+pub struct Feed<S> {
+    /// Every event, subscribed before the services started.
+    pub events: broadcast::Receiver<Event>,
+    /// The statuses now (the supervisor's snapshot).
+    pub statuses: S,
+}
+
 /// Runs the TUI until `q`/Ctrl-C or `quit` resolves (a signal), carrying
 /// out every other [`Action`] through `on_action`. The terminal is
 /// restored before this returns.
-pub async fn run<F>(
+pub async fn run<F, S>(
     app: App,
-    events: broadcast::Receiver<Event>,
+    feed: Feed<S>,
     on_action: F,
     quit: impl Future<Output = ()>,
 ) -> Result<()>
 where
     F: FnMut(Action),
+    S: Fn() -> Vec<ServiceStatus>,
 {
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let stop = Arc::new(AtomicBool::new(false));
     let keys = spawn_input_thread(stop.clone());
-    let result = event_loop(&mut terminal, app, events, keys, on_action, quit).await;
+    let result = event_loop(&mut terminal, app, feed, keys, on_action, quit).await;
     stop.store(true, Ordering::Relaxed);
     ratatui::restore();
     result
 }
 
-async fn event_loop<F>(
+async fn event_loop<F, S>(
     terminal: &mut ratatui::DefaultTerminal,
     mut app: App,
-    mut events: broadcast::Receiver<Event>,
+    mut feed: Feed<S>,
     mut keys: mpsc::UnboundedReceiver<Input>,
     mut on_action: F,
     quit: impl Future<Output = ()>,
 ) -> Result<()>
 where
     F: FnMut(Action),
+    S: Fn() -> Vec<ServiceStatus>,
 {
     tokio::pin!(quit);
     let mut last_draw: Option<Instant> = None;
@@ -96,7 +107,7 @@ where
     loop {
         if let Some(rest) = last_draw.and_then(|at| FRAME.checked_sub(at.elapsed())) {
             tokio::time::sleep(rest).await;
-            drain(&mut app, &mut events);
+            drain(&mut app, &mut feed);
         }
         terminal
             .draw(|frame| view::render(&mut app, frame))
@@ -117,27 +128,27 @@ where
                 // The input thread is gone (no terminal any more).
                 None => return Ok(()),
             },
-            event = events.recv() => {
+            event = feed.events.recv() => {
                 match event {
                     Ok(event) => app.apply(&event),
                     Err(broadcast::error::RecvError::Lagged(n)) => {
-                        app.message = Some(format!("the UI fell behind: {n} events skipped"));
+                        app.lagged(n, &(feed.statuses)());
                     }
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 }
-                drain(&mut app, &mut events);
+                drain(&mut app, &mut feed);
             }
         }
     }
 }
 
 /// Applies every event already queued, so a burst becomes one redraw.
-fn drain(app: &mut App, events: &mut broadcast::Receiver<Event>) {
+fn drain<S: Fn() -> Vec<ServiceStatus>>(app: &mut App, feed: &mut Feed<S>) {
     loop {
-        match events.try_recv() {
+        match feed.events.try_recv() {
             Ok(event) => app.apply(&event),
             Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                app.message = Some(format!("the UI fell behind: {n} events skipped"));
+                app.lagged(n, &(feed.statuses)());
             }
             Err(_) => return,
         }

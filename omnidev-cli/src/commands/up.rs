@@ -380,7 +380,11 @@ async fn run_tui(
             };
         });
     };
-    tui::run(app, events, on_action, async {
+    let statuses = {
+        let supervisor = supervisor.clone();
+        move || supervisor.snapshot()
+    };
+    tui::run(app, tui::Feed { events, statuses }, on_action, async {
         signals.recv().await;
     })
     .await?;

@@ -145,6 +145,14 @@ impl App {
         }
     }
 
+    /// Events were lost (`skipped` of them): says so, and takes the
+    /// statuses from a fresh snapshot, since a lost state change would
+    /// otherwise stay wrong in the header until the next one.
+    pub fn lagged(&mut self, skipped: u64, statuses: &[ServiceStatus]) {
+        self.message = Some(format!("the UI fell behind: {skipped} events skipped"));
+        self.apply_snapshot(statuses);
+    }
+
     /// Takes in one log line (from an event or a buffer), dropping lines
     /// already seen.
     pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
@@ -394,6 +402,35 @@ pub(crate) mod tests {
         }
         app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("pattern not found: nothing"));
+    }
+
+    #[test]
+    fn lost_events_resync_the_header_from_a_snapshot() {
+        let mut app = app();
+        app.apply(&Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("server".into()),
+            kind: EventKind::State {
+                state: ServiceState::Running { pid: 7 },
+            },
+        });
+        // The `Ready` state change was among the events lost.
+        app.lagged(
+            600,
+            &[ServiceStatus {
+                name: "server".into(),
+                state: ServiceState::Ready { pid: 7 },
+                restarts: 2,
+                pid: Some(7),
+                ready: true,
+            }],
+        );
+        assert_eq!(app.services[0].state, ServiceState::Ready { pid: 7 });
+        assert_eq!(app.services[0].restarts, 2);
+        assert_eq!(
+            app.message.as_deref(),
+            Some("the UI fell behind: 600 events skipped")
+        );
     }
 
     #[test]
