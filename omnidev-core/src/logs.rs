@@ -8,12 +8,11 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::broadcast;
 
-use crate::event::{Event, EventKind, LogLine, Stream};
+use crate::event::{Event, LogLine, Stream};
 use crate::spec::LogConfig;
 
 /// The name lines written by the supervisor itself are tagged with in the
@@ -335,13 +334,7 @@ impl LogStore {
                 seq: self.next_seq(),
             });
             if publish {
-                let _ = self.events.send(Event {
-                    at: SystemTime::now(),
-                    service: Some(line.service.clone()),
-                    kind: EventKind::Log {
-                        line: LogLine::clone(&line),
-                    },
-                });
+                let _ = self.events.send(Event::log(LogLine::clone(&line)));
             }
             combined.push(line.clone());
             ring.push(line);
