@@ -2,21 +2,27 @@
 //! or until every service has ended.
 //!
 //! ```text
-//! supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--] name=shell-command...
+//! supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--probe-cmd CMD] [--] name=shell-command...
 //! ```
 //!
-//! Each `name=command` runs `sh -c command` in the current directory. Events
-//! are printed one per line as `name | text`. Used by the orphan test.
+//! Each `name=command` runs `sh -c command` in the current directory; with
+//! `--probe-cmd`, every service's readiness is `sh -c CMD` exiting 0. Events
+//! are printed one per line as `name | text`. Used by the orphan tests.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use omnidev_core::signals::ShutdownSignals;
-use omnidev_core::{EventKind, LogConfig, ServiceSpec, StopSpec, Supervisor, SupervisorConfig};
+use omnidev_core::{
+    CommandSpec, EventKind, LogConfig, ProbeSpec, Readiness, ServiceSpec, StopSpec, Supervisor,
+    SupervisorConfig,
+};
 
 fn usage() -> ! {
-    eprintln!("usage: supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--] name=cmd...");
+    eprintln!(
+        "usage: supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--probe-cmd CMD] [--] name=cmd..."
+    );
     std::process::exit(2)
 }
 
@@ -25,6 +31,7 @@ async fn main() -> miette::Result<()> {
     let mut state_file = None;
     let mut log_dir = None;
     let mut grace = Duration::from_secs(5);
+    let mut probe = None;
     let mut services = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -38,6 +45,7 @@ async fn main() -> miette::Result<()> {
                     .unwrap_or_else(|| usage());
                 grace = Duration::from_millis(ms);
             }
+            "--probe-cmd" => probe = Some(args.next().unwrap_or_else(|| usage())),
             "--" => {}
             spec => {
                 let Some((name, command)) = spec.split_once('=') else {
@@ -48,6 +56,16 @@ async fn main() -> miette::Result<()> {
                     grace,
                     ..StopSpec::default()
                 };
+                service.readiness = probe.as_ref().map(|cmd: &String| Readiness {
+                    probe: ProbeSpec::Command(CommandSpec {
+                        program: "sh".into(),
+                        args: vec!["-c".into(), cmd.clone()],
+                        cwd: ".".into(),
+                        env: std::collections::BTreeMap::new(),
+                    }),
+                    interval: Duration::from_millis(100),
+                    timeout: Duration::from_secs(60),
+                });
                 services.push(service);
             }
         }

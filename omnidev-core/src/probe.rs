@@ -1,10 +1,12 @@
 //! Readiness probes: HTTP GET (2xx), TCP connect and command, behind the
 //! [`Probe`] trait, plus the polling loop that drives them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::guard::Guard;
 use crate::spec::{CommandSpec, ProbeSpec, Readiness};
 
 /// One readiness check. Implementations must be cheap to call repeatedly
@@ -89,12 +91,18 @@ impl Probe for TcpProbe {
 #[derive(Debug)]
 pub struct CommandProbe {
     command: CommandSpec,
+    /// The supervisor's orphan guard, told about each check's group so a
+    /// check in flight dies with a SIGKILLed supervisor too.
+    guard: Option<Arc<Guard>>,
 }
 
 impl CommandProbe {
     /// A probe running `command`.
     pub fn new(command: CommandSpec) -> Self {
-        Self { command }
+        Self {
+            command,
+            guard: None,
+        }
     }
 }
 
@@ -107,7 +115,7 @@ impl Probe for CommandProbe {
         drop(child.stderr.take());
         // Killed when the check ends in any way, including being dropped
         // when the engine aborts the probe of a service that stops.
-        let group = KillGroupOnDrop(child.id().map_or(0, |p| p as i32));
+        let group = KillGroupOnDrop::new(child.id().map_or(0, |p| p as i32), self.guard.clone());
         match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
             Ok(Ok(status)) if status.success() => Ok(()),
             Ok(Ok(status)) => Err(format!("probe command ended with {status}")),
@@ -123,20 +131,45 @@ impl Probe for CommandProbe {
 
 /// SIGKILLs a process group when dropped. (A dropped `tokio` child is not
 /// killed, and would be in its own session, out of everyone's reach.)
-struct KillGroupOnDrop(i32);
+/// While registered, the orphan guard kills the group too.
+struct KillGroupOnDrop {
+    pgid: i32,
+    guard: Option<Arc<Guard>>,
+}
+
+impl KillGroupOnDrop {
+    fn new(pgid: i32, guard: Option<Arc<Guard>>) -> Self {
+        if let Some(guard) = &guard {
+            guard.register(pgid);
+        }
+        Self { pgid, guard }
+    }
+}
 
 impl Drop for KillGroupOnDrop {
     fn drop(&mut self) {
-        crate::process::signal_group(self.0, libc::SIGKILL);
+        crate::process::signal_group(self.pgid, libc::SIGKILL);
+        if let Some(guard) = &self.guard {
+            guard.unregister(self.pgid);
+        }
     }
 }
 
 /// Builds the probe described by `spec`.
 pub fn probe_for(spec: &ProbeSpec) -> Box<dyn Probe> {
+    probe_with_guard(spec, None)
+}
+
+/// [`probe_for`], with command checks registered with the supervisor's
+/// orphan guard.
+pub(crate) fn probe_with_guard(spec: &ProbeSpec, guard: Option<Arc<Guard>>) -> Box<dyn Probe> {
     match spec {
         ProbeSpec::Http { url, host } => Box::new(HttpProbe::new(url.clone(), host.clone())),
         ProbeSpec::Tcp { address } => Box::new(TcpProbe::new(address.clone())),
-        ProbeSpec::Command(command) => Box::new(CommandProbe::new(command.clone())),
+        ProbeSpec::Command(command) => Box::new(CommandProbe {
+            command: command.clone(),
+            guard,
+        }),
     }
 }
 

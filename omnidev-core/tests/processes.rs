@@ -102,6 +102,37 @@ fn sigkilled_supervisor_leaves_no_process_behind() {
 }
 
 #[test]
+fn a_readiness_check_in_flight_dies_with_a_sigkilled_supervisor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("probe.pids");
+    // A check that hangs with a grandchild of its own, as a `curl` behind a
+    // wrapper script might; it records both pids.
+    let probe = format!("sleep 1000 & echo $$ $! > '{}'; wait", pids.display());
+    let mut supervisor = Command::new(example("supervise"))
+        .current_dir(dir.path())
+        .args(["--probe-cmd", &probe, "--", "web=exec sleep 1000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn supervise");
+    wait_until("the check to be running", Duration::from_secs(30), || {
+        std::fs::read_to_string(&pids).is_ok_and(|t| t.split_whitespace().count() == 2)
+    });
+    let recorded: Vec<u32> = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    assert!(recorded.iter().all(|&p| pid_alive(p)));
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap supervisor");
+    wait_until(
+        "the check and its child gone",
+        Duration::from_secs(2),
+        || recorded.iter().all(|&p| !pid_alive(p)),
+    );
+}
+
+#[test]
 fn supervise_example_shuts_down_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state.json");

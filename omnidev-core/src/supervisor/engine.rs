@@ -623,8 +623,9 @@ impl Engine {
         match spec.readiness.clone() {
             Some(readiness) => {
                 let tx = self.internal_tx.clone();
+                let guard = self.guard.clone();
                 s.probe = Some(tokio::spawn(async move {
-                    let probe = probe::probe_for(&readiness.probe);
+                    let probe = probe::probe_with_guard(&readiness.probe, Some(guard));
                     probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
                         let message = match outcome {
                             probe::ProbeOutcome::Ready => Internal::Ready { index, generation },
