@@ -28,6 +28,8 @@ const STABLE: Duration = Duration::from_secs(1);
 
 /// Longest request line accepted.
 const MAX_REQUEST: u64 = 64 * 1024;
+/// How long a connected client has to send its request line.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// What the server reports about its pod besides the supervisor's state.
 #[derive(Debug, Clone, Default)]
@@ -180,8 +182,11 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
     let mut line = String::new();
-    if reader.read_line(&mut line).await.is_err() {
-        return;
+    // A client that connects and never sends its request line must not
+    // hold a task for the life of the pod.
+    match tokio::time::timeout(REQUEST_DEADLINE, reader.read_line(&mut line)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) | Err(_) => return,
     }
     let request = serde_json::from_str::<Request>(&line);
     let stop = matches!(request, Ok(Request::Stop));
@@ -383,5 +388,47 @@ fn status(shared: &Shared) -> PodStatus {
             .iter()
             .map(|s| ServiceReport::from_status(s, info.probed.contains(&s.name)))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use omnidev_core::{RestartPolicy, ServiceSpec, SupervisorConfig};
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_silent_client_is_disconnected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut idle = ServiceSpec::new("idle", "sleep", ["1000"], dir.path());
+        idle.restart = RestartPolicy::Never;
+        let supervisor = Supervisor::start(SupervisorConfig {
+            services: vec![idle],
+            ..SupervisorConfig::default()
+        })
+        .await
+        .expect("supervisor");
+        let info = ServerInfo {
+            pod_dir: dir.path().to_path_buf(),
+            repo: dir.path().to_path_buf(),
+            ports: BTreeMap::new(),
+            urls: Vec::new(),
+            backend: Vec::new(),
+            probed: HashSet::new(),
+        };
+        let server = ControlServer::start(info, supervisor.clone()).expect("server");
+        let mut client = UnixStream::connect(super::super::socket_path(dir.path()))
+            .await
+            .expect("connect");
+        // The server's request deadline (10 s) passes well before this one.
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(REQUEST_DEADLINE * 6, client.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0))),
+            "the server must hang up on a client that sends nothing: {read:?}"
+        );
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
     }
 }
