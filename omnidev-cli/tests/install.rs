@@ -415,6 +415,49 @@ fn declined_update_is_not_offered_again_but_a_newer_one_is() {
     assert_eq!(cx.markers(), Vec::<String>::new());
 }
 
+#[test]
+fn accepting_the_prompt_runs_update() {
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, NEW, None);
+    let tools = cx.path("uv-tools");
+    let dist_info = tools.join("omnigent/lib/python3.12/site-packages/omnigent-0.1.0.dist-info");
+    // uv and Node at the process seam: `uv tool install` "installs" the new
+    // commit's metadata where `uv tool dir` says tools live.
+    cx.fake(
+        "uv",
+        &format!(
+            "case \"$1 $2\" in\n\
+             'tool dir') echo '{tools}' ;;\n\
+             'tool install') mkdir -p '{dist}' && echo '{{\"url\":\"git+x\",\"vcs_info\":{{\"vcs\":\"git\",\"commit_id\":\"{NEW}\"}}}}' > '{dist}/direct_url.json' ;;\n\
+             esac\n",
+            tools = tools.display(),
+            dist = dist_info.display(),
+        ),
+    );
+    cx.fake("node", "echo v22.11.0\n");
+    let output = check_on_terminal(&cx, "y\n");
+    let shown = text(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(shown.contains("Update omnigent now? [y/N]"), "{shown}");
+    let uv_calls = cx.marker_lines("uv");
+    assert!(
+        uv_calls
+            .iter()
+            .any(|call| call.starts_with("tool install --force --reinstall")
+                && call.ends_with(
+                    "-- omnigent[databricks] @ git+https://github.com/omnigent-ai/omnigent.git@main"
+                )),
+        "update reinstalls the saved (default) choice: {uv_calls:?}"
+    );
+    assert_eq!(
+        cx.cache()["installed_commit"],
+        NEW,
+        "the new commit is recorded"
+    );
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert_eq!(text(&output.stderr), "", "up to date after the update");
+}
+
 // ---------------------------------------------------------------------------
 // Safety and preflight
 
