@@ -492,6 +492,40 @@ grace-ms = 1000
 }
 
 #[test]
+fn restart_gives_up_after_its_timeout() {
+    // `never` is never ready: its probe targets a port nobody listens on.
+    let ctx = TestContext::new();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[services.never]
+command = ["sleep", "300"]
+ready = {{ tcp = "127.0.0.1:{closed}", interval-ms = 100, timeout-ms = 500 }}
+grace-ms = 1000
+"#
+        ),
+    );
+    let _pods = pods(&ctx);
+    let output = run(&ctx, &["up", "--detach"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let output = run_within(
+        &ctx,
+        &["restart", "never", "--timeout", "2"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("within 2 s"), "{stderr}");
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
 fn detach_reports_a_pod_that_ends_while_waiting() {
     // The only service fails after a moment: the background pod then ends
     // (headless exit rule) while `up --detach` waits on its socket.

@@ -41,8 +41,12 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
     }
     let request = Request::Restart {
         service: args.service.clone(),
+        timeout_secs: Some(args.timeout),
     };
-    let response = control::request(pod_dir, &request, Duration::from_secs(args.timeout))?;
+    // The pod answers with an error once `timeout` has passed; the socket
+    // read waits a little longer so that answer arrives.
+    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
+    let response = control::request(pod_dir, &request, read_timeout)?;
     if let Some(status) = &response.status {
         write_stdout(&if args.json {
             json(status)?

@@ -23,6 +23,14 @@ pub enum Request {
         /// The service; `None` for the backend.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         service: Option<String>,
+        /// How long to wait for the restarted services, in seconds
+        /// (default 300); the client's own read timeout should match.
+        #[serde(
+            default,
+            rename = "timeout-secs",
+            skip_serializing_if = "Option::is_none"
+        )]
+        timeout_secs: Option<u64>,
     },
     /// Answer once every service is ready or one has failed.
     WaitReady,
@@ -199,10 +207,24 @@ mod tests {
             (
                 Request::Restart {
                     service: Some("server".into()),
+                    timeout_secs: None,
                 },
                 r#"{"cmd":"restart","service":"server"}"#,
             ),
-            (Request::Restart { service: None }, r#"{"cmd":"restart"}"#),
+            (
+                Request::Restart {
+                    service: None,
+                    timeout_secs: Some(30),
+                },
+                r#"{"cmd":"restart","timeout-secs":30}"#,
+            ),
+            (
+                Request::Restart {
+                    service: None,
+                    timeout_secs: None,
+                },
+                r#"{"cmd":"restart"}"#,
+            ),
         ];
         for (request, text) in cases {
             assert_eq!(serde_json::to_string(&request).expect("encode"), text);

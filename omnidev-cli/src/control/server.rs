@@ -18,7 +18,8 @@ use super::protocol::{PodStatus, Request, Response, SCHEMA, ServiceReport, UrlRe
 /// How often a waiting request looks at the supervisor's status again.
 const POLL: Duration = Duration::from_millis(100);
 
-/// How long `restart` waits for the restarted services before answering.
+/// How long `restart` waits for the restarted services before answering,
+/// unless the request names its own limit.
 const RESTART_DEADLINE: Duration = Duration::from_secs(300);
 
 /// How long a service without a readiness probe must keep running before
@@ -215,11 +216,17 @@ async fn answer(shared: &Shared, request: Request) -> Response {
             }
             tokio::time::sleep(POLL).await;
         },
-        Request::Restart { service } => restart(shared, service).await,
+        Request::Restart {
+            service,
+            timeout_secs,
+        } => {
+            let deadline = timeout_secs.map_or(RESTART_DEADLINE, Duration::from_secs);
+            restart(shared, service, deadline).await
+        }
     }
 }
 
-async fn restart(shared: &Shared, service: Option<String>) -> Response {
+async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> Response {
     let supervisor = &shared.supervisor;
     let names = match service {
         Some(name) => vec![name],
@@ -257,7 +264,7 @@ async fn restart(shared: &Shared, service: Option<String>) -> Response {
         return Response::error(e.to_string());
     }
     let renewed = |s: &ServiceStatus| s.pid.is_some() && s.pid != before[&s.name];
-    let deadline = tokio::time::Instant::now() + RESTART_DEADLINE;
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
         note_state_changes(&mut events, &names, &mut acted);
         let restarted = supervisor
@@ -275,7 +282,7 @@ async fn restart(shared: &Shared, service: Option<String>) -> Response {
             return Response::error(format!(
                 "{} not ready again within {} s",
                 names.join(", "),
-                RESTART_DEADLINE.as_secs()
+                limit.as_secs()
             ));
         }
         tokio::time::sleep(POLL).await;
