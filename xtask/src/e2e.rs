@@ -878,7 +878,16 @@ mod tests {
             .env(TAG_VAR, &tag)
             .spawn()
             .expect("spawn sleep");
-        let found = tagged_processes(|value| value == tag);
+        // Until `sleep` has exec'd, /proc shows the parent's environment
+        // (no tag): wait for the new image rather than read once.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = tagged_processes(|value| value == tag);
+            if !found.is_empty() || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(found.len(), 1, "{found:?}");
