@@ -192,27 +192,44 @@ mod tests {
             .block_on(future)
     }
 
-    #[test]
-    fn refresh_keeps_the_decline_and_a_failure_retries_within_the_hour() {
+    /// Config and cache directories inside a temp dir (kept alive by the
+    /// returned guard).
+    fn temp_paths() -> (tempfile::TempDir, Paths) {
         let dir = tempfile::tempdir().expect("temp dir");
         let paths = Paths {
             config_dir: dir.path().join("config"),
             cache_dir: dir.path().join("cache"),
         };
+        (dir, paths)
+    }
+
+    /// Saves a choice of a local repo and `cache` for that repo and ref.
+    fn save_choice_and_cache(paths: &Paths, cache: CheckCache) {
         let choice = InstallChoice {
             repo: "file:///nowhere/omnigent.git".into(),
             ..InstallChoice::default()
         };
         choice.save(&paths.install_toml()).expect("save choice");
         CheckCache {
-            repo: choice.repo.clone(),
-            reference: choice.reference.clone(),
-            remote_commit: Some("old".into()),
-            declined_commit: Some("old".into()),
-            ..CheckCache::default()
+            repo: choice.repo,
+            reference: choice.reference,
+            ..cache
         }
         .save(&paths.check_cache())
         .expect("seed cache");
+    }
+
+    #[test]
+    fn refresh_keeps_the_decline_and_a_failure_retries_within_the_hour() {
+        let (_dir, paths) = temp_paths();
+        save_choice_and_cache(
+            &paths,
+            CheckCache {
+                remote_commit: Some("old".into()),
+                declined_commit: Some("old".into()),
+                ..CheckCache::default()
+            },
+        );
 
         let now = SystemTime::now();
         let cache = block_on(refresh(&paths, &Fixed(Some("new")), now)).expect("refresh");
@@ -239,11 +256,7 @@ mod tests {
 
     #[test]
     fn a_corrupt_install_toml_is_recorded_so_shells_do_not_retry_at_once() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let paths = Paths {
-            config_dir: dir.path().join("config"),
-            cache_dir: dir.path().join("cache"),
-        };
+        let (_dir, paths) = temp_paths();
         std::fs::create_dir_all(&paths.config_dir).expect("config dir");
         std::fs::write(paths.install_toml(), "repo = [").expect("corrupt choice");
         let now = SystemTime::now();
@@ -265,25 +278,15 @@ mod tests {
 
     #[test]
     fn a_decline_during_the_lookup_is_not_lost() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let paths = Paths {
-            config_dir: dir.path().join("config"),
-            cache_dir: dir.path().join("cache"),
-        };
-        let choice = InstallChoice {
-            repo: "file:///nowhere/omnigent.git".into(),
-            ..InstallChoice::default()
-        };
-        choice.save(&paths.install_toml()).expect("save choice");
-        CheckCache {
-            repo: choice.repo.clone(),
-            reference: choice.reference.clone(),
-            installed_commit: Some("old".into()),
-            remote_commit: Some("new".into()),
-            ..CheckCache::default()
-        }
-        .save(&paths.check_cache())
-        .expect("seed cache");
+        let (_dir, paths) = temp_paths();
+        save_choice_and_cache(
+            &paths,
+            CheckCache {
+                installed_commit: Some("old".into()),
+                remote_commit: Some("new".into()),
+                ..CheckCache::default()
+            },
+        );
 
         let source = DeclineDuringLookup {
             paths: paths.clone(),
