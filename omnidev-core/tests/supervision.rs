@@ -82,6 +82,26 @@ fn readiness(probe: ProbeSpec, timeout: Duration) -> Readiness {
     }
 }
 
+/// A supervisor of `services` with every other setting at its default.
+async fn start(services: Vec<ServiceSpec>) -> Supervisor {
+    Supervisor::start(SupervisorConfig {
+        services,
+        ..Default::default()
+    })
+    .await
+    .expect("start")
+}
+
+/// [`start`], with a subscription taken before any service starts.
+async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, broadcast::Receiver<Event>) {
+    Supervisor::start_subscribed(SupervisorConfig {
+        services,
+        ..Default::default()
+    })
+    .await
+    .expect("start")
+}
+
 fn depends(on: &str, condition: Condition) -> Vec<Dependency> {
     vec![Dependency {
         service: on.into(),
@@ -114,12 +134,7 @@ async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
     ));
     let mut b = sh("b", "echo b up; exec sleep 1000", dir.path());
     b.depends_on = depends("a", Condition::Ready);
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![b, a],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, mut rx) = start_subscribed(vec![b, a]).await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| position(s, "b", running).is_some()).await;
     let timed_out = position(&seen, "a", |k| matches!(k, EventKind::ProbeTimedOut { .. }))
@@ -142,12 +157,8 @@ async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
 #[tokio::test]
 async fn crash_restarts_follow_the_backoff_schedule() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![sh("a", "echo run; exit 1", dir.path())],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, mut rx) =
+        start_subscribed(vec![sh("a", "echo run; exit 1", dir.path())]).await;
     let mut seen = Vec::new();
     let mut times = Vec::new();
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -282,12 +293,7 @@ async fn dependency_crash_restarts_dependent_after_ready_and_never_stays_down() 
     b.depends_on = depends("a", Condition::Ready);
     let mut c = sh("c", "exit 2", dir.path());
     c.restart = RestartPolicy::Never;
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![a, b, c],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, mut rx) = start_subscribed(vec![a, b, c]).await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| count(s, "b", running) >= 2).await;
     let ready_positions: Vec<usize> = (0..seen.len())
@@ -338,12 +344,7 @@ async fn stop_kills_a_term_ignoring_tree_before_reporting_stopped() {
         signal: libc::SIGTERM,
         grace: Duration::from_millis(500),
     };
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![a],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, mut rx) = start_subscribed(vec![a]).await;
     let pids_file = dir.path().join("pids");
     wait_until("three descendants", || {
         std::fs::read_to_string(&pids_file).is_ok_and(|t| t.lines().count() == 3)
@@ -560,12 +561,7 @@ async fn a_subscriber_that_never_reads_does_not_stall_the_child() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut chatty = sh("chatty", "seq 1 200000", dir.path());
     chatty.restart = RestartPolicy::Never;
-    let (supervisor, idle_subscriber) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![chatty],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, idle_subscriber) = start_subscribed(vec![chatty]).await;
     let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
         .await
         .expect("the child finished although nobody read the events");
@@ -582,12 +578,7 @@ async fn a_burst_of_reloads_restarts_at_most_twice() {
     let a = sh("a", "exec sleep 1000", dir.path());
     let mut b = sh("b", "exec sleep 1000", dir.path());
     b.depends_on = depends("a", Condition::Started);
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![a, b],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, mut rx) = start_subscribed(vec![a, b]).await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| position(s, "b", running).is_some()).await;
     for _ in 0..10 {
@@ -631,12 +622,7 @@ async fn settles_with_the_headless_exit_rule() {
         Duration::from_secs(30),
     ));
     blocked.depends_on = depends("never-ready", Condition::Ready);
-    let supervisor = Supervisor::start(SupervisorConfig {
-        services: vec![ok, bad, blocked, never_ready],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let supervisor = start(vec![ok, bad, blocked, never_ready]).await;
     let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
         .await
         .expect("settled");
@@ -648,12 +634,7 @@ async fn settles_with_the_headless_exit_rule() {
 
     let mut fine = sh("fine", "exit 0", dir.path());
     fine.restart = RestartPolicy::OnFailure;
-    let supervisor = Supervisor::start(SupervisorConfig {
-        services: vec![fine],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let supervisor = start(vec![fine]).await;
     let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
         .await
         .expect("settled");
@@ -674,12 +655,7 @@ async fn invalid_graphs_and_unknown_names_are_errors() {
     .expect_err("unknown dependency");
     assert!(err.to_string().contains("missing"), "{err}");
 
-    let supervisor = Supervisor::start(SupervisorConfig {
-        services: vec![sh("a", "exec sleep 1000", dir.path())],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let supervisor = start(vec![sh("a", "exec sleep 1000", dir.path())]).await;
     let err = supervisor
         .restart("nope")
         .await
@@ -695,12 +671,7 @@ async fn invalid_graphs_and_unknown_names_are_errors() {
 #[tokio::test]
 async fn manual_restart_replaces_the_process() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![sh("a", "exec sleep 1000", dir.path())],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let (supervisor, mut rx) = start_subscribed(vec![sh("a", "exec sleep 1000", dir.path())]).await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| position(s, "a", running).is_some()).await;
     let first = supervisor.snapshot()[0].pid.expect("pid");
@@ -755,12 +726,7 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
     web.restart = RestartPolicy::Never;
     web.prepare = vec![step];
     for _ in 0..2 {
-        let supervisor = Supervisor::start(SupervisorConfig {
-            services: vec![web.clone()],
-            ..Default::default()
-        })
-        .await
-        .expect("start");
+        let supervisor = start(vec![web.clone()]).await;
         tokio::time::timeout(DEADLINE, supervisor.wait_settled())
             .await
             .expect("settled");
@@ -795,12 +761,7 @@ async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
     };
     let mut web = sh("web", "exec sleep 1000", dir.path());
     web.prepare = vec![step];
-    let supervisor = Supervisor::start(SupervisorConfig {
-        services: vec![web],
-        ..Default::default()
-    })
-    .await
-    .expect("start");
+    let supervisor = start(vec![web]).await;
     wait_until("the prepare step to record its pids", || pids.exists()).await;
     let recorded: Vec<u32> = std::fs::read_to_string(&pids)
         .expect("pids")
