@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyEvent};
-use omnidev_core::{Event, ServiceStatus};
+use omnidev_core::{Event, LogLine, ServiceStatus};
 use tokio::sync::{broadcast, mpsc};
 
 pub use app::{Action, App, PodInfo};
@@ -58,13 +58,22 @@ fn spawn_input_thread(stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Input> {
     rx
 }
 
-/// Where the TUI's state comes from: the supervisor's events, and its
-/// current statuses for when events were lost.
+/// Where the TUI's state comes from: the supervisor's events, and a way to
+/// catch up with its current state when events were lost.
 pub struct Feed<S> {
     /// Every event, subscribed before the services started.
     pub events: broadcast::Receiver<Event>,
-    /// The statuses now (the supervisor's snapshot).
-    pub statuses: S,
+    /// The supervisor's statuses and combined log buffer now.
+    pub catch_up: S,
+}
+
+/// What the TUI re-reads from the supervisor after falling behind.
+#[derive(Debug, Default)]
+pub struct CatchUp {
+    /// Every service's status.
+    pub statuses: Vec<ServiceStatus>,
+    /// The combined ring buffer, oldest first.
+    pub logs: Vec<LogLine>,
 }
 
 /// Runs the TUI until `q`/Ctrl-C or `quit` resolves (a signal), carrying
@@ -78,7 +87,7 @@ pub async fn run<F, S>(
 ) -> Result<()>
 where
     F: FnMut(Action),
-    S: Fn() -> Vec<ServiceStatus>,
+    S: Fn() -> CatchUp,
 {
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -99,7 +108,7 @@ async fn event_loop<F, S>(
 ) -> Result<()>
 where
     F: FnMut(Action),
-    S: Fn() -> Vec<ServiceStatus>,
+    S: Fn() -> CatchUp,
 {
     tokio::pin!(quit);
     let mut last_draw: Option<Instant> = None;
@@ -132,7 +141,7 @@ where
                 match event {
                     Ok(event) => app.apply(&event),
                     Err(broadcast::error::RecvError::Lagged(n)) => {
-                        app.lagged(n, &(feed.statuses)());
+                        app.lagged(n, &(feed.catch_up)());
                     }
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 }
@@ -143,12 +152,12 @@ where
 }
 
 /// Applies every event already queued, so a burst becomes one redraw.
-fn drain<S: Fn() -> Vec<ServiceStatus>>(app: &mut App, feed: &mut Feed<S>) {
+fn drain<S: Fn() -> CatchUp>(app: &mut App, feed: &mut Feed<S>) {
     loop {
         match feed.events.try_recv() {
             Ok(event) => app.apply(&event),
             Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                app.lagged(n, &(feed.statuses)());
+                app.lagged(n, &(feed.catch_up)());
             }
             Err(_) => return,
         }

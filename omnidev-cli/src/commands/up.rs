@@ -380,11 +380,14 @@ async fn run_tui(
             };
         });
     };
-    let statuses = {
+    let catch_up = {
         let supervisor = supervisor.clone();
-        move || supervisor.snapshot()
+        move || tui::CatchUp {
+            statuses: supervisor.snapshot(),
+            logs: supervisor.logs(None).unwrap_or_default(),
+        }
     };
-    tui::run(app, tui::Feed { events, statuses }, on_action, async {
+    tui::run(app, tui::Feed { events, catch_up }, on_action, async {
         signals.recv().await;
     })
     .await?;

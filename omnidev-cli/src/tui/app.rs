@@ -145,12 +145,17 @@ impl App {
         }
     }
 
-    /// Events were lost (`skipped` of them): says so, and takes the
-    /// statuses from a fresh snapshot, since a lost state change would
-    /// otherwise stay wrong in the header until the next one.
-    pub fn lagged(&mut self, skipped: u64, statuses: &[ServiceStatus]) {
+    /// Events were lost (`skipped` of them): says so, takes the statuses
+    /// from a fresh snapshot (a lost state change would otherwise stay
+    /// wrong in the header until the next one), and fills the panes from
+    /// the supervisor's combined buffer; lines already shown are skipped by
+    /// their sequence numbers, and so are the queued events that follow.
+    pub fn lagged(&mut self, skipped: u64, catch_up: &crate::tui::CatchUp) {
         self.message = Some(format!("the UI fell behind: {skipped} events skipped"));
-        self.apply_snapshot(statuses);
+        self.apply_snapshot(&catch_up.statuses);
+        for line in &catch_up.logs {
+            self.push_log(line);
+        }
     }
 
     /// Takes in one log line (from an event or a buffer), dropping lines
@@ -341,7 +346,7 @@ pub(crate) mod tests {
         let mut app = app();
         app.apply(&log("server", "a", 1));
         app.apply(&log("host", "b", 2));
-        app.apply(&log("server", "a", 1)); // duplicate (seeded + event)
+        app.apply(&log("server", "a", 1)); // offered twice (catch-up + event)
         assert_eq!(app.panes[0].len(), 2);
         assert_eq!(app.panes[1].len(), 1);
         assert_eq!(app.panes[2].len(), 1);
@@ -414,19 +419,43 @@ pub(crate) mod tests {
                 state: ServiceState::Running { pid: 7 },
             },
         });
-        // The `Ready` state change was among the events lost.
+        app.apply(&log("server", "one", 1));
+        // The `Ready` state change and lines 2 and 3 were among the events
+        // lost; line 4 was still queued behind the lag.
+        let line = |text: &str, seq| LogLine::new("server", Stream::Stdout, text, seq);
         app.lagged(
             600,
-            &[ServiceStatus {
-                name: "server".into(),
-                state: ServiceState::Ready { pid: 7 },
-                restarts: 2,
-                pid: Some(7),
-                ready: true,
-            }],
+            &crate::tui::CatchUp {
+                statuses: vec![ServiceStatus {
+                    name: "server".into(),
+                    state: ServiceState::Ready { pid: 7 },
+                    restarts: 2,
+                    pid: Some(7),
+                    ready: true,
+                }],
+                logs: vec![
+                    line("one", 1),
+                    line("two", 2),
+                    line("three", 3),
+                    line("four", 4),
+                ],
+            },
         );
+        app.apply(&log("server", "four", 4));
         assert_eq!(app.services[0].state, ServiceState::Ready { pid: 7 });
         assert_eq!(app.services[0].restarts, 2);
+        // The server's own lines, in order, each once (the combined pane
+        // also holds supervisor messages).
+        let texts = |pane: usize| -> Vec<String> {
+            let pane = &app.panes[pane];
+            (0..pane.end())
+                .filter_map(|i| pane.get(i))
+                .filter(|l| l.tag == "server" && l.raw != "server started (pid 7)")
+                .map(|l| l.raw.clone())
+                .collect()
+        };
+        assert_eq!(texts(1), ["one", "two", "three", "four"]);
+        assert_eq!(texts(0), ["one", "two", "three", "four"]);
         assert_eq!(
             app.message.as_deref(),
             Some("the UI fell behind: 600 events skipped")

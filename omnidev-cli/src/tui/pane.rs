@@ -144,8 +144,9 @@ pub struct Pane {
     pub view_height: usize,
     /// Top line shown at the last render.
     pub view_top: usize,
-    /// Highest sequence number already taken in, to drop duplicates when a
-    /// pane is seeded from a buffer and fed by events at the same time.
+    /// Highest sequence number already taken in, so that the catch-up from
+    /// the supervisor's buffer after a lag and the events queued behind it
+    /// never show a line twice.
     pub last_seq: Option<u64>,
 }
 
