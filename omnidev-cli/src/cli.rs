@@ -1,9 +1,12 @@
-//! Command-line arguments (clap). Raw arguments only: validation and
-//! defaults that need the file system happen in `commands/`.
+//! Every command-line type (clap) of `omnidev`, in one place. Raw arguments
+//! only: validation and defaults that need the file system happen in
+//! `commands/` and `session`.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
+use omnidev_install::{DEFAULT_EXTRA, DEFAULT_PYTHON, DEFAULT_REF, DEFAULT_REPO, InstallChoice};
 
 /// One isolated dev pod per checkout.
 #[derive(Debug, Parser)]
@@ -35,29 +38,29 @@ pub enum Command {
     #[command(subcommand)]
     Profile(ProfileCommand),
     /// Install Omnigent from git with `uv tool install` and save the choice.
-    Install(crate::commands::install::InstallArgs),
+    Install(InstallArgs),
     /// Reinstall the newest commit of the saved repo/ref/extras.
     Update,
     /// Tell (and on a terminal offer) an Omnigent update; reads a cache only.
-    Check(crate::commands::install::CheckArgs),
+    Check(CheckArgs),
     /// Refresh the update-check cache from the network.
     Refresh,
     /// Print the snippet that runs the update check from an interactive shell.
-    ShellHook(crate::commands::install::ShellHookArgs),
+    ShellHook(ShellHookArgs),
     /// Show this checkout's pod: directory, ports, supervisor, services.
-    Status(crate::commands::status::StatusArgs),
+    Status(StatusArgs),
     /// List every pod under the cache root, running or not.
-    Ls(crate::commands::ls::LsArgs),
+    Ls(LsArgs),
     /// Stop the running pod of this checkout (from any terminal).
-    Stop(crate::commands::stop::StopArgs),
+    Stop(StopArgs),
     /// Restart a service, or the backend, of the running pod.
-    Restart(crate::commands::restart::RestartArgs),
+    Restart(RestartArgs),
     /// Print (and follow) the pod's log files.
-    Logs(crate::commands::logs::LogsArgs),
+    Logs(LogsArgs),
     /// Remove this checkout's pod directory (refused while it runs).
-    Clean(crate::commands::clean::CleanArgs),
+    Clean(CleanArgs),
     /// Print a shell completion script.
-    Completions(crate::commands::completions::CompletionsArgs),
+    Completions(CompletionsArgs),
 }
 
 /// Where the pod is: the checkout, its profile and its pod directory. Shared
@@ -187,6 +190,159 @@ pub struct ProfileShowArgs {
     /// Show the embedded Omnigent profile, whatever the checkout has.
     #[arg(long, conflicts_with_all = ["repo", "profile"])]
     pub embedded: bool,
+}
+
+/// Arguments of `omnidev clean`.
+#[derive(Debug, Args, Clone)]
+pub struct CleanArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+}
+
+/// Arguments of `omnidev completions`.
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+/// Arguments of `omnidev install`.
+#[derive(Debug, Args, Clone)]
+pub struct InstallArgs {
+    /// Branch, tag or full commit sha to install.
+    #[arg(long = "ref", value_name = "REF", default_value = DEFAULT_REF, allow_hyphen_values = true)]
+    pub reference: String,
+    /// Package extra to install (repeatable), in addition to `databricks`
+    /// unless `--no-default-extra`.
+    #[arg(long = "extra", value_name = "NAME", allow_hyphen_values = true)]
+    pub extras: Vec<String>,
+    /// Do not add the default `databricks` extra.
+    #[arg(long)]
+    pub no_default_extra: bool,
+    /// Git repository to install from.
+    #[arg(long, value_name = "URL", default_value = DEFAULT_REPO, allow_hyphen_values = true)]
+    pub repo: String,
+    /// Python version (or interpreter path) for the tool's environment.
+    #[arg(long, value_name = "VER", default_value = DEFAULT_PYTHON, allow_hyphen_values = true)]
+    pub python: String,
+    /// Skip the Node ≥ 22 / npm-or-pnpm check (also `OMNIDEV_SKIP_WEB_CHECK=1`),
+    /// for a package that builds no web UI.
+    #[arg(long)]
+    pub skip_web_check: bool,
+}
+
+impl InstallArgs {
+    /// The choice these arguments describe: the default extra first (unless
+    /// turned off), then `--extra`s in order, without duplicates.
+    pub fn choice(&self) -> InstallChoice {
+        let mut extras: Vec<String> = Vec::new();
+        let defaults = (!self.no_default_extra).then(|| DEFAULT_EXTRA.to_owned());
+        for extra in defaults.into_iter().chain(self.extras.iter().cloned()) {
+            if !extras.contains(&extra) {
+                extras.push(extra);
+            }
+        }
+        InstallChoice {
+            repo: self.repo.clone(),
+            reference: self.reference.clone(),
+            extras,
+            python: self.python.clone(),
+        }
+    }
+}
+
+/// Arguments of `omnidev check`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CheckArgs {
+    /// Print nothing when omnigent is up to date.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// A shell for `omnidev shell-hook`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShellName {
+    /// bash
+    Bash,
+    /// zsh
+    Zsh,
+    /// fish
+    Fish,
+}
+
+/// Arguments of `omnidev shell-hook`.
+#[derive(Debug, Args, Clone)]
+pub struct ShellHookArgs {
+    /// The shell (default: from `$SHELL`, else bash).
+    #[arg(value_enum)]
+    pub shell: Option<ShellName>,
+}
+
+/// Arguments of `omnidev logs`.
+#[derive(Debug, Args, Clone)]
+pub struct LogsArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The service; every service (lines prefixed `name | `) when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub service: Option<String>,
+    /// Keep printing new lines as they are written (until Ctrl-C, or until
+    /// the pod stops).
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print only the last N lines of each log (default: all; 10 with -f).
+    #[arg(short = 'n', long = "lines", value_name = "N")]
+    pub lines: Option<usize>,
+}
+
+/// Arguments of `omnidev ls`.
+#[derive(Debug, Args, Clone)]
+pub struct LsArgs {
+    /// Print JSON (schema 1, see docs/control.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `omnidev restart`.
+#[derive(Debug, Args, Clone)]
+pub struct RestartArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The service; the backend (e.g. server, then host) when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub service: Option<String>,
+    /// Print the pod's status afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds to wait for the restarted services to be ready.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub timeout: u64,
+}
+
+/// Arguments of `omnidev status`.
+#[derive(Debug, Args, Clone)]
+pub struct StatusArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Print JSON (schema 1, see docs/control.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `omnidev stop`.
+#[derive(Debug, Args, Clone)]
+pub struct StopArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Seconds to wait for the pod to end.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
 }
 
 fn split_pair(value: &str) -> Result<(&str, &str), String> {
@@ -322,5 +478,26 @@ mod tests {
             panic!("expected omnigent");
         };
         assert_eq!(args.args, ["server", "--help"]);
+    }
+
+    fn args(extras: &[&str], no_default: bool) -> InstallArgs {
+        InstallArgs {
+            reference: "main".into(),
+            extras: extras.iter().map(|e| (*e).to_owned()).collect(),
+            no_default_extra: no_default,
+            repo: DEFAULT_REPO.into(),
+            python: DEFAULT_PYTHON.into(),
+            skip_web_check: false,
+        }
+    }
+
+    #[test]
+    fn extras_from_flags() {
+        assert_eq!(args(&[], false).choice().extras, ["databricks"]);
+        assert_eq!(args(&[], true).choice().extras, Vec::<String>::new());
+        assert_eq!(
+            args(&["dev", "databricks", "dev"], false).choice().extras,
+            ["databricks", "dev"]
+        );
     }
 }

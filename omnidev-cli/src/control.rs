@@ -54,7 +54,6 @@
 //! `omnidev up` removes the stale file and listens afresh.
 
 pub mod client;
-pub mod error;
 pub mod inspect;
 pub mod protocol;
 pub mod server;
@@ -62,7 +61,6 @@ pub mod server;
 use std::path::{Path, PathBuf};
 
 pub use client::request;
-pub use error::Error;
 pub use inspect::{inspect, list_pods, lock_state};
 pub use protocol::{PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};

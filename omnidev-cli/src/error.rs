@@ -1,5 +1,6 @@
-//! Errors of the `omnidev` binary itself; library errors pass through
-//! unchanged (they already carry their code and help).
+//! The one error type of the `omnidev` binary: its own failures (watching,
+//! the terminal, the control socket, detaching) and library errors, which
+//! pass through unchanged (they already carry their code and help).
 
 use std::path::PathBuf;
 
@@ -84,6 +85,176 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A value could not be encoded as JSON.
+    #[error("could not encode JSON")]
+    #[diagnostic(code(omnidev::json))]
+    Json(#[source] serde_json::Error),
+
+    /// A file or socket operation failed.
+    #[error("could not {action} {}", path.display())]
+    #[diagnostic(
+        code(omnidev::control::io),
+        help("check the permissions of the pod directory (it should be yours, mode 0700)")
+    )]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The pod is not running.
+    #[error("the pod {} is not running", pod_dir.display())]
+    #[diagnostic(
+        code(omnidev::control::not_running),
+        help("start it with `omnidev up` (or `omnidev up --detach` to run it in the background)")
+    )]
+    NotRunning {
+        /// The pod directory.
+        pod_dir: PathBuf,
+    },
+
+    /// The pod's lock is held but nothing answers on its control socket.
+    #[error("the pod {} runs (pid {}) but its control socket {} does not answer", pod_dir.display(), pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()), socket.display())]
+    #[diagnostic(
+        code(omnidev::control::unreachable),
+        help(
+            "it may be starting or stuck; `omnidev stop` falls back to SIGTERM, or stop it with `kill <pid>`"
+        )
+    )]
+    Unreachable {
+        /// The pod directory.
+        pod_dir: PathBuf,
+        /// The socket.
+        socket: PathBuf,
+        /// The pid holding the lock.
+        pid: Option<u32>,
+        /// What went wrong while connecting or reading.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The pod answered something that is not a response.
+    #[error("unexpected answer on {}: {message}", socket.display())]
+    #[diagnostic(
+        code(omnidev::control::protocol),
+        help("the running `omnidev up` may be a different version; stop it and start it again")
+    )]
+    Protocol {
+        /// The socket.
+        socket: PathBuf,
+        /// What was wrong.
+        message: String,
+    },
+
+    /// The pod refused the request.
+    #[error("the pod refused: {message}")]
+    #[diagnostic(code(omnidev::control::refused), help("see `omnidev status`"))]
+    Refused {
+        /// The pod's explanation.
+        message: String,
+    },
+
+    /// The control socket could not be created.
+    #[error("could not serve the control socket {}", path.display())]
+    #[diagnostic(
+        code(omnidev::control::listen),
+        help(
+            "unix socket paths are limited to about 100 bytes; use a shorter --pod-dir or XDG_CACHE_HOME"
+        )
+    )]
+    Listen {
+        /// The socket path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// `omnidev stop` waited in vain for the pod to end.
+    #[error("the pod {} did not stop within {seconds} s (pid {})", pod_dir.display(), pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()))]
+    #[diagnostic(
+        code(omnidev::control::stop_timeout),
+        help(
+            "look at `omnidev logs`; `kill -9 <pid>` ends it (its orphan guard then kills the services)"
+        )
+    )]
+    StopTimeout {
+        /// The pod directory.
+        pod_dir: PathBuf,
+        /// The pid holding the lock.
+        pid: Option<u32>,
+        /// How long was waited.
+        seconds: u64,
+    },
+
+    /// A service has no log file.
+    #[error("no log file for `{service}` in {}", dir.display())]
+    #[diagnostic(
+        code(omnidev::logs::unknown_service),
+        help("services with logs: {known}")
+    )]
+    NoLog {
+        /// The service asked for.
+        service: String,
+        /// The logs directory.
+        dir: PathBuf,
+        /// The services that have logs.
+        known: String,
+    },
+
+    /// `clean` refused a directory that does not look like a pod.
+    #[error("refusing to remove {}: it does not look like an omnidev pod directory", path.display())]
+    #[diagnostic(
+        code(omnidev::clean::not_a_pod),
+        help("`clean` only removes a directory under {} or one given with --pod-dir that holds pod.toml", cache_root.display())
+    )]
+    NotAPod {
+        /// The directory.
+        path: PathBuf,
+        /// The cache root.
+        cache_root: PathBuf,
+    },
+
+    /// `up --detach` could not start the background pod.
+    #[error("could not start the pod in the background")]
+    #[diagnostic(code(omnidev::detach::spawn), help("check that {} is still executable", program.display()))]
+    DetachSpawn {
+        /// The program re-executed.
+        program: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The background pod exited before it became ready.
+    #[error("the background pod exited ({status}) before it was ready")]
+    #[diagnostic(code(omnidev::detach::exited), help("its output is in {}:\n{tail}", log.display()))]
+    DetachExited {
+        /// How it ended.
+        status: String,
+        /// Its log file.
+        log: PathBuf,
+        /// The last lines of that file.
+        tail: String,
+    },
+
+    /// The background pod did not become ready in time.
+    #[error("the pod was not ready within {seconds} s")]
+    #[diagnostic(
+        code(omnidev::detach::timeout),
+        help(
+            "it keeps running: see `omnidev status` and `omnidev logs`; raise the limit with --ready-timeout"
+        )
+    )]
+    DetachTimeout {
+        /// The limit.
+        seconds: u64,
+    },
+
     /// Writing to standard output failed.
     #[error("could not write to standard output")]
     #[diagnostic(code(omnidev::stdout))]
@@ -92,3 +263,18 @@ pub enum Error {
 
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A closure turning an I/O error into [`Error::Io`].
+    pub fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}

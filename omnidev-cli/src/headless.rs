@@ -1,29 +1,26 @@
 //! The headless front-end's printer: `<service> | <line>`, names padded and
-//! coloured (unless `NO_COLOR` is set or output is not a terminal), and
+//! coloured (only on a terminal without `NO_COLOR`; see `output`), and
 //! supervisor events as `omnidev | …`.
 
 use std::collections::HashMap;
+use std::io::Write;
+use std::process::ExitCode;
 
-use omnidev_core::{Event, EventKind};
+use anstyle::Style;
+use omnidev_core::{Event, EventKind, Supervisor};
 
 use crate::describe;
-use crate::tui::pane::strip_ansi;
-
-/// SGR foreground codes matching the TUI palette.
-const COLOURS: [u8; 6] = [36, 35, 33, 32, 34, 91];
-
-/// Whether to colour output: only on a terminal, and never with a
-/// non-empty `NO_COLOR`.
-pub fn use_colour(is_terminal: bool) -> bool {
-    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
+use crate::error::Result;
+use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
+use crate::session::{PreparedPod, banner};
+use crate::terminal_text;
 
 /// Turns events into output lines.
 #[derive(Debug, Clone)]
 pub struct Printer {
     width: usize,
     colour: bool,
-    colours: HashMap<String, u8>,
+    colours: HashMap<String, Style>,
 }
 
 impl Printer {
@@ -38,7 +35,7 @@ impl Printer {
         let colours = services
             .iter()
             .enumerate()
-            .map(|(i, name)| (name.clone(), COLOURS[i % COLOURS.len()]))
+            .map(|(i, name)| (name.clone(), SERVICE_STYLES[i % SERVICE_STYLES.len()]))
             .collect();
         Self {
             width,
@@ -48,23 +45,19 @@ impl Printer {
     }
 
     fn prefix(&self, tag: &str) -> String {
-        let width = self.width;
-        if !self.colour {
-            return format!("{tag:<width$} | ");
-        }
-        match self.colours.get(tag) {
-            Some(code) => format!("\x1b[{code}m{tag:<width$}\x1b[0m \x1b[2m|\x1b[0m "),
-            None => format!("\x1b[1m{tag:<width$}\x1b[0m \x1b[2m|\x1b[0m "),
-        }
+        let style = self
+            .colour
+            .then(|| self.colours.get(tag).copied().unwrap_or(SUPERVISOR_STYLE));
+        output::prefix(tag, self.width, style)
     }
 
     /// A line of text attributed to `tag`.
     pub fn line(&self, tag: &str, text: &str) -> String {
-        if self.colour {
-            format!("{}{text}", self.prefix(tag))
-        } else {
-            format!("{}{}", self.prefix(tag), strip_ansi(text))
-        }
+        format!(
+            "{}{}",
+            self.prefix(tag),
+            terminal_text::for_output(text, self.colour)
+        )
     }
 
     /// The output line for an event, if it deserves one.
@@ -74,6 +67,67 @@ impl Printer {
             _ => describe::event(event).map(|text| self.line("omnidev", &text)),
         }
     }
+}
+
+/// Prints the pod's output and events until every service has settled or
+/// a signal comes; the exit code says whether every service exited 0.
+pub async fn run_pod(
+    prepared: &PreparedPod,
+    supervisor: &Supervisor,
+    mut events: tokio::sync::broadcast::Receiver<omnidev_core::Event>,
+    signals: &mut omnidev_core::signals::ShutdownSignals,
+) -> Result<ExitCode> {
+    let names: Vec<String> = prepared
+        .rendered
+        .services
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    let printer = Printer::new(&names, output::colour_stdout());
+    let mut out = std::io::stdout();
+    let mut print = |line: String| {
+        // A closed stdout (e.g. `| head`) must not stop the pod.
+        let _ = writeln!(out, "{line}");
+    };
+    for line in banner(prepared).iter().chain(&prepared.notices) {
+        print(printer.line("omnidev", line));
+    }
+    let settled = supervisor.wait_settled();
+    tokio::pin!(settled);
+    let code = loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(event) => {
+                    if let Some(line) = printer.format(&event) {
+                        print(line);
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    print(printer.line("omnidev", &format!("output fell behind: {n} events skipped")));
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break ExitCode::FAILURE,
+            },
+            settled = &mut settled => {
+                // Flush what is already queued before leaving.
+                while let Ok(event) = events.try_recv() {
+                    if let Some(line) = printer.format(&event) {
+                        print(line);
+                    }
+                }
+                let ok = settled.success;
+                print(printer.line(
+                    "omnidev",
+                    if ok { "every service exited 0" } else { "a service failed" },
+                ));
+                break if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+            }
+            signal = signals.recv() => {
+                print(printer.line("omnidev", &format!("{signal:?}: stopping the pod")));
+                break ExitCode::SUCCESS;
+            }
+        }
+    };
+    Ok(code)
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@ mod control;
 mod describe;
 mod error;
 mod headless;
+mod output;
+mod session;
+mod terminal_text;
 mod tui;
 mod watch;
 

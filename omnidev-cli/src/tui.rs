@@ -9,17 +9,19 @@ pub mod pane;
 pub mod view;
 
 use std::future::Future;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyEvent};
-use omnidev_core::{Event, LogLine, ServiceStatus};
+use omnidev_core::{Event, LogConfig, LogLine, ServiceStatus, Supervisor};
 use tokio::sync::{broadcast, mpsc};
 
 pub use app::{Action, App, PodInfo};
 
 use crate::error::{Error, Result};
+use crate::session::PreparedPod;
 
 /// The shortest time between two redraws: a flood of log lines is drawn at
 /// most this often, the lines in between coalesced into one frame.
@@ -162,4 +164,67 @@ fn drain<S: Fn() -> CatchUp>(app: &mut App, feed: &mut Feed<S>) {
             Err(_) => return,
         }
     }
+}
+
+/// Runs the TUI on a started pod until the user quits or a signal comes.
+pub async fn run_pod(
+    prepared: &PreparedPod,
+    supervisor: &Supervisor,
+    events: tokio::sync::broadcast::Receiver<omnidev_core::Event>,
+    signals: &mut omnidev_core::signals::ShutdownSignals,
+) -> Result<ExitCode> {
+    let services = prepared
+        .rendered
+        .services
+        .iter()
+        .map(|s| (s.name.clone(), s.readiness.is_some()))
+        .collect();
+    let backend = prepared
+        .rendered
+        .watch
+        .iter()
+        .map(|w| w.service.clone())
+        .collect();
+    let mut app = App::new(
+        PodInfo {
+            pod_dir: prepared.pod.dir().to_owned(),
+            urls: prepared.rendered.urls.clone(),
+        },
+        services,
+        backend,
+        LogConfig::default().ring_lines,
+    );
+    app.apply_snapshot(&supervisor.snapshot());
+    for notice in &prepared.notices {
+        app.panes[0].push(pane::PaneLine::new("omnidev", notice, true));
+    }
+    let handle = supervisor.clone();
+    let on_action = move |action: Action| {
+        let supervisor = handle.clone();
+        tokio::spawn(async move {
+            // Errors here only mean the supervisor is shutting down.
+            let _ = match action {
+                Action::Restart(name) => supervisor.restart(&name).await,
+                Action::Reload(names) => {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    supervisor.reload(&names).await
+                }
+                Action::ClearLogs(name) => supervisor.clear_logs(name.as_deref()),
+                Action::Quit => Ok(()),
+            };
+        });
+    };
+    let catch_up = {
+        let supervisor = supervisor.clone();
+        move || CatchUp {
+            statuses: supervisor.snapshot(),
+            logs: supervisor.logs(None).unwrap_or_default(),
+        }
+    };
+    run(app, Feed { events, catch_up }, on_action, async {
+        signals.recv().await;
+    })
+    .await?;
+    eprintln!("omnidev: stopping the pod…");
+    Ok(ExitCode::SUCCESS)
 }

@@ -17,7 +17,10 @@ use ignore::overrides::{Override, OverrideBuilder};
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 
+use omnidev_core::Supervisor;
+
 use crate::error::{Error, Result};
+use crate::session::PreparedPod;
 
 /// What to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,6 +212,67 @@ impl Watcher {
     pub fn watched(&self) -> &[PathBuf] {
         &self.watched
     }
+}
+
+/// Starts one watcher per watch rule; each burst of changes reloads the
+/// rule's service (its dependents follow, by the supervisor's rules).
+/// Returns the watchers (dropping them stops watching) and a line per rule
+/// saying what is watched.
+pub fn start_watchers(
+    prepared: &PreparedPod,
+    debounce: Duration,
+    supervisor: &Supervisor,
+) -> Result<(Vec<Watcher>, Vec<String>)> {
+    let mut notices = Vec::new();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut watchers = Vec::new();
+    for rule in &prepared.rendered.watch {
+        let tx = tx.clone();
+        let service = rule.service.clone();
+        let watcher = Watcher::start(
+            &WatchConfig {
+                root: prepared.checkout.repo.clone(),
+                patterns: rule.globs.clone(),
+                debounce,
+            },
+            move |_paths| {
+                let _ = tx.send(service.clone());
+            },
+        )?;
+        notices.push(if watcher.watched().is_empty() {
+            format!(
+                "warning: nothing to watch for {} ({} matches no directory)",
+                rule.service,
+                rule.globs.join(", ")
+            )
+        } else {
+            format!(
+                "{} reloads on changes to {} (debounce {})",
+                rule.service,
+                rule.globs.join(", "),
+                crate::describe::duration(debounce)
+            )
+        });
+        watchers.push(watcher);
+    }
+    let supervisor = supervisor.clone();
+    tokio::spawn(async move {
+        while let Some(service) = rx.recv().await {
+            let mut services = vec![service];
+            // Rules firing together are one reload.
+            while let Ok(more) = rx.try_recv() {
+                if !services.contains(&more) {
+                    services.push(more);
+                }
+            }
+            let names: Vec<&str> = services.iter().map(String::as_str).collect();
+            // Fails only once the supervisor has shut down.
+            if supervisor.reload(&names).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok((watchers, notices))
 }
 
 #[cfg(test)]

@@ -4,23 +4,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Args;
 use omnidev_pod::{Pod, PodLock};
 
-use crate::cli::PodArgs;
-use crate::control::Error;
-
-/// Arguments of `omnidev clean`.
-#[derive(Debug, Args, Clone)]
-pub struct CleanArgs {
-    /// Checkout, profile and pod directory.
-    #[command(flatten)]
-    pub pod: PodArgs,
-}
+use crate::cli::CleanArgs;
+use crate::error::Error;
 
 /// Runs `omnidev clean`.
 pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = &checkout.pod_dir;
     if !pod_dir.exists() {
         eprintln!(

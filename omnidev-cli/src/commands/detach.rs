@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use omnidev_pod::{LockState, Pod};
 
 use crate::cli::UpArgs;
-use crate::commands::status::write_stdout;
 use crate::control::protocol::Response;
-use crate::control::{self, DETACHED_LOG, Error, Request};
+use crate::control::{self, DETACHED_LOG, Request};
+use crate::error::Error;
+use crate::output::write_stdout;
 
 /// Lines of a failed service's log shown when detaching fails.
 const FAILURE_TAIL: usize = 15;
@@ -27,7 +28,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(10);
 pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
-    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = checkout.pod_dir.clone();
     if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
         return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());

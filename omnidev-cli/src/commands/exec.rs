@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// Runs `command` in the foreground with the pod's environment; returns its
 /// exit code (128 + N when killed by signal N).
 pub fn run(pod: &PodArgs, command: &[String]) -> Result<ExitCode> {
-    let checkout = super::up::resolve_checkout(pod)?;
+    let checkout = crate::session::resolve_checkout(pod)?;
     let record = omnidev_pod::read_ports(&checkout.pod_dir)?;
     let mut ctx = RenderContext::from_process_env(
         checkout.repo.clone(),

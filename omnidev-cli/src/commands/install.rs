@@ -5,86 +5,12 @@ use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use clap::{Args, ValueEnum};
 use omnidev_install::check::{self, RefreshStart};
 use omnidev_install::hook::NO_UPDATE_CHECK_ENV;
 use omnidev_install::uv::skip_web_check_from_env;
-use omnidev_install::{
-    DEFAULT_EXTRA, DEFAULT_PYTHON, DEFAULT_REF, DEFAULT_REPO, DefaultSource, InstallChoice,
-    InstallOptions, Installed, Paths, Shell, Update,
-};
+use omnidev_install::{DefaultSource, InstallOptions, Installed, Paths, Shell, Update};
 
-/// Arguments of `omnidev install`.
-#[derive(Debug, Args, Clone)]
-pub struct InstallArgs {
-    /// Branch, tag or full commit sha to install.
-    #[arg(long = "ref", value_name = "REF", default_value = DEFAULT_REF, allow_hyphen_values = true)]
-    pub reference: String,
-    /// Package extra to install (repeatable), in addition to `databricks`
-    /// unless `--no-default-extra`.
-    #[arg(long = "extra", value_name = "NAME", allow_hyphen_values = true)]
-    pub extras: Vec<String>,
-    /// Do not add the default `databricks` extra.
-    #[arg(long)]
-    pub no_default_extra: bool,
-    /// Git repository to install from.
-    #[arg(long, value_name = "URL", default_value = DEFAULT_REPO, allow_hyphen_values = true)]
-    pub repo: String,
-    /// Python version (or interpreter path) for the tool's environment.
-    #[arg(long, value_name = "VER", default_value = DEFAULT_PYTHON, allow_hyphen_values = true)]
-    pub python: String,
-    /// Skip the Node ≥ 22 / npm-or-pnpm check (also `OMNIDEV_SKIP_WEB_CHECK=1`),
-    /// for a package that builds no web UI.
-    #[arg(long)]
-    pub skip_web_check: bool,
-}
-
-impl InstallArgs {
-    /// The choice these arguments describe: the default extra first (unless
-    /// turned off), then `--extra`s in order, without duplicates.
-    pub fn choice(&self) -> InstallChoice {
-        let mut extras: Vec<String> = Vec::new();
-        let defaults = (!self.no_default_extra).then(|| DEFAULT_EXTRA.to_owned());
-        for extra in defaults.into_iter().chain(self.extras.iter().cloned()) {
-            if !extras.contains(&extra) {
-                extras.push(extra);
-            }
-        }
-        InstallChoice {
-            repo: self.repo.clone(),
-            reference: self.reference.clone(),
-            extras,
-            python: self.python.clone(),
-        }
-    }
-}
-
-/// Arguments of `omnidev check`.
-#[derive(Debug, Args, Clone, Default)]
-pub struct CheckArgs {
-    /// Print nothing when omnigent is up to date.
-    #[arg(long, short)]
-    pub quiet: bool,
-}
-
-/// A shell for `omnidev shell-hook`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ShellName {
-    /// bash
-    Bash,
-    /// zsh
-    Zsh,
-    /// fish
-    Fish,
-}
-
-/// Arguments of `omnidev shell-hook`.
-#[derive(Debug, Args, Clone)]
-pub struct ShellHookArgs {
-    /// The shell (default: from `$SHELL`, else bash).
-    #[arg(value_enum)]
-    pub shell: Option<ShellName>,
-}
+use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName};
 
 /// `omnidev install`.
 pub fn install(args: &InstallArgs) -> miette::Result<ExitCode> {
@@ -233,30 +159,4 @@ pub fn shell_hook(args: &ShellHookArgs) -> ExitCode {
 
 fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(extras: &[&str], no_default: bool) -> InstallArgs {
-        InstallArgs {
-            reference: "main".into(),
-            extras: extras.iter().map(|e| (*e).to_owned()).collect(),
-            no_default_extra: no_default,
-            repo: DEFAULT_REPO.into(),
-            python: DEFAULT_PYTHON.into(),
-            skip_web_check: false,
-        }
-    }
-
-    #[test]
-    fn extras_from_flags() {
-        assert_eq!(args(&[], false).choice().extras, ["databricks"]);
-        assert_eq!(args(&[], true).choice().extras, Vec::<String>::new());
-        assert_eq!(
-            args(&["dev", "databricks", "dev"], false).choice().extras,
-            ["databricks", "dev"]
-        );
-    }
 }

@@ -8,35 +8,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
-
-use crate::cli::PodArgs;
-use crate::commands::status::write_stdout;
-use crate::control::{DETACHED_LOG, Error};
+use crate::cli::LogsArgs;
+use crate::control::DETACHED_LOG;
+use crate::error::Error;
+use crate::output::write_stdout;
 
 /// How often `-f` looks for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
 /// Lines shown before following when `-n` is not given.
 const FOLLOW_TAIL: usize = 10;
-
-/// Arguments of `omnidev logs`.
-#[derive(Debug, Args, Clone)]
-pub struct LogsArgs {
-    /// Checkout, profile and pod directory.
-    #[command(flatten)]
-    pub pod: PodArgs,
-    /// The service; every service (lines prefixed `name | `) when omitted.
-    #[arg(value_name = "SERVICE")]
-    pub service: Option<String>,
-    /// Keep printing new lines as they are written (until Ctrl-C, or until
-    /// the pod stops).
-    #[arg(short, long)]
-    pub follow: bool,
-    /// Print only the last N lines of each log (default: all; 10 with -f).
-    #[arg(short = 'n', long = "lines", value_name = "N")]
-    pub lines: Option<usize>,
-}
 
 /// One log file being read.
 struct Source {
@@ -50,7 +31,7 @@ struct Source {
 
 /// Runs `omnidev logs`.
 pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
     let dir = checkout.pod_dir.join("logs");
     let available = services_with_logs(&dir);
     let names = match &args.service {
@@ -70,7 +51,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
         None => available,
     };
     let width = names.iter().map(String::len).max().unwrap_or(0);
-    let colour = crate::headless::use_colour(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let colour = crate::output::colour_stdout();
     let prefixed = args.service.is_none();
     let mut sources: Vec<Source> = names
         .iter()
@@ -167,11 +148,7 @@ fn initial_lines(path: &Path, current: &[u8], tail: Option<usize>) -> Vec<String
 
 fn push_line(out: &mut String, prefix: &str, line: &str, colour: bool) {
     out.push_str(prefix);
-    if colour {
-        out.push_str(line);
-    } else {
-        out.push_str(&crate::tui::pane::strip_ansi(line));
-    }
+    out.push_str(&crate::terminal_text::for_output(line, colour));
     out.push('\n');
 }
 

@@ -3,18 +3,9 @@
 
 use std::process::ExitCode;
 
-use clap::Args;
-
-use crate::commands::status::{json, write_stdout};
+use crate::cli::LsArgs;
 use crate::control::{self, PodList};
-
-/// Arguments of `omnidev ls`.
-#[derive(Debug, Args, Clone)]
-pub struct LsArgs {
-    /// Print JSON (schema 1, see docs/control.md).
-    #[arg(long)]
-    pub json: bool,
-}
+use crate::output::{json, write_stdout};
 
 /// Runs `omnidev ls`.
 pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {

@@ -16,7 +16,7 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
     let text = if args.embedded {
         embedded_text()
     } else {
-        let cwd = super::up::current_dir()?;
+        let cwd = crate::session::current_dir()?;
         let (profile, source) = if let Some(file) = &args.profile {
             (Profile::from_file(file)?, ProfileSource::File(file.clone()))
         } else {

@@ -4,34 +4,17 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
 use omnidev_pod::LockState;
 
-use crate::cli::PodArgs;
-use crate::commands::status::{json, render, write_stdout};
-use crate::control::{self, Error, Request};
-
-/// Arguments of `omnidev restart`.
-#[derive(Debug, Args, Clone)]
-pub struct RestartArgs {
-    /// Checkout, profile and pod directory.
-    #[command(flatten)]
-    pub pod: PodArgs,
-    /// The service; the backend (e.g. server, then host) when omitted.
-    #[arg(value_name = "SERVICE")]
-    pub service: Option<String>,
-    /// Print the pod's status afterwards as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Seconds to wait for the restarted services to be ready.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    pub timeout: u64,
-}
+use crate::cli::RestartArgs;
+use crate::control::{self, Request};
+use crate::error::Error;
+use crate::output::{json, pod_status, write_stdout};
 
 /// Runs `omnidev restart`: returns once the restarted services are ready
 /// again (their dependents follow on their own); exits 1 when one failed.
 pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = &checkout.pod_dir;
     if control::lock_state(pod_dir)? == LockState::Free {
         return Err(Error::NotRunning {
@@ -51,7 +34,7 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
         write_stdout(&if args.json {
             json(status)?
         } else {
-            render(status)
+            pod_status(status)
         })?;
     }
     if response.failed.is_empty() {

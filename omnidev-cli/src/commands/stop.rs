@@ -5,26 +5,15 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use omnidev_pod::LockState;
 
-use crate::cli::PodArgs;
-use crate::control::{self, Error, Request, lock_state};
-
-/// Arguments of `omnidev stop`.
-#[derive(Debug, Args, Clone)]
-pub struct StopArgs {
-    /// Checkout, profile and pod directory.
-    #[command(flatten)]
-    pub pod: PodArgs,
-    /// Seconds to wait for the pod to end.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub timeout: u64,
-}
+use crate::cli::StopArgs;
+use crate::control::{self, Request, lock_state};
+use crate::error::Error;
 
 /// Runs `omnidev stop`. Stopping a pod that does not run is not an error.
 pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::commands::up::resolve_checkout(&args.pod)?;
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = &checkout.pod_dir;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
         eprintln!("omnidev: the pod {} is not running", pod_dir.display());

@@ -6,8 +6,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::{Error, Result};
 use super::protocol::{Request, Response};
+use crate::error::{Error, Result};
 
 /// Sends `request` to the pod in `pod_dir` and returns its answer.
 ///

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use omnidev_pod::{LockState, PodLock};
 
-use super::error::{Error, Result};
 use super::protocol::{PodList, PodStatus, PodSummary, Request, SCHEMA, ServiceReport};
+use crate::error::{Error, Result};
 
 /// How long `status` waits for a running pod to answer.
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(5);

@@ -12,8 +12,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
-use super::error::{Error, Result};
 use super::protocol::{PodStatus, Request, Response, SCHEMA, ServiceReport, UrlReport};
+use crate::error::{Error, Result};
 
 /// How often a waiting request looks at the supervisor's status again.
 const POLL: Duration = Duration::from_millis(100);
@@ -51,7 +51,7 @@ pub struct ServerInfo {
 
 impl ServerInfo {
     /// The information of a prepared pod.
-    pub fn of(prepared: &crate::commands::up::PreparedPod) -> Self {
+    pub fn of(prepared: &crate::session::PreparedPod) -> Self {
         let rendered = &prepared.rendered;
         let ports = omnidev_pod::read_ports(prepared.pod.dir())
             .map(|record| record.ports.0)

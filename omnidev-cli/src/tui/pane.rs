@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use ansi_to_tui::IntoText;
+use crate::terminal_text::strip_ansi;
 
 /// A line as kept by a pane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,27 +28,6 @@ impl PaneLine {
             plain: strip_ansi(raw),
             supervisor,
         }
-    }
-}
-
-/// The text of `raw` without its ANSI escape sequences.
-pub fn strip_ansi(raw: &str) -> String {
-    if !raw.contains('\x1b') {
-        return raw.to_owned();
-    }
-    match raw.as_bytes().into_text() {
-        Ok(text) => text
-            .lines
-            .iter()
-            .map(|line| {
-                line.spans
-                    .iter()
-                    .map(|s| s.content.as_ref())
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Err(_) => raw.to_owned(),
     }
 }
 
@@ -338,12 +317,6 @@ mod tests {
         assert!(pane.follow);
         pane.scroll_to_top();
         assert_eq!(pane.top(), 0);
-    }
-
-    #[test]
-    fn strip_ansi_removes_colour_codes() {
-        assert_eq!(strip_ansi("\x1b[31merror\x1b[0m: boom"), "error: boom");
-        assert_eq!(strip_ansi("plain"), "plain");
     }
 
     #[test]

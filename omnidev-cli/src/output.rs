@@ -1,0 +1,123 @@
+//! What commands print: writes to stdout that survive a closed pipe, JSON,
+//! and the colours of the `<service> | <line>` prefixes.
+
+use std::io::Write;
+
+use anstyle::{AnsiColor, Style};
+
+use crate::control::PodStatus;
+use crate::error::{Error, Result};
+
+/// Colours given to services in order, matching the TUI palette.
+pub const SERVICE_STYLES: [Style; 6] = [
+    AnsiColor::Cyan.on_default(),
+    AnsiColor::Magenta.on_default(),
+    AnsiColor::Yellow.on_default(),
+    AnsiColor::Green.on_default(),
+    AnsiColor::Blue.on_default(),
+    AnsiColor::BrightRed.on_default(),
+];
+
+/// The style of a tag that is not a service (`omnidev`).
+pub const SUPERVISOR_STYLE: Style = Style::new().bold();
+
+/// The style of the ` | ` separator.
+pub const SEPARATOR_STYLE: Style = Style::new().dimmed();
+
+/// Whether to colour stdout: a terminal, with neither `NO_COLOR` nor
+/// `CLICOLOR=0` set (or `CLICOLOR_FORCE` set), as anstream decides.
+pub fn colour_stdout() -> bool {
+    anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
+}
+
+/// `<tag padded to width> | `, coloured with `style` when `colour`.
+pub fn prefix(tag: &str, width: usize, style: Option<Style>) -> String {
+    match style {
+        None => format!("{tag:<width$} | "),
+        Some(style) => {
+            let separator = SEPARATOR_STYLE;
+            format!("{style}{tag:<width$}{style:#} {separator}|{separator:#} ")
+        }
+    }
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn json(value: &impl serde::Serialize) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(value).map_err(Error::Json)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Writes to stdout; a closed pipe is not an error worth a backtrace.
+pub fn write_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::Stdout(e)),
+    }
+}
+
+/// The human form of a status.
+pub fn pod_status(status: &PodStatus) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "pod     {}", status.pod_dir.display());
+    if let Some(repo) = &status.repo {
+        let _ = writeln!(out, "repo    {}", repo.display());
+    }
+    let state = match (status.running, status.pid, status.control) {
+        (false, _, _) => "not running".to_owned(),
+        (true, Some(pid), true) => format!("running (pid {pid})"),
+        (true, Some(pid), false) => format!("running (pid {pid}; control socket not answering)"),
+        (true, None, _) => "running".to_owned(),
+    };
+    let _ = writeln!(out, "status  {state}");
+    if !status.ports.is_empty() {
+        let ports: Vec<String> = status
+            .ports
+            .iter()
+            .map(|(name, port)| format!("{name}={port}"))
+            .collect();
+        let _ = writeln!(out, "ports   {}", ports.join(" "));
+    }
+    for url in &status.urls {
+        let _ = writeln!(out, "{:<7} {}", url.name, url.url);
+    }
+    if !status.services.is_empty() {
+        let width = status
+            .services
+            .iter()
+            .map(|s| s.name.len())
+            .max()
+            .unwrap_or(0);
+        out.push_str("services\n");
+        for s in &status.services {
+            let restarts = if s.restarts > 0 {
+                format!(" ({} restarts)", s.restarts)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "  {:<width$}  {}{restarts}", s.name, s.detail);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_pad_and_colour() {
+        assert_eq!(prefix("db", 7, None), "db      | ");
+        assert_eq!(
+            prefix("db", 2, Some(SERVICE_STYLES[0])),
+            "\x1b[36mdb\x1b[0m \x1b[2m|\x1b[0m "
+        );
+        assert_eq!(
+            prefix("omnidev", 7, Some(SUPERVISOR_STYLE)),
+            "\x1b[1momnidev\x1b[0m \x1b[2m|\x1b[0m "
+        );
+    }
+}

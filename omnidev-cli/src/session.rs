@@ -1,0 +1,207 @@
+//! Setting up a checkout's pod, shared by every command that acts on one:
+//! find the checkout and its profile, then (for `up`) lock the pod
+//! directory, allocate ports, seed config and render the profile.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use omnidev_core::{LogConfig, SupervisorConfig};
+use omnidev_pod::seed::SeedOutcome;
+use omnidev_pod::{
+    PackageManager, Pod, PodLock, PortRequest, Profile, ProfileSource, RenderContext, RenderedPod,
+    Selection,
+};
+
+use crate::cli::{PodArgs, UpArgs};
+use crate::error::{Error, Result};
+
+/// The checkout being run and where its pod lives: the first steps of
+/// every pod command, with no side effect.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    /// The checkout root.
+    pub repo: PathBuf,
+    /// The effective profile.
+    pub profile: Profile,
+    /// Where the profile came from.
+    pub source: ProfileSource,
+    /// The cache root holding every pod.
+    pub cache_root: PathBuf,
+    /// This checkout's pod directory.
+    pub pod_dir: PathBuf,
+}
+
+/// The process's working directory.
+pub fn current_dir() -> Result<PathBuf> {
+    std::env::current_dir().map_err(|source| {
+        Error::Pod(omnidev_pod::Error::Io {
+            action: "read the current directory",
+            path: PathBuf::from("."),
+            source,
+        })
+    })
+}
+
+fn absolute(cwd: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+/// Repo root (`--repo` verbatim, else the surrounding checkout) → profile
+/// (`--profile`, `omnidev.toml`, embedded) → shape check → pod directory
+/// (`--pod-dir`, else the default under the cache root).
+pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
+    let cwd = current_dir()?;
+    let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
+    let profile_file = args.profile.as_deref().map(|p| absolute(&cwd, p));
+    let (profile, source) = Profile::load(&repo, profile_file.as_deref())?;
+    profile.check_repo(&repo)?;
+    let cache_root = omnidev_pod::pod::cache_root()?;
+    let pod_dir = match &args.pod_dir {
+        Some(dir) => absolute(&cwd, dir),
+        None => omnidev_pod::pod::default_pod_dir(&cache_root, &repo),
+    };
+    Ok(Checkout {
+        repo,
+        profile,
+        source,
+        cache_root,
+        pod_dir,
+    })
+}
+
+/// A pod made ready to run: locked, ports allocated, config seeded, profile
+/// rendered. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct PreparedPod {
+    /// The checkout.
+    pub checkout: Checkout,
+    /// The pod directory.
+    pub pod: Pod,
+    /// The single-instance lock, held while this value lives.
+    #[expect(dead_code, reason = "held for its Drop, which releases the pod lock")]
+    pub lock: PodLock,
+    /// The rendered services, env, watch rules and URLs.
+    pub rendered: RenderedPod,
+    /// Messages for the user (seeding, LAN origins) to show once running.
+    pub notices: Vec<String>,
+}
+
+/// `--clean` → pod directory → lock → package-manager preflight → ports →
+/// seed → render.
+pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
+    let profile = &checkout.profile;
+    if args.clean {
+        // Never wipe the directory of a pod that is running.
+        if let omnidev_pod::LockState::Held { pid } = PodLock::state(&checkout.pod_dir)? {
+            return Err(omnidev_pod::Error::AlreadyRunning {
+                pod_dir: checkout.pod_dir.clone(),
+                pid,
+            }
+            .into());
+        }
+        Pod::clean(&checkout.pod_dir)?;
+    }
+    let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
+    let lock = PodLock::acquire(pod.dir())?;
+
+    let selection = Selection {
+        only: args.only.clone(),
+        skip: args.skipped(),
+    };
+    let selected = selection.apply(profile)?;
+    if selected.is_empty() {
+        return Err(Error::NothingToRun);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in &selected {
+        let service = &profile.services[name];
+        if service.script.is_some() || service.install_deps {
+            let cwd = checkout.repo.join(service.cwd.as_deref().unwrap_or("."));
+            PackageManager::detect(&cwd).resolve(&path, &cwd)?;
+        }
+    }
+
+    let overrides: BTreeMap<String, u16> = args.port_overrides().into_iter().collect();
+    let ports = omnidev_pod::allocate_ports(&PortRequest {
+        cache_root: &checkout.cache_root,
+        pod_dir: pod.dir(),
+        repo: &checkout.repo,
+        bases: &profile.port_bases(),
+        overrides: &overrides,
+    })?;
+
+    let mut notices = Vec::new();
+    let mut ctx =
+        RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
+    ctx.hosts = args.host_overrides().into_iter().collect();
+    ctx.selection = selection;
+    if args.trust_lan_origins {
+        match profile.lan_origin_port().and_then(|name| ports.get(name)) {
+            Some(port) => {
+                ctx.lan_origins = omnidev_pod::lan::lan_origins(port);
+                if ctx.lan_origins.is_empty() {
+                    notices.push("--trust-lan-origins: no LAN address found".to_owned());
+                } else {
+                    notices.push(format!("trusting {}", ctx.lan_origins.join(", ")));
+                }
+            }
+            None => notices.push(
+                "--trust-lan-origins: this profile has no [lan-origins] table; ignored".to_owned(),
+            ),
+        }
+    }
+    for outcome in profile.seed(&ctx) {
+        match outcome {
+            SeedOutcome::Copied { from, to } => {
+                notices.push(format!("seeded {} from {}", to.display(), from.display()));
+            }
+            SeedOutcome::Failed { from, to, error } => notices.push(format!(
+                "warning: could not copy {} to {}: {error}",
+                from.display(),
+                to.display()
+            )),
+            SeedOutcome::Kept { .. } | SeedOutcome::NoSource { .. } => {}
+        }
+    }
+    let rendered = profile.render(&ctx)?;
+    Ok(PreparedPod {
+        checkout,
+        pod,
+        lock,
+        rendered,
+        notices,
+    })
+}
+
+/// The supervisor configuration of a prepared pod: logs under
+/// `<pod>/logs`, state in `<pod>/state.json`.
+pub fn supervisor_config(prepared: &PreparedPod) -> SupervisorConfig {
+    SupervisorConfig {
+        services: prepared.rendered.services.clone(),
+        log: LogConfig {
+            dir: Some(prepared.pod.logs_dir()),
+            ..LogConfig::default()
+        },
+        state_file: Some(prepared.pod.state_file()),
+        ..SupervisorConfig::default()
+    }
+}
+
+/// Lines shown at start: the pod directory and the URLs.
+pub fn banner(prepared: &PreparedPod) -> Vec<String> {
+    let mut lines = vec![format!("pod {}", prepared.pod.dir().display())];
+    match &prepared.checkout.source {
+        ProfileSource::Embedded => lines.push("profile: embedded Omnigent profile".to_owned()),
+        ProfileSource::Repo(path) | ProfileSource::File(path) => {
+            lines.push(format!("profile {}", path.display()));
+        }
+    }
+    for (name, url) in &prepared.rendered.urls {
+        lines.push(format!("{name} {url}"));
+    }
+    lines
+}
