@@ -206,6 +206,17 @@ pub enum Error {
         known: String,
     },
 
+    /// A service name given on the command line does not follow the syntax.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::logs::bad_name),
+        help("service names are those of the profile; `omnidev status` lists them")
+    )]
+    BadName {
+        /// What is wrong, with the rule.
+        message: String,
+    },
+
     /// `clean` refused a directory that does not look like a pod.
     #[error("refusing to remove {}: it does not look like an omnidev pod directory", path.display())]
     #[diagnostic(

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -89,9 +90,12 @@ impl LogFile {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
+        // O_NOFOLLOW: a symbolic link planted where the log goes must not
+        // send the service's output to a file outside the pod.
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)?;
         let size = file.metadata()?.len();
         Ok(Self {
@@ -136,6 +140,7 @@ impl LogFile {
             .create(true)
             .write(true)
             .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path)?;
         self.out = BufWriter::with_capacity(64 * 1024, file);
         self.size = 0;

@@ -195,6 +195,22 @@ pub enum Error {
         message: String,
     },
 
+    /// A path omnidev was about to write inside the pod leads out of it.
+    #[error("refusing to write {}: {reason}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::outside_pod),
+        help(
+            "omnidev writes only inside the pod directory and never follows a symbolic link \
+             there; remove the link (or run `omnidev clean`), then start again"
+        )
+    )]
+    OutsidePod {
+        /// The path inside the pod.
+        path: PathBuf,
+        /// Why writing it would leave the pod.
+        reason: String,
+    },
+
     /// A `--only` / `--skip` name is not a service of the profile.
     #[error("unknown service `{name}`; the profile has: {}", known.join(", "))]
     #[diagnostic(

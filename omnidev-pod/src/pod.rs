@@ -70,6 +70,63 @@ pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
     cache_root.join(format!("{base}-{}", hash8(repo_root)))
 }
 
+/// The pod's log directory, relative to it.
+pub const LOGS_DIR: &str = "logs";
+
+/// Lexically normalises `value`, a path meant to stay inside a base
+/// directory (the pod, or the checkout for a service's `cwd`): `.` parts
+/// are dropped and `a/..` pairs folded. Refused, with the reason: an
+/// empty value, an absolute path, and a path whose `..` climbs out of the
+/// base. The result may be empty (the base itself).
+///
+/// ```
+/// use std::path::Path;
+/// use omnidev_pod::pod::relative_inside;
+/// assert_eq!(relative_inside("a/./b/../c").unwrap(), Path::new("a/c"));
+/// assert!(relative_inside("a/../../b").is_err());
+/// assert!(relative_inside("/abs/path").is_err());
+/// assert!(relative_inside("../x").is_err());
+/// ```
+pub fn relative_inside(value: &str) -> std::result::Result<PathBuf, &'static str> {
+    use std::path::Component;
+    if value.is_empty() {
+        return Err("the path is empty");
+    }
+    let mut out = PathBuf::new();
+    for component in Path::new(value).components() {
+        match component {
+            Component::Prefix(_) | Component::RootDir => {
+                return Err("an absolute path is not allowed here; give a relative one");
+            }
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err("`..` leads out of the directory it is relative to");
+                }
+            }
+            Component::Normal(part) => out.push(part),
+        }
+    }
+    Ok(out)
+}
+
+/// Creates `dir` and its missing parents, new ones with mode 0700.
+pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(Error::io("create the directory", dir))
+}
+
+/// [`ensure_dir`], then tightens `dir`'s mode to 0700 (for directories
+/// omnidev owns: the cache root, a pod).
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
+    ensure_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(Error::io("set the mode of", dir))
+}
+
 /// A checkout's pod directory and the paths inside it.
 ///
 /// ```
@@ -89,27 +146,81 @@ impl Pod {
         Self { dir: dir.into() }
     }
 
-    /// Creates `dir` (mode 0700, parents as needed) and the profile's
-    /// sub-directories `dirs` (relative to it). An existing directory is kept
-    /// and its mode tightened to 0700.
+    /// Creates `dir` (mode 0700, parents as needed), its `logs` directory
+    /// and the profile's sub-directories `dirs` (relative to it, checked by
+    /// [`relative_inside`]). An existing directory is kept and its mode
+    /// tightened to 0700. A symbolic link met on the way to a
+    /// sub-directory is never followed: it is an [`Error::OutsidePod`].
     pub fn create(dir: impl Into<PathBuf>, dirs: &[String]) -> Result<Self> {
         let dir = dir.into();
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(Error::io("create the pod directory", &dir))?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(Error::io("set the mode of", &dir))?;
+        create_private_dir(&dir)?;
+        let pod = Self { dir };
+        pod.create_dir(Path::new(LOGS_DIR))?;
         for sub in dirs {
-            let path = dir.join(sub);
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&path)
-                .map_err(Error::io("create the pod sub-directory", &path))?;
+            let relative = relative_inside(sub).map_err(|reason| Error::OutsidePod {
+                path: pod.dir.join(sub),
+                reason: reason.to_owned(),
+            })?;
+            pod.create_dir(&relative)?;
         }
-        Ok(Self { dir })
+        Ok(pod)
+    }
+
+    /// Creates the directory `relative` (already checked by
+    /// [`relative_inside`]) inside the pod (created first when missing),
+    /// one component at a time, each new one with mode 0700, refusing to pass through a symbolic link or
+    /// a file. Returns its path.
+    pub fn create_dir(&self, relative: &Path) -> Result<PathBuf> {
+        ensure_dir(&self.dir)?;
+        let mut path = self.dir.clone();
+        for component in relative.components() {
+            let std::path::Component::Normal(part) = component else {
+                return Err(Error::OutsidePod {
+                    path: self.dir.join(relative),
+                    reason: "the path is not a plain relative path".to_owned(),
+                });
+            };
+            path.push(part);
+            match std::fs::symlink_metadata(&path) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let target = std::fs::read_link(&path)
+                        .map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+                    return Err(Error::OutsidePod {
+                        reason: format!("it is a symbolic link (to {target})"),
+                        path,
+                    });
+                }
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::OutsidePod {
+                        path,
+                        reason: "a file is in the way of a directory".to_owned(),
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                        Ok(()) => {}
+                        // Created meanwhile: look again on the next start.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => {
+                            return Err(Error::Io {
+                                action: "create the pod sub-directory",
+                                path,
+                                source: e,
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    return Err(Error::Io {
+                        action: "examine",
+                        path,
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(path)
     }
 
     /// Removes the pod directory and everything in it (`--clean`). Nothing
@@ -149,7 +260,7 @@ impl Pod {
 
     /// `<pod>/logs`: per-service log files.
     pub fn logs_dir(&self) -> PathBuf {
-        self.dir.join("logs")
+        self.dir.join(LOGS_DIR)
     }
 }
 

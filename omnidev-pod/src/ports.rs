@@ -144,8 +144,8 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
             });
         }
     }
-    crate::pod::Pod::create(request.cache_root, &[])?;
-    crate::pod::Pod::create(request.pod_dir, &[])?;
+    crate::pod::create_private_dir(request.cache_root)?;
+    crate::pod::ensure_dir(request.pod_dir)?;
     let _guard = AllocationLock::acquire(request.cache_root)?;
 
     let own_path = request.pod_dir.join(POD_TOML);

@@ -161,6 +161,11 @@ pub struct Service {
     /// Run `<package manager> install` first when `node_modules/` is stale.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub install_deps: bool,
+    /// Allows a `cwd` outside the checkout (absolute, or climbing out with
+    /// `..`). Off by default: the package manager writes `node_modules/`
+    /// into the `cwd`, and a pod should only change its own checkout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cwd_outside_repo: bool,
 }
 
 /// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,
@@ -327,6 +332,7 @@ impl Profile {
     fn validate(&self, at: &Locator<'_>) -> Result<()> {
         let port_names: Vec<&str> = self.ports.keys().map(String::as_str).collect();
         check_placeholders(at, at.root, &mut Vec::new(), &port_names)?;
+        self.validate_names_and_paths(at)?;
         if let Some(lan) = &self.lan_origins
             && !self.ports.contains_key(&lan.port)
         {
@@ -403,6 +409,64 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// Service and port names follow [`crate::names::NAME_SYNTAX`]; paths
+    /// omnidev writes in the pod stay in it; a service's `cwd` stays in the
+    /// checkout unless `cwd-outside-repo` says otherwise.
+    fn validate_names_and_paths(&self, at: &Locator<'_>) -> Result<()> {
+        for name in self.ports.keys() {
+            crate::names::check("port name", name).map_err(|m| at.error(&["ports", name], m))?;
+        }
+        for name in self.services.keys() {
+            crate::names::check("service name", name)
+                .map_err(|m| at.error(&["services", name], m))?;
+        }
+        let in_pod = |value: &str, key: &str, path: &[&str]| {
+            match crate::pod::relative_inside(value) {
+                Ok(relative) if relative.as_os_str().is_empty() => {
+                    Err("it names the pod directory itself")
+                }
+                Ok(_) => Ok(()),
+                Err(reason) => Err(reason),
+            }
+            .map_err(|reason| {
+                at.error(
+                    path,
+                    format!(
+                        "`{key}` = {} must be a path inside the pod directory: {reason}",
+                        crate::names::shown(value)
+                    ),
+                )
+            })
+        };
+        for (i, dir) in self.pod.dirs.iter().enumerate() {
+            in_pod(dir, "pod.dirs", &["pod", "dirs", &i.to_string()])?;
+        }
+        for (i, seed) in self.seed.iter().enumerate() {
+            in_pod(&seed.to, "seed.to", &["seed", &i.to_string(), "to"])?;
+        }
+        for (name, service) in &self.services {
+            let Some(cwd) = service.cwd.as_deref() else {
+                continue;
+            };
+            if service.cwd_outside_repo {
+                continue;
+            }
+            if let Err(reason) = crate::pod::relative_inside(cwd) {
+                return Err(at.error(
+                    &["services", name, "cwd"],
+                    format!(
+                        "`cwd` = {} of service `{name}` must stay inside the checkout: {reason} \
+                         (set `cwd-outside-repo = true` on the service to allow it)",
+                        crate::names::shown(cwd)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Finds positions in the profile text for validation errors.
 struct Locator<'a> {
     text: &'a str,
@@ -411,16 +475,29 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
-    /// An error at the deepest existing element of `path` (keys of tables).
+    /// An error at the deepest existing element of `path`: keys of tables,
+    /// and indexes (`"0"`) of arrays, whose element itself is pointed at.
     fn error(&self, path: &[&str], message: String) -> Error {
         let mut span = 0..0;
         let mut table = Some(self.root);
+        let mut array: Option<&[toml::Spanned<DeValue<'_>>]> = None;
         for key in path {
-            let Some(entry) = table.and_then(|t| t.iter().find(|(k, _)| k.get_ref() == key)) else {
-                break;
+            let value = if let Some(items) = array {
+                let Some(item) = key.parse::<usize>().ok().and_then(|i| items.get(i)) else {
+                    break;
+                };
+                span = item.span();
+                item
+            } else {
+                let Some(entry) = table.and_then(|t| t.iter().find(|(k, _)| k.get_ref() == key))
+                else {
+                    break;
+                };
+                span = entry.0.span();
+                entry.1
             };
-            span = entry.0.span();
-            table = entry.1.get_ref().as_table();
+            table = value.get_ref().as_table();
+            array = value.get_ref().as_array().map(AsRef::as_ref);
         }
         self.error_at(span.start, message)
     }

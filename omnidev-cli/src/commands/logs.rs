@@ -34,6 +34,10 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
     let dir = checkout.pod_dir.join("logs");
     let available = services_with_logs(&dir);
+    if let Some(name) = &args.service {
+        omnidev_pod::names::check("service name", name)
+            .map_err(|message| Error::BadName { message })?;
+    }
     let names = match &args.service {
         Some(name) if available.contains(name) => vec![name.clone()],
         Some(name) => {
@@ -113,6 +117,7 @@ fn services_with_logs(dir: &Path) -> Vec<String> {
                 .filter_map(|e| e.file_name().to_str().map(str::to_owned))
                 .filter(|name| name != DETACHED_LOG)
                 .filter_map(|name| name.strip_suffix(".log").map(str::to_owned))
+                .filter(|name| omnidev_pod::names::is_valid(name))
                 .collect()
         })
         .unwrap_or_default();

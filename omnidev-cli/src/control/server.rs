@@ -229,7 +229,12 @@ async fn answer(shared: &Shared, request: Request) -> Response {
 async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> Response {
     let supervisor = &shared.supervisor;
     let names = match service {
-        Some(name) => vec![name],
+        Some(name) => {
+            if let Err(message) = omnidev_pod::names::check("service name", &name) {
+                return Response::error(message);
+            }
+            vec![name]
+        }
         None => shared.info.backend.clone(),
     };
     let before: HashMap<String, Option<u32>> = supervisor

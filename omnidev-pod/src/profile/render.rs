@@ -302,7 +302,30 @@ impl Profile {
                     .iter()
                     .find_map(|from| template::render(from, &values, true).ok())
                     .map(PathBuf::from);
-                let to = ctx.pod_dir.join(&seed.to);
+                let pod = crate::Pod::at(&ctx.pod_dir);
+                // Checked when the profile loaded; checked again here because
+                // a profile value can also be built in code.
+                let relative = match crate::pod::relative_inside(&seed.to) {
+                    Ok(relative) if relative.parent().is_some() => relative,
+                    Ok(_) | Err(_) => {
+                        return SeedOutcome::Failed {
+                            from: candidate.unwrap_or_default(),
+                            to: ctx.pod_dir.join(&seed.to),
+                            error: "the destination is not a file path inside the pod".to_owned(),
+                        };
+                    }
+                };
+                let to = ctx.pod_dir.join(&relative);
+                let parent = relative.parent().unwrap_or(Path::new(""));
+                if let Some(from) = candidate.as_ref().filter(|c| c.is_file())
+                    && let Err(e) = pod.create_dir(parent)
+                {
+                    return SeedOutcome::Failed {
+                        from: from.clone(),
+                        to,
+                        error: e.to_string(),
+                    };
+                }
                 seed_file(candidate.as_slice(), &to)
             })
             .collect()

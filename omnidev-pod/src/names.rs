@@ -1,0 +1,59 @@
+//! The syntax of service and port names: short, lower-case, and safe as a file name.
+//!
+//! A service's name becomes a file name (`<pod>/logs/<name>.log`), a prefix
+//! on the terminal and a word in the control protocol, so it is held to a
+//! conservative syntax wherever it enters omnidev: when a profile loads,
+//! in control requests and in `omnidev logs`.
+
+/// The rule, as error messages state it.
+pub const NAME_SYNTAX: &str =
+    "1 to 32 characters from `a-z`, `0-9`, `_` and `-`, starting with a letter or digit";
+
+/// Longest name accepted.
+pub const MAX_NAME: usize = 32;
+
+/// Whether `name` is a valid service or port name
+/// (`[a-z0-9][a-z0-9_-]{0,31}`).
+///
+/// ```
+/// use omnidev_pod::names::is_valid;
+/// assert!(is_valid("server") && is_valid("web-2") && is_valid("db_main"));
+/// assert!(!is_valid("") && !is_valid("../x") && !is_valid("Web") && !is_valid("-x"));
+/// assert!(!is_valid(&"a".repeat(33)));
+/// ```
+pub fn is_valid(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_NAME
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
+}
+
+/// `Ok` for a valid name, else a message naming `what` (e.g. "service
+/// name") and the rule. The name is shown escaped, so control characters
+/// in it reach no terminal.
+///
+/// ```
+/// let err = omnidev_pod::names::check("service name", "../../x").unwrap_err();
+/// assert!(err.contains("\"../../x\"") && err.contains("a-z"));
+/// ```
+pub fn check(what: &str, name: &str) -> Result<(), String> {
+    if is_valid(name) {
+        Ok(())
+    } else {
+        Err(format!("invalid {what} {}: use {NAME_SYNTAX}", shown(name)))
+    }
+}
+
+/// `value` quoted with control characters escaped and cut to 80
+/// characters: safe to put in an error message.
+pub(crate) fn shown(value: &str) -> String {
+    let cut: String = value.chars().take(80).collect();
+    let mut text = format!("{cut:?}");
+    if cut.len() < value.len() {
+        text.push('…');
+    }
+    text
+}
