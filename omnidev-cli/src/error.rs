@@ -217,19 +217,6 @@ pub enum Error {
         message: String,
     },
 
-    /// `clean` refused a directory that does not look like a pod.
-    #[error("refusing to remove {}: it does not look like an omnidev pod directory", path.display())]
-    #[diagnostic(
-        code(omnidev::clean::not_a_pod),
-        help("`clean` only removes a directory under {} or one given with --pod-dir that holds pod.toml", cache_root.display())
-    )]
-    NotAPod {
-        /// The directory.
-        path: PathBuf,
-        /// The cache root.
-        cache_root: PathBuf,
-    },
-
     /// `up --detach` could not start the background pod.
     #[error("could not start the pod in the background")]
     #[diagnostic(code(omnidev::detach::spawn), help("check that {} is still executable", program.display()))]

@@ -7,44 +7,11 @@
 #[path = "support/context.rs"]
 mod support;
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use support::TestContext;
-
-/// Every path under `dir` except those under `skip`, with its type, mode
-/// and contents (or link target).
-fn listing(dir: &Path, skip: &Path) -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        if path.starts_with(skip) {
-            continue;
-        }
-        let meta = std::fs::symlink_metadata(&path).expect("lstat");
-        let mode = meta.mode() & 0o7777;
-        let what = if meta.file_type().is_symlink() {
-            format!(
-                "link {}",
-                std::fs::read_link(&path).expect("readlink").display()
-            )
-        } else if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).expect("read_dir") {
-                stack.push(entry.expect("entry").path());
-            }
-            format!("dir {mode:o}")
-        } else {
-            format!(
-                "file {mode:o} {:?}",
-                String::from_utf8_lossy(&std::fs::read(&path).expect("read"))
-            )
-        };
-        out.insert(path, what);
-    }
-    out
-}
+use support::{TestContext, listing};
 
 /// A checkout with `profile` as its `omnidev.toml`, a seed source, a
 /// scratch directory `outside/` beside the pod, and the pod directory

@@ -195,6 +195,20 @@ pub enum Error {
         message: String,
     },
 
+    /// A directory given as a pod directory is not one, and is not empty.
+    #[error("{} is not an omnidev pod directory, and not empty: refusing to use or remove it", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::not_a_pod),
+        help(
+            "a pod directory is one omnidev created (it holds `.omnidev-pod` or `pod.toml`); \
+             give `--pod-dir` a new or empty directory, or leave it out to use the default"
+        )
+    )]
+    NotAPod {
+        /// The directory.
+        path: PathBuf,
+    },
+
     /// A path omnidev was about to write inside the pod leads out of it.
     #[error("refusing to write {}: {reason}", path.display())]
     #[diagnostic(

@@ -127,6 +127,76 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         .map_err(Error::io("set the mode of", dir))
 }
 
+/// The marker file omnidev writes into every pod it creates.
+pub const MARKER: &str = ".omnidev-pod";
+
+const MARKER_TEXT: &str = "This directory is an omnidev pod; `omnidev clean` removes it.\n";
+
+/// Files whose presence shows a pod made before the marker existed.
+const LAYOUT: &[&str] = &[
+    crate::ports::POD_TOML,
+    crate::lock::LOCK_FILE,
+    "state.json",
+    "control.sock",
+];
+
+/// What a directory given as a pod directory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirKind {
+    /// Nothing there yet.
+    Missing,
+    /// An empty directory: omnidev may make it a pod.
+    Empty,
+    /// A directory omnidev created: it has the [`MARKER`] file, or the
+    /// pod layout (`pod.toml`, `omnidev.lock`, `state.json` or
+    /// `control.sock`).
+    Pod,
+    /// Anything else (a file, or a directory with other contents): never
+    /// written to, chmod-ed or removed.
+    Other,
+}
+
+/// What `dir` is, the one pod check used by `up`, `up --clean`,
+/// `--pod-dir` and `omnidev clean`. A symbolic link is followed only when
+/// it names the pod directory itself.
+///
+/// ```
+/// use omnidev_pod::pod::{examine, DirKind};
+/// let tmp = tempfile::tempdir().unwrap();
+/// assert_eq!(examine(&tmp.path().join("new")).unwrap(), DirKind::Missing);
+/// assert_eq!(examine(tmp.path()).unwrap(), DirKind::Empty);
+/// std::fs::write(tmp.path().join("notes.txt"), "mine").unwrap();
+/// assert_eq!(examine(tmp.path()).unwrap(), DirKind::Other);
+/// ```
+pub fn examine(dir: &Path) -> Result<DirKind> {
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DirKind::Missing),
+        Err(e) => return Err(Error::io("examine", dir)(e)),
+    };
+    if !meta.is_dir() {
+        return Ok(DirKind::Other);
+    }
+    if std::iter::once(MARKER)
+        .chain(LAYOUT.iter().copied())
+        .any(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
+    {
+        return Ok(DirKind::Pod);
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(Error::io("read", dir))?;
+    Ok(if entries.next().is_none() {
+        DirKind::Empty
+    } else {
+        DirKind::Other
+    })
+}
+
+fn not_a_pod(dir: &Path) -> Error {
+    Error::NotAPod {
+        path: dir.to_path_buf(),
+    }
+}
+
 /// A checkout's pod directory and the paths inside it.
 ///
 /// ```
@@ -146,14 +216,24 @@ impl Pod {
         Self { dir: dir.into() }
     }
 
-    /// Creates `dir` (mode 0700, parents as needed), its `logs` directory
-    /// and the profile's sub-directories `dirs` (relative to it, checked by
-    /// [`relative_inside`]). An existing directory is kept and its mode
-    /// tightened to 0700. A symbolic link met on the way to a
+    /// Creates `dir` (mode 0700, parents as needed) with its marker file,
+    /// its `logs` directory and the profile's sub-directories `dirs`
+    /// (relative to it, checked by [`relative_inside`]). An existing pod or
+    /// empty directory is kept and its mode tightened to 0700; any other
+    /// existing directory is refused untouched ([`Error::NotAPod`]). A symbolic link met on the way to a
     /// sub-directory is never followed: it is an [`Error::OutsidePod`].
     pub fn create(dir: impl Into<PathBuf>, dirs: &[String]) -> Result<Self> {
         let dir = dir.into();
+        // Checked before anything is created or chmod-ed: a directory that
+        // is not a pod is the user's, and stays exactly as it was.
+        if examine(&dir)? == DirKind::Other {
+            return Err(not_a_pod(&dir));
+        }
         create_private_dir(&dir)?;
+        let marker = dir.join(MARKER);
+        if std::fs::symlink_metadata(&marker).is_err() {
+            std::fs::write(&marker, MARKER_TEXT).map_err(Error::io("write", &marker))?;
+        }
         let pod = Self { dir };
         pod.create_dir(Path::new(LOGS_DIR))?;
         for sub in dirs {
@@ -223,10 +303,14 @@ impl Pod {
         Ok(path)
     }
 
-    /// Removes the pod directory and everything in it (`--clean`). Nothing
-    /// outside it is touched: symbolic links inside are removed, not followed.
-    /// A missing directory is not an error.
+    /// Removes the pod directory and everything in it (`--clean`, `omnidev
+    /// clean`). Nothing outside it is touched: symbolic links inside are
+    /// removed, not followed. A missing directory is not an error; a
+    /// directory that is not a pod (see [`examine`]) is refused untouched.
     pub fn clean(dir: &Path) -> Result<()> {
+        if examine(dir)? == DirKind::Other {
+            return Err(not_a_pod(dir));
+        }
         match std::fs::remove_dir_all(dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
