@@ -207,3 +207,50 @@ pub struct ServiceStatus {
     #[serde(default)]
     pub ready: bool,
 }
+
+/// A line for the combined buffer describing an event, or `None` for log
+/// lines (which are already there).
+pub(crate) fn supervisor_line(service: Option<&str>, kind: &EventKind) -> Option<String> {
+    let prefix = service.map(|s| format!("{s}: ")).unwrap_or_default();
+    let text = match kind {
+        EventKind::Log { .. } | EventKind::Ready | EventKind::Reloading => return None,
+        EventKind::State { state } => match state {
+            ServiceState::Waiting => "waiting".to_owned(),
+            ServiceState::Preparing => "preparing".to_owned(),
+            ServiceState::Running { pid } => format!("running (pid {pid})"),
+            ServiceState::Ready { pid } => format!("ready (pid {pid})"),
+            ServiceState::Restarting { after, attempt } => {
+                format!(
+                    "restarting in {} s (attempt {attempt})",
+                    after.as_secs_f32()
+                )
+            }
+            ServiceState::Stopping { pid } => format!("stopping (pid {pid})"),
+            ServiceState::Exited { status } => format!("exited ({status})"),
+            ServiceState::Stopped => "stopped".to_owned(),
+        },
+        EventKind::ProbeTimedOut { after } => {
+            format!("not ready after {} s; still waiting", after.as_secs_f32())
+        }
+        EventKind::Crashed {
+            status,
+            attempt,
+            backoff,
+        } => {
+            if *attempt == 0 {
+                format!("ended ({status})")
+            } else {
+                format!(
+                    "crashed ({status}); restart {attempt} in {} s",
+                    backoff.as_secs_f32()
+                )
+            }
+        }
+        EventKind::PrepareStarted { step } => format!("{step}…"),
+        EventKind::PrepareFinished { step, success } => {
+            format!("{step} {}", if *success { "done" } else { "failed" })
+        }
+        EventKind::Notice { message } => message.clone(),
+    };
+    Some(format!("{prefix}{text}"))
+}

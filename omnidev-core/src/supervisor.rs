@@ -17,6 +17,11 @@
 
 mod engine;
 mod graph;
+mod prepare;
+mod service;
+mod spawn;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -110,6 +115,15 @@ impl Supervisor {
     pub async fn start_subscribed(
         config: SupervisorConfig,
     ) -> Result<(Supervisor, broadcast::Receiver<Event>)> {
+        Self::start_with(config, None).await
+    }
+
+    /// [`Supervisor::start_subscribed`] with processes started by `spawner`
+    /// (real process groups when `None`).
+    pub(crate) async fn start_with(
+        config: SupervisorConfig,
+        spawner: Option<Arc<dyn spawn::Spawner>>,
+    ) -> Result<(Supervisor, broadcast::Receiver<Event>)> {
         let order = graph::start_order(&config.services)?;
         let names: Vec<String> = config.services.iter().map(|s| s.name.clone()).collect();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
@@ -154,6 +168,12 @@ impl Supervisor {
         let (finished_tx, finished) = watch::channel(false);
         let (reloading_tx, reloading) = watch::channel(false);
         let first = events.subscribe();
+        let spawner = spawner.unwrap_or_else(|| {
+            Arc::new(spawn::ProcessSpawner {
+                logs: logs.clone(),
+                guard: guard.clone(),
+            })
+        });
         let engine = engine::Engine::new(engine::Parts {
             specs: config.services,
             order,
@@ -166,6 +186,7 @@ impl Supervisor {
             settled: settled_tx,
             reloading: reloading_tx,
             supervisor: ProcessRecord::of(std::process::id()),
+            spawner,
         });
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
 

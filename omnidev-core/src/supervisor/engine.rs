@@ -5,21 +5,21 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 
+use super::prepare::{self, Prepare, StepSlot};
+use super::service::{AfterStop, Intent, Phase, Process, Readiness, Service};
+use super::spawn::{Spawned, Spawner};
 use super::{Request, Settled};
 use crate::backoff::BackoffPolicy;
-use crate::event::{Event, EventKind, ExitStatus, ServiceState, ServiceStatus, Stream};
+use crate::event::{self, Event, EventKind, ExitStatus, ServiceStatus};
 use crate::guard::Guard;
-use crate::logs::{self, LogStore};
+use crate::logs::LogStore;
 use crate::probe;
-use crate::process;
-use crate::spec::{Condition, PrepareStep, PrepareWhen, RestartPolicy, ServiceSpec};
-use crate::state::{ProcessRecord, STATE_VERSION, ServiceRecord, StateFile};
+use crate::spec::{Condition, RestartPolicy, ServiceSpec};
+use crate::state::{ProcessRecord, STATE_VERSION, StateFile};
 
 /// Exit status reported when a service's program could not be spawned.
 const SPAWN_FAILED: ExitStatus = ExitStatus::Code(127);
@@ -37,6 +37,7 @@ pub(super) struct Parts {
     pub(super) settled: watch::Sender<Option<Settled>>,
     pub(super) reloading: watch::Sender<bool>,
     pub(super) supervisor: ProcessRecord,
+    pub(super) spawner: Arc<dyn Spawner>,
 }
 
 /// Messages from the engine's helper tasks, tagged with the generation of
@@ -75,76 +76,6 @@ enum Internal {
     },
 }
 
-/// Runtime data of one service beside its state.
-// The flags are independent facts about a run, not a hidden state machine.
-#[allow(clippy::struct_excessive_bools)]
-#[derive(Debug)]
-struct Service {
-    state: ServiceState,
-    generation: u64,
-    pid: Option<u32>,
-    pgid: i32,
-    start_time: Option<u64>,
-    spawned_at: Instant,
-    ready: bool,
-    attempt: u32,
-    restarts: u32,
-    /// Restart once its dependencies meet their conditions again.
-    restart_pending: bool,
-    stop_requested: bool,
-    /// When the requested stop completes, start again instead of resting.
-    start_after_stop: bool,
-    /// Stopped or exited and not to be started by reconciliation.
-    held: bool,
-    exit: Option<ExitStatus>,
-    group_empty: bool,
-    probe: Option<JoinHandle<()>>,
-    prepare: Option<JoinHandle<()>>,
-    prepare_pgid: Arc<AtomicI32>,
-    /// The tasks reading the current run's stdout and stderr.
-    captures: Vec<JoinHandle<()>>,
-    stop_waiters: Vec<oneshot::Sender<()>>,
-}
-
-impl Service {
-    fn new() -> Self {
-        Self {
-            state: ServiceState::Waiting,
-            generation: 0,
-            pid: None,
-            pgid: 0,
-            start_time: None,
-            spawned_at: Instant::now(),
-            ready: false,
-            attempt: 0,
-            restarts: 0,
-            restart_pending: false,
-            stop_requested: false,
-            start_after_stop: false,
-            held: false,
-            exit: None,
-            group_empty: false,
-            probe: None,
-            prepare: None,
-            prepare_pgid: Arc::new(AtomicI32::new(0)),
-            captures: Vec::new(),
-            stop_waiters: Vec::new(),
-        }
-    }
-
-    /// A process of this service exists (or is being emptied).
-    fn has_process(&self) -> bool {
-        self.pid.is_some()
-    }
-
-    fn is_terminal(&self) -> bool {
-        matches!(
-            self.state,
-            ServiceState::Exited { .. } | ServiceState::Stopped
-        )
-    }
-}
-
 #[derive(Debug, Default)]
 struct ReloadState {
     active: Option<BTreeSet<usize>>,
@@ -162,6 +93,7 @@ pub(super) struct Engine {
     logs: Arc<LogStore>,
     events: broadcast::Sender<Event>,
     guard: Arc<Guard>,
+    spawner: Arc<dyn Spawner>,
     state_file: Option<PathBuf>,
     state_error_reported: bool,
     backoff: BackoffPolicy,
@@ -211,6 +143,7 @@ impl Engine {
             logs: parts.logs,
             events: parts.events,
             guard: parts.guard,
+            spawner: parts.spawner,
             state_file: parts.state_file,
             state_error_reported: false,
             backoff: parts.backoff,
@@ -292,7 +225,7 @@ impl Engine {
 
     fn emit(&self, index: Option<usize>, kind: EventKind) {
         let service = index.map(|i| self.name(i).to_owned());
-        if let Some(text) = describe(service.as_deref(), &kind) {
+        if let Some(text) = event::supervisor_line(service.as_deref(), &kind) {
             self.logs.push_supervisor(text);
         }
         let _ = self.events.send(Event {
@@ -302,11 +235,19 @@ impl Engine {
         });
     }
 
-    fn set_state(&mut self, index: usize, state: ServiceState) {
-        if self.services[index].state == state {
+    /// Moves a service to `phase` and publishes its state.
+    fn enter(&mut self, index: usize, phase: Phase) {
+        self.services[index].phase = phase;
+        self.publish(index);
+    }
+
+    /// Publishes a service's state if its phase changed it.
+    fn publish(&mut self, index: usize) {
+        let state = self.services[index].state();
+        if self.services[index].published == state {
             return;
         }
-        self.services[index].state = state.clone();
+        self.services[index].published = state.clone();
         self.emit(Some(index), EventKind::State { state });
         self.publish_status();
     }
@@ -316,13 +257,7 @@ impl Engine {
             .services
             .iter()
             .enumerate()
-            .map(|(i, s)| ServiceStatus {
-                name: self.name(i).to_owned(),
-                state: s.state.clone(),
-                restarts: s.restarts,
-                pid: s.pid,
-                ready: s.ready,
-            })
+            .map(|(i, s)| s.status(self.name(i)))
             .collect();
         self.status.send_replace(snapshot);
     }
@@ -339,17 +274,7 @@ impl Engine {
                 .services
                 .iter()
                 .enumerate()
-                .map(|(i, s)| {
-                    let record = ServiceRecord {
-                        pid: s.pid,
-                        pgid: s.pid.map(|_| s.pgid),
-                        start_time: s.pid.and(s.start_time),
-                        state: s.state.clone(),
-                        restarts: s.restarts,
-                        ready: s.ready,
-                    };
-                    (self.name(i).to_owned(), record)
-                })
+                .map(|(i, s)| (self.name(i).to_owned(), s.record()))
                 .collect(),
         };
         if let Err(e) = crate::state::write_state(&path, &state)
@@ -377,10 +302,12 @@ impl Engine {
             Request::Start(index) => {
                 if !self.shutting_down {
                     let s = &mut self.services[index];
-                    s.held = false;
+                    if s.intent == Intent::Hold {
+                        s.intent = Intent::Keep;
+                    }
                     if s.is_terminal() {
                         s.attempt = 0;
-                        self.set_state(index, ServiceState::Waiting);
+                        self.enter(index, Phase::Waiting);
                     }
                 }
             }
@@ -399,9 +326,8 @@ impl Engine {
                 }
             }
             Request::Stop(index, waiter) => {
-                self.services[index].held = true;
-                self.services[index].restart_pending = false;
-                self.stop(index, false);
+                self.services[index].intent = Intent::Hold;
+                self.stop(index, AfterStop::Rest);
                 if self.services[index].has_process() {
                     self.services[index].stop_waiters.push(waiter);
                 } else {
@@ -422,7 +348,7 @@ impl Engine {
                     );
                     for index in 0..self.services.len() {
                         if !self.services[index].has_process() {
-                            self.stop(index, false);
+                            self.stop(index, AfterStop::Rest);
                         }
                     }
                 }
@@ -445,15 +371,12 @@ impl Engine {
 
     fn restart(&mut self, index: usize) {
         for d in self.transitive_dependents(index) {
-            if self.services[d].has_process() || !self.services[d].held {
-                self.services[d].restart_pending = true;
-            }
+            self.services[d].mark_restart_pending();
         }
         let s = &mut self.services[index];
-        s.restart_pending = false;
-        s.held = false;
+        s.intent = Intent::Keep;
         s.attempt = 0;
-        self.stop(index, true);
+        self.stop(index, AfterStop::Start);
     }
 
     fn start_reload(&mut self, set: &BTreeSet<usize>) {
@@ -471,76 +394,71 @@ impl Engine {
         self.reload.active = Some(involved);
     }
 
-    /// Stops a service in whatever state it is. With `then_start`, it goes
-    /// back to `Waiting` once stopped.
-    fn stop(&mut self, index: usize, then_start: bool) {
-        let rest = if then_start {
-            ServiceState::Waiting
-        } else {
-            ServiceState::Stopped
+    /// Stops a service in whatever phase it is; `then` says whether it goes
+    /// back to waiting (a restart) or rests once stopped.
+    fn stop(&mut self, index: usize, then: AfterStop) {
+        let rest = match then {
+            AfterStop::Start => Phase::Waiting,
+            AfterStop::Rest => Phase::Stopped,
         };
+        let generation = self.services[index].generation;
+        let spec = self.specs[index].stop;
         let s = &mut self.services[index];
-        if s.has_process() {
-            s.start_after_stop = if s.stop_requested {
-                s.start_after_stop || then_start
-            } else {
-                then_start
-            };
-            if s.stop_requested {
-                return;
+        match std::mem::replace(&mut s.phase, Phase::Waiting) {
+            Phase::Stopping {
+                process,
+                then: current,
+            } => {
+                // Already on its way down: a restart asked meanwhile wins.
+                let then = if then == AfterStop::Start {
+                    then
+                } else {
+                    current
+                };
+                s.phase = Phase::Stopping { process, then };
             }
-            s.stop_requested = true;
-            if let Some(probe) = s.probe.take() {
-                probe.abort();
+            Phase::Running(mut process) => {
+                process.abandon_probe();
+                let group = process.group.clone();
+                let tx = self.internal_tx.clone();
+                tokio::spawn(async move {
+                    group.stop(spec.signal, spec.grace).await;
+                    let _ = tx.send(Internal::GroupEmpty { index, generation });
+                });
+                self.enter(index, Phase::Stopping { process, then });
             }
-            let pid = s.pid.unwrap_or_default();
-            let pgid = s.pgid;
-            let generation = s.generation;
-            let spec = self.specs[index].stop;
-            let tx = self.internal_tx.clone();
-            let captures = std::mem::take(&mut s.captures);
-            tokio::spawn(async move {
-                process::stop_group(pgid, spec.signal, spec.grace).await;
-                drain(captures).await;
-                let _ = tx.send(Internal::GroupEmpty { index, generation });
-            });
-            self.set_state(index, ServiceState::Stopping { pid });
-            return;
-        }
-        match s.state {
-            ServiceState::Preparing => {
-                if let Some(task) = s.prepare.take() {
-                    task.abort();
-                }
-                let pgid = s.prepare_pgid.swap(0, Ordering::SeqCst);
-                if pgid > 0 {
+            Phase::Preparing { task, step } => {
+                task.abort();
+                if let Some(group) = step.take() {
                     // The prepare step is killed outright; it is not a
                     // service. The guard keeps it until the group is empty.
-                    let guard = self.guard.clone();
                     self.dying_prepares.retain(|task| !task.is_finished());
                     self.dying_prepares.push(tokio::spawn(async move {
-                        process::stop_group(pgid, libc::SIGKILL, Duration::ZERO).await;
-                        guard.unregister(pgid);
+                        group.stop(libc::SIGKILL, Duration::ZERO).await;
+                        group.release();
                     }));
                 }
                 s.generation += 1;
-                self.set_state(index, rest);
+                self.enter(index, rest);
+                self.write_state();
             }
-            ServiceState::Restarting { .. } => {
+            Phase::Backoff { .. } => {
                 s.generation += 1;
-                self.set_state(index, rest);
+                self.enter(index, rest);
+                self.write_state();
             }
-            ServiceState::Waiting | ServiceState::Exited { .. } | ServiceState::Stopped => {
-                if then_start || !matches!(s.state, ServiceState::Exited { .. }) {
-                    self.set_state(index, rest);
+            exited @ Phase::Exited { .. } => {
+                s.phase = exited;
+                if then == AfterStop::Start {
+                    self.enter(index, rest);
                 }
+                self.write_state();
             }
-            // Covered by has_process().
-            ServiceState::Running { .. }
-            | ServiceState::Ready { .. }
-            | ServiceState::Stopping { .. } => {}
+            Phase::Waiting | Phase::Stopped => {
+                self.enter(index, rest);
+                self.write_state();
+            }
         }
-        self.write_state();
     }
 
     // ----- starting ----------------------------------------------------
@@ -556,28 +474,37 @@ impl Engine {
         }
         let tx = self.internal_tx.clone();
         let logs = self.logs.clone();
-        let guard = self.guard.clone();
-        let pgid_slot = s.prepare_pgid.clone();
+        let spawner = self.spawner.clone();
+        let step = Arc::new(StepSlot::default());
+        let slot = step.clone();
         let name = self.specs[index].name.clone();
-        s.prepare = Some(tokio::spawn(async move {
-            run_prepare(index, &name, &steps, &tx, &logs, &guard, &pgid_slot).await;
+        let task = tokio::spawn(async move {
+            let prepare = Prepare {
+                service: &name,
+                steps: &steps,
+                spawner: spawner.as_ref(),
+                logs: &logs,
+                slot: &slot,
+            };
+            prepare::run(prepare, |kind| {
+                let _ = tx.send(Internal::Emit { index, kind });
+            })
+            .await;
             let _ = tx.send(Internal::Prepared { index, generation });
-        }));
-        self.set_state(index, ServiceState::Preparing);
+        });
+        self.enter(index, Phase::Preparing { task, step });
     }
 
     fn spawn(&mut self, index: usize) {
         let spec = &self.specs[index];
-        let s = &mut self.services[index];
-        s.exit = None;
-        s.group_empty = false;
-        s.ready = false;
-        s.stop_requested = false;
-        s.start_after_stop = false;
-        s.spawned_at = Instant::now();
-        let generation = s.generation;
-        let mut child = match process::spawn_group(&spec.command) {
-            Ok(child) => child,
+        let generation = self.services[index].generation;
+        let Spawned {
+            pid,
+            start_time,
+            exit,
+            group,
+        } = match self.spawner.spawn(&spec.command, &spec.name) {
+            Ok(spawned) => spawned,
             Err(e) => {
                 let message = format!(
                     "could not start `{}` in {}: {e}",
@@ -585,46 +512,24 @@ impl Engine {
                     spec.command.cwd.display()
                 );
                 self.emit(Some(index), EventKind::Notice { message });
-                let s = &mut self.services[index];
-                s.exit = Some(SPAWN_FAILED);
-                s.group_empty = true;
-                self.finish(index);
+                self.finish(index, SPAWN_FAILED, Duration::ZERO, None);
                 return;
             }
         };
-        let pid = child.id().unwrap_or_default();
-        let pgid = pid as i32;
-        self.guard.register(pgid);
-        s.pid = Some(pid);
-        s.pgid = pgid;
-        s.start_time = process::process_start_time(pid);
-        let name = spec.name.clone();
-        s.captures.clear();
-        if let Some(out) = child.stdout.take() {
-            let task = logs::capture(out, self.logs.clone(), name.clone(), Stream::Stdout);
-            s.captures.push(tokio::spawn(task));
-        }
-        if let Some(err) = child.stderr.take() {
-            let task = logs::capture(err, self.logs.clone(), name, Stream::Stderr);
-            s.captures.push(tokio::spawn(task));
-        }
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
-            let status = match child.wait().await {
-                Ok(status) => exit_status(status),
-                Err(_) => ExitStatus::Code(-1),
-            };
+            let status = exit.await;
             let _ = tx.send(Internal::Exited {
                 index,
                 generation,
                 status,
             });
         });
-        match spec.readiness.clone() {
+        let readiness = match spec.readiness.clone() {
             Some(readiness) => {
                 let tx = self.internal_tx.clone();
                 let guard = self.guard.clone();
-                s.probe = Some(tokio::spawn(async move {
+                Readiness::Probing(tokio::spawn(async move {
                     let probe = probe::probe_with_guard(&readiness.probe, Some(guard));
                     probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
                         let message = match outcome {
@@ -638,11 +543,20 @@ impl Engine {
                         let _ = tx.send(message);
                     })
                     .await;
-                }));
+                }))
             }
-            None => s.ready = true,
-        }
-        self.set_state(index, ServiceState::Running { pid });
+            None => Readiness::Assumed,
+        };
+        let process = Process {
+            pid,
+            start_time,
+            spawned_at: std::time::Instant::now(),
+            group,
+            readiness,
+            exit: None,
+            group_empty: false,
+        };
+        self.enter(index, Phase::Running(process));
         self.write_state();
     }
 
@@ -657,11 +571,10 @@ impl Engine {
             Internal::Emit { index, kind } => self.emit(Some(index), kind),
             Internal::Prepared { index, generation } => {
                 if self.current(index, generation)
-                    && self.services[index].state == ServiceState::Preparing
+                    && matches!(self.services[index].phase, Phase::Preparing { .. })
                 {
-                    self.services[index].prepare = None;
                     if self.shutting_down {
-                        self.set_state(index, ServiceState::Stopped);
+                        self.enter(index, Phase::Stopped);
                     } else {
                         self.spawn(index);
                     }
@@ -672,46 +585,45 @@ impl Engine {
                 generation,
                 status,
             } => {
-                if !self.current(index, generation) || !self.services[index].has_process() {
+                if !self.current(index, generation) {
                     return;
                 }
                 let s = &mut self.services[index];
-                s.exit = Some(status);
-                if let Some(probe) = s.probe.take() {
-                    probe.abort();
-                }
-                if !s.stop_requested {
+                let stopping = matches!(s.phase, Phase::Stopping { .. });
+                let Some(process) = s.process_mut() else {
+                    return;
+                };
+                process.exit = Some(status);
+                process.abandon_probe();
+                if !stopping {
                     // The leader is gone; nothing of its group may linger
                     // (a port held by a grandchild would break the restart).
-                    let pgid = s.pgid;
+                    let group = process.group.clone();
                     let tx = self.internal_tx.clone();
-                    let captures = std::mem::take(&mut s.captures);
                     tokio::spawn(async move {
-                        process::stop_group(pgid, libc::SIGKILL, Duration::ZERO).await;
-                        drain(captures).await;
+                        group.stop(libc::SIGKILL, Duration::ZERO).await;
                         let _ = tx.send(Internal::GroupEmpty { index, generation });
                     });
                 }
                 self.try_finish(index);
             }
             Internal::GroupEmpty { index, generation } => {
-                if self.current(index, generation) && self.services[index].has_process() {
-                    self.services[index].group_empty = true;
+                if self.current(index, generation)
+                    && let Some(process) = self.services[index].process_mut()
+                {
+                    process.group_empty = true;
                     self.try_finish(index);
                 }
             }
             Internal::Ready { index, generation } => {
                 let current = self.current(index, generation);
-                let s = &mut self.services[index];
                 if current
-                    && !s.stop_requested
-                    && s.exit.is_none()
-                    && let Some(pid) = s.pid
+                    && let Phase::Running(process) = &mut self.services[index].phase
+                    && process.is_alive()
                 {
-                    s.ready = true;
-                    s.probe = None;
+                    process.readiness = Readiness::Probed;
                     self.emit(Some(index), EventKind::Ready);
-                    self.set_state(index, ServiceState::Ready { pid });
+                    self.publish(index);
                     self.write_state();
                 }
             }
@@ -726,49 +638,58 @@ impl Engine {
             }
             Internal::BackoffElapsed { index, generation } => {
                 if self.current(index, generation)
-                    && matches!(self.services[index].state, ServiceState::Restarting { .. })
+                    && matches!(self.services[index].phase, Phase::Backoff { .. })
                 {
-                    self.set_state(index, ServiceState::Waiting);
+                    self.enter(index, Phase::Waiting);
                 }
             }
         }
     }
 
+    /// Ends the run once the leader has been reaped and the group is empty.
     fn try_finish(&mut self, index: usize) {
-        let s = &self.services[index];
-        if s.exit.is_some() && s.group_empty {
-            self.finish(index);
+        let s = &mut self.services[index];
+        let done = s
+            .process()
+            .is_some_and(|p| p.exit.is_some() && p.group_empty);
+        if !done {
+            return;
         }
+        let (process, then) = match std::mem::replace(&mut s.phase, Phase::Waiting) {
+            Phase::Running(process) => (process, None),
+            Phase::Stopping { process, then } => (process, Some(then)),
+            _ => unreachable!("a service with a process is running or stopping"),
+        };
+        process.group.release();
+        let status = process.exit.unwrap_or(SPAWN_FAILED);
+        self.finish(index, status, process.spawned_at.elapsed(), then);
     }
 
-    /// The leader has been reaped and the group is empty.
-    fn finish(&mut self, index: usize) {
+    /// A run ended with `status` after `ran_for`; `then` is set when it was
+    /// stopped on request. Decides what comes next: rest, wait, back off and
+    /// restart, or stay exited.
+    fn finish(
+        &mut self,
+        index: usize,
+        status: ExitStatus,
+        ran_for: Duration,
+        then: Option<AfterStop>,
+    ) {
         let s = &mut self.services[index];
-        let status = s.exit.take().unwrap_or(SPAWN_FAILED);
-        if s.pgid > 0 && s.pid.is_some() {
-            self.guard.unregister(s.pgid);
-        }
-        s.pid = None;
-        s.start_time = None;
-        s.ready = false;
-        s.probe = None;
         for waiter in s.stop_waiters.drain(..) {
             let _ = waiter.send(());
         }
-        if s.stop_requested {
-            s.stop_requested = false;
-            let again = s.start_after_stop && !self.shutting_down;
-            s.start_after_stop = false;
-            let state = if again {
-                ServiceState::Waiting
+        if let Some(then) = then {
+            let again = then == AfterStop::Start && !self.shutting_down;
+            let phase = if again {
+                Phase::Waiting
             } else {
-                ServiceState::Stopped
+                Phase::Stopped
             };
-            self.set_state(index, state);
+            self.enter(index, phase);
             self.write_state();
             return;
         }
-        let ran_for = s.spawned_at.elapsed();
         let restart = !self.shutting_down
             && match self.specs[index].restart {
                 RestartPolicy::Always => true,
@@ -789,7 +710,7 @@ impl Engine {
             });
             for d in self.transitive_dependents(index) {
                 if self.services[d].has_process() {
-                    self.services[d].restart_pending = true;
+                    self.services[d].mark_restart_pending();
                 }
             }
             self.emit(
@@ -800,7 +721,7 @@ impl Engine {
                     backoff: after,
                 },
             );
-            self.set_state(index, ServiceState::Restarting { after, attempt });
+            self.enter(index, Phase::Backoff { after, attempt });
         } else {
             // A clean exit that is not restarted is a finished one-shot, not
             // a crash; its `Exited` state says all there is to say.
@@ -814,8 +735,8 @@ impl Engine {
                     },
                 );
             }
-            self.services[index].held = true;
-            self.set_state(index, ServiceState::Exited { status });
+            self.services[index].intent = Intent::Hold;
+            self.enter(index, Phase::Exited { status });
         }
         self.write_state();
     }
@@ -826,19 +747,18 @@ impl Engine {
     fn dependencies_met(&self, index: usize) -> bool {
         self.dependencies[index].iter().all(|&(j, condition)| {
             let d = &self.services[j];
-            let alive = d.has_process() && !d.stop_requested && d.exit.is_none();
-            !d.restart_pending
-                && alive
+            d.intent != Intent::RestartPending
+                && d.is_up()
                 && match condition {
                     Condition::Started => true,
-                    Condition::Ready => d.ready,
+                    Condition::Ready => d.is_ready(),
                 }
         })
     }
 
     /// Waiting on a dependency that has ended and will not come back.
     fn blocked(&self, index: usize, depth: usize) -> bool {
-        if depth > self.specs.len() || self.services[index].state != ServiceState::Waiting {
+        if depth > self.specs.len() || !matches!(self.services[index].phase, Phase::Waiting) {
             return false;
         }
         self.dependencies[index]
@@ -847,9 +767,12 @@ impl Engine {
     }
 
     fn all_down(&self) -> bool {
-        self.services
-            .iter()
-            .all(|s| !s.has_process() && s.prepare.is_none())
+        self.services.iter().all(|s| {
+            !matches!(
+                s.phase,
+                Phase::Running(_) | Phase::Stopping { .. } | Phase::Preparing { .. }
+            )
+        })
     }
 
     fn reconcile(&mut self) {
@@ -862,20 +785,23 @@ impl Engine {
                 for position in 0..self.order.len() {
                     let index = self.order[position];
                     let s = &self.services[index];
-                    if s.state == ServiceState::Waiting && !s.held && self.dependencies_met(index) {
-                        self.services[index].restart_pending = false;
-                        self.begin_start(index);
-                        changed = true;
-                    } else if s.restart_pending
-                        && s.has_process()
-                        && !s.stop_requested
+                    let pending = s.intent == Intent::RestartPending;
+                    if matches!(s.phase, Phase::Waiting)
+                        && s.intent != Intent::Hold
                         && self.dependencies_met(index)
                     {
-                        self.services[index].restart_pending = false;
-                        self.stop(index, true);
+                        self.services[index].intent = Intent::Keep;
+                        self.begin_start(index);
                         changed = true;
-                    } else if s.restart_pending && !s.has_process() {
-                        self.services[index].restart_pending = false;
+                    } else if pending
+                        && matches!(s.phase, Phase::Running(_))
+                        && self.dependencies_met(index)
+                    {
+                        self.services[index].intent = Intent::Keep;
+                        self.stop(index, AfterStop::Start);
+                        changed = true;
+                    } else if pending && !s.has_process() {
+                        self.services[index].intent = Intent::Keep;
                     }
                 }
             }
@@ -892,8 +818,7 @@ impl Engine {
 
     fn shutdown_step(&mut self) {
         for index in 0..self.services.len() {
-            let s = &self.services[index];
-            if !s.has_process() || s.stop_requested {
+            if !matches!(self.services[index].phase, Phase::Running(_)) {
                 continue;
             }
             let dependents_down = self
@@ -901,7 +826,7 @@ impl Engine {
                 .iter()
                 .all(|&d| !self.services[d].has_process());
             if dependents_down {
-                self.stop(index, false);
+                self.stop(index, AfterStop::Rest);
             }
         }
     }
@@ -912,15 +837,12 @@ impl Engine {
         };
         let done = active.iter().all(|&i| {
             let s = &self.services[i];
-            !s.restart_pending
-                && !s.stop_requested
-                && match s.state {
-                    ServiceState::Running { .. } | ServiceState::Ready { .. } => s.ready,
-                    ServiceState::Exited { .. }
-                    | ServiceState::Stopped
-                    | ServiceState::Restarting { .. } => true,
-                    ServiceState::Waiting => self.blocked(i, 0) || s.held,
-                    ServiceState::Preparing | ServiceState::Stopping { .. } => false,
+            s.intent != Intent::RestartPending
+                && match s.phase {
+                    Phase::Running(_) => s.is_ready(),
+                    Phase::Exited { .. } | Phase::Stopped | Phase::Backoff { .. } => true,
+                    Phase::Waiting => self.blocked(i, 0) || s.intent == Intent::Hold,
+                    Phase::Preparing { .. } | Phase::Stopping { .. } => false,
                 }
         });
         if done {
@@ -935,14 +857,16 @@ impl Engine {
         let mut failed = Vec::new();
         let mut settled = true;
         for (i, s) in self.services.iter().enumerate() {
-            match &s.state {
-                ServiceState::Exited { status } => {
+            match &s.phase {
+                Phase::Exited { status } => {
                     if !status.success() {
                         failed.push(self.name(i).to_owned());
                     }
                 }
-                ServiceState::Stopped if !s.has_process() => {}
-                ServiceState::Waiting if self.blocked(i, 0) || (s.held && !self.shutting_down) => {
+                Phase::Stopped => {}
+                Phase::Waiting
+                    if self.blocked(i, 0) || (s.intent == Intent::Hold && !self.shutting_down) =>
+                {
                     failed.push(self.name(i).to_owned());
                 }
                 _ => settled = false,
@@ -960,190 +884,5 @@ impl Engine {
                 true
             }
         });
-    }
-}
-
-/// Waits (briefly) for a run's output readers, so a service is reported
-/// ended only after its last line is recorded. A reader kept open by a
-/// process outside the group is left running.
-async fn drain(captures: Vec<JoinHandle<()>>) {
-    let all = async {
-        for capture in captures {
-            let _ = capture.await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(2), all).await;
-}
-
-fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitStatus::Code(code),
-        (None, Some(signal)) => ExitStatus::Signal(signal),
-        (None, None) => ExitStatus::Code(-1),
-    }
-}
-
-/// A line for the combined buffer describing an event, or `None` for log
-/// lines (which are already there).
-fn describe(service: Option<&str>, kind: &EventKind) -> Option<String> {
-    let prefix = service.map(|s| format!("{s}: ")).unwrap_or_default();
-    let text = match kind {
-        EventKind::Log { .. } | EventKind::Ready | EventKind::Reloading => return None,
-        EventKind::State { state } => match state {
-            ServiceState::Waiting => "waiting".to_owned(),
-            ServiceState::Preparing => "preparing".to_owned(),
-            ServiceState::Running { pid } => format!("running (pid {pid})"),
-            ServiceState::Ready { pid } => format!("ready (pid {pid})"),
-            ServiceState::Restarting { after, attempt } => {
-                format!(
-                    "restarting in {} s (attempt {attempt})",
-                    after.as_secs_f32()
-                )
-            }
-            ServiceState::Stopping { pid } => format!("stopping (pid {pid})"),
-            ServiceState::Exited { status } => format!("exited ({status})"),
-            ServiceState::Stopped => "stopped".to_owned(),
-        },
-        EventKind::ProbeTimedOut { after } => {
-            format!("not ready after {} s; still waiting", after.as_secs_f32())
-        }
-        EventKind::Crashed {
-            status,
-            attempt,
-            backoff,
-        } => {
-            if *attempt == 0 {
-                format!("ended ({status})")
-            } else {
-                format!(
-                    "crashed ({status}); restart {attempt} in {} s",
-                    backoff.as_secs_f32()
-                )
-            }
-        }
-        EventKind::PrepareStarted { step } => format!("{step}…"),
-        EventKind::PrepareFinished { step, success } => {
-            format!("{step} {}", if *success { "done" } else { "failed" })
-        }
-        EventKind::Notice { message } => message.clone(),
-    };
-    Some(format!("{prefix}{text}"))
-}
-
-/// Whether a prepare step must run now.
-fn prepare_needed(when: &PrepareWhen) -> bool {
-    match when {
-        PrepareWhen::Always => true,
-        PrepareWhen::Stale { target, sources } => {
-            let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-            let Some(target_time) = modified(target) else {
-                return true;
-            };
-            sources.iter().filter_map(modified).any(|t| t > target_time)
-        }
-    }
-}
-
-/// Runs a service's prepare steps in order; output goes to its log, with a
-/// heartbeat line while a step is silent. Failures are reported and the
-/// next step (and the service) still runs.
-async fn run_prepare(
-    index: usize,
-    name: &str,
-    steps: &[PrepareStep],
-    tx: &mpsc::UnboundedSender<Internal>,
-    logs: &Arc<LogStore>,
-    guard: &Guard,
-    pgid_slot: &AtomicI32,
-) {
-    for step in steps {
-        if !prepare_needed(&step.when) {
-            continue;
-        }
-        let _ = tx.send(Internal::Emit {
-            index,
-            kind: EventKind::PrepareStarted {
-                step: step.name.clone(),
-            },
-        });
-        let success = match process::spawn_group(&step.command) {
-            Ok(mut child) => {
-                let pgid = child.id().unwrap_or_default() as i32;
-                guard.register(pgid);
-                pgid_slot.store(pgid, Ordering::SeqCst);
-                let mut readers = Vec::new();
-                if let Some(out) = child.stdout.take() {
-                    readers.push(tokio::spawn(logs::capture(
-                        out,
-                        logs.clone(),
-                        name.to_owned(),
-                        Stream::Stdout,
-                    )));
-                }
-                if let Some(err) = child.stderr.take() {
-                    readers.push(tokio::spawn(logs::capture(
-                        err,
-                        logs.clone(),
-                        name.to_owned(),
-                        Stream::Stderr,
-                    )));
-                }
-                let started = Instant::now();
-                let mut seen = logs.line_count(name);
-                let heartbeat = step.heartbeat.max(Duration::from_millis(100));
-                let status = loop {
-                    tokio::select! {
-                        status = child.wait() => break status,
-                        () = tokio::time::sleep(heartbeat) => {
-                            let now = logs.line_count(name);
-                            if now == seen {
-                                let text = format!(
-                                    "{} still running ({} s)",
-                                    step.name,
-                                    started.elapsed().as_secs()
-                                );
-                                logs.push_batch(name, Stream::Supervisor, &mut vec![text]);
-                            }
-                            seen = logs.line_count(name);
-                        }
-                    }
-                };
-                // Leftovers of the step must not outlive it.
-                process::stop_group(pgid, libc::SIGKILL, Duration::ZERO).await;
-                pgid_slot.store(0, Ordering::SeqCst);
-                guard.unregister(pgid);
-                for reader in readers {
-                    let _ = reader.await;
-                }
-                status.is_ok_and(|s| s.success())
-            }
-            Err(e) => {
-                let text = format!("could not run {}: {e}", step.name);
-                logs.push_batch(name, Stream::Supervisor, &mut vec![text]);
-                false
-            }
-        };
-        if success {
-            mark_fresh(&step.when);
-        }
-        let _ = tx.send(Internal::Emit {
-            index,
-            kind: EventKind::PrepareFinished {
-                step: step.name.clone(),
-                success,
-            },
-        });
-    }
-}
-
-/// After a successful stale-only step, stamps its target with the current
-/// time. Installers may leave `node_modules/` older than the lockfile they
-/// rewrite at the end, which would otherwise make every start reinstall.
-fn mark_fresh(when: &PrepareWhen) {
-    if let PrepareWhen::Stale { target, .. } = when
-        && let Ok(file) = std::fs::File::open(target)
-    {
-        let _ = file.set_modified(std::time::SystemTime::now());
     }
 }

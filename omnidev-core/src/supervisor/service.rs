@@ -1,0 +1,227 @@
+//! One service as the engine sees it: a phase that carries the data only
+//! that phase has (a process exists only while running or stopping, a
+//! backoff only while waiting one out), what is meant to happen to it next,
+//! and the status and state-file record it reports.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::prepare::StepSlot;
+use super::spawn::ProcessGroup;
+use crate::event::{ExitStatus, ServiceState, ServiceStatus};
+use crate::state::ServiceRecord;
+
+/// What a service is doing.
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// Not started: waiting for its dependencies (or held, see [`Intent`]).
+    Waiting,
+    /// Its prepare steps run in `task`; `step` holds the running step's
+    /// group so a stop can kill it.
+    Preparing {
+        task: JoinHandle<()>,
+        step: Arc<StepSlot>,
+    },
+    /// Its process runs (or has just exited and its group is being emptied).
+    Running(Process),
+    /// Its process is being stopped on request; `then` says what follows.
+    Stopping { process: Process, then: AfterStop },
+    /// It crashed and waits out a backoff before starting again.
+    Backoff { after: Duration, attempt: u32 },
+    /// It ended on its own and will not be restarted.
+    Exited { status: ExitStatus },
+    /// It was stopped on request; no process is left.
+    Stopped,
+}
+
+/// What follows a requested stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AfterStop {
+    /// Stay stopped.
+    Rest,
+    /// Wait for the dependencies, then start again (a restart).
+    Start,
+}
+
+/// What is meant to happen to a service besides what its phase does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Intent {
+    /// Run it whenever its dependencies allow.
+    Keep,
+    /// Leave it as it is: stopped or exited, not to be started by
+    /// reconciliation until a start or restart request.
+    Hold,
+    /// A dependency is restarting: restart it once the dependencies meet its
+    /// conditions again (or forget it if it has no process by then).
+    RestartPending,
+}
+
+/// A running process of a service, from spawn until its group is empty.
+#[derive(Debug)]
+pub(super) struct Process {
+    pub(super) pid: u32,
+    pub(super) start_time: Option<u64>,
+    pub(super) spawned_at: Instant,
+    pub(super) group: Arc<dyn ProcessGroup>,
+    pub(super) readiness: Readiness,
+    /// The leader's exit, once reaped; the run ends when the group is
+    /// empty too.
+    pub(super) exit: Option<ExitStatus>,
+    pub(super) group_empty: bool,
+}
+
+/// Whether a process counts as ready.
+#[derive(Debug)]
+pub(super) enum Readiness {
+    /// Its probe is polling.
+    Probing(JoinHandle<()>),
+    /// Its probe was stopped (exit or stop) before it passed.
+    Abandoned,
+    /// Its probe passed.
+    Probed,
+    /// It has no probe: ready once running.
+    Assumed,
+}
+
+impl Process {
+    /// Whether its dependents may count it as ready.
+    pub(super) fn is_ready(&self) -> bool {
+        matches!(self.readiness, Readiness::Probed | Readiness::Assumed)
+    }
+
+    /// Stops polling its probe (the process is ending).
+    pub(super) fn abandon_probe(&mut self) {
+        if let Readiness::Probing(task) = &self.readiness {
+            task.abort();
+            self.readiness = Readiness::Abandoned;
+        }
+    }
+
+    /// The leader runs and no stop was asked for.
+    pub(super) fn is_alive(&self) -> bool {
+        self.exit.is_none()
+    }
+}
+
+/// One service's runtime data.
+#[derive(Debug)]
+pub(super) struct Service {
+    pub(super) phase: Phase,
+    pub(super) intent: Intent,
+    /// The state last published; events are sent when it changes.
+    pub(super) published: ServiceState,
+    /// Bumped whenever a run (or a wait) is replaced, so reports about an
+    /// older one are ignored.
+    pub(super) generation: u64,
+    /// The crash-restart attempt (resets after a long enough run).
+    pub(super) attempt: u32,
+    /// Restarts after a crash so far.
+    pub(super) restarts: u32,
+    /// `stop_service` callers waiting for the group to be empty.
+    pub(super) stop_waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl Service {
+    pub(super) fn new() -> Self {
+        Self {
+            phase: Phase::Waiting,
+            intent: Intent::Keep,
+            published: ServiceState::Waiting,
+            generation: 0,
+            attempt: 0,
+            restarts: 0,
+            stop_waiters: Vec::new(),
+        }
+    }
+
+    /// Its process, while one exists (running or being stopped).
+    pub(super) fn process(&self) -> Option<&Process> {
+        match &self.phase {
+            Phase::Running(process) | Phase::Stopping { process, .. } => Some(process),
+            _ => None,
+        }
+    }
+
+    /// Its process, while one exists.
+    pub(super) fn process_mut(&mut self) -> Option<&mut Process> {
+        match &mut self.phase {
+            Phase::Running(process) | Phase::Stopping { process, .. } => Some(process),
+            _ => None,
+        }
+    }
+
+    /// A process of this service exists (or is being emptied).
+    pub(super) fn has_process(&self) -> bool {
+        self.process().is_some()
+    }
+
+    /// It runs and no stop was asked for: what a dependent may rely on.
+    pub(super) fn is_up(&self) -> bool {
+        matches!(&self.phase, Phase::Running(process) if process.is_alive())
+    }
+
+    /// It counts as ready.
+    pub(super) fn is_ready(&self) -> bool {
+        self.process().is_some_and(Process::is_ready)
+    }
+
+    /// It has ended and nothing will start it by itself.
+    pub(super) fn is_terminal(&self) -> bool {
+        matches!(self.phase, Phase::Exited { .. } | Phase::Stopped)
+    }
+
+    /// A dependency restarts: restart this one too once it can (a held
+    /// service stays held).
+    pub(super) fn mark_restart_pending(&mut self) {
+        if self.intent != Intent::Hold {
+            self.intent = Intent::RestartPending;
+        }
+    }
+
+    /// The state its phase shows to the world.
+    pub(super) fn state(&self) -> ServiceState {
+        match &self.phase {
+            Phase::Waiting => ServiceState::Waiting,
+            Phase::Preparing { .. } => ServiceState::Preparing,
+            Phase::Running(process) => match process.readiness {
+                Readiness::Probed => ServiceState::Ready { pid: process.pid },
+                _ => ServiceState::Running { pid: process.pid },
+            },
+            Phase::Stopping { process, .. } => ServiceState::Stopping { pid: process.pid },
+            Phase::Backoff { after, attempt } => ServiceState::Restarting {
+                after: *after,
+                attempt: *attempt,
+            },
+            Phase::Exited { status } => ServiceState::Exited { status: *status },
+            Phase::Stopped => ServiceState::Stopped,
+        }
+    }
+
+    /// Its status in a snapshot.
+    pub(super) fn status(&self, name: &str) -> ServiceStatus {
+        ServiceStatus {
+            name: name.to_owned(),
+            state: self.published.clone(),
+            restarts: self.restarts,
+            pid: self.process().map(|p| p.pid),
+            ready: self.is_ready(),
+        }
+    }
+
+    /// Its record in `state.json`: the process group and its identity, so
+    /// the next supervisor can stop leftovers.
+    pub(super) fn record(&self) -> ServiceRecord {
+        let process = self.process();
+        ServiceRecord {
+            pid: process.map(|p| p.pid),
+            pgid: process.map(|p| p.pid as i32),
+            start_time: process.and_then(|p| p.start_time),
+            state: self.published.clone(),
+            restarts: self.restarts,
+            ready: self.is_ready(),
+        }
+    }
+}

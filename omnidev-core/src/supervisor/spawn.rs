@@ -1,0 +1,146 @@
+//! The seam between the engine's logic and the operating system: how a
+//! service's (or a prepare step's) process is started, ended and forgotten.
+//!
+//! [`ProcessSpawner`] is the real thing: a new session and process group
+//! per command (see [`crate::process`]), the group registered with the
+//! orphan guard, stdout and stderr captured into the log store. Tests of
+//! the engine's decisions (reloads, backoff, dependency order) put a fake
+//! [`Spawner`] here and drive its children by hand, without processes or
+//! sleeps.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::task::JoinHandle;
+
+use crate::event::{ExitStatus, Stream};
+use crate::guard::Guard;
+use crate::logs::{self, LogStore};
+use crate::process;
+use crate::spec::CommandSpec;
+
+/// How long a run's output readers may take to finish once its group is
+/// empty. A reader kept open by a process outside the group is left
+/// running.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Resolves with the leader's exit status once it has been reaped.
+pub(crate) type ExitFuture = Pin<Box<dyn Future<Output = ExitStatus> + Send>>;
+
+/// Starts processes for the engine.
+pub(crate) trait Spawner: Send + Sync + fmt::Debug {
+    /// Starts `command` as the leader of a new process group, its output
+    /// recorded as `service`'s.
+    fn spawn(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned>;
+}
+
+/// A process just started.
+pub(crate) struct Spawned {
+    /// The leader's process id (which is also the group's id).
+    pub(crate) pid: u32,
+    /// The leader's start time, recorded with the pid in `state.json`.
+    pub(crate) start_time: Option<u64>,
+    /// The leader's exit.
+    pub(crate) exit: ExitFuture,
+    /// The leader's process group.
+    pub(crate) group: Arc<dyn ProcessGroup>,
+}
+
+/// The process group of one run, and the readers of its output.
+#[async_trait]
+pub(crate) trait ProcessGroup: Send + Sync + fmt::Debug {
+    /// Sends `signal` to every member, waits up to `grace` for the group to
+    /// empty, then kills what is left; returns once no member is left and
+    /// the run's output has been read to its end (or [`DRAIN_LIMIT`] passed).
+    async fn stop(&self, signal: i32, grace: Duration);
+
+    /// The group is empty: the orphan guard must no longer kill it.
+    fn release(&self);
+}
+
+/// Real processes: [`process::spawn_group`], the orphan guard, log capture.
+#[derive(Debug)]
+pub(crate) struct ProcessSpawner {
+    pub(crate) logs: Arc<LogStore>,
+    pub(crate) guard: Arc<Guard>,
+}
+
+impl Spawner for ProcessSpawner {
+    fn spawn(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned> {
+        let mut child = process::spawn_group(command)?;
+        let pid = child.id().unwrap_or_default();
+        let pgid = pid as i32;
+        self.guard.register(pgid);
+        let mut captures = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            let task = logs::capture(out, self.logs.clone(), service.to_owned(), Stream::Stdout);
+            captures.push(tokio::spawn(task));
+        }
+        if let Some(err) = child.stderr.take() {
+            let task = logs::capture(err, self.logs.clone(), service.to_owned(), Stream::Stderr);
+            captures.push(tokio::spawn(task));
+        }
+        let exit = Box::pin(async move {
+            match child.wait().await {
+                Ok(status) => exit_status(status),
+                Err(_) => ExitStatus::Code(-1),
+            }
+        });
+        Ok(Spawned {
+            pid,
+            start_time: process::process_start_time(pid),
+            exit,
+            group: Arc::new(Group {
+                pgid,
+                guard: self.guard.clone(),
+                captures: Mutex::new(captures),
+            }),
+        })
+    }
+}
+
+/// A real process group.
+#[derive(Debug)]
+struct Group {
+    pgid: i32,
+    guard: Arc<Guard>,
+    captures: Mutex<Vec<JoinHandle<()>>>,
+}
+
+#[async_trait]
+impl ProcessGroup for Group {
+    async fn stop(&self, signal: i32, grace: Duration) {
+        process::stop_group(self.pgid, signal, grace).await;
+        let captures = std::mem::take(
+            &mut *self
+                .captures
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        // So a run is reported ended only after its last line is recorded.
+        let all = async {
+            for capture in captures {
+                let _ = capture.await;
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_LIMIT, all).await;
+    }
+
+    fn release(&self) {
+        self.guard.unregister(self.pgid);
+    }
+}
+
+fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitStatus::Code(code),
+        (None, Some(signal)) => ExitStatus::Signal(signal),
+        (None, None) => ExitStatus::Code(-1),
+    }
+}

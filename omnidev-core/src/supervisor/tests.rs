@@ -1,0 +1,340 @@
+//! The engine's decisions (reloads, backoff, dependency order) driven with
+//! fake children on a paused clock: no processes, no sleeps, the same
+//! interleaving every run. The real-process behaviour is tested in
+//! `tests/supervision.rs`.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{oneshot, watch};
+
+use super::spawn::{ProcessGroup, Spawned, Spawner};
+use super::{Supervisor, SupervisorConfig};
+use crate::event::{ExitStatus, ServiceState};
+use crate::spec::{
+    CommandSpec, Condition, Dependency, PrepareStep, PrepareWhen, RestartPolicy, ServiceSpec,
+};
+
+/// Fake pids start here, far above what a real kernel hands out by default,
+/// and never reach the OS: the fake group signals nothing.
+const FIRST_PID: u32 = 4_000_000;
+
+/// One fake child: which service and program it was started for, and the
+/// switch that makes its leader exit.
+#[derive(Debug)]
+struct FakeChild {
+    service: String,
+    program: String,
+    exit: Arc<Mutex<Option<oneshot::Sender<ExitStatus>>>>,
+}
+
+/// A spawner whose children exit when the test says so (or when the engine
+/// stops them), like watchexec's `TestChild`.
+#[derive(Debug)]
+struct FakeSpawner {
+    next_pid: AtomicU32,
+    children: Mutex<Vec<FakeChild>>,
+    /// Services whose stops wait until `gate` opens.
+    gated: Mutex<HashSet<String>>,
+    gate: watch::Sender<bool>,
+    /// Signals sent through stops, per service.
+    signals: Mutex<Vec<(String, i32)>>,
+}
+
+impl FakeSpawner {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            next_pid: AtomicU32::new(FIRST_PID),
+            children: Mutex::new(Vec::new()),
+            gated: Mutex::new(HashSet::new()),
+            gate: watch::channel(true).0,
+            signals: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// How many times `program` was started for `service`.
+    fn spawns(&self, service: &str, program: &str) -> usize {
+        let children = self.children.lock().expect("children");
+        children
+            .iter()
+            .filter(|c| c.service == service && c.program == program)
+            .count()
+    }
+
+    /// Makes the newest child of `service` running `program` exit.
+    fn exit(&self, service: &str, program: &str, status: ExitStatus) {
+        let children = self.children.lock().expect("children");
+        let child = children
+            .iter()
+            .rev()
+            .find(|c| c.service == service && c.program == program)
+            .expect("a child of that service");
+        let sender = child.exit.lock().expect("exit").take();
+        sender
+            .expect("still running")
+            .send(status)
+            .expect("engine waits");
+    }
+
+    /// From now on, stops of `service` hang until [`FakeSpawner::open`].
+    fn hold_stops(&self, service: &str) {
+        self.gated.lock().expect("gated").insert(service.to_owned());
+        self.gate.send_replace(false);
+    }
+
+    fn open(&self) {
+        self.gated.lock().expect("gated").clear();
+        self.gate.send_replace(true);
+    }
+
+    fn signals(&self, service: &str) -> Vec<i32> {
+        let signals = self.signals.lock().expect("signals");
+        signals
+            .iter()
+            .filter(|(s, _)| s == service)
+            .map(|&(_, signal)| signal)
+            .collect()
+    }
+}
+
+impl Spawner for Arc<FakeSpawner> {
+    fn spawn(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned> {
+        let pid = self.next_pid.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        let exit = Arc::new(Mutex::new(Some(tx)));
+        self.children.lock().expect("children").push(FakeChild {
+            service: service.to_owned(),
+            program: command.program.clone(),
+            exit: exit.clone(),
+        });
+        Ok(Spawned {
+            pid,
+            start_time: Some(u64::from(pid)),
+            exit: Box::pin(async move { rx.await.unwrap_or(ExitStatus::Signal(libc::SIGKILL)) }),
+            group: Arc::new(FakeGroup {
+                service: service.to_owned(),
+                exit,
+                spawner: Arc::downgrade(self),
+            }),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct FakeGroup {
+    service: String,
+    exit: Arc<Mutex<Option<oneshot::Sender<ExitStatus>>>>,
+    spawner: std::sync::Weak<FakeSpawner>,
+}
+
+#[async_trait]
+impl ProcessGroup for FakeGroup {
+    async fn stop(&self, signal: i32, _grace: Duration) {
+        if let Some(spawner) = self.spawner.upgrade() {
+            let mut gate = spawner.gate.subscribe();
+            let gated = spawner.gated.lock().expect("gated").contains(&self.service);
+            spawner
+                .signals
+                .lock()
+                .expect("signals")
+                .push((self.service.clone(), signal));
+            drop(spawner);
+            if gated {
+                let _ = gate.wait_for(|open| *open).await;
+            }
+        }
+        // The leader dies of the signal (if it had not exited already).
+        let sender = self.exit.lock().expect("exit").take();
+        if let Some(sender) = sender {
+            let _ = sender.send(ExitStatus::Signal(signal));
+        }
+    }
+
+    fn release(&self) {}
+}
+
+fn service(name: &str, depends_on: &[&str]) -> ServiceSpec {
+    let mut spec = ServiceSpec::new(name, name, Vec::<String>::new(), ".");
+    spec.restart = RestartPolicy::Always;
+    spec.depends_on = depends_on
+        .iter()
+        .map(|d| Dependency {
+            service: (*d).to_owned(),
+            condition: Condition::Ready,
+        })
+        .collect();
+    spec
+}
+
+async fn start(services: Vec<ServiceSpec>, spawner: &Arc<FakeSpawner>) -> Supervisor {
+    let config = SupervisorConfig {
+        services,
+        ..SupervisorConfig::default()
+    };
+    let (supervisor, _) = Supervisor::start_with(config, Some(Arc::new(spawner.clone())))
+        .await
+        .expect("start");
+    until("the first status", || !supervisor.snapshot().is_empty()).await;
+    supervisor
+}
+
+fn state(supervisor: &Supervisor, name: &str) -> ServiceState {
+    supervisor
+        .snapshot()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("known service")
+        .state
+}
+
+/// Lets the engine run (the clock is paused: it advances only when every
+/// task is idle) until `condition` holds; a generous virtual deadline.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..100_000 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn is_running(state: &ServiceState) -> bool {
+    matches!(state, ServiceState::Running { .. })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_burst_during_startup_restarts_at_most_twice() {
+    let spawner = FakeSpawner::new();
+    let mut server = service("server", &[]);
+    server.prepare = vec![PrepareStep {
+        name: "install".to_owned(),
+        command: CommandSpec {
+            program: "install".to_owned(),
+            ..server.command.clone()
+        },
+        when: PrepareWhen::Always,
+        heartbeat: Duration::from_secs(3600),
+    }];
+    let supervisor = start(vec![server, service("host", &["server"])], &spawner).await;
+    until("the first prepare step", || {
+        spawner.spawns("server", "install") == 1
+    })
+    .await;
+
+    // Five reloads while the server is still preparing.
+    for _ in 0..5 {
+        supervisor.reload(&["server"]).await.expect("reload");
+    }
+    until("the prepare step to start again", || {
+        spawner.spawns("server", "install") == 2 && !spawner.signals("server").is_empty()
+    })
+    .await;
+    assert_eq!(
+        spawner.signals("server"),
+        [libc::SIGKILL],
+        "the interrupted step is killed outright"
+    );
+    spawner.exit("server", "install", ExitStatus::Code(0));
+
+    // The first reload ends once the server runs; the four queued ones are
+    // one more reload, which prepares the server once more.
+    until("the queued reload's prepare step", || {
+        spawner.spawns("server", "install") == 3
+    })
+    .await;
+    spawner.exit("server", "install", ExitStatus::Code(0));
+    until("both running, no reload left", || {
+        is_running(&state(&supervisor, "server"))
+            && is_running(&state(&supervisor, "host"))
+            && !supervisor.is_reloading()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(spawner.spawns("server", "server"), 2);
+    assert_eq!(spawner.spawns("host", "host"), 2);
+    assert_eq!(spawner.spawns("server", "install"), 3);
+    assert!(!supervisor.is_reloading());
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_during_a_dependencys_restart_waits_for_the_dependency() {
+    let spawner = FakeSpawner::new();
+    let supervisor = start(
+        vec![service("server", &[]), service("host", &["server"])],
+        &spawner,
+    )
+    .await;
+    until("both running", || {
+        is_running(&state(&supervisor, "server")) && is_running(&state(&supervisor, "host"))
+    })
+    .await;
+
+    spawner.hold_stops("server");
+    supervisor.restart("server").await.expect("restart");
+    until("the server stopping", || {
+        matches!(state(&supervisor, "server"), ServiceState::Stopping { .. })
+    })
+    .await;
+    spawner.exit("host", "host", ExitStatus::Code(1));
+    // Long past the host's backoff (1 s), while the server is still down.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(spawner.spawns("host", "host"), 1, "host waits for server");
+    assert_eq!(state(&supervisor, "host"), ServiceState::Waiting);
+
+    spawner.open();
+    until("both running again", || {
+        is_running(&state(&supervisor, "server")) && is_running(&state(&supervisor, "host"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(spawner.spawns("server", "server"), 2);
+    assert_eq!(spawner.spawns("host", "host"), 2, "host started once more");
+    let host = supervisor
+        .snapshot()
+        .into_iter()
+        .find(|s| s.name == "host")
+        .expect("host");
+    assert_eq!(host.restarts, 1);
+    assert!(is_running(&host.state));
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_during_backoff_cancels_the_restart() {
+    let spawner = FakeSpawner::new();
+    let supervisor = start(vec![service("server", &[])], &spawner).await;
+    until("running", || is_running(&state(&supervisor, "server"))).await;
+
+    spawner.exit("server", "server", ExitStatus::Code(3));
+    until("backing off", || {
+        matches!(
+            state(&supervisor, "server"),
+            ServiceState::Restarting { attempt: 1, .. }
+        )
+    })
+    .await;
+    supervisor.stop_service("server").await.expect("stop");
+    assert_eq!(state(&supervisor, "server"), ServiceState::Stopped);
+
+    // Far past the backoff: nothing starts it again.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(state(&supervisor, "server"), ServiceState::Stopped);
+    assert_eq!(spawner.spawns("server", "server"), 1);
+    let settled = supervisor.wait_settled().await;
+    assert!(settled.success, "{settled:?}");
+
+    // A start request brings it back, with a fresh backoff.
+    supervisor.start_service("server").await.expect("start");
+    until("running again", || {
+        is_running(&state(&supervisor, "server"))
+    })
+    .await;
+    assert_eq!(spawner.spawns("server", "server"), 2);
+    supervisor.shutdown().await.expect("shutdown");
+}
