@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use omnidev_core::{LogConfig, SupervisorConfig};
 use omnidev_pod::seed::SeedOutcome;
 use omnidev_pod::{
-    PackageManager, Pod, PodLock, PortRequest, Profile, ProfileSource, RenderContext, RenderedPod,
-    Selection,
+    Pod, PodLock, PortRequest, Profile, ProfileSource, RenderContext, RenderedPod, Selection,
 };
 
 use crate::cli::{PodArgs, UpArgs};
@@ -117,13 +116,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
         return Err(Error::NothingToRun);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    for name in &selected {
-        let service = &profile.services[name];
-        if service.script.is_some() || service.install_deps {
-            let cwd = checkout.repo.join(service.cwd.as_deref().unwrap_or("."));
-            PackageManager::detect(&cwd).resolve(&path, &cwd)?;
-        }
-    }
+    profile.check_tools(&checkout.repo, &selected, &path)?;
 
     let overrides: BTreeMap<String, u16> = args.port_overrides().into_iter().collect();
     let ports = omnidev_pod::allocate_ports(&PortRequest {

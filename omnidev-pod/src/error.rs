@@ -263,6 +263,19 @@ pub enum Error {
         /// How to install it.
         hint: String,
     },
+
+    /// A `package.json` read to detect the package manager is malformed.
+    #[error("cannot use {}: {message}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::manifest),
+        help("fix the file, or run the backend only with `--no-vite`")
+    )]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 impl Error {

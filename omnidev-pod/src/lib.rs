@@ -58,7 +58,14 @@
 //!   dependent starts without waiting.
 //! - **Package manager** ([`package_manager`]): only resolved for services
 //!   that need it (`script` or `install-deps`), so `--no-vite` works without
-//!   Node.
+//!   Node. Detected by walking from the service's `cwd` up to the checkout
+//!   root (`packageManager`, workspace files, lockfiles; nearest first); the
+//!   install runs where the lockfile or workspace declaration is (the root
+//!   of a pnpm workspace such as Omnigent's), and is stale when any
+//!   `package.json` on the way, the lockfile or the workspace file is newer
+//!   than that directory's `node_modules/`. pnpm and yarn get
+//!   `COREPACK_ENABLE_DOWNLOAD_PROMPT=0`, so corepack never waits for a
+//!   confirmation.
 //!
 //! Modules: [`root`] (checkout discovery), [`pod`] (directory and layout),
 //! [`ports`], [`lock`], [`lan`] (LAN origins), [`seed`] (config seeding),

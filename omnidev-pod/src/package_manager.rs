@@ -1,4 +1,16 @@
-//! The web package manager: detected from the lockfile, found on PATH.
+//! The web package manager: detected by walking from a service's directory
+//! up to the checkout root, found on PATH (or through corepack).
+//!
+//! Detection looks at each directory from the service's `cwd` up to the
+//! repository root, nearest first, and stops at the first one that holds a
+//! lockfile or declares a workspace (`pnpm-workspace.yaml`, or a
+//! `workspaces` field in `package.json`): that directory is where the
+//! install runs. The manager is the nearest `packageManager` field
+//! (`name@version`) seen on the way, else the lockfile's, else pnpm for a
+//! `pnpm-workspace.yaml`, else npm. With neither a lockfile nor a workspace
+//! anywhere, the install runs in the service's own directory. A workspace
+//! declaration is taken to include the service's directory (omnidev does
+//! not match workspace globs).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -8,9 +20,9 @@ use crate::error::{Error, Result};
 /// A JavaScript package manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PackageManager {
-    /// npm (the default when no other lockfile is present).
+    /// npm (the default when nothing else is declared).
     Npm,
-    /// pnpm (`pnpm-lock.yaml`).
+    /// pnpm (`pnpm-lock.yaml`, `pnpm-workspace.yaml`).
     Pnpm,
     /// Yarn (`yarn.lock`).
     Yarn,
@@ -18,30 +30,21 @@ pub enum PackageManager {
     Bun,
 }
 
-impl PackageManager {
-    /// Detects the package manager of `web_dir` from its lockfile:
-    /// `pnpm-lock.yaml` → pnpm, `yarn.lock` → yarn, `bun.lockb`/`bun.lock` →
-    /// bun, else npm.
-    ///
-    /// ```
-    /// use omnidev_pod::PackageManager;
-    /// let tmp = tempfile::tempdir().unwrap();
-    /// assert_eq!(PackageManager::detect(tmp.path()), PackageManager::Npm);
-    /// std::fs::write(tmp.path().join("yarn.lock"), "").unwrap();
-    /// assert_eq!(PackageManager::detect(tmp.path()), PackageManager::Yarn);
-    /// ```
-    pub fn detect(web_dir: &Path) -> Self {
-        if web_dir.join("pnpm-lock.yaml").is_file() {
-            Self::Pnpm
-        } else if web_dir.join("yarn.lock").is_file() {
-            Self::Yarn
-        } else if web_dir.join("bun.lockb").is_file() || web_dir.join("bun.lock").is_file() {
-            Self::Bun
-        } else {
-            Self::Npm
-        }
-    }
+/// Lockfile names, in the order they are looked for in one directory.
+const LOCKFILES: &[(&str, PackageManager)] = &[
+    ("pnpm-lock.yaml", PackageManager::Pnpm),
+    ("yarn.lock", PackageManager::Yarn),
+    ("bun.lock", PackageManager::Bun),
+    ("bun.lockb", PackageManager::Bun),
+    ("package-lock.json", PackageManager::Npm),
+    ("npm-shrinkwrap.json", PackageManager::Npm),
+];
 
+/// `package.json` files larger than this are refused (a manifest is a few
+/// kilobytes; this bounds what detection reads).
+const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
+
+impl PackageManager {
     /// The program name.
     pub fn name(self) -> &'static str {
         match self {
@@ -52,13 +55,45 @@ impl PackageManager {
         }
     }
 
-    /// The manifest and lockfiles whose change makes `node_modules/` stale.
-    pub fn manifests(self) -> &'static [&'static str] {
-        match self {
-            Self::Npm => &["package.json", "package-lock.json", "npm-shrinkwrap.json"],
-            Self::Pnpm => &["package.json", "pnpm-lock.yaml"],
-            Self::Yarn => &["package.json", "yarn.lock"],
-            Self::Bun => &["package.json", "bun.lockb", "bun.lock"],
+    /// The package manager called `name` (as in a `packageManager` field or
+    /// a profile's `package-manager`).
+    ///
+    /// ```
+    /// use omnidev_pod::PackageManager;
+    /// assert_eq!(PackageManager::from_name("pnpm"), Some(PackageManager::Pnpm));
+    /// assert_eq!(PackageManager::from_name("cargo"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Npm, Self::Pnpm, Self::Yarn, Self::Bun]
+            .into_iter()
+            .find(|pm| pm.name() == name)
+    }
+
+    /// This manager's lockfile names.
+    pub fn lockfiles(self) -> impl Iterator<Item = &'static str> {
+        LOCKFILES
+            .iter()
+            .filter(move |(_, pm)| *pm == self)
+            .map(|(name, _)| *name)
+    }
+
+    /// The Node.js range this manager's own `version` needs (from each
+    /// release line's `engines.node`), when known: pnpm 11 needs 22.13,
+    /// pnpm 9 and 10 need 18.12, Yarn 4 needs 18.12.
+    ///
+    /// ```
+    /// use omnidev_pod::PackageManager;
+    /// assert_eq!(PackageManager::Pnpm.node_requirement("11.15.1"), Some(">=22.13"));
+    /// assert_eq!(PackageManager::Pnpm.node_requirement("10.34.9"), Some(">=18.12"));
+    /// assert_eq!(PackageManager::Npm.node_requirement("11.0.0"), None);
+    /// ```
+    pub fn node_requirement(self, version: &str) -> Option<&'static str> {
+        let major: u64 = version.split('.').next()?.parse().ok()?;
+        match (self, major) {
+            (Self::Pnpm, 11..) => Some(">=22.13"),
+            (Self::Pnpm, 9..=10) | (Self::Yarn, 4..) => Some(">=18.12"),
+            (Self::Pnpm, 8) => Some(">=16.14"),
+            _ => None,
         }
     }
 
@@ -115,6 +150,235 @@ impl PackageManager {
     }
 }
 
+/// What detection found for one service directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detection {
+    /// The package manager.
+    pub manager: PackageManager,
+    /// The version pinned by a `packageManager` field, if any.
+    pub version: Option<String>,
+    /// Where the install runs: the nearest directory with a lockfile or a
+    /// workspace declaration, else the service's directory.
+    pub root: PathBuf,
+    /// What decided the manager, for messages (e.g. `packageManager
+    /// "pnpm@11.15.1" in /src/app/package.json`).
+    pub reason: String,
+    /// Files whose change makes the install stale: every `package.json`
+    /// from the service's directory up to `root`, `root`'s lockfiles and
+    /// workspace file (missing ones included; they may appear later).
+    pub inputs: Vec<PathBuf>,
+    /// `engines.node` ranges found on the way, with the file declaring each.
+    pub engines: Vec<(String, PathBuf)>,
+}
+
+impl Detection {
+    /// The `node_modules/` whose age says whether the install is stale: the
+    /// install root's (a workspace install may hoist everything there).
+    pub fn target(&self) -> PathBuf {
+        self.root.join("node_modules")
+    }
+
+    /// `name@version` when a version is pinned, else the name.
+    pub fn label(&self) -> String {
+        match &self.version {
+            Some(version) => format!("{}@{version}", self.manager.name()),
+            None => self.manager.name().to_owned(),
+        }
+    }
+}
+
+/// The fields of a `package.json` that detection reads.
+#[derive(Debug, Default)]
+struct Manifest {
+    package_manager: Option<String>,
+    workspaces: bool,
+    engines_node: Option<String>,
+}
+
+fn read_manifest(path: &Path) -> Result<Option<Manifest>> {
+    let invalid = |message: String| Error::Manifest {
+        path: path.to_path_buf(),
+        message,
+    };
+    let metadata = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read", path)(e)),
+    };
+    if metadata.len() > MAX_MANIFEST_BYTES {
+        return Err(invalid(format!(
+            "it is {} bytes; a package.json over {MAX_MANIFEST_BYTES} bytes is not read",
+            metadata.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let string = |key: &str| -> Result<Option<String>> {
+        match value.pointer(key) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(invalid(format!(
+                "`{}` is {other}, not a string",
+                key.trim_start_matches('/').replace('/', ".")
+            ))),
+        }
+    };
+    Ok(Some(Manifest {
+        package_manager: string("/packageManager")?,
+        workspaces: value.get("workspaces").is_some(),
+        engines_node: string("/engines/node")?,
+    }))
+}
+
+/// Parses a `packageManager` value: `name@version`, optionally followed by
+/// `+<hash>`.
+fn parse_package_manager(value: &str, path: &Path) -> Result<(PackageManager, String)> {
+    let invalid = |message: String| Error::Manifest {
+        path: path.to_path_buf(),
+        message,
+    };
+    let (name, version) = value.split_once('@').ok_or_else(|| {
+        invalid(format!(
+            "`packageManager` is \"{}\", not `name@version`",
+            bounded(value)
+        ))
+    })?;
+    let manager = PackageManager::from_name(name).ok_or_else(|| {
+        invalid(format!(
+            "`packageManager` names \"{}\"; omnidev knows npm, pnpm, yarn and bun \
+             (set `package-manager` in the profile to choose one)",
+            bounded(name)
+        ))
+    })?;
+    let version = version.split('+').next().unwrap_or_default();
+    if version.is_empty()
+        || version.len() > 64
+        || !version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+    {
+        return Err(invalid(format!(
+            "`packageManager` has no plain version after `{name}@` (\"{}\")",
+            bounded(value)
+        )));
+    }
+    Ok((manager, version.to_owned()))
+}
+
+/// At most 80 characters of an untrusted value, for messages.
+fn bounded(value: &str) -> String {
+    let mut out: String = value.chars().take(80).collect();
+    if out.len() < value.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// The directories from `cwd` up to `repo_root`, nearest first; just `cwd`
+/// when it is not inside `repo_root`.
+fn levels(cwd: &Path, repo_root: &Path) -> Vec<PathBuf> {
+    if !cwd.starts_with(repo_root) {
+        return vec![cwd.to_path_buf()];
+    }
+    cwd.ancestors()
+        .take_while(|dir| dir.starts_with(repo_root))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Detects the package manager of the service running in `cwd`, walking up
+/// to `repo_root` (see the module docs). `explicit` (a profile's
+/// `package-manager`) overrides the manager; the install root is still
+/// detected. An unreadable or malformed `package.json` on the way is an
+/// error naming it.
+///
+/// ```
+/// use omnidev_pod::package_manager::{detect, PackageManager};
+/// let repo = tempfile::tempdir().unwrap();
+/// let web = repo.path().join("web");
+/// std::fs::create_dir(&web).unwrap();
+/// std::fs::write(web.join("package.json"), "{}").unwrap();
+/// std::fs::write(repo.path().join("package.json"), r#"{"packageManager": "pnpm@10.34.9"}"#).unwrap();
+/// std::fs::write(repo.path().join("pnpm-workspace.yaml"), "packages: [web]\n").unwrap();
+/// let found = detect(&web, repo.path(), None).unwrap();
+/// assert_eq!(found.manager, PackageManager::Pnpm);
+/// assert_eq!(found.root, repo.path());
+/// assert_eq!(found.version.as_deref(), Some("10.34.9"));
+/// ```
+pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) -> Result<Detection> {
+    let mut declared: Option<(PackageManager, String, PathBuf)> = None;
+    let mut inputs = Vec::new();
+    let mut engines = Vec::new();
+    let mut found: Option<(PathBuf, Option<&'static str>, bool)> = None;
+    for dir in levels(cwd, repo_root) {
+        let manifest_path = dir.join("package.json");
+        let manifest = read_manifest(&manifest_path)?;
+        inputs.push(manifest_path.clone());
+        let manifest = manifest.unwrap_or_default();
+        if let Some(range) = manifest.engines_node {
+            engines.push((range, manifest_path.clone()));
+        }
+        if declared.is_none()
+            && let Some(value) = &manifest.package_manager
+        {
+            let (manager, version) = parse_package_manager(value, &manifest_path)?;
+            declared = Some((manager, version, manifest_path.clone()));
+        }
+        let lockfile = LOCKFILES
+            .iter()
+            .map(|(name, _)| *name)
+            .find(|name| dir.join(name).is_file());
+        let pnpm_workspace = dir.join("pnpm-workspace.yaml").is_file();
+        if lockfile.is_some() || pnpm_workspace || manifest.workspaces {
+            found = Some((dir, lockfile, pnpm_workspace));
+            break;
+        }
+    }
+    let root = found
+        .as_ref()
+        .map_or_else(|| cwd.to_path_buf(), |(dir, _, _)| dir.clone());
+    let from_lockfile = found.as_ref().and_then(|(_, lockfile, _)| {
+        let name = (*lockfile)?;
+        let (_, manager) = LOCKFILES.iter().find(|(n, _)| *n == name)?;
+        Some((*manager, name))
+    });
+    let pnpm_workspace = found.as_ref().is_some_and(|(_, _, pnpm)| *pnpm);
+    let (manager, version, reason) = if let Some(manager) = explicit {
+        (manager, None, "`package-manager` in the profile".to_owned())
+    } else if let Some((manager, version, path)) = declared {
+        let reason = format!(
+            "packageManager \"{}@{version}\" in {}",
+            manager.name(),
+            path.display()
+        );
+        (manager, Some(version), reason)
+    } else if let Some((manager, name)) = from_lockfile {
+        (manager, None, format!("{}", root.join(name).display()))
+    } else if pnpm_workspace {
+        (
+            PackageManager::Pnpm,
+            None,
+            format!("{}", root.join("pnpm-workspace.yaml").display()),
+        )
+    } else {
+        (PackageManager::Npm, None, "no lockfile (npm)".to_owned())
+    };
+    inputs.extend(manager.lockfiles().map(|name| root.join(name)));
+    if manager == PackageManager::Pnpm {
+        inputs.push(root.join("pnpm-workspace.yaml"));
+    }
+    Ok(Detection {
+        manager,
+        version,
+        root,
+        reason,
+        inputs,
+        engines,
+    })
+}
+
 /// How to run a resolved package manager: `program prefix… <args>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
@@ -145,10 +409,33 @@ impl Invocation {
         out
     }
 
-    /// Arguments for `install`.
-    pub fn install_args(&self) -> Vec<String> {
+    /// Arguments for `install`, narrowed to `filter` (a workspace package
+    /// selector) when given: pnpm and bun take `--filter VALUE`, npm
+    /// `--workspace VALUE` (a trailing `...` dropped), yarn has no such
+    /// flag and installs the whole workspace.
+    ///
+    /// ```
+    /// use omnidev_pod::package_manager::{Invocation, PackageManager};
+    /// let pnpm = Invocation { manager: PackageManager::Pnpm, program: "/bin/pnpm".into(), prefix: vec![] };
+    /// assert_eq!(pnpm.install_args(Some("web...")), ["install", "--filter", "web..."]);
+    /// let npm = Invocation { manager: PackageManager::Npm, ..pnpm };
+    /// assert_eq!(npm.install_args(Some("web...")), ["install", "--workspace", "web"]);
+    /// ```
+    pub fn install_args(&self, filter: Option<&str>) -> Vec<String> {
         let mut out = self.prefix.clone();
         out.push("install".to_owned());
+        if let Some(filter) = filter {
+            match self.manager {
+                PackageManager::Pnpm | PackageManager::Bun => {
+                    out.extend(["--filter".to_owned(), filter.to_owned()]);
+                }
+                PackageManager::Npm => {
+                    let name = filter.trim_end_matches("...");
+                    out.extend(["--workspace".to_owned(), name.to_owned()]);
+                }
+                PackageManager::Yarn => {}
+            }
+        }
         out
     }
 
@@ -183,16 +470,165 @@ mod tests {
         path
     }
 
-    #[test]
-    fn detection_order() {
+    /// A checkout at `<tmp>/repo` with `files` (relative path, contents)
+    /// and an empty `web/package.json` unless given.
+    fn layout(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let d = tmp.path();
-        std::fs::write(d.join("bun.lock"), "").expect("write");
-        assert_eq!(PackageManager::detect(d), PackageManager::Bun);
-        std::fs::write(d.join("yarn.lock"), "").expect("write");
-        assert_eq!(PackageManager::detect(d), PackageManager::Yarn);
-        std::fs::write(d.join("pnpm-lock.yaml"), "").expect("write");
-        assert_eq!(PackageManager::detect(d), PackageManager::Pnpm);
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join("web")).expect("mkdir");
+        std::fs::write(repo.join("web/package.json"), "{}").expect("write");
+        for (path, text) in files {
+            let path = repo.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        (tmp, repo)
+    }
+
+    fn detect_web(repo: &Path) -> Detection {
+        detect(&repo.join("web"), repo, None).expect("detect")
+    }
+
+    #[test]
+    fn pnpm_workspace_root_like_omnigent() {
+        let (_tmp, repo) = layout(&[
+            (
+                "package.json",
+                r#"{"name": "omnigent", "private": true, "packageManager": "pnpm@11.15.1+sha512.abc"}"#,
+            ),
+            ("pnpm-workspace.yaml", "packages:\n  - web\n"),
+            ("pnpm-lock.yaml", "lockfileVersion: '9.0'\n"),
+        ]);
+        let found = detect_web(&repo);
+        assert_eq!(found.manager, PackageManager::Pnpm);
+        assert_eq!(found.version.as_deref(), Some("11.15.1"));
+        assert_eq!(found.label(), "pnpm@11.15.1");
+        assert_eq!(found.root, repo);
+        assert_eq!(found.target(), repo.join("node_modules"));
+        for input in [
+            "web/package.json",
+            "package.json",
+            "pnpm-lock.yaml",
+            "pnpm-workspace.yaml",
+        ] {
+            assert!(found.inputs.contains(&repo.join(input)), "{input}");
+        }
+        assert!(found.reason.contains("packageManager"), "{}", found.reason);
+    }
+
+    #[test]
+    fn npm_workspaces_field_marks_the_root() {
+        let (_tmp, repo) = layout(&[
+            ("package.json", r#"{"workspaces": ["web"]}"#),
+            ("package-lock.json", "{}"),
+        ]);
+        let found = detect_web(&repo);
+        assert_eq!(found.manager, PackageManager::Npm);
+        assert_eq!(found.root, repo);
+        assert!(found.inputs.contains(&repo.join("package-lock.json")));
+        // A workspaces field without any lockfile still marks the root.
+        std::fs::remove_file(repo.join("package-lock.json")).expect("rm");
+        assert_eq!(detect_web(&repo).root, repo);
+    }
+
+    #[test]
+    fn yarn_and_bun_lockfiles() {
+        let (_tmp, repo) = layout(&[("yarn.lock", "")]);
+        let found = detect_web(&repo);
+        assert_eq!(
+            (found.manager, found.root.clone()),
+            (PackageManager::Yarn, repo.clone())
+        );
+        assert!(found.inputs.contains(&repo.join("yarn.lock")));
+
+        let (_tmp, repo) = layout(&[("web/bun.lock", "{}")]);
+        let found = detect_web(&repo);
+        assert_eq!(found.manager, PackageManager::Bun);
+        assert_eq!(found.root, repo.join("web"));
+        let (_tmp, repo) = layout(&[("web/bun.lockb", "")]);
+        assert_eq!(detect_web(&repo).manager, PackageManager::Bun);
+    }
+
+    #[test]
+    fn package_manager_field_without_a_lockfile() {
+        let (_tmp, repo) = layout(&[("package.json", r#"{"packageManager": "yarn@4.5.0"}"#)]);
+        let found = detect_web(&repo);
+        assert_eq!(found.manager, PackageManager::Yarn);
+        assert_eq!(found.version.as_deref(), Some("4.5.0"));
+        // No lockfile or workspace anywhere: install where the service is.
+        assert_eq!(found.root, repo.join("web"));
+    }
+
+    #[test]
+    fn nearest_lockfile_wins_over_the_root_one() {
+        let (_tmp, repo) = layout(&[
+            ("pnpm-lock.yaml", ""),
+            ("pnpm-workspace.yaml", "packages: [web]\n"),
+            ("web/package-lock.json", "{}"),
+        ]);
+        let found = detect_web(&repo);
+        assert_eq!(found.manager, PackageManager::Npm);
+        assert_eq!(found.root, repo.join("web"));
+        assert!(!found.inputs.contains(&repo.join("pnpm-lock.yaml")));
+    }
+
+    #[test]
+    fn the_walk_stops_at_the_repository_root() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::write(tmp.path().join("pnpm-lock.yaml"), "").expect("write");
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join("web")).expect("mkdir");
+        let found = detect(&repo.join("web"), &repo, None).expect("detect");
+        assert_eq!(found.manager, PackageManager::Npm);
+        assert_eq!(found.root, repo.join("web"));
+    }
+
+    #[test]
+    fn explicit_choice_overrides_and_engines_are_collected() {
+        let (_tmp, repo) = layout(&[
+            ("package.json", r#"{"engines": {"node": ">=22"}}"#),
+            (
+                "web/package.json",
+                r#"{"engines": {"node": "^20.19.0 || >=22.12.0"}}"#,
+            ),
+            ("pnpm-lock.yaml", ""),
+        ]);
+        let found = detect(&repo.join("web"), &repo, Some(PackageManager::Bun)).expect("detect");
+        assert_eq!(found.manager, PackageManager::Bun);
+        assert_eq!(found.root, repo);
+        assert_eq!(
+            found.engines,
+            [
+                (
+                    "^20.19.0 || >=22.12.0".to_owned(),
+                    repo.join("web/package.json")
+                ),
+                (">=22".to_owned(), repo.join("package.json")),
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_manifests_are_errors_naming_the_file() {
+        for (text, needle) in [
+            ("{", "not valid JSON"),
+            (r#"{"packageManager": "cargo@1.0.0"}"#, "cargo"),
+            (r#"{"packageManager": "pnpm"}"#, "name@version"),
+            (
+                r#"{"packageManager": "pnpm@$(rm -rf)"}"#,
+                "no plain version",
+            ),
+            (r#"{"engines": {"node": 22}}"#, "engines.node"),
+        ] {
+            let (_tmp, repo) = layout(&[("package.json", text)]);
+            let err = detect(&repo.join("web"), &repo, None).expect_err(text);
+            let message = err.to_string();
+            assert!(message.contains(needle), "{text}: {message}");
+            assert!(
+                message.contains(&repo.join("package.json").display().to_string()),
+                "{message}"
+            );
+        }
     }
 
     #[test]
@@ -208,6 +644,7 @@ mod tests {
             pnpm.run_script_args("dev", &["--x".into()]),
             ["pnpm", "run", "dev", "--x"]
         );
+        assert_eq!(pnpm.install_args(None), ["pnpm", "install"]);
         let err = PackageManager::Npm
             .resolve(path, Path::new("web"))
             .expect_err("npm");
@@ -231,6 +668,6 @@ mod tests {
             .expect("yarn");
         assert_eq!(inv.program, yarn);
         assert!(inv.prefix.is_empty());
-        assert_eq!(inv.install_args(), ["install"]);
+        assert_eq!(inv.install_args(Some("web...")), ["install"]);
     }
 }

@@ -166,6 +166,20 @@ pub struct Service {
     /// into the `cwd`, and a pod should only change its own checkout.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cwd_outside_repo: bool,
+    /// The package manager (`npm`, `pnpm`, `yarn`, `bun`), overriding
+    /// detection (see [`crate::package_manager::detect`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_manager: Option<String>,
+    /// Workspace package the install is narrowed to when it runs at a
+    /// workspace root above `cwd` (pnpm/bun `--filter VALUE`, npm
+    /// `--workspace VALUE`; yarn installs the whole workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_filter: Option<String>,
+    /// The Node.js range (npm syntax, e.g. `>=22.12`) this service needs,
+    /// checked before its install together with `engines.node` and the
+    /// package manager's own need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_version: Option<String>,
 }
 
 /// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,
@@ -369,6 +383,22 @@ impl Profile {
                         format!("service `{name}` depends on unknown service `{dependency}`"),
                     ));
                 }
+            }
+            if let Some(pm) = &service.package_manager
+                && crate::PackageManager::from_name(pm).is_none()
+            {
+                return Err(at.error(
+                    &["services", name, "package-manager"],
+                    format!("unknown package manager `{pm}`; use npm, pnpm, yarn or bun"),
+                ));
+            }
+            if let Some(range) = &service.node_version
+                && range.parse::<js_semver::Range>().is_err()
+            {
+                return Err(at.error(
+                    &["services", name, "node-version"],
+                    format!("`{range}` is not a version range such as `>=22.12`"),
+                ));
             }
             if let Some(signal) = &service.stop_signal
                 && signal_number(signal).is_none()

@@ -349,3 +349,106 @@ ready = { command = ["true"] }
     ));
     assert!(rendered.env.is_empty());
 }
+
+/// The real Omnigent's shape: a pnpm workspace whose lockfile is at the
+/// root and none in `web/`.
+fn pnpm_workspace(f: &Fixture) {
+    std::fs::write(
+        f.repo.join("package.json"),
+        r#"{"name": "omnigent", "private": true, "packageManager": "pnpm@11.15.1"}"#,
+    )
+    .expect("write");
+    std::fs::write(f.repo.join("pnpm-workspace.yaml"), "packages:\n  - web\n").expect("write");
+    std::fs::write(f.repo.join("pnpm-lock.yaml"), "lockfileVersion: '9.0'\n").expect("write");
+    std::fs::write(f.repo.join("web/package.json"), r#"{"name": "web"}"#).expect("write");
+}
+
+#[test]
+fn pnpm_workspace_installs_at_the_root_and_watches_its_lockfile() {
+    let f = fixture();
+    pnpm_workspace(&f);
+    let pnpm = fake_tool(&f.bin, "pnpm");
+    fake_tool(&f.bin, "npm");
+    let rendered = Profile::omnigent().render(&context(&f)).expect("render");
+    let vite = service(&rendered.services, "vite");
+    assert_eq!(vite.command.program, pnpm.display().to_string());
+    assert_eq!(vite.command.cwd, f.repo.join("web"));
+    assert_eq!(vite.command.env["COREPACK_ENABLE_DOWNLOAD_PROMPT"], "0");
+    let install = &vite.prepare[0];
+    assert_eq!(install.name, "pnpm install");
+    assert_eq!(install.command.program, pnpm.display().to_string());
+    assert_eq!(install.command.cwd, f.repo);
+    assert_eq!(install.command.args, ["install", "--filter", "web..."]);
+    assert_eq!(install.command.env["COREPACK_ENABLE_DOWNLOAD_PROMPT"], "0");
+    let PrepareWhen::Stale { target, sources } = &install.when else {
+        panic!("install should run only when stale");
+    };
+    assert_eq!(target, &f.repo.join("node_modules"));
+    for input in [
+        "pnpm-lock.yaml",
+        "pnpm-workspace.yaml",
+        "package.json",
+        "web/package.json",
+    ] {
+        assert!(
+            sources.contains(&f.repo.join(input)),
+            "{input}: {sources:?}"
+        );
+    }
+}
+
+#[test]
+fn profile_package_manager_and_filter_override_detection() {
+    let f = fixture();
+    pnpm_workspace(&f);
+    let bun = fake_tool(&f.bin, "bun");
+    let mut profile = Profile::omnigent();
+    let vite = profile.services.get_mut("vite").expect("vite");
+    vite.package_manager = Some("bun".into());
+    vite.install_filter = Some("web".into());
+    let text = profile.to_toml().expect("toml");
+    let profile = Profile::parse(&text, "omnidev.toml").expect("round trip");
+    let rendered = profile.render(&context(&f)).expect("render");
+    let vite = service(&rendered.services, "vite");
+    assert_eq!(vite.command.program, bun.display().to_string());
+    let install = &vite.prepare[0];
+    assert_eq!(install.command.cwd, f.repo);
+    assert_eq!(install.command.args, ["install", "--filter", "web"]);
+    assert!(
+        !vite
+            .command
+            .env
+            .contains_key("COREPACK_ENABLE_DOWNLOAD_PROMPT")
+    );
+
+    let err = Profile::parse(
+        "[services.web]\nscript = \"dev\"\npackage-manager = \"cargo\"\n",
+        "omnidev.toml",
+    )
+    .expect_err("unknown manager");
+    assert!(err.to_string().contains("omnidev.toml:3:1"), "{err}");
+    let err = Profile::parse(
+        "[services.web]\nscript = \"dev\"\nnode-version = \"newest\"\n",
+        "omnidev.toml",
+    )
+    .expect_err("bad range");
+    assert!(err.to_string().contains("newest"), "{err}");
+}
+
+#[test]
+fn a_broken_manifest_is_a_clear_error_unless_vite_is_skipped() {
+    let f = fixture();
+    fake_tool(&f.bin, "npm");
+    std::fs::write(f.repo.join("web/package.json"), "{ \"name\": ").expect("write");
+    let mut ctx = context(&f);
+    let err = Profile::omnigent().render(&ctx).expect_err("broken JSON");
+    assert!(matches!(err, Error::Manifest { .. }), "{err}");
+    let help = miette::Diagnostic::help(&err)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert!(help.contains("--no-vite"), "{help}");
+    ctx.selection.skip = vec!["vite".into()];
+    Profile::omnigent()
+        .render(&ctx)
+        .expect("--no-vite reads no manifest");
+}

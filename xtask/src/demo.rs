@@ -31,20 +31,22 @@ impl Options {
     }
 }
 
-/// Ensure `uv`, build omnidev, run `omnidev up --repo examples/omnigent-example`.
+/// Ensure `uv` and pnpm, build omnidev, run `omnidev up --repo examples/omnigent-example`.
 pub fn run(options: &Options) -> Result<()> {
     let sh = util::shell()?;
     let example = util::workspace_root().join("examples/omnigent-example");
     let up_args = &options.up_args;
-    let has_uv = cmd!(sh, "uv --version")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run()
-        .is_ok();
+    let has_uv = util::has_program("uv");
+    // The example is a pnpm workspace; install the pnpm it pins, as uv.
+    let pnpm = (!util::has_program("pnpm"))
+        .then(util::example_package_manager)
+        .transpose()?;
     if options.dry_run {
         if !has_uv {
             println!("demo: would run python3 -m pip install uv");
+        }
+        if let Some(pnpm) = &pnpm {
+            println!("demo: would run npm install -g {pnpm}");
         }
         println!("demo: would run cargo build -p omnidev-cli --bin omnidev");
         println!(
@@ -59,6 +61,14 @@ pub fn run(options: &Options) -> Result<()> {
         cmd!(sh, "python3 -m pip install --quiet uv")
             .run()
             .context("installing uv with `python3 -m pip install uv` (install uv yourself: https://docs.astral.sh/uv/)")?;
+    }
+    if let Some(pnpm) = &pnpm {
+        println!("demo: pnpm is missing; installing {pnpm} with npm");
+        cmd!(sh, "npm install -g --no-fund --no-audit {pnpm}")
+            .run()
+            .with_context(|| {
+                format!("installing pnpm with `npm install -g {pnpm}` (or run `corepack enable`)")
+            })?;
     }
     let omnidev = util::build_omnidev(&sh, "dev")?;
     // Replace this process (as `cargo run` replaced cargo) so that omnidev

@@ -1,5 +1,5 @@
 //! `cargo xtask test-e2e`: drive the real `omnidev` binary against copies of
-//! the bundled example checkout, with real `uv`, `npm` and `tmux`.
+//! the bundled example checkout, with real `uv`, `pnpm` and `tmux`.
 //!
 //! Each case gets a fresh temp HOME / XDG directories (uv and npm caches are
 //! shared with the real home so runs stay fast) and a unique value of
@@ -14,6 +14,7 @@ mod install;
 mod lifecycle;
 mod pod;
 mod tui;
+mod web;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -77,8 +78,8 @@ const CASES: &[Case] = &[
         run: pod::up_headless,
     },
     Case {
-        name: "second_start_skips_npm_install",
-        run: pod::second_start_skips_install,
+        name: "pnpm_workspace_installs_once_at_root",
+        run: web::pnpm_installs_once_at_the_workspace_root,
     },
     Case {
         name: "two_checkouts_at_once_second_omnidev_refused",
@@ -238,6 +239,15 @@ impl Harness {
         }
         fs::create_dir_all(&root)?;
         let example = util::workspace_root().join("examples/omnigent-example");
+        // The example is a pnpm workspace; without pnpm every web case would
+        // fail later and less clearly.
+        if !util::has_program("pnpm") {
+            bail!(
+                "e2e: `pnpm` is not on PATH; install the version the example pins \
+                 (`npm install -g {}`, as .ci/run does)",
+                util::example_package_manager()?
+            );
+        }
         let shared = util::target_dir().join("e2e-cache");
         let mut env = vec![
             (
@@ -474,6 +484,18 @@ impl<'h> Ctx<'h> {
             .arg("--repo")
             .arg(repo)
             .args(extra);
+        self.spawn_pod(command, repo)
+    }
+
+    /// Start plain `omnidev --headless <extra>` inside `repo`, as a user
+    /// would type it there.
+    pub fn up_plain(&mut self, repo: &Path, extra: &[&str]) -> Result<Pod> {
+        let mut command = self.omnidev();
+        command.arg("--headless").args(extra).current_dir(repo);
+        self.spawn_pod(command, repo)
+    }
+
+    fn spawn_pod(&mut self, mut command: Command, repo: &Path) -> Result<Pod> {
         let name = repo
             .file_name()
             .map_or("pod".into(), |n| n.to_string_lossy().into_owned());
@@ -856,9 +878,18 @@ pub mod parse {
     }
 }
 
-/// Lines in the checkout's `web/.install-log`: how many times `npm install` ran.
+/// Lines in the checkout's `web/.install-log`: one per dependency install
+/// (`<time> pid=N agent=pnpm/X init-cwd=DIR`, see the example's
+/// `web/record-install.mjs`).
+pub fn install_log(repo: &Path) -> Vec<String> {
+    fs::read_to_string(repo.join("web/.install-log"))
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// How many times the example's dependencies were installed.
 pub fn install_count(repo: &Path) -> usize {
-    fs::read_to_string(repo.join("web/.install-log")).map_or(0, |text| text.lines().count())
+    install_log(repo).len()
 }
 
 /// Generous deadline for a pod to come up (first `uv run` builds a venv).

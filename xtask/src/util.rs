@@ -114,6 +114,24 @@ pub fn json_field(text: &str, key: &str) -> Option<String> {
     Some(rest[..end].trim().to_string())
 }
 
+/// The `packageManager` the bundled example pins (`pnpm@X.Y.Z`).
+pub fn example_package_manager() -> Result<String> {
+    let manifest = workspace_root().join("examples/omnigent-example/package.json");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    json_field(&text, "packageManager")
+        .with_context(|| format!("no packageManager in {}", manifest.display()))
+}
+
+/// Whether `program --version` runs and exits 0.
+pub fn has_program(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
 /// Remove ANSI escape sequences (CSI and OSC) from `text`.
 pub fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

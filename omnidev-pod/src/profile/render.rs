@@ -12,7 +12,7 @@ use omnidev_core::{
 use super::template::{self, Unresolved, Values};
 use super::{Profile, Ready, Service, signal_number};
 use crate::error::{Error, Result};
-use crate::package_manager::{Invocation, PackageManager};
+use crate::package_manager::{self, Detection, Invocation, PackageManager};
 use crate::ports::Ports;
 use crate::seed::{SeedOutcome, seed_file};
 
@@ -218,15 +218,18 @@ fn render_service(
     for (key, value) in &service.env {
         env.insert(key.clone(), text(value)?);
     }
-    let needs_pm = service.script.is_some() || service.install_deps;
-    let pm = if needs_pm {
-        Some(PackageManager::detect(&cwd).resolve(&ctx.path, &cwd)?)
-    } else {
-        None
-    };
+    let tools = service_tools(service, &ctx.repo, &ctx.path)?;
+    if let Some((_, pm)) = &tools
+        && matches!(pm.manager, PackageManager::Pnpm | PackageManager::Yarn)
+    {
+        // Through corepack (or a corepack shim named pnpm/yarn) a download
+        // would otherwise wait for a confirmation nobody can type.
+        env.insert("COREPACK_ENABLE_DOWNLOAD_PROMPT".to_owned(), "0".to_owned());
+    }
+    let pm = tools.as_ref().map(|(_, pm)| pm);
 
     let args = all(&service.args)?;
-    let (program, args) = match (&service.command, &service.script, &pm) {
+    let (program, args) = match (&service.command, &service.script, pm) {
         (Some(command), _, _) => {
             let (program, mut command) = split_program(name, all(command)?)?;
             command.extend(args);
@@ -263,8 +266,14 @@ fn render_service(
         stop.grace = Duration::from_millis(grace);
     }
 
-    let prepare = match (&pm, service.install_deps) {
-        (Some(pm), true) => vec![install_step(pm, &cwd, &env)],
+    let prepare = match (&tools, service.install_deps) {
+        (Some((detection, pm)), true) => {
+            let filter = service
+                .install_filter
+                .as_deref()
+                .filter(|_| detection.root != cwd);
+            vec![install_step(detection, pm, filter, &env)]
+        }
         _ => Vec::new(),
     };
 
@@ -391,18 +400,63 @@ fn split_program(name: &str, mut command: Vec<String>) -> Result<(String, Vec<St
     Ok((program, command))
 }
 
-fn install_step(pm: &Invocation, cwd: &Path, env: &BTreeMap<String, String>) -> PrepareStep {
+/// The package manager a service needs (it runs a `script` or installs
+/// dependencies), detected from its `cwd` up to `repo` and found on `path`.
+fn service_tools(
+    service: &Service,
+    repo: &Path,
+    path: &std::ffi::OsStr,
+) -> Result<Option<(Detection, Invocation)>> {
+    if service.script.is_none() && !service.install_deps {
+        return Ok(None);
+    }
+    let cwd = repo.join(service.cwd.as_deref().unwrap_or("."));
+    // Validated when the profile was parsed.
+    let explicit = service
+        .package_manager
+        .as_deref()
+        .and_then(PackageManager::from_name);
+    let detection = package_manager::detect(&cwd, repo, explicit)?;
+    let pm = detection.manager.resolve(path, &cwd)?;
+    Ok(Some((detection, pm)))
+}
+
+impl Profile {
+    /// Checks, before anything starts, that every selected service that
+    /// needs a package manager has one: its `package.json` files parse and
+    /// the program (or corepack) is on `path`.
+    pub fn check_tools(
+        &self,
+        repo: &Path,
+        selected: &[String],
+        path: &std::ffi::OsStr,
+    ) -> Result<()> {
+        for name in selected {
+            if let Some(service) = self.services.get(name) {
+                service_tools(service, repo, path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn install_step(
+    detection: &Detection,
+    pm: &Invocation,
+    filter: Option<&str>,
+    env: &BTreeMap<String, String>,
+) -> PrepareStep {
     PrepareStep {
         name: format!("{} install", pm.manager.name()),
         command: CommandSpec {
             program: pm.program_string(),
-            args: pm.install_args(),
-            cwd: cwd.to_path_buf(),
+            args: pm.install_args(filter),
+            cwd: detection.root.clone(),
             env: env.clone(),
         },
         when: PrepareWhen::Stale {
-            target: cwd.join("node_modules"),
-            sources: pm.manager.manifests().iter().map(|m| cwd.join(m)).collect(),
+            target: detection.target(),
+            sources: detection.inputs.clone(),
         },
         heartbeat: INSTALL_HEARTBEAT,
     }
