@@ -1,13 +1,24 @@
-//! The headless front-end's printer: `<service> | <line>`, names padded and
-//! coloured (only on a terminal without `NO_COLOR`; see `output`), and
-//! supervisor events as `omnidev | …`.
+//! The headless front-end: every line a service prints and every
+//! supervisor event, as `<service> | <line>` and `omnidev | …` (names padded
+//! and coloured only on a terminal without `NO_COLOR`; see `output`).
+//!
+//! Output is lossless: it reads the supervisor's [`Feed`], which spools to
+//! disk while stdout is slower than the services, so no line is dropped
+//! and no service waits for stdout. A dedicated thread writes stdout (a
+//! blocked write never holds up the runtime); everything queued is written
+//! before omnidev exits.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anstyle::Style;
-use omnidev_core::{Event, EventKind, Supervisor};
+use omnidev_core::signals::ShutdownSignals;
+use omnidev_core::{Entry, Feed, Recv, Supervisor};
 
 use crate::describe;
 use crate::error::Result;
@@ -21,6 +32,8 @@ pub struct Printer {
     width: usize,
     colour: bool,
     colours: HashMap<String, Style>,
+    /// Rendered prefixes, by tag.
+    prefixes: HashMap<String, String>,
 }
 
 impl Printer {
@@ -41,6 +54,7 @@ impl Printer {
             width,
             colour,
             colours,
+            prefixes: HashMap::new(),
         }
     }
 
@@ -60,22 +74,40 @@ impl Printer {
         )
     }
 
-    /// The output line for an event, if it deserves one.
-    pub fn format(&self, event: &Event) -> Option<String> {
-        match &event.kind {
-            EventKind::Log { line } => Some(self.line(&line.service, &line.text)),
-            _ => describe::event(event).map(|text| self.line("omnidev", &text)),
+    /// Writes the output line of a feed entry, if it deserves one.
+    pub fn write_entry(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
+        let (tag, text): (&str, Cow<'_, str>) = match entry {
+            Entry::Line(line) => (&line.service, Cow::Borrowed(&line.text)),
+            Entry::Event(event) => match describe::event(event) {
+                Some(text) => ("omnidev", Cow::Owned(text)),
+                None => return Ok(()),
+            },
+            Entry::Lost { count, reason } => (
+                "omnidev",
+                Cow::Owned(format!(
+                    "{count} lines are missing here ({reason}); the log files have them"
+                )),
+            ),
+        };
+        if !self.prefixes.contains_key(tag) {
+            let prefix = self.prefix(tag);
+            self.prefixes.insert(tag.to_owned(), prefix);
         }
+        out.write_all(self.prefixes[tag].as_bytes())?;
+        out.write_all(terminal_text::for_output(&text, self.colour).as_bytes())?;
+        out.write_all(b"\n")
     }
 }
 
-/// Prints the pod's output and events until every service has settled or
-/// a signal comes; the exit code says whether every service exited 0.
+/// Runs the headless front-end until every service has ended (exit 0 when
+/// all exited 0, else 1) or a shutdown signal arrives (exit 0). Either way
+/// the pod is stopped and everything its services printed, to the end, is
+/// written before this returns; a second signal gives up on the rest.
 pub async fn run_pod(
     prepared: &PreparedPod,
     supervisor: &Supervisor,
-    mut events: tokio::sync::broadcast::Receiver<omnidev_core::Event>,
-    signals: &mut omnidev_core::signals::ShutdownSignals,
+    feed: Feed,
+    signals: &mut ShutdownSignals,
 ) -> Result<ExitCode> {
     let names: Vec<String> = prepared
         .rendered
@@ -84,86 +116,219 @@ pub async fn run_pod(
         .map(|s| s.name.clone())
         .collect();
     let printer = Printer::new(&names, output::colour_stdout());
-    let mut out = std::io::stdout();
-    let mut print = |line: String| {
-        // A closed stdout (e.g. `| head`) must not stop the pod.
-        let _ = writeln!(out, "{line}");
-    };
-    for line in banner(prepared).iter().chain(&prepared.notices) {
-        print(printer.line("omnidev", line));
+    let first: Vec<String> = banner(prepared)
+        .iter()
+        .chain(&prepared.notices)
+        .map(|line| printer.line("omnidev", line))
+        .collect();
+    let last = printer.clone();
+    let closer = feed.closer();
+    let abandon = Arc::new(AtomicBool::new(false));
+    let logs_dir = prepared.pod.logs_dir();
+    let (done_tx, mut done) = tokio::sync::oneshot::channel();
+    {
+        let abandon = abandon.clone();
+        let logs_dir = logs_dir.clone();
+        std::thread::Builder::new()
+            .name("omnidev-stdout".into())
+            .spawn(move || {
+                let stdout = std::io::stdout();
+                let mut out = Output::new(stdout.lock(), logs_dir);
+                for line in &first {
+                    out.write(|w| writeln!(w, "{line}"));
+                }
+                pump(feed, printer, &mut out, &abandon);
+                let _ = done_tx.send(out.alive());
+            })
+            .map_err(crate::error::Error::Runtime)?;
     }
-    let settled = supervisor.wait_settled();
-    tokio::pin!(settled);
-    let code = loop {
-        tokio::select! {
-            event = events.recv() => match event {
-                Ok(event) => {
-                    if let Some(line) = printer.format(&event) {
-                        print(line);
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    print(printer.line("omnidev", &format!("output fell behind: {n} events skipped")));
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break ExitCode::FAILURE,
-            },
-            settled = &mut settled => {
-                // Flush what is already queued before leaving.
-                while let Ok(event) = events.try_recv() {
-                    if let Some(line) = printer.format(&event) {
-                        print(line);
-                    }
-                }
-                let ok = settled.success;
-                print(printer.line(
-                    "omnidev",
-                    if ok { "every service exited 0" } else { "a service failed" },
-                ));
-                break if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
-            }
-            signal = signals.recv() => {
-                print(printer.line("omnidev", &format!("{signal:?}: stopping the pod")));
-                break ExitCode::SUCCESS;
-            }
+
+    let settled = tokio::select! {
+        settled = supervisor.wait_settled() => Some(settled),
+        signal = signals.recv() => {
+            supervisor.notice(format!("{signal:?}: stopping the pod"));
+            None
         }
     };
-    Ok(code)
+    // What the services print while stopping is output too.
+    let _ = supervisor.shutdown().await;
+    closer.close();
+    let alive = tokio::select! {
+        alive = &mut done => alive.unwrap_or(false),
+        signal = signals.recv() => {
+            abandon.store(true, Ordering::Relaxed);
+            let _ = writeln!(
+                std::io::stderr(),
+                "omnidev: {signal:?} again: not writing the rest of the output; every line is in {}",
+                logs_dir.display()
+            );
+            (&mut done).await.unwrap_or(false)
+        }
+    };
+    let Some(settled) = settled else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if alive {
+        let text = if settled.success {
+            "every service exited 0"
+        } else {
+            "a service failed"
+        };
+        let mut stdout = std::io::stdout();
+        let _ = writeln!(stdout, "{}", last.line("omnidev", text));
+        let _ = stdout.flush();
+    }
+    Ok(if settled.success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Stdout, buffered, and what happens when it goes away: one message on
+/// stderr, then output is discarded (the pod keeps running; the log files
+/// have every line).
+struct Output<W: Write> {
+    out: std::io::BufWriter<W>,
+    closed: bool,
+    logs_dir: std::path::PathBuf,
+}
+
+impl<W: Write> Output<W> {
+    fn new(out: W, logs_dir: std::path::PathBuf) -> Self {
+        Self {
+            out: std::io::BufWriter::with_capacity(64 * 1024, out),
+            closed: false,
+            logs_dir,
+        }
+    }
+
+    fn alive(&self) -> bool {
+        !self.closed
+    }
+
+    fn write(&mut self, f: impl FnOnce(&mut std::io::BufWriter<W>) -> std::io::Result<()>) {
+        if self.closed {
+            return;
+        }
+        if let Err(e) = f(&mut self.out) {
+            self.gone(&e);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.closed
+            && let Err(e) = self.out.flush()
+        {
+            self.gone(&e);
+        }
+    }
+
+    fn gone(&mut self, error: &std::io::Error) {
+        self.closed = true;
+        let _ = writeln!(
+            std::io::stderr(),
+            "omnidev: stdout is gone ({error}); the pod keeps running and its output goes on in {}",
+            self.logs_dir.display()
+        );
+    }
+}
+
+/// Copies the feed to `out` until it is closed and drained (or `abandon`
+/// is set), flushing whenever it has caught up.
+fn pump<W: Write>(mut feed: Feed, mut printer: Printer, out: &mut Output<W>, abandon: &AtomicBool) {
+    let mut batch = Vec::new();
+    let mut wait = Duration::ZERO;
+    loop {
+        batch.clear();
+        match feed.recv_batch(&mut batch, wait) {
+            Recv::Entries => {
+                for entry in &batch {
+                    out.write(|w| printer.write_entry(w, entry));
+                }
+                wait = Duration::ZERO;
+            }
+            Recv::Empty => {
+                out.flush();
+                wait = Duration::from_secs(3600);
+            }
+            Recv::Closed => break,
+        }
+        if abandon.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    out.flush();
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::SystemTime;
 
+    use omnidev_core::{Event, EventKind, LogLine, Stream};
+
     use super::*;
-    use crate::tui::app::tests::log;
+
+    fn line(service: &str, text: &str) -> Entry {
+        Entry::Line(Arc::new(LogLine::new(service, Stream::Stdout, text, 1)))
+    }
+
+    fn render(printer: &mut Printer, entry: &Entry) -> String {
+        let mut out = Vec::new();
+        printer.write_entry(&mut out, entry).expect("write");
+        String::from_utf8(out).expect("utf-8")
+    }
 
     #[test]
     fn plain_output_is_padded_and_stripped() {
-        let printer = Printer::new(&["server".into(), "db".into()], false);
+        let mut printer = Printer::new(&["server".into(), "db".into()], false);
         assert_eq!(
-            printer
-                .format(&log("db", "\x1b[31mready\x1b[0m", 1))
-                .as_deref(),
-            Some("db      | ready")
+            render(&mut printer, &line("db", "\x1b[31mready\x1b[0m")),
+            "db      | ready\n"
         );
-        let ready = Event {
+        let ready = Entry::Event(Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("server".into()),
             kind: EventKind::Ready,
+        });
+        assert_eq!(render(&mut printer, &ready), "omnidev | server ready\n");
+        let lost = Entry::Lost {
+            count: 3,
+            reason: "disk full".into(),
         };
         assert_eq!(
-            printer.format(&ready).as_deref(),
-            Some("omnidev | server ready")
+            render(&mut printer, &lost),
+            "omnidev | 3 lines are missing here (disk full); the log files have them\n"
         );
     }
 
     #[test]
     fn coloured_output_keeps_child_colours() {
-        let printer = Printer::new(&["server".into()], true);
-        let out = printer
-            .format(&log("server", "\x1b[31mx\x1b[0m", 1))
-            .expect("line");
+        let mut printer = Printer::new(&["server".into()], true);
+        let out = render(&mut printer, &line("server", "\x1b[31mx\x1b[0m"));
         assert!(out.starts_with("\x1b[36mserver "), "{out:?}");
-        assert!(out.ends_with("\x1b[31mx\x1b[0m"), "{out:?}");
+        assert!(out.ends_with("\x1b[31mx\x1b[0m\n"), "{out:?}");
+    }
+
+    /// A writer that fails like a closed pipe.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_stops_output_once_and_drains_the_feed() {
+        let mut out = Output::new(Closed, "/pod/logs".into());
+        out.write(|w| w.write_all(&vec![b'x'; 100_000]));
+        assert!(!out.alive());
+        // Later writes are discarded without trying again.
+        out.write(|_| panic!("not called once stdout is gone"));
+        out.flush();
     }
 }

@@ -29,7 +29,8 @@ pub fn strip_ansi(raw: &str) -> String {
 /// `text` as printed to an output that is coloured (escape sequences kept)
 /// or plain (escape sequences removed).
 pub fn for_output(text: &str, colour: bool) -> Cow<'_, str> {
-    if colour {
+    // Most lines have no escape at all: no copy for them.
+    if colour || !text.contains('\x1b') {
         Cow::Borrowed(text)
     } else {
         Cow::Owned(strip_ansi(text))

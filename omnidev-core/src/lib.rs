@@ -6,7 +6,7 @@
 //! dependency order, waiting for readiness probes, restarting crashes with
 //! backoff ([`backoff`]), capturing output into bounded rings and rotated
 //! files ([`logs`]), publishing typed [`Event`]s to any number of
-//! subscribers, recording pids in `state.json` ([`state`]) and protecting
+//! subscribers (lossy broadcast, or a lossless spooled [`Feed`]), recording pids in `state.json` ([`state`]) and protecting
 //! against orphans with a guard process ([`guard`](crate::guard) docs) when
 //! the supervisor itself is killed. The library never prints or exits.
 //!
@@ -30,6 +30,7 @@
 pub mod backoff;
 pub mod error;
 pub mod event;
+pub mod feed;
 pub mod fs;
 pub mod guard;
 pub mod logs;
@@ -43,6 +44,7 @@ pub mod supervisor;
 pub use backoff::BackoffPolicy;
 pub use error::{Error, Result};
 pub use event::{Event, EventKind, ExitStatus, LogLine, ServiceState, ServiceStatus, Stream};
+pub use feed::{Entry, Feed, FeedCloser, FeedConfig, Recv};
 pub use spec::{
     CommandSpec, Condition, Dependency, LogConfig, PrepareStep, PrepareWhen, ProbeSpec, Readiness,
     RestartPolicy, ServiceSpec, StopSpec,

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::broadcast;
 
-use crate::event::{Event, LogLine, Stream};
+use crate::event::{LogLine, Stream};
+use crate::feed::Bus;
 use crate::spec::LogConfig;
 
 /// The name lines written by the supervisor itself are tagged with in the
@@ -218,7 +218,7 @@ pub(crate) struct LogStore {
     services: HashMap<String, ServiceLog>,
     combined: Mutex<Ring>,
     seq: AtomicU64,
-    events: broadcast::Sender<Event>,
+    bus: Arc<Bus>,
 }
 
 #[derive(Debug)]
@@ -232,7 +232,7 @@ impl LogStore {
     pub(crate) fn new<'a>(
         config: LogConfig,
         names: impl IntoIterator<Item = &'a str>,
-        events: broadcast::Sender<Event>,
+        bus: Arc<Bus>,
     ) -> Self {
         let services = names
             .into_iter()
@@ -249,7 +249,7 @@ impl LogStore {
             combined: Mutex::new(Ring::new(config.combined_ring_lines, config.ring_bytes)),
             services,
             seq: AtomicU64::new(0),
-            events,
+            bus,
             config,
         }
     }
@@ -328,19 +328,23 @@ impl LogStore {
             }
         }
         log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
-        let publish = self.events.receiver_count() > 0;
         let mut ring = lock(&log.ring);
         let mut combined = lock(&self.combined);
-        for text in texts.drain(..) {
-            let line = Arc::new(LogLine {
-                service: service.to_owned(),
-                stream,
-                text,
-                seq: self.next_seq(),
-            });
-            if publish {
-                let _ = self.events.send(Event::log(LogLine::clone(&line)));
-            }
+        let lines: Vec<Arc<LogLine>> = texts
+            .drain(..)
+            .map(|text| {
+                Arc::new(LogLine {
+                    service: service.to_owned(),
+                    stream,
+                    text,
+                    seq: self.next_seq(),
+                })
+            })
+            .collect();
+        // Published while the combined ring is held, so every subscriber
+        // sees lines in sequence order.
+        self.bus.send_lines(&lines);
+        for line in lines {
             combined.push(line.clone());
             ring.push(line);
         }
@@ -381,7 +385,8 @@ impl LogStore {
 }
 
 /// Reads `reader` to its end, recording each line of `service`. Never
-/// waits for subscribers (the broadcast channel drops for laggards), so the
+/// waits for subscribers (the broadcast channel drops for laggards, a
+/// [`Feed`](crate::feed::Feed) spools to disk), so the
 /// child's pipe is drained as fast as the files can be written.
 pub(crate) async fn capture<R: AsyncRead + Unpin>(
     mut reader: R,

@@ -31,7 +31,8 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::backoff::BackoffPolicy;
 use crate::error::{Error, Result};
-use crate::event::{Event, LogLine, ServiceStatus};
+use crate::event::{Event, EventKind, LogLine, ServiceStatus};
+use crate::feed::{Bus, Feed, FeedConfig};
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::spec::{LogConfig, ServiceSpec};
@@ -83,7 +84,7 @@ pub struct Supervisor {
 #[derive(Debug)]
 struct Inner {
     requests: mpsc::UnboundedSender<Request>,
-    events: broadcast::Sender<Event>,
+    events: Arc<Bus>,
     logs: Arc<LogStore>,
     status: watch::Receiver<Vec<ServiceStatus>>,
     settled: watch::Receiver<Option<Settled>>,
@@ -115,18 +116,33 @@ impl Supervisor {
     pub async fn start_subscribed(
         config: SupervisorConfig,
     ) -> Result<(Supervisor, broadcast::Receiver<Event>)> {
-        Self::start_with(config, None).await
+        let (supervisor, first, ()) = Self::start_with(config, None, |_| ()).await?;
+        Ok((supervisor, first))
     }
 
-    /// [`Supervisor::start_subscribed`] with processes started by `spawner`
-    /// (real process groups when `None`).
-    pub(crate) async fn start_with(
+    /// Like [`Supervisor::start`], also returning a lossless [`Feed`]
+    /// attached before any service starts: every line and event, in order,
+    /// spooled to disk while its reader is behind (see [`crate::feed`]).
+    pub async fn start_with_feed(
+        config: SupervisorConfig,
+        feed: FeedConfig,
+    ) -> Result<(Supervisor, Feed)> {
+        let (supervisor, _, feed) = Self::start_with(config, None, |bus| bus.feed(feed)).await?;
+        Ok((supervisor, feed))
+    }
+
+    /// Starts a supervisor whose processes are started by `spawner` (real
+    /// process groups when `None`); `attach` subscribes to its bus before
+    /// anything is published.
+    pub(crate) async fn start_with<T>(
         config: SupervisorConfig,
         spawner: Option<Arc<dyn spawn::Spawner>>,
-    ) -> Result<(Supervisor, broadcast::Receiver<Event>)> {
+        attach: impl FnOnce(&Bus) -> T,
+    ) -> Result<(Supervisor, broadcast::Receiver<Event>, T)> {
         let order = graph::start_order(&config.services)?;
         let names: Vec<String> = config.services.iter().map(|s| s.name.clone()).collect();
-        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let events = Arc::new(Bus::new(EVENT_CAPACITY));
+        let attached = attach(&events);
         let logs = Arc::new(LogStore::new(
             config.log.clone(),
             names.iter().map(String::as_str),
@@ -203,7 +219,7 @@ impl Supervisor {
                 guard_pid,
             }),
         };
-        Ok((supervisor, first))
+        Ok((supervisor, first, attached))
     }
 
     fn index(&self, name: &str) -> Result<usize> {
@@ -229,6 +245,26 @@ impl Supervisor {
     /// oldest instead of slowing anything down.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
+    }
+
+    /// A new lossless [`Feed`] of every line and event from now on (see
+    /// [`crate::feed`]); [`Supervisor::start_with_feed`] attaches one before
+    /// anything runs.
+    pub fn feed(&self, config: FeedConfig) -> Feed {
+        self.inner.events.feed(config)
+    }
+
+    /// Publishes a message for people (a front-end's own, such as "stopping
+    /// the pod") to the combined buffer, every subscriber and every feed,
+    /// in order with the services' output.
+    pub fn notice(&self, message: impl Into<String>) {
+        let message = message.into();
+        self.inner.logs.push_supervisor(message.clone());
+        self.inner.events.send(Event {
+            at: std::time::SystemTime::now(),
+            service: None,
+            kind: EventKind::Notice { message },
+        });
     }
 
     /// The names of the services, in the order they were given.

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use omnidev_core::Supervisor;
+use omnidev_core::{Feed, FeedConfig, Supervisor};
 
 use crate::cli::UpArgs;
 use crate::error::{Error, Result};
@@ -29,13 +29,28 @@ pub fn run(args: &UpArgs) -> Result<ExitCode> {
     runtime.block_on(run_pod(prepared, debounce, use_tui))
 }
 
+/// What the front-end reads: the TUI a lossy broadcast (it refills from
+/// the rings after a lag), headless output a lossless feed.
+enum Front {
+    Tui(tokio::sync::broadcast::Receiver<omnidev_core::Event>),
+    Headless(Feed),
+}
+
 async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Result<ExitCode> {
     // Installed before anything is spawned so no signal is lost.
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
     // Subscribed before any service starts, so no event (leftover notices,
-    // the first lines of output) is missed by the front-end.
-    let (supervisor, events) =
-        Supervisor::start_subscribed(session::supervisor_config(&prepared)).await?;
+    // the first lines of output) is missed by the front-end. Headless
+    // output is lossless: a feed spooling into the pod directory.
+    let config = session::supervisor_config(&prepared);
+    let (supervisor, front) = if use_tui {
+        let (supervisor, events) = Supervisor::start_subscribed(config).await?;
+        (supervisor, Front::Tui(events))
+    } else {
+        let spool = FeedConfig::new(prepared.pod.dir());
+        let (supervisor, feed) = Supervisor::start_with_feed(config, spool).await?;
+        (supervisor, Front::Headless(feed))
+    };
     let (watchers, watch_notices) = match watch::start_watchers(&prepared, debounce, &supervisor) {
         Ok(w) => w,
         Err(e) => {
@@ -57,10 +72,11 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
             None
         }
     };
-    let code = if use_tui {
-        tui::run_pod(&prepared, &supervisor, events, &mut signals).await
-    } else {
-        headless::run_pod(&prepared, &supervisor, events, &mut signals).await
+    let code = match front {
+        Front::Tui(events) => tui::run_pod(&prepared, &supervisor, events, &mut signals).await,
+        Front::Headless(feed) => {
+            headless::run_pod(&prepared, &supervisor, feed, &mut signals).await
+        }
     };
     drop(watchers);
     let stopped = supervisor.shutdown().await;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::prepare::{self, Prepare, StepSlot};
 use super::service::{AfterStop, Intent, Phase, Process, Readiness, Service};
@@ -15,6 +15,7 @@ use super::spawn::{Spawned, Spawner};
 use super::{Request, Settled};
 use crate::backoff::BackoffPolicy;
 use crate::event::{self, Event, EventKind, ExitStatus, ServiceStatus};
+use crate::feed::Bus;
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::probe;
@@ -29,7 +30,7 @@ pub(super) struct Parts {
     pub(super) specs: Vec<ServiceSpec>,
     pub(super) order: Vec<usize>,
     pub(super) logs: Arc<LogStore>,
-    pub(super) events: broadcast::Sender<Event>,
+    pub(super) events: Arc<Bus>,
     pub(super) guard: Arc<Guard>,
     pub(super) state_file: Option<PathBuf>,
     pub(super) backoff: BackoffPolicy,
@@ -91,7 +92,7 @@ pub(super) struct Engine {
     dependents: Vec<Vec<usize>>,
     services: Vec<Service>,
     logs: Arc<LogStore>,
-    events: broadcast::Sender<Event>,
+    events: Arc<Bus>,
     guard: Arc<Guard>,
     spawner: Arc<dyn Spawner>,
     state_file: Option<PathBuf>,
@@ -170,7 +171,7 @@ impl Engine {
             return;
         };
         for message in notices {
-            let _ = self.events.send(Event {
+            self.events.send(Event {
                 at: SystemTime::now(),
                 service: None,
                 kind: EventKind::Notice { message },
@@ -228,7 +229,7 @@ impl Engine {
         if let Some(text) = event::supervisor_line(service.as_deref(), &kind) {
             self.logs.push_supervisor(text);
         }
-        let _ = self.events.send(Event {
+        self.events.send(Event {
             at: SystemTime::now(),
             service,
             kind,

@@ -175,9 +175,10 @@ async fn start(services: Vec<ServiceSpec>, spawner: &Arc<FakeSpawner>) -> Superv
         services,
         ..SupervisorConfig::default()
     };
-    let (supervisor, _) = Supervisor::start_with(config, Some(Arc::new(spawner.clone())))
-        .await
-        .expect("start");
+    let (supervisor, _, ()) =
+        Supervisor::start_with(config, Some(Arc::new(spawner.clone())), |_| ())
+            .await
+            .expect("start");
     until("the first status", || !supervisor.snapshot().is_empty()).await;
     supervisor
 }
