@@ -138,7 +138,16 @@ fn burst(lines: u64, reader: Reader) {
         .expect("pod dir")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !["logs", "omnidev.lock", "pod.toml", "state.json"].contains(&n.as_str()))
+        .filter(|n| {
+            ![
+                ".omnidev-pod",
+                "logs",
+                "omnidev.lock",
+                "pod.toml",
+                "state.json",
+            ]
+            .contains(&n.as_str())
+        })
         .collect();
     assert!(names.is_empty(), "left in the pod dir: {names:?}");
 }
