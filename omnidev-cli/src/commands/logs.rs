@@ -2,8 +2,7 @@
 //! files, `<pod>/logs/<service>.log`.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,14 +18,120 @@ const FOLLOW_POLL: Duration = Duration::from_millis(100);
 /// Lines shown before following when `-n` is not given.
 const FOLLOW_TAIL: usize = 10;
 
+/// Bytes remembered from just before where reading stopped, to notice a
+/// file truncated and regrown past that point between two polls.
+const TAIL_CHECK: usize = 64;
+
+/// How far past a missing rotated file (`.N` renamed while we look) the
+/// search for older ones goes on.
+const ROTATED_GAP: usize = 2;
+
 /// One log file being read.
 struct Source {
     name: String,
     path: PathBuf,
     prefix: String,
-    file: Option<File>,
-    inode: u64,
+    file: Option<Open>,
     partial: Vec<u8>,
+}
+
+/// An open log file and how far it has been read.
+struct Open {
+    file: File,
+    inode: u64,
+    position: u64,
+    /// The last bytes read (up to [`TAIL_CHECK`]).
+    tail: Vec<u8>,
+}
+
+impl Open {
+    fn new(file: File) -> Option<Self> {
+        let inode = file.metadata().ok()?.ino();
+        Some(Self {
+            file,
+            inode,
+            position: 0,
+            tail: Vec::new(),
+        })
+    }
+
+    /// Appends to `bytes` what was written since the last read.
+    fn read_new(&mut self, bytes: &mut Vec<u8>) {
+        let start = bytes.len();
+        let mut chunk = vec![0u8; 64 * 1024];
+        while let Ok(n) = self.file.read_at(&mut chunk, self.position) {
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&chunk[..n]);
+            self.position += n as u64;
+        }
+        let new = &bytes[start..];
+        if new.len() >= TAIL_CHECK {
+            self.tail = new[new.len() - TAIL_CHECK..].to_vec();
+        } else {
+            self.tail.extend_from_slice(new);
+            let excess = self.tail.len().saturating_sub(TAIL_CHECK);
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// Whether the file was truncated in place since the last read: it is
+    /// shorter than what was read, or the bytes just before where reading
+    /// stopped changed (truncated and written again past that point).
+    fn truncated(&self) -> bool {
+        let Ok(meta) = self.file.metadata() else {
+            return false;
+        };
+        if meta.len() < self.position {
+            return true;
+        }
+        let mut now = vec![0u8; self.tail.len()];
+        let from = self.position - self.tail.len() as u64;
+        self.file
+            .read_exact_at(&mut now, from)
+            .is_ok_and(|()| now != self.tail)
+    }
+}
+
+/// The files written after the one with inode `known`, oldest first, the
+/// current `path` last: after a rotation (or several between two polls),
+/// `known` is now `path.N`, and `path.N-1` … `path.1` and `path` are newer.
+/// Files are opened newest first, so a rotation racing with the search
+/// shows a file twice (skipped by inode) rather than not at all. Without a
+/// `known` file (nothing open yet), only the current one.
+fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
+    let Some(current) = File::open(path).ok().and_then(Open::new) else {
+        return Vec::new();
+    };
+    if known == Some(current.inode) {
+        return Vec::new();
+    }
+    let mut found = vec![current];
+    if let Some(known) = known {
+        let mut missing = 0;
+        for n in 1.. {
+            let Some(open) = File::open(omnidev_core::logs::rotated_path(path, n))
+                .ok()
+                .and_then(Open::new)
+            else {
+                missing += 1;
+                if missing > ROTATED_GAP {
+                    break;
+                }
+                continue;
+            };
+            missing = 0;
+            if open.inode == known {
+                break;
+            }
+            if !found.iter().any(|f| f.inode == open.inode) {
+                found.push(open);
+            }
+        }
+    }
+    found.reverse();
+    found
 }
 
 /// Runs `omnidev logs`.
@@ -68,7 +173,6 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
                 String::new()
             },
             file: None,
-            inode: 0,
             partial: Vec::new(),
         })
         .collect();
@@ -77,9 +181,8 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let mut out = String::new();
     for source in &mut sources {
         let mut current = Vec::new();
-        if let Ok(mut file) = File::open(&source.path) {
-            source.inode = file.metadata().map_or(0, |m| m.ino());
-            let _ = file.read_to_end(&mut current);
+        if let Some(mut file) = File::open(&source.path).ok().and_then(Open::new) {
+            file.read_new(&mut current);
             // Following goes on from exactly here; an unfinished last line
             // is completed by what comes next.
             let cut = current
@@ -204,7 +307,6 @@ fn follow(
                             path: dir.join(format!("{name}.log")),
                             name,
                             file: None,
-                            inode: 0,
                             partial: Vec::new(),
                         });
                     }
@@ -215,29 +317,31 @@ fn follow(
     }
 }
 
+/// Appends the lines written since the last call: the rest of the open
+/// file, then every file rotated in after it, in order; a file truncated in
+/// place is read again from its start.
 fn read_new(source: &mut Source, out: &mut String, colour: bool) {
     let mut bytes = Vec::new();
-    if let Some(file) = &mut source.file {
-        let _ = file.read_to_end(&mut bytes);
+    if let Some(open) = &mut source.file {
+        if open.truncated() {
+            open.position = 0;
+            open.tail.clear();
+            source.partial.clear();
+        }
+        open.read_new(&mut bytes);
     }
-    match std::fs::metadata(&source.path) {
-        Ok(meta) if source.file.is_none() || meta.ino() != source.inode => {
-            // New or rotated: the old handle was drained above.
-            if let Ok(mut file) = File::open(&source.path) {
-                let _ = file.read_to_end(&mut bytes);
-                source.inode = meta.ino();
-                source.file = Some(file);
-            }
+    let replaced = std::fs::metadata(&source.path).is_ok_and(|meta| {
+        source
+            .file
+            .as_ref()
+            .is_none_or(|open| open.inode != meta.ino())
+    });
+    if replaced {
+        let known = source.file.as_ref().map(|open| open.inode);
+        for mut open in newer_files(&source.path, known) {
+            open.read_new(&mut bytes);
+            source.file = Some(open);
         }
-        Ok(meta) => {
-            if let Some(file) = &mut source.file
-                && file.stream_position().is_ok_and(|pos| meta.len() < pos)
-            {
-                let _ = file.seek(SeekFrom::Start(0));
-                let _ = file.read_to_end(&mut bytes);
-            }
-        }
-        Err(_) => {}
     }
     if bytes.is_empty() {
         return;
@@ -263,9 +367,74 @@ mod tests {
             path: path.to_path_buf(),
             prefix: "svc | ".into(),
             file: None,
-            inode: 0,
             partial: Vec::new(),
         }
+    }
+
+    /// Rotates like the supervisor's log writer: `.N` → `.N+1`, …, the
+    /// file → `.1`, keeping `keep`.
+    fn rotate(path: &Path, keep: usize) {
+        use omnidev_core::logs::rotated_path;
+        for n in (1..keep).rev() {
+            let from = rotated_path(path, n);
+            if from.exists() {
+                std::fs::rename(&from, rotated_path(path, n + 1)).expect("rename");
+            }
+        }
+        std::fs::rename(path, rotated_path(path, 1)).expect("rename");
+    }
+
+    #[test]
+    fn follow_reads_every_line_once_across_two_rotations_between_polls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let mut src = source(&path);
+        let mut out = String::new();
+        append(&path, "1\n");
+        read_new(&mut src, &mut out, false);
+        append(&path, "2\n");
+        rotate(&path, 3);
+        append(&path, "3\n");
+        rotate(&path, 3);
+        append(&path, "4\n");
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "svc | 1\nsvc | 2\nsvc | 3\nsvc | 4\n");
+        // Three more before the next poll: the file read last is now `.3`.
+        for n in 5..8 {
+            append(&path, &format!("{n}\n"));
+            rotate(&path, 3);
+        }
+        append(&path, "8\n");
+        out.clear();
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "svc | 5\nsvc | 6\nsvc | 7\nsvc | 8\n");
+        out.clear();
+        read_new(&mut src, &mut out, false);
+        assert_eq!(out, "", "nothing twice");
+    }
+
+    #[test]
+    fn follow_notices_a_truncate_and_regrow_between_polls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let mut src = source(&path);
+        let mut out = String::new();
+        append(&path, "first line\nsecond line\n");
+        read_new(&mut src, &mut out, false);
+        // Truncated in place and written past the old length before the
+        // next poll: the file is not shorter, but it is not the same.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .expect("truncate");
+        append(&path, "a new first line\nand a second one\nand more\n");
+        out.clear();
+        read_new(&mut src, &mut out, false);
+        assert_eq!(
+            out,
+            "svc | a new first line\nsvc | and a second one\nsvc | and more\n"
+        );
     }
 
     fn append(path: &Path, text: &str) {
