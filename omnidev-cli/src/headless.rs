@@ -70,7 +70,7 @@ impl Printer {
         format!(
             "{}{}",
             self.prefix(tag),
-            terminal_text::for_output(text, self.colour)
+            terminal_text::sanitise(text, self.colour)
         )
     }
 
@@ -94,7 +94,7 @@ impl Printer {
             self.prefixes.insert(tag.to_owned(), prefix);
         }
         out.write_all(self.prefixes[tag].as_bytes())?;
-        out.write_all(terminal_text::for_output(&text, self.colour).as_bytes())?;
+        out.write_all(terminal_text::sanitise(&text, self.colour).as_bytes())?;
         out.write_all(b"\n")
     }
 }

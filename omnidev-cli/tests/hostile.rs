@@ -99,3 +99,173 @@ fn an_empty_directory_and_an_old_pod_are_accepted_and_clean_removes_a_pod() {
     assert!(output.status.success(), "{output:?}");
     assert!(!empty.exists());
 }
+
+/// A service that prints every escape an attacker would use, one per line.
+const ESCAPES: &str = r#"[services.evil]
+command = ["printf", "%s\n",
+  "title \u001b]0;TITLE\u0007 end",
+  "clip \u001b]52;c;cHduZWQ=\u001b\\ end",
+  "clear \u001b[2J\u001b[H end",
+  "query \u001b[6n end",
+  "dcs \u001bP+q544e\u001b\\ end",
+  "fake\rok    | forged",
+  "abc\b\b\bXYZ",
+  "c1 \u009b2J end",
+  "colour \u001b[31mred\u001b[0m end",
+  "link \u001b]8;;https://example.com/\u001b\\docs\u001b]8;;\u001b\\ end",
+]
+restart = "never"
+"#;
+
+/// What a terminal must show for each line (colour on).
+const SHOWN: &[&str] = &[
+    "title ^[]0;TITLE^G end",
+    "clip ^[]52;c;cHduZWQ=^[\\ end",
+    "clear ^[[2J^[[H end",
+    "query ^[[6n end",
+    "dcs ^[P+q544e^[\\ end",
+    "fake^Mok    | forged",
+    "abc^H^H^HXYZ",
+    "c1 <U+009B>2J end",
+    "link docs end",
+];
+
+/// Runs `command` with its stdin, stdout and stderr on a new
+/// pseudo-terminal until it exits, or until `done` holds for what it wrote
+/// (then it gets SIGTERM); returns every byte written to the terminal.
+fn on_pty(mut command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = std::fs::File::from(pty.slave);
+    command
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(slave.try_clone().expect("dup"))
+        .stdout(slave.try_clone().expect("dup"))
+        .stderr(slave);
+    let mut child = command.spawn().expect("spawn");
+    drop(command); // closes the parent's copies of the terminal
+    let bytes = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let bytes = bytes.clone();
+        let mut master = std::fs::File::from(pty.master);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once every copy of the terminal's other end is closed.
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                bytes.lock().expect("lock").extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let start = std::time::Instant::now();
+    let mut signalled = false;
+    while child.try_wait().expect("wait").is_none() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "did not end"
+        );
+        if !signalled && done(&bytes.lock().expect("lock")) {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            signalled = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    reader.join().expect("reader");
+    Arc::try_unwrap(bytes)
+        .expect("one owner")
+        .into_inner()
+        .expect("lock")
+}
+
+/// Every escape in `bytes` is an SGR colour sequence; no other control
+/// but TAB, and CR only as the terminal's own CR LF; no C1 control.
+fn assert_inert(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            0x1b => {
+                let params = bytes[i + 1..].strip_prefix(b"[").unwrap_or_default();
+                let end = params
+                    .iter()
+                    .position(|b| !(b.is_ascii_digit() || *b == b';'));
+                assert!(
+                    end.is_some_and(|e| params[e] == b'm'),
+                    "{what}: a non-SGR escape at byte {i}: {text:?}"
+                );
+            }
+            b'\r' => assert_eq!(
+                bytes.get(i + 1),
+                Some(&b'\n'),
+                "{what}: a bare CR: {text:?}"
+            ),
+            b'\t' | b'\n' => {}
+            b if b < 0x20 || b == 0x7f => panic!("{what}: control {b:#x}: {text:?}"),
+            _ => {}
+        }
+        i += 1;
+    }
+    assert!(
+        !text.contains('\u{9b}') && !text.contains('\u{9d}'),
+        "{what}: C1: {text:?}"
+    );
+    let plain: String = strip_sgr(&text);
+    for shown in SHOWN {
+        assert!(
+            plain.contains(shown),
+            "{what}: missing {shown:?} in {plain:?}"
+        );
+    }
+    assert!(plain.contains("colour red end"), "{what}: {plain:?}");
+    assert!(
+        text.contains("\u{1b}[31mred\u{1b}[0m"),
+        "{what}: colour kept: {text:?}"
+    );
+}
+
+fn strip_sgr(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('\u{1b}') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i..];
+        let end = after.find('m').map_or(after.len(), |e| e + 1);
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn service_escapes_reach_a_terminal_only_as_visible_text() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ESCAPES);
+    let mut up = ctx.command();
+    up.args(["up", "--headless"]);
+    let headless = on_pty(up, |_| false);
+    assert_inert("headless", &headless);
+
+    let mut logs = ctx.command();
+    logs.args(["logs", "evil"]);
+    assert_inert("logs", &on_pty(logs, |_| false));
+
+    // `logs -f` of a pod that has stopped prints the tail and waits; it is
+    // stopped once the last line is on the terminal.
+    let mut follow = ctx.command();
+    follow.args(["logs", "-f", "-n", "20"]);
+    let followed = on_pty(follow, |b| {
+        String::from_utf8_lossy(b).contains("link docs end")
+    });
+    assert_inert("logs -f", &followed);
+
+    // The log file keeps the raw bytes.
+    let log = std::fs::read(ctx.pod_dir().expect("pod").join("logs/evil.log")).expect("log");
+    let log = String::from_utf8_lossy(&log);
+    assert!(log.contains("title \u{1b}]0;TITLE\u{7} end"), "{log}");
+    assert!(log.contains("fake\rok    | forged"), "{log}");
+}

@@ -205,12 +205,13 @@ fn background_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
     out
 }
 
-/// The last `n` lines of a file (empty when unreadable).
+/// The last `n` lines of a file (empty when unreadable), safe for a
+/// terminal (see `terminal_text`).
 fn tail(path: &Path, n: usize) -> String {
     let text = std::fs::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<String> = text.lines().map(crate::terminal_text::plain).collect();
     let mut out = lines[lines.len().saturating_sub(n)..].join("\n");
     out.push('\n');
     out

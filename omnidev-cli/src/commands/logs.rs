@@ -256,7 +256,7 @@ fn initial_lines(path: &Path, current: &[u8], tail: Option<usize>) -> Vec<String
 
 fn push_line(out: &mut String, prefix: &str, line: &str, colour: bool) {
     out.push_str(prefix);
-    out.push_str(&crate::terminal_text::for_output(line, colour));
+    out.push_str(&crate::terminal_text::sanitise(line, colour));
     out.push('\n');
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use crate::terminal_text::strip_ansi;
+use crate::terminal_text;
 
 /// A line as kept by a pane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,9 +11,10 @@ pub struct PaneLine {
     /// Who wrote it (a service name, or `omnidev` for supervisor messages);
     /// shown as a prefix in the combined pane.
     pub tag: String,
-    /// The raw text, ANSI codes included.
+    /// The text as shown: SGR colour kept, every other control made
+    /// visible (see [`terminal_text`]).
     pub raw: String,
-    /// The text without ANSI codes; what search looks at.
+    /// The text without colour; what search looks at.
     pub plain: String,
     /// Whether the supervisor wrote it (rendered dimmed).
     pub supervisor: bool,
@@ -24,8 +25,8 @@ impl PaneLine {
     pub fn new(tag: &str, raw: &str, supervisor: bool) -> Self {
         Self {
             tag: tag.to_owned(),
-            raw: raw.to_owned(),
-            plain: strip_ansi(raw),
+            raw: terminal_text::sanitise(raw, true).into_owned(),
+            plain: terminal_text::plain(raw),
             supervisor,
         }
     }

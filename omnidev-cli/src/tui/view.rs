@@ -526,6 +526,32 @@ mod tests {
     }
 
     #[test]
+    fn service_escapes_are_drawn_as_visible_text() {
+        let mut app = sample_app();
+        app.apply(&log(
+            "host",
+            "t\x1b]0;TITLE\x07 c\x1b[2J q\x1b[6n f\rserver | x \x1b[31mred\x1b[0m",
+            100,
+        ));
+        app.handle_key(KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE));
+        let terminal = draw(&mut app, 100, 10);
+        let buffer = terminal.backend().buffer();
+        let screen: String = (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            screen.contains("t^[]0;TITLE^G c^[[2J q^[[6n f^Mserver | x red"),
+            "{screen}"
+        );
+        assert!(!screen.contains('\x1b'), "{screen}");
+    }
+
+    #[test]
     fn wrap_line_splits_at_width() {
         let rows = wrap_line(Line::from(vec![Span::raw("abcd"), Span::raw("efg")]), 3);
         let texts: Vec<String> = rows.iter().map(ToString::to_string).collect();
