@@ -20,7 +20,6 @@ use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
 use omnidev_core::{Entry, Feed, Recv, Supervisor};
 
-use crate::describe;
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
 use crate::session::{PreparedPod, banner};
@@ -78,10 +77,8 @@ impl Printer {
     pub fn write_entry(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
         let (tag, text): (&str, Cow<'_, str>) = match entry {
             Entry::Line(line) => (&line.service, Cow::Borrowed(&line.text)),
-            Entry::Event(event) => match describe::event(event) {
-                Some(text) => ("omnidev", Cow::Owned(text)),
-                None => return Ok(()),
-            },
+            Entry::Event(event) if event.is_shown() => ("omnidev", Cow::Owned(event.to_string())),
+            Entry::Event(_) => return Ok(()),
             Entry::Lost { count, reason } => (
                 "omnidev",
                 Cow::Owned(format!(

@@ -5,7 +5,6 @@ use clap::Parser;
 mod cli;
 mod commands;
 mod control;
-mod describe;
 mod error;
 mod headless;
 mod output;

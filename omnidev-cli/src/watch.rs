@@ -250,7 +250,7 @@ pub fn start_watchers(
                 "{} reloads on changes to {} (debounce {})",
                 rule.service,
                 rule.globs.join(", "),
-                crate::describe::duration(debounce)
+                omnidev_core::event::format_duration(debounce)
             )
         });
         watchers.push(watcher);

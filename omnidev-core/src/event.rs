@@ -1,5 +1,7 @@
-//! Typed events published by a supervisor to any number of subscribers.
+//! Typed events published by a supervisor to any number of subscribers,
+//! and the one wording of them (`Display`) that every front-end prints.
 
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -208,49 +210,233 @@ pub struct ServiceStatus {
     pub ready: bool,
 }
 
-/// A line for the combined buffer describing an event, or `None` for log
-/// lines (which are already there).
-pub(crate) fn supervisor_line(service: Option<&str>, kind: &EventKind) -> Option<String> {
-    let prefix = service.map(|s| format!("{s}: ")).unwrap_or_default();
-    let text = match kind {
-        EventKind::Log { .. } | EventKind::Ready | EventKind::Reloading => return None,
-        EventKind::State { state } => match state {
-            ServiceState::Waiting => "waiting".to_owned(),
-            ServiceState::Preparing => "preparing".to_owned(),
-            ServiceState::Running { pid } => format!("running (pid {pid})"),
-            ServiceState::Ready { pid } => format!("ready (pid {pid})"),
-            ServiceState::Restarting { after, attempt } => {
-                format!(
-                    "restarting in {} s (attempt {attempt})",
-                    after.as_secs_f32()
-                )
+/// A duration as people read it: `250ms`, `2s`, `1.5s`.
+///
+/// ```
+/// use std::time::Duration;
+/// use omnidev_core::event::format_duration;
+/// assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
+/// ```
+pub fn format_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+impl ServiceState {
+    /// The state as one word: `waiting`, `preparing`, `starting` (running,
+    /// its probe not passed yet; only with `has_probe`), `running`,
+    /// `ready`, `restarting`, `stopping`, `exited` (code 0), `crashed` (any
+    /// other end), `stopped`.
+    pub fn word(&self, has_probe: bool) -> &'static str {
+        match self {
+            ServiceState::Waiting => "waiting",
+            ServiceState::Preparing => "preparing",
+            ServiceState::Running { .. } if has_probe => "starting",
+            ServiceState::Running { .. } => "running",
+            ServiceState::Ready { .. } => "ready",
+            ServiceState::Restarting { .. } => "restarting",
+            ServiceState::Stopping { .. } => "stopping",
+            ServiceState::Exited { status } if status.success() => "exited",
+            ServiceState::Exited { .. } => "crashed",
+            ServiceState::Stopped => "stopped",
+        }
+    }
+
+    /// A short status with its data: `starting pid 12`, `ready pid 12`,
+    /// `restarting in 2s`, `crashed (exit code 1)`, … (`Display` is this
+    /// without a probe).
+    pub fn label(&self, has_probe: bool) -> String {
+        let word = self.word(has_probe);
+        match self {
+            ServiceState::Running { pid }
+            | ServiceState::Ready { pid }
+            | ServiceState::Stopping { pid } => format!("{word} pid {pid}"),
+            ServiceState::Restarting { after, .. } => {
+                format!("{word} in {}", format_duration(*after))
             }
-            ServiceState::Stopping { pid } => format!("stopping (pid {pid})"),
-            ServiceState::Exited { status } => format!("exited ({status})"),
-            ServiceState::Stopped => "stopped".to_owned(),
-        },
-        EventKind::ProbeTimedOut { after } => {
-            format!("not ready after {} s; still waiting", after.as_secs_f32())
-        }
-        EventKind::Crashed {
-            status,
-            attempt,
-            backoff,
-        } => {
-            if *attempt == 0 {
-                format!("ended ({status})")
-            } else {
-                format!(
-                    "crashed ({status}); restart {attempt} in {} s",
-                    backoff.as_secs_f32()
-                )
+            ServiceState::Exited { status } => format!("{word} ({status})"),
+            ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopped => {
+                word.to_owned()
             }
         }
-        EventKind::PrepareStarted { step } => format!("{step}…"),
-        EventKind::PrepareFinished { step, success } => {
-            format!("{step} {}", if *success { "done" } else { "failed" })
+    }
+}
+
+impl fmt::Display for ServiceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label(false))
+    }
+}
+
+impl EventKind {
+    /// Whether its text goes after the subject as `subject: text` (a
+    /// message of its own) rather than `subject text` (a predicate).
+    fn is_message(&self) -> bool {
+        matches!(
+            self,
+            EventKind::PrepareStarted { .. }
+                | EventKind::PrepareFinished { .. }
+                | EventKind::Notice { .. }
+        )
+    }
+}
+
+/// What happened, without who: `started (pid 7)`, `crashed (signal 9);
+/// restart #2 in 2s`, `npm install done`, …
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventKind::Log { line } => f.write_str(&line.text),
+            EventKind::State { state } => match state {
+                ServiceState::Running { pid } => write!(f, "started (pid {pid})"),
+                ServiceState::Stopping { pid } => write!(f, "stopping (pid {pid})"),
+                ServiceState::Exited { status } => write!(f, "exited ({status})"),
+                _ => write!(f, "{state}"),
+            },
+            EventKind::Ready => f.write_str("ready"),
+            EventKind::ProbeTimedOut { after } => write!(
+                f,
+                "not ready after {}; still checking, dependents wait",
+                format_duration(*after)
+            ),
+            EventKind::Crashed {
+                status, attempt: 0, ..
+            } => write!(f, "crashed ({status}); not restarting"),
+            EventKind::Crashed {
+                status,
+                attempt,
+                backoff,
+            } => write!(
+                f,
+                "crashed ({status}); restart #{attempt} in {}",
+                format_duration(*backoff)
+            ),
+            EventKind::Reloading => f.write_str("reloading"),
+            EventKind::PrepareStarted { step } => write!(f, "{step} …"),
+            EventKind::PrepareFinished {
+                step,
+                success: true,
+            } => write!(f, "{step} done"),
+            EventKind::PrepareFinished {
+                step,
+                success: false,
+            } => write!(f, "{step} failed; starting anyway"),
+            EventKind::Notice { message } => f.write_str(message),
         }
-        EventKind::Notice { message } => message.clone(),
-    };
-    Some(format!("{prefix}{text}"))
+    }
+}
+
+impl Event {
+    /// Whether people are shown this event as a line of its own. Log lines
+    /// are shown as they are; `waiting`, `ready` and `restarting` states
+    /// repeat what the `ready` and `crashed` events already said, and a
+    /// pod-wide reload is announced by the notice naming what it covers.
+    pub fn is_shown(&self) -> bool {
+        match &self.kind {
+            EventKind::Log { .. } => false,
+            EventKind::State { state } => !matches!(
+                state,
+                ServiceState::Waiting
+                    | ServiceState::Ready { .. }
+                    | ServiceState::Restarting { .. }
+            ),
+            EventKind::Reloading => self.service.is_some(),
+            _ => true,
+        }
+    }
+}
+
+/// The event as a line for people: `server started (pid 7)`, `vite: npm
+/// install done`, or a pod-wide notice on its own.
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.service, self.kind.is_message()) {
+            (None, true) => write!(f, "{}", self.kind),
+            (Some(service), true) => write!(f, "{service}: {}", self.kind),
+            (service, false) => write!(f, "{} {}", service.as_deref().unwrap_or("pod"), self.kind),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(service: Option<&str>, kind: EventKind) -> Event {
+        Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: service.map(str::to_owned),
+            kind,
+        }
+    }
+
+    #[test]
+    fn one_wording_for_states_and_events() {
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(
+            ServiceState::Running { pid: 7 }.label(true),
+            "starting pid 7"
+        );
+        let crashed = ServiceState::Exited {
+            status: ExitStatus::Code(1),
+        };
+        assert_eq!(crashed.to_string(), "crashed (exit code 1)");
+        let crash = event(
+            Some("server"),
+            EventKind::Crashed {
+                status: ExitStatus::Signal(9),
+                attempt: 2,
+                backoff: Duration::from_secs(2),
+            },
+        );
+        assert_eq!(
+            crash.to_string(),
+            "server crashed (signal 9); restart #2 in 2s"
+        );
+        let started = event(
+            Some("host"),
+            EventKind::State {
+                state: ServiceState::Running { pid: 4 },
+            },
+        );
+        assert_eq!(started.to_string(), "host started (pid 4)");
+        let step = event(
+            Some("vite"),
+            EventKind::PrepareFinished {
+                step: "npm install".into(),
+                success: false,
+            },
+        );
+        assert_eq!(
+            step.to_string(),
+            "vite: npm install failed; starting anyway"
+        );
+        let notice = event(
+            None,
+            EventKind::Notice {
+                message: "shutting down".into(),
+            },
+        );
+        assert_eq!(notice.to_string(), "shutting down");
+    }
+
+    #[test]
+    fn repeated_states_and_log_lines_are_not_shown() {
+        let waiting = event(
+            Some("host"),
+            EventKind::State {
+                state: ServiceState::Waiting,
+            },
+        );
+        assert!(!waiting.is_shown());
+        assert!(!event(None, EventKind::Reloading).is_shown());
+        assert!(event(Some("server"), EventKind::Reloading).is_shown());
+        assert!(event(Some("server"), EventKind::Ready).is_shown());
+    }
 }

@@ -51,8 +51,8 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
                     if running {
                         let has_probe = false;
                         ServiceReport {
-                            state: super::protocol::state_name(&record.state, has_probe).to_owned(),
-                            detail: crate::describe::state(&record.state, has_probe),
+                            state: record.state.word(has_probe).to_owned(),
+                            detail: record.state.label(has_probe),
                             name,
                             pid: record.pid,
                             ready: record.ready,

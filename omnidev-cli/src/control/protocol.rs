@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use omnidev_core::{ServiceState, ServiceStatus};
+use omnidev_core::ServiceStatus;
 use serde::{Deserialize, Serialize};
 
 /// Version of the protocol and of the `--json` outputs.
@@ -113,28 +113,12 @@ impl ServiceReport {
     pub fn from_status(status: &ServiceStatus, has_probe: bool) -> Self {
         Self {
             name: status.name.clone(),
-            state: state_name(&status.state, has_probe).to_owned(),
+            state: status.state.word(has_probe).to_owned(),
             pid: status.pid,
             ready: status.ready,
             restarts: status.restarts,
-            detail: crate::describe::state(&status.state, has_probe),
+            detail: status.state.label(has_probe),
         }
-    }
-}
-
-/// The state word used in [`ServiceReport::state`].
-pub fn state_name(state: &ServiceState, has_probe: bool) -> &'static str {
-    match state {
-        ServiceState::Waiting => "waiting",
-        ServiceState::Preparing => "preparing",
-        ServiceState::Running { .. } if has_probe => "starting",
-        ServiceState::Running { .. } => "running",
-        ServiceState::Ready { .. } => "ready",
-        ServiceState::Restarting { .. } => "restarting",
-        ServiceState::Stopping { .. } => "stopping",
-        ServiceState::Exited { status } if status.success() => "exited",
-        ServiceState::Exited { .. } => "crashed",
-        ServiceState::Stopped => "stopped",
     }
 }
 
@@ -252,18 +236,12 @@ mod tests {
 
     #[test]
     fn state_words() {
-        use omnidev_core::ExitStatus;
-        assert_eq!(
-            state_name(&ServiceState::Running { pid: 1 }, true),
-            "starting"
-        );
-        assert_eq!(
-            state_name(&ServiceState::Running { pid: 1 }, false),
-            "running"
-        );
+        use omnidev_core::{ExitStatus, ServiceState};
+        assert_eq!(ServiceState::Running { pid: 1 }.word(true), "starting");
+        assert_eq!(ServiceState::Running { pid: 1 }.word(false), "running");
         let failed = ServiceState::Exited {
             status: ExitStatus::Signal(9),
         };
-        assert_eq!(state_name(&failed, false), "crashed");
+        assert_eq!(failed.word(false), "crashed");
     }
 }

@@ -7,7 +7,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use omnidev_core::{Event, EventKind, ServiceState, ServiceStatus, Stream};
 
 use super::pane::{Direction, Pane, PaneLine, Pattern};
-use crate::describe;
 
 /// What the header shows about the pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -196,8 +195,8 @@ impl App {
             }
             _ => {}
         }
-        if let Some(text) = describe::event(event) {
-            let line = PaneLine::new("omnidev", &text, true);
+        if event.is_shown() {
+            let line = PaneLine::new("omnidev", &event.to_string(), true);
             if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
                 self.panes[i + 1].push(line.clone());
             }

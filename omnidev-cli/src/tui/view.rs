@@ -12,7 +12,6 @@ use unicode_width::UnicodeWidthChar;
 
 use super::app::{App, Mode, ServiceView};
 use super::pane::{PaneLine, Pattern};
-use crate::describe;
 
 /// Colours given to services, in order (also used by the headless printer).
 pub const PALETTE: [Color; 6] = [
@@ -113,7 +112,7 @@ fn service_tab(index: usize, service: &ServiceView, base: Style) -> Vec<Span<'st
         ),
         Span::styled(" ", base),
         Span::styled(
-            describe::state(&service.state, service.has_probe),
+            service.state.label(service.has_probe),
             base.patch(state_style(&service.state)),
         ),
     ];

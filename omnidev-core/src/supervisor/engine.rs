@@ -14,7 +14,7 @@ use super::service::{AfterStop, Intent, Phase, Process, Readiness, Service};
 use super::spawn::{Spawned, Spawner};
 use super::{Request, Settled};
 use crate::backoff::BackoffPolicy;
-use crate::event::{self, Event, EventKind, ExitStatus, ServiceStatus};
+use crate::event::{Event, EventKind, ExitStatus, ServiceStatus};
 use crate::feed::Bus;
 use crate::guard::Guard;
 use crate::logs::LogStore;
@@ -225,15 +225,17 @@ impl Engine {
     }
 
     fn emit(&self, index: Option<usize>, kind: EventKind) {
-        let service = index.map(|i| self.name(i).to_owned());
-        if let Some(text) = event::supervisor_line(service.as_deref(), &kind) {
-            self.logs.push_supervisor(text);
-        }
-        self.events.send(Event {
+        let event = Event {
             at: SystemTime::now(),
-            service,
+            service: index.map(|i| self.name(i).to_owned()),
             kind,
-        });
+        };
+        // The combined ring holds the same lines the front-ends print, so a
+        // front-end that catches up from it shows one wording.
+        if event.is_shown() {
+            self.logs.push_supervisor(event.to_string());
+        }
+        self.events.send(event);
     }
 
     /// Moves a service to `phase` and publishes its state.
