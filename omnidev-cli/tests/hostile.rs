@@ -269,3 +269,92 @@ fn service_escapes_reach_a_terminal_only_as_visible_text() {
     assert!(log.contains("title \u{1b}]0;TITLE\u{7} end"), "{log}");
     assert!(log.contains("fake\rok    | forged"), "{log}");
 }
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// One request on the control socket, answered within the test's deadline.
+fn ask(socket: &Path, request: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    std::io::BufReader::new(stream)
+        .read_line(&mut answer)
+        .expect("answer");
+    answer
+}
+
+#[test]
+fn abandoned_wait_ready_connections_leave_nothing_behind() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.never]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n\
+         ready = { command = [\"false\"], interval-ms = 500, timeout-ms = 600000 }\n",
+    );
+    let up = Stopped(ctx.spawn(&["up", "--headless"]));
+    let pid = up.0.id();
+    let socket = || ctx.pod_dir().map(|p| p.join("control.sock"));
+    support::wait_for(
+        "the control socket",
+        std::time::Duration::from_secs(60),
+        || socket().is_some_and(|s| s.exists()),
+    );
+    let socket = socket().expect("socket");
+    assert!(ask(&socket, "{\"cmd\":\"status\"}\n").contains("\"ok\":true"));
+    let baseline = open_fds(pid);
+
+    for _ in 0..5_000 {
+        use std::io::Write;
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+        // The server may already have refused (busy) and closed.
+        let _ = stream.write_all(b"{\"cmd\":\"wait-ready\"}\n");
+    }
+    support::wait_for(
+        "the abandoned requests to end",
+        std::time::Duration::from_secs(60),
+        || open_fds(pid) <= baseline + 8,
+    );
+    let start = std::time::Instant::now();
+    let answer = ask(&socket, "{\"cmd\":\"status\"}\n");
+    let took = start.elapsed();
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "status took {took:?}"
+    );
+    // The waiting slots were given back: a live `wait-ready` waits instead
+    // of being told the pod is busy.
+    {
+        use std::io::{Read, Write};
+        let mut live = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+        live.write_all(b"{\"cmd\":\"wait-ready\"}\n").expect("send");
+        live.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let mut buf = [0u8; 256];
+        let read = live.read(&mut buf);
+        assert!(
+            read.as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "{read:?} {}",
+            String::from_utf8_lossy(&buf)
+        );
+    }
+}
+
+/// A running `omnidev up`, stopped (SIGTERM, then waited for) when the
+/// test ends, also when it fails.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}

@@ -29,7 +29,18 @@ const STABLE: Duration = Duration::from_secs(1);
 
 /// Longest request line accepted.
 const MAX_REQUEST: u64 = 64 * 1024;
-/// How long a connected client has to send its request line.
+/// Connections served at once; one beyond them is told the pod is busy
+/// and closed, so a flood can never exhaust the pod's descriptors.
+const MAX_CONNECTIONS: usize = 256;
+/// Of those, requests that wait (`wait-ready`, `restart`): a flood of
+/// them leaves room for `status` and `stop`.
+const MAX_WAITING: usize = 32;
+/// Longest `wait-ready` answer time (the client's own limit is usually
+/// shorter).
+const WAIT_READY_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// How long a connected client has to send its request line (and to take
+/// the answer).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// What the server reports about its pod besides the supervisor's state.
@@ -91,6 +102,8 @@ struct Shared {
     timed_out: Mutex<HashSet<String>>,
     /// When each probe-less service was first seen running, by pid.
     running_since: Mutex<HashMap<String, (u32, tokio::time::Instant)>>,
+    /// Slots for requests that wait ([`MAX_WAITING`]).
+    waiting: Arc<tokio::sync::Semaphore>,
 }
 
 impl ControlServer {
@@ -121,8 +134,10 @@ impl ControlServer {
             supervisor,
             timed_out: Mutex::new(HashSet::new()),
             running_since: Mutex::new(HashMap::new()),
+            waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),
         });
         let tracker = tokio::spawn(track_probe_timeouts(shared.clone()));
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         let acceptor = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -130,7 +145,20 @@ impl ControlServer {
                     tokio::time::sleep(POLL).await;
                     continue;
                 };
-                tokio::spawn(serve(stream, shared.clone()));
+                match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let shared = shared.clone();
+                        tokio::spawn(async move {
+                            serve(stream, shared).await;
+                            drop(slot);
+                        });
+                    }
+                    // Full: say so without waiting for anything, and hang
+                    // up (a fresh socket's buffer takes the short answer).
+                    Err(_) => {
+                        let _ = stream.try_write(busy_answer().as_bytes());
+                    }
+                }
             }
         });
         Ok(Self {
@@ -179,7 +207,49 @@ async fn track_probe_timeouts(shared: Arc<Shared>) {
     }
 }
 
+fn busy_answer() -> String {
+    encode(&busy(MAX_CONNECTIONS))
+}
+
+fn busy(limit: usize) -> Response {
+    Response::error(format!(
+        "busy: {limit} requests are already being answered; try again"
+    ))
+}
+
+fn encode(response: &Response) -> String {
+    let mut text = serde_json::to_string(response)
+        .unwrap_or_else(|e| format!(r#"{{"schema":{SCHEMA},"ok":false,"error":"{e}"}}"#));
+    text.push('\n');
+    text
+}
+
+/// Whether the client has closed its end completely (`POLLHUP`). A client
+/// that only shut down its writing side still waits for the answer.
+fn peer_gone(fd: std::os::fd::RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout; `fd` is owned by the stream
+    // the caller keeps alive.
+    let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+}
+
+/// Resolves once the client behind `fd` has hung up.
+async fn hang_up(fd: std::os::fd::RawFd) {
+    loop {
+        tokio::time::sleep(POLL).await;
+        if peer_gone(fd) {
+            return;
+        }
+    }
+}
+
 async fn serve(stream: UnixStream, shared: Arc<Shared>) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
     let mut line = String::new();
@@ -192,14 +262,25 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
     let request = serde_json::from_str::<Request>(&line);
     let stop = matches!(request, Ok(Request::Stop));
     let response = match request {
-        Ok(request) => answer(&shared, request).await,
+        Ok(request @ (Request::Status | Request::Stop)) => answer(&shared, request).await,
+        // A client that gives up (Ctrl-C on `up --detach`, a script's own
+        // timeout) ends the wait: nothing stays behind per abandoned
+        // request.
+        Ok(request) => match shared.waiting.clone().try_acquire_owned() {
+            Ok(_slot) => tokio::select! {
+                response = answer(&shared, request) => response,
+                () = hang_up(fd) => return,
+            },
+            Err(_) => busy(MAX_WAITING),
+        },
         Err(e) => Response::error(format!("not a request: {e}")),
     };
-    let mut text = serde_json::to_string(&response)
-        .unwrap_or_else(|e| format!(r#"{{"schema":{SCHEMA},"ok":false,"error":"{e}"}}"#));
-    text.push('\n');
-    let _ = write.write_all(text.as_bytes()).await;
-    let _ = write.shutdown().await;
+    let text = encode(&response);
+    let _ = tokio::time::timeout(REQUEST_DEADLINE, async {
+        let _ = write.write_all(text.as_bytes()).await;
+        let _ = write.shutdown().await;
+    })
+    .await;
     if stop {
         // The same path as a SIGTERM from a terminal: the front-end stops
         // the supervisor, then `omnidev up` exits and releases the lock.
@@ -210,12 +291,21 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
 async fn answer(shared: &Shared, request: Request) -> Response {
     match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
-        Request::WaitReady => loop {
-            if let Some(failed) = ready_outcome(shared, None) {
-                break Response::ok(status(shared), failed);
+        Request::WaitReady => {
+            let deadline = tokio::time::Instant::now() + WAIT_READY_DEADLINE;
+            loop {
+                if let Some(failed) = ready_outcome(shared, None) {
+                    break Response::ok(status(shared), failed);
+                }
+                if tokio::time::Instant::now() > deadline {
+                    break Response::error(format!(
+                        "not ready after {} s; ask again to keep waiting",
+                        WAIT_READY_DEADLINE.as_secs()
+                    ));
+                }
+                tokio::time::sleep(POLL).await;
             }
-            tokio::time::sleep(POLL).await;
-        },
+        }
         Request::Restart {
             service,
             timeout_secs,
