@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
+use omnidev_core::spec::limits;
 use omnidev_install::{DEFAULT_EXTRA, DEFAULT_PYTHON, DEFAULT_REF, DEFAULT_REPO, InstallChoice};
 
 /// One isolated dev pod per checkout.
@@ -125,16 +126,17 @@ pub struct UpArgs {
     /// terminal).
     #[arg(long)]
     pub headless: bool,
-    /// File-watch debounce in milliseconds (default: the profile's, else 100).
-    #[arg(long, value_name = "MS")]
+    /// File-watch debounce in milliseconds (default: the profile's, else
+    /// 100; at most 60000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=limits::MAX_DEBOUNCE.as_secs() * 1000))]
     pub debounce: Option<u64>,
     /// Start the pod in the background, return once every service is ready
     /// (exit 1 when one failed) and print the URLs; output goes to
     /// `<pod>/logs/omnidev.log`.
     #[arg(long)]
     pub detach: bool,
-    /// With --detach: seconds to wait for readiness.
-    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "detach")]
+    /// With --detach: seconds to wait for readiness (at most 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "detach", value_parser = clap::value_parser!(u64).range(..=limits::MAX_READY_TIMEOUT.as_secs()))]
     pub ready_timeout: u64,
 }
 
@@ -318,8 +320,9 @@ pub struct RestartArgs {
     /// Print the pod's status afterwards as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Seconds to wait for the restarted services to be ready.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    /// Seconds to wait for the restarted services to be ready (at most
+    /// 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
     pub timeout: u64,
 }
 
@@ -340,8 +343,8 @@ pub struct StopArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
-    /// Seconds to wait for the pod to end.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    /// Seconds to wait for the pod to end (at most 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
     pub timeout: u64,
 }
 

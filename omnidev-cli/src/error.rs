@@ -254,6 +254,19 @@ pub enum Error {
     },
 
     /// Writing to standard output failed.
+    /// `OMNIDEV_CONTAINMENT` names no mechanism.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::containment),
+        help(
+            "unset OMNIDEV_CONTAINMENT, or set it to `auto`, `process-groups` or `cgroup-under:DIR`"
+        )
+    )]
+    Containment {
+        /// What is wrong with the value.
+        message: String,
+    },
+
     #[error("could not write to standard output")]
     #[diagnostic(code(omnidev::stdout))]
     Stdout(#[source] std::io::Error),

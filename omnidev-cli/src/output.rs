@@ -81,6 +81,9 @@ pub fn pod_status(status: &PodStatus) -> String {
             .collect();
         let _ = writeln!(out, "ports   {}", ports.join(" "));
     }
+    if let Some(containment) = &status.containment {
+        let _ = writeln!(out, "contain {containment}");
+    }
     for url in &status.urls {
         let _ = writeln!(out, "{:<7} {}", url.name, url.url);
     }

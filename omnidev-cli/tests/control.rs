@@ -152,8 +152,15 @@ fn detach_status_logs_restart_stop() {
     let host = pid_of(&status, "host");
     assert!(alive(server) && alive(host));
     assert!(status["ports"]["server"].as_u64().is_some(), "{status}");
+    // The mechanism in force is shown (whichever this machine allows).
+    let containment = status["containment"].as_str().unwrap_or_default();
+    assert!(
+        containment.starts_with("cgroup v2 (") || containment.starts_with("process groups"),
+        "{status}"
+    );
     let text = run_ok(&ctx, &["status"]);
     assert!(text.contains("running (pid"), "{text}");
+    assert!(text.contains(&format!("contain {containment}")), "{text}");
 
     // The last five lines of the server's log.
     let last = run_ok(&ctx, &["logs", "server", "-n", "5"]);

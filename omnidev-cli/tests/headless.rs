@@ -170,6 +170,58 @@ fn sighup_leaves_no_process_behind() {
 }
 
 #[test]
+fn a_second_sigint_skips_a_30_second_grace() {
+    let ctx = TestContext::new();
+    let pids = ctx.root.join("stubborn.pids");
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[services.stubborn]
+command = ["sh", "-c", "trap '' TERM INT; sleep 300 & echo $! > {pids}; wait"]
+grace-ms = 30000
+"#,
+            pids = pids.display()
+        ),
+    );
+    let mut child = ctx.spawn(&["--headless"]);
+    wait_for("the service to run", Duration::from_secs(20), || {
+        std::fs::read_to_string(&pids).is_ok_and(|t| !t.trim().is_empty())
+    });
+    let helper: i32 = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .trim()
+        .parse()
+        .expect("pid");
+    // SAFETY: plain kill(2) on the omnidev we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // The service ignores SIGTERM: the shutdown now waits out its grace.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "still in its grace"
+    );
+    let second = std::time::Instant::now();
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut done = None;
+    wait_for("omnidev to exit", Duration::from_secs(20), || {
+        done = child.try_wait().expect("try_wait");
+        done.is_some()
+    });
+    let took = second.elapsed();
+    let mut stderr = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut stderr);
+    }
+    assert_eq!(done.and_then(|s| s.code()), Some(0), "{stderr}");
+    assert!(stderr.contains("killing every process now"), "{stderr}");
+    // Far below the 30 s grace (the target is < 1 s, see `cargo xtask bench`).
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(!alive(helper));
+}
+
+#[test]
 fn exec_uses_persisted_ports_and_never_rewrites_pod_toml() {
     let ctx = TestContext::new();
     ctx.write(

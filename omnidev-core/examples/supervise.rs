@@ -81,6 +81,7 @@ async fn main() -> miette::Result<()> {
             ..LogConfig::default()
         },
         state_file,
+        containment: omnidev_core::ContainmentChoice::from_env().map_err(|e| miette::miette!(e))?,
         ..SupervisorConfig::default()
     })
     .await?;

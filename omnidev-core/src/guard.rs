@@ -15,11 +15,18 @@
 //! The supervisor is a library running inside a multi-threaded tokio
 //! process, and after `fork` only async-signal-safe calls are allowed in the
 //! child. The guard's code after `fork` therefore uses only `setsid`,
-//! `signal`, `open`, `dup2`, `close`, `close_range` (a raw syscall), `read`,
-//! `kill` and `_exit`, on memory that lives on its own stack (a fixed table
-//! of 1,024 groups and a read buffer); it never allocates, locks or touches
+//! `prctl`, `signal`, `open`, `dup2`, `close`, `close_range` (a raw
+//! syscall), `read`, `write`, `kill` and `_exit`, on memory that lives on
+//! its own stack (a fixed table of 1,024 groups and a read buffer) or was
+//! prepared before the fork (the `cgroup.kill` path); it never allocates, locks or touches
 //! Rust's runtime. Re-executing a helper binary was the alternative; it
 //! would need a binary on disk that library users do not have.
+//!
+//! With cgroups (see [`crate::containment`]) the guard is also given the
+//! pod cgroup's `cgroup.kill`, which it writes at end-of-file: that kills
+//! every process of the pod, wherever it moved in the process tree. The
+//! guard calls itself `omnidev-guard` (its `comm`), so `killall omnidev`
+//! kills the supervisor and leaves the guard to clean up.
 //!
 //! The guard calls `setsid` so terminal signals (Ctrl-C, closing the tab)
 //! that reach the supervisor's foreground group do not kill it, ignores
@@ -27,9 +34,11 @@
 //! except the pipe (so it never holds a lock file or a socket open).
 //! Because the pipe is close-on-exec, services never inherit its write end.
 
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::FromRawFd;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Groups the guard can track at once; more are not protected.
@@ -43,8 +52,27 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    /// Forks the guard process.
-    pub(crate) fn start() -> io::Result<Guard> {
+    /// Forks the guard process. With `cgroup` (the pod cgroup and the
+    /// cgroups below it), the guard also kills every process of the pod
+    /// cgroup (through its `cgroup.kill`) when the supervisor disappears,
+    /// then removes those cgroups once they are empty.
+    pub(crate) fn start(cgroup: Option<(&Path, Vec<PathBuf>)>) -> io::Result<Guard> {
+        // Built before the fork: the child may not allocate.
+        let c_path = |path: PathBuf| {
+            CString::new(path.into_os_string().into_encoded_bytes())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+        };
+        let cgroup = match cgroup {
+            Some((pod, leaves)) => {
+                let mut dirs = leaves
+                    .into_iter()
+                    .map(c_path)
+                    .collect::<io::Result<Vec<_>>>()?;
+                dirs.push(c_path(pod.to_path_buf())?);
+                Some((c_path(pod.join("cgroup.kill"))?, dirs))
+            }
+            None => None,
+        };
         let (read_fd, write_fd) = cloexec_pipe()?;
         // SAFETY: the child branch calls only async-signal-safe functions
         // (see the module docs) and never returns.
@@ -60,8 +88,9 @@ impl Guard {
         }
         if pid == 0 {
             // SAFETY: we are the freshly forked child.
-            unsafe { guard_main(read_fd) }
+            unsafe { guard_main(read_fd, cgroup.as_ref()) }
         }
+        crate::process::record_own_child(pid as u32);
         // SAFETY: read_fd is ours and no longer needed in the parent.
         unsafe {
             libc::close(read_fd);
@@ -154,12 +183,16 @@ fn cloexec_pipe() -> io::Result<(libc::c_int, libc::c_int)> {
 }
 
 /// The guard process. Async-signal-safe calls only; never returns.
-unsafe fn guard_main(read_fd: libc::c_int) -> ! {
+unsafe fn guard_main(read_fd: libc::c_int, cgroup: Option<&(CString, Vec<CString>)>) -> ! {
     const PIPE: libc::c_int = 3;
     // SAFETY: every call below is async-signal-safe and works on stack
     // memory or static C strings.
     unsafe {
         libc::setsid();
+        // Not named like the supervisor, so `killall omnidev` leaves the
+        // guard to clean up after it.
+        #[cfg(target_os = "linux")]
+        libc::prctl(libc::PR_SET_NAME, c"omnidev-guard".as_ptr(), 0, 0, 0);
         for sig in [
             libc::SIGINT,
             libc::SIGHUP,
@@ -216,7 +249,39 @@ unsafe fn guard_main(read_fd: libc::c_int) -> ! {
                 libc::kill(-pgid, libc::SIGKILL);
             }
         }
+        if let Some((kill_file, dirs)) = cgroup {
+            kill_cgroup(kill_file, dirs);
+        }
         libc::_exit(0)
+    }
+}
+
+/// Writes `cgroup.kill`, then removes the cgroups (deepest first, the pod
+/// last) as they empty, for up to about 5 s. Async-signal-safe.
+unsafe fn kill_cgroup(kill_file: &CString, dirs: &[CString]) {
+    // SAFETY: open/write/close/rmdir/nanosleep on C strings prepared before
+    // the fork; no allocation.
+    unsafe {
+        let fd = libc::open(kill_file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, b"1".as_ptr().cast(), 1);
+            libc::close(fd);
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 10_000_000,
+        };
+        for _ in 0..500 {
+            for dir in dirs {
+                libc::rmdir(dir.as_ptr());
+            }
+            if let Some(pod) = dirs.last()
+                && libc::access(pod.as_ptr(), libc::F_OK) != 0
+            {
+                return;
+            }
+            libc::nanosleep(&raw const pause, std::ptr::null_mut());
+        }
     }
 }
 
@@ -266,7 +331,7 @@ mod tests {
 
     #[test]
     fn guard_starts_and_exits_when_closed() {
-        let guard = Guard::start().expect("start guard");
+        let guard = Guard::start(None).expect("start guard");
         let pid = guard.pid();
         assert!(crate::process::pid_alive(pid));
         guard.close();

@@ -28,6 +28,7 @@
 #![allow(clippy::similar_names)]
 
 pub mod backoff;
+pub mod containment;
 pub mod error;
 pub mod event;
 pub mod feed;
@@ -42,6 +43,7 @@ pub mod state;
 pub mod supervisor;
 
 pub use backoff::BackoffPolicy;
+pub use containment::{ContainmentChoice, Mechanism};
 pub use error::{Error, Result};
 pub use event::{Event, EventKind, ExitStatus, LogLine, ServiceState, ServiceStatus, Stream};
 pub use feed::{Entry, Feed, FeedCloser, FeedConfig, Recv};

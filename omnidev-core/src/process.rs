@@ -3,7 +3,6 @@
 
 use std::io;
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::spec::CommandSpec;
 
@@ -16,6 +15,19 @@ use crate::spec::CommandSpec;
 /// leader dies with the thread that spawned it (the orphan guard covers the
 /// rest of the group).
 pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::Child> {
+    spawn_group_in(command, None)
+}
+
+/// Like [`spawn_group`], and with `cgroup_procs` (an open, close-on-exec
+/// `cgroup.procs` of a cgroup v2) the child moves itself into that cgroup
+/// before `exec`, so nothing it starts is ever outside it.
+///
+/// The child's pid is recorded as one of ours until it has been reaped, so
+/// the reaper of adopted orphans ([`reap_adopted`]) never takes it.
+pub(crate) fn spawn_group_in(
+    command: &CommandSpec,
+    cgroup_procs: Option<std::os::fd::RawFd>,
+) -> io::Result<tokio::process::Child> {
     let mut cmd = tokio::process::Command::new(&command.program);
     cmd.args(&command.args)
         .envs(&command.env)
@@ -28,9 +40,15 @@ pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::C
     #[cfg(target_os = "linux")]
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (setsid, prctl, getppid).
+    // async-signal-safe functions (write, setsid, prctl, getppid).
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(fd) = cgroup_procs {
+                // "0" moves the writing process.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             if libc::setsid() == -1 {
                 return Err(io::Error::last_os_error());
             }
@@ -45,7 +63,132 @@ pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::C
             Ok(())
         });
     }
-    cmd.spawn()
+    let mut own = own_children();
+    let child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        // Forget children that have been reaped (their pid is gone or reused).
+        own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
+        own.push(crate::state::ProcessRecord::of(pid));
+    }
+    Ok(child)
+}
+
+/// Children this process spawned through [`spawn_group_in`]; their exit
+/// status belongs to whoever waits on them, never to [`reap_adopted`].
+/// Held locked across a spawn so the reaper cannot see a child before it is
+/// recorded.
+static OWN_CHILDREN: std::sync::Mutex<Vec<crate::state::ProcessRecord>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn own_children() -> std::sync::MutexGuard<'static, Vec<crate::state::ProcessRecord>> {
+    OWN_CHILDREN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Records `pid` (a child just forked) as one of ours, so that
+/// [`reap_adopted`] leaves its exit status to whoever waits for it.
+pub(crate) fn record_own_child(pid: u32) {
+    own_children().push(crate::state::ProcessRecord::of(pid));
+}
+
+/// Makes this process a child subreaper (Linux): orphans among its
+/// descendants are re-parented to it instead of to init, so a daemon that
+/// double-forked away from a service can still be found (its parent is
+/// us) and killed. Their exit statuses are collected by [`reap_adopted`].
+/// Returns whether it took effect.
+pub fn become_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// Reaps zombie children that this process did not spawn itself: orphans
+/// adopted as a subreaper. A zombie is only reaped when it was not spawned
+/// through [`spawn_group_in`] and is not in this process's own session (a
+/// child spawned directly by the embedding program stays in it, so its
+/// exit status is left to its owner).
+pub fn reap_adopted() {
+    #[cfg(target_os = "linux")]
+    {
+        let me = std::process::id();
+        // SAFETY: getsid(0) has no preconditions.
+        let my_session = unsafe { libc::getsid(0) };
+        let own = own_children();
+        for process in processes() {
+            if process.ppid != me || process.state != 'Z' || process.sid == my_session {
+                continue;
+            }
+            if own
+                .iter()
+                .any(|r| r.pid == process.pid && r.start_time == Some(process.start_time))
+            {
+                continue;
+            }
+            let mut status = 0;
+            // SAFETY: reaping a zombie child of ours, by pid, without blocking.
+            unsafe {
+                libc::waitpid(process.pid as libc::pid_t, &raw mut status, libc::WNOHANG);
+            }
+        }
+    }
+}
+
+/// One process as `/proc` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcessInfo {
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
+    pub(crate) pgid: i32,
+    pub(crate) sid: i32,
+    pub(crate) state: char,
+    pub(crate) start_time: u64,
+}
+
+/// Every process visible in `/proc` (empty where there is none).
+pub(crate) fn processes() -> Vec<ProcessInfo> {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let s = linux::stat(pid)?;
+                Some(ProcessInfo {
+                    pid,
+                    ppid: s.ppid,
+                    pgid: s.pgid,
+                    sid: s.sid,
+                    state: s.state,
+                    start_time: s.start_time,
+                })
+            })
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Vec::new()
+    }
+}
+
+/// Sends `signal` to process `pid`; a process that is gone is not an error.
+pub(crate) fn signal_pid(pid: u32, signal: i32) {
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
 }
 
 /// Sends `signal` to every process of group `pgid`. A group that no longer
@@ -116,45 +259,15 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     }
 }
 
-/// Signals group `pgid` with `signal`, waits up to `grace` for it to empty,
-/// then SIGKILLs it and waits until no process of it is left. The caller is
-/// responsible for reaping the leader if it is its child.
-pub(crate) async fn stop_group(pgid: i32, signal: i32, grace: Duration) {
-    signal_group(pgid, signal);
-    if wait_group_empty(pgid, grace).await {
-        return;
-    }
-    signal_group(pgid, libc::SIGKILL);
-    loop {
-        if wait_group_empty(pgid, Duration::from_secs(1)).await {
-            return;
-        }
-        // Members created between the kill and now (a fork in flight).
-        signal_group(pgid, libc::SIGKILL);
-    }
-}
-
-/// Polls until group `pgid` is empty or `limit` has passed; true if empty.
-pub(crate) async fn wait_group_empty(pgid: i32, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if !group_alive(pgid) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(15)).await;
-    }
-}
-
 #[cfg(target_os = "linux")]
 mod linux {
     //! `/proc` parsing.
 
     pub(super) struct Stat {
         pub(super) state: char,
+        pub(super) ppid: u32,
         pub(super) pgid: i32,
+        pub(super) sid: i32,
         pub(super) start_time: u64,
     }
 
@@ -170,13 +283,16 @@ mod linux {
         let mut fields = rest.split_ascii_whitespace();
         // Field 3 is the first after the name.
         let state = fields.next()?.chars().next()?;
-        let _ppid = fields.next()?;
+        let ppid = fields.next()?.parse().ok()?;
         let pgid = fields.next()?.parse().ok()?;
-        // Fields 6..=21 are skipped; field 22 is the start time.
-        let start_time = fields.nth(16)?.parse().ok()?;
+        let sid = fields.next()?.parse().ok()?;
+        // Fields 7..=21 are skipped; field 22 is the start time.
+        let start_time = fields.nth(15)?.parse().ok()?;
         Some(Stat {
             state,
+            ppid,
             pgid,
+            sid,
             start_time,
         })
     }
@@ -210,7 +326,9 @@ mod linux {
                 "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
             let s = parse_stat(line).expect("parse");
             assert_eq!(s.state, 'S');
+            assert_eq!(s.ppid, 1);
             assert_eq!(s.pgid, 42);
+            assert_eq!(s.sid, 42);
             assert_eq!(s.start_time, 987_654);
         }
 

@@ -22,6 +22,26 @@ pub struct CommandSpec {
     pub env: BTreeMap<String, String>,
 }
 
+/// The largest values omnidev accepts for durations, checked where values
+/// enter (profiles, command-line flags, the control socket) so that no
+/// deadline can overflow and no stop can be made to wait for ever.
+pub mod limits {
+    use std::time::Duration;
+
+    /// Longest stop grace period (`grace-ms`): 10 minutes.
+    pub const MAX_GRACE: Duration = Duration::from_secs(600);
+    /// Longest pause between readiness attempts (`interval-ms`): 10 minutes.
+    pub const MAX_READY_INTERVAL: Duration = Duration::from_secs(600);
+    /// Longest time before "not ready" is reported (`timeout-ms`, and
+    /// `up --ready-timeout`): 24 hours.
+    pub const MAX_READY_TIMEOUT: Duration = Duration::from_secs(86_400);
+    /// Longest file-watch debounce (`debounce-ms`, `up --debounce`): 1 minute.
+    pub const MAX_DEBOUNCE: Duration = Duration::from_secs(60);
+    /// Longest wait for a request (`restart --timeout`, `stop --timeout`,
+    /// the control protocol's `timeout-secs`): 24 hours.
+    pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
+}
+
 /// When a dependent may start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

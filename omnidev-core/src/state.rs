@@ -9,6 +9,7 @@
 //!   "version": 1,
 //!   "supervisor": { "pid": 4242, "start-time": 123456 },
 //!   "guard-pid": 4243,
+//!   "containment": { "kind": "cgroup", "path": "/sys/fs/cgroup/omnidev-4242-123456-0" },
 //!   "services": {
 //!     "server": {
 //!       "pid": 4250,
@@ -16,7 +17,9 @@
 //!       "start-time": 123470,
 //!       "state": { "state": "ready", "pid": 4250 },
 //!       "restarts": 0,
-//!       "ready": true
+//!       "ready": true,
+//!       "cgroup": "/sys/fs/cgroup/omnidev-4242-123456-0/0-server",
+//!       "service-id": "4242.123456.0.0"
 //!     },
 //!     "host": {
 //!       "pid": null, "pgid": null, "start-time": null,
@@ -34,15 +37,21 @@
 //! - `state` is a [`ServiceState`](crate::ServiceState) as serialised in
 //!   events (`waiting`, `preparing`, `running`, `ready`, `restarting`,
 //!   `stopping`, `exited`, `stopped`).
+//! - `containment` is the [`Mechanism`] in force (`cgroup` with the pod
+//!   cgroup, or `process-groups` with the reason); `cgroup` and
+//!   `service-id` identify a service's processes without its leader (see
+//!   [`crate::containment`]). All three are absent in files written before
+//!   they existed, which stay readable.
 //! - After a clean shutdown every service has `pid: null` and state
 //!   `stopped`; the file is left in place.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::containment::Mechanism;
 use crate::error::{Error, Result};
 use crate::event::ServiceState;
 use crate::process;
@@ -100,6 +109,13 @@ pub struct ServiceRecord {
     /// Whether it counted as ready.
     #[serde(default)]
     pub ready: bool,
+    /// The service's cgroup, when services are contained by cgroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<PathBuf>,
+    /// The value of [`SERVICE_ID_ENV`](crate::containment::SERVICE_ID_ENV)
+    /// its processes carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_id: Option<String>,
 }
 
 /// The whole of `state.json`.
@@ -113,6 +129,9 @@ pub struct StateFile {
     /// The orphan guard's pid.
     #[serde(default)]
     pub guard_pid: Option<u32>,
+    /// How the services are contained (absent in files of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Mechanism>,
     /// Services by name.
     #[serde(default)]
     pub services: BTreeMap<String, ServiceRecord>,
@@ -156,34 +175,19 @@ pub fn write_state(path: &Path, state: &StateFile) -> Result<()> {
     crate::fs::write_atomic(path, &text)
 }
 
-/// Stops the process groups a previous run left behind: each recorded
-/// group whose leader still has the recorded start time gets SIGTERM, then
-/// SIGKILL after `grace`. Returns one message per service acted on
+/// Stops what a previous run left behind (see
+/// [`crate::containment`]): each recorded service's cgroup, or its session,
+/// group and tagged processes, with SIGTERM, then SIGKILL after `grace`;
+/// the leader need not be alive. Returns one message per service acted on
 /// (stopped, or left alone because the pid now belongs to another process).
 pub(crate) async fn stop_leftovers(state: &StateFile, grace: Duration) -> Vec<String> {
+    let stops = state
+        .services
+        .iter()
+        .map(|(name, record)| crate::containment::stop_leftover(name, record, grace));
     let mut notices = Vec::new();
-    let mut stops = Vec::new();
-    for (name, record) in &state.services {
-        let (Some(pid), Some(pgid)) = (record.pid, record.pgid) else {
-            continue;
-        };
-        let leader = ProcessRecord {
-            pid,
-            start_time: record.start_time,
-        };
-        if leader.is_alive() {
-            notices.push(format!(
-                "stopping leftover `{name}` from a previous run (pid {pid}, group {pgid})"
-            ));
-            stops.push(process::stop_group(pgid, libc::SIGTERM, grace));
-        } else if process::pid_alive(pid) {
-            notices.push(format!(
-                "recorded pid {pid} of `{name}` now belongs to another process; left alone"
-            ));
-        }
-    }
     for stop in stops {
-        stop.await;
+        notices.extend(stop.await);
     }
     notices
 }
@@ -207,12 +211,17 @@ mod tests {
                 state: ServiceState::Ready { pid: 10 },
                 restarts: 1,
                 ready: true,
+                cgroup: None,
+                service_id: Some("1.2.0".into()),
             },
         );
         let state = StateFile {
             version: STATE_VERSION,
             supervisor: ProcessRecord::of(std::process::id()),
             guard_pid: None,
+            containment: Some(Mechanism::ProcessGroups {
+                reason: "test".into(),
+            }),
             services,
         };
         write_state(&path, &state).expect("write");

@@ -30,6 +30,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::backoff::BackoffPolicy;
+use crate::containment::{Containment, ContainmentChoice, Mechanism};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind, LogLine, ServiceStatus};
 use crate::feed::{Bus, Feed, FeedConfig};
@@ -53,6 +54,9 @@ pub struct SupervisorConfig {
     pub state_file: Option<PathBuf>,
     /// Crash-restart backoff (default 1, 2, 4, 8, 16, 30 s; reset after 20 s).
     pub backoff: BackoffPolicy,
+    /// How services are contained ([`crate::containment`]): cgroup v2
+    /// where possible (the default), or forced to the fallback.
+    pub containment: ContainmentChoice,
 }
 
 /// The outcome once every service has ended and none will restart.
@@ -92,6 +96,7 @@ struct Inner {
     reloading: watch::Receiver<bool>,
     names: Vec<String>,
     guard_pid: u32,
+    containment: Arc<Containment>,
 }
 
 // Request methods are async although queuing is instant today, so callers
@@ -175,19 +180,25 @@ impl Supervisor {
 
         logs.open_files()
             .map_err(|(path, source)| Error::Write { path, source })?;
-        let guard = Arc::new(Guard::start().map_err(|source| Error::Guard { source })?);
+        let me = ProcessRecord::of(std::process::id());
+        let (containment, guard) = contain(&config.containment, &names, me, &logs, &mut notices)?;
         let guard_pid = guard.pid();
 
         let (requests, requests_rx) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(Vec::new());
         let (settled_tx, settled) = watch::channel(None);
         let (finished_tx, finished) = watch::channel(false);
+        // Orphans of services come to this process, to be found and reaped.
+        if crate::process::become_subreaper() {
+            tokio::spawn(reap_adopted_until(finished.clone()));
+        }
         let (reloading_tx, reloading) = watch::channel(false);
         let first = events.subscribe();
         let spawner = spawner.unwrap_or_else(|| {
             Arc::new(spawn::ProcessSpawner {
                 logs: logs.clone(),
                 guard: guard.clone(),
+                containment: containment.clone(),
             })
         });
         let engine = engine::Engine::new(engine::Parts {
@@ -201,8 +212,9 @@ impl Supervisor {
             status: status_tx,
             settled: settled_tx,
             reloading: reloading_tx,
-            supervisor: ProcessRecord::of(std::process::id()),
+            supervisor: me,
             spawner,
+            containment: containment.clone(),
         });
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
 
@@ -217,6 +229,7 @@ impl Supervisor {
                 reloading,
                 names,
                 guard_pid,
+                containment,
             }),
         };
         Ok((supervisor, first, attached))
@@ -306,6 +319,18 @@ impl Supervisor {
         self.inner.guard_pid
     }
 
+    /// How this supervisor contains its services (see [`crate::containment`]).
+    pub fn containment(&self) -> &Mechanism {
+        self.inner.containment.mechanism()
+    }
+
+    /// Skips what is left of every grace period: processes that are being
+    /// stopped are SIGKILLed now, and so is every service stopped later
+    /// (for a second Ctrl-C during a shutdown). Does not start a shutdown.
+    pub fn kill_now(&self) {
+        self.inner.containment.hurry();
+    }
+
     /// Restarts a service: stops it (stop signal, grace, SIGKILL) and starts
     /// it again; services depending on it (transitively) are restarted once
     /// it meets their condition again. Resets its crash backoff. Returns once
@@ -384,5 +409,65 @@ impl Supervisor {
     /// Whether the supervisor's task has ended (after a shutdown).
     pub fn is_finished(&self) -> bool {
         *self.inner.finished.borrow()
+    }
+}
+
+/// Sets up the containment of services `names` (a notice says why when
+/// cgroups were wanted but are unavailable) and forks the orphan guard.
+fn contain(
+    choice: &ContainmentChoice,
+    names: &[String],
+    me: ProcessRecord,
+    logs: &LogStore,
+    notices: &mut Vec<String>,
+) -> Result<(Arc<Containment>, Arc<Guard>)> {
+    let (containment, why_not) = Containment::new(choice, names, me);
+    if let Some(notice) = why_not {
+        logs.push_supervisor(notice.clone());
+        notices.push(notice);
+    }
+    let cgroups = containment.pod_cgroup().map(|pod| {
+        (
+            pod,
+            (0..names.len())
+                .filter_map(|i| containment.leaf(i))
+                .collect(),
+        )
+    });
+    match Guard::start(cgroups) {
+        Ok(guard) => Ok((Arc::new(containment), Arc::new(guard))),
+        Err(source) => {
+            containment.close();
+            Err(Error::Guard { source })
+        }
+    }
+}
+
+/// Reaps orphans adopted by this process (a child subreaper) whenever a
+/// child changes state, until the supervisor has finished; a last pass
+/// runs then, as the shutdown's own kills may have left zombies.
+async fn reap_adopted_until(mut finished: watch::Receiver<bool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut children = signal(SignalKind::child()).ok();
+    loop {
+        crate::process::reap_adopted();
+        let child = async {
+            match children.as_mut() {
+                Some(stream) => {
+                    stream.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = child => {}
+            // SIGCHLDs coalesce; a slow poll catches what they hide.
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+            changed = finished.wait_for(|done| *done) => {
+                let _ = changed;
+                crate::process::reap_adopted();
+                return;
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Tests that run the example binaries as separate supervisor processes:
-//! orphan protection when the supervisor is SIGKILLed, and bounded memory
-//! when a child writes 200 MB without a newline.
+//! orphan protection when the supervisor is SIGKILLed, containment of
+//! helpers that leave their service's group and session, and bounded
+//! memory when a child writes 200 MB without a newline.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,22 +9,28 @@ use std::time::{Duration, Instant};
 
 use omnidev_core::process::{group_alive, pid_alive};
 
-/// The example binary `name`, built by `cargo test` next to the test
-/// binaries; built on demand when a filtered run skipped examples.
+/// The example binary `name`, built (once per test run) by cargo: a run
+/// filtered to this test target does not rebuild examples, and a stale one
+/// would test old code.
 fn example(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("test exe");
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
     let path = profile_dir.join("examples").join(name);
-    if !path.exists() {
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
             .args(["build", "-p", "omnidev-core", "--example", name])
             .status()
             .expect("run cargo");
         assert!(status.success(), "building example {name}");
+        built.push(name.to_owned());
     }
     path
 }
@@ -66,9 +73,16 @@ fn sigkilled_supervisor_leaves_no_process_behind() {
                 .all(|f| std::fs::read_to_string(f).is_ok_and(|t| t.lines().count() == 2))
         },
     );
-    let recorded = omnidev_core::read_state(&state)
-        .expect("read state")
-        .expect("state written");
+    // state.json is written right after each spawn, which may come after
+    // the pid files.
+    let mut recorded = None;
+    wait_until("both groups recorded", Duration::from_secs(30), || {
+        recorded = omnidev_core::read_state(&state).ok().flatten();
+        recorded
+            .as_ref()
+            .is_some_and(|r| r.services.len() == 2 && r.services.values().all(|s| s.pgid.is_some()))
+    });
+    let recorded = recorded.expect("state written");
     let groups: Vec<i32> = recorded
         .services
         .values()
@@ -186,4 +200,291 @@ fn two_hundred_megabytes_without_newline_keep_memory_bounded() {
         200_000_000_u64.div_ceil(65_536),
         "{report}"
     );
+}
+
+// ----- containment: helpers that leave the service's group and session -----
+
+/// A service that ignores SIGTERM and starts five helpers that ignore it
+/// too, the ways real servers and agent harnesses do: in its group, by a
+/// double fork, with `setsid`, by a double fork plus `setsid`, and with
+/// `setpgid(0, 0)`. Each helper appends its pid to `pids`.
+const FIVE_HELPERS: &str = r#"trap '' TERM
+sleep 1000 & echo $! >> pids
+sh -c 'sleep 1000 & echo $! >> pids' &
+setsid sh -c 'echo $$ >> pids; exec sleep 1000' &
+sh -c "setsid sh -c 'echo \$\$ >> pids; exec sleep 1000' &" &
+python3 -c 'import os; os.setpgid(0, 0); os.execvp("sleep", ["sleep", "1000"])' & echo $! >> pids
+wait
+"#;
+
+/// Environment variable carrying a test's tag into every process it starts.
+const TAG: &str = "OMNIDEV_CONTAINMENT_TEST_TAG";
+
+/// Live processes whose environment carries `TAG=tag`, except `skip`.
+fn tagged(tag: &str, skip: &[u32]) -> Vec<u32> {
+    let wanted = format!("{TAG}={tag}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !skip.contains(pid) && pid_alive(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
+        })
+        .collect()
+}
+
+/// A fresh tag for one run.
+fn new_tag(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    format!("{what}-{}-{nanos}", std::process::id())
+}
+
+/// Writes the helper script into `dir` and returns the `name=command`
+/// argument of the supervise example for it.
+fn helper_service(dir: &Path, name: &str) -> String {
+    std::fs::write(dir.join("helpers.sh"), FIVE_HELPERS).expect("write script");
+    format!("{name}=sh helpers.sh")
+}
+
+/// Waits for the five helpers and returns their pids, all alive.
+fn five_helpers(dir: &Path) -> Vec<u32> {
+    let file = dir.join("pids");
+    let mut pids = Vec::new();
+    wait_until("five helpers running", Duration::from_secs(30), || {
+        pids = std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<u32>().ok())
+            .collect();
+        // A pid is written before its `exec`; wait until each has exec'd
+        // into `sleep`, so the tag check sees its final environment.
+        pids.len() == 5
+            && pids.iter().all(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+    });
+    pids
+}
+
+/// Starts the supervise example on the five-helper service, tagged `tag`,
+/// with `containment` as `OMNIDEV_CONTAINMENT`; returns it with the
+/// helpers' pids once they run and the state file names the mechanism.
+fn supervise_helpers(
+    dir: &Path,
+    tag: &str,
+    containment: &str,
+) -> (std::process::Child, Vec<u32>, omnidev_core::StateFile) {
+    let state = dir.join("state.json");
+    let _ = std::fs::remove_file(dir.join("pids"));
+    let child = Command::new(example("supervise"))
+        .current_dir(dir)
+        .env(TAG, tag)
+        .env("OMNIDEV_CONTAINMENT", containment)
+        .arg("--state")
+        .arg(&state)
+        .args(["--grace-ms", "500", "--"])
+        .arg(helper_service(dir, "svc"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn supervise");
+    let pids = five_helpers(dir);
+    let mut recorded = None;
+    wait_until("the service recorded", Duration::from_secs(30), || {
+        recorded = omnidev_core::read_state(&state).ok().flatten();
+        recorded
+            .as_ref()
+            .is_some_and(|r| r.services.get("svc").is_some_and(|s| s.pid.is_some()))
+    });
+    (child, pids, recorded.expect("state"))
+}
+
+fn assert_cgroup(state: &omnidev_core::StateFile) {
+    assert!(
+        matches!(
+            state.containment,
+            Some(omnidev_core::Mechanism::Cgroup { .. })
+        ),
+        "these tests need a writable cgroup v2 hierarchy (as root, or in a \
+         systemd user session); the supervisor used {:?}",
+        state.containment
+    );
+}
+
+/// Zero processes of `tag` (besides `skip`) within 2 s.
+fn assert_none_left(tag: &str, skip: &[u32], after: &str) {
+    let start = Instant::now();
+    let mut left = Vec::new();
+    while start.elapsed() < Duration::from_secs(2) {
+        left = tagged(tag, skip);
+        if left.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("2 s after {after}, processes left: {left:?}");
+}
+
+#[tokio::test]
+async fn shutdown_leaves_none_of_five_escaping_helpers_in_either_mechanism() {
+    for choice in [
+        omnidev_core::ContainmentChoice::Auto,
+        omnidev_core::ContainmentChoice::ProcessGroups,
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tag = new_tag("shutdown");
+        let mut service = omnidev_core::ServiceSpec::new("svc", "sh", ["helpers.sh"], dir.path());
+        helper_service(dir.path(), "svc");
+        service.command.env.insert(TAG.into(), tag.clone());
+        service.stop.grace = Duration::from_millis(500);
+        let supervisor = omnidev_core::Supervisor::start(omnidev_core::SupervisorConfig {
+            services: vec![service],
+            containment: choice.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+        let cgroup = match supervisor.containment() {
+            omnidev_core::Mechanism::Cgroup { path } => Some(path.clone()),
+            omnidev_core::Mechanism::ProcessGroups { .. } => None,
+        };
+        assert_eq!(
+            cgroup.is_some(),
+            choice == omnidev_core::ContainmentChoice::Auto,
+            "{:?}",
+            supervisor.containment()
+        );
+        let dir_path = dir.path().to_owned();
+        let helpers = tokio::task::spawn_blocking(move || five_helpers(&dir_path))
+            .await
+            .expect("helpers");
+        let tag_now = tag.clone();
+        tokio::task::spawn_blocking(move || {
+            wait_until(
+                "the service and five helpers only",
+                Duration::from_secs(30),
+                || tagged(&tag_now, &[]).len() == 6,
+            );
+        })
+        .await
+        .expect("six processes");
+        supervisor.shutdown().await.expect("shutdown");
+        assert_none_left(&tag, &[], &format!("shutdown() with {choice:?}"));
+        assert!(helpers.iter().all(|&p| !pid_alive(p)));
+        if let Some(path) = cgroup {
+            assert!(!path.exists(), "empty cgroup {} removed", path.display());
+        }
+    }
+}
+
+#[test]
+fn sigterm_to_the_supervisor_leaves_no_helper_in_either_mechanism() {
+    for containment in ["auto", "process-groups"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tag = new_tag("sigterm");
+        let (supervisor, _helpers, state) = supervise_helpers(dir.path(), &tag, containment);
+        if containment == "auto" {
+            assert_cgroup(&state);
+        }
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(supervisor.id() as i32, libc::SIGTERM);
+        }
+        let output = supervisor.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{output:?}");
+        assert_none_left(&tag, &[], &format!("SIGTERM ({containment})"));
+    }
+}
+
+#[test]
+fn sigkill_of_the_supervisor_leaves_no_helper() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = new_tag("sigkill");
+    let (mut supervisor, _helpers, state) = supervise_helpers(dir.path(), &tag, "auto");
+    assert_cgroup(&state);
+    let guard = state.guard_pid.expect("guard pid");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    // The guard carries the tag too (it is a fork of the supervisor).
+    assert_none_left(&tag, &[guard], "kill -9 of the supervisor");
+    wait_until("guard exited", Duration::from_secs(10), || {
+        !pid_alive(guard)
+    });
+    // The guard removes the empty cgroups too.
+    if let Some(omnidev_core::Mechanism::Cgroup { path }) = &state.containment {
+        wait_until("pod cgroup removed", Duration::from_secs(10), || {
+            !path.exists()
+        });
+    }
+}
+
+#[test]
+fn sigkill_of_supervisor_and_guard_is_cleaned_up_by_the_next_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = new_tag("both");
+    let (mut supervisor, helpers, state) = supervise_helpers(dir.path(), &tag, "auto");
+    assert_cgroup(&state);
+    let guard = state.guard_pid.expect("guard pid");
+    // Both at once, as `killall -9` of every omnidev process would.
+    // SAFETY: signalling our own child and its guard.
+    unsafe {
+        libc::kill(guard as i32, libc::SIGKILL);
+    }
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
+    // Nothing killed the helpers.
+    assert!(helpers.iter().all(|&p| pid_alive(p)));
+
+    let next_tag = new_tag("next");
+    let (mut next, _, _) = supervise_helpers(dir.path(), &next_tag, "auto");
+    // The next supervisor stopped the recorded cgroup before starting.
+    assert_none_left(&tag, &[], "the next start");
+    next.kill().expect("kill the next supervisor");
+    next.wait().expect("reap");
+    let next_state = omnidev_core::read_state(&dir.path().join("state.json"))
+        .expect("read")
+        .expect("state");
+    assert_none_left(
+        &next_tag,
+        &next_state.guard_pid.into_iter().collect::<Vec<_>>(),
+        "kill -9 of the next supervisor",
+    );
+}
+
+#[test]
+fn without_cgroups_leftovers_of_both_killed_are_found_by_session_and_service_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = new_tag("fallback-both");
+    let (mut supervisor, helpers, state) = supervise_helpers(dir.path(), &tag, "process-groups");
+    assert!(matches!(
+        state.containment,
+        Some(omnidev_core::Mechanism::ProcessGroups { .. })
+    ));
+    let guard = state.guard_pid.expect("guard pid");
+    // SAFETY: signalling our own child and its guard.
+    unsafe {
+        libc::kill(guard as i32, libc::SIGKILL);
+    }
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
+    assert!(helpers.iter().all(|&p| pid_alive(p)));
+    let next_tag = new_tag("fallback-next");
+    let (next, _, _) = supervise_helpers(dir.path(), &next_tag, "process-groups");
+    assert_none_left(&tag, &[], "the next start (fallback)");
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(next.id() as i32, libc::SIGTERM);
+    }
+    let output = next.wait_with_output().expect("wait");
+    assert!(output.status.success(), "{output:?}");
+    assert_none_left(&next_tag, &[], "SIGTERM of the next supervisor");
 }

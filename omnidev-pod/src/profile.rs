@@ -9,8 +9,10 @@ pub mod render;
 pub mod template;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use indexmap::IndexMap;
+use omnidev_core::spec::limits;
 use omnidev_core::{Condition, RestartPolicy};
 use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
@@ -343,6 +345,36 @@ impl Profile {
         self.ports.iter().map(|(n, p)| (n.clone(), *p)).collect()
     }
 
+    /// Every duration within its maximum ([`limits`]).
+    fn check_durations(&self, at: &Locator<'_>) -> Result<()> {
+        if let Some(ms) = self.watch.debounce_ms {
+            check_duration(at, &["watch", "debounce-ms"], ms, limits::MAX_DEBOUNCE)?;
+        }
+        for (name, service) in &self.services {
+            let mut bounds = vec![(vec!["grace-ms"], service.grace_ms, limits::MAX_GRACE)];
+            if let Some(ready) = &service.ready {
+                bounds.push((
+                    vec!["ready", "interval-ms"],
+                    ready.interval_ms,
+                    limits::MAX_READY_INTERVAL,
+                ));
+                bounds.push((
+                    vec!["ready", "timeout-ms"],
+                    ready.timeout_ms,
+                    limits::MAX_READY_TIMEOUT,
+                ));
+            }
+            for (keys, value, max) in bounds {
+                if let Some(ms) = value {
+                    let mut path = vec!["services", name.as_str()];
+                    path.extend(keys);
+                    check_duration(at, &path, ms, max)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn validate(&self, at: &Locator<'_>) -> Result<()> {
         let port_names: Vec<&str> = self.ports.keys().map(String::as_str).collect();
         check_placeholders(at, at.root, &mut Vec::new(), &port_names)?;
@@ -359,6 +391,7 @@ impl Profile {
                 ),
             ));
         }
+        self.check_durations(at)?;
         for (name, service) in &self.services {
             let path = ["services", name.as_str()];
             match (&service.command, &service.script) {
@@ -508,10 +541,22 @@ impl Locator<'_> {
     /// An error at the deepest existing element of `path`: keys of tables,
     /// and indexes (`"0"`) of arrays, whose element itself is pointed at.
     fn error(&self, path: &[&str], message: String) -> Error {
+        self.error_at(self.find(path).0.start, message)
+    }
+
+    /// An error at the value of `path` (at its key when it is missing).
+    fn value_error(&self, path: &[&str], message: String) -> Error {
+        let (key, value) = self.find(path);
+        self.error_at(value.unwrap_or(key).start, message)
+    }
+
+    /// The spans of the deepest existing key of `path` and, when the whole
+    /// path exists, of its value.
+    fn find(&self, path: &[&str]) -> (std::ops::Range<usize>, Option<std::ops::Range<usize>>) {
         let mut span = 0..0;
         let mut table = Some(self.root);
         let mut array: Option<&[toml::Spanned<DeValue<'_>>]> = None;
-        for key in path {
+        for (depth, key) in path.iter().enumerate() {
             let value = if let Some(items) = array {
                 let Some(item) = key.parse::<usize>().ok().and_then(|i| items.get(i)) else {
                     break;
@@ -526,10 +571,13 @@ impl Locator<'_> {
                 span = entry.0.span();
                 entry.1
             };
+            if depth + 1 == path.len() {
+                return (span, Some(value.span()));
+            }
             table = value.get_ref().as_table();
             array = value.get_ref().as_array().map(AsRef::as_ref);
         }
-        self.error_at(span.start, message)
+        (span, None)
     }
 
     fn error_at(&self, offset: usize, message: String) -> Error {
@@ -541,6 +589,33 @@ impl Locator<'_> {
             message,
         }
     }
+}
+
+/// A duration in milliseconds at `path` must not exceed `max`.
+fn check_duration(at: &Locator<'_>, path: &[&str], ms: u64, max: Duration) -> Result<()> {
+    let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+    if ms <= max_ms {
+        return Ok(());
+    }
+    let key = path.last().copied().unwrap_or_default();
+    Err(at.value_error(
+        path,
+        format!(
+            "`{key}` is {ms}; it must be at most {max_ms} ({})",
+            human(max)
+        ),
+    ))
+}
+
+/// `600 s` as `10 minutes`, and so on.
+fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (n, unit) = match secs {
+        s if s >= 3600 && s % 3600 == 0 => (s / 3600, "hour"),
+        s if s >= 60 && s % 60 == 0 => (s / 60, "minute"),
+        s => (s, "second"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Checks every string value of the document for valid placeholders.
@@ -658,6 +733,38 @@ mod tests {
         let (line, _, message) =
             profile_error("[services.a]\ncommand = [\"x\"]\nstop-signal = \"SIGFOO\"\n");
         assert_eq!(line, 3, "{message}");
+    }
+
+    #[test]
+    fn durations_above_their_maxima_point_at_the_value() {
+        let (line, column, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\ngrace-ms = 18446744073709551615\n");
+        assert_eq!((line, column), (3, 12), "{message}");
+        assert!(message.contains("grace-ms"), "{message}");
+        assert!(message.contains("600000"), "{message}");
+        let (line, column, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\ngrace-ms = 600001\n");
+        assert_eq!((line, column), (3, 12), "{message}");
+        assert!(message.contains("at most 600000"), "{message}");
+        let (line, _, message) = profile_error(
+            "[services.a]\ncommand = [\"x\"]\nready = { tcp = \"h:1\", timeout-ms = 99999999999 }\n",
+        );
+        assert_eq!(line, 3, "{message}");
+        assert!(message.contains("timeout-ms"), "{message}");
+        let (line, _, message) = profile_error(
+            "[services.a]\ncommand = [\"x\"]\nready = { tcp = \"h:1\", interval-ms = 600001 }\n",
+        );
+        assert_eq!(line, 3, "{message}");
+        assert!(message.contains("interval-ms"), "{message}");
+        let (line, _, message) = profile_error("[watch]\ndebounce-ms = 60001\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("debounce-ms"), "{message}");
+        // The maxima themselves are fine.
+        Profile::parse(
+            "[watch]\ndebounce-ms = 60000\n[services.a]\ncommand = [\"x\"]\ngrace-ms = 600000\n",
+            "p.toml",
+        )
+        .expect("maxima accepted");
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub fn run(options: &Options) -> Result<()> {
     if wanted("shutdown") {
         rows.push(shutdown_latency(&sh));
     }
+    if wanted("containment") || wanted("stop") {
+        rows.extend(containment_stop(&sh, &scratch.join("containment")));
+    }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));
     }
@@ -228,6 +231,125 @@ fn shutdown_latency(sh: &xshell::Shell) -> Row {
         figure,
         reference: "target < 1000 ms; the backoff itself is 30 s".to_string(),
     }
+}
+
+/// One service starting five helpers the ways servers and agent harnesses
+/// do (same group, double fork, `setsid`, double fork + `setsid`,
+/// `setpgid(0, 0)`); it and each helper append their pid to `pids`.
+const FIVE_WAYS: &str = r#"echo $$ >> pids
+sleep 1000 & echo $! >> pids
+sh -c 'sleep 1000 & echo $! >> pids' &
+setsid sh -c 'echo $$ >> pids; exec sleep 1000' &
+sh -c "setsid sh -c 'echo \$\$ >> pids; exec sleep 1000' &" &
+python3 -c 'import os; os.setpgid(0, 0); os.execvp("sleep", ["sleep", "1000"])' & echo $! >> pids
+wait
+"#;
+
+/// The reference: five helpers that all stay in the service's group.
+const FIVE_IN_GROUP: &str = r"echo $$ >> pids
+for i in 1 2 3 4 5; do sleep 1000 & echo $! >> pids; done
+wait
+";
+
+/// (e) SIGINT to "every process gone" for a pod of 3 services × 5 helpers
+/// (the core's `supervise` example, release build): with cgroups, with the
+/// fallback (subreaper and /proc walk), and, as the reference, the
+/// fallback on helpers that all stay in their process group (the
+/// process-group-only stop).
+fn containment_stop(sh: &xshell::Shell, dir: &Path) -> Vec<Row> {
+    const ROUNDS: usize = 5;
+    let built = cmd!(
+        sh,
+        "cargo build --quiet --release -p omnidev-core --example supervise"
+    )
+    .run();
+    let supervise = util::target_dir().join("release/examples/supervise");
+    let measure = |mode: &str, script: &str| -> Result<String> {
+        if let Err(e) = &built {
+            bail!("building the supervise example: {e}");
+        }
+        let mut samples = Vec::with_capacity(ROUNDS);
+        for round in 0..ROUNDS {
+            let run_dir = dir.join(format!("{mode}-{}-{round}", script.len()));
+            fs::create_dir_all(&run_dir)?;
+            samples.push(sigint_to_all_gone(&supervise, &run_dir, mode, script)?);
+            let _ = fs::remove_dir_all(&run_dir);
+        }
+        let max = samples.iter().max().copied().unwrap_or_default();
+        Ok(format!(
+            "{} median, {} max",
+            millis(median(samples)),
+            millis(max)
+        ))
+    };
+    let reference = measure("process-groups", FIVE_IN_GROUP).map_or_else(
+        |e| format!("unavailable: {e:#}"),
+        |f| format!("group-only helpers: {f}"),
+    );
+    vec![
+        Row {
+            name: "SIGINT to all gone, 3x5 helpers, cgroup",
+            figure: measure("auto", FIVE_WAYS),
+            reference: reference.clone(),
+        },
+        Row {
+            name: "SIGINT to all gone, 3x5 helpers, fallback",
+            figure: measure("process-groups", FIVE_WAYS),
+            reference,
+        },
+    ]
+}
+
+/// One round: start the pod, wait for its 18 processes, SIGINT the
+/// supervisor, time until it and every recorded process are gone.
+fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) -> Result<Duration> {
+    fs::write(dir.join("helpers.sh"), script)?;
+    let mut pod = Guard(
+        Command::new(supervise)
+            .current_dir(dir)
+            .env("OMNIDEV_CONTAINMENT", mode)
+            .args(["--grace-ms", "5000", "--"])
+            .args(["a=sh helpers.sh", "b=sh helpers.sh", "c=sh helpers.sh"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let pids: Vec<u32> = poll(Duration::from_secs(30), || {
+        let pids: Vec<u32> = fs::read_to_string(dir.join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        (pids.len() == 18
+            && pids
+                .iter()
+                .all(|&p| process_state(p).is_some_and(|s| s != 'Z')))
+        .then_some(pids)
+    })?;
+    let start = Instant::now();
+    let sent = Command::new("kill")
+        .arg("-INT")
+        .arg(pod.0.id().to_string())
+        .status()?;
+    if !sent.success() {
+        bail!("kill -INT {} failed", pod.0.id());
+    }
+    poll(Duration::from_secs(30), || {
+        let gone = pids
+            .iter()
+            .all(|&p| process_state(p).is_none_or(|s| s == 'Z'));
+        (gone && pod.0.try_wait().ok().flatten().is_some()).then_some(())
+    })?;
+    Ok(start.elapsed())
+}
+
+/// The state letter of `/proc/<pid>/stat`, if the process exists.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 1..)?
+        .trim_start()
+        .chars()
+        .next()
 }
 
 const STUB_SERVER: &str = r#"

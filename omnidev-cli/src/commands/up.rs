@@ -42,7 +42,9 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
     // Subscribed before any service starts, so no event (leftover notices,
     // the first lines of output) is missed by the front-end. Headless
     // output is lossless: a feed spooling into the pod directory.
-    let config = session::supervisor_config(&prepared);
+    let mut config = session::supervisor_config(&prepared);
+    config.containment = omnidev_core::ContainmentChoice::from_env()
+        .map_err(|message| Error::Containment { message })?;
     let (supervisor, front) = if use_tui {
         let (supervisor, events) = Supervisor::start_subscribed(config).await?;
         (supervisor, Front::Tui(events))
@@ -79,10 +81,40 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
         }
     };
     drop(watchers);
-    let stopped = supervisor.shutdown().await;
+    let stopped = shutdown(&supervisor, &mut signals).await;
     drop(control);
     drop(prepared);
     let code = code?;
     stopped?;
     Ok(code)
+}
+
+/// Stops the pod. A shutdown signal meanwhile (the second, when a signal
+/// started the shutdown) skips what is left of every grace period and
+/// kills at once; the next one exits without waiting, leaving the orphan
+/// guard (or, after its own death, the next `omnidev up`) to kill the rest.
+async fn shutdown(
+    supervisor: &Supervisor,
+    signals: &mut omnidev_core::signals::ShutdownSignals,
+) -> omnidev_core::Result<()> {
+    let stopping = supervisor.shutdown();
+    tokio::pin!(stopping);
+    let mut hurried = false;
+    loop {
+        tokio::select! {
+            stopped = &mut stopping => return stopped,
+            signal = signals.recv() => {
+                if hurried {
+                    eprintln!("omnidev: {signal:?} again: exiting now");
+                    std::process::exit(128 + signal.number());
+                }
+                hurried = true;
+                eprintln!(
+                    "omnidev: {signal:?} during shutdown: killing every process now \
+                     (once more to exit without waiting)"
+                );
+                supervisor.kill_now();
+            }
+        }
+    }
 }

@@ -42,6 +42,11 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     let state = omnidev_core::read_state(&pod_dir.join("state.json"))
         .ok()
         .flatten();
+    let containment = state
+        .as_ref()
+        .filter(|_| running)
+        .and_then(|s| s.containment.as_ref())
+        .map(ToString::to_string);
     let services = state
         .map(|state| {
             state
@@ -84,6 +89,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         control: false,
         ports: record.map(|r| r.ports.0).unwrap_or_default(),
         urls: Vec::new(),
+        containment,
         services,
     })
 }

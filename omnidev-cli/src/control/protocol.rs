@@ -145,6 +145,10 @@ pub struct PodStatus {
     pub ports: BTreeMap<String, u16>,
     /// URLs for people (only known while running).
     pub urls: Vec<UrlReport>,
+    /// How the pod's processes are contained, while it runs: `cgroup v2
+    /// (<dir>)` or `process groups and a subreaper (<why not cgroups>)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
     /// Every service, in profile order (from `state.json`, sorted by name,
     /// when the control socket did not answer).
     pub services: Vec<ServiceReport>,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use omnidev_core::spec::limits;
 use omnidev_core::{EventKind, ServiceState, ServiceStatus, Supervisor};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -311,6 +312,14 @@ async fn answer(shared: &Shared, request: Request) -> Response {
             timeout_secs,
         } => {
             let deadline = timeout_secs.map_or(RESTART_DEADLINE, Duration::from_secs);
+            // A larger value would overflow the deadline's `Instant`.
+            if deadline > limits::MAX_REQUEST_TIMEOUT {
+                return Response::error(format!(
+                    "`timeout-secs` is {}; it must be at most {}",
+                    deadline.as_secs(),
+                    limits::MAX_REQUEST_TIMEOUT.as_secs()
+                ));
+            }
             restart(shared, service, deadline).await
         }
     }
@@ -484,6 +493,7 @@ fn status(shared: &Shared) -> PodStatus {
                 url: url.clone(),
             })
             .collect(),
+        containment: Some(shared.supervisor.containment().to_string()),
         services: shared
             .supervisor
             .snapshot()
@@ -530,6 +540,52 @@ mod tests {
             matches!(read, Ok(Ok(0))),
             "the server must hang up on a client that sends nothing: {read:?}"
         );
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
+    }
+
+    #[tokio::test]
+    async fn a_restart_timeout_beyond_the_maximum_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let idle = ServiceSpec::new("idle", "sleep", ["1000"], dir.path());
+        let supervisor = Supervisor::start(SupervisorConfig {
+            services: vec![idle],
+            ..SupervisorConfig::default()
+        })
+        .await
+        .expect("supervisor");
+        let info = ServerInfo {
+            pod_dir: dir.path().to_path_buf(),
+            repo: dir.path().to_path_buf(),
+            ports: BTreeMap::new(),
+            urls: Vec::new(),
+            backend: vec!["idle".into()],
+            probed: HashSet::new(),
+        };
+        let server = ControlServer::start(info, supervisor.clone()).expect("server");
+        let pid = || supervisor.snapshot().first().and_then(|s| s.pid);
+        while pid().is_none() {
+            tokio::time::sleep(POLL).await;
+        }
+        let before = pid();
+        for timeout in [u64::MAX, limits::MAX_REQUEST_TIMEOUT.as_secs() + 1] {
+            let mut client = UnixStream::connect(super::super::socket_path(dir.path()))
+                .await
+                .expect("connect");
+            let line = format!("{{\"cmd\":\"restart\",\"timeout-secs\":{timeout}}}\n");
+            client.write_all(line.as_bytes()).await.expect("send");
+            let mut answer = String::new();
+            tokio::time::timeout(REQUEST_DEADLINE, client.read_to_string(&mut answer))
+                .await
+                .expect("answered at once")
+                .expect("read");
+            let response: Response = serde_json::from_str(&answer).expect("response");
+            assert!(!response.ok, "{answer}");
+            let error = response.error.unwrap_or_default();
+            assert!(error.contains("at most 86400"), "{error}");
+        }
+        // Refused before anything was restarted.
+        assert_eq!(pid(), before);
         drop(server);
         supervisor.shutdown().await.expect("shutdown");
     }

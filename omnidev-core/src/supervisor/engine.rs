@@ -14,13 +14,14 @@ use super::service::{AfterStop, Intent, Phase, Process, Readiness, Service};
 use super::spawn::{Spawned, Spawner};
 use super::{Request, Settled};
 use crate::backoff::BackoffPolicy;
+use crate::containment::Containment;
 use crate::event::{Event, EventKind, ExitStatus, ServiceStatus};
 use crate::feed::Bus;
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::probe;
 use crate::spec::{Condition, RestartPolicy, ServiceSpec};
-use crate::state::{ProcessRecord, STATE_VERSION, StateFile};
+use crate::state::{ProcessRecord, STATE_VERSION, ServiceRecord, StateFile};
 
 /// Exit status reported when a service's program could not be spawned.
 const SPAWN_FAILED: ExitStatus = ExitStatus::Code(127);
@@ -39,6 +40,7 @@ pub(super) struct Parts {
     pub(super) reloading: watch::Sender<bool>,
     pub(super) supervisor: ProcessRecord,
     pub(super) spawner: Arc<dyn Spawner>,
+    pub(super) containment: Arc<Containment>,
 }
 
 /// Messages from the engine's helper tasks, tagged with the generation of
@@ -95,6 +97,7 @@ pub(super) struct Engine {
     events: Arc<Bus>,
     guard: Arc<Guard>,
     spawner: Arc<dyn Spawner>,
+    containment: Arc<Containment>,
     state_file: Option<PathBuf>,
     state_error_reported: bool,
     backoff: BackoffPolicy,
@@ -145,6 +148,7 @@ impl Engine {
             events: parts.events,
             guard: parts.guard,
             spawner: parts.spawner,
+            containment: parts.containment,
             state_file: parts.state_file,
             state_error_reported: false,
             backoff: parts.backoff,
@@ -202,6 +206,9 @@ impl Engine {
         for dying in self.dying_prepares.drain(..) {
             let _ = dying.await;
         }
+        let grace = self.specs.iter().map(|s| s.stop.grace).max();
+        self.containment.sweep(grace.unwrap_or_default()).await;
+        self.containment.close();
         self.logs.flush();
         self.write_state();
         self.guard.close();
@@ -273,11 +280,19 @@ impl Engine {
             version: STATE_VERSION,
             supervisor: self.supervisor,
             guard_pid: Some(self.guard.pid()),
+            containment: Some(self.containment.mechanism().clone()),
             services: self
                 .services
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (self.name(i).to_owned(), s.record()))
+                .map(|(i, s)| {
+                    let record = ServiceRecord {
+                        cgroup: self.containment.leaf(i),
+                        service_id: Some(self.containment.service_id(i)),
+                        ..s.record()
+                    };
+                    (self.name(i).to_owned(), record)
+                })
                 .collect(),
         };
         if let Err(e) = crate::state::write_state(&path, &state)

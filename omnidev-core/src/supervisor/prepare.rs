@@ -59,7 +59,7 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) {
         emit(EventKind::PrepareStarted {
             step: step.name.clone(),
         });
-        let success = match spawner.spawn(&step.command, service) {
+        let success = match spawner.spawn_step(&step.command, service) {
             Ok(spawned) => {
                 slot.set(Some(spawned.group.clone()));
                 let mut exit = spawned.exit;

@@ -222,6 +222,9 @@ impl Service {
             state: self.published.clone(),
             restarts: self.restarts,
             ready: self.is_ready(),
+            // Filled in by the engine, which knows the containment.
+            cgroup: None,
+            service_id: None,
         }
     }
 }

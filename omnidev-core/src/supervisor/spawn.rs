@@ -2,8 +2,9 @@
 //! service's (or a prepare step's) process is started, ended and forgotten.
 //!
 //! [`ProcessSpawner`] is the real thing: a new session and process group
-//! per command (see [`crate::process`]), the group registered with the
-//! orphan guard, stdout and stderr captured into the log store. Tests of
+//! per command (see [`crate::process`]), inside the service's cgroup where
+//! there are cgroups ([`crate::containment`]), the group registered with
+//! the orphan guard, stdout and stderr captured into the log store. Tests of
 //! the engine's decisions (reloads, backoff, dependency order) put a fake
 //! [`Spawner`] here and drive its children by hand, without processes or
 //! sleeps.
@@ -18,6 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::task::JoinHandle;
 
+use crate::containment::{Containment, Target};
 use crate::event::{ExitStatus, Stream};
 use crate::guard::Guard;
 use crate::logs::{self, LogStore};
@@ -37,6 +39,12 @@ pub(crate) trait Spawner: Send + Sync + fmt::Debug {
     /// Starts `command` as the leader of a new process group, its output
     /// recorded as `service`'s.
     fn spawn(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned>;
+
+    /// Starts a prepare step of `service` like [`Spawner::spawn`] (the real
+    /// spawner contains it apart from the service's own processes).
+    fn spawn_step(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned> {
+        self.spawn(command, service)
+    }
 }
 
 /// A process just started.
@@ -63,16 +71,30 @@ pub(crate) trait ProcessGroup: Send + Sync + fmt::Debug {
     fn release(&self);
 }
 
-/// Real processes: [`process::spawn_group`], the orphan guard, log capture.
+/// Real processes: [`Containment::spawn`], the orphan guard, log capture.
 #[derive(Debug)]
 pub(crate) struct ProcessSpawner {
     pub(crate) logs: Arc<LogStore>,
     pub(crate) guard: Arc<Guard>,
+    pub(crate) containment: Arc<Containment>,
 }
 
 impl Spawner for ProcessSpawner {
     fn spawn(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned> {
-        let mut child = process::spawn_group(command)?;
+        self.start(command, service, false)
+    }
+
+    fn spawn_step(&self, command: &CommandSpec, service: &str) -> io::Result<Spawned> {
+        self.start(command, service, true)
+    }
+}
+
+impl ProcessSpawner {
+    fn start(&self, command: &CommandSpec, service: &str, step: bool) -> io::Result<Spawned> {
+        let slot = self.containment.slot(service).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no service `{service}`"))
+        })?;
+        let (mut child, target) = self.containment.spawn(slot, command, step)?;
         let pid = child.id().unwrap_or_default();
         let pgid = pid as i32;
         self.guard.register(pgid);
@@ -97,6 +119,8 @@ impl Spawner for ProcessSpawner {
             exit,
             group: Arc::new(Group {
                 pgid,
+                target,
+                containment: self.containment.clone(),
                 guard: self.guard.clone(),
                 captures: Mutex::new(captures),
             }),
@@ -104,10 +128,12 @@ impl Spawner for ProcessSpawner {
     }
 }
 
-/// A real process group.
+/// A real process group (with cgroups: the run's cgroup).
 #[derive(Debug)]
 struct Group {
     pgid: i32,
+    target: Target,
+    containment: Arc<Containment>,
     guard: Arc<Guard>,
     captures: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -115,7 +141,7 @@ struct Group {
 #[async_trait]
 impl ProcessGroup for Group {
     async fn stop(&self, signal: i32, grace: Duration) {
-        process::stop_group(self.pgid, signal, grace).await;
+        self.containment.stop(&self.target, signal, grace).await;
         let captures = std::mem::take(
             &mut *self
                 .captures

@@ -1,0 +1,654 @@
+//! Containment: keeping every process a service starts where omnidev can
+//! find it, so that stopping a service (or losing omnidev) leaves nothing
+//! behind.
+//!
+//! # Mechanisms
+//!
+//! - **cgroup v2** ([`Mechanism::Cgroup`], Linux, when the unified
+//!   hierarchy is mounted and omnidev's own cgroup is writable, as in a
+//!   systemd user session or as root). At start the supervisor creates
+//!   `omnidev-<pid>-<start time>-<n>` under its own cgroup, and one leaf per
+//!   service (`<index>-<name>`). Each service process moves itself into its
+//!   leaf before `exec`, so nothing it starts can leave: not a double fork,
+//!   not `setsid`, not `setpgid`. A stop signals every process of the leaf,
+//!   waits the grace period, writes `cgroup.kill`, and reports the service
+//!   stopped once `cgroup.events` says `populated 0`; empty cgroups are
+//!   removed. When omnidev dies, even by SIGKILL, the orphan guard writes
+//!   the pod cgroup's `cgroup.kill`; when the guard dies with it, the next
+//!   supervisor of the same `state.json` kills the recorded cgroups before
+//!   it starts anything. Kernels without `cgroup.kill` (before 5.14) use
+//!   the fallback.
+//! - **Process groups, sessions and a subreaper**
+//!   ([`Mechanism::ProcessGroups`]: elsewhere, or when forced with
+//!   `OMNIDEV_CONTAINMENT=process-groups`). Each service leads its own
+//!   session and group; the supervisor is a child subreaper, so orphans of
+//!   its services are re-parented to it instead of to init. A stop signals
+//!   the service's session and group, its descendants by parent pid, and
+//!   orphans adopted by the supervisor that carry the service's
+//!   [`SERVICE_ID_ENV`]; the shutdown ends with a sweep of every adopted
+//!   orphan of the pod. After a SIGKILL of omnidev the guard kills only the
+//!   service process groups: processes that left the group (`setsid`,
+//!   `setpgid`) run on until the next supervisor of the same `state.json`
+//!   starts, which stops every process of the recorded sessions and every
+//!   process carrying a recorded service id (a process that cleared its
+//!   environment and left its session is out of reach). On macOS there is
+//!   no subreaper and no `/proc`: only the process groups are signalled.
+
+mod cgroup;
+mod tree;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::process;
+use crate::spec::CommandSpec;
+use crate::state::{ProcessRecord, ServiceRecord};
+
+pub use tree::SERVICE_ID_ENV;
+
+/// The environment variable that forces a mechanism: `process-groups`
+/// (the fallback), or `auto` (cgroup v2 where possible; the default).
+pub const CONTAINMENT_ENV: &str = "OMNIDEV_CONTAINMENT";
+
+/// Which mechanism a supervisor may use.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ContainmentChoice {
+    /// cgroup v2 where the machine allows it (under omnidev's own cgroup),
+    /// else the fallback.
+    #[default]
+    Auto,
+    /// cgroup v2 under this directory of the cgroup2 hierarchy instead of
+    /// omnidev's own cgroup (a delegated one, say), else the fallback.
+    CgroupUnder(PathBuf),
+    /// Process groups, sessions and a subreaper, even where cgroups work.
+    ProcessGroups,
+}
+
+impl ContainmentChoice {
+    /// The choice named by [`CONTAINMENT_ENV`]: unset or `auto` is
+    /// [`ContainmentChoice::Auto`], `process-groups` the fallback, and
+    /// `cgroup-under:DIR` [`ContainmentChoice::CgroupUnder`].
+    ///
+    /// ```
+    /// use omnidev_core::ContainmentChoice;
+    /// assert_eq!(ContainmentChoice::parse("process-groups"), Ok(ContainmentChoice::ProcessGroups));
+    /// assert!(ContainmentChoice::parse("cgroups").is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Any other value, with the accepted ones.
+    pub fn from_env() -> Result<Self, String> {
+        match std::env::var(CONTAINMENT_ENV) {
+            Err(_) => Ok(Self::Auto),
+            Ok(value) => Self::parse(&value),
+        }
+    }
+
+    /// Parses a value of [`CONTAINMENT_ENV`] (see [`ContainmentChoice::from_env`]).
+    ///
+    /// # Errors
+    ///
+    /// A value that names no mechanism, with the accepted ones.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "" | "auto" => Ok(Self::Auto),
+            "process-groups" => Ok(Self::ProcessGroups),
+            other => match other.strip_prefix("cgroup-under:") {
+                Some(dir) if !dir.is_empty() => Ok(Self::CgroupUnder(PathBuf::from(dir))),
+                _ => Err(format!(
+                    "{CONTAINMENT_ENV}={other} names no mechanism; use `auto`, \
+                     `process-groups` or `cgroup-under:DIR`"
+                )),
+            },
+        }
+    }
+}
+
+/// The mechanism in force for a supervisor (recorded in `state.json`,
+/// shown by `omnidev status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// Every service in its own cgroup under `path`.
+    Cgroup {
+        /// The pod's cgroup directory.
+        path: PathBuf,
+    },
+    /// Process groups, sessions and a subreaper.
+    ProcessGroups {
+        /// Why not cgroups.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mechanism::Cgroup { path } => write!(f, "cgroup v2 ({})", path.display()),
+            Mechanism::ProcessGroups { reason } => {
+                write!(f, "process groups and a subreaper ({reason})")
+            }
+        }
+    }
+}
+
+/// Poll interval while a cgroup empties (reading one small file).
+const CGROUP_POLL: Duration = Duration::from_millis(10);
+/// Poll interval while a process tree empties (a walk of `/proc`).
+const TREE_POLL: Duration = Duration::from_millis(40);
+
+/// One supervisor's containment: the mechanism and, with cgroups, the pod
+/// cgroup and the service leaves.
+#[derive(Debug)]
+pub(crate) struct Containment {
+    mechanism: Mechanism,
+    /// The cgroup2 mount and the pod cgroup, with cgroups.
+    cgroup: Option<(PathBuf, PathBuf)>,
+    /// `<supervisor pid>.<start time>.<n>` (the n-th supervisor of the
+    /// process), the prefix of every service id.
+    id: String,
+    /// Each service's leaf name (`<index>-<name>`).
+    leaves: Vec<String>,
+    /// Set to skip what is left of every grace period.
+    hurry: watch::Sender<bool>,
+    /// Prepare steps spawned so far (names their cgroups: one per step, so
+    /// killing a step never touches the next one).
+    prepare_count: std::sync::atomic::AtomicU64,
+    /// The services' names, by slot.
+    names: Vec<String>,
+}
+
+/// What a stop acts on: one run of one service.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    leaf: Option<PathBuf>,
+    identity: tree::Identity,
+}
+
+impl Containment {
+    /// Sets up containment for services `names` of `supervisor`; the
+    /// second value is a notice when cgroups were wanted but unavailable.
+    pub(crate) fn new(
+        choice: &ContainmentChoice,
+        names: &[String],
+        supervisor: ProcessRecord,
+    ) -> (Self, Option<String>) {
+        // Several supervisors may run in one process (tests do).
+        static SUPERVISORS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SUPERVISORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!(
+            "{}.{}.{n}",
+            supervisor.pid,
+            supervisor.start_time.unwrap_or(0)
+        );
+        let leaves = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| format!("{i}-{}", leaf_name(name)))
+            .collect();
+        let (mechanism, cgroup, notice) = match choice {
+            ContainmentChoice::ProcessGroups => (
+                Mechanism::ProcessGroups {
+                    reason: format!("{CONTAINMENT_ENV}=process-groups"),
+                },
+                None,
+                None,
+            ),
+            ContainmentChoice::Auto | ContainmentChoice::CgroupUnder(_) => match pod_cgroup(
+                &id,
+                match choice {
+                    ContainmentChoice::CgroupUnder(dir) => Some(dir.as_path()),
+                    _ => None,
+                },
+            ) {
+                Ok((mount, pod)) => (
+                    Mechanism::Cgroup { path: pod.clone() },
+                    Some((mount, pod)),
+                    None,
+                ),
+                Err(reason) => {
+                    let notice = format!(
+                        "services are contained by process groups and a subreaper, not a cgroup: \
+                         {reason}"
+                    );
+                    (Mechanism::ProcessGroups { reason }, None, Some(notice))
+                }
+            },
+        };
+        let (hurry, _) = watch::channel(false);
+        let containment = Self {
+            mechanism,
+            cgroup,
+            id,
+            leaves,
+            hurry,
+            prepare_count: std::sync::atomic::AtomicU64::new(0),
+            names: names.to_vec(),
+        };
+        (containment, notice)
+    }
+
+    /// The mechanism in force.
+    pub(crate) fn mechanism(&self) -> &Mechanism {
+        &self.mechanism
+    }
+
+    /// The pod cgroup, with cgroups.
+    pub(crate) fn pod_cgroup(&self) -> Option<&Path> {
+        self.cgroup.as_ref().map(|(_, pod)| pod.as_path())
+    }
+
+    /// The cgroup of service `slot`, with cgroups.
+    pub(crate) fn leaf(&self, slot: usize) -> Option<PathBuf> {
+        let pod = self.pod_cgroup()?;
+        Some(pod.join(self.leaves.get(slot)?))
+    }
+
+    /// The value of [`SERVICE_ID_ENV`] for service `slot`.
+    pub(crate) fn service_id(&self, slot: usize) -> String {
+        format!("{}.{slot}", self.id)
+    }
+
+    /// The slot of service `name`.
+    pub(crate) fn slot(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// Spawns a process of service `slot` (its command, or with `step` a
+    /// prepare step): in its own session and group, carrying its service
+    /// id, and with cgroups inside a cgroup from before `exec`, the
+    /// service's own or, for a step, one of its own beside it. Returns the
+    /// child and what stops it.
+    pub(crate) fn spawn(
+        &self,
+        slot: usize,
+        command: &CommandSpec,
+        step: bool,
+    ) -> io::Result<(tokio::process::Child, Target)> {
+        let leaf = self.leaf(slot).map(|leaf| {
+            if !step {
+                return leaf;
+            }
+            let n = self
+                .prepare_count
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut name = leaf.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".prepare-{n}"));
+            leaf.with_file_name(name)
+        });
+        let child = self.spawn_in(slot, command, leaf.clone())?;
+        let leader = ProcessRecord::of(child.id().unwrap_or_default());
+        let mut target = self.target(slot, leader);
+        target.leaf = leaf;
+        Ok((child, target))
+    }
+
+    fn spawn_in(
+        &self,
+        slot: usize,
+        command: &CommandSpec,
+        leaf: Option<PathBuf>,
+    ) -> io::Result<tokio::process::Child> {
+        let mut command = command.clone();
+        command
+            .env
+            .insert(SERVICE_ID_ENV.to_owned(), self.service_id(slot));
+        match leaf {
+            Some(leaf) => {
+                let procs = cgroup::open_procs(&leaf).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cgroup {}: {e}", leaf.display()))
+                })?;
+                process::spawn_group_in(&command, Some(procs.as_raw_fd()))
+            }
+            None => process::spawn_group_in(&command, None),
+        }
+    }
+
+    /// The processes of service `slot` whose leader is `leader`.
+    fn target(&self, slot: usize, leader: ProcessRecord) -> Target {
+        Target {
+            leaf: self.leaf(slot),
+            identity: tree::Identity {
+                leader: Some(leader.pid),
+                since: leader.start_time,
+                service_id: self.service_id(slot),
+            },
+        }
+    }
+
+    /// From now on every stop skips what is left of its grace period and
+    /// kills at once.
+    pub(crate) fn hurry(&self) {
+        self.hurry.send_replace(true);
+    }
+
+    /// Sends `signal` to every process of `target`, waits up to `grace` for
+    /// them to end (less after [`Containment::hurry`]), then SIGKILLs what
+    /// is left until nothing is. The caller reaps the leader.
+    pub(crate) async fn stop(&self, target: &Target, signal: i32, grace: Duration) {
+        let hurry = self.hurry.subscribe();
+        stop_target(target, signal, grace, Search::Adopted, &hurry).await;
+    }
+
+    /// At the end of a shutdown without cgroups: stops every orphan adopted
+    /// by this process that carries one of this supervisor's service ids
+    /// (a daemon whose service was stopped before it could be told apart),
+    /// with SIGTERM, `grace`, then SIGKILL.
+    pub(crate) async fn sweep(&self, grace: Duration) {
+        if self.cgroup.is_some() {
+            return;
+        }
+        let prefix = format!("{}.", self.id);
+        let orphans = || {
+            let me = std::process::id();
+            let table = process::processes();
+            let roots: BTreeSet<u32> = table
+                .iter()
+                .filter(|p| p.ppid == me && p.state != 'Z')
+                .filter(|p| tree::service_id_of(p.pid).is_some_and(|id| id.starts_with(&prefix)))
+                .map(|p| p.pid)
+                .collect();
+            tree::with_descendants(&table, roots, me)
+        };
+        let hurry = self.hurry.subscribe();
+        kill_until_empty(orphans, libc::SIGTERM, grace, TREE_POLL, &hurry).await;
+    }
+
+    /// Removes the pod cgroup (once every service has stopped).
+    pub(crate) fn close(&self) {
+        if let Some(pod) = self.pod_cgroup() {
+            cgroup::remove(pod);
+        }
+    }
+}
+
+use tree::Search;
+
+/// The pod cgroup for supervisor `id` under `parent` (default: this
+/// process's own cgroup), or why there is none.
+fn pod_cgroup(id: &str, parent: Option<&Path>) -> Result<(PathBuf, PathBuf), String> {
+    if !cfg!(target_os = "linux") {
+        return Err("cgroups are Linux-only".to_owned());
+    }
+    let (mount, own) = cgroup::own_dir()?;
+    let own = match parent {
+        Some(dir) if dir.starts_with(&mount) => dir.to_path_buf(),
+        Some(dir) => {
+            return Err(format!(
+                "{} is not in the cgroup2 hierarchy at {}",
+                dir.display(),
+                mount.display()
+            ));
+        }
+        None => own,
+    };
+    let name = format!("{}{}", cgroup::POD_PREFIX, id.replace('.', "-"));
+    let pod = cgroup::create_pod(&own, &name)?;
+    Ok((mount, pod))
+}
+
+/// A service name as a cgroup directory name: letters, digits, `-`, `_`
+/// and `.` kept, anything else `_`, at most 64 bytes.
+fn leaf_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+async fn stop_target(
+    target: &Target,
+    signal: i32,
+    grace: Duration,
+    search: Search,
+    hurry: &watch::Receiver<bool>,
+) {
+    if let Some(leaf) = &target.leaf {
+        let leaf = leaf.clone();
+        let members = || {
+            if cgroup::populated(&leaf) {
+                cgroup::members(&leaf)
+            } else {
+                Vec::new()
+            }
+        };
+        if !kill_until_empty_first(members, signal, grace, CGROUP_POLL, hurry).await {
+            loop {
+                if cgroup::kill(&leaf).is_err() {
+                    // Without cgroup.kill (it was checked at start, but the
+                    // leaf may have been removed from outside): one by one.
+                    for pid in cgroup::members(&leaf) {
+                        process::signal_pid(pid, libc::SIGKILL);
+                    }
+                }
+                if wait_empty(
+                    || !cgroup::populated(&leaf),
+                    Duration::from_secs(1),
+                    CGROUP_POLL,
+                    None,
+                )
+                .await
+                {
+                    break;
+                }
+            }
+        }
+        cgroup::remove(&leaf);
+        return;
+    }
+    let identity = target.identity.clone();
+    let members = move || {
+        let table = process::processes();
+        let mut pids = tree::members(
+            &table,
+            &identity,
+            std::process::id(),
+            search,
+            tree::service_id_of,
+        );
+        // Where /proc cannot be read, the group is all there is to see.
+        if let Some(leader) = identity.leader
+            && process::group_alive(leader as i32)
+            && table.is_empty()
+        {
+            pids.push(leader);
+        }
+        pids
+    };
+    if let Some(leader) = target.identity.leader {
+        process::signal_group(leader as i32, signal);
+    }
+    kill_until_empty(members, signal, grace, TREE_POLL, hurry).await;
+}
+
+/// Signals `members()` with `signal`, waits up to `grace` for them to be
+/// gone, then SIGKILLs them until there are none.
+async fn kill_until_empty(
+    members: impl Fn() -> Vec<u32>,
+    signal: i32,
+    grace: Duration,
+    poll: Duration,
+    hurry: &watch::Receiver<bool>,
+) {
+    if kill_until_empty_first(&members, signal, grace, poll, hurry).await {
+        return;
+    }
+    loop {
+        let pids = members();
+        if pids.is_empty() {
+            return;
+        }
+        for pid in pids {
+            process::signal_pid(pid, libc::SIGKILL);
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// The first phase of a stop: `signal` to every member, then up to `grace`
+/// for them to end. True if they did.
+async fn kill_until_empty_first(
+    members: impl Fn() -> Vec<u32>,
+    signal: i32,
+    grace: Duration,
+    poll: Duration,
+    hurry: &watch::Receiver<bool>,
+) -> bool {
+    let pids = members();
+    if pids.is_empty() {
+        return true;
+    }
+    for pid in pids {
+        process::signal_pid(pid, signal);
+    }
+    let grace = if signal == libc::SIGKILL {
+        Duration::ZERO
+    } else {
+        grace
+    };
+    wait_empty(|| members().is_empty(), grace, poll, Some(hurry)).await
+}
+
+/// Polls `empty` every `poll` until it holds (true) or `limit` has passed
+/// or `hurry` is set (false).
+async fn wait_empty(
+    empty: impl Fn() -> bool,
+    limit: Duration,
+    poll: Duration,
+    hurry: Option<&watch::Receiver<bool>>,
+) -> bool {
+    let start = tokio::time::Instant::now();
+    loop {
+        if empty() {
+            return true;
+        }
+        if start.elapsed() >= limit || hurry.is_some_and(|h| *h.borrow()) {
+            return false;
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Stops what a previous supervisor left of one service, recorded in
+/// `state.json` as `record`: its cgroup when one is recorded (and is one
+/// omnidev made), else every process of its session and group not older
+/// than its leader and every process carrying its service id. A leader pid
+/// that now belongs to another process is left alone. Returns the notice
+/// to show, if anything was found.
+pub(crate) async fn stop_leftover(
+    name: &str,
+    record: &ServiceRecord,
+    grace: Duration,
+) -> Option<String> {
+    let (_never, hurry) = watch::channel(false);
+    if let Some(path) = &record.cgroup {
+        let mount = cgroup::own_dir().ok().map(|(mount, _)| mount)?;
+        if !cgroup::is_pod_cgroup(&mount, path) {
+            return Some(format!(
+                "recorded cgroup {} of `{name}` is not one omnidev makes; left alone",
+                path.display()
+            ));
+        }
+        let notice = cgroup::populated(path).then(|| {
+            format!(
+                "stopping leftover `{name}` from a previous run (cgroup {})",
+                path.display()
+            )
+        });
+        let target = Target {
+            leaf: Some(path.clone()),
+            identity: tree::Identity {
+                leader: None,
+                since: None,
+                service_id: String::new(),
+            },
+        };
+        stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, &hurry).await;
+        if let Some(pod) = path.parent()
+            && cgroup::is_pod_cgroup(&mount, pod)
+        {
+            cgroup::remove(pod);
+        }
+        return notice;
+    }
+    let pid = record.pid?;
+    let leader = ProcessRecord {
+        pid,
+        start_time: record.start_time,
+    };
+    let recycled = process::pid_alive(pid) && !leader.is_alive();
+    let identity = tree::Identity {
+        // The session is only trusted when the leader's start time is known
+        // and the pid does not now belong to another process.
+        leader: (!recycled && record.start_time.is_some()).then_some(pid),
+        since: record.start_time,
+        service_id: record.service_id.clone().unwrap_or_default(),
+    };
+    let target = Target {
+        leaf: None,
+        identity: identity.clone(),
+    };
+    let found = !tree::members(
+        &process::processes(),
+        &identity,
+        std::process::id(),
+        Search::Everywhere,
+        tree::service_id_of,
+    )
+    .is_empty();
+    if found {
+        stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, &hurry).await;
+    }
+    match (found, recycled) {
+        (true, _) => Some(format!(
+            "stopping leftover `{name}` from a previous run (pid {pid}, session {pid})"
+        )),
+        (false, true) => Some(format!(
+            "recorded pid {pid} of `{name}` now belongs to another process; left alone"
+        )),
+        (false, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaf_names_are_plain_directory_names() {
+        assert_eq!(leaf_name("web"), "web");
+        assert_eq!(leaf_name("../etc"), ".._etc");
+        assert_eq!(leaf_name("a b/c"), "a_b_c");
+        assert_eq!(leaf_name(&"x".repeat(100)).len(), 64);
+    }
+
+    #[test]
+    fn forced_fallback_names_the_switch() {
+        let (containment, notice) = Containment::new(
+            &ContainmentChoice::ProcessGroups,
+            &["web".to_owned()],
+            ProcessRecord::of(std::process::id()),
+        );
+        assert!(notice.is_none());
+        assert!(containment.pod_cgroup().is_none());
+        assert!(
+            containment
+                .mechanism()
+                .to_string()
+                .contains(CONTAINMENT_ENV)
+        );
+    }
+}
