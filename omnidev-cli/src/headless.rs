@@ -148,7 +148,7 @@ pub async fn run_pod(
         }
     };
     // What the services print while stopping is output too.
-    let _ = supervisor.shutdown().await;
+    let _ = crate::session::stop_pod(supervisor, signals).await;
     closer.close();
     let alive = tokio::select! {
         alive = &mut done => alive.unwrap_or(false),

@@ -1,6 +1,7 @@
 //! Setting up a checkout's pod, shared by every command that acts on one:
 //! find the checkout and its profile, then (for `up`) lock the pod
-//! directory, allocate ports, seed config and render the profile.
+//! directory, allocate ports, seed config and render the profile; and
+//! stopping a pod's supervisor on the shutdown signals.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -197,4 +198,34 @@ pub fn banner(prepared: &PreparedPod) -> Vec<String> {
         lines.push(format!("{name} {url}"));
     }
     lines
+}
+
+/// Stops the pod. A shutdown signal meanwhile (the second, when a signal
+/// started the shutdown) skips what is left of every grace period and
+/// kills at once; the next one exits without waiting, leaving the orphan
+/// guard (or, after its own death, the next `omnidev up`) to kill the rest.
+pub async fn stop_pod(
+    supervisor: &omnidev_core::Supervisor,
+    signals: &mut omnidev_core::signals::ShutdownSignals,
+) -> omnidev_core::Result<()> {
+    let stopping = supervisor.shutdown();
+    tokio::pin!(stopping);
+    let mut hurried = false;
+    loop {
+        tokio::select! {
+            stopped = &mut stopping => return stopped,
+            signal = signals.recv() => {
+                if hurried {
+                    eprintln!("omnidev: {signal:?} again: exiting now");
+                    std::process::exit(128 + signal.number());
+                }
+                hurried = true;
+                eprintln!(
+                    "omnidev: {signal:?} during shutdown: killing every process now \
+                     (once more to exit without waiting)"
+                );
+                supervisor.kill_now();
+            }
+        }
+    }
 }

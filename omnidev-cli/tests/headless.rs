@@ -169,6 +169,123 @@ fn sighup_leaves_no_process_behind() {
     signal_leaves_nothing_behind(libc::SIGHUP);
 }
 
+/// A profile whose service ignores SIGTERM and starts five helpers that
+/// ignore it too (same group, double fork, `setsid`, double fork +
+/// `setsid`, `setpgid(0, 0)`); each helper appends its pid to `file`.
+fn escaping_helpers_profile(ctx: &TestContext, file: &std::path::Path) {
+    let script = format!(
+        r#"trap '' TERM
+sleep 1000 & echo $! >> {f}
+sh -c 'sleep 1000 & echo $! >> {f}' &
+setsid sh -c 'echo $$ >> {f}; exec sleep 1000' &
+sh -c "setsid sh -c 'echo \$\$ >> {f}; exec sleep 1000' &" &
+python3 -c 'import os; os.setpgid(0, 0); os.execvp("sleep", ["sleep", "1000"])' & echo $! >> {f}
+wait
+"#,
+        f = file.display()
+    );
+    ctx.write("helpers.sh", &script);
+    ctx.write(
+        "omnidev.toml",
+        "[services.svc]\ncommand = [\"sh\", \"helpers.sh\"]\ngrace-ms = 500\n",
+    );
+}
+
+/// The five helpers' pids once all run `sleep`.
+fn helper_pids(file: &std::path::Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    wait_for("five helpers", Duration::from_secs(30), || {
+        pids = std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        pids.len() == 5
+            && pids.iter().all(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+    });
+    pids
+}
+
+fn guard_pid(ctx: &TestContext) -> i32 {
+    let mut guard = None;
+    wait_for("state.json with the guard", Duration::from_secs(30), || {
+        guard = ctx
+            .pod_dir()
+            .and_then(|dir| std::fs::read_to_string(dir.join("state.json")).ok())
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|state| state["guard-pid"].as_i64());
+        guard.is_some()
+    });
+    i32::try_from(guard.expect("guard pid")).expect("pid")
+}
+
+#[test]
+fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
+    let ctx = TestContext::new();
+    let file = ctx.root.join("helpers");
+    escaping_helpers_profile(&ctx, &file);
+
+    // SIGTERM to the CLI: omnidev exits once every helper is gone.
+    let mut pod = ctx.spawn(&["--headless"]);
+    let helpers = helper_pids(&file);
+    // SAFETY: plain kill(2) on the omnidev we spawned.
+    unsafe { libc::kill(pod.id() as i32, libc::SIGTERM) };
+    let status = pod.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    wait_for(
+        "no helper left after SIGTERM",
+        Duration::from_secs(2),
+        || helpers.iter().all(|p| !alive(*p)),
+    );
+
+    // kill -9 of omnidev: the guard kills them.
+    std::fs::remove_file(&file).expect("reset");
+    let mut pod = ctx.spawn(&["--headless"]);
+    let helpers = helper_pids(&file);
+    let guard = guard_pid(&ctx);
+    pod.kill().expect("kill -9");
+    pod.wait().expect("reap");
+    wait_for(
+        "no helper left after kill -9",
+        Duration::from_secs(2),
+        || helpers.iter().all(|p| !alive(*p)),
+    );
+    wait_for("the guard to exit", Duration::from_secs(10), || {
+        !alive(guard)
+    });
+
+    // kill -9 of omnidev and its guard together: the next `up` in the same
+    // checkout stops what they left before it starts anything.
+    std::fs::remove_file(&file).expect("reset");
+    let mut pod = ctx.spawn(&["--headless"]);
+    let helpers = helper_pids(&file);
+    let guard = guard_pid(&ctx);
+    // SAFETY: kill(2) on the guard of the omnidev we spawned.
+    unsafe { libc::kill(guard, libc::SIGKILL) };
+    pod.kill().expect("kill -9");
+    pod.wait().expect("reap");
+    wait_for("the guard gone", Duration::from_secs(10), || !alive(guard));
+    assert!(helpers.iter().all(|p| alive(*p)), "nothing killed them yet");
+    std::fs::remove_file(&file).expect("reset");
+    let mut next = ctx.spawn(&["--headless"]);
+    let next_helpers = helper_pids(&file);
+    assert!(
+        helpers.iter().all(|p| !alive(*p)),
+        "the next up stopped them"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(next.id() as i32, libc::SIGTERM) };
+    assert_eq!(next.wait().expect("wait").code(), Some(0));
+    wait_for(
+        "no helper of the next run left",
+        Duration::from_secs(2),
+        || next_helpers.iter().all(|p| !alive(*p)),
+    );
+}
+
 #[test]
 fn a_second_sigint_skips_a_30_second_grace() {
     let ctx = TestContext::new();

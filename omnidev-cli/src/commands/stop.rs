@@ -38,11 +38,17 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits until the pod lock is free: `omnidev up` releases it only after
-/// every process group of the pod is empty.
+/// Waits until the pod lock is free (`omnidev up` releases it only after
+/// every process of the pod is gone) and the process `pid` has exited.
 pub fn wait_stopped(pod_dir: &Path, pid: Option<u32>, timeout: Duration) -> Result<(), Error> {
     let start = Instant::now();
-    while matches!(lock_state(pod_dir)?, LockState::Held { .. }) {
+    // The lock is released just before `omnidev up` exits; the process
+    // itself is waited for too, so that "stopped" means gone.
+    let running = || -> Result<bool, Error> {
+        Ok(matches!(lock_state(pod_dir)?, LockState::Held { .. })
+            || pid.is_some_and(omnidev_core::process::pid_alive))
+    };
+    while running()? {
         if start.elapsed() > timeout {
             return Err(Error::StopTimeout {
                 pod_dir: pod_dir.to_path_buf(),

@@ -81,40 +81,10 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
         }
     };
     drop(watchers);
-    let stopped = shutdown(&supervisor, &mut signals).await;
+    let stopped = session::stop_pod(&supervisor, &mut signals).await;
     drop(control);
     drop(prepared);
     let code = code?;
     stopped?;
     Ok(code)
-}
-
-/// Stops the pod. A shutdown signal meanwhile (the second, when a signal
-/// started the shutdown) skips what is left of every grace period and
-/// kills at once; the next one exits without waiting, leaving the orphan
-/// guard (or, after its own death, the next `omnidev up`) to kill the rest.
-async fn shutdown(
-    supervisor: &Supervisor,
-    signals: &mut omnidev_core::signals::ShutdownSignals,
-) -> omnidev_core::Result<()> {
-    let stopping = supervisor.shutdown();
-    tokio::pin!(stopping);
-    let mut hurried = false;
-    loop {
-        tokio::select! {
-            stopped = &mut stopping => return stopped,
-            signal = signals.recv() => {
-                if hurried {
-                    eprintln!("omnidev: {signal:?} again: exiting now");
-                    std::process::exit(128 + signal.number());
-                }
-                hurried = true;
-                eprintln!(
-                    "omnidev: {signal:?} during shutdown: killing every process now \
-                     (once more to exit without waiting)"
-                );
-                supervisor.kill_now();
-            }
-        }
-    }
 }
