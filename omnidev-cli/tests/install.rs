@@ -879,7 +879,12 @@ fn zsh_and_fish_run_the_hook() {
             .env("HOME", cx.path("home"))
             .stdin(Stdio::null())
             .output()
-            .expect("shell");
+            .unwrap_or_else(|error| {
+                panic!(
+                    "`{shell}` could not be started ({error}): this test needs {shell} on PATH \
+                     (`apt-get install {shell}`; `cargo xtask ci` checks for it first)"
+                )
+            });
         assert!(output.status.success(), "{shell}: {output:?}");
         assert_eq!(
             std::fs::read_to_string(&marker).unwrap_or_default().trim(),

@@ -1,11 +1,11 @@
-//! `cargo xtask ci`: fmt check, clippy with warnings denied, every test, then the e2e.
+//! `cargo xtask ci`: prerequisites on PATH, fmt check, clippy with warnings denied, every test, then the e2e.
 
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use xshell::cmd;
 
-use crate::{e2e, util};
+use crate::{e2e, prereqs, util};
 
 /// Options of `cargo xtask ci`.
 #[derive(Debug, Default)]
@@ -33,6 +33,13 @@ impl Options {
 
 /// Run the CI steps in order, stopping at the first failure.
 pub fn run(options: &Options) -> Result<()> {
+    // Before anything builds: a missing shell or tmux would otherwise show
+    // up minutes later as a panic in the middle of `cargo test`.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing = prereqs::missing(&path, !options.skip_e2e);
+    if !missing.is_empty() {
+        bail!(prereqs::report(&missing));
+    }
     let sh = util::shell()?;
     let steps: [(&str, xshell::Cmd<'_>); 3] = [
         ("fmt", cmd!(sh, "cargo fmt --all -- --check")),

@@ -5,7 +5,7 @@ use std::os::unix::process::CommandExt;
 use anyhow::{Context, Result, bail};
 use xshell::cmd;
 
-use crate::util;
+use crate::{prereqs, util};
 
 /// Options of `cargo xtask demo`.
 #[derive(Debug, Default)]
@@ -43,7 +43,7 @@ pub fn run(options: &Options) -> Result<()> {
         .transpose()?;
     if options.dry_run {
         if !has_uv {
-            println!("demo: would run python3 -m pip install uv");
+            println!("demo: would run python3 -m pip install --user uv");
         }
         if let Some(pnpm) = &pnpm {
             println!("demo: would run npm install -g {pnpm}");
@@ -56,11 +56,9 @@ pub fn run(options: &Options) -> Result<()> {
         );
         return Ok(());
     }
+    let mut path = std::env::var_os("PATH").unwrap_or_default();
     if !has_uv {
-        println!("demo: uv is missing; installing it with pip");
-        cmd!(sh, "python3 -m pip install --quiet uv")
-            .run()
-            .context("installing uv with `python3 -m pip install uv` (install uv yourself: https://docs.astral.sh/uv/)")?;
+        path = install_uv(&sh)?;
     }
     if let Some(pnpm) = &pnpm {
         println!("demo: pnpm is missing; installing {pnpm} with npm");
@@ -78,6 +76,36 @@ pub fn run(options: &Options) -> Result<()> {
         .arg("--repo")
         .arg(&example)
         .args(up_args)
+        .env("PATH", path)
         .exec();
     bail!("could not run {}: {error}", omnidev.display())
+}
+
+/// `pip install --user uv` (retried with `--break-system-packages` on a
+/// PEP 668 system, harmless for uv, a self-contained binary without Python
+/// dependencies); returns `PATH` with the user's script directory in front.
+fn install_uv(sh: &xshell::Shell) -> Result<std::ffi::OsString> {
+    println!("demo: uv is missing; installing it with `python3 -m pip install --user uv`");
+    let plain = cmd!(sh, "python3 -m pip install --user --quiet uv").run();
+    if plain.is_err() {
+        println!("demo: retrying with --break-system-packages (externally managed Python)");
+        cmd!(
+            sh,
+            "python3 -m pip install --user --quiet --break-system-packages uv"
+        )
+        .run()
+        .with_context(|| {
+            format!(
+                "installing uv; install it yourself: {}",
+                prereqs::UV_INSTALL
+            )
+        })?;
+    }
+    let output = cmd!(sh, "python3 -m site --user-base").read()?;
+    let scripts = std::path::Path::new(output.trim()).join("bin");
+    let mut dirs = vec![scripts];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    Ok(std::env::join_paths(dirs)?)
 }

@@ -5,6 +5,7 @@ mod ci;
 mod demo;
 mod dist;
 mod e2e;
+mod prereqs;
 mod util;
 
 use anyhow::{Result, bail};
@@ -13,7 +14,7 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  ci                    fmt check, clippy -D warnings, cargo test --workspace, then the e2e
+  ci                    prerequisites check (tools on PATH), fmt check, clippy -D warnings, cargo test --workspace, then the e2e
       --skip-e2e          stop after the unit and integration tests
   test-e2e [FILTER...]  build omnidev and run the end-to-end cases (names containing a FILTER)
       --list              print the case names and exit

@@ -1,0 +1,240 @@
+//! The programs `cargo xtask ci` needs, checked on `PATH` before anything builds.
+
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The uv install that works on a PEP 668 system ("externally managed"
+/// Python, Debian 12 / Ubuntu 24.04) without GitHub access: uv is a single
+/// self-contained binary with no Python dependencies, so a user-site install
+/// cannot break the system's packages. It lands in `~/.local/bin`.
+pub const UV_INSTALL: &str = "python3 -m pip install --user --break-system-packages uv  \
+                              (puts uv in ~/.local/bin; or `pipx install uv`)";
+
+/// One program the CI needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Prerequisite {
+    /// The name users know it by.
+    pub name: &'static str,
+    /// The executable looked up on `PATH`.
+    pub program: &'static str,
+    /// Arguments that must exit 0, for programs that can be present but
+    /// unusable (rustup's proxies when the component is not installed).
+    pub probe: Option<&'static [&'static str]>,
+    /// What needs it.
+    pub used_by: &'static str,
+    /// How to get it.
+    pub install: &'static str,
+    /// Needed only by the e2e step (`--skip-e2e` does not ask for it).
+    pub e2e_only: bool,
+}
+
+/// Everything `cargo xtask ci` runs, in the order it is reported.
+pub const PREREQUISITES: &[Prerequisite] = &[
+    Prerequisite {
+        name: "cargo",
+        program: "cargo",
+        probe: None,
+        used_by: "every step",
+        install: "rustup: https://rustup.rs",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "rustfmt",
+        program: "rustfmt",
+        probe: Some(&["--version"]),
+        used_by: "the fmt step",
+        install: "rustup component add rustfmt",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "clippy",
+        program: "cargo-clippy",
+        probe: Some(&["--version"]),
+        used_by: "the clippy step",
+        install: "rustup component add clippy",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "git",
+        program: "git",
+        probe: None,
+        used_by: "checkout and install tests",
+        install: "apt-get install git",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "python3",
+        program: "python3",
+        probe: None,
+        used_by: "the example's services",
+        install: "apt-get install python3",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "uv",
+        program: "uv",
+        probe: None,
+        used_by: "install tests and the example's services",
+        install: UV_INSTALL,
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "zsh",
+        program: "zsh",
+        probe: None,
+        used_by: "the shell-hook tests",
+        install: "apt-get install zsh",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "fish",
+        program: "fish",
+        probe: None,
+        used_by: "the shell-hook tests",
+        install: "apt-get install fish",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "script",
+        program: "script",
+        probe: None,
+        used_by: "the update-prompt tests (a real terminal)",
+        install: "apt-get install bsdutils",
+        e2e_only: false,
+    },
+    Prerequisite {
+        name: "tmux",
+        program: "tmux",
+        probe: None,
+        used_by: "the TUI e2e",
+        install: "apt-get install tmux",
+        e2e_only: true,
+    },
+    Prerequisite {
+        name: "node",
+        program: "node",
+        probe: None,
+        used_by: "the example's vite (Node >= 20)",
+        install: "apt-get install nodejs npm, or https://nodejs.org",
+        e2e_only: true,
+    },
+    Prerequisite {
+        name: "npm",
+        program: "npm",
+        probe: None,
+        used_by: "installing pnpm",
+        install: "apt-get install npm",
+        e2e_only: true,
+    },
+    Prerequisite {
+        name: "pnpm",
+        program: "pnpm",
+        probe: None,
+        used_by: "the example's web workspace",
+        install: "npm install -g <the packageManager of examples/omnigent-example/package.json>",
+        e2e_only: true,
+    },
+];
+
+/// The prerequisites missing from `path` (a `PATH` value). `with_e2e`
+/// includes the ones only the e2e step needs.
+pub fn missing(path: &OsStr, with_e2e: bool) -> Vec<&'static Prerequisite> {
+    PREREQUISITES
+        .iter()
+        .filter(|tool| with_e2e || !tool.e2e_only)
+        .filter(|tool| !usable(tool, path))
+        .collect()
+}
+
+fn usable(tool: &Prerequisite, path: &OsStr) -> bool {
+    let Some(found) = find_program(tool.program, path) else {
+        return false;
+    };
+    let Some(args) = tool.probe else {
+        return true;
+    };
+    Command::new(found)
+        .args(args)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The first executable file called `program` in the directories of `path`.
+pub fn find_program(program: &str, path: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// The report for `missing`: one line per program with what needs it and
+/// how to install it.
+pub fn report(missing: &[&Prerequisite]) -> String {
+    let width = missing
+        .iter()
+        .map(|tool| tool.name.len())
+        .max()
+        .unwrap_or(0);
+    let mut text = format!(
+        "ci: {} missing on PATH (nothing was built):\n",
+        if missing.len() == 1 {
+            "1 prerequisite is".to_string()
+        } else {
+            format!("{} prerequisites are", missing.len())
+        }
+    );
+    for tool in missing {
+        let _ = writeln!(
+            text,
+            "  {:width$}  needed by {}; install: {}",
+            tool.name, tool.used_by, tool.install
+        );
+    }
+    text.push_str(
+        "`.ci/run` installs them on Debian/Ubuntu when run as root (or with passwordless sudo).",
+    );
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_path_misses_everything_and_e2e_tools_only_with_e2e() {
+        let empty = OsStr::new("");
+        assert_eq!(missing(empty, true).len(), PREREQUISITES.len());
+        let without_e2e = missing(empty, false);
+        assert!(without_e2e.iter().all(|tool| !tool.e2e_only));
+        assert!(!without_e2e.iter().any(|tool| tool.name == "tmux"));
+    }
+
+    #[test]
+    fn a_non_executable_file_is_not_a_program() {
+        let dir = std::env::temp_dir().join(format!("xtask-prereqs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::write(dir.join("zsh"), "").expect("write");
+        assert_eq!(find_program("zsh", dir.as_os_str()), None);
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn the_report_names_each_tool_and_its_install() {
+        let text = report(&missing(OsStr::new(""), true));
+        for tool in PREREQUISITES {
+            assert!(text.contains(tool.name), "{text}");
+            assert!(text.contains(tool.install), "{text}");
+        }
+    }
+}
