@@ -488,3 +488,49 @@ fn without_cgroups_leftovers_of_both_killed_are_found_by_session_and_service_id(
     assert!(output.status.success(), "{output:?}");
     assert_none_left(&next_tag, &[], "SIGTERM of the next supervisor");
 }
+
+#[tokio::test]
+async fn a_cgroup_that_cannot_be_created_is_reported_once_and_the_fallback_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = new_tag("no-cgroup");
+    helper_service(dir.path(), "svc");
+    let mut service = omnidev_core::ServiceSpec::new("svc", "sh", ["helpers.sh"], dir.path());
+    service.command.env.insert(TAG.into(), tag.clone());
+    service.stop.grace = Duration::from_millis(500);
+    // Not a directory of the cgroup2 hierarchy: the pod cgroup cannot be made.
+    let (supervisor, mut events) =
+        omnidev_core::Supervisor::start_subscribed(omnidev_core::SupervisorConfig {
+            services: vec![service],
+            containment: omnidev_core::ContainmentChoice::CgroupUnder(dir.path().join("nope")),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    assert!(
+        matches!(
+            supervisor.containment(),
+            omnidev_core::Mechanism::ProcessGroups { reason } if reason.contains("nope")
+        ),
+        "{:?}",
+        supervisor.containment()
+    );
+    let dir_path = dir.path().to_owned();
+    let helpers = tokio::task::spawn_blocking(move || five_helpers(&dir_path))
+        .await
+        .expect("helpers");
+    let mut notices = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let omnidev_core::EventKind::Notice { message } = event.kind {
+            notices.push(message);
+        }
+    }
+    let why: Vec<&String> = notices
+        .iter()
+        .filter(|m| m.contains("not a cgroup"))
+        .collect();
+    assert_eq!(why.len(), 1, "said once: {notices:?}");
+    assert!(why[0].contains("nope"), "says why: {}", why[0]);
+    supervisor.shutdown().await.expect("shutdown");
+    assert_none_left(&tag, &[], "shutdown() on the fallback");
+    assert!(helpers.iter().all(|&p| !pid_alive(p)));
+}
