@@ -31,7 +31,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Update) => install::update(),
         Some(Command::Check(args)) => install::check(&args),
         Some(Command::Refresh) => install::refresh(),
-        Some(Command::ShellHook(args)) => Ok(install::shell_hook(&args)),
+        Some(Command::ShellHook(args)) => install::shell_hook(&args),
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Ls(args)) => ls::run(&args),
         Some(Command::Stop(args)) => stop::run(&args),

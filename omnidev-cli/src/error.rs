@@ -270,6 +270,12 @@ pub enum Error {
     #[error("could not write to standard output")]
     #[diagnostic(code(omnidev::stdout))]
     Stdout(#[source] std::io::Error),
+
+    /// Standard output is a pipe whose reader has gone (`| head`): the
+    /// command exits 1 without a message.
+    #[error("standard output was closed")]
+    #[diagnostic(code(omnidev::stdout_closed))]
+    OutputClosed,
 }
 
 /// `Result` with [`Error`] as the default error type.

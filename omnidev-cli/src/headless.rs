@@ -97,7 +97,7 @@ impl Printer {
 }
 
 /// Runs the headless front-end until every service has ended (exit 0 when
-/// all exited 0, else 1) or a shutdown signal arrives (exit 0). Either way
+/// all exited 0 and stdout took every line, else 1) or a shutdown signal arrives (exit 0). Either way
 /// the pod is stopped and everything its services printed, to the end, is
 /// written before this returns; a second signal gives up on the rest.
 pub async fn run_pod(
@@ -175,7 +175,9 @@ pub async fn run_pod(
         let _ = writeln!(stdout, "{}", last.line("omnidev", text));
         let _ = stdout.flush();
     }
-    Ok(if settled.success {
+    // Output that never reached its reader (`| head`) is not a success
+    // for whoever ran this, even when every service exited 0.
+    Ok(if settled.success && alive {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -2,6 +2,15 @@
 
 use clap::Parser;
 
+/// `eprintln!` that never panics: with stderr closed the message is lost,
+/// and the command goes on (its exit code says how it went).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod commands;
 mod control;
@@ -27,8 +36,13 @@ fn main() -> std::process::ExitCode {
     }));
     match commands::run(args) {
         Ok(code) => code,
+        // Whoever read the output has gone: nothing to say, and no one to
+        // say it to.
+        Err(report) if matches!(report.downcast_ref(), Some(error::Error::OutputClosed)) => {
+            std::process::ExitCode::FAILURE
+        }
         Err(report) => {
-            eprintln!("{report:?}");
+            note!("{report:?}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -48,12 +48,13 @@ pub fn json(value: &impl serde::Serialize) -> Result<String> {
     Ok(text)
 }
 
-/// Writes to stdout; a closed pipe is not an error worth a backtrace.
+/// Writes to stdout. A closed pipe (`omnidev status | head -1`) is
+/// [`Error::OutputClosed`]: exit 1, quietly, never a panic.
 pub fn write_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Error::OutputClosed),
         Err(e) => Err(Error::Stdout(e)),
     }
 }

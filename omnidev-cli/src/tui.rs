@@ -225,6 +225,6 @@ pub async fn run_pod(
         signals.recv().await;
     })
     .await?;
-    eprintln!("omnidev: stopping the pod…");
+    note!("omnidev: stopping the pod…");
     Ok(ExitCode::SUCCESS)
 }

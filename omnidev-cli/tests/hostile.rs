@@ -358,3 +358,71 @@ impl Drop for Stopped {
         let _ = self.0.wait();
     }
 }
+
+/// Runs `args` with stdout (and stderr too when `merged`) on a pipe whose
+/// reader takes `lines` lines and goes away; returns the exit code and
+/// what stderr said (when not merged).
+fn with_closed_output(
+    ctx: &TestContext,
+    args: &[&str],
+    merged: bool,
+    lines: usize,
+) -> (Option<i32>, String) {
+    use std::io::BufRead;
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    let mut command = ctx.command();
+    command.args(args).stdout(writer.try_clone().expect("dup"));
+    if merged {
+        command.stderr(writer);
+    } else {
+        drop(writer);
+        command.stderr(std::process::Stdio::piped());
+    }
+    let child = command.spawn().expect("spawn");
+    drop(command);
+    let mut reader = std::io::BufReader::new(reader);
+    for _ in 0..lines {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("read");
+    }
+    drop(reader);
+    let output = child.wait_with_output().expect("wait");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_exits_1_without_a_panic() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.counter]\ncommand = [\"sh\", \"-c\", \"for i in 1 2 3 4 5 6 7 8; do echo line $i; sleep 0.1; done\"]\nrestart = \"never\"\n",
+    );
+    // `omnidev up … 2>&1 | head -1`
+    let (code, _) = with_closed_output(&ctx, &["up", "--headless"], true, 1);
+    assert_eq!(code, Some(1));
+    // `omnidev up … | head -1`: the pod keeps running to its end and says
+    // once on stderr why its output stopped.
+    let (code, stderr) = with_closed_output(&ctx, &["up", "--headless"], false, 1);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.matches("stdout is gone").count(), 1, "{stderr}");
+    // Commands that print to stdout, and ones that only talk on stderr.
+    for args in [
+        &["shell-hook", "bash"][..],
+        &["profile", "show"],
+        &["status"],
+        &["ls"],
+        &["logs", "nope"],
+        &["restart"],
+        &["stop"],
+    ] {
+        let (code, stderr) = with_closed_output(&ctx, args, false, 0);
+        assert!(matches!(code, Some(0 | 1)), "{args:?}: {code:?} {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let (code, _) = with_closed_output(&ctx, args, true, 0);
+        assert!(matches!(code, Some(0 | 1)), "{args:?} merged: {code:?}");
+    }
+}

@@ -3,16 +3,16 @@
 //! as events without ever waiting for a subscriber.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::event::{LogLine, Stream};
+use crate::event::{Event, LogLine, Stream};
 use crate::feed::Bus;
 use crate::spec::LogConfig;
 
@@ -74,11 +74,16 @@ impl Ring {
     }
 }
 
+/// Where a log file's bytes go: the file, or (in tests) a writer that
+/// fails like a full disk.
+pub(crate) trait Sink: Write + Send + std::fmt::Debug {}
+impl<T: Write + Send + std::fmt::Debug> Sink for T {}
+
 /// A log file rotated by size: `<name>.log`, then `.1` … `.keep`.
 #[derive(Debug)]
 pub(crate) struct LogFile {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn Sink>>,
     size: u64,
     max_bytes: u64,
     keep: usize,
@@ -100,7 +105,7 @@ impl LogFile {
         let size = file.metadata()?.len();
         Ok(Self {
             path,
-            out: BufWriter::with_capacity(64 * 1024, file),
+            out: BufWriter::with_capacity(64 * 1024, Box::new(file)),
             size,
             max_bytes,
             keep,
@@ -142,10 +147,48 @@ impl LogFile {
             .truncate(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path)?;
-        self.out = BufWriter::with_capacity(64 * 1024, file);
+        self.out = BufWriter::with_capacity(64 * 1024, Box::new(file));
         self.size = 0;
         Ok(())
     }
+}
+
+impl FileState {
+    /// Marks an open file as failed by `error`, with `lost` lines of the
+    /// failing batch counted as missing (some may have reached the file);
+    /// returns the message for people.
+    fn fail(&mut self, error: &io::Error, lost: usize, reopen_every: Duration) -> String {
+        let FileState::Open(file) = std::mem::replace(self, FileState::None) else {
+            return String::new();
+        };
+        let path = file.path.clone();
+        // Dropping the writer may try to flush again; its error is the same.
+        drop(file);
+        let cause = error.to_string();
+        let message = format!(
+            "could not write {}: {cause}; its lines are kept in memory and shown, and the file \
+             is reopened every {} ms until writing works again",
+            path.display(),
+            reopen_every.as_millis()
+        );
+        *self = FileState::Failed {
+            path,
+            cause,
+            missing: lost as u64,
+            retry_at: Instant::now() + reopen_every,
+        };
+        message
+    }
+}
+
+fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
+    let FileState::Open(f) = file else {
+        return Ok(());
+    };
+    for text in texts {
+        f.write_line(text.as_bytes())?;
+    }
+    f.flush()
 }
 
 /// Splits a byte stream into lines: at `\n` (dropping a `\r` before it), and
@@ -219,14 +262,36 @@ pub(crate) struct LogStore {
     combined: Mutex<Ring>,
     seq: AtomicU64,
     bus: Arc<Bus>,
+    /// How often a failed log file is reopened.
+    reopen_every: Duration,
 }
 
 #[derive(Debug)]
 struct ServiceLog {
     ring: Mutex<Ring>,
-    file: Mutex<Option<LogFile>>,
+    file: Mutex<FileState>,
     lines: AtomicU64,
 }
+
+/// A service's log file: none (logs go to memory only), open, or failed
+/// and waiting to be reopened.
+#[derive(Debug)]
+enum FileState {
+    None,
+    Open(LogFile),
+    Failed {
+        path: PathBuf,
+        /// The first error, as shown to people.
+        cause: String,
+        /// Lines that did not reach the file since it failed.
+        missing: u64,
+        /// When to try reopening it.
+        retry_at: Instant,
+    },
+}
+
+/// How often a failed log file is reopened (while lines arrive).
+const REOPEN_EVERY: Duration = Duration::from_secs(1);
 
 impl LogStore {
     pub(crate) fn new<'a>(
@@ -239,7 +304,7 @@ impl LogStore {
             .map(|name| {
                 let log = ServiceLog {
                     ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
-                    file: Mutex::new(None),
+                    file: Mutex::new(FileState::None),
                     lines: AtomicU64::new(0),
                 };
                 (name.to_owned(), log)
@@ -251,6 +316,7 @@ impl LogStore {
             seq: AtomicU64::new(0),
             bus,
             config,
+            reopen_every: REOPEN_EVERY,
         }
     }
 
@@ -276,7 +342,7 @@ impl LogStore {
                     self.config.keep_files,
                 )
                 .map_err(|e| (path, e))?;
-                *lock(&log.file) = Some(file);
+                *lock(&log.file) = FileState::Open(file);
             }
         }
         Ok(())
@@ -284,11 +350,79 @@ impl LogStore {
 
     /// Flushes every log file.
     pub(crate) fn flush(&self) {
-        for log in self.services.values() {
-            if let Some(file) = lock(&log.file).as_mut() {
-                let _ = file.flush();
+        for (name, log) in &self.services {
+            let notice = {
+                let mut file = lock(&log.file);
+                match &mut *file {
+                    FileState::Open(f) => match f.flush() {
+                        Ok(()) => None,
+                        Err(e) => Some(file.fail(&e, 0, self.reopen_every)),
+                    },
+                    FileState::None | FileState::Failed { .. } => None,
+                }
+            };
+            if let Some(message) = notice {
+                self.notice(name, message);
             }
         }
+    }
+
+    /// Writes `texts` to `service`'s log file, reopening a failed one once
+    /// [`REOPEN_EVERY`] has passed. Returns what people should be told (the
+    /// first failure with its cause, and the resumption with the gap).
+    fn write_file(&self, log: &ServiceLog, texts: &[String]) -> Option<String> {
+        let mut file = lock(&log.file);
+        if let FileState::Failed {
+            path,
+            cause,
+            missing,
+            retry_at,
+        } = &mut *file
+        {
+            if Instant::now() < *retry_at {
+                *missing += texts.len() as u64;
+                return None;
+            }
+            let gap = format!("{missing} lines are missing here ({cause})");
+            let reopened = LogFile::open(
+                path.clone(),
+                self.config.max_file_bytes,
+                self.config.keep_files,
+            )
+            .and_then(|mut f| {
+                f.write_line(format!("[omnidev] {gap}").as_bytes())?;
+                Ok(f)
+            });
+            let Ok(f) = reopened else {
+                *missing += texts.len() as u64;
+                *retry_at = Instant::now() + self.reopen_every;
+                return None;
+            };
+            let message = format!(
+                "logging to {} resumed; {missing} lines are missing from it ({cause})",
+                path.display()
+            );
+            *file = FileState::Open(f);
+            return Some(match write_all(&mut file, texts) {
+                Ok(()) => message,
+                Err(e) => file.fail(&e, texts.len(), self.reopen_every),
+            });
+        }
+        match write_all(&mut file, texts) {
+            Ok(()) => None,
+            Err(e) => Some(file.fail(&e, texts.len(), self.reopen_every)),
+        }
+    }
+
+    /// Tells people about `service`'s log file, in order with its lines.
+    fn notice(&self, service: &str, message: String) {
+        let event = Event {
+            at: std::time::SystemTime::now(),
+            service: Some(service.to_owned()),
+            kind: crate::event::EventKind::Notice { message },
+        };
+        self.push_supervisor(event.to_string());
+        self.bus.send(event);
     }
 
     /// Lines recorded for `service` so far.
@@ -311,21 +445,10 @@ impl LogStore {
             texts.clear();
             return;
         };
-        {
-            let mut file = lock(&log.file);
-            if let Some(f) = file.as_mut() {
-                let mut failed = false;
-                for text in texts.iter() {
-                    if f.write_line(text.as_bytes()).is_err() {
-                        failed = true;
-                        break;
-                    }
-                }
-                if failed || f.flush().is_err() {
-                    // A full disk must not stop the service; keep the rings.
-                    *file = None;
-                }
-            }
+        // A full disk must not stop the service: its lines stay in the rings
+        // and reach the front-ends; the file is reopened later.
+        if let Some(message) = self.write_file(log, texts) {
+            self.notice(service, message);
         }
         log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
         let mut ring = lock(&log.ring);
@@ -498,5 +621,89 @@ mod tests {
         );
         assert!(rotated_path(&path, 2).exists());
         assert!(!rotated_path(&path, 3).exists());
+    }
+
+    /// A writer that fails like a full disk.
+    #[derive(Debug)]
+    struct FullDisk;
+
+    impl Write for FullDisk {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::from_raw_os_error(libc::ENOSPC))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::from_raw_os_error(libc::ENOSPC))
+        }
+    }
+
+    fn notices(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            if let crate::event::EventKind::Notice { .. } = event.kind {
+                out.push(event.to_string());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_full_disk_is_announced_once_and_logging_resumes_with_the_gap_marked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bus = Arc::new(Bus::new(1024));
+        let mut events = bus.subscribe();
+        let config = LogConfig {
+            dir: Some(dir.path().to_path_buf()),
+            ..LogConfig::default()
+        };
+        let mut store = LogStore::new(config, ["svc"], bus);
+        store.reopen_every = Duration::ZERO;
+        store.open_files().expect("open");
+        let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["before"]));
+
+        // The disk fills up: the next write fails.
+        if let FileState::Open(file) = &mut *lock(&store.services["svc"].file) {
+            file.out = BufWriter::new(Box::new(FullDisk));
+        }
+        // Reopening waits for the next attempt; hold it off for now.
+        store.reopen_every = Duration::from_secs(3600);
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 1", "lost 2"]));
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 3"]));
+        store.flush();
+        let said = notices(&mut events);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("svc: could not write ")
+                && said[0].contains("No space left on device"),
+            "{said:?}"
+        );
+        // The lines still reached the ring (and every front-end).
+        let ring: Vec<String> = store
+            .lines(Some("svc"))
+            .expect("svc")
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert_eq!(ring, ["before", "lost 1", "lost 2", "lost 3"]);
+
+        // Space is back: the next line reopens the file.
+        if let FileState::Failed { retry_at, .. } = &mut *lock(&store.services["svc"].file) {
+            *retry_at = Instant::now();
+        }
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["after"]));
+        let said = notices(&mut events);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("resumed; 3 lines are missing from it (No space left on device"),
+            "{said:?}"
+        );
+        let text = std::fs::read_to_string(dir.path().join("svc.log")).expect("read");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "before");
+        assert!(
+            lines[1].starts_with("[omnidev] 3 lines are missing here (No space left"),
+            "{text}"
+        );
+        assert_eq!(lines[2], "after");
     }
 }

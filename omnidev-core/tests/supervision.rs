@@ -779,3 +779,56 @@ async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
         assert!(!pid_alive(pid), "pid {pid} outlived shutdown");
     }
 }
+
+#[tokio::test]
+async fn a_state_file_that_cannot_be_written_is_reported_once_with_its_cause() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The directory is missing: every write fails until it exists.
+    let state_file = dir.path().join("gone/state.json");
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![sh("a", "exec sleep 1000", dir.path())],
+        state_file: Some(state_file.clone()),
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let notice = |e: &Event, text: &str| matches!(&e.kind, EventKind::Notice { message } if message.contains(text));
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| {
+        s.iter().any(|e| is(e, "a", running))
+            && s.iter().any(|e| notice(e, "No such file or directory"))
+    })
+    .await;
+    let failures = seen.iter().filter(|e| notice(e, "could not write")).count();
+    assert_eq!(failures, 1, "{seen:#?}");
+    let said = seen
+        .iter()
+        .find(|e| notice(e, "could not write"))
+        .expect("notice")
+        .to_string();
+    assert!(
+        said.starts_with(&format!(
+            "could not write {}: No such file",
+            state_file.display()
+        )),
+        "{said}"
+    );
+
+    std::fs::create_dir(dir.path().join("gone")).expect("mkdir");
+    supervisor.restart("a").await.expect("restart");
+    events_until(&mut rx, &mut seen, |s| {
+        s.iter().any(|e| notice(e, "is written again"))
+    })
+    .await;
+    assert_eq!(
+        seen.iter().filter(|e| notice(e, "could not write")).count(),
+        1,
+        "{seen:#?}"
+    );
+    assert!(
+        omnidev_core::read_state(&state_file)
+            .expect("read")
+            .is_some()
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}

@@ -13,7 +13,7 @@ pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = &checkout.pod_dir;
     if !pod_dir.exists() {
-        eprintln!(
+        note!(
             "omnidev: nothing to clean ({} does not exist)",
             pod_dir.display()
         );
@@ -32,6 +32,6 @@ pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
     let lock = PodLock::acquire(pod_dir).map_err(Error::from)?;
     Pod::clean(pod_dir).map_err(Error::from)?;
     drop(lock);
-    eprintln!("omnidev: removed {}", pod_dir.display());
+    note!("omnidev: removed {}", pod_dir.display());
     Ok(ExitCode::SUCCESS)
 }

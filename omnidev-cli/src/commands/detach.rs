@@ -179,7 +179,7 @@ fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode
         }
     }
     report.push_str("omnidev: the pod keeps running; `omnidev stop` ends it\n");
-    eprint!("{report}");
+    note!("{}", report.trim_end());
     Ok(ExitCode::FAILURE)
 }
 

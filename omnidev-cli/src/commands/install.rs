@@ -11,6 +11,7 @@ use omnidev_install::uv::skip_web_check_from_env;
 use omnidev_install::{DefaultSource, InstallOptions, Installed, Paths, Shell, Update};
 
 use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName};
+use crate::output::write_stdout;
 
 /// `omnidev install`.
 pub fn install(args: &InstallArgs) -> miette::Result<ExitCode> {
@@ -19,7 +20,7 @@ pub fn install(args: &InstallArgs) -> miette::Result<ExitCode> {
         skip_web_check: args.skip_web_check || skip_web_check_from_env(),
     };
     let installed = omnidev_install::install(&paths, &args.choice(), options)?;
-    report_installed(&installed);
+    report_installed(&installed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -27,7 +28,7 @@ pub fn install(args: &InstallArgs) -> miette::Result<ExitCode> {
 pub fn update() -> miette::Result<ExitCode> {
     let paths = Paths::from_env()?;
     let installed = run_update(&paths)?;
-    report_installed(&installed);
+    report_installed(&installed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -38,14 +39,14 @@ fn run_update(paths: &Paths) -> miette::Result<Installed> {
     Ok(omnidev_install::update(paths, options)?)
 }
 
-fn report_installed(installed: &Installed) {
-    println!(
-        "installed omnigent {} from {}@{} (tool dir {})",
+fn report_installed(installed: &Installed) -> Result<(), crate::error::Error> {
+    write_stdout(&format!(
+        "installed omnigent {} from {}@{} (tool dir {})\n",
         short(&installed.commit),
         installed.choice.repo,
         installed.choice.reference,
         installed.tool_dir.display()
-    );
+    ))
 }
 
 /// `omnidev check`: the hot path. Reads the cache; starts a detached
@@ -65,7 +66,7 @@ pub fn check(args: &CheckArgs) -> miette::Result<ExitCode> {
             check::start_background_refresh(&paths, &program, now)? != RefreshStart::NotNeeded;
     }
     if let Some(update) = &report.update {
-        eprintln!(
+        note!(
             "omnidev: a newer omnigent is available on {}: {} -> {}; run `omnidev update` to install it",
             update.reference,
             short(&update.installed),
@@ -80,11 +81,11 @@ pub fn check(args: &CheckArgs) -> miette::Result<ExitCode> {
             .as_ref()
             .and_then(|cache| cache.installed_commit.as_deref());
         match (installed, refreshing) {
-            (Some(commit), _) => eprintln!("omnidev: omnigent {} is up to date", short(commit)),
+            (Some(commit), _) => note!("omnidev: omnigent {} is up to date", short(commit)),
             (None, true) => {
-                eprintln!("omnidev: no update information yet; checking in the background");
+                note!("omnidev: no update information yet; checking in the background");
             }
-            (None, false) => eprintln!("omnidev: omnigent is not installed; run `omnidev install`"),
+            (None, false) => note!("omnidev: omnigent is not installed; run `omnidev install`"),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -105,7 +106,7 @@ fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
     let _ = BufReader::new(&tty).read_line(&mut answer);
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
         let installed = run_update(paths)?;
-        report_installed(&installed);
+        report_installed(&installed)?;
     } else {
         check::decline(paths, &update.available)?;
         let _ = writeln!(
@@ -135,15 +136,15 @@ pub fn refresh() -> miette::Result<ExitCode> {
         .installed_commit
         .as_deref()
         .map_or("not installed", short);
-    println!(
-        "{}@{}: newest {remote}, installed {installed}",
+    write_stdout(&format!(
+        "{}@{}: newest {remote}, installed {installed}\n",
         cache.repo, cache.reference
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `omnidev shell-hook`.
-pub fn shell_hook(args: &ShellHookArgs) -> ExitCode {
+pub fn shell_hook(args: &ShellHookArgs) -> miette::Result<ExitCode> {
     let shell = match args.shell {
         Some(ShellName::Bash) => Shell::Bash,
         Some(ShellName::Zsh) => Shell::Zsh,
@@ -153,8 +154,8 @@ pub fn shell_hook(args: &ShellHookArgs) -> ExitCode {
             .and_then(|shell| Shell::from_path(&shell))
             .unwrap_or(Shell::Bash),
     };
-    print!("{}", shell.snippet());
-    ExitCode::SUCCESS
+    write_stdout(shell.snippet())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn short(commit: &str) -> &str {

@@ -40,7 +40,7 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
     if response.failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("omnidev: failed: {}", response.failed.join(", "));
+        note!("omnidev: failed: {}", response.failed.join(", "));
         Ok(ExitCode::FAILURE)
     }
 }

@@ -16,7 +16,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = &checkout.pod_dir;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
-        eprintln!("omnidev: the pod {} is not running", pod_dir.display());
+        note!("omnidev: the pod {} is not running", pod_dir.display());
         return Ok(ExitCode::SUCCESS);
     };
     match control::request(pod_dir, &Request::Stop, Duration::from_secs(10)) {
@@ -34,7 +34,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     }
     wait_stopped(pod_dir, pid, Duration::from_secs(args.timeout))?;
-    eprintln!("omnidev: stopped the pod {}", pod_dir.display());
+    note!("omnidev: stopped the pod {}", pod_dir.display());
     Ok(ExitCode::SUCCESS)
 }
 

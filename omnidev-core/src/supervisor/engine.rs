@@ -295,16 +295,33 @@ impl Engine {
                 })
                 .collect(),
         };
-        if let Err(e) = crate::state::write_state(&path, &state)
-            && !self.state_error_reported
-        {
-            self.state_error_reported = true;
-            self.emit(
-                None,
-                EventKind::Notice {
-                    message: format!("could not write {}: {e}", path.display()),
-                },
-            );
+        // Said once per failure, with its cause, and again when it works.
+        match crate::state::write_state(&path, &state) {
+            Err(e) if !self.state_error_reported => {
+                self.state_error_reported = true;
+                let cause = std::error::Error::source(&e)
+                    .map_or_else(|| e.to_string(), ToString::to_string);
+                self.emit(
+                    None,
+                    EventKind::Notice {
+                        message: format!(
+                            "could not write {}: {cause}; supervising goes on, and writing is \
+                             tried again at each change",
+                            path.display()
+                        ),
+                    },
+                );
+            }
+            Ok(()) if self.state_error_reported => {
+                self.state_error_reported = false;
+                self.emit(
+                    None,
+                    EventKind::Notice {
+                        message: format!("{} is written again", path.display()),
+                    },
+                );
+            }
+            Ok(()) | Err(_) => {}
         }
     }
 
