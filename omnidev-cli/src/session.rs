@@ -216,11 +216,11 @@ pub async fn stop_pod(
             stopped = &mut stopping => return stopped,
             signal = signals.recv() => {
                 if hurried {
-                    eprintln!("omnidev: {signal:?} again: exiting now");
+                    note!("omnidev: {signal:?} again: exiting now");
                     std::process::exit(128 + signal.number());
                 }
                 hurried = true;
-                eprintln!(
+                note!(
                     "omnidev: {signal:?} during shutdown: killing every process now \
                      (once more to exit without waiting)"
                 );
