@@ -26,15 +26,28 @@ pub struct Cli {
     pub up: UpArgs,
 }
 
-/// The subcommands.
+/// The subcommands, in the order `--help` groups them (see [`GROUPS`]).
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the pod of this checkout (the default).
+    #[command(after_long_help = UP_LONG_HELP)]
     Up(UpArgs),
+    /// Show this checkout's pod: directory, ports, supervisor, services.
+    Status(StatusArgs),
+    /// List every pod under the cache root, running or not.
+    Ls(LsArgs),
+    /// Print (and follow) the pod's log files.
+    Logs(LogsArgs),
+    /// Restart a service, or the backend, of the running pod.
+    Restart(RestartArgs),
+    /// Stop the running pod of this checkout (from any terminal).
+    Stop(StopArgs),
     /// Run a command with the pod's environment and persisted ports.
     Exec(ExecArgs),
     /// Shorthand for `omnidev exec -- uv run omnigent ARGS…`.
     Omnigent(OmnigentArgs),
+    /// Remove this checkout's pod directory (refused while it runs).
+    Clean(CleanArgs),
     /// Inspect profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
@@ -44,24 +57,122 @@ pub enum Command {
     Update,
     /// Tell (and on a terminal offer) an Omnigent update; reads a cache only.
     Check(CheckArgs),
-    /// Refresh the update-check cache from the network.
-    Refresh,
     /// Print the snippet that runs the update check from an interactive shell.
     ShellHook(ShellHookArgs),
-    /// Show this checkout's pod: directory, ports, supervisor, services.
-    Status(StatusArgs),
-    /// List every pod under the cache root, running or not.
-    Ls(LsArgs),
-    /// Stop the running pod of this checkout (from any terminal).
-    Stop(StopArgs),
-    /// Restart a service, or the backend, of the running pod.
-    Restart(RestartArgs),
-    /// Print (and follow) the pod's log files.
-    Logs(LogsArgs),
-    /// Remove this checkout's pod directory (refused while it runs).
-    Clean(CleanArgs),
     /// Print a shell completion script.
+    #[command(after_long_help = COMPLETIONS_LONG_HELP)]
     Completions(CompletionsArgs),
+    /// Refresh the update-check cache from the network (run by `check` in
+    /// the background; internal).
+    #[command(hide = true)]
+    Refresh,
+}
+
+/// How `omnidev --help` groups the subcommands: a heading, then the
+/// subcommands under it. Every visible subcommand is in exactly one group
+/// (a unit test checks it).
+pub const GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Pod commands (the pod of this checkout)",
+        &[
+            "up", "status", "ls", "logs", "restart", "stop", "exec", "omnigent", "clean", "profile",
+        ],
+    ),
+    (
+        "Install commands (Omnigent through uv; no checkout needed)",
+        &["install", "update", "check", "shell-hook"],
+    ),
+    ("Other", &["completions", "help"]),
+];
+
+/// The long help of `omnidev up` after its options.
+const UP_LONG_HELP: &str = "\
+Overview:
+  Finds the checkout, its profile (omnidev.toml, else the embedded Omnigent
+  profile) and its pod directory, takes the pod's lock, allocates ports, then
+  starts the services in dependency order, each once its dependencies are
+  ready, and restarts, reloads and stops them. A terminal gets the TUI;
+  otherwise (or with --headless) each line prints as `<service> | <line>`.
+
+TUI keys:
+  1…9 / 0 / Tab, Shift-Tab   focus a service pane / the combined pane / cycle
+  ↑ ↓ j k  PgUp PgDn Space   scroll (scrolling up stops following)
+  u d  g G Home End          half page, top, bottom (G follows again)
+  f / F                      toggle follow
+  / or ? then text, Enter    search forward / backward; n / N next / previous
+  Esc                        clear the search highlight
+  w                          wrap long lines
+  r                          restart the focused service (dependents follow)
+  R                          reload the backend (services with watch rules)
+  c                          clear the focused pane
+  q, Ctrl-C                  quit and stop everything
+
+Exit codes:
+  0      stopped by a signal, q or Ctrl-C, or every service ended with 0
+  1      an error before start, or a service ended with a failure and no restart
+  2      usage error
+  128+N  a third signal N during shutdown (the orphan guard kills the rest)
+
+Examples:
+  omnidev                                          TUI for the surrounding checkout
+  omnidev --headless --no-vite                     CI / agents: backend only, plain lines
+  omnidev up --detach && omnidev status            background pod, then its state
+  omnidev --vite-host 0.0.0.0 --trust-lan-origins  reach vite from the LAN
+  omnidev --repo ~/src/other --port server=7000    another checkout, a fixed port
+";
+
+/// The long help of `omnidev completions` after its arguments.
+const COMPLETIONS_LONG_HELP: &str = "\
+Where the script goes (then open a new shell):
+  bash        omnidev completions bash > ~/.local/share/bash-completion/completions/omnidev
+  zsh         omnidev completions zsh > ~/.zfunc/_omnidev
+              (with `fpath+=~/.zfunc; autoload -U compinit; compinit` in ~/.zshrc)
+  fish        omnidev completions fish > ~/.config/fish/completions/omnidev.fish
+  elvish      omnidev completions elvish >> ~/.config/elvish/rc.elv
+  powershell  omnidev completions powershell >> $PROFILE
+";
+
+/// The clap command of `omnidev` with the grouped subcommand list in its
+/// help (clap lists subcommands under a single heading).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    use std::fmt::Write as _;
+    let command = Cli::command();
+    let width = GROUPS
+        .iter()
+        .flat_map(|(_, names)| names.iter())
+        .map(|name| name.len())
+        .max()
+        .unwrap_or(0);
+    let mut groups = String::new();
+    for (heading, names) in GROUPS {
+        groups.push_str(heading);
+        groups.push_str(":\n");
+        for name in *names {
+            let about = if *name == "help" {
+                "Print this message or the help of the given subcommand(s)".to_owned()
+            } else {
+                command
+                    .find_subcommand(name)
+                    .and_then(clap::Command::get_about)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            };
+            let _ = writeln!(groups, "  {name:width$}  {about}");
+        }
+        groups.push('\n');
+    }
+    command.help_template(format!(
+        "{{before-help}}{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{groups}\
+         Options:\n{{options}}{{after-help}}"
+    ))
+}
+
+/// Parse the process's arguments (clap's errors and `--help` exit here).
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
 /// Where the pod is: the checkout, its profile and its pod directory. Shared
@@ -205,7 +316,7 @@ pub struct CleanArgs {
 /// Arguments of `omnidev completions`.
 #[derive(Debug, Args, Clone)]
 pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish, elvish or powershell.
+    /// The shell.
     #[arg(value_name = "SHELL")]
     pub shell: Shell,
 }
@@ -223,8 +334,9 @@ pub struct InstallArgs {
     /// Do not add the default `databricks` extra.
     #[arg(long)]
     pub no_default_extra: bool,
-    /// Git repository to install from.
-    #[arg(long, value_name = "URL", default_value = DEFAULT_REPO, allow_hyphen_values = true)]
+    /// Git repository to install from (a URL, not a checkout: `--repo` of
+    /// the pod commands is a directory).
+    #[arg(long = "git", value_name = "URL", default_value = DEFAULT_REPO, allow_hyphen_values = true)]
     pub repo: String,
     /// Python version (or interpreter path) for the tool's environment.
     #[arg(long, value_name = "VER", default_value = DEFAULT_PYTHON, allow_hyphen_values = true)]
@@ -417,8 +529,25 @@ mod tests {
 
     #[test]
     fn command_definition_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn every_visible_subcommand_is_in_one_group() {
+        let mut grouped: Vec<&str> = GROUPS
+            .iter()
+            .flat_map(|(_, names)| names.iter().copied())
+            .collect();
+        let command = command();
+        let mut visible: Vec<&str> = command
+            .get_subcommands()
+            .filter(|sub| !sub.is_hide_set())
+            .map(clap::Command::get_name)
+            .chain(["help"])
+            .collect();
+        grouped.sort_unstable();
+        visible.sort_unstable();
+        assert_eq!(grouped, visible);
     }
 
     #[test]

@@ -1,7 +1,5 @@
 //! The `omnidev` binary: parse arguments, run the command, render errors.
 
-use clap::Parser;
-
 /// `eprintln!` that never panics: with stderr closed the message is lost,
 /// and the command goes on (its exit code says how it went).
 macro_rules! note {
@@ -23,7 +21,7 @@ mod tui;
 mod watch;
 
 fn main() -> std::process::ExitCode {
-    let args = cli::Cli::parse();
+    let args = cli::parse();
     // Fancy, coloured diagnostics; plain when NO_COLOR or not a terminal
     // (miette's own detection). Off a terminal, lines are not wrapped, so
     // logs and CI output keep each message on one line.

@@ -17,6 +17,47 @@ fn help() {
     TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
 }
 
+/// `help up`: overview, keys, exit codes and examples after the options.
+#[test]
+fn help_up() {
+    let ctx = TestContext::new();
+    let output = ctx.command().args(["help", "up"]).output().expect("run");
+    assert!(output.status.success());
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+}
+
+/// `completions --help` lists the shells once and says where each script goes.
+#[test]
+fn help_completions() {
+    let ctx = TestContext::new();
+    let output = ctx
+        .command()
+        .args(["completions", "--help"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert_eq!(text.matches("powershell").count(), 3, "{text}");
+    assert!(
+        text.contains("~/.config/fish/completions/omnidev.fish"),
+        "{text}"
+    );
+}
+
+/// The embedded profile prints verbatim: one header comment, and it parses.
+#[test]
+fn profile_show_embedded_is_the_profile_verbatim() {
+    let ctx = TestContext::new();
+    let output = ctx
+        .command()
+        .args(["profile", "show", "--embedded"])
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(text, omnidev_pod::profile::OMNIGENT_PROFILE);
+}
+
 #[test]
 fn usage_error_exits_2() {
     let ctx = TestContext::new();

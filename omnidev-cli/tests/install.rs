@@ -468,12 +468,12 @@ fn unsafe_repo_and_ref_are_rejected_before_anything_runs() {
     let upload_pack = format!("--upload-pack=touch {}", touched.display());
     let ext = format!("ext::sh -c touch% {}", touched.display());
     let cases: Vec<Vec<String>> = vec![
-        vec!["--repo".into(), upload_pack.clone()],
-        vec![format!("--repo={upload_pack}")],
+        vec!["--git".into(), upload_pack.clone()],
+        vec![format!("--git={upload_pack}")],
         vec!["--ref".into(), "-x".into()],
         vec!["--ref=--upload-pack=touch".into()],
-        vec!["--repo".into(), ext],
-        vec!["--repo".into(), "fd::3".into()],
+        vec!["--git".into(), ext],
+        vec!["--git".into(), "fd::3".into()],
     ];
     for args in cases {
         let mut all = vec!["install", "--skip-web-check"];
@@ -690,7 +690,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
     let output = run(cx
         .omnidev(&[
             "install",
-            "--repo",
+            "--git",
             &url,
             "--ref",
             "main",

@@ -3,11 +3,10 @@
 use std::process::ExitCode;
 
 use crate::cli::CompletionsArgs;
-use clap::CommandFactory;
 
 /// Runs `omnidev completions`.
 pub fn run(args: &CompletionsArgs) -> ExitCode {
-    let mut command = crate::cli::Cli::command();
+    let mut command = crate::cli::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut command, "omnidev", &mut out);
     match crate::output::write_stdout(&String::from_utf8_lossy(&out)) {

@@ -41,9 +41,8 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The embedded profile verbatim: its own opening comment says what it is
+/// and how to start a profile from it.
 fn embedded_text() -> String {
-    format!(
-        "# the embedded Omnigent profile; save as omnidev.toml to start your own\n{}",
-        omnidev_pod::profile::OMNIGENT_PROFILE
-    )
+    omnidev_pod::profile::OMNIGENT_PROFILE.to_owned()
 }

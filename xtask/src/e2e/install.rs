@@ -79,7 +79,7 @@ pub fn file_repository(ctx: &mut Ctx) -> Result<()> {
         ctx,
         &[
             "install",
-            "--repo",
+            "--git",
             &url,
             "--ref",
             "main",
