@@ -50,6 +50,25 @@ pub enum Error {
         source: notify::Error,
     },
 
+    /// A watch rule covers more directories than the watch budget.
+    #[error(
+        "watching {patterns} would take more than {limit} directory watches (half of \
+         fs.inotify.max_user_watches)"
+    )]
+    #[diagnostic(
+        code(omnidev::watch::too_many),
+        help(
+            "narrow the service's `watch` globs to the source directories, or raise the limit \
+             (sysctl fs.inotify.max_user_watches)"
+        )
+    )]
+    TooManyWatches {
+        /// The rule's globs.
+        patterns: String,
+        /// The budget.
+        limit: usize,
+    },
+
     /// The terminal could not be prepared or drawn on.
     #[error("terminal error")]
     #[diagnostic(

@@ -32,6 +32,41 @@ pub struct WatchConfig {
     pub patterns: Vec<String>,
     /// Quiet period that ends a burst.
     pub debounce: Duration,
+    /// Most directories this watcher may watch (see [`watch_budget`]).
+    pub max_watches: usize,
+}
+
+/// Directories one watch rule may watch: half of the system's
+/// `fs.inotify.max_user_watches` (the rest is left to editors and other
+/// pods), or 4,096 when it cannot be read.
+pub fn watch_budget() -> usize {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .ok()
+        .and_then(|text| text.trim().parse::<usize>().ok())
+        .map_or(4096, |limit| limit / 2)
+}
+
+/// The directories under `dir` (itself included), not following symbolic
+/// links; `None` once there are more than `limit`.
+fn count_dirs(dir: &Path, limit: usize) -> Option<usize> {
+    let mut count = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        count += 1;
+        if count > limit {
+            return None;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(std::result::Result::ok) {
+            // file_type() does not follow a symbolic link.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Some(count)
 }
 
 /// Decides which paths of a notify event count as a change.
@@ -151,28 +186,52 @@ impl Watcher {
         })?;
         let filter = Filter::new(&root, &config.patterns)?;
         let (tx, rx) = mpsc::channel::<Vec<PathBuf>>();
-        let mut inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let handler = move |res: notify::Result<notify::Event>| {
             if let Ok(event) = res {
                 let paths = filter.relevant(&event);
                 if !paths.is_empty() {
                     let _ = tx.send(paths);
                 }
             }
-        })
+        };
+        // Symbolic links are never followed: a link to `/usr` or `$HOME`
+        // inside a watched directory would add thousands of watches on
+        // files that are not the checkout's.
+        let mut inner = notify::RecommendedWatcher::new(
+            handler,
+            notify::Config::default().with_follow_symlinks(false),
+        )
         .map_err(|source| Error::Watch {
             path: root.clone(),
             source,
         })?;
         let mut bases: BTreeSet<PathBuf> = BTreeSet::new();
         for pattern in &config.patterns {
-            bases.insert(root.join(literal_base(pattern)));
+            // A base climbing out of the checkout (`../x/**`) is not watched.
+            if let Ok(base) =
+                omnidev_pod::pod::relative_inside(&literal_base(pattern).to_string_lossy())
+            {
+                bases.insert(root.join(base));
+            } else if literal_base(pattern).as_os_str().is_empty() {
+                bases.insert(root.clone());
+            }
         }
-        // Watch the outermost existing bases only.
+        // Watch the outermost existing bases only, inside the checkout even
+        // after resolving links, within the budget.
         let mut watched: Vec<PathBuf> = Vec::new();
+        let mut budget = config.max_watches;
         for base in bases {
-            if !base.is_dir() || watched.iter().any(|w| base.starts_with(w)) {
+            let inside = std::fs::canonicalize(&base).is_ok_and(|real| real.starts_with(&root));
+            if !inside || !base.is_dir() || watched.iter().any(|w| base.starts_with(w)) {
                 continue;
             }
+            let Some(count) = count_dirs(&base, budget) else {
+                return Err(Error::TooManyWatches {
+                    patterns: config.patterns.join(", "),
+                    limit: config.max_watches,
+                });
+            };
+            budget -= count;
             inner
                 .watch(&base, RecursiveMode::Recursive)
                 .map_err(|source| Error::Watch {
@@ -226,19 +285,33 @@ pub fn start_watchers(
     let mut notices = Vec::new();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut watchers = Vec::new();
+    let max_watches = watch_budget();
     for rule in &prepared.rendered.watch {
         let tx = tx.clone();
         let service = rule.service.clone();
-        let watcher = Watcher::start(
+        let started = Watcher::start(
             &WatchConfig {
                 root: prepared.checkout.repo.clone(),
                 patterns: rule.globs.clone(),
                 debounce,
+                max_watches,
             },
             move |_paths| {
                 let _ = tx.send(service.clone());
             },
-        )?;
+        );
+        let watcher = match started {
+            Ok(watcher) => watcher,
+            // The pod runs; only reloading this service is given up.
+            Err(e @ Error::TooManyWatches { .. }) => {
+                notices.push(format!(
+                    "warning: {} is not reloaded on changes: {e}; narrow its `watch` globs",
+                    rule.service
+                ));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         notices.push(if watcher.watched().is_empty() {
             format!(
                 "warning: nothing to watch for {} ({} matches no directory)",
@@ -303,6 +376,7 @@ mod tests {
                 root: root.clone(),
                 patterns: vec!["omnigent/**/*.py".to_owned()],
                 debounce: Duration::from_millis(debounce_ms),
+                max_watches: 100,
             },
             move |paths| {
                 let _ = tx.send(paths);
@@ -391,6 +465,63 @@ mod tests {
         assert!(paths.contains(&renamed), "{paths:?}");
         std::fs::remove_file(&renamed).expect("remove");
         assert_eq!(fx.next_trigger(), vec![renamed]);
+    }
+
+    #[test]
+    fn links_out_of_the_checkout_are_not_followed() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(outside.path().join("deep/er")).expect("mkdir");
+        let fx = fixture(100);
+        std::os::unix::fs::symlink(outside.path(), fx.root.join("omnigent/link")).expect("symlink");
+        // The link is a new entry (an event, not a trigger: it is no .py);
+        // a watcher started now must not follow it either.
+        let (tx, rx) = mpsc::channel();
+        let _again = Watcher::start(
+            &WatchConfig {
+                root: fx.root.clone(),
+                patterns: vec!["omnigent/**/*.py".to_owned()],
+                debounce: Duration::from_millis(100),
+                // The checkout has 4 directories; the outside tree would
+                // make 7.
+                max_watches: 4,
+            },
+            move |paths| {
+                let _ = tx.send(paths);
+            },
+        )
+        .expect("the link is not counted");
+        std::fs::write(outside.path().join("deep/er/evil.py"), "x = 1\n").expect("write");
+        std::fs::write(outside.path().join("evil.py"), "x = 1\n").expect("write");
+        fx.assert_no_trigger_before_sentinel();
+        assert!(
+            rx.recv_timeout(Duration::from_millis(500))
+                .is_ok_and(|paths| { paths.iter().all(|p| !p.starts_with(outside.path())) })
+        );
+    }
+
+    #[test]
+    fn too_many_directories_are_refused_with_the_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for i in 0..20 {
+            std::fs::create_dir_all(dir.path().join(format!("src/d{i}"))).expect("mkdir");
+        }
+        let config = WatchConfig {
+            root: dir.path().to_path_buf(),
+            patterns: vec!["src/**/*.py".to_owned()],
+            debounce: Duration::from_millis(100),
+            max_watches: 10,
+        };
+        match Watcher::start(&config, |_| {}) {
+            Err(e @ Error::TooManyWatches { limit: 10, .. }) => {
+                assert!(e.to_string().contains("src/**/*.py"), "{e}");
+            }
+            other => panic!("expected TooManyWatches, got {other:?}"),
+        }
+        let config = WatchConfig {
+            max_watches: 21,
+            ..config
+        };
+        assert!(Watcher::start(&config, |_| {}).is_ok());
     }
 
     #[test]
