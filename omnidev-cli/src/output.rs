@@ -74,6 +74,9 @@ pub fn pod_status(status: &PodStatus) -> String {
         (true, None, _) => "running".to_owned(),
     };
     let _ = writeln!(out, "status  {state}");
+    if let Some(error) = &status.error {
+        let _ = writeln!(out, "error   {error}");
+    }
     if !status.ports.is_empty() {
         let ports: Vec<String> = status
             .ports

@@ -426,3 +426,54 @@ fn a_closed_stdout_or_stderr_exits_1_without_a_panic() {
         assert!(matches!(code, Some(0 | 1)), "{args:?} merged: {code:?}");
     }
 }
+
+#[test]
+fn a_corrupt_pod_toml_is_a_pod_in_error_for_status_and_ls() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", PROFILE);
+    let output = ctx
+        .command()
+        .args(["up", "--headless"])
+        .output()
+        .expect("up");
+    assert!(output.status.success(), "{output:?}");
+    let pod = ctx.pod_dir().expect("pod");
+    std::fs::write(pod.join("pod.toml"), "ports = [ unterminated\n").expect("corrupt");
+
+    let ls = ctx.command().args(["ls", "--json"]).output().expect("ls");
+    assert!(ls.status.success(), "{ls:?}");
+    let list: serde_json::Value = serde_json::from_slice(&ls.stdout).expect("json");
+    let entry = &list["pods"][0];
+    assert_eq!(entry["pod-dir"], pod.display().to_string(), "{list}");
+    let error = entry["error"].as_str().expect("an error");
+    assert!(
+        error.contains(&format!("{} is corrupt", pod.join("pod.toml").display())),
+        "{error}"
+    );
+
+    let ls = ctx.command().arg("ls").output().expect("ls");
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        text.contains("error: ") && text.contains("is corrupt"),
+        "{text}"
+    );
+
+    let status = ctx
+        .command()
+        .args(["status", "--json"])
+        .output()
+        .expect("status");
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert!(
+        status["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is corrupt")),
+        "{status}"
+    );
+    let status = ctx.command().arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("error   ") && text.contains("is corrupt"),
+        "{text}"
+    );
+}

@@ -44,10 +44,11 @@ pub fn render(list: &PodList) -> String {
                 .iter()
                 .map(|(name, port)| format!("{name}={port}"))
                 .collect();
-            let repo = pod
-                .repo
-                .as_ref()
-                .map_or_else(|| "?".to_owned(), |r| r.display().to_string());
+            let repo = match (&pod.error, &pod.repo) {
+                (Some(error), _) => format!("error: {error}"),
+                (None, Some(repo)) => repo.display().to_string(),
+                (None, None) => "?".to_owned(),
+            };
             [name, state, ports.join(" "), repo]
         })
         .collect();

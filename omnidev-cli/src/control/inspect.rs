@@ -27,7 +27,7 @@ pub fn lock_state(pod_dir: &Path) -> Result<LockState> {
 /// files are left; when one does, its control socket is asked (with a
 /// timeout), and `state.json` is the fallback.
 pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
-    let record = omnidev_pod::read_ports(pod_dir).ok();
+    let (record, error) = read_record(pod_dir);
     let lock = lock_state(pod_dir)?;
     if matches!(lock, LockState::Held { .. })
         && let Ok(response) = super::request(pod_dir, &Request::Status, STATUS_TIMEOUT)
@@ -91,7 +91,18 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         urls: Vec::new(),
         containment,
         services,
+        error,
     })
+}
+
+/// A pod's `pod.toml`, or why it could not be read (`None` for a pod that
+/// has none yet: that is no error).
+fn read_record(pod_dir: &Path) -> (Option<omnidev_pod::PodRecord>, Option<String>) {
+    match omnidev_pod::read_ports(pod_dir) {
+        Ok(record) => (Some(record), None),
+        Err(omnidev_pod::Error::NoPorts { .. }) => (None, None),
+        Err(e) => (None, Some(e.to_string())),
+    }
 }
 
 /// Every pod under `cache_root` (directories holding `pod.toml`), sorted by
@@ -114,9 +125,9 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
         if !dir.join(omnidev_pod::ports::POD_TOML).is_file() {
             continue;
         }
-        // Another pod's unreadable record is reported without ports rather
-        // than failing the whole listing.
-        let record = omnidev_pod::read_ports(&dir).ok();
+        // An unreadable record is reported (as a pod in error) rather than
+        // failing the whole listing or being skipped.
+        let (record, error) = read_record(&dir);
         let (running, pid) = match lock_state(&dir) {
             Ok(LockState::Held { pid }) => (true, pid),
             _ => (false, None),
@@ -127,6 +138,7 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
             running,
             pid,
             ports: record.map(|r| r.ports.0).unwrap_or_default(),
+            error,
         });
     }
     pods.sort_by(|a, b| a.pod_dir.cmp(&b.pod_dir));

@@ -152,6 +152,10 @@ pub struct PodStatus {
     /// Every service, in profile order (from `state.json`, sorted by name,
     /// when the control socket did not answer).
     pub services: Vec<ServiceReport>,
+    /// Why the pod's records could not be read (e.g. a corrupt `pod.toml`:
+    /// its path and the parser's reason); absent when they could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One pod in `omnidev ls`.
@@ -168,6 +172,10 @@ pub struct PodSummary {
     pub pid: Option<u32>,
     /// The pod's ports.
     pub ports: BTreeMap<String, u16>,
+    /// Why its `pod.toml` could not be read (path and reason); absent when
+    /// it could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `omnidev ls --json`.

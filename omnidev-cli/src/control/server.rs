@@ -500,6 +500,7 @@ fn status(shared: &Shared) -> PodStatus {
             .iter()
             .map(|s| ServiceReport::from_status(s, info.probed.contains(&s.name)))
             .collect(),
+        error: None,
     }
 }
 
