@@ -126,8 +126,27 @@ pub fn validate_repo(repo: &str) -> Result<()> {
     if repo.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return reject("it contains whitespace or control characters");
     }
+    if repo.len() > MAX_REPO {
+        return reject("it is longer than 2048 bytes");
+    }
+    // A user part (`ssh://git@host/…`) is fine; any other `@` would be read
+    // as the `@REF` separator of `git+URL@REF`.
+    let after_authority = repo.split_once("://").map_or(repo, |(_, rest)| {
+        rest.find('/').map_or("", |slash| &rest[slash..])
+    });
+    if after_authority.contains('@') || (!repo.contains("://") && repo.contains('@')) {
+        return reject(
+            "an `@` outside the user part would be read as the `@REF` separator of \
+             `git+URL@REF`; give the ref with --ref, and write the URL as scheme://[user@]host/path",
+        );
+    }
     Ok(())
 }
+
+/// Longest repository URL accepted.
+const MAX_REPO: usize = 2048;
+/// Longest ref accepted.
+const MAX_REF: usize = 256;
 
 /// Rejects refs that could be read as an option or are not valid git ref
 /// names (a subset of `git check-ref-format`), so the exact-match lookup and
@@ -144,6 +163,9 @@ pub fn validate_ref(reference: &str) -> Result<()> {
     }
     if reference.starts_with('-') {
         return reject("it starts with `-` and would be read as an option");
+    }
+    if reference.len() > MAX_REF {
+        return reject("it is longer than 256 bytes");
     }
     if reference
         .chars()
@@ -257,6 +279,10 @@ mod tests {
             "git+ext::sh -c id",
             "https://example.com/a b",
             "",
+            "https://example.com/o/r@v1",
+            "ssh://git@github.com/o/r.git@main",
+            "git@github.com:o/r",
+            &format!("https://example.com/{}", "a".repeat(3000)),
         ] {
             assert!(
                 matches!(validate_repo(repo), Err(Error::UnsafeRepo { .. })),
@@ -272,6 +298,7 @@ mod tests {
             "*",
             "x.lock",
             "",
+            &"a".repeat(100_000),
         ] {
             assert!(
                 matches!(validate_ref(reference), Err(Error::UnsafeRef { .. })),
