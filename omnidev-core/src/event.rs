@@ -112,6 +112,12 @@ pub enum ServiceState {
     },
     /// Stopped on request; its process group is empty.
     Stopped,
+    /// Could not start: a prepare step failed (it waits for a change to the
+    /// step's inputs, or a restart) or the service is unavailable here.
+    Failed {
+        /// What went wrong and what to do, in one line.
+        reason: String,
+    },
 }
 
 /// What happened.
@@ -231,7 +237,8 @@ impl ServiceState {
     /// The state as one word: `waiting`, `preparing`, `starting` (running,
     /// its probe not passed yet; only with `has_probe`), `running`,
     /// `ready`, `restarting`, `stopping`, `exited` (code 0), `crashed` (any
-    /// other end), `stopped`.
+    /// other end), `stopped`, `failed` (not started, see
+    /// [`ServiceState::Failed`]).
     pub fn word(&self, has_probe: bool) -> &'static str {
         match self {
             ServiceState::Waiting => "waiting",
@@ -244,6 +251,7 @@ impl ServiceState {
             ServiceState::Exited { status } if status.success() => "exited",
             ServiceState::Exited { .. } => "crashed",
             ServiceState::Stopped => "stopped",
+            ServiceState::Failed { .. } => "failed",
         }
     }
 
@@ -260,9 +268,10 @@ impl ServiceState {
                 format!("{word} in {}", format_duration(*after))
             }
             ServiceState::Exited { status } => format!("{word} ({status})"),
-            ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopped => {
-                word.to_owned()
-            }
+            ServiceState::Waiting
+            | ServiceState::Preparing
+            | ServiceState::Stopped
+            | ServiceState::Failed { .. } => word.to_owned(),
         }
     }
 }
@@ -296,6 +305,7 @@ impl fmt::Display for EventKind {
                 ServiceState::Running { pid } => write!(f, "started (pid {pid})"),
                 ServiceState::Stopping { pid } => write!(f, "stopping (pid {pid})"),
                 ServiceState::Exited { status } => write!(f, "exited ({status})"),
+                ServiceState::Failed { reason } => write!(f, "failed: {reason}"),
                 _ => write!(f, "{state}"),
             },
             EventKind::Ready => f.write_str("ready"),
@@ -325,7 +335,7 @@ impl fmt::Display for EventKind {
             EventKind::PrepareFinished {
                 step,
                 success: false,
-            } => write!(f, "{step} failed; starting anyway"),
+            } => write!(f, "{step} failed"),
             EventKind::Notice { message } => f.write_str(message),
         }
     }
@@ -413,10 +423,7 @@ mod tests {
                 success: false,
             },
         );
-        assert_eq!(
-            step.to_string(),
-            "vite: npm install failed; starting anyway"
-        );
+        assert_eq!(step.to_string(), "vite: npm install failed");
         let notice = event(
             None,
             EventKind::Notice {

@@ -150,8 +150,12 @@ pub enum PrepareWhen {
     },
 }
 
-/// A command run to completion before a service starts. A failure is
-/// reported as an event and the service is started anyway.
+/// A command run to completion before a service starts. A failure (a
+/// non-zero exit, or a program that cannot be started) is reported once and
+/// the service is not started: it rests in [`crate::ServiceState::Failed`]
+/// until a `sources` file of a [`PrepareWhen::Stale`] step changes, or a
+/// start or restart is requested. The next attempt runs the steps whether
+/// they look stale or not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct PrepareStep {
@@ -190,6 +194,12 @@ pub struct ServiceSpec {
     /// Steps run to completion before each start.
     #[serde(default)]
     pub prepare: Vec<PrepareStep>,
+    /// Why this service cannot run here, found before starting (e.g. a
+    /// Node.js below the one its toolchain needs): the supervisor does not
+    /// start it and shows it [`crate::ServiceState::Failed`] with this
+    /// reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 impl ServiceSpec {
@@ -223,6 +233,7 @@ impl ServiceSpec {
             restart: RestartPolicy::default(),
             stop: StopSpec::default(),
             prepare: Vec::new(),
+            unavailable: None,
         }
     }
 }

@@ -832,3 +832,177 @@ async fn a_state_file_that_cannot_be_written_is_reported_once_with_its_cause() {
     );
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test]
+async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
+    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lockfile = dir.path().join("lockfile");
+    let target = dir.path().join("node_modules");
+    let attempts = dir.path().join("attempts");
+    let started = dir.path().join("started");
+    std::fs::write(&lockfile, "broken").expect("lockfile");
+    // An installer that fails while the lockfile says "broken", like a
+    // package manager on a dependency that does not exist.
+    let script = format!(
+        "echo try >> '{attempts}'; echo resolving; \
+         if grep -q broken '{lock}'; then echo 'ERR missing-dep not found' >&2; exit 3; fi; \
+         mkdir -p '{target}'",
+        attempts = attempts.display(),
+        lock = lockfile.display(),
+        target = target.display(),
+    );
+    let step = PrepareStep {
+        name: "install".into(),
+        command: CommandSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), script],
+            cwd: dir.path().to_path_buf(),
+            env: std::collections::BTreeMap::new(),
+        },
+        when: PrepareWhen::Stale {
+            target: target.clone(),
+            sources: vec![lockfile.clone()],
+        },
+        heartbeat: Duration::from_secs(5),
+    };
+    let mut web = sh(
+        "web",
+        &format!("echo up >> '{}'; exec sleep 1000", started.display()),
+        dir.path(),
+    );
+    web.prepare = vec![step];
+    let (supervisor, mut rx) = start_subscribed(vec![web]).await;
+    let failed = |kind: &EventKind| {
+        matches!(
+            kind,
+            EventKind::State {
+                state: ServiceState::Failed { .. }
+            }
+        )
+    };
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| position(s, "web", failed).is_some()).await;
+    let ServiceState::Failed { reason } = &supervisor.snapshot()[0].state else {
+        panic!("not failed: {:?}", supervisor.snapshot());
+    };
+    assert!(reason.contains("exit code 3"), "{reason}");
+    assert!(
+        reason.contains("lockfile") && reason.contains("restart web"),
+        "{reason}"
+    );
+    let notices: Vec<&str> = seen
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { message } if e.service.as_deref() == Some("web") => {
+                Some(message.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices[0].starts_with("`sh -c ") && notices[0].contains("exit code 3"),
+        "{notices:?}"
+    );
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("ERR missing-dep not found")),
+        "the report quotes the last lines: {notices:?}"
+    );
+
+    // Nothing retries by itself: no loop, and the service never ran.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        std::fs::read_to_string(&attempts)
+            .expect("attempts")
+            .lines()
+            .count(),
+        1
+    );
+    assert!(!started.exists(), "the service ran after a failed install");
+
+    // Fixing the lockfile brings it up without a restart request.
+    std::fs::write(&lockfile, "fixed").expect("fix");
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "web", running).is_some()
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&attempts)
+            .expect("attempts")
+            .lines()
+            .count(),
+        2
+    );
+    assert!(target.is_dir());
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_restart_retries_a_failed_step_and_unavailable_services_never_start() {
+    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let attempts = dir.path().join("attempts");
+    let step = PrepareStep {
+        name: "check".into(),
+        command: CommandSpec {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("echo try >> '{}'; exit 1", attempts.display()),
+            ],
+            cwd: dir.path().to_path_buf(),
+            env: std::collections::BTreeMap::new(),
+        },
+        when: PrepareWhen::Always,
+        heartbeat: Duration::from_secs(5),
+    };
+    let mut web = sh("web", "exec sleep 1000", dir.path());
+    web.prepare = vec![step];
+    let mut old_node = sh("old", "exec sleep 1000", dir.path());
+    old_node.unavailable = Some("Node v20.0.0 is too old; --no-vite".into());
+    let other = sh("other", "exec sleep 1000", dir.path());
+    let supervisor = start(vec![web, old_node, other]).await;
+    wait_until("the first status", || supervisor.snapshot().len() == 3).await;
+    let state = |name: &str| {
+        supervisor
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == name)
+            .expect("service")
+            .state
+    };
+    wait_until("web to fail", || {
+        matches!(state("web"), ServiceState::Failed { .. })
+    })
+    .await;
+    wait_until("other to run", || {
+        matches!(state("other"), ServiceState::Running { .. })
+    })
+    .await;
+    assert_eq!(
+        state("old"),
+        ServiceState::Failed {
+            reason: "Node v20.0.0 is too old; --no-vite".into()
+        }
+    );
+    let reason = match state("web") {
+        ServiceState::Failed { reason } => reason,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        reason.contains("restart web") && !reason.contains("changes"),
+        "{reason}"
+    );
+    supervisor.restart("web").await.expect("restart");
+    wait_until("the step to run again", || {
+        std::fs::read_to_string(&attempts).is_ok_and(|t| t.lines().count() == 2)
+    })
+    .await;
+    wait_until("web to fail again", || {
+        matches!(state("web"), ServiceState::Failed { .. })
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+}

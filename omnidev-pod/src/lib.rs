@@ -77,6 +77,7 @@ pub mod error;
 pub mod lan;
 pub mod lock;
 pub mod names;
+pub mod node;
 pub mod package_manager;
 pub mod pod;
 pub mod ports;

@@ -452,3 +452,49 @@ fn a_broken_manifest_is_a_clear_error_unless_vite_is_skipped() {
         .render(&ctx)
         .expect("--no-vite reads no manifest");
 }
+
+#[test]
+fn a_node_below_the_floor_makes_the_service_unavailable() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    pnpm_workspace(&f);
+    fake_tool(&f.bin, "pnpm");
+    let node = f.bin.join("node");
+    let write_node = |version: &str| {
+        std::fs::write(&node, format!("#!/bin/sh\necho {version}\n")).expect("write");
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    };
+    write_node("v20.0.0");
+    let rendered = Profile::omnigent().render(&context(&f)).expect("render");
+    let reason = service(&rendered.services, "vite")
+        .unavailable
+        .clone()
+        .expect("pnpm 11 needs Node 22.13");
+    assert!(
+        reason.contains("v20.0.0")
+            && reason.contains("pnpm@11.15.1")
+            && reason.contains("--no-vite"),
+        "{reason}"
+    );
+    assert!(service(&rendered.services, "server").unavailable.is_none());
+
+    write_node("v24.1.0");
+    let rendered = Profile::omnigent().render(&context(&f)).expect("render");
+    assert_eq!(service(&rendered.services, "vite").unavailable, None);
+
+    // engines.node of web/package.json counts too.
+    std::fs::write(
+        f.repo.join("web/package.json"),
+        r#"{"name": "web", "engines": {"node": ">=25"}}"#,
+    )
+    .expect("write");
+    let rendered = Profile::omnigent().render(&context(&f)).expect("render");
+    let reason = service(&rendered.services, "vite")
+        .unavailable
+        .clone()
+        .expect("engines.node >=25");
+    assert!(
+        reason.contains("engines.node") && reason.contains(">=25"),
+        "{reason}"
+    );
+}

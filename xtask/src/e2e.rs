@@ -82,6 +82,14 @@ const CASES: &[Case] = &[
         run: web::pnpm_installs_once_at_the_workspace_root,
     },
     Case {
+        name: "failed_install_reported_once_then_fixed",
+        run: web::failed_install_waits_for_a_fix,
+    },
+    Case {
+        name: "node_below_floor_backend_still_runs",
+        run: web::node_below_the_floor_leaves_the_backend_running,
+    },
+    Case {
         name: "two_checkouts_at_once_second_omnidev_refused",
         run: pod::two_checkouts,
     },
@@ -495,7 +503,9 @@ impl<'h> Ctx<'h> {
         self.spawn_pod(command, repo)
     }
 
-    fn spawn_pod(&mut self, mut command: Command, repo: &Path) -> Result<Pod> {
+    /// Start `command` (an omnidev run for `repo`) in the background, its
+    /// output going to a file of the case.
+    pub fn spawn_pod(&mut self, mut command: Command, repo: &Path) -> Result<Pod> {
         let name = repo
             .file_name()
             .map_or("pod".into(), |n| n.to_string_lossy().into_owned());
@@ -741,13 +751,19 @@ impl Pod {
 
     /// Wait for server, host (connected) and web: the whole pod is up.
     pub fn ready(&mut self, timeout: Duration) -> Result<(Server, u16)> {
+        let server = self.ready_backend(timeout)?;
+        let vite = self.vite(timeout)?;
+        Ok((server, vite))
+    }
+
+    /// Wait for the server to answer and the host to connect to it.
+    pub fn ready_backend(&mut self, timeout: Duration) -> Result<Server> {
         let server = self.server(None, timeout)?;
         self.wait_output("the host to connect to the server", timeout, |out| {
             out.contains("omnigent-host: connected to server")
                 .then_some(())
         })?;
-        let vite = self.vite(timeout)?;
-        Ok((server, vite))
+        Ok(server)
     }
 
     /// Send `signal` (a name such as `INT`) to omnidev.

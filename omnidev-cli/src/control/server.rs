@@ -428,7 +428,7 @@ fn ended(status: &ServiceStatus) -> bool {
 fn settled_failure(status: &ServiceStatus) -> bool {
     match &status.state {
         ServiceState::Exited { status } => !status.success(),
-        ServiceState::Restarting { .. } => true,
+        ServiceState::Restarting { .. } | ServiceState::Failed { .. } => true,
         _ => false,
     }
 }

@@ -61,6 +61,7 @@ fn state_style(state: &ServiceState) -> Style {
         ServiceState::Exited { status } if !status.success() => {
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
         }
+        ServiceState::Failed { .. } => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         ServiceState::Exited { .. } | ServiceState::Stopped => Style::new().fg(Color::DarkGray),
     }
 }

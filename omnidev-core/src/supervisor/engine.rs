@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::prepare::{self, Prepare, StepSlot};
-use super::service::{AfterStop, Intent, Phase, Process, Readiness, Service};
+use super::service::{AbortOnDrop, AfterStop, Intent, Phase, Process, Readiness, Service};
 use super::spawn::{Spawned, Spawner};
 use super::{Request, Settled};
 use crate::backoff::BackoffPolicy;
@@ -25,6 +25,8 @@ use crate::state::{ProcessRecord, STATE_VERSION, ServiceRecord, StateFile};
 
 /// Exit status reported when a service's program could not be spawned.
 const SPAWN_FAILED: ExitStatus = ExitStatus::Code(127);
+/// How often a failed service's prepare inputs are checked for a change.
+const RETRY_POLL: Duration = Duration::from_millis(500);
 
 /// What the engine is built from.
 pub(super) struct Parts {
@@ -48,6 +50,11 @@ pub(super) struct Parts {
 #[derive(Debug)]
 enum Internal {
     Prepared {
+        index: usize,
+        generation: u64,
+        outcome: Result<(), Box<prepare::Failure>>,
+    },
+    InputsChanged {
         index: usize,
         generation: u64,
     },
@@ -489,7 +496,7 @@ impl Engine {
                 }
                 self.write_state();
             }
-            Phase::Waiting | Phase::Stopped => {
+            Phase::Waiting | Phase::Stopped | Phase::Failed { .. } => {
                 self.enter(index, rest);
                 self.write_state();
             }
@@ -502,6 +509,12 @@ impl Engine {
         let s = &mut self.services[index];
         s.generation += 1;
         let generation = s.generation;
+        let force = std::mem::take(&mut s.prepare_failed);
+        if let Some(reason) = self.specs[index].unavailable.clone() {
+            let retry = None;
+            self.enter(index, Phase::Failed { reason, retry });
+            return;
+        }
         let steps = self.specs[index].prepare.clone();
         if steps.is_empty() {
             self.spawn(index);
@@ -520,12 +533,18 @@ impl Engine {
                 spawner: spawner.as_ref(),
                 logs: &logs,
                 slot: &slot,
+                force,
             };
-            prepare::run(prepare, |kind| {
+            let outcome = prepare::run(prepare, |kind| {
                 let _ = tx.send(Internal::Emit { index, kind });
             })
-            .await;
-            let _ = tx.send(Internal::Prepared { index, generation });
+            .await
+            .map_err(Box::new);
+            let _ = tx.send(Internal::Prepared {
+                index,
+                generation,
+                outcome,
+            });
         });
         self.enter(index, Phase::Preparing { task, step });
     }
@@ -604,15 +623,28 @@ impl Engine {
     fn on_internal(&mut self, message: Internal) {
         match message {
             Internal::Emit { index, kind } => self.emit(Some(index), kind),
-            Internal::Prepared { index, generation } => {
+            Internal::Prepared {
+                index,
+                generation,
+                outcome,
+            } => {
                 if self.current(index, generation)
                     && matches!(self.services[index].phase, Phase::Preparing { .. })
                 {
-                    if self.shutting_down {
-                        self.enter(index, Phase::Stopped);
-                    } else {
-                        self.spawn(index);
+                    match outcome {
+                        _ if self.shutting_down => self.enter(index, Phase::Stopped),
+                        Ok(()) => self.spawn(index),
+                        Err(failure) => self.prepare_failed(index, generation, &failure),
                     }
+                }
+            }
+            Internal::InputsChanged { index, generation } => {
+                if self.current(index, generation)
+                    && matches!(self.services[index].phase, Phase::Failed { .. })
+                {
+                    let message = "its inputs changed; trying again".to_owned();
+                    self.emit(Some(index), EventKind::Notice { message });
+                    self.enter(index, Phase::Waiting);
                 }
             }
             Internal::Exited {
@@ -679,6 +711,26 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// A prepare step failed: report it once, do not start the service, and
+    /// wait for the step's inputs to change (or a restart) to try again.
+    fn prepare_failed(&mut self, index: usize, generation: u64, failure: &prepare::Failure) {
+        for message in failure.report() {
+            self.emit(Some(index), EventKind::Notice { message });
+        }
+        self.services[index].prepare_failed = true;
+        let retry = (!failure.inputs.is_empty()).then(|| {
+            let inputs = failure.inputs.clone();
+            let tx = self.internal_tx.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                prepare::wait_for_change(inputs, RETRY_POLL).await;
+                let _ = tx.send(Internal::InputsChanged { index, generation });
+            }))
+        });
+        let reason = failure.reason(self.name(index));
+        self.enter(index, Phase::Failed { reason, retry });
+        self.write_state();
     }
 
     /// Ends the run once the leader has been reaped and the group is empty.
@@ -875,7 +927,10 @@ impl Engine {
             s.intent != Intent::RestartPending
                 && match s.phase {
                     Phase::Running(_) => s.is_ready(),
-                    Phase::Exited { .. } | Phase::Stopped | Phase::Backoff { .. } => true,
+                    Phase::Exited { .. }
+                    | Phase::Stopped
+                    | Phase::Backoff { .. }
+                    | Phase::Failed { .. } => true,
                     Phase::Waiting => self.blocked(i, 0) || s.intent == Intent::Hold,
                     Phase::Preparing { .. } | Phase::Stopping { .. } => false,
                 }
@@ -899,6 +954,9 @@ impl Engine {
                     }
                 }
                 Phase::Stopped => {}
+                // It waits for a fix, but nothing runs it meanwhile: for
+                // the headless exit rule it has failed.
+                Phase::Failed { .. } => failed.push(self.name(i).to_owned()),
                 Phase::Waiting
                     if self.blocked(i, 0) || (s.intent == Intent::Hold && !self.shutting_down) =>
                 {

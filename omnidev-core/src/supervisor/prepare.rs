@@ -1,7 +1,7 @@
 //! A service's prepare steps (e.g. `npm install` when the lockfile is
 //! newer than `node_modules`), run in order before its process starts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -39,27 +39,86 @@ pub(super) struct Prepare<'a> {
     pub(super) spawner: &'a dyn Spawner,
     pub(super) logs: &'a LogStore,
     pub(super) slot: &'a StepSlot,
+    /// Run every step, stale or not (the previous attempt failed: a failed
+    /// install may have left its target looking fresh).
+    pub(super) force: bool,
+}
+
+/// How many of a failed step's last output lines its report quotes.
+const REPORT_LINES: usize = 8;
+
+/// A prepare step that failed, with what its report needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Failure {
+    step: String,
+    command: String,
+    cwd: PathBuf,
+    /// `exit code 1`, or why it could not be started.
+    outcome: String,
+    last_lines: Vec<String>,
+    /// The files whose change makes the engine try again.
+    pub(super) inputs: Vec<PathBuf>,
+}
+
+impl Failure {
+    /// The report shown once: the command, how it ended, its last lines.
+    pub(super) fn report(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "`{}` in {} failed ({}){}",
+            self.command,
+            self.cwd.display(),
+            self.outcome,
+            if self.last_lines.is_empty() {
+                "; it printed nothing"
+            } else {
+                "; its last lines:"
+            }
+        )];
+        lines.extend(self.last_lines.iter().map(|line| format!("  {line}")));
+        lines
+    }
+
+    /// One line for the service's state: what failed and what to do.
+    pub(super) fn reason(&self, service: &str) -> String {
+        let retry = if self.inputs.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = self
+                .inputs
+                .iter()
+                .map(|p| p.strip_prefix(&self.cwd).unwrap_or(p).display().to_string())
+                .collect();
+            format!("it tries again when {} changes, ", names.join(", "))
+        };
+        format!(
+            "{} failed ({}); {service} was not started. Fix the cause: {retry}or restart {service} \
+             (`r` in the TUI, `omnidev restart {service}`)",
+            self.step, self.outcome
+        )
+    }
 }
 
 /// Runs the steps that are needed, in order; output goes to the service's
-/// log, with a heartbeat line while a step is silent. A failed step is
-/// reported (through `emit`) and the next step, and the service, still run.
-pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) {
+/// log, with a heartbeat line while a step is silent. The first failed step
+/// ends the run: the steps after it, and the service, do not run.
+pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Result<(), Failure> {
     let Prepare {
         service,
         steps,
         spawner,
         logs,
         slot,
+        force,
     } = prepare;
     for step in steps {
-        if !needed(&step.when) {
+        if !force && !needed(&step.when) {
             continue;
         }
+        let first_line = logs.line_count(service);
         emit(EventKind::PrepareStarted {
             step: step.name.clone(),
         });
-        let success = match spawner.spawn_step(&step.command, service) {
+        let outcome = match spawner.spawn_step(&step.command, service) {
             Ok(spawned) => {
                 slot.set(Some(spawned.group.clone()));
                 let mut exit = spawned.exit;
@@ -87,14 +146,15 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) {
                 spawned.group.stop(libc::SIGKILL, Duration::ZERO).await;
                 spawned.group.release();
                 slot.set(None);
-                status.success()
+                if status.success() {
+                    Ok(())
+                } else {
+                    Err(status.to_string())
+                }
             }
-            Err(e) => {
-                let text = format!("could not run {}: {e}", step.name);
-                logs.push_batch(service, Stream::Supervisor, &mut vec![text]);
-                false
-            }
+            Err(e) => Err(format!("could not start it: {e}")),
         };
+        let success = outcome.is_ok();
         if success {
             mark_fresh(&step.when);
         }
@@ -102,6 +162,71 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) {
             step: step.name.clone(),
             success,
         });
+        if let Err(outcome) = outcome {
+            return Err(Failure {
+                step: step.name.clone(),
+                command: shown_command(&step.command.program, &step.command.args),
+                cwd: step.command.cwd.clone(),
+                outcome,
+                last_lines: step_output(logs, service, first_line),
+                inputs: match &step.when {
+                    PrepareWhen::Stale { sources, .. } => sources.clone(),
+                    PrepareWhen::Always => Vec::new(),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `program args…` for a report, with the program's directory left out.
+fn shown_command(program: &str, args: &[String]) -> String {
+    let name = Path::new(program)
+        .file_name()
+        .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned());
+    std::iter::once(name)
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The last [`REPORT_LINES`] lines the step printed (recorded after line
+/// number `first_line` of the service's log), without heartbeats.
+fn step_output(logs: &LogStore, service: &str, first_line: u64) -> Vec<String> {
+    let printed = logs.line_count(service).saturating_sub(first_line);
+    let lines = logs.lines(Some(service)).unwrap_or_default();
+    let start = lines
+        .len()
+        .saturating_sub(usize::try_from(printed).unwrap_or(usize::MAX));
+    let own: Vec<String> = lines[start..]
+        .iter()
+        .filter(|line| line.stream != Stream::Supervisor && !line.text.trim().is_empty())
+        .map(|line| line.text.clone())
+        .collect();
+    own[own.len().saturating_sub(REPORT_LINES)..].to_vec()
+}
+
+/// Polls `inputs` until one of them changes (modified time or size,
+/// appearing or disappearing), then returns. Polling keeps the core free of
+/// a file-watching dependency; a handful of `stat` calls a second costs
+/// nothing.
+pub(super) async fn wait_for_change(inputs: Vec<PathBuf>, every: Duration) {
+    let fingerprint = || {
+        inputs
+            .iter()
+            .map(|p| {
+                std::fs::metadata(p)
+                    .ok()
+                    .map(|m| (m.modified().ok(), m.len()))
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = fingerprint();
+    loop {
+        tokio::time::sleep(every).await;
+        if fingerprint() != before {
+            return;
+        }
     }
 }
 

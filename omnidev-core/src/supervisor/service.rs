@@ -35,6 +35,23 @@ pub(super) enum Phase {
     Exited { status: ExitStatus },
     /// It was stopped on request; no process is left.
     Stopped,
+    /// It could not start (a prepare step failed, or it is unavailable
+    /// here); `retry` watches the failed step's inputs, when it has any.
+    Failed {
+        reason: String,
+        #[expect(dead_code, reason = "held for its Drop, which ends the watch")]
+        retry: Option<AbortOnDrop>,
+    },
+}
+
+/// A helper task that ends with the phase holding it.
+#[derive(Debug)]
+pub(super) struct AbortOnDrop(pub(super) JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// What follows a requested stop.
@@ -122,6 +139,8 @@ pub(super) struct Service {
     pub(super) restarts: u32,
     /// `stop_service` callers waiting for the group to be empty.
     pub(super) stop_waiters: Vec<oneshot::Sender<()>>,
+    /// Its last prepare run failed: the next one runs every step.
+    pub(super) prepare_failed: bool,
 }
 
 impl Service {
@@ -134,6 +153,7 @@ impl Service {
             attempt: 0,
             restarts: 0,
             stop_waiters: Vec::new(),
+            prepare_failed: false,
         }
     }
 
@@ -168,9 +188,13 @@ impl Service {
         self.process().is_some_and(Process::is_ready)
     }
 
-    /// It has ended and nothing will start it by itself.
+    /// It has ended and nothing will start it by itself (a failed one
+    /// comes back only when its inputs change or on request).
     pub(super) fn is_terminal(&self) -> bool {
-        matches!(self.phase, Phase::Exited { .. } | Phase::Stopped)
+        matches!(
+            self.phase,
+            Phase::Exited { .. } | Phase::Stopped | Phase::Failed { .. }
+        )
     }
 
     /// A dependency restarts: restart this one too once it can (a held
@@ -197,6 +221,9 @@ impl Service {
             },
             Phase::Exited { status } => ServiceState::Exited { status: *status },
             Phase::Stopped => ServiceState::Stopped,
+            Phase::Failed { reason, .. } => ServiceState::Failed {
+                reason: reason.clone(),
+            },
         }
     }
 

@@ -227,6 +227,10 @@ fn render_service(
         env.insert("COREPACK_ENABLE_DOWNLOAD_PROMPT".to_owned(), "0".to_owned());
     }
     let pm = tools.as_ref().map(|(_, pm)| pm);
+    let unavailable = tools.as_ref().and_then(|(detection, _)| {
+        let needs = crate::node::requirements(detection, service.node_version.as_deref());
+        crate::node::check(&ctx.path, &needs).err()
+    });
 
     let args = all(&service.args)?;
     let (program, args) = match (&service.command, &service.script, pm) {
@@ -293,6 +297,7 @@ fn render_service(
         restart: service.restart.unwrap_or_default(),
         stop,
         prepare,
+        unavailable,
     })
 }
 

@@ -72,3 +72,114 @@ pub fn pnpm_installs_once_at_the_workspace_root(ctx: &mut Ctx) -> Result<()> {
     );
     Ok(())
 }
+
+/// Lines of `out` containing `needle`.
+fn count_lines(out: &str, needle: &str) -> usize {
+    out.lines().filter(|line| line.contains(needle)).count()
+}
+
+/// An install that fails (a dependency that does not exist): one clear
+/// report, the dev script not started, no second install until a manifest
+/// changes; fixing it brings the service up without restarting omnidev.
+pub fn failed_install_waits_for_a_fix(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let manifest = repo.join("web/package.json");
+    let good = std::fs::read_to_string(&manifest)?;
+    let broken = good.replace(
+        "\"omnigent-banner\": \"workspace:*\"",
+        "\"omnigent-banner\": \"workspace:*\",\n    \"omnigent-missing\": \"workspace:*\"",
+    );
+    ensure!(broken != good, "could not add the missing dependency");
+    std::fs::write(&manifest, &broken)?;
+
+    let mut pod = ctx.up_plain(&repo, &[])?;
+    let report = pod.wait_output("the failed install's report", UP, |out| {
+        out.lines()
+            .find(|line| line.contains("vite failed: pnpm install failed"))
+            .map(str::to_owned)
+    })?;
+    for needed in ["exit code 1", "package.json", "omnidev restart vite"] {
+        ensure!(
+            report.contains(needed),
+            "the report lacks `{needed}`: {report}"
+        );
+    }
+    // Server and host are not affected.
+    pod.server(None, UP)?;
+    // Give a loop time to show itself.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let out = pod.output();
+    ensure!(
+        out.contains("omnigent-missing"),
+        "the report does not quote pnpm's error:\n{out}"
+    );
+    ensure!(
+        count_lines(&out, "vite: pnpm install …") == 1,
+        "the install ran more than once before the fix:\n{out}"
+    );
+    ensure!(
+        count_lines(&out, "vite failed:") == 1,
+        "the failure was reported more than once:\n{out}"
+    );
+    ensure!(
+        !out.contains("vite started") && !out.contains("omnigent-web:"),
+        "the dev script started after a failed install:\n{out}"
+    );
+
+    std::fs::write(&manifest, &good)?;
+    let vite = pod.vite(UP)?;
+    let out = pod.output();
+    ensure!(
+        count_lines(&out, "vite: pnpm install …") == 2,
+        "the fix did not cause exactly one more install:\n{out}"
+    );
+    ensure!(
+        pnpm_installs_at_root(&repo)? == 1,
+        "one successful install expected"
+    );
+    ctx.note(format!("fixed without restarting omnidev; vite :{vite}"));
+    pod.stop_with("INT", ctx)?;
+    Ok(())
+}
+
+/// A `node` below the floor (a fake printing `v20.0.0` first on PATH): one
+/// line naming it and `--no-vite`; server and host still run.
+pub fn node_below_the_floor_leaves_the_backend_running(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let bin = ctx.dir.join("old-node");
+    std::fs::create_dir_all(&bin)?;
+    let node = bin.join("node");
+    std::fs::write(&node, "#!/bin/sh\necho v20.0.0\n")?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))?;
+    let mut command = ctx.omnidev();
+    command
+        .arg("--headless")
+        .current_dir(&repo)
+        .env("PATH", &path);
+    let mut pod = ctx.spawn_pod(command, &repo)?;
+    pod.ready_backend(UP)?;
+    let out = pod.output();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|line| line.contains("v20.0.0"))
+        .collect();
+    ensure!(lines.len() == 1, "expected one line naming v20.0.0:\n{out}");
+    ensure!(
+        lines[0].contains("--no-vite") && lines[0].contains(&node.display().to_string()),
+        "the line does not name the node and --no-vite: {}",
+        lines[0]
+    );
+    ensure!(
+        !out.contains("pnpm install") && !out.contains("omnigent-web:"),
+        "vite's install or dev script ran below the floor:\n{out}"
+    );
+    ctx.note(lines[0].trim().to_owned());
+    pod.stop_with("INT", ctx)?;
+    Ok(())
+}
