@@ -390,7 +390,10 @@ impl LogStore {
                 self.config.keep_files,
             )
             .and_then(|mut f| {
+                // Flushed here: a file that opens but still cannot take a
+                // line (the disk is still full) is no resumption.
                 f.write_line(format!("[omnidev] {gap}").as_bytes())?;
+                f.flush()?;
                 Ok(f)
             });
             let Ok(f) = reopened else {
