@@ -15,20 +15,9 @@ use common::TestContext;
 /// The bound documented in `omnidev-cli/README.md` ("Headless output").
 const PEAK_RSS_MIB: u64 = 64;
 
-const BURST: &str = r#"
-import os, sys
-n = int(os.environ["BURST_LINES"])
-w = sys.stdout.write
-pad = "x" * 80
-for i in range(n):
-    w("%09d %s\n" % (i, pad))
-"#;
-
-const PROFILE: &str = r#"
-[services.burst]
-command = ["python3", "{repo}/burst.py"]
-restart = "never"
-"#;
+/// The burst checkout, shared with `cargo xtask bench`.
+const BURST: &str = include_str!("fixtures/burst/burst.py");
+const PROFILE: &str = include_str!("fixtures/burst/omnidev.toml");
 
 #[derive(Debug, Clone, Copy)]
 enum Reader {
@@ -197,4 +186,43 @@ fn burst_1m_file() {
 #[test]
 fn burst_1m_paused_reader() {
     burst(1_000_000, Reader::Paused(PAUSE));
+}
+
+#[test]
+fn a_closed_stdout_is_reported_once_and_the_pod_runs_to_its_end() {
+    let ctx = TestContext::new();
+    ctx.write("burst.py", BURST);
+    ctx.write("omnidev.toml", PROFILE);
+    let mut child = ctx
+        .command()
+        .arg("--headless")
+        .env("BURST_LINES", "20000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Like `| head -3`: three lines, then the pipe is closed.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 64];
+    stdout.read_exact(&mut first).expect("first bytes");
+    drop(stdout);
+    let (code, _) = wait_sampling(&mut child);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stderr.matches("stdout is gone").count(),
+        1,
+        "said once: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // The service ran to its end; its log file has every line.
+    let log = ctx.pod_dir().expect("pod").join("logs/burst.log");
+    let text = std::fs::read_to_string(log).expect("log");
+    assert_eq!(text.lines().count(), 20_000);
 }

@@ -1,5 +1,6 @@
 //! Log-path benchmark: one service printing N lines of about 90 bytes,
-//! through the supervisor into its log file and one subscriber, against the
+//! through the supervisor into its log file and one lossless subscriber (a
+//! [`Feed`](omnidev_core::Feed), which receives every line), against the
 //! same producer piped to `cat > file`, in the same run. Prints one JSON line:
 //!
 //! ```text
@@ -16,8 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use omnidev_core::{EventKind, LogConfig, ServiceSpec, Supervisor, SupervisorConfig};
-use tokio::sync::broadcast::error::RecvError;
+use omnidev_core::{Entry, FeedConfig, LogConfig, Recv, ServiceSpec, Supervisor, SupervisorConfig};
 
 /// 9-digit counter + space + 80 characters + newline = 91 bytes per line.
 const PRODUCER: &str = r#"python3 -c '
@@ -104,42 +104,43 @@ async fn run_supervised(
     let log_dir = dir.join("logs");
     let _ = std::fs::remove_dir_all(&log_dir);
     let started = Instant::now();
-    let (supervisor, mut events) = Supervisor::start_subscribed(SupervisorConfig {
-        services: vec![service],
-        log: LogConfig {
-            dir: Some(log_dir.clone()),
-            // Large enough that rotation does not drop lines we count.
-            max_file_bytes: 1 << 30,
-            ..LogConfig::default()
+    // A lossless subscriber, as headless output uses: every line is
+    // delivered, spooled to disk while the reader is behind.
+    let (supervisor, mut feed) = Supervisor::start_with_feed(
+        SupervisorConfig {
+            services: vec![service],
+            log: LogConfig {
+                dir: Some(log_dir.clone()),
+                // Large enough that rotation does not drop lines we count.
+                max_file_bytes: 1 << 30,
+                ..LogConfig::default()
+            },
+            ..SupervisorConfig::default()
         },
-        ..SupervisorConfig::default()
-    })
+        FeedConfig::new(dir),
+    )
     .await?;
-    let subscriber = tokio::spawn(async move {
-        let (mut received, mut dropped) = (0u64, 0u64);
-        loop {
-            match events.recv().await {
-                Ok(event) => {
-                    if matches!(event.kind, EventKind::Log { .. }) {
-                        received += 1;
-                    }
-                }
-                Err(RecvError::Lagged(n)) => dropped += n,
-                Err(RecvError::Closed) => break,
-            }
+    let closer = feed.closer();
+    let subscriber = tokio::task::spawn_blocking(move || {
+        let mut received = 0u64;
+        let mut batch = Vec::new();
+        while feed.recv_batch(&mut batch, Duration::from_secs(3600)) != Recv::Closed {
+            received += batch
+                .drain(..)
+                .filter(|e| matches!(e, Entry::Line(_)))
+                .count() as u64;
         }
-        (received, dropped)
+        received
     });
     let settled = supervisor.wait_settled().await;
-    let elapsed = started.elapsed();
     supervisor.shutdown().await?;
+    closer.close();
+    // Every line delivered to the subscriber: the clock stops here.
+    let received = subscriber.await.unwrap_or_default();
+    let elapsed = started.elapsed();
     drop(supervisor);
     let file_lines = count_lines(&log_dir.join("producer.log"));
-    let (received, dropped) = tokio::time::timeout(Duration::from_secs(5), subscriber)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    let dropped = lines.saturating_sub(received);
     Ok(Supervised {
         elapsed,
         ok: settled.success,

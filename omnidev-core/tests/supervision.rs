@@ -1006,3 +1006,65 @@ async fn a_restart_retries_a_failed_step_and_unavailable_services_never_start() 
     .await;
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test]
+async fn a_feed_gets_every_line_then_the_exit_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut burst = sh(
+        "burst",
+        "i=0; while [ $i -lt 5000 ]; do echo line-$i; i=$((i+1)); done; echo oops; exit 3",
+        dir.path(),
+    );
+    burst.restart = RestartPolicy::Never;
+    let (supervisor, mut feed) = Supervisor::start_with_feed(
+        SupervisorConfig {
+            services: vec![burst],
+            ..SupervisorConfig::default()
+        },
+        omnidev_core::FeedConfig {
+            // Tiny, so most of the burst goes through the spool.
+            memory_bytes: 4096,
+            ..omnidev_core::FeedConfig::new(dir.path())
+        },
+    )
+    .await
+    .expect("start");
+    let settled = supervisor.wait_settled().await;
+    assert!(!settled.success);
+    supervisor.notice("the end");
+    feed.closer().close();
+    let entries = tokio::task::spawn_blocking(move || {
+        let mut all = Vec::new();
+        while feed.recv_batch(&mut all, Duration::ZERO) != omnidev_core::Recv::Closed {}
+        all
+    })
+    .await
+    .expect("reader");
+    let mut texts = Vec::new();
+    let mut crashed_at = None;
+    for entry in &entries {
+        match entry {
+            omnidev_core::Entry::Line(line) => texts.push(line.text.clone()),
+            omnidev_core::Entry::Event(event) => {
+                if let EventKind::Crashed { status, .. } = &event.kind {
+                    assert_eq!(*status, ExitStatus::Code(3));
+                    crashed_at = Some(texts.len());
+                }
+                if let EventKind::Notice { message } = &event.kind {
+                    assert_eq!(message, "the end");
+                    assert!(crashed_at.is_some(), "the notice comes last");
+                }
+            }
+            omnidev_core::Entry::Lost { .. } => panic!("nothing is lost: {entry:?}"),
+        }
+    }
+    let mut want: Vec<String> = (0..5000).map(|i| format!("line-{i}")).collect();
+    want.push("oops".into());
+    assert_eq!(texts, want, "every line once, in order");
+    assert_eq!(
+        crashed_at,
+        Some(want.len()),
+        "the crash after the last line"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}

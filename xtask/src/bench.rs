@@ -3,6 +3,8 @@
 //! A piece that is not available prints `unavailable: <reason>` instead of
 //! a number.
 
+mod headless;
+
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -74,6 +76,9 @@ pub fn run(options: &Options) -> Result<()> {
     }
     if wanted("containment") || wanted("stop") {
         rows.extend(containment_stop(&sh, &scratch.join("containment")));
+    }
+    if wanted("headless") {
+        rows.extend(headless::rows(&omnidev, &scratch.join("headless")));
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));

@@ -1,0 +1,212 @@
+//! Headless throughput through the `omnidev` binary: a service printing
+//! 1,000,000 lines of 91 bytes, all of them delivered to stdout, against
+//! the same producer piped to `cat > file` in the same run; then the same
+//! with a reader that stalls 5 s before reading.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::Row;
+
+const LINES: u64 = 1_000_000;
+const ROUNDS: usize = 3;
+const STALL: Duration = Duration::from_secs(5);
+
+/// The burst checkout of the CLI's tests: `$BURST_LINES` lines of 91 bytes.
+const PRODUCER: &str = include_str!("../../../omnidev-cli/tests/fixtures/burst/burst.py");
+const PROFILE: &str = include_str!("../../../omnidev-cli/tests/fixtures/burst/omnidev.toml");
+
+/// One timed run.
+struct Run {
+    elapsed: Duration,
+    peak_rss_kib: u64,
+}
+
+/// Peak resident set of `pid` so far (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits for `children` (the first is sampled for its peak RSS).
+fn wait_all(children: &mut [Child], started: Instant) -> Result<Run> {
+    let mut peak = 0;
+    let mut done = vec![false; children.len()];
+    while done.iter().any(|d| !d) {
+        if !done[0] {
+            peak = peak.max(peak_rss_kib(children[0].id()));
+        }
+        for (child, done) in children.iter_mut().zip(done.iter_mut()) {
+            if !*done && let Some(status) = child.try_wait()? {
+                if !status.success() {
+                    bail!("a process of the run failed with {status}");
+                }
+                *done = true;
+            }
+        }
+        if started.elapsed() > Duration::from_mins(5) {
+            for child in children.iter_mut() {
+                let _ = child.kill();
+            }
+            bail!("the run did not finish within 5 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(Run {
+        elapsed: started.elapsed(),
+        peak_rss_kib: peak,
+    })
+}
+
+/// The reader: `cat > out`, after `stall`.
+fn reader(out: &Path, stall: Duration) -> Command {
+    let mut command = Command::new("sh");
+    command.arg("-c").arg(format!(
+        "sleep {}; exec cat > '{}'",
+        stall.as_secs_f64(),
+        out.display()
+    ));
+    command
+}
+
+/// The producer alone, piped into the reader.
+fn raw(repo: &Path, out: &Path, stall: Duration) -> Result<Run> {
+    let started = Instant::now();
+    let mut producer = Command::new("python3")
+        .arg(repo.join("burst.py"))
+        .env("BURST_LINES", LINES.to_string())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let pipe = producer.stdout.take().context("producer stdout")?;
+    let cat = reader(out, stall).stdin(pipe).spawn()?;
+    let run = wait_all(&mut [producer, cat], started)?;
+    if count_lines(out, "")? != LINES {
+        bail!("the raw pipe lost lines");
+    }
+    Ok(run)
+}
+
+/// `omnidev up --headless` of the burst checkout, piped into the reader.
+fn headless(omnidev: &Path, repo: &Path, home: &Path, out: &Path, stall: Duration) -> Result<Run> {
+    let started = Instant::now();
+    let mut pod = Command::new(omnidev)
+        .args(["up", "--headless", "--repo"])
+        .arg(repo)
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("BURST_LINES", LINES.to_string())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pipe = pod.stdout.take().context("omnidev stdout")?;
+    let cat = reader(out, stall).stdin(pipe).spawn()?;
+    let run = wait_all(&mut [pod, cat], started)?;
+    let delivered = count_lines(out, "burst")?;
+    if delivered != LINES {
+        bail!("headless output delivered {delivered} of {LINES} lines");
+    }
+    Ok(run)
+}
+
+/// Lines of `path` starting with `tag` (all lines for ""), checking that
+/// their numbers run 0, 1, 2, … with none missing or repeated.
+fn count_lines(path: &Path, tag: &str) -> Result<u64> {
+    let mut expected = 0u64;
+    for line in BufReader::new(fs::File::open(path)?).lines() {
+        let line = line?;
+        let Some(rest) = line.strip_prefix(tag) else {
+            continue;
+        };
+        let number = rest.trim_start_matches([' ', '|']);
+        let Some(number) = number.get(..9).and_then(|n| n.parse::<u64>().ok()) else {
+            continue;
+        };
+        if number != expected {
+            bail!("line {number} where {expected} was due");
+        }
+        expected += 1;
+    }
+    Ok(expected)
+}
+
+/// The two rows: straight to a file, and with a reader stalling 5 s.
+pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
+    let repo = dir.join("burst");
+    let home = dir.join("home");
+    let prepared = (|| -> Result<()> {
+        fs::create_dir_all(repo.join(".git"))?;
+        fs::create_dir_all(&home)?;
+        fs::write(repo.join("burst.py"), PRODUCER)?;
+        fs::write(repo.join("omnidev.toml"), PROFILE)?;
+        Ok(())
+    })();
+    let out = dir.join("out.txt");
+    let mut rows = Vec::new();
+    for (name, stall) in [
+        (
+            "headless: 1M lines to a file (all delivered)",
+            Duration::ZERO,
+        ),
+        ("headless: 1M lines, reader stalls 5 s", STALL),
+    ] {
+        let mut reference = String::from("(not measured)");
+        let figure = (|| -> Result<String> {
+            prepared.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+            // Alternate so both see the same machine load; best of each.
+            let mut best_raw = Duration::MAX;
+            let mut best: Option<Run> = None;
+            let mut peak = 0;
+            for _ in 0..ROUNDS {
+                best_raw = best_raw.min(raw(&repo, &out, stall)?.elapsed);
+                let run = headless(omnidev, &repo, &home, &out, stall)?;
+                peak = peak.max(run.peak_rss_kib);
+                if best.as_ref().is_none_or(|b| run.elapsed < b.elapsed) {
+                    best = Some(run);
+                }
+            }
+            let _ = fs::remove_file(&out);
+            let best = best.context("no run")?;
+            let ratio = best.elapsed.as_secs_f64() / best_raw.as_secs_f64();
+            reference = if stall.is_zero() {
+                format!(
+                    "producer | cat > file: {:.2} s; target <= 1.2x",
+                    best_raw.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "producer | (sleep 5; cat > file): {:.2} s",
+                    best_raw.as_secs_f64()
+                )
+            };
+            Ok(format!(
+                "{:.2} s ({ratio:.2}x), peak RSS {} MiB",
+                best.elapsed.as_secs_f64(),
+                peak.div_ceil(1024)
+            ))
+        })();
+        rows.push(Row {
+            name,
+            figure,
+            reference,
+        });
+    }
+    rows
+}
