@@ -271,6 +271,8 @@ struct ServiceLog {
     ring: Mutex<Ring>,
     file: Mutex<FileState>,
     lines: AtomicU64,
+    /// The log-line readiness probe of the current run, if any.
+    watch: Mutex<Option<Arc<crate::probe::LineWatch>>>,
 }
 
 /// A service's log file: none (logs go to memory only), open, or failed
@@ -306,6 +308,7 @@ impl LogStore {
                     ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
                     file: Mutex::new(FileState::None),
                     lines: AtomicU64::new(0),
+                    watch: Mutex::new(None),
                 };
                 (name.to_owned(), log)
             })
@@ -435,6 +438,14 @@ impl LogStore {
             .map_or(0, |l| l.lines.load(Ordering::Relaxed))
     }
 
+    /// Lines of `service` recorded from now on are shown to `watch` (the
+    /// previous run's watch, if any, is dropped).
+    pub(crate) fn watch_lines(&self, service: &str, watch: Option<Arc<crate::probe::LineWatch>>) {
+        if let Some(log) = self.services.get(service) {
+            *lock(&log.watch) = watch;
+        }
+    }
+
     fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
@@ -454,6 +465,9 @@ impl LogStore {
             self.notice(service, message);
         }
         log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
+        if let Some(watch) = lock(&log.watch).as_ref() {
+            watch.offer(texts);
+        }
         let mut ring = lock(&log.ring);
         let mut combined = lock(&self.combined);
         let lines: Vec<Arc<LogLine>> = texts

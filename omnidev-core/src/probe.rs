@@ -1,5 +1,5 @@
-//! Readiness probes: HTTP GET (2xx), TCP connect and command, behind the
-//! [`Probe`] trait, plus the polling loop that drives them.
+//! Readiness probes: HTTP GET (2xx), TCP connect, command and log line,
+//! behind the [`Probe`] trait, plus the polling loop that drives them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,7 +155,129 @@ impl Drop for KillGroupOnDrop {
     }
 }
 
-/// Builds the probe described by `spec`.
+/// The longest log-probe pattern accepted, in bytes.
+pub const MAX_LOG_PATTERN: usize = 1024;
+
+/// Compiles a log-probe pattern: at most [`MAX_LOG_PATTERN`] bytes, and a
+/// compiled size bounded so a hostile profile cannot make every output line
+/// expensive. The error says what is wrong with the pattern.
+pub fn compile_log_pattern(pattern: &str) -> Result<regex::Regex, String> {
+    if pattern.len() > MAX_LOG_PATTERN {
+        return Err(format!(
+            "the pattern is {} bytes; at most {MAX_LOG_PATTERN} are allowed",
+            pattern.len()
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// The matching half of a log probe: the supervisor's log store offers it
+/// each line of the service's current run until one matches.
+#[derive(Debug)]
+pub struct LineWatch {
+    regex: Option<regex::Regex>,
+    pattern: String,
+    matched: std::sync::atomic::AtomicBool,
+}
+
+impl LineWatch {
+    /// A watch for `pattern` (one that never matches when the pattern does
+    /// not compile; the probe then reports why).
+    pub fn new(pattern: &str) -> Self {
+        Self {
+            regex: compile_log_pattern(pattern).ok(),
+            pattern: pattern.to_owned(),
+            matched: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Looks at `lines` (until one has matched).
+    pub(crate) fn offer(&self, lines: &[String]) {
+        use std::sync::atomic::Ordering;
+        let Some(regex) = &self.regex else { return };
+        if self.matched.load(Ordering::Relaxed) {
+            return;
+        }
+        if lines
+            .iter()
+            .any(|line| regex.is_match(&without_escapes(line)))
+        {
+            self.matched.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether a line has matched.
+    pub fn matched(&self) -> bool {
+        self.matched.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// `line` without its CSI escape sequences (colours), so a pattern matches
+/// what people see.
+fn without_escapes(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.contains('\x1b') {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        if chars.next() == Some('[') {
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Ready once a line of the service's output has matched its pattern.
+#[derive(Debug)]
+pub struct LogProbe {
+    watch: Arc<LineWatch>,
+}
+
+impl LogProbe {
+    /// A probe answering from `watch`.
+    pub fn new(watch: Arc<LineWatch>) -> Self {
+        Self { watch }
+    }
+}
+
+#[async_trait]
+impl Probe for LogProbe {
+    async fn check(&self) -> Result<(), String> {
+        if self.watch.matched() {
+            return Ok(());
+        }
+        match &self.watch.regex {
+            Some(_) => Err(format!(
+                "no output line matches `{}` yet",
+                self.watch.pattern
+            )),
+            None => Err(format!(
+                "invalid log pattern `{}`: {}",
+                self.watch.pattern,
+                compile_log_pattern(&self.watch.pattern)
+                    .err()
+                    .unwrap_or_default()
+            )),
+        }
+    }
+}
+
+/// Builds the probe described by `spec`. A log probe built here sees no
+/// lines (nothing offers it any); the supervisor builds its own, fed by the
+/// service's output.
 pub fn probe_for(spec: &ProbeSpec) -> Box<dyn Probe> {
     probe_with_guard(spec, None)
 }
@@ -170,6 +292,7 @@ pub(crate) fn probe_with_guard(spec: &ProbeSpec, guard: Option<Arc<Guard>>) -> B
             command: command.clone(),
             guard,
         }),
+        ProbeSpec::Log { pattern } => Box::new(LogProbe::new(Arc::new(LineWatch::new(pattern)))),
     }
 }
 

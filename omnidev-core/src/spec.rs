@@ -84,6 +84,13 @@ pub enum ProbeSpec {
     },
     /// A command exiting 0.
     Command(CommandSpec),
+    /// A line of the service's output (stdout or stderr, colour codes
+    /// removed) matching the regular expression `pattern`, written by the
+    /// current run. See [`crate::probe::compile_log_pattern`] for the limits.
+    Log {
+        /// The regular expression (Rust `regex` syntax).
+        pattern: String,
+    },
 }
 
 /// A readiness probe with its timing.

@@ -1068,3 +1068,46 @@ async fn a_feed_gets_every_line_then_the_exit_in_order() {
     );
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test]
+async fn a_log_probe_is_ready_on_its_line_and_each_run_needs_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Coloured, on stderr, after other output: what a real host prints.
+    let mut host = sh(
+        "host",
+        "echo starting; sleep 0.3; printf '\\033[32mConnected as %s\\033[0m\\n' \"'dev'\" >&2; exec sleep 1000",
+        dir.path(),
+    );
+    host.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "^Connected as '".into(),
+        },
+        Duration::from_secs(30),
+    ));
+    let mut quiet = sh("quiet", "echo nothing to see; exec sleep 1000", dir.path());
+    quiet.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "Connected as".into(),
+        },
+        Duration::from_secs(30),
+    ));
+    let mut after = sh("after", "exec sleep 1000", dir.path());
+    after.depends_on = depends("host", Condition::Ready);
+    let (supervisor, mut rx) = start_subscribed(vec![host, quiet, after]).await;
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| count(s, "after", running) >= 1).await;
+    let ready = position(&seen, "host", |k| matches!(k, EventKind::Ready)).expect("host ready");
+    assert!(position(&seen, "after", running).expect("after ran") > ready);
+    assert_eq!(
+        position(&seen, "quiet", |k| matches!(k, EventKind::Ready)),
+        None,
+        "a service whose output never matches is not ready"
+    );
+    // A restart is ready again only once the new run prints the line.
+    supervisor.restart("host").await.expect("restart");
+    events_until(&mut rx, &mut seen, |s| {
+        count(s, "host", |k| matches!(k, EventKind::Ready)) >= 2
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+}

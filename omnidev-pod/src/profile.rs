@@ -185,7 +185,7 @@ pub struct Service {
 }
 
 /// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,
-/// `command`.
+/// `command`, `log`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Ready {
@@ -201,12 +201,50 @@ pub struct Ready {
     /// A command exiting 0 when ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// A regular expression: ready once a line of the service's output
+    /// (colour codes removed) matches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
     /// Longest pause between attempts, ms (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<u64>,
     /// Time until a "probe timed out" event, ms (default 60000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+}
+
+/// The `ready` table of service `name`: exactly one probe kind, a non-empty
+/// command, a usable log pattern.
+fn validate_ready(at: &Locator<'_>, name: &str, ready: &Ready) -> Result<()> {
+    let kinds = [
+        ready.http.is_some(),
+        ready.tcp.is_some(),
+        ready.command.is_some(),
+        ready.log.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(at.error(
+            &["services", name, "ready"],
+            format!(
+                "`ready` of service `{name}` needs exactly one of `http`, `tcp`, `command`, `log`"
+            ),
+        ));
+    }
+    if let Some(pattern) = &ready.log
+        && let Err(reason) = omnidev_core::probe::compile_log_pattern(pattern)
+    {
+        return Err(at.error(
+            &["services", name, "ready", "log"],
+            format!("`ready.log` of service `{name}` is not a usable regular expression: {reason}"),
+        ));
+    }
+    if ready.command.as_ref().is_some_and(Vec::is_empty) {
+        return Err(at.error(
+            &["services", name, "ready", "command"],
+            format!("`ready.command` of service `{name}` is empty"),
+        ));
+    }
+    Ok(())
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -449,23 +487,7 @@ impl Profile {
                 ));
             }
             if let Some(ready) = &service.ready {
-                let kinds = [
-                    ready.http.is_some(),
-                    ready.tcp.is_some(),
-                    ready.command.is_some(),
-                ];
-                if kinds.iter().filter(|k| **k).count() != 1 {
-                    return Err(at.error(
-                        &["services", name, "ready"],
-                        format!("`ready` of service `{name}` needs exactly one of `http`, `tcp`, `command`"),
-                    ));
-                }
-                if ready.command.as_ref().is_some_and(Vec::is_empty) {
-                    return Err(at.error(
-                        &["services", name, "ready", "command"],
-                        format!("`ready.command` of service `{name}` is empty"),
-                    ));
-                }
+                validate_ready(at, name, ready)?;
             }
         }
         Ok(())
@@ -765,6 +787,24 @@ mod tests {
             "p.toml",
         )
         .expect("maxima accepted");
+    }
+
+    #[test]
+    fn a_log_probe_needs_a_usable_pattern() {
+        let profile = Profile::parse(
+            "[services.a]\ncommand = [\"x\"]\nready = { log = \"^Connected as '\" }\n",
+            "test",
+        )
+        .expect("a log probe parses");
+        let ready = profile.services["a"].ready.as_ref().expect("ready");
+        assert_eq!(ready.log.as_deref(), Some("^Connected as '"));
+        let (_, _, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\nready = { log = \"(unclosed\" }\n");
+        assert!(message.contains("`ready.log` of service `a`"), "{message}");
+        let (_, _, message) = profile_error(
+            "[services.a]\ncommand = [\"x\"]\nready = { log = \"x\", tcp = \"h:1\" }\n",
+        );
+        assert!(message.contains("exactly one of"), "{message}");
     }
 
     #[test]

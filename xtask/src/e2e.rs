@@ -760,8 +760,7 @@ impl Pod {
     pub fn ready_backend(&mut self, timeout: Duration) -> Result<Server> {
         let server = self.server(None, timeout)?;
         self.wait_output("the host to connect to the server", timeout, |out| {
-            out.contains("omnigent-host: connected to server")
-                .then_some(())
+            out.contains("omnigent-host: Connected as").then_some(())
         })?;
         Ok(server)
     }

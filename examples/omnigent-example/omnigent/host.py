@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import time
 import urllib.request
 
@@ -27,7 +28,8 @@ def run(args) -> int:
         while pid is None:
             time.sleep(0.2)
             pid = server_pid(args.server)
-        log("host", f"connected to server pid={pid}")
+        # The same line as the real host's, which omnidev's profile waits for.
+        log("host", f"Connected as '{socket.gethostname()}' (server pid={pid})")
         while True:
             time.sleep(args.heartbeat)
             now = server_pid(args.server)

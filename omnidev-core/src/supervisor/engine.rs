@@ -552,6 +552,14 @@ impl Engine {
     fn spawn(&mut self, index: usize) {
         let spec = &self.specs[index];
         let generation = self.services[index].generation;
+        // Watching starts before the process does, so its first line counts.
+        let watch = match spec.readiness.as_ref().map(|r| &r.probe) {
+            Some(crate::spec::ProbeSpec::Log { pattern }) => {
+                Some(Arc::new(probe::LineWatch::new(pattern)))
+            }
+            _ => None,
+        };
+        self.logs.watch_lines(&spec.name, watch.clone());
         let Spawned {
             pid,
             start_time,
@@ -584,7 +592,10 @@ impl Engine {
                 let tx = self.internal_tx.clone();
                 let guard = self.guard.clone();
                 Readiness::Probing(tokio::spawn(async move {
-                    let probe = probe::probe_with_guard(&readiness.probe, Some(guard));
+                    let probe: Box<dyn probe::Probe> = match watch {
+                        Some(watch) => Box::new(probe::LogProbe::new(watch)),
+                        None => probe::probe_with_guard(&readiness.probe, Some(guard)),
+                    };
                     probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
                         let message = match outcome {
                             probe::ProbeOutcome::Ready => Internal::Ready { index, generation },

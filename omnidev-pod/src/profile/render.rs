@@ -379,6 +379,11 @@ fn render_readiness(
             cwd: cwd.to_path_buf(),
             env: env.clone(),
         })
+    } else if let Some(pattern) = &ready.log {
+        // Taken verbatim: `{` and `}` are regex syntax here, not placeholders.
+        ProbeSpec::Log {
+            pattern: pattern.clone(),
+        }
     } else {
         return Err(Error::Render {
             message: format!("`ready` of service `{name}` names no probe"),

@@ -99,13 +99,22 @@ fn check_env_contract(ctx: &Ctx, server: Server, report: &EnvReport) -> Result<P
     Ok(pod)
 }
 
-/// The example pod comes up headless: server ready on its port, host started
+/// The example pod comes up headless: all three services reach `ready`
+/// (server by HTTP, host by its log line, vite by its port), host started
 /// only once the server was ready, vite serving (and proxying to the
 /// server), dependencies installed once; SIGINT then leaves no process.
 pub fn up_headless(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, vite) = pod.ready(UP)?;
+    // The embedded profile has a readiness check for every service: the
+    // server by HTTP, the host by its `Connected as` line, vite by its port.
+    for service in ["server", "host", "vite"] {
+        let line = format!("omnidev | {service} ready");
+        pod.wait_output(&format!("`{line}`"), UP, |out| {
+            out.lines().any(|l| l == line).then_some(())
+        })?;
+    }
     let out = pod.output();
 
     let hosts = parse::host_starts(&out);

@@ -137,7 +137,7 @@ pub fn panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         "the pod to come up (combined pane shows server, host and web)",
         UP,
         |screen| {
-            for mark in ["omnigent-host: connected to server", "omnigent-web: ready"] {
+            for mark in ["omnigent-host: Connected as", "omnigent-web: ready"] {
                 if !screen.contains(mark) {
                     tmux_send(&tmux, "0");
                     return Err(format!("waiting for `{mark}`"));
