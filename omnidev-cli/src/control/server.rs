@@ -511,11 +511,15 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
-    async fn a_silent_client_is_disconnected() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut idle = ServiceSpec::new("idle", "sleep", ["1000"], dir.path());
-        idle.restart = RestartPolicy::Never;
+    /// A supervisor of one idle `sleep` service and a control server for it
+    /// in `dir`; `backend` lists the services `restart` with no name acts on.
+    async fn idle_pod(
+        dir: &std::path::Path,
+        restart: RestartPolicy,
+        backend: Vec<String>,
+    ) -> (Supervisor, ControlServer) {
+        let mut idle = ServiceSpec::new("idle", "sleep", ["1000"], dir);
+        idle.restart = restart;
         let supervisor = Supervisor::start(SupervisorConfig {
             services: vec![idle],
             ..SupervisorConfig::default()
@@ -523,14 +527,21 @@ mod tests {
         .await
         .expect("supervisor");
         let info = ServerInfo {
-            pod_dir: dir.path().to_path_buf(),
-            repo: dir.path().to_path_buf(),
+            pod_dir: dir.to_path_buf(),
+            repo: dir.to_path_buf(),
             ports: BTreeMap::new(),
             urls: Vec::new(),
-            backend: Vec::new(),
+            backend,
             probed: HashSet::new(),
         };
         let server = ControlServer::start(info, supervisor.clone()).expect("server");
+        (supervisor, server)
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_disconnected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (supervisor, server) = idle_pod(dir.path(), RestartPolicy::Never, Vec::new()).await;
         let mut client = UnixStream::connect(super::super::socket_path(dir.path()))
             .await
             .expect("connect");
@@ -548,22 +559,8 @@ mod tests {
     #[tokio::test]
     async fn a_restart_timeout_beyond_the_maximum_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let idle = ServiceSpec::new("idle", "sleep", ["1000"], dir.path());
-        let supervisor = Supervisor::start(SupervisorConfig {
-            services: vec![idle],
-            ..SupervisorConfig::default()
-        })
-        .await
-        .expect("supervisor");
-        let info = ServerInfo {
-            pod_dir: dir.path().to_path_buf(),
-            repo: dir.path().to_path_buf(),
-            ports: BTreeMap::new(),
-            urls: Vec::new(),
-            backend: vec!["idle".into()],
-            probed: HashSet::new(),
-        };
-        let server = ControlServer::start(info, supervisor.clone()).expect("server");
+        let (supervisor, server) =
+            idle_pod(dir.path(), RestartPolicy::default(), vec!["idle".into()]).await;
         let pid = || supervisor.snapshot().first().and_then(|s| s.pid);
         while pid().is_none() {
             tokio::time::sleep(POLL).await;
