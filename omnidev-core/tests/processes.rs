@@ -427,21 +427,29 @@ fn sigkill_of_the_supervisor_leaves_no_helper() {
     }
 }
 
-#[test]
-fn sigkill_of_supervisor_and_guard_is_cleaned_up_by_the_next_start() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tag = new_tag("both");
-    let (mut supervisor, helpers, state) = supervise_helpers(dir.path(), &tag, "auto");
-    assert_cgroup(&state);
+/// SIGKILL a supervisor and its guard together, as `killall -9` of every
+/// omnidev process would, and wait until both are gone.
+fn kill_supervisor_and_guard(
+    supervisor: &mut std::process::Child,
+    state: &omnidev_core::StateFile,
+) {
     let guard = state.guard_pid.expect("guard pid");
-    // Both at once, as `killall -9` of every omnidev process would.
-    // SAFETY: signalling our own child and its guard.
+    // SAFETY: signalling our own child's guard.
     unsafe {
         libc::kill(guard as i32, libc::SIGKILL);
     }
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
     wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
+}
+
+#[test]
+fn sigkill_of_supervisor_and_guard_is_cleaned_up_by_the_next_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = new_tag("both");
+    let (mut supervisor, helpers, state) = supervise_helpers(dir.path(), &tag, "auto");
+    assert_cgroup(&state);
+    kill_supervisor_and_guard(&mut supervisor, &state);
     // Nothing killed the helpers.
     assert!(helpers.iter().all(|&p| pid_alive(p)));
 
@@ -470,14 +478,7 @@ fn without_cgroups_leftovers_of_both_killed_are_found_by_session_and_service_id(
         state.containment,
         Some(omnidev_core::Mechanism::ProcessGroups { .. })
     ));
-    let guard = state.guard_pid.expect("guard pid");
-    // SAFETY: signalling our own child and its guard.
-    unsafe {
-        libc::kill(guard as i32, libc::SIGKILL);
-    }
-    supervisor.kill().expect("SIGKILL the supervisor");
-    supervisor.wait().expect("reap");
-    wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
+    kill_supervisor_and_guard(&mut supervisor, &state);
     assert!(helpers.iter().all(|&p| pid_alive(p)));
     let next_tag = new_tag("fallback-next");
     let (next, _, _) = supervise_helpers(dir.path(), &next_tag, "process-groups");
