@@ -86,6 +86,7 @@ fn environment_rows_of_spec_3_3() {
         let env = &service(&rendered.services, name).command.env;
         assert_eq!(env["OMNIGENT_LOG_TTY_FD"], "2");
         assert_eq!(env["OMNIGENT_LOG_FORCE_COLOR"], "1");
+        assert_eq!(env["OMNIGENT_SKIP_WEB_UI"], "true");
         assert_eq!(env["OMNIGENT_URL"], "http://127.0.0.1:6800");
     }
     let vite = &service(&rendered.services, "vite").command.env;
