@@ -5,22 +5,34 @@
 //! arrived for the debounce period, so 20 writes in 100 ms are one reload.
 //! (notify-debouncer-full expires each event on its own timer and can split
 //! such a burst into several batches, which would mean several reloads.)
+//!
+//! Directories count by what they hold: one that appears (created, moved
+//! or renamed in) changes every matching file inside it, found by scanning
+//! it at the end of the burst — after its own watch exists, so a file
+//! written before that watch is still seen; one that goes away changes
+//! every matching file it held (the watcher keeps the list of matching
+//! files). The ignore rules ([`ignores`]) are re-read whenever one of their
+//! files changes. A lost event (an error of the watcher, a queue overflow)
+//! means "anything may have changed": one trigger, the watches set up
+//! again, the rules and the file list re-read.
+
+mod ignores;
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, Weak, mpsc};
 use std::time::Duration;
 
 use ignore::Match;
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::{Override, OverrideBuilder};
-use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 
 use omnidev_core::Supervisor;
 
 use crate::error::{Error, Result};
 use crate::session::PreparedPod;
+use ignores::Ignores;
 
 /// What to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +46,15 @@ pub struct WatchConfig {
     pub debounce: Duration,
     /// Most directories this watcher may watch (see [`watch_budget`]).
     pub max_watches: usize,
+    /// git's `core.excludesFile` (see [`excludes_file`]).
+    pub excludes_file: Option<PathBuf>,
+}
+
+/// The user's global ignore file as git finds it (`core.excludesFile` of
+/// `$GIT_CONFIG_GLOBAL`, `~/.gitconfig`, `$XDG_CONFIG_HOME/git/config` or
+/// `/etc/gitconfig`, else `$XDG_CONFIG_HOME/git/ignore`).
+pub fn excludes_file() -> Option<PathBuf> {
+    ignore::gitignore::gitconfig_excludes_path()
 }
 
 /// Directories one watch rule may watch: half of the system's
@@ -69,85 +90,208 @@ fn count_dirs(dir: &Path, limit: usize) -> Option<usize> {
     Some(count)
 }
 
-/// Decides which paths of a notify event count as a change.
-#[derive(Debug)]
-struct Filter {
-    root: PathBuf,
-    wanted: Override,
-    ignored: Gitignore,
+/// One burst's worth of what the watcher saw.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// The matching files that changed (created, written, removed, renamed,
+    /// or inside a directory that appeared or went away).
+    pub paths: Vec<PathBuf>,
+    /// Why events may have been lost in this burst (a watcher error, a
+    /// queue overflow); then anything may have changed.
+    pub lost: Option<String>,
 }
 
-impl Filter {
-    fn new(root: &Path, patterns: &[String]) -> Result<Self> {
+/// What the notify thread hands to the burst thread.
+#[derive(Debug)]
+enum Message {
+    /// An event of a kind that counts.
+    Event(notify::Event),
+    /// Events may have been lost: why.
+    Lost(String),
+}
+
+/// Whether an event kind is a content change.
+fn kind_counts(kind: EventKind) -> bool {
+    match kind {
+        // Attribute changes (chmod, atime) are not content.
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        // Content: creation, removal, writes, renames; and a file opened
+        // for writing being closed (`touch`, some editors).
+        EventKind::Create(_)
+        | EventKind::Remove(_)
+        | EventKind::Modify(_)
+        | EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        // Reads (Python imports open every module) and the rest.
+        EventKind::Access(_) | EventKind::Any | EventKind::Other => false,
+    }
+}
+
+/// Whether an event may bring a directory (and its files) into view.
+fn kind_brings_in(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Create(CreateKind::Folder | CreateKind::Any | CreateKind::Other)
+            | EventKind::Modify(ModifyKind::Name(
+                RenameMode::To | RenameMode::Both | RenameMode::Any | RenameMode::Other
+            ))
+    )
+}
+
+fn in_pycache(path: &Path) -> bool {
+    path.components()
+        .any(|c| c == Component::Normal("__pycache__".as_ref()))
+}
+
+/// Decides which paths count, and remembers the matching files under the
+/// watched bases (ignored or not), so a directory that goes away is known
+/// to have held some.
+#[derive(Debug)]
+struct Tracker {
+    root: PathBuf,
+    bases: Vec<PathBuf>,
+    wanted: Override,
+    ignores: Ignores,
+    excludes_file: Option<PathBuf>,
+    known: BTreeSet<PathBuf>,
+    max_dirs: usize,
+}
+
+/// The changes of one burst, collected.
+#[derive(Debug, Default)]
+struct Burst {
+    changed: BTreeSet<PathBuf>,
+    appeared: Vec<PathBuf>,
+    lost: Option<String>,
+}
+
+impl Tracker {
+    fn new(config: &WatchConfig, root: &Path, bases: Vec<PathBuf>) -> Result<Self> {
         let glob_error = |pattern: &str, source: ignore::Error| Error::WatchPattern {
             pattern: pattern.to_owned(),
             source,
         };
         let mut wanted = OverrideBuilder::new(root);
-        for pattern in patterns {
+        for pattern in &config.patterns {
             wanted.add(pattern).map_err(|e| glob_error(pattern, e))?;
         }
         let wanted = wanted.build().map_err(|e| glob_error("", e))?;
-        let mut ignored = GitignoreBuilder::new(root);
-        for file in [root.join(".gitignore"), root.join(".git/info/exclude")] {
-            if file.is_file() {
-                // A broken line in .gitignore only loses that line.
-                let _ = ignored.add(file);
-            }
-        }
-        let ignored = ignored.build().unwrap_or_else(|_| Gitignore::empty());
-        Ok(Self {
+        let mut tracker = Self {
             root: root.to_path_buf(),
+            ignores: Ignores::load(root, &bases, config.excludes_file.clone()),
+            bases,
             wanted,
-            ignored,
-        })
+            excludes_file: config.excludes_file.clone(),
+            known: BTreeSet::new(),
+            max_dirs: config.max_watches,
+        };
+        tracker.reread();
+        Ok(tracker)
     }
 
-    fn kind_counts(kind: EventKind) -> bool {
-        match kind {
-            // Attribute changes (chmod, atime) are not content.
-            EventKind::Modify(ModifyKind::Metadata(_)) => false,
-            // Content: creation, removal, writes, renames; and a file opened
-            // for writing being closed (`touch`, some editors).
-            EventKind::Create(_)
-            | EventKind::Remove(_)
-            | EventKind::Modify(_)
-            | EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-            // Reads (Python imports open every module) and the rest.
-            EventKind::Access(_) | EventKind::Any | EventKind::Other => false,
+    /// Reads the ignore rules and the list of matching files again.
+    fn reread(&mut self) {
+        self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
+        let mut known = BTreeSet::new();
+        for base in &self.bases {
+            ignores::walk(base, self.max_dirs, &mut |path, is_dir| {
+                if !is_dir && self.is_wanted(path) {
+                    known.insert(path.to_path_buf());
+                }
+            });
         }
+        self.known = known;
     }
 
-    fn path_counts(&self, path: &Path) -> bool {
+    /// The globs match `path` as a file, and it is not under `__pycache__`.
+    fn is_wanted(&self, path: &Path) -> bool {
         let Ok(relative) = path.strip_prefix(&self.root) else {
             return false;
         };
-        if relative
-            .components()
-            .any(|c| c == Component::Normal("__pycache__".as_ref()))
-        {
-            return false;
-        }
-        let is_dir = path.is_dir();
-        if !matches!(self.wanted.matched(relative, is_dir), Match::Whitelist(_)) {
-            return false;
-        }
-        !self
-            .ignored
-            .matched_path_or_any_parents(relative, is_dir)
-            .is_ignore()
+        !in_pycache(relative) && matches!(self.wanted.matched(relative, false), Match::Whitelist(_))
     }
 
-    fn relevant(&self, event: &notify::Event) -> Vec<PathBuf> {
-        if !Self::kind_counts(event.kind) {
-            return Vec::new();
+    fn under_a_base(&self, path: &Path) -> bool {
+        self.bases.iter().any(|base| path.starts_with(base))
+    }
+
+    /// A file that counts as changed, unless ignored.
+    fn changed(&self, path: &Path, burst: &mut Burst) {
+        if !self.ignores.is_ignored(path, false) {
+            burst.changed.insert(path.to_path_buf());
         }
-        event
-            .paths
-            .iter()
-            .filter(|p| self.path_counts(p))
-            .cloned()
-            .collect()
+    }
+
+    fn take(&mut self, message: Message, burst: &mut Burst) {
+        let event = match message {
+            Message::Lost(why) => {
+                burst.lost.get_or_insert(why);
+                return;
+            }
+            Message::Event(event) => event,
+        };
+        for path in &event.paths {
+            if !path.starts_with(&self.root) || in_pycache(path) {
+                continue;
+            }
+            if self.ignores.is_source(path) {
+                self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
+                continue;
+            }
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.is_dir() => {
+                    if kind_brings_in(event.kind) && self.under_a_base(path) {
+                        burst.appeared.push(path.clone());
+                    }
+                }
+                Ok(_) => {
+                    if self.is_wanted(path) {
+                        self.known.insert(path.clone());
+                        self.changed(path, burst);
+                    }
+                }
+                // Gone: the file itself, or every known file it held.
+                Err(_) => {
+                    let held: Vec<PathBuf> = self
+                        .known
+                        .range(path.clone()..)
+                        .take_while(|known| known.starts_with(path))
+                        .cloned()
+                        .collect();
+                    for file in held {
+                        self.known.remove(&file);
+                        self.changed(&file, burst);
+                    }
+                    if self.is_wanted(path) {
+                        self.changed(path, burst);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Scans the directories that appeared in the burst (their watches
+    /// exist by now): each matching file inside is a change.
+    fn scan_appeared(&mut self, burst: &mut Burst) {
+        let mut found = Vec::new();
+        let mut rules_changed = false;
+        for dir in std::mem::take(&mut burst.appeared) {
+            ignores::walk(&dir, self.max_dirs, &mut |path, is_dir| {
+                if is_dir {
+                    return;
+                }
+                rules_changed |= self.ignores.is_source(path);
+                if self.is_wanted(path) {
+                    found.push(path.to_path_buf());
+                }
+            });
+        }
+        if rules_changed {
+            self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
+        }
+        for file in found {
+            self.changed(&file, burst);
+            self.known.insert(file);
+        }
     }
 }
 
@@ -169,41 +313,61 @@ fn literal_base(pattern: &str) -> PathBuf {
 /// A running watcher; dropping it stops watching.
 #[derive(Debug)]
 pub struct Watcher {
-    _inner: notify::RecommendedWatcher,
+    _inner: Arc<Mutex<notify::RecommendedWatcher>>,
     watched: Vec<PathBuf>,
 }
 
+/// The watches of one watcher: each base recursively, and the directories
+/// of ignore files outside the bases on their own.
+#[derive(Debug, Clone)]
+struct Watches {
+    bases: Vec<PathBuf>,
+    sources: Vec<PathBuf>,
+}
+
+impl Watches {
+    fn set_up(&self, inner: &mut notify::RecommendedWatcher) -> Result<()> {
+        let add = |inner: &mut notify::RecommendedWatcher, dir: &PathBuf, mode| {
+            inner.watch(dir, mode).map_err(|source| Error::Watch {
+                path: dir.clone(),
+                source,
+            })
+        };
+        for base in &self.bases {
+            add(inner, base, RecursiveMode::Recursive)?;
+        }
+        for dir in &self.sources {
+            add(inner, dir, RecursiveMode::NonRecursive)?;
+        }
+        Ok(())
+    }
+
+    /// After lost events: every watch removed and added again.
+    fn renew(&self, inner: &Weak<Mutex<notify::RecommendedWatcher>>) {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let Ok(mut inner) = inner.lock() else {
+            return;
+        };
+        for dir in self.bases.iter().chain(&self.sources) {
+            let _ = inner.unwatch(dir);
+        }
+        // What cannot be watched again now is reported by the next error.
+        let _ = self.set_up(&mut inner);
+    }
+}
+
 impl Watcher {
-    /// Starts watching and calls `on_change` with the changed paths once per
-    /// burst, on a background thread.
-    pub fn start<F>(config: &WatchConfig, mut on_change: F) -> Result<Self>
+    /// Starts watching and calls `on_change` once per burst, on a
+    /// background thread.
+    pub fn start<F>(config: &WatchConfig, on_change: F) -> Result<Self>
     where
-        F: FnMut(Vec<PathBuf>) + Send + 'static,
+        F: FnMut(Change) + Send + 'static,
     {
         let root = std::fs::canonicalize(&config.root).map_err(|source| Error::Watch {
             path: config.root.clone(),
             source: notify::Error::io(source),
-        })?;
-        let filter = Filter::new(&root, &config.patterns)?;
-        let (tx, rx) = mpsc::channel::<Vec<PathBuf>>();
-        let handler = move |res: notify::Result<notify::Event>| {
-            if let Ok(event) = res {
-                let paths = filter.relevant(&event);
-                if !paths.is_empty() {
-                    let _ = tx.send(paths);
-                }
-            }
-        };
-        // Symbolic links are never followed: a link to `/usr` or `$HOME`
-        // inside a watched directory would add thousands of watches on
-        // files that are not the checkout's.
-        let mut inner = notify::RecommendedWatcher::new(
-            handler,
-            notify::Config::default().with_follow_symlinks(false),
-        )
-        .map_err(|source| Error::Watch {
-            path: root.clone(),
-            source,
         })?;
         let mut bases: BTreeSet<PathBuf> = BTreeSet::new();
         for pattern in &config.patterns {
@@ -232,30 +396,44 @@ impl Watcher {
                 });
             };
             budget -= count;
-            inner
-                .watch(&base, RecursiveMode::Recursive)
-                .map_err(|source| Error::Watch {
-                    path: base.clone(),
-                    source,
-                })?;
             watched.push(base);
         }
+        let tracker = Tracker::new(config, &root, watched.clone())?;
+        let plan = Watches {
+            sources: tracker.ignores.source_dirs(&watched),
+            bases: watched.clone(),
+        };
+        let (tx, rx) = mpsc::channel::<Message>();
+        let handler = move |res: notify::Result<notify::Event>| {
+            let message = match res {
+                Ok(event) if event.need_rescan() => {
+                    Message::Lost("the system's queue of file events overflowed".to_owned())
+                }
+                Ok(event) if kind_counts(event.kind) => Message::Event(event),
+                Ok(_) => return,
+                Err(error) => Message::Lost(error.to_string()),
+            };
+            let _ = tx.send(message);
+        };
+        // Symbolic links are never followed: a link to `/usr` or `$HOME`
+        // inside a watched directory would add thousands of watches on
+        // files that are not the checkout's.
+        let mut inner = notify::RecommendedWatcher::new(
+            handler,
+            notify::Config::default().with_follow_symlinks(false),
+        )
+        .map_err(|source| Error::Watch {
+            path: root.clone(),
+            source,
+        })?;
+        plan.set_up(&mut inner)?;
+        let inner = Arc::new(Mutex::new(inner));
+        let weak = Arc::downgrade(&inner);
         let debounce = config.debounce;
         std::thread::Builder::new()
             .name("omnidev-watch".to_owned())
             .spawn(move || {
-                // Ends when the notify watcher (holding the sender) is dropped.
-                while let Ok(first) = rx.recv() {
-                    let mut batch: BTreeSet<PathBuf> = first.into_iter().collect();
-                    loop {
-                        match rx.recv_timeout(debounce) {
-                            Ok(more) => batch.extend(more),
-                            Err(mpsc::RecvTimeoutError::Timeout) => break,
-                            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                        }
-                    }
-                    on_change(batch.into_iter().collect());
-                }
+                run_bursts(&rx, tracker, debounce, || plan.renew(&weak), on_change);
             })
             .map_err(|source| Error::Watch {
                 path: root.clone(),
@@ -273,6 +451,39 @@ impl Watcher {
     }
 }
 
+/// Turns messages into one [`Change`] per burst, until the notify watcher
+/// (holding the sender) is dropped.
+fn run_bursts(
+    rx: &mpsc::Receiver<Message>,
+    mut tracker: Tracker,
+    debounce: Duration,
+    mut renew_watches: impl FnMut(),
+    mut on_change: impl FnMut(Change),
+) {
+    while let Ok(first) = rx.recv() {
+        let mut burst = Burst::default();
+        tracker.take(first, &mut burst);
+        loop {
+            match rx.recv_timeout(debounce) {
+                Ok(more) => tracker.take(more, &mut burst),
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        tracker.scan_appeared(&mut burst);
+        if burst.lost.is_some() {
+            renew_watches();
+            tracker.reread();
+        }
+        if !burst.changed.is_empty() || burst.lost.is_some() {
+            on_change(Change {
+                paths: burst.changed.into_iter().collect(),
+                lost: burst.lost,
+            });
+        }
+    }
+}
+
 /// Starts one watcher per watch rule; each burst of changes reloads the
 /// rule's service (its dependents follow, by the supervisor's rules).
 /// Returns the watchers (dropping them stops watching) and a line per rule
@@ -283,7 +494,8 @@ pub fn start_watchers(
     supervisor: &Supervisor,
 ) -> Result<(Vec<Watcher>, Vec<String>)> {
     let mut notices = Vec::new();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // (service, why events were lost)
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Option<String>)>();
     let mut watchers = Vec::new();
     let max_watches = watch_budget();
     for rule in &prepared.rendered.watch {
@@ -295,9 +507,10 @@ pub fn start_watchers(
                 patterns: rule.globs.clone(),
                 debounce,
                 max_watches,
+                excludes_file: excludes_file(),
             },
-            move |_paths| {
-                let _ = tx.send(service.clone());
+            move |change| {
+                let _ = tx.send((service.clone(), change.lost));
             },
         );
         let watcher = match started {
@@ -330,12 +543,22 @@ pub fn start_watchers(
     }
     let supervisor = supervisor.clone();
     tokio::spawn(async move {
-        while let Some(service) = rx.recv().await {
-            let mut services = vec![service];
+        // Each reason for lost events is told once; the reload happens
+        // every time.
+        let mut told: BTreeSet<String> = BTreeSet::new();
+        while let Some(first) = rx.recv().await {
+            let mut services: Vec<String> = Vec::new();
+            let mut next = Some(first);
             // Rules firing together are one reload.
-            while let Ok(more) = rx.try_recv() {
-                if !services.contains(&more) {
-                    services.push(more);
+            while let Some((service, lost)) = next.take().or_else(|| rx.try_recv().ok()) {
+                if let Some(why) = lost.filter(|why| told.insert(why.clone())) {
+                    supervisor.notice(format!(
+                        "file events for {service} may have been lost ({why}); reloading it \
+                         and watching again"
+                    ));
+                }
+                if !services.contains(&service) {
+                    services.push(service);
                 }
             }
             let names: Vec<&str> = services.iter().map(String::as_str).collect();
@@ -358,7 +581,7 @@ mod tests {
     struct Fixture {
         dir: tempfile::TempDir,
         root: PathBuf,
-        rx: mpsc::Receiver<Vec<PathBuf>>,
+        rx: mpsc::Receiver<Change>,
         _watcher: Watcher,
     }
 
@@ -377,6 +600,7 @@ mod tests {
                 patterns: vec!["omnigent/**/*.py".to_owned()],
                 debounce: Duration::from_millis(debounce_ms),
                 max_watches: 100,
+                excludes_file: Some(root.join("global-ignore")),
             },
             move |paths| {
                 let _ = tx.send(paths);
@@ -393,10 +617,16 @@ mod tests {
     }
 
     impl Fixture {
-        fn next_trigger(&self) -> Vec<PathBuf> {
+        fn next_change(&self) -> Change {
             self.rx
                 .recv_timeout(Duration::from_secs(20))
                 .expect("a reload trigger within 20 s")
+        }
+
+        fn next_trigger(&self) -> Vec<PathBuf> {
+            let change = self.next_change();
+            assert_eq!(change.lost, None);
+            change.paths
         }
 
         /// Proves that nothing was triggered before this point: a write to a
@@ -467,6 +697,161 @@ mod tests {
         assert_eq!(fx.next_trigger(), vec![renamed]);
     }
 
+    /// A package directory with two modules and a data file.
+    fn package(dir: &Path) -> Vec<PathBuf> {
+        std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+        std::fs::write(dir.join("data.txt"), "x").expect("write");
+        let files = vec![dir.join("__init__.py"), dir.join("sub/mod.py")];
+        for file in &files {
+            std::fs::write(file, "x = 1\n").expect("write");
+        }
+        files
+    }
+
+    #[test]
+    fn a_directory_moved_in_out_and_within_changes_its_files() {
+        let fx = fixture(100);
+        let outside = tempfile::tempdir().expect("tempdir");
+        let outside = std::fs::canonicalize(outside.path()).expect("canonical");
+        package(&outside.join("pkg"));
+        let inside = fx.root.join("omnigent/pkg");
+        std::fs::rename(outside.join("pkg"), &inside).expect("move in");
+        assert_eq!(
+            fx.next_trigger(),
+            vec![inside.join("__init__.py"), inside.join("sub/mod.py")]
+        );
+        fx.assert_no_trigger_before_sentinel();
+
+        let renamed = fx.root.join("omnigent/api/pkg2");
+        std::fs::rename(&inside, &renamed).expect("move within");
+        let mut want = vec![
+            inside.join("__init__.py"),
+            inside.join("sub/mod.py"),
+            renamed.join("__init__.py"),
+            renamed.join("sub/mod.py"),
+        ];
+        want.sort();
+        assert_eq!(fx.next_trigger(), want);
+        fx.assert_no_trigger_before_sentinel();
+
+        // The moved directory is watched under its new name.
+        std::fs::write(renamed.join("sub/mod.py"), "x = 2\n").expect("write");
+        assert_eq!(fx.next_trigger(), vec![renamed.join("sub/mod.py")]);
+
+        std::fs::rename(&renamed, outside.join("back")).expect("move out");
+        assert_eq!(
+            fx.next_trigger(),
+            vec![renamed.join("__init__.py"), renamed.join("sub/mod.py")]
+        );
+        fx.assert_no_trigger_before_sentinel();
+
+        // A directory holding no matching file changes nothing.
+        std::fs::create_dir_all(outside.join("assets/img")).expect("mkdir");
+        std::fs::rename(outside.join("assets"), fx.root.join("omnigent/assets")).expect("mv");
+        fx.assert_no_trigger_before_sentinel();
+    }
+
+    #[test]
+    fn mkdir_and_an_immediate_write_is_one_trigger_every_time() {
+        let fx = fixture(100);
+        for i in 0..20 {
+            let dir = fx.root.join(format!("omnigent/q{i}"));
+            std::fs::create_dir(&dir).expect("mkdir");
+            std::fs::write(dir.join("__init__.py"), "x = 1\n").expect("write");
+            assert_eq!(
+                fx.next_trigger(),
+                vec![dir.join("__init__.py")],
+                "round {i}"
+            );
+        }
+        fx.assert_no_trigger_before_sentinel();
+    }
+
+    #[test]
+    fn ignore_rules_added_while_running_apply_at_once() {
+        let fx = fixture(100);
+        let nested = fx.root.join("omnigent/api/.gitignore");
+        std::fs::write(&nested, "scratch.py\n").expect("nested gitignore");
+        std::fs::create_dir_all(fx.root.join(".git/info")).expect("git dir");
+        std::fs::write(fx.root.join(".git/info/exclude"), "mine.py\n").expect("exclude");
+        std::fs::write(fx.root.join("global-ignore"), "*.bak.py\n").expect("global");
+        // The rules are read in order with the writes that follow them.
+        std::fs::write(fx.root.join("omnigent/api/scratch.py"), "").expect("write");
+        std::fs::write(fx.root.join("omnigent/mine.py"), "").expect("write");
+        std::fs::write(fx.root.join("omnigent/x.bak.py"), "").expect("write");
+        fx.assert_no_trigger_before_sentinel();
+        // The nested rule is api's only.
+        std::fs::write(fx.root.join("omnigent/scratch.py"), "").expect("write");
+        assert_eq!(fx.next_trigger(), vec![fx.root.join("omnigent/scratch.py")]);
+        // Removing the rule brings the file back.
+        std::fs::remove_file(&nested).expect("rm");
+        std::fs::write(fx.root.join("omnigent/api/scratch.py"), "y").expect("write");
+        assert_eq!(
+            fx.next_trigger(),
+            vec![fx.root.join("omnigent/api/scratch.py")]
+        );
+    }
+
+    #[test]
+    fn lost_events_are_one_trigger_and_a_fresh_look() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let base = root.join("src");
+        std::fs::create_dir_all(&base).expect("mkdir");
+        let config = WatchConfig {
+            root: root.clone(),
+            patterns: vec!["src/**/*.py".to_owned()],
+            debounce: Duration::from_millis(50),
+            max_watches: 100,
+            excludes_file: None,
+        };
+        let tracker = Tracker::new(&config, &root, vec![base.clone()]).expect("tracker");
+        let (tx, rx) = mpsc::channel();
+        // A file that appears while events are lost is known afterwards:
+        // its removal then counts.
+        std::fs::write(base.join("unseen.py"), "").expect("write");
+        for _ in 0..3 {
+            tx.send(Message::Lost("queue overflow".to_owned()))
+                .expect("send");
+        }
+        std::fs::remove_file(base.join("unseen.py")).expect("rm");
+        let gone = notify::Event::new(EventKind::Remove(notify::event::RemoveKind::File))
+            .add_path(base.join("unseen.py"));
+        let (changes_tx, changes) = mpsc::channel();
+        let renewed = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let renewed = &renewed;
+            scope.spawn(move || {
+                run_bursts(
+                    &rx,
+                    tracker,
+                    config.debounce,
+                    || {
+                        renewed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    },
+                    |change| changes_tx.send(change).expect("send"),
+                );
+            });
+            let first = changes
+                .recv_timeout(Duration::from_secs(20))
+                .expect("change");
+            assert_eq!(
+                first,
+                Change {
+                    paths: vec![],
+                    lost: Some("queue overflow".to_owned())
+                }
+            );
+            tx.send(Message::Event(gone)).expect("send");
+            let second = changes
+                .recv_timeout(Duration::from_secs(20))
+                .expect("change");
+            assert_eq!(second.paths, vec![base.join("unseen.py")]);
+            drop(tx);
+        });
+        assert_eq!(renewed.into_inner(), 1, "watches set up again once");
+    }
+
     #[test]
     fn links_out_of_the_checkout_are_not_followed() {
         let outside = tempfile::tempdir().expect("tempdir");
@@ -484,6 +869,7 @@ mod tests {
                 // The checkout has 4 directories; the outside tree would
                 // make 7.
                 max_watches: 4,
+                excludes_file: None,
             },
             move |paths| {
                 let _ = tx.send(paths);
@@ -495,7 +881,9 @@ mod tests {
         fx.assert_no_trigger_before_sentinel();
         assert!(
             rx.recv_timeout(Duration::from_millis(500))
-                .is_ok_and(|paths| { paths.iter().all(|p| !p.starts_with(outside.path())) })
+                .is_ok_and(|change: Change| {
+                    change.paths.iter().all(|p| !p.starts_with(outside.path()))
+                })
         );
     }
 
@@ -510,6 +898,7 @@ mod tests {
             patterns: vec!["src/**/*.py".to_owned()],
             debounce: Duration::from_millis(100),
             max_watches: 10,
+            excludes_file: None,
         };
         match Watcher::start(&config, |_| {}) {
             Err(e @ Error::TooManyWatches { limit: 10, .. }) => {

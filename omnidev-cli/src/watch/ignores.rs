@@ -1,0 +1,267 @@
+//! Which paths of a checkout git ignores, as git decides it: every
+//! `.gitignore` from the checkout root down (a deeper file overrides a
+//! shallower one, `!` re-includes), then `.git/info/exclude`, then the
+//! user's `core.excludesFile`; a path inside an ignored directory is
+//! ignored whatever its own rules say.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+/// The name of a per-directory ignore file.
+const GITIGNORE: &str = ".gitignore";
+
+/// The ignore rules of one checkout, read at one moment.
+#[derive(Debug)]
+pub(super) struct Ignores {
+    root: PathBuf,
+    /// Each directory holding a `.gitignore`, with its rules.
+    nested: BTreeMap<PathBuf, Gitignore>,
+    exclude: Gitignore,
+    exclude_path: Option<PathBuf>,
+    global: Gitignore,
+    global_path: Option<PathBuf>,
+}
+
+impl Ignores {
+    /// Reads the rules for paths under `bases` (directories inside `root`):
+    /// the `.gitignore` of `root`, of every directory between `root` and a
+    /// base, and of every directory under a base (symbolic links and
+    /// `__pycache__` not followed); the repository's `info/exclude` (also
+    /// for a worktree, whose `.git` is a file); and `excludes_file`.
+    pub(super) fn load(root: &Path, bases: &[PathBuf], excludes_file: Option<PathBuf>) -> Self {
+        let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
+        for base in bases {
+            dirs.extend(chain(root, base));
+            walk(base, usize::MAX, &mut |path, is_dir| {
+                if is_dir {
+                    dirs.insert(path.to_path_buf());
+                }
+            });
+        }
+        dirs.insert(root.to_path_buf());
+        let nested = dirs
+            .into_iter()
+            .filter_map(|dir| {
+                let file = dir.join(GITIGNORE);
+                file.is_file()
+                    .then(|| (dir.clone(), read_rules(&dir, &file)))
+                    .filter(|(_, rules)| !rules.is_empty())
+            })
+            .collect();
+        let exclude_path = git_common_dir(root).map(|dir| dir.join("info/exclude"));
+        let read_root_relative = |file: &Option<PathBuf>| {
+            file.as_deref()
+                .filter(|f| f.is_file())
+                .map_or_else(Gitignore::empty, |f| read_rules(root, f))
+        };
+        Self {
+            root: root.to_path_buf(),
+            nested,
+            exclude: read_root_relative(&exclude_path),
+            global: read_root_relative(&excludes_file),
+            exclude_path,
+            global_path: excludes_file,
+        }
+    }
+
+    /// Whether a change of `path` changes the rules.
+    pub(super) fn is_source(&self, path: &Path) -> bool {
+        (path.starts_with(&self.root) && path.file_name() == Some(GITIGNORE.as_ref()))
+            || self.exclude_path.as_deref() == Some(path)
+            || self.global_path.as_deref() == Some(path)
+    }
+
+    /// The directories holding rule files outside `bases` (watched on their
+    /// own, without their sub-directories): `root` and those between it
+    /// and each base, `info/` of the repository, the excludes file's
+    /// directory. Only existing directories.
+    pub(super) fn source_dirs(&self, bases: &[PathBuf]) -> Vec<PathBuf> {
+        let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
+        for base in bases {
+            dirs.extend(chain(&self.root, base));
+        }
+        dirs.insert(self.root.clone());
+        for file in [&self.exclude_path, &self.global_path]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(dir) = file.parent() {
+                dirs.insert(dir.to_path_buf());
+            }
+        }
+        dirs.into_iter()
+            .filter(|dir| dir.is_dir() && !bases.iter().any(|base| dir.starts_with(base)))
+            .collect()
+    }
+
+    /// Whether git ignores `path` (absolute, inside the root): it or a
+    /// directory above it (below the root) is ignored.
+    pub(super) fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let Ok(relative) = path.strip_prefix(&self.root) else {
+            return false;
+        };
+        let parts: Vec<Component<'_>> = relative.components().collect();
+        let mut current = self.root.clone();
+        for (i, part) in parts.iter().enumerate() {
+            current.push(part);
+            let last = i + 1 == parts.len();
+            if self.decides_ignored(&current, !last || is_dir) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The verdict for `path` itself: the deepest `.gitignore` with a
+    /// matching rule decides, then `info/exclude`, then the excludes file.
+    fn decides_ignored(&self, path: &Path, is_dir: bool) -> bool {
+        // Among the directories above `path`, a deeper one sorts later.
+        let deepest_first = self
+            .nested
+            .iter()
+            .rev()
+            .filter(|(dir, _)| path.starts_with(dir) && path != dir.as_path())
+            .map(|(_, rules)| rules);
+        for rules in deepest_first.chain([&self.exclude, &self.global]) {
+            match rules.matched(path, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
+            }
+        }
+        false
+    }
+}
+
+/// The rules of `file`, relative to `dir`. A line git would reject only
+/// loses that line; an unreadable file is no rules.
+fn read_rules(dir: &Path, file: &Path) -> Gitignore {
+    let mut builder = GitignoreBuilder::new(dir);
+    let _ = builder.add(file);
+    builder.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+/// The directories from `root` (excluded) down to `base` (included).
+fn chain(root: &Path, base: &Path) -> Vec<PathBuf> {
+    let Ok(relative) = base.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut current = root.to_path_buf();
+    relative
+        .components()
+        .map(|part| {
+            current.push(part);
+            current.clone()
+        })
+        .collect()
+}
+
+/// The repository's common git directory: `<root>/.git`, or for a
+/// worktree (`.git` is a file saying `gitdir: …`) the directory its
+/// `commondir` names.
+fn git_common_dir(root: &Path) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if meta.is_dir() {
+        return Some(dot_git);
+    }
+    // A `.git` file is one short line; a bigger one is not git's.
+    if meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let git_dir = root.join(text.trim().strip_prefix("gitdir:")?.trim());
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+    // Canonical, so event paths (from a canonical root) compare equal.
+    std::fs::canonicalize(common).ok()
+}
+
+/// Calls `visit(path, is_dir)` for every entry under `dir` (not `dir`
+/// itself), without following symbolic links or entering `__pycache__`,
+/// visiting at most `max_dirs` directories.
+pub(super) fn walk(dir: &Path, max_dirs: usize, visit: &mut dyn FnMut(&Path, bool)) {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut dirs = 0usize;
+    while let Some(dir) = stack.pop() {
+        dirs += 1;
+        if dirs > max_dirs {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(std::result::Result::ok) {
+            // file_type() does not follow a symbolic link.
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let path = entry.path();
+            if is_dir && entry.file_name() == "__pycache__" {
+                continue;
+            }
+            visit(&path, is_dir);
+            if is_dir {
+                stack.push(path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    #[test]
+    fn deeper_files_override_and_ignored_directories_stay_ignored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let base = root.join("src");
+        write(&root.join(".gitignore"), "*.gen.py\nbuild/\n");
+        write(&base.join("pkg/.gitignore"), "!keep.gen.py\nlocal.py\n");
+        write(&root.join(".git/info/exclude"), "scratch.py\n");
+        let global = root.join("global-ignore");
+        write(&global, "*.tmp.py\n");
+        let rules = Ignores::load(root, std::slice::from_ref(&base), Some(global.clone()));
+        let ignored = |p: &str| Ignores::is_ignored(&rules, &root.join(p), false);
+        assert!(ignored("src/a.gen.py"));
+        assert!(ignored("src/pkg/b.gen.py"));
+        assert!(!ignored("src/pkg/keep.gen.py"), "re-included deeper down");
+        assert!(ignored("src/pkg/local.py"));
+        assert!(!ignored("src/local.py"), "the rule is pkg's only");
+        assert!(ignored("src/build/x.py"), "inside an ignored directory");
+        assert!(ignored("src/scratch.py"), "info/exclude");
+        assert!(ignored("src/x.tmp.py"), "core.excludesFile");
+        assert!(!ignored("src/app.py"));
+        assert!(rules.is_source(&base.join("new/.gitignore")));
+        assert!(rules.is_source(&root.join(".git/info/exclude")));
+        assert!(rules.is_source(&global));
+        assert!(!rules.is_source(&base.join("app.py")));
+        assert_eq!(
+            rules.source_dirs(&[base]),
+            vec![root.to_path_buf(), root.join(".git/info")]
+        );
+    }
+
+    #[test]
+    fn a_worktree_reads_the_common_exclude() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main = dir.path().join("main");
+        let worktree = dir.path().join("wt");
+        write(&main.join(".git/info/exclude"), "secret.py\n");
+        write(&main.join(".git/worktrees/wt/commondir"), "../..\n");
+        write(
+            &worktree.join(".git"),
+            &format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        );
+        let ignores = Ignores::load(&worktree, &[worktree.join("src")], None);
+        assert!(ignores.is_ignored(&worktree.join("src/secret.py"), false));
+    }
+}
