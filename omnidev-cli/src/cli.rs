@@ -106,6 +106,7 @@ TUI keys:
   R                          reload the backend (services with watch rules)
   c                          clear the focused pane
   q, Ctrl-C                  quit and stop everything
+  Ctrl-Z                     suspend (the pod runs on); fg brings the UI back
 
 Exit codes:
   0      stopped by a signal, q or Ctrl-C, or every service ended with 0

@@ -3,6 +3,12 @@
 //!
 //! The terminal is set up by `ratatui::try_init`, which also installs a
 //! panic hook that restores the terminal before the panic message prints.
+//!
+//! Job control: Ctrl-Z (a key in raw mode) and a SIGTSTP from outside
+//! both give the terminal back (cooked mode, main screen, cursor shown)
+//! and stop omnidev; the pod's services run on (they are in sessions of
+//! their own). On SIGCONT (`fg`) the UI takes the terminal again and
+//! redraws everything.
 
 pub mod app;
 pub mod pane;
@@ -16,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyEvent};
 use omnidev_core::{Event, LogConfig, LogLine, ServiceStatus, Supervisor};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{broadcast, mpsc};
 
 pub use app::{Action, App, PodInfo};
@@ -91,10 +98,12 @@ where
     F: FnMut(Action),
     S: Fn() -> CatchUp,
 {
+    // Before the terminal changes, so a SIGTSTP can never find it raw.
+    let job_control = JobControl::new().map_err(Error::Terminal)?;
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let stop = Arc::new(AtomicBool::new(false));
     let keys = spawn_input_thread(stop.clone());
-    let result = event_loop(&mut terminal, app, feed, keys, on_action, quit).await;
+    let result = event_loop(&mut terminal, app, feed, keys, job_control, on_action, quit).await;
     stop.store(true, Ordering::Relaxed);
     ratatui::restore();
     result
@@ -105,6 +114,7 @@ async fn event_loop<F, S>(
     mut app: App,
     mut feed: Feed<S>,
     mut keys: mpsc::UnboundedReceiver<Input>,
+    mut job_control: JobControl,
     mut on_action: F,
     quit: impl Future<Output = ()>,
 ) -> Result<()>
@@ -131,6 +141,7 @@ where
                 Some(Input::Key(key)) => {
                     match app.handle_key(key) {
                         Some(Action::Quit) => return Ok(()),
+                        Some(Action::Suspend) => suspend(terminal),
                         Some(action) => on_action(action),
                         None => {}
                     }
@@ -139,6 +150,10 @@ where
                 // The input thread is gone (no terminal any more).
                 None => return Ok(()),
             },
+            _ = job_control.stop.recv() => suspend(terminal),
+            // Also after a stop omnidev did not see (SIGSTOP), or a `bg`
+            // that left the terminal to the shell: take it again.
+            _ = job_control.cont.recv() => resume(terminal),
             event = feed.events.recv() => {
                 match event {
                     Ok(event) => app.apply(&event),
@@ -151,6 +166,46 @@ where
             }
         }
     }
+}
+
+/// SIGTSTP and SIGCONT, handled while the UI owns the terminal.
+struct JobControl {
+    stop: Signal,
+    cont: Signal,
+}
+
+impl JobControl {
+    /// Replaces SIGTSTP's default action (stopping at once, the terminal
+    /// left raw) for the rest of the process.
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            stop: signal(SignalKind::from_raw(libc::SIGTSTP))?,
+            cont: signal(SignalKind::from_raw(libc::SIGCONT))?,
+        })
+    }
+}
+
+/// Gives the terminal back and stops this process until SIGCONT; then
+/// takes the terminal again.
+fn suspend(terminal: &mut ratatui::DefaultTerminal) {
+    let _ = terminal.show_cursor();
+    ratatui::restore();
+    // SIGSTOP, not SIGTSTP: SIGTSTP is handled (it brought us here). To
+    // the shell both are a stopped job. The process stops inside kill(2)
+    // and carries on from here when continued.
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    resume(terminal);
+}
+
+/// Raw mode, the alternate screen and a full redraw at the next frame.
+/// Failing (continued in the background: the terminal is the shell's) is
+/// left to the next SIGCONT.
+fn resume(terminal: &mut ratatui::DefaultTerminal) {
+    if crossterm::terminal::enable_raw_mode().is_err() {
+        return;
+    }
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen);
+    let _ = terminal.clear();
 }
 
 /// Applies every event already queued, so a burst becomes one redraw.
@@ -210,7 +265,7 @@ pub async fn run_pod(
                     supervisor.reload(&names).await
                 }
                 Action::ClearLogs(name) => supervisor.clear_logs(name.as_deref()),
-                Action::Quit => Ok(()),
+                Action::Quit | Action::Suspend => Ok(()),
             };
         });
     };

@@ -42,6 +42,9 @@ pub enum Action {
     Reload(Vec<String>),
     /// Drop the supervisor's buffer of this service (`None`: combined).
     ClearLogs(Option<String>),
+    /// Give the terminal back and stop, as Ctrl-Z does in a cooked
+    /// terminal; the pod keeps running.
+    Suspend,
 }
 
 /// Keyboard mode.
@@ -209,8 +212,13 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return None;
         }
-        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
-            return Some(Action::Quit);
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            // Raw mode turns these into keys instead of signals.
+            match key.code {
+                KeyCode::Char('c') => return Some(Action::Quit),
+                KeyCode::Char('z') => return Some(Action::Suspend),
+                _ => {}
+            }
         }
         if let Mode::Search { direction, input } = &mut self.mode {
             match key.code {
@@ -378,6 +386,10 @@ pub(crate) mod tests {
         assert_eq!(
             app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
             Some(Action::Quit)
+        );
+        assert_eq!(
+            app.handle_key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)),
+            Some(Action::Suspend)
         );
     }
 

@@ -552,6 +552,37 @@ mod tests {
     }
 
     #[test]
+    fn a_hyperlink_keeps_its_text_and_the_rest_of_the_line_and_search_finds_it() {
+        let mut app = sample_app();
+        app.apply(&log(
+            "host",
+            "ansi-link: \x1b]8;;https://example.com/docs\x1b\\the docs\x1b]8;;\x1b\\ and the rest",
+            100,
+        ));
+        app.handle_key(KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE));
+        for c in "/docs and the".chars() {
+            app.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+        app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(app.message, None, "the search found the link's text");
+        let terminal = draw(&mut app, 100, 10);
+        let buffer = terminal.backend().buffer();
+        let screen: String = (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            screen.contains("ansi-link: the docs and the rest"),
+            "{screen}"
+        );
+        assert!(!screen.contains("example.com"), "{screen}");
+    }
+
+    #[test]
     fn wrap_line_splits_at_width() {
         let rows = wrap_line(Line::from(vec![Span::raw("abcd"), Span::raw("efg")]), 3);
         let texts: Vec<String> = rows.iter().map(ToString::to_string).collect();
