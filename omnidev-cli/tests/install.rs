@@ -351,49 +351,225 @@ fn no_update_check_variable_turns_check_off() {
 // ---------------------------------------------------------------------------
 // The prompt
 
-/// Runs `omnidev check --quiet` on a pseudo-terminal (util-linux `script`),
-/// typing `answer`.
-fn check_on_terminal(cx: &Context, answer: &str) -> Output {
-    let command = cx.omnidev_isolated(&[]);
-    let program = command.get_program().to_owned();
-    let mut script = Command::new("script");
-    script
-        .args([
-            "-qec",
-            &format!("'{}' check --quiet", program.to_string_lossy()),
-            "/dev/null",
-        ])
-        .envs(
-            command
-                .get_envs()
-                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-        )
-        // `script` itself needs to be found; the fakes stay first.
-        .env(
-            "PATH",
-            format!("{}:/usr/bin:/bin", cx.path("bin").display()),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = script.spawn().expect("spawn script");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(answer.as_bytes())
-        .expect("type the answer");
-    child.wait_with_output().expect("script output")
+/// A shell command running as the session leader of a new
+/// pseudo-terminal (its controlling terminal, so `/dev/tty` is it), as in
+/// a new terminal tab.
+struct Terminal {
+    master: std::fs::File,
+    shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    child: std::process::Child,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Terminal {
+    /// Starts `sh -c script` (with the environment of `command`) after
+    /// `typed` is already waiting in the terminal's input.
+    fn start(command: &Command, script: &str, typed: &[u8]) -> Self {
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        let pty = nix::pty::openpty(None, None).expect("openpty");
+        let mut master = std::fs::File::from(pty.master);
+        master.write_all(typed).expect("type ahead");
+        let slave = std::fs::File::from(pty.slave);
+        let mut shell = Command::new("/bin/sh");
+        shell
+            .args(["-c", script])
+            .envs(
+                command
+                    .get_envs()
+                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+            )
+            .env("OMNIDEV", command.get_program())
+            .stdin(slave.try_clone().expect("dup"))
+            .stdout(slave.try_clone().expect("dup"))
+            .stderr(slave);
+        // SAFETY: setsid and ioctl are async-signal-safe; fd 0 is the
+        // terminal.
+        unsafe {
+            shell.pre_exec(|| {
+                if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = shell.spawn().expect("spawn sh");
+        drop(shell); // the parent's copies of the terminal
+        let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = {
+            let shown = shown.clone();
+            let mut master = master.try_clone().expect("dup");
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                // EIO once the terminal's other side is closed.
+                while let Ok(n) = master.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    shown.lock().expect("lock").extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        Self {
+            master,
+            shown,
+            child,
+            reader: Some(reader),
+        }
+    }
+
+    fn shown(&self) -> String {
+        text(&self.shown.lock().expect("lock"))
+    }
+
+    fn wait_shown(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.shown().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {needle:?}; the terminal shows {:?}",
+                self.shown()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn type_in(&mut self, keys: &[u8]) {
+        self.master.write_all(keys).expect("type");
+    }
+
+    /// Waits for the shell to exit; returns whether it succeeded and
+    /// everything the terminal showed.
+    fn finish(mut self) -> (bool, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "did not end: {:?}", self.shown());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("reader");
+        }
+        (status.success(), self.shown())
+    }
+}
+
+/// Runs `omnidev check --quiet` on a terminal and, once it asks, types
+/// `answer` (which may be a lone Ctrl-D: end of input).
+fn check_on_terminal(cx: &Context, answer: &str) -> (bool, String) {
+    let mut command = cx.omnidev_isolated(&[]);
+    // The fakes stay first; their scripts need the usual tools.
+    command.env(
+        "PATH",
+        format!("{}:/usr/bin:/bin", cx.path("bin").display()),
+    );
+    let mut terminal = Terminal::start(&command, "\"$OMNIDEV\" check --quiet", b"");
+    terminal.wait_shown("Update omnigent now? [y/N]");
+    terminal.type_in(answer.as_bytes());
+    terminal.finish()
+}
+
+#[test]
+fn input_typed_before_the_check_reaches_the_shell_and_declines_nothing() {
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, NEW, None);
+    // A whole line, and the start of the next one, typed into a new tab
+    // while the rc file runs.
+    let mut terminal = Terminal::start(
+        &cx.omnidev_isolated(&[]),
+        "\"$OMNIDEV\" check --quiet; echo checked; \
+         IFS= read -r one; IFS= read -r two; echo \"shell got [$one] [$two]\"",
+        b"echo hello > f\necho hel",
+    );
+    terminal.wait_shown("checked");
+    terminal.type_in(b"lo\n");
+    let (ok, shown) = terminal.finish();
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("shell got [echo hello > f] [echo hello]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Update omnigent now?"), "{shown}");
+    assert!(
+        shown.contains("run `omnidev update` to install it"),
+        "the one-line notice instead: {shown}"
+    );
+    assert_eq!(cx.cache()["declined_commit"], serde_json::Value::Null);
+    assert_eq!(cx.markers(), Vec::<String>::new());
+}
+
+#[test]
+fn end_of_input_or_an_empty_answer_asks_again_next_time() {
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, NEW, None);
+    for answer in ["\u{4}", "\n", "later\n"] {
+        let (ok, shown) = check_on_terminal(&cx, answer);
+        assert!(ok, "{shown}");
+        assert!(
+            shown.contains("asking again next time"),
+            "{answer:?}: {shown}"
+        );
+        assert_eq!(
+            cx.cache()["declined_commit"],
+            serde_json::Value::Null,
+            "{answer:?} declines nothing"
+        );
+    }
+    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(
+        text(&output.stderr).contains("-> 222222222222"),
+        "still offered: {output:?}"
+    );
+}
+
+#[test]
+fn a_failing_hook_check_is_one_line_once_a_day() {
+    let cx = Context::new();
+    // HOME unusable (a file: no directory can be made in it, not even by
+    // root): the refresh cannot even be started.
+    let locked = cx.path("locked");
+    std::fs::write(&locked, "not a directory").expect("file");
+    let tmp = cx.path("tmp");
+    std::fs::create_dir_all(&tmp).expect("dir");
+    let hook = || {
+        let mut command = cx.omnidev_isolated(&["check", "--quiet"]);
+        command
+            .env("HOME", &locked)
+            .env("XDG_CACHE_HOME", locked.join("cache"))
+            .env("XDG_CONFIG_HOME", locked.join("config"))
+            .env("TMPDIR", &tmp);
+        run(&mut command)
+    };
+    let first = hook();
+    assert!(first.status.success(), "{first:?}");
+    let said = text(&first.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("the update check failed"), "{said}");
+    assert!(said.contains(&locked.display().to_string()), "{said}");
+    for _ in 0..3 {
+        let again = hook();
+        assert!(again.status.success(), "{again:?}");
+        assert_eq!(text(&again.stderr), "", "told once a day");
+    }
+    // `check` without --quiet (a person asking) always says why.
+    let mut asked = cx.omnidev_isolated(&["check"]);
+    asked
+        .env("HOME", &locked)
+        .env("XDG_CACHE_HOME", locked.join("cache"))
+        .env("TMPDIR", &tmp);
+    let asked = run(&mut asked);
+    assert!(!asked.status.success());
+    assert!(!text(&asked.stderr).is_empty());
 }
 
 #[test]
 fn declined_update_is_not_offered_again_but_a_newer_one_is() {
     let cx = Context::new();
     cx.write_cache(now(), OLD, NEW, None);
-    let output = check_on_terminal(&cx, "n\n");
-    let shown = text(&output.stdout);
-    assert!(output.status.success(), "{output:?}");
-    assert!(shown.contains("Update omnigent now? [y/N]"), "{shown}");
+    let (ok, shown) = check_on_terminal(&cx, "n\n");
+    assert!(ok, "{shown}");
     assert!(shown.contains("will not be offered again"), "{shown}");
     assert_eq!(cx.cache()["declined_commit"], NEW);
 
@@ -435,10 +611,8 @@ fn accepting_the_prompt_runs_update() {
         ),
     );
     cx.fake("node", "echo v22.11.0\n");
-    let output = check_on_terminal(&cx, "y\n");
-    let shown = text(&output.stdout);
-    assert!(output.status.success(), "{output:?}");
-    assert!(shown.contains("Update omnigent now? [y/N]"), "{shown}");
+    let (ok, shown) = check_on_terminal(&cx, "y\n");
+    assert!(ok, "{shown}");
     let uv_calls = cx.marker_lines("uv");
     assert!(
         uv_calls
@@ -725,22 +899,17 @@ fn install_refresh_check_decline_update_with_real_uv() {
         "{stderr}"
     );
 
-    if Command::new("script").arg("--version").output().is_ok() {
-        let output = check_on_terminal(&cx, "n\n");
-        assert!(
-            text(&output.stdout).contains("will not be offered again"),
-            "{output:?}"
-        );
-        let output = run(&mut cx.omnidev(&["check", "--quiet"]));
-        assert_eq!(text(&output.stderr), "", "declined");
-        let third = commit_and_push(&work, &url, "three");
-        assert!(run(&mut cx.omnidev(&["refresh"])).status.success());
-        let output = run(&mut cx.omnidev(&["check", "--quiet"]));
-        assert!(
-            text(&output.stderr).contains(&third[..12]),
-            "newer is offered: {output:?}"
-        );
-    }
+    let (ok, shown) = check_on_terminal(&cx, "n\n");
+    assert!(ok && shown.contains("will not be offered again"), "{shown}");
+    let output = run(&mut cx.omnidev(&["check", "--quiet"]));
+    assert_eq!(text(&output.stderr), "", "declined");
+    let third = commit_and_push(&work, &url, "three");
+    assert!(run(&mut cx.omnidev(&["refresh"])).status.success());
+    let output = run(&mut cx.omnidev(&["check", "--quiet"]));
+    assert!(
+        text(&output.stderr).contains(&third[..12]),
+        "newer is offered: {output:?}"
+    );
 
     let head = git(&work, &["rev-parse", "HEAD"]);
     let output = run(cx.omnidev(&["update"]).env("OMNIDEV_SKIP_WEB_CHECK", "1"));

@@ -97,14 +97,6 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         e2e_only: false,
     },
     Prerequisite {
-        name: "script",
-        program: "script",
-        probe: None,
-        used_by: "the update-prompt tests (a real terminal)",
-        install: "apt-get install bsdutils",
-        e2e_only: false,
-    },
-    Prerequisite {
         name: "tmux",
         program: "tmux",
         probe: None,

@@ -1,7 +1,8 @@
 //! `omnidev install | update | check | refresh | shell-hook`: a git-based
 //! Omnigent install managed with uv, and its update check.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -52,10 +53,24 @@ fn report_installed(installed: &Installed) -> Result<(), crate::error::Error> {
 /// `omnidev check`: the hot path. Reads the cache; starts a detached
 /// refresh when it is stale; tells about (and on a terminal offers) an
 /// update. Never starts any other process, never touches the network.
+///
+/// With `--quiet` (the shell hook) an error is one line, and the same
+/// failure is told at most once a day: every new shell would otherwise
+/// repeat it (an unwritable `HOME`, a corrupt `install.toml`).
 pub fn check(args: &CheckArgs) -> miette::Result<ExitCode> {
     if std::env::var_os(NO_UPDATE_CHECK_ENV).is_some_and(|value| !value.is_empty()) {
         return Ok(ExitCode::SUCCESS);
     }
+    match run_check(args) {
+        Err(report) if args.quiet => {
+            hook_error::tell_once_a_day(&report, SystemTime::now());
+            Ok(ExitCode::SUCCESS)
+        }
+        outcome => outcome,
+    }
+}
+
+fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
     let paths = Paths::from_env()?;
     let now = SystemTime::now();
     let report = check::evaluate(&paths, now);
@@ -91,7 +106,11 @@ pub fn check(args: &CheckArgs) -> miette::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Asks on `/dev/tty`; `y` updates now, anything else remembers the decline.
+/// Asks on `/dev/tty` — unless the user has already typed something
+/// (a new tab's first command), which must reach the shell, not become the
+/// answer: then the notice above is all. `y` updates now, `n` remembers
+/// the decline; anything else (an empty line, end of input) decides
+/// nothing and the question comes again next time.
 fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
     let Ok(mut tty) = std::fs::OpenOptions::new()
         .read(true)
@@ -100,22 +119,60 @@ fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
     else {
         return Ok(ExitCode::SUCCESS);
     };
+    if pending_input(&tty) {
+        return Ok(ExitCode::SUCCESS);
+    }
     let _ = write!(tty, "Update omnigent now? [y/N] ");
     let _ = tty.flush();
     let mut answer = String::new();
-    let _ = BufReader::new(&tty).read_line(&mut answer);
-    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        let installed = run_update(paths)?;
-        report_installed(&installed)?;
-    } else {
-        check::decline(paths, &update.available)?;
-        let _ = writeln!(
-            tty,
-            "omnidev: not updating; {} will not be offered again",
-            short(&update.available)
-        );
+    let _ = BufReader::new(&tty).take(256).read_line(&mut answer);
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => {
+            let installed = run_update(paths)?;
+            report_installed(&installed)?;
+        }
+        "n" | "no" => {
+            check::decline(paths, &update.available)?;
+            let _ = writeln!(
+                tty,
+                "omnidev: not updating; {} will not be offered again",
+                short(&update.available)
+            );
+        }
+        _ => {
+            // At end of input the cursor still sits after the question.
+            let newline = if answer.ends_with('\n') { "" } else { "\n" };
+            let _ = writeln!(
+                tty,
+                "{newline}omnidev: not updating now; asking again next time (`n` stops asking about {})",
+                short(&update.available)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether input is waiting on the terminal, typed before any question
+/// was asked. In canonical mode the kernel counts only finished lines, so
+/// for the look the terminal leaves canonical mode (nothing is read or
+/// flushed) and returns to it at once.
+fn pending_input(tty: &std::fs::File) -> bool {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    let Ok(saved) = tcgetattr(tty) else {
+        return false;
+    };
+    let mut look = saved.clone();
+    look.local_flags.remove(LocalFlags::ICANON);
+    let switched = tcsetattr(tty, SetArg::TCSANOW, &look).is_ok();
+    let mut waiting: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through a pointer to a live local.
+    let asked = unsafe { libc::ioctl(tty.as_raw_fd(), libc::FIONREAD, &raw mut waiting) };
+    if switched {
+        let _ = tcsetattr(tty, SetArg::TCSANOW, &saved);
+    }
+    // Not knowing is treated as "something is waiting": never risk eating
+    // the user's command.
+    asked != 0 || waiting > 0
 }
 
 /// `omnidev refresh`: ask the network for the newest commit and rewrite the
@@ -156,6 +213,77 @@ pub fn shell_hook(args: &ShellHookArgs) -> miette::Result<ExitCode> {
     };
     write_stdout(shell.snippet())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Failures of the shell hook's `check --quiet`, told in one line and at
+/// most once a day.
+mod hook_error {
+    use std::io::Write as _;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::path::PathBuf;
+    use std::time::{Duration, SystemTime};
+
+    /// How often the same kind of failure is told again.
+    const QUIET_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
+    /// Where the last telling is stamped: the cache directory, else (it
+    /// may be the very thing that fails) a per-user file in the temp dir.
+    fn stamps() -> Vec<PathBuf> {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let mut stamps: Vec<PathBuf> = omnidev_install::Paths::from_env()
+            .map(|paths| paths.cache_dir().join("check-error.stamp"))
+            .into_iter()
+            .collect();
+        stamps.push(std::env::temp_dir().join(format!("omnidev-{uid}-check-error.stamp")));
+        stamps
+    }
+
+    /// Prints `report` as one line unless a failure was told less than a
+    /// day ago, and stamps the telling.
+    pub(super) fn tell_once_a_day(report: &miette::Report, now: SystemTime) {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let stamps = stamps();
+        let told_recently = stamps.iter().any(|stamp| {
+            // Only a plain file of this user's counts (the temp dir is shared).
+            std::fs::symlink_metadata(stamp).is_ok_and(|meta| {
+                meta.is_file()
+                    && meta.uid() == uid
+                    && meta
+                        .modified()
+                        .is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age < QUIET_FOR))
+            })
+        });
+        if told_recently {
+            return;
+        }
+        let mut line = report.to_string();
+        if let Some(help) = report.help() {
+            line = format!("{line} ({help})");
+        }
+        note!(
+            "omnidev: the update check failed: {}; told once a day, OMNIDEV_NO_UPDATE_CHECK=1 turns the check off",
+            line.replace('\n', " ")
+        );
+        for stamp in &stamps {
+            if let Some(dir) = stamp.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            // Not through a link; a fresh write moves the modified time.
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(stamp)
+                .and_then(|mut file| writeln!(file, "{line}"));
+            if written.is_ok() {
+                return;
+            }
+        }
+    }
 }
 
 fn short(commit: &str) -> &str {
