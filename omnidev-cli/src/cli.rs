@@ -242,6 +242,10 @@ pub struct UpArgs {
     /// 100; at most 60000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=limits::MAX_DEBOUNCE.as_secs() * 1000))]
     pub debounce: Option<u64>,
+    /// Show why each file change did or did not reload, and each readiness
+    /// attempt, as `debug:` lines (also `OMNIDEV_LOG=debug`).
+    #[arg(long)]
+    pub debug: bool,
     /// Start the pod in the background, return once every service is ready
     /// (exit 1 when one failed) and print the URLs; output goes to
     /// `<pod>/logs/omnidev.log`.

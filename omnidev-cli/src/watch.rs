@@ -28,7 +28,7 @@ use ignore::overrides::{Override, OverrideBuilder};
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 
-use omnidev_core::Supervisor;
+use omnidev_core::{Changes, Supervisor};
 
 use crate::error::{Error, Result};
 use crate::session::PreparedPod;
@@ -101,6 +101,10 @@ pub struct Change {
     pub lost: Option<String>,
 }
 
+/// Receives the watcher's decision about each path of each file event
+/// (`--debug`): the path, the event kind, and `counts` or why it does not.
+pub type Decisions = Arc<dyn Fn(&Path, EventKind, &str) + Send + Sync>;
+
 /// What the notify thread hands to the burst thread.
 #[derive(Debug)]
 enum Message {
@@ -145,7 +149,6 @@ fn in_pycache(path: &Path) -> bool {
 /// Decides which paths count, and remembers the matching files under the
 /// watched bases (ignored or not), so a directory that goes away is known
 /// to have held some.
-#[derive(Debug)]
 struct Tracker {
     root: PathBuf,
     bases: Vec<PathBuf>,
@@ -154,6 +157,7 @@ struct Tracker {
     excludes_file: Option<PathBuf>,
     known: BTreeSet<PathBuf>,
     max_dirs: usize,
+    decisions: Option<Decisions>,
 }
 
 /// The changes of one burst, collected.
@@ -165,7 +169,12 @@ struct Burst {
 }
 
 impl Tracker {
-    fn new(config: &WatchConfig, root: &Path, bases: Vec<PathBuf>) -> Result<Self> {
+    fn new(
+        config: &WatchConfig,
+        root: &Path,
+        bases: Vec<PathBuf>,
+        decisions: Option<Decisions>,
+    ) -> Result<Self> {
         let glob_error = |pattern: &str, source: ignore::Error| Error::WatchPattern {
             pattern: pattern.to_owned(),
             source,
@@ -183,6 +192,7 @@ impl Tracker {
             excludes_file: config.excludes_file.clone(),
             known: BTreeSet::new(),
             max_dirs: config.max_watches,
+            decisions,
         };
         tracker.reread();
         Ok(tracker)
@@ -214,9 +224,19 @@ impl Tracker {
         self.bases.iter().any(|base| path.starts_with(base))
     }
 
+    /// Tells the decision about `path` to whoever asked (`--debug`).
+    fn decide(&self, path: &Path, kind: EventKind, verdict: &str) {
+        if let Some(decisions) = &self.decisions {
+            decisions(path, kind, verdict);
+        }
+    }
+
     /// A file that counts as changed, unless ignored.
-    fn changed(&self, path: &Path, burst: &mut Burst) {
-        if !self.ignores.is_ignored(path, false) {
+    fn changed(&self, path: &Path, kind: EventKind, burst: &mut Burst) {
+        if self.ignores.is_ignored(path, false) {
+            self.decide(path, kind, "does not count: ignored by git's ignore rules");
+        } else {
+            self.decide(path, kind, "counts");
             burst.changed.insert(path.to_path_buf());
         }
     }
@@ -229,24 +249,36 @@ impl Tracker {
             }
             Message::Event(event) => event,
         };
+        let kind = event.kind;
         for path in &event.paths {
-            if !path.starts_with(&self.root) || in_pycache(path) {
+            if !path.starts_with(&self.root) {
+                self.decide(path, kind, "does not count: outside the checkout");
+                continue;
+            }
+            if in_pycache(path) {
+                self.decide(path, kind, "does not count: under __pycache__");
                 continue;
             }
             if self.ignores.is_source(path) {
+                self.decide(path, kind, "an ignore file: its rules are read again");
                 self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
                 continue;
             }
             match std::fs::symlink_metadata(path) {
                 Ok(meta) if meta.is_dir() => {
                     if kind_brings_in(event.kind) && self.under_a_base(path) {
+                        self.decide(path, kind, "a directory came in: its files count");
                         burst.appeared.push(path.clone());
+                    } else {
+                        self.decide(path, kind, "does not count: a directory");
                     }
                 }
                 Ok(_) => {
                     if self.is_wanted(path) {
                         self.known.insert(path.clone());
-                        self.changed(path, burst);
+                        self.changed(path, kind, burst);
+                    } else {
+                        self.decide(path, kind, "does not count: matches no watch glob");
                     }
                 }
                 // Gone: the file itself, or every known file it held.
@@ -259,10 +291,12 @@ impl Tracker {
                         .collect();
                     for file in held {
                         self.known.remove(&file);
-                        self.changed(&file, burst);
+                        self.changed(&file, kind, burst);
                     }
                     if self.is_wanted(path) {
-                        self.changed(path, burst);
+                        self.changed(path, kind, burst);
+                    } else {
+                        self.decide(path, kind, "does not count: matches no watch glob");
                     }
                 }
             }
@@ -288,8 +322,9 @@ impl Tracker {
         if rules_changed {
             self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
         }
+        let kind = EventKind::Create(CreateKind::Any);
         for file in found {
-            self.changed(&file, burst);
+            self.changed(&file, kind, burst);
             self.known.insert(file);
         }
     }
@@ -360,8 +395,13 @@ impl Watches {
 
 impl Watcher {
     /// Starts watching and calls `on_change` once per burst, on a
-    /// background thread.
-    pub fn start<F>(config: &WatchConfig, on_change: F) -> Result<Self>
+    /// background thread; `decisions` hears about every path of every file
+    /// event, counted or not.
+    pub fn start<F>(
+        config: &WatchConfig,
+        on_change: F,
+        decisions: Option<Decisions>,
+    ) -> Result<Self>
     where
         F: FnMut(Change) + Send + 'static,
     {
@@ -398,7 +438,7 @@ impl Watcher {
             budget -= count;
             watched.push(base);
         }
-        let tracker = Tracker::new(config, &root, watched.clone())?;
+        let tracker = Tracker::new(config, &root, watched.clone(), decisions.clone())?;
         let plan = Watches {
             sources: tracker.ignores.source_dirs(&watched),
             bases: watched.clone(),
@@ -410,7 +450,14 @@ impl Watcher {
                     Message::Lost("the system's queue of file events overflowed".to_owned())
                 }
                 Ok(event) if kind_counts(event.kind) => Message::Event(event),
-                Ok(_) => return,
+                Ok(event) => {
+                    if let Some(decisions) = &decisions {
+                        for path in &event.paths {
+                            decisions(path, event.kind, "does not count: not a content change");
+                        }
+                    }
+                    return;
+                }
                 Err(error) => Message::Lost(error.to_string()),
             };
             let _ = tx.send(message);
@@ -491,16 +538,38 @@ fn run_bursts(
 pub fn start_watchers(
     prepared: &PreparedPod,
     debounce: Duration,
+    debug: bool,
     supervisor: &Supervisor,
 ) -> Result<(Vec<Watcher>, Vec<String>)> {
     let mut notices = Vec::new();
-    // (service, why events were lost)
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Option<String>)>();
+    // (service, the changed files, why events were lost)
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Changes, Option<String>)>();
     let mut watchers = Vec::new();
     let max_watches = watch_budget();
+    // Paths are named relative to the checkout (as the watcher sees it).
+    let root = std::fs::canonicalize(&prepared.checkout.repo)
+        .unwrap_or_else(|_| prepared.checkout.repo.clone());
+    let relative = move |path: &Path| -> String {
+        path.strip_prefix(&root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    };
     for rule in &prepared.rendered.watch {
         let tx = tx.clone();
         let service = rule.service.clone();
+        let decisions: Option<Decisions> = debug.then(|| {
+            let supervisor = supervisor.clone();
+            let service = rule.service.clone();
+            let relative = relative.clone();
+            Arc::new(move |path: &Path, kind: EventKind, verdict: &str| {
+                supervisor.debug(format!(
+                    "watch {service}: {} {kind:?}: {verdict}",
+                    relative(path)
+                ));
+            }) as Decisions
+        });
+        let named = relative.clone();
         let started = Watcher::start(
             &WatchConfig {
                 root: prepared.checkout.repo.clone(),
@@ -509,9 +578,11 @@ pub fn start_watchers(
                 max_watches,
                 excludes_file: excludes_file(),
             },
-            move |change| {
-                let _ = tx.send((service.clone(), change.lost));
+            move |change: Change| {
+                let changes = Changes::of(change.paths.iter().map(|p| named(p)));
+                let _ = tx.send((service.clone(), changes, change.lost));
             },
+            decisions,
         );
         let watcher = match started {
             Ok(watcher) => watcher,
@@ -548,9 +619,11 @@ pub fn start_watchers(
         let mut told: BTreeSet<String> = BTreeSet::new();
         while let Some(first) = rx.recv().await {
             let mut services: Vec<String> = Vec::new();
+            let mut changes = Changes::default();
             let mut next = Some(first);
             // Rules firing together are one reload.
-            while let Some((service, lost)) = next.take().or_else(|| rx.try_recv().ok()) {
+            while let Some((service, more, lost)) = next.take().or_else(|| rx.try_recv().ok()) {
+                changes.merge(more);
                 if let Some(why) = lost.filter(|why| told.insert(why.clone())) {
                     supervisor.notice(format!(
                         "file events for {service} may have been lost ({why}); reloading it \
@@ -563,7 +636,7 @@ pub fn start_watchers(
             }
             let names: Vec<&str> = services.iter().map(String::as_str).collect();
             // Fails only once the supervisor has shut down.
-            if supervisor.reload(&names).await.is_err() {
+            if supervisor.reload_changed(&names, changes).await.is_err() {
                 return;
             }
         }
@@ -605,6 +678,7 @@ mod tests {
             move |paths| {
                 let _ = tx.send(paths);
             },
+            None,
         )
         .expect("watcher");
         assert_eq!(watcher.watched(), [root.join("omnigent")]);
@@ -805,7 +879,7 @@ mod tests {
             max_watches: 100,
             excludes_file: None,
         };
-        let tracker = Tracker::new(&config, &root, vec![base.clone()]).expect("tracker");
+        let tracker = Tracker::new(&config, &root, vec![base.clone()], None).expect("tracker");
         let (tx, rx) = mpsc::channel();
         // A file that appears while events are lost is known afterwards:
         // its removal then counts.
@@ -874,6 +948,7 @@ mod tests {
             move |paths| {
                 let _ = tx.send(paths);
             },
+            None,
         )
         .expect("the link is not counted");
         std::fs::write(outside.path().join("deep/er/evil.py"), "x = 1\n").expect("write");
@@ -900,7 +975,7 @@ mod tests {
             max_watches: 10,
             excludes_file: None,
         };
-        match Watcher::start(&config, |_| {}) {
+        match Watcher::start(&config, |_| {}, None) {
             Err(e @ Error::TooManyWatches { limit: 10, .. }) => {
                 assert!(e.to_string().contains("src/**/*.py"), "{e}");
             }
@@ -910,7 +985,73 @@ mod tests {
             max_watches: 21,
             ..config
         };
-        assert!(Watcher::start(&config, |_| {}).is_ok());
+        assert!(Watcher::start(&config, |_| {}, None).is_ok());
+    }
+
+    #[test]
+    fn decisions_say_why_a_change_does_not_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("omnigent/__pycache__")).expect("mkdir");
+        std::fs::write(root.join(".gitignore"), "*_local.py\n").expect("gitignore");
+        let (tx, rx) = mpsc::channel::<(PathBuf, String)>();
+        let tx = Mutex::new(tx);
+        let decisions: Decisions = Arc::new(move |path, _kind, verdict| {
+            let _ = tx
+                .lock()
+                .expect("sender")
+                .send((path.to_path_buf(), verdict.to_owned()));
+        });
+        let (changes_tx, changes) = mpsc::channel();
+        let _watcher = Watcher::start(
+            &WatchConfig {
+                root: root.clone(),
+                patterns: vec!["omnigent/**/*.py".to_owned()],
+                debounce: Duration::from_millis(100),
+                max_watches: 100,
+                excludes_file: None,
+            },
+            move |change: Change| {
+                let _ = changes_tx.send(change.paths);
+            },
+            Some(decisions),
+        )
+        .expect("watcher");
+        let cached = root.join("omnigent/__pycache__/a.cpython-312.pyc");
+        let local = root.join("omnigent/settings_local.py");
+        let notes = root.join("omnigent/notes.txt");
+        let app = root.join("omnigent/app.py");
+        for path in [&cached, &local, &notes, &app] {
+            std::fs::write(path, "x = 1\n").expect("write");
+        }
+        assert_eq!(
+            changes
+                .recv_timeout(Duration::from_secs(20))
+                .expect("a trigger"),
+            vec![app.clone()]
+        );
+        let seen: Vec<_> = rx.try_iter().collect();
+        // Each write is several events (create, modify, close); every
+        // decision about a path says the same unless the kind alone
+        // does not count.
+        let verdicts = |path: &Path| -> BTreeSet<String> {
+            seen.iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, verdict)| verdict.clone())
+                .filter(|verdict| verdict != "does not count: not a content change")
+                .collect()
+        };
+        let one = |verdict: &str| BTreeSet::from([verdict.to_owned()]);
+        assert_eq!(verdicts(&cached), one("does not count: under __pycache__"));
+        assert_eq!(
+            verdicts(&local),
+            one("does not count: ignored by git's ignore rules")
+        );
+        assert_eq!(
+            verdicts(&notes),
+            one("does not count: matches no watch glob")
+        );
+        assert_eq!(verdicts(&app), one("counts"));
     }
 
     #[test]

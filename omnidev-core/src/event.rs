@@ -150,7 +150,19 @@ pub enum EventKind {
         backoff: Duration,
     },
     /// A reload (restart of a set of services) began.
-    Reloading,
+    Reloading {
+        /// The services reloaded (their dependents follow).
+        services: Vec<String>,
+        /// The changed files that asked for it, when a watcher did.
+        #[serde(default)]
+        changes: Changes,
+    },
+    /// Diagnostics shown only when asked for (`--debug`): a watcher's
+    /// decision about a file event, a readiness attempt.
+    Debug {
+        /// The message.
+        message: String,
+    },
     /// A prepare step started.
     PrepareStarted {
         /// The step's label.
@@ -173,6 +185,70 @@ pub enum EventKind {
         /// The message.
         message: String,
     },
+}
+
+/// The changed files behind a reload: the first few (sorted, deduplicated)
+/// and how many there were in all, so a burst of thousands stays small.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    /// Up to [`Changes::KEPT`] paths, relative to the checkout.
+    pub paths: Vec<String>,
+    /// How many distinct paths changed (at least `paths.len()`).
+    pub total: usize,
+}
+
+impl Changes {
+    /// Most paths kept.
+    pub const KEPT: usize = 64;
+    /// How many paths a notice names before `(+N more)`.
+    pub const NAMED: usize = 2;
+
+    /// The changes of `paths` (any order, duplicates allowed).
+    pub fn of<S: AsRef<str>>(paths: impl IntoIterator<Item = S>) -> Self {
+        let mut changes = Self::default();
+        changes.add(paths.into_iter().map(|p| p.as_ref().to_owned()));
+        changes
+    }
+
+    /// Adds `paths`, keeping at most [`Changes::KEPT`] of them. A path
+    /// already kept is not counted twice; beyond the kept ones, every path
+    /// counts (exact counts would need every path kept).
+    pub fn merge(&mut self, other: Changes) {
+        let extra = other.total.saturating_sub(other.paths.len());
+        self.add(other.paths);
+        self.total = self.total.saturating_add(extra);
+    }
+
+    fn add(&mut self, paths: impl IntoIterator<Item = String>) {
+        for path in paths {
+            match self.paths.binary_search(&path) {
+                Ok(_) => {}
+                Err(at) if self.paths.len() < Self::KEPT => {
+                    self.paths.insert(at, path);
+                    self.total += 1;
+                }
+                Err(_) => self.total = self.total.saturating_add(1),
+            }
+        }
+    }
+
+    /// Whether no file is known.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+/// `omnigent/a.py, omnigent/b.py (+3 more)`.
+impl fmt::Display for Changes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let named = &self.paths[..self.paths.len().min(Self::NAMED)];
+        f.write_str(&named.join(", "))?;
+        let more = self.total.saturating_sub(named.len());
+        if more > 0 {
+            write!(f, " (+{more} more)")?;
+        }
+        Ok(())
+    }
 }
 
 /// An event: which service (or `None` for the supervisor), when, what.
@@ -291,6 +367,8 @@ impl EventKind {
             EventKind::PrepareStarted { .. }
                 | EventKind::PrepareFinished { .. }
                 | EventKind::Notice { .. }
+                | EventKind::Reloading { .. }
+                | EventKind::Debug { .. }
         )
     }
 }
@@ -326,7 +404,14 @@ impl fmt::Display for EventKind {
                 "crashed ({status}); restart #{attempt} in {}",
                 format_duration(*backoff)
             ),
-            EventKind::Reloading => f.write_str("reloading"),
+            EventKind::Reloading { services, changes } => {
+                write!(f, "reloading {}", services.join(", "))?;
+                if !changes.is_empty() {
+                    write!(f, ": {changes}")?;
+                }
+                Ok(())
+            }
+            EventKind::Debug { message } => write!(f, "debug: {message}"),
             EventKind::PrepareStarted { step } => write!(f, "{step} …"),
             EventKind::PrepareFinished {
                 step,
@@ -344,8 +429,7 @@ impl fmt::Display for EventKind {
 impl Event {
     /// Whether people are shown this event as a line of its own. Log lines
     /// are shown as they are; `waiting`, `ready` and `restarting` states
-    /// repeat what the `ready` and `crashed` events already said, and a
-    /// pod-wide reload is announced by the notice naming what it covers.
+    /// repeat what the `ready` and `crashed` events already said.
     pub fn is_shown(&self) -> bool {
         match &self.kind {
             EventKind::Log { .. } => false,
@@ -355,7 +439,6 @@ impl Event {
                     | ServiceState::Ready { .. }
                     | ServiceState::Restarting { .. }
             ),
-            EventKind::Reloading => self.service.is_some(),
             _ => true,
         }
     }
@@ -431,6 +514,39 @@ mod tests {
             },
         );
         assert_eq!(notice.to_string(), "shutting down");
+        let reload = |changes| {
+            event(
+                None,
+                EventKind::Reloading {
+                    services: vec!["server".into()],
+                    changes,
+                },
+            )
+            .to_string()
+        };
+        assert_eq!(reload(Changes::default()), "reloading server");
+        assert_eq!(
+            reload(Changes::of(["omnigent/b.py", "omnigent/a.py"])),
+            "reloading server: omnigent/a.py, omnigent/b.py"
+        );
+        assert_eq!(
+            reload(Changes::of([
+                "e.py", "d.py", "c.py", "b.py", "a.py", "a.py"
+            ])),
+            "reloading server: a.py, b.py (+3 more)"
+        );
+    }
+
+    #[test]
+    fn changes_stay_bounded_and_count_every_path() {
+        let mut changes = Changes::of((0..100).map(|i| format!("f{i:03}.py")));
+        assert_eq!(changes.paths.len(), Changes::KEPT);
+        assert_eq!(changes.total, 100);
+        changes.merge(Changes::of(["f000.py", "new.py"]));
+        // f000.py is kept, so it is known; new.py sorts after the kept
+        // ones and is counted.
+        assert_eq!(changes.total, 101);
+        assert_eq!(changes.paths.len(), Changes::KEPT);
     }
 
     #[test]
@@ -442,8 +558,6 @@ mod tests {
             },
         );
         assert!(!waiting.is_shown());
-        assert!(!event(None, EventKind::Reloading).is_shown());
-        assert!(event(Some("server"), EventKind::Reloading).is_shown());
         assert!(event(Some("server"), EventKind::Ready).is_shown());
     }
 }

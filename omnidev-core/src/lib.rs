@@ -45,7 +45,9 @@ pub mod supervisor;
 pub use backoff::BackoffPolicy;
 pub use containment::{ContainmentChoice, Mechanism};
 pub use error::{Error, Result};
-pub use event::{Event, EventKind, ExitStatus, LogLine, ServiceState, ServiceStatus, Stream};
+pub use event::{
+    Changes, Event, EventKind, ExitStatus, LogLine, ServiceState, ServiceStatus, Stream,
+};
 pub use feed::{Entry, Feed, FeedCloser, FeedConfig, Recv};
 pub use spec::{
     CommandSpec, Condition, Dependency, LogConfig, PrepareStep, PrepareWhen, ProbeSpec, Readiness,

@@ -297,39 +297,69 @@ pub(crate) fn probe_with_guard(spec: &ProbeSpec, guard: Option<Arc<Guard>>) -> B
 }
 
 /// What the polling loop reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeOutcome {
+    /// An attempt failed; the next one follows after `next`.
+    NotYet {
+        /// Which attempt (1-based).
+        attempt: u32,
+        /// Why it failed.
+        error: String,
+        /// The pause before the next attempt.
+        next: Duration,
+    },
     /// The timeout passed without success; polling goes on.
     TimedOut,
     /// The probe passed; polling has stopped.
     Ready,
 }
 
-/// The first pause between two attempts.
+/// The shortest pause between two attempts.
 const FIRST_POLL: Duration = Duration::from_millis(20);
 
-/// Polls `probe` until it passes: starting at 20 ms and doubling up to
-/// `readiness.interval`, calling `report(TimedOut)` once when
-/// `readiness.timeout` has passed and `report(Ready)` on success.
+/// The pause after an attempt `elapsed` into polling: a tenth of the time
+/// spent so far (at least 20 ms, at most `interval`). A service that boots
+/// in 300 ms is seen ready within about 30 ms of it, one that boots in
+/// 10 s within about a second, and a slow one is not polled hundreds of
+/// times. (Doubling the pause instead left a 300 ms boot unseen until
+/// 620 ms.)
+fn pause_after(elapsed: Duration, interval: Duration) -> Duration {
+    (elapsed / 10)
+        .max(FIRST_POLL)
+        .min(interval.max(Duration::from_millis(1)))
+}
+
+/// Polls `probe` until it passes, pausing as [`pause_after`] says,
+/// calling `report(NotYet)` after each failed attempt, `report(TimedOut)`
+/// once when `readiness.timeout` has passed and `report(Ready)` on success.
 pub async fn poll_until_ready(
     probe: &dyn Probe,
     readiness: &Readiness,
     mut report: impl FnMut(ProbeOutcome) + Send,
 ) {
     let started = tokio::time::Instant::now();
-    let mut pause = FIRST_POLL.min(readiness.interval.max(Duration::from_millis(1)));
     let mut timed_out = false;
+    let mut attempt: u32 = 0;
     loop {
-        if probe.check().await.is_ok() {
-            report(ProbeOutcome::Ready);
-            return;
-        }
+        attempt = attempt.saturating_add(1);
+        let error = match probe.check().await {
+            Ok(()) => {
+                report(ProbeOutcome::Ready);
+                return;
+            }
+            Err(error) => error,
+        };
+        let pause = pause_after(started.elapsed(), readiness.interval);
+        report(ProbeOutcome::NotYet {
+            attempt,
+            error,
+            next: pause,
+        });
         if !timed_out && started.elapsed() >= readiness.timeout {
             timed_out = true;
             report(ProbeOutcome::TimedOut);
         }
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(readiness.interval.max(FIRST_POLL));
     }
 }
 
@@ -366,9 +396,25 @@ mod tests {
             timeout: Duration::from_millis(100),
         };
         let mut outcomes = Vec::new();
-        poll_until_ready(&probe, &readiness, |o| outcomes.push(o)).await;
+        poll_until_ready(&probe, &readiness, |o| {
+            if !matches!(o, ProbeOutcome::NotYet { .. }) {
+                outcomes.push(o);
+            }
+        })
+        .await;
         assert_eq!(outcomes, [ProbeOutcome::TimedOut, ProbeOutcome::Ready]);
         assert_eq!(probe.0.load(Ordering::SeqCst), 12);
+    }
+
+    #[test]
+    fn pauses_grow_with_the_time_spent() {
+        let ms = Duration::from_millis;
+        let second = Duration::from_secs(1);
+        assert_eq!(pause_after(ms(0), second), ms(20));
+        assert_eq!(pause_after(ms(300), second), ms(30));
+        assert_eq!(pause_after(ms(5000), second), ms(500));
+        assert_eq!(pause_after(ms(60_000), second), second);
+        assert_eq!(pause_after(ms(60_000), ms(5)), ms(5));
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use crate::backoff::BackoffPolicy;
 use crate::containment::{Containment, ContainmentChoice, Mechanism};
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind, LogLine, ServiceStatus};
+use crate::event::{Changes, Event, EventKind, LogLine, ServiceStatus};
 use crate::feed::{Bus, Feed, FeedConfig};
 use crate::guard::Guard;
 use crate::logs::LogStore;
@@ -57,6 +57,8 @@ pub struct SupervisorConfig {
     /// How services are contained ([`crate::containment`]): cgroup v2
     /// where possible (the default), or forced to the fallback.
     pub containment: ContainmentChoice,
+    /// Publish [`EventKind::Debug`] events: each readiness attempt.
+    pub debug: bool,
 }
 
 /// The outcome once every service has ended and none will restart.
@@ -73,7 +75,7 @@ pub struct Settled {
 #[derive(Debug)]
 pub(crate) enum Request {
     Restart(usize),
-    Reload(Vec<usize>),
+    Reload(Vec<usize>, Changes),
     Stop(usize, oneshot::Sender<()>),
     Start(usize),
     Shutdown(Option<oneshot::Sender<()>>),
@@ -215,6 +217,7 @@ impl Supervisor {
             supervisor: me,
             spawner,
             containment: containment.clone(),
+            debug: config.debug,
         });
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
 
@@ -271,13 +274,19 @@ impl Supervisor {
     /// the pod") to the combined buffer, every subscriber and every feed,
     /// in order with the services' output.
     pub fn notice(&self, message: impl Into<String>) {
-        let message = message.into();
-        self.inner.logs.push_supervisor(message.clone());
-        self.inner.events.send(Event {
+        self.publish_message(EventKind::Notice {
+            message: message.into(),
+        });
+    }
+
+    fn publish_message(&self, kind: EventKind) {
+        let event = Event {
             at: std::time::SystemTime::now(),
             service: None,
-            kind: EventKind::Notice { message },
-        });
+            kind,
+        };
+        self.inner.logs.push_supervisor(event.to_string());
+        self.inner.events.send(event);
     }
 
     /// The names of the services, in the order they were given.
@@ -351,13 +360,31 @@ impl Supervisor {
     /// Coalesced: requests arriving while a reload runs are merged into at
     /// most one further reload that starts when the current one is done
     /// (every service involved is ready, running without a probe, or has
-    /// ended).
+    /// ended). A service that waits out a crash backoff, or sits crashed
+    /// or failed, is not queued: it starts again at once (its backoff is
+    /// cancelled, its attempt count kept), and its dependents follow once
+    /// it is ready.
     pub async fn reload(&self, names: &[&str]) -> Result<()> {
+        self.reload_changed(names, Changes::default()).await
+    }
+
+    /// [`Supervisor::reload`] for changed files: the `reloading` event
+    /// names them (`reloading server: omnigent/a.py (+2 more)`).
+    pub async fn reload_changed(&self, names: &[&str], changes: Changes) -> Result<()> {
         let indexes = names
             .iter()
             .map(|n| self.index(n))
             .collect::<Result<Vec<_>>>()?;
-        self.send(Request::Reload(indexes))
+        self.send(Request::Reload(indexes, changes))
+    }
+
+    /// Publishes a [`EventKind::Debug`] message (a front-end's own
+    /// diagnostics, such as a watcher's decisions) like
+    /// [`Supervisor::notice`].
+    pub fn debug(&self, message: impl Into<String>) {
+        self.publish_message(EventKind::Debug {
+            message: message.into(),
+        });
     }
 
     /// Stops a service and returns once its process group is empty. It stays

@@ -585,7 +585,8 @@ async fn a_burst_of_reloads_restarts_at_most_twice() {
         supervisor.reload(&["a"]).await.expect("reload");
     }
     events_until(&mut rx, &mut seen, |s| {
-        s.iter().any(|e| e.kind == EventKind::Reloading)
+        s.iter()
+            .any(|e| matches!(e.kind, EventKind::Reloading { .. }))
     })
     .await;
     wait_until("reloads done", || !supervisor.is_reloading()).await;
@@ -599,7 +600,7 @@ async fn a_burst_of_reloads_restarts_at_most_twice() {
     assert!((2..=3).contains(&b_runs), "b ran {b_runs} times");
     let reloads = seen
         .iter()
-        .filter(|e| e.kind == EventKind::Reloading)
+        .filter(|e| matches!(e.kind, EventKind::Reloading { .. }))
         .count();
     assert!((1..=2).contains(&reloads));
     supervisor.shutdown().await.expect("shutdown");
@@ -1109,5 +1110,89 @@ async fn a_log_probe_is_ready_on_its_line_and_each_run_needs_its_own() {
         count(s, "host", |k| matches!(k, EventKind::Ready)) >= 2
     })
     .await;
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("app.txt");
+    std::fs::write(&source, "fine\n").expect("write");
+    // Crashes at once while its source is broken, like a Python server
+    // importing a file with a syntax error.
+    let mut server = sh(
+        "server",
+        "if grep -q broken app.txt; then echo 'SyntaxError' >&2; exit 1; fi; \
+         echo serving; exec sleep 1000",
+        dir.path(),
+    );
+    server.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "serving".into(),
+        },
+        DEADLINE,
+    ));
+    let mut host = sh("host", "echo host up; exec sleep 1000", dir.path());
+    host.depends_on = depends("server", Condition::Ready);
+    // A backoff no test outlives: only the fix can bring the server back.
+    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+        services: vec![server, host],
+        backoff: BackoffPolicy {
+            steps: vec![Duration::from_secs(3600)],
+            reset_after: Duration::from_secs(3600),
+        },
+        ..Default::default()
+    })
+    .await
+    .expect("start");
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "host", running).is_some()
+    })
+    .await;
+
+    std::fs::write(&source, "broken\n").expect("write");
+    let changes = omnidev_core::Changes::of(["app.txt"]);
+    supervisor
+        .reload_changed(&["server"], changes.clone())
+        .await
+        .expect("reload");
+    events_until(&mut rx, &mut seen, |s| {
+        s.iter().any(|e| {
+            is(e, "server", |k| {
+                matches!(k, EventKind::Crashed { attempt: 1, backoff, .. } if *backoff == Duration::from_secs(3600))
+            })
+        })
+    })
+    .await;
+
+    std::fs::write(&source, "fixed\n").expect("write");
+    let fixed_at = seen.len();
+    supervisor
+        .reload_changed(&["server"], changes)
+        .await
+        .expect("reload");
+    events_until(&mut rx, &mut seen, |s| {
+        position(&s[fixed_at..], "host", running).is_some()
+    })
+    .await;
+    wait_until("the reload to end", || !supervisor.is_reloading()).await;
+    // Anything queued would have started by now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    while let Ok(event) = rx.try_recv() {
+        seen.push(event);
+    }
+    let after = &seen[fixed_at..];
+    assert_eq!(count(after, "server", running), 1, "{after:#?}");
+    assert_eq!(count(after, "host", running), 1, "{after:#?}");
+    let notice = after
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::Reloading { .. }))
+        .expect("a reloading event");
+    assert_eq!(notice.to_string(), "reloading server: app.txt");
+    assert!(matches!(
+        supervisor.snapshot()[0].state,
+        ServiceState::Ready { .. }
+    ));
     supervisor.shutdown().await.expect("shutdown");
 }

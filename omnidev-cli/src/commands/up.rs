@@ -26,7 +26,9 @@ pub fn run(args: &UpArgs) -> Result<ExitCode> {
     let debounce = args
         .debounce
         .map_or(prepared.rendered.debounce, Duration::from_millis);
-    runtime.block_on(run_pod(prepared, debounce, use_tui))
+    let debug = args.debug
+        || std::env::var("OMNIDEV_LOG").is_ok_and(|level| level.eq_ignore_ascii_case("debug"));
+    runtime.block_on(run_pod(prepared, debounce, debug, use_tui))
 }
 
 /// What the front-end reads: the TUI a lossy broadcast (it refills from
@@ -36,7 +38,12 @@ enum Front {
     Headless(Feed),
 }
 
-async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Result<ExitCode> {
+async fn run_pod(
+    prepared: PreparedPod,
+    debounce: Duration,
+    debug: bool,
+    use_tui: bool,
+) -> Result<ExitCode> {
     // Installed before anything is spawned so no signal is lost.
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
     // Subscribed before any service starts, so no event (leftover notices,
@@ -45,6 +52,7 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
     let mut config = session::supervisor_config(&prepared);
     config.containment = omnidev_core::ContainmentChoice::from_env()
         .map_err(|message| Error::Containment { message })?;
+    config.debug = debug;
     let (supervisor, front) = if use_tui {
         let (supervisor, events) = Supervisor::start_subscribed(config).await?;
         (supervisor, Front::Tui(events))
@@ -53,13 +61,14 @@ async fn run_pod(prepared: PreparedPod, debounce: Duration, use_tui: bool) -> Re
         let (supervisor, feed) = Supervisor::start_with_feed(config, spool).await?;
         (supervisor, Front::Headless(feed))
     };
-    let (watchers, watch_notices) = match watch::start_watchers(&prepared, debounce, &supervisor) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = supervisor.shutdown().await;
-            return Err(e);
-        }
-    };
+    let (watchers, watch_notices) =
+        match watch::start_watchers(&prepared, debounce, debug, &supervisor) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = supervisor.shutdown().await;
+                return Err(e);
+            }
+        };
     let mut prepared = prepared;
     prepared.notices.extend(watch_notices);
     // `status`, `stop`, `restart` and `up --detach` talk to this socket; a

@@ -15,7 +15,7 @@ use super::spawn::{Spawned, Spawner};
 use super::{Request, Settled};
 use crate::backoff::BackoffPolicy;
 use crate::containment::Containment;
-use crate::event::{Event, EventKind, ExitStatus, ServiceStatus};
+use crate::event::{Changes, Event, EventKind, ExitStatus, ServiceStatus};
 use crate::feed::Bus;
 use crate::guard::Guard;
 use crate::logs::LogStore;
@@ -43,6 +43,7 @@ pub(super) struct Parts {
     pub(super) supervisor: ProcessRecord,
     pub(super) spawner: Arc<dyn Spawner>,
     pub(super) containment: Arc<Containment>,
+    pub(super) debug: bool,
 }
 
 /// Messages from the engine's helper tasks, tagged with the generation of
@@ -86,10 +87,14 @@ enum Internal {
     },
 }
 
+/// Reloads: the services one is waiting for, and at most one more.
 #[derive(Debug, Default)]
 struct ReloadState {
+    /// The services the running reload restarts (with their dependents);
+    /// it is done when each is ready or has ended.
     active: Option<BTreeSet<usize>>,
-    queued: Option<BTreeSet<usize>>,
+    /// Requested while one ran: the services and the changes behind them.
+    queued: Option<(BTreeSet<usize>, Changes)>,
 }
 
 pub(super) struct Engine {
@@ -120,6 +125,8 @@ pub(super) struct Engine {
     /// Prepare steps killed mid-run, until their groups are empty: shutdown
     /// waits for them, so it never returns while one is still dying.
     dying_prepares: Vec<tokio::task::JoinHandle<()>>,
+    /// Publish each readiness attempt as a debug event.
+    debug: bool,
 }
 
 impl Engine {
@@ -169,6 +176,7 @@ impl Engine {
             shutdown_waiters: Vec::new(),
             reload: ReloadState::default(),
             dying_prepares: Vec::new(),
+            debug: parts.debug,
         }
     }
 
@@ -338,7 +346,7 @@ impl Engine {
         match request {
             Request::Restart(index) => {
                 if !self.shutting_down {
-                    self.restart(index);
+                    self.restart(index, true);
                 }
             }
             Request::Start(index) => {
@@ -353,18 +361,22 @@ impl Engine {
                     }
                 }
             }
-            Request::Reload(indexes) => {
+            Request::Reload(indexes, changes) => {
                 if self.shutting_down {
                     return;
                 }
                 let set: BTreeSet<usize> = indexes.into_iter().collect();
                 if self.reload.active.is_some() {
-                    self.reload
+                    // Crashed services leave the queue at once, in
+                    // `check_reload`.
+                    let (queued, queued_changes) = self
+                        .reload
                         .queued
-                        .get_or_insert_with(BTreeSet::new)
-                        .extend(set);
+                        .get_or_insert_with(|| (BTreeSet::new(), Changes::default()));
+                    queued.extend(set);
+                    queued_changes.merge(changes);
                 } else {
-                    self.start_reload(&set);
+                    self.start_reload(&set, changes);
                 }
             }
             Request::Stop(index, waiter) => {
@@ -411,29 +423,41 @@ impl Engine {
         out
     }
 
-    fn restart(&mut self, index: usize) {
+    /// Restarts a service, its dependents once it is ready again. A
+    /// restart asked for by a person resets the crash backoff; a reload
+    /// keeps the attempt count (the restart itself is at once either way).
+    /// Dependents waiting out a backoff of their own (they crashed with
+    /// it) wait for it instead.
+    fn restart(&mut self, index: usize, reset_attempt: bool) {
         for d in self.transitive_dependents(index) {
+            if matches!(self.services[d].phase, Phase::Backoff { .. }) {
+                self.services[d].generation += 1;
+                self.enter(d, Phase::Waiting);
+            }
             self.services[d].mark_restart_pending();
         }
         let s = &mut self.services[index];
         s.intent = Intent::Keep;
-        s.attempt = 0;
+        if reset_attempt {
+            s.attempt = 0;
+        }
         self.stop(index, AfterStop::Start);
     }
 
-    fn start_reload(&mut self, set: &BTreeSet<usize>) {
-        let names: Vec<&str> = set.iter().map(|&i| self.name(i)).collect();
-        let message = format!("reloading {}", names.join(", "));
-        self.emit(None, EventKind::Reloading);
-        self.emit(None, EventKind::Notice { message });
+    fn start_reload(&mut self, set: &BTreeSet<usize>, changes: Changes) {
+        let services = set.iter().map(|&i| self.name(i).to_owned()).collect();
+        self.emit(None, EventKind::Reloading { services, changes });
         let mut involved = set.clone();
         for &i in set {
             involved.extend(self.transitive_dependents(i));
         }
         for &i in set {
-            self.restart(i);
+            self.restart(i, false);
         }
-        self.reload.active = Some(involved);
+        self.reload
+            .active
+            .get_or_insert_with(BTreeSet::new)
+            .extend(involved);
     }
 
     /// Stops a service in whatever phase it is; `then` says whether it goes
@@ -591,6 +615,7 @@ impl Engine {
             Some(readiness) => {
                 let tx = self.internal_tx.clone();
                 let guard = self.guard.clone();
+                let debug = self.debug;
                 Readiness::Probing(tokio::spawn(async move {
                     let probe: Box<dyn probe::Probe> = match watch {
                         Some(watch) => Box::new(probe::LogProbe::new(watch)),
@@ -598,6 +623,23 @@ impl Engine {
                     };
                     probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
                         let message = match outcome {
+                            probe::ProbeOutcome::NotYet {
+                                attempt,
+                                error,
+                                next,
+                            } => {
+                                if !debug {
+                                    return;
+                                }
+                                let message = format!(
+                                    "readiness attempt {attempt}: {error}; next in {}",
+                                    crate::event::format_duration(next)
+                                );
+                                Internal::Emit {
+                                    index,
+                                    kind: EventKind::Debug { message },
+                                }
+                            }
                             probe::ProbeOutcome::Ready => Internal::Ready { index, generation },
                             probe::ProbeOutcome::TimedOut => Internal::ProbeTimedOut {
                                 index,
@@ -877,33 +919,12 @@ impl Engine {
         if self.shutting_down {
             self.shutdown_step();
         } else {
-            let mut changed = true;
-            while changed {
-                changed = false;
-                for position in 0..self.order.len() {
-                    let index = self.order[position];
-                    let s = &self.services[index];
-                    let pending = s.intent == Intent::RestartPending;
-                    if matches!(s.phase, Phase::Waiting)
-                        && s.intent != Intent::Hold
-                        && self.dependencies_met(index)
-                    {
-                        self.services[index].intent = Intent::Keep;
-                        self.begin_start(index);
-                        changed = true;
-                    } else if pending
-                        && matches!(s.phase, Phase::Running(_))
-                        && self.dependencies_met(index)
-                    {
-                        self.services[index].intent = Intent::Keep;
-                        self.stop(index, AfterStop::Start);
-                        changed = true;
-                    } else if pending && !s.has_process() {
-                        self.services[index].intent = Intent::Keep;
-                    }
-                }
+            self.start_what_can_start();
+            // A reload started here stops and restarts services: start
+            // what that made startable.
+            while self.check_reload() {
+                self.start_what_can_start();
             }
-            self.check_reload();
         }
         let reloading = self.reload.active.is_some() || self.reload.queued.is_some();
         self.reloading.send_if_modified(|current| {
@@ -912,6 +933,37 @@ impl Engine {
             changed
         });
         self.check_settled();
+    }
+
+    /// Starts every waiting service whose dependencies are met, and
+    /// restarts those whose dependency restarted, in dependency order.
+    fn start_what_can_start(&mut self) {
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for position in 0..self.order.len() {
+                let index = self.order[position];
+                let s = &self.services[index];
+                let pending = s.intent == Intent::RestartPending;
+                if matches!(s.phase, Phase::Waiting)
+                    && s.intent != Intent::Hold
+                    && self.dependencies_met(index)
+                {
+                    self.services[index].intent = Intent::Keep;
+                    self.begin_start(index);
+                    changed = true;
+                } else if pending
+                    && matches!(s.phase, Phase::Running(_))
+                    && self.dependencies_met(index)
+                {
+                    self.services[index].intent = Intent::Keep;
+                    self.stop(index, AfterStop::Start);
+                    changed = true;
+                } else if pending && !s.has_process() {
+                    self.services[index].intent = Intent::Keep;
+                }
+            }
+        }
     }
 
     fn shutdown_step(&mut self) {
@@ -929,9 +981,36 @@ impl Engine {
         }
     }
 
-    fn check_reload(&mut self) {
+    /// Starts what is queued for crashed services, and the queued reload
+    /// once the running one is done. True when it started a reload.
+    fn check_reload(&mut self) -> bool {
+        let mut started = false;
+        // What is queued for a service that is down after a crash need not
+        // wait for the running reload: nothing of it runs to be disturbed,
+        // and the developer is waiting for exactly this restart.
+        if let Some((queued, changes)) = &mut self.reload.queued {
+            let down: BTreeSet<usize> = queued
+                .iter()
+                .copied()
+                .filter(|&i| self.services[i].is_down_after_crash())
+                .collect();
+            if !down.is_empty() {
+                queued.retain(|i| !down.contains(i));
+                let changes = if queued.is_empty() {
+                    self.reload
+                        .queued
+                        .take()
+                        .map(|(_, c)| c)
+                        .unwrap_or_default()
+                } else {
+                    changes.clone()
+                };
+                self.start_reload(&down, changes);
+                started = true;
+            }
+        }
         let Some(active) = &self.reload.active else {
-            return;
+            return started;
         };
         let done = active.iter().all(|&i| {
             let s = &self.services[i];
@@ -948,10 +1027,12 @@ impl Engine {
         });
         if done {
             self.reload.active = None;
-            if let Some(next) = self.reload.queued.take() {
-                self.start_reload(&next);
+            if let Some((next, changes)) = self.reload.queued.take() {
+                self.start_reload(&next, changes);
+                started = true;
             }
         }
+        started
     }
 
     fn check_settled(&mut self) {

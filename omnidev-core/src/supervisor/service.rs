@@ -197,6 +197,17 @@ impl Service {
         )
     }
 
+    /// It is down after a crash: waiting out a backoff, crashed for good
+    /// (`restart = never`/`on-failure`), or failed to start. A change to
+    /// its files restarts it at once.
+    pub(super) fn is_down_after_crash(&self) -> bool {
+        match &self.phase {
+            Phase::Backoff { .. } | Phase::Failed { .. } => true,
+            Phase::Exited { status } => !status.success(),
+            _ => false,
+        }
+    }
+
     /// A dependency restarts: restart this one too once it can (a held
     /// service stays held).
     pub(super) fn mark_restart_pending(&mut self) {

@@ -339,3 +339,174 @@ async fn stop_during_backoff_cancels_the_restart() {
     assert_eq!(spawner.spawns("server", "server"), 2);
     supervisor.shutdown().await.expect("shutdown");
 }
+
+/// A server made ready by its log line `serving`, and a host that needs it
+/// ready: the backend of the Omnigent profile.
+async fn backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
+    let mut server = service("server", &[]);
+    server.readiness = Some(crate::spec::Readiness {
+        probe: crate::spec::ProbeSpec::Log {
+            pattern: "serving".to_owned(),
+        },
+        interval: Duration::from_millis(100),
+        timeout: Duration::from_secs(600),
+    });
+    start(vec![server, service("host", &["server"])], spawner).await
+}
+
+/// The newest server prints the line that makes it ready.
+fn serve(supervisor: &Supervisor) {
+    let mut line = vec!["serving".to_owned()];
+    supervisor
+        .inner
+        .logs
+        .push_batch("server", crate::event::Stream::Stdout, &mut line);
+}
+
+fn changed(path: &str) -> crate::event::Changes {
+    crate::event::Changes::of([path])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fix_during_a_long_backoff_restarts_at_once_and_only_once() {
+    let spawner = FakeSpawner::new();
+    let supervisor = backend(&spawner).await;
+    until("the server spawned", || {
+        spawner.spawns("server", "server") == 1
+    })
+    .await;
+    serve(&supervisor);
+    until("the host running", || {
+        is_running(&state(&supervisor, "host"))
+    })
+    .await;
+
+    // The edit that breaks it: the reload's server crashes before it is
+    // ready, again and again, until the backoff is 16 s.
+    supervisor
+        .reload_changed(&["server"], changed("omnigent/a.py"))
+        .await
+        .expect("reload");
+    for attempt in 1..=5_u32 {
+        // The reload's server, then one after each backoff.
+        let expected = 1 + attempt as usize;
+        until("a new server", || {
+            spawner.spawns("server", "server") == expected
+        })
+        .await;
+        spawner.exit("server", "server", ExitStatus::Code(1));
+        until("backing off", || {
+            matches!(state(&supervisor, "server"), ServiceState::Restarting { attempt: a, .. } if a == attempt)
+        })
+        .await;
+    }
+    assert_eq!(
+        state(&supervisor, "server"),
+        ServiceState::Restarting {
+            after: Duration::from_secs(16),
+            attempt: 5
+        }
+    );
+    let servers = spawner.spawns("server", "server");
+    let hosts = spawner.spawns("host", "host");
+    let before = tokio::time::Instant::now();
+
+    // The fix.
+    supervisor
+        .reload_changed(&["server"], changed("omnigent/a.py"))
+        .await
+        .expect("reload");
+    until("the fixed server", || {
+        spawner.spawns("server", "server") == servers + 1
+    })
+    .await;
+    assert!(
+        before.elapsed() < Duration::from_millis(100),
+        "the backoff was waited out: {:?}",
+        before.elapsed()
+    );
+    serve(&supervisor);
+    until("the host restarted after it", || {
+        spawner.spawns("host", "host") == hosts + 1 && is_running(&state(&supervisor, "host"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        spawner.spawns("server", "server"),
+        servers + 1,
+        "one server start"
+    );
+    assert_eq!(
+        spawner.spawns("host", "host"),
+        hosts + 1,
+        "one host restart"
+    );
+    assert!(!supervisor.is_reloading());
+    assert!(matches!(
+        state(&supervisor, "server"),
+        ServiceState::Ready { .. }
+    ));
+    let server = supervisor.snapshot().remove(0);
+    assert_eq!(server.restarts, 5, "the crash count is kept");
+
+    // The attempt count was kept too: the next crash backs off further.
+    spawner.exit("server", "server", ExitStatus::Code(1));
+    until("backing off again", || {
+        matches!(
+            state(&supervisor, "server"),
+            ServiceState::Restarting { attempt: 6, .. }
+        )
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_queued_behind_a_reload_restarts_a_crashed_server_at_once() {
+    let spawner = FakeSpawner::new();
+    let supervisor = backend(&spawner).await;
+    until("the server spawned", || {
+        spawner.spawns("server", "server") == 1
+    })
+    .await;
+    serve(&supervisor);
+    until("the host running", || {
+        is_running(&state(&supervisor, "host"))
+    })
+    .await;
+
+    // A reload whose server is still starting (not ready) when the next
+    // change arrives: that change is queued.
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the reloaded server", || {
+        spawner.spawns("server", "server") == 2
+    })
+    .await;
+    supervisor
+        .reload_changed(&["server"], changed("omnigent/b.py"))
+        .await
+        .expect("reload");
+    assert!(supervisor.is_reloading());
+    // It crashes: what was queued for it starts it now, not after 1 s.
+    spawner.exit("server", "server", ExitStatus::Code(1));
+    let crashed = tokio::time::Instant::now();
+    until("the server started again", || {
+        spawner.spawns("server", "server") == 3
+    })
+    .await;
+    assert!(
+        crashed.elapsed() < Duration::from_millis(500),
+        "waited {:?}",
+        crashed.elapsed()
+    );
+    serve(&supervisor);
+    until("no reload left", || !supervisor.is_reloading()).await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        spawner.spawns("server", "server"),
+        3,
+        "nothing queued behind it"
+    );
+    assert_eq!(spawner.spawns("host", "host"), 2, "the host follows once");
+    supervisor.shutdown().await.expect("shutdown");
+}
