@@ -65,13 +65,7 @@ pub use inspect::{inspect, list_pods, lock_state};
 pub use protocol::{PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};
 
-/// File name of the control socket inside the pod directory.
-pub const SOCKET_FILE: &str = "control.sock";
-
-/// File name (under `<pod>/logs`) of a detached pod's own output.
-pub const DETACHED_LOG: &str = "omnidev.log";
-
 /// `<pod>/control.sock`.
 pub fn socket_path(pod_dir: &Path) -> PathBuf {
-    pod_dir.join(SOCKET_FILE)
+    omnidev_pod::Pod::at(pod_dir).control_socket()
 }

@@ -348,10 +348,10 @@ impl Containment {
         let prefix = format!("{}.", self.id);
         let orphans = || {
             let me = std::process::id();
-            let table = process::processes();
+            let table = crate::proc::table();
             let roots: BTreeSet<u32> = table
                 .iter()
-                .filter(|p| p.ppid == me && p.state != 'Z')
+                .filter(|p| p.ppid == me && !p.is_zombie())
                 .filter(|p| tree::service_id_of(p.pid).is_some_and(|id| id.starts_with(&prefix)))
                 .map(|p| p.pid)
                 .collect();
@@ -451,7 +451,7 @@ async fn stop_target(
     }
     let identity = target.identity.clone();
     let members = move || {
-        let table = process::processes();
+        let table = crate::proc::table();
         let mut pids = tree::members(
             &table,
             &identity,
@@ -602,7 +602,7 @@ pub(crate) async fn stop_leftover(
         identity: identity.clone(),
     };
     let found = !tree::members(
-        &process::processes(),
+        &crate::proc::table(),
         &identity,
         std::process::id(),
         Search::Everywhere,

@@ -1,13 +1,14 @@
 //! Small file-system helpers shared by the omnidev crates.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
 
-use crate::error::{Error, Result};
-
-/// Replaces `path` with `contents` atomically: the bytes go to a temporary
-/// file in the same directory, which is flushed to disk and then renamed over
-/// `path`. A reader sees either the old file or the new one, never a torn one.
+/// Replaces `path` with `contents` atomically and durably: the bytes go
+/// to a temporary file (`.omnidev-*.tmp`) in the same directory, which is
+/// flushed to disk and renamed over `path`, and then the directory itself is
+/// flushed so the rename survives a crash. A reader sees either the old file
+/// or the new one, never a torn one. The one such helper of every omnidev
+/// crate; callers wrap the error with their own context.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -15,19 +16,18 @@ use crate::error::{Error, Result};
 /// omnidev_core::fs::write_atomic(&path, b"{}").unwrap();
 /// assert_eq!(std::fs::read(&path).unwrap(), b"{}");
 /// ```
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let wrap = |source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    };
+pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(wrap)?;
-    tmp.write_all(contents).map_err(wrap)?;
-    tmp.as_file().sync_all().map_err(wrap)?;
-    tmp.persist(path).map_err(|e| wrap(e.error))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".omnidev-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     // Make the rename itself durable.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();

@@ -36,6 +36,7 @@ pub mod fs;
 pub mod guard;
 pub mod logs;
 pub mod probe;
+pub mod proc;
 pub mod process;
 pub mod signals;
 pub mod spec;

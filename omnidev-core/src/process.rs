@@ -121,8 +121,8 @@ pub fn reap_adopted() {
         // SAFETY: getsid(0) has no preconditions.
         let my_session = unsafe { libc::getsid(0) };
         let own = own_children();
-        for process in processes() {
-            if process.ppid != me || process.state != 'Z' || process.sid == my_session {
+        for process in crate::proc::table() {
+            if process.ppid != me || !process.is_zombie() || process.sid == my_session {
                 continue;
             }
             if own
@@ -137,46 +137,6 @@ pub fn reap_adopted() {
                 libc::waitpid(process.pid as libc::pid_t, &raw mut status, libc::WNOHANG);
             }
         }
-    }
-}
-
-/// One process as `/proc` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProcessInfo {
-    pub(crate) pid: u32,
-    pub(crate) ppid: u32,
-    pub(crate) pgid: i32,
-    pub(crate) sid: i32,
-    pub(crate) state: char,
-    pub(crate) start_time: u64,
-}
-
-/// Every process visible in `/proc` (empty where there is none).
-pub(crate) fn processes() -> Vec<ProcessInfo> {
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-            .filter_map(|pid| {
-                let s = linux::stat(pid)?;
-                Some(ProcessInfo {
-                    pid,
-                    ppid: s.ppid,
-                    pgid: s.pgid,
-                    sid: s.sid,
-                    state: s.state,
-                    start_time: s.start_time,
-                })
-            })
-            .collect()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Vec::new()
     }
 }
 
@@ -219,7 +179,12 @@ pub fn group_alive(pgid: i32) -> bool {
     // purposes, so on Linux look for a member that is not a zombie.
     #[cfg(target_os = "linux")]
     {
-        linux::group_has_live_member(pgid).unwrap_or(true)
+        let mut table = crate::proc::processes().peekable();
+        // Where /proc cannot be read, kill(2) is all there is to go by.
+        table.peek().is_none()
+            || table
+                .filter_map(|(pid, _)| crate::proc::stat(pid))
+                .any(|s| s.pgid == pgid && !s.is_zombie())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -234,7 +199,7 @@ pub fn pid_alive(pid: u32) -> bool {
     }
     #[cfg(target_os = "linux")]
     {
-        linux::stat(pid).is_some_and(|s| s.state != 'Z')
+        crate::proc::stat(pid).is_some_and(|s| !s.is_zombie())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -248,97 +213,5 @@ pub fn pid_alive(pid: u32) -> bool {
 /// `/proc/<pid>/stat` (clock ticks since boot). `None` when the process does
 /// not exist or the platform offers no cheap way to tell.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        linux::stat(pid).map(|s| s.start_time)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        None
-    }
-}
-
-#[cfg(target_os = "linux")]
-mod linux {
-    //! `/proc` parsing.
-
-    pub(super) struct Stat {
-        pub(super) state: char,
-        pub(super) ppid: u32,
-        pub(super) pgid: i32,
-        pub(super) sid: i32,
-        pub(super) start_time: u64,
-    }
-
-    pub(super) fn stat(pid: u32) -> Option<Stat> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        parse_stat(&text)
-    }
-
-    /// Parses `/proc/<pid>/stat`; the command name (field 2) may contain
-    /// spaces and parentheses, so fields are counted after the last `)`.
-    pub(super) fn parse_stat(text: &str) -> Option<Stat> {
-        let rest = &text[text.rfind(')')? + 1..];
-        let mut fields = rest.split_ascii_whitespace();
-        // Field 3 is the first after the name.
-        let state = fields.next()?.chars().next()?;
-        let ppid = fields.next()?.parse().ok()?;
-        let pgid = fields.next()?.parse().ok()?;
-        let sid = fields.next()?.parse().ok()?;
-        // Fields 7..=21 are skipped; field 22 is the start time.
-        let start_time = fields.nth(15)?.parse().ok()?;
-        Some(Stat {
-            state,
-            ppid,
-            pgid,
-            sid,
-            start_time,
-        })
-    }
-
-    pub(super) fn group_has_live_member(pgid: i32) -> Option<bool> {
-        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Some(s) = stat(pid)
-                && s.pgid == pgid
-                && s.state != 'Z'
-            {
-                return Some(true);
-            }
-        }
-        Some(false)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn parses_names_with_spaces_and_parens() {
-            let line =
-                "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-            let s = parse_stat(line).expect("parse");
-            assert_eq!(s.state, 'S');
-            assert_eq!(s.ppid, 1);
-            assert_eq!(s.pgid, 42);
-            assert_eq!(s.sid, 42);
-            assert_eq!(s.start_time, 987_654);
-        }
-
-        #[test]
-        fn own_start_time_is_stable() {
-            let me = std::process::id();
-            let a = stat(me).expect("own stat").start_time;
-            let b = stat(me).expect("own stat").start_time;
-            assert_eq!(a, b);
-            assert!(a > 0);
-        }
-    }
+    crate::proc::stat(pid).map(|s| s.start_time)
 }

@@ -172,7 +172,10 @@ pub fn write_state(path: &Path, state: &StateFile) -> Result<()> {
         message: e.to_string(),
     })?;
     text.push(b'\n');
-    crate::fs::write_atomic(path, &text)
+    crate::fs::write_atomic(path, &text).map_err(|source| Error::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Stops what a previous run left behind (see

@@ -50,7 +50,7 @@ impl CheckCache {
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        fs::write_atomic(path, text.as_bytes())
+        fs::write_private(path, text.as_bytes())
     }
 
     /// Builds the new entry from the current one with `change` and writes

@@ -97,7 +97,7 @@ impl InstallChoice {
         })?;
         let header =
             "# Written by `omnidev install`; read by `omnidev update` and `omnidev check`.\n";
-        fs::write_atomic(path, format!("{header}{text}").as_bytes())
+        fs::write_private(path, format!("{header}{text}").as_bytes())
     }
 }
 

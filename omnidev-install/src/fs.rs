@@ -1,27 +1,15 @@
-//! Small file helpers: atomic writes and private directories.
+//! Small file helpers: private directories, and atomic writes into them.
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::{Error, Result};
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory,
-/// fsync, then rename over `path`. Readers see the old or the new content,
-/// never a torn file. Creates the parent directory (mode 0700) if needed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` with [`omnidev_core::fs::write_atomic`],
+/// creating the parent directory (mode 0700) first if needed.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     create_private_dir(dir)?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".omnidev-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|source| Error::io("create a temporary file in", dir, source))?;
-    temp.write_all(bytes)
-        .and_then(|()| temp.as_file().sync_all())
-        .map_err(|source| Error::io("write", temp.path(), source))?;
-    temp.persist(path)
-        .map_err(|error| Error::io("replace", path, error.error))?;
-    Ok(())
+    omnidev_core::fs::write_atomic(path, bytes).map_err(|source| Error::io("replace", path, source))
 }
 
 /// Creates `dir` and its parents; new directories get mode 0700 because they
@@ -49,11 +37,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn write_atomic_creates_parents_and_replaces() {
+    fn write_private_creates_parents_and_replaces() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("a/b/file.txt");
-        write_atomic(&path, b"one").expect("first write");
-        write_atomic(&path, b"two").expect("second write");
+        write_private(&path, b"one").expect("first write");
+        write_private(&path, b"two").expect("second write");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "two");
         let leftovers: Vec<_> = std::fs::read_dir(path.parent().expect("parent"))
             .expect("list")

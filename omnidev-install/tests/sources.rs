@@ -258,14 +258,13 @@ fn git_ls_remote_is_killed_after_its_timeout() {
     );
     assert!(marker.exists(), "the fake git ran");
     let pid = std::fs::read_to_string(&helper_pid).expect("helper pid");
-    let stat = format!("/proc/{}/stat", pid.trim());
+    let pid: u32 = pid.trim().parse().expect("a pid");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // Gone, or a zombie waiting for init to reap it.
-    while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
+    while omnidev_core::proc::stat(pid).is_some_and(|s| !s.is_zombie()) {
         assert!(
             std::time::Instant::now() < deadline,
-            "the timed-out git's child {} survived",
-            pid.trim()
+            "the timed-out git's child {pid} survived"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

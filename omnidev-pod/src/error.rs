@@ -23,12 +23,18 @@ pub enum Error {
     },
 
     /// An atomic state-file write failed.
-    #[error(transparent)]
+    #[error("could not write {}", path.display())]
     #[diagnostic(
         code(omnidev::pod::write),
         help("check free disk space and the permissions of the pod directory")
     )]
-    Write(#[from] omnidev_core::Error),
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
 
     /// No `.git` or `.jj` was found walking up from the start directory.
     #[error(

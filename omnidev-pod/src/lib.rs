@@ -75,6 +75,7 @@
 
 pub mod error;
 pub mod lan;
+pub mod layout;
 pub mod lock;
 pub mod names;
 pub mod node;

@@ -5,9 +5,7 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-
-/// File name of the lock inside the pod directory.
-pub const LOCK_FILE: &str = "omnidev.lock";
+use crate::layout::LOCK_FILE;
 
 /// A held, exclusive, non-blocking lock on `<pod>/omnidev.lock`.
 ///
@@ -50,15 +48,15 @@ impl PodLock {
     pub fn acquire(pod_dir: &Path) -> Result<Self> {
         let path = pod_dir.join(LOCK_FILE);
         let mut file = open(&path)?;
-        match fs4::FileExt::try_lock(&file) {
+        match file.try_lock() {
             Ok(()) => {}
-            Err(fs4::TryLockError::WouldBlock) => {
+            Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(Error::AlreadyRunning {
                     pod_dir: pod_dir.to_path_buf(),
                     pid: read_pid(&mut file),
                 });
             }
-            Err(fs4::TryLockError::Error(e)) => return Err(Error::io("lock", &path)(e)),
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path)(e)),
         }
         let write = |file: &mut File| -> std::io::Result<()> {
             file.set_len(0)?;
@@ -79,12 +77,12 @@ impl PodLock {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
             Err(e) => return Err(Error::io("open", &path)(e)),
         };
-        match fs4::FileExt::try_lock_shared(&file) {
+        match file.try_lock_shared() {
             Ok(()) => Ok(LockState::Free),
-            Err(fs4::TryLockError::WouldBlock) => Ok(LockState::Held {
+            Err(std::fs::TryLockError::WouldBlock) => Ok(LockState::Held {
                 pid: read_pid(&mut file),
             }),
-            Err(fs4::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
         }
     }
 

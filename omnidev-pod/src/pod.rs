@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::layout::{
+    CONTROL_SOCKET, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER, POD_TOML, STATE_FILE,
+};
 
 /// The machine-wide cache root, `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev`,
 /// computed from the given variable values (an empty value counts as unset).
@@ -70,9 +73,6 @@ pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
     cache_root.join(format!("{base}-{}", hash8(repo_root)))
 }
 
-/// The pod's log directory, relative to it.
-pub const LOGS_DIR: &str = "logs";
-
 /// Lexically normalises `value`, a path meant to stay inside a base
 /// directory (the pod, or the checkout for a service's `cwd`): `.` parts
 /// are dropped and `a/..` pairs folded. Refused, with the reason: an
@@ -127,18 +127,10 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         .map_err(Error::io("set the mode of", dir))
 }
 
-/// The marker file omnidev writes into every pod it creates.
-pub const MARKER: &str = ".omnidev-pod";
-
 const MARKER_TEXT: &str = "This directory is an omnidev pod; `omnidev clean` removes it.\n";
 
 /// Files whose presence shows a pod made before the marker existed.
-const LAYOUT: &[&str] = &[
-    crate::ports::POD_TOML,
-    crate::lock::LOCK_FILE,
-    "state.json",
-    "control.sock",
-];
+const LAYOUT: &[&str] = &[POD_TOML, LOCK_FILE, STATE_FILE, CONTROL_SOCKET];
 
 /// What a directory given as a pod directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,22 +321,37 @@ impl Pod {
 
     /// `<pod>/pod.toml`: the allocated ports and the repo path.
     pub fn pod_toml(&self) -> PathBuf {
-        self.dir.join(crate::ports::POD_TOML)
+        self.dir.join(POD_TOML)
     }
 
     /// `<pod>/omnidev.lock`: the single-instance lock.
     pub fn lock_file(&self) -> PathBuf {
-        self.dir.join(crate::lock::LOCK_FILE)
+        self.dir.join(LOCK_FILE)
     }
 
     /// `<pod>/state.json`: the supervisor's record of running processes.
     pub fn state_file(&self) -> PathBuf {
-        self.dir.join("state.json")
+        self.dir.join(STATE_FILE)
     }
 
     /// `<pod>/logs`: per-service log files.
     pub fn logs_dir(&self) -> PathBuf {
         self.dir.join(LOGS_DIR)
+    }
+
+    /// `<pod>/logs/<service>.log`.
+    pub fn log_file(&self, service: &str) -> PathBuf {
+        self.logs_dir().join(format!("{service}{LOG_SUFFIX}"))
+    }
+
+    /// `<pod>/logs/omnidev.log`: a detached pod's own output.
+    pub fn detached_log(&self) -> PathBuf {
+        self.logs_dir().join(DETACHED_LOG)
+    }
+
+    /// `<pod>/control.sock`: the running pod's control socket.
+    pub fn control_socket(&self) -> PathBuf {
+        self.dir.join(CONTROL_SOCKET)
     }
 }
 

@@ -13,12 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-
-/// File name of a pod's record of its ports, inside the pod directory.
-pub const POD_TOML: &str = "pod.toml";
-
-/// File name of the machine-wide allocation lock, inside the cache root.
-pub const ALLOCATION_LOCK: &str = "ports.lock";
+use crate::layout::{ALLOCATION_LOCK, POD_TOML};
 
 /// Named ports of a pod, e.g. `server = 6767`, `vite = 5173`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -232,13 +227,13 @@ impl AllocationLock {
             .truncate(false)
             .open(&path)
             .map_err(Error::io("open the port allocation lock", &path))?;
-        fs4::FileExt::lock(&file).map_err(Error::io("lock", &path))?;
+        file.lock().map_err(Error::io("lock", &path))?;
         Ok(Self { file })
     }
 }
 
 impl Drop for AllocationLock {
     fn drop(&mut self) {
-        let _ = fs4::FileExt::unlock(&self.file);
+        let _ = self.file.unlock();
     }
 }

@@ -24,7 +24,7 @@ pub fn write_toml<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         what: "a TOML state file",
         message: e.to_string(),
     })?;
-    omnidev_core::fs::write_atomic(path, text.as_bytes())?;
+    write(path, text.as_bytes())?;
     Ok(())
 }
 
@@ -50,7 +50,7 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         message: e.to_string(),
     })?;
     text.push(b'\n');
-    omnidev_core::fs::write_atomic(path, &text)?;
+    write(path, &text)?;
     Ok(())
 }
 
@@ -78,6 +78,13 @@ fn read_optional(path: &Path) -> Result<Option<String>> {
             source: e,
         }),
     }
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    omnidev_core::fs::write_atomic(path, bytes).map_err(|source| Error::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The Omnigent profile rendered for a real checkout: SPEC 3.3 env rows and 4.1 commands.
+//! The Omnigent profile rendered for a real checkout: the environment every
+//! service gets, and the commands and dependencies of its services.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,7 +57,7 @@ fn service<'a>(services: &'a [ServiceSpec], name: &str) -> &'a ServiceSpec {
 }
 
 #[test]
-fn environment_rows_of_spec_3_3() {
+fn every_service_gets_the_pod_environment() {
     let f = fixture();
     fake_tool(&f.bin, "npm");
     let pod = f.pod.display().to_string();
@@ -133,7 +134,7 @@ fn lan_origins_merge_with_the_inherited_value() {
 }
 
 #[test]
-fn services_of_spec_4_1() {
+fn omnigent_services_commands_and_dependencies() {
     let f = fixture();
     let npm = fake_tool(&f.bin, "npm");
     let ctx = context(&f);

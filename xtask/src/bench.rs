@@ -7,42 +7,15 @@ mod headless;
 
 use std::fs;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use xshell::cmd;
 
+use crate::flags::Bench;
 use crate::util;
-
-/// Options of `cargo xtask bench`.
-#[derive(Debug, Default)]
-pub struct Options {
-    /// Benchmark this binary instead of building `target/release/omnidev`.
-    pub omnidev: Option<PathBuf>,
-    /// Only the benchmarks whose name contains one of these.
-    pub filters: Vec<String>,
-}
-
-impl Options {
-    /// Parse the arguments after `bench`.
-    pub fn parse(args: Vec<String>) -> Result<Self> {
-        let mut options = Self::default();
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--omnidev" => {
-                    options.omnidev =
-                        Some(args.next().context("bench: --omnidev needs a path")?.into());
-                }
-                flag if flag.starts_with('-') => bail!("bench: unknown flag `{flag}`"),
-                filter => options.filters.push(filter.to_string()),
-            }
-        }
-        Ok(options)
-    }
-}
 
 /// One printed line: a figure and what it is compared with.
 struct Row {
@@ -52,7 +25,7 @@ struct Row {
 }
 
 /// Run the benchmarks and print one row each.
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Bench) -> Result<()> {
     let sh = util::shell()?;
     let omnidev = match &options.omnidev {
         Some(path) => fs::canonicalize(path)?,
@@ -328,7 +301,7 @@ fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) ->
         (pids.len() == 18
             && pids
                 .iter()
-                .all(|&p| process_state(p).is_some_and(|s| s != 'Z')))
+                .all(|&p| omnidev_core::proc::stat(p).is_some_and(|s| !s.is_zombie())))
         .then_some(pids)
     })?;
     let start = Instant::now();
@@ -342,19 +315,10 @@ fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) ->
     poll(Duration::from_secs(30), || {
         let gone = pids
             .iter()
-            .all(|&p| process_state(p).is_none_or(|s| s == 'Z'));
+            .all(|&p| omnidev_core::proc::stat(p).is_none_or(|s| s.is_zombie()));
         (gone && pod.0.try_wait().ok().flatten().is_some()).then_some(())
     })?;
     Ok(start.elapsed())
-}
-
-/// The state letter of `/proc/<pid>/stat`, if the process exists.
-fn process_state(pid: u32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.get(stat.rfind(')')? + 1..)?
-        .trim_start()
-        .chars()
-        .next()
 }
 
 const STUB_SERVER: &str = r#"
@@ -608,13 +572,11 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
     rows
 }
 
-/// CPU time of `pid` (user + system) in clock ticks, from `/proc/<pid>/stat`.
+/// CPU time of `pid` (user + system) in clock ticks.
 fn cpu_ticks(pid: u32) -> Result<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat[stat.rfind(')').context("stat")? + 2..]
-        .split_whitespace()
-        .collect();
-    Ok(fields[11].parse::<u64>()? + fields[12].parse::<u64>()?)
+    omnidev_core::proc::stat(pid)
+        .map(|s| s.cpu_ticks)
+        .with_context(|| format!("no /proc/{pid}/stat"))
 }
 
 fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {

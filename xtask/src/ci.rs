@@ -5,34 +5,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use xshell::cmd;
 
+use crate::flags::Ci;
 use crate::{e2e, prereqs, util};
 
-/// Options of `cargo xtask ci`.
-#[derive(Debug, Default)]
-pub struct Options {
-    /// Print the steps instead of running them.
-    pub dry_run: bool,
-    /// Stop after `cargo test`.
-    pub skip_e2e: bool,
-}
-
-impl Options {
-    /// Parse the arguments after `ci`.
-    pub fn parse(args: Vec<String>) -> Result<Self> {
-        let mut options = Self::default();
-        for arg in args {
-            match arg.as_str() {
-                "--dry-run" => options.dry_run = true,
-                "--skip-e2e" => options.skip_e2e = true,
-                other => bail!("ci: unknown argument `{other}`"),
-            }
-        }
-        Ok(options)
-    }
-}
-
 /// Run the CI steps in order, stopping at the first failure.
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Ci) -> Result<()> {
     // Before anything builds: a missing shell or tmux would otherwise show
     // up minutes later as a panic in the middle of `cargo test`.
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -70,7 +47,7 @@ pub fn run(options: &Options) -> Result<()> {
     }
     let start = Instant::now();
     println!("ci: e2e");
-    e2e::run(&e2e::Options::default()).context("ci step `e2e` failed")?;
+    e2e::run(&crate::flags::TestE2e::default()).context("ci step `e2e` failed")?;
     println!("ci: e2e ok in {:.0}s", start.elapsed().as_secs_f64());
     println!(
         "ci: all steps passed in {:.0}s",

@@ -5,34 +5,11 @@ use std::os::unix::process::CommandExt;
 use anyhow::{Context, Result, bail};
 use xshell::cmd;
 
+use crate::flags::Demo;
 use crate::{prereqs, util};
 
-/// Options of `cargo xtask demo`.
-#[derive(Debug, Default)]
-pub struct Options {
-    /// Print the commands instead of running them.
-    pub dry_run: bool,
-    /// Passed on to `omnidev up`.
-    pub up_args: Vec<String>,
-}
-
-impl Options {
-    /// Parse the arguments after `demo`: `--dry-run`, everything else goes to `omnidev up`.
-    pub fn parse(args: Vec<String>) -> Self {
-        let mut options = Self::default();
-        for arg in args {
-            if arg == "--dry-run" {
-                options.dry_run = true;
-            } else {
-                options.up_args.push(arg);
-            }
-        }
-        options
-    }
-}
-
 /// Ensure `uv` and pnpm, build omnidev, run `omnidev up --repo examples/omnigent-example`.
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Demo) -> Result<()> {
     let sh = util::shell()?;
     let example = util::workspace_root().join("examples/omnigent-example");
     let up_args = &options.up_args;

@@ -1,47 +1,18 @@
-//! `cargo xtask dist`: `target/dist/omnidev-<version>-<target>.tar.gz` and its `.sha256`.
+//! `cargo xtask dist`: `target/dist/omnidev-<version>-<target>.tar.gz` and its
+//! `.sha256` (in `sha256sum` format), packed and hashed in-process.
 
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use sha2::{Digest, Sha256};
 use xshell::cmd;
 
+use crate::flags::Dist;
 use crate::util;
-
-/// Options of `cargo xtask dist`.
-#[derive(Debug)]
-pub struct Options {
-    /// Cargo profile to build with (`release` for users; the e2e uses `dev`).
-    pub profile: String,
-    /// Print the commands instead of running them.
-    pub dry_run: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            profile: "release".to_string(),
-            dry_run: false,
-        }
-    }
-}
-
-impl Options {
-    /// Parse the arguments after `dist`.
-    pub fn parse(args: Vec<String>) -> Result<Self> {
-        let mut options = Self::default();
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--dry-run" => options.dry_run = true,
-                "--profile" => {
-                    options.profile = args.next().context("dist: --profile needs a value")?;
-                }
-                other => bail!("dist: unknown argument `{other}`"),
-            }
-        }
-        Ok(options)
-    }
-}
 
 /// What `dist` produced.
 #[derive(Debug)]
@@ -65,7 +36,7 @@ fn host_target(sh: &xshell::Shell) -> Result<String> {
 }
 
 /// Build and pack.
-pub fn run(options: &Options) -> Result<Artifacts> {
+pub fn run(options: &Dist) -> Result<Artifacts> {
     let sh = util::shell()?;
     let target = host_target(&sh)?;
     let name = format!("omnidev-{VERSION}-{target}");
@@ -83,26 +54,41 @@ pub fn run(options: &Options) -> Result<Artifacts> {
         return Ok(Artifacts { tarball, checksum });
     }
     let binary = util::build_omnidev(&sh, &options.profile)?;
-
-    let staging = dist_dir.join(&name);
-    if staging.exists() {
-        sh.remove_path(&staging)?;
-    }
-    sh.create_dir(&staging)?;
-    sh.copy_file(&binary, staging.join("omnidev"))?;
-    sh.copy_file(
-        util::workspace_root().join("README.md"),
-        staging.join("README.md"),
-    )?;
-    {
-        let _dir = sh.push_dir(&dist_dir);
-        let file = tarball.file_name().context("tarball name")?;
-        cmd!(sh, "tar -czf {file} {name}").run()?;
-        let sum = cmd!(sh, "sha256sum {file}").read()?;
-        sh.write_file(&checksum, format!("{sum}\n"))?;
-    }
-    sh.remove_path(&staging)?;
+    fs::create_dir_all(&dist_dir)?;
+    pack(
+        &tarball,
+        &name,
+        &[
+            (binary.as_path(), "omnidev"),
+            (&util::workspace_root().join("README.md"), "README.md"),
+        ],
+    )
+    .with_context(|| format!("writing {}", tarball.display()))?;
+    let file = tarball
+        .file_name()
+        .and_then(|f| f.to_str())
+        .context("tarball name")?;
+    let digest = Sha256::digest(fs::read(&tarball)?);
+    let hex = digest.iter().fold(String::new(), |mut hex, byte| {
+        let _ = write!(hex, "{byte:02x}");
+        hex
+    });
+    // The format `sha256sum -c` reads.
+    fs::write(&checksum, format!("{hex}  {file}\n"))?;
     println!("dist: {}", tarball.display());
     println!("dist: {}", checksum.display());
     Ok(Artifacts { tarball, checksum })
+}
+
+/// Writes a gzipped tarball holding `files` (source, name) under `dir/`.
+fn pack(tarball: &Path, dir: &str, files: &[(&Path, &str)]) -> Result<()> {
+    let gz = GzEncoder::new(fs::File::create(tarball)?, Compression::default());
+    let mut archive = tar::Builder::new(gz);
+    let parent = tarball.parent().context("tarball has a directory")?;
+    archive.append_dir(dir, parent)?;
+    for (source, name) in files {
+        archive.append_path_with_name(source, format!("{dir}/{name}"))?;
+    }
+    archive.into_inner()?.finish()?;
+    Ok(())
 }

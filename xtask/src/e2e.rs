@@ -23,47 +23,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::flags::TestE2e;
 use crate::util;
 
 /// The environment variable carrying a case's tag into every process it starts.
 const TAG_VAR: &str = "OMNIDEV_E2E_TAG";
-
-/// Options of `cargo xtask test-e2e`.
-#[derive(Debug, Default)]
-pub struct Options {
-    /// Run only the cases whose name contains one of these.
-    pub filters: Vec<String>,
-    /// Print the case names and exit.
-    pub list: bool,
-    /// Keep the temp directory.
-    pub keep: bool,
-    /// Test this binary instead of building `target/debug/omnidev`.
-    pub omnidev: Option<PathBuf>,
-}
-
-impl Options {
-    /// Parse the arguments after `test-e2e`.
-    pub fn parse(args: Vec<String>) -> Result<Self> {
-        let mut options = Self::default();
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--list" => options.list = true,
-                "--keep" => options.keep = true,
-                "--omnidev" => {
-                    options.omnidev = Some(
-                        args.next()
-                            .context("test-e2e: --omnidev needs a path")?
-                            .into(),
-                    );
-                }
-                flag if flag.starts_with('-') => bail!("test-e2e: unknown flag `{flag}`"),
-                filter => options.filters.push(filter.to_string()),
-            }
-        }
-        Ok(options)
-    }
-}
 
 /// One end-to-end case.
 struct Case {
@@ -144,7 +108,7 @@ const CASES: &[Case] = &[
 ];
 
 /// Run the selected cases; fails when any case fails.
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &TestE2e) -> Result<()> {
     let cases: Vec<&Case> = CASES
         .iter()
         .filter(|case| {
@@ -583,7 +547,7 @@ fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
     let me = std::process::id();
     let needle = format!("{TAG_VAR}=");
     let mut found = Vec::new();
-    for (pid, dir) in processes() {
+    for (pid, dir) in omnidev_core::proc::processes() {
         if pid == me {
             continue;
         }
@@ -594,7 +558,7 @@ fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
             var.strip_prefix(needle.as_bytes())
                 .is_some_and(|value| matches(&String::from_utf8_lossy(value)))
         });
-        if !tagged || process_state(pid) == Some('Z') {
+        if !tagged || omnidev_core::proc::stat(pid).is_none_or(|s| s.is_zombie()) {
             continue;
         }
         let cmdline = fs::read(dir.join("cmdline")).unwrap_or_default();
@@ -605,24 +569,6 @@ fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
         found.push((pid, cmdline));
     }
     found
-}
-
-/// `(pid, /proc/<pid>)` of every process.
-fn processes() -> impl Iterator<Item = (u32, PathBuf)> {
-    fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid = entry.file_name().to_str()?.parse().ok()?;
-            Some((pid, entry.path()))
-        })
-}
-
-/// The state letter from `/proc/<pid>/stat` (`Z` for a zombie).
-fn process_state(pid: u32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 fn describe(processes: &[(u32, String)]) -> String {

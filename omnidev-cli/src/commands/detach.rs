@@ -14,7 +14,7 @@ use omnidev_pod::{LockState, Pod};
 
 use crate::cli::UpArgs;
 use crate::control::protocol::Response;
-use crate::control::{self, DETACHED_LOG, Request};
+use crate::control::{self, Request};
 use crate::error::Error;
 use crate::output::write_stdout;
 
@@ -40,7 +40,7 @@ pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     }
     let pod = Pod::create(&pod_dir, &checkout.profile.pod.dirs).map_err(Error::from)?;
     std::fs::create_dir_all(pod.logs_dir()).map_err(Error::io("create", pod.logs_dir()))?;
-    let log = pod.logs_dir().join(DETACHED_LOG);
+    let log = pod.detached_log();
     let output = std::fs::OpenOptions::new()
         .create(true)
         .write(true)

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::LogsArgs;
-use crate::control::DETACHED_LOG;
 use crate::error::Error;
 use crate::output::write_stdout;
+use omnidev_pod::layout::{DETACHED_LOG, LOG_SUFFIX};
 
 /// How often `-f` looks for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
@@ -137,7 +137,7 @@ fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
 /// Runs `omnidev logs`.
 pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let dir = checkout.pod_dir.join("logs");
+    let dir = omnidev_pod::Pod::at(&checkout.pod_dir).logs_dir();
     let available = services_with_logs(&dir);
     if let Some(name) = &args.service {
         omnidev_pod::names::check("service name", name)
@@ -166,7 +166,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
         .iter()
         .map(|name| Source {
             name: name.clone(),
-            path: dir.join(format!("{name}.log")),
+            path: dir.join(format!("{name}{LOG_SUFFIX}")),
             prefix: if prefixed {
                 format!("{name:<width$} | ")
             } else {
@@ -219,7 +219,7 @@ fn services_with_logs(dir: &Path) -> Vec<String> {
                 .filter_map(Result::ok)
                 .filter_map(|e| e.file_name().to_str().map(str::to_owned))
                 .filter(|name| name != DETACHED_LOG)
-                .filter_map(|name| name.strip_suffix(".log").map(str::to_owned))
+                .filter_map(|name| name.strip_suffix(LOG_SUFFIX).map(str::to_owned))
                 .filter(|name| omnidev_pod::names::is_valid(name))
                 .collect()
         })
@@ -304,7 +304,7 @@ fn follow(
                         width = width.max(name.len());
                         sources.push(Source {
                             prefix: format!("{name:<width$} | "),
-                            path: dir.join(format!("{name}.log")),
+                            path: dir.join(format!("{name}{LOG_SUFFIX}")),
                             name,
                             file: None,
                             partial: Vec::new(),

@@ -39,7 +39,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         LockState::Held { pid } => (true, pid),
         LockState::Free => (false, None),
     };
-    let state = omnidev_core::read_state(&pod_dir.join("state.json"))
+    let state = omnidev_core::read_state(&omnidev_pod::Pod::at(pod_dir).state_file())
         .ok()
         .flatten();
     let containment = state
@@ -122,7 +122,7 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
     };
     for entry in entries.filter_map(std::result::Result::ok) {
         let dir = entry.path();
-        if !dir.join(omnidev_pod::ports::POD_TOML).is_file() {
+        if !omnidev_pod::Pod::at(&dir).pod_toml().is_file() {
             continue;
         }
         // An unreadable record is reported (as a pod in error) rather than

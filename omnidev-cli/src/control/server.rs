@@ -227,20 +227,18 @@ fn encode(response: &Response) -> String {
 
 /// Whether the client has closed its end completely (`POLLHUP`). A client
 /// that only shut down its writing side still waits for the answer.
-fn peer_gone(fd: std::os::fd::RawFd) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, zero timeout; `fd` is owned by the stream
-    // the caller keeps alive.
-    let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
-    ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+fn peer_gone(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(fd, PollFlags::empty())];
+    let ready = poll(&mut fds, PollTimeout::ZERO).unwrap_or(0);
+    ready > 0
+        && fds[0].revents().is_some_and(|revents| {
+            revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+        })
 }
 
 /// Resolves once the client behind `fd` has hung up.
-async fn hang_up(fd: std::os::fd::RawFd) {
+async fn hang_up(fd: std::os::fd::BorrowedFd<'_>) {
     loop {
         tokio::time::sleep(POLL).await;
         if peer_gone(fd) {
@@ -250,7 +248,6 @@ async fn hang_up(fd: std::os::fd::RawFd) {
 }
 
 async fn serve(stream: UnixStream, shared: Arc<Shared>) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
     let mut line = String::new();
@@ -270,7 +267,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         Ok(request) => match shared.waiting.clone().try_acquire_owned() {
             Ok(_slot) => tokio::select! {
                 response = answer(&shared, request) => response,
-                () = hang_up(fd) => return,
+                () = hang_up(std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref())) => return,
             },
             Err(_) => busy(MAX_WAITING),
         },

@@ -65,7 +65,7 @@ impl TestContext {
     /// `omnidev` with a clean environment rooted in the temp dir, run in
     /// the checkout.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("omnidev"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_omnidev"));
         cmd.current_dir(&self.repo)
             .env("HOME", &self.home)
             .env("XDG_CACHE_HOME", self.home.join(".cache-xdg"))
@@ -131,11 +131,7 @@ pub fn alive(pid: i32) -> bool {
         return false;
     }
     // A zombie (exited, not yet reaped by its new parent) is not running.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z")
-    })
+    omnidev_core::proc::stat(pid as u32).is_some_and(|s| !s.is_zombie())
 }
 
 pub fn read_pids(dir: &Path) -> Vec<i32> {

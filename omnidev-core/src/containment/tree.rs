@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::process::ProcessInfo;
+use crate::proc::ProcessStat;
 
 /// The environment variable every service process starts with; its value
 /// (`<supervisor pid>.<its start time>.<n>.<service index>`, `n` counting
@@ -38,7 +38,7 @@ pub(crate) enum Search {
 /// leader, every process carrying its service id (see [`Search`]), and all
 /// their descendants. `me` and pid 1 are never included.
 pub(crate) fn members(
-    table: &[ProcessInfo],
+    table: &[ProcessStat],
     identity: &Identity,
     me: u32,
     search: Search,
@@ -47,7 +47,7 @@ pub(crate) fn members(
     let since = identity.since.unwrap_or(0);
     let live = table
         .iter()
-        .filter(|p| p.state != 'Z' && p.pid != me && p.pid > 1);
+        .filter(|p| !p.is_zombie() && p.pid != me && p.pid > 1);
     let mut found: BTreeSet<u32> = BTreeSet::new();
     for p in live {
         let in_session = identity.leader.is_some_and(|leader| {
@@ -69,10 +69,10 @@ pub(crate) fn members(
 }
 
 /// `roots` and every live descendant of them in `table` (never `me`).
-pub(crate) fn with_descendants(table: &[ProcessInfo], roots: BTreeSet<u32>, me: u32) -> Vec<u32> {
+pub(crate) fn with_descendants(table: &[ProcessStat], roots: BTreeSet<u32>, me: u32) -> Vec<u32> {
     let mut found = roots;
     let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for p in table.iter().filter(|p| p.state != 'Z' && p.pid != me) {
+    for p in table.iter().filter(|p| !p.is_zombie() && p.pid != me) {
         children.entry(p.ppid).or_default().push(p.pid);
     }
     let mut todo: Vec<u32> = found.iter().copied().collect();
@@ -89,26 +89,21 @@ pub(crate) fn with_descendants(table: &[ProcessInfo], roots: BTreeSet<u32>, me: 
 /// The value of [`SERVICE_ID_ENV`] in process `pid`'s environment (as it
 /// was at `exec`), when readable.
 pub(crate) fn service_id_of(pid: u32) -> Option<String> {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{SERVICE_ID_ENV}=");
-    environ.split(|b| *b == 0).find_map(|var| {
-        var.strip_prefix(prefix.as_bytes())
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .map(str::to_owned)
-    })
+    crate::proc::env_var(pid, SERVICE_ID_ENV)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn p(pid: u32, ppid: u32, pgid: i32, sid: i32, start_time: u64) -> ProcessInfo {
-        ProcessInfo {
+    fn p(pid: u32, ppid: u32, pgid: i32, sid: i32, start_time: u64) -> ProcessStat {
+        ProcessStat {
             pid,
             ppid,
             pgid,
             sid,
             state: 'S',
+            cpu_ticks: 0,
             start_time,
         }
     }

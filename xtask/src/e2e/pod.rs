@@ -49,7 +49,7 @@ fn pod_dir(report: &EnvReport) -> Result<PathBuf> {
         })
 }
 
-/// Check the SPEC §3.3 environment contract as the server saw it.
+/// Check the pod environment (data dir, ports, URLs) as the server saw it.
 fn check_env_contract(ctx: &Ctx, server: Server, report: &EnvReport) -> Result<PathBuf> {
     let pod = pod_dir(report)?;
     let pods_root = ctx.cache_home().join("omnidev");

@@ -210,7 +210,7 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
     let mut report = format!("  pane (pid tty dead): {}", pane.trim());
     let tty = pane.split_whitespace().nth(1).unwrap_or("-").to_string();
     report.push_str("\n  holders of the pane's tty:");
-    for (pid, dir) in super::processes() {
+    for (pid, dir) in omnidev_core::proc::processes() {
         let holds = std::fs::read_dir(dir.join("fd"))
             .into_iter()
             .flatten()
@@ -228,7 +228,7 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
         }
     }
     report.push('\n');
-    for (pid, dir) in super::processes() {
+    for (pid, dir) in omnidev_core::proc::processes() {
         let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if !cmdline.contains(" up --repo ")
@@ -240,7 +240,7 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
         let _ = writeln!(
             report,
             "  pid {pid} {:?}: {cmdline}",
-            super::process_state(pid)
+            omnidev_core::proc::stat(pid).map(|s| s.state)
         );
         for task in std::fs::read_dir(dir.join("task"))
             .into_iter()

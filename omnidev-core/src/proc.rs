@@ -1,0 +1,129 @@
+//! The one reader of Linux's `/proc` for every omnidev crate (and xtask):
+//! a process's state, parent, group, session, start time and CPU time from
+//! `/proc/<pid>/stat`, one variable of its environment, its command line,
+//! and the table of every process. Elsewhere every function answers `None`
+//! or nothing.
+
+use std::path::PathBuf;
+
+/// The fields of `/proc/<pid>/stat` omnidev uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessStat {
+    /// The process id.
+    pub pid: u32,
+    /// The state letter (`R`, `S`, `D`, `Z` for a zombie, …).
+    pub state: char,
+    /// The parent's pid.
+    pub ppid: u32,
+    /// The process group.
+    pub pgid: i32,
+    /// The session.
+    pub sid: i32,
+    /// User plus system CPU time, in clock ticks.
+    pub cpu_ticks: u64,
+    /// When it started, in clock ticks since boot; with the pid, it
+    /// identifies a process across pid reuse.
+    pub start_time: u64,
+}
+
+impl ProcessStat {
+    /// Whether it has exited and waits to be reaped.
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z'
+    }
+}
+
+/// The stat of process `pid`, or `None` when it does not exist (or this is
+/// not Linux).
+pub fn stat(pid: u32) -> Option<ProcessStat> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// Parses the text of `/proc/<pid>/stat`. The command name (field 2) may
+/// contain spaces and parentheses, so fields are counted after the last `)`.
+///
+/// ```
+/// let line = "42 (a (b) c) S 1 42 40 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+/// let stat = omnidev_core::proc::parse_stat(line).unwrap();
+/// assert_eq!((stat.pid, stat.state, stat.ppid), (42, 'S', 1));
+/// assert_eq!((stat.pgid, stat.sid), (42, 40));
+/// assert_eq!((stat.cpu_ticks, stat.start_time), (3, 987_654));
+/// ```
+pub fn parse_stat(text: &str) -> Option<ProcessStat> {
+    let name_end = text.rfind(')')?;
+    let pid = text.split_once(" (")?.0.trim().parse().ok()?;
+    let fields: Vec<&str> = text[name_end + 1..].split_ascii_whitespace().collect();
+    // fields[0] is field 3 of the file.
+    let field = |n: usize| fields.get(n - 3).copied();
+    Some(ProcessStat {
+        pid,
+        state: field(3)?.chars().next()?,
+        ppid: field(4)?.parse().ok()?,
+        pgid: field(5)?.parse().ok()?,
+        sid: field(6)?.parse().ok()?,
+        cpu_ticks: field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?,
+        start_time: field(22)?.parse().ok()?,
+    })
+}
+
+/// Every process: its pid and its `/proc/<pid>` directory.
+pub fn processes() -> impl Iterator<Item = (u32, PathBuf)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            Some((pid, entry.path()))
+        })
+}
+
+/// The stat of every process (empty where there is no `/proc`).
+pub fn table() -> Vec<ProcessStat> {
+    processes().filter_map(|(pid, _)| stat(pid)).collect()
+}
+
+/// The value of variable `name` in process `pid`'s environment as it was
+/// at `exec` (lossy UTF-8), when it is set and readable.
+pub fn env_var(pid: u32, name: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    environ.split(|b| *b == 0).find_map(|var| {
+        var.strip_prefix(name.as_bytes())?
+            .strip_prefix(b"=")
+            .map(|value| String::from_utf8_lossy(value).into_owned())
+    })
+}
+
+/// Process `pid`'s command line, arguments joined by spaces (empty when
+/// unreadable).
+pub fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&raw)
+        .replace('\0', " ")
+        .trim()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_is_read_consistently() {
+        let me = std::process::id();
+        let a = stat(me).expect("own stat");
+        let b = stat(me).expect("own stat");
+        assert_eq!(a.pid, me);
+        assert_eq!(a.start_time, b.start_time);
+        assert!(a.start_time > 0);
+        assert!(!a.is_zombie());
+        assert!(table().iter().any(|p| p.pid == me && p.ppid == a.ppid));
+        assert!(env_var(me, "PATH").is_some());
+        assert!(env_var(me, "OMNIDEV_PROC_TEST_SURELY_UNSET").is_none());
+        assert!(!cmdline(me).is_empty());
+    }
+}

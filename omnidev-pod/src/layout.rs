@@ -1,0 +1,30 @@
+//! The names of the files and directories inside a pod directory (and the
+//! one omnidev keeps beside the pods), in one place: every crate that
+//! reads a pod asks [`Pod`](crate::Pod) or this module for a path.
+
+/// The record of a pod's ports and checkout (`<pod>/pod.toml`).
+pub const POD_TOML: &str = "pod.toml";
+
+/// The single-instance lock (`<pod>/omnidev.lock`).
+pub const LOCK_FILE: &str = "omnidev.lock";
+
+/// The supervisor's record of running processes (`<pod>/state.json`).
+pub const STATE_FILE: &str = "state.json";
+
+/// The control socket of a running pod (`<pod>/control.sock`).
+pub const CONTROL_SOCKET: &str = "control.sock";
+
+/// The per-service log files (`<pod>/logs/<service>.log`).
+pub const LOGS_DIR: &str = "logs";
+
+/// Suffix of a service's log file inside [`LOGS_DIR`].
+pub const LOG_SUFFIX: &str = ".log";
+
+/// A detached pod's own output (`<pod>/logs/omnidev.log`), not a service.
+pub const DETACHED_LOG: &str = "omnidev.log";
+
+/// The marker file omnidev writes into every pod it creates.
+pub const MARKER: &str = ".omnidev-pod";
+
+/// The machine-wide port allocation lock, inside the cache root.
+pub const ALLOCATION_LOCK: &str = "ports.lock";

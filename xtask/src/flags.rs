@@ -1,0 +1,123 @@
+//! Every task and flag of `cargo xtask`, declared once (clap); `--help`
+//! is generated from these declarations.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Project automation for omnidev.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+pub struct Xtask {
+    /// The task.
+    #[command(subcommand)]
+    pub task: Task,
+}
+
+/// The tasks.
+#[derive(Debug, Subcommand)]
+pub enum Task {
+    /// Prerequisites check (tools on PATH), fmt check, clippy -D warnings,
+    /// cargo test --workspace, then the e2e.
+    Ci(Ci),
+    /// Build omnidev and run the end-to-end cases.
+    #[command(name = "test-e2e")]
+    TestE2e(TestE2e),
+    /// Release build packed as target/dist/omnidev-<version>-<target>.tar.gz + .sha256.
+    Dist(Dist),
+    /// Every benchmark, each figure beside its reference from the same run.
+    Bench(Bench),
+    /// Run a pod on examples/omnigent-example.
+    Demo(Demo),
+}
+
+/// Flags of `cargo xtask ci`.
+#[derive(Debug, Default, Args)]
+pub struct Ci {
+    /// Print the steps instead of running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop after the unit and integration tests.
+    #[arg(long)]
+    pub skip_e2e: bool,
+}
+
+/// Flags of `cargo xtask test-e2e`.
+#[derive(Debug, Default, Args)]
+pub struct TestE2e {
+    /// Run only the cases whose name contains one of these.
+    #[arg(value_name = "FILTER")]
+    pub filters: Vec<String>,
+    /// Print the case names and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Keep the temp directories of the run.
+    #[arg(long)]
+    pub keep: bool,
+    /// Test this binary instead of building target/debug/omnidev.
+    #[arg(long, value_name = "PATH")]
+    pub omnidev: Option<PathBuf>,
+}
+
+/// Flags of `cargo xtask dist`.
+#[derive(Debug, Args)]
+pub struct Dist {
+    /// Cargo profile to build with (`release` for users; the e2e uses `dev`).
+    #[arg(long, value_name = "NAME", default_value = "release")]
+    pub profile: String,
+    /// Print what would be built and written instead of doing it.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Flags of `cargo xtask bench`.
+#[derive(Debug, Default, Args)]
+pub struct Bench {
+    /// Only the benchmarks whose name contains one of these.
+    #[arg(value_name = "FILTER")]
+    pub filters: Vec<String>,
+    /// Benchmark this binary instead of building target/release/omnidev.
+    #[arg(long, value_name = "PATH")]
+    pub omnidev: Option<PathBuf>,
+}
+
+/// Flags of `cargo xtask demo`.
+#[derive(Debug, Default, Args)]
+pub struct Demo {
+    /// Print the commands instead of running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Arguments for `omnidev up` (e.g. --headless).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub up_args: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn flags_are_consistent_and_parse() {
+        Xtask::command().debug_assert();
+        let parsed = Xtask::try_parse_from(["xtask", "test-e2e", "tui", "--keep"]).expect("parse");
+        let Task::TestE2e(e2e) = parsed.task else {
+            panic!("expected test-e2e");
+        };
+        assert_eq!(e2e.filters, ["tui"]);
+        assert!(e2e.keep);
+        let parsed =
+            Xtask::try_parse_from(["xtask", "demo", "--dry-run", "--headless"]).expect("parse");
+        let Task::Demo(demo) = parsed.task else {
+            panic!("expected demo");
+        };
+        assert!(demo.dry_run);
+        assert_eq!(demo.up_args, ["--headless"]);
+        assert!(Xtask::try_parse_from(["xtask", "dist", "--bogus"]).is_err());
+    }
+}
