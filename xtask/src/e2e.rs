@@ -29,6 +29,16 @@ use crate::util;
 /// The environment variable carrying a case's tag into every process it starts.
 const TAG_VAR: &str = "OMNIDEV_E2E_TAG";
 
+/// A case named after its function: one name per case.
+macro_rules! case {
+    ($module:ident :: $function:ident) => {
+        Case {
+            name: stringify!($function),
+            run: $module::$function,
+        }
+    };
+}
+
 /// One end-to-end case.
 struct Case {
     name: &'static str,
@@ -37,74 +47,23 @@ struct Case {
 
 /// Every case, in the order they run.
 const CASES: &[Case] = &[
-    Case {
-        name: "up_headless_server_host_vite",
-        run: pod::up_headless,
-    },
-    Case {
-        name: "pnpm_workspace_installs_once_at_root",
-        run: web::pnpm_installs_once_at_the_workspace_root,
-    },
-    Case {
-        name: "failed_install_reported_once_then_fixed",
-        run: web::failed_install_waits_for_a_fix,
-    },
-    Case {
-        name: "node_below_floor_backend_still_runs",
-        run: web::node_below_the_floor_leaves_the_backend_running,
-    },
-    Case {
-        name: "two_checkouts_at_once_second_omnidev_refused",
-        run: pod::two_checkouts,
-    },
-    Case {
-        name: "py_change_reloads_server_then_host",
-        run: lifecycle::reload_on_change,
-    },
-    Case {
-        name: "killed_server_restarts_with_backoff",
-        run: lifecycle::killed_server_restarts,
-    },
-    Case {
-        name: "sigint_sigterm_sighup_leave_no_process",
-        run: lifecycle::signals_leave_nothing,
-    },
-    Case {
-        name: "kill9_of_omnidev_leaves_no_process_within_2s",
-        run: lifecycle::kill9_leaves_nothing,
-    },
-    Case {
-        name: "detach_status_logs_restart_stop",
-        run: control::detach_status_logs_restart_stop,
-    },
-    Case {
-        name: "ls_two_running_one_stopped",
-        run: control::ls_two_running_one_stopped,
-    },
-    Case {
-        name: "control_socket_modes_stale_socket_clean",
-        run: control::socket_modes_stale_socket_and_clean,
-    },
-    Case {
-        name: "tui_in_tmux_panes_and_quit",
-        run: tui::panes_and_quit,
-    },
-    Case {
-        name: "headless_one_shot_exit_rule",
-        run: cli::headless_exit_rule,
-    },
-    Case {
-        name: "exec_uses_running_pod_ports_and_exit_code",
-        run: cli::exec_uses_running_pod,
-    },
-    Case {
-        name: "install_update_check_from_file_repo",
-        run: install::file_repository,
-    },
-    Case {
-        name: "dist_tarball_sha256_and_version",
-        run: dist::tarball,
-    },
+    case!(pod::up_headless_server_host_vite),
+    case!(web::pnpm_workspace_installs_once_at_root),
+    case!(web::failed_install_reported_once_then_fixed),
+    case!(web::node_below_floor_backend_still_runs),
+    case!(pod::two_checkouts_at_once_second_omnidev_refused),
+    case!(lifecycle::py_change_reloads_server_then_host),
+    case!(lifecycle::killed_server_restarts_with_backoff),
+    case!(lifecycle::sigint_sigterm_sighup_leave_no_process),
+    case!(lifecycle::kill9_of_omnidev_leaves_no_process_within_2s),
+    case!(control::detach_status_logs_restart_stop),
+    case!(control::ls_two_running_one_stopped),
+    case!(control::control_socket_modes_stale_socket_clean),
+    case!(tui::tui_in_tmux_panes_and_quit),
+    case!(cli::headless_one_shot_exit_rule),
+    case!(cli::exec_uses_running_pod_ports_and_exit_code),
+    case!(install::install_update_check_from_file_repo),
+    case!(dist::dist_tarball_sha256_and_version),
 ];
 
 /// Run the selected cases; fails when any case fails.

@@ -37,7 +37,7 @@ fn up_to_end(ctx: &mut Ctx, repo: &Path) -> Result<(std::process::ExitStatus, St
 
 /// Headless: `name | line` output; exit 0 when every one-shot service exits
 /// 0, 1 when one fails.
-pub fn headless_exit_rule(ctx: &mut Ctx) -> Result<()> {
+pub fn headless_one_shot_exit_rule(ctx: &mut Ctx) -> Result<()> {
     let good = one_shot_checkout(ctx, "good", 0)?;
     let (status, out) = up_to_end(ctx, &good)?;
     ensure!(
@@ -64,7 +64,7 @@ pub fn headless_exit_rule(ctx: &mut Ctx) -> Result<()> {
 
 /// `omnidev exec` sees the running pod's ports and environment, returns the
 /// command's exit code and leaves `pod.toml` untouched.
-pub fn exec_uses_running_pod(ctx: &mut Ctx) -> Result<()> {
+pub fn exec_uses_running_pod_ports_and_exit_code(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, _) = pod.ready(UP)?;

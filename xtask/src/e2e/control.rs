@@ -209,7 +209,7 @@ pub fn ls_two_running_one_stopped(ctx: &mut Ctx) -> Result<()> {
 /// supervisor the stale socket is detected (`status` says not running at
 /// once) and replaced by the next `up`; `clean` refuses while the pod runs
 /// and removes only the pod directory otherwise.
-pub fn socket_modes_stale_socket_and_clean(ctx: &mut Ctx) -> Result<()> {
+pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     omnidev_ok(ctx, &repo, &["up", "--detach", "--no-vite"], UP)?;
     let status = omnidev_ok(ctx, &repo, &["status", "--json"], SOON)?;

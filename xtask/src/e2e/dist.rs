@@ -10,7 +10,7 @@ use crate::dist;
 
 /// Pack with the dev profile (the release build is the same code, slower to
 /// compile), verify the checksum, unpack, run `omnidev --version`.
-pub fn tarball(ctx: &mut Ctx) -> Result<()> {
+pub fn dist_tarball_sha256_and_version(ctx: &mut Ctx) -> Result<()> {
     let artifacts = dist::run(&crate::flags::Dist {
         profile: "dev".into(),
         dry_run: false,

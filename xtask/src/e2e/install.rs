@@ -57,7 +57,7 @@ fn installed_commit(tools: &Path) -> Result<String> {
 }
 
 /// Install from a `file://` repository, see a newer commit, update to it.
-pub fn file_repository(ctx: &mut Ctx) -> Result<()> {
+pub fn install_update_check_from_file_repo(ctx: &mut Ctx) -> Result<()> {
     let source = ctx.checkout("source")?;
     let url = format!("file://{}", source.display());
     let tools = ctx.dir.join("uv-tools");

@@ -34,7 +34,7 @@ fn host_started_after(
 
 /// Touching a `.py` file reloads the server, then the host (new pids, the
 /// host once the new server is ready).
-pub fn reload_on_change(ctx: &mut Ctx) -> Result<()> {
+pub fn py_change_reloads_server_then_host(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, _) = pod.ready(UP)?;
@@ -63,7 +63,7 @@ pub fn reload_on_change(ctx: &mut Ctx) -> Result<()> {
 
 /// Killing the server's process restarts it after a backoff, and the host
 /// after it.
-pub fn killed_server_restarts(ctx: &mut Ctx) -> Result<()> {
+pub fn killed_server_restarts_with_backoff(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, _) = pod.ready(UP)?;
@@ -98,7 +98,7 @@ pub fn killed_server_restarts(ctx: &mut Ctx) -> Result<()> {
 }
 
 /// SIGINT, SIGTERM and SIGHUP each shut the pod down completely.
-pub fn signals_leave_nothing(ctx: &mut Ctx) -> Result<()> {
+pub fn sigint_sigterm_sighup_leave_no_process(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     for signal in ["INT", "TERM", "HUP"] {
         let mut pod = ctx.up(&repo, &[])?;
@@ -124,7 +124,7 @@ pub fn signals_leave_nothing(ctx: &mut Ctx) -> Result<()> {
 
 /// `kill -9` of omnidev: no process of the pod is left 2 s later, and the
 /// next start works.
-pub fn kill9_leaves_nothing(ctx: &mut Ctx) -> Result<()> {
+pub fn kill9_of_omnidev_leaves_no_process_within_2s(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     pod.ready(UP)?;

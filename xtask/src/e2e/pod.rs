@@ -103,7 +103,7 @@ fn check_env_contract(ctx: &Ctx, server: Server, report: &EnvReport) -> Result<P
 /// (server by HTTP, host by its log line, vite by its port), host started
 /// only once the server was ready, vite serving (and proxying to the
 /// server), dependencies installed once; SIGINT then leaves no process.
-pub fn up_headless(ctx: &mut Ctx) -> Result<()> {
+pub fn up_headless_server_host_vite(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, vite) = pod.ready(UP)?;
@@ -174,7 +174,7 @@ pub fn up_headless(ctx: &mut Ctx) -> Result<()> {
 
 /// Two checkouts run at once with four distinct ports and separate
 /// databases; a second omnidev in the same checkout is refused.
-pub fn two_checkouts(ctx: &mut Ctx) -> Result<()> {
+pub fn two_checkouts_at_once_second_omnidev_refused(ctx: &mut Ctx) -> Result<()> {
     let repo_a = ctx.checkout("a")?;
     let repo_b = ctx.checkout("b")?;
     let mut pod_a = ctx.up(&repo_a, &[])?;

@@ -101,7 +101,7 @@ fn only(screen: &str, want: &str) -> Result<(), String> {
 }
 
 /// Run `omnidev up` in tmux, switch panes with 1/2/3/0, quit with `q`.
-pub fn panes_and_quit(ctx: &mut Ctx) -> Result<()> {
+pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let tmux = Tmux {
         ctx,

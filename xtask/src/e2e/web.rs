@@ -28,7 +28,7 @@ fn pnpm_installs_at_root(repo: &Path) -> Result<usize> {
 /// A fresh copy of the example (no `node_modules`), plain `omnidev
 /// --headless` inside it: pnpm installs once at the workspace root, the dev
 /// server answers; a second start skips the install.
-pub fn pnpm_installs_once_at_the_workspace_root(ctx: &mut Ctx) -> Result<()> {
+pub fn pnpm_workspace_installs_once_at_root(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     ensure!(
         !repo.join("node_modules").exists() && !repo.join("web/node_modules").exists(),
@@ -81,7 +81,7 @@ fn count_lines(out: &str, needle: &str) -> usize {
 /// An install that fails (a dependency that does not exist): one clear
 /// report, the dev script not started, no second install until a manifest
 /// changes; fixing it brings the service up without restarting omnidev.
-pub fn failed_install_waits_for_a_fix(ctx: &mut Ctx) -> Result<()> {
+pub fn failed_install_reported_once_then_fixed(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let manifest = repo.join("web/package.json");
     let good = std::fs::read_to_string(&manifest)?;
@@ -144,7 +144,7 @@ pub fn failed_install_waits_for_a_fix(ctx: &mut Ctx) -> Result<()> {
 
 /// A `node` below the floor (a fake printing `v20.0.0` first on PATH): one
 /// line naming it and `--no-vite`; server and host still run.
-pub fn node_below_the_floor_leaves_the_backend_running(ctx: &mut Ctx) -> Result<()> {
+pub fn node_below_floor_backend_still_runs(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let bin = ctx.dir.join("old-node");
     std::fs::create_dir_all(&bin)?;
