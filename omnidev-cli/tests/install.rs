@@ -707,10 +707,156 @@ fn install_runs_uv_with_the_spec() {
             "tool install --force --python 3.12 -- omnigent[databricks,dev] @ git+https://github.com/omnigent-ai/omnigent.git@main"
         ]
     );
-    let saved = std::fs::read_to_string(cx.install_toml()).expect("choice saved");
+    assert!(!cx.install_toml().exists(), "a failed uv saves no choice");
+}
+
+/// A fake `uv` whose `tool install` starts a helper (as uv starts git and
+/// builds), appends "<its pid> <helper pid>" to `uv-pids`, waits for the
+/// file `release`, then "installs" commit `$FAKE_COMMIT` where `tool dir`
+/// says tools live.
+fn slow_uv(cx: &Context) {
+    let tools = cx.path("uv-tools");
+    let dist = tools.join("omnigent/lib/python3.12/site-packages/omnigent-0.1.0.dist-info");
+    cx.fake(
+        "uv",
+        &format!(
+            "case \"$1 $2\" in\n\
+             'tool dir') echo '{tools}' ;;\n\
+             'tool install')\n\
+               sleep 300 &\n\
+               echo \"$$ $!\" >> '{pids}'\n\
+               while [ ! -e '{release}' ]; do sleep 0.05; done\n\
+               kill $!\n\
+               mkdir -p '{dist}' && echo \"{{\\\"url\\\":\\\"git+x\\\",\\\"vcs_info\\\":{{\\\"vcs\\\":\\\"git\\\",\\\"commit_id\\\":\\\"$FAKE_COMMIT\\\"}}}}\" > '{dist}/direct_url.json' ;;\n\
+             esac\n",
+            tools = tools.display(),
+            dist = dist.display(),
+            pids = cx.path("uv-pids").display(),
+            release = cx.path("release").display(),
+        ),
+    );
+}
+
+/// `omnidev install ARGS` with the fakes first on PATH, the usual tools
+/// after them, and `$FAKE_COMMIT` for [`slow_uv`].
+fn install_with_slow_uv(cx: &Context, args: &[&str], commit: &str) -> std::process::Child {
+    let mut command = cx.omnidev_isolated(&[&["install"], args].concat());
+    command
+        .env("OMNIDEV_SKIP_WEB_CHECK", "1")
+        .env("FAKE_COMMIT", commit)
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", cx.path("bin").display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command.spawn().expect("spawn install")
+}
+
+/// The pids of the uv started last and of its helper, once it has started.
+fn uv_pids(cx: &Context) -> (i32, i32) {
+    let mut pids = None;
+    wait_for("uv to start", || {
+        pids = std::fs::read_to_string(cx.path("uv-pids"))
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().last()?.to_owned();
+                let (uv, helper) = line.split_once(' ')?;
+                Some((uv.parse().ok()?, helper.parse().ok()?))
+            });
+        pids.is_some()
+    });
+    pids.expect("pids")
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[test]
+fn kill_9_of_install_leaves_no_uv_and_the_previous_install_described() {
+    let cx = Context::new();
+    cx.write_install_toml("file:///nowhere/previous.git");
+    cx.write_cache(now(), OLD, OLD, None);
+    let choice_before = std::fs::read(cx.install_toml()).expect("choice");
+    let cache_before = std::fs::read(cx.cache_file()).expect("cache");
+    slow_uv(&cx);
+    let mut install = install_with_slow_uv(
+        &cx,
+        &["--git", "file:///nowhere/new.git", "--ref", "dev"],
+        NEW,
+    );
+    let (uv, helper) = uv_pids(&cx);
+    install.kill().expect("kill -9");
+    let killed = Instant::now();
+    let _ = install.wait();
+    while (alive(uv) || alive(helper)) && killed.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
-        saved.contains("extras = [\"databricks\", \"dev\"]"),
-        "{saved}"
+        !alive(uv) && !alive(helper),
+        "uv ({uv}) or its helper ({helper}) still runs 2 s after kill -9"
+    );
+    assert_eq!(
+        std::fs::read(cx.install_toml()).expect("choice"),
+        choice_before
+    );
+    assert_eq!(std::fs::read(cx.cache_file()).expect("cache"), cache_before);
+    let output = run(&mut cx.omnidev_isolated(&["check"]));
+    assert!(
+        text(&output.stderr).contains("omnigent 111111111111 is up to date"),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn a_second_install_is_refused_while_one_runs_and_choice_and_cache_agree() {
+    let cx = Context::new();
+    slow_uv(&cx);
+    let first = install_with_slow_uv(
+        &cx,
+        &["--git", "file:///nowhere/o.git", "--ref", "one"],
+        NEW,
+    );
+    let _ = uv_pids(&cx);
+    let second = install_with_slow_uv(
+        &cx,
+        &["--git", "file:///nowhere/o.git", "--ref", "two"],
+        NEWER,
+    )
+    .wait_with_output()
+    .expect("second");
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let said = text(&second.stderr);
+    assert!(
+        said.contains(&format!(
+            "another `omnidev install` or `omnidev update` is running (pid {})",
+            first.id()
+        )),
+        "{said}"
+    );
+    assert!(
+        !cx.install_toml().exists(),
+        "nothing saved before uv is done"
+    );
+    std::fs::write(cx.path("release"), "").expect("release");
+    let first = first.wait_with_output().expect("first");
+    assert!(first.status.success(), "{first:?}");
+    let saved = std::fs::read_to_string(cx.install_toml()).expect("choice");
+    assert!(saved.contains("ref = \"one\""), "{saved}");
+    let cache = cx.cache();
+    assert_eq!(cache["ref"], "one");
+    assert_eq!(cache["installed_commit"], NEW);
+    assert_eq!(
+        cx.marker_lines("uv")
+            .iter()
+            .filter(|l| l.starts_with("tool install"))
+            .count(),
+        1
     );
 }
 

@@ -107,6 +107,19 @@ pub enum Error {
         found: String,
     },
 
+    /// Another `install` or `update` holds the install lock.
+    #[error("another `omnidev install` or `omnidev update` is running{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    #[diagnostic(
+        code(omnidev::install::busy),
+        help("wait for it to finish, then run this again (the lock is {})", path.display())
+    )]
+    InstallRunning {
+        /// The lock file.
+        path: PathBuf,
+        /// The holder, as it wrote itself into the lock file.
+        pid: Option<u32>,
+    },
+
     /// A child process could not be started.
     #[error("could not run `{program}`")]
     #[diagnostic(

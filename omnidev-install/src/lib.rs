@@ -19,6 +19,19 @@
 //! - `${XDG_CACHE_HOME:-~/.cache}/omnidev/omnigent-check.lock`: serialises
 //!   the cache's writers (refresh, a declined prompt, install/update), so
 //!   none loses another's change; the hot path reads without it.
+//! - `${XDG_CACHE_HOME:-~/.cache}/omnidev/omnigent-install.lock`: one
+//!   `install` or `update` at a time (a second one is refused, naming the
+//!   first one's pid).
+//!
+//! # Install and update
+//!
+//! `uv tool install` runs in a process group of its own, tied to omnidev
+//! by a guard process ([`tied`]): if omnidev dies (Ctrl-C, a closed
+//! terminal, `kill -9`) the guard kills uv and everything it started. The
+//! choice (`install.toml`) and the cache's installed commit are written
+//! only after uv has succeeded, one after the other under the install lock,
+//! so an interrupted or failed install leaves both describing the previous
+//! install.
 //!
 //! # The hot path
 //!
@@ -77,6 +90,7 @@ pub mod hook;
 pub mod manage;
 pub mod paths;
 pub mod source;
+pub mod tied;
 pub mod uv;
 
 pub use cache::{CheckCache, Update};

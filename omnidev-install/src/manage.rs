@@ -25,9 +25,11 @@ pub struct Installed {
     pub choice: InstallChoice,
 }
 
-/// `omnidev install`: validate, preflight, save the choice atomically, run
-/// `uv tool install --force`, then cache the installed commit. Nothing is
-/// written or started when validation fails.
+/// `omnidev install`: validate, preflight, take the install lock, run
+/// `uv tool install --force`, and only once it succeeded save the choice
+/// (atomically) and cache the installed commit. Nothing is written or
+/// started when validation fails; a failed or interrupted uv leaves the
+/// previous choice and cache as they were.
 pub fn install(
     paths: &Paths,
     choice: &InstallChoice,
@@ -35,8 +37,9 @@ pub fn install(
 ) -> Result<Installed> {
     choice.validate()?;
     uv::preflight(options.skip_web_check)?;
-    choice.save(&paths.install_toml())?;
+    let _lock = InstallLock::take(paths)?;
     uv::run_install(choice, false)?;
+    choice.save(&paths.install_toml())?;
     record_installed(paths, choice, SystemTime::now())
 }
 
@@ -46,8 +49,56 @@ pub fn update(paths: &Paths, options: InstallOptions) -> Result<Installed> {
     let choice = saved_choice(paths)?;
     choice.validate()?;
     uv::preflight(options.skip_web_check)?;
+    let _lock = InstallLock::take(paths)?;
+    // Read again under the lock: an install that just finished may have
+    // changed it.
+    let choice = saved_choice(paths)?;
+    choice.validate()?;
     uv::run_install(&choice, true)?;
     record_installed(paths, &choice, SystemTime::now())
+}
+
+/// One `install` or `update` at a time: an exclusive lock on
+/// [`Paths::install_lock`], holding the holder's pid for the message the
+/// next one gets. Released when dropped (or when the process dies).
+#[derive(Debug)]
+struct InstallLock {
+    _file: std::fs::File,
+}
+
+impl InstallLock {
+    fn take(paths: &Paths) -> Result<Self> {
+        use std::io::{Read, Seek, Write};
+        let path = paths.install_lock();
+        crate::fs::create_private_dir(paths.cache_dir())?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|source| crate::Error::io("open", &path, source))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = (&file).take(32).read_to_string(&mut text);
+                return Err(crate::Error::InstallRunning {
+                    pid: text.trim().parse().ok(),
+                    path,
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(crate::Error::io("lock", &path, source));
+            }
+        }
+        // For the message of the next one only; the lock is what counts.
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()));
+        Ok(Self { _file: file })
+    }
 }
 
 /// The saved choice, or the defaults when none was saved.

@@ -59,6 +59,11 @@ impl Paths {
         self.cache_dir.join("omnigent-refresh.lock")
     }
 
+    /// The lock held by a running `install` or `update`.
+    pub fn install_lock(&self) -> PathBuf {
+        self.cache_dir.join("omnigent-install.lock")
+    }
+
     /// The directory both live in, for messages.
     pub fn cache_dir(&self) -> &Path {
         &self.cache_dir

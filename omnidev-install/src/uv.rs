@@ -98,18 +98,17 @@ pub fn install_command(choice: &InstallChoice, reinstall: bool) -> Command {
     command
 }
 
-/// Runs `uv tool install` with the terminal's stdio, so the user sees
-/// uv's progress.
+/// Runs `uv tool install` with the terminal's stdout and stderr, so the
+/// user sees uv's progress, tied to this process ([`crate::tied`]): if
+/// omnidev dies, uv and what it started die too.
 pub fn run_install(choice: &InstallChoice, reinstall: bool) -> Result<()> {
     let mut command = install_command(choice, reinstall);
     let line = describe(&command);
-    let status = command
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|source| Error::Spawn {
-            program: "uv".to_owned(),
-            source,
-        })?;
+    command.stdin(Stdio::null());
+    let status = crate::tied::run_tied(&mut command).map_err(|source| Error::Spawn {
+        program: "uv".to_owned(),
+        source,
+    })?;
     if status.success() {
         Ok(())
     } else {
