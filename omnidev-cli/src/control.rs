@@ -1,9 +1,13 @@
 //! The control socket: how `status`, `stop`, `restart` and `up --detach`
 //! talk to a running pod from any terminal, script or coding agent.
 //!
-//! A running `omnidev up` serves a Unix domain socket at
-//! `<pod>/control.sock` (mode 0600, inside the 0700 pod directory, so only
-//! the owner can connect). The protocol is line-delimited JSON: the client
+//! A running `omnidev up` serves a Unix domain socket in the per-user
+//! runtime directory (`$XDG_RUNTIME_DIR/omnidev/<hash of the pod
+//! directory>/control.sock`, else under `/tmp/omnidev-<uid>/`; the
+//! directories 0700, the socket 0600, so only the owner can connect), with
+//! a symbolic link to it at `<pod>/control.sock`, where every client looks.
+//! So the socket's path always fits a Unix socket address (at most 103
+//! bytes), however long the pod directory's path is. The protocol is line-delimited JSON: the client
 //! writes one request object and a newline, the server answers with one
 //! response object and a newline, then either side may close.
 //!
@@ -65,7 +69,31 @@ pub use inspect::{inspect, list_pods, lock_state};
 pub use protocol::{PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};
 
-/// `<pod>/control.sock`.
+/// The control socket of the pod in `pod_dir`, found through its pointer
+/// `<pod>/control.sock`: the link's target, or the pointer itself when it
+/// is not a link (a pod started by an older omnidev) or is missing.
 pub fn socket_path(pod_dir: &Path) -> PathBuf {
+    let pointer = pointer_path(pod_dir);
+    match std::fs::read_link(&pointer) {
+        Ok(target) => pod_dir.join(target),
+        Err(_) => pointer,
+    }
+}
+
+/// `<pod>/control.sock`, the pointer to the socket.
+pub fn pointer_path(pod_dir: &Path) -> PathBuf {
     omnidev_pod::Pod::at(pod_dir).control_socket()
+}
+
+/// Where a pod in `pod_dir` serves its control socket: in the per-user
+/// runtime directory, keyed by the pod directory, so that the path always
+/// fits a Unix socket address however long the pod directory is. An error
+/// when even that path is too long (a very long `XDG_RUNTIME_DIR`).
+pub fn serving_path(pod_dir: &Path) -> omnidev_pod::Result<PathBuf> {
+    let canonical = pod_dir
+        .canonicalize()
+        .unwrap_or_else(|_| pod_dir.to_path_buf());
+    let path = omnidev_pod::runtime::socket_path(&omnidev_pod::runtime::runtime_dir(), &canonical);
+    omnidev_pod::runtime::check_socket_path(&path)?;
+    Ok(path)
 }

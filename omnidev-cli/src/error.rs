@@ -182,7 +182,8 @@ pub enum Error {
     #[diagnostic(
         code(omnidev::control::listen),
         help(
-            "unix socket paths are limited to about 100 bytes; use a shorter --pod-dir or XDG_CACHE_HOME"
+            "the socket lives in the per-user runtime directory ($XDG_RUNTIME_DIR/omnidev or \
+             /tmp/omnidev-<uid>); check that it is yours and writable"
         )
     )]
     Listen {

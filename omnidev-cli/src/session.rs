@@ -88,6 +88,8 @@ pub struct PreparedPod {
     pub rendered: RenderedPod,
     /// Messages for the user (seeding, LAN origins) to show once running.
     pub notices: Vec<String>,
+    /// Where the control socket is served (checked to fit before start).
+    pub control_socket: PathBuf,
 }
 
 /// `--clean` → pod directory → lock → package-manager preflight → ports →
@@ -107,6 +109,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
     }
     let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
     let lock = PodLock::acquire(pod.dir())?;
+    let control_socket = crate::control::serving_path(pod.dir())?;
 
     let selection = Selection {
         only: args.only.clone(),
@@ -119,12 +122,16 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     profile.check_tools(&checkout.repo, &selected, &path)?;
 
-    let overrides: BTreeMap<String, u16> = args.port_overrides().into_iter().collect();
+    let bases = profile.port_bases();
+    let overrides: BTreeMap<String, u16> =
+        omnidev_pod::ports::check_overrides(&args.port_overrides(), &bases)?;
+    let runtime_dir = omnidev_pod::runtime::runtime_dir();
     let ports = omnidev_pod::allocate_ports(&PortRequest {
         cache_root: &checkout.cache_root,
+        runtime_dir: &runtime_dir,
         pod_dir: pod.dir(),
         repo: &checkout.repo,
-        bases: &profile.port_bases(),
+        bases: &bases,
         overrides: &overrides,
     })?;
 
@@ -168,6 +175,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
         lock,
         rendered,
         notices,
+        control_socket,
     })
 }
 

@@ -255,6 +255,66 @@ pub enum Error {
         message: String,
     },
 
+    /// Forced ports of one pod collide, or one is out of range.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::pod::port_conflict),
+        help("give every forced port its own number between 1 and 65535 (`--port NAME=N`)")
+    )]
+    PortConflict {
+        /// What collides.
+        message: String,
+    },
+
+    /// A forced port was lost to another process: omnidev does not move a
+    /// port the user chose.
+    #[error("port {port} of `{name}` is forced, and is held by {holder}")]
+    #[diagnostic(
+        code(omnidev::pod::forced_port_taken),
+        help("stop that process, or start without the override to let omnidev pick a free port")
+    )]
+    ForcedPortTaken {
+        /// The port's name.
+        name: String,
+        /// The port.
+        port: u16,
+        /// Who holds it (`pid 4242 (python3 -m http.server)`).
+        holder: String,
+    },
+
+    /// The per-user runtime directory is not safe to use.
+    #[error("refusing to use {} for omnidev's locks and sockets: {reason}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::unsafe_runtime_dir),
+        help(
+            "it must be a directory owned by you; remove or rename it, or set \
+             XDG_RUNTIME_DIR to a private directory of yours"
+        )
+    )]
+    UnsafeRuntimeDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A control socket path does not fit a Unix socket address.
+    #[error(
+        "the control socket path {} is {len} bytes; a Unix socket path must be at most {} bytes",
+        path.display(),
+        crate::runtime::MAX_SOCKET_PATH
+    )]
+    #[diagnostic(
+        code(omnidev::pod::socket_path),
+        help("set XDG_RUNTIME_DIR to a short directory of yours (e.g. /run/user/$(id -u))")
+    )]
+    SocketPathTooLong {
+        /// The path.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+    },
+
     /// The web package manager is not installed.
     #[error("`{tool}` is needed to run the web UI in {} but was not found on PATH", dir.display())]
     #[diagnostic(

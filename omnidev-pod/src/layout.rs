@@ -11,7 +11,8 @@ pub const LOCK_FILE: &str = "omnidev.lock";
 /// The supervisor's record of running processes (`<pod>/state.json`).
 pub const STATE_FILE: &str = "state.json";
 
-/// The control socket of a running pod (`<pod>/control.sock`).
+/// The pointer to a running pod's control socket (`<pod>/control.sock`): a
+/// symbolic link to the socket in the per-user runtime directory.
 pub const CONTROL_SOCKET: &str = "control.sock";
 
 /// The per-service log files (`<pod>/logs/<service>.log`).
@@ -26,5 +27,10 @@ pub const DETACHED_LOG: &str = "omnidev.log";
 /// The marker file omnidev writes into every pod it creates.
 pub const MARKER: &str = ".omnidev-pod";
 
-/// The machine-wide port allocation lock, inside the cache root.
+/// The per-user port allocation lock, inside the runtime directory
+/// ([`crate::runtime`]), shared by every cache root.
 pub const ALLOCATION_LOCK: &str = "ports.lock";
+
+/// The registry of pod directories holding ports, beside the allocation
+/// lock.
+pub const REGISTRY: &str = "pods.toml";

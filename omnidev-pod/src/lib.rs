@@ -24,6 +24,7 @@
 //! // Allocate ports (machine-wide lock, persisted in pod.toml) and render.
 //! let ports = omnidev_pod::allocate_ports(&PortRequest {
 //!     cache_root: &cache_root,
+//!     runtime_dir: &tmp.path().join("run"),
 //!     pod_dir: pod.dir(),
 //!     repo: &repo,
 //!     bases: &profile.port_bases(),
@@ -42,9 +43,12 @@
 //!   where `hash8` is the first 8 hex digits of SHA-256 over the canonical
 //!   repo path's bytes ([`pod::hash8`]; pinned by a test, never to change).
 //! - **Ports** ([`ports`]): persisted in `<pod>/pod.toml` together with the
-//!   repo path; allocation is serialised machine-wide by
-//!   `<cache root>/ports.lock`; another pod's unreadable `pod.toml` is
-//!   ignored, this pod's corrupt one is an error and is left untouched.
+//!   repo path; allocation is serialised per user, across cache roots, by
+//!   `<runtime dir>/ports.lock` ([`runtime`]), where `pods.toml` lists the
+//!   pods holding ports; another pod's unreadable `pod.toml` is ignored,
+//!   this pod's corrupt one is an error and is left untouched. A port lost
+//!   to another process before the service bound it is moved
+//!   ([`ports::relocate_port`]).
 //! - **Templates** ([`profile::template`]): `{pod}`, `{repo}`, `{port.NAME}`,
 //!   `{host.NAME}` (default `127.0.0.1`), `{env.NAME}` (the inherited
 //!   environment; unset renders as empty, except in `[[seed]] from` where it
@@ -68,7 +72,7 @@
 //!   confirmation.
 //!
 //! Modules: [`root`] (checkout discovery), [`pod`] (directory and layout),
-//! [`ports`], [`lock`], [`lan`] (LAN origins), [`seed`] (config seeding),
+//! [`ports`], [`runtime`] (the per-user runtime directory), [`lock`], [`lan`] (LAN origins), [`seed`] (config seeding),
 //! [`profile`] (format, embedded profile, templating, rendering),
 //! [`package_manager`] and [`state`] (atomic state files).
 #![warn(missing_docs)]
@@ -84,6 +88,7 @@ pub mod pod;
 pub mod ports;
 pub mod profile;
 pub mod root;
+pub mod runtime;
 pub mod seed;
 pub mod state;
 

@@ -13,7 +13,8 @@ use crate::layout::{
 };
 
 /// The machine-wide cache root, `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev`,
-/// computed from the given variable values (an empty value counts as unset).
+/// computed from the given variable values (an empty or relative
+/// `XDG_CACHE_HOME` counts as unset, as the XDG specification says).
 ///
 /// ```
 /// use std::path::PathBuf;
@@ -21,16 +22,17 @@ use crate::layout::{
 /// assert_eq!(root, PathBuf::from("/home/ada/.cache/omnidev"));
 /// let root = omnidev_pod::pod::cache_root_from(Some("/xdg".into()), Some("/home/ada".into())).unwrap();
 /// assert_eq!(root, PathBuf::from("/xdg/omnidev"));
+/// let root = omnidev_pod::pod::cache_root_from(Some("rel".into()), Some("/home/ada".into())).unwrap();
+/// assert_eq!(root, PathBuf::from("/home/ada/.cache/omnidev"));
 /// ```
 pub fn cache_root_from(
     xdg_cache_home: Option<OsString>,
     home: Option<OsString>,
 ) -> Result<PathBuf> {
-    let non_empty = |v: Option<OsString>| v.filter(|v| !v.is_empty());
-    if let Some(xdg) = non_empty(xdg_cache_home) {
-        return Ok(PathBuf::from(xdg).join("omnidev"));
+    if let Some(xdg) = crate::runtime::xdg_dir(xdg_cache_home) {
+        return Ok(xdg.join("omnidev"));
     }
-    non_empty(home)
+    home.filter(|v| !v.is_empty())
         .map(|home| PathBuf::from(home).join(".cache").join("omnidev"))
         .ok_or(Error::NoCacheDir)
 }
@@ -349,7 +351,7 @@ impl Pod {
         self.logs_dir().join(DETACHED_LOG)
     }
 
-    /// `<pod>/control.sock`: the running pod's control socket.
+    /// `<pod>/control.sock`: the pointer to the running pod's control socket.
     pub fn control_socket(&self) -> PathBuf {
         self.dir.join(CONTROL_SOCKET)
     }

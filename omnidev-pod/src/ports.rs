@@ -1,10 +1,22 @@
 //! Port allocation: stable per pod, distinct across pods, persisted in `pod.toml`.
 //!
-//! Allocation (read the sibling pods' claims → probe → persist) runs under a
-//! machine-wide lock file, `<cache root>/ports.lock`, so pods started at the
-//! same instant never receive the same port. A port is *free* when a TCP
+//! Allocation (read the other pods' claims → probe → persist) runs under
+//! one per-user lock, `<runtime dir>/ports.lock` (see [`crate::runtime`]),
+//! which does not depend on the cache root: pods of every `XDG_CACHE_HOME`
+//! started at the same instant never receive the same port. Beside the lock,
+//! `<runtime dir>/pods.toml` lists the pod directories that hold ports; a
+//! pod's claim is whatever its own `pod.toml` says, so the registry never
+//! disagrees with a pod (a listed pod whose `pod.toml` is gone is dropped).
+//! Pods under the same cache root are also read directly, so a pod made
+//! before the registry existed is still seen. A port is *free* when a TCP
 //! listener can bind it on `127.0.0.1` and on the wildcard address (IPv4, and
 //! IPv6 where the machine has it — portpicker's check).
+//!
+//! Across users: each user has their own lock and registry, so two users'
+//! pods may be given the same free port at the same instant. The loser's
+//! service then fails to bind; the supervisor sees that the port's
+//! listener is not its service's, and the pod moves an unforced port to a
+//! new one ([`relocate_port`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
@@ -13,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::layout::{ALLOCATION_LOCK, POD_TOML};
+use crate::layout::{ALLOCATION_LOCK, POD_TOML, REGISTRY};
 
 /// Named ports of a pod, e.g. `server = 6767`, `vite = 5173`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -62,8 +74,11 @@ pub struct PodRecord {
 /// What [`allocate_ports`] needs.
 #[derive(Debug, Clone)]
 pub struct PortRequest<'a> {
-    /// The cache root holding every pod (and the allocation lock).
+    /// The cache root holding every pod of this `XDG_CACHE_HOME`.
     pub cache_root: &'a Path,
+    /// The per-user runtime directory holding the allocation lock and the
+    /// registry ([`crate::runtime::runtime_dir`]), shared by every cache root.
+    pub runtime_dir: &'a Path,
     /// This pod's directory (may lie outside `cache_root` with `--pod-dir`).
     pub pod_dir: &'a Path,
     /// The checkout, recorded in `pod.toml`.
@@ -73,6 +88,62 @@ pub struct PortRequest<'a> {
     /// Ports forced by the user (`--server-port`, `--port NAME=N`), honoured
     /// verbatim; a busy one is an error.
     pub overrides: &'a BTreeMap<String, u16>,
+}
+
+/// The registry file's contents.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Registry {
+    /// Pod directories that hold ports.
+    #[serde(default)]
+    pods: BTreeSet<PathBuf>,
+}
+
+/// Checks the forced ports given on the command line, in the order given
+/// (`--server-port`, `--vite-port`, then each `--port NAME=N`): each names a
+/// port of the profile, lies in 1–65535, is given once, and no two names
+/// share a number.
+///
+/// ```
+/// use omnidev_pod::ports::check_overrides;
+/// let bases = [("a".to_owned(), 7000), ("b".to_owned(), 7100)];
+/// let ok = check_overrides(&[("a".into(), 7711)], &bases).unwrap();
+/// assert_eq!(ok["a"], 7711);
+/// let clash = [("a".into(), 7711), ("b".into(), 7711)];
+/// assert!(check_overrides(&clash, &bases).unwrap_err().to_string().contains("both"));
+/// ```
+pub fn check_overrides(
+    given: &[(String, u16)],
+    bases: &[(String, u16)],
+) -> Result<BTreeMap<String, u16>> {
+    let mut out: BTreeMap<String, u16> = BTreeMap::new();
+    for (name, port) in given {
+        if !bases.iter().any(|(n, _)| n == name) {
+            return Err(Error::UnknownPort {
+                name: name.clone(),
+                known: bases.iter().map(|(n, _)| n.clone()).collect(),
+            });
+        }
+        if *port == 0 {
+            return Err(Error::PortConflict {
+                message: format!("port 0 given for `{name}` is not a port (1-65535)"),
+            });
+        }
+        if let Some(previous) = out.get(name)
+            && previous != port
+        {
+            return Err(Error::PortConflict {
+                message: format!("`{name}` is forced twice, to {previous} and to {port}"),
+            });
+        }
+        if let Some((other, _)) = out.iter().find(|(n, p)| *n != name && *p == port) {
+            return Err(Error::PortConflict {
+                message: format!("`{other}` and `{name}` are both forced to port {port}"),
+            });
+        }
+        out.insert(name.clone(), *port);
+    }
+    Ok(out)
 }
 
 /// Whether `port` is free: a TCP listener can bind it on `127.0.0.1` and on
@@ -112,10 +183,11 @@ pub fn read_ports(pod_dir: &Path) -> Result<PodRecord> {
 /// For each name, in order: an override is used verbatim (error if busy);
 /// else the persisted port is reused when still free and not claimed by
 /// another pod; else ports are probed upward from the base, skipping busy
-/// ports, ports claimed in another pod's `pod.toml` under the cache root, and
-/// ports already given to another name of this pod. Another pod's unreadable
-/// `pod.toml` is skipped (it is not this pod's to judge); this pod's corrupt
-/// `pod.toml` is an error and is left untouched.
+/// ports, ports claimed by another pod (listed in the registry, or under the
+/// same cache root), and ports already given to another name of this pod.
+/// Another pod's unreadable `pod.toml` is skipped (it is not this pod's to
+/// judge); this pod's corrupt `pod.toml` is an error and is left untouched.
+/// The pod is then listed in the registry.
 ///
 /// ```
 /// let tmp = tempfile::tempdir().unwrap();
@@ -123,29 +195,22 @@ pub fn read_ports(pod_dir: &Path) -> Result<PodRecord> {
 /// let pod = cache.join("app-0000");
 /// let bases = [("web".to_owned(), 20000)];
 /// let request = omnidev_pod::PortRequest {
-///     cache_root: &cache, pod_dir: &pod, repo: tmp.path(), bases: &bases,
-///     overrides: &Default::default(),
+///     cache_root: &cache, runtime_dir: &tmp.path().join("run"), pod_dir: &pod,
+///     repo: tmp.path(), bases: &bases, overrides: &Default::default(),
 /// };
 /// let ports = omnidev_pod::allocate_ports(&request).unwrap();
 /// assert!(ports.get("web").unwrap() >= 20000);
 /// assert_eq!(omnidev_pod::read_ports(&pod).unwrap().ports, ports);
 /// ```
 pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
-    for name in request.overrides.keys() {
-        if !request.bases.iter().any(|(n, _)| n == name) {
-            return Err(Error::UnknownPort {
-                name: name.clone(),
-                known: request.bases.iter().map(|(n, _)| n.clone()).collect(),
-            });
-        }
-    }
-    crate::pod::create_private_dir(request.cache_root)?;
-    crate::pod::ensure_dir(request.pod_dir)?;
-    let _guard = AllocationLock::acquire(request.cache_root)?;
-
-    let own_path = request.pod_dir.join(POD_TOML);
-    let own: Option<PodRecord> = crate::state::read_toml(&own_path)?;
-    let claimed = sibling_claims(request.cache_root, request.pod_dir);
+    let given: Vec<(String, u16)> = request
+        .overrides
+        .iter()
+        .map(|(n, p)| (n.clone(), *p))
+        .collect();
+    check_overrides(&given, request.bases)?;
+    check_bases(request.bases)?;
+    let allocation = Allocation::begin(request)?;
 
     let mut taken: BTreeSet<u16> = request.overrides.values().copied().collect();
     let mut ports = BTreeMap::new();
@@ -162,64 +227,191 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
         if ports.contains_key(name) {
             continue;
         }
-        let usable = |p: u16, taken: &BTreeSet<u16>| {
-            !claimed.contains(&p) && !taken.contains(&p) && is_port_free(p)
-        };
-        let persisted = own.as_ref().and_then(|r| r.ports.get(name));
+        let persisted = allocation.own.as_ref().and_then(|r| r.ports.get(name));
         let port = match persisted {
-            Some(p) if usable(p, &taken) => p,
-            _ => (*base..=u16::MAX)
-                .find(|&p| usable(p, &taken))
-                .ok_or_else(|| Error::NoFreePort {
-                    name: name.clone(),
-                    base: *base,
-                })?,
+            Some(p) if allocation.usable(p, &taken) => p,
+            _ => allocation.probe(name, *base, &taken)?,
         };
         taken.insert(port);
         ports.insert(name.clone(), port);
     }
-
-    let record = PodRecord {
-        repo: Some(request.repo.to_path_buf()),
-        ports: Ports(ports),
-    };
-    if own.as_ref() != Some(&record) {
-        crate::state::write_toml(&own_path, &record)?;
-    }
-    Ok(record.ports)
+    allocation.commit(Ports(ports))
 }
 
-/// Every port recorded in another pod's `pod.toml` under `cache_root`.
-fn sibling_claims(cache_root: &Path, own_dir: &Path) -> BTreeSet<u16> {
-    let own = own_dir
-        .canonicalize()
-        .unwrap_or_else(|_| own_dir.to_path_buf());
+/// Moves the unforced port `name` of a running pod, lost to another
+/// process (`holder`, as people read it) before the pod's service bound it,
+/// to a new free port: under the allocation lock, probing up from its base
+/// (skipping the lost port, the pod's other ports and every other pod's
+/// claims), persisted in `pod.toml`. The pod's other ports are kept as they
+/// are (its own services hold them). A forced port is never moved:
+/// [`Error::ForcedPortTaken`] names the holder.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// let pod = tmp.path().join("pod");
+/// let bases = [("web".to_owned(), 20000)];
+/// let request = omnidev_pod::PortRequest {
+///     cache_root: tmp.path(), runtime_dir: &tmp.path().join("run"), pod_dir: &pod,
+///     repo: tmp.path(), bases: &bases, overrides: &Default::default(),
+/// };
+/// let first = omnidev_pod::allocate_ports(&request).unwrap().get("web").unwrap();
+/// let moved = omnidev_pod::ports::relocate_port(&request, "web", "pid 1 (init)").unwrap();
+/// assert_ne!(moved, first);
+/// assert_eq!(omnidev_pod::read_ports(&pod).unwrap().ports.get("web"), Some(moved));
+/// ```
+pub fn relocate_port(request: &PortRequest<'_>, name: &str, holder: &str) -> Result<u16> {
+    let Some(&base) = request
+        .bases
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, b)| b)
+    else {
+        return Err(Error::UnknownPort {
+            name: name.to_owned(),
+            known: request.bases.iter().map(|(n, _)| n.clone()).collect(),
+        });
+    };
+    let allocation = Allocation::begin(request)?;
+    let mut ports = allocation
+        .own
+        .as_ref()
+        .map(|record| record.ports.0.clone())
+        .unwrap_or_default();
+    let lost = ports.get(name).copied();
+    if let Some(&forced) = request.overrides.get(name) {
+        return Err(Error::ForcedPortTaken {
+            name: name.to_owned(),
+            port: forced,
+            holder: holder.to_owned(),
+        });
+    }
+    let mut taken: BTreeSet<u16> = ports
+        .iter()
+        .filter(|(n, _)| n.as_str() != name)
+        .map(|(_, p)| *p)
+        .collect();
+    taken.extend(lost);
+    let port = allocation.probe(name, base, &taken)?;
+    ports.insert(name.to_owned(), port);
+    allocation.commit(Ports(ports))?;
+    Ok(port)
+}
+
+/// A base of 0 would probe from port 0, which no service can use.
+fn check_bases(bases: &[(String, u16)]) -> Result<()> {
+    match bases.iter().find(|(_, base)| *base == 0) {
+        Some((name, _)) => Err(Error::PortConflict {
+            message: format!("the base port of `{name}` is 0; bases are 1-65535"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One allocation in progress: the lock held, this pod's record and every
+/// other pod's claims read.
+struct Allocation<'r> {
+    request: &'r PortRequest<'r>,
+    own: Option<PodRecord>,
+    claimed: BTreeSet<u16>,
+    registry: Registry,
+    _lock: AllocationLock,
+}
+
+impl<'r> Allocation<'r> {
+    fn begin(request: &'r PortRequest<'r>) -> Result<Self> {
+        crate::runtime::ensure_private(request.runtime_dir)?;
+        crate::pod::ensure_dir(request.pod_dir)?;
+        let lock = AllocationLock::acquire(request.runtime_dir)?;
+        let own: Option<PodRecord> = crate::state::read_toml(&request.pod_dir.join(POD_TOML))?;
+        let registry_path = request.runtime_dir.join(REGISTRY);
+        // An unreadable registry is rebuilt: the pods' own files are the truth.
+        let mut registry: Registry = crate::state::read_toml(&registry_path)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let own_dir = canonical(request.pod_dir);
+        registry.pods.retain(|dir| dir.join(POD_TOML).is_file());
+        let mut others: BTreeSet<PathBuf> = registry
+            .pods
+            .iter()
+            .filter(|dir| canonical(dir) != own_dir)
+            .cloned()
+            .collect();
+        others.extend(sibling_pods(request.cache_root, &own_dir));
+        let claimed = others
+            .iter()
+            .filter_map(|dir| {
+                crate::state::read_toml::<PodRecord>(&dir.join(POD_TOML))
+                    .ok()
+                    .flatten()
+            })
+            .flat_map(|r| r.ports.0.into_values())
+            .collect();
+        registry.pods.insert(own_dir);
+        Ok(Self {
+            request,
+            own,
+            claimed,
+            registry,
+            _lock: lock,
+        })
+    }
+
+    fn usable(&self, port: u16, taken: &BTreeSet<u16>) -> bool {
+        !self.claimed.contains(&port) && !taken.contains(&port) && is_port_free(port)
+    }
+
+    /// The first usable port from `base` up.
+    fn probe(&self, name: &str, base: u16, taken: &BTreeSet<u16>) -> Result<u16> {
+        (base..=u16::MAX)
+            .find(|&p| self.usable(p, taken))
+            .ok_or_else(|| Error::NoFreePort {
+                name: name.to_owned(),
+                base,
+            })
+    }
+
+    /// Persists `ports` in `pod.toml` (when they changed) and the registry.
+    fn commit(self, ports: Ports) -> Result<Ports> {
+        let record = PodRecord {
+            repo: Some(self.request.repo.to_path_buf()),
+            ports,
+        };
+        if self.own.as_ref() != Some(&record) {
+            crate::state::write_toml(&self.request.pod_dir.join(POD_TOML), &record)?;
+        }
+        crate::state::write_toml(&self.request.runtime_dir.join(REGISTRY), &self.registry)?;
+        Ok(record.ports)
+    }
+}
+
+fn canonical(dir: &Path) -> PathBuf {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// Every other pod directory under `cache_root`.
+fn sibling_pods(cache_root: &Path, own: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(cache_root) else {
-        return BTreeSet::new();
+        return Vec::new();
     };
     entries
         .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.is_dir())
-        .filter(|p| p.canonicalize().unwrap_or_else(|_| p.clone()) != own)
-        .filter_map(|p| {
-            crate::state::read_toml::<PodRecord>(&p.join(POD_TOML))
-                .ok()
-                .flatten()
-        })
-        .flat_map(|r| r.ports.0.into_values())
+        .map(|p| canonical(&p))
+        .filter(|p| p != own)
         .collect()
 }
 
-/// The machine-wide allocation lock, held for the duration of one allocation.
+/// The per-user allocation lock, held for the duration of one allocation.
 #[derive(Debug)]
 struct AllocationLock {
     file: std::fs::File,
 }
 
 impl AllocationLock {
-    fn acquire(cache_root: &Path) -> Result<Self> {
-        let path = cache_root.join(ALLOCATION_LOCK);
+    fn acquire(runtime_dir: &Path) -> Result<Self> {
+        let path = runtime_dir.join(ALLOCATION_LOCK);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -499,8 +499,14 @@ impl Profile {
     /// omnidev writes in the pod stay in it; a service's `cwd` stays in the
     /// checkout unless `cwd-outside-repo` says otherwise.
     fn validate_names_and_paths(&self, at: &Locator<'_>) -> Result<()> {
-        for name in self.ports.keys() {
+        for (name, base) in &self.ports {
             crate::names::check("port name", name).map_err(|m| at.error(&["ports", name], m))?;
+            if *base == 0 {
+                return Err(at.error(
+                    &["ports", name],
+                    format!("the base port of `{name}` is 0; give a port between 1 and 65535"),
+                ));
+            }
         }
         for name in self.services.keys() {
             crate::names::check("service name", name)
@@ -727,6 +733,18 @@ mod tests {
             profile_error("[ports]\nweb = 1\n\n[services.web]\ncommand = [\"x\"]\n  cmd = 3\n");
         assert_eq!((line, column), (6, 3), "{message}");
         assert!(message.contains("cmd"), "{message}");
+    }
+
+    #[test]
+    fn a_base_port_of_zero_or_above_65535_is_refused_with_its_place() {
+        let (line, _, message) =
+            profile_error("[ports]\nweb = 0\n\n[services.web]\ncommand = [\"x\"]\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("base port of `web` is 0"), "{message}");
+        let (line, _, message) =
+            profile_error("[ports]\nweb = 70000\n\n[services.web]\ncommand = [\"x\"]\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("70000"), "{message}");
     }
 
     #[test]

@@ -21,11 +21,17 @@ fn allocate(
 ) -> omnidev_pod::Result<Ports> {
     allocate_ports(&PortRequest {
         cache_root: cache,
+        runtime_dir: &runtime_of(cache),
         pod_dir: pod,
         repo: Path::new("/src/app"),
         bases,
         overrides,
     })
+}
+
+/// The runtime directory the tests give a cache root: beside it.
+fn runtime_of(cache: &Path) -> std::path::PathBuf {
+    cache.with_file_name("run")
 }
 
 fn bases(server: u16, vite: u16) -> Vec<(String, u16)> {
@@ -225,17 +231,23 @@ fn pod_dir_override_outside_the_cache_root_still_respects_siblings() {
 }
 
 #[test]
-fn thirty_two_processes_allocating_at_once_get_distinct_ports() {
+fn thirty_two_processes_of_several_cache_roots_allocating_at_once_get_distinct_ports() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let cache = tmp.path().join("cache");
+    let runtime = tmp.path().join("run");
     let go = tmp.path().join("go");
     let helper = env!("CARGO_BIN_EXE_omnidev-pod-test-helper");
     let children: Vec<_> = (0..32)
         .map(|i| {
+            // Half share a cache root, the others each have their own (a
+            // different XDG_CACHE_HOME): one runtime directory serves all.
+            let cache = tmp
+                .path()
+                .join(format!("cache{}", if i % 2 == 0 { 0 } else { i }));
             let pod = cache.join(format!("repo{i}-{i:08x}"));
             let child = Command::new(helper)
                 .arg("allocate")
                 .arg(&cache)
+                .arg(&runtime)
                 .arg(&pod)
                 .arg(format!("/src/repo{i}"))
                 .arg(&go)
@@ -269,4 +281,134 @@ fn thirty_two_processes_allocating_at_once_get_distinct_ports() {
         all.extend(ports);
     }
     assert_eq!(all.len(), 64, "ports were handed out twice: {all:?}");
+}
+
+#[test]
+fn pods_of_different_cache_roots_see_each_other_through_the_registry() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let runtime = tmp.path().join("run");
+    let base = free_port();
+    let request = |cache: &Path, pod: &Path| -> omnidev_pod::Result<Ports> {
+        allocate_ports(&PortRequest {
+            cache_root: cache,
+            runtime_dir: &runtime,
+            pod_dir: pod,
+            repo: Path::new("/src/app"),
+            bases: &[("server".to_owned(), base)],
+            overrides: &BTreeMap::new(),
+        })
+    };
+    let cache_a = tmp.path().join("a/omnidev");
+    let cache_b = tmp.path().join("b/omnidev");
+    let pod_a = cache_a.join("app-1");
+    let pod_b = cache_b.join("app-1");
+    let a = request(&cache_a, &pod_a).expect("a");
+    let b = request(&cache_b, &pod_b).expect("b");
+    assert_ne!(a.get("server"), b.get("server"));
+    let registry = std::fs::read_to_string(runtime.join("pods.toml")).expect("registry");
+    assert!(registry.contains("app-1"), "{registry}");
+
+    // A pod that is gone no longer claims anything, and leaves the registry.
+    std::fs::remove_dir_all(&pod_a).expect("remove a");
+    let b_again = request(&cache_b, &pod_b).expect("b again");
+    assert_eq!(b_again, b);
+    let registry = std::fs::read_to_string(runtime.join("pods.toml")).expect("registry");
+    assert!(!registry.contains(&*pod_a.to_string_lossy()), "{registry}");
+    assert_eq!(registry.matches("app-1").count(), 1, "{registry}");
+}
+
+#[test]
+fn a_lost_port_is_moved_and_the_other_ports_kept() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    let b = bases(free_port(), free_port());
+    let none = BTreeMap::new();
+    let request = PortRequest {
+        cache_root: &cache,
+        runtime_dir: &runtime_of(&cache),
+        pod_dir: &pod,
+        repo: Path::new("/src/app"),
+        bases: &b,
+        overrides: &none,
+    };
+    let first = allocate_ports(&request).expect("allocate");
+    let lost = first.get("server").expect("server");
+    // The pod's own vite holds its port: it must not be moved or reused.
+    let _vite = TcpListener::bind(("127.0.0.1", first.get("vite").expect("vite"))).ok();
+    let _thief = TcpListener::bind(("127.0.0.1", lost)).ok();
+    let moved = omnidev_pod::ports::relocate_port(&request, "server", "pid 1 (x)").expect("move");
+    assert_ne!(moved, lost);
+    assert_ne!(Some(moved), first.get("vite"));
+    let record = read_ports(&pod).expect("record");
+    assert_eq!(record.ports.get("server"), Some(moved));
+    assert_eq!(record.ports.get("vite"), first.get("vite"));
+
+    let forced = BTreeMap::from([("server".to_owned(), moved)]);
+    let request = PortRequest {
+        overrides: &forced,
+        ..request
+    };
+    let err =
+        omnidev_pod::ports::relocate_port(&request, "server", "pid 4242 (python3 -m http.server)")
+            .expect_err("a forced port is never moved");
+    assert!(matches!(err, Error::ForcedPortTaken { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("pid 4242 (python3 -m http.server)")
+            && message.contains(&moved.to_string()),
+        "{message}"
+    );
+    assert_eq!(
+        read_ports(&pod).expect("record").ports.get("server"),
+        Some(moved)
+    );
+}
+
+#[test]
+fn rejected_port_set_ups_name_the_problem_and_write_nothing() {
+    use omnidev_pod::ports::check_overrides;
+    let b = bases(6767, 5173);
+    let cases: [(&[(String, u16)], &str); 4] = [
+        (
+            &[("server".to_owned(), 7711), ("vite".to_owned(), 7711)],
+            "`server` and `vite` are both forced to port 7711",
+        ),
+        (
+            &[("server".to_owned(), 7000), ("server".to_owned(), 7001)],
+            "`server` is forced twice, to 7000 and to 7001",
+        ),
+        (&[("vite".to_owned(), 0)], "port 0 given for `vite`"),
+        (&[("db".to_owned(), 7000)], "unknown port name `db`"),
+    ];
+    for (given, expected) in cases {
+        let err = check_overrides(given, &b).expect_err(expected);
+        assert!(
+            err.to_string().contains(expected),
+            "{err} (wanted {expected})"
+        );
+    }
+    assert_eq!(
+        check_overrides(
+            &[("server".to_owned(), 7000), ("server".to_owned(), 7000)],
+            &b
+        )
+        .expect("the same value twice is fine")
+        .len(),
+        1
+    );
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    let err =
+        allocate(&cache, &pod, &[("server".to_owned(), 0)], &BTreeMap::new()).expect_err("base 0");
+    assert!(
+        err.to_string().contains("base port of `server` is 0"),
+        "{err}"
+    );
+    let clash = BTreeMap::from([("server".to_owned(), 7711), ("vite".to_owned(), 7711)]);
+    let err = allocate(&cache, &pod, &b, &clash).expect_err("clash");
+    assert!(matches!(err, Error::PortConflict { .. }), "{err}");
+    assert!(!pod.join("pod.toml").exists());
 }

@@ -13,6 +13,7 @@ mod dist;
 mod install;
 mod lifecycle;
 mod pod;
+mod ports;
 mod tui;
 mod web;
 
@@ -59,6 +60,7 @@ const CASES: &[Case] = &[
     case!(control::detach_status_logs_restart_stop),
     case!(control::ls_two_running_one_stopped),
     case!(control::control_socket_modes_stale_socket_clean),
+    case!(ports::long_pod_path_detach_status_stop),
     case!(tui::tui_in_tmux_panes_and_quit),
     case!(cli::headless_one_shot_exit_rule),
     case!(cli::exec_uses_running_pod_ports_and_exit_code),
@@ -242,7 +244,7 @@ impl<'h> Ctx<'h> {
     fn new(harness: &'h Harness, index: usize, name: &str) -> Result<Self> {
         let dir = harness.root.join(format!("c{index:02}"));
         let home = dir.join("h");
-        for sub in [".cache", ".config", ".local/share", ".local/state"] {
+        for sub in [".cache", ".config", ".local/share", ".local/state", "run"] {
             fs::create_dir_all(home.join(sub))?;
         }
         let tag = format!("{}-{index:02}-{name}", std::process::id());
@@ -264,6 +266,12 @@ impl<'h> Ctx<'h> {
     /// `XDG_CACHE_HOME` of this case (pods live in `<it>/omnidev/`).
     pub fn cache_home(&self) -> PathBuf {
         self.home.join(".cache")
+    }
+
+    /// `XDG_RUNTIME_DIR` of this case (the port registry and the control
+    /// sockets of its pods, whatever their cache root).
+    pub fn runtime_home(&self) -> PathBuf {
+        self.home.join("run")
     }
 
     /// `XDG_CONFIG_HOME` of this case.
@@ -300,6 +308,7 @@ impl<'h> Ctx<'h> {
             .env("XDG_CONFIG_HOME", self.config_home())
             .env("XDG_DATA_HOME", self.home.join(".local/share"))
             .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("XDG_RUNTIME_DIR", self.runtime_home())
             .env(TAG_VAR, tag);
         for (name, value) in &self.harness.env {
             command.env(name, value);

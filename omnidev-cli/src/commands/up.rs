@@ -71,16 +71,15 @@ async fn run_pod(
         };
     let mut prepared = prepared;
     prepared.notices.extend(watch_notices);
-    // `status`, `stop`, `restart` and `up --detach` talk to this socket; a
-    // pod without it still runs.
+    // `status`, `stop`, `restart` and `up --detach` talk to this socket: a
+    // pod they cannot reach is an error at start, not a line in a log.
     let info = crate::control::ServerInfo::of(&prepared);
     let control = match crate::control::ControlServer::start(info, supervisor.clone()) {
-        Ok(server) => Some(server),
+        Ok(server) => server,
         Err(e) => {
-            prepared.notices.push(format!(
-                "warning: {e}; `omnidev status/stop/restart` cannot reach this pod"
-            ));
-            None
+            drop(watchers);
+            let _ = supervisor.shutdown().await;
+            return Err(e);
         }
     };
     let code = match front {

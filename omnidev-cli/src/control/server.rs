@@ -47,8 +47,10 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// What the server reports about its pod besides the supervisor's state.
 #[derive(Debug, Clone, Default)]
 pub struct ServerInfo {
-    /// The pod directory (the socket lives in it).
+    /// The pod directory (the pointer to the socket lives in it).
     pub pod_dir: PathBuf,
+    /// Where the socket itself is served ([`super::serving_path`]).
+    pub socket: PathBuf,
     /// The checkout.
     pub repo: PathBuf,
     /// The pod's ports.
@@ -64,6 +66,7 @@ pub struct ServerInfo {
 impl ServerInfo {
     /// The information of a prepared pod.
     pub fn of(prepared: &crate::session::PreparedPod) -> Self {
+        let socket = prepared.control_socket.clone();
         let rendered = &prepared.rendered;
         let ports = omnidev_pod::read_ports(prepared.pod.dir())
             .map(|record| record.ports.0)
@@ -74,6 +77,7 @@ impl ServerInfo {
         }
         Self {
             pod_dir: prepared.pod.dir().to_owned(),
+            socket,
             repo: prepared.checkout.repo.clone(),
             ports,
             urls: rendered.urls.clone(),
@@ -89,10 +93,11 @@ impl ServerInfo {
 }
 
 /// A running control socket server. Dropping it stops serving and removes
-/// the socket file.
+/// the socket, its directory and the pointer to it.
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
+    pointer: PathBuf,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -108,27 +113,34 @@ struct Shared {
 }
 
 impl ControlServer {
-    /// Listens on `<pod>/control.sock`, replacing a file left there by a
-    /// previous run (the caller holds the pod lock, so no live server can
-    /// own it), and restricts it to the owner (mode 0600). Must be called
-    /// inside a tokio runtime.
+    /// Listens on `info.socket` (its directory made 0700 first),
+    /// replacing a socket left there by a previous run (the caller holds
+    /// the pod lock, so no live server can own it), restricts it to the
+    /// owner (mode 0600) and points `<pod>/control.sock` at it. Must be
+    /// called inside a tokio runtime.
     pub fn start(info: ServerInfo, supervisor: Supervisor) -> Result<Self> {
-        let path = super::socket_path(&info.pod_dir);
+        let path = info.socket.clone();
+        let pointer = super::pointer_path(&info.pod_dir);
         let listen = |source| Error::Listen {
             path: path.clone(),
             source,
         };
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(listen(e)),
+        if let Some(dir) = path.parent() {
+            omnidev_pod::runtime::ensure_private(dir)?;
         }
-        // The pod directory is 0700, so nobody else can reach the socket in
-        // the instant before the chmod.
+        remove_if_present(&path).map_err(listen)?;
+        // The directory is 0700, so nobody else can reach the socket in the
+        // instant before the chmod.
         let std_listener = std::os::unix::net::UnixListener::bind(&path).map_err(listen)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(listen)?;
         std_listener.set_nonblocking(true).map_err(listen)?;
         let listener = UnixListener::from_std(std_listener).map_err(listen)?;
+        if pointer != path {
+            point_at(&pointer, &path).map_err(|source| Error::Listen {
+                path: pointer.clone(),
+                source,
+            })?;
+        }
 
         let shared = Arc::new(Shared {
             info,
@@ -164,6 +176,7 @@ impl ControlServer {
         });
         Ok(Self {
             path,
+            pointer,
             tasks: vec![tracker, acceptor],
         })
     }
@@ -175,7 +188,36 @@ impl Drop for ControlServer {
             task.abort();
         }
         let _ = std::fs::remove_file(&self.path);
+        if self.pointer != self.path {
+            // Only the pointer to this server's socket: a newer one is not ours.
+            if std::fs::read_link(&self.pointer).is_ok_and(|target| target == self.path) {
+                let _ = std::fs::remove_file(&self.pointer);
+            }
+            if let Some(dir) = self.path.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
     }
+}
+
+fn remove_if_present(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Makes `pointer` a symbolic link to `target`, replacing whatever file or
+/// link is there by a rename (never writing through it).
+fn point_at(pointer: &std::path::Path, target: &std::path::Path) -> std::io::Result<()> {
+    let mut temp = pointer.as_os_str().to_owned();
+    temp.push(format!(".{}.tmp", std::process::id()));
+    let temp = PathBuf::from(temp);
+    remove_if_present(&temp)?;
+    std::os::unix::fs::symlink(target, &temp)?;
+    std::fs::rename(&temp, pointer).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
 }
 
 async fn track_probe_timeouts(shared: Arc<Shared>) {
@@ -525,6 +567,7 @@ mod tests {
         .expect("supervisor");
         let info = ServerInfo {
             pod_dir: dir.to_path_buf(),
+            socket: dir.join("run/control.sock"),
             repo: dir.to_path_buf(),
             ports: BTreeMap::new(),
             urls: Vec::new(),

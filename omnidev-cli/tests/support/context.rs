@@ -23,7 +23,7 @@ impl TestContext {
         let root = temp.path().canonicalize().expect("canonical");
         let home = root.join("home");
         let repo = root.join("repo");
-        for dir in [&home, &repo, &repo.join(".git")] {
+        for dir in [&home, &repo, &repo.join(".git"), &home.join(".run")] {
             std::fs::create_dir_all(dir).expect("mkdir");
         }
         Self {
@@ -49,6 +49,11 @@ impl TestContext {
         path
     }
 
+    /// `XDG_RUNTIME_DIR` of the context (port registry, control sockets).
+    pub fn runtime_home(&self) -> PathBuf {
+        self.home.join(".run")
+    }
+
     pub fn cache_root(&self) -> PathBuf {
         self.home.join(".cache-xdg/omnidev")
     }
@@ -70,6 +75,7 @@ impl TestContext {
             .env("HOME", &self.home)
             .env("XDG_CACHE_HOME", self.home.join(".cache-xdg"))
             .env("XDG_CONFIG_HOME", self.home.join(".config-xdg"))
+            .env("XDG_RUNTIME_DIR", self.runtime_home())
             .env("NO_COLOR", "1")
             .env_remove("OMNIGENT_CONFIG_HOME")
             .env("COLUMNS", "100")

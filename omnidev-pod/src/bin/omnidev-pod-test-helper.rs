@@ -1,6 +1,6 @@
 //! A small helper process for omnidev-pod's integration tests (not a user tool).
 //!
-//! `allocate CACHE_ROOT POD_DIR REPO GO_FILE` waits until GO_FILE exists, then
+//! `allocate CACHE_ROOT RUNTIME_DIR POD_DIR REPO GO_FILE` waits until GO_FILE exists, then
 //! allocates `server`/`vite` ports and prints `server=N vite=M`.
 //! `hold-lock POD_DIR` takes the pod lock, spawns `sleep 300`, prints
 //! `locked CHILD_PID` and waits to be killed.
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
-        Some("allocate") if args.len() == 5 => allocate(&args[1..]),
+        Some("allocate") if args.len() == 6 => allocate(&args[1..]),
         Some("hold-lock") if args.len() == 2 => hold_lock(&args[1]),
         Some("try-lock") if args.len() == 2 => try_lock(&args[1]),
         Some("seed-limited") if args.len() == 3 => seed_limited(&args[1], &args[2]),
@@ -27,7 +27,7 @@ fn main() {
 }
 
 fn allocate(args: &[String]) -> i32 {
-    let [cache_root, pod_dir, repo, go] = args else {
+    let [cache_root, runtime_dir, pod_dir, repo, go] = args else {
         return 2;
     };
     let go = PathBuf::from(go);
@@ -42,6 +42,7 @@ fn allocate(args: &[String]) -> i32 {
     let bases = [("server".to_owned(), 46_000), ("vite".to_owned(), 46_010)];
     let request = omnidev_pod::PortRequest {
         cache_root: cache_root.as_ref(),
+        runtime_dir: runtime_dir.as_ref(),
         pod_dir: pod_dir.as_ref(),
         repo: repo.as_ref(),
         bases: &bases,

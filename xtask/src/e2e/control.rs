@@ -13,7 +13,12 @@ use super::{Ctx, SOON, UP, send_signal};
 use crate::util;
 
 /// `omnidev <args> --repo <repo>`, expected to succeed; its output.
-fn omnidev_ok(ctx: &mut Ctx, repo: &Path, args: &[&str], timeout: Duration) -> Result<String> {
+pub(super) fn omnidev_ok(
+    ctx: &mut Ctx,
+    repo: &Path,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String> {
     let (status, out) = omnidev(ctx, repo, args, timeout)?;
     ensure!(
         status.success(),
@@ -44,17 +49,17 @@ fn service<'s>(status: &'s str, name: &str) -> Result<&'s str> {
 }
 
 /// A service's pid in `status --json` output (`None` for `null`).
-fn service_pid(status: &str, name: &str) -> Result<Option<u32>> {
+pub(super) fn service_pid(status: &str, name: &str) -> Result<Option<u32>> {
     let value = util::json_field(service(status, name)?, "pid").context("no pid")?;
     Ok(value.parse().ok())
 }
 
-fn service_state(status: &str, name: &str) -> Result<String> {
+pub(super) fn service_state(status: &str, name: &str) -> Result<String> {
     util::json_field(service(status, name)?, "state").context("no state")
 }
 
 /// The pod directory in `status --json` output.
-fn pod_dir(status: &str) -> Result<PathBuf> {
+pub(super) fn pod_dir(status: &str) -> Result<PathBuf> {
     Ok(util::json_field(status, "pod-dir")
         .context("no pod-dir")?
         .into())

@@ -1,0 +1,204 @@
+//! The per-user runtime directory: what every pod of one user shares,
+//! whatever its cache root — the port allocation lock, the registry of
+//! pods holding ports, and the control sockets (short paths that always fit
+//! a Unix socket address).
+//!
+//! It is `$XDG_RUNTIME_DIR/omnidev` when `XDG_RUNTIME_DIR` is an absolute
+//! path to an existing directory, else `/tmp/omnidev-<uid>`. A relative or
+//! empty `XDG_RUNTIME_DIR` is ignored, as the XDG base directory
+//! specification says. The directory is made with mode 0700 and must be a
+//! real directory owned by the user: a symbolic link, or a directory owned
+//! by someone else (another user squatting `/tmp/omnidev-<uid>`), is an
+//! error, never used.
+
+use std::ffi::OsString;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The longest path a Unix domain socket can be bound at on every
+/// platform omnidev runs on (`sun_path` is 108 bytes on Linux, 104 on
+/// macOS, one of them the terminating NUL).
+pub const MAX_SOCKET_PATH: usize = 103;
+
+/// The socket file's name inside its directory.
+const SOCKET_NAME: &str = "control.sock";
+
+/// An absolute, non-empty value of an XDG variable; anything else is
+/// ignored (the XDG base directory specification says relative paths are
+/// invalid and must be ignored).
+///
+/// ```
+/// use omnidev_pod::runtime::xdg_dir;
+/// assert_eq!(xdg_dir(Some("/run/user/1000".into())), Some("/run/user/1000".into()));
+/// assert_eq!(xdg_dir(Some("relative/cache".into())), None);
+/// assert_eq!(xdg_dir(Some("".into())), None);
+/// assert_eq!(xdg_dir(None), None);
+/// ```
+pub fn xdg_dir(value: Option<OsString>) -> Option<PathBuf> {
+    value.map(PathBuf::from).filter(|path| path.is_absolute())
+}
+
+/// The runtime directory for `xdg_runtime_dir` (the variable's value) and
+/// user `uid`, without touching anything (see the module docs). An
+/// `XDG_RUNTIME_DIR` that does not exist is passed over.
+///
+/// ```
+/// use std::path::Path;
+/// let dir = omnidev_pod::runtime::runtime_dir_from(Some("relative".into()), 1000);
+/// assert_eq!(dir, Path::new("/tmp/omnidev-1000"));
+/// let tmp = tempfile::tempdir().unwrap();
+/// let dir = omnidev_pod::runtime::runtime_dir_from(Some(tmp.path().into()), 1000);
+/// assert_eq!(dir, tmp.path().join("omnidev"));
+/// ```
+pub fn runtime_dir_from(xdg_runtime_dir: Option<OsString>, uid: u32) -> PathBuf {
+    match xdg_dir(xdg_runtime_dir).filter(|dir| dir.is_dir()) {
+        Some(dir) => dir.join("omnidev"),
+        None => PathBuf::from(format!("/tmp/omnidev-{uid}")),
+    }
+}
+
+/// The runtime directory of this process's user (`XDG_RUNTIME_DIR`).
+pub fn runtime_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    runtime_dir_from(std::env::var_os("XDG_RUNTIME_DIR"), uid)
+}
+
+/// Creates `dir` (one level: its parent must exist) with mode 0700, or
+/// checks an existing one: a directory, not a symbolic link, owned by this
+/// user; its mode is tightened to 0700.
+pub fn ensure_private(dir: &Path) -> Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A parent is missing (a new `$XDG_RUNTIME_DIR/omnidev/<hash>`).
+            if let Some(parent) = dir.parent() {
+                ensure_private(parent)?;
+            }
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("create the directory", dir)(e)),
+            }
+        }
+        Err(e) => return Err(Error::io("create the directory", dir)(e)),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(Error::io("examine", dir))?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let refuse = |reason: String| Error::UnsafeRuntimeDir {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    if meta.file_type().is_symlink() {
+        return Err(refuse("it is a symbolic link".to_owned()));
+    }
+    if !meta.is_dir() {
+        return Err(refuse("it is not a directory".to_owned()));
+    }
+    if meta.uid() != uid {
+        return Err(refuse(format!(
+            "it belongs to uid {}, not to you (uid {uid})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(Error::io("set the mode of", dir))?;
+    }
+    Ok(())
+}
+
+/// A 16-hex-digit hash of a path's bytes (the first 8 bytes of its
+/// SHA-256): the name of a pod's socket directory.
+fn hash16(path: &Path) -> String {
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let digest = Sha256::digest(path.as_os_str().as_bytes());
+    digest[..8].iter().fold(String::new(), |mut out, byte| {
+        let _ = write!(out, "{byte:02x}");
+        out
+    })
+}
+
+/// Where the control socket of the pod at `pod_dir` lives:
+/// `<runtime>/<hash16 of the pod directory>/control.sock`.
+///
+/// ```
+/// use std::path::Path;
+/// let runtime = Path::new("/run/user/1000/omnidev");
+/// let long = Path::new("/home/ada/.cache/omnidev").join("x".repeat(200));
+/// let socket = omnidev_pod::runtime::socket_path(runtime, &long);
+/// assert!(socket.starts_with(runtime));
+/// assert!(socket.as_os_str().len() <= omnidev_pod::runtime::MAX_SOCKET_PATH);
+/// ```
+pub fn socket_path(runtime: &Path, pod_dir: &Path) -> PathBuf {
+    runtime.join(hash16(pod_dir)).join(SOCKET_NAME)
+}
+
+/// Checks that `path` fits a Unix socket address.
+pub fn check_socket_path(path: &Path) -> Result<()> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(Error::SocketPathTooLong {
+            path: path.to_path_buf(),
+            len,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_or_missing_runtime_dir_falls_back_to_tmp() {
+        assert_eq!(
+            runtime_dir_from(Some("run".into()), 7),
+            Path::new("/tmp/omnidev-7")
+        );
+        assert_eq!(runtime_dir_from(None, 7), Path::new("/tmp/omnidev-7"));
+        assert_eq!(
+            runtime_dir_from(Some("/does/not/exist/here".into()), 7),
+            Path::new("/tmp/omnidev-7")
+        );
+    }
+
+    #[test]
+    fn private_dir_is_made_0700_and_a_link_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("run/omnidev");
+        ensure_private(&dir).expect("create");
+        let mode = std::fs::metadata(&dir).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        ensure_private(&dir).expect("again");
+        let mode = std::fs::metadata(&dir).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("mkdir");
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
+        let err = ensure_private(&link).expect_err("a link must be refused");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn socket_paths_are_short_distinct_and_checked() {
+        let runtime = Path::new("/tmp/omnidev-1000");
+        let a = socket_path(runtime, Path::new("/c/one/omnigent-00000000"));
+        let b = socket_path(runtime, Path::new("/d/one/omnigent-00000000"));
+        assert_ne!(a, b);
+        check_socket_path(&a).expect("fits");
+        let long = Path::new("/").join("y".repeat(120));
+        let err = check_socket_path(&long).expect_err("too long");
+        assert!(err.to_string().contains("121 bytes"), "{err}");
+    }
+}
