@@ -14,6 +14,7 @@ mod install;
 mod lifecycle;
 mod pod;
 mod ports;
+mod reload;
 mod tui;
 mod web;
 
@@ -54,6 +55,7 @@ const CASES: &[Case] = &[
     case!(web::node_below_floor_backend_still_runs),
     case!(pod::two_checkouts_at_once_second_omnidev_refused),
     case!(lifecycle::py_change_reloads_server_then_host),
+    case!(reload::package_moves_git_mv_and_mkdir_reload_once_each),
     case!(lifecycle::killed_server_restarts_with_backoff),
     case!(lifecycle::sigint_sigterm_sighup_leave_no_process),
     case!(lifecycle::kill9_of_omnidev_leaves_no_process_within_2s),

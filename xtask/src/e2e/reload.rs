@@ -1,0 +1,123 @@
+//! Case: what editors, shells and git do to a package directory — moved in,
+//! within and out, `git mv`, `mkdir` with an immediate write — reloads the
+//! server exactly once each (counted by server starts); an ignore rule
+//! added while the pod runs applies to the very next write.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Result, bail, ensure};
+
+use super::{Ctx, UP, parse};
+
+/// Server starts so far (one per `listening` line).
+fn starts(pod: &super::Pod) -> usize {
+    parse::listening(&pod.output()).len()
+}
+
+/// Runs `program args` in `dir` as a user would, failing on a non-zero exit.
+fn sh(ctx: &Ctx, dir: &Path, program: &str, args: &[&str]) -> Result<()> {
+    let output = ctx.command(program).args(args).current_dir(dir).output()?;
+    if !output.status.success() {
+        bail!(
+            "{program} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Does `change`, then waits for the server started after it to answer.
+fn reloads(pod: &mut super::Pod, what: &str, change: impl FnOnce() -> Result<()>) -> Result<()> {
+    let before = starts(pod);
+    let current = parse::listening(&pod.output()).last().map(|&(_, pid)| pid);
+    change()?;
+    pod.server(current, UP)
+        .map_err(|e| anyhow::anyhow!("{what}: no reload: {e}"))?;
+    pod.wait_output(&format!("{what}: the new server's start"), UP, |out| {
+        (parse::listening(out).len() > before).then_some(())
+    })
+}
+
+/// A package with a module in a sub-package, outside the checkout.
+fn package(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir.join("sub"))?;
+    std::fs::write(dir.join("__init__.py"), "VALUE = 1\n")?;
+    std::fs::write(dir.join("sub/__init__.py"), "")?;
+    std::fs::write(dir.join("sub/mod.py"), "X = 1\n")?;
+    Ok(())
+}
+
+pub fn package_moves_git_mv_and_mkdir_reload_once_each(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let outside = ctx.dir.join("outside");
+    package(&outside.join("pkg"))?;
+    let mut pod = ctx.up(&repo, &["--no-vite"])?;
+    pod.ready_backend(UP)?;
+    let first = starts(&pod);
+    let mut expected = 0;
+
+    let into = repo.join("omnigent");
+    let pkg = outside.join("pkg").display().to_string();
+    reloads(&mut pod, "mv a package in", || {
+        sh(ctx, &into, "mv", &[&pkg, "pkg"])
+    })?;
+    expected += 1;
+    reloads(&mut pod, "mv within omnigent/", || {
+        sh(ctx, &into, "mv", &["pkg", "moved"])
+    })?;
+    expected += 1;
+    sh(ctx, &repo, "git", &["add", "omnigent/moved"])?;
+    sh(ctx, &repo, "git", &["commit", "-q", "-m", "a package"])?;
+    reloads(&mut pod, "git mv", || {
+        sh(
+            ctx,
+            &repo,
+            "git",
+            &["mv", "omnigent/moved", "omnigent/renamed"],
+        )
+    })?;
+    expected += 1;
+    let gone = outside.join("gone").display().to_string();
+    reloads(&mut pod, "mv a package out", || {
+        sh(ctx, &into, "mv", &["renamed", &gone])
+    })?;
+    expected += 1;
+    for i in 0..20 {
+        let script = format!("mkdir q{i} && echo 'X = {i}' > q{i}/__init__.py");
+        reloads(&mut pod, &format!("mkdir + write #{}", i + 1), || {
+            sh(ctx, &into, "sh", &["-c", &script])
+        })?;
+        expected += 1;
+    }
+
+    // A nested rule added while running: the next write of a file it
+    // names changes nothing; a file it does not name reloads once.
+    std::fs::write(into.join(".gitignore"), "scratch_*.py\n")?;
+    std::fs::write(into.join("scratch_1.py"), "X = 1\n")?;
+    // Long enough for a reload the ignored write would have caused to
+    // start, so it could not hide inside the next one.
+    std::thread::sleep(Duration::from_secs(2));
+    ensure!(
+        starts(&pod) == first + expected,
+        "a write of an ignored file reloaded the server:\n{}",
+        pod.output()
+    );
+    reloads(&mut pod, "a write beside the ignored file", || {
+        Ok(std::fs::write(into.join("kept.py"), "X = 1\n")?)
+    })?;
+    expected += 1;
+
+    // Every change was one reload: a second one would have shown up by now.
+    std::thread::sleep(Duration::from_secs(3));
+    let total = starts(&pod) - first;
+    ensure!(
+        total == expected,
+        "{expected} changes made {total} server starts:\n{}",
+        pod.output()
+    );
+    ctx.note(format!("{expected} changes, {total} reloads"));
+    pod.stop_with("INT", ctx)?;
+    Ok(())
+}
