@@ -64,6 +64,7 @@ const CASES: &[Case] = &[
     case!(control::control_socket_modes_stale_socket_clean),
     case!(ports::long_pod_path_detach_status_stop),
     case!(tui::tui_in_tmux_panes_and_quit),
+    case!(tui::tui_ctrl_z_and_sigtstp_suspend_fg_restores),
     case!(cli::headless_one_shot_exit_rule),
     case!(cli::exec_uses_running_pod_ports_and_exit_code),
     case!(install::install_update_check_from_file_repo),

@@ -1,4 +1,5 @@
-//! Case: the TUI in a real terminal (tmux): panes 1/2/3/0 and `q`.
+//! Cases: the TUI in a real terminal (tmux): panes 1/2/3/0 and `q`;
+//! suspending with Ctrl-Z or SIGTSTP and `fg`.
 
 use std::process::Command;
 use std::time::Duration;
@@ -263,4 +264,164 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
         }
     }
     report
+}
+
+/// A profile of two small services: one ticking, one printing an OSC 8
+/// hyperlink in the middle of a line.
+const SUSPEND_PROFILE: &str = r#"[services.tick]
+command = ["sh", "-c", 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done']
+
+[services.link]
+command = ["sh", "-c", 'printf "ansi-link: \033]8;;https://example.com/\033\\\\the docs\033]8;;\033\\\\ and the rest\n"; echo link-here; sleep 600']
+"#;
+
+/// The link's line as the UI must show it: its text and the rest.
+const LINK_SHOWN: &str = "ansi-link: the docs and the rest";
+
+/// Whether the screen shows a line the tick service printed.
+fn shows_a_tick(screen: &str) -> bool {
+    screen
+        .split("tick ")
+        .skip(1)
+        .any(|after| after.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// The whole UI is on screen: the link's line, the link service's other
+/// line and a tick.
+fn ui(screen: &str) -> Result<(), String> {
+    if screen.contains(LINK_SHOWN) && screen.contains("link-here") && shows_a_tick(screen) {
+        Ok(())
+    } else {
+        Err(format!("no `{LINK_SHOWN}` line, `link-here` and a tick"))
+    }
+}
+
+/// The shell shows its `times`-th `Stopped` job notice and no UI.
+fn stopped(times: usize) -> impl Fn(&str) -> Result<(), String> {
+    move |screen: &str| {
+        let stops = screen.matches("Stopped").count();
+        if stops == times && !screen.contains(LINK_SHOWN) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{stops} `Stopped` lines (want {times}), or the UI still shown"
+            ))
+        }
+    }
+}
+
+/// The pane of one service alone: `link` or `tick`.
+fn pane_alone(link: bool) -> impl Fn(&str) -> Result<(), String> {
+    move |screen: &str| {
+        if screen.contains("link-here") == link && shows_a_tick(screen) != link {
+            Ok(())
+        } else {
+            Err(format!(
+                "the {} pane is not shown alone",
+                if link { "link" } else { "tick" }
+            ))
+        }
+    }
+}
+
+/// Ctrl-Z and an outside SIGTSTP stop the UI and give the terminal back
+/// to the shell; `fg` brings it back redrawn, and keys act without Enter.
+/// The OSC 8 link keeps its text and the rest of its line.
+pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.dir.join("suspend");
+    std::fs::create_dir_all(&repo)?;
+    std::fs::write(repo.join("omnidev.toml"), SUSPEND_PROFILE)?;
+    let tmux = Tmux {
+        ctx,
+        socket: format!("omnidev-e2e-suspend-{}", std::process::id()),
+    };
+    // An interactive shell, for job control (Ctrl-Z, `fg`).
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "pod",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "bash --norc --noprofile -i",
+        ";",
+        "set-option",
+        "-g",
+        "remain-on-exit",
+        "on",
+    ])?;
+    let omnidev = ctx.omnidev_path().display().to_string();
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "pod",
+        &format!(
+            "env OMNIDEV_E2E_TAG='{}' '{omnidev}' up --repo '{}'",
+            ctx.tag,
+            repo.display()
+        ),
+        "Enter",
+    ])?;
+    tmux.wait_screen("the UI with both services' lines", UP, ui)?;
+
+    tmux.run(&["send-keys", "-t", "pod", "C-z"])?;
+    tmux.wait_screen(
+        "Ctrl-Z to stop omnidev and show the shell",
+        SOON,
+        stopped(1),
+    )?;
+    tmux.run(&["send-keys", "-t", "pod", "fg", "Enter"])?;
+    tmux.wait_screen("fg to redraw the UI", SOON, ui)?;
+    tmux.run(&["send-keys", "-t", "pod", "2"])?;
+    tmux.wait_screen(
+        "key 2 (no Enter) to show the link pane",
+        SOON,
+        pane_alone(true),
+    )?;
+
+    let omnidev_pid = ctx
+        .pod_processes()
+        .into_iter()
+        .find(|(_, cmdline)| cmdline.starts_with(&omnidev) && cmdline.contains(" up --repo "))
+        .map(|(pid, _)| pid)
+        .context("omnidev's own process not found")?;
+    super::send_signal(omnidev_pid, "TSTP")?;
+    tmux.wait_screen(
+        "SIGTSTP to stop omnidev and show the shell",
+        SOON,
+        stopped(2),
+    )?;
+    tmux.run(&["send-keys", "-t", "pod", "fg", "Enter"])?;
+    tmux.wait_screen("fg to redraw the link pane", SOON, |screen| {
+        if screen.contains(LINK_SHOWN) && screen.contains("link-here") {
+            Ok(())
+        } else {
+            Err("the link pane is not redrawn".into())
+        }
+    })?;
+    tmux.run(&["send-keys", "-t", "pod", "1"])?;
+    tmux.wait_screen(
+        "key 1 (no Enter) to show the tick pane",
+        SOON,
+        pane_alone(false),
+    )?;
+
+    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    ctx.wait_no_pod_process(SOON).context("after q")?;
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "pod",
+        &format!("echo \"{ENDED} $?\""),
+        "Enter",
+    ])?;
+    let status = util::wait_for("the shell to report omnidev's exit", SOON, || tmux.ended())?;
+    ensure!(
+        status == "0",
+        "omnidev exited with {status}:\n{}",
+        tmux.screen()?
+    );
+    Ok(())
 }
