@@ -1,5 +1,6 @@
 //! Case: `omnidev install | check | refresh | update` against a local
-//! `file://` git repository, with real `uv`.
+//! `file://` git repository, with real `uv`; then `kill -9` of an install
+//! while uv works.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -163,5 +164,87 @@ pub fn install_update_check_from_file_repo(ctx: &mut Ctx) -> Result<()> {
         status.success() && out.trim().is_empty(),
         "check --quiet when up to date printed ({status}):\n{out}"
     );
+    kill_9_mid_install_leaves_the_previous_one(ctx, &source, &omnidev, &second)
+}
+
+/// `kill -9` of an `omnidev install` while uv works: nothing of it runs
+/// 2 s later, and `install.toml` and `check` still describe the previous
+/// install (`previous`).
+fn kill_9_mid_install_leaves_the_previous_one(
+    ctx: &mut Ctx,
+    source: &Path,
+    omnidev: &dyn Fn(&Ctx, &[&str]) -> Command,
+    previous: &str,
+) -> Result<()> {
+    // A branch whose package carries 32 MiB of incompressible data, so
+    // uv is still fetching and building it when the kill comes.
+    git(ctx, source, &["checkout", "-q", "-b", "heavy"])?;
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let blob: Vec<u8> = (0..32 * 1024 * 1024 / 8)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()
+        })
+        .collect();
+    fs::write(source.join("omnigent/blob.bin"), blob)?;
+    git(ctx, source, &["add", "omnigent/blob.bin"])?;
+    git(ctx, source, &["commit", "-q", "-m", "heavy"])?;
+    git(ctx, source, &["checkout", "-q", "main"])?;
+    let saved = ctx.config_home().join("omnidev/install.toml");
+    let before = fs::read_to_string(&saved)?;
+    let url = format!("file://{}", source.display());
+    let mut install = omnidev(
+        ctx,
+        &[
+            "install",
+            "--git",
+            &url,
+            "--ref",
+            "heavy",
+            "--no-default-extra",
+            "--python",
+            "3.11",
+        ],
+    );
+    install
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = install.spawn()?;
+    let uv_seen = util::wait_for("uv to start", UV, || {
+        if let Some(status) = child.try_wait()? {
+            bail!("omnidev install ended ({status}) before uv was seen running");
+        }
+        Ok(ctx
+            .pod_processes()
+            .into_iter()
+            .find(|(_, cmdline)| cmdline.contains("tool install")))
+    })?;
+    child.kill()?;
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    while !ctx.pod_processes().is_empty() && killed.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = ctx.pod_processes();
+    ensure!(
+        left.is_empty(),
+        "2 s after kill -9 of omnidev install (uv was {uv_seen:?}) these still run: {left:?}"
+    );
+    ensure!(
+        fs::read_to_string(&saved)? == before,
+        "install.toml changed by the killed install"
+    );
+    let (status, out) = ctx.run_to_end(
+        omnidev(ctx, &["check"]),
+        "check-after-kill",
+        Duration::from_secs(30),
+    )?;
+    ensure!(
+        status.success() && out.contains("is up to date") && out.contains(&previous[..12]),
+        "check after the killed install ({status}):\n{out}"
+    );
+    ctx.note("kill -9 mid-install: nothing left within 2 s");
     Ok(())
 }
