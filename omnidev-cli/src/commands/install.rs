@@ -127,10 +127,15 @@ fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
     let mut answer = String::new();
     let _ = BufReader::new(&tty).take(256).read_line(&mut answer);
     match answer.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => {
-            let installed = run_update(paths)?;
-            report_installed(&installed)?;
-        }
+        "y" | "yes" => match run_update(paths) {
+            Ok(installed) => report_installed(&installed)?,
+            // Asked for just now: told in full, not folded into the
+            // hook's once-a-day line.
+            Err(report) => {
+                note!("{report:?}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
         "n" | "no" => {
             check::decline(paths, &update.available)?;
             let _ = writeln!(
