@@ -9,7 +9,7 @@
 //! before omnidev exits.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
-use omnidev_core::{Entry, Feed, Recv, Supervisor};
+use omnidev_core::{Entry, Event, EventKind, Feed, Recv, ServiceState, Supervisor};
+use omnidev_pod::RenderedUrl;
 
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
@@ -33,6 +34,12 @@ pub struct Printer {
     colours: HashMap<String, Style>,
     /// Rendered prefixes, by tag.
     prefixes: HashMap<String, String>,
+    /// Services' URLs not printed yet: each follows its service's first
+    /// readiness.
+    urls: Vec<RenderedUrl>,
+    /// Services with a readiness probe (ready when it passes; the others
+    /// once running).
+    probed: HashSet<String>,
 }
 
 impl Printer {
@@ -54,7 +61,48 @@ impl Printer {
             colour,
             colours,
             prefixes: HashMap::new(),
+            urls: Vec::new(),
+            probed: HashSet::new(),
         }
+    }
+
+    /// Prints `urls` of services (not the pod's own, which the banner
+    /// shows) once their service is first ready; `probed` names the
+    /// services with a readiness probe.
+    #[must_use]
+    pub fn with_urls(mut self, urls: &[RenderedUrl], probed: HashSet<String>) -> Self {
+        self.urls = urls
+            .iter()
+            .filter(|url| url.service.is_some())
+            .cloned()
+            .collect();
+        self.probed = probed;
+        self
+    }
+
+    /// The URLs that `event` (a service becoming ready) brings out, as
+    /// `name url` texts; each is returned once.
+    fn urls_of(&mut self, event: &Event) -> Vec<String> {
+        let Some(service) = &event.service else {
+            return Vec::new();
+        };
+        let ready = match &event.kind {
+            EventKind::Ready => true,
+            EventKind::State {
+                state: ServiceState::Running { .. },
+            } => !self.probed.contains(service),
+            _ => false,
+        };
+        if !ready || self.urls.is_empty() {
+            return Vec::new();
+        }
+        let (now, later) = std::mem::take(&mut self.urls)
+            .into_iter()
+            .partition(|url| url.service.as_ref() == Some(service));
+        self.urls = later;
+        now.into_iter()
+            .map(|url: RenderedUrl| format!("{} {}", url.name, url.url))
+            .collect()
     }
 
     fn prefix(&self, tag: &str) -> String {
@@ -92,7 +140,15 @@ impl Printer {
         }
         out.write_all(self.prefixes[tag].as_bytes())?;
         out.write_all(terminal_text::sanitise(&text, self.colour).as_bytes())?;
-        out.write_all(b"\n")
+        out.write_all(b"\n")?;
+        if let Entry::Event(event) = entry {
+            for url in self.urls_of(event) {
+                out.write_all(self.prefixes["omnidev"].as_bytes())?;
+                out.write_all(terminal_text::sanitise(&url, self.colour).as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -112,7 +168,15 @@ pub async fn run_pod(
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    let printer = Printer::new(&names, output::colour_stdout());
+    let probed: HashSet<String> = prepared
+        .rendered
+        .services
+        .iter()
+        .filter(|s| s.readiness.is_some())
+        .map(|s| s.name.clone())
+        .collect();
+    let printer = Printer::new(&names, output::colour_stdout())
+        .with_urls(&prepared.rendered.urls, probed.clone());
     let first: Vec<String> = banner(prepared)
         .iter()
         .chain(&prepared.notices)
@@ -147,8 +211,13 @@ pub async fn run_pod(
             None
         }
     };
-    // What the services print while stopping is output too.
+    // What the services print while stopping is output too; then how
+    // each ended.
     let _ = crate::session::stop_pod(supervisor, signals).await;
+    for status in supervisor.snapshot() {
+        let has_probe = probed.contains(&status.name);
+        supervisor.notice(format!("ended: {}", status.ending(has_probe)));
+    }
     closer.close();
     let alive = tokio::select! {
         alive = &mut done => alive.unwrap_or(false),
@@ -298,6 +367,51 @@ mod tests {
         assert_eq!(
             render(&mut printer, &lost),
             "omnidev | 3 lines are missing here (disk full); the log files have them\n"
+        );
+    }
+
+    #[test]
+    fn a_services_url_follows_its_first_readiness() {
+        let url = |name: &str, service: Option<&str>| RenderedUrl {
+            name: name.into(),
+            url: format!("http://localhost/{name}"),
+            service: service.map(str::to_owned),
+        };
+        let urls = [
+            url("docs", None),
+            url("ui", Some("vite")),
+            url("api", Some("server")),
+        ];
+        let mut printer = Printer::new(&["server".into(), "vite".into()], false)
+            .with_urls(&urls, HashSet::from(["server".to_owned()]));
+        let event = |service: &str, kind| {
+            Entry::Event(Event {
+                at: SystemTime::UNIX_EPOCH,
+                service: Some(service.into()),
+                kind,
+            })
+        };
+        let running = |pid| EventKind::State {
+            state: ServiceState::Running { pid },
+        };
+        // The server has a probe: started is not ready yet.
+        assert_eq!(
+            render(&mut printer, &event("server", running(7))),
+            "omnidev | server started (pid 7)\n"
+        );
+        assert_eq!(
+            render(&mut printer, &event("server", EventKind::Ready)),
+            "omnidev | server ready\nomnidev | api http://localhost/api\n"
+        );
+        // vite has none: running is ready.
+        assert_eq!(
+            render(&mut printer, &event("vite", running(8))),
+            "omnidev | vite started (pid 8)\nomnidev | ui http://localhost/ui\n"
+        );
+        // Once only.
+        assert_eq!(
+            render(&mut printer, &event("server", EventKind::Ready)),
+            "omnidev | server ready\n"
         );
     }
 

@@ -193,7 +193,8 @@ pub fn supervisor_config(prepared: &PreparedPod) -> SupervisorConfig {
     }
 }
 
-/// Lines shown at start: the pod directory and the URLs.
+/// Lines shown at start: the pod directory and the pod's own URLs (a
+/// service's URL is shown once the service is ready).
 pub fn banner(prepared: &PreparedPod) -> Vec<String> {
     let mut lines = vec![format!("pod {}", prepared.pod.dir().display())];
     match &prepared.checkout.source {
@@ -202,8 +203,13 @@ pub fn banner(prepared: &PreparedPod) -> Vec<String> {
             lines.push(format!("profile {}", path.display()));
         }
     }
-    for (name, url) in &prepared.rendered.urls {
-        lines.push(format!("{name} {url}"));
+    for url in prepared
+        .rendered
+        .urls
+        .iter()
+        .filter(|u| u.service.is_none())
+    {
+        lines.push(format!("{} {}", url.name, url.url));
     }
     lines
 }

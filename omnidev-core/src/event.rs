@@ -290,6 +290,26 @@ pub struct ServiceStatus {
     /// it has no probe and is running).
     #[serde(default)]
     pub ready: bool,
+    /// How its last run ended (on its own or stopped), once one has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit: Option<ExitStatus>,
+}
+
+impl ServiceStatus {
+    /// How it ended, for a closing summary: `server stopped (exit code
+    /// 0)`, `host crashed (exit code 1)`, `vite failed: …`.
+    pub fn ending(&self, has_probe: bool) -> String {
+        let state = match &self.state {
+            ServiceState::Failed { reason } => format!("failed: {reason}"),
+            // Its label carries the status already.
+            ServiceState::Exited { .. } => self.state.label(has_probe),
+            state => match self.last_exit {
+                Some(status) => format!("{} ({status})", state.label(has_probe)),
+                None => state.label(has_probe),
+            },
+        };
+        format!("{} {state}", self.name)
+    }
 }
 
 /// A duration as people read it: `250ms`, `2s`, `1.5s`.
@@ -535,6 +555,36 @@ mod tests {
             ])),
             "reloading server: a.py, b.py (+3 more)"
         );
+    }
+
+    #[test]
+    fn endings_say_how_each_service_ended() {
+        let status = |state, last_exit| ServiceStatus {
+            name: "server".into(),
+            state,
+            restarts: 0,
+            pid: None,
+            ready: false,
+            last_exit,
+        };
+        let stopped = status(ServiceState::Stopped, Some(ExitStatus::Signal(15)));
+        assert_eq!(stopped.ending(true), "server stopped (signal 15)");
+        let exited = status(
+            ServiceState::Exited {
+                status: ExitStatus::Code(1),
+            },
+            Some(ExitStatus::Code(1)),
+        );
+        assert_eq!(exited.ending(true), "server crashed (exit code 1)");
+        let never = status(ServiceState::Stopped, None);
+        assert_eq!(never.ending(false), "server stopped");
+        let failed = status(
+            ServiceState::Failed {
+                reason: "pnpm install failed".into(),
+            },
+            None,
+        );
+        assert_eq!(failed.ending(false), "server failed: pnpm install failed");
     }
 
     #[test]

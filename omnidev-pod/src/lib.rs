@@ -97,6 +97,6 @@ pub use lock::{LockState, PodLock};
 pub use package_manager::PackageManager;
 pub use pod::Pod;
 pub use ports::{PodRecord, PortRequest, Ports, allocate_ports, read_ports};
-pub use profile::render::{RenderContext, RenderedPod, Selection, WatchRule};
+pub use profile::render::{RenderContext, RenderedPod, RenderedUrl, Selection, WatchRule};
 pub use profile::{Profile, ProfileSource};
 pub use root::{find_repo_root, resolve_repo_root};

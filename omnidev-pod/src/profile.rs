@@ -66,13 +66,58 @@ pub struct Profile {
     pub seed: Vec<Seed>,
     /// URLs shown to people (templated), in order.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub urls: IndexMap<String, String>,
+    pub urls: IndexMap<String, Url>,
     /// File-watch settings.
     #[serde(default, skip_serializing_if = "is_default")]
     pub watch: WatchSection,
     /// The services, in order.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub services: IndexMap<String, Service>,
+}
+
+/// A URL of `[urls]`: `name = "http://…"`, or `name = { url = "http://…",
+/// service = "vite" }` for the URL of a service. A URL is shown only when
+/// its service runs in the pod (`--no-vite` leaves `ui` out), and once that
+/// service is ready. Without `service`, a URL named like a service is that
+/// service's; any other is the pod's and always shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Url {
+    /// Just the URL.
+    Plain(String),
+    /// The URL and the service serving it.
+    Service(ServiceUrl),
+}
+
+/// The table form of a [`Url`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServiceUrl {
+    /// The URL (templated).
+    pub url: String,
+    /// The service serving it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}
+
+impl Url {
+    /// The URL template.
+    pub fn template(&self) -> &str {
+        match self {
+            Url::Plain(url) | Url::Service(ServiceUrl { url, .. }) => url,
+        }
+    }
+
+    /// The service serving the URL named `name` in `profile`, if any.
+    pub fn service<'a>(&'a self, name: &'a str, profile: &Profile) -> Option<&'a str> {
+        match self {
+            Url::Service(ServiceUrl {
+                service: Some(service),
+                ..
+            }) => Some(service),
+            _ => profile.services.contains_key(name).then_some(name),
+        }
+    }
 }
 
 /// `[repo]`: the repository's shape.
@@ -430,6 +475,19 @@ impl Profile {
             ));
         }
         self.check_durations(at)?;
+        for (name, url) in &self.urls {
+            if let Url::Service(ServiceUrl {
+                service: Some(service),
+                ..
+            }) = url
+                && !self.services.contains_key(service)
+            {
+                return Err(at.error(
+                    &["urls", name, "service"],
+                    format!("URL `{name}` names unknown service `{service}`"),
+                ));
+            }
+        }
         for (name, service) in &self.services {
             let path = ["services", name.as_str()];
             match (&service.command, &service.script) {
@@ -768,6 +826,14 @@ mod tests {
             profile_error("[services.a]\ncommand = [\"x\"]\ndepends-on = { b = \"ready\" }\n");
         assert_eq!(line, 3, "{message}");
         assert!(message.contains("unknown service `b`"), "{message}");
+        let (line, _, message) = profile_error(
+            "[services.a]\ncommand = [\"x\"]\n[urls]\nui = { url = \"http://h\", service = \"web\" }\n",
+        );
+        assert_eq!(line, 4, "{message}");
+        assert!(
+            message.contains("URL `ui` names unknown service `web`"),
+            "{message}"
+        );
         let (line, _, message) = profile_error("\n[services.a]\nargs = []\n");
         assert_eq!(line, 2, "{message}");
         let (line, _, message) =

@@ -96,11 +96,16 @@ fn every_service_gets_the_pod_environment() {
         vite["OMNIGENT_URL"], "http://127.0.0.1:6800",
         "read by web/vite.config.ts"
     );
+    let urls: Vec<_> = rendered
+        .urls
+        .iter()
+        .map(|u| (u.name.as_str(), u.url.as_str(), u.service.as_deref()))
+        .collect();
     assert_eq!(
-        rendered.urls,
+        urls,
         [
-            ("ui".to_owned(), "http://localhost:5200".to_owned()),
-            ("server".to_owned(), "http://localhost:6800".to_owned()),
+            ("ui", "http://localhost:5200", Some("vite")),
+            ("server", "http://localhost:6800", Some("server")),
         ]
     );
     assert_eq!(rendered.debounce, Duration::from_millis(100));

@@ -79,4 +79,8 @@ def run(args) -> int:
     finally:
         httpd.server_close()
         db.close()
+    # Like uvicorn's "Finished server process": the last word comes a
+    # moment after the stop signal, once open work is done.
+    time.sleep(0.3)
+    log("server", f"shutdown complete pid={os.getpid()}")
     return 0

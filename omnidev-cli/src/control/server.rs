@@ -55,8 +55,9 @@ pub struct ServerInfo {
     pub repo: PathBuf,
     /// The pod's ports.
     pub ports: BTreeMap<String, u16>,
-    /// URLs for people, in profile order.
-    pub urls: Vec<(String, String)>,
+    /// URLs for people, in profile order (each reported once its service
+    /// is ready).
+    pub urls: Vec<omnidev_pod::RenderedUrl>,
     /// The backend: what `restart` without a service restarts.
     pub backend: Vec<String>,
     /// Services with a readiness probe.
@@ -516,6 +517,8 @@ fn ready_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>
 
 fn status(shared: &Shared) -> PodStatus {
     let info = &shared.info;
+    let snapshot = shared.supervisor.snapshot();
+    let ready = |name: &str| snapshot.iter().any(|s| s.name == name && s.ready);
     PodStatus {
         schema: SCHEMA,
         pod_dir: info.pod_dir.clone(),
@@ -527,15 +530,14 @@ fn status(shared: &Shared) -> PodStatus {
         urls: info
             .urls
             .iter()
-            .map(|(name, url)| UrlReport {
-                name: name.clone(),
-                url: url.clone(),
+            .filter(|url| url.shown(ready))
+            .map(|url| UrlReport {
+                name: url.name.clone(),
+                url: url.url.clone(),
             })
             .collect(),
         containment: Some(shared.supervisor.containment().to_string()),
-        services: shared
-            .supervisor
-            .snapshot()
+        services: snapshot
             .iter()
             .map(|s| ServiceReport::from_status(s, info.probed.contains(&s.name)))
             .collect(),

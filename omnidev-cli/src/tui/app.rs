@@ -13,8 +13,8 @@ use super::pane::{Direction, Pane, PaneLine, Pattern};
 pub struct PodInfo {
     /// The pod directory.
     pub pod_dir: PathBuf,
-    /// `(label, url)` pairs shown to people, e.g. `("ui", "http://localhost:5173")`.
-    pub urls: Vec<(String, String)>,
+    /// URLs shown to people, each once its service is ready.
+    pub urls: Vec<omnidev_pod::RenderedUrl>,
 }
 
 /// A service as the TUI knows it.
@@ -29,6 +29,17 @@ pub struct ServiceView {
     pub state: ServiceState,
     /// Restarts after crashes.
     pub restarts: u32,
+}
+
+impl ServiceView {
+    /// Its probe passed, or it runs and has none.
+    pub fn is_ready(&self) -> bool {
+        match self.state {
+            ServiceState::Ready { .. } => true,
+            ServiceState::Running { .. } => !self.has_probe,
+            _ => false,
+        }
+    }
 }
 
 /// A side effect the front-end loop must carry out.
@@ -443,6 +454,7 @@ pub(crate) mod tests {
                     restarts: 2,
                     pid: Some(7),
                     ready: true,
+                    last_exit: None,
                 }],
                 logs: vec![
                     line("one", 1),

@@ -75,11 +75,12 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
     ];
     // URLs get a line of their own so a narrow terminal does not break one.
     let mut urls = Vec::new();
-    for (label, url) in &app.info.urls {
+    let ready = |name: &str| app.services.iter().any(|s| s.name == name && s.is_ready());
+    for url in app.info.urls.iter().filter(|url| url.shown(ready)) {
         let lead = if urls.is_empty() { "" } else { "  " };
-        urls.push(Span::styled(format!("{lead}{label} "), dim));
+        urls.push(Span::styled(format!("{lead}{} ", url.name), dim));
         urls.push(Span::styled(
-            url.clone(),
+            url.url.clone(),
             Style::new().add_modifier(Modifier::UNDERLINED),
         ));
     }
@@ -407,9 +408,18 @@ mod tests {
         let mut app = App::new(
             PodInfo {
                 pod_dir: PathBuf::from("/home/dev/.cache/omnidev/omnigent-1a2b3c4d"),
+                // vite has crashed: its URL is not shown.
                 urls: vec![
-                    ("ui".into(), "http://localhost:5173".into()),
-                    ("server".into(), "http://localhost:6767".into()),
+                    omnidev_pod::RenderedUrl {
+                        name: "ui".into(),
+                        url: "http://localhost:5173".into(),
+                        service: Some("vite".into()),
+                    },
+                    omnidev_pod::RenderedUrl {
+                        name: "server".into(),
+                        url: "http://localhost:6767".into(),
+                        service: Some("server".into()),
+                    },
                 ],
             },
             vec![

@@ -816,6 +816,7 @@ impl Engine {
         then: Option<AfterStop>,
     ) {
         let s = &mut self.services[index];
+        s.last_exit = Some(status);
         for waiter in s.stop_waiters.drain(..) {
             let _ = waiter.send(());
         }

@@ -141,6 +141,8 @@ pub(super) struct Service {
     pub(super) stop_waiters: Vec<oneshot::Sender<()>>,
     /// Its last prepare run failed: the next one runs every step.
     pub(super) prepare_failed: bool,
+    /// How its last run ended.
+    pub(super) last_exit: Option<ExitStatus>,
 }
 
 impl Service {
@@ -154,6 +156,7 @@ impl Service {
             restarts: 0,
             stop_waiters: Vec::new(),
             prepare_failed: false,
+            last_exit: None,
         }
     }
 
@@ -246,6 +249,7 @@ impl Service {
             restarts: self.restarts,
             pid: self.process().map(|p| p.pid),
             ready: self.is_ready(),
+            last_exit: self.last_exit,
         }
     }
 

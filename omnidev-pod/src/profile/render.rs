@@ -135,8 +135,28 @@ pub struct RenderedPod {
     pub watch: Vec<WatchRule>,
     /// File-watch debounce.
     pub debounce: Duration,
-    /// `(name, url)` to show people, in profile order.
-    pub urls: Vec<(String, String)>,
+    /// URLs to show people, in profile order: the pod's own, and those of
+    /// the selected services.
+    pub urls: Vec<RenderedUrl>,
+}
+
+/// A URL for people, rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedUrl {
+    /// Its label (`ui`, `server`).
+    pub name: String,
+    /// The URL.
+    pub url: String,
+    /// The service serving it: show the URL once that service is ready.
+    /// `None`: the pod's, shown from the start.
+    pub service: Option<String>,
+}
+
+impl RenderedUrl {
+    /// Whether to show it, given which services are ready now.
+    pub fn shown(&self, ready: impl Fn(&str) -> bool) -> bool {
+        self.service.as_deref().is_none_or(ready)
+    }
 }
 
 impl Profile {
@@ -150,7 +170,9 @@ impl Profile {
     /// let pod = Profile::omnigent().render(&ctx).unwrap();
     /// assert_eq!(pod.env["OMNIGENT_URL"], "http://127.0.0.1:6767");
     /// assert_eq!(pod.services.len(), 2);
-    /// assert_eq!(pod.urls[0], ("ui".to_owned(), "http://localhost:5173".to_owned()));
+    /// // `ui` is vite's, which is left out.
+    /// assert_eq!(pod.urls.len(), 1);
+    /// assert_eq!(pod.urls[0].url, "http://localhost:6767");
     /// ```
     pub fn render(&self, ctx: &RenderContext) -> Result<RenderedPod> {
         let values = ctx.values();
@@ -184,11 +206,18 @@ impl Profile {
             }
         }
 
-        let urls = self
-            .urls
-            .iter()
-            .map(|(name, url)| Ok((name.clone(), text(url)?)))
-            .collect::<Result<_>>()?;
+        let mut urls = Vec::new();
+        for (name, url) in &self.urls {
+            let service = url.service(name, self);
+            if service.is_some_and(|service| !selected.iter().any(|s| s == service)) {
+                continue;
+            }
+            urls.push(RenderedUrl {
+                name: name.clone(),
+                url: text(url.template())?,
+                service: service.map(str::to_owned),
+            });
+        }
         Ok(RenderedPod {
             env,
             services,
