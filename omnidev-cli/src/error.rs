@@ -287,6 +287,17 @@ pub enum Error {
         message: String,
     },
 
+    /// The checkout's `.python-version` gives no usable version.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::python_version),
+        help("`omnidev omnigent` runs `uv run --python <the checkout's .python-version>`")
+    )]
+    Python {
+        /// The file, what is wrong and what to do.
+        message: String,
+    },
+
     #[error("could not write to standard output")]
     #[diagnostic(code(omnidev::stdout))]
     Stdout(#[source] std::io::Error),

@@ -155,7 +155,23 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
             ),
         }
     }
-    for outcome in profile.seed(&ctx) {
+    notices.extend(seed(profile, &ctx));
+    let rendered = profile.render(&ctx)?;
+    Ok(PreparedPod {
+        checkout,
+        pod,
+        lock,
+        rendered,
+        notices,
+        control_socket,
+    })
+}
+
+/// Seeds the pod's files (never overwriting one); a line for each copy
+/// made or failed.
+fn seed(profile: &Profile, ctx: &RenderContext) -> Vec<String> {
+    let mut notices = Vec::new();
+    for outcome in profile.seed(ctx) {
         match outcome {
             SeedOutcome::Copied { from, to } => {
                 notices.push(format!("seeded {} from {}", to.display(), from.display()));
@@ -168,15 +184,36 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
             SeedOutcome::Kept { .. } | SeedOutcome::NoSource { .. } => {}
         }
     }
-    let rendered = profile.render(&ctx)?;
-    Ok(PreparedPod {
-        checkout,
-        pod,
-        lock,
-        rendered,
-        notices,
-        control_socket,
-    })
+    notices
+}
+
+/// The pod as a command run beside it (`omnidev exec`) needs it: the pod
+/// directory (created as `up` would when missing), its ports (those in
+/// `pod.toml`, untouched; allocated under the allocation lock and written
+/// only when there are none), its files seeded, and the profile rendered
+/// for the environment alone. Takes no pod lock: the pod may be running.
+pub fn prepare_beside(checkout: &Checkout) -> Result<(RenderedPod, Vec<String>)> {
+    let profile = &checkout.profile;
+    let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
+    let runtime_dir = omnidev_pod::runtime::runtime_dir();
+    let ports = omnidev_pod::ports::ensure_ports(&PortRequest {
+        cache_root: &checkout.cache_root,
+        runtime_dir: &runtime_dir,
+        pod_dir: pod.dir(),
+        repo: &checkout.repo,
+        bases: &profile.port_bases(),
+        overrides: &BTreeMap::new(),
+    })?;
+    let mut ctx =
+        RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports);
+    // Only the environment is needed: leave every service out, so no
+    // package manager is looked up.
+    ctx.selection = Selection {
+        only: Vec::new(),
+        skip: profile.services.keys().cloned().collect(),
+    };
+    let notices = seed(profile, &ctx);
+    Ok((profile.render(&ctx)?, notices))
 }
 
 /// The supervisor configuration of a prepared pod: logs under

@@ -355,20 +355,30 @@ command = ["sleep", "300"]
 grace-ms = 1000
 "#,
     );
-    // Before any run there are no ports to use.
-    let output = ctx
+    // Before any run, exec allocates the ports once and records them.
+    let first = ctx
         .command()
-        .args(["exec", "--", "true"])
+        .args(["exec", "--", "sh", "-c", "echo $API_URL"])
         .output()
         .expect("run");
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert_eq!(first.status.code(), Some(0), "{}", ctx.render(&first));
+    let pod_toml = ctx.pod_dir().expect("pod dir").join("pod.toml");
+    let written = std::fs::read(&pod_toml).expect("exec wrote pod.toml");
+    let again = ctx
+        .command()
+        .args(["exec", "--", "sh", "-c", "echo $API_URL"])
+        .output()
+        .expect("run");
+    assert_eq!(again.stdout, first.stdout, "{}", ctx.render(&again));
+    assert_eq!(std::fs::read(&pod_toml).expect("pod.toml"), written);
 
     let mut pod = ctx.spawn(&["--headless"]);
     wait_for("the pod to start", Duration::from_secs(20), || {
         ctx.pod_dir().is_some_and(|p| p.join("state.json").exists())
     });
-    let pod_toml = ctx.pod_dir().expect("pod dir").join("pod.toml");
     let before = std::fs::read(&pod_toml).expect("pod.toml");
+    // `up` kept the ports exec recorded.
+    assert_eq!(before, written);
     let mtime = std::fs::metadata(&pod_toml)
         .and_then(|m| m.modified())
         .expect("mtime");

@@ -87,6 +87,7 @@ pub mod package_manager;
 pub mod pod;
 pub mod ports;
 pub mod profile;
+pub mod python;
 pub mod root;
 pub mod runtime;
 pub mod seed;

@@ -238,6 +238,59 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
     allocation.commit(Ports(ports))
 }
 
+/// The pod's ports for a command run beside it (`omnidev exec`): those
+/// recorded in `pod.toml`, exactly as recorded; or, for a pod that has none
+/// yet, ports allocated as [`allocate_ports`] would (no overrides) and
+/// persisted. A port the profile names but `pod.toml` lacks is allocated
+/// and added; a recorded port is never changed, and `pod.toml` is not
+/// rewritten when it already has every port. Runs under the allocation
+/// lock, so an `omnidev up` starting at the same instant sees the same
+/// ports.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// let pod = tmp.path().join("pod");
+/// let bases = [("web".to_owned(), 20000)];
+/// let request = omnidev_pod::PortRequest {
+///     cache_root: tmp.path(), runtime_dir: &tmp.path().join("run"), pod_dir: &pod,
+///     repo: tmp.path(), bases: &bases, overrides: &Default::default(),
+/// };
+/// let first = omnidev_pod::ports::ensure_ports(&request).unwrap();
+/// let written = std::fs::read(pod.join("pod.toml")).unwrap();
+/// // Even when the port is busy now, the recorded one stays.
+/// let _busy = std::net::TcpListener::bind(("127.0.0.1", first.get("web").unwrap()));
+/// assert_eq!(omnidev_pod::ports::ensure_ports(&request).unwrap(), first);
+/// assert_eq!(std::fs::read(pod.join("pod.toml")).unwrap(), written);
+/// ```
+pub fn ensure_ports(request: &PortRequest<'_>) -> Result<Ports> {
+    check_bases(request.bases)?;
+    let allocation = Allocation::begin(request)?;
+    let recorded = allocation
+        .own
+        .as_ref()
+        .map(|own| own.ports.clone())
+        .unwrap_or_default();
+    if allocation.own.is_some()
+        && request
+            .bases
+            .iter()
+            .all(|(name, _)| recorded.get(name).is_some())
+    {
+        return Ok(recorded);
+    }
+    let mut taken: BTreeSet<u16> = recorded.0.values().copied().collect();
+    let mut ports = recorded.0.clone();
+    for (name, base) in request.bases {
+        if ports.contains_key(name) {
+            continue;
+        }
+        let port = allocation.probe(name, *base, &taken)?;
+        taken.insert(port);
+        ports.insert(name.clone(), port);
+    }
+    allocation.commit(Ports(ports))
+}
+
 /// Moves the unforced port `name` of a running pod, lost to another
 /// process (`holder`, as people read it) before the pod's service bound it,
 /// to a new free port: under the allocation lock, probing up from its base

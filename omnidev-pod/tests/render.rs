@@ -139,6 +139,27 @@ fn lan_origins_merge_with_the_inherited_value() {
 }
 
 #[test]
+fn the_backend_runs_on_the_checkouts_python_whatever_uv_python_says() {
+    let f = fixture();
+    std::fs::write(f.repo.join(".python-version"), "3.13\n").expect("write");
+    let mut ctx = RenderContext::from_process_env(f.repo.clone(), f.pod.clone(), context(&f).ports);
+    ctx.selection.skip = vec!["vite".into()];
+    ctx.inherited_env.insert("UV_PYTHON".into(), "3.11".into());
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    for name in ["server", "host"] {
+        let args = &service(&rendered.services, name).command.args;
+        assert_eq!(args[..4], ["run", "--python", "3.13", "omnigent"], "{name}");
+    }
+    std::fs::write(f.repo.join(".python-version"), "3.13 --oops\n").expect("write");
+    let ctx = RenderContext {
+        python: omnidev_pod::python::PythonPin::of_checkout(&f.repo),
+        ..ctx
+    };
+    let error = Profile::omnigent().render(&ctx).expect_err("bad pin");
+    assert!(error.to_string().contains(".python-version"), "{error}");
+}
+
+#[test]
 fn omnigent_services_commands_and_dependencies() {
     let f = fixture();
     let npm = fake_tool(&f.bin, "npm");
@@ -160,6 +181,8 @@ fn omnigent_services_commands_and_dependencies() {
         server.command.args,
         [
             "run",
+            "--python",
+            "3.12",
             "omnigent",
             "--log-to-stderr",
             "server",
@@ -192,6 +215,8 @@ fn omnigent_services_commands_and_dependencies() {
         host.command.args,
         [
             "run",
+            "--python",
+            "3.12",
             "omnigent",
             "--log-to-stderr",
             "host",

@@ -1,10 +1,10 @@
 //! `omnidev exec -- CMD…` and `omnidev omnigent ARGS…`: run a command with
-//! the pod's environment and persisted ports. Never allocates ports and
-//! never writes `pod.toml`.
+//! the pod's environment and ports — those in `pod.toml`, or, in a checkout
+//! whose pod never ran, ports allocated once and written there.
 
 use std::process::ExitCode;
 
-use omnidev_pod::{RenderContext, Selection};
+use omnidev_pod::python::PythonPin;
 
 use crate::cli::PodArgs;
 use crate::error::{Error, Result};
@@ -13,19 +13,14 @@ use crate::error::{Error, Result};
 /// exit code (128 + N when killed by signal N).
 pub fn run(pod: &PodArgs, command: &[String]) -> Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(pod)?;
-    let record = omnidev_pod::read_ports(&checkout.pod_dir)?;
-    let mut ctx = RenderContext::from_process_env(
-        checkout.repo.clone(),
-        checkout.pod_dir.clone(),
-        record.ports,
-    );
-    // Only the environment is needed: leave every service out, so no
-    // package manager is looked up.
-    ctx.selection = Selection {
-        only: Vec::new(),
-        skip: checkout.profile.services.keys().cloned().collect(),
-    };
-    let rendered = checkout.profile.render(&ctx)?;
+    run_in(&checkout, command)
+}
+
+fn run_in(checkout: &crate::session::Checkout, command: &[String]) -> Result<ExitCode> {
+    let (rendered, notices) = crate::session::prepare_beside(checkout)?;
+    for notice in notices {
+        note!("omnidev: {notice}");
+    }
     let Some((program, args)) = command.split_first() else {
         return Ok(ExitCode::SUCCESS);
     };
@@ -48,11 +43,19 @@ pub fn run(pod: &PodArgs, command: &[String]) -> Result<ExitCode> {
     Ok(exit_code(status))
 }
 
-/// `omnidev omnigent ARGS…` = `omnidev exec -- uv run omnigent ARGS…`.
+/// `omnidev omnigent ARGS…` = `omnidev exec -- uv run --python PIN
+/// omnigent ARGS…`, PIN being the checkout's `.python-version` (else 3.12),
+/// as the embedded profile's services run.
 pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
-    let mut command = vec!["uv".to_owned(), "run".to_owned(), "omnigent".to_owned()];
+    let checkout = crate::session::resolve_checkout(pod)?;
+    let python = PythonPin::of_checkout(&checkout.repo)
+        .0
+        .map_err(|message| Error::Python { message })?;
+    let mut command = ["uv", "run", "--python", python.as_str(), "omnigent"]
+        .map(str::to_owned)
+        .to_vec();
     command.extend(args.iter().cloned());
-    run(pod, &command)
+    run_in(&checkout, &command)
 }
 
 fn ignore_interactive_signals() {

@@ -14,6 +14,7 @@ use super::{Profile, Ready, Service, signal_number};
 use crate::error::{Error, Result};
 use crate::package_manager::{self, Detection, Invocation, PackageManager};
 use crate::ports::Ports;
+use crate::python::PythonPin;
 use crate::seed::{SeedOutcome, seed_file};
 
 /// Default debounce of file-watch reloads.
@@ -87,17 +88,21 @@ pub struct RenderContext {
     pub selection: Selection,
     /// The `PATH` searched for the package manager.
     pub path: OsString,
+    /// `{python}`: the checkout's `.python-version` (3.12 by default).
+    pub python: PythonPin,
 }
 
 impl RenderContext {
     /// A context with `inherited_env` and `path` taken from this process.
     pub fn from_process_env(repo: PathBuf, pod_dir: PathBuf, ports: Ports) -> Self {
+        let python = PythonPin::of_checkout(&repo);
         Self {
             repo,
             pod_dir,
             ports,
             inherited_env: std::env::vars().collect(),
             path: std::env::var_os("PATH").unwrap_or_default(),
+            python,
             ..Self::default()
         }
     }
@@ -109,6 +114,7 @@ impl RenderContext {
             ports: &self.ports,
             hosts: &self.hosts,
             env: &self.inherited_env,
+            python: self.python.0.as_deref().map_err(String::as_str),
         }
     }
 }
@@ -507,6 +513,7 @@ fn render_text(text: &str, values: &Values<'_>) -> Result<String> {
             Unresolved::Port(name) => format!("no port `{name}` was allocated (used in `{text}`)"),
             Unresolved::Env(name) => format!("`{name}` is not set (used in `{text}`)"),
             Unresolved::Syntax(message) => format!("in `{text}`: {message}"),
+            Unresolved::Python(reason) => format!("`{{python}}` (used in `{text}`): {reason}"),
         },
     })
 }

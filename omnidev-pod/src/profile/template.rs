@@ -1,4 +1,5 @@
-//! `{placeholder}` templates: `{pod}`, `{repo}`, `{port.NAME}`, `{host.NAME}`, `{env.NAME}`.
+//! `{placeholder}` templates: `{pod}`, `{repo}`, `{port.NAME}`, `{host.NAME}`, `{env.NAME}`,
+//! `{python}`.
 //!
 //! `{{` and `}}` stand for literal braces. Anything else inside braces is an
 //! error, reported by the profile parser with line and column.
@@ -28,6 +29,9 @@ pub enum Placeholder {
     Host(String),
     /// `{env.NAME}`: a variable of the inherited environment.
     Env(String),
+    /// `{python}`: the checkout's pinned Python version (see
+    /// [`crate::python`]).
+    Python,
 }
 
 /// A template error: where in the string (byte offset of the offending
@@ -109,7 +113,7 @@ fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, Templa
 fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, String> {
     let known = || {
         format!(
-            "known placeholders: {{pod}}, {{repo}}, {{env.NAME}}, {}",
+            "known placeholders: {{pod}}, {{repo}}, {{python}}, {{env.NAME}}, {}",
             ports
                 .unwrap_or_default()
                 .iter()
@@ -138,6 +142,7 @@ fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, Strin
     match inner.split_once('.') {
         None if inner == "pod" => Ok(Placeholder::Pod),
         None if inner == "repo" => Ok(Placeholder::Repo),
+        None if inner == "python" => Ok(Placeholder::Python),
         Some(("port", name)) => port_name(name).map(Placeholder::Port),
         Some(("host", name)) => port_name(name).map(Placeholder::Host),
         Some(("env", name)) if !name.is_empty() => Ok(Placeholder::Env(name.to_owned())),
@@ -158,6 +163,8 @@ pub struct Values<'a> {
     pub hosts: &'a BTreeMap<String, String>,
     /// `{env.NAME}`.
     pub env: &'a BTreeMap<String, String>,
+    /// `{python}`, or why it cannot be known.
+    pub python: Result<&'a str, &'a str>,
 }
 
 /// Why a template could not be rendered.
@@ -169,6 +176,8 @@ pub enum Unresolved {
     Port(String),
     /// A syntax error (see [`TemplateError`]).
     Syntax(String),
+    /// `{python}` when `.python-version` cannot give a version: why.
+    Python(String),
 }
 
 /// Renders `text`. With `strict_env`, an unset `{env.NAME}` is
@@ -179,7 +188,7 @@ pub enum Unresolved {
 /// let mut ports = omnidev_pod::Ports::default();
 /// ports.0.insert("web".into(), 8080);
 /// let (hosts, env) = Default::default();
-/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env };
+/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env, python: Ok("3.12") };
 /// assert_eq!(render("{repo}:{host.web}:{port.web}", &values, false).unwrap(), "/r:127.0.0.1:8080");
 /// ```
 pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<String, Unresolved> {
@@ -199,6 +208,10 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
             Segment::Placeholder(Placeholder::Host(name)) => {
                 out.push_str(values.hosts.get(&name).map_or("127.0.0.1", String::as_str));
             }
+            Segment::Placeholder(Placeholder::Python) => match values.python {
+                Ok(version) => out.push_str(version),
+                Err(reason) => return Err(Unresolved::Python(reason.to_owned())),
+            },
             Segment::Placeholder(Placeholder::Env(name)) => match values.env.get(&name) {
                 Some(v) => out.push_str(v),
                 None if strict_env => return Err(Unresolved::Env(name)),
@@ -253,8 +266,21 @@ mod tests {
             ports: &ports,
             hosts: &hosts,
             env: &env,
+            python: Err("bad .python-version"),
         };
         assert_eq!(render("a{env.NOPE}b", &values, false), Ok("ab".into()));
+        assert_eq!(
+            render("uv run --python {python}", &values, false),
+            Err(Unresolved::Python("bad .python-version".into()))
+        );
+        let pinned = Values {
+            python: Ok("3.13"),
+            ..values
+        };
+        assert_eq!(
+            render("--python {python}", &pinned, false),
+            Ok("--python 3.13".into())
+        );
         assert_eq!(
             render("a{env.NOPE}b", &values, true),
             Err(Unresolved::Env("NOPE".into()))
