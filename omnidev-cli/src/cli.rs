@@ -54,7 +54,7 @@ pub enum Command {
     /// Install Omnigent from git with `uv tool install` and save the choice.
     Install(InstallArgs),
     /// Reinstall the newest commit of the saved repo/ref/extras.
-    Update,
+    Update(UpdateArgs),
     /// Tell (and on a terminal offer) an Omnigent update; reads a cache only.
     Check(CheckArgs),
     /// Print the snippet that runs the update check from an interactive shell.
@@ -368,8 +368,18 @@ impl InstallArgs {
             reference: self.reference.clone(),
             extras,
             python: self.python.clone(),
+            skip_web_check: self.skip_web_check,
         }
     }
+}
+
+/// Arguments of `omnidev update`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct UpdateArgs {
+    /// Skip the Node ≥ 22 / npm-or-pnpm check (also `OMNIDEV_SKIP_WEB_CHECK=1`;
+    /// skipped anyway when `install --skip-web-check` saved it).
+    #[arg(long)]
+    pub skip_web_check: bool,
 }
 
 /// Arguments of `omnidev check`.

@@ -28,7 +28,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Omnigent(args)) => Ok(exec::run_omnigent(&args.pod, &args.args)?),
         Some(Command::Profile(ProfileCommand::Show(args))) => Ok(profile::show(&args)?),
         Some(Command::Install(args)) => install::install(&args),
-        Some(Command::Update) => install::update(),
+        Some(Command::Update(args)) => install::update(&args),
         Some(Command::Check(args)) => install::check(&args),
         Some(Command::Refresh) => install::refresh(),
         Some(Command::ShellHook(args)) => install::shell_hook(&args),

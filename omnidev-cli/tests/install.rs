@@ -579,6 +579,13 @@ fn declined_update_is_not_offered_again_but_a_newer_one_is() {
         "",
         "the declined commit is not offered again"
     );
+    // Asked plainly, check does not call it up to date.
+    let output = run(&mut cx.omnidev_isolated(&["check"]));
+    assert_eq!(
+        text(&output.stderr).trim(),
+        "omnidev: omnigent 222222222222 is available (declined; run `omnidev update` to install it)",
+        "{output:?}"
+    );
 
     let mut cache = cx.cache();
     cache["remote_commit"] = serde_json::json!(NEWER);
@@ -591,14 +598,11 @@ fn declined_update_is_not_offered_again_but_a_newer_one_is() {
     assert_eq!(cx.markers(), Vec::<String>::new());
 }
 
-#[test]
-fn accepting_the_prompt_runs_update() {
-    let cx = Context::new();
-    cx.write_cache(now(), OLD, NEW, None);
+/// uv at the process seam: `uv tool install` "installs" commit NEW's
+/// metadata where `uv tool dir` says tools live.
+fn fake_uv_installing_new(cx: &Context) {
     let tools = cx.path("uv-tools");
     let dist_info = tools.join("omnigent/lib/python3.12/site-packages/omnigent-0.1.0.dist-info");
-    // uv and Node at the process seam: `uv tool install` "installs" the new
-    // commit's metadata where `uv tool dir` says tools live.
     cx.fake(
         "uv",
         &format!(
@@ -610,6 +614,58 @@ fn accepting_the_prompt_runs_update() {
             dist = dist_info.display(),
         ),
     );
+}
+
+#[test]
+fn skip_web_check_on_update_and_remembered_from_install() {
+    let cx = Context::new();
+    fake_uv_installing_new(&cx);
+    cx.fake("node", "echo v20.0.0\n");
+    // The fakes first, then the system's tools (the fake uv uses mkdir).
+    let isolated = |args: &[&str]| {
+        let mut command = cx.omnidev_isolated(args);
+        command.env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", cx.path("bin").display()),
+        );
+        command
+    };
+    let output = run(&mut isolated(&["update"]));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        text(&output.stderr).contains("--skip-web-check"),
+        "{output:?}"
+    );
+    assert!(cx.marker_lines("uv").is_empty(), "uv did not run");
+    // The flag the message names exists on update.
+    let output = run(&mut isolated(&["update", "--skip-web-check"]));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        cx.marker_lines("uv").len(),
+        2,
+        "tool install, then tool dir"
+    );
+
+    // install --skip-web-check is saved, and update honours it.
+    let output = run(&mut isolated(&["install", "--skip-web-check"]));
+    assert!(output.status.success(), "{output:?}");
+    let saved = std::fs::read_to_string(cx.install_toml()).expect("install.toml");
+    assert!(saved.contains("skip-web-check = true"), "{saved}");
+    let output = run(&mut isolated(&["update"]));
+    assert!(output.status.success(), "{output:?}");
+    // A plain install forgets it again.
+    cx.fake("node", "echo v22.11.0\n");
+    let output = run(&mut isolated(&["install"]));
+    assert!(output.status.success(), "{output:?}");
+    let saved = std::fs::read_to_string(cx.install_toml()).expect("install.toml");
+    assert!(!saved.contains("skip-web-check"), "{saved}");
+}
+
+#[test]
+fn accepting_the_prompt_runs_update() {
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, NEW, None);
+    fake_uv_installing_new(&cx);
     cx.fake("node", "echo v22.11.0\n");
     let (ok, shown) = check_on_terminal(&cx, "y\n");
     assert!(ok, "{shown}");

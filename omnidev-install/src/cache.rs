@@ -102,6 +102,16 @@ impl CheckCache {
     }
 }
 
+impl CheckCache {
+    /// A newer commit than the installed one that the user declined: it
+    /// is not offered again, but it is not "up to date" either.
+    pub fn declined_update(&self) -> Option<&str> {
+        let installed = self.installed_commit.as_deref()?;
+        let remote = self.remote_commit.as_deref()?;
+        (installed != remote && self.declined_commit.as_deref() == Some(remote)).then_some(remote)
+    }
+}
+
 /// The lock serialising writers of the cache at `path` (see
 /// [`CheckCache::modify`]): `omnigent-check.lock` beside it.
 pub fn lock_path(path: &Path) -> PathBuf {
@@ -161,6 +171,7 @@ mod tests {
         );
         cache.declined_commit = Some("b".into());
         assert_eq!(cache.available_update(), None, "declined");
+        assert_eq!(cache.declined_update(), Some("b"));
         cache.remote_commit = Some("c".into());
         assert!(cache.available_update().is_some(), "a newer one is offered");
         cache.installed_commit = None;

@@ -32,6 +32,10 @@ pub struct InstallChoice {
     pub extras: Vec<String>,
     /// Python version (or interpreter path) passed to `uv --python`.
     pub python: String,
+    /// `install --skip-web-check` was given: `update` (and the update
+    /// prompt's `y`) skip the Node/npm preflight too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_web_check: bool,
 }
 
 impl Default for InstallChoice {
@@ -41,6 +45,7 @@ impl Default for InstallChoice {
             reference: DEFAULT_REF.to_owned(),
             extras: vec![DEFAULT_EXTRA.to_owned()],
             python: DEFAULT_PYTHON.to_owned(),
+            skip_web_check: false,
         }
     }
 }

@@ -10,7 +10,8 @@ use crate::{InstallChoice, Paths, Result, uv};
 /// Options of [`install`] and [`update`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct InstallOptions {
-    /// Skip the Node/npm preflight.
+    /// Skip the Node/npm preflight (an `update` also skips it when the
+    /// saved choice says so).
     pub skip_web_check: bool,
 }
 
@@ -48,7 +49,7 @@ pub fn install(
 pub fn update(paths: &Paths, options: InstallOptions) -> Result<Installed> {
     let choice = saved_choice(paths)?;
     choice.validate()?;
-    uv::preflight(options.skip_web_check)?;
+    uv::preflight(options.skip_web_check || choice.skip_web_check)?;
     let _lock = InstallLock::take(paths)?;
     // Read again under the lock: an install that just finished may have
     // changed it.

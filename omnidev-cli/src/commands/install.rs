@@ -6,12 +6,13 @@ use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+use omnidev_install::cache::CheckCache;
 use omnidev_install::check::{self, RefreshStart};
 use omnidev_install::hook::NO_UPDATE_CHECK_ENV;
 use omnidev_install::uv::skip_web_check_from_env;
 use omnidev_install::{DefaultSource, InstallOptions, Installed, Paths, Shell, Update};
 
-use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName};
+use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName, UpdateArgs};
 use crate::output::write_stdout;
 
 /// `omnidev install`.
@@ -26,16 +27,18 @@ pub fn install(args: &InstallArgs) -> miette::Result<ExitCode> {
 }
 
 /// `omnidev update`.
-pub fn update() -> miette::Result<ExitCode> {
+pub fn update(args: &UpdateArgs) -> miette::Result<ExitCode> {
     let paths = Paths::from_env()?;
-    let installed = run_update(&paths)?;
+    let installed = run_update(&paths, args.skip_web_check)?;
     report_installed(&installed)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_update(paths: &Paths) -> miette::Result<Installed> {
+/// An update; the web check is skipped with `skip_web_check`,
+/// `OMNIDEV_SKIP_WEB_CHECK`, or when the saved choice says so.
+fn run_update(paths: &Paths, skip_web_check: bool) -> miette::Result<Installed> {
     let options = InstallOptions {
-        skip_web_check: skip_web_check_from_env(),
+        skip_web_check: skip_web_check || skip_web_check_from_env(),
     };
     Ok(omnidev_install::update(paths, options)?)
 }
@@ -95,7 +98,12 @@ fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
             .cache
             .as_ref()
             .and_then(|cache| cache.installed_commit.as_deref());
+        let declined = report.cache.as_ref().and_then(CheckCache::declined_update);
         match (installed, refreshing) {
+            (Some(_), _) if let Some(newer) = declined => note!(
+                "omnidev: omnigent {} is available (declined; run `omnidev update` to install it)",
+                short(newer)
+            ),
             (Some(commit), _) => note!("omnidev: omnigent {} is up to date", short(commit)),
             (None, true) => {
                 note!("omnidev: no update information yet; checking in the background");
@@ -127,7 +135,7 @@ fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
     let mut answer = String::new();
     let _ = BufReader::new(&tty).take(256).read_line(&mut answer);
     match answer.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => match run_update(paths) {
+        "y" | "yes" => match run_update(paths, false) {
             Ok(installed) => report_installed(&installed)?,
             // Asked for just now: told in full, not folded into the
             // hook's once-a-day line.
