@@ -16,6 +16,7 @@ mod processes;
 mod cli;
 mod control;
 mod dist;
+mod editfix;
 mod install;
 mod lifecycle;
 mod pod;
@@ -61,6 +62,8 @@ const CASES: &[Case] = &[
     case!(lifecycle::py_change_reloads_server_then_host),
     case!(reload::package_moves_git_mv_and_mkdir_reload_once_each),
     case!(lifecycle::killed_server_restarts_with_backoff),
+    case!(editfix::syntax_error_backoff_then_fix_restarts_once),
+    case!(editfix::no_vite_no_ui_url_and_shutdown_lines_after_sigint),
     case!(lifecycle::sigint_sigterm_sighup_leave_no_process),
     case!(lifecycle::kill9_of_omnidev_leaves_no_process_within_2s),
     case!(control::detach_status_logs_restart_stop),
@@ -71,6 +74,7 @@ const CASES: &[Case] = &[
     case!(tui::tui_ctrl_z_and_sigtstp_suspend_fg_restores),
     case!(cli::headless_one_shot_exit_rule),
     case!(cli::exec_uses_running_pod_ports_and_exit_code),
+    case!(editfix::omnigent_in_a_never_started_checkout),
     case!(install::install_update_check_from_file_repo),
     case!(dist::dist_tarball_sha256_and_version),
 ];

@@ -2,12 +2,13 @@
 
 import argparse
 
-from omnigent import host, log, server
+from omnigent import __version__, host, log, server
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="omnigent")
     parser.add_argument("--log-to-stderr", action="store_true", help="write logs to stderr")
+    parser.add_argument("--version", action="version", version=f"omnigent {__version__} (example)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     s = commands.add_parser("server", help="run the backend HTTP server")
