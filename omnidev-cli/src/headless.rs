@@ -302,11 +302,23 @@ impl<W: Write> Output<W> {
     }
 }
 
+/// How long the writer lets entries gather before writing them, once it
+/// has caught up: during a burst it wakes about this often and writes large
+/// blocks, instead of being woken (and writing) for every small read of a
+/// service's pipe.
+const GATHER: Duration = Duration::from_millis(1);
+
+/// The longest output is held back while a service trickles lines.
+const MAX_HOLD: Duration = Duration::from_millis(10);
+
 /// Copies the feed to `out` until it is closed and drained (or `abandon`
-/// is set), flushing whenever it has caught up.
+/// is set). Output is flushed once nothing more arrived within [`GATHER`],
+/// and at least every [`MAX_HOLD`] while something is pending.
 fn pump<W: Write>(mut feed: Feed, mut printer: Printer, out: &mut Output<W>, abandon: &AtomicBool) {
     let mut batch = Vec::new();
     let mut wait = Duration::ZERO;
+    let mut pending_since: Option<std::time::Instant> = None;
+    let mut gathered = false;
     loop {
         batch.clear();
         match feed.recv_batch(&mut batch, wait) {
@@ -314,10 +326,22 @@ fn pump<W: Write>(mut feed: Feed, mut printer: Printer, out: &mut Output<W>, aba
                 for entry in &batch {
                     out.write(|w| printer.write_entry(w, entry));
                 }
+                let since = *pending_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= MAX_HOLD {
+                    out.flush();
+                    pending_since = None;
+                }
                 wait = Duration::ZERO;
+                gathered = false;
+            }
+            Recv::Empty if pending_since.is_some() && !gathered => {
+                // Caught up: let more gather without asking to be woken.
+                std::thread::sleep(GATHER);
+                gathered = true;
             }
             Recv::Empty => {
                 out.flush();
+                pending_since = None;
                 wait = Duration::from_secs(3600);
             }
             Recv::Closed => break,

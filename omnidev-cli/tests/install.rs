@@ -337,6 +337,51 @@ fn missing_or_corrupt_cache_starts_a_refresh() {
 }
 
 #[test]
+fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
+    // A cache directory that cannot be made (a file is in its way; a
+    // read-only directory would not stop root): the refresh cannot start.
+    let cx = Context::new();
+    let dir = cx.cache_file().parent().expect("parent").to_owned();
+    std::fs::write(&dir, "not a directory").expect("block the cache dir");
+    let quiet = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(quiet.status.success(), "{quiet:?}");
+    assert!(
+        text(&quiet.stderr).lines().count() <= 1,
+        "the shell hook says at most one line: {quiet:?}"
+    );
+    assert_eq!(text(&quiet.stdout), "");
+    let plain = run(&mut cx.omnidev_isolated(&["check"]));
+    assert!(!plain.status.success(), "{plain:?}");
+    assert!(
+        text(&plain.stderr).contains(&dir.display().to_string()),
+        "plain check names the directory: {plain:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&dir).expect("kept"),
+        "not a directory"
+    );
+
+    // A corrupt install.toml: plain `check` names the file, quiet says
+    // nothing and keeps the reason for plain `check`.
+    let cx = Context::new();
+    cx.write_cache(now(), OLD, OLD, None);
+    std::fs::create_dir_all(cx.install_toml().parent().expect("parent")).expect("dir");
+    std::fs::write(cx.install_toml(), "repo = [broken").expect("corrupt");
+    let quiet = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    assert!(quiet.status.success(), "{quiet:?}");
+    assert_eq!(text(&quiet.stderr), "", "{quiet:?}");
+    let plain = run(&mut cx.omnidev_isolated(&["check"]));
+    let shown = text(&plain.stderr);
+    assert!(!plain.status.success(), "{plain:?}");
+    assert!(shown.contains("install.toml"), "{shown}");
+    assert!(!shown.contains("not installed"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(cx.install_toml()).expect("kept"),
+        "repo = [broken"
+    );
+}
+
+#[test]
 fn no_update_check_variable_turns_check_off() {
     let cx = Context::new();
     cx.write_cache(0, OLD, NEW, None);

@@ -468,7 +468,11 @@ fn decode(bytes: &[u8]) -> Option<(Entry, usize)> {
 /// feed, from one place so they see the same order.
 #[derive(Debug)]
 pub(crate) struct Bus {
+    /// Every event, lines included.
     events: broadcast::Sender<Event>,
+    /// Every event but lines: for watchers of states, which would otherwise
+    /// wake (and cost the capture a clone) for every line of a burst.
+    changes: broadcast::Sender<Event>,
     feeds: Mutex<Vec<Arc<Shared>>>,
 }
 
@@ -476,12 +480,17 @@ impl Bus {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             events: broadcast::channel(capacity).0,
+            changes: broadcast::channel(capacity).0,
             feeds: Mutex::new(Vec::new()),
         }
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
+    }
+
+    pub(crate) fn subscribe_changes(&self) -> broadcast::Receiver<Event> {
+        self.changes.subscribe()
     }
 
     /// A new feed receiving everything published from now on.
@@ -511,6 +520,9 @@ impl Bus {
     /// Publishes an event to every subscriber and feed.
     pub(crate) fn send(&self, event: Event) {
         self.each_feed(|feed| feed.push([Entry::Event(event.clone())]));
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(event.clone());
+        }
         let _ = self.events.send(event);
     }
 

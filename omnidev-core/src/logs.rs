@@ -524,10 +524,42 @@ impl LogStore {
     }
 }
 
+/// Pipe buffer asked for a service's stdout and stderr: 1 MiB, the default
+/// ceiling (`/proc/sys/fs/pipe-max-size`) for unprivileged processes. It
+/// holds about 10 ms of the fastest writer, so letting small writes gather
+/// for [`GATHER`] never holds a service up.
+pub(crate) const PIPE_BYTES: i32 = 1024 * 1024;
+
+/// How long the capture lets a burst of small writes gather before reading
+/// again. A service writing a line per `write` (unbuffered Python, for
+/// one) would otherwise cost a read, a log write and a wake-up per line.
+const GATHER: Duration = Duration::from_millis(1);
+
+/// Widens the pipe behind `fd` to [`PIPE_BYTES`] (best effort: where the
+/// kernel refuses, the capture still works, reading more often).
+pub(crate) fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: F_SETPIPE_SZ takes an int and touches no memory; the
+        // descriptor is borrowed, so it is open for the call.
+        unsafe {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fd;
+}
+
 /// Reads `reader` to its end, recording each line of `service`. Never
 /// waits for subscribers (the broadcast channel drops for laggards, a
 /// [`Feed`](crate::feed::Feed) spools to disk), so the
 /// child's pipe is drained as fast as the files can be written.
+///
+/// When reads come back short in quick succession (a service writing
+/// many small pieces), the next read waits [`GATHER`] so the pieces arrive
+/// together; a read after a quiet spell, or one that filled the buffer, is
+/// followed at once.
 pub(crate) async fn capture<R: AsyncRead + Unpin>(
     mut reader: R,
     store: Arc<LogStore>,
@@ -535,13 +567,21 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(
     stream: Stream,
 ) {
     let mut splitter = LineSplitter::new(store.config().max_line_bytes);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 256 * 1024];
     let mut batch = Vec::new();
+    let mut last_read: Option<Instant> = None;
+    let mut gather = false;
     loop {
+        if gather {
+            tokio::time::sleep(GATHER).await;
+        }
         let n = match reader.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        let now = Instant::now();
+        gather = n < buf.len() && last_read.is_some_and(|at| now.duration_since(at) < GATHER);
+        last_read = Some(now);
         splitter.feed(&buf[..n], &mut batch);
         store.push_batch(&service, stream, &mut batch);
     }

@@ -263,6 +263,14 @@ impl Supervisor {
         self.inner.events.subscribe()
     }
 
+    /// Like [`Supervisor::subscribe`] without the services' output lines:
+    /// states, readiness, exits, reloads and notices. Cheaper for anyone
+    /// who only watches states, and it does not lag behind a burst of
+    /// output.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe_changes()
+    }
+
     /// A new lossless [`Feed`] of every line and event from now on (see
     /// [`crate::feed`]); [`Supervisor::start_with_feed`] attaches one before
     /// anything runs.

@@ -15,6 +15,9 @@ pub const MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 /// broken network does not start a refresh from every shell).
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(60 * 60);
 
+/// The largest cache file read; a written one is a few hundred bytes.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+
 /// The cached state of the update check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -39,11 +42,19 @@ pub struct CheckCache {
 }
 
 impl CheckCache {
-    /// Reads the cache. A missing or corrupt file is a miss (`None`): the
-    /// next refresh rewrites it.
+    /// Reads the cache. A missing, corrupt or oversized file (more than
+    /// [`MAX_FILE_BYTES`]) is a miss (`None`): the next refresh rewrites it.
+    /// At most `MAX_FILE_BYTES + 1` bytes are read, so a huge file costs
+    /// the hot path no more than a small one.
     pub fn load(path: &Path) -> Option<Self> {
-        let text = fs::read_optional(path).ok()??;
-        serde_json::from_str(&text).ok()
+        use std::io::Read as _;
+        let file = std::fs::File::open(path).ok()?;
+        let mut bytes = Vec::with_capacity(4096);
+        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).ok()?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return None;
+        }
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Writes the cache atomically.
@@ -190,6 +201,24 @@ mod tests {
         };
         cache.save(&path).expect("save");
         assert_eq!(CheckCache::load(&path), Some(cache));
+    }
+
+    #[test]
+    fn an_oversized_cache_is_a_miss() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("c.json");
+        let cache = CheckCache {
+            checked_at: 5,
+            ..CheckCache::default()
+        };
+        cache.save(&path).expect("save");
+        // Valid JSON followed by whitespace past the bound: read whole it
+        // would parse, so a miss shows only the bounded prefix was read.
+        let mut text = std::fs::read(&path).expect("read");
+        text.resize(usize::try_from(MAX_FILE_BYTES).expect("small") + 10, b' ');
+        std::fs::write(&path, &text).expect("write");
+        assert!(serde_json::from_slice::<CheckCache>(&text).is_ok());
+        assert_eq!(CheckCache::load(&path), None);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use omnidev_install::cache::CheckCache;
 use omnidev_install::check::{self, RefreshStart};
 use omnidev_install::hook::NO_UPDATE_CHECK_ENV;
 use omnidev_install::uv::skip_web_check_from_env;
-use omnidev_install::{DefaultSource, InstallOptions, Installed, Paths, Shell, Update};
+use omnidev_install::{
+    DefaultSource, InstallChoice, InstallOptions, Installed, Paths, Shell, Update,
+};
 
 use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName, UpdateArgs};
 use crate::output::write_stdout;
@@ -94,11 +96,14 @@ fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
             return offer_update(&paths, update);
         }
     } else if !args.quiet {
-        let installed = report
-            .cache
-            .as_ref()
-            .and_then(|cache| cache.installed_commit.as_deref());
-        let declined = report.cache.as_ref().and_then(CheckCache::declined_update);
+        // A corrupt choice is not "not installed": name the file.
+        InstallChoice::load(&paths.install_toml())?;
+        let cache = report.cache.as_ref();
+        if let Some(problem) = cache.and_then(|cache| cache.last_error.as_deref()) {
+            note!("omnidev: the last update check failed: {problem}");
+        }
+        let installed = cache.and_then(|cache| cache.installed_commit.as_deref());
+        let declined = cache.and_then(CheckCache::declined_update);
         match (installed, refreshing) {
             (Some(_), _) if let Some(newer) = declined => note!(
                 "omnidev: omnigent {} is available (declined; run `omnidev update` to install it)",

@@ -222,7 +222,7 @@ fn point_at(pointer: &std::path::Path, target: &std::path::Path) -> std::io::Res
 }
 
 async fn track_probe_timeouts(shared: Arc<Shared>) {
-    let mut events = shared.supervisor.subscribe();
+    let mut events = shared.supervisor.subscribe_changes();
     loop {
         let event = match events.recv().await {
             Ok(event) => event,
@@ -395,7 +395,7 @@ async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> R
     // The snapshot read right after queueing still shows the state being
     // replaced (an exit, a backoff); a service's state only answers once
     // the supervisor has acted on the request, i.e. once it changed state.
-    let mut events = supervisor.subscribe();
+    let mut events = supervisor.subscribe_changes();
     let mut acted: HashSet<String> = HashSet::new();
     let queued = match names.as_slice() {
         [one] => supervisor.restart(one).await,

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::os::fd::AsFd as _;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -100,10 +101,12 @@ impl ProcessSpawner {
         self.guard.register(pgid);
         let mut captures = Vec::new();
         if let Some(out) = child.stdout.take() {
+            logs::widen_pipe(out.as_fd());
             let task = logs::capture(out, self.logs.clone(), service.to_owned(), Stream::Stdout);
             captures.push(tokio::spawn(task));
         }
         if let Some(err) = child.stderr.take() {
+            logs::widen_pipe(err.as_fd());
             let task = logs::capture(err, self.logs.clone(), service.to_owned(), Stream::Stderr);
             captures.push(tokio::spawn(task));
         }
