@@ -207,7 +207,7 @@ pub async fn run_pod(
     let settled = tokio::select! {
         settled = supervisor.wait_settled() => Some(settled),
         signal = signals.recv() => {
-            supervisor.notice(format!("{signal:?}: stopping the pod"));
+            supervisor.notice(format!("stopping the pod ({signal})"));
             None
         }
     };
@@ -225,7 +225,7 @@ pub async fn run_pod(
             abandon.store(true, Ordering::Relaxed);
             let _ = writeln!(
                 std::io::stderr(),
-                "omnidev: {signal:?} again: not writing the rest of the output; every line is in {}",
+                "omnidev: {signal} again: not writing the rest of the output; every line is in {}",
                 logs_dir.display()
             );
             (&mut done).await.unwrap_or(false)

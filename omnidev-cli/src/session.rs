@@ -267,12 +267,12 @@ pub async fn stop_pod(
             stopped = &mut stopping => return stopped,
             signal = signals.recv() => {
                 if hurried {
-                    note!("omnidev: {signal:?} again: exiting now");
+                    note!("omnidev: {signal} again: exiting now");
                     std::process::exit(128 + signal.number());
                 }
                 hurried = true;
                 note!(
-                    "omnidev: {signal:?} during shutdown: killing every process now \
+                    "omnidev: {signal} during shutdown: killing every process now \
                      (once more to exit without waiting)"
                 );
                 supervisor.kill_now();

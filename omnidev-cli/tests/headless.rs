@@ -113,7 +113,7 @@ depends-on = {{ alpha = "started" }}
     pids
 }
 
-fn signal_leaves_nothing_behind(signal: i32) {
+fn signal_leaves_nothing_behind(signal: i32, name: &str) {
     let ctx = TestContext::new();
     let pids_dir = forking_profile(&ctx);
     let mut child = ctx.spawn(&["--headless"]);
@@ -145,6 +145,10 @@ fn signal_leaves_nothing_behind(signal: i32) {
         let _ = out.read_to_string(&mut stdout);
     }
     assert_eq!(done.and_then(|s| s.code()), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("omnidev | stopping the pod ({name})")),
+        "the signal is told as a sentence: {stdout}"
+    );
     // The supervisor has reaped its groups before exiting; give the
     // grandchildren's last reaping (by init) a moment as a condition.
     wait_for(
@@ -156,17 +160,17 @@ fn signal_leaves_nothing_behind(signal: i32) {
 
 #[test]
 fn sigint_leaves_no_process_behind() {
-    signal_leaves_nothing_behind(libc::SIGINT);
+    signal_leaves_nothing_behind(libc::SIGINT, "SIGINT");
 }
 
 #[test]
 fn sigterm_leaves_no_process_behind() {
-    signal_leaves_nothing_behind(libc::SIGTERM);
+    signal_leaves_nothing_behind(libc::SIGTERM, "SIGTERM");
 }
 
 #[test]
 fn sighup_leaves_no_process_behind() {
-    signal_leaves_nothing_behind(libc::SIGHUP);
+    signal_leaves_nothing_behind(libc::SIGHUP, "SIGHUP");
 }
 
 /// A profile whose service ignores SIGTERM and starts five helpers that

@@ -30,6 +30,18 @@ impl ShutdownSignal {
     }
 }
 
+/// The signal's name, as people know it (`SIGINT`).
+impl std::fmt::Display for ShutdownSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ShutdownSignal::Interrupt => "SIGINT",
+            ShutdownSignal::Terminate => "SIGTERM",
+            ShutdownSignal::Hangup => "SIGHUP",
+            ShutdownSignal::Quit => "SIGQUIT",
+        })
+    }
+}
+
 /// Installed handlers for the shutdown signals. Creating it replaces the
 /// default action of SIGINT, SIGTERM, SIGHUP and SIGQUIT (for the whole
 /// process, for good), so nothing is lost between installing and waiting.
@@ -85,6 +97,7 @@ mod tests {
             .await
             .expect("signal seen");
         assert_eq!(got, ShutdownSignal::Hangup);
+        assert_eq!(got.to_string(), "SIGHUP");
         assert_eq!(got.number(), libc::SIGHUP);
     }
 }

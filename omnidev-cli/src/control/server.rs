@@ -111,6 +111,9 @@ struct Shared {
     running_since: Mutex<HashMap<String, (u32, tokio::time::Instant)>>,
     /// Slots for requests that wait ([`MAX_WAITING`]).
     waiting: Arc<tokio::sync::Semaphore>,
+    /// How long a client has to send its request and take the answer
+    /// ([`REQUEST_DEADLINE`]; shorter in tests).
+    request_deadline: Duration,
 }
 
 impl ControlServer {
@@ -120,6 +123,16 @@ impl ControlServer {
     /// owner (mode 0600) and points `<pod>/control.sock` at it. Must be
     /// called inside a tokio runtime.
     pub fn start(info: ServerInfo, supervisor: Supervisor) -> Result<Self> {
+        Self::start_with_deadline(info, supervisor, REQUEST_DEADLINE)
+    }
+
+    /// [`ControlServer::start`] with another request deadline (tests give
+    /// a short one instead of waiting out the real one).
+    fn start_with_deadline(
+        info: ServerInfo,
+        supervisor: Supervisor,
+        request_deadline: Duration,
+    ) -> Result<Self> {
         let path = info.socket.clone();
         let pointer = super::pointer_path(&info.pod_dir);
         let listen = |source| Error::Listen {
@@ -149,6 +162,7 @@ impl ControlServer {
             timed_out: Mutex::new(HashSet::new()),
             running_since: Mutex::new(HashMap::new()),
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),
+            request_deadline,
         });
         let tracker = tokio::spawn(track_probe_timeouts(shared.clone()));
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -296,7 +310,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
     let mut line = String::new();
     // A client that connects and never sends its request line must not
     // hold a task for the life of the pod.
-    match tokio::time::timeout(REQUEST_DEADLINE, reader.read_line(&mut line)).await {
+    match tokio::time::timeout(shared.request_deadline, reader.read_line(&mut line)).await {
         Ok(Ok(_)) => {}
         Ok(Err(_)) | Err(_) => return,
     }
@@ -317,7 +331,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         Err(e) => Response::error(format!("not a request: {e}")),
     };
     let text = encode(&response);
-    let _ = tokio::time::timeout(REQUEST_DEADLINE, async {
+    let _ = tokio::time::timeout(shared.request_deadline, async {
         let _ = write.write_all(text.as_bytes()).await;
         let _ = write.shutdown().await;
     })
@@ -559,6 +573,15 @@ mod tests {
         restart: RestartPolicy,
         backend: Vec<String>,
     ) -> (Supervisor, ControlServer) {
+        idle_pod_with_deadline(dir, restart, backend, REQUEST_DEADLINE).await
+    }
+
+    async fn idle_pod_with_deadline(
+        dir: &std::path::Path,
+        restart: RestartPolicy,
+        backend: Vec<String>,
+        request_deadline: Duration,
+    ) -> (Supervisor, ControlServer) {
         let mut idle = ServiceSpec::new("idle", "sleep", ["1000"], dir);
         idle.restart = restart;
         let supervisor = Supervisor::start(SupervisorConfig {
@@ -576,20 +599,24 @@ mod tests {
             backend,
             probed: HashSet::new(),
         };
-        let server = ControlServer::start(info, supervisor.clone()).expect("server");
+        let server = ControlServer::start_with_deadline(info, supervisor.clone(), request_deadline)
+            .expect("server");
         (supervisor, server)
     }
 
     #[tokio::test]
     async fn a_silent_client_is_disconnected() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (supervisor, server) = idle_pod(dir.path(), RestartPolicy::Never, Vec::new()).await;
+        // An injected 200 ms deadline instead of the real 10 s one.
+        let deadline = Duration::from_millis(200);
+        let (supervisor, server) =
+            idle_pod_with_deadline(dir.path(), RestartPolicy::Never, Vec::new(), deadline).await;
         let mut client = UnixStream::connect(super::super::socket_path(dir.path()))
             .await
             .expect("connect");
-        // The server's request deadline (10 s) passes well before this one.
+        // The server hangs up well before this generous wait ends.
         let mut byte = [0u8; 1];
-        let read = tokio::time::timeout(REQUEST_DEADLINE * 6, client.read(&mut byte)).await;
+        let read = tokio::time::timeout(REQUEST_DEADLINE * 3, client.read(&mut byte)).await;
         assert!(
             matches!(read, Ok(Ok(0))),
             "the server must hang up on a client that sends nothing: {read:?}"

@@ -142,7 +142,7 @@ pub fn no_vite_no_ui_url_and_shutdown_lines_after_sigint(ctx: &mut Ctx) -> Resul
     ensure!(!out.contains("ui http"), "a ui URL with --no-vite:\n{out}");
     let interrupted = out
         .lines()
-        .position(|line| line.contains("omnidev | Interrupt: stopping the pod"))
+        .position(|line| line.contains("omnidev | stopping the pod (SIGINT)"))
         .context("no interrupt line")?;
     let last_word = format!("omnigent-server: shutdown complete pid={}", server.pid);
     let said = out
