@@ -29,7 +29,7 @@ const CURRENT_MATCH: Style = Style::new().fg(Color::Black).bg(Color::Yellow);
 /// Draws the whole screen and records the pane geometry for paging.
 pub fn render(app: &mut App, frame: &mut Frame<'_>) {
     let area = frame.area();
-    let header = header_lines(app);
+    let header = header_lines(app, area.width as usize);
     let header_rows: Vec<Line<'static>> = header
         .into_iter()
         .flat_map(|l| wrap_line(l, area.width as usize))
@@ -43,7 +43,10 @@ pub fn render(app: &mut App, frame: &mut Frame<'_>) {
     .areas(area);
     frame.render_widget(Paragraph::new(header_rows), header_area);
     render_body(app, frame, body_area);
-    frame.render_widget(Paragraph::new(footer_line(app)), footer_area);
+    frame.render_widget(
+        Paragraph::new(footer_line(app, area.width as usize)),
+        footer_area,
+    );
 }
 
 fn service_colour(index: usize) -> Color {
@@ -66,7 +69,7 @@ fn state_style(state: &ServiceState) -> Style {
     }
 }
 
-fn header_lines(app: &App) -> Vec<Line<'static>> {
+fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let dim = Style::new().fg(Color::DarkGray);
     let first = vec![
         Span::styled("omnidev", Style::new().add_modifier(Modifier::BOLD)),
@@ -84,7 +87,28 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
             Style::new().add_modifier(Modifier::UNDERLINED),
         ));
     }
-    let mut tabs = Vec::new();
+    let tabs = tabs_line(app, width);
+    let mut lines = vec![Line::from(first)];
+    if !urls.is_empty() {
+        lines.push(Line::from(urls));
+    }
+    lines.push(tabs);
+    lines
+}
+
+/// How much a tab tells: everything, the state's word, or its icon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TabDetail {
+    Full,
+    Word,
+    Icon,
+}
+
+/// The tab line: ` 0 all ` and one tab per service, as detailed as the
+/// width allows. Tabs lose detail first (pid and restarts, then the state
+/// word for an icon); if even that does not fit, whole tabs are left out
+/// (never the focused one) and `+N` says how many.
+fn tabs_line(app: &App, width: usize) -> Line<'static> {
     let focused = |i: usize| {
         if app.focus == i {
             Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
@@ -92,20 +116,88 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
             Style::new()
         }
     };
-    tabs.push(Span::styled(" 0 all ", focused(0)));
-    for (i, service) in app.services.iter().enumerate() {
-        tabs.push(Span::raw(" "));
-        tabs.extend(service_tab(i, service, focused(i + 1)));
+    let build = |detail: TabDetail| -> Vec<Vec<Span<'static>>> {
+        let mut tabs = vec![vec![Span::styled(" 0 all ", focused(0))]];
+        for (i, service) in app.services.iter().enumerate() {
+            tabs.push(service_tab(i, service, focused(i + 1), detail));
+        }
+        tabs
+    };
+    let units_width = |tabs: &[Vec<Span<'static>>]| -> usize {
+        tabs.iter()
+            .map(|tab| tab.iter().map(Span::width).sum::<usize>())
+            .sum::<usize>()
+            + tabs.len().saturating_sub(1)
+    };
+    for detail in [TabDetail::Full, TabDetail::Word, TabDetail::Icon] {
+        let tabs = build(detail);
+        if width == 0 || units_width(&tabs) <= width {
+            return join_tabs(tabs);
+        }
     }
-    let mut lines = vec![Line::from(first)];
-    if !urls.is_empty() {
-        lines.push(Line::from(urls));
+    // Whole tabs, in order, keeping the focused one and room for `+N`.
+    let tabs = build(TabDetail::Icon);
+    let tab_width = |tab: &Vec<Span<'static>>| tab.iter().map(Span::width).sum::<usize>();
+    let room = width.saturating_sub(4);
+    let mut used = tab_width(&tabs[app.focus.min(tabs.len() - 1)]);
+    let mut keep = vec![false; tabs.len()];
+    keep[app.focus.min(tabs.len() - 1)] = true;
+    for (i, tab) in tabs.iter().enumerate() {
+        if !keep[i] && used + 1 + tab_width(tab) <= room {
+            used += 1 + tab_width(tab);
+            keep[i] = true;
+        }
     }
-    lines.push(Line::from(tabs));
-    lines
+    let left_out = keep.iter().filter(|k| !**k).count();
+    let mut shown: Vec<Vec<Span<'static>>> = tabs
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(tab, keep)| keep.then_some(tab))
+        .collect();
+    shown.push(vec![Span::styled(
+        format!("+{left_out}"),
+        Style::new().fg(Color::DarkGray),
+    )]);
+    join_tabs(shown)
 }
 
-fn service_tab(index: usize, service: &ServiceView, base: Style) -> Vec<Span<'static>> {
+fn join_tabs(tabs: Vec<Vec<Span<'static>>>) -> Line<'static> {
+    let mut spans = Vec::new();
+    for (i, tab) in tabs.into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::raw(" "));
+        }
+        spans.extend(tab);
+    }
+    Line::from(spans)
+}
+
+/// One glyph per state, for the narrowest tabs.
+fn state_icon(state: &ServiceState, has_probe: bool) -> &'static str {
+    match state {
+        ServiceState::Ready { .. } => "✓",
+        ServiceState::Running { .. } if has_probe => "…",
+        ServiceState::Running { .. } => "●",
+        ServiceState::Waiting | ServiceState::Preparing => "…",
+        ServiceState::Restarting { .. } => "↻",
+        ServiceState::Stopping { .. } => "◌",
+        ServiceState::Exited { status } if status.success() => "■",
+        ServiceState::Exited { .. } | ServiceState::Failed { .. } => "✗",
+        ServiceState::Stopped => "■",
+    }
+}
+
+fn service_tab(
+    index: usize,
+    service: &ServiceView,
+    base: Style,
+    detail: TabDetail,
+) -> Vec<Span<'static>> {
+    let state = match detail {
+        TabDetail::Full => service.state.label(service.has_probe),
+        TabDetail::Word => service.state.word(service.has_probe).to_owned(),
+        TabDetail::Icon => state_icon(&service.state, service.has_probe).to_owned(),
+    };
     let mut spans = vec![
         Span::styled(format!(" {} ", index + 1), base),
         Span::styled(
@@ -113,12 +205,9 @@ fn service_tab(index: usize, service: &ServiceView, base: Style) -> Vec<Span<'st
             base.fg(service_colour(index)).add_modifier(Modifier::BOLD),
         ),
         Span::styled(" ", base),
-        Span::styled(
-            service.state.label(service.has_probe),
-            base.patch(state_style(&service.state)),
-        ),
+        Span::styled(state, base.patch(state_style(&service.state))),
     ];
-    if service.restarts > 0 {
+    if service.restarts > 0 && detail == TabDetail::Full {
         spans.push(Span::styled(
             format!(" ↻{}", service.restarts),
             base.fg(Color::LightRed),
@@ -128,7 +217,17 @@ fn service_tab(index: usize, service: &ServiceView, base: Style) -> Vec<Span<'st
     spans
 }
 
-fn footer_line(app: &App) -> Line<'static> {
+/// The key help, longest first: the footer shows the longest that fits, so
+/// every key stays listed on a narrow terminal.
+const KEY_HELP: [&str; 5] = [
+    "q quit  0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  R reload backend  c clear",
+    "q quit  0-9/Tab pane  ↑↓ jkdugG scroll  f follow  /?nN search  w wrap  r restart  R reload  c clear",
+    "q quit 0-9 pane ↑↓ scroll f follow / search w wrap r restart R reload c clear",
+    "q:quit 0-9:pane ↑↓:scroll f:follow /:find w:wrap r:rst R:reload c:clr",
+    "q:quit 0-9 ↑↓ f:follow /:find w:wrap r:rst R:rld c:clr",
+];
+
+fn footer_line(app: &App, width: usize) -> Line<'static> {
     let dim = Style::new().fg(Color::DarkGray);
     if let Mode::Search { direction, input } = &app.mode {
         let prompt = match direction {
@@ -147,10 +246,11 @@ fn footer_line(app: &App) -> Line<'static> {
             Style::new().fg(Color::Yellow),
         ));
     }
-    Line::from(Span::styled(
-        "q quit  0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  R reload backend  c clear",
-        dim,
-    ))
+    let help = KEY_HELP
+        .iter()
+        .find(|help| unicode_width::UnicodeWidthStr::width(**help) <= width)
+        .unwrap_or(&KEY_HELP[KEY_HELP.len() - 1]);
+    Line::from(Span::styled(*help, dim))
 }
 
 fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
@@ -590,6 +690,58 @@ mod tests {
             "{screen}"
         );
         assert!(!screen.contains("example.com"), "{screen}");
+    }
+
+    fn screen_rows(terminal: &Terminal<TestBackend>) -> Vec<String> {
+        let buffer = terminal.backend().buffer();
+        (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_terminals_keep_whole_tabs_and_every_key() {
+        for (width, height) in [(80, 24), (60, 20)] {
+            let mut app = sample_app();
+            let terminal = draw(&mut app, width, height);
+            let rows = screen_rows(&terminal);
+            let tabs = rows
+                .iter()
+                .find(|row| row.contains(" 0 all "))
+                .expect("a tab row");
+            for tab in ["1 server ready", "2 host running", "3 vite crashed"] {
+                assert!(tabs.contains(tab), "{width}x{height}: {tabs:?}");
+            }
+            let footer = rows.last().expect("rows").trim_end();
+            assert!(
+                KEY_HELP.contains(&footer),
+                "{width}x{height}: the footer is one whole key help: {footer:?}"
+            );
+            insta::assert_snapshot!(format!("tui_{width}x{height}"), terminal.backend());
+        }
+    }
+
+    #[test]
+    fn tabs_too_many_for_the_width_are_left_out_whole_keeping_the_focused_one() {
+        let mut app = sample_app();
+        app.handle_key(KeyEvent::new(KeyCode::Char('3'), KeyModifiers::NONE));
+        let tabs = tabs_line(&app, 34).to_string();
+        assert_eq!(tabs, " 0 all   2 host ●   3 vite ✗  +1");
+        let tabs = tabs_line(&app, 24).to_string();
+        assert_eq!(tabs, " 0 all   3 vite ✗  +2", "the focused tab stays");
+        assert!(
+            unicode_width::UnicodeWidthStr::width(tabs.as_str()) <= 24,
+            "{tabs:?}"
+        );
+        // Every tab shown is whole: a name is never cut.
+        for name in ["server", "host"] {
+            let cut = (1..name.len()).any(|n| tabs.contains(&format!(" {} ", &name[..n])));
+            assert!(!cut, "{tabs:?}");
+        }
     }
 
     #[test]
