@@ -108,9 +108,76 @@ pub fn cmdline(pid: u32) -> String {
         .to_owned()
 }
 
+/// Programs that start the real service as their one child and wait for
+/// it: `uv run` and `uvx` (Python's own pid is the one its log prints).
+pub const WRAPPERS: [&str; 2] = ["uv", "uvx"];
+
+/// The process people mean by a service's pid: `pid` itself, or, while it
+/// is one of the [`WRAPPERS`] with exactly one child, that child (followed
+/// at most three levels). Where `/proc` cannot tell, `pid`.
+pub fn main_process(pid: u32) -> u32 {
+    let mut current = pid;
+    for _ in 0..3 {
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{current}/comm")) else {
+            break;
+        };
+        if !WRAPPERS.contains(&comm.trim_end()) {
+            break;
+        }
+        match children(current).as_slice() {
+            [only] => current = *only,
+            _ => break,
+        }
+    }
+    current
+}
+
+/// The children of `pid` (from `/proc/<pid>/task/<pid>/children` where the
+/// kernel has it, else from the process table).
+pub fn children(pid: u32) -> Vec<u32> {
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+        return text
+            .split_ascii_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .collect();
+    }
+    table()
+        .into_iter()
+        .filter(|stat| stat.ppid == pid)
+        .map(|stat| stat.pid)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrapper_is_seen_through_to_its_one_child() {
+        // A real `uv run` would need a project; a program named `uv` that
+        // starts one child and waits shows the same shape.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let uv = dir.path().join("uv");
+        std::fs::write(&uv, "#!/bin/sh\nsleep 30 &\nwait\n").expect("write");
+        std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let mut wrapper = std::process::Command::new(&uv).spawn().expect("spawn");
+        let pid = wrapper.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut main = pid;
+        while main == pid && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            main = main_process(pid);
+        }
+        let child_comm = std::fs::read_to_string(format!("/proc/{main}/comm")).unwrap_or_default();
+        let _ = std::process::Command::new("kill").arg(main.to_string()).status();
+        let _ = wrapper.kill();
+        let _ = wrapper.wait();
+        assert_ne!(main, pid, "the wrapper's child is the main process");
+        assert_eq!(child_comm.trim_end(), "sleep");
+        // Not a wrapper: the pid itself.
+        assert_eq!(main_process(std::process::id()), std::process::id());
+    }
 
     #[test]
     fn own_process_is_read_consistently() {

@@ -172,6 +172,22 @@ fn join_tabs(tabs: Vec<Vec<Span<'static>>>) -> Line<'static> {
     Line::from(spans)
 }
 
+/// The state with its data; the pid is the service's main process (the
+/// child of `uv run`, see [`omnidev_core::proc::main_process`]), the one its
+/// own log prints.
+fn full_label(service: &ServiceView) -> String {
+    match service.state {
+        ServiceState::Running { pid }
+        | ServiceState::Ready { pid }
+        | ServiceState::Stopping { pid } => format!(
+            "{} pid {}",
+            service.state.word(service.has_probe),
+            omnidev_core::proc::main_process(pid)
+        ),
+        _ => service.state.label(service.has_probe),
+    }
+}
+
 /// One glyph per state, for the narrowest tabs.
 fn state_icon(state: &ServiceState, has_probe: bool) -> &'static str {
     match state {
@@ -194,7 +210,7 @@ fn service_tab(
     detail: TabDetail,
 ) -> Vec<Span<'static>> {
     let state = match detail {
-        TabDetail::Full => service.state.label(service.has_probe),
+        TabDetail::Full => full_label(service),
         TabDetail::Word => service.state.word(service.has_probe).to_owned(),
         TabDetail::Icon => state_icon(&service.state, service.has_probe).to_owned(),
     };
