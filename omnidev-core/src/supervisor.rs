@@ -147,6 +147,14 @@ impl Supervisor {
         attach: impl FnOnce(&Bus) -> T,
     ) -> Result<(Supervisor, broadcast::Receiver<Event>, T)> {
         let order = graph::start_order(&config.services)?;
+        if config.services.iter().any(|s| {
+            matches!(
+                s.readiness.as_ref().map(|r| &r.probe),
+                Some(crate::spec::ProbeSpec::Http { .. })
+            )
+        }) {
+            crate::probe::warm_http();
+        }
         let names: Vec<String> = config.services.iter().map(|s| s.name.clone()).collect();
         let events = Arc::new(Bus::new(EVENT_CAPACITY));
         let attached = attach(&events);

@@ -4,6 +4,7 @@
 //! a number.
 
 mod headless;
+mod reload;
 
 use std::fs;
 use std::net::TcpListener;
@@ -323,6 +324,11 @@ fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) ->
 
 const STUB_SERVER: &str = r#"
 import http.server, os, sys
+# The application's code: a syntax error in it crashes the server at
+# start, as it does a Python web server.
+if len(sys.argv) > 2:
+    with open(sys.argv[2]) as source:
+        exec(compile(source.read(), sys.argv[2], "exec"), {})
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = str(os.getpid()).encode()
@@ -351,7 +357,7 @@ server = 7700
 debounce-ms = 100
 
 [services.server]
-command = ["python3", "{repo}/stub_server.py", "{port.server}"]
+command = ["python3", "{repo}/stub_server.py", "{port.server}", "{repo}/src/app.py"]
 ready = { http = "http://127.0.0.1:{port.server}/health", interval-ms = 20, timeout-ms = 30000 }
 watch = ["src/**/*.py"]
 
@@ -429,6 +435,7 @@ fn own_start_time(repo: &Path) -> Result<Duration> {
         Command::new("python3")
             .arg(repo.join("stub_server.py"))
             .arg(port.to_string())
+            .arg(repo.join("src/app.py"))
             .stdout(Stdio::null())
             .spawn()?,
     );
@@ -509,54 +516,18 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
         reference: own,
     });
 
-    let mut bare = String::from("(not measured)");
-    let reload = (|| -> Result<String> {
-        if !startup_ok {
-            bail!("omnidev up does not run the stub profile");
-        }
-        let port = free_port()?;
-        let mut command = up(port);
-        command.stdout(Stdio::null()).stderr(Stdio::null());
-        let _pod = Guard(command.spawn()?);
-        let mut pid = poll(Duration::from_mins(1), || health_pid(port))?;
-        let mut samples = Vec::new();
-        for round in 1..=7 {
-            // Let the previous reload (and the host after it) settle.
-            std::thread::sleep(Duration::from_millis(700));
-            let written = Instant::now();
-            fs::write(repo.join("src/app.py"), format!("VALUE = {round}\n"))?;
-            pid = poll(Duration::from_secs(30), || {
-                health_pid(port).filter(|now| *now != pid)
-            })?;
-            samples.push(written.elapsed());
-        }
-        // The bare cost of the same restart: kill the stub, start it, ready.
-        let bare_port = free_port()?;
-        let mut bare_samples = Vec::new();
-        for _ in 0..5 {
-            let start = Instant::now();
-            let server = Guard(
-                Command::new("python3")
-                    .arg(repo.join("stub_server.py"))
-                    .arg(bare_port.to_string())
-                    .stdout(Stdio::null())
-                    .spawn()?,
-            );
-            poll(Duration::from_secs(30), || health_pid(bare_port))?;
-            bare_samples.push(start.elapsed());
-            drop(server);
-        }
-        bare = format!(
-            "target <= 100 ms debounce + 300 ms; bare stub restart {}",
-            millis(median(bare_samples))
-        );
-        Ok(millis(median(samples)))
-    })();
-    rows.push(Row {
-        name: "up: reload latency, write -> new server ready",
-        figure: reload,
-        reference: bare,
-    });
+    if startup_ok {
+        let with_output = |port: u16, output: &Path| -> Command {
+            let mut command = up(port);
+            match fs::File::create(output) {
+                Ok(file) => command.stdout(file),
+                Err(_) => command.stdout(Stdio::null()),
+            };
+            command.stderr(Stdio::null());
+            command
+        };
+        rows.extend(reload::rows(&repo, dir, &with_output));
+    }
 
     let idle = (|| -> Result<String> {
         if !startup_ok {

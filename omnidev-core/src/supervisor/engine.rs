@@ -982,56 +982,59 @@ impl Engine {
         }
     }
 
-    /// Starts what is queued for crashed services, and the queued reload
-    /// once the running one is done. True when it started a reload.
+    /// Whether service `i` is past the restart a reload gave it: ready (or
+    /// running without a probe), or ended; not preparing, stopping or about
+    /// to start, and not waiting to follow a dependency.
+    fn settled_for_reload(&self, i: usize) -> bool {
+        let s = &self.services[i];
+        s.intent != Intent::RestartPending
+            && match s.phase {
+                Phase::Running(_) => s.is_ready(),
+                Phase::Exited { .. }
+                | Phase::Stopped
+                | Phase::Backoff { .. }
+                | Phase::Failed { .. } => true,
+                Phase::Waiting => self.blocked(i, 0) || s.intent == Intent::Hold,
+                Phase::Preparing { .. } | Phase::Stopping { .. } => false,
+            }
+    }
+
+    /// Starts what is queued for each service as soon as that service is
+    /// settled (see [`Engine::settled_for_reload`]) or down after a crash:
+    /// a change waits for the restart of the service it reloads, not for
+    /// that restart's dependents (they restart after it again anyway), and
+    /// a crashed service does not wait at all — the developer is waiting
+    /// for exactly this restart. True when it started a reload.
     fn check_reload(&mut self) -> bool {
         let mut started = false;
-        // What is queued for a service that is down after a crash need not
-        // wait for the running reload: nothing of it runs to be disturbed,
-        // and the developer is waiting for exactly this restart.
-        if let Some((queued, changes)) = &mut self.reload.queued {
-            let down: BTreeSet<usize> = queued
+        let now: BTreeSet<usize> = match &self.reload.queued {
+            Some((queued, _)) => queued
                 .iter()
                 .copied()
-                .filter(|&i| self.services[i].is_down_after_crash())
-                .collect();
-            if !down.is_empty() {
-                queued.retain(|i| !down.contains(i));
-                let changes = if queued.is_empty() {
-                    self.reload
-                        .queued
-                        .take()
-                        .map(|(_, c)| c)
-                        .unwrap_or_default()
-                } else {
-                    changes.clone()
-                };
-                self.start_reload(&down, changes);
-                started = true;
-            }
-        }
-        let Some(active) = &self.reload.active else {
-            return started;
+                .filter(|&i| self.services[i].is_down_after_crash() || self.settled_for_reload(i))
+                .collect(),
+            None => BTreeSet::new(),
         };
-        let done = active.iter().all(|&i| {
-            let s = &self.services[i];
-            s.intent != Intent::RestartPending
-                && match s.phase {
-                    Phase::Running(_) => s.is_ready(),
-                    Phase::Exited { .. }
-                    | Phase::Stopped
-                    | Phase::Backoff { .. }
-                    | Phase::Failed { .. } => true,
-                    Phase::Waiting => self.blocked(i, 0) || s.intent == Intent::Hold,
-                    Phase::Preparing { .. } | Phase::Stopping { .. } => false,
-                }
-        });
-        if done {
+        if !now.is_empty()
+            && let Some((queued, changes)) = &mut self.reload.queued
+        {
+            queued.retain(|i| !now.contains(i));
+            let changes = if queued.is_empty() {
+                self.reload
+                    .queued
+                    .take()
+                    .map(|(_, c)| c)
+                    .unwrap_or_default()
+            } else {
+                changes.clone()
+            };
+            self.start_reload(&now, changes);
+            started = true;
+        }
+        if let Some(active) = &self.reload.active
+            && active.iter().all(|&i| self.settled_for_reload(i))
+        {
             self.reload.active = None;
-            if let Some((next, changes)) = self.reload.queued.take() {
-                self.start_reload(&next, changes);
-                started = true;
-            }
         }
         started
     }

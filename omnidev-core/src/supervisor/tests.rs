@@ -510,3 +510,53 @@ async fn a_change_queued_behind_a_reload_restarts_a_crashed_server_at_once() {
     assert_eq!(spawner.spawns("host", "host"), 2, "the host follows once");
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_change_does_not_wait_for_the_dependents_of_the_last_reload() {
+    let spawner = FakeSpawner::new();
+    let supervisor = backend(&spawner).await;
+    until("the server spawned", || {
+        spawner.spawns("server", "server") == 1
+    })
+    .await;
+    serve(&supervisor);
+    until("the host running", || {
+        is_running(&state(&supervisor, "host"))
+    })
+    .await;
+
+    // A reload whose server is ready while the host is still stopping.
+    spawner.hold_stops("host");
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the reloaded server", || {
+        spawner.spawns("server", "server") == 2
+    })
+    .await;
+    serve(&supervisor);
+    until("the host stopping", || {
+        matches!(state(&supervisor, "host"), ServiceState::Stopping { .. })
+    })
+    .await;
+
+    // The next change restarts the server now, not after the host.
+    supervisor
+        .reload_changed(&["server"], changed("omnigent/c.py"))
+        .await
+        .expect("reload");
+    until("the server restarted again", || {
+        spawner.spawns("server", "server") == 3
+    })
+    .await;
+    assert!(matches!(
+        state(&supervisor, "host"),
+        ServiceState::Stopping { .. }
+    ));
+    spawner.open();
+    serve(&supervisor);
+    until("the host back", || is_running(&state(&supervisor, "host"))).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(spawner.spawns("server", "server"), 3);
+    assert_eq!(spawner.spawns("host", "host"), 2, "the host restarts once");
+    assert!(!supervisor.is_reloading());
+    supervisor.shutdown().await.expect("shutdown");
+}
