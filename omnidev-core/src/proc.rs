@@ -170,7 +170,9 @@ mod tests {
             main = main_process(pid);
         }
         let child_comm = std::fs::read_to_string(format!("/proc/{main}/comm")).unwrap_or_default();
-        let _ = std::process::Command::new("kill").arg(main.to_string()).status();
+        let _ = std::process::Command::new("kill")
+            .arg(main.to_string())
+            .status();
         let _ = wrapper.kill();
         let _ = wrapper.wait();
         assert_ne!(main, pid, "the wrapper's child is the main process");

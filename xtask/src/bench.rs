@@ -57,17 +57,91 @@ pub fn run(options: &Bench) -> Result<()> {
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));
     }
-    println!();
-    println!("{:<44} {:<28} reference", "benchmark", "figure");
-    for row in rows {
-        let figure = match row.figure {
-            Ok(figure) => figure,
-            Err(error) => format!("unavailable: {error:#}"),
-        };
-        println!("{:<44} {:<28} {}", row.name, figure, row.reference);
+    let rows: Vec<(String, String, String)> = rows
+        .into_iter()
+        .map(|row| {
+            let figure = match row.figure {
+                Ok(figure) => figure,
+                Err(error) => format!("unavailable: {error:#}"),
+            };
+            (row.name.to_owned(), figure, row.reference)
+        })
+        .collect();
+    if options.json {
+        for (name, figure, reference) in &rows {
+            println!(
+                "{}",
+                serde_json::json!({ "benchmark": name, "figure": figure, "reference": reference })
+            );
+        }
+    } else {
+        print!("{}", table(&rows));
     }
     let _ = fs::remove_dir_all(&scratch);
     Ok(())
+}
+
+/// The rows as an aligned table: each column as wide as its widest cell
+/// (the name and figure columns at most [`MAX_COLUMN`]; a longer cell
+/// continues on the next line, in its own column).
+fn table(rows: &[(String, String, String)]) -> String {
+    let header = (
+        "benchmark".to_owned(),
+        "figure".to_owned(),
+        "reference".to_owned(),
+    );
+    let all: Vec<&(String, String, String)> = std::iter::once(&header).chain(rows).collect();
+    let width = |cell: fn(&(String, String, String)) -> &String| {
+        all.iter()
+            .map(|row| cell(row).chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(MAX_COLUMN)
+    };
+    let (name_width, figure_width) = (width(|r| &r.0), width(|r| &r.1));
+    let mut out = String::from("\n");
+    for (name, figure, reference) in all {
+        let names = wrap(name, name_width);
+        let figures = wrap(figure, figure_width);
+        for i in 0..names.len().max(figures.len()) {
+            let name = names.get(i).map_or("", String::as_str);
+            let figure = figures.get(i).map_or("", String::as_str);
+            let reference = if i == 0 { reference.as_str() } else { "" };
+            let line = format!("{name:<name_width$}  {figure:<figure_width$}  {reference}");
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The widest a name or figure column grows; longer cells wrap.
+const MAX_COLUMN: usize = 48;
+
+/// `text` in lines of at most `width` characters, broken at spaces where
+/// possible.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if !line.is_empty() && needed > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+        while line.chars().count() > width {
+            let cut: String = line.chars().take(width).collect();
+            line = line.chars().skip(width).collect();
+            lines.push(cut);
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -155,10 +229,9 @@ fn log_throughput(sh: &xshell::Shell) -> Row {
             util::json_field(line, key).with_context(|| format!("no `{key}` in {line}"))
         };
         reference = format!(
-            "producer | cat > file: {} s ({} lines; full: {})",
+            "producer | cat > file: {} s ({} lines)",
             field("raw_s")?,
             field("lines")?,
-            line.trim()
         );
         Ok(format!(
             "{} s, peak RSS {} MiB",
@@ -610,4 +683,48 @@ fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
     });
     let _ = tmux(&["kill-server"]);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_keeps_its_columns_whatever_the_cell_lengths() {
+        let rows = vec![
+            ("short".to_owned(), "1 ms".to_owned(), "ref".to_owned()),
+            (
+                "reload: edit to new server answering, a long name indeed here".to_owned(),
+                "median 262 ms, p90 491 ms, max 503 ms (10 edits, 3 warm-ups)".to_owned(),
+                "watchexec -r 260 ms".to_owned(),
+            ),
+        ];
+        let text = table(&rows);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        // Every figure starts in the same column as the header's.
+        let figure_column = lines[0].find("figure").expect("header");
+        assert_eq!(lines[1].find("1 ms"), Some(figure_column), "{text}");
+        assert_eq!(lines[2].find("median"), Some(figure_column), "{text}");
+        // A long name wraps within its column instead of pushing the rest.
+        assert!(lines.len() > 3, "{text}");
+        assert!(lines.iter().all(|l| l.chars().count() < 130), "{text}");
+        for line in &lines[3..] {
+            assert!(
+                line.chars()
+                    .take(figure_column)
+                    .collect::<String>()
+                    .trim()
+                    .len()
+                    <= MAX_COLUMN,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_and_cuts_long_words() {
+        assert_eq!(wrap("ab cd ef", 5), ["ab cd", "ef"]);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("", 3), [""]);
+    }
 }

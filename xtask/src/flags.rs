@@ -79,6 +79,9 @@ pub struct Bench {
     /// Benchmark this binary instead of building target/release/omnidev.
     #[arg(long, value_name = "PATH")]
     pub omnidev: Option<PathBuf>,
+    /// One JSON object per benchmark instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `cargo xtask demo`.
