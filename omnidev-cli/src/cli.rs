@@ -38,6 +38,10 @@ pub enum Command {
     Ls(LsArgs),
     /// Print (and follow) the pod's log files.
     Logs(LogsArgs),
+    /// Print the running pod's events (state, ready, crashed, reload …) and follow them.
+    Events(EventsArgs),
+    /// Wait until services are ready, have exited, or are healthy after a reload.
+    Wait(WaitArgs),
     /// Restart a service, or the backend, of the running pod.
     Restart(RestartArgs),
     /// Stop the running pod of this checkout (from any terminal).
@@ -75,7 +79,8 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Pod commands (the pod of this checkout)",
         &[
-            "up", "status", "ls", "logs", "restart", "stop", "exec", "omnigent", "clean", "profile",
+            "up", "status", "ls", "logs", "events", "wait", "restart", "stop", "exec", "omnigent",
+            "clean", "profile",
         ],
     ),
     (
@@ -238,6 +243,10 @@ pub struct UpArgs {
     /// terminal).
     #[arg(long)]
     pub headless: bool,
+    /// Headless, printing one JSON event record a line (schema:
+    /// docs/events.md) and nothing else on stdout.
+    #[arg(long, conflicts_with = "detach")]
+    pub json: bool,
     /// File-watch debounce in milliseconds (default: the profile's, else
     /// 100; at most 60000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=limits::MAX_DEBOUNCE.as_secs() * 1000))]
@@ -425,6 +434,87 @@ pub struct LogsArgs {
     /// Print only the last N lines of each log (default: all; 10 with -f).
     #[arg(short = 'n', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
+}
+
+/// Arguments of `omnidev events`.
+#[derive(Debug, Args, Clone)]
+#[expect(clippy::struct_excessive_bools, reason = "one field per CLI switch")]
+pub struct EventsArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Only these services' events (and the pod's own); all when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub services: Vec<String>,
+    /// Print one JSON record a line (schema: docs/events.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Keep printing new events until the pod stops (or Ctrl-C).
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only events of the last DURATION (`30s`, `5m`, `2h`, `500ms`; a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "since_reload")]
+    pub since: Option<std::time::Duration>,
+    /// Only events from the last reload on (all when none happened).
+    #[arg(long)]
+    pub since_reload: bool,
+    /// Include the services' output lines (`log` events).
+    #[arg(long)]
+    pub logs: bool,
+}
+
+/// Arguments of `omnidev wait`: exit 0 when the condition holds, 1 when a
+/// service failed or the time ran out, 2 on usage errors.
+#[derive(Debug, Args, Clone)]
+#[command(group(clap::ArgGroup::new("until").required(true).args(["ready", "exited", "healthy_after_reload"])))]
+pub struct WaitArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The services; every service when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub services: Vec<String>,
+    /// Until each is ready (exit 1 as soon as one crashed, failed or its
+    /// readiness probe timed out).
+    #[arg(long)]
+    pub ready: bool,
+    /// Until each has ended (exit 1 when one crashed or failed).
+    #[arg(long)]
+    pub exited: bool,
+    /// Until a reload (begun at most 2 s before this command, or after it)
+    /// is over and each is ready again.
+    #[arg(long)]
+    pub healthy_after_reload: bool,
+    /// Seconds to wait at most (at most 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
+    pub timeout: u64,
+}
+
+/// `30s`, `5m`, `2h`, `1d`, `500ms`, or a number of seconds.
+fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+    let digits = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(digits);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{value}` is not a duration: write e.g. 30s, 5m, 2h or 500ms"))?;
+    let millis = match unit {
+        "ms" => Some(number),
+        "" | "s" => number.checked_mul(1000),
+        "m" => number.checked_mul(60_000),
+        "h" => number.checked_mul(3_600_000),
+        "d" => number.checked_mul(86_400_000),
+        _ => {
+            return Err(format!(
+                "`{value}`: unknown unit `{unit}` (use ms, s, m, h or d)"
+            ));
+        }
+    };
+    millis
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| format!("`{value}` is too long a duration"))
 }
 
 /// Arguments of `omnidev ls`.

@@ -7,6 +7,7 @@ use crate::cli::{Cli, Command, ProfileCommand};
 pub mod clean;
 pub mod completions;
 pub mod detach;
+pub mod events;
 pub mod exec;
 pub mod install;
 pub mod logs;
@@ -16,6 +17,7 @@ pub mod restart;
 pub mod status;
 pub mod stop;
 pub mod up;
+pub mod wait;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> miette::Result<ExitCode> {
@@ -37,6 +39,8 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Stop(args)) => stop::run(&args),
         Some(Command::Restart(args)) => restart::run(&args),
         Some(Command::Logs(args)) => logs::run(&args),
+        Some(Command::Events(args)) => events::run(&args),
+        Some(Command::Wait(args)) => wait::run(&args),
         Some(Command::Clean(args)) => clean::run(&args),
         Some(Command::Completions(args)) => Ok(completions::run(&args)),
     }

@@ -58,13 +58,15 @@
 //! `omnidev up` removes the stale file and listens afresh.
 
 pub mod client;
+pub mod events;
 pub mod inspect;
 pub mod protocol;
+pub mod retained;
 pub mod server;
 
 use std::path::{Path, PathBuf};
 
-pub use client::request;
+pub use client::{request, stream};
 pub use inspect::{inspect, list_pods, lock_state};
 pub use protocol::{PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};

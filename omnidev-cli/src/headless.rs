@@ -21,6 +21,7 @@ use omnidev_core::signals::ShutdownSignals;
 use omnidev_core::{Entry, Event, EventKind, Feed, Recv, ServiceState, Supervisor};
 use omnidev_pod::RenderedUrl;
 
+use crate::control::events::{Body, Encoder, Record};
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
 use crate::session::{PreparedPod, banner};
@@ -40,6 +41,8 @@ pub struct Printer {
     /// Services with a readiness probe (ready when it passes; the others
     /// once running).
     probed: HashSet<String>,
+    /// `--json`: one event record a line instead of text.
+    json: Option<Encoder>,
 }
 
 impl Printer {
@@ -63,7 +66,15 @@ impl Printer {
             prefixes: HashMap::new(),
             urls: Vec::new(),
             probed: HashSet::new(),
+            json: None,
         }
+    }
+
+    /// Prints event records (one JSON object a line) instead of text.
+    #[must_use]
+    pub fn json(mut self, encoder: Encoder) -> Self {
+        self.json = Some(encoder);
+        self
     }
 
     /// Prints `urls` of services (not the pod's own, which the banner
@@ -80,9 +91,9 @@ impl Printer {
         self
     }
 
-    /// The URLs that `event` (a service becoming ready) brings out, as
-    /// `name url` texts; each is returned once.
-    fn urls_of(&mut self, event: &Event) -> Vec<String> {
+    /// The URLs that `event` (a service becoming ready) brings out; each
+    /// is returned once.
+    fn urls_of(&mut self, event: &Event) -> Vec<RenderedUrl> {
         let Some(service) = &event.service else {
             return Vec::new();
         };
@@ -100,9 +111,7 @@ impl Printer {
             .into_iter()
             .partition(|url| url.service.as_ref() == Some(service));
         self.urls = later;
-        now.into_iter()
-            .map(|url: RenderedUrl| format!("{} {}", url.name, url.url))
-            .collect()
+        now
     }
 
     fn prefix(&self, tag: &str) -> String {
@@ -112,8 +121,12 @@ impl Printer {
         output::prefix(tag, self.width, style)
     }
 
-    /// A line of text attributed to `tag`.
+    /// A line of text attributed to `tag` (with `--json`, a pod-wide
+    /// `notice` record of it).
     pub fn line(&self, tag: &str, text: &str) -> String {
+        if let Some(encoder) = &self.json {
+            return encode(&encoder.notice(text));
+        }
         format!(
             "{}{}",
             self.prefix(tag),
@@ -123,6 +136,9 @@ impl Printer {
 
     /// Writes the output line of a feed entry, if it deserves one.
     pub fn write_entry(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
+        if self.json.is_some() {
+            return self.write_record(out, entry);
+        }
         let (tag, text): (&str, Cow<'_, str>) = match entry {
             Entry::Line(line) => (&line.service, Cow::Borrowed(&line.text)),
             Entry::Event(event) if event.is_shown() => ("omnidev", Cow::Owned(event.to_string())),
@@ -143,6 +159,7 @@ impl Printer {
         out.write_all(b"\n")?;
         if let Entry::Event(event) = entry {
             for url in self.urls_of(event) {
+                let url = format!("{} {}", url.name, url.url);
                 out.write_all(self.prefixes["omnidev"].as_bytes())?;
                 out.write_all(terminal_text::sanitise(&url, self.colour).as_bytes())?;
                 out.write_all(b"\n")?;
@@ -150,6 +167,34 @@ impl Printer {
         }
         Ok(())
     }
+
+    /// `--json`: the entry's record, then a `url` record for each URL its
+    /// service's readiness brings out.
+    fn write_record(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
+        let urls = match entry {
+            Entry::Event(event) => self.urls_of(event),
+            _ => Vec::new(),
+        };
+        let encoder = self.json.as_ref().expect("only called with --json");
+        let now = std::time::SystemTime::now();
+        out.write_all(encode(&encoder.entry(entry, now)).as_bytes())?;
+        for url in urls {
+            let body = Body::Url {
+                name: url.name,
+                url: url.url,
+            };
+            out.write_all(encode(&encoder.record(now, url.service, body)).as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// A record as one line of JSON, newline included.
+pub fn encode(record: &Record) -> String {
+    // A record holds strings and numbers only: encoding cannot fail.
+    let mut line = serde_json::to_string(record).unwrap_or_default();
+    line.push('\n');
+    line
 }
 
 /// Runs the headless front-end until every service has ended (exit 0 when
@@ -161,6 +206,7 @@ pub async fn run_pod(
     supervisor: &Supervisor,
     feed: Feed,
     signals: &mut ShutdownSignals,
+    json: bool,
 ) -> Result<ExitCode> {
     let names: Vec<String> = prepared
         .rendered
@@ -175,13 +221,20 @@ pub async fn run_pod(
         .filter(|s| s.readiness.is_some())
         .map(|s| s.name.clone())
         .collect();
-    let printer = Printer::new(&names, output::colour_stdout())
+    let mut printer = Printer::new(&names, output::colour_stdout() && !json)
         .with_urls(&prepared.rendered.urls, probed.clone());
-    let first: Vec<String> = banner(prepared)
-        .iter()
-        .chain(&prepared.notices)
-        .map(|line| printer.line("omnidev", line))
-        .collect();
+    let mut first: Vec<String> = Vec::new();
+    if json {
+        let encoder = Encoder::new(prepared.pod.dir(), probed.clone());
+        printer = printer.json(encoder.clone());
+        first = first_records(prepared, &encoder);
+    }
+    first.extend(
+        banner(prepared)
+            .iter()
+            .chain(&prepared.notices)
+            .map(|line| printer.line("omnidev", line)),
+    );
     let last = printer.clone();
     let closer = feed.closer();
     let abandon = Arc::new(AtomicBool::new(false));
@@ -196,7 +249,7 @@ pub async fn run_pod(
                 let stdout = std::io::stdout();
                 let mut out = Output::new(stdout.lock(), logs_dir);
                 for line in &first {
-                    out.write(|w| writeln!(w, "{line}"));
+                    out.write(|w| writeln!(w, "{}", line.trim_end_matches('\n')));
                 }
                 pump(feed, printer, &mut out, &abandon);
                 let _ = done_tx.send(out.alive());
@@ -241,7 +294,8 @@ pub async fn run_pod(
             "a service failed"
         };
         let mut stdout = std::io::stdout();
-        let _ = writeln!(stdout, "{}", last.line("omnidev", text));
+        let line = last.line("omnidev", text);
+        let _ = writeln!(stdout, "{}", line.trim_end_matches('\n'));
         let _ = stdout.flush();
     }
     // Output that never reached its reader (`| head`) is not a success
@@ -251,6 +305,31 @@ pub async fn run_pod(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--json`: the pod's ports, and its own URLs (not a service's), as
+/// records.
+fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
+    let now = std::time::SystemTime::now();
+    let ports = omnidev_pod::read_ports(prepared.pod.dir())
+        .map(|record| record.ports.0)
+        .unwrap_or_default();
+    let ports = ports
+        .into_iter()
+        .map(|(name, port)| encoder.record(now, None, Body::Port { name, port }));
+    let urls = prepared
+        .rendered
+        .urls
+        .iter()
+        .filter(|url| url.service.is_none())
+        .map(|url| {
+            let body = Body::Url {
+                name: url.name.clone(),
+                url: url.url.clone(),
+            };
+            encoder.record(now, None, body)
+        });
+    ports.chain(urls).map(|record| encode(&record)).collect()
 }
 
 /// Stdout, buffered, and what happens when it goes away: one message on

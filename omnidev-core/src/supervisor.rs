@@ -138,6 +138,18 @@ impl Supervisor {
         Ok((supervisor, feed))
     }
 
+    /// Like [`Supervisor::start_subscribed`], also attaching several feeds
+    /// (one per config, in order) before any service starts.
+    pub async fn start_with_feeds(
+        config: SupervisorConfig,
+        feeds: Vec<FeedConfig>,
+    ) -> Result<(Supervisor, broadcast::Receiver<Event>, Vec<Feed>)> {
+        Self::start_with(config, None, |bus| {
+            feeds.into_iter().map(|feed| bus.feed(feed)).collect()
+        })
+        .await
+    }
+
     /// Starts a supervisor whose processes are started by `spawner` (real
     /// process groups when `None`); `attach` subscribes to its bus before
     /// anything is published.

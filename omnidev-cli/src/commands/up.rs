@@ -22,13 +22,13 @@ pub fn run(args: &UpArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let use_tui = !args.headless && std::io::stdout().is_terminal();
+    let use_tui = !args.headless && !args.json && std::io::stdout().is_terminal();
     let debounce = args
         .debounce
         .map_or(prepared.rendered.debounce, Duration::from_millis);
     let debug = args.debug
         || std::env::var("OMNIDEV_LOG").is_ok_and(|level| level.eq_ignore_ascii_case("debug"));
-    runtime.block_on(run_pod(prepared, debounce, debug, use_tui))
+    runtime.block_on(run_pod(prepared, debounce, debug, use_tui, args.json))
 }
 
 /// What the front-end reads: the TUI a lossy broadcast (it refills from
@@ -43,6 +43,7 @@ async fn run_pod(
     debounce: Duration,
     debug: bool,
     use_tui: bool,
+    json: bool,
 ) -> Result<ExitCode> {
     // Installed before anything is spawned so no signal is lost.
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
@@ -53,13 +54,20 @@ async fn run_pod(
     config.containment = omnidev_core::ContainmentChoice::from_env()
         .map_err(|message| Error::Containment { message })?;
     config.debug = debug;
-    let (supervisor, front) = if use_tui {
-        let (supervisor, events) = Supervisor::start_subscribed(config).await?;
-        (supervisor, Front::Tui(events))
+    // The control socket keeps the recent events for `omnidev events`
+    // from a feed of its own, attached before anything starts too.
+    let spool = FeedConfig::new(prepared.pod.dir());
+    let (supervisor, front, retained) = if use_tui {
+        let (supervisor, events, mut feeds) =
+            Supervisor::start_with_feeds(config, vec![spool]).await?;
+        let retained = feeds.pop().expect("one feed asked for");
+        (supervisor, Front::Tui(events), retained)
     } else {
-        let spool = FeedConfig::new(prepared.pod.dir());
-        let (supervisor, feed) = Supervisor::start_with_feed(config, spool).await?;
-        (supervisor, Front::Headless(feed))
+        let (supervisor, _, mut feeds) =
+            Supervisor::start_with_feeds(config, vec![spool.clone(), spool]).await?;
+        let retained = feeds.pop().expect("two feeds asked for");
+        let feed = feeds.pop().expect("two feeds asked for");
+        (supervisor, Front::Headless(feed), retained)
     };
     let (watchers, watch_notices) =
         match watch::start_watchers(&prepared, debounce, debug, &supervisor) {
@@ -74,7 +82,7 @@ async fn run_pod(
     // `status`, `stop`, `restart` and `up --detach` talk to this socket: a
     // pod they cannot reach is an error at start, not a line in a log.
     let info = crate::control::ServerInfo::of(&prepared);
-    let control = match crate::control::ControlServer::start(info, supervisor.clone()) {
+    let control = match crate::control::ControlServer::start(info, supervisor.clone(), retained) {
         Ok(server) => server,
         Err(e) => {
             drop(watchers);
@@ -85,7 +93,7 @@ async fn run_pod(
     let code = match front {
         Front::Tui(events) => tui::run_pod(&prepared, &supervisor, events, &mut signals).await,
         Front::Headless(feed) => {
-            headless::run_pod(&prepared, &supervisor, feed, &mut signals).await
+            headless::run_pod(&prepared, &supervisor, feed, &mut signals, json).await
         }
     };
     drop(watchers);

@@ -16,6 +16,30 @@ use crate::error::{Error, Result};
 /// must arrive within `timeout`. An answer with `ok: false` becomes
 /// [`Error::Refused`].
 pub fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<Response> {
+    Ok(exchange(pod_dir, request, timeout)?.0)
+}
+
+/// Sends a streaming `request` (`events`) and returns the pod's answer
+/// and the connection, positioned at the first record. Later reads have
+/// no timeout when `follow` (the pod closes the stream when it stops).
+pub fn stream(
+    pod_dir: &Path,
+    request: &Request,
+    timeout: Duration,
+    follow: bool,
+) -> Result<BufReader<UnixStream>> {
+    let (_, reader) = exchange(pod_dir, request, timeout)?;
+    if follow {
+        let _ = reader.get_ref().set_read_timeout(None);
+    }
+    Ok(reader)
+}
+
+fn exchange(
+    pod_dir: &Path,
+    request: &Request,
+    timeout: Duration,
+) -> Result<(Response, BufReader<UnixStream>)> {
     let socket = super::socket_path(pod_dir);
     let unreachable = |source: std::io::Error| Error::Unreachable {
         pod_dir: pod_dir.to_path_buf(),
@@ -51,7 +75,7 @@ pub fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<R
         message: e.to_string(),
     })?;
     if response.ok {
-        Ok(response)
+        Ok((response, reader))
     } else {
         Err(Error::Refused {
             message: response

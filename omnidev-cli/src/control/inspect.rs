@@ -39,9 +39,8 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         LockState::Held { pid } => (true, pid),
         LockState::Free => (false, None),
     };
-    let state = omnidev_core::read_state(&omnidev_pod::Pod::at(pod_dir).state_file())
-        .ok()
-        .flatten();
+    let pod = omnidev_pod::Pod::at(pod_dir);
+    let state = omnidev_core::read_state(&pod.state_file()).ok().flatten();
     let containment = state
         .as_ref()
         .filter(|_| running)
@@ -58,22 +57,26 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
                         ServiceReport {
                             state: record.state.word(has_probe).to_owned(),
                             detail: record.state.label(has_probe),
+                            log_file: Some(pod.log_file(&name)),
                             name,
                             pid: record.pid,
                             ready: record.ready,
                             restarts: record.restarts,
+                            last_exit: None,
                         }
                     } else {
                         // Whatever the file says, nothing of this pod runs
                         // (the orphan guard ends the services of a killed
                         // supervisor).
                         ServiceReport {
+                            log_file: Some(pod.log_file(&name)),
                             name,
                             state: "stopped".to_owned(),
                             pid: None,
                             ready: false,
                             restarts: record.restarts,
                             detail: "stopped".to_owned(),
+                            last_exit: None,
                         }
                     }
                 })
@@ -91,6 +94,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         urls: Vec::new(),
         containment,
         services,
+        last_reload: None,
         error,
     })
 }

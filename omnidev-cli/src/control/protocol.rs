@@ -34,6 +34,58 @@ pub enum Request {
     },
     /// Answer once every service is ready or one has failed.
     WaitReady,
+    /// Answer once a condition holds (or a service failed, or the time
+    /// ran out).
+    Wait {
+        /// The condition.
+        until: WaitFor,
+        /// The services it concerns; all when empty.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        services: Vec<String>,
+        /// How long to wait, in seconds (default 600).
+        #[serde(
+            default,
+            rename = "timeout-secs",
+            skip_serializing_if = "Option::is_none"
+        )]
+        timeout_secs: Option<u64>,
+    },
+    /// The kept event records, then (with `follow`) every new one: an
+    /// answer line first, then one record a line.
+    Events {
+        /// Keep sending new records until the pod stops.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        follow: bool,
+        /// Only these services' records (and the pod's own).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        services: Vec<String>,
+        /// Log lines too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        logs: bool,
+        /// Only records at most this many milliseconds old.
+        #[serde(default, rename = "since-ms", skip_serializing_if = "Option::is_none")]
+        since_ms: Option<u64>,
+        /// Only records from the last reload on.
+        #[serde(
+            default,
+            rename = "since-reload",
+            skip_serializing_if = "std::ops::Not::not"
+        )]
+        since_reload: bool,
+    },
+}
+
+/// What `wait` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitFor {
+    /// Every service named is ready (as `wait-ready`).
+    Ready,
+    /// Every service named has ended.
+    Exited,
+    /// A reload has begun (at most 2 s before the request, or after it)
+    /// and every service is ready again.
+    HealthyAfterReload,
 }
 
 /// The answer to a [`Request`].
@@ -56,6 +108,17 @@ pub struct Response {
 }
 
 impl Response {
+    /// A successful answer without a status (the first line of `events`).
+    pub fn accepted() -> Self {
+        Self {
+            schema: SCHEMA,
+            ok: true,
+            error: None,
+            status: None,
+            failed: Vec::new(),
+        }
+    }
+
     /// A successful answer.
     pub fn ok(status: PodStatus, failed: Vec<String>) -> Self {
         Self {
@@ -106,6 +169,13 @@ pub struct ServiceReport {
     pub restarts: u32,
     /// A human description, e.g. `ready pid 123`, `crashed (exit code 1)`.
     pub detail: String,
+    /// How its last run ended (`{"code": N}` or `{"signal": N}`), once one
+    /// has.
+    #[serde(default)]
+    pub last_exit: Option<omnidev_core::ExitStatus>,
+    /// Its log file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_file: Option<PathBuf>,
 }
 
 impl ServiceReport {
@@ -118,6 +188,8 @@ impl ServiceReport {
             ready: status.ready,
             restarts: status.restarts,
             detail: status.state.label(has_probe),
+            last_exit: status.last_exit,
+            log_file: None,
         }
     }
 }
@@ -152,10 +224,27 @@ pub struct PodStatus {
     /// Every service, in profile order (from `state.json`, sorted by name,
     /// when the control socket did not answer).
     pub services: Vec<ServiceReport>,
+    /// The last reload, while running (when one happened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload: Option<ReloadReport>,
     /// Why the pod's records could not be read (e.g. a corrupt `pod.toml`:
     /// its path and the parser's reason); absent when they could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A reload, as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ReloadReport {
+    /// When it began (RFC 3339).
+    pub ts: String,
+    /// The services reloaded.
+    pub services: Vec<String>,
+    /// The changed files behind it (at most 64).
+    pub files: Vec<String>,
+    /// How many files changed in all.
+    pub files_total: usize,
 }
 
 /// One pod in `omnidev ls`.

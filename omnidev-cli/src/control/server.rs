@@ -13,7 +13,11 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
-use super::protocol::{PodStatus, Request, Response, SCHEMA, ServiceReport, UrlReport};
+use super::events::{Body, Encoder};
+use super::protocol::{
+    PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport, WaitFor,
+};
+use super::retained::{self, FOLLOW_BACKLOG, Filter, Item, Store};
 use crate::error::{Error, Result};
 
 /// How often a waiting request looks at the supervisor's status again.
@@ -41,8 +45,19 @@ const MAX_WAITING: usize = 32;
 const WAIT_READY_DEADLINE: Duration = Duration::from_secs(3600);
 
 /// How long a connected client has to send its request line (and to take
-/// the answer).
+/// the answer; for `events`, each part of it).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// `events` requests served at once (beside the waiting ones).
+const MAX_FOLLOWING: usize = 32;
+
+/// How long `wait` waits unless told.
+const WAIT_DEADLINE: Duration = Duration::from_secs(600);
+
+/// How long before a `wait --healthy-after-reload` request a reload may
+/// have begun and still count: the reload of an edit made just before
+/// `wait` may begin before the request arrives.
+const RELOAD_LOOKBACK: Duration = Duration::from_secs(2);
 
 /// What the server reports about its pod besides the supervisor's state.
 #[derive(Debug, Clone, Default)]
@@ -100,6 +115,8 @@ pub struct ControlServer {
     path: PathBuf,
     pointer: PathBuf,
     tasks: Vec<JoinHandle<()>>,
+    /// Ends the thread that keeps the events.
+    events: omnidev_core::FeedCloser,
 }
 
 struct Shared {
@@ -114,16 +131,27 @@ struct Shared {
     /// How long a client has to send its request and take the answer
     /// ([`REQUEST_DEADLINE`]; shorter in tests).
     request_deadline: Duration,
+    /// Slots for `events` ([`MAX_FOLLOWING`]).
+    following: Arc<tokio::sync::Semaphore>,
+    /// The recent events.
+    store: Store,
+    /// Records of this pod.
+    encoder: Encoder,
 }
 
 impl ControlServer {
     /// Listens on `info.socket` (its directory made 0700 first),
     /// replacing a socket left there by a previous run (the caller holds
     /// the pod lock, so no live server can own it), restricts it to the
-    /// owner (mode 0600) and points `<pod>/control.sock` at it. Must be
-    /// called inside a tokio runtime.
-    pub fn start(info: ServerInfo, supervisor: Supervisor) -> Result<Self> {
-        Self::start_with_deadline(info, supervisor, REQUEST_DEADLINE)
+    /// owner (mode 0600) and points `<pod>/control.sock` at it. `events`
+    /// (a feed of the supervisor, best attached before it started) is
+    /// kept for `omnidev events`. Must be called inside a tokio runtime.
+    pub fn start(
+        info: ServerInfo,
+        supervisor: Supervisor,
+        events: omnidev_core::Feed,
+    ) -> Result<Self> {
+        Self::start_with_deadline(info, supervisor, events, REQUEST_DEADLINE)
     }
 
     /// [`ControlServer::start`] with another request deadline (tests give
@@ -131,6 +159,7 @@ impl ControlServer {
     fn start_with_deadline(
         info: ServerInfo,
         supervisor: Supervisor,
+        events: omnidev_core::Feed,
         request_deadline: Duration,
     ) -> Result<Self> {
         let path = info.socket.clone();
@@ -156,6 +185,10 @@ impl ControlServer {
             })?;
         }
 
+        let encoder = Encoder::new(&info.pod_dir, info.probed.clone());
+        let store = Store::default();
+        let (events, _reader) = retained::spawn_reader(events, encoder.clone(), store.clone())
+            .map_err(crate::error::Error::Runtime)?;
         let shared = Arc::new(Shared {
             info,
             supervisor,
@@ -163,6 +196,9 @@ impl ControlServer {
             running_since: Mutex::new(HashMap::new()),
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),
             request_deadline,
+            following: Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING)),
+            store,
+            encoder,
         });
         let tracker = tokio::spawn(track_probe_timeouts(shared.clone()));
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -193,6 +229,7 @@ impl ControlServer {
             path,
             pointer,
             tasks: vec![tracker, acceptor],
+            events,
         })
     }
 }
@@ -202,6 +239,7 @@ impl Drop for ControlServer {
         for task in &self.tasks {
             task.abort();
         }
+        self.events.close();
         let _ = std::fs::remove_file(&self.path);
         if self.pointer != self.path {
             // Only the pointer to this server's socket: a newer one is not ours.
@@ -316,6 +354,25 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
     }
     let request = serde_json::from_str::<Request>(&line);
     let stop = matches!(request, Ok(Request::Stop));
+    if let Ok(Request::Events {
+        follow,
+        services,
+        logs,
+        since_ms,
+        since_reload,
+    }) = request
+    {
+        let filter = Filter {
+            services,
+            logs,
+            since: since_ms
+                .and_then(|ms| std::time::SystemTime::now().checked_sub(Duration::from_millis(ms))),
+            since_reload,
+        };
+        let fd = std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref());
+        stream_events(&shared, write, fd, filter, follow).await;
+        return;
+    }
     let response = match request {
         Ok(request @ (Request::Status | Request::Stop)) => answer(&shared, request).await,
         // A client that gives up (Ctrl-C on `up --detach`, a script's own
@@ -343,9 +400,158 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
     }
 }
 
+/// How a part of an `events` answer went out.
+enum Sent {
+    Done,
+    /// The client is gone.
+    Gone,
+    /// The client did not take it within [`REQUEST_DEADLINE`].
+    Stalled,
+}
+
+/// Writes all of `buf` (emptying it as it goes out), giving up after
+/// `limit`; what was not written stays in `buf`.
+async fn send(
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+    buf: &mut Vec<u8>,
+    limit: Duration,
+) -> Sent {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !buf.is_empty() {
+        // `write` is cancel-safe: on timeout nothing of this call was written.
+        match tokio::time::timeout_at(deadline, write.write(buf)).await {
+            Ok(Ok(0) | Err(_)) => return Sent::Gone,
+            Ok(Ok(n)) => {
+                buf.drain(..n);
+            }
+            Err(_) => return Sent::Stalled,
+        }
+    }
+    Sent::Done
+}
+
+/// Answers `events`: an answer line, the kept records `filter` wants,
+/// then (with `follow`) every new one until the pod stops or the client
+/// leaves. A client that falls [`FOLLOW_BACKLOG`] records behind, or takes
+/// nothing for [`REQUEST_DEADLINE`], gets a last `lagged` record and is
+/// closed; the pod never waits for it.
+async fn stream_events(
+    shared: &Shared,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+    fd: std::os::fd::BorrowedFd<'_>,
+    filter: Filter,
+    follow: bool,
+) {
+    let unknown = filter
+        .services
+        .iter()
+        .find(|name| !shared.supervisor.service_names().contains(name));
+    let answer = match (unknown, shared.following.clone().try_acquire_owned()) {
+        (Some(name), _) => Err(unknown_service(shared, name)),
+        (None, Err(_)) => Err(busy(MAX_FOLLOWING)),
+        (None, Ok(slot)) => Ok(slot),
+    };
+    let _slot = match answer {
+        Ok(slot) => slot,
+        Err(response) => {
+            let mut buf = encode(&response).into_bytes();
+            let _ = send(&mut write, &mut buf, shared.request_deadline).await;
+            let _ = write.shutdown().await;
+            return;
+        }
+    };
+    let (replay, mut tail) = retained::lock(&shared.store).replay(&filter);
+    let mut buf = encode(&Response::accepted()).into_bytes();
+    for item in &replay {
+        buf.extend_from_slice(item.line().as_bytes());
+    }
+    drop(replay);
+    let lagged = loop {
+        match send(&mut write, &mut buf, shared.request_deadline).await {
+            Sent::Done => {}
+            Sent::Gone => return,
+            Sent::Stalled => {
+                break format!(
+                    "this reader took nothing for {} s; the pod does not wait: run `omnidev events` again",
+                    shared.request_deadline.as_secs_f64()
+                );
+            }
+        }
+        if !follow {
+            let _ = write.shutdown().await;
+            return;
+        }
+        let next = tokio::select! {
+            next = tail.recv() => next,
+            () = hang_up(fd) => return,
+        };
+        let mut take = |item: &Item| {
+            if filter.matches(item) {
+                buf.extend_from_slice(item.line().as_bytes());
+            }
+        };
+        match next {
+            Ok(item) => {
+                take(&item);
+                // Whatever else is there goes out in the same write.
+                while let Ok(item) = tail.try_recv() {
+                    take(&item);
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                break format!(
+                    "this reader fell more than {FOLLOW_BACKLOG} records behind and missed {missed}; the pod does not wait: run `omnidev events` again"
+                );
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                let _ = write.shutdown().await;
+                return;
+            }
+        }
+    };
+    let record = shared.encoder.record(
+        std::time::SystemTime::now(),
+        None,
+        Body::Lagged { message: lagged },
+    );
+    buf.extend_from_slice(crate::headless::encode(&record).as_bytes());
+    let _ = send(&mut write, &mut buf, shared.request_deadline).await;
+    let _ = write.shutdown().await;
+}
+
+fn unknown_service(shared: &Shared, name: &str) -> Response {
+    Response::error(format!(
+        "unknown service `{name}` (known: {})",
+        shared.supervisor.service_names().join(", ")
+    ))
+}
+
 async fn answer(shared: &Shared, request: Request) -> Response {
     match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
+        // Answered by `stream_events`.
+        Request::Events { .. } => Response::error("`events` is answered as a stream"),
+        Request::Wait {
+            until,
+            services,
+            timeout_secs,
+        } => {
+            let limit = timeout_secs.map_or(WAIT_DEADLINE, Duration::from_secs);
+            if limit > limits::MAX_REQUEST_TIMEOUT {
+                return Response::error(format!(
+                    "`timeout-secs` is {}; it must be at most {}",
+                    limit.as_secs(),
+                    limits::MAX_REQUEST_TIMEOUT.as_secs()
+                ));
+            }
+            if let Some(name) = services
+                .iter()
+                .find(|name| !shared.supervisor.service_names().contains(name))
+            {
+                return unknown_service(shared, name);
+            }
+            wait(shared, until, &services, limit).await
+        }
         Request::WaitReady => {
             let deadline = tokio::time::Instant::now() + WAIT_READY_DEADLINE;
             loop {
@@ -472,6 +678,82 @@ fn note_state_changes(
     }
 }
 
+/// Waits until `until` holds for `services` (all when empty): the
+/// answer's `failed` names the services that failed instead.
+async fn wait(shared: &Shared, until: WaitFor, services: &[String], limit: Duration) -> Response {
+    let only = (!services.is_empty()).then_some(services);
+    let asked = std::time::SystemTime::now();
+    let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let outcome = match until {
+            WaitFor::Ready => ready_outcome(shared, only),
+            WaitFor::Exited => exit_outcome(shared, only),
+            WaitFor::HealthyAfterReload => {
+                let reload = retained::lock(&shared.store).reload_since(after);
+                match reload {
+                    Some(reload) if reloaded(shared, &reload) => ready_outcome(shared, only),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(failed) = outcome {
+            return Response::ok(status(shared), failed);
+        }
+        if tokio::time::Instant::now() > deadline {
+            let what = match until {
+                WaitFor::Ready => "not ready",
+                WaitFor::Exited => "still running",
+                WaitFor::HealthyAfterReload
+                    if retained::lock(&shared.store).reload_since(after).is_none() =>
+                {
+                    "no reload began (did the change touch a watched file?), so not healthy after one"
+                }
+                WaitFor::HealthyAfterReload => "not ready again after the reload",
+            };
+            let names = if services.is_empty() {
+                "the pod".to_owned()
+            } else {
+                services.join(", ")
+            };
+            return Response::error(format!("{names}: {what} within {} s", limit.as_secs()));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether the reload `item` is over: no reload runs or waits, and every
+/// service it named has changed state since it began.
+fn reloaded(shared: &Shared, item: &Item) -> bool {
+    let Body::Reload { services, .. } = &item.record.body else {
+        return false;
+    };
+    let store = retained::lock(&shared.store);
+    !shared.supervisor.is_reloading()
+        && services
+            .iter()
+            .all(|service| store.changed_after(service, item.seq))
+}
+
+/// `Some(failed services)` once the services in `only` (all when `None`)
+/// have ended, or as soon as one failed.
+fn exit_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>> {
+    let snapshot = shared.supervisor.snapshot();
+    if snapshot.len() < shared.supervisor.service_names().len() {
+        return None;
+    }
+    let chosen = || {
+        snapshot
+            .iter()
+            .filter(|s| only.is_none_or(|names| names.contains(&s.name)))
+    };
+    let failed: Vec<String> = chosen()
+        .filter(|s| settled_failure(s))
+        .map(|s| s.name.clone())
+        .collect();
+    (!failed.is_empty() || chosen().all(ended)).then_some(failed)
+}
+
 fn ended(status: &ServiceStatus) -> bool {
     matches!(
         status.state,
@@ -553,9 +835,30 @@ fn status(shared: &Shared) -> PodStatus {
         containment: Some(shared.supervisor.containment().to_string()),
         services: snapshot
             .iter()
-            .map(|s| ServiceReport::from_status(s, info.probed.contains(&s.name)))
+            .map(|s| ServiceReport {
+                log_file: shared.supervisor.log_file(&s.name).ok().flatten(),
+                ..ServiceReport::from_status(s, info.probed.contains(&s.name))
+            })
             .collect(),
+        last_reload: last_reload(shared),
         error: None,
+    }
+}
+
+fn last_reload(shared: &Shared) -> Option<ReloadReport> {
+    let item = retained::lock(&shared.store).reload_since(std::time::SystemTime::UNIX_EPOCH)?;
+    match &item.record.body {
+        Body::Reload {
+            services,
+            files,
+            files_total,
+        } => Some(ReloadReport {
+            ts: item.record.ts.clone(),
+            services: services.clone(),
+            files: files.clone(),
+            files_total: *files_total,
+        }),
+        _ => None,
     }
 }
 
@@ -599,8 +902,10 @@ mod tests {
             backend,
             probed: HashSet::new(),
         };
-        let server = ControlServer::start_with_deadline(info, supervisor.clone(), request_deadline)
-            .expect("server");
+        let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir));
+        let server =
+            ControlServer::start_with_deadline(info, supervisor.clone(), feed, request_deadline)
+                .expect("server");
         (supervisor, server)
     }
 

@@ -1,0 +1,127 @@
+//! `omnidev events`: the running pod's kept events (see
+//! `control::retained` for the bound), then with `-f` every new one, as
+//! text or as JSON records (`--json`, docs/events.md).
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use omnidev_core::event::format_duration;
+use omnidev_pod::LockState;
+
+use crate::cli::EventsArgs;
+use crate::control::events::{Body, Record};
+use crate::control::{self, Request};
+use crate::error::Error;
+
+/// How long the pod has to answer (and, without `-f`, to send the kept
+/// events).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Runs `omnidev events`: exit 0 when the stream ended (everything kept
+/// was printed, or the pod stopped), 1 when the pod dropped this reader
+/// for falling behind (the last record says so).
+pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
+    let pod_dir = &checkout.pod_dir;
+    if control::lock_state(pod_dir)? == LockState::Free {
+        return Err(Error::NotRunning {
+            pod_dir: pod_dir.clone(),
+        }
+        .into());
+    }
+    let request = Request::Events {
+        follow: args.follow,
+        services: args.services.clone(),
+        logs: args.logs,
+        since_ms: args
+            .since
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        since_reload: args.since_reload,
+    };
+    let reader = control::stream(pod_dir, &request, ANSWER_TIMEOUT, args.follow)?;
+    let mut out = std::io::stdout().lock();
+    let mut lagged = false;
+    for line in reader.lines() {
+        // A read error (the pod went away mid-line) ends the stream like EOF.
+        let Ok(line) = line else { break };
+        let record = serde_json::from_str::<Record>(&line).ok();
+        lagged = record
+            .as_ref()
+            .is_some_and(|r| matches!(r.body, Body::Lagged { .. }));
+        let text = match (&record, args.json) {
+            (_, true) | (None, false) => line,
+            (Some(record), false) => human(record),
+        };
+        let written = writeln!(out, "{text}").and_then(|()| out.flush());
+        if written.is_err() {
+            return Err(Error::OutputClosed.into());
+        }
+    }
+    if lagged {
+        note!("omnidev: the pod dropped this reader for falling behind (see the last event)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `14:18:38.123 server crashed (exit code 1); restart #1 in 1s`.
+fn human(record: &Record) -> String {
+    let time = record.ts.get(11..23).unwrap_or(&record.ts);
+    let who = record.service.as_deref().unwrap_or("pod");
+    let what = match &record.body {
+        Body::State { detail, reason, .. } => match reason {
+            Some(reason) => format!("{detail}: {reason}"),
+            None => detail.clone(),
+        },
+        Body::Ready => "ready".to_owned(),
+        Body::ProbeTimeout { after_ms } => {
+            format!("not ready after {}", format_duration(millis(*after_ms)))
+        }
+        Body::Crashed {
+            exit, attempt: 0, ..
+        } => format!("crashed ({exit}); not restarting"),
+        Body::Crashed {
+            exit,
+            attempt,
+            backoff_ms,
+        } => format!(
+            "crashed ({exit}); restart #{attempt} in {}",
+            format_duration(millis(*backoff_ms))
+        ),
+        Body::Exited { exit } => format!("exited ({exit})"),
+        Body::Reload {
+            services,
+            files,
+            files_total,
+        } => {
+            let changes = omnidev_core::Changes {
+                paths: files.clone(),
+                total: *files_total,
+            };
+            if changes.is_empty() {
+                format!("reload {}", services.join(", "))
+            } else {
+                format!("reload {}: {changes}", services.join(", "))
+            }
+        }
+        Body::Log { line, .. } => format!("| {}", crate::terminal_text::sanitise(line, false)),
+        Body::Port { name, port } => format!("port {name} {port}"),
+        Body::Url { name, url } => format!("url {name} {url}"),
+        Body::PrepareStarted { step } => format!("{step} …"),
+        Body::PrepareFinished {
+            step,
+            success: true,
+        } => format!("{step} done"),
+        Body::PrepareFinished { step, .. } => format!("{step} failed"),
+        Body::Notice { message } | Body::Debug { message } | Body::Lagged { message } => {
+            crate::terminal_text::sanitise(message, false).into_owned()
+        }
+        Body::Lost { count, reason } => format!("{count} records lost ({reason})"),
+    };
+    format!("{time} {who} {what}")
+}
+
+fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}

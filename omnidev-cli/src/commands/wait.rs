@@ -1,0 +1,54 @@
+//! `omnidev wait`: block until the running pod's services are ready, have
+//! exited, or are healthy after a reload; for scripts and agents.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use omnidev_pod::LockState;
+
+use crate::cli::WaitArgs;
+use crate::control::protocol::WaitFor;
+use crate::control::{self, Request};
+use crate::error::Error;
+
+/// Runs `omnidev wait`: exit 0 when the condition holds; 1 when a service
+/// failed (each is named with its state), the time ran out or the pod does
+/// not run (the reason on stderr); clap's exit 2 on usage errors.
+pub fn run(args: &WaitArgs) -> miette::Result<ExitCode> {
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
+    let pod_dir = &checkout.pod_dir;
+    if control::lock_state(pod_dir)? == LockState::Free {
+        return Err(Error::NotRunning {
+            pod_dir: pod_dir.clone(),
+        }
+        .into());
+    }
+    let until = if args.ready {
+        WaitFor::Ready
+    } else if args.exited {
+        WaitFor::Exited
+    } else {
+        WaitFor::HealthyAfterReload
+    };
+    let request = Request::Wait {
+        until,
+        services: args.services.clone(),
+        timeout_secs: Some(args.timeout),
+    };
+    // The pod answers with an error once `timeout` has passed; the socket
+    // read waits a little longer so that answer arrives.
+    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
+    let response = control::request(pod_dir, &request, read_timeout)?;
+    if response.failed.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for name in &response.failed {
+        let detail = response
+            .status
+            .as_ref()
+            .and_then(|status| status.services.iter().find(|s| &s.name == name))
+            .map_or_else(String::new, |s| format!(": {}", s.detail));
+        note!("omnidev: {name} failed{detail} (`omnidev logs {name}` shows why)");
+    }
+    Ok(ExitCode::FAILURE)
+}

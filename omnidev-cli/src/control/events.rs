@@ -1,0 +1,603 @@
+//! The event stream for programs (`up --headless --json`, `events`,
+//! `logs --json`): one JSON object per line, version [`VERSION`], described
+//! by `docs/events.schema.json` and `docs/events.md`.
+//!
+//! Each record has `v`, `ts` (RFC 3339, UTC, milliseconds), `pod` (the pod
+//! directory), `service` (`null` for the pod as a whole) and `kind`, plus
+//! the fields of its kind. The supervisor's typed [`Event`]s are turned
+//! into records here and nowhere else.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use omnidev_core::{Entry, Event, EventKind, ExitStatus, LogLine, ServiceState, Stream};
+use serde::{Deserialize, Serialize};
+
+/// Version of the event records (`v`).
+pub const VERSION: u32 = 1;
+
+/// One line of the stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// [`VERSION`].
+    pub v: u32,
+    /// When it happened (RFC 3339, UTC). For a `log` record: when omnidev
+    /// read the line.
+    pub ts: String,
+    /// The pod directory.
+    pub pod: String,
+    /// The service it concerns; `None` (JSON `null`) for the pod.
+    pub service: Option<String>,
+    /// The kind and its fields.
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+/// What a record says, by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Body {
+    /// A service changed state (other than exiting on its own, which is
+    /// [`Body::Exited`]).
+    State {
+        /// The state word, as in `status --json` (`waiting`, `preparing`,
+        /// `starting`, `running`, `ready`, `restarting`, `stopping`,
+        /// `stopped`, `failed`).
+        state: String,
+        /// The same for people (`ready pid 12`, `restarting in 2s`).
+        detail: String,
+        /// The process id, while it runs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        /// `restarting`: the restart attempt (1-based).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        /// `restarting`: the backoff before it, in milliseconds.
+        #[serde(
+            default,
+            rename = "backoff-ms",
+            skip_serializing_if = "Option::is_none"
+        )]
+        backoff_ms: Option<u64>,
+        /// `failed`: why, and what to do.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Its readiness probe passed (or, without one, it started).
+    Ready,
+    /// Its readiness probe has not passed within its timeout; polling goes
+    /// on.
+    ProbeTimeout {
+        /// The timeout, in milliseconds.
+        #[serde(rename = "after-ms")]
+        after_ms: u64,
+    },
+    /// It ended without being asked to and will be restarted, or it failed.
+    Crashed {
+        /// How it ended: `{"code": N}` or `{"signal": N}`.
+        exit: ExitStatus,
+        /// The restart attempt that follows (0: none).
+        attempt: u32,
+        /// The backoff before that restart, in milliseconds.
+        #[serde(rename = "backoff-ms")]
+        backoff_ms: u64,
+    },
+    /// It exited on its own and will not be restarted.
+    Exited {
+        /// How it ended.
+        exit: ExitStatus,
+    },
+    /// A reload began (a watcher saw changed files, or `R`/`restart`).
+    Reload {
+        /// The services restarted (their dependents follow).
+        services: Vec<String>,
+        /// The changed files, relative to the checkout (at most 64, sorted).
+        files: Vec<String>,
+        /// How many files changed in all.
+        #[serde(rename = "files-total")]
+        files_total: usize,
+    },
+    /// A line of a service's output.
+    Log {
+        /// `stdout`, `stderr` or `supervisor`.
+        stream: Stream,
+        /// The text (colour codes kept, invalid UTF-8 replaced).
+        line: String,
+    },
+    /// A port of the pod (at start).
+    Port {
+        /// The port's name in the profile.
+        name: String,
+        /// The port.
+        port: u16,
+    },
+    /// A URL, once its service is ready.
+    Url {
+        /// The URL's name.
+        name: String,
+        /// The URL.
+        url: String,
+    },
+    /// A prepare step (a dependency install) started.
+    PrepareStarted {
+        /// The step.
+        step: String,
+    },
+    /// A prepare step finished.
+    PrepareFinished {
+        /// The step.
+        step: String,
+        /// Whether it exited 0.
+        success: bool,
+    },
+    /// A message for people.
+    Notice {
+        /// The message.
+        message: String,
+    },
+    /// A diagnostic shown with `--debug`.
+    Debug {
+        /// The message.
+        message: String,
+    },
+    /// Records that could not be kept (the log files have the lines).
+    Lost {
+        /// How many.
+        count: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The reader fell behind: this is the last record, the stream closes.
+    Lagged {
+        /// What happened and what to do.
+        message: String,
+    },
+}
+
+impl Body {
+    /// The `kind` of this body.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::State { .. } => "state",
+            Body::Ready => "ready",
+            Body::ProbeTimeout { .. } => "probe-timeout",
+            Body::Crashed { .. } => "crashed",
+            Body::Exited { .. } => "exited",
+            Body::Reload { .. } => "reload",
+            Body::Log { .. } => "log",
+            Body::Port { .. } => "port",
+            Body::Url { .. } => "url",
+            Body::PrepareStarted { .. } => "prepare-started",
+            Body::PrepareFinished { .. } => "prepare-finished",
+            Body::Notice { .. } => "notice",
+            Body::Debug { .. } => "debug",
+            Body::Lost { .. } => "lost",
+            Body::Lagged { .. } => "lagged",
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Turns the supervisor's events into records of one pod.
+#[derive(Debug, Clone, Default)]
+pub struct Encoder {
+    pod: String,
+    probed: HashSet<String>,
+}
+
+impl Encoder {
+    /// An encoder for the pod in `pod_dir`; `probed` names the services
+    /// with a readiness probe (`starting` rather than `running`).
+    pub fn new(pod_dir: &std::path::Path, probed: HashSet<String>) -> Self {
+        Self {
+            pod: pod_dir.display().to_string(),
+            probed,
+        }
+    }
+
+    /// A record of `body` about `service`, at `at`.
+    pub fn record(&self, at: SystemTime, service: Option<String>, body: Body) -> Record {
+        Record {
+            v: VERSION,
+            ts: rfc3339(at),
+            pod: self.pod.clone(),
+            service,
+            body,
+        }
+    }
+
+    /// The record of a supervisor event.
+    pub fn event(&self, event: &Event) -> Record {
+        let body = match &event.kind {
+            EventKind::State { state } => self.state(event.service.as_deref(), state),
+            EventKind::Ready => Body::Ready,
+            EventKind::ProbeTimedOut { after } => Body::ProbeTimeout {
+                after_ms: millis(*after),
+            },
+            EventKind::Crashed {
+                status,
+                attempt,
+                backoff,
+            } => Body::Crashed {
+                exit: *status,
+                attempt: *attempt,
+                backoff_ms: millis(*backoff),
+            },
+            EventKind::Reloading { services, changes } => Body::Reload {
+                services: services.clone(),
+                files: changes.paths.clone(),
+                files_total: changes.total,
+            },
+            EventKind::Debug { message } => Body::Debug {
+                message: message.clone(),
+            },
+            EventKind::PrepareStarted { step } => Body::PrepareStarted { step: step.clone() },
+            EventKind::PrepareFinished { step, success } => Body::PrepareFinished {
+                step: step.clone(),
+                success: *success,
+            },
+            EventKind::Log { line } => return self.line(line, event.at),
+            EventKind::Notice { message } => Body::Notice {
+                message: message.clone(),
+            },
+        };
+        self.record(event.at, event.service.clone(), body)
+    }
+
+    fn state(&self, service: Option<&str>, state: &ServiceState) -> Body {
+        if let ServiceState::Exited { status } = state {
+            return Body::Exited { exit: *status };
+        }
+        let has_probe = service.is_some_and(|s| self.probed.contains(s));
+        let (pid, attempt, backoff_ms, reason) = match state {
+            ServiceState::Running { pid }
+            | ServiceState::Ready { pid }
+            | ServiceState::Stopping { pid } => (Some(*pid), None, None, None),
+            ServiceState::Restarting { after, attempt } => {
+                (None, Some(*attempt), Some(millis(*after)), None)
+            }
+            ServiceState::Failed { reason } => (None, None, None, Some(reason.clone())),
+            ServiceState::Waiting
+            | ServiceState::Preparing
+            | ServiceState::Stopped
+            | ServiceState::Exited { .. } => (None, None, None, None),
+        };
+        Body::State {
+            state: state.word(has_probe).to_owned(),
+            detail: state.label(has_probe),
+            pid,
+            attempt,
+            backoff_ms,
+            reason,
+        }
+    }
+
+    /// The record of a line of output, read at `at`.
+    pub fn line(&self, line: &LogLine, at: SystemTime) -> Record {
+        self.record(
+            at,
+            Some(line.service.clone()),
+            Body::Log {
+                stream: line.stream,
+                line: line.text.clone(),
+            },
+        )
+    }
+
+    /// The record of a feed entry, read at `now`.
+    pub fn entry(&self, entry: &Entry, now: SystemTime) -> Record {
+        match entry {
+            Entry::Line(line) => self.line(line, now),
+            Entry::Event(event) => self.event(event),
+            Entry::Lost { count, reason } => self.record(
+                now,
+                None,
+                Body::Lost {
+                    count: *count,
+                    reason: reason.clone(),
+                },
+            ),
+        }
+    }
+
+    /// A pod-wide notice, now.
+    pub fn notice(&self, message: impl Into<String>) -> Record {
+        self.record(
+            SystemTime::now(),
+            None,
+            Body::Notice {
+                message: message.into(),
+            },
+        )
+    }
+}
+
+/// `2026-11-30T14:18:38.123Z`.
+pub fn rfc3339(at: SystemTime) -> String {
+    let since = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rest = secs % 86_400;
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_048_318_123);
+        assert_eq!(rfc3339(at), "2026-11-30T14:18:38.123Z");
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn records_have_the_documented_shape() {
+        let encoder = Encoder::new(std::path::Path::new("/pod"), HashSet::new());
+        let crash = Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("server".into()),
+            kind: EventKind::Crashed {
+                status: ExitStatus::Code(1),
+                attempt: 2,
+                backoff: Duration::from_millis(1500),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&encoder.event(&crash)).expect("encode"),
+            r#"{"v":1,"ts":"1970-01-01T00:00:00.000Z","pod":"/pod","service":"server","kind":"crashed","exit":{"code":1},"attempt":2,"backoff-ms":1500}"#
+        );
+        let ready = encoder.record(SystemTime::UNIX_EPOCH, None, Body::Ready);
+        let text = serde_json::to_string(&ready).expect("encode");
+        assert_eq!(
+            text,
+            r#"{"v":1,"ts":"1970-01-01T00:00:00.000Z","pod":"/pod","service":null,"kind":"ready"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Record>(&text).expect("decode"),
+            ready
+        );
+    }
+
+    /// One of every event the supervisor can publish: a new variant of
+    /// [`EventKind`] or [`ServiceState`] does not compile here until it has
+    /// a sample (the matches have no catch-all).
+    fn every_supervisor_event() -> Vec<Event> {
+        let mut kinds: Vec<EventKind> = every_state()
+            .into_iter()
+            .map(|state| EventKind::State { state })
+            .collect();
+        kinds.extend(every_other_kind());
+        let mut seen = HashSet::new();
+        for kind in &kinds {
+            seen.insert(match kind {
+                EventKind::State { .. } => "state",
+                EventKind::Ready => "ready",
+                EventKind::ProbeTimedOut { .. } => "probe-timed-out",
+                EventKind::Crashed { .. } => "crashed",
+                EventKind::Reloading { .. } => "reloading",
+                EventKind::Debug { .. } => "debug",
+                EventKind::PrepareStarted { .. } => "prepare-started",
+                EventKind::PrepareFinished { .. } => "prepare-finished",
+                EventKind::Log { .. } => "log",
+                EventKind::Notice { .. } => "notice",
+            });
+        }
+        assert_eq!(seen.len(), 10, "a sample of every event kind");
+        kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| Event {
+                at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_048_318_123),
+                service: (i % 5 != 4).then(|| "server".to_owned()),
+                kind,
+            })
+            .collect()
+    }
+
+    fn every_state() -> Vec<ServiceState> {
+        let states = [
+            ServiceState::Waiting,
+            ServiceState::Preparing,
+            ServiceState::Running { pid: 7 },
+            ServiceState::Ready { pid: 7 },
+            ServiceState::Restarting {
+                after: Duration::from_millis(1500),
+                attempt: 2,
+            },
+            ServiceState::Stopping { pid: 7 },
+            ServiceState::Exited {
+                status: ExitStatus::Signal(9),
+            },
+            ServiceState::Exited {
+                status: ExitStatus::Code(0),
+            },
+            ServiceState::Stopped,
+            ServiceState::Failed {
+                reason: "pnpm install failed".into(),
+            },
+        ];
+        let mut seen_states = HashSet::new();
+        for state in &states {
+            seen_states.insert(match state {
+                ServiceState::Waiting => "waiting",
+                ServiceState::Preparing => "preparing",
+                ServiceState::Running { .. } => "running",
+                ServiceState::Ready { .. } => "ready",
+                ServiceState::Restarting { .. } => "restarting",
+                ServiceState::Stopping { .. } => "stopping",
+                ServiceState::Exited { .. } => "exited",
+                ServiceState::Stopped => "stopped",
+                ServiceState::Failed { .. } => "failed",
+            });
+        }
+        assert_eq!(seen_states.len(), 9, "a sample of every state");
+        states.to_vec()
+    }
+
+    fn every_other_kind() -> Vec<EventKind> {
+        vec![
+            EventKind::Ready,
+            EventKind::ProbeTimedOut {
+                after: Duration::from_secs(30),
+            },
+            EventKind::Crashed {
+                status: ExitStatus::Code(1),
+                attempt: 1,
+                backoff: Duration::from_secs(1),
+            },
+            EventKind::Crashed {
+                status: ExitStatus::Code(3),
+                attempt: 0,
+                backoff: Duration::ZERO,
+            },
+            EventKind::Reloading {
+                services: vec!["server".into()],
+                changes: omnidev_core::Changes::of(["omnigent/app.py"]),
+            },
+            EventKind::Debug {
+                message: "ignored: .git/index".into(),
+            },
+            EventKind::PrepareStarted {
+                step: "npm install".into(),
+            },
+            EventKind::PrepareFinished {
+                step: "npm install".into(),
+                success: false,
+            },
+            EventKind::Log {
+                line: LogLine::new("server", Stream::Stderr, "\u{1b}[31mboom\u{1b}[0m", 4),
+            },
+            EventKind::Notice {
+                message: "shutting down".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_record_validates_against_the_published_schema() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/events.schema.json");
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("the schema file"))
+                .expect("the schema is JSON");
+        let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+        let encoder = Encoder::new(
+            std::path::Path::new("/home/ada/.cache/omnidev/omnigent-1a2b3c4d"),
+            HashSet::from(["server".to_owned()]),
+        );
+        let now = SystemTime::now();
+        let mut records: Vec<Record> = every_supervisor_event()
+            .iter()
+            .map(|event| encoder.event(event))
+            .collect();
+        // What the feed adds, and the front-ends' own records.
+        let line = LogLine::new("vite", Stream::Stdout, "ready in 300 ms", 9);
+        records.push(encoder.entry(&Entry::Line(std::sync::Arc::new(line)), now));
+        records.push(encoder.entry(
+            &Entry::Lost {
+                count: 3,
+                reason: "disk full".into(),
+            },
+            now,
+        ));
+        records.push(encoder.record(
+            now,
+            None,
+            Body::Port {
+                name: "server".into(),
+                port: 6767,
+            },
+        ));
+        records.push(encoder.record(
+            now,
+            Some("vite".into()),
+            Body::Url {
+                name: "ui".into(),
+                url: "http://localhost:5173".into(),
+            },
+        ));
+        records.push(encoder.notice("pod /x"));
+        records.push(encoder.record(
+            now,
+            None,
+            Body::Lagged {
+                message: "fell behind".into(),
+            },
+        ));
+        let mut kinds = HashSet::new();
+        for record in &records {
+            let value = serde_json::to_value(record).expect("encode");
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{value} does not validate: {errors:?}");
+            // And a program reading the stream gets the same record back.
+            let text = serde_json::to_string(record).expect("encode");
+            assert_eq!(
+                &serde_json::from_str::<Record>(&text).expect("decode"),
+                record
+            );
+            kinds.insert(record.body.kind());
+        }
+        let every = [
+            "state",
+            "ready",
+            "probe-timeout",
+            "crashed",
+            "exited",
+            "reload",
+            "log",
+            "port",
+            "url",
+            "prepare-started",
+            "prepare-finished",
+            "notice",
+            "debug",
+            "lost",
+            "lagged",
+        ];
+        assert_eq!(kinds, HashSet::from(every), "a record of every kind");
+        // The schema names exactly these kinds.
+        let in_schema: HashSet<&str> = schema["oneOf"]
+            .as_array()
+            .expect("oneOf")
+            .iter()
+            .filter_map(|entry| entry["properties"]["kind"]["const"].as_str())
+            .collect();
+        assert_eq!(in_schema, HashSet::from(every));
+        // A record of an unknown kind, or with a missing field, fails.
+        for bad in [
+            r#"{"v":1,"ts":"2026-11-30T14:58:38.123Z","pod":"/p","service":null,"kind":"exploded"}"#,
+            r#"{"v":1,"ts":"2026-11-30T14:58:38.123Z","pod":"/p","service":"s","kind":"crashed","attempt":1}"#,
+            r#"{"v":1,"ts":"yesterday","pod":"/p","service":null,"kind":"ready"}"#,
+        ] {
+            let value: serde_json::Value = serde_json::from_str(bad).expect("json");
+            assert!(!validator.is_valid(&value), "{bad} must not validate");
+        }
+    }
+}
