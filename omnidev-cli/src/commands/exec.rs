@@ -13,10 +13,16 @@ use crate::error::{Error, Result};
 /// exit code (128 + N when killed by signal N).
 pub fn run(pod: &PodArgs, command: &[String]) -> Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(pod)?;
-    run_in(&checkout, command)
+    run_in(&checkout, command, &[])
 }
 
-fn run_in(checkout: &crate::session::Checkout, command: &[String]) -> Result<ExitCode> {
+/// Runs `command` with the pod's environment, plus `extra` variables the
+/// user's environment does not set already.
+fn run_in(
+    checkout: &crate::session::Checkout,
+    command: &[String],
+    extra: &[(&str, &str)],
+) -> Result<ExitCode> {
     let (rendered, notices) = crate::session::prepare_beside(checkout)?;
     for notice in notices {
         note!("omnidev: {notice}");
@@ -26,6 +32,12 @@ fn run_in(checkout: &crate::session::Checkout, command: &[String]) -> Result<Exi
     };
     let mut child = std::process::Command::new(program)
         .args(args)
+        .envs(
+            extra
+                .iter()
+                .filter(|(name, _)| std::env::var_os(name).is_none())
+                .copied(),
+        )
         .envs(&rendered.env)
         .spawn()
         .map_err(|source| Error::Spawn {
@@ -55,7 +67,9 @@ pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
         .map(str::to_owned)
         .to_vec();
     command.extend(args.iter().cloned());
-    run_in(&checkout, &command)
+    // Like the pod's backend: a fresh worktree's first `uv run` builds the
+    // package, whose hook would build the web bundle (Node 22 + pnpm).
+    run_in(&checkout, &command, &[("OMNIGENT_SKIP_WEB_UI", "true")])
 }
 
 fn ignore_interactive_signals() {
