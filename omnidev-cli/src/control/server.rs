@@ -515,7 +515,9 @@ async fn stream_events(
         Body::Lagged { message: lagged },
     );
     buf.extend_from_slice(crate::headless::encode(&record).as_bytes());
-    let _ = send(&mut write, &mut buf, shared.request_deadline).await;
+    // A reader that paused gets the record when it reads again; one gone
+    // for good holds its slot this long at most.
+    let _ = send(&mut write, &mut buf, shared.request_deadline * 3).await;
     let _ = write.shutdown().await;
 }
 
@@ -957,6 +959,118 @@ mod tests {
             assert!(error.contains("at most 86400"), "{error}");
         }
         // Refused before anything was restarted.
+        assert_eq!(pid(), before);
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
+    }
+
+    /// Sends `line` to the pod in `dir` and reads the whole answer.
+    async fn ask(dir: &std::path::Path, line: &str) -> String {
+        let mut client = UnixStream::connect(super::super::socket_path(dir))
+            .await
+            .expect("connect");
+        client.write_all(line.as_bytes()).await.expect("send");
+        let mut answer = String::new();
+        tokio::time::timeout(REQUEST_DEADLINE * 3, client.read_to_string(&mut answer))
+            .await
+            .expect("answered")
+            .expect("read");
+        answer
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_follower_that_stops_reading_gets_lagged_and_the_pod_goes_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // About 500 lines of 2 KB a second: a paused reader's socket
+        // fills at once, a reading one keeps up easily.
+        let line = "x".repeat(2000);
+        let chatty = ServiceSpec::new(
+            "chatty",
+            "sh",
+            ["-c", &format!("while :; do echo {line}; sleep 0.002; done")],
+            dir.path(),
+        );
+        let supervisor = Supervisor::start(SupervisorConfig {
+            services: vec![chatty],
+            ..SupervisorConfig::default()
+        })
+        .await
+        .expect("supervisor");
+        let info = ServerInfo {
+            pod_dir: dir.path().to_path_buf(),
+            socket: dir.path().join("run/control.sock"),
+            repo: dir.path().to_path_buf(),
+            ports: BTreeMap::new(),
+            urls: Vec::new(),
+            backend: Vec::new(),
+            probed: HashSet::new(),
+        };
+        let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir.path()));
+        // An injected 1 s deadline instead of the real 10 s one.
+        let server = ControlServer::start_with_deadline(
+            info,
+            supervisor.clone(),
+            feed,
+            Duration::from_secs(1),
+        )
+        .expect("server");
+        let pid = || supervisor.snapshot().first().and_then(|s| s.pid);
+        while pid().is_none() {
+            tokio::time::sleep(POLL).await;
+        }
+        let before = pid();
+        let follow = "{\"cmd\":\"events\",\"follow\":true,\"logs\":true}\n";
+        let socket = super::super::socket_path(dir.path());
+        let mut slow = UnixStream::connect(&socket).await.expect("connect");
+        slow.write_all(follow.as_bytes()).await.expect("send");
+        // A reader that keeps up, beside it.
+        let mut fast = UnixStream::connect(&socket).await.expect("connect");
+        fast.write_all(follow.as_bytes()).await.expect("send");
+        let read_fast = tokio::spawn(async move {
+            let mut reader = BufReader::new(fast);
+            let mut count = 0usize;
+            let mut text = String::new();
+            while count < 2500 {
+                text.clear();
+                match reader.read_line(&mut text).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => count += 1,
+                }
+            }
+            count
+        });
+        // The slow reader reads nothing for a while: the pod goes on.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let status = ask(dir.path(), "{\"cmd\":\"status\"}\n").await;
+        assert!(status.contains("\"ok\":true"), "{status}");
+        assert_eq!(pid(), before, "the service kept running");
+        // Reading again, it gets what was sent, then `lagged`, then the end.
+        let mut reader = BufReader::new(slow);
+        let mut last = String::new();
+        let mut text = String::new();
+        loop {
+            text.clear();
+            let read = tokio::time::timeout(REQUEST_DEADLINE * 3, reader.read_line(&mut text))
+                .await
+                .expect("the slow reader is closed, not left hanging")
+                .expect("read");
+            if read == 0 {
+                break;
+            }
+            last.clone_from(&text);
+        }
+        let record: super::super::events::Record =
+            serde_json::from_str(&last).expect("the last line is a record");
+        assert!(
+            matches!(record.body, Body::Lagged { .. }),
+            "the last record says it lagged: {last}"
+        );
+        // The other reader was not dropped with it.
+        let count = tokio::time::timeout(REQUEST_DEADLINE * 6, read_fast)
+            .await
+            .expect("the fast reader keeps receiving")
+            .expect("task");
+        assert_eq!(count, 2500, "the fast reader kept receiving");
         assert_eq!(pid(), before);
         drop(server);
         supervisor.shutdown().await.expect("shutdown");
