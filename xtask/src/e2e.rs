@@ -68,6 +68,7 @@ const CASES: &[Case] = &[
     case!(lifecycle::kill9_of_omnidev_leaves_no_process_within_2s),
     case!(control::detach_status_logs_restart_stop),
     case!(control::ls_two_running_one_stopped),
+    case!(control::agent_script_waits_and_reads_events),
     case!(control::control_socket_modes_stale_socket_clean),
     case!(ports::long_pod_path_detach_status_stop),
     case!(tui::tui_in_tmux_panes_and_quit),

@@ -265,3 +265,59 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
     );
     Ok(())
 }
+
+/// An agent-style shell script (`jq` on the JSON): `up --detach`, `wait
+/// --ready`, an edit of a `.py` file, `wait --healthy-after-reload`,
+/// `events --since-reload --json` names the reload and the changed file,
+/// `stop`; every exit code as documented (and `wait` without a condition
+/// is a usage error, 2).
+pub fn agent_script_waits_and_reads_events(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    let script = r##"
+set -u
+om() { "$OMNIDEV" "$@" --repo "$REPO"; }
+om up --detach >/dev/null; echo "up=$?"
+om wait --ready --timeout 300; echo "ready=$?"
+om wait >/dev/null 2>&1; echo "usage=$?"
+echo "# touched by the agent script" >> "$REPO/omnigent/log.py"
+om wait --healthy-after-reload --timeout 300; echo "healthy=$?"
+om events --since-reload --json > "$EVENTS"; echo "events=$?"
+jq -e -s 'map(select(.kind == "reload" and (.files | index("omnigent/log.py")))) | length == 1' "$EVENTS" >/dev/null; echo "found=$?"
+jq -e -s 'all(.v == 1 and (.ts | test("Z$")))' "$EVENTS" >/dev/null; echo "shape=$?"
+om status --json | jq -e '."last-reload".files == ["omnigent/log.py"]' >/dev/null; echo "status=$?"
+om stop; echo "stop=$?"
+om wait --ready >/dev/null 2>&1; echo "stopped=$?"
+"##;
+    let events_file = ctx.output_file("agent-events");
+    let mut command = ctx.command("sh");
+    command
+        .args(["-c", script])
+        .env("OMNIDEV", ctx.omnidev_path())
+        .env("REPO", &repo)
+        .env("EVENTS", &events_file);
+    let output = command.output().context("running the agent script")?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let events = std::fs::read_to_string(&events_file).unwrap_or_default();
+    let expected = [
+        "up=0",
+        "ready=0",
+        "usage=2",
+        "healthy=0",
+        "events=0",
+        "found=0",
+        "shape=0",
+        "status=0",
+        "stop=0",
+        "stopped=1",
+    ];
+    for line in expected {
+        ensure!(
+            text.lines().any(|l| l == line),
+            "the agent script did not print `{line}`:\n{text}\nstderr:\n{}\nevents:\n{events}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    ctx.wait_no_pod_process(Duration::from_secs(2))
+        .context("after the agent script's `omnidev stop`")?;
+    Ok(())
+}
