@@ -266,7 +266,7 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// An agent-style shell script (`jq` on the JSON): `up --detach`, `wait
+/// An agent-style shell script (Python's `json` on the output): `up --detach`, `wait
 /// --ready`, an edit of a `.py` file, `wait --healthy-after-reload`,
 /// `events --since-reload --json` names the reload and the changed file,
 /// `stop`; every exit code as documented (and `wait` without a condition
@@ -282,9 +282,9 @@ om wait >/dev/null 2>&1; echo "usage=$?"
 echo "# touched by the agent script" >> "$REPO/omnigent/log.py"
 om wait --healthy-after-reload --timeout 300; echo "healthy=$?"
 om events --since-reload --json > "$EVENTS"; echo "events=$?"
-jq -e -s 'map(select(.kind == "reload" and (.files | index("omnigent/log.py")))) | length == 1' "$EVENTS" >/dev/null; echo "found=$?"
-jq -e -s 'all(.v == 1 and (.ts | test("Z$")))' "$EVENTS" >/dev/null; echo "shape=$?"
-om status --json | jq -e '."last-reload".files == ["omnigent/log.py"]' >/dev/null; echo "status=$?"
+python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if sum(1 for e in r if e["kind"]=="reload" and "omnigent/log.py" in e["files"])==1 else 1)' "$EVENTS"; echo "found=$?"
+python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if r and all(e["v"]==1 and e["ts"].endswith("Z") for e in r) else 1)' "$EVENTS"; echo "shape=$?"
+om status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["last-reload"]["files"]==["omnigent/log.py"] else 1)'; echo "status=$?"
 om stop; echo "stop=$?"
 om wait --ready >/dev/null 2>&1; echo "stopped=$?"
 "##;
