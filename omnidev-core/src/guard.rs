@@ -37,9 +37,11 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use nix::unistd::Pid;
 
 /// Groups the guard can track at once; more are not protected.
 const SLOTS: usize = 1024;
@@ -47,7 +49,7 @@ const SLOTS: usize = 1024;
 /// The supervisor's side of the orphan guard.
 #[derive(Debug)]
 pub(crate) struct Guard {
-    pid: libc::pid_t,
+    pid: Pid,
     writer: Mutex<Option<File>>,
 }
 
@@ -73,39 +75,30 @@ impl Guard {
             }
             None => None,
         };
-        let (read_fd, write_fd) = cloexec_pipe()?;
+        let (read, write) = cloexec_pipe()?;
+        let read_fd = read.as_raw_fd();
         // SAFETY: the child branch calls only async-signal-safe functions
         // (see the module docs) and never returns.
         let pid = unsafe { libc::fork() };
         if pid == -1 {
-            let err = io::Error::last_os_error();
-            // SAFETY: both fds were just created and are owned here.
-            unsafe {
-                libc::close(read_fd);
-                libc::close(write_fd);
-            }
-            return Err(err);
+            return Err(io::Error::last_os_error());
         }
         if pid == 0 {
             // SAFETY: we are the freshly forked child.
             unsafe { guard_main(read_fd, cgroup.as_ref()) }
         }
         crate::process::record_own_child(pid as u32);
-        // SAFETY: read_fd is ours and no longer needed in the parent.
-        unsafe {
-            libc::close(read_fd);
-        }
-        // SAFETY: write_fd is a valid, exclusively owned descriptor.
-        let writer = unsafe { File::from_raw_fd(write_fd) };
+        // The read end is the guard's alone.
+        drop(read);
         Ok(Guard {
-            pid,
-            writer: Mutex::new(Some(writer)),
+            pid: Pid::from_raw(pid),
+            writer: Mutex::new(Some(File::from(write))),
         })
     }
 
     /// The guard's process id.
     pub(crate) fn pid(&self) -> u32 {
-        self.pid as u32
+        self.pid.as_raw() as u32
     }
 
     /// Tells the guard about a new process group.
@@ -145,11 +138,8 @@ impl Guard {
             return;
         }
         drop(writer);
-        let mut status = 0;
-        // SAFETY: pid is our child; the guard exits right after EOF.
-        unsafe {
-            libc::waitpid(self.pid, &raw mut status, 0);
-        }
+        // The guard exits right after end-of-file.
+        let _ = nix::sys::wait::waitpid(self.pid, None);
     }
 }
 
@@ -159,27 +149,21 @@ impl Drop for Guard {
     }
 }
 
-fn cloexec_pipe() -> io::Result<(libc::c_int, libc::c_int)> {
-    let mut fds = [0 as libc::c_int; 2];
+/// A pipe whose both ends are close-on-exec: (read, write).
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: fds has room for two descriptors.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
+        Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        // SAFETY: fds has room for two descriptors; fcntl on valid fds.
-        unsafe {
-            if libc::pipe(fds.as_mut_ptr()) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            libc::fcntl(fds[0], libc::F_SETFD, libc::FD_CLOEXEC);
-            libc::fcntl(fds[1], libc::F_SETFD, libc::FD_CLOEXEC);
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        let (read, write) = nix::unistd::pipe()?;
+        for end in [&read, &write] {
+            fcntl(end, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
         }
+        Ok((read, write))
     }
-    Ok((fds[0], fds[1]))
 }
 
 /// The guard process. Async-signal-safe calls only; never returns.

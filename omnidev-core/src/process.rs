@@ -4,7 +4,18 @@
 use std::io;
 use std::process::Stdio;
 
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+
 use crate::spec::CommandSpec;
+
+/// A pid as nix takes it (pids fit in `pid_t`; one that does not names
+/// no process).
+fn pid_of(pid: u32) -> Pid {
+    Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX))
+}
 
 /// Spawns `command` as the leader of a new session and process group.
 ///
@@ -38,9 +49,9 @@ pub(crate) fn spawn_group_in(
         cmd.current_dir(&command.cwd);
     }
     #[cfg(target_os = "linux")]
-    let parent = std::process::id() as libc::pid_t;
+    let parent = nix::unistd::getpid();
     // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (write, setsid, prctl, getppid).
+    // async-signal-safe functions (write, setsid, prctl, getppid, _exit).
     unsafe {
         cmd.pre_exec(move || {
             if let Some(fd) = cgroup_procs {
@@ -49,14 +60,12 @@ pub(crate) fn spawn_group_in(
                     return Err(io::Error::last_os_error());
                 }
             }
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
+            nix::unistd::setsid()?;
             #[cfg(target_os = "linux")]
             {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
                 // The parent may have died before prctl took effect.
-                if libc::getppid() != parent {
+                if nix::unistd::getppid() != parent {
                     libc::_exit(137);
                 }
             }
@@ -100,8 +109,7 @@ pub(crate) fn record_own_child(pid: u32) {
 pub fn become_subreaper() -> bool {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: prctl with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+        nix::sys::prctl::set_child_subreaper(true).is_ok()
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -118,8 +126,7 @@ pub fn reap_adopted() {
     #[cfg(target_os = "linux")]
     {
         let me = std::process::id();
-        // SAFETY: getsid(0) has no preconditions.
-        let my_session = unsafe { libc::getsid(0) };
+        let my_session = nix::unistd::getsid(None).map_or(-1, Pid::as_raw);
         let own = own_children();
         for process in crate::proc::table() {
             if process.ppid != me || !process.is_zombie() || process.sid == my_session {
@@ -131,11 +138,7 @@ pub fn reap_adopted() {
             {
                 continue;
             }
-            let mut status = 0;
-            // SAFETY: reaping a zombie child of ours, by pid, without blocking.
-            unsafe {
-                libc::waitpid(process.pid as libc::pid_t, &raw mut status, libc::WNOHANG);
-            }
+            let _ = waitpid(pid_of(process.pid), Some(WaitPidFlag::WNOHANG));
         }
     }
 }
@@ -145,9 +148,8 @@ pub(crate) fn signal_pid(pid: u32, signal: i32) {
     if pid <= 1 {
         return;
     }
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe {
-        libc::kill(pid as libc::pid_t, signal);
+    if let Ok(signal) = Signal::try_from(signal) {
+        let _ = kill(pid_of(pid), signal);
     }
 }
 
@@ -157,10 +159,8 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) {
     if pgid <= 1 {
         return;
     }
-    // SAFETY: kill has no memory-safety preconditions; a negative pid
-    // addresses a process group.
-    unsafe {
-        libc::kill(-pgid, signal);
+    if let Ok(signal) = Signal::try_from(signal) {
+        let _ = killpg(Pid::from_raw(pgid), signal);
     }
 }
 
@@ -169,9 +169,8 @@ pub fn group_alive(pgid: i32) -> bool {
     if pgid <= 1 {
         return false;
     }
-    // SAFETY: signal 0 only checks for existence and permission.
-    let rc = unsafe { libc::kill(-pgid, 0) };
-    if rc == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+    // No signal only checks for existence and permission.
+    if killpg(Pid::from_raw(pgid), None) == Err(Errno::ESRCH) {
         return false;
     }
     // Zombies count as members for kill(2); an orphaned grandchild whose
@@ -203,8 +202,7 @@ pub fn pid_alive(pid: u32) -> bool {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        // SAFETY: signal 0 only checks for existence.
-        unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+        kill(pid_of(pid), None).is_ok()
     }
 }
 

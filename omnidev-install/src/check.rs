@@ -125,9 +125,7 @@ fn spawn_detached(program: &Path, lock: &File) -> Result<u32> {
         command.pre_exec(move || {
             // A new session: no controlling terminal, no signals from the
             // shell's job control, survives the shell exiting.
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
+            nix::unistd::setsid()?;
             // Keep the locked descriptor open across exec so the child
             // holds the single-flight lock for its whole life.
             if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {

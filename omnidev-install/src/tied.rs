@@ -5,7 +5,7 @@
 //! later and printing into the terminal.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus};
 
@@ -24,27 +24,18 @@ pub fn run_tied(command: &mut Command) -> io::Result<ExitStatus> {
             Ok(())
         });
     }
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the two-element array; close-on-exec, so the
-    // child never holds the pipe.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned here only.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Close-on-exec, so the child never holds the pipe.
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let mut child = command.spawn()?;
     let group = i32::try_from(child.id()).map_err(io::Error::other)?;
     let guard = spawn_guard(&read_end, &write_end, group);
     drop(read_end);
     let status = child.wait();
     // The child is done: one byte tells the guard to leave without killing.
-    // SAFETY: write(2) of one byte from a live buffer to an owned fd.
-    let _ = unsafe { libc::write(write_end.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+    let _ = nix::unistd::write(&write_end, b"x");
     drop(write_end);
     if let Some(guard) = guard {
-        // SAFETY: reaps our own child; a null status pointer is allowed.
-        unsafe { libc::waitpid(guard, std::ptr::null_mut(), 0) };
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(guard), None);
     }
     status
 }

@@ -300,9 +300,8 @@ pub enum Error {
 
     /// A control socket path does not fit a Unix socket address.
     #[error(
-        "the control socket path {} is {len} bytes; a Unix socket path must be at most {} bytes",
-        path.display(),
-        crate::runtime::MAX_SOCKET_PATH
+        "the control socket path {} is {len} bytes; a Unix socket path must be at most {max} bytes",
+        path.display()
     )]
     #[diagnostic(
         code(omnidev::pod::socket_path),
@@ -313,6 +312,8 @@ pub enum Error {
         path: PathBuf,
         /// Its length in bytes.
         len: usize,
+        /// The longest a socket path may be.
+        max: usize,
     },
 
     /// The web package manager is not installed.

@@ -63,8 +63,7 @@ pub fn runtime_dir_from(xdg_runtime_dir: Option<OsString>, uid: u32) -> PathBuf 
 
 /// The runtime directory of this process's user (`XDG_RUNTIME_DIR`).
 pub fn runtime_dir() -> PathBuf {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = nix::unistd::getuid().as_raw();
     runtime_dir_from(std::env::var_os("XDG_RUNTIME_DIR"), uid)
 }
 
@@ -89,8 +88,7 @@ pub fn ensure_private(dir: &Path) -> Result<()> {
         Err(e) => return Err(Error::io("create the directory", dir)(e)),
     }
     let meta = std::fs::symlink_metadata(dir).map_err(Error::io("examine", dir))?;
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = nix::unistd::getuid().as_raw();
     let refuse = |reason: String| Error::UnsafeRuntimeDir {
         path: dir.to_path_buf(),
         reason,
@@ -148,6 +146,7 @@ pub fn check_socket_path(path: &Path) -> Result<()> {
         return Err(Error::SocketPathTooLong {
             path: path.to_path_buf(),
             len,
+            max: MAX_SOCKET_PATH,
         });
     }
     Ok(())

@@ -247,8 +247,7 @@ mod hook_error {
     /// Where the last telling is stamped: the cache directory, else (it
     /// may be the very thing that fails) a per-user file in the temp dir.
     fn stamps() -> Vec<PathBuf> {
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
+        let uid = nix::unistd::getuid().as_raw();
         let mut stamps: Vec<PathBuf> = omnidev_install::Paths::from_env()
             .map(|paths| paths.cache_dir().join("check-error.stamp"))
             .into_iter()
@@ -260,8 +259,7 @@ mod hook_error {
     /// Prints `report` as one line unless a failure was told less than a
     /// day ago, and stamps the telling.
     pub(super) fn tell_once_a_day(report: &miette::Report, now: SystemTime) {
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
+        let uid = nix::unistd::getuid().as_raw();
         let stamps = stamps();
         let told_recently = stamps.iter().any(|stamp| {
             // Only a plain file of this user's counts (the temp dir is shared).
@@ -294,7 +292,7 @@ mod hook_error {
                 .create(true)
                 .truncate(true)
                 .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
+                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
                 .open(stamp)
                 .and_then(|mut file| writeln!(file, "{line}"));
             if written.is_ok() {

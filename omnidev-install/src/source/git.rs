@@ -86,10 +86,12 @@ impl Source for GitLsRemote {
                     // The leader is already killed (kill_on_drop dropped it
                     // with the timed-out future); its children (ssh, remote
                     // helpers) are still in the group.
-                    // SAFETY: kill(2) on the process group we created with
-                    // process_group(0); no memory is involved.
-                    unsafe {
-                        libc::kill(-(pgid as libc::pid_t), libc::SIGKILL);
+                    // The process group created with process_group(0).
+                    if let Ok(pgid) = i32::try_from(pgid) {
+                        let _ = nix::sys::signal::killpg(
+                            nix::unistd::Pid::from_raw(pgid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
                     }
                 }
                 return Err(failed(format!(
