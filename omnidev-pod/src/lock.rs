@@ -138,7 +138,13 @@ mod tests {
             }
         );
         drop(lock);
-        assert_eq!(PodLock::state(tmp.path()).expect("state"), LockState::Free);
+        // A process another test forks at this instant holds a copy of the
+        // descriptor until its exec closes it: wait, do not read once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while PodLock::state(tmp.path()).expect("state") != LockState::Free {
+            assert!(std::time::Instant::now() < deadline, "lock still held");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     #[test]
