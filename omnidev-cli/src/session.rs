@@ -90,6 +90,127 @@ pub struct PreparedPod {
     pub notices: Vec<String>,
     /// Where the control socket is served (checked to fit before start).
     pub control_socket: PathBuf,
+    /// What moving a port needs: where and how the ports were allocated,
+    /// and the context the profile was rendered in.
+    pub ports: PortSetUp,
+}
+
+/// How a pod's ports were allocated and its profile rendered, kept so a
+/// port lost to another process can be moved ([`PodPortMover`]).
+#[derive(Debug, Clone)]
+pub struct PortSetUp {
+    /// The per-user runtime directory (allocation lock and registry).
+    pub runtime_dir: PathBuf,
+    /// The profile's port names and bases.
+    pub bases: Vec<(String, u16)>,
+    /// The ports the user forced (never moved).
+    pub overrides: BTreeMap<String, u16>,
+    /// The render context (its ports change when one moves).
+    pub context: RenderContext,
+}
+
+/// A running pod's ports and URLs, as the control socket reports them.
+#[derive(Debug, Clone, Default)]
+pub struct Addresses {
+    /// Port names and numbers.
+    pub ports: BTreeMap<String, u16>,
+    /// URLs for people, in profile order.
+    pub urls: Vec<omnidev_pod::RenderedUrl>,
+}
+
+/// [`Addresses`] shared between the control socket and the port mover.
+pub type SharedAddresses = std::sync::Arc<std::sync::Mutex<Addresses>>;
+
+impl Addresses {
+    /// The addresses of a prepared pod.
+    pub fn of(prepared: &PreparedPod) -> SharedAddresses {
+        std::sync::Arc::new(std::sync::Mutex::new(Self {
+            ports: prepared.ports.context.ports.0.clone(),
+            urls: prepared.rendered.urls.clone(),
+        }))
+    }
+}
+
+/// Moves a port lost to another process before its service bound it:
+/// re-allocates it under the per-user lock, persists it in `pod.toml`,
+/// renders the profile again and updates what the control socket shows.
+/// A forced port is refused, naming the holder.
+#[derive(Debug)]
+pub struct PodPortMover {
+    checkout: Checkout,
+    pod_dir: PathBuf,
+    set_up: std::sync::Mutex<PortSetUp>,
+    addresses: SharedAddresses,
+}
+
+impl PodPortMover {
+    /// The mover of a prepared pod, updating `addresses`.
+    pub fn new(prepared: &PreparedPod, addresses: SharedAddresses) -> Self {
+        Self {
+            checkout: prepared.checkout.clone(),
+            pod_dir: prepared.pod.dir().to_owned(),
+            set_up: std::sync::Mutex::new(prepared.ports.clone()),
+            addresses,
+        }
+    }
+}
+
+impl omnidev_core::PortMover for PodPortMover {
+    fn move_port(
+        &self,
+        service: &str,
+        port: u16,
+        holder: &str,
+    ) -> std::result::Result<omnidev_core::Moved, String> {
+        let mut set_up = self
+            .set_up
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(name) = set_up
+            .context
+            .ports
+            .iter()
+            .find(|(_, p)| *p == port)
+            .map(|(n, _)| n.to_owned())
+        else {
+            return Err(format!(
+                "port {port} of {service} is not one of the pod's ports"
+            ));
+        };
+        let request = PortRequest {
+            cache_root: &self.checkout.cache_root,
+            runtime_dir: &set_up.runtime_dir,
+            pod_dir: &self.pod_dir,
+            repo: &self.checkout.repo,
+            bases: &set_up.bases,
+            overrides: &set_up.overrides,
+        };
+        let moved =
+            omnidev_pod::ports::relocate_port(&request, &name, holder).map_err(|e| match e {
+                omnidev_pod::Error::ForcedPortTaken { .. } => format!(
+                    "{e}; stop that process, or start without forcing `{name}` to let omnidev \
+                     pick a free port"
+                ),
+                e => e.to_string(),
+            })?;
+        set_up.context.ports.0.insert(name, moved);
+        let rendered = self
+            .checkout
+            .profile
+            .render(&set_up.context)
+            .map_err(|e| e.to_string())?;
+        *self
+            .addresses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Addresses {
+            ports: set_up.context.ports.0.clone(),
+            urls: rendered.urls.clone(),
+        };
+        Ok(omnidev_core::Moved {
+            port: moved,
+            services: rendered.services,
+        })
+    }
 }
 
 /// `--clean` → pod directory → lock → package-manager preflight → ports →
@@ -157,6 +278,12 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
     }
     notices.extend(seed(profile, &ctx));
     let rendered = profile.render(&ctx)?;
+    let ports = PortSetUp {
+        runtime_dir,
+        bases,
+        overrides,
+        context: ctx,
+    };
     Ok(PreparedPod {
         checkout,
         pod,
@@ -164,6 +291,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
         rendered,
         notices,
         control_socket,
+        ports,
     })
 }
 

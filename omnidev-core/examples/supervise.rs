@@ -64,6 +64,7 @@ async fn main() -> miette::Result<()> {
                         env: std::collections::BTreeMap::new(),
                     }),
                     interval: Duration::from_millis(100),
+                    listener: None,
                     timeout: Duration::from_secs(60),
                 });
                 services.push(service);

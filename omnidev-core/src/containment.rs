@@ -371,6 +371,22 @@ impl Containment {
 
 use tree::Search;
 
+/// The live processes of `target` now: its cgroup's members, or (without
+/// cgroups) its session, group, descendants and adopted orphans carrying
+/// its service id. Used to tell whether a listener is the service's.
+pub(crate) fn members(target: &Target) -> Vec<u32> {
+    if let Some(leaf) = &target.leaf {
+        return cgroup::members(leaf);
+    }
+    tree::members(
+        &crate::proc::table(),
+        &target.identity,
+        std::process::id(),
+        Search::Adopted,
+        tree::service_id_of,
+    )
+}
+
 /// The pod cgroup for supervisor `id` under `parent` (default: this
 /// process's own cgroup), or why there is none.
 fn pod_cgroup(id: &str, parent: Option<&Path>) -> Result<(PathBuf, PathBuf), String> {

@@ -157,6 +157,16 @@ pub enum EventKind {
         #[serde(default)]
         changes: Changes,
     },
+    /// The port a service must listen on ([`crate::spec::Readiness::listener`])
+    /// is held by a process that is not the service's: the service is not
+    /// ready (its probe would be answered by that process), and if it
+    /// crashed, that is why.
+    PortHeld {
+        /// The port.
+        port: u16,
+        /// Who holds it, as people read it: `pid 4242 (python3 -m http.server)`.
+        holder: String,
+    },
     /// Diagnostics shown only when asked for (`--debug`): a watcher's
     /// decision about a file event, a readiness attempt.
     Debug {
@@ -293,6 +303,10 @@ pub struct ServiceStatus {
     /// How its last run ended (on its own or stopped), once one has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_exit: Option<ExitStatus>,
+    /// What keeps it from being ready, when omnidev knows: `port 6767 is
+    /// held by pid 4242 (python3 …), not by server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl ServiceStatus {
@@ -431,6 +445,9 @@ impl fmt::Display for EventKind {
                 }
                 Ok(())
             }
+            EventKind::PortHeld { port, holder } => {
+                write!(f, "port {port} is held by {holder}, not by this service")
+            }
             EventKind::Debug { message } => write!(f, "debug: {message}"),
             EventKind::PrepareStarted { step } => write!(f, "{step} …"),
             EventKind::PrepareFinished {
@@ -469,6 +486,9 @@ impl Event {
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.service, self.kind.is_message()) {
+            (Some(service), _) if let EventKind::PortHeld { port, holder } = &self.kind => {
+                write!(f, "port {port} is held by {holder}, not by {service}")
+            }
             (None, true) => write!(f, "{}", self.kind),
             (Some(service), true) => write!(f, "{service}: {}", self.kind),
             (service, false) => write!(f, "{} {}", service.as_deref().unwrap_or("pod"), self.kind),
@@ -566,6 +586,7 @@ mod tests {
             pid: None,
             ready: false,
             last_exit,
+            note: None,
         };
         let stopped = status(ServiceState::Stopped, Some(ExitStatus::Signal(15)));
         assert_eq!(stopped.ending(true), "server stopped (signal 15)");

@@ -34,6 +34,7 @@ pub mod event;
 pub mod feed;
 pub mod fs;
 pub mod guard;
+pub mod listener;
 pub mod logs;
 pub mod probe;
 pub mod proc;
@@ -55,4 +56,4 @@ pub use spec::{
     RestartPolicy, ServiceSpec, StopSpec,
 };
 pub use state::{StateFile, read_state};
-pub use supervisor::{Settled, Supervisor, SupervisorConfig};
+pub use supervisor::{Moved, PortMover, Settled, Supervisor, SupervisorConfig};

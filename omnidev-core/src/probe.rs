@@ -425,6 +425,7 @@ mod tests {
             },
             interval: Duration::from_millis(20),
             timeout: Duration::from_millis(100),
+            listener: None,
         };
         let mut outcomes = Vec::new();
         poll_until_ready(&probe, &readiness, |o| {

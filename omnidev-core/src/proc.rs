@@ -1,8 +1,11 @@
 //! The one reader of Linux's `/proc` for every omnidev crate (and xtask):
 //! a process's state, parent, group, session, start time and CPU time from
 //! `/proc/<pid>/stat`, one variable of its environment, its command line,
-//! and the table of every process. Elsewhere every function answers `None`
-//! or nothing.
+//! and the table of every process; and, in [`net`], TCP listeners and the
+//! sockets a process holds. Elsewhere every function answers `None` or
+//! nothing.
+
+pub mod net;
 
 use std::path::PathBuf;
 

@@ -105,6 +105,13 @@ pub struct Readiness {
     /// How long after spawn before a "probe timed out" event is published.
     /// Polling carries on after it.
     pub timeout: Duration,
+    /// The port the service itself must listen on (an HTTP or TCP probe
+    /// on one of a pod's ports): the probe passes only while that port's
+    /// listener is a process of the service ([`crate::listener`]), and a
+    /// crash while another process holds the port is reported (and, with
+    /// a [`crate::supervisor::PortMover`], the port is moved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener: Option<u16>,
 }
 
 /// Whether an exit the supervisor did not ask for is followed by a restart.

@@ -59,6 +59,42 @@ pub struct SupervisorConfig {
     pub containment: ContainmentChoice,
     /// Publish [`EventKind::Debug`] events: each readiness attempt.
     pub debug: bool,
+    /// Moves a service's port when another process took it before the
+    /// service could bind it (see [`PortMover`]); `None`: the crash is
+    /// reported and the service restarts with its backoff as usual.
+    pub port_mover: Option<Arc<dyn PortMover>>,
+}
+
+/// What moves a port lost to another process: the pod layer, which owns
+/// port allocation and rendering.
+///
+/// When a service whose readiness names a [`listener`](crate::spec::Readiness::listener)
+/// port exits on its own while another process listens on that port, the
+/// supervisor reports it ([`EventKind::PortHeld`]), asks the mover (on a
+/// blocking thread, while the service waits out its backoff), and then
+/// either restarts the service on the new port — with every other service
+/// whose spec changed restarted too (dependents, a proxy pointing at it) —
+/// or, when the mover refuses (a port the user forced), leaves the service
+/// `failed` with the mover's reason.
+pub trait PortMover: Send + Sync + std::fmt::Debug {
+    /// `service`'s port `port` is held by `holder` (as people read it):
+    /// choose a new port, persist it, and return every service's spec
+    /// rendered with it (the same services, in the same order, as the
+    /// supervisor was started with); or say why the port cannot move.
+    ///
+    /// # Errors
+    ///
+    /// Why the port stays where it is, in one line (shown to people).
+    fn move_port(&self, service: &str, port: u16, holder: &str) -> Result<Moved, String>;
+}
+
+/// A port moved by a [`PortMover`].
+#[derive(Debug, Clone)]
+pub struct Moved {
+    /// The new port.
+    pub port: u16,
+    /// Every service's spec, rendered with the new port.
+    pub services: Vec<ServiceSpec>,
 }
 
 /// The outcome once every service has ended and none will restart.
@@ -238,6 +274,7 @@ impl Supervisor {
             spawner,
             containment: containment.clone(),
             debug: config.debug,
+            port_mover: config.port_mover,
         });
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
 

@@ -79,6 +79,7 @@ fn readiness(probe: ProbeSpec, timeout: Duration) -> Readiness {
         probe,
         interval: Duration::from_millis(100),
         timeout,
+        listener: None,
     }
 }
 

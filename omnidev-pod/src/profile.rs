@@ -256,6 +256,12 @@ pub struct Ready {
     /// Time until a "probe timed out" event, ms (default 60000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Whether an `http` or `tcp` probe on one of the pod's ports counts
+    /// only when the service itself listens there (default true; `false`
+    /// for a probe of a port another service or an outside program
+    /// serves, such as a container runtime's proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_listener: Option<bool>,
 }
 
 /// The `ready` table of service `name`: exactly one probe kind, a non-empty

@@ -329,11 +329,20 @@ fn selection_drops_dangling_dependencies_and_rejects_unknown_names() {
     );
 }
 
+/// Renders `profile` (the checkout's `omnidev.toml`) with port `api` at 7001.
+fn render_with_api_port(f: &Fixture, profile: &str) -> omnidev_pod::RenderedPod {
+    std::fs::write(f.repo.join("omnidev.toml"), profile).expect("write");
+    let (profile, _) = Profile::load(&f.repo, None).expect("load");
+    let mut ctx = context(f);
+    ctx.ports.0.insert("api".into(), 7001);
+    profile.render(&ctx).expect("render")
+}
+
 #[test]
 fn a_repo_profile_renders_probes_signals_and_extra_args() {
     let f = fixture();
-    std::fs::write(
-        f.repo.join("omnidev.toml"),
+    let rendered = render_with_api_port(
+        &f,
         r#"
 [ports]
 api = 7000
@@ -352,12 +361,7 @@ command = ["sh", "-c", "echo {{braces}} {env.HOME}"]
 depends-on = { api = "started" }
 ready = { command = ["true"] }
 "#,
-    )
-    .expect("write");
-    let (profile, _) = Profile::load(&f.repo, None).expect("load");
-    let mut ctx = context(&f);
-    ctx.ports.0.insert("api".into(), 7001);
-    let rendered = profile.render(&ctx).expect("render");
+    );
     let api = service(&rendered.services, "api");
     assert_eq!(api.command.args, ["-m", "http.server", "7001"]);
     assert_eq!(api.command.cwd, f.repo.join("omnigent"));
@@ -372,6 +376,11 @@ ready = { command = ["true"] }
         }
     );
     assert_eq!(readiness.interval, Duration::from_millis(200));
+    assert_eq!(
+        readiness.listener,
+        Some(7001),
+        "a probe on a pod port wants the service's own listener"
+    );
     let check = service(&rendered.services, "check");
     assert_eq!(check.command.args, ["-c", "echo {braces} /home/ada"]);
     assert_eq!(check.depends_on[0].condition, Condition::Started);
@@ -379,7 +388,42 @@ ready = { command = ["true"] }
         check.readiness.as_ref().expect("ready").probe,
         ProbeSpec::Command(_)
     ));
+    assert_eq!(check.readiness.as_ref().expect("ready").listener, None);
     assert!(rendered.env.is_empty());
+}
+
+#[test]
+fn the_listener_check_covers_pod_ports_only_and_can_be_turned_off() {
+    let f = fixture();
+    let rendered = render_with_api_port(
+        &f,
+        r#"
+[ports]
+api = 7000
+
+[services.api]
+command = ["api"]
+ready = { http = "http://127.0.0.1:{port.api}/health?x=1" }
+
+[services.proxied]
+command = ["proxy"]
+ready = { tcp = "[::1]:{port.api}", own-listener = false }
+
+[services.outside]
+command = ["outside"]
+ready = { http = "http://example.test:8080/" }
+"#,
+    );
+    let listener = |name: &str| {
+        service(&rendered.services, name)
+            .readiness
+            .as_ref()
+            .expect("ready")
+            .listener
+    };
+    assert_eq!(listener("api"), Some(7001));
+    assert_eq!(listener("proxied"), None);
+    assert_eq!(listener("outside"), None);
 }
 
 /// The real Omnigent's shape: a pnpm workspace whose lockfile is at the

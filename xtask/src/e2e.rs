@@ -71,6 +71,8 @@ const CASES: &[Case] = &[
     case!(control::agent_script_waits_and_reads_events),
     case!(control::control_socket_modes_stale_socket_clean),
     case!(ports::long_pod_path_detach_status_stop),
+    case!(ports::foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves),
+    case!(ports::six_cache_roots_at_once_get_distinct_ports),
     case!(tui::tui_in_tmux_panes_and_quit),
     case!(tui::tui_ctrl_z_and_sigtstp_suspend_fg_restores),
     case!(cli::headless_one_shot_exit_rule),

@@ -69,6 +69,12 @@ def run(args) -> int:
             if not self.path.startswith("/health"):
                 log("server", f"{self.command} {self.path} -> {fmt_args[1] if len(fmt_args) > 1 else ''}")
 
+    # A slow boot on request (the e2e uses it to open the window in which
+    # another process takes the port before the server binds it).
+    delay = float(os.environ.get("OMNIGENT_EXAMPLE_BOOT_DELAY") or 0)
+    if delay > 0:
+        log("server", f"booting for {delay:g}s before binding port {args.port}")
+        time.sleep(delay)
     httpd = ThreadingHTTPServer((args.host, args.port), Handler)
     httpd.daemon_threads = True
     log("server", f"listening on http://{args.host}:{args.port} pid={os.getpid()} database={os.path.abspath(db_path)}")

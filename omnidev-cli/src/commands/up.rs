@@ -51,6 +51,12 @@ async fn run_pod(
     // the first lines of output) is missed by the front-end. Headless
     // output is lossless: a feed spooling into the pod directory.
     let mut config = session::supervisor_config(&prepared);
+    // A port lost to another process is moved (and the socket shows it).
+    let addresses = session::Addresses::of(&prepared);
+    config.port_mover = Some(std::sync::Arc::new(session::PodPortMover::new(
+        &prepared,
+        addresses.clone(),
+    )));
     config.containment = omnidev_core::ContainmentChoice::from_env()
         .map_err(|message| Error::Containment { message })?;
     config.debug = debug;
@@ -81,7 +87,7 @@ async fn run_pod(
     prepared.notices.extend(watch_notices);
     // `status`, `stop`, `restart` and `up --detach` talk to this socket: a
     // pod they cannot reach is an error at start, not a line in a log.
-    let info = crate::control::ServerInfo::of(&prepared);
+    let info = crate::control::ServerInfo::of(&prepared, addresses);
     let control = match crate::control::ControlServer::start(info, supervisor.clone(), retained) {
         Ok(server) => server,
         Err(e) => {

@@ -243,6 +243,11 @@ impl Encoder {
             EventKind::Notice { message } => Body::Notice {
                 message: message.clone(),
             },
+            // Another process on the service's port: a notice in the
+            // schema's words (`port 6767 is held by pid 4242 (…), not by server`).
+            EventKind::PortHeld { .. } => Body::Notice {
+                message: event.to_string(),
+            },
         };
         self.record(event.at, event.service.clone(), body)
     }
@@ -405,9 +410,10 @@ mod tests {
                 EventKind::PrepareFinished { .. } => "prepare-finished",
                 EventKind::Log { .. } => "log",
                 EventKind::Notice { .. } => "notice",
+                EventKind::PortHeld { .. } => "port-held",
             });
         }
-        assert_eq!(seen.len(), 10, "a sample of every event kind");
+        assert_eq!(seen.len(), 11, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -462,6 +468,10 @@ mod tests {
     fn every_other_kind() -> Vec<EventKind> {
         vec![
             EventKind::Ready,
+            EventKind::PortHeld {
+                port: 6767,
+                holder: "pid 4242 (python3 -m http.server 6767)".into(),
+            },
             EventKind::ProbeTimedOut {
                 after: Duration::from_secs(30),
             },

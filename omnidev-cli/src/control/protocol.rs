@@ -187,7 +187,10 @@ impl ServiceReport {
             pid: status.pid,
             ready: status.ready,
             restarts: status.restarts,
-            detail: status.state.label(has_probe),
+            detail: match &status.note {
+                Some(note) => format!("{}: {note}", status.state.label(has_probe)),
+                None => status.state.label(has_probe),
+            },
             last_exit: status.last_exit,
             log_file: None,
         }

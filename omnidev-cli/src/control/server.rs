@@ -1,7 +1,7 @@
 //! The server side, run inside `omnidev up`: accepts connections on
 //! `<pod>/control.sock` and answers requests from the supervisor's state.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -68,11 +68,8 @@ pub struct ServerInfo {
     pub socket: PathBuf,
     /// The checkout.
     pub repo: PathBuf,
-    /// The pod's ports.
-    pub ports: BTreeMap<String, u16>,
-    /// URLs for people, in profile order (each reported once its service
-    /// is ready).
-    pub urls: Vec<omnidev_pod::RenderedUrl>,
+    /// The pod's ports and URLs, updated when a port moves.
+    pub addresses: crate::session::SharedAddresses,
     /// The backend: what `restart` without a service restarts.
     pub backend: Vec<String>,
     /// Services with a readiness probe.
@@ -80,13 +77,14 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
-    /// The information of a prepared pod.
-    pub fn of(prepared: &crate::session::PreparedPod) -> Self {
+    /// The information of a prepared pod, whose ports and URLs are
+    /// `addresses`.
+    pub fn of(
+        prepared: &crate::session::PreparedPod,
+        addresses: crate::session::SharedAddresses,
+    ) -> Self {
         let socket = prepared.control_socket.clone();
         let rendered = &prepared.rendered;
-        let ports = omnidev_pod::read_ports(prepared.pod.dir())
-            .map(|record| record.ports.0)
-            .unwrap_or_default();
         let mut backend: Vec<String> = rendered.watch.iter().map(|w| w.service.clone()).collect();
         if backend.is_empty() {
             backend = rendered.services.iter().map(|s| s.name.clone()).collect();
@@ -95,8 +93,7 @@ impl ServerInfo {
             pod_dir: prepared.pod.dir().to_owned(),
             socket,
             repo: prepared.checkout.repo.clone(),
-            ports,
-            urls: rendered.urls.clone(),
+            addresses,
             backend,
             probed: rendered
                 .services
@@ -817,6 +814,11 @@ fn status(shared: &Shared) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
     let ready = |name: &str| snapshot.iter().any(|s| s.name == name && s.ready);
+    let addresses = info
+        .addresses
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     PodStatus {
         schema: SCHEMA,
         pod_dir: info.pod_dir.clone(),
@@ -824,8 +826,8 @@ fn status(shared: &Shared) -> PodStatus {
         running: true,
         pid: Some(std::process::id()),
         control: true,
-        ports: info.ports.clone(),
-        urls: info
+        ports: addresses.ports.clone(),
+        urls: addresses
             .urls
             .iter()
             .filter(|url| url.shown(ready))
@@ -899,8 +901,7 @@ mod tests {
             pod_dir: dir.to_path_buf(),
             socket: dir.join("run/control.sock"),
             repo: dir.to_path_buf(),
-            ports: BTreeMap::new(),
-            urls: Vec::new(),
+            addresses: crate::session::SharedAddresses::default(),
             backend,
             probed: HashSet::new(),
         };
@@ -1000,8 +1001,7 @@ mod tests {
             pod_dir: dir.path().to_path_buf(),
             socket: dir.path().join("run/control.sock"),
             repo: dir.path().to_path_buf(),
-            ports: BTreeMap::new(),
-            urls: Vec::new(),
+            addresses: crate::session::SharedAddresses::default(),
             backend: Vec::new(),
             probed: HashSet::new(),
         };

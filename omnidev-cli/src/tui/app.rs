@@ -455,6 +455,7 @@ pub(crate) mod tests {
                     pid: Some(7),
                     ready: true,
                     last_exit: None,
+                    note: None,
                 }],
                 logs: vec![
                     line("one", 1),

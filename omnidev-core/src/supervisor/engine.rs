@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::prepare::{self, Prepare, StepSlot};
 use super::service::{AbortOnDrop, AfterStop, Intent, Phase, Process, Readiness, Service};
 use super::spawn::{Spawned, Spawner};
-use super::{Request, Settled};
+use super::{Moved, PortMover, Request, Settled};
 use crate::backoff::BackoffPolicy;
 use crate::containment::Containment;
 use crate::event::{Changes, Event, EventKind, ExitStatus, ServiceStatus};
@@ -44,6 +44,7 @@ pub(super) struct Parts {
     pub(super) spawner: Arc<dyn Spawner>,
     pub(super) containment: Arc<Containment>,
     pub(super) debug: bool,
+    pub(super) port_mover: Option<Arc<dyn PortMover>>,
 }
 
 /// Messages from the engine's helper tasks, tagged with the generation of
@@ -71,6 +72,27 @@ enum Internal {
     Ready {
         index: usize,
         generation: u64,
+    },
+    /// The readiness probe found another process listening on the port.
+    PortHeld {
+        index: usize,
+        generation: u64,
+        port: u16,
+        holder: String,
+    },
+    /// Who listened on the port once the service had crashed.
+    CheckedAfterExit {
+        index: usize,
+        generation: u64,
+        port: u16,
+        holder: Option<String>,
+    },
+    /// The port mover's answer.
+    PortMoved {
+        index: usize,
+        generation: u64,
+        port: u16,
+        outcome: Result<Moved, String>,
     },
     ProbeTimedOut {
         index: usize,
@@ -127,6 +149,8 @@ pub(super) struct Engine {
     dying_prepares: Vec<tokio::task::JoinHandle<()>>,
     /// Publish each readiness attempt as a debug event.
     debug: bool,
+    /// Moves a port lost to another process (the pod layer).
+    port_mover: Option<Arc<dyn PortMover>>,
 }
 
 impl Engine {
@@ -177,6 +201,7 @@ impl Engine {
             reload: ReloadState::default(),
             dying_prepares: Vec::new(),
             debug: parts.debug,
+            port_mover: parts.port_mover,
         }
     }
 
@@ -612,48 +637,11 @@ impl Engine {
             });
         });
         let readiness = match spec.readiness.clone() {
-            Some(readiness) => {
-                let tx = self.internal_tx.clone();
-                let guard = self.guard.clone();
-                let debug = self.debug;
-                Readiness::Probing(tokio::spawn(async move {
-                    let probe: Box<dyn probe::Probe> = match watch {
-                        Some(watch) => Box::new(probe::LogProbe::new(watch)),
-                        None => probe::probe_with_guard(&readiness.probe, Some(guard)),
-                    };
-                    probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
-                        let message = match outcome {
-                            probe::ProbeOutcome::NotYet {
-                                attempt,
-                                error,
-                                next,
-                            } => {
-                                if !debug {
-                                    return;
-                                }
-                                let message = format!(
-                                    "readiness attempt {attempt}: {error}; next in {}",
-                                    crate::event::format_duration(next)
-                                );
-                                Internal::Emit {
-                                    index,
-                                    kind: EventKind::Debug { message },
-                                }
-                            }
-                            probe::ProbeOutcome::Ready => Internal::Ready { index, generation },
-                            probe::ProbeOutcome::TimedOut => Internal::ProbeTimedOut {
-                                index,
-                                generation,
-                                after: readiness.timeout,
-                            },
-                        };
-                        let _ = tx.send(message);
-                    })
-                    .await;
-                }))
-            }
+            Some(readiness) => self.probe_task(index, generation, readiness, watch, group.clone()),
             None => Readiness::Assumed,
         };
+        self.services[index].note = None;
+        self.services[index].port_check = None;
         let process = Process {
             pid,
             start_time,
@@ -665,6 +653,74 @@ impl Engine {
         };
         self.enter(index, Phase::Running(process));
         self.write_state();
+    }
+
+    /// The task polling a run's readiness probe (behind the listener-owner
+    /// check when the readiness names a port), reporting to the engine.
+    fn probe_task(
+        &self,
+        index: usize,
+        generation: u64,
+        readiness: crate::spec::Readiness,
+        watch: Option<Arc<probe::LineWatch>>,
+        group: Arc<dyn super::spawn::ProcessGroup>,
+    ) -> Readiness {
+        let tx = self.internal_tx.clone();
+        let guard = self.guard.clone();
+        let listener_group = group;
+        let debug = self.debug;
+        Readiness::Probing(tokio::spawn(async move {
+            let mut probe: Box<dyn probe::Probe> = match watch {
+                Some(watch) => Box::new(probe::LogProbe::new(watch)),
+                None => probe::probe_with_guard(&readiness.probe, Some(guard)),
+            };
+            if let Some(port) = readiness.listener {
+                let tx = tx.clone();
+                probe = Box::new(OwnListener {
+                    inner: probe,
+                    port,
+                    group: listener_group,
+                    last: std::sync::Mutex::new(None),
+                    report: Box::new(move |holder| {
+                        let _ = tx.send(Internal::PortHeld {
+                            index,
+                            generation,
+                            port,
+                            holder,
+                        });
+                    }),
+                });
+            }
+            probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
+                let message = match outcome {
+                    probe::ProbeOutcome::NotYet {
+                        attempt,
+                        error,
+                        next,
+                    } => {
+                        if !debug {
+                            return;
+                        }
+                        let message = format!(
+                            "readiness attempt {attempt}: {error}; next in {}",
+                            crate::event::format_duration(next)
+                        );
+                        Internal::Emit {
+                            index,
+                            kind: EventKind::Debug { message },
+                        }
+                    }
+                    probe::ProbeOutcome::Ready => Internal::Ready { index, generation },
+                    probe::ProbeOutcome::TimedOut => Internal::ProbeTimedOut {
+                        index,
+                        generation,
+                        after: readiness.timeout,
+                    },
+                };
+                let _ = tx.send(message);
+            })
+            .await;
+        }))
     }
 
     // ----- reports from helper tasks ------------------------------------
@@ -742,6 +798,7 @@ impl Engine {
                     && process.is_alive()
                 {
                     process.readiness = Readiness::Probed;
+                    self.services[index].note = None;
                     self.emit(Some(index), EventKind::Ready);
                     self.publish(index);
                     self.write_state();
@@ -760,8 +817,169 @@ impl Engine {
                 if self.current(index, generation)
                     && matches!(self.services[index].phase, Phase::Backoff { .. })
                 {
-                    self.enter(index, Phase::Waiting);
+                    let s = &mut self.services[index];
+                    if s.port_check == Some(generation) {
+                        // Its port is being looked at or moved: start after.
+                        s.backoff_over = true;
+                    } else {
+                        self.enter(index, Phase::Waiting);
+                    }
                 }
+            }
+            message @ (Internal::PortHeld { .. }
+            | Internal::CheckedAfterExit { .. }
+            | Internal::PortMoved { .. }) => self.on_port_report(message),
+        }
+    }
+
+    /// Reports about a service's port: another process on it while the
+    /// probe runs, after a crash, and the mover's answer.
+    fn on_port_report(&mut self, message: Internal) {
+        match message {
+            Internal::PortHeld {
+                index,
+                generation,
+                port,
+                holder,
+            } if self.current(index, generation)
+                && matches!(self.services[index].phase, Phase::Running(_)) =>
+            {
+                self.port_held(index, port, holder);
+            }
+            Internal::CheckedAfterExit {
+                index,
+                generation,
+                port,
+                holder,
+            } if self.current(index, generation) => {
+                self.checked_after_exit(index, generation, port, holder);
+            }
+            Internal::PortMoved {
+                index,
+                generation,
+                port,
+                outcome,
+            } if self.current(index, generation) => {
+                self.port_moved(index, port, outcome);
+            }
+            _ => {}
+        }
+    }
+
+    /// Who listened on a crashed service's port: another process means
+    /// the service lost its port; the mover (if any) is asked to move it.
+    fn checked_after_exit(
+        &mut self,
+        index: usize,
+        generation: u64,
+        port: u16,
+        holder: Option<String>,
+    ) {
+        match (holder, self.port_mover.clone()) {
+            (Some(holder), Some(mover)) => {
+                self.port_held(index, port, holder.clone());
+                let name = self.name(index).to_owned();
+                let tx = self.internal_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let outcome = mover.move_port(&name, port, &holder);
+                    let _ = tx.send(Internal::PortMoved {
+                        index,
+                        generation,
+                        port,
+                        outcome,
+                    });
+                });
+            }
+            (holder, _) => {
+                if let Some(holder) = holder {
+                    self.port_held(index, port, holder);
+                }
+                self.port_checked(index);
+            }
+        }
+    }
+
+    /// Another process listens on `index`'s port: say so, once per holder,
+    /// and show it in the service's status.
+    fn port_held(&mut self, index: usize, port: u16, holder: String) {
+        let event = Event {
+            at: SystemTime::now(),
+            service: Some(self.name(index).to_owned()),
+            kind: EventKind::PortHeld { port, holder },
+        };
+        let note = event.to_string();
+        if self.services[index].note.as_ref() == Some(&note) {
+            return;
+        }
+        self.services[index].note = Some(note);
+        self.emit(Some(index), event.kind);
+        self.publish_status();
+    }
+
+    /// The look at a crashed service's port is over: the backoff decides.
+    fn port_checked(&mut self, index: usize) {
+        let s = &mut self.services[index];
+        s.port_check = None;
+        if std::mem::take(&mut s.backoff_over) && matches!(s.phase, Phase::Backoff { .. }) {
+            self.enter(index, Phase::Waiting);
+        }
+    }
+
+    /// The mover answered: start the service on its new port at once (and
+    /// restart every other service whose spec changed), or leave it failed
+    /// with the reason its port cannot move.
+    fn port_moved(&mut self, index: usize, port: u16, outcome: Result<Moved, String>) {
+        let same_services = |moved: &Moved| {
+            moved.services.len() == self.specs.len()
+                && moved
+                    .services
+                    .iter()
+                    .zip(&self.specs)
+                    .all(|(a, b)| a.name == b.name && a.depends_on == b.depends_on)
+        };
+        let outcome = outcome.and_then(|moved| {
+            if same_services(&moved) {
+                Ok(moved)
+            } else {
+                Err("the port mover returned other services than the pod runs".to_owned())
+            }
+        });
+        let s = &mut self.services[index];
+        s.port_check = None;
+        s.backoff_over = false;
+        if !matches!(s.phase, Phase::Backoff { .. }) {
+            return;
+        }
+        s.generation += 1;
+        match outcome {
+            Ok(moved) => {
+                let changed: Vec<usize> = (0..self.specs.len())
+                    .filter(|&j| j != index && self.specs[j] != moved.services[j])
+                    .collect();
+                self.specs = moved.services;
+                let message = format!(
+                    "moved {} from port {port} to port {}",
+                    self.name(index),
+                    moved.port
+                );
+                self.emit(Some(index), EventKind::Notice { message });
+                self.enter(index, Phase::Waiting);
+                for j in changed {
+                    if self.services[j].has_process() {
+                        self.restart(j, false);
+                    }
+                }
+            }
+            Err(reason) => {
+                self.services[index].intent = Intent::Hold;
+                self.enter(
+                    index,
+                    Phase::Failed {
+                        reason,
+                        retry: None,
+                    },
+                );
+                self.write_state();
             }
         }
     }
@@ -863,6 +1081,29 @@ impl Engine {
                 },
             );
             self.enter(index, Phase::Backoff { after, attempt });
+            if let Some(port) = self.specs[index]
+                .readiness
+                .as_ref()
+                .and_then(|r| r.listener)
+            {
+                // Nothing of the service is left: any listener is another's.
+                let s = &mut self.services[index];
+                s.port_check = Some(generation);
+                s.backoff_over = false;
+                let tx = self.internal_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let holder = match crate::listener::owner(port, &[]) {
+                        crate::listener::Owner::Other(holder) => Some(holder.to_string()),
+                        _ => None,
+                    };
+                    let _ = tx.send(Internal::CheckedAfterExit {
+                        index,
+                        generation,
+                        port,
+                        holder,
+                    });
+                });
+            }
         } else {
             // A clean exit that is not restarted is a finished one-shot, not
             // a crash; its `Exited` state says all there is to say.
@@ -1073,5 +1314,53 @@ impl Engine {
                 true
             }
         });
+    }
+}
+
+/// A readiness probe that passes only while the port's listener is a
+/// process of the service; another process's listener is reported (once
+/// per holder) and keeps the service from being ready, whatever that
+/// process answers.
+struct OwnListener {
+    inner: Box<dyn probe::Probe>,
+    port: u16,
+    group: Arc<dyn super::spawn::ProcessGroup>,
+    last: std::sync::Mutex<Option<String>>,
+    report: Box<dyn Fn(String) + Send + Sync>,
+}
+
+impl std::fmt::Debug for OwnListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnListener")
+            .field("inner", &self.inner)
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl probe::Probe for OwnListener {
+    async fn check(&self) -> Result<(), String> {
+        // The probe first, then the owner: a listener that appears between
+        // the two is looked at before the answer counts.
+        let answered = self.inner.check().await;
+        let owner = crate::listener::owner(self.port, &self.group.members());
+        match owner {
+            crate::listener::Owner::Other(holder) => {
+                let holder = holder.to_string();
+                let mut last = self
+                    .last
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if last.as_ref() != Some(&holder) {
+                    (self.report)(holder.clone());
+                    *last = Some(holder.clone());
+                }
+                Err(format!("port {} is held by {holder}", self.port))
+            }
+            // No listener to be seen (another network namespace, say): the
+            // probe alone decides, as where there is no /proc.
+            _ => answered,
+        }
     }
 }

@@ -143,6 +143,13 @@ pub(super) struct Service {
     pub(super) prepare_failed: bool,
     /// How its last run ended.
     pub(super) last_exit: Option<ExitStatus>,
+    /// What keeps it from being ready (another process on its port).
+    pub(super) note: Option<String>,
+    /// The backoff generation whose crash is being looked at (who holds
+    /// the port?) or whose port is being moved: its restart waits.
+    pub(super) port_check: Option<u64>,
+    /// That backoff has passed while the port was looked at.
+    pub(super) backoff_over: bool,
 }
 
 impl Service {
@@ -157,6 +164,9 @@ impl Service {
             stop_waiters: Vec::new(),
             prepare_failed: false,
             last_exit: None,
+            note: None,
+            port_check: None,
+            backoff_over: false,
         }
     }
 
@@ -250,6 +260,7 @@ impl Service {
             pid: self.process().map(|p| p.pid),
             ready: self.is_ready(),
             last_exit: self.last_exit,
+            note: self.note.clone(),
         }
     }
 

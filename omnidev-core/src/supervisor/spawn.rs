@@ -70,6 +70,11 @@ pub(crate) trait ProcessGroup: Send + Sync + fmt::Debug {
 
     /// The group is empty: the orphan guard must no longer kill it.
     fn release(&self);
+
+    /// The pids of its live processes (for the listener-owner check).
+    fn members(&self) -> Vec<u32> {
+        Vec::new()
+    }
 }
 
 /// Real processes: [`Containment::spawn`], the orphan guard, log capture.
@@ -162,6 +167,10 @@ impl ProcessGroup for Group {
 
     fn release(&self) {
         self.guard.unregister(self.pgid);
+    }
+
+    fn members(&self) -> Vec<u32> {
+        crate::containment::members(&self.target)
     }
 }
 

@@ -345,6 +345,7 @@ async fn stop_during_backoff_cancels_the_restart() {
 async fn backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
     let mut server = service("server", &[]);
     server.readiness = Some(crate::spec::Readiness {
+        listener: None,
         probe: crate::spec::ProbeSpec::Log {
             pattern: "serving".to_owned(),
         },

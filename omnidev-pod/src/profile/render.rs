@@ -424,8 +424,20 @@ fn render_readiness(
             message: format!("`ready` of service `{name}` names no probe"),
         });
     };
+    // The port of an `http`/`tcp` probe, when it is one of the pod's ports:
+    // the service must be the one listening there.
+    let target = match &probe {
+        ProbeSpec::Http { url, .. } => url.split_once("://").map(|(_, rest)| rest),
+        ProbeSpec::Tcp { address } => Some(address.as_str()),
+        _ => None,
+    };
+    let listener = target
+        .and_then(probe_port)
+        .filter(|port| ctx.ports.iter().any(|(_, p)| p == *port))
+        .filter(|_| ready.own_listener != Some(false));
     Ok(Readiness {
         probe,
+        listener,
         interval: ready
             .interval_ms
             .map_or(DEFAULT_READY_INTERVAL, Duration::from_millis),
@@ -433,6 +445,23 @@ fn render_readiness(
             .timeout_ms
             .map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis),
     })
+}
+
+/// The port of `host:port[/path]` (`[v6]:port` too), if it names one.
+///
+/// ```text
+/// 127.0.0.1:6767/health → 6767, [::1]:80 → 80, example.test/x → none
+/// ```
+fn probe_port(authority_and_path: &str) -> Option<u16> {
+    let authority = authority_and_path
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let (host, port) = authority.rsplit_once(':')?;
+    if host.is_empty() || host.ends_with(':') {
+        return None; // a bare IPv6 address without brackets
+    }
+    port.parse().ok()
 }
 
 fn split_program(name: &str, mut command: Vec<String>) -> Result<(String, Vec<String>)> {
