@@ -73,6 +73,19 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
     })
 }
 
+/// The pod directory of the checkout `args` names, when its pod runs;
+/// [`Error::NotRunning`] otherwise. What every command that asks a running
+/// pod (`restart`, `wait`, `events`) checks first.
+pub fn running_pod_dir(args: &PodArgs) -> Result<PathBuf> {
+    let checkout = resolve_checkout(args)?;
+    if crate::control::lock_state(&checkout.pod_dir)? == omnidev_pod::LockState::Free {
+        return Err(Error::NotRunning {
+            pod_dir: checkout.pod_dir,
+        });
+    }
+    Ok(checkout.pod_dir)
+}
+
 /// A pod made ready to run: locked, ports allocated, config seeded, profile
 /// rendered. Dropping it releases the lock.
 #[derive(Debug)]

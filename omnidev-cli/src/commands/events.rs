@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use omnidev_core::event::format_duration;
-use omnidev_pod::LockState;
 
 use crate::cli::EventsArgs;
 use crate::control::events::{Body, Record};
@@ -22,14 +21,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 /// was printed, or the pod stopped), 1 when the pod dropped this reader
 /// for falling behind (the last record says so).
 pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let pod_dir = &checkout.pod_dir;
-    if control::lock_state(pod_dir)? == LockState::Free {
-        return Err(Error::NotRunning {
-            pod_dir: pod_dir.clone(),
-        }
-        .into());
-    }
+    let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     let request = Request::Events {
         follow: args.follow,
         services: args.services.clone(),

@@ -4,24 +4,14 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use omnidev_pod::LockState;
-
 use crate::cli::RestartArgs;
 use crate::control::{self, Request};
-use crate::error::Error;
 use crate::output::{json, pod_status, write_stdout};
 
 /// Runs `omnidev restart`: returns once the restarted services are ready
 /// again (their dependents follow on their own); exits 1 when one failed.
 pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let pod_dir = &checkout.pod_dir;
-    if control::lock_state(pod_dir)? == LockState::Free {
-        return Err(Error::NotRunning {
-            pod_dir: pod_dir.clone(),
-        }
-        .into());
-    }
+    let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     let request = Request::Restart {
         service: args.service.clone(),
         timeout_secs: Some(args.timeout),

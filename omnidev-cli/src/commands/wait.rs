@@ -4,25 +4,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use omnidev_pod::LockState;
-
 use crate::cli::WaitArgs;
 use crate::control::protocol::WaitFor;
 use crate::control::{self, Request};
-use crate::error::Error;
 
 /// Runs `omnidev wait`: exit 0 when the condition holds; 1 when a service
 /// failed (each is named with its state), the time ran out or the pod does
 /// not run (the reason on stderr); clap's exit 2 on usage errors.
 pub fn run(args: &WaitArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let pod_dir = &checkout.pod_dir;
-    if control::lock_state(pod_dir)? == LockState::Free {
-        return Err(Error::NotRunning {
-            pod_dir: pod_dir.clone(),
-        }
-        .into());
-    }
+    let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     let until = if args.ready {
         WaitFor::Ready
     } else if args.exited {
