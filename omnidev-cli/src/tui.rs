@@ -150,6 +150,11 @@ where
                 // The input thread is gone (no terminal any more).
                 None => return Ok(()),
             },
+            // Only while a service's main process is unknown (a few
+            // seconds after a start at most): an idle UI reads nothing.
+            () = tokio::time::sleep(app::MAIN_PID_LOOK_EVERY), if app.looking_for_main_pids() => {
+                app.look_for_main_pids();
+            }
             _ = job_control.stop.recv() => suspend(terminal),
             // Also after a stop omnidev did not see (SIGSTOP), or a `bg`
             // that left the terminal to the shell: take it again.

@@ -365,6 +365,16 @@ impl ServiceState {
         }
     }
 
+    /// The pid of the service's process in this state, if it has one.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            ServiceState::Running { pid }
+            | ServiceState::Ready { pid }
+            | ServiceState::Stopping { pid } => Some(*pid),
+            _ => None,
+        }
+    }
+
     /// A short status with its data: `starting pid 12`, `ready pid 12`,
     /// `restarting in 2s`, `crashed (exit code 1)`, … (`Display` is this
     /// without a probe).

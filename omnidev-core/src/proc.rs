@@ -121,10 +121,7 @@ pub const WRAPPERS: [&str; 2] = ["uv", "uvx"];
 pub fn main_process(pid: u32) -> u32 {
     let mut current = pid;
     for _ in 0..3 {
-        let Ok(comm) = std::fs::read_to_string(format!("/proc/{current}/comm")) else {
-            break;
-        };
-        if !WRAPPERS.contains(&comm.trim_end()) {
+        if !is_wrapper(current) {
             break;
         }
         match children(current).as_slice() {
@@ -133,6 +130,12 @@ pub fn main_process(pid: u32) -> u32 {
         }
     }
     current
+}
+
+/// Whether process `pid` runs one of the [`WRAPPERS`].
+pub fn is_wrapper(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|comm| WRAPPERS.contains(&comm.trim_end()))
 }
 
 /// The children of `pid` (from `/proc/<pid>/task/<pid>/children` where the

@@ -29,6 +29,12 @@ pub struct ServiceView {
     pub state: ServiceState,
     /// Restarts after crashes.
     pub restarts: u32,
+    /// The main process of the current pid, once known (the child of a
+    /// wrapper such as `uv run`, or the pid itself); `None` while it is
+    /// still being looked for.
+    pub main_pid: Option<u32>,
+    /// Looks in `/proc` for the current pid's main process so far.
+    looks: u8,
 }
 
 impl ServiceView {
@@ -97,7 +103,46 @@ pub struct App {
     pub backend: Vec<String>,
 }
 
+/// Looks for a wrapper's child this many times, a look per
+/// [`MAIN_PID_LOOK_EVERY`], before showing the wrapper's own pid.
+const MAIN_PID_LOOKS: u8 = 20;
+
+/// How often the UI looks in `/proc` while a service's main process is not
+/// known yet (never otherwise: the render loop reads no files).
+pub const MAIN_PID_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl App {
+    /// Whether some running service's main process is still unknown.
+    pub fn looking_for_main_pids(&self) -> bool {
+        self.services
+            .iter()
+            .any(|s| s.main_pid.is_none() && s.state.pid().is_some())
+    }
+
+    /// One look in `/proc` for each service whose main process is unknown;
+    /// whether a shown pid changed.
+    pub fn look_for_main_pids(&mut self) -> bool {
+        let mut changed = false;
+        for service in &mut self.services {
+            let Some(pid) = service.state.pid().filter(|_| service.main_pid.is_none()) else {
+                continue;
+            };
+            if !omnidev_core::proc::is_wrapper(pid) {
+                service.main_pid = Some(pid);
+                continue;
+            }
+            let main = omnidev_core::proc::main_process(pid);
+            service.looks += 1;
+            if main != pid {
+                service.main_pid = Some(main);
+                changed = true;
+            } else if service.looks >= MAIN_PID_LOOKS {
+                service.main_pid = Some(pid);
+            }
+        }
+        changed
+    }
+
     /// A fresh state for these services, each pane keeping `capacity` lines.
     pub fn new(
         info: PodInfo,
@@ -115,6 +160,8 @@ impl App {
                     has_probe,
                     state: ServiceState::Waiting,
                     restarts: 0,
+                    main_pid: None,
+                    looks: 0,
                 })
                 .collect(),
             panes,
@@ -199,7 +246,12 @@ impl App {
             }
             EventKind::State { state } => {
                 if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
-                    self.services[i].state = state.clone();
+                    let service = &mut self.services[i];
+                    if service.state.pid() != state.pid() {
+                        service.main_pid = None;
+                        service.looks = 0;
+                    }
+                    service.state = state.clone();
                 }
             }
             EventKind::Crashed { attempt, .. } if *attempt > 0 => {
@@ -357,6 +409,30 @@ pub(crate) mod tests {
     /// by the TUI and headless tests).
     pub(crate) fn log(service: &str, text: &str, seq: u64) -> Event {
         Event::log(LogLine::new(service, Stream::Stdout, text, seq))
+    }
+
+    #[test]
+    fn a_main_pid_is_looked_for_only_until_known_and_again_after_a_restart() {
+        let mut app = app();
+        let running = |pid| Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("host".into()),
+            kind: EventKind::State {
+                state: ServiceState::Running { pid },
+            },
+        };
+        assert!(!app.looking_for_main_pids(), "nothing runs yet");
+        // This test process is no wrapper: one look settles it on itself.
+        let own = std::process::id();
+        app.apply(&running(own));
+        assert!(app.looking_for_main_pids());
+        app.look_for_main_pids();
+        assert_eq!(app.services[1].main_pid, Some(own));
+        assert!(!app.looking_for_main_pids(), "no more reads once known");
+        // A new pid (a restart) is looked at afresh.
+        app.apply(&running(own + 1));
+        assert_eq!(app.services[1].main_pid, None);
+        assert!(app.looking_for_main_pids());
     }
 
     #[test]

@@ -172,18 +172,17 @@ fn join_tabs(tabs: Vec<Vec<Span<'static>>>) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The state with its data; the pid is the service's main process (the
-/// child of `uv run`, see [`omnidev_core::proc::main_process`]), the one its
-/// own log prints.
+/// The state with its data; the pid is the service's main process when
+/// the UI has found it (the child of `uv run`, see
+/// [`App::look_for_main_pids`]), the one its own log prints.
 fn full_label(service: &ServiceView) -> String {
-    match service.state {
-        ServiceState::Running { pid }
-        | ServiceState::Ready { pid }
-        | ServiceState::Stopping { pid } => format!(
-            "{} pid {}",
-            service.state.word(service.has_probe),
-            omnidev_core::proc::main_process(pid)
-        ),
+    match (&service.state, service.main_pid) {
+        (
+            ServiceState::Running { .. }
+            | ServiceState::Ready { .. }
+            | ServiceState::Stopping { .. },
+            Some(main),
+        ) => format!("{} pid {main}", service.state.word(service.has_probe)),
         _ => service.state.label(service.has_probe),
     }
 }
