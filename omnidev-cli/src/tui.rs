@@ -150,8 +150,8 @@ where
                 // The input thread is gone (no terminal any more).
                 None => return Ok(()),
             },
-            // Only while a service's main process is unknown (a few
-            // seconds after a start at most): an idle UI reads nothing.
+            // Only while a wrapper (uv run) has not started its child yet:
+            // an idle UI reads nothing.
             () = tokio::time::sleep(app::MAIN_PID_LOOK_EVERY), if app.looking_for_main_pids() => {
                 app.look_for_main_pids();
             }

@@ -138,14 +138,26 @@ pub fn is_wrapper(pid: u32) -> bool {
         .is_ok_and(|comm| WRAPPERS.contains(&comm.trim_end()))
 }
 
-/// The children of `pid` (from `/proc/<pid>/task/<pid>/children` where the
-/// kernel has it, else from the process table).
+/// The children of `pid`: from each of its threads'
+/// `/proc/<pid>/task/<tid>/children` (a child belongs to the thread that
+/// forked it, and `uv` forks from a worker thread), or from the process
+/// table where the kernel does not have those files.
 pub fn children(pid: u32) -> Vec<u32> {
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
-        return text
-            .split_ascii_whitespace()
-            .filter_map(|c| c.parse().ok())
-            .collect();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        let mut children = Vec::new();
+        let mut readable = false;
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                readable = true;
+                children.extend(
+                    text.split_ascii_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+        if readable {
+            return children;
+        }
     }
     table()
         .into_iter()

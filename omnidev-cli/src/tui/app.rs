@@ -33,8 +33,6 @@ pub struct ServiceView {
     /// wrapper such as `uv run`, or the pid itself); `None` while it is
     /// still being looked for.
     pub main_pid: Option<u32>,
-    /// Looks in `/proc` for the current pid's main process so far.
-    looks: u8,
 }
 
 impl ServiceView {
@@ -103,12 +101,10 @@ pub struct App {
     pub backend: Vec<String>,
 }
 
-/// Looks for a wrapper's child this many times, a look per
-/// [`MAIN_PID_LOOK_EVERY`], before showing the wrapper's own pid.
-const MAIN_PID_LOOKS: u8 = 20;
-
 /// How often the UI looks in `/proc` while a service's main process is not
-/// known yet (never otherwise: the render loop reads no files).
+/// known yet: while a wrapper has no child (a first `uv run` syncs the
+/// environment for many seconds before it starts Python). Never otherwise:
+/// the render loop reads no files.
 pub const MAIN_PID_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl App {
@@ -132,11 +128,11 @@ impl App {
                 continue;
             }
             let main = omnidev_core::proc::main_process(pid);
-            service.looks += 1;
             if main != pid {
                 service.main_pid = Some(main);
                 changed = true;
-            } else if service.looks >= MAIN_PID_LOOKS {
+            } else if !omnidev_core::proc::children(pid).is_empty() {
+                // Several children: no single main process to show.
                 service.main_pid = Some(pid);
             }
         }
@@ -161,7 +157,6 @@ impl App {
                     state: ServiceState::Waiting,
                     restarts: 0,
                     main_pid: None,
-                    looks: 0,
                 })
                 .collect(),
             panes,
@@ -249,7 +244,6 @@ impl App {
                     let service = &mut self.services[i];
                     if service.state.pid() != state.pid() {
                         service.main_pid = None;
-                        service.looks = 0;
                     }
                     service.state = state.clone();
                 }
