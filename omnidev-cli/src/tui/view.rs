@@ -660,15 +660,7 @@ mod tests {
         ));
         app.handle_key(KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE));
         let terminal = draw(&mut app, 100, 10);
-        let buffer = terminal.backend().buffer();
-        let screen: String = (0..buffer.area.height)
-            .map(|y| {
-                (0..buffer.area.width)
-                    .map(|x| buffer[(x, y)].symbol())
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let screen = screen_rows(&terminal).join("\n");
         assert!(
             screen.contains("t^[]0;TITLE^G c^[[2J q^[[6n f^Mserver | x red"),
             "{screen}"
@@ -691,15 +683,7 @@ mod tests {
         app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
         assert_eq!(app.message, None, "the search found the link's text");
         let terminal = draw(&mut app, 100, 10);
-        let buffer = terminal.backend().buffer();
-        let screen: String = (0..buffer.area.height)
-            .map(|y| {
-                (0..buffer.area.width)
-                    .map(|x| buffer[(x, y)].symbol())
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let screen = screen_rows(&terminal).join("\n");
         assert!(
             screen.contains("ansi-link: the docs and the rest"),
             "{screen}"
