@@ -424,16 +424,25 @@ pub struct LogsArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
-    /// The service; every service (lines prefixed `name | `) when omitted.
+    /// Only these services; every service when omitted (lines prefixed
+    /// `name | ` unless one service is named).
     #[arg(value_name = "SERVICE")]
-    pub service: Option<String>,
+    pub services: Vec<String>,
     /// Keep printing new lines as they are written (until Ctrl-C, or until
     /// the pod stops).
     #[arg(short, long)]
     pub follow: bool,
-    /// Print only the last N lines of each log (default: all; 10 with -f).
+    /// Print only the last N lines of each log (default: all; 10 with -f,
+    /// unless --since-reload).
     #[arg(short = 'n', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
+    /// Only the lines written since the pod's last reload (since it started
+    /// when none happened), running or stopped.
+    #[arg(long)]
+    pub since_reload: bool,
+    /// Print one JSON `log` record a line (schema: docs/events.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `omnidev events`.

@@ -226,6 +226,23 @@ pub enum Error {
         known: String,
     },
 
+    /// `logs --since-reload` found no record of where the last reload left
+    /// the log files.
+    #[error("cannot tell which lines came after the last reload: {}: {reason}", path.display())]
+    #[diagnostic(
+        code(omnidev::logs::no_mark),
+        help(
+            "the running pod writes it when it starts and at every reload; start the pod with \
+             `omnidev up` (an older omnidev did not write it), or read every line with `omnidev logs`"
+        )
+    )]
+    NoMark {
+        /// The mark file.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+
     /// A service name given on the command line does not follow the syntax.
     #[error("{message}")]
     #[diagnostic(

@@ -1,5 +1,6 @@
-//! `omnidev logs -f` against the supervisor's real log writer rotating its
-//! file many times between two polls: every line once, in order.
+//! `omnidev logs` against the supervisor's real log writer: `-f` while the
+//! file rotates many times between two polls (every line once, in order),
+//! and `--since-reload [--json]` on a running pod and a stopped one.
 
 #[path = "support/context.rs"]
 mod common;
@@ -9,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{TestContext, wait_for};
-use omnidev_core::{LogConfig, RestartPolicy, ServiceSpec, Supervisor, SupervisorConfig};
+use omnidev_core::{Changes, LogConfig, RestartPolicy, ServiceSpec, Supervisor, SupervisorConfig};
 
 const LINES: u64 = 20_000;
 
@@ -87,4 +88,153 @@ fn follow_sees_every_line_once_across_rotations() {
     assert!(rest.is_empty(), "nothing twice: {rest:?}");
     let status = follow.wait().expect("wait");
     assert!(status.success(), "{status:?}");
+}
+
+/// `omnidev logs ARGS --pod-dir POD`: exit status, stdout, stderr.
+fn logs(ctx: &TestContext, pod: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = ctx
+        .command()
+        .arg("logs")
+        .args(args)
+        .arg("--pod-dir")
+        .arg(pod)
+        .output()
+        .expect("run logs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The `line` of each record of `logs --json` output of `svc` in `pod`,
+/// each checked against the published schema.
+fn log_lines(text: &str, pod: &std::path::Path) -> Vec<String> {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/events.schema.json"
+        ))
+        .expect("the schema file"),
+    )
+    .expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    text.lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{line}: {errors:?}");
+            assert_eq!(value["kind"], "log");
+            assert_eq!(value["service"], "svc");
+            assert_eq!(value["stream"], serde_json::Value::Null);
+            assert_eq!(value["pod"], pod.display().to_string());
+            value["line"].as_str().expect("a line").to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", "[services.svc]\ncommand = [\"true\"]\n");
+    let pod = ctx.root.join("pod");
+    let log = pod.join("logs/svc.log");
+    std::fs::create_dir_all(log.parent().expect("logs dir")).expect("logs dir");
+    std::fs::write(&log, "a line of the previous run\n").expect("old log");
+    // Each run says which it is (a counter file), and its last words (and
+    // not the shell's `Terminated` for its `sleep`, unordered on stderr).
+    let count = ctx.root.join("runs");
+    let script = format!(
+        "exec 2>/dev/null; n=$(( $(cat '{c}' 2>/dev/null || echo 0) + 1 )); echo $n > '{c}'; \
+         trap 'echo run $n stopping; exit 0' TERM; echo run $n started; \
+         while :; do sleep 0.05; done",
+        c = count.display()
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let lock = omnidev_pod::PodLock::acquire(&pod).expect("lock");
+    let mut other = ServiceSpec::new(
+        "other",
+        "sh",
+        ["-c", "echo other up; exec sleep 600"],
+        &ctx.root,
+    );
+    other.restart = RestartPolicy::Never;
+    let supervisor = runtime
+        .block_on(Supervisor::start(SupervisorConfig {
+            services: vec![
+                ServiceSpec::new("svc", "sh", ["-c", script.as_str()], &ctx.root),
+                other,
+            ],
+            log: LogConfig {
+                dir: Some(pod.join("logs")),
+                ..LogConfig::default()
+            },
+            ..SupervisorConfig::default()
+        }))
+        .expect("supervisor");
+    let file_has = |path: &std::path::Path, text: &str| {
+        std::fs::read_to_string(path).is_ok_and(|t| t.contains(text))
+    };
+    wait_for("run 1", Duration::from_secs(60), || {
+        file_has(&log, "run 1 started") && file_has(&pod.join("logs/other.log"), "other up")
+    });
+
+    // No reload yet: this run's lines, not the previous run's.
+    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "run 1 started\n");
+
+    runtime
+        .block_on(supervisor.reload_changed(&["svc"], Changes::of(["app/main.py"])))
+        .expect("reload");
+    wait_for("run 2", Duration::from_secs(60), || {
+        file_has(&log, "run 2 started")
+    });
+    let expected = "run 1 stopping\nrun 2 started\n";
+    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out, expected,
+        "the old run's last words come after the reload"
+    );
+    // Every service: `other` printed nothing since.
+    let (ok, out, err) = logs(&ctx, &pod, &["--since-reload"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "svc   | run 1 stopping\nsvc   | run 2 started\n");
+    let (ok, out, err) = logs(&ctx, &pod, &["svc", "other", "-n", "1"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "svc   | run 2 started\nother | other up\n");
+
+    // The records validate against the published schema.
+    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload", "--json"]);
+    assert!(ok, "{err}");
+    assert_eq!(log_lines(&out, &pod), ["run 1 stopping", "run 2 started"]);
+
+    // Stopped: the mark on disk still answers, with the last words.
+    runtime.block_on(supervisor.shutdown()).expect("shutdown");
+    drop(lock);
+    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload", "--json"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        log_lines(&out, &pod),
+        ["run 1 stopping", "run 2 started", "run 2 stopping"]
+    );
+    let (ok, out, _) = logs(&ctx, &pod, &["svc", "--json"]);
+    assert!(ok);
+    assert_eq!(
+        log_lines(&out, &pod).first().map(String::as_str),
+        Some("a line of the previous run")
+    );
+
+    // Without the mark, a clear error rather than a guess.
+    std::fs::remove_file(pod.join("logs").join(omnidev_core::logs::MARK_FILE)).expect("rm");
+    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload"]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(
+        err.contains("reload-mark.json") && err.contains("omnidev up"),
+        "{err}"
+    );
 }

@@ -2,17 +2,18 @@
 //! (per service and combined), size-rotated log files, and publishing lines
 //! as events without ever waiting for a subscriber.
 
-use std::collections::{HashMap, VecDeque};
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::event::{Event, LogLine, Stream};
+use crate::event::{Changes, Event, LogLine, Stream};
 use crate::feed::Bus;
 use crate::spec::LogConfig;
 
@@ -84,6 +85,8 @@ impl<T: Write + Send + std::fmt::Debug> Sink for T {}
 pub(crate) struct LogFile {
     path: PathBuf,
     out: BufWriter<Box<dyn Sink>>,
+    /// The inode of the file written to, which a rotation keeps.
+    inode: u64,
     size: u64,
     max_bytes: u64,
     keep: usize,
@@ -102,11 +105,12 @@ impl LogFile {
             .append(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)?;
-        let size = file.metadata()?.len();
+        let meta = file.metadata()?;
         Ok(Self {
             path,
             out: BufWriter::with_capacity(64 * 1024, Box::new(file)),
-            size,
+            inode: meta.ino(),
+            size: meta.len(),
             max_bytes,
             keep,
         })
@@ -147,6 +151,7 @@ impl LogFile {
             .truncate(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path)?;
+        self.inode = file.metadata()?.ino();
         self.out = BufWriter::with_capacity(64 * 1024, Box::new(file));
         self.size = 0;
         Ok(())
@@ -349,6 +354,48 @@ impl LogStore {
             }
         }
         Ok(())
+    }
+
+    /// Records where every service's log file stands now in
+    /// [`MARK_FILE`] (a reload when `changes` is given, else the pod's
+    /// start), so that `logs --since-reload` prints what comes after. Each
+    /// position is taken under its file's lock: a line is before the mark
+    /// or after it, never half. Returns what to tell people when the file
+    /// could not be written; nothing is written when logs stay in memory.
+    pub(crate) fn mark(&self, changes: Option<&Changes>) -> Option<String> {
+        let dir = self.config.dir.as_ref()?;
+        let logs = self
+            .services
+            .iter()
+            .filter_map(|(name, log)| match &*lock(&log.file) {
+                FileState::Open(file) => Some((
+                    name.clone(),
+                    Position {
+                        inode: file.inode,
+                        offset: file.size,
+                    },
+                )),
+                FileState::None | FileState::Failed { .. } => None,
+            })
+            .collect();
+        let mark = Mark {
+            at_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            reload: changes.is_some(),
+            files: changes.map(|c| c.paths.clone()).unwrap_or_default(),
+            logs,
+        };
+        let path = dir.join(MARK_FILE);
+        // A mark holds strings and numbers only: encoding cannot fail.
+        let text = serde_json::to_vec(&mark).unwrap_or_default();
+        crate::fs::write_atomic(&path, &text).err().map(|e| {
+            format!(
+                "could not write {}: {e}; `omnidev logs --since-reload` may start at an \
+                 earlier reload",
+                path.display()
+            )
+        })
     }
 
     /// Flushes every log file.
@@ -596,6 +643,71 @@ pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The file in a pod's log directory that says where the last reload, or
+/// the pod's start, left each service's log file (`omnidev logs
+/// --since-reload`).
+pub const MARK_FILE: &str = "reload-mark.json";
+
+/// The largest [`MARK_FILE`] read (a real one is a few hundred bytes).
+const MARK_MAX_BYTES: u64 = 1024 * 1024;
+
+/// Where the pod's last reload (or its start, when none followed) left the
+/// services' log files: written at that moment to [`MARK_FILE`], read by
+/// `omnidev logs --since-reload`, on a running pod or a stopped one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Mark {
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// A reload; `false`: the pod's start.
+    pub reload: bool,
+    /// The changed files that asked for the reload (at most
+    /// [`Changes::KEPT`]; none for a start or a restart asked for by hand).
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// Per service, where its log file stood.
+    pub logs: BTreeMap<String, Position>,
+}
+
+/// A place in a log file that rotation does not move: the file (by inode,
+/// whatever its name is now) and the byte offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The file's inode.
+    pub inode: u64,
+    /// Bytes written to it before the mark.
+    pub offset: u64,
+}
+
+impl Mark {
+    /// Reads the mark in the log directory `dir`. A missing file is
+    /// [`Error::Read`](crate::Error::Read) with
+    /// [`io::ErrorKind::NotFound`]; one that is not a mark is
+    /// [`io::ErrorKind::InvalidData`].
+    pub fn read(dir: &Path) -> crate::Result<Self> {
+        let path = dir.join(MARK_FILE);
+        let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+        let mut text = Vec::new();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|file| file.take(MARK_MAX_BYTES + 1).read_to_end(&mut text))
+            .and_then(|n| {
+                if n as u64 > MARK_MAX_BYTES {
+                    return Err(invalid(format!("larger than {MARK_MAX_BYTES} bytes")));
+                }
+                serde_json::from_slice(&text).map_err(|e| invalid(e.to_string()))
+            })
+            .map_err(|source| crate::Error::Read { path, source })
+    }
+
+    /// When it was written.
+    pub fn at(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.at_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -701,6 +813,50 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_mark_is_where_the_lines_after_it_begin_even_once_rotated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = LogConfig {
+            dir: Some(dir.path().to_path_buf()),
+            max_file_bytes: 32,
+            ..LogConfig::default()
+        };
+        let store = LogStore::new(config, ["svc", "idle"], Arc::new(Bus::new(64)));
+        store.open_files().expect("open");
+        let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["before 1", "before 2"]));
+        assert_eq!(
+            store.mark(Some(&Changes::of(["app/b.py", "app/a.py"]))),
+            None
+        );
+        store.push_batch("svc", Stream::Stderr, &mut batch(&["after 1", "after 2"]));
+
+        let mark = Mark::read(dir.path()).expect("the mark");
+        assert!(mark.reload);
+        assert_eq!(mark.files, ["app/a.py", "app/b.py"]);
+        assert_eq!(mark.logs["idle"].offset, 0);
+        // `after 2` did not fit: the marked file is now `svc.log.1`.
+        let log = dir.path().join("svc.log");
+        let rotated = rotated_path(&log, 1);
+        let position = mark.logs["svc"];
+        assert_eq!(
+            std::fs::metadata(&rotated).expect("rotated").ino(),
+            position.inode
+        );
+        let text = std::fs::read_to_string(&rotated).expect("read");
+        assert_eq!(
+            &text[usize::try_from(position.offset).expect("small")..],
+            "after 1\n"
+        );
+        assert_eq!(std::fs::read_to_string(&log).expect("read"), "after 2\n");
+
+        std::fs::write(dir.path().join(MARK_FILE), "{\"at-ms\": ").expect("write");
+        let Err(crate::Error::Read { source, .. }) = Mark::read(dir.path()) else {
+            panic!("a broken mark was read");
+        };
+        assert_eq!(source.kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]

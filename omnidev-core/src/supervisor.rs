@@ -238,6 +238,11 @@ impl Supervisor {
 
         logs.open_files()
             .map_err(|(path, source)| Error::Write { path, source })?;
+        // `logs --since-reload` before any reload: this run's lines.
+        if let Some(notice) = logs.mark(None) {
+            logs.push_supervisor(notice.clone());
+            notices.push(notice);
+        }
         let me = ProcessRecord::of(std::process::id());
         let (containment, guard) = contain(&config.containment, &names, me, &logs, &mut notices)?;
         let guard_pid = guard.pid();

@@ -24,6 +24,11 @@ pub const LOG_SUFFIX: &str = ".log";
 /// A detached pod's own output (`<pod>/logs/omnidev.log`), not a service.
 pub const DETACHED_LOG: &str = "omnidev.log";
 
+/// Where the pod's last reload (or its start) left each log file
+/// (`<pod>/logs/reload-mark.json`, written by the supervisor, read by
+/// `omnidev logs --since-reload`).
+pub const RELOAD_MARK: &str = omnidev_core::logs::MARK_FILE;
+
 /// The marker file omnidev writes into every pod it creates.
 pub const MARKER: &str = ".omnidev-pod";
 

@@ -1,16 +1,21 @@
-//! `omnidev logs [SERVICE] [-f] [-n N]`: print (and follow) the pod's log
-//! files, `<pod>/logs/<service>.log`.
+//! `omnidev logs [SERVICE…] [-f] [-n N] [--since-reload] [--json]`: print
+//! (and follow) the pod's log files, `<pod>/logs/<service>.log`, as text or
+//! as `log` event records.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use omnidev_core::logs::{Mark, Position};
+use omnidev_pod::layout::{DETACHED_LOG, LOG_SUFFIX};
 
 use crate::cli::LogsArgs;
+use crate::control::events::Encoder;
 use crate::error::Error;
 use crate::output::write_stdout;
-use omnidev_pod::layout::{DETACHED_LOG, LOG_SUFFIX};
 
 /// How often `-f` looks for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
@@ -35,6 +40,65 @@ struct Source {
     partial: Vec<u8>,
 }
 
+/// A complete line read from a log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    /// The file's modification time when the line was read: the line was
+    /// written then or before (the files keep no time per line).
+    at: SystemTime,
+    text: String,
+}
+
+impl Source {
+    fn new(name: &str, dir: &Path, prefix: String) -> Self {
+        Self {
+            name: name.to_owned(),
+            path: dir.join(format!("{name}{LOG_SUFFIX}")),
+            prefix,
+            file: None,
+            partial: Vec::new(),
+        }
+    }
+
+    /// Adds `bytes`, read from a file last modified at `at`, to the
+    /// unfinished line and moves the complete lines to `out`.
+    fn take_lines(&mut self, bytes: &[u8], at: SystemTime, out: &mut Vec<Line>) {
+        self.partial.extend_from_slice(bytes);
+        if let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') {
+            let complete: Vec<u8> = self.partial.drain(..=end).collect();
+            out.extend(String::from_utf8_lossy(&complete).lines().map(|text| Line {
+                at,
+                text: text.to_owned(),
+            }));
+        }
+    }
+}
+
+/// How lines are printed.
+enum Form {
+    /// `name | line`, sanitised for a terminal (colours kept when `colour`).
+    Text { colour: bool },
+    /// `log` event records (docs/events.md).
+    Json(Encoder),
+}
+
+impl Form {
+    fn push(&self, out: &mut String, source: &Source, line: &Line) {
+        match self {
+            Form::Text { colour } => {
+                out.push_str(&source.prefix);
+                out.push_str(&crate::terminal_text::sanitise(&line.text, *colour));
+                out.push('\n');
+            }
+            Form::Json(encoder) => out.push_str(&crate::headless::encode(&encoder.file_line(
+                &source.name,
+                &line.text,
+                line.at,
+            ))),
+        }
+    }
+}
+
 /// An open log file and how far it has been read.
 struct Open {
     file: File,
@@ -55,9 +119,18 @@ impl Open {
         })
     }
 
-    /// Appends to `bytes` what was written since the last read.
-    fn read_new(&mut self, bytes: &mut Vec<u8>) {
-        let start = bytes.len();
+    /// When the file was last written (now, if that cannot be read).
+    fn modified(&self) -> SystemTime {
+        self.file
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .unwrap_or_else(|_| SystemTime::now())
+    }
+
+    /// What was written since the last read, and the file's modification
+    /// time after reading it.
+    fn read_new(&mut self) -> (Vec<u8>, SystemTime) {
+        let mut bytes = Vec::new();
         let mut chunk = vec![0u8; 64 * 1024];
         while let Ok(n) = self.file.read_at(&mut chunk, self.position) {
             if n == 0 {
@@ -66,14 +139,14 @@ impl Open {
             bytes.extend_from_slice(&chunk[..n]);
             self.position += n as u64;
         }
-        let new = &bytes[start..];
-        if new.len() >= TAIL_CHECK {
-            self.tail = new[new.len() - TAIL_CHECK..].to_vec();
+        if bytes.len() >= TAIL_CHECK {
+            self.tail = bytes[bytes.len() - TAIL_CHECK..].to_vec();
         } else {
-            self.tail.extend_from_slice(new);
+            self.tail.extend_from_slice(&bytes);
             let excess = self.tail.len().saturating_sub(TAIL_CHECK);
             self.tail.drain(..excess);
         }
+        (bytes, self.modified())
     }
 
     /// Whether the file was truncated in place since the last read: it is
@@ -94,61 +167,133 @@ impl Open {
     }
 }
 
-/// The files written after the one with inode `known`, oldest first, the
-/// current `path` last: after a rotation (or several between two polls),
-/// `known` is now `path.N`, and `path.N-1` … `path.1` and `path` are newer.
-/// Files are opened newest first, so a rotation racing with the search
-/// shows a file twice (skipped by inode) rather than not at all. Without a
-/// `known` file (nothing open yet), only the current one.
-fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
+/// The log files of `path`, oldest first, the current one last: back to
+/// and including the one with inode `back_to` (every file when none has
+/// it, or without `back_to`). Files are opened newest first, so a rotation
+/// racing with the search shows a file twice (skipped by inode) rather
+/// than not at all.
+fn log_files(path: &Path, back_to: Option<u64>) -> Vec<Open> {
     let Some(current) = File::open(path).ok().and_then(Open::new) else {
         return Vec::new();
     };
-    if known == Some(current.inode) {
-        return Vec::new();
-    }
     let mut found = vec![current];
-    if let Some(known) = known {
-        let mut missing = 0;
-        for n in 1.. {
-            let Some(open) = File::open(omnidev_core::logs::rotated_path(path, n))
-                .ok()
-                .and_then(Open::new)
-            else {
-                missing += 1;
-                if missing > ROTATED_GAP {
-                    break;
-                }
-                continue;
-            };
-            missing = 0;
-            if open.inode == known {
+    let mut missing = 0;
+    for n in 1.. {
+        if back_to.is_some_and(|inode| found.iter().any(|f| f.inode == inode)) {
+            break;
+        }
+        let Some(open) = File::open(omnidev_core::logs::rotated_path(path, n))
+            .ok()
+            .and_then(Open::new)
+        else {
+            missing += 1;
+            if missing > ROTATED_GAP {
                 break;
             }
-            if !found.iter().any(|f| f.inode == open.inode) {
-                found.push(open);
-            }
+            continue;
+        };
+        missing = 0;
+        if !found.iter().any(|f| f.inode == open.inode) {
+            found.push(open);
         }
     }
     found.reverse();
     found
 }
 
+/// The files written after the one with inode `known`, oldest first, the
+/// current `path` last: after a rotation (or several between two polls),
+/// `known` is now `path.N`, and `path.N-1` … `path.1` and `path` are newer.
+/// Without a `known` file (nothing open yet), only the current one.
+fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
+    let Some(known) = known else {
+        return File::open(path)
+            .ok()
+            .and_then(Open::new)
+            .into_iter()
+            .collect();
+    };
+    let mut files = log_files(path, Some(known));
+    if files.first().is_some_and(|f| f.inode == known) {
+        files.remove(0);
+    }
+    files
+}
+
 /// Runs `omnidev logs`.
 pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
     let dir = omnidev_pod::Pod::at(&checkout.pod_dir).logs_dir();
-    let available = services_with_logs(&dir);
-    if let Some(name) = &args.service {
+    let names = selected(&dir, &args.services)?;
+    let mark = if args.since_reload {
+        Some(read_mark(&dir)?)
+    } else {
+        None
+    };
+    let form = if args.json {
+        Form::Json(Encoder::new(&checkout.pod_dir, HashSet::new()))
+    } else {
+        Form::Text {
+            colour: crate::output::colour_stdout(),
+        }
+    };
+    let prefixed = !args.json && args.services.len() != 1;
+    let width = names.iter().map(String::len).max().unwrap_or(0);
+    let prefix = |name: &str, width: usize| {
+        if prefixed {
+            format!("{name:<width$} | ")
+        } else {
+            String::new()
+        }
+    };
+    let mut sources: Vec<Source> = names
+        .iter()
+        .map(|name| Source::new(name, &dir, prefix(name, width)))
+        .collect();
+
+    let default_tail = (args.follow && mark.is_none()).then_some(FOLLOW_TAIL);
+    let tail = args.lines.or(default_tail);
+    let mut out = String::new();
+    for source in &mut sources {
+        let lines = match &mark {
+            Some(mark) => since_mark(source, mark.logs.get(&source.name), mark.at()),
+            None => open_at_end(source, tail),
+        };
+        let skip = tail.map_or(0, |n| lines.len().saturating_sub(n));
+        for line in &lines[skip..] {
+            form.push(&mut out, source, line);
+        }
+    }
+    write_stdout(&out)?;
+    if !args.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let all = args.services.is_empty();
+    follow(
+        &mut sources,
+        &checkout.pod_dir,
+        &dir,
+        &form,
+        |name, width| all.then(|| prefix(name, width)),
+        width,
+    )
+}
+
+/// The services to read: those named (each checked), or every one with a
+/// log file.
+fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
+    let available = services_with_logs(dir);
+    if named.is_empty() {
+        return Ok(available);
+    }
+    let mut chosen: Vec<String> = Vec::new();
+    for name in named {
         omnidev_pod::names::check("service name", name)
             .map_err(|message| Error::BadName { message })?;
-    }
-    let names = match &args.service {
-        Some(name) if available.contains(name) => vec![name.clone()],
-        Some(name) => {
+        if !available.contains(name) {
             return Err(Error::NoLog {
                 service: name.clone(),
-                dir,
+                dir: dir.to_path_buf(),
                 known: if available.is_empty() {
                     "none yet (start the pod with `omnidev up`)".to_owned()
                 } else {
@@ -157,57 +302,28 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
             }
             .into());
         }
-        None => available,
-    };
-    let width = names.iter().map(String::len).max().unwrap_or(0);
-    let colour = crate::output::colour_stdout();
-    let prefixed = args.service.is_none();
-    let mut sources: Vec<Source> = names
-        .iter()
-        .map(|name| Source {
-            name: name.clone(),
-            path: dir.join(format!("{name}{LOG_SUFFIX}")),
-            prefix: if prefixed {
-                format!("{name:<width$} | ")
-            } else {
-                String::new()
-            },
-            file: None,
-            partial: Vec::new(),
-        })
-        .collect();
+        if !chosen.contains(name) {
+            chosen.push(name.clone());
+        }
+    }
+    Ok(chosen)
+}
 
-    let tail = args.lines.or(args.follow.then_some(FOLLOW_TAIL));
-    let mut out = String::new();
-    for source in &mut sources {
-        let mut current = Vec::new();
-        if let Some(mut file) = File::open(&source.path).ok().and_then(Open::new) {
-            file.read_new(&mut current);
-            // Following goes on from exactly here; an unfinished last line
-            // is completed by what comes next.
-            let cut = current
-                .iter()
-                .rposition(|b| *b == b'\n')
-                .map_or(0, |i| i + 1);
-            source.partial = current.split_off(cut);
-            source.file = Some(file);
+/// The pod's record of where its last reload (or start) left the log files.
+fn read_mark(dir: &Path) -> Result<Mark, Error> {
+    Mark::read(dir).map_err(|error| {
+        let omnidev_core::Error::Read { path, source } = error else {
+            return Error::Core(error);
+        };
+        Error::NoMark {
+            reason: if source.kind() == std::io::ErrorKind::NotFound {
+                "no such file".to_owned()
+            } else {
+                source.to_string()
+            },
+            path,
         }
-        for line in initial_lines(&source.path, &current, tail) {
-            push_line(&mut out, &source.prefix, &line, colour);
-        }
-    }
-    write_stdout(&out)?;
-    if !args.follow {
-        return Ok(ExitCode::SUCCESS);
-    }
-    follow(
-        &mut sources,
-        &checkout.pod_dir,
-        &dir,
-        args.service.is_none(),
-        width,
-        colour,
-    )
+    })
 }
 
 /// Services that have a log file, sorted by name (the detached pod's own
@@ -228,48 +344,74 @@ fn services_with_logs(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The lines to print first: all of `current` (the file's complete
-/// lines), or its last `tail` lines, reaching into the newest rotated file
-/// `<name>.log.1` when the current one has fewer.
-fn initial_lines(path: &Path, current: &[u8], tail: Option<usize>) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(current)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let Some(n) = tail else {
-        return lines;
-    };
-    if lines.len() < n {
-        let rotated = omnidev_core::logs::rotated_path(path, 1);
-        if let Ok(older) = std::fs::read(&rotated) {
-            let mut all: Vec<String> = String::from_utf8_lossy(&older)
+/// Opens the current file of `source` and reads it to its end: its
+/// complete lines, preceded by those of the newest rotated file
+/// `<name>.log.1` when `tail` asks for more. Following goes on from
+/// exactly there; an unfinished last line is completed by what comes next.
+fn open_at_end(source: &mut Source, tail: Option<usize>) -> Vec<Line> {
+    let mut lines = Vec::new();
+    if let Some(mut file) = File::open(&source.path).ok().and_then(Open::new) {
+        let (bytes, at) = file.read_new();
+        source.file = Some(file);
+        source.take_lines(&bytes, at, &mut lines);
+    }
+    if tail.is_some_and(|n| lines.len() < n) {
+        let rotated = omnidev_core::logs::rotated_path(&source.path, 1);
+        if let Some(mut older) = File::open(&rotated).ok().and_then(Open::new) {
+            let (bytes, at) = older.read_new();
+            let mut all: Vec<Line> = String::from_utf8_lossy(&bytes)
                 .lines()
-                .map(str::to_owned)
+                .map(|text| Line {
+                    at,
+                    text: text.to_owned(),
+                })
                 .collect();
             all.append(&mut lines);
             lines = all;
         }
     }
-    let skip = lines.len().saturating_sub(n);
-    lines.split_off(skip)
+    lines
 }
 
-fn push_line(out: &mut String, prefix: &str, line: &str, colour: bool) {
-    out.push_str(prefix);
-    out.push_str(&crate::terminal_text::sanitise(line, colour));
-    out.push('\n');
+/// The lines of `source` written after `position` (its file and offset
+/// when the pod last reloaded), across every rotation since; following goes
+/// on from the end of the current file. Without a position (the service
+/// had no open log file then), or when its file is gone (rotated out of
+/// the kept ones), every file last written after the mark (`at`) counts.
+fn since_mark(source: &mut Source, position: Option<&Position>, at: SystemTime) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let files = log_files(&source.path, position.map(|p| p.inode));
+    let found = position.filter(|p| files.first().is_some_and(|f| f.inode == p.inode));
+    for mut file in files {
+        if let Some(p) = found.filter(|p| p.inode == file.inode) {
+            // An offset past the end: truncated since, all of it is newer.
+            let len = file.file.metadata().map_or(0, |m| m.len());
+            file.position = if p.offset <= len { p.offset } else { 0 };
+        } else if found.is_none() && file.modified() < at {
+            // Read only to follow on from its end.
+            let _ = file.read_new();
+            source.file = Some(file);
+            continue;
+        }
+        let (bytes, modified) = file.read_new();
+        source.file = Some(file);
+        source.take_lines(&bytes, modified, &mut lines);
+    }
+    lines
 }
 
 /// Prints lines appended to the files until interrupted or until the pod
 /// (running when following began) stops. A rotated file is read to its end
 /// before the new one is opened; a truncated one is read from its start.
+/// `joining` gives the prefix of a service whose file appears later, when
+/// every service is followed.
 fn follow(
     sources: &mut Vec<Source>,
     pod_dir: &Path,
     dir: &Path,
-    all: bool,
+    form: &Form,
+    joining: impl Fn(&str, usize) -> Option<String>,
     mut width: usize,
-    colour: bool,
 ) -> miette::Result<ExitCode> {
     let running = || {
         matches!(
@@ -277,58 +419,56 @@ fn follow(
             Ok(omnidev_pod::LockState::Held { .. })
         )
     };
+    let print_new = |sources: &mut Vec<Source>| {
+        let mut out = String::new();
+        for source in sources.iter_mut() {
+            for line in read_new(source) {
+                form.push(&mut out, source, &line);
+            }
+        }
+        write_stdout(&out)
+    };
     let was_running = running();
     let mut ticks = 0u32;
     loop {
-        let mut out = String::new();
-        for source in sources.iter_mut() {
-            read_new(source, &mut out, colour);
-        }
-        write_stdout(&out)?;
+        print_new(sources)?;
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(10) {
             if was_running && !running() {
                 // One last look: the final lines of a stopping pod.
-                let mut out = String::new();
-                for source in sources.iter_mut() {
-                    read_new(source, &mut out, colour);
-                }
-                write_stdout(&out)?;
+                print_new(sources)?;
                 return Ok(ExitCode::SUCCESS);
             }
             // A service whose file appears later (e.g. vite after an
             // install) joins the combined view.
-            if all {
-                for name in services_with_logs(dir) {
-                    if !sources.iter().any(|s| s.name == name) {
-                        width = width.max(name.len());
-                        sources.push(Source {
-                            prefix: format!("{name:<width$} | "),
-                            path: dir.join(format!("{name}{LOG_SUFFIX}")),
-                            name,
-                            file: None,
-                            partial: Vec::new(),
-                        });
-                    }
+            for name in services_with_logs(dir) {
+                if sources.iter().any(|s| s.name == name) {
+                    continue;
                 }
+                let Some(prefix) = joining(&name, width.max(name.len())) else {
+                    break;
+                };
+                width = width.max(name.len());
+                sources.push(Source::new(&name, dir, prefix));
             }
         }
         std::thread::sleep(FOLLOW_POLL);
     }
 }
 
-/// Appends the lines written since the last call: the rest of the open
-/// file, then every file rotated in after it, in order; a file truncated in
-/// place is read again from its start.
-fn read_new(source: &mut Source, out: &mut String, colour: bool) {
-    let mut bytes = Vec::new();
+/// The lines written since the last call: the rest of the open file, then
+/// every file rotated in after it, in order; a file truncated in place is
+/// read again from its start.
+fn read_new(source: &mut Source) -> Vec<Line> {
+    let mut lines = Vec::new();
     if let Some(open) = &mut source.file {
         if open.truncated() {
             open.position = 0;
             open.tail.clear();
             source.partial.clear();
         }
-        open.read_new(&mut bytes);
+        let (bytes, at) = open.read_new();
+        source.take_lines(&bytes, at, &mut lines);
     }
     let replaced = std::fs::metadata(&source.path).is_ok_and(|meta| {
         source
@@ -339,20 +479,12 @@ fn read_new(source: &mut Source, out: &mut String, colour: bool) {
     if replaced {
         let known = source.file.as_ref().map(|open| open.inode);
         for mut open in newer_files(&source.path, known) {
-            open.read_new(&mut bytes);
+            let (bytes, at) = open.read_new();
             source.file = Some(open);
+            source.take_lines(&bytes, at, &mut lines);
         }
     }
-    if bytes.is_empty() {
-        return;
-    }
-    source.partial.extend_from_slice(&bytes);
-    if let Some(end) = source.partial.iter().rposition(|b| *b == b'\n') {
-        let complete: Vec<u8> = source.partial.drain(..=end).collect();
-        for line in String::from_utf8_lossy(&complete).lines() {
-            push_line(out, &source.prefix, line, colour);
-        }
-    }
+    lines
 }
 
 #[cfg(test)]
@@ -368,6 +500,32 @@ mod tests {
             prefix: "svc | ".into(),
             file: None,
             partial: Vec::new(),
+        }
+    }
+
+    /// What `logs -f` prints at its next poll.
+    fn poll(src: &mut Source, out: &mut String) {
+        for line in read_new(src) {
+            Form::Text { colour: false }.push(out, src, &line);
+        }
+    }
+
+    fn texts(lines: &[Line]) -> Vec<&str> {
+        lines.iter().map(|l| l.text.as_str()).collect()
+    }
+
+    fn set_modified(path: &Path, at: SystemTime) {
+        File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(at))
+            .expect("set mtime");
+    }
+
+    fn position(path: &Path, offset: u64) -> Position {
+        Position {
+            inode: std::fs::metadata(path).expect("stat").ino(),
+            offset,
         }
     }
 
@@ -391,13 +549,13 @@ mod tests {
         let mut src = source(&path);
         let mut out = String::new();
         append(&path, "1\n");
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         append(&path, "2\n");
         rotate(&path, 3);
         append(&path, "3\n");
         rotate(&path, 3);
         append(&path, "4\n");
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "svc | 1\nsvc | 2\nsvc | 3\nsvc | 4\n");
         // Three more before the next poll: the file read last is now `.3`.
         for n in 5..8 {
@@ -406,10 +564,10 @@ mod tests {
         }
         append(&path, "8\n");
         out.clear();
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "svc | 5\nsvc | 6\nsvc | 7\nsvc | 8\n");
         out.clear();
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "", "nothing twice");
     }
 
@@ -420,7 +578,7 @@ mod tests {
         let mut src = source(&path);
         let mut out = String::new();
         append(&path, "first line\nsecond line\n");
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         // Truncated in place and written past the old length before the
         // next poll: the file is not shorter, but it is not the same.
         std::fs::OpenOptions::new()
@@ -430,7 +588,7 @@ mod tests {
             .expect("truncate");
         append(&path, "a new first line\nand a second one\nand more\n");
         out.clear();
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(
             out,
             "svc | a new first line\nsvc | and a second one\nsvc | and more\n"
@@ -452,14 +610,14 @@ mod tests {
         let path = dir.path().join("svc.log");
         let mut src = source(&path);
         let mut out = String::new();
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "", "no file yet");
 
         append(&path, "one\ntw");
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "svc | one\n");
         append(&path, "o\n");
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "svc | one\nsvc | two\n");
 
         // Rotation: the rest of the old file, then the new one.
@@ -467,7 +625,7 @@ mod tests {
         std::fs::rename(&path, omnidev_core::logs::rotated_path(&path, 1)).expect("rename");
         append(&path, "four\n");
         out.clear();
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "svc | three\nsvc | four\n");
 
         // Truncation in place (seen as a file shorter than what was read):
@@ -475,7 +633,7 @@ mod tests {
         std::fs::write(&path, "").expect("truncate");
         append(&path, "5\n");
         out.clear();
-        read_new(&mut src, &mut out, false);
+        poll(&mut src, &mut out);
         assert_eq!(out, "svc | 5\n");
     }
 
@@ -484,8 +642,100 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("svc.log");
         std::fs::write(omnidev_core::logs::rotated_path(&path, 1), "a\nb\nc\n").expect("write");
-        assert_eq!(initial_lines(&path, b"d\ne\n", Some(3)), ["c", "d", "e"]);
-        assert_eq!(initial_lines(&path, b"d\ne\n", None), ["d", "e"]);
-        assert_eq!(initial_lines(&path, b"d\ne\n", Some(1)), ["e"]);
+        std::fs::write(&path, "d\ne\n").expect("write");
+        let lines = open_at_end(&mut source(&path), Some(3));
+        assert_eq!(texts(&lines), ["a", "b", "c", "d", "e"]);
+        assert_eq!(texts(&open_at_end(&mut source(&path), None)), ["d", "e"]);
+        assert_eq!(texts(&open_at_end(&mut source(&path), Some(1))), ["d", "e"]);
+    }
+
+    #[test]
+    fn since_a_mark_reads_from_its_offset_across_rotations_then_follows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        append(&path, "old 1\nold 2\n");
+        let mark = position(&path, 12);
+        append(&path, "new 1\n");
+        rotate(&path, 3);
+        append(&path, "new 2\n");
+        rotate(&path, 3);
+        append(&path, "new 3\npart");
+        let mut src = source(&path);
+        let lines = since_mark(&mut src, Some(&mark), SystemTime::now());
+        assert_eq!(texts(&lines), ["new 1", "new 2", "new 3"]);
+        // Following goes on where that stopped, the unfinished line too.
+        append(&path, "ial\n");
+        let mut out = String::new();
+        poll(&mut src, &mut out);
+        assert_eq!(out, "svc | partial\n");
+
+        // The same file in place: from the offset.
+        let fresh = dir.path().join("fresh.log");
+        append(&fresh, "before\nafter\n");
+        let mark = position(&fresh, 7);
+        let lines = since_mark(&mut source(&fresh), Some(&mark), SystemTime::now());
+        assert_eq!(texts(&lines), ["after"]);
+        // Truncated since (shorter than the offset): all of it is newer.
+        std::fs::write(&fresh, "x\n").expect("truncate");
+        let lines = since_mark(&mut source(&fresh), Some(&mark), SystemTime::now());
+        assert_eq!(texts(&lines), ["x"]);
+    }
+
+    #[test]
+    fn without_its_marked_file_only_files_written_after_the_mark_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let mark_at = SystemTime::now() - Duration::from_secs(60);
+        append(&path, "long ago\n");
+        set_modified(&path, mark_at - Duration::from_secs(60));
+        rotate(&path, 3);
+        append(&path, "lately\n");
+        rotate(&path, 3);
+        append(&path, "now\n");
+        // The marked file (an inode no file has) was rotated away.
+        let gone = Position {
+            inode: u64::MAX,
+            offset: 3,
+        };
+        let mut src = source(&path);
+        let lines = since_mark(&mut src, Some(&gone), mark_at);
+        assert_eq!(texts(&lines), ["lately", "now"]);
+        // No position at all (the service had no log file then): the same.
+        let lines = since_mark(&mut source(&path), None, mark_at);
+        assert_eq!(texts(&lines), ["lately", "now"]);
+        // A current file older than the mark: nothing, then what comes.
+        set_modified(&path, mark_at - Duration::from_secs(1));
+        let mut src = source(&path);
+        let lines = since_mark(&mut src, None, SystemTime::now());
+        assert!(lines.is_empty(), "{:?}", texts(&lines));
+        append(&path, "later\n");
+        let mut out = String::new();
+        poll(&mut src, &mut out);
+        assert_eq!(out, "svc | later\n");
+    }
+
+    #[test]
+    fn json_lines_are_log_records_dated_by_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        append(&path, "GET / 200\n\u{1b}[31mboom\u{1b}[0m\n");
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_048_318_123);
+        set_modified(&path, at);
+        let mut src = source(&path);
+        let lines = open_at_end(&mut src, None);
+        let form = Form::Json(Encoder::new(Path::new("/pod"), HashSet::new()));
+        let mut out = String::new();
+        for line in &lines {
+            form.push(&mut out, &src, line);
+        }
+        assert_eq!(
+            out,
+            concat!(
+                r#"{"v":1,"ts":"2026-11-30T14:18:38.123Z","pod":"/pod","service":"svc","kind":"log","stream":null,"line":"GET / 200"}"#,
+                "\n",
+                r#"{"v":1,"ts":"2026-11-30T14:18:38.123Z","pod":"/pod","service":"svc","kind":"log","stream":null,"line":"\u001b[31mboom\u001b[0m"}"#,
+                "\n"
+            )
+        );
     }
 }

@@ -99,8 +99,9 @@ pub enum Body {
     },
     /// A line of a service's output.
     Log {
-        /// `stdout`, `stderr` or `supervisor`.
-        stream: Stream,
+        /// `stdout`, `stderr` or `supervisor`; `None` (JSON `null`) when not
+        /// known: `logs --json` reads the log files, which merge them.
+        stream: Option<Stream>,
         /// The text (colour codes kept, invalid UTF-8 replaced).
         line: String,
     },
@@ -286,8 +287,22 @@ impl Encoder {
             at,
             Some(line.service.clone()),
             Body::Log {
-                stream: line.stream,
+                stream: Some(line.stream),
                 line: line.text.clone(),
+            },
+        )
+    }
+
+    /// The record of a line read back from `service`'s log file, which
+    /// was last modified at `at` when the line was read (the files keep no
+    /// time or stream per line).
+    pub fn file_line(&self, service: &str, text: &str, at: SystemTime) -> Record {
+        self.record(
+            at,
+            Some(service.to_owned()),
+            Body::Log {
+                stream: None,
+                line: text.to_owned(),
             },
         )
     }
@@ -550,6 +565,7 @@ mod tests {
                 url: "http://localhost:5173".into(),
             },
         ));
+        records.push(encoder.file_line("server", "GET /api 200", now));
         records.push(encoder.notice("pod /x"));
         records.push(encoder.record(
             now,

@@ -471,7 +471,12 @@ impl Engine {
 
     fn start_reload(&mut self, set: &BTreeSet<usize>, changes: Changes) {
         let services = set.iter().map(|&i| self.name(i).to_owned()).collect();
+        // Before any service is stopped: its last lines are after the mark.
+        let unmarked = self.logs.mark(Some(&changes));
         self.emit(None, EventKind::Reloading { services, changes });
+        if let Some(message) = unmarked {
+            self.emit(None, EventKind::Notice { message });
+        }
         let mut involved = set.clone();
         for &i in set {
             involved.extend(self.transitive_dependents(i));

@@ -269,7 +269,8 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
 /// An agent-style shell script (Python's `json` on the output): `up --detach`, `wait
 /// --ready`, an edit of a `.py` file, `wait --healthy-after-reload`,
 /// `events --since-reload --json` names the reload and the changed file,
-/// `stop`; every exit code as documented (and `wait` without a condition
+/// `logs --since-reload --json` has the server's output since then only
+/// (running, and again once stopped), `stop`; every exit code as documented (and `wait` without a condition
 /// is a usage error, 2).
 pub fn agent_script_waits_and_reads_events(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
@@ -285,19 +286,28 @@ om events --since-reload --json > "$EVENTS"; echo "events=$?"
 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if sum(1 for e in r if e["kind"]=="reload" and "omnigent/log.py" in e["files"])==1 else 1)' "$EVENTS"; echo "found=$?"
 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if r and all(e["v"]==1 and e["ts"].endswith("Z") for e in r) else 1)' "$EVENTS"; echo "shape=$?"
 om status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["last-reload"]["files"]==["omnigent/log.py"] else 1)'; echo "status=$?"
+# The server's output since the edit: the old one's last words, one start.
+server_since() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; s=[e["line"] for e in r if e["service"]=="server"]; ok=all(e["kind"]=="log" and e["v"]==1 for e in r) and sum("listening on" in l for l in s)==1 and sum("shutdown complete" in l for l in s)==int(sys.argv[2]); sys.exit(0 if ok else 1)' "$LOGS" "$1"; }
+om logs --since-reload --json > "$LOGS"; echo "logs=$?"
+server_since 1; echo "logs-since=$?"
 om stop; echo "stop=$?"
 om wait --ready >/dev/null 2>&1; echo "stopped=$?"
+om logs --since-reload --json > "$LOGS"; echo "logs-stopped=$?"
+server_since 2; echo "logs-since-stopped=$?"
 "##;
     let events_file = ctx.output_file("agent-events");
+    let logs_file = ctx.output_file("agent-logs");
     let mut command = ctx.command("sh");
     command
         .args(["-c", script])
         .env("OMNIDEV", ctx.omnidev_path())
         .env("REPO", &repo)
-        .env("EVENTS", &events_file);
+        .env("EVENTS", &events_file)
+        .env("LOGS", &logs_file);
     let output = command.output().context("running the agent script")?;
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let events = std::fs::read_to_string(&events_file).unwrap_or_default();
+    let logs = std::fs::read_to_string(&logs_file).unwrap_or_default();
     let expected = [
         "up=0",
         "ready=0",
@@ -307,13 +317,17 @@ om wait --ready >/dev/null 2>&1; echo "stopped=$?"
         "found=0",
         "shape=0",
         "status=0",
+        "logs=0",
+        "logs-since=0",
         "stop=0",
         "stopped=1",
+        "logs-stopped=0",
+        "logs-since-stopped=0",
     ];
     for line in expected {
         ensure!(
             text.lines().any(|l| l == line),
-            "the agent script did not print `{line}`:\n{text}\nstderr:\n{}\nevents:\n{events}",
+            "the agent script did not print `{line}`:\n{text}\nstderr:\n{}\nevents:\n{events}\nlogs:\n{logs}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
