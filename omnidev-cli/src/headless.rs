@@ -150,11 +150,13 @@ impl Printer {
                 )),
             ),
         };
-        if !self.prefixes.contains_key(tag) {
+        if let Some(prefix) = self.prefixes.get(tag) {
+            out.write_all(prefix.as_bytes())?;
+        } else {
             let prefix = self.prefix(tag);
+            out.write_all(prefix.as_bytes())?;
             self.prefixes.insert(tag.to_owned(), prefix);
         }
-        out.write_all(self.prefixes[tag].as_bytes())?;
         out.write_all(terminal_text::sanitise(&text, self.colour).as_bytes())?;
         out.write_all(b"\n")?;
         if let Entry::Event(event) = entry {

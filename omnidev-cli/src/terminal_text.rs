@@ -22,7 +22,9 @@ const MAX_OSC8: usize = 4096;
 /// otherwise), OSC 8 link wrappers dropped, every other control rendered
 /// visibly.
 pub fn sanitise(raw: &str, colour: bool) -> Cow<'_, str> {
-    if !raw.chars().any(needs_care) {
+    // Most lines are printable ASCII: a byte scan settles them.
+    let plain_ascii = raw.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
+    if plain_ascii || !raw.chars().any(needs_care) {
         return Cow::Borrowed(raw);
     }
     let mut out = String::with_capacity(raw.len() + 16);

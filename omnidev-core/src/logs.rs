@@ -215,7 +215,10 @@ impl LineSplitter {
 
     fn text(bytes: &[u8]) -> String {
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        String::from_utf8_lossy(bytes).into_owned()
+        match std::str::from_utf8(bytes) {
+            Ok(text) => text.to_owned(),
+            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+        }
     }
 
     pub(crate) fn feed(&mut self, mut data: &[u8], out: &mut Vec<String>) {

@@ -8,10 +8,10 @@
 //! never slowing the pod.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use omnidev_core::{Feed, FeedCloser, Recv};
+use omnidev_core::{Entry, Feed, FeedCloser, LogLine, Recv};
 use tokio::sync::broadcast;
 
 use super::events::{Body, Encoder, Record};
@@ -33,28 +33,55 @@ pub struct Item {
     pub seq: u64,
     /// When it happened.
     pub at: SystemTime,
-    /// The record.
-    pub record: Record,
+    what: What,
     /// Its line of JSON, made when first sent (most lines never are).
-    line: std::sync::OnceLock<String>,
+    line: OnceLock<String>,
+}
+
+/// What an [`Item`] holds. A log line stays the supervisor's shared line
+/// until someone asks for its record: a burst of output costs the pod a
+/// reference count per line here, not a record.
+#[derive(Debug)]
+enum What {
+    Record(Record),
+    Line {
+        line: Arc<LogLine>,
+        encoder: Arc<Encoder>,
+        record: OnceLock<Record>,
+    },
 }
 
 impl Item {
-    /// The record as a line of JSON, newline included.
-    pub fn line(&self) -> &str {
-        self.line.get_or_init(|| encode(&self.record))
+    /// The record.
+    pub fn record(&self) -> &Record {
+        match &self.what {
+            What::Record(record) => record,
+            What::Line {
+                line,
+                encoder,
+                record,
+            } => record.get_or_init(|| encoder.line(line, self.at)),
+        }
     }
 
-    /// Bytes counted against [`KEPT_LINE_BYTES`].
-    fn cost(&self) -> usize {
-        match &self.record.body {
-            Body::Log { line, .. } => line.len() + 128,
-            _ => 512,
+    /// The record as a line of JSON, newline included.
+    pub fn line(&self) -> &str {
+        self.line.get_or_init(|| encode(self.record()))
+    }
+
+    /// The service it is about (`None` for the pod as a whole).
+    pub fn service(&self) -> Option<&str> {
+        match &self.what {
+            What::Record(record) => record.service.as_deref(),
+            What::Line { line, .. } => Some(&line.service),
         }
     }
 
     fn is_log(&self) -> bool {
-        self.record.body.kind() == "log"
+        match &self.what {
+            What::Line { .. } => true,
+            What::Record(record) => record.body.kind() == "log",
+        }
     }
 }
 
@@ -78,18 +105,34 @@ impl Filter {
             && self.since.is_none_or(|since| item.at >= since)
             && (self.services.is_empty()
                 || item
-                    .record
-                    .service
-                    .as_ref()
-                    .is_none_or(|s| self.services.contains(s)))
+                    .service()
+                    .is_none_or(|s| self.services.iter().any(|want| want == s)))
+    }
+}
+
+/// A kept line: the supervisor's own, numbered among the records. It
+/// becomes an [`Item`] only when a reader asks for it.
+#[derive(Debug)]
+struct KeptLine {
+    seq: u64,
+    at: SystemTime,
+    line: Arc<LogLine>,
+}
+
+impl KeptLine {
+    /// Bytes counted against [`KEPT_LINE_BYTES`].
+    fn cost(&self) -> usize {
+        self.line.text.len() + 128
     }
 }
 
 /// The kept records.
 #[derive(Debug)]
 pub struct Retained {
+    /// Makes the records of kept lines.
+    encoder: Arc<Encoder>,
     events: VecDeque<Arc<Item>>,
-    lines: VecDeque<Arc<Item>>,
+    lines: VecDeque<KeptLine>,
     line_bytes: usize,
     next: u64,
     /// The last `reload` record.
@@ -101,9 +144,11 @@ pub struct Retained {
     tail: broadcast::Sender<Arc<Item>>,
 }
 
-impl Default for Retained {
-    fn default() -> Self {
+impl Retained {
+    /// Nothing kept yet; `encoder` makes the records of lines.
+    pub fn new(encoder: Arc<Encoder>) -> Self {
         Self {
+            encoder,
             events: VecDeque::new(),
             lines: VecDeque::new(),
             line_bytes: 0,
@@ -113,55 +158,86 @@ impl Default for Retained {
             tail: broadcast::channel(FOLLOW_BACKLOG).0,
         }
     }
-}
 
-impl Retained {
     /// Keeps `record` (dropping the oldest beyond the bounds) and sends it
     /// to the followers.
     pub fn push(&mut self, at: SystemTime, record: Record) {
-        let item = Arc::new(Item {
+        let item = self.item(at, What::Record(record));
+        let body = &item.record().body;
+        if matches!(body, Body::Reload { .. }) {
+            self.last_reload = Some(item.clone());
+        }
+        // A service was started again (or ended for good) after a reload
+        // once it says so; being stopped is not it.
+        let settled = match body {
+            Body::State { state, .. } => !matches!(
+                state.as_str(),
+                "stopping" | "waiting" | "preparing" | "stopped"
+            ),
+            Body::Ready | Body::Exited { .. } | Body::Crashed { .. } => true,
+            _ => false,
+        };
+        if settled && let Some(service) = item.service() {
+            self.changed.insert(service.to_owned(), item.seq);
+        }
+        self.events.push_back(item.clone());
+        if self.events.len() > KEPT_EVENTS {
+            self.events.pop_front();
+        }
+        self.send(item);
+    }
+
+    /// Keeps a service's line (dropping the oldest beyond the bounds) and
+    /// sends it to the followers, if any: its record is made only then.
+    pub fn push_line(&mut self, at: SystemTime, line: Arc<LogLine>) {
+        let kept = KeptLine {
             seq: self.next,
             at,
-            record,
-            line: std::sync::OnceLock::new(),
-        });
+            line,
+        };
         self.next += 1;
-        match &item.record.body {
-            Body::Log { .. } => {
-                self.line_bytes += item.cost();
-                self.lines.push_back(item.clone());
-                while self.lines.len() > KEPT_LINES || self.line_bytes > KEPT_LINE_BYTES {
-                    let Some(old) = self.lines.pop_front() else {
-                        break;
-                    };
-                    self.line_bytes -= old.cost();
-                }
-            }
-            body => {
-                if matches!(body, Body::Reload { .. }) {
-                    self.last_reload = Some(item.clone());
-                }
-                // A service was started again (or ended for good) after a
-                // reload once it says so; being stopped is not it.
-                let settled = match body {
-                    Body::State { state, .. } => !matches!(
-                        state.as_str(),
-                        "stopping" | "waiting" | "preparing" | "stopped"
-                    ),
-                    Body::Ready | Body::Exited { .. } | Body::Crashed { .. } => true,
-                    _ => false,
-                };
-                if settled && let Some(service) = &item.record.service {
-                    self.changed.insert(service.clone(), item.seq);
-                }
-                self.events.push_back(item.clone());
-                if self.events.len() > KEPT_EVENTS {
-                    self.events.pop_front();
-                }
-            }
+        if self.tail.receiver_count() > 0 {
+            let _ = self.tail.send(self.line_item(&kept));
         }
-        // No follower is fine.
-        let _ = self.tail.send(item);
+        self.line_bytes += kept.cost();
+        self.lines.push_back(kept);
+        while self.lines.len() > KEPT_LINES || self.line_bytes > KEPT_LINE_BYTES {
+            let Some(old) = self.lines.pop_front() else {
+                break;
+            };
+            self.line_bytes -= old.cost();
+        }
+    }
+
+    fn line_item(&self, kept: &KeptLine) -> Arc<Item> {
+        Arc::new(Item {
+            seq: kept.seq,
+            at: kept.at,
+            what: What::Line {
+                line: kept.line.clone(),
+                encoder: self.encoder.clone(),
+                record: OnceLock::new(),
+            },
+            line: OnceLock::new(),
+        })
+    }
+
+    fn item(&mut self, at: SystemTime, what: What) -> Arc<Item> {
+        let seq = self.next;
+        self.next += 1;
+        Arc::new(Item {
+            seq,
+            at,
+            what,
+            line: OnceLock::new(),
+        })
+    }
+
+    fn send(&self, item: Arc<Item>) {
+        // Most of the time nobody follows: skip the channel's lock.
+        if self.tail.receiver_count() > 0 {
+            let _ = self.tail.send(item);
+        }
     }
 
     /// The kept records `filter` wants, oldest first, and a subscription to
@@ -172,12 +248,18 @@ impl Retained {
             (Some(reload), true) => reload.seq,
             _ => 0,
         };
+        let lines = self
+            .lines
+            .iter()
+            .filter(|kept| filter.logs && kept.seq >= from)
+            .map(|kept| self.line_item(kept));
         let mut items: Vec<Arc<Item>> = self
             .events
             .iter()
-            .chain(&self.lines)
-            .filter(|item| item.seq >= from && filter.matches(item))
+            .filter(|item| item.seq >= from)
             .cloned()
+            .chain(lines)
+            .filter(|item| filter.matches(item))
             .collect();
         items.sort_by_key(|item| item.seq);
         (items, self.tail.subscribe())
@@ -223,13 +305,14 @@ pub fn spawn_reader(
                     Recv::Entries => {
                         let now = SystemTime::now();
                         let mut store = lock(&store);
-                        for entry in &batch {
-                            let record = encoder.entry(entry, now);
-                            let at = match entry {
-                                omnidev_core::Entry::Event(event) => event.at,
-                                _ => now,
-                            };
-                            store.push(at, record);
+                        for entry in batch.drain(..) {
+                            match entry {
+                                Entry::Line(line) => store.push_line(now, line),
+                                Entry::Event(event) => store.push(event.at, encoder.event(&event)),
+                                lost @ Entry::Lost { .. } => {
+                                    store.push(now, encoder.entry(&lost, now));
+                                }
+                            }
                         }
                     }
                     Recv::Empty => {}
@@ -238,4 +321,87 @@ pub fn spawn_reader(
             }
         })?;
     Ok((closer, thread))
+}
+
+#[cfg(test)]
+mod tests {
+    use omnidev_core::Stream;
+
+    use super::*;
+
+    fn store() -> Retained {
+        Retained::new(Arc::new(Encoder::new(
+            std::path::Path::new("/pod"),
+            std::collections::HashSet::new(),
+        )))
+    }
+
+    fn line(service: &str, text: &str) -> Arc<LogLine> {
+        Arc::new(LogLine::new(service, Stream::Stdout, text, 0))
+    }
+
+    fn kinds(items: &[Arc<Item>]) -> Vec<String> {
+        items
+            .iter()
+            .map(|item| match &item.record().body {
+                Body::Log { line, .. } => format!("log {line}"),
+                body => body.kind().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_replay_in_order_with_events_only_when_asked() {
+        let mut store = store();
+        let encoder = store.encoder.clone();
+        let at = SystemTime::UNIX_EPOCH;
+        store.push_line(at, line("server", "one"));
+        store.push(at, encoder.notice("between"));
+        store.push_line(at, line("host", "two"));
+        let logs = Filter {
+            logs: true,
+            ..Filter::default()
+        };
+        let (items, _) = store.replay(&logs);
+        assert_eq!(kinds(&items), ["log one", "notice", "log two"]);
+        let (items, _) = store.replay(&Filter::default());
+        assert_eq!(kinds(&items), ["notice"]);
+        let server = Filter {
+            logs: true,
+            services: vec!["server".into()],
+            ..Filter::default()
+        };
+        let (items, _) = store.replay(&server);
+        assert_eq!(kinds(&items), ["log one", "notice"]);
+        // A line's record is the schema's `log` record.
+        let json: serde_json::Value = serde_json::from_str(items[0].line()).expect("json");
+        assert_eq!(json["kind"], "log");
+        assert_eq!(json["service"], "server");
+        assert_eq!(json["line"], "one");
+        assert_eq!(json["pod"], "/pod");
+    }
+
+    #[test]
+    fn followers_get_lines_and_the_kept_lines_are_bounded() {
+        let mut store = store();
+        let (_, mut tail) = store.replay(&Filter::default());
+        store.push_line(SystemTime::UNIX_EPOCH, line("server", "live"));
+        let item = tail.try_recv().expect("the line reached the follower");
+        assert_eq!(kinds(&[item]), ["log live"]);
+        for n in 0..KEPT_LINES + 10 {
+            store.push_line(SystemTime::UNIX_EPOCH, line("server", &n.to_string()));
+        }
+        assert_eq!(store.lines.len(), KEPT_LINES);
+        let big = "x".repeat(64 * 1024);
+        for _ in 0..100 {
+            store.push_line(SystemTime::UNIX_EPOCH, line("server", &big));
+        }
+        assert!(store.line_bytes <= KEPT_LINE_BYTES, "{}", store.line_bytes);
+        let logs = Filter {
+            logs: true,
+            ..Filter::default()
+        };
+        let (items, _) = store.replay(&logs);
+        assert!(items.windows(2).all(|w| w[0].seq < w[1].seq));
+    }
 }

@@ -183,7 +183,9 @@ impl ControlServer {
         }
 
         let encoder = Encoder::new(&info.pod_dir, info.probed.clone());
-        let store = Store::default();
+        let store: Store = Arc::new(Mutex::new(retained::Retained::new(Arc::new(
+            encoder.clone(),
+        ))));
         let (events, _reader) = retained::spawn_reader(events, encoder.clone(), store.clone())
             .map_err(crate::error::Error::Runtime)?;
         let shared = Arc::new(Shared {
@@ -724,7 +726,7 @@ async fn wait(shared: &Shared, until: WaitFor, services: &[String], limit: Durat
 /// Whether the reload `item` is over: no reload runs or waits, and every
 /// service it named has changed state since it began.
 fn reloaded(shared: &Shared, item: &Item) -> bool {
-    let Body::Reload { services, .. } = &item.record.body else {
+    let Body::Reload { services, .. } = &item.record().body else {
         return false;
     };
     let store = retained::lock(&shared.store);
@@ -851,13 +853,13 @@ fn status(shared: &Shared) -> PodStatus {
 
 fn last_reload(shared: &Shared) -> Option<ReloadReport> {
     let item = retained::lock(&shared.store).reload_since(std::time::SystemTime::UNIX_EPOCH)?;
-    match &item.record.body {
+    match &item.record().body {
         Body::Reload {
             services,
             files,
             files_total,
         } => Some(ReloadReport {
-            ts: item.record.ts.clone(),
+            ts: item.record().ts.clone(),
             services: services.clone(),
             files: files.clone(),
             files_total: *files_total,
