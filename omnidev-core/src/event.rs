@@ -22,8 +22,8 @@ pub enum Stream {
 /// ANSI colour codes are kept; invalid UTF-8 has been replaced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
-    /// The service the line belongs to.
-    pub service: String,
+    /// The service the line belongs to (shared by all its lines).
+    pub service: std::sync::Arc<str>,
     /// Where it came from.
     pub stream: Stream,
     /// The text, without the trailing newline.
@@ -35,7 +35,7 @@ pub struct LogLine {
 impl LogLine {
     /// A line of `service`'s output from `stream`, numbered `seq`.
     pub fn new(
-        service: impl Into<String>,
+        service: impl Into<std::sync::Arc<str>>,
         stream: Stream,
         text: impl Into<String>,
         seq: u64,
@@ -278,7 +278,7 @@ impl Event {
     pub fn log(line: LogLine) -> Self {
         Self {
             at: SystemTime::now(),
-            service: Some(line.service.clone()),
+            service: Some(line.service.to_string()),
             kind: EventKind::Log { line },
         }
     }

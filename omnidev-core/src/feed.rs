@@ -217,6 +217,9 @@ pub struct Feed {
     /// Bytes read from the spool but not yet decoded (a record cut by the
     /// end of a chunk).
     pending: Vec<u8>,
+    /// The service name of the last line decoded, shared with the next
+    /// line of the same service.
+    last_service: Option<Arc<str>>,
 }
 
 /// Closes a [`Feed`] from another thread or task: its reader then gets
@@ -338,7 +341,7 @@ impl Feed {
         }
         self.position += want as u64;
         let mut used = 0;
-        while let Some((entry, len)) = decode(&self.pending[used..]) {
+        while let Some((entry, len)) = decode(&self.pending[used..], &mut self.last_service) {
             out.push(entry);
             used += len;
         }
@@ -427,7 +430,7 @@ fn count_records(mut bytes: &[u8]) -> u64 {
 }
 
 /// The first complete record of `bytes` and its length, if there is one.
-fn decode(bytes: &[u8]) -> Option<(Entry, usize)> {
+fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, usize)> {
     if bytes.len() < 4 {
         return None;
     }
@@ -440,8 +443,16 @@ fn decode(bytes: &[u8]) -> Option<(Entry, usize)> {
             let service_len = usize::from(u16::from_le_bytes([rest[9], rest[10]]));
             let rest = &rest[11..];
             let (service, text) = rest.split_at(service_len.min(rest.len()));
+            let service = match last_service {
+                Some(last) if last.as_bytes() == service => last.clone(),
+                _ => {
+                    let name: Arc<str> = Arc::from(String::from_utf8_lossy(service));
+                    *last_service = Some(name.clone());
+                    name
+                }
+            };
             Entry::Line(Arc::new(LogLine {
-                service: String::from_utf8_lossy(service).into_owned(),
+                service,
                 stream,
                 text: String::from_utf8_lossy(text).into_owned(),
                 seq,
@@ -506,6 +517,7 @@ impl Bus {
             shared,
             position: 0,
             pending: Vec::new(),
+            last_service: None,
         }
     }
 

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::event::{Changes, Event, LogLine, Stream};
 use crate::feed::Bus;
@@ -276,6 +275,8 @@ pub(crate) struct LogStore {
 
 #[derive(Debug)]
 struct ServiceLog {
+    /// The service's name, shared by its lines.
+    name: Arc<str>,
     ring: Mutex<Ring>,
     file: Mutex<FileState>,
     lines: AtomicU64,
@@ -313,6 +314,7 @@ impl LogStore {
             .into_iter()
             .map(|name| {
                 let log = ServiceLog {
+                    name: Arc::from(name),
                     ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
                     file: Mutex::new(FileState::None),
                     lines: AtomicU64::new(0),
@@ -524,7 +526,7 @@ impl LogStore {
             .drain(..)
             .map(|text| {
                 Arc::new(LogLine {
-                    service: service.to_owned(),
+                    service: log.name.clone(),
                     stream,
                     text,
                     seq: self.next_seq(),
@@ -544,7 +546,7 @@ impl LogStore {
     /// combined buffer only.
     pub(crate) fn push_supervisor(&self, text: String) {
         let line = LogLine {
-            service: SUPERVISOR_TAG.to_owned(),
+            service: Arc::from(SUPERVISOR_TAG),
             stream: Stream::Supervisor,
             text,
             seq: self.next_seq(),
@@ -601,21 +603,44 @@ pub(crate) fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
     let _ = fd;
 }
 
-/// Reads `reader` to its end, recording each line of `service`. Never
-/// waits for subscribers (the broadcast channel drops for laggards, a
-/// [`Feed`](crate::feed::Feed) spools to disk), so the
-/// child's pipe is drained as fast as the files can be written.
+/// Reads the pipe `fd` to its end on a thread of its own, recording each
+/// line of `service`; the receiver resolves once the last line is
+/// recorded. Never waits for subscribers (the broadcast channel drops for
+/// laggards, a [`Feed`](crate::feed::Feed) spools to disk), so the child's
+/// pipe is drained as fast as the files can be written.
+///
+/// The thread reads with blocking reads rather than through the runtime's
+/// poller: a pipe wakes an `epoll` waiter on every write, so a service
+/// writing a line per `write` would wake the runtime once a line even while
+/// the capture lets output gather; a reader sleeping outside `read` is not
+/// woken at all, and one blocked in `read` only when the pipe stops being
+/// empty.
+pub(crate) fn spawn_capture(
+    fd: std::os::fd::OwnedFd,
+    store: Arc<LogStore>,
+    service: String,
+    stream: Stream,
+) -> io::Result<tokio::sync::oneshot::Receiver<()>> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
+    fcntl(&fd, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK))?;
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("omnidev-capture".into())
+        .spawn(move || {
+            capture(std::fs::File::from(fd), &store, &service, stream);
+            let _ = done.send(());
+        })?;
+    Ok(finished)
+}
+
+/// Reads `reader` to its end, recording each line of `service`.
 ///
 /// When reads come back short in quick succession (a service writing
 /// many small pieces), the next read waits [`GATHER`] so the pieces arrive
 /// together; a read after a quiet spell, or one that filled the buffer, is
 /// followed at once.
-pub(crate) async fn capture<R: AsyncRead + Unpin>(
-    mut reader: R,
-    store: Arc<LogStore>,
-    service: String,
-    stream: Stream,
-) {
+fn capture(mut reader: impl io::Read, store: &LogStore, service: &str, stream: Stream) {
     let mut splitter = LineSplitter::new(store.config().max_line_bytes);
     let mut buf = vec![0u8; 256 * 1024];
     let mut batch = Vec::new();
@@ -623,20 +648,22 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(
     let mut gather = false;
     loop {
         if gather {
-            tokio::time::sleep(GATHER).await;
+            std::thread::sleep(GATHER);
         }
-        let n = match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
             Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
         };
         let now = Instant::now();
         gather = n < buf.len() && last_read.is_some_and(|at| now.duration_since(at) < GATHER);
         last_read = Some(now);
         splitter.feed(&buf[..n], &mut batch);
-        store.push_batch(&service, stream, &mut batch);
+        store.push_batch(service, stream, &mut batch);
     }
     splitter.finish(&mut batch);
-    store.push_batch(&service, stream, &mut batch);
+    store.push_batch(service, stream, &mut batch);
 }
 
 /// Rotated file names of `path`, for tests and tools: `path.1` … `path.n`.

@@ -285,7 +285,7 @@ impl Encoder {
     pub fn line(&self, line: &LogLine, at: SystemTime) -> Record {
         self.record(
             at,
-            Some(line.service.clone()),
+            Some(line.service.to_string()),
             Body::Log {
                 stream: Some(line.stream),
                 line: line.text.clone(),

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
 use crate::containment::{Containment, Target};
 use crate::event::{ExitStatus, Stream};
@@ -104,17 +104,44 @@ impl ProcessSpawner {
         let pid = child.id().unwrap_or_default();
         let pgid = pid as i32;
         self.guard.register(pgid);
-        let mut captures = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            logs::widen_pipe(out.as_fd());
-            let task = logs::capture(out, self.logs.clone(), service.to_owned(), Stream::Stdout);
-            captures.push(tokio::spawn(task));
-        }
-        if let Some(err) = child.stderr.take() {
-            logs::widen_pipe(err.as_fd());
-            let task = logs::capture(err, self.logs.clone(), service.to_owned(), Stream::Stderr);
-            captures.push(tokio::spawn(task));
-        }
+        let pipes = [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(tokio::process::ChildStdout::into_owned_fd),
+                Stream::Stdout,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(tokio::process::ChildStderr::into_owned_fd),
+                Stream::Stderr,
+            ),
+        ];
+        let captures = pipes
+            .into_iter()
+            .filter_map(|(pipe, stream)| Some((pipe?, stream)))
+            .map(|(pipe, stream)| {
+                let fd = pipe?;
+                logs::widen_pipe(fd.as_fd());
+                logs::spawn_capture(fd, self.logs.clone(), service.to_owned(), stream)
+            })
+            .collect::<io::Result<Vec<_>>>();
+        let captures = match captures {
+            Ok(captures) => captures,
+            Err(e) => {
+                // No reader, no run: a child whose output nobody drains
+                // would block on a full pipe, so it is not left running.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pgid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                self.guard.unregister(pgid);
+                return Err(e);
+            }
+        };
         let exit = Box::pin(async move {
             match child.wait().await {
                 Ok(status) => exit_status(status),
@@ -143,7 +170,8 @@ struct Group {
     target: Target,
     containment: Arc<Containment>,
     guard: Arc<Guard>,
-    captures: Mutex<Vec<JoinHandle<()>>>,
+    /// Each resolves once its output reader recorded the last line.
+    captures: Mutex<Vec<oneshot::Receiver<()>>>,
 }
 
 #[async_trait]
