@@ -24,7 +24,7 @@ use omnidev_pod::RenderedUrl;
 use crate::control::events::{Body, Encoder, Record};
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
-use crate::session::{PreparedPod, banner};
+use crate::session::{PreparedPod, SharedAddresses, banner};
 use crate::terminal_text;
 
 /// Turns events into output lines.
@@ -43,6 +43,10 @@ pub struct Printer {
     probed: HashSet<String>,
     /// `--json`: one event record a line instead of text.
     json: Option<Encoder>,
+    /// The pod's current addresses: a URL is printed with the port its
+    /// service has when it becomes ready (a port lost before the bind
+    /// moves).
+    addresses: Option<SharedAddresses>,
 }
 
 impl Printer {
@@ -67,6 +71,7 @@ impl Printer {
             urls: Vec::new(),
             probed: HashSet::new(),
             json: None,
+            addresses: None,
         }
     }
 
@@ -107,11 +112,33 @@ impl Printer {
         if !ready || self.urls.is_empty() {
             return Vec::new();
         }
-        let (now, later) = std::mem::take(&mut self.urls)
+        let (now, later): (Vec<RenderedUrl>, _) = std::mem::take(&mut self.urls)
             .into_iter()
             .partition(|url| url.service.as_ref() == Some(service));
         self.urls = later;
-        now
+        let Some(addresses) = &self.addresses else {
+            return now;
+        };
+        let addresses = addresses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        now.into_iter()
+            .map(|url| {
+                addresses
+                    .urls
+                    .iter()
+                    .find(|current| current.name == url.name && current.service == url.service)
+                    .cloned()
+                    .unwrap_or(url)
+            })
+            .collect()
+    }
+
+    /// Takes each URL from `addresses` as it is when printed.
+    #[must_use]
+    pub fn following(mut self, addresses: SharedAddresses) -> Self {
+        self.addresses = Some(addresses);
+        self
     }
 
     fn prefix(&self, tag: &str) -> String {
@@ -209,6 +236,7 @@ pub async fn run_pod(
     feed: Feed,
     signals: &mut ShutdownSignals,
     json: bool,
+    addresses: &SharedAddresses,
 ) -> Result<ExitCode> {
     let names: Vec<String> = prepared
         .rendered
@@ -224,7 +252,8 @@ pub async fn run_pod(
         .map(|s| s.name.clone())
         .collect();
     let mut printer = Printer::new(&names, output::colour_stdout() && !json)
-        .with_urls(&prepared.rendered.urls, probed.clone());
+        .with_urls(&prepared.rendered.urls, probed.clone())
+        .following(addresses.clone());
     let mut first: Vec<String> = Vec::new();
     if json {
         let encoder = Encoder::new(prepared.pod.dir(), probed.clone());

@@ -74,6 +74,9 @@ pub struct Feed<S> {
     pub events: broadcast::Receiver<Event>,
     /// The supervisor's statuses and combined log buffer now.
     pub catch_up: S,
+    /// The pod's current ports and URLs (a port lost before its service
+    /// bound it moves): the header follows them.
+    pub addresses: Option<crate::session::SharedAddresses>,
 }
 
 /// What the TUI re-reads from the supervisor after falling behind.
@@ -221,7 +224,15 @@ fn drain<S: Fn() -> CatchUp>(app: &mut App, feed: &mut Feed<S>) {
             Err(broadcast::error::TryRecvError::Lagged(n)) => {
                 app.lagged(n, &(feed.catch_up)());
             }
-            Err(_) => return,
+            Err(_) => break,
+        }
+    }
+    if let Some(addresses) = &feed.addresses {
+        let addresses = addresses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if addresses.urls != app.info.urls {
+            app.info.urls.clone_from(&addresses.urls);
         }
     }
 }
@@ -232,6 +243,7 @@ pub async fn run_pod(
     supervisor: &Supervisor,
     events: tokio::sync::broadcast::Receiver<omnidev_core::Event>,
     signals: &mut omnidev_core::signals::ShutdownSignals,
+    addresses: &crate::session::SharedAddresses,
 ) -> Result<ExitCode> {
     let services = prepared
         .rendered
@@ -281,10 +293,52 @@ pub async fn run_pod(
             logs: supervisor.logs(None).unwrap_or_default(),
         }
     };
-    run(app, Feed { events, catch_up }, on_action, async {
+    let feed = Feed {
+        events,
+        catch_up,
+        addresses: Some(addresses.clone()),
+    };
+    run(app, feed, on_action, async {
         signals.recv().await;
     })
     .await?;
     note!("omnidev: stopping the pod…");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(port: u16) -> omnidev_pod::RenderedUrl {
+        omnidev_pod::RenderedUrl {
+            name: "server".into(),
+            url: format!("http://localhost:{port}"),
+            service: Some("server".into()),
+        }
+    }
+
+    #[test]
+    fn the_header_follows_a_moved_port() {
+        let addresses: crate::session::SharedAddresses = Arc::default();
+        addresses.lock().expect("lock").urls = vec![url(6767)];
+        let mut app = App::new(
+            PodInfo {
+                pod_dir: "/pod".into(),
+                urls: vec![url(6767)],
+            },
+            vec![("server".into(), true)],
+            Vec::new(),
+            100,
+        );
+        let (_sender, events) = broadcast::channel(4);
+        let mut feed = Feed {
+            events,
+            catch_up: CatchUp::default,
+            addresses: Some(addresses.clone()),
+        };
+        addresses.lock().expect("lock").urls = vec![url(6790)];
+        drain(&mut app, &mut feed);
+        assert_eq!(app.info.urls, [url(6790)]);
+    }
 }

@@ -87,7 +87,7 @@ async fn run_pod(
     prepared.notices.extend(watch_notices);
     // `status`, `stop`, `restart` and `up --detach` talk to this socket: a
     // pod they cannot reach is an error at start, not a line in a log.
-    let info = crate::control::ServerInfo::of(&prepared, addresses);
+    let info = crate::control::ServerInfo::of(&prepared, addresses.clone());
     let control = match crate::control::ControlServer::start(info, supervisor.clone(), retained) {
         Ok(server) => server,
         Err(e) => {
@@ -97,9 +97,11 @@ async fn run_pod(
         }
     };
     let code = match front {
-        Front::Tui(events) => tui::run_pod(&prepared, &supervisor, events, &mut signals).await,
+        Front::Tui(events) => {
+            tui::run_pod(&prepared, &supervisor, events, &mut signals, &addresses).await
+        }
         Front::Headless(feed) => {
-            headless::run_pod(&prepared, &supervisor, feed, &mut signals, json).await
+            headless::run_pod(&prepared, &supervisor, feed, &mut signals, json, &addresses).await
         }
     };
     drop(watchers);

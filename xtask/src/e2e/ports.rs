@@ -127,6 +127,16 @@ pub fn foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves(ctx: &mut 
         out.lines().filter(|l| l.contains(&held)).count() == 1,
         "the holder is named more than once:\n{out}"
     );
+    // The URL printed once the server is ready is the new one.
+    let url_line = pod.wait_output("the server's URL", SOON, |out| {
+        out.lines()
+            .find(|l| l.starts_with("omnidev") && l.contains("server http://localhost:"))
+            .map(str::to_owned)
+    })?;
+    ensure!(
+        url_line.ends_with(&format!("http://localhost:{moved}")),
+        "headless printed `{url_line}` after the server moved to port {moved}"
+    );
     let (code, body) = util::http_get(moved, "/health")?;
     ensure!(
         code == 200 && body.contains(&format!("\"pid\": {}", server.pid)),
