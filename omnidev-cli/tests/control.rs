@@ -281,7 +281,19 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let status = json(&ctx, &["status", "--json"]);
     assert_eq!(status["control"], true, "{status}");
     assert_ne!(pid_of(&status, "server"), server);
-    run_ok(&ctx, &["stop"]);
+
+    // `clean` after another `kill -9` removes the socket left in the
+    // runtime directory too.
+    let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
+    let socket = dir.join(std::fs::read_link(dir.join("control.sock")).expect("a pointer"));
+    // SAFETY: the supervisor is a process this test started.
+    assert_eq!(unsafe { libc::kill(supervisor, libc::SIGKILL) }, 0);
+    wait_for("the supervisor to die", DEADLINE, || !alive(supervisor));
+    assert!(socket.exists(), "the stale socket {}", socket.display());
+    let output = run_within(&ctx, &["clean"], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    assert!(!dir.exists(), "pod dir still there");
+    assert!(!socket.exists(), "{} is left behind", socket.display());
 }
 
 #[test]
