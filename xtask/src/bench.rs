@@ -499,19 +499,25 @@ impl Drop for Guard {
     }
 }
 
-/// The services' own start time: stub server until `/health`, then the host
-/// until its line.
-fn own_start_time(repo: &Path) -> Result<Duration> {
-    let port = free_port()?;
-    let start = Instant::now();
-    let _server = Guard(
+/// The stub server of `repo` on `port`, on its own (output discarded).
+fn stub_server(repo: &Path, port: u16) -> Result<Guard> {
+    Ok(Guard(
         Command::new("python3")
             .arg(repo.join("stub_server.py"))
             .arg(port.to_string())
             .arg(repo.join("src/app.py"))
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()?,
-    );
+    ))
+}
+
+/// The services' own start time: stub server until `/health`, then the host
+/// until its line.
+fn own_start_time(repo: &Path) -> Result<Duration> {
+    let port = free_port()?;
+    let start = Instant::now();
+    let _server = stub_server(repo, port)?;
     poll(Duration::from_secs(30), || health_pid(port))?;
     let host = Command::new("sh")
         .args(["-c", "echo stub-host started"])

@@ -119,6 +119,16 @@ struct ReloadState {
     queued: Option<(BTreeSet<usize>, Changes)>,
 }
 
+/// Where `state.json` goes and how its writes stand.
+#[derive(Debug)]
+struct StateWrites {
+    path: Option<PathBuf>,
+    /// The last write failed and said so.
+    error_reported: bool,
+    /// The file is behind; written at the end of the turn.
+    dirty: bool,
+}
+
 pub(super) struct Engine {
     specs: Vec<ServiceSpec>,
     order: Vec<usize>,
@@ -132,8 +142,7 @@ pub(super) struct Engine {
     guard: Arc<Guard>,
     spawner: Arc<dyn Spawner>,
     containment: Arc<Containment>,
-    state_file: Option<PathBuf>,
-    state_error_reported: bool,
+    state: StateWrites,
     backoff: BackoffPolicy,
     status: watch::Sender<Vec<ServiceStatus>>,
     settled: watch::Sender<Option<Settled>>,
@@ -187,8 +196,11 @@ impl Engine {
             guard: parts.guard,
             spawner: parts.spawner,
             containment: parts.containment,
-            state_file: parts.state_file,
-            state_error_reported: false,
+            state: StateWrites {
+                path: parts.state_file,
+                error_reported: false,
+                dirty: false,
+            },
             backoff: parts.backoff,
             status: parts.status,
             settled: parts.settled,
@@ -224,6 +236,7 @@ impl Engine {
         self.publish_status();
         self.write_state();
         self.reconcile();
+        self.flush_state();
         let mut requests_open = true;
         loop {
             if self.shutting_down && self.all_down() {
@@ -242,6 +255,7 @@ impl Engine {
                 Some(message) = internal.recv() => self.on_internal(message),
             }
             self.reconcile();
+            self.flush_state();
         }
         for dying in self.dying_prepares.drain(..) {
             let _ = dying.await;
@@ -250,7 +264,7 @@ impl Engine {
         self.containment.sweep(grace.unwrap_or_default()).await;
         self.containment.close();
         self.logs.flush();
-        self.write_state();
+        self.write_state_now();
         self.guard.close();
         for waiter in self.shutdown_waiters.drain(..) {
             let _ = waiter.send(());
@@ -312,8 +326,25 @@ impl Engine {
         self.status.send_replace(snapshot);
     }
 
+    /// Notes that `state.json` is out of date; [`Engine::flush_state`]
+    /// writes it once the current turn has been reconciled. A write syncs
+    /// the file and its directory (a few milliseconds, far more while the
+    /// disk is busy), so it must not sit between a service's exit and its
+    /// respawn: the run's new pid is written right after the spawn, in the
+    /// same turn, and several changes of one turn are one write.
     fn write_state(&mut self) {
-        let Some(path) = self.state_file.clone() else {
+        self.state.dirty = true;
+    }
+
+    /// Writes `state.json` if a change of this turn asked for it.
+    fn flush_state(&mut self) {
+        if std::mem::take(&mut self.state.dirty) {
+            self.write_state_now();
+        }
+    }
+
+    fn write_state_now(&mut self) {
+        let Some(path) = self.state.path.clone() else {
             return;
         };
         let state = StateFile {
@@ -337,8 +368,8 @@ impl Engine {
         };
         // Said once per failure, with its cause, and again when it works.
         match crate::state::write_state(&path, &state) {
-            Err(e) if !self.state_error_reported => {
-                self.state_error_reported = true;
+            Err(e) if !self.state.error_reported => {
+                self.state.error_reported = true;
                 let cause = std::error::Error::source(&e)
                     .map_or_else(|| e.to_string(), ToString::to_string);
                 self.emit(
@@ -352,8 +383,8 @@ impl Engine {
                     },
                 );
             }
-            Ok(()) if self.state_error_reported => {
-                self.state_error_reported = false;
+            Ok(()) if self.state.error_reported => {
+                self.state.error_reported = false;
                 self.emit(
                     None,
                     EventKind::Notice {
@@ -686,6 +717,7 @@ impl Engine {
                     port,
                     group: listener_group,
                     last: std::sync::Mutex::new(None),
+                    looked: std::sync::Mutex::new(None),
                     report: Box::new(move |holder| {
                         let _ = tx.send(Internal::PortHeld {
                             index,
@@ -1326,12 +1358,43 @@ impl Engine {
 /// process of the service; another process's listener is reported (once
 /// per holder) and keeps the service from being ready, whatever that
 /// process answers.
+///
+/// Looking costs a read of `/proc/net/tcp{,6}`, in which the kernel walks
+/// its whole table of TCP connections: about 3 ms of CPU on a host with a
+/// large table (262,144 buckets here), which an attempt every 20 ms took
+/// from the very service that was booting. So the owner is looked at
+/// before an answer counts, and while the probe fails only at the first
+/// attempt and then at most every [`OWNER_LOOK_INTERVAL`] (to name a
+/// holder that answers with an error, or listens where the probe does not
+/// reach).
 struct OwnListener {
     inner: Box<dyn probe::Probe>,
     port: u16,
     group: Arc<dyn super::spawn::ProcessGroup>,
     last: std::sync::Mutex<Option<String>>,
     report: Box<dyn Fn(String) + Send + Sync>,
+    /// When the owner was last looked at.
+    looked: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+/// The longest a failing probe goes without a look at the port's owner.
+const OWNER_LOOK_INTERVAL: Duration = Duration::from_secs(1);
+
+impl OwnListener {
+    /// Whether this attempt looks at the owner: always when the probe
+    /// passed, else when the last look is [`OWNER_LOOK_INTERVAL`] old.
+    fn looks(&self, answered: bool) -> bool {
+        let mut looked = self
+            .looked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = tokio::time::Instant::now();
+        let due = answered || looked.is_none_or(|at| now - at >= OWNER_LOOK_INTERVAL);
+        if due {
+            *looked = Some(now);
+        }
+        due
+    }
 }
 
 impl std::fmt::Debug for OwnListener {
@@ -1349,6 +1412,9 @@ impl probe::Probe for OwnListener {
         // The probe first, then the owner: a listener that appears between
         // the two is looked at before the answer counts.
         let answered = self.inner.check().await;
+        if !self.looks(answered.is_ok()) {
+            return answered;
+        }
         let owner = crate::listener::owner(self.port, &self.group.members());
         match owner {
             crate::listener::Owner::Other(holder) => {
@@ -1367,5 +1433,52 @@ impl probe::Probe for OwnListener {
             // probe alone decides, as where there is no /proc.
             _ => answered,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct NoGroup;
+
+    #[async_trait::async_trait]
+    impl super::super::spawn::ProcessGroup for NoGroup {
+        async fn stop(&self, _signal: i32, _grace: Duration) {}
+        fn release(&self) {}
+    }
+
+    #[derive(Debug)]
+    struct Refused;
+
+    #[async_trait::async_trait]
+    impl probe::Probe for Refused {
+        async fn check(&self) -> Result<(), String> {
+            Err("connection refused".to_owned())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_owner_is_looked_at_for_every_answer_and_once_a_second_otherwise() {
+        let listener = OwnListener {
+            inner: Box::new(Refused),
+            port: 1,
+            group: Arc::new(NoGroup),
+            last: std::sync::Mutex::new(None),
+            report: Box::new(|_| {}),
+            looked: std::sync::Mutex::new(None),
+        };
+        assert!(listener.looks(false), "the first attempt looks");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!listener.looks(false), "20 ms later a failing one does not");
+        assert!(listener.looks(true), "an answer is always looked at");
+        tokio::time::sleep(Duration::from_millis(980)).await;
+        assert!(
+            !listener.looks(false),
+            "not yet a second since the last look"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(listener.looks(false), "a second after the last look");
     }
 }

@@ -208,6 +208,21 @@ fn is_running(state: &ServiceState) -> bool {
     matches!(state, ServiceState::Running { .. })
 }
 
+/// A server and a host that depends on it, both running.
+async fn server_and_host_running() -> (Arc<FakeSpawner>, Supervisor) {
+    let spawner = FakeSpawner::new();
+    let supervisor = start(
+        vec![service("server", &[]), service("host", &["server"])],
+        &spawner,
+    )
+    .await;
+    until("both running", || {
+        is_running(&state(&supervisor, "server")) && is_running(&state(&supervisor, "host"))
+    })
+    .await;
+    (spawner, supervisor)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reload_burst_during_startup_restarts_at_most_twice() {
     let spawner = FakeSpawner::new();
@@ -265,16 +280,7 @@ async fn a_reload_burst_during_startup_restarts_at_most_twice() {
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_during_a_dependencys_restart_waits_for_the_dependency() {
-    let spawner = FakeSpawner::new();
-    let supervisor = start(
-        vec![service("server", &[]), service("host", &["server"])],
-        &spawner,
-    )
-    .await;
-    until("both running", || {
-        is_running(&state(&supervisor, "server")) && is_running(&state(&supervisor, "host"))
-    })
-    .await;
+    let (spawner, supervisor) = server_and_host_running().await;
 
     spawner.hold_stops("server");
     supervisor.restart("server").await.expect("restart");
@@ -559,5 +565,46 @@ async fn a_change_does_not_wait_for_the_dependents_of_the_last_reload() {
     assert_eq!(spawner.spawns("server", "server"), 3);
     assert_eq!(spawner.spawns("host", "host"), 2, "the host restarts once");
     assert!(!supervisor.is_reloading());
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A reload's respawn follows the old run's end at once: no timer sits
+/// between the group emptying and the new start, nor between the new
+/// start and the dependent's restart (the virtual clock does not move),
+/// and each restarts exactly once.
+#[tokio::test(start_paused = true)]
+async fn a_reload_respawns_the_moment_the_old_run_is_gone() {
+    let (spawner, supervisor) = server_and_host_running().await;
+
+    spawner.hold_stops("server");
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the server stopping", || {
+        matches!(state(&supervisor, "server"), ServiceState::Stopping { .. })
+    })
+    .await;
+    let gone = tokio::time::Instant::now();
+    spawner.open();
+    // Only yields: while this task is ready the paused clock cannot move,
+    // so a sleep anywhere on the engine's path would never end.
+    for _ in 0..10_000 {
+        if spawner.spawns("host", "host") == 2 && !supervisor.is_reloading() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        spawner.spawns("server", "server"),
+        2,
+        "server started again"
+    );
+    assert_eq!(spawner.spawns("host", "host"), 2, "host followed it");
+    assert_eq!(
+        tokio::time::Instant::now(),
+        gone,
+        "no time passed between the old run's end and the restarts"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(spawner.spawns("server", "server"), 2);
+    assert_eq!(spawner.spawns("host", "host"), 2, "the host restarts once");
     supervisor.shutdown().await.expect("shutdown");
 }
