@@ -58,6 +58,13 @@ fn profile_show_embedded_is_the_profile_verbatim() {
     assert_eq!(text, omnidev_pod::profile::OMNIGENT_PROFILE);
 }
 
+/// Runs `command`, which must fail with exit code 1; its rendered output.
+fn fails(ctx: &TestContext, command: &mut std::process::Command) -> String {
+    let output = command.output().expect("run");
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    ctx.render(&output)
+}
+
 #[test]
 fn usage_error_exits_2() {
     let ctx = TestContext::new();
@@ -74,22 +81,14 @@ fn not_in_a_checkout() {
     let ctx = TestContext::new();
     let outside = ctx.root.join("elsewhere");
     std::fs::create_dir_all(&outside).expect("mkdir");
-    let output = ctx
-        .command()
-        .current_dir(&outside)
-        .arg("--headless")
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(1));
-    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    let text = fails(&ctx, ctx.command().current_dir(&outside).arg("--headless"));
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
 
 #[test]
 fn wrong_repo_shape() {
     let ctx = TestContext::new();
-    let output = ctx.command().arg("--headless").output().expect("run");
-    assert_eq!(output.status.code(), Some(1));
-    let text = ctx.render(&output);
+    let text = fails(&ctx, ctx.command().arg("--headless"));
     assert!(text.contains("omnigent"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
@@ -101,9 +100,7 @@ fn profile_with_an_unknown_key() {
         "omnidev.toml",
         "[services.app]\ncommand = [\"true\"]\nrestrat = \"never\"\n",
     );
-    let output = ctx.command().arg("--headless").output().expect("run");
-    assert_eq!(output.status.code(), Some(1));
-    let text = ctx.render(&output);
+    let text = fails(&ctx, ctx.command().arg("--headless"));
     assert!(text.contains("omnidev.toml:3:1"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
@@ -114,13 +111,11 @@ fn busy_server_port_fails_before_anything_starts() {
     ctx.omnigent_shape();
     let held = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = held.local_addr().expect("addr").port().to_string();
-    let output = ctx
-        .command()
-        .args(["--headless", "--no-vite", "--server-port", &port])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(1));
-    let text = ctx.render(&output);
+    let text = fails(
+        &ctx,
+        ctx.command()
+            .args(["--headless", "--no-vite", "--server-port", &port]),
+    );
     assert!(text.contains(&port), "{text}");
     // Nothing was started: no state file, no logs.
     let pod = ctx.pod_dir().expect("pod dir");
@@ -136,14 +131,10 @@ fn missing_package_manager() {
     ctx.write("web/pnpm-lock.yaml", "");
     let empty_bin = ctx.root.join("bin");
     std::fs::create_dir_all(&empty_bin).expect("mkdir");
-    let output = ctx
-        .command()
-        .env("PATH", &empty_bin)
-        .arg("--headless")
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(1));
-    let text = ctx.render(&output);
+    let text = fails(
+        &ctx,
+        ctx.command().env("PATH", &empty_bin).arg("--headless"),
+    );
     assert!(
         text.contains("pnpm") && text.contains("--no-vite"),
         "{text}"
