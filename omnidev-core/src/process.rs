@@ -127,11 +127,27 @@ pub fn reap_adopted() {
     {
         let me = std::process::id();
         let my_session = nix::unistd::getsid(None).map_or(-1, Pid::as_raw);
+        let adopted_zombie = |process: &crate::proc::ProcessStat| {
+            process.ppid == me && process.is_zombie() && process.sid != my_session
+        };
+        // Looked for among this process's children, before the lock is
+        // taken: a spawn waits for the lock, and a walk of every process
+        // of the machine under it (each child's exit started one) held up
+        // the respawn of a reload by about 8 ms.
+        let candidates: Vec<u32> = crate::proc::children(me)
+            .into_iter()
+            .filter(|&pid| crate::proc::stat(pid).is_some_and(|p| adopted_zombie(&p)))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
         let own = own_children();
-        for process in crate::proc::table() {
-            if process.ppid != me || !process.is_zombie() || process.sid == my_session {
+        for pid in candidates {
+            // Read again under the lock: a child spawned meanwhile is
+            // recorded by now.
+            let Some(process) = crate::proc::stat(pid).filter(|p| adopted_zombie(p)) else {
                 continue;
-            }
+            };
             if own
                 .iter()
                 .any(|r| r.pid == process.pid && r.start_time == Some(process.start_time))

@@ -1,0 +1,56 @@
+//! The subreaper's reaping of adopted orphans, with real processes. In a
+//! test binary of its own: it makes the whole test process a subreaper.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use omnidev_core::proc;
+
+fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn adopted_orphans_are_reaped_and_own_children_are_left_to_their_owner() {
+    nix::sys::prctl::set_child_subreaper(true).expect("subreaper");
+    let me = std::process::id();
+
+    // A helper in a session of its own, orphaned when its shell exits:
+    // adopted by this process, and a zombie once it ends.
+    let output = Command::new("setsid")
+        .args(["sh", "-c", "sleep 0.3 & echo $!"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("setsid sh");
+    assert!(output.status.success());
+    let orphan: u32 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("the helper's pid");
+    until("the orphan to be an adopted zombie", || {
+        proc::stat(orphan).is_some_and(|s| s.ppid == me && s.is_zombie())
+    });
+
+    // A child of this process, in this process's session, ended and not
+    // waited for yet.
+    let mut own = Command::new("sh")
+        .args(["-c", "exit 7"])
+        .spawn()
+        .expect("sh");
+    let own_pid = own.id();
+    until("the own child to be a zombie", || {
+        proc::stat(own_pid).is_some_and(|s| s.is_zombie())
+    });
+
+    omnidev_core::process::reap_adopted();
+    assert!(proc::stat(orphan).is_none(), "the orphan was reaped");
+    assert!(
+        proc::stat(own_pid).is_some_and(|s| s.is_zombie()),
+        "a child in this process's session is left to its owner"
+    );
+    assert_eq!(own.wait().expect("wait").code(), Some(7));
+}
