@@ -83,8 +83,10 @@ pub fn syntax_error_backoff_then_fix_restarts_once(ctx: &mut Ctx) -> Result<()> 
     fs::write(&source, &good)?;
     let back = pod.server(Some(server.pid), SOON)?;
     let took = fixed.elapsed();
-    let listening = parse::listening_line(&pod.output(), back.pid)
-        .context("no listening line of the fixed server")?;
+    // It may answer before its own line has made it through omnidev.
+    let listening = pod.wait_output("the fixed server's listening line", SOON, |out| {
+        parse::listening_line(out, back.pid)
+    })?;
     pod.wait_output("the host to connect to the fixed server", SOON, |out| {
         out.lines()
             .skip(listening)

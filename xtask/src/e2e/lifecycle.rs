@@ -23,8 +23,11 @@ fn host_started_after(
     new_server: u32,
     old_host: u32,
 ) -> Result<parse::HostStart> {
-    let after = parse::listening_line(&pod.output(), new_server)
-        .context("no listening line for the new server")?;
+    // The server may answer /health before its own line has made it
+    // through omnidev's output: wait for the line.
+    let after = pod.wait_output("the new server's listening line", UP, |out| {
+        parse::listening_line(out, new_server)
+    })?;
     pod.wait_output("the host to start again", UP, |out| {
         parse::host_starts(out)
             .into_iter()
