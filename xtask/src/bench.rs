@@ -483,9 +483,14 @@ struct Guard(Child);
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        // Already ended and reaped: its pid may be someone else's now.
+        if let Ok(Some(_)) = self.0.try_wait() {
+            return;
+        }
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.0.id().to_string())
+            .stderr(Stdio::null())
             .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {

@@ -361,6 +361,21 @@ async fn backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
     start(vec![server, service("host", &["server"])], spawner).await
 }
 
+/// [`backend`] once its server is ready and its host runs.
+async fn running_backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
+    let supervisor = backend(spawner).await;
+    until("the server spawned", || {
+        spawner.spawns("server", "server") == 1
+    })
+    .await;
+    serve(&supervisor);
+    until("the host running", || {
+        is_running(&state(&supervisor, "host"))
+    })
+    .await;
+    supervisor
+}
+
 /// The newest server prints the line that makes it ready.
 fn serve(supervisor: &Supervisor) {
     let mut line = vec!["serving".to_owned()];
@@ -377,16 +392,7 @@ fn changed(path: &str) -> crate::event::Changes {
 #[tokio::test(start_paused = true)]
 async fn a_fix_during_a_long_backoff_restarts_at_once_and_only_once() {
     let spawner = FakeSpawner::new();
-    let supervisor = backend(&spawner).await;
-    until("the server spawned", || {
-        spawner.spawns("server", "server") == 1
-    })
-    .await;
-    serve(&supervisor);
-    until("the host running", || {
-        is_running(&state(&supervisor, "host"))
-    })
-    .await;
+    let supervisor = running_backend(&spawner).await;
 
     // The edit that breaks it: the reload's server crashes before it is
     // ready, again and again, until the backoff is 16 s.
@@ -471,16 +477,7 @@ async fn a_fix_during_a_long_backoff_restarts_at_once_and_only_once() {
 #[tokio::test(start_paused = true)]
 async fn a_change_queued_behind_a_reload_restarts_a_crashed_server_at_once() {
     let spawner = FakeSpawner::new();
-    let supervisor = backend(&spawner).await;
-    until("the server spawned", || {
-        spawner.spawns("server", "server") == 1
-    })
-    .await;
-    serve(&supervisor);
-    until("the host running", || {
-        is_running(&state(&supervisor, "host"))
-    })
-    .await;
+    let supervisor = running_backend(&spawner).await;
 
     // A reload whose server is still starting (not ready) when the next
     // change arrives: that change is queued.
@@ -521,16 +518,7 @@ async fn a_change_queued_behind_a_reload_restarts_a_crashed_server_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_change_does_not_wait_for_the_dependents_of_the_last_reload() {
     let spawner = FakeSpawner::new();
-    let supervisor = backend(&spawner).await;
-    until("the server spawned", || {
-        spawner.spawns("server", "server") == 1
-    })
-    .await;
-    serve(&supervisor);
-    until("the host running", || {
-        is_running(&state(&supervisor, "host"))
-    })
-    .await;
+    let supervisor = running_backend(&spawner).await;
 
     // A reload whose server is ready while the host is still stopping.
     spawner.hold_stops("host");
