@@ -73,17 +73,25 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
     })
 }
 
+/// The pod directory `args` names: `--pod-dir` as given (no checkout
+/// needed, so a pod whose worktree was deleted can still be stopped,
+/// inspected or cleaned), else the checkout's own.
+pub fn pod_dir(args: &PodArgs) -> Result<PathBuf> {
+    match &args.pod_dir {
+        Some(dir) => Ok(absolute(&current_dir()?, dir)),
+        None => Ok(resolve_checkout(args)?.pod_dir),
+    }
+}
+
 /// The pod directory of the checkout `args` names, when its pod runs;
 /// [`Error::NotRunning`] otherwise. What every command that asks a running
 /// pod (`restart`, `wait`, `events`) checks first.
 pub fn running_pod_dir(args: &PodArgs) -> Result<PathBuf> {
-    let checkout = resolve_checkout(args)?;
-    if crate::control::lock_state(&checkout.pod_dir)? == omnidev_pod::LockState::Free {
-        return Err(Error::NotRunning {
-            pod_dir: checkout.pod_dir,
-        });
+    let pod_dir = pod_dir(args)?;
+    if crate::control::lock_state(&pod_dir)? == omnidev_pod::LockState::Free {
+        return Err(Error::NotRunning { pod_dir });
     }
-    Ok(checkout.pod_dir)
+    Ok(pod_dir)
 }
 
 /// A pod made ready to run: locked, ports allocated, config seeded, profile

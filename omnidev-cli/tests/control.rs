@@ -567,3 +567,43 @@ restart = "never"
         run_ok(&ctx, &["stop"]);
     }
 }
+
+#[test]
+fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24610));
+    let mut pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    let dir = pod_dir(&json(&ctx, &["status", "--json"]));
+    // The worktree goes away (here: moved) while its pod runs.
+    let moved = ctx.root.join("moved-away");
+    std::fs::rename(&ctx.repo, &moved).expect("move the checkout");
+    pods.repos.push(moved);
+    let outside = ctx.root.join("elsewhere");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let at = dir.to_str().expect("utf-8");
+    let omnidev = |args: &[&str]| {
+        let output = ctx
+            .command()
+            .current_dir(&outside)
+            .args(args)
+            .args(["--pod-dir", at])
+            .output()
+            .expect("run omnidev");
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}\n{}",
+            ctx.render(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let status: Value = serde_json::from_str(&omnidev(&["status", "--json"])).expect("json");
+    assert_eq!(status["running"], true, "{status}");
+    assert!(omnidev(&["logs", "server", "-n", "1"]).contains("line 20"));
+    let server = pid_of(&status, "server");
+    omnidev(&["stop"]);
+    assert!(!alive(server), "the server survived `stop --pod-dir`");
+    omnidev(&["clean"]);
+    assert!(!dir.exists(), "clean --pod-dir left {}", dir.display());
+}

@@ -23,8 +23,7 @@ fn remove_stale_socket(socket: &std::path::Path) {
 
 /// Runs `omnidev clean`.
 pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let pod_dir = &checkout.pod_dir;
+    let pod_dir = &crate::session::pod_dir(&args.pod)?;
     if !pod_dir.exists() {
         note!(
             "omnidev: nothing to clean ({} does not exist)",

@@ -222,8 +222,8 @@ fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
 
 /// Runs `omnidev logs`.
 pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let dir = omnidev_pod::Pod::at(&checkout.pod_dir).logs_dir();
+    let pod_dir = crate::session::pod_dir(&args.pod)?;
+    let dir = omnidev_pod::Pod::at(&pod_dir).logs_dir();
     let names = selected(&dir, &args.services)?;
     let mark = if args.since_reload {
         Some(read_mark(&dir)?)
@@ -231,7 +231,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
         None
     };
     let form = if args.json {
-        Form::Json(Encoder::new(&checkout.pod_dir, HashSet::new()))
+        Form::Json(Encoder::new(&pod_dir, HashSet::new()))
     } else {
         Form::Text {
             colour: crate::output::colour_stdout(),
@@ -271,7 +271,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let all = args.services.is_empty();
     follow(
         &mut sources,
-        &checkout.pod_dir,
+        &pod_dir,
         &dir,
         &form,
         |name, width| all.then(|| prefix(name, width)),

@@ -10,8 +10,7 @@ use crate::output::{json, pod_status, write_stdout};
 /// Runs `omnidev status`. Exits 0 whether or not the pod runs; the output
 /// says which.
 pub fn run(args: &StatusArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let status = control::inspect(&checkout.pod_dir)?;
+    let status = control::inspect(&crate::session::pod_dir(&args.pod)?)?;
     let text = if args.json {
         json(&status)?
     } else {

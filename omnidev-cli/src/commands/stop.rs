@@ -13,8 +13,7 @@ use crate::error::Error;
 
 /// Runs `omnidev stop`. Stopping a pod that does not run is not an error.
 pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
-    let pod_dir = &checkout.pod_dir;
+    let pod_dir = &crate::session::pod_dir(&args.pod)?;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
         note!("omnidev: the pod {} is not running", pod_dir.display());
         return Ok(ExitCode::SUCCESS);
