@@ -604,6 +604,19 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     let server = pid_of(&status, "server");
     omnidev(&["stop"]);
     assert!(!alive(server), "the server survived `stop --pod-dir`");
+    // `ls` says the checkout is gone and how to free the pod's ports.
+    let list = ctx
+        .command()
+        .current_dir(&outside)
+        .arg("ls")
+        .output()
+        .expect("ls");
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.contains("(gone)"), "{text}");
+    assert!(
+        text.contains(&format!("omnidev clean --pod-dir {at}")),
+        "{text}"
+    );
     omnidev(&["clean"]);
     assert!(!dir.exists(), "clean --pod-dir left {}", dir.display());
 }

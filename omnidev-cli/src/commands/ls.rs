@@ -46,6 +46,7 @@ pub fn render(list: &PodList) -> String {
                 .collect();
             let repo = match (&pod.error, &pod.repo) {
                 (Some(error), _) => format!("error: {error}"),
+                (None, Some(repo)) if pod.repo_gone => format!("{} (gone)", repo.display()),
                 (None, Some(repo)) => repo.display().to_string(),
                 (None, None) => "?".to_owned(),
             };
@@ -79,6 +80,13 @@ pub fn render(list: &PodList) -> String {
             w0 = widths[0],
             w1 = widths[1],
             w2 = widths[2]
+        );
+    }
+    if let Some(gone) = list.pods.iter().find(|pod| pod.repo_gone && !pod.running) {
+        let _ = writeln!(
+            out,
+            "a pod whose checkout is gone keeps its ports until cleaned: omnidev clean --pod-dir {}",
+            gone.pod_dir.display()
         );
     }
     out

@@ -136,9 +136,11 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
             Ok(LockState::Held { pid }) => (true, pid),
             _ => (false, None),
         };
+        let repo = record.as_ref().and_then(|r| r.repo.clone());
         pods.push(PodSummary {
             pod_dir: dir,
-            repo: record.as_ref().and_then(|r| r.repo.clone()),
+            repo_gone: repo.as_ref().is_some_and(|r| !r.exists()),
+            repo,
             running,
             pid,
             ports: record.map(|r| r.ports.0).unwrap_or_default(),

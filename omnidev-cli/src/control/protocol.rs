@@ -268,6 +268,10 @@ pub struct PodSummary {
     /// it could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its checkout no longer exists (a deleted worktree): the pod keeps
+    /// its ports until it is cleaned.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repo_gone: bool,
 }
 
 /// `omnidev ls --json`.
