@@ -149,6 +149,37 @@ impl Drop for Guard {
     }
 }
 
+/// Runs `command` to its end in a process group of its own, tied to this
+/// process: an orphan guard of its own kills the whole group if this
+/// process dies first (Ctrl-C, a closed terminal, even `kill -9`), so
+/// nothing it started is left running and printing into the terminal.
+/// Its stdio is left as the caller set it. For one-off commands outside a
+/// supervisor, such as `uv tool install`.
+pub fn run_tied(command: &mut std::process::Command) -> io::Result<std::process::ExitStatus> {
+    use std::os::unix::process::CommandExt as _;
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe. It covers the instant between
+    // the spawn and the guard learning the group.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let guard = Guard::start(None)?;
+    let mut child = command.spawn()?;
+    let group = i32::try_from(child.id()).map_err(io::Error::other)?;
+    guard.register(group);
+    let status = child.wait();
+    // Ended: nothing of the group is the guard's business any more.
+    guard.unregister(group);
+    guard.close();
+    status
+}
+
 /// A pipe whose both ends are close-on-exec: (read, write).
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     #[cfg(target_os = "linux")]
@@ -300,6 +331,15 @@ unsafe fn close_from(first: libc::c_int) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tied_command_runs_and_reports_its_status() {
+        let status =
+            run_tied(std::process::Command::new("sh").args(["-c", "exit 3"])).expect("run");
+        assert_eq!(status.code(), Some(3));
+        let status = run_tied(&mut std::process::Command::new("true")).expect("run");
+        assert!(status.success());
+    }
 
     #[test]
     fn table_registers_and_forgets_groups() {

@@ -26,8 +26,9 @@
 //! # Install and update
 //!
 //! `uv tool install` runs in a process group of its own, tied to omnidev
-//! by a guard process ([`tied`]): if omnidev dies (Ctrl-C, a closed
-//! terminal, `kill -9`) the guard kills uv and everything it started. The
+//! by an orphan guard ([`omnidev_core::guard::run_tied`], the supervisor's
+//! own guard): if omnidev dies (Ctrl-C, a closed terminal, `kill -9`) the
+//! guard kills uv and everything it started. The
 //! choice (`install.toml`) and the cache's installed commit are written
 //! only after uv has succeeded, one after the other under the install lock,
 //! so an interrupted or failed install leaves both describing the previous
@@ -90,7 +91,6 @@ pub mod hook;
 pub mod manage;
 pub mod paths;
 pub mod source;
-pub mod tied;
 pub mod uv;
 
 pub use cache::{CheckCache, Update};

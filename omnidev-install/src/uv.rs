@@ -99,13 +99,14 @@ pub fn install_command(choice: &InstallChoice, reinstall: bool) -> Command {
 }
 
 /// Runs `uv tool install` with the terminal's stdout and stderr, so the
-/// user sees uv's progress, tied to this process ([`crate::tied`]): if
-/// omnidev dies, uv and what it started die too.
+/// user sees uv's progress, tied to this process
+/// ([`omnidev_core::guard::run_tied`]): if omnidev dies, uv and what it
+/// started die too.
 pub fn run_install(choice: &InstallChoice, reinstall: bool) -> Result<()> {
     let mut command = install_command(choice, reinstall);
     let line = describe(&command);
     command.stdin(Stdio::null());
-    let status = crate::tied::run_tied(&mut command).map_err(|source| Error::Spawn {
+    let status = omnidev_core::guard::run_tied(&mut command).map_err(|source| Error::Spawn {
         program: "uv".to_owned(),
         source,
     })?;
