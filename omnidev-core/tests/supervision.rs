@@ -19,6 +19,26 @@ fn sh(name: &str, script: &str, dir: &Path) -> ServiceSpec {
     ServiceSpec::new(name, "sh", ["-c", script], dir)
 }
 
+/// A prepare step named `name` running `sh -c script` in `dir`.
+fn sh_step(
+    name: &str,
+    script: impl Into<String>,
+    dir: &Path,
+    when: omnidev_core::PrepareWhen,
+) -> omnidev_core::PrepareStep {
+    omnidev_core::PrepareStep {
+        name: name.into(),
+        command: omnidev_core::CommandSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: dir.to_path_buf(),
+            env: std::collections::BTreeMap::new(),
+        },
+        when,
+        heartbeat: Duration::from_secs(5),
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -692,7 +712,7 @@ async fn manual_restart_replaces_the_process() {
 
 #[tokio::test]
 async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
-    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    use omnidev_core::PrepareWhen;
     let dir = tempfile::tempdir().expect("tempdir");
     let target = dir.path().join("node_modules");
     let manifest = dir.path().join("package.json");
@@ -710,20 +730,15 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
     };
     set_mtime(&target, 60);
     set_mtime(&manifest, 30);
-    let step = PrepareStep {
-        name: "install".into(),
-        command: CommandSpec {
-            program: "sh".into(),
-            args: vec!["-c".into(), format!("echo ran >> '{}'", marker.display())],
-            cwd: dir.path().to_path_buf(),
-            env: std::collections::BTreeMap::new(),
-        },
-        when: PrepareWhen::Stale {
+    let step = sh_step(
+        "install",
+        format!("echo ran >> '{}'", marker.display()),
+        dir.path(),
+        PrepareWhen::Stale {
             target: target.clone(),
             sources: vec![manifest.clone()],
         },
-        heartbeat: Duration::from_secs(5),
-    };
+    );
     let mut web = sh("web", "exit 0", dir.path());
     web.restart = RestartPolicy::Never;
     web.prepare = vec![step];
@@ -740,27 +755,19 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
 
 #[tokio::test]
 async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
-    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    use omnidev_core::PrepareWhen;
     let dir = tempfile::tempdir().expect("tempdir");
     let pids = dir.path().join("prepare-pids");
     // A slow installer with a grandchild, like npm → node.
-    let step = PrepareStep {
-        name: "install".into(),
-        command: CommandSpec {
-            program: "sh".into(),
-            args: vec![
-                "-c".into(),
-                format!(
-                    "sleep 1000 & echo $$ $! > '{0}.tmp' && mv '{0}.tmp' '{0}'; wait",
-                    pids.display()
-                ),
-            ],
-            cwd: dir.path().to_path_buf(),
-            env: std::collections::BTreeMap::new(),
-        },
-        when: PrepareWhen::Always,
-        heartbeat: Duration::from_secs(5),
-    };
+    let step = sh_step(
+        "install",
+        format!(
+            "sleep 1000 & echo $$ $! > '{0}.tmp' && mv '{0}.tmp' '{0}'; wait",
+            pids.display()
+        ),
+        dir.path(),
+        PrepareWhen::Always,
+    );
     let mut web = sh("web", "exec sleep 1000", dir.path());
     web.prepare = vec![step];
     let supervisor = start(vec![web]).await;
@@ -837,7 +844,7 @@ async fn a_state_file_that_cannot_be_written_is_reported_once_with_its_cause() {
 
 #[tokio::test]
 async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
-    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    use omnidev_core::PrepareWhen;
     let dir = tempfile::tempdir().expect("tempdir");
     let lockfile = dir.path().join("lockfile");
     let target = dir.path().join("node_modules");
@@ -854,20 +861,15 @@ async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
         lock = lockfile.display(),
         target = target.display(),
     );
-    let step = PrepareStep {
-        name: "install".into(),
-        command: CommandSpec {
-            program: "sh".into(),
-            args: vec!["-c".into(), script],
-            cwd: dir.path().to_path_buf(),
-            env: std::collections::BTreeMap::new(),
-        },
-        when: PrepareWhen::Stale {
+    let step = sh_step(
+        "install",
+        script,
+        dir.path(),
+        PrepareWhen::Stale {
             target: target.clone(),
             sources: vec![lockfile.clone()],
         },
-        heartbeat: Duration::from_secs(5),
-    };
+    );
     let mut web = sh(
         "web",
         &format!("echo up >> '{}'; exec sleep 1000", started.display()),
@@ -943,23 +945,15 @@ async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
 
 #[tokio::test]
 async fn a_restart_retries_a_failed_step_and_unavailable_services_never_start() {
-    use omnidev_core::{CommandSpec, PrepareStep, PrepareWhen};
+    use omnidev_core::PrepareWhen;
     let dir = tempfile::tempdir().expect("tempdir");
     let attempts = dir.path().join("attempts");
-    let step = PrepareStep {
-        name: "check".into(),
-        command: CommandSpec {
-            program: "sh".into(),
-            args: vec![
-                "-c".into(),
-                format!("echo try >> '{}'; exit 1", attempts.display()),
-            ],
-            cwd: dir.path().to_path_buf(),
-            env: std::collections::BTreeMap::new(),
-        },
-        when: PrepareWhen::Always,
-        heartbeat: Duration::from_secs(5),
-    };
+    let step = sh_step(
+        "check",
+        format!("echo try >> '{}'; exit 1", attempts.display()),
+        dir.path(),
+        PrepareWhen::Always,
+    );
     let mut web = sh("web", "exec sleep 1000", dir.path());
     web.prepare = vec![step];
     let mut old_node = sh("old", "exec sleep 1000", dir.path());
