@@ -589,7 +589,7 @@ const GATHER: Duration = Duration::from_millis(1);
 
 /// Widens the pipe behind `fd` to [`PIPE_BYTES`] (best effort: where the
 /// kernel refuses, the capture still works, reading more often).
-pub(crate) fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd as _;
@@ -615,13 +615,18 @@ pub(crate) fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 /// the capture lets output gather; a reader sleeping outside `read` is not
 /// woken at all, and one blocked in `read` only when the pipe stops being
 /// empty.
+///
+/// The pipe is widened to [`PIPE_BYTES`] first.
 pub(crate) fn spawn_capture(
     fd: std::os::fd::OwnedFd,
     store: Arc<LogStore>,
-    service: String,
+    service: &str,
     stream: Stream,
 ) -> io::Result<tokio::sync::oneshot::Receiver<()>> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::fd::AsFd as _;
+    widen_pipe(fd.as_fd());
+    let service = service.to_owned();
     let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
     fcntl(&fd, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK))?;
     let (done, finished) = tokio::sync::oneshot::channel();

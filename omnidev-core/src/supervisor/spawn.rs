@@ -12,7 +12,6 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::os::fd::AsFd as _;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -96,6 +95,34 @@ impl Spawner for ProcessSpawner {
 }
 
 impl ProcessSpawner {
+    /// Starts a reader for each of `child`'s output pipes.
+    fn capture_output(
+        &self,
+        child: &mut tokio::process::Child,
+        service: &str,
+    ) -> io::Result<Vec<oneshot::Receiver<()>>> {
+        let mut captures = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            let fd = out.into_owned_fd()?;
+            captures.push(logs::spawn_capture(
+                fd,
+                self.logs.clone(),
+                service,
+                Stream::Stdout,
+            )?);
+        }
+        if let Some(err) = child.stderr.take() {
+            let fd = err.into_owned_fd()?;
+            captures.push(logs::spawn_capture(
+                fd,
+                self.logs.clone(),
+                service,
+                Stream::Stderr,
+            )?);
+        }
+        Ok(captures)
+    }
+
     fn start(&self, command: &CommandSpec, service: &str, step: bool) -> io::Result<Spawned> {
         let slot = self.containment.slot(service).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, format!("no service `{service}`"))
@@ -104,31 +131,7 @@ impl ProcessSpawner {
         let pid = child.id().unwrap_or_default();
         let pgid = pid as i32;
         self.guard.register(pgid);
-        let pipes = [
-            (
-                child
-                    .stdout
-                    .take()
-                    .map(tokio::process::ChildStdout::into_owned_fd),
-                Stream::Stdout,
-            ),
-            (
-                child
-                    .stderr
-                    .take()
-                    .map(tokio::process::ChildStderr::into_owned_fd),
-                Stream::Stderr,
-            ),
-        ];
-        let captures = pipes
-            .into_iter()
-            .filter_map(|(pipe, stream)| Some((pipe?, stream)))
-            .map(|(pipe, stream)| {
-                let fd = pipe?;
-                logs::widen_pipe(fd.as_fd());
-                logs::spawn_capture(fd, self.logs.clone(), service.to_owned(), stream)
-            })
-            .collect::<io::Result<Vec<_>>>();
+        let captures = self.capture_output(&mut child, service);
         let captures = match captures {
             Ok(captures) => captures,
             Err(e) => {
