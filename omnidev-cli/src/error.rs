@@ -226,6 +226,20 @@ pub enum Error {
         known: String,
     },
 
+    /// `logs` on a pod directory without a logs directory: a pod that
+    /// never ran, or a `--pod-dir` that names no pod.
+    #[error("no logs at {}: this pod has never run", dir.display())]
+    #[diagnostic(
+        code(omnidev::logs::no_logs),
+        help(
+            "start it with `omnidev up`; with --pod-dir, check the path (`omnidev ls` lists the pods)"
+        )
+    )]
+    NoLogs {
+        /// The logs directory that is missing.
+        dir: PathBuf,
+    },
+
     /// `logs --since-reload` found no record of where the last reload left
     /// the log files.
     #[error("cannot tell which lines came after the last reload: {}: {reason}", path.display())]

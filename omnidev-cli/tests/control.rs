@@ -453,6 +453,15 @@ fn commands_on_a_pod_that_never_ran() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("not running"));
     let output = run(&ctx, &["logs", "server"]);
     assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    // Without a service too: a pod that never ran (or a mistyped
+    // --pod-dir) is said, not an empty success.
+    let output = run(&ctx, &["logs"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("this pod has never run"),
+        "{}",
+        ctx.render(&output)
+    );
     let list = json(&ctx, &["ls", "--json"]);
     assert_eq!(list["pods"].as_array().map(Vec::len), Some(0), "{list}");
 }

@@ -282,6 +282,12 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
 /// The services to read: those named (each checked), or every one with a
 /// log file.
 fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
+    if !dir.is_dir() {
+        return Err(Error::NoLogs {
+            dir: dir.to_path_buf(),
+        }
+        .into());
+    }
     let available = services_with_logs(dir);
     if named.is_empty() {
         return Ok(available);
