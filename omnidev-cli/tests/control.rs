@@ -173,6 +173,21 @@ fn detach_status_logs_restart_stop() {
     assert!(all.contains("server | line 20"), "{all}");
     assert!(all.contains("host   | tick"), "{all}");
 
+    // The pod's kept lines, as `log` records of the event stream.
+    let records = run_ok(&ctx, &["events", "--logs", "--json", "server"]);
+    let lines: Vec<Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record a line"))
+        .filter(|r: &Value| r["kind"] == "log")
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|r| r["service"] == "server" && r["line"] == "line 20"),
+        "{records}"
+    );
+    assert!(lines.iter().all(|r| r["service"] == "server"), "{records}");
+
     // Following prints lines written after it started.
     let mut follow = ctx.spawn(&["logs", "host", "-f", "-n", "1"]);
     let mut lines = BufReader::new(follow.stdout.take().expect("stdout")).lines();
