@@ -42,7 +42,7 @@ pub enum Command {
     Events(EventsArgs),
     /// Wait until services are ready, have exited, or are healthy after a reload.
     Wait(WaitArgs),
-    /// Restart a service, or the backend, of the running pod.
+    /// Restart a service of the running pod; without one, the services with watch rules.
     Restart(RestartArgs),
     /// Stop the running pod of this checkout (from any terminal).
     Stop(StopArgs),
@@ -121,9 +121,9 @@ Exit codes:
 
 Examples:
   omnidev                                          TUI for the surrounding checkout
-  omnidev --headless --no-vite                     CI / agents: backend only, plain lines
+  omnidev --headless --no-vite                     CI / agents: Omnigent's backend only, plain lines
   omnidev up --detach && omnidev status            background pod, then its state
-  omnidev --vite-host 0.0.0.0 --trust-lan-origins  reach vite from the LAN
+  omnidev --vite-host 0.0.0.0 --trust-lan-origins  reach Omnigent's vite from the LAN
   omnidev --repo ~/src/other --port server=7000    another checkout, a fixed port
 ";
 
@@ -175,10 +175,118 @@ pub fn command() -> clap::Command {
 }
 
 /// Parse the process's arguments (clap's errors and `--help` exit here).
+/// Help asked for in a checkout fits that checkout's profile (see
+/// [`fit_to_profile`]).
 pub fn parse() -> Cli {
     use clap::FromArgMatches;
-    let matches = command().get_matches();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut command = command();
+    if asks_for_help(&args)
+        && let Some(profile) = profile_for_help(&args)
+    {
+        command = fit_to_profile(command, &profile)
+            .mut_subcommand("up", |up| fit_to_profile(up, &profile))
+            .mut_subcommand("restart", |restart| restart_for_profile(restart, &profile));
+    }
+    let matches = command.get_matches_from(args);
     Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
+/// Whether `args` ask for help (`-h`, `--help`, `help`) before a `--`.
+fn asks_for_help(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|arg| *arg != "--")
+        .any(|arg| arg == "-h" || arg == "--help" || arg == "help")
+}
+
+/// The profile help is shown for: `--profile FILE`, else that of the
+/// checkout (`--repo DIR`, else the surrounding one). `None` when there is
+/// none to be had: help is then the general one, never an error.
+fn profile_for_help(args: &[std::ffi::OsString]) -> Option<omnidev_pod::Profile> {
+    let value = |flag: &str| {
+        let prefix = format!("{flag}=");
+        args.iter().enumerate().find_map(|(i, arg)| {
+            let arg = arg.to_str()?;
+            if arg == flag {
+                args.get(i + 1).map(PathBuf::from)
+            } else {
+                arg.strip_prefix(&prefix).map(PathBuf::from)
+            }
+        })
+    };
+    if let Some(file) = value("--profile") {
+        return omnidev_pod::Profile::from_file(&file).ok();
+    }
+    let cwd = std::env::current_dir().ok()?;
+    let repo = omnidev_pod::resolve_repo_root(&cwd, value("--repo").as_deref()).ok()?;
+    omnidev_pod::Profile::load(&repo, None)
+        .ok()
+        .map(|(profile, _)| profile)
+}
+
+/// `restart`'s help naming what it restarts without an argument in
+/// `profile`.
+fn restart_for_profile(command: clap::Command, profile: &omnidev_pod::Profile) -> clap::Command {
+    let mut watched: Vec<&str> = profile
+        .services
+        .iter()
+        .filter(|(_, service)| !service.watch.is_empty())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if watched.is_empty() {
+        watched = profile.services.keys().map(String::as_str).collect();
+    }
+    let names = watched.join(", ");
+    command.mut_arg("service", |arg| {
+        let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        arg.help(format!("{help} (this profile: {names})"))
+    })
+}
+
+/// The options of `up` as they apply to `profile`: the Omnigent-only ones
+/// (marked "Omnigent profile:" in every help) are hidden when the profile
+/// has nothing they act on, and `--port`, `--host`, `--only` and `--skip`
+/// name the profile's own ports and services.
+pub fn fit_to_profile(command: clap::Command, profile: &omnidev_pod::Profile) -> clap::Command {
+    let has_port = |name: &str| profile.ports.contains_key(name);
+    let applies = [
+        ("server_port", has_port("server")),
+        ("vite_port", has_port("vite")),
+        ("vite_host", has_port("vite")),
+        ("no_vite", profile.services.contains_key("vite")),
+        ("trust_lan_origins", profile.lan_origins.is_some()),
+    ];
+    let mut command = command;
+    for (id, applies) in applies {
+        if !applies {
+            command = command.mut_arg(id, |arg| arg.hide(true));
+        }
+    }
+    let list = |names: Vec<&String>| {
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names
+                .into_iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let ports = list(profile.ports.keys().collect());
+    let services = list(profile.services.keys().collect());
+    let with = |what: &'static str, names: String| {
+        move |arg: clap::Arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            arg.help(format!("{help} (this profile's {what}: {names})"))
+        }
+    };
+    command
+        .mut_arg("ports", with("ports", ports.clone()))
+        .mut_arg("hosts", with("ports", ports))
+        .mut_arg("only", with("services", services.clone()))
+        .mut_arg("skip", with("services", services))
 }
 
 /// Where the pod is: the checkout, its profile and its pod directory. Shared
@@ -206,34 +314,39 @@ pub struct UpArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
-    /// Force the `server` port (same as `--port server=N`); fails if busy.
+    /// Omnigent profile: force the `server` port (same as `--port
+    /// server=N`); fails if busy.
     #[arg(long, value_name = "N")]
     pub server_port: Option<u16>,
-    /// Force the `vite` port (same as `--port vite=N`); fails if busy.
+    /// Omnigent profile: force the `vite` port (same as `--port vite=N`);
+    /// fails if busy.
     #[arg(long, value_name = "N")]
     pub vite_port: Option<u16>,
     /// Force the port named NAME in the profile; fails if busy. Repeatable.
     #[arg(long = "port", value_name = "NAME=N", value_parser = parse_port_override)]
     pub ports: Vec<(String, u16)>,
-    /// Bind host for vite (default 127.0.0.1; 0.0.0.0 to reach it from the
-    /// LAN). Same as `--host vite=ADDR`.
+    /// Omnigent profile: bind host for vite (default 127.0.0.1; 0.0.0.0 to
+    /// reach it from the LAN). Same as `--host vite=ADDR`.
     #[arg(long, value_name = "ADDR")]
     pub vite_host: Option<String>,
     /// Bind host for the port named NAME (`{host.NAME}` in the profile).
     /// Repeatable.
     #[arg(long = "host", value_name = "NAME=ADDR", value_parser = parse_host_override)]
     pub hosts: Vec<(String, String)>,
-    /// Trust `http://<LAN ip>:<vite port>` as WebSocket origins.
+    /// Omnigent profile (any with `[lan-origins]`): trust `http://<LAN
+    /// ip>:<vite port>` as WebSocket origins.
     #[arg(long)]
     pub trust_lan_origins: bool,
-    /// Backend only: do not run vite (same as `--skip vite`).
+    /// Omnigent profile: backend only, do not run vite (same as `--skip
+    /// vite`).
     #[arg(long)]
     pub no_vite: bool,
     /// Run only these services (dependencies are not added; a dependent of
-    /// a service left out starts without waiting). Repeatable.
-    #[arg(long, value_name = "SERVICE", conflicts_with = "skip")]
+    /// a service left out starts without waiting). Repeatable; `--skip`
+    /// then leaves some of them out.
+    #[arg(long, value_name = "SERVICE")]
     pub only: Vec<String>,
-    /// Do not run these services. Repeatable.
+    /// Do not run these services (applied after `--only`). Repeatable.
     #[arg(long, value_name = "SERVICE")]
     pub skip: Vec<String>,
     /// Remove the pod directory before starting.
@@ -540,7 +653,10 @@ pub struct RestartArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
-    /// The service; the backend (e.g. server, then host) when omitted.
+    /// The service to restart (its dependents follow). Without it: the
+    /// services that have `watch` rules, as a file change would reload
+    /// them (in the Omnigent profile `server`, then `host`, its
+    /// dependent), or every service when none has.
     #[arg(value_name = "SERVICE")]
     pub service: Option<String>,
     /// Print the pod's status afterwards as JSON.
@@ -671,6 +787,14 @@ mod tests {
         assert!(cli.command.is_none());
         assert_eq!(cli.up.port_overrides(), vec![("server".to_owned(), 7000)]);
         assert_eq!(cli.up.skipped(), vec!["vite".to_owned()]);
+    }
+
+    #[test]
+    fn only_and_skip_combine() {
+        let cli = Cli::try_parse_from(["omnidev", "--only", "a", "--only", "b", "--skip", "b"])
+            .expect("parse");
+        assert_eq!(cli.up.only, ["a", "b"]);
+        assert_eq!(cli.up.skipped(), ["b"]);
     }
 
     #[test]

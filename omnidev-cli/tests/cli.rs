@@ -26,6 +26,77 @@ fn help_up() {
     TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
 }
 
+/// In a checkout whose profile is not Omnigent's, help names the
+/// profile's own ports and services and hides the Omnigent-only flags.
+#[test]
+fn help_fits_the_checkouts_profile() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[ports]\napi = 8100\nweb = 8200\n\n[services.api]\ncommand = [\"true\"]\n\n\
+         [services.worker]\ncommand = [\"true\"]\n",
+    );
+    for args in [&["--help"][..], &["up", "--help"], &["help", "up"]] {
+        let output = ctx.command().args(args).output().expect("run");
+        assert!(output.status.success(), "{}", ctx.render(&output));
+        let text = String::from_utf8_lossy(&output.stdout);
+        // Listed as options (`up`'s long help still has Omnigent examples,
+        // marked as such).
+        for omnigent_only in ["--server-port <", "--vite-port <", "--vite-host <"] {
+            assert!(!text.contains(omnigent_only), "{args:?}: {text}");
+        }
+        for omnigent_only in ["--no-vite", "--trust-lan-origins"] {
+            let listed = text
+                .lines()
+                .any(|l| l.trim_start().starts_with(omnigent_only));
+            assert!(!listed, "{args:?}: {text}");
+        }
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains("(this profile's ports: api, web)"), "{text}");
+        assert!(
+            words.contains("(this profile's services: api, worker)"),
+            "{text}"
+        );
+    }
+    let output = ctx.command().arg("--help").output().expect("run");
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    // The Omnigent profile, named with --profile, brings them back.
+    let omnigent = ctx.root.join("omnigent.toml");
+    std::fs::write(&omnigent, omnidev_pod::profile::OMNIGENT_PROFILE).expect("write");
+    let output = ctx
+        .command()
+        .arg("--profile")
+        .arg(&omnigent)
+        .arg("--help")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("--server-port <N>       Omnigent profile:"),
+        "{text}"
+    );
+    assert!(text.contains("--trust-lan-origins"), "{text}");
+}
+
+/// `restart --help` says what it restarts without an argument, in general
+/// and for this checkout's profile.
+#[test]
+fn help_restart() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.api]\ncommand = [\"true\"]\nwatch = [\"src/**\"]\n\n\
+         [services.worker]\ncommand = [\"true\"]\n",
+    );
+    let output = ctx
+        .command()
+        .args(["restart", "--help"])
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", ctx.render(&output));
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+}
+
 /// `completions --help` lists the shells once and says where each script goes.
 #[test]
 fn help_completions() {

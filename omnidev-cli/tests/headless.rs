@@ -64,22 +64,32 @@ restart = "never"
 fn only_and_skip_select_services() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", ONE_SHOTS);
-    let output = ctx
-        .command()
-        .args(["--headless", "--skip", "greeter"])
-        .output()
-        .expect("run");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
-    assert!(!stdout.contains("hello"), "{stdout}");
-    assert!(stdout.contains("from python"), "{stdout}");
-    let output = ctx
-        .command()
-        .args(["--headless", "--only", "nope"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("nope"));
+    // Runs headless with `args`: the exit code and what was printed.
+    let run = |args: &[&str]| {
+        let output = ctx
+            .command()
+            .arg("--headless")
+            .args(args)
+            .output()
+            .expect("run");
+        (output.status.code(), ctx.render(&output))
+    };
+    // --skip alone, then combined with --only (the skip applied after it).
+    for args in [
+        &["--skip", "greeter"][..],
+        &["--only", "greeter", "--only", "py", "--skip", "greeter"],
+    ] {
+        let (code, text) = run(args);
+        assert_eq!(code, Some(0), "{args:?}: {text}");
+        assert!(!text.contains("hello"), "{args:?}: {text}");
+        assert!(text.contains("from python"), "{args:?}: {text}");
+    }
+    let (code, text) = run(&["--skip", "py", "--only", "py"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("no service left to run"), "{text}");
+    let (code, text) = run(&["--only", "nope"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("nope"), "{text}");
 }
 
 /// Each service forks grandchildren and records every pid it started.
