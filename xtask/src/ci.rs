@@ -1,4 +1,5 @@
-//! `cargo xtask ci`: prerequisites on PATH, fmt check, clippy with warnings denied, every test, then the e2e.
+//! `cargo xtask ci`: the prerequisites (installed when missing), fmt check,
+//! clippy with warnings denied, every test, then the e2e.
 
 use std::time::Instant;
 
@@ -6,16 +7,29 @@ use anyhow::{Context, Result, bail};
 use xshell::cmd;
 
 use crate::flags::Ci;
-use crate::{e2e, prereqs, util};
+use crate::prereqs::Step;
+use crate::{e2e, install, prereqs, util};
 
 /// Run the CI steps in order, stopping at the first failure.
 pub fn run(options: &Ci) -> Result<()> {
     // Before anything builds: a missing shell or tmux would otherwise show
     // up minutes later as a panic in the middle of `cargo test`.
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let missing = prereqs::missing(&path, !options.skip_e2e);
-    if !missing.is_empty() {
-        bail!(prereqs::report(&missing));
+    let needs: &[Step] = if options.skip_e2e {
+        &[Step::Lint, Step::Test]
+    } else {
+        &[Step::Lint, Step::Test, Step::E2e]
+    };
+    if options.no_install {
+        let missing = prereqs::missing(&std::env::var_os("PATH").unwrap_or_default(), needs);
+        if !missing.is_empty() {
+            bail!(prereqs::report(&missing));
+        }
+    } else {
+        install::ensure("ci", needs, options.dry_run)?;
+    }
+    if options.install_only {
+        println!("ci: every prerequisite is on PATH");
+        return Ok(());
     }
     let sh = util::shell()?;
     let steps: [(&str, xshell::Cmd<'_>); 3] = [

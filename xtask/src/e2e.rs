@@ -34,6 +34,7 @@ use self::example::{install_count, install_log, parse};
 use self::harness::{Ctx, Harness, Pod, SOON, Server, UP, send_signal};
 use self::processes::describe;
 use crate::flags::TestE2e;
+use crate::prereqs::{self, Step};
 use crate::util;
 
 /// A case named after its function: one name per case.
@@ -105,6 +106,12 @@ pub fn run(options: &TestE2e) -> Result<()> {
             "no e2e case matches {:?} (see `cargo xtask test-e2e --list`)",
             options.filters
         );
+    }
+    // Before the first case: without uv (say) every case would run to its
+    // timeout, 26 times over, before the run said why.
+    let missing = prereqs::missing(&std::env::var_os("PATH").unwrap_or_default(), &[Step::E2e]);
+    if !missing.is_empty() {
+        bail!(prereqs::report(&missing));
     }
     let omnidev = match &options.omnidev {
         Some(path) => {

@@ -17,8 +17,8 @@ pub struct Xtask {
 /// The tasks.
 #[derive(Debug, Subcommand)]
 pub enum Task {
-    /// Prerequisites check (tools on PATH), fmt check, clippy -D warnings,
-    /// cargo test --workspace, then the e2e.
+    /// Install what the machine lacks (or only check, --no-install), fmt
+    /// check, clippy -D warnings, cargo test --workspace, then the e2e.
     Ci(Ci),
     /// Build omnidev and run the end-to-end cases.
     #[command(name = "test-e2e")]
@@ -33,6 +33,10 @@ pub enum Task {
 
 /// Flags of `cargo xtask ci`.
 #[derive(Debug, Default, Args)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each is a command-line switch of its own"
+)]
 pub struct Ci {
     /// Print the steps instead of running them.
     #[arg(long)]
@@ -40,6 +44,13 @@ pub struct Ci {
     /// Stop after the unit and integration tests.
     #[arg(long)]
     pub skip_e2e: bool,
+    /// Only check that the prerequisites are on PATH; install nothing.
+    #[arg(long, conflicts_with = "install_only")]
+    pub no_install: bool,
+    /// Install what the machine lacks, then stop (sets up a machine for
+    /// development without running the steps).
+    #[arg(long)]
+    pub install_only: bool,
 }
 
 /// Flags of `cargo xtask test-e2e`.

@@ -12,6 +12,34 @@ use std::process::{Command, Stdio};
 pub const UV_INSTALL: &str = "python3 -m pip install --user --break-system-packages uv  \
                               (puts uv in ~/.local/bin; or `pipx install uv`)";
 
+/// A step of `cargo xtask ci` that needs a program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// `cargo fmt --check` and clippy.
+    Lint,
+    /// `cargo test --workspace`.
+    Test,
+    /// `cargo xtask test-e2e`.
+    E2e,
+    /// `cargo xtask demo`.
+    Demo,
+}
+
+/// How a missing program is installed when `cargo xtask ci` may install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `rustup component add NAME`.
+    Rustup(&'static str),
+    /// The Debian/Ubuntu package `NAME`, with apt-get as root.
+    Apt(&'static str),
+    /// uv, with `pip install --user`.
+    Uv,
+    /// pnpm at the version the bundled example pins, with npm.
+    Pnpm,
+    /// Not installed by xtask: the user follows `install`.
+    Manual,
+}
+
 /// One program the CI needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Prerequisite {
@@ -24,11 +52,15 @@ pub struct Prerequisite {
     pub probe: Option<&'static [&'static str]>,
     /// What needs it.
     pub used_by: &'static str,
-    /// How to get it.
+    /// How to get it by hand.
     pub install: &'static str,
-    /// Needed only by the e2e step (`--skip-e2e` does not ask for it).
-    pub e2e_only: bool,
+    /// How `cargo xtask ci` gets it.
+    pub source: Source,
+    /// The steps that run it.
+    pub steps: &'static [Step],
 }
+
+use Step::{Demo, E2e, Lint, Test};
 
 /// Everything `cargo xtask ci` runs, in the order it is reported.
 pub const PREREQUISITES: &[Prerequisite] = &[
@@ -38,7 +70,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "every step",
         install: "rustup: https://rustup.rs",
-        e2e_only: false,
+        source: Source::Manual,
+        steps: &[Lint, Test, E2e, Demo],
     },
     Prerequisite {
         name: "rustfmt",
@@ -46,7 +79,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: Some(&["--version"]),
         used_by: "the fmt step",
         install: "rustup component add rustfmt",
-        e2e_only: false,
+        source: Source::Rustup("rustfmt"),
+        steps: &[Lint],
     },
     Prerequisite {
         name: "clippy",
@@ -54,7 +88,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: Some(&["--version"]),
         used_by: "the clippy step",
         install: "rustup component add clippy",
-        e2e_only: false,
+        source: Source::Rustup("clippy"),
+        steps: &[Lint],
     },
     Prerequisite {
         name: "git",
@@ -62,7 +97,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "checkout and install tests",
         install: "apt-get install git",
-        e2e_only: false,
+        source: Source::Apt("git"),
+        steps: &[Test, E2e],
     },
     Prerequisite {
         name: "python3",
@@ -70,7 +106,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "the example's services",
         install: "apt-get install python3",
-        e2e_only: false,
+        source: Source::Apt("python3"),
+        steps: &[Test, E2e, Demo],
     },
     Prerequisite {
         name: "uv",
@@ -78,7 +115,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "install tests and the example's services",
         install: UV_INSTALL,
-        e2e_only: false,
+        source: Source::Uv,
+        steps: &[Test, E2e, Demo],
     },
     Prerequisite {
         name: "zsh",
@@ -86,7 +124,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "the shell-hook tests",
         install: "apt-get install zsh",
-        e2e_only: false,
+        source: Source::Apt("zsh"),
+        steps: &[Test],
     },
     Prerequisite {
         name: "fish",
@@ -94,7 +133,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "the shell-hook tests",
         install: "apt-get install fish",
-        e2e_only: false,
+        source: Source::Apt("fish"),
+        steps: &[Test],
     },
     Prerequisite {
         name: "tmux",
@@ -102,7 +142,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "the TUI e2e",
         install: "apt-get install tmux",
-        e2e_only: true,
+        source: Source::Apt("tmux"),
+        steps: &[E2e],
     },
     Prerequisite {
         name: "node",
@@ -110,7 +151,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "the example's vite (Node >= 20)",
         install: "apt-get install nodejs npm, or https://nodejs.org",
-        e2e_only: true,
+        source: Source::Manual,
+        steps: &[E2e, Demo],
     },
     Prerequisite {
         name: "npm",
@@ -118,7 +160,8 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "installing pnpm",
         install: "apt-get install npm",
-        e2e_only: true,
+        source: Source::Manual,
+        steps: &[E2e],
     },
     Prerequisite {
         name: "pnpm",
@@ -126,16 +169,16 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         probe: None,
         used_by: "the example's web workspace",
         install: "npm install -g <the packageManager of examples/omnigent-example/package.json>",
-        e2e_only: true,
+        source: Source::Pnpm,
+        steps: &[E2e, Demo],
     },
 ];
 
-/// The prerequisites missing from `path` (a `PATH` value). `with_e2e`
-/// includes the ones only the e2e step needs.
-pub fn missing(path: &OsStr, with_e2e: bool) -> Vec<&'static Prerequisite> {
+/// The prerequisites of `steps` missing from `path` (a `PATH` value).
+pub fn missing(path: &OsStr, steps: &[Step]) -> Vec<&'static Prerequisite> {
     PREREQUISITES
         .iter()
-        .filter(|tool| with_e2e || !tool.e2e_only)
+        .filter(|tool| tool.steps.iter().any(|step| steps.contains(step)))
         .filter(|tool| !usable(tool, path))
         .collect()
 }
@@ -179,7 +222,7 @@ pub fn report(missing: &[&Prerequisite]) -> String {
         .max()
         .unwrap_or(0);
     let mut text = format!(
-        "ci: {} missing on PATH (nothing was built):\n",
+        "{} missing on PATH (nothing was built):\n",
         if missing.len() == 1 {
             "1 prerequisite is".to_string()
         } else {
@@ -194,7 +237,8 @@ pub fn report(missing: &[&Prerequisite]) -> String {
         );
     }
     text.push_str(
-        "`.ci/run` installs them on Debian/Ubuntu when run as root (or with passwordless sudo).",
+        "`cargo xtask ci --install-only` installs the ones this machine can and names the \
+         commands for the rest.",
     );
     text
 }
@@ -206,10 +250,20 @@ mod tests {
     #[test]
     fn an_empty_path_misses_everything_and_e2e_tools_only_with_e2e() {
         let empty = OsStr::new("");
-        assert_eq!(missing(empty, true).len(), PREREQUISITES.len());
-        let without_e2e = missing(empty, false);
-        assert!(without_e2e.iter().all(|tool| !tool.e2e_only));
+        assert_eq!(
+            missing(empty, &[Lint, Test, E2e]).len(),
+            PREREQUISITES.len()
+        );
+        let without_e2e = missing(empty, &[Lint, Test]);
+        assert!(
+            without_e2e
+                .iter()
+                .all(|tool| tool.steps.contains(&Lint) || tool.steps.contains(&Test))
+        );
         assert!(!without_e2e.iter().any(|tool| tool.name == "tmux"));
+        let e2e = missing(empty, &[E2e]);
+        assert!(e2e.iter().any(|tool| tool.name == "uv"));
+        assert!(!e2e.iter().any(|tool| tool.name == "rustfmt"));
     }
 
     #[test]
@@ -223,7 +277,7 @@ mod tests {
 
     #[test]
     fn the_report_names_each_tool_and_its_install() {
-        let text = report(&missing(OsStr::new(""), true));
+        let text = report(&missing(OsStr::new(""), &[Lint, Test, E2e]));
         for tool in PREREQUISITES {
             assert!(text.contains(tool.name), "{text}");
             assert!(text.contains(tool.install), "{text}");

@@ -123,15 +123,6 @@ pub fn example_package_manager() -> Result<String> {
         .with_context(|| format!("no packageManager in {}", manifest.display()))
 }
 
-/// Whether `program --version` runs and exits 0.
-pub fn has_program(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .is_ok_and(|output| output.status.success())
-}
-
 /// Remove ANSI escape sequences (CSI and OSC) from `text`.
 pub fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

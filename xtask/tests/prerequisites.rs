@@ -1,5 +1,6 @@
-//! `cargo xtask ci` on a machine without zsh, fish and tmux stops before
-//! building and names each missing program with how to install it.
+//! `cargo xtask ci` on a machine without zsh, fish and tmux: with
+//! `--no-install` it stops before building and names each missing program
+//! with how to install it; without, it says how it installs them.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,7 +13,6 @@ const PRESENT: &[&str] = &[
     "git",
     "python3",
     "uv",
-    "script",
     "node",
     "npm",
     "pnpm",
@@ -31,17 +31,23 @@ fn real(program: &str) -> std::path::PathBuf {
         })
 }
 
-#[test]
-fn ci_without_zsh_fish_and_tmux_stops_and_names_them() {
+/// A PATH of symlinks to `programs` only.
+fn path_of(programs: &[&str]) -> tempfile::TempDir {
     let bin = tempfile::tempdir().expect("temp dir");
-    for program in PRESENT {
+    for program in programs {
         std::os::unix::fs::symlink(real(program), bin.path().join(program)).expect("symlink");
     }
+    bin
+}
+
+#[test]
+fn ci_no_install_without_zsh_fish_and_tmux_stops_and_names_them_without_a_backtrace() {
+    let bin = path_of(PRESENT);
     let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("ci")
+        .args(["ci", "--no-install"])
         .env("PATH", bin.path())
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
+        // Common among Rust developers; the error must still be only its text.
+        .env("RUST_BACKTRACE", "1")
         // Where it not to stop, this keeps the test from running the whole CI.
         .arg("--dry-run")
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")))
@@ -54,7 +60,11 @@ fn ci_without_zsh_fish_and_tmux_stops_and_names_them() {
         stdout.is_empty(),
         "nothing may run before the check: {stdout}"
     );
-    assert!(stderr.contains("3 prerequisites are missing"), "{stderr}");
+    assert!(
+        stderr.starts_with("error: 3 prerequisites are missing"),
+        "{stderr}"
+    );
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
     let named: Vec<&str> = stderr
         .lines()
         .filter_map(|line| line.strip_prefix("  "))
@@ -71,11 +81,45 @@ fn ci_without_zsh_fish_and_tmux_stops_and_names_them() {
 }
 
 #[test]
-fn skip_e2e_does_not_ask_for_tmux() {
-    let bin = tempfile::tempdir().expect("temp dir");
-    for program in PRESENT.iter().chain(&["zsh", "fish"]) {
-        std::os::unix::fs::symlink(real(program), bin.path().join(program)).expect("symlink");
+fn ci_without_zsh_fish_and_tmux_says_how_it_installs_them() {
+    let mut programs = PRESENT.to_vec();
+    let apt = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|dir| dir.join("apt-get").is_file());
+    if apt {
+        programs.push("apt-get");
     }
+    let bin = path_of(&programs);
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["ci", "--dry-run"])
+        .env("PATH", bin.path())
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")))
+        .output()
+        .expect("run xtask");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stdout.starts_with("ci: missing on PATH: zsh, fish, tmux\n"),
+        "{stdout}\n{stderr}"
+    );
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout == b"0\n");
+    let expected = match (apt, root) {
+        (true, true) => {
+            "ci: installing zsh, fish, tmux: env DEBIAN_FRONTEND=noninteractive \
+             apt-get install -y -qq --no-install-recommends zsh fish tmux"
+        }
+        (true, false) => "ci: would stop: run by hand: sudo apt-get install -y zsh fish tmux",
+        (false, _) => "ci: would stop: run by hand: install zsh fish tmux with this system's",
+    };
+    assert!(stdout.contains(expected), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ci: would run cargo fmt"), "{stdout}");
+}
+
+#[test]
+fn skip_e2e_does_not_ask_for_tmux() {
+    let bin = path_of(&[PRESENT, &["zsh", "fish"]].concat());
     let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["ci", "--skip-e2e", "--dry-run"])
         .env("PATH", bin.path())

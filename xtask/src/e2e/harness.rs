@@ -2,9 +2,11 @@
 //! ([`Harness`]), one case's world ([`Ctx`]: HOME, tag, commands, output
 //! files, clean-up), and a running pod ([`Pod`]).
 
+use std::cell::RefCell;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -35,15 +37,6 @@ impl Harness {
         }
         fs::create_dir_all(&root)?;
         let example = util::workspace_root().join("examples/omnigent-example");
-        // The example is a pnpm workspace; without pnpm every web case would
-        // fail later and less clearly.
-        if !util::has_program("pnpm") {
-            bail!(
-                "e2e: `pnpm` is not on PATH; install the version the example pins \
-                 (`npm install -g {}`, as .ci/run does)",
-                util::example_package_manager()?
-            );
-        }
         let shared = util::target_dir().join("e2e-cache");
         let mut env = vec![
             (
@@ -102,6 +95,9 @@ pub struct Ctx<'h> {
     pub tag: String,
     outputs: Vec<PathBuf>,
     notes: Vec<String>,
+    /// omnidev processes of this case's pods still unwaited when their
+    /// [`Pod`] was dropped: reaped by [`Ctx::cleanup`], not left as zombies.
+    unreaped: Rc<RefCell<Vec<Child>>>,
 }
 
 impl<'h> Ctx<'h> {
@@ -119,6 +115,7 @@ impl<'h> Ctx<'h> {
             tag,
             outputs: Vec::new(),
             notes: Vec::new(),
+            unreaped: Rc::default(),
         })
     }
 
@@ -311,10 +308,11 @@ impl<'h> Ctx<'h> {
         command.stdout(file.try_clone()?).stderr(file);
         let child = command.spawn().context("spawning omnidev up")?;
         Ok(Pod {
-            child,
+            child: Some(child),
             out,
             tag: self.tag.clone(),
             exited: None,
+            unreaped: Rc::clone(&self.unreaped),
         })
     }
 
@@ -356,6 +354,12 @@ impl<'h> Ctx<'h> {
                 .stderr(Stdio::null())
                 .status();
             std::thread::sleep(Duration::from_millis(100));
+        }
+        // Every process of the case is gone or killed: wait for the pods'
+        // omnidev processes (ours) so that none stays a zombie.
+        for mut child in self.unreaped.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
         (!left.is_empty()).then(|| describe(&left))
     }
@@ -403,10 +407,25 @@ fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
 
 /// A running `omnidev up --headless` whose output goes to a file.
 pub struct Pod {
-    child: Child,
+    /// omnidev; `None` only once dropped.
+    child: Option<Child>,
     out: PathBuf,
     tag: String,
     exited: Option<ExitStatus>,
+    unreaped: Rc<RefCell<Vec<Child>>>,
+}
+
+impl Drop for Pod {
+    /// A pod still running (or exited, unwaited) is handed to its case,
+    /// whose clean-up first counts it as left behind, then kills and reaps it.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take()
+            && self.exited.is_none()
+            && !matches!(child.try_wait(), Ok(Some(_)))
+        {
+            self.unreaped.borrow_mut().push(child);
+        }
+    }
 }
 
 /// The example server as seen in a pod's output and over HTTP.
@@ -419,9 +438,21 @@ pub struct Server {
 }
 
 impl Pod {
+    fn child(&self) -> &Child {
+        self.child
+            .as_ref()
+            .expect("a pod's child is taken only on drop")
+    }
+
+    fn child_mut(&mut self) -> &mut Child {
+        self.child
+            .as_mut()
+            .expect("a pod's child is taken only on drop")
+    }
+
     /// omnidev's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child().id()
     }
 
     /// Everything printed so far, ANSI-stripped.
@@ -434,7 +465,7 @@ impl Pod {
     /// Fail if omnidev has exited.
     fn check_running(&mut self) -> Result<()> {
         if self.exited.is_none() {
-            self.exited = self.child.try_wait()?;
+            self.exited = self.child_mut().try_wait()?;
         }
         match self.exited {
             Some(status) => Err(anyhow!(
@@ -515,7 +546,7 @@ impl Pod {
     pub fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus> {
         let status = util::wait_for("omnidev to exit", timeout, || {
             if self.exited.is_none() {
-                self.exited = self.child.try_wait()?;
+                self.exited = self.child_mut().try_wait()?;
             }
             Ok(self.exited)
         })?;
@@ -549,3 +580,60 @@ pub fn send_signal(pid: u32, signal: &str) -> Result<()> {
 pub const UP: Duration = Duration::from_mins(2);
 /// Deadline for things that should happen within seconds.
 pub const SOON: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn harness(root: &Path) -> Harness {
+        Harness {
+            omnidev: PathBuf::from("/bin/true"),
+            root: root.to_path_buf(),
+            example: root.to_path_buf(),
+            env: Vec::new(),
+        }
+    }
+
+    fn pod(ctx: &mut Ctx, script: &str) -> Pod {
+        let mut command = ctx.command("sh");
+        command.args(["-c", script]);
+        let dir = ctx.dir.clone();
+        ctx.spawn_pod(command, &dir).expect("spawn")
+    }
+
+    fn gone(pid: u32) -> bool {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[test]
+    fn pods_that_ended_or_still_run_are_reaped_not_left_as_zombies() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let harness = harness(root.path());
+        let mut ctx = Ctx::new(&harness, 0, "reap").expect("ctx");
+
+        let ended = pod(&mut ctx, "exit 0");
+        let pid = ended.pid();
+        util::wait_for("the pod to end", SOON, || {
+            Ok(omnidev_core::proc::stat(pid)
+                .is_some_and(|stat| stat.is_zombie())
+                .then_some(()))
+        })
+        .expect("a zombie until waited");
+        drop(ended);
+        assert!(
+            gone(pid),
+            "pid {pid} left a zombie after its Pod was dropped"
+        );
+
+        let running = pod(&mut ctx, "exec sleep 600");
+        let pid = running.pid();
+        util::wait_for("sleep to carry the tag", SOON, || {
+            Ok((!ctx.pod_processes().is_empty()).then_some(()))
+        })
+        .expect("tagged");
+        drop(running);
+        let left = ctx.cleanup().expect("a running pod counts as left behind");
+        assert!(left.contains("sleep 600"), "{left}");
+        assert!(gone(pid), "pid {pid} left a zombie after the clean-up");
+    }
+}
