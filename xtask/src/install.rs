@@ -479,7 +479,7 @@ mod tests {
             rustup: true,
             pip: true,
             user_base: PathBuf::from("/nonexistent/home/.local"),
-            npm_prefix: Some((PathBuf::from("/usr"), root)),
+            npm_prefix: Some((PathBuf::from("/nonexistent/usr"), root)),
             pnpm: "pnpm@10.0.0".into(),
         }
     }
