@@ -3,28 +3,42 @@
 //!
 //! A thread reads the supervisor's lossless feed (attached before any
 //! service started), turns each entry into a [`Record`], keeps it, and
-//! hands it to followers through a broadcast channel: a follower more than
-//! [`FOLLOW_BACKLOG`] records behind is told it lagged and is dropped,
-//! never slowing the pod.
+//! queues it for each follower. Everything here is bounded in bytes:
+//!
+//! - the kept log lines: [`KEPT_LINE_BYTES`] of text (the supervisor's own
+//!   lines, shared, not copies), at most [`KEPT_LINES`] of them;
+//! - the other kept records: [`KEPT_EVENT_BYTES`] of their JSON, at most
+//!   [`KEPT_EVENTS`];
+//! - each follower: [`FOLLOW_BUDGET`] bytes of *encoded* records queued or
+//!   taken and not yet written to its socket (a line of control bytes
+//!   grows six-fold as JSON, so the text is not the measure). A follower
+//!   over it is dropped with `lagged` and its queue freed at once;
+//! - a replay goes out [`REPLAY_CHUNK`] bytes at a time: records are
+//!   encoded one by one as the reader takes them, never all at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use omnidev_core::{Entry, Feed, FeedCloser, LogLine, Recv};
-use tokio::sync::broadcast;
 
 use super::events::{Body, Encoder, Record};
 use crate::headless::encode;
 
 /// Records other than log lines kept (the oldest go first).
 pub const KEPT_EVENTS: usize = 4096;
+/// Bytes of JSON of the records other than log lines kept.
+pub const KEPT_EVENT_BYTES: usize = 2 * 1024 * 1024;
 /// Log lines kept.
 pub const KEPT_LINES: usize = 10_000;
-/// Bytes of encoded log lines kept.
+/// Bytes of log line text kept.
 pub const KEPT_LINE_BYTES: usize = 4 * 1024 * 1024;
-/// How far a follower may fall behind the live tail before it is dropped.
-pub const FOLLOW_BACKLOG: usize = 1024;
+/// Bytes of encoded records a follower may have waiting (queued, or taken
+/// and not yet written to its socket) before it is dropped with `lagged`.
+pub const FOLLOW_BUDGET: usize = 2 * 1024 * 1024;
+/// Bytes of kept text a replay takes from the store at a time, and of JSON
+/// it writes at a time.
+pub const REPLAY_CHUNK: usize = 64 * 1024;
 
 /// One kept record.
 #[derive(Debug)]
@@ -64,9 +78,20 @@ impl Item {
         }
     }
 
-    /// The record as a line of JSON, newline included.
+    /// The record as a line of JSON, newline included. A log line's
+    /// record is made for it and dropped: only the JSON is kept (a record
+    /// would be one more copy of the text).
     pub fn line(&self) -> &str {
-        self.line.get_or_init(|| encode(self.record()))
+        self.line.get_or_init(|| match &self.what {
+            What::Line {
+                line,
+                encoder,
+                record,
+            } => record
+                .get()
+                .map_or_else(|| encode(&encoder.line(line, self.at)), encode),
+            What::Record(record) => encode(record),
+        })
     }
 
     /// The service it is about (`None` for the pod as a whole).
@@ -126,12 +151,133 @@ impl KeptLine {
     }
 }
 
+/// What a follower has waiting.
+#[derive(Debug, Default)]
+struct Queue {
+    items: VecDeque<Arc<Item>>,
+    /// Bytes of the JSON of `items`.
+    queued: usize,
+    /// Bytes taken by the follower and not yet written.
+    in_flight: usize,
+    /// Records dropped when it went over [`FOLLOW_BUDGET`]; the follower is
+    /// done then.
+    missed: Option<u64>,
+    /// The pod stopped keeping records.
+    closed: bool,
+}
+
+/// One follower's queue, shared by the store and the follower.
+#[derive(Debug)]
+struct Tail {
+    filter: Filter,
+    queue: Mutex<Queue>,
+    ready: tokio::sync::Notify,
+}
+
+impl Tail {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues `item` if the follower wants it and it fits its budget;
+    /// whether the follower is still following.
+    fn offer(&self, item: &Arc<Item>) -> bool {
+        if !self.filter.matches(item) {
+            return self.lock().missed.is_none();
+        }
+        let cost = item.line().len();
+        let mut queue = self.lock();
+        if let Some(missed) = &mut queue.missed {
+            *missed += 1;
+            return false;
+        }
+        if queue.queued + queue.in_flight + cost > FOLLOW_BUDGET {
+            // Its queue is freed now, not when it reads again.
+            queue.missed = Some(queue.items.len() as u64 + 1);
+            queue.items = VecDeque::new();
+            queue.queued = 0;
+            drop(queue);
+            self.ready.notify_one();
+            return false;
+        }
+        queue.queued += cost;
+        queue.items.push_back(item.clone());
+        drop(queue);
+        self.ready.notify_one();
+        true
+    }
+}
+
+/// What a follower gets next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// This many bytes of JSON lines were added to the buffer; call
+    /// [`Follower::written`] with it once they are out.
+    Records(usize),
+    /// It went over [`FOLLOW_BUDGET`]; this many records were dropped.
+    Lagged(u64),
+    /// The pod stopped.
+    Closed,
+}
+
+/// A follower's end of its queue; the store forgets it when it is dropped.
+#[derive(Debug)]
+pub struct Follower {
+    tail: Arc<Tail>,
+}
+
+impl Follower {
+    /// Waits for records and appends them to `buf` as JSON lines.
+    pub async fn next(&self, buf: &mut Vec<u8>) -> Next {
+        loop {
+            {
+                let mut queue = self.tail.lock();
+                if let Some(missed) = queue.missed {
+                    return Next::Lagged(missed);
+                }
+                if !queue.items.is_empty() {
+                    let bytes = std::mem::take(&mut queue.queued);
+                    queue.in_flight += bytes;
+                    for item in queue.items.drain(..) {
+                        buf.extend_from_slice(item.line().as_bytes());
+                    }
+                    return Next::Records(bytes);
+                }
+                if queue.closed {
+                    return Next::Closed;
+                }
+            }
+            // A permit is stored when nobody waits: no wake-up is lost.
+            self.tail.ready.notified().await;
+        }
+    }
+
+    /// `bytes` handed out by [`Follower::next`] were written: they no
+    /// longer count against the budget.
+    pub fn written(&self, bytes: usize) {
+        let mut queue = self.tail.lock();
+        queue.in_flight = queue.in_flight.saturating_sub(bytes);
+    }
+}
+
+/// Where a replay has got to: the kept records numbered `next..until`
+/// are still to go.
+#[derive(Debug)]
+pub struct Replay {
+    next: u64,
+    until: u64,
+}
+
 /// The kept records.
 #[derive(Debug)]
 pub struct Retained {
     /// Makes the records of kept lines.
     encoder: Arc<Encoder>,
     events: VecDeque<Arc<Item>>,
+    /// Bytes of the JSON of `events`.
+    event_bytes: usize,
     lines: VecDeque<KeptLine>,
     line_bytes: usize,
     next: u64,
@@ -141,7 +287,7 @@ pub struct Retained {
     /// than stopping, waiting, preparing or stopped; `ready`, `exited`,
     /// `crashed`).
     changed: HashMap<String, u64>,
-    tail: broadcast::Sender<Arc<Item>>,
+    followers: Vec<Arc<Tail>>,
 }
 
 impl Retained {
@@ -150,12 +296,13 @@ impl Retained {
         Self {
             encoder,
             events: VecDeque::new(),
+            event_bytes: 0,
             lines: VecDeque::new(),
             line_bytes: 0,
             next: 0,
             last_reload: None,
             changed: HashMap::new(),
-            tail: broadcast::channel(FOLLOW_BACKLOG).0,
+            followers: Vec::new(),
         }
     }
 
@@ -180,11 +327,17 @@ impl Retained {
         if settled && let Some(service) = item.service() {
             self.changed.insert(service.to_owned(), item.seq);
         }
+        self.event_bytes += item.line().len();
         self.events.push_back(item.clone());
-        if self.events.len() > KEPT_EVENTS {
-            self.events.pop_front();
+        while self.events.len() > KEPT_EVENTS
+            || (self.event_bytes > KEPT_EVENT_BYTES && self.events.len() > 1)
+        {
+            let Some(old) = self.events.pop_front() else {
+                break;
+            };
+            self.event_bytes -= old.line().len();
         }
-        self.send(item);
+        self.send(&item);
     }
 
     /// Keeps a service's line (dropping the oldest beyond the bounds) and
@@ -196,8 +349,8 @@ impl Retained {
             line,
         };
         self.next += 1;
-        if self.tail.receiver_count() > 0 {
-            let _ = self.tail.send(self.line_item(&kept));
+        if !self.followers.is_empty() {
+            self.send(&self.line_item(&kept));
         }
         self.line_bytes += kept.cost();
         self.lines.push_back(kept);
@@ -233,36 +386,94 @@ impl Retained {
         })
     }
 
-    fn send(&self, item: Arc<Item>) {
-        // Most of the time nobody follows: skip the channel's lock.
-        if self.tail.receiver_count() > 0 {
-            let _ = self.tail.send(item);
-        }
+    /// Queues `item` for every follower, forgetting those gone or over
+    /// their budget.
+    fn send(&mut self, item: &Arc<Item>) {
+        self.followers
+            .retain(|tail| Arc::strong_count(tail) > 1 && tail.offer(item));
     }
 
-    /// The kept records `filter` wants, oldest first, and a subscription to
-    /// every later one (none missed in between: both are taken under the
-    /// same lock as [`Retained::push`]).
-    pub fn replay(&self, filter: &Filter) -> (Vec<Arc<Item>>, broadcast::Receiver<Arc<Item>>) {
+    /// Where the replay of the kept records `filter` wants begins, and,
+    /// with `follow`, a follower queue for every later record (none missed
+    /// in between: both are made under the same lock as
+    /// [`Retained::push`]).
+    pub fn follow(&mut self, filter: &Filter, follow: bool) -> (Replay, Option<Follower>) {
         let from = match (&self.last_reload, filter.since_reload) {
             (Some(reload), true) => reload.seq,
             _ => 0,
         };
-        let lines = self
-            .lines
-            .iter()
-            .filter(|kept| filter.logs && kept.seq >= from)
-            .map(|kept| self.line_item(kept));
-        let mut items: Vec<Arc<Item>> = self
+        let replay = Replay {
+            next: from,
+            until: self.next,
+        };
+        let follower = follow.then(|| {
+            let tail = Arc::new(Tail {
+                filter: filter.clone(),
+                queue: Mutex::new(Queue::default()),
+                ready: tokio::sync::Notify::new(),
+            });
+            self.followers.push(tail.clone());
+            Follower { tail }
+        });
+        (replay, follower)
+    }
+
+    /// The next kept records of `replay` that `filter` wants, oldest
+    /// first, about [`REPLAY_CHUNK`] bytes of text of them; none once the
+    /// replay is over. Records dropped meanwhile are skipped.
+    pub fn replay_chunk(&self, filter: &Filter, replay: &mut Replay) -> Vec<Arc<Item>> {
+        let mut events = self
             .events
-            .iter()
-            .filter(|item| item.seq >= from)
-            .cloned()
-            .chain(lines)
-            .filter(|item| filter.matches(item))
-            .collect();
-        items.sort_by_key(|item| item.seq);
-        (items, self.tail.subscribe())
+            .range(self.events.partition_point(|e| e.seq < replay.next)..);
+        let mut lines = self
+            .lines
+            .range(self.lines.partition_point(|l| l.seq < replay.next)..)
+            .filter(|_| filter.logs);
+        let (mut event, mut line) = (events.next(), lines.next());
+        let mut items = Vec::new();
+        let mut bytes = 0;
+        while bytes < REPLAY_CHUNK {
+            let take_line = match (event, line) {
+                (Some(e), Some(l)) => l.seq < e.seq,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (None, None) => break,
+            };
+            let item = if take_line {
+                let kept = line.take().filter(|kept| kept.seq < replay.until);
+                line = lines.next();
+                kept.map(|kept| self.line_item(kept))
+            } else {
+                let kept = event.take().filter(|item| item.seq < replay.until);
+                event = events.next();
+                kept.cloned()
+            };
+            let Some(item) = item else {
+                // Past the replay's end: the follower has it.
+                replay.next = replay.until;
+                break;
+            };
+            replay.next = item.seq + 1;
+            if filter.matches(&item) {
+                bytes += match &item.what {
+                    What::Line { line, .. } => line.text.len() + 128,
+                    What::Record(_) => item.line().len(),
+                };
+                items.push(item);
+            }
+        }
+        if items.is_empty() {
+            replay.next = replay.until;
+        }
+        items
+    }
+
+    /// The feed ended: followers get the end of the stream.
+    fn close(&mut self) {
+        for tail in self.followers.drain(..) {
+            tail.lock().closed = true;
+            tail.ready.notify_one();
+        }
     }
 
     /// The last reload, when one began at or after `after`.
@@ -285,6 +496,17 @@ pub fn lock(store: &Store) -> MutexGuard<'_, Retained> {
     store
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Hands memory freed by a stream that ended back to the system: the
+/// allocator keeps freed blocks in per-thread arenas otherwise, and a pod
+/// whose followers left would stay as big as it was while they stalled.
+pub fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Reads `feed` into `store` on a thread of its own until the returned
@@ -319,6 +541,7 @@ pub fn spawn_reader(
                     Recv::Closed => break,
                 }
             }
+            lock(&store).close();
         })?;
     Ok((closer, thread))
 }
@@ -338,6 +561,19 @@ mod tests {
 
     fn line(service: &str, text: &str) -> Arc<LogLine> {
         Arc::new(LogLine::new(service, Stream::Stdout, text, 0))
+    }
+
+    /// Every kept record `filter` wants, chunk by chunk.
+    fn replay(store: &mut Retained, filter: &Filter) -> Vec<Arc<Item>> {
+        let (mut replay, _) = store.follow(filter, false);
+        let mut items = Vec::new();
+        loop {
+            let chunk = store.replay_chunk(filter, &mut replay);
+            if chunk.is_empty() {
+                return items;
+            }
+            items.extend(chunk);
+        }
     }
 
     fn kinds(items: &[Arc<Item>]) -> Vec<String> {
@@ -362,16 +598,17 @@ mod tests {
             logs: true,
             ..Filter::default()
         };
-        let (items, _) = store.replay(&logs);
-        assert_eq!(kinds(&items), ["log one", "notice", "log two"]);
-        let (items, _) = store.replay(&Filter::default());
-        assert_eq!(kinds(&items), ["notice"]);
+        assert_eq!(
+            kinds(&replay(&mut store, &logs)),
+            ["log one", "notice", "log two"]
+        );
+        assert_eq!(kinds(&replay(&mut store, &Filter::default())), ["notice"]);
         let server = Filter {
             logs: true,
             services: vec!["server".into()],
             ..Filter::default()
         };
-        let (items, _) = store.replay(&server);
+        let items = replay(&mut store, &server);
         assert_eq!(kinds(&items), ["log one", "notice"]);
         // A line's record is the schema's `log` record.
         let json: serde_json::Value = serde_json::from_str(items[0].line()).expect("json");
@@ -382,12 +619,107 @@ mod tests {
     }
 
     #[test]
-    fn followers_get_lines_and_the_kept_lines_are_bounded() {
+    fn a_replay_goes_out_in_chunks_and_stops_where_following_begins() {
         let mut store = store();
-        let (_, mut tail) = store.replay(&Filter::default());
+        let big = "x".repeat(60 * 1024);
+        for _ in 0..40 {
+            store.push_line(SystemTime::UNIX_EPOCH, line("server", &big));
+        }
+        let logs = Filter {
+            logs: true,
+            ..Filter::default()
+        };
+        let (mut replay, follower) = store.follow(&logs, true);
         store.push_line(SystemTime::UNIX_EPOCH, line("server", "live"));
-        let item = tail.try_recv().expect("the line reached the follower");
-        assert_eq!(kinds(&[item]), ["log live"]);
+        let mut total = 0;
+        loop {
+            let chunk = store.replay_chunk(&logs, &mut replay);
+            if chunk.is_empty() {
+                break;
+            }
+            let text: usize = chunk.iter().map(|item| item.line().len()).sum();
+            assert!(text <= REPLAY_CHUNK + 64 * 1024, "a chunk of {text} bytes");
+            assert!(chunk.iter().all(|item| !item.line().contains("live")));
+            total += chunk.len();
+        }
+        assert_eq!(total, 40);
+        let mut buf = Vec::new();
+        let next = block_on(follower.expect("following").next(&mut buf));
+        assert!(matches!(next, Next::Records(_)), "{next:?}");
+        assert!(String::from_utf8_lossy(&buf).contains("\"line\":\"live\""));
+    }
+
+    /// Runs a future that is ready at once.
+    fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(future)
+    }
+
+    #[test]
+    fn a_follower_that_does_not_read_costs_its_budget_then_is_dropped() {
+        let mut store = store();
+        let logs = Filter {
+            logs: true,
+            ..Filter::default()
+        };
+        let (_, follower) = store.follow(&logs, true);
+        let follower = follower.expect("following");
+        // Control bytes: six bytes of JSON each (`\u0001`).
+        let control = "\u{1}".repeat(60 * 1024);
+        let mut sent = 0;
+        while store.followers.len() == 1 {
+            store.push_line(SystemTime::UNIX_EPOCH, line("server", &control));
+            sent += 1;
+            let queued = store.followers.first().map_or(0, |tail| tail.lock().queued);
+            assert!(queued <= FOLLOW_BUDGET, "{queued} bytes queued");
+        }
+        assert!(
+            sent > 1 && sent * control.len() * 6 < 2 * FOLLOW_BUDGET,
+            "{sent} lines"
+        );
+        // Its queue is freed at once; it hears how many it missed.
+        assert!(follower.tail.lock().items.is_empty());
+        let mut buf = Vec::new();
+        assert_eq!(block_on(follower.next(&mut buf)), Next::Lagged(sent as u64));
+        assert!(buf.is_empty());
+        // Bytes taken and not yet written count too.
+        let (_, follower) = store.follow(&logs, true);
+        let follower = follower.expect("following");
+        let one = "y".repeat(FOLLOW_BUDGET / 3);
+        store.push_line(SystemTime::UNIX_EPOCH, line("server", &one));
+        store.push_line(SystemTime::UNIX_EPOCH, line("server", &one));
+        let Next::Records(taken) = block_on(follower.next(&mut buf)) else {
+            panic!("records")
+        };
+        store.push_line(SystemTime::UNIX_EPOCH, line("server", &one));
+        assert_eq!(
+            store.followers.len(),
+            0,
+            "over its budget with what it took"
+        );
+        follower.written(taken);
+        // A follower dropped is forgotten at the next record.
+        let (_, gone) = store.follow(&logs, true);
+        drop(gone);
+        store.push_line(SystemTime::UNIX_EPOCH, line("server", "x"));
+        assert!(store.followers.is_empty());
+    }
+
+    #[test]
+    fn followers_get_lines_and_the_kept_records_are_bounded() {
+        let mut store = store();
+        let (_, follower) = store.follow(&Filter::default(), true);
+        let follower = follower.expect("following");
+        store.push_line(SystemTime::UNIX_EPOCH, line("server", "live"));
+        let encoder = store.encoder.clone();
+        store.push(SystemTime::UNIX_EPOCH, encoder.notice("hello"));
+        let mut buf = Vec::new();
+        block_on(follower.next(&mut buf));
+        // Without --logs, the notice only.
+        let text = String::from_utf8_lossy(&buf);
+        assert!(text.contains("hello") && !text.contains("live"), "{text}");
         for n in 0..KEPT_LINES + 10 {
             store.push_line(SystemTime::UNIX_EPOCH, line("server", &n.to_string()));
         }
@@ -395,13 +727,19 @@ mod tests {
         let big = "x".repeat(64 * 1024);
         for _ in 0..100 {
             store.push_line(SystemTime::UNIX_EPOCH, line("server", &big));
+            store.push(SystemTime::UNIX_EPOCH, encoder.notice(big.clone()));
         }
         assert!(store.line_bytes <= KEPT_LINE_BYTES, "{}", store.line_bytes);
+        assert!(
+            store.event_bytes <= KEPT_EVENT_BYTES,
+            "{}",
+            store.event_bytes
+        );
         let logs = Filter {
             logs: true,
             ..Filter::default()
         };
-        let (items, _) = store.replay(&logs);
+        let items = replay(&mut store, &logs);
         assert!(items.windows(2).all(|w| w[0].seq < w[1].seq));
     }
 }

@@ -17,7 +17,7 @@ use super::events::{Body, Encoder};
 use super::protocol::{
     PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport, WaitFor,
 };
-use super::retained::{self, FOLLOW_BACKLOG, Filter, Item, Store};
+use super::retained::{self, FOLLOW_BUDGET, Filter, Item, Next, REPLAY_CHUNK, Store};
 use crate::error::{Error, Result};
 
 /// How often a waiting request looks at the supervisor's status again.
@@ -370,6 +370,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         };
         let fd = std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref());
         stream_events(&shared, write, fd, filter, follow).await;
+        retained::give_back_memory();
         return;
     }
     let response = match request {
@@ -429,11 +430,12 @@ async fn send(
     Sent::Done
 }
 
-/// Answers `events`: an answer line, the kept records `filter` wants,
-/// then (with `follow`) every new one until the pod stops or the client
-/// leaves. A client that falls [`FOLLOW_BACKLOG`] records behind, or takes
-/// nothing for [`REQUEST_DEADLINE`], gets a last `lagged` record and is
-/// closed; the pod never waits for it.
+/// Answers `events`: an answer line, the kept records `filter` wants
+/// (encoded a chunk at a time as the client takes them), then (with
+/// `follow`) every new one until the pod stops or the client leaves. A
+/// client with more than [`FOLLOW_BUDGET`] bytes of records waiting, or
+/// that takes nothing for [`REQUEST_DEADLINE`], gets a last `lagged`
+/// record and is closed; the pod never waits for it.
 async fn stream_events(
     shared: &Shared,
     mut write: tokio::net::unix::OwnedWriteHalf,
@@ -459,52 +461,68 @@ async fn stream_events(
             return;
         }
     };
-    let (replay, mut tail) = retained::lock(&shared.store).replay(&filter);
+    let (mut replay, follower) = retained::lock(&shared.store).follow(&filter, follow);
     let mut buf = encode(&Response::accepted()).into_bytes();
-    for item in &replay {
-        buf.extend_from_slice(item.line().as_bytes());
-    }
-    drop(replay);
-    let lagged = loop {
-        match send(&mut write, &mut buf, shared.request_deadline).await {
-            Sent::Done => {}
-            Sent::Gone => return,
-            Sent::Stalled => {
-                break format!(
-                    "this reader took nothing for {} s; the pod does not wait: run `omnidev events` again",
-                    shared.request_deadline.as_secs_f64()
-                );
-            }
-        }
-        if !follow {
-            let _ = write.shutdown().await;
-            return;
-        }
-        let next = tokio::select! {
-            next = tail.recv() => next,
-            () = hang_up(fd) => return,
-        };
-        let mut take = |item: &Item| {
-            if filter.matches(item) {
+    let stalled = || {
+        format!(
+            "this reader took nothing for {} s; the pod does not wait: run `omnidev events` again",
+            shared.request_deadline.as_secs_f64()
+        )
+    };
+    let lagged = 'stream: {
+        loop {
+            let chunk = retained::lock(&shared.store).replay_chunk(&filter, &mut replay);
+            let done = chunk.is_empty();
+            // Each record's JSON is made and dropped in turn: at most
+            // REPLAY_CHUNK bytes and one record wait to be written.
+            for item in chunk {
                 buf.extend_from_slice(item.line().as_bytes());
-            }
-        };
-        match next {
-            Ok(item) => {
-                take(&item);
-                // Whatever else is there goes out in the same write.
-                while let Ok(item) = tail.try_recv() {
-                    take(&item);
+                drop(item);
+                if buf.len() >= REPLAY_CHUNK {
+                    match send(&mut write, &mut buf, shared.request_deadline).await {
+                        Sent::Done => {}
+                        Sent::Gone => return,
+                        Sent::Stalled => break 'stream stalled(),
+                    }
                 }
             }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                break format!(
-                    "this reader fell more than {FOLLOW_BACKLOG} records behind and missed {missed}; the pod does not wait: run `omnidev events` again"
-                );
+            if done {
+                match send(&mut write, &mut buf, shared.request_deadline).await {
+                    Sent::Done => break,
+                    Sent::Gone => return,
+                    Sent::Stalled => break 'stream stalled(),
+                }
             }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                let _ = write.shutdown().await;
-                return;
+        }
+        let Some(follower) = follower else {
+            let _ = write.shutdown().await;
+            return;
+        };
+        loop {
+            let next = tokio::select! {
+                next = follower.next(&mut buf) => next,
+                () = hang_up(fd) => return,
+            };
+            match next {
+                Next::Records(bytes) => {
+                    let sent = send(&mut write, &mut buf, shared.request_deadline).await;
+                    follower.written(bytes);
+                    match sent {
+                        Sent::Done => {}
+                        Sent::Gone => return,
+                        Sent::Stalled => break 'stream stalled(),
+                    }
+                }
+                Next::Lagged(missed) => {
+                    break 'stream format!(
+                        "this reader fell more than {} MiB of records behind and missed {missed}; the pod does not wait: run `omnidev events` again",
+                        FOLLOW_BUDGET / (1024 * 1024)
+                    );
+                }
+                Next::Closed => {
+                    let _ = write.shutdown().await;
+                    return;
+                }
             }
         }
     };

@@ -1,0 +1,167 @@
+//! Memory and CPU budgets, attacked through the real binary: followers of
+//! the control socket that never read, a TUI fed huge lines, a
+//! `.gitignore` of 30,000 rules, watch rules beyond the inotify limit.
+//! Figures are read from `/proc` of the omnidev process (resident memory,
+//! CPU time), never from the wall clock.
+
+#[path = "support/context.rs"]
+mod support;
+
+use std::io::Write as _;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{TestContext, wait_for};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const MIB: u64 = 1024 * 1024;
+
+/// A field of `/proc/PID/status` in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+fn rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmRSS")
+}
+
+/// A pod that ends with the test: SIGTERM, then SIGKILL after 20 s.
+struct Pod(Child);
+
+impl Pod {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.0.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `omnidev up --headless` of `ctx`, its output discarded.
+fn headless(ctx: &TestContext) -> Pod {
+    Pod(ctx
+        .command()
+        .args(["up", "--headless"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn omnidev"))
+}
+
+/// Waits until the pod of `ctx` answers on its control socket.
+fn control_socket(ctx: &TestContext) -> std::path::PathBuf {
+    let mut socket = None;
+    wait_for("the control socket", DEADLINE, || {
+        socket = ctx
+            .pod_dir()
+            .map(|dir| dir.join("control.sock"))
+            .filter(|path| UnixStream::connect(path).is_ok());
+        socket.is_some()
+    });
+    socket.expect("socket")
+}
+
+/// Lines of 60,000 control bytes (JSON escapes each as six bytes), about
+/// 6 MB a second, and a count of the lines printed so far in `count`.
+const CONTROL_FLOOD: &str = r#"
+[services.flood]
+command = ["python3", "-u", "-c", "import sys, time\nline = '\u0001' * 60000 + '\\n'\nn = 0\nwhile True:\n    sys.stdout.write(line * 10)\n    n += 10\n    open('count.tmp', 'w').write(str(n))\n    __import__('os').replace('count.tmp', 'count')\n    time.sleep(0.1)\n"]
+restart = "never"
+grace-ms = 2000
+"#;
+
+fn printed(ctx: &TestContext) -> u64 {
+    std::fs::read_to_string(ctx.repo.join("count"))
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The finding: 32 `events -f --logs` followers that never read drove
+/// omnidev from 17 MiB to about 850 MiB (each replay encoded whole, six
+/// bytes a control byte), and it stayed at 140 MiB after they left. Each
+/// follower may now cost 2 MiB of encoded records (plus a replay chunk in
+/// flight); gone, they cost nothing.
+#[test]
+fn stalled_followers_cost_at_most_their_budget_and_their_memory_comes_back() {
+    const FOLLOWERS: usize = 32;
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", CONTROL_FLOOD);
+    let pod = headless(&ctx);
+    let socket = control_socket(&ctx);
+    // The pod keeps 4 MiB of lines: 70 of them fill it.
+    wait_for("the kept lines to fill", DEADLINE, || printed(&ctx) >= 200);
+    let before = rss(pod.pid());
+    let followers: Vec<UnixStream> = (0..FOLLOWERS)
+        .map(|_| {
+            let mut stream = UnixStream::connect(&socket).expect("connect");
+            stream
+                .write_all(b"{\"cmd\":\"events\",\"follow\":true,\"logs\":true}\n")
+                .expect("request");
+            stream
+        })
+        .collect();
+    // While they read nothing (the pod drops a reader that takes nothing
+    // for 10 s), another 300 lines (18 MB, 108 MB as JSON) go by.
+    let start = printed(&ctx);
+    let mut peak = 0;
+    while printed(&ctx) < start + 300 {
+        peak = peak.max(rss(pod.pid()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peak = peak.max(rss(pod.pid()));
+    let budget = before + FOLLOWERS as u64 * (2 * MIB + MIB / 2) + 16 * MIB;
+    eprintln!(
+        "omnidev: {} MiB before, {} MiB peak with {FOLLOWERS} stalled followers",
+        before / MIB,
+        peak / MIB
+    );
+    assert!(
+        peak < budget,
+        "omnidev grew from {} MiB to {} MiB with {FOLLOWERS} stalled followers (budget {} MiB)",
+        before / MIB,
+        peak / MIB,
+        budget / MIB
+    );
+    drop(followers);
+    // Gone, they cost nothing: back near where it was.
+    let mut now = rss(pod.pid());
+    let settle = Instant::now();
+    while now > before + 24 * MIB && settle.elapsed() < DEADLINE {
+        std::thread::sleep(Duration::from_millis(100));
+        now = rss(pod.pid());
+    }
+    eprintln!("omnidev: {} MiB after they left", now / MIB);
+    assert!(
+        now <= before + 24 * MIB,
+        "omnidev kept {} MiB after its followers left ({} MiB before they came)",
+        now / MIB,
+        before / MIB
+    );
+}
