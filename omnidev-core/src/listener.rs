@@ -5,13 +5,18 @@
 //! On Linux the listening sockets of the port come from `/proc/net/tcp`
 //! and `/proc/net/tcp6`, and a socket belongs to the service when one of
 //! its processes (its cgroup, or its session, group and descendants; see
-//! [`crate::containment`]) holds it in `/proc/<pid>/fd`. Elsewhere (macOS),
+//! [`crate::containment`]) holds it in `/proc/<pid>/fd`. An answer is
+//! judged at the address the probe reached ([`owner_at`]): only the
+//! listeners that take a connection there count, so a service listening
+//! on `[::1]:P` is not made ready by another process on `127.0.0.1:P`. Elsewhere (macOS),
 //! or where `/proc/net` cannot be read, the owner is
 //! [`Owner::Unknown`] and the probe alone decides.
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::proc::net;
+use crate::proc::net::{self, TcpSocket};
 
 /// Who listens on a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,24 +58,86 @@ impl fmt::Display for Holder {
     }
 }
 
-/// Who listens on `port`, given the pids of the service's processes.
-/// A listener of the service wins over any other on the same port (it
-/// may listen on `127.0.0.1` while another listens on `::1`).
+/// Who listens on `port` at all, given the pids of the service's
+/// processes: a listener of the service wins over any other on the same
+/// port (it may listen on `127.0.0.1` while another listens on `::1`).
+/// For naming a holder while a probe fails, and after a crash; an answer
+/// is judged by [`owner_at`].
 pub fn owner(port: u16, members: &[u32]) -> Owner {
     let Some(listeners) = net::listeners(port) else {
         return Owner::Unknown;
     };
-    let Some(first) = listeners.first() else {
+    if listeners.is_empty() {
         return Owner::Nobody;
-    };
-    let held = |pid: &u32| {
-        let inodes = net::socket_inodes(*pid);
-        listeners.iter().any(|s| inodes.contains(&s.inode))
-    };
-    if members.iter().any(held) {
+    }
+    let held = held_by(members);
+    if listeners.iter().any(|s| held.contains(&s.inode)) {
         return Owner::Service;
     }
-    let pid = net::holders(first.inode).into_iter().min();
+    Owner::Other(holder(&listeners[0]))
+}
+
+/// Who answered a connection to `address`: the listeners the kernel
+/// hands such a connection to ([`answering`]), which must all be the
+/// service's. A service listening only on `[::1]:P` does not own what
+/// answers at `127.0.0.1:P`, nor does one of several listeners sharing
+/// the address (`SO_REUSEPORT`) make the others its own.
+pub fn owner_at(address: SocketAddr, members: &[u32]) -> Owner {
+    let Some(listeners) = net::listeners(address.port()) else {
+        return Owner::Unknown;
+    };
+    let answering = answering(&listeners, address.ip());
+    if answering.is_empty() {
+        return Owner::Nobody;
+    }
+    let held = held_by(members);
+    match answering.iter().find(|s| !held.contains(&s.inode)) {
+        None => Owner::Service,
+        Some(other) => Owner::Other(holder(other)),
+    }
+}
+
+/// The listening sockets (of one port) that take a connection to `to`, as
+/// Linux picks them: those bound to `to` itself (an IPv4 socket before an
+/// IPv6 one bound to the mapped address), else those bound to the
+/// wildcard (for IPv4, `0.0.0.0` before a dual-stack `[::]`; for IPv6,
+/// `[::]`).
+pub fn answering(listeners: &[TcpSocket], to: IpAddr) -> Vec<TcpSocket> {
+    let to = to.to_canonical();
+    let mapped = |s: &TcpSocket| match s.address {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4),
+        IpAddr::V4(_) => None,
+    };
+    let levels: [&dyn Fn(&TcpSocket) -> bool; 4] = [
+        &|s| s.address == to,
+        &|s| mapped(s) == Some(to),
+        &|s| to.is_ipv4() && s.address == IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        &|s| s.address == IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    ];
+    levels
+        .iter()
+        .map(|level| {
+            listeners
+                .iter()
+                .copied()
+                .filter(|s| level(s))
+                .collect::<Vec<_>>()
+        })
+        .find(|found| !found.is_empty())
+        .unwrap_or_default()
+}
+
+/// Every socket inode the processes `members` hold.
+fn held_by(members: &[u32]) -> BTreeSet<u64> {
+    members
+        .iter()
+        .flat_map(|&pid| net::socket_inodes(pid))
+        .collect()
+}
+
+/// Who holds `socket`, as far as this user can see.
+fn holder(socket: &TcpSocket) -> Holder {
+    let pid = net::holders(socket.inode).into_iter().min();
     let command = pid
         .map(crate::proc::cmdline)
         .filter(|c| !c.is_empty())
@@ -82,11 +149,11 @@ pub fn owner(port: u16, members: &[u32]) -> Owner {
                 c
             }
         });
-    Owner::Other(Holder {
+    Holder {
         pid,
         command,
-        uid: first.uid,
-    })
+        uid: socket.uid,
+    }
 }
 
 #[cfg(test)]
@@ -112,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn the_service_wins_when_another_process_listens_on_the_same_port() {
+    fn each_address_has_its_own_listener_on_a_shared_port() {
         let Ok(ours) = std::net::TcpListener::bind("[::1]:0") else {
             return; // no IPv6 here: nothing to share a port with
         };
@@ -135,8 +202,21 @@ mod tests {
         )
         .expect("read");
         assert_eq!(line.trim(), "up");
-        assert_eq!(owner(port, &[std::process::id()]), Owner::Service);
+        let me = std::process::id();
+        assert_eq!(owner(port, &[me]), Owner::Service);
+        // What answers at each address decides an answer.
+        let at = |ip: &str| SocketAddr::new(ip.parse().expect("ip"), port);
+        assert_eq!(owner_at(at("::1"), &[me]), Owner::Service);
+        assert!(
+            matches!(owner_at(at("127.0.0.1"), &[me]), Owner::Other(h) if h.pid == Some(theirs.id())),
+            "python answers at 127.0.0.1"
+        );
+        assert_eq!(
+            owner_at(at("127.0.0.1"), &[me, theirs.id()]),
+            Owner::Service
+        );
         drop(ours);
+        assert_eq!(owner_at(at("::1"), &[me]), Owner::Nobody);
         match owner(port, &[std::process::id()]) {
             Owner::Other(holder) => {
                 assert_eq!(holder.pid, Some(theirs.id()));
@@ -152,6 +232,47 @@ mod tests {
         }
         let _ = theirs.kill();
         let _ = theirs.wait();
+    }
+
+    fn socket(address: &str, inode: u64) -> TcpSocket {
+        TcpSocket {
+            address: address.parse().expect("ip"),
+            port: 80,
+            state: 0x0A,
+            uid: 0,
+            inode,
+        }
+    }
+
+    #[test]
+    fn the_kernels_choice_of_listener_by_address() {
+        let inodes = |listeners: &[TcpSocket], to: &str| -> Vec<u64> {
+            answering(listeners, to.parse().expect("ip"))
+                .iter()
+                .map(|s| s.inode)
+                .collect()
+        };
+        let all = [
+            socket("127.0.0.1", 1),
+            socket("::1", 2),
+            socket("0.0.0.0", 3),
+            socket("::", 4),
+            socket("::ffff:127.0.0.2", 5),
+            socket("127.0.0.1", 6),
+        ];
+        // The address itself first (every socket bound to it: a
+        // connection may reach either).
+        assert_eq!(inodes(&all, "127.0.0.1"), [1, 6]);
+        assert_eq!(inodes(&all, "::ffff:127.0.0.1"), [1, 6]);
+        assert_eq!(inodes(&all, "::1"), [2]);
+        assert_eq!(inodes(&all, "127.0.0.2"), [5]);
+        // Then the wildcard: IPv4 before a dual-stack IPv6 one.
+        assert_eq!(inodes(&all, "10.0.0.1"), [3]);
+        assert_eq!(inodes(&all[3..4], "10.0.0.1"), [4]);
+        assert_eq!(inodes(&all, "fe80::1"), [4]);
+        // An IPv4 wildcard never answers IPv6, nor an IPv6 address IPv4.
+        assert!(inodes(&all[..3], "fe80::1").is_empty());
+        assert!(inodes(&all[1..2], "127.0.0.1").is_empty());
     }
 
     #[test]

@@ -15,6 +15,14 @@ use crate::spec::{CommandSpec, ProbeSpec, Readiness};
 pub trait Probe: Send + Sync + std::fmt::Debug {
     /// Returns `Ok(())` when the service is ready, or why it is not.
     async fn check(&self) -> Result<(), String>;
+
+    /// Like [`Probe::check`], also naming the address that answered, for
+    /// probes that connect somewhere (HTTP and TCP): the listener there is
+    /// the one whose owner counts ([`crate::listener::owner_at`]). `None`
+    /// for the others.
+    async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        self.check().await.map(|()| None)
+    }
 }
 
 /// HTTP GET over plain HTTP expecting a 2xx status.
@@ -75,6 +83,10 @@ impl HttpProbe {
 #[async_trait]
 impl Probe for HttpProbe {
     async fn check(&self) -> Result<(), String> {
+        self.reach().await.map(drop)
+    }
+
+    async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
         let mut request = self.client.get(&self.url);
         if let Some(host) = &self.host {
             request = request.header(reqwest::header::HOST, host);
@@ -82,7 +94,7 @@ impl Probe for HttpProbe {
         let response = request.send().await.map_err(|e| with_causes(&e))?;
         let status = response.status();
         if status.is_success() {
-            Ok(())
+            Ok(response.remote_addr())
         } else {
             Err(format!("HTTP status {status}"))
         }
@@ -107,9 +119,13 @@ impl TcpProbe {
 #[async_trait]
 impl Probe for TcpProbe {
     async fn check(&self) -> Result<(), String> {
+        self.reach().await.map(drop)
+    }
+
+    async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
         let connect = tokio::net::TcpStream::connect(&self.address);
         match tokio::time::timeout(Duration::from_secs(2), connect).await {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(stream)) => Ok(stream.peer_addr().ok()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("connect timed out".to_owned()),
         }
@@ -454,8 +470,13 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
-        let address = listener.local_addr().expect("addr").to_string();
+        let reached = listener.local_addr().expect("addr");
+        let address = reached.to_string();
         assert!(TcpProbe::new(address.clone()).check().await.is_ok());
+        assert_eq!(
+            TcpProbe::new(address.clone()).reach().await,
+            Ok(Some(reached))
+        );
         drop(listener);
         assert!(TcpProbe::new(address).check().await.is_err());
     }
@@ -539,7 +560,11 @@ mod tests {
             Some("example.test".into()),
         );
         assert!(probe.check().await.is_err());
-        assert!(probe.check().await.is_ok());
+        let reached = probe.reach().await.expect("200").expect("an address");
+        assert_eq!(
+            (reached.ip().to_string(), reached.port()),
+            ("127.0.0.1".to_owned(), port)
+        );
         assert_eq!(server.await.expect("server"), [true, true]);
     }
 }

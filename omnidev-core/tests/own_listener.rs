@@ -46,11 +46,14 @@ struct Foreign(Child);
 
 impl Foreign {
     fn start(port: u16) -> Self {
-        let mut child = Command::new("python3")
-            .args(["-c", SERVER, &port.to_string(), "foreign", "0"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
+        let mut server = Command::new("python3");
+        server.args(["-c", SERVER, &port.to_string(), "foreign", "0"]);
+        Self::spawn(&mut server)
+    }
+
+    /// Runs `command` until it prints `listening`.
+    fn spawn(command: &mut Command) -> Self {
+        let mut child = command.stdout(Stdio::piped()).spawn().expect("python3");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
@@ -255,4 +258,102 @@ async fn a_port_that_cannot_move_fails_the_service_naming_the_holder() {
         "{lines:#?}"
     );
     supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A process listening on `host:port` (`socket.AF_INET6` for an IPv6
+/// host), accepting and closing connections, until killed.
+fn listen_only(host: &str, port: u16) -> Command {
+    let family = if host.contains(':') {
+        "socket.AF_INET6"
+    } else {
+        "socket.AF_INET"
+    };
+    let mut command = Command::new("python3");
+    command.args([
+        "-c",
+        &format!(
+            "import socket\ns=socket.socket({family})\ns.bind(('{host}',{port}))\ns.listen()\n\
+             print('listening',flush=True)\nwhile True: s.accept()[0].close()"
+        ),
+    ]);
+    command
+}
+
+/// The listener answering at the probe's own address decides: a service
+/// listening only on `[::1]:P` is not made ready by another process on
+/// `127.0.0.1:P` that its probe (on `127.0.0.1:P`) reaches, however its
+/// own listener on the same port looks; probed at `[::1]:P` it is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_listener_on_the_probed_family_is_not_the_service() {
+    assert!(
+        std::net::TcpListener::bind("[::1]:0").is_ok(),
+        "this test needs IPv6 on the loopback (bind [::1]:0 failed)"
+    );
+    let port = loop {
+        // A port free on both families.
+        let port = free_port();
+        if std::net::TcpListener::bind(("::1", port)).is_ok() {
+            break port;
+        }
+    };
+    let foreign = Foreign::spawn(&mut listen_only("127.0.0.1", port));
+    let service = |name: &str, probe_host: &str| {
+        let listen = listen_only("::1", port);
+        let mut spec = ServiceSpec::new(
+            name,
+            "python3",
+            listen.get_args().map(|a| a.to_string_lossy().into_owned()),
+            ".",
+        );
+        spec.readiness = Some(Readiness {
+            probe: ProbeSpec::Tcp {
+                address: format!("{probe_host}:{port}"),
+            },
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_secs(60),
+            listener: Some(port),
+        });
+        spec
+    };
+    for (probe_host, ready) in [("127.0.0.1", false), ("[::1]", true)] {
+        let config = SupervisorConfig {
+            services: vec![service("web", probe_host)],
+            // Each attempt's error is an event: what the probe meets once
+            // the service listens too.
+            debug: true,
+            ..SupervisorConfig::default()
+        };
+        let (supervisor, mut events) = Supervisor::start_subscribed(config).await.expect("start");
+        let held = format!("port {port} is held by pid {}", foreign.0.id());
+        let mut lines = Vec::new();
+        let mut listening = false;
+        let outcome = tokio::time::timeout(DEADLINE, async {
+            while let Ok(event) = events.recv().await {
+                let text = event.to_string();
+                lines.push(text.clone());
+                if let EventKind::Log { line } = &event.kind {
+                    listening |= line.text == "listening";
+                    continue;
+                }
+                // Ready, or an attempt once the service listens that met
+                // the other process.
+                if text == "web ready" || (listening && text.contains(&held)) {
+                    return text;
+                }
+            }
+            panic!("events ended: {lines:#?}");
+        })
+        .await
+        .unwrap_or_else(|_| panic!("neither ready nor held: {lines:#?}"));
+        if ready {
+            assert_eq!(outcome, "web ready", "probed at {probe_host}: {lines:#?}");
+        } else {
+            assert!(
+                outcome.contains("readiness attempt") && outcome.contains(&held),
+                "probed at {probe_host}, the other process answered: {lines:#?}"
+            );
+        }
+        supervisor.shutdown().await.expect("shutdown");
+    }
+    drop(foreign);
 }

@@ -1411,11 +1411,18 @@ impl probe::Probe for OwnListener {
     async fn check(&self) -> Result<(), String> {
         // The probe first, then the owner: a listener that appears between
         // the two is looked at before the answer counts.
-        let answered = self.inner.check().await;
+        let answered = self.inner.reach().await;
         if !self.looks(answered.is_ok()) {
-            return answered;
+            return answered.map(drop);
         }
-        let owner = crate::listener::owner(self.port, &self.group.members());
+        let members = self.group.members();
+        // An answer counts only when the listener that gave it, at the
+        // address the probe reached, is the service's; a failing probe
+        // names whoever listens on the port at all.
+        let owner = match &answered {
+            Ok(Some(at)) => crate::listener::owner_at(*at, &members),
+            _ => crate::listener::owner(self.port, &members),
+        };
         match owner {
             crate::listener::Owner::Other(holder) => {
                 let holder = holder.to_string();
@@ -1431,7 +1438,7 @@ impl probe::Probe for OwnListener {
             }
             // No listener to be seen (another network namespace, say): the
             // probe alone decides, as where there is no /proc.
-            _ => answered,
+            _ => answered.map(drop),
         }
     }
 }
