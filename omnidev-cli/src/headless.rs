@@ -9,7 +9,7 @@
 //! before omnidev exits.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -38,9 +38,6 @@ pub struct Printer {
     /// Services' URLs not printed yet: each follows its service's first
     /// readiness.
     urls: Vec<RenderedUrl>,
-    /// Services with a readiness probe (ready when it passes; the others
-    /// once running).
-    probed: HashSet<String>,
     /// `--json`: one event record a line instead of text.
     json: Option<Encoder>,
     /// The pod's current addresses: a URL is printed with the port its
@@ -69,7 +66,6 @@ impl Printer {
             colours,
             prefixes: HashMap::new(),
             urls: Vec::new(),
-            probed: HashSet::new(),
             json: None,
             addresses: None,
         }
@@ -83,16 +79,14 @@ impl Printer {
     }
 
     /// Prints `urls` of services (not the pod's own, which the banner
-    /// shows) once their service is first ready; `probed` names the
-    /// services with a readiness probe.
+    /// shows) once their service is first ready.
     #[must_use]
-    pub fn with_urls(mut self, urls: &[RenderedUrl], probed: HashSet<String>) -> Self {
+    pub fn with_urls(mut self, urls: &[RenderedUrl]) -> Self {
         self.urls = urls
             .iter()
             .filter(|url| url.service.is_some())
             .cloned()
             .collect();
-        self.probed = probed;
         self
     }
 
@@ -102,13 +96,15 @@ impl Printer {
         let Some(service) = &event.service else {
             return Vec::new();
         };
-        let ready = match &event.kind {
-            EventKind::Ready => true,
-            EventKind::State {
-                state: ServiceState::Running { .. },
-            } => !self.probed.contains(service),
-            _ => false,
-        };
+        // Its probe passed, or it runs without one (the `ready` state
+        // follows the `ready` event, which has the line).
+        let ready = matches!(
+            &event.kind,
+            EventKind::Ready
+                | EventKind::State {
+                    state: ServiceState::Running { .. }
+                }
+        );
         if !ready || self.urls.is_empty() {
             return Vec::new();
         }
@@ -244,19 +240,12 @@ pub async fn run_pod(
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    let probed: HashSet<String> = prepared
-        .rendered
-        .services
-        .iter()
-        .filter(|s| s.readiness.is_some())
-        .map(|s| s.name.clone())
-        .collect();
     let mut printer = Printer::new(&names, output::colour_stdout() && !json)
-        .with_urls(&prepared.rendered.urls, probed.clone())
+        .with_urls(&prepared.rendered.urls)
         .following(addresses.clone());
     let mut first: Vec<String> = Vec::new();
     if json {
-        let encoder = Encoder::new(prepared.pod.dir(), probed.clone());
+        let encoder = Encoder::new(prepared.pod.dir());
         printer = printer.json(encoder.clone());
         first = first_records(prepared, &encoder);
     }
@@ -299,8 +288,7 @@ pub async fn run_pod(
     // each ended.
     let _ = crate::session::stop_pod(supervisor, signals).await;
     for status in supervisor.snapshot() {
-        let has_probe = probed.contains(&status.name);
-        supervisor.notice(format!("ended: {}", status.ending(has_probe)));
+        supervisor.notice(format!("ended: {}", status.ending()));
     }
     closer.close();
     let alive = tokio::select! {
@@ -516,8 +504,7 @@ mod tests {
             url("ui", Some("vite")),
             url("api", Some("server")),
         ];
-        let mut printer = Printer::new(&["server".into(), "vite".into()], false)
-            .with_urls(&urls, HashSet::from(["server".to_owned()]));
+        let mut printer = Printer::new(&["server".into(), "vite".into()], false).with_urls(&urls);
         let event = |service: &str, kind| {
             Entry::Event(Event {
                 at: SystemTime::UNIX_EPOCH,
@@ -525,12 +512,15 @@ mod tests {
                 kind,
             })
         };
+        let starting = |pid| EventKind::State {
+            state: ServiceState::Starting { pid },
+        };
         let running = |pid| EventKind::State {
             state: ServiceState::Running { pid },
         };
         // The server has a probe: started is not ready yet.
         assert_eq!(
-            render(&mut printer, &event("server", running(7))),
+            render(&mut printer, &event("server", starting(7))),
             "omnidev | server started (pid 7)\n"
         );
         assert_eq!(

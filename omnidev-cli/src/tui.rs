@@ -249,7 +249,7 @@ pub async fn run_pod(
         .rendered
         .services
         .iter()
-        .map(|s| (s.name.clone(), s.readiness.is_some()))
+        .map(|s| s.name.clone())
         .collect();
     let backend = prepared
         .rendered
@@ -327,7 +327,7 @@ mod tests {
                 pod_dir: "/pod".into(),
                 urls: vec![url(6767)],
             },
-            vec![("server".into(), true)],
+            vec!["server".into()],
             Vec::new(),
             100,
         );

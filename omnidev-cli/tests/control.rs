@@ -536,7 +536,9 @@ grace-ms = 1000
 
 #[test]
 fn restart_gives_up_after_its_timeout() {
-    // `never` is never ready: its probe targets a port nobody listens on.
+    // `never` is never ready: its probe targets a port nobody listens on,
+    // and its timeout is far away (a timed-out probe fails the restart at
+    // once, as it fails `wait --ready`).
     let ctx = TestContext::new();
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -549,13 +551,13 @@ fn restart_gives_up_after_its_timeout() {
             r#"
 [services.never]
 command = ["sleep", "300"]
-ready = {{ tcp = "127.0.0.1:{closed}", interval-ms = 100, timeout-ms = 500 }}
+ready = {{ tcp = "127.0.0.1:{closed}", interval-ms = 100, timeout-ms = 600000 }}
 grace-ms = 1000
 "#
         ),
     );
     let _pods = pods(&ctx);
-    let output = run(&ctx, &["up", "--detach"]);
+    let output = run(&ctx, &["up", "--detach", "--ready-timeout", "1"]);
     assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
     let output = run_within(
         &ctx,

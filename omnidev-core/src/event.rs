@@ -83,7 +83,14 @@ pub enum ServiceState {
     Waiting,
     /// Running prepare steps.
     Preparing,
-    /// Spawned; readiness not yet confirmed (or no probe).
+    /// Spawned; its readiness probe has not passed yet (dependents that
+    /// want it ready wait).
+    Starting {
+        /// Process id of the group leader.
+        pid: u32,
+    },
+    /// Spawned, without a readiness probe: it counts as ready while it
+    /// runs.
     Running {
         /// Process id of the group leader.
         pid: u32,
@@ -307,19 +314,28 @@ pub struct ServiceStatus {
     /// held by pid 4242 (python3 …), not by server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// How many times it was started (its prepare steps begun, or its
+    /// program spawned): a run that began after a request has a higher
+    /// count than a snapshot taken before it.
+    #[serde(default)]
+    pub starts: u32,
+    /// Its current run's readiness probe did not pass within its timeout
+    /// (polling goes on; [`ServiceState::Starting`] still).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe_timed_out: bool,
 }
 
 impl ServiceStatus {
     /// How it ended, for a closing summary: `server stopped (exit code
     /// 0)`, `host crashed (exit code 1)`, `vite failed: …`.
-    pub fn ending(&self, has_probe: bool) -> String {
+    pub fn ending(&self) -> String {
         let state = match &self.state {
             ServiceState::Failed { reason } => format!("failed: {reason}"),
             // Its label carries the status already.
-            ServiceState::Exited { .. } => self.state.label(has_probe),
+            ServiceState::Exited { .. } => self.state.label(),
             state => match self.last_exit {
-                Some(status) => format!("{} ({status})", state.label(has_probe)),
-                None => state.label(has_probe),
+                Some(status) => format!("{} ({status})", state.label()),
+                None => state.label(),
             },
         };
         format!("{} {state}", self.name)
@@ -345,15 +361,15 @@ pub fn format_duration(d: Duration) -> String {
 
 impl ServiceState {
     /// The state as one word: `waiting`, `preparing`, `starting` (running,
-    /// its probe not passed yet; only with `has_probe`), `running`,
-    /// `ready`, `restarting`, `stopping`, `exited` (code 0), `crashed` (any
-    /// other end), `stopped`, `failed` (not started, see
+    /// its probe not passed yet), `running` (no probe), `ready`,
+    /// `restarting`, `stopping`, `exited` (code 0), `crashed` (any other
+    /// end), `stopped`, `failed` (not started, see
     /// [`ServiceState::Failed`]).
-    pub fn word(&self, has_probe: bool) -> &'static str {
+    pub fn word(&self) -> &'static str {
         match self {
             ServiceState::Waiting => "waiting",
             ServiceState::Preparing => "preparing",
-            ServiceState::Running { .. } if has_probe => "starting",
+            ServiceState::Starting { .. } => "starting",
             ServiceState::Running { .. } => "running",
             ServiceState::Ready { .. } => "ready",
             ServiceState::Restarting { .. } => "restarting",
@@ -368,20 +384,30 @@ impl ServiceState {
     /// The pid of the service's process in this state, if it has one.
     pub fn pid(&self) -> Option<u32> {
         match self {
-            ServiceState::Running { pid }
+            ServiceState::Starting { pid }
+            | ServiceState::Running { pid }
             | ServiceState::Ready { pid }
             | ServiceState::Stopping { pid } => Some(*pid),
             _ => None,
         }
     }
 
+    /// Whether a service in this state counts as ready: its probe
+    /// passed, or it runs and has none.
+    pub fn is_ready(&self) -> bool {
+        matches!(
+            self,
+            ServiceState::Ready { .. } | ServiceState::Running { .. }
+        )
+    }
+
     /// A short status with its data: `starting pid 12`, `ready pid 12`,
-    /// `restarting in 2s`, `crashed (exit code 1)`, … (`Display` is this
-    /// without a probe).
-    pub fn label(&self, has_probe: bool) -> String {
-        let word = self.word(has_probe);
+    /// `restarting in 2s`, `crashed (exit code 1)`, … (`Display` is this).
+    pub fn label(&self) -> String {
+        let word = self.word();
         match self {
-            ServiceState::Running { pid }
+            ServiceState::Starting { pid }
+            | ServiceState::Running { pid }
             | ServiceState::Ready { pid }
             | ServiceState::Stopping { pid } => format!("{word} pid {pid}"),
             ServiceState::Restarting { after, .. } => {
@@ -398,7 +424,7 @@ impl ServiceState {
 
 impl fmt::Display for ServiceState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.label(false))
+        f.write_str(&self.label())
     }
 }
 
@@ -424,7 +450,9 @@ impl fmt::Display for EventKind {
         match self {
             EventKind::Log { line } => f.write_str(&line.text),
             EventKind::State { state } => match state {
-                ServiceState::Running { pid } => write!(f, "started (pid {pid})"),
+                ServiceState::Starting { pid } | ServiceState::Running { pid } => {
+                    write!(f, "started (pid {pid})")
+                }
                 ServiceState::Stopping { pid } => write!(f, "stopping (pid {pid})"),
                 ServiceState::Exited { status } => write!(f, "exited ({status})"),
                 ServiceState::Failed { reason } => write!(f, "failed: {reason}"),
@@ -522,10 +550,7 @@ mod tests {
     fn one_wording_for_states_and_events() {
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(format_duration(Duration::from_secs(2)), "2s");
-        assert_eq!(
-            ServiceState::Running { pid: 7 }.label(true),
-            "starting pid 7"
-        );
+        assert_eq!(ServiceState::Starting { pid: 7 }.label(), "starting pid 7");
         let crashed = ServiceState::Exited {
             status: ExitStatus::Code(1),
         };
@@ -597,25 +622,27 @@ mod tests {
             ready: false,
             last_exit,
             note: None,
+            starts: 1,
+            probe_timed_out: false,
         };
         let stopped = status(ServiceState::Stopped, Some(ExitStatus::Signal(15)));
-        assert_eq!(stopped.ending(true), "server stopped (signal 15)");
+        assert_eq!(stopped.ending(), "server stopped (signal 15)");
         let exited = status(
             ServiceState::Exited {
                 status: ExitStatus::Code(1),
             },
             Some(ExitStatus::Code(1)),
         );
-        assert_eq!(exited.ending(true), "server crashed (exit code 1)");
+        assert_eq!(exited.ending(), "server crashed (exit code 1)");
         let never = status(ServiceState::Stopped, None);
-        assert_eq!(never.ending(false), "server stopped");
+        assert_eq!(never.ending(), "server stopped");
         let failed = status(
             ServiceState::Failed {
                 reason: "pnpm install failed".into(),
             },
             None,
         );
-        assert_eq!(failed.ending(false), "server failed: pnpm install failed");
+        assert_eq!(failed.ending(), "server failed: pnpm install failed");
     }
 
     #[test]

@@ -56,4 +56,6 @@ pub use spec::{
     RestartPolicy, ServiceSpec, StopSpec,
 };
 pub use state::{StateFile, read_state};
-pub use supervisor::{Moved, PortMover, Settled, Supervisor, SupervisorConfig};
+pub use supervisor::{
+    Moved, PortMover, STABLE, Settled, Supervisor, SupervisorConfig, Until, Waited,
+};

@@ -22,6 +22,9 @@ mod service;
 mod spawn;
 #[cfg(test)]
 mod tests;
+mod wait;
+
+pub use wait::{STABLE, Until, Waited};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -107,11 +110,24 @@ pub struct Settled {
     pub failed: Vec<String>,
 }
 
+/// Where reloads stand, as the engine last published it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Reloads {
+    /// A reload runs or is queued.
+    pub(crate) active: bool,
+    /// When the last reload began.
+    pub(crate) began: Option<std::time::SystemTime>,
+}
+
+/// Answered with every service's start count (see
+/// [`ServiceStatus::starts`]) before the request is acted on.
+pub(crate) type StartsAck = Option<oneshot::Sender<Vec<u32>>>;
+
 /// Requests from handles to the task.
 #[derive(Debug)]
 pub(crate) enum Request {
-    Restart(usize),
-    Reload(Vec<usize>, Changes),
+    Restart(usize, StartsAck),
+    Reload(Vec<usize>, Changes, StartsAck),
     Stop(usize, oneshot::Sender<()>),
     Start(usize),
     Shutdown(Option<oneshot::Sender<()>>),
@@ -131,7 +147,7 @@ struct Inner {
     status: watch::Receiver<Vec<ServiceStatus>>,
     settled: watch::Receiver<Option<Settled>>,
     finished: watch::Receiver<bool>,
-    reloading: watch::Receiver<bool>,
+    reloading: watch::Receiver<Reloads>,
     names: Vec<String>,
     guard_pid: u32,
     containment: Arc<Containment>,
@@ -255,7 +271,7 @@ impl Supervisor {
         if crate::process::become_subreaper() {
             tokio::spawn(reap_adopted_until(finished.clone()));
         }
-        let (reloading_tx, reloading) = watch::channel(false);
+        let (reloading_tx, reloading) = watch::channel(Reloads::default());
         let first = events.subscribe();
         let spawner = spawner.unwrap_or_else(|| {
             Arc::new(spawn::ProcessSpawner {
@@ -369,6 +385,14 @@ impl Supervisor {
         self.inner.status.borrow().clone()
     }
 
+    /// A watch of every service's status ([`Supervisor::snapshot`]),
+    /// changed whenever a state, a readiness or a note changes; it closes
+    /// once the supervisor has finished. Empty until the supervisor's task
+    /// has published its first status.
+    pub fn watch_status(&self) -> watch::Receiver<Vec<ServiceStatus>> {
+        self.inner.status.clone()
+    }
+
     /// A copy of a service's log ring, or of the combined ring (service
     /// lines and supervisor messages) for `None`.
     pub fn logs(&self, service: Option<&str>) -> Result<Vec<LogLine>> {
@@ -416,7 +440,7 @@ impl Supervisor {
     /// the request is queued.
     pub async fn restart(&self, name: &str) -> Result<()> {
         let index = self.index(name)?;
-        self.send(Request::Restart(index))
+        self.send(Request::Restart(index, None))
     }
 
     /// Starts a service that was stopped or has exited (a no-op for one that
@@ -445,7 +469,7 @@ impl Supervisor {
             .iter()
             .map(|n| self.index(n))
             .collect::<Result<Vec<_>>>()?;
-        self.send(Request::Reload(indexes, changes))
+        self.send(Request::Reload(indexes, changes, None))
     }
 
     /// Publishes a [`EventKind::Debug`] message (a front-end's own
@@ -500,7 +524,7 @@ impl Supervisor {
 
     /// Whether a reload is running or queued.
     pub fn is_reloading(&self) -> bool {
-        *self.inner.reloading.borrow()
+        self.inner.reloading.borrow().active
     }
 
     /// Whether the supervisor's task has ended (after a shutdown).

@@ -81,11 +81,12 @@ fn position(seen: &[Event], service: &str, pred: impl Fn(&EventKind) -> bool) ->
     seen.iter().position(|e| is(e, service, &pred))
 }
 
+/// A run began: `starting` (probe pending) or `running` (no probe).
 fn running(kind: &EventKind) -> bool {
     matches!(
         kind,
         EventKind::State {
-            state: ServiceState::Running { .. }
+            state: ServiceState::Starting { .. } | ServiceState::Running { .. }
         }
     )
 }

@@ -2,7 +2,6 @@
 //! (and follow) the pod's log files, `<pod>/logs/<service>.log`, as text or
 //! as `log` event records.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -231,7 +230,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
         None
     };
     let form = if args.json {
-        Form::Json(Encoder::new(&pod_dir, HashSet::new()))
+        Form::Json(Encoder::new(&pod_dir))
     } else {
         Form::Text {
             colour: crate::output::colour_stdout(),
@@ -729,7 +728,7 @@ mod tests {
         set_modified(&path, at);
         let mut src = source(&path);
         let lines = open_at_end(&mut src, None);
-        let form = Form::Json(Encoder::new(Path::new("/pod"), HashSet::new()));
+        let form = Form::Json(Encoder::new(Path::new("/pod")));
         let mut out = String::new();
         for line in &lines {
             form.push(&mut out, &src, line);

@@ -7,7 +7,6 @@
 //! the fields of its kind. The supervisor's typed [`Event`]s are turned
 //! into records here and nowhere else.
 
-use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use omnidev_core::{Entry, Event, EventKind, ExitStatus, LogLine, ServiceState, Stream};
@@ -186,16 +185,13 @@ fn millis(d: Duration) -> u64 {
 #[derive(Debug, Clone, Default)]
 pub struct Encoder {
     pod: String,
-    probed: HashSet<String>,
 }
 
 impl Encoder {
-    /// An encoder for the pod in `pod_dir`; `probed` names the services
-    /// with a readiness probe (`starting` rather than `running`).
-    pub fn new(pod_dir: &std::path::Path, probed: HashSet<String>) -> Self {
+    /// An encoder for the pod in `pod_dir`.
+    pub fn new(pod_dir: &std::path::Path) -> Self {
         Self {
             pod: pod_dir.display().to_string(),
-            probed,
         }
     }
 
@@ -213,7 +209,7 @@ impl Encoder {
     /// The record of a supervisor event.
     pub fn event(&self, event: &Event) -> Record {
         let body = match &event.kind {
-            EventKind::State { state } => self.state(event.service.as_deref(), state),
+            EventKind::State { state } => Self::state(state),
             EventKind::Ready => Body::Ready,
             EventKind::ProbeTimedOut { after } => Body::ProbeTimeout {
                 after_ms: millis(*after),
@@ -253,13 +249,13 @@ impl Encoder {
         self.record(event.at, event.service.clone(), body)
     }
 
-    fn state(&self, service: Option<&str>, state: &ServiceState) -> Body {
+    fn state(state: &ServiceState) -> Body {
         if let ServiceState::Exited { status } = state {
             return Body::Exited { exit: *status };
         }
-        let has_probe = service.is_some_and(|s| self.probed.contains(s));
         let (pid, attempt, backoff_ms, reason) = match state {
-            ServiceState::Running { pid }
+            ServiceState::Starting { pid }
+            | ServiceState::Running { pid }
             | ServiceState::Ready { pid }
             | ServiceState::Stopping { pid } => (Some(*pid), None, None, None),
             ServiceState::Restarting { after, attempt } => {
@@ -272,8 +268,8 @@ impl Encoder {
             | ServiceState::Exited { .. } => (None, None, None, None),
         };
         Body::State {
-            state: state.word(has_probe).to_owned(),
-            detail: state.label(has_probe),
+            state: state.word().to_owned(),
+            detail: state.label(),
             pid,
             attempt,
             backoff_ms,
@@ -364,6 +360,8 @@ pub fn rfc3339(at: SystemTime) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     #[test]
@@ -377,7 +375,7 @@ mod tests {
 
     #[test]
     fn records_have_the_documented_shape() {
-        let encoder = Encoder::new(std::path::Path::new("/pod"), HashSet::new());
+        let encoder = Encoder::new(std::path::Path::new("/pod"));
         let crash = Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("server".into()),
@@ -444,6 +442,7 @@ mod tests {
         let states = [
             ServiceState::Waiting,
             ServiceState::Preparing,
+            ServiceState::Starting { pid: 7 },
             ServiceState::Running { pid: 7 },
             ServiceState::Ready { pid: 7 },
             ServiceState::Restarting {
@@ -467,6 +466,7 @@ mod tests {
             seen_states.insert(match state {
                 ServiceState::Waiting => "waiting",
                 ServiceState::Preparing => "preparing",
+                ServiceState::Starting { .. } => "starting",
                 ServiceState::Running { .. } => "running",
                 ServiceState::Ready { .. } => "ready",
                 ServiceState::Restarting { .. } => "restarting",
@@ -476,7 +476,7 @@ mod tests {
                 ServiceState::Failed { .. } => "failed",
             });
         }
-        assert_eq!(seen_states.len(), 9, "a sample of every state");
+        assert_eq!(seen_states.len(), 10, "a sample of every state");
         states.to_vec()
     }
 
@@ -530,10 +530,9 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(path).expect("the schema file"))
                 .expect("the schema is JSON");
         let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
-        let encoder = Encoder::new(
-            std::path::Path::new("/home/ada/.cache/omnidev/omnigent-1a2b3c4d"),
-            HashSet::from(["server".to_owned()]),
-        );
+        let encoder = Encoder::new(std::path::Path::new(
+            "/home/ada/.cache/omnidev/omnigent-1a2b3c4d",
+        ));
         let now = SystemTime::now();
         let mut records: Vec<Record> = every_supervisor_event()
             .iter()

@@ -53,10 +53,9 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
                 .into_iter()
                 .map(|(name, record)| {
                     if running {
-                        let has_probe = false;
                         ServiceReport {
-                            state: record.state.word(has_probe).to_owned(),
-                            detail: record.state.label(has_probe),
+                            state: record.state.word().to_owned(),
+                            detail: record.state.label(),
                             log_file: Some(pod.log_file(&name)),
                             name,
                             pid: record.pid,

@@ -180,16 +180,16 @@ pub struct ServiceReport {
 
 impl ServiceReport {
     /// The report of a live service status.
-    pub fn from_status(status: &ServiceStatus, has_probe: bool) -> Self {
+    pub fn from_status(status: &ServiceStatus) -> Self {
         Self {
             name: status.name.clone(),
-            state: status.state.word(has_probe).to_owned(),
+            state: status.state.word().to_owned(),
             pid: status.pid,
             ready: status.ready,
             restarts: status.restarts,
             detail: match &status.note {
-                Some(note) => format!("{}: {note}", status.state.label(has_probe)),
-                None => status.state.label(has_probe),
+                Some(note) => format!("{}: {note}", status.state.label()),
+                None => status.state.label(),
             },
             last_exit: status.last_exit,
             log_file: None,
@@ -345,11 +345,11 @@ mod tests {
     #[test]
     fn state_words() {
         use omnidev_core::{ExitStatus, ServiceState};
-        assert_eq!(ServiceState::Running { pid: 1 }.word(true), "starting");
-        assert_eq!(ServiceState::Running { pid: 1 }.word(false), "running");
+        assert_eq!(ServiceState::Starting { pid: 1 }.word(), "starting");
+        assert_eq!(ServiceState::Running { pid: 1 }.word(), "running");
         let failed = ServiceState::Exited {
             status: ExitStatus::Signal(9),
         };
-        assert_eq!(failed.word(false), "crashed");
+        assert_eq!(failed.word(), "crashed");
     }
 }

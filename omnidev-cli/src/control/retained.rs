@@ -16,7 +16,7 @@
 //! - a replay goes out [`REPLAY_CHUNK`] bytes at a time: records are
 //!   encoded one by one as the reader takes them, never all at once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -283,10 +283,6 @@ pub struct Retained {
     next: u64,
     /// The last `reload` record.
     last_reload: Option<Arc<Item>>,
-    /// Per service, the seq of its last start or end (a `state` other
-    /// than stopping, waiting, preparing or stopped; `ready`, `exited`,
-    /// `crashed`).
-    changed: HashMap<String, u64>,
     followers: Vec<Arc<Tail>>,
 }
 
@@ -301,7 +297,6 @@ impl Retained {
             line_bytes: 0,
             next: 0,
             last_reload: None,
-            changed: HashMap::new(),
             followers: Vec::new(),
         }
     }
@@ -313,19 +308,6 @@ impl Retained {
         let body = &item.record().body;
         if matches!(body, Body::Reload { .. }) {
             self.last_reload = Some(item.clone());
-        }
-        // A service was started again (or ended for good) after a reload
-        // once it says so; being stopped is not it.
-        let settled = match body {
-            Body::State { state, .. } => !matches!(
-                state.as_str(),
-                "stopping" | "waiting" | "preparing" | "stopped"
-            ),
-            Body::Ready | Body::Exited { .. } | Body::Crashed { .. } => true,
-            _ => false,
-        };
-        if settled && let Some(service) = item.service() {
-            self.changed.insert(service.to_owned(), item.seq);
         }
         self.event_bytes += item.line().len();
         self.events.push_back(item.clone());
@@ -480,12 +462,6 @@ impl Retained {
     pub fn reload_since(&self, after: SystemTime) -> Option<Arc<Item>> {
         self.last_reload.clone().filter(|item| item.at >= after)
     }
-
-    /// Whether `service` started again (or ended) after the record numbered
-    /// `seq`.
-    pub fn changed_after(&self, service: &str, seq: u64) -> bool {
-        self.changed.get(service).is_some_and(|&at| at > seq)
-    }
 }
 
 /// The kept records, shared between the reading thread and the server.
@@ -553,10 +529,7 @@ mod tests {
     use super::*;
 
     fn store() -> Retained {
-        Retained::new(Arc::new(Encoder::new(
-            std::path::Path::new("/pod"),
-            std::collections::HashSet::new(),
-        )))
+        Retained::new(Arc::new(Encoder::new(std::path::Path::new("/pod"))))
     }
 
     fn line(service: &str, text: &str) -> Arc<LogLine> {

@@ -1,14 +1,13 @@
 //! The server side, run inside `omnidev up`: accepts connections on
 //! `<pod>/control.sock` and answers requests from the supervisor's state.
 
-use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use omnidev_core::spec::limits;
-use omnidev_core::{EventKind, ServiceState, ServiceStatus, Supervisor};
+use omnidev_core::{Supervisor, Until, Waited};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
@@ -17,20 +16,16 @@ use super::events::{Body, Encoder};
 use super::protocol::{
     PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport, WaitFor,
 };
-use super::retained::{self, FOLLOW_BUDGET, Filter, Item, Next, REPLAY_CHUNK, Store};
+use super::retained::{self, FOLLOW_BUDGET, Filter, Next, REPLAY_CHUNK, Store};
 use crate::error::{Error, Result};
 
-/// How often a waiting request looks at the supervisor's status again.
+/// How often a waiting request looks whether its client hung up (and
+/// how long a failed `accept` pauses).
 const POLL: Duration = Duration::from_millis(100);
 
 /// How long `restart` waits for the restarted services before answering,
 /// unless the request names its own limit.
 const RESTART_DEADLINE: Duration = Duration::from_secs(300);
-
-/// How long a service without a readiness probe must keep running before
-/// `wait-ready` counts it as ready: a service that fails at once (bad
-/// flag, missing file) is then reported as failed instead of ready.
-const STABLE: Duration = Duration::from_secs(1);
 
 /// Longest request line accepted.
 const MAX_REQUEST: u64 = 64 * 1024;
@@ -72,8 +67,6 @@ pub struct ServerInfo {
     pub addresses: crate::session::SharedAddresses,
     /// The backend: what `restart` without a service restarts.
     pub backend: Vec<String>,
-    /// Services with a readiness probe.
-    pub probed: HashSet<String>,
 }
 
 impl ServerInfo {
@@ -95,12 +88,6 @@ impl ServerInfo {
             repo: prepared.checkout.repo.clone(),
             addresses,
             backend,
-            probed: rendered
-                .services
-                .iter()
-                .filter(|s| s.readiness.is_some())
-                .map(|s| s.name.clone())
-                .collect(),
         }
     }
 }
@@ -119,10 +106,6 @@ pub struct ControlServer {
 struct Shared {
     info: ServerInfo,
     supervisor: Supervisor,
-    /// Services whose readiness probe timed out since they last started.
-    timed_out: Mutex<HashSet<String>>,
-    /// When each probe-less service was first seen running, by pid.
-    running_since: Mutex<HashMap<String, (u32, tokio::time::Instant)>>,
     /// Slots for requests that wait ([`MAX_WAITING`]).
     waiting: Arc<tokio::sync::Semaphore>,
     /// How long a client has to send its request and take the answer
@@ -182,7 +165,7 @@ impl ControlServer {
             })?;
         }
 
-        let encoder = Encoder::new(&info.pod_dir, info.probed.clone());
+        let encoder = Encoder::new(&info.pod_dir);
         let store: Store = Arc::new(Mutex::new(retained::Retained::new(Arc::new(
             encoder.clone(),
         ))));
@@ -191,15 +174,12 @@ impl ControlServer {
         let shared = Arc::new(Shared {
             info,
             supervisor,
-            timed_out: Mutex::new(HashSet::new()),
-            running_since: Mutex::new(HashMap::new()),
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),
             request_deadline,
             following: Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING)),
             store,
             encoder,
         });
-        let tracker = tokio::spawn(track_probe_timeouts(shared.clone()));
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         let acceptor = tokio::spawn(async move {
             loop {
@@ -227,7 +207,7 @@ impl ControlServer {
         Ok(Self {
             path,
             pointer,
-            tasks: vec![tracker, acceptor],
+            tasks: vec![acceptor],
             events,
         })
     }
@@ -270,36 +250,6 @@ fn point_at(pointer: &std::path::Path, target: &std::path::Path) -> std::io::Res
     std::fs::rename(&temp, pointer).inspect_err(|_| {
         let _ = std::fs::remove_file(&temp);
     })
-}
-
-async fn track_probe_timeouts(shared: Arc<Shared>) {
-    let mut events = shared.supervisor.subscribe_changes();
-    loop {
-        let event = match events.recv().await {
-            Ok(event) => event,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        };
-        let Some(service) = event.service else {
-            continue;
-        };
-        let mut timed_out = shared
-            .timed_out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match event.kind {
-            EventKind::ProbeTimedOut { .. } => {
-                timed_out.insert(service);
-            }
-            EventKind::State {
-                state: ServiceState::Running { .. },
-            }
-            | EventKind::Ready => {
-                timed_out.remove(&service);
-            }
-            _ => {}
-        }
-    }
 }
 
 fn busy_answer() -> String {
@@ -573,18 +523,13 @@ async fn answer(shared: &Shared, request: Request) -> Response {
         }
         Request::WaitReady => {
             let deadline = tokio::time::Instant::now() + WAIT_READY_DEADLINE;
-            loop {
-                if let Some(failed) = ready_outcome(shared, None) {
-                    break Response::ok(status(shared), failed);
-                }
-                if tokio::time::Instant::now() > deadline {
-                    break Response::error(format!(
-                        "not ready after {} s; ask again to keep waiting",
-                        WAIT_READY_DEADLINE.as_secs()
-                    ));
-                }
-                tokio::time::sleep(POLL).await;
-            }
+            let waited = shared.supervisor.wait_ready(&[], deadline).await;
+            outcome(shared, waited, |_| {
+                format!(
+                    "not ready after {} s; ask again to keep waiting",
+                    WAIT_READY_DEADLINE.as_secs()
+                )
+            })
         }
         Request::Restart {
             service,
@@ -605,7 +550,6 @@ async fn answer(shared: &Shared, request: Request) -> Response {
 }
 
 async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> Response {
-    let supervisor = &shared.supervisor;
     let names = match service {
         Some(name) => {
             if let Err(message) = omnidev_pod::names::check("service name", &name) {
@@ -615,219 +559,75 @@ async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> R
         }
         None => shared.info.backend.clone(),
     };
-    let before: HashMap<String, Option<u32>> = supervisor
-        .snapshot()
-        .into_iter()
-        .map(|s| (s.name, s.pid))
-        .collect();
-    if let Some(unknown) = names.iter().find(|n| !before.contains_key(*n)) {
-        let known: Vec<&str> = supervisor
-            .service_names()
-            .iter()
-            .map(String::as_str)
-            .collect();
-        return Response::error(format!(
-            "unknown service `{unknown}` (known: {})",
-            known.join(", ")
-        ));
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !shared.supervisor.service_names().contains(name))
+    {
+        return unknown_service(shared, unknown);
     }
-    // The snapshot read right after queueing still shows the state being
-    // replaced (an exit, a backoff); a service's state only answers once
-    // the supervisor has acted on the request, i.e. once it changed state.
-    let mut events = supervisor.subscribe_changes();
-    let mut acted: HashSet<String> = HashSet::new();
-    let queued = match names.as_slice() {
-        [one] => supervisor.restart(one).await,
-        many => {
-            let refs: Vec<&str> = many.iter().map(String::as_str).collect();
-            supervisor.reload(&refs).await
-        }
-    };
-    if let Err(e) = queued {
-        return Response::error(e.to_string());
-    }
-    let renewed = |s: &ServiceStatus| s.pid.is_some() && s.pid != before[&s.name];
     let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        note_state_changes(&mut events, &names, &mut acted);
-        let restarted = supervisor
-            .snapshot()
-            .iter()
-            .filter(|s| names.contains(&s.name))
-            .all(|s| {
-                (renewed(s) && s.ready)
-                    || (acted.contains(&s.name) && (settled_failure(s) || ended(s)))
-            });
-        if restarted && let Some(failed) = ready_outcome(shared, Some(&names)) {
-            return Response::ok(status(shared), failed);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Response::error(format!(
-                "{} not ready again within {} s",
-                names.join(", "),
-                limit.as_secs()
-            ));
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Adds to `acted` each of `names` that changed state since `events` was
-/// subscribed. A receiver that fell behind lost track: every name counts.
-fn note_state_changes(
-    events: &mut tokio::sync::broadcast::Receiver<omnidev_core::Event>,
-    names: &[String],
-    acted: &mut HashSet<String>,
-) {
-    loop {
-        match events.try_recv() {
-            Ok(omnidev_core::Event {
-                service: Some(service),
-                kind: EventKind::State { .. },
-                ..
-            }) if names.contains(&service) => {
-                acted.insert(service);
-            }
-            Ok(_) => {}
-            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
-                acted.extend(names.iter().cloned());
-            }
-            Err(_) => return,
-        }
-    }
+    let waited = shared
+        .supervisor
+        .restart_until_ready(&names, deadline)
+        .await;
+    outcome(shared, waited, |_| {
+        format!(
+            "{} not ready again within {} s",
+            names.join(", "),
+            limit.as_secs()
+        )
+    })
 }
 
 /// Waits until `until` holds for `services` (all when empty): the
 /// answer's `failed` names the services that failed instead.
 async fn wait(shared: &Shared, until: WaitFor, services: &[String], limit: Duration) -> Response {
-    let only = (!services.is_empty()).then_some(services);
     let asked = std::time::SystemTime::now();
-    let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
     let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let outcome = match until {
-            WaitFor::Ready => ready_outcome(shared, only),
-            WaitFor::Exited => exit_outcome(shared, only),
-            WaitFor::HealthyAfterReload => {
-                let reload = retained::lock(&shared.store).reload_since(after);
-                match reload {
-                    Some(reload) if reloaded(shared, &reload) => ready_outcome(shared, only),
-                    _ => None,
-                }
+    let supervisor = &shared.supervisor;
+    let waited = match until {
+        WaitFor::Ready => supervisor.wait(services, Until::Ready, deadline).await,
+        WaitFor::Exited => supervisor.wait(services, Until::Exited, deadline).await,
+        WaitFor::HealthyAfterReload => {
+            let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
+            supervisor
+                .wait_healthy_after_reload(services, after, deadline)
+                .await
+        }
+    };
+    outcome(shared, waited, |waited| {
+        let what = match (until, waited) {
+            (_, Waited::NoReload) => {
+                "no reload began (did the change touch a watched file?), so not healthy after one"
             }
+            (WaitFor::Ready, _) => "not ready",
+            (WaitFor::Exited, _) => "still running",
+            (WaitFor::HealthyAfterReload, _) => "not ready again after the reload",
         };
-        if let Some(failed) = outcome {
-            return Response::ok(status(shared), failed);
-        }
-        if tokio::time::Instant::now() > deadline {
-            let what = match until {
-                WaitFor::Ready => "not ready",
-                WaitFor::Exited => "still running",
-                WaitFor::HealthyAfterReload
-                    if retained::lock(&shared.store).reload_since(after).is_none() =>
-                {
-                    "no reload began (did the change touch a watched file?), so not healthy after one"
-                }
-                WaitFor::HealthyAfterReload => "not ready again after the reload",
-            };
-            let names = if services.is_empty() {
-                "the pod".to_owned()
-            } else {
-                services.join(", ")
-            };
-            return Response::error(format!("{names}: {what} within {} s", limit.as_secs()));
-        }
-        tokio::time::sleep(POLL).await;
-    }
+        let names = if services.is_empty() {
+            "the pod".to_owned()
+        } else {
+            services.join(", ")
+        };
+        format!("{names}: {what} within {} s", limit.as_secs())
+    })
 }
 
-/// Whether the reload `item` is over: no reload runs or waits, and every
-/// service it named has changed state since it began.
-fn reloaded(shared: &Shared, item: &Item) -> bool {
-    let Body::Reload { services, .. } = &item.record().body else {
-        return false;
-    };
-    let store = retained::lock(&shared.store);
-    !shared.supervisor.is_reloading()
-        && services
-            .iter()
-            .all(|service| store.changed_after(service, item.seq))
-}
-
-/// `Some(failed services)` once the services in `only` (all when `None`)
-/// have ended, or as soon as one failed.
-fn exit_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>> {
-    let snapshot = shared.supervisor.snapshot();
-    if snapshot.len() < shared.supervisor.service_names().len() {
-        return None;
+/// The answer to a wait that ended with `waited`: the pod's status and
+/// the services that failed, or the error `late` words for a wait that
+/// did not end in time.
+fn outcome(
+    shared: &Shared,
+    waited: omnidev_core::Result<Waited>,
+    late: impl FnOnce(&Waited) -> String,
+) -> Response {
+    match waited {
+        Ok(Waited::Met) => Response::ok(status(shared), Vec::new()),
+        Ok(Waited::Failed(failed)) => Response::ok(status(shared), failed),
+        Ok(Waited::ShutDown(_)) => Response::error("the pod stopped meanwhile"),
+        Ok(late_one @ (Waited::TimedOut(_) | Waited::NoReload)) => Response::error(late(&late_one)),
+        Err(e) => Response::error(e.to_string()),
     }
-    let chosen = || {
-        snapshot
-            .iter()
-            .filter(|s| only.is_none_or(|names| names.contains(&s.name)))
-    };
-    let failed: Vec<String> = chosen()
-        .filter(|s| settled_failure(s))
-        .map(|s| s.name.clone())
-        .collect();
-    (!failed.is_empty() || chosen().all(ended)).then_some(failed)
-}
-
-fn ended(status: &ServiceStatus) -> bool {
-    matches!(
-        status.state,
-        ServiceState::Exited { .. } | ServiceState::Stopped
-    )
-}
-
-fn settled_failure(status: &ServiceStatus) -> bool {
-    match &status.state {
-        ServiceState::Exited { status } => !status.success(),
-        ServiceState::Restarting { .. } | ServiceState::Failed { .. } => true,
-        _ => false,
-    }
-}
-
-/// `Some(failed services)` once the services in `only` (all when `None`)
-/// are ready or one has failed; `None` while something is still starting.
-fn ready_outcome(shared: &Shared, only: Option<&[String]>) -> Option<Vec<String>> {
-    let snapshot = shared.supervisor.snapshot();
-    if snapshot.len() < shared.supervisor.service_names().len() {
-        return None; // the supervisor has not published its first status
-    }
-    let timed_out = shared
-        .timed_out
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let mut running_since = shared
-        .running_since
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let now = tokio::time::Instant::now();
-    let mut stable = |s: &ServiceStatus| match (&s.state, shared.info.probed.contains(&s.name)) {
-        (ServiceState::Running { pid }, false) => {
-            let since = running_since.entry(s.name.clone()).or_insert((*pid, now));
-            if since.0 != *pid {
-                *since = (*pid, now);
-            }
-            now.duration_since(since.1) >= STABLE
-        }
-        _ => true,
-    };
-    let mut failed = Vec::new();
-    let mut pending = false;
-    for s in snapshot
-        .iter()
-        .filter(|s| only.is_none_or(|names| names.contains(&s.name)))
-    {
-        if settled_failure(s) || (!s.ready && timed_out.contains(&s.name)) {
-            failed.push(s.name.clone());
-        } else if !((s.ready && stable(s)) || ended(s)) {
-            pending = true;
-        }
-    }
-    (!failed.is_empty() || !pending).then_some(failed)
 }
 
 fn status(shared: &Shared) -> PodStatus {
@@ -861,7 +661,7 @@ fn status(shared: &Shared) -> PodStatus {
             .iter()
             .map(|s| ServiceReport {
                 log_file: shared.supervisor.log_file(&s.name).ok().flatten(),
-                ..ServiceReport::from_status(s, info.probed.contains(&s.name))
+                ..ServiceReport::from_status(s)
             })
             .collect(),
         last_reload: last_reload(shared),
@@ -923,7 +723,6 @@ mod tests {
             repo: dir.to_path_buf(),
             addresses: crate::session::SharedAddresses::default(),
             backend,
-            probed: HashSet::new(),
         };
         let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir));
         let server =
@@ -1023,7 +822,6 @@ mod tests {
             repo: dir.path().to_path_buf(),
             addresses: crate::session::SharedAddresses::default(),
             backend: Vec::new(),
-            probed: HashSet::new(),
         };
         let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir.path()));
         // An injected 1 s deadline instead of the real 10 s one.

@@ -22,9 +22,6 @@ pub struct PodInfo {
 pub struct ServiceView {
     /// Its name.
     pub name: String,
-    /// Whether it has a readiness probe (running without being ready then
-    /// reads "starting").
-    pub has_probe: bool,
     /// Latest known state.
     pub state: ServiceState,
     /// Restarts after crashes.
@@ -38,11 +35,7 @@ pub struct ServiceView {
 impl ServiceView {
     /// Its probe passed, or it runs and has none.
     pub fn is_ready(&self) -> bool {
-        match self.state {
-            ServiceState::Ready { .. } => true,
-            ServiceState::Running { .. } => !self.has_probe,
-            _ => false,
-        }
+        self.state.is_ready()
     }
 }
 
@@ -142,7 +135,7 @@ impl App {
     /// A fresh state for these services, each pane keeping `capacity` lines.
     pub fn new(
         info: PodInfo,
-        services: Vec<(String, bool)>,
+        services: Vec<String>,
         backend: Vec<String>,
         capacity: usize,
     ) -> Self {
@@ -151,9 +144,8 @@ impl App {
             info,
             services: services
                 .into_iter()
-                .map(|(name, has_probe)| ServiceView {
+                .map(|name| ServiceView {
                     name,
-                    has_probe,
                     state: ServiceState::Waiting,
                     restarts: 0,
                     main_pid: None,
@@ -393,7 +385,7 @@ pub(crate) mod tests {
     fn app() -> App {
         App::new(
             PodInfo::default(),
-            vec![("server".into(), true), ("host".into(), false)],
+            vec!["server".into(), "host".into()],
             vec!["server".into()],
             100,
         )
@@ -526,6 +518,8 @@ pub(crate) mod tests {
                     ready: true,
                     last_exit: None,
                     note: None,
+                    starts: 1,
+                    probe_timed_out: false,
                 }],
                 logs: vec![
                     line("one", 1),

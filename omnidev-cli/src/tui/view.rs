@@ -56,7 +56,9 @@ fn service_colour(index: usize) -> Color {
 fn state_style(state: &ServiceState) -> Style {
     match state {
         ServiceState::Ready { .. } => Style::new().fg(Color::Green),
-        ServiceState::Running { .. } => Style::new().fg(Color::Cyan),
+        ServiceState::Starting { .. } | ServiceState::Running { .. } => {
+            Style::new().fg(Color::Cyan)
+        }
         ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopping { .. } => {
             Style::new().fg(Color::Yellow)
         }
@@ -178,22 +180,22 @@ fn join_tabs(tabs: Vec<Vec<Span<'static>>>) -> Line<'static> {
 fn full_label(service: &ServiceView) -> String {
     match (&service.state, service.main_pid) {
         (
-            ServiceState::Running { .. }
+            ServiceState::Starting { .. }
+            | ServiceState::Running { .. }
             | ServiceState::Ready { .. }
             | ServiceState::Stopping { .. },
             Some(main),
-        ) => format!("{} pid {main}", service.state.word(service.has_probe)),
-        _ => service.state.label(service.has_probe),
+        ) => format!("{} pid {main}", service.state.word()),
+        _ => service.state.label(),
     }
 }
 
 /// One glyph per state, for the narrowest tabs.
-fn state_icon(state: &ServiceState, has_probe: bool) -> &'static str {
+fn state_icon(state: &ServiceState) -> &'static str {
     match state {
         ServiceState::Ready { .. } => "✓",
-        ServiceState::Running { .. } if has_probe => "…",
         ServiceState::Running { .. } => "●",
-        ServiceState::Waiting | ServiceState::Preparing => "…",
+        ServiceState::Waiting | ServiceState::Preparing | ServiceState::Starting { .. } => "…",
         ServiceState::Restarting { .. } => "↻",
         ServiceState::Stopping { .. } => "◌",
         ServiceState::Exited { status } if status.success() => "■",
@@ -210,8 +212,8 @@ fn service_tab(
 ) -> Vec<Span<'static>> {
     let state = match detail {
         TabDetail::Full => full_label(service),
-        TabDetail::Word => service.state.word(service.has_probe).to_owned(),
-        TabDetail::Icon => state_icon(&service.state, service.has_probe).to_owned(),
+        TabDetail::Word => service.state.word().to_owned(),
+        TabDetail::Icon => state_icon(&service.state).to_owned(),
     };
     let mut spans = vec![
         Span::styled(format!(" {} ", index + 1), base),
@@ -537,11 +539,7 @@ mod tests {
                     },
                 ],
             },
-            vec![
-                ("server".into(), true),
-                ("host".into(), false),
-                ("vite".into(), false),
-            ],
+            vec!["server".into(), "host".into(), "vite".into()],
             vec!["server".into()],
             100,
         );

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::prepare::{self, Prepare, StepSlot};
 use super::service::{AbortOnDrop, AfterStop, Intent, Phase, Process, Readiness, Service};
 use super::spawn::{Spawned, Spawner};
-use super::{Moved, PortMover, Request, Settled};
+use super::{Moved, PortMover, Reloads, Request, Settled};
 use crate::backoff::BackoffPolicy;
 use crate::containment::Containment;
 use crate::event::{Changes, Event, EventKind, ExitStatus, ServiceStatus};
@@ -39,7 +39,7 @@ pub(super) struct Parts {
     pub(super) backoff: BackoffPolicy,
     pub(super) status: watch::Sender<Vec<ServiceStatus>>,
     pub(super) settled: watch::Sender<Option<Settled>>,
-    pub(super) reloading: watch::Sender<bool>,
+    pub(super) reloading: watch::Sender<Reloads>,
     pub(super) supervisor: ProcessRecord,
     pub(super) spawner: Arc<dyn Spawner>,
     pub(super) containment: Arc<Containment>,
@@ -117,6 +117,8 @@ struct ReloadState {
     active: Option<BTreeSet<usize>>,
     /// Requested while one ran: the services and the changes behind them.
     queued: Option<(BTreeSet<usize>, Changes)>,
+    /// When the last reload began.
+    began: Option<SystemTime>,
 }
 
 /// Where `state.json` goes and how its writes stand.
@@ -146,7 +148,7 @@ pub(super) struct Engine {
     backoff: BackoffPolicy,
     status: watch::Sender<Vec<ServiceStatus>>,
     settled: watch::Sender<Option<Settled>>,
-    reloading: watch::Sender<bool>,
+    reloading: watch::Sender<Reloads>,
     supervisor: ProcessRecord,
     internal_tx: mpsc::UnboundedSender<Internal>,
     internal_rx: Option<mpsc::UnboundedReceiver<Internal>>,
@@ -400,7 +402,8 @@ impl Engine {
 
     fn on_request(&mut self, request: Request) {
         match request {
-            Request::Restart(index) => {
+            Request::Restart(index, ack) => {
+                self.answer_starts(ack);
                 if !self.shutting_down {
                     self.restart(index, true);
                 }
@@ -417,7 +420,8 @@ impl Engine {
                     }
                 }
             }
-            Request::Reload(indexes, changes) => {
+            Request::Reload(indexes, changes, ack) => {
+                self.answer_starts(ack);
                 if self.shutting_down {
                     return;
                 }
@@ -466,6 +470,14 @@ impl Engine {
         }
     }
 
+    /// Tells a caller how many times each service has started, before its
+    /// request is acted on (a run counted higher began after it).
+    fn answer_starts(&self, ack: Option<oneshot::Sender<Vec<u32>>>) {
+        if let Some(ack) = ack {
+            let _ = ack.send(self.services.iter().map(|s| s.starts).collect());
+        }
+    }
+
     fn transitive_dependents(&self, index: usize) -> BTreeSet<usize> {
         let mut out = BTreeSet::new();
         let mut todo = vec![index];
@@ -502,6 +514,7 @@ impl Engine {
 
     fn start_reload(&mut self, set: &BTreeSet<usize>, changes: Changes) {
         let services = set.iter().map(|&i| self.name(i).to_owned()).collect();
+        self.reload.began = Some(SystemTime::now());
         // Before any service is stopped: its last lines are after the mark.
         let unmarked = self.logs.mark(Some(&changes));
         self.emit(None, EventKind::Reloading { services, changes });
@@ -593,6 +606,7 @@ impl Engine {
     fn begin_start(&mut self, index: usize) {
         let s = &mut self.services[index];
         s.generation += 1;
+        s.starts += 1;
         let generation = s.generation;
         let force = std::mem::take(&mut s.prepare_failed);
         if let Some(reason) = self.specs[index].unavailable.clone() {
@@ -705,7 +719,7 @@ impl Engine {
         let guard = self.guard.clone();
         let listener_group = group;
         let debug = self.debug;
-        Readiness::Probing(tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut probe: Box<dyn probe::Probe> = match watch {
                 Some(watch) => Box::new(probe::LogProbe::new(watch)),
                 None => probe::probe_with_guard(&readiness.probe, Some(guard)),
@@ -757,7 +771,11 @@ impl Engine {
                 let _ = tx.send(message);
             })
             .await;
-        }))
+        });
+        Readiness::Probing {
+            task,
+            timed_out: false,
+        }
     }
 
     // ----- reports from helper tasks ------------------------------------
@@ -845,11 +863,7 @@ impl Engine {
                 index,
                 generation,
                 after,
-            } => {
-                if self.current(index, generation) {
-                    self.emit(Some(index), EventKind::ProbeTimedOut { after });
-                }
-            }
+            } => self.probe_timed_out(index, generation, after),
             Internal::BackoffElapsed { index, generation } => {
                 if self.current(index, generation)
                     && matches!(self.services[index].phase, Phase::Backoff { .. })
@@ -866,6 +880,19 @@ impl Engine {
             message @ (Internal::PortHeld { .. }
             | Internal::CheckedAfterExit { .. }
             | Internal::PortMoved { .. }) => self.on_port_report(message),
+        }
+    }
+
+    /// A run's probe has not passed within `after`: say so, and show it in
+    /// its status (waiting for it ends there; polling goes on).
+    fn probe_timed_out(&mut self, index: usize, generation: u64, after: Duration) {
+        if self.current(index, generation)
+            && let Some(process) = self.services[index].process_mut()
+            && let Readiness::Probing { timed_out, .. } = &mut process.readiness
+        {
+            *timed_out = true;
+            self.emit(Some(index), EventKind::ProbeTimedOut { after });
+            self.publish_status();
         }
     }
 
@@ -1205,10 +1232,13 @@ impl Engine {
                 self.start_what_can_start();
             }
         }
-        let reloading = self.reload.active.is_some() || self.reload.queued.is_some();
+        let reloads = Reloads {
+            active: self.reload.active.is_some() || self.reload.queued.is_some(),
+            began: self.reload.began,
+        };
         self.reloading.send_if_modified(|current| {
-            let changed = *current != reloading;
-            *current = reloading;
+            let changed = *current != reloads;
+            *current = reloads;
             changed
         });
         self.check_settled();

@@ -93,8 +93,12 @@ pub(super) struct Process {
 /// Whether a process counts as ready.
 #[derive(Debug)]
 pub(super) enum Readiness {
-    /// Its probe is polling.
-    Probing(JoinHandle<()>),
+    /// Its probe is polling; `timed_out` once it has not passed within
+    /// the readiness timeout (polling goes on).
+    Probing {
+        task: JoinHandle<()>,
+        timed_out: bool,
+    },
     /// Its probe was stopped (exit or stop) before it passed.
     Abandoned,
     /// Its probe passed.
@@ -111,7 +115,7 @@ impl Process {
 
     /// Stops polling its probe (the process is ending).
     pub(super) fn abandon_probe(&mut self) {
-        if let Readiness::Probing(task) = &self.readiness {
+        if let Readiness::Probing { task, .. } = &self.readiness {
             task.abort();
             self.readiness = Readiness::Abandoned;
         }
@@ -137,6 +141,8 @@ pub(super) struct Service {
     pub(super) attempt: u32,
     /// Restarts after a crash so far.
     pub(super) restarts: u32,
+    /// Starts so far (prepare begun or program spawned).
+    pub(super) starts: u32,
     /// `stop_service` callers waiting for the group to be empty.
     pub(super) stop_waiters: Vec<oneshot::Sender<()>>,
     /// Its last prepare run failed: the next one runs every step.
@@ -161,6 +167,7 @@ impl Service {
             generation: 0,
             attempt: 0,
             restarts: 0,
+            starts: 0,
             stop_waiters: Vec::new(),
             prepare_failed: false,
             last_exit: None,
@@ -236,7 +243,10 @@ impl Service {
             Phase::Preparing { .. } => ServiceState::Preparing,
             Phase::Running(process) => match process.readiness {
                 Readiness::Probed => ServiceState::Ready { pid: process.pid },
-                _ => ServiceState::Running { pid: process.pid },
+                Readiness::Assumed => ServiceState::Running { pid: process.pid },
+                Readiness::Probing { .. } | Readiness::Abandoned => {
+                    ServiceState::Starting { pid: process.pid }
+                }
             },
             Phase::Stopping { process, .. } => ServiceState::Stopping { pid: process.pid },
             Phase::Backoff { after, attempt } => ServiceState::Restarting {
@@ -261,6 +271,16 @@ impl Service {
             ready: self.is_ready(),
             last_exit: self.last_exit,
             note: self.note.clone(),
+            starts: self.starts,
+            probe_timed_out: self.process().is_some_and(|p| {
+                matches!(
+                    p.readiness,
+                    Readiness::Probing {
+                        timed_out: true,
+                        ..
+                    }
+                )
+            }),
         }
     }
 

@@ -3,6 +3,8 @@
 //! interleaving every run. The real-process behaviour is tested in
 //! `tests/supervision.rs`.
 
+mod readiness;
+
 use std::collections::HashSet;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,172 @@
+//! Core's readiness on the paused clock: `starting` apart from `running`,
+//! and the waits every front-end asks ([`Supervisor::wait_ready`], a
+//! restart until ready, healthy after a reload).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{FakeSpawner, backend, running_backend, serve, start, state, until};
+use crate::event::{ExitStatus, ServiceState};
+use crate::supervisor::{STABLE, Waited};
+
+fn names(names: &[&str]) -> Vec<String> {
+    names.iter().map(|&n| n.to_owned()).collect()
+}
+
+fn later(secs: u64) -> Instant {
+    Instant::now() + Duration::from_secs(secs)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_is_starting_until_its_probe_passes_and_running_without_one() {
+    let spawner = FakeSpawner::new();
+    let supervisor = backend(&spawner).await;
+    until("the server spawned", || {
+        matches!(state(&supervisor, "server"), ServiceState::Starting { .. })
+    })
+    .await;
+    let status = &supervisor.snapshot()[0];
+    assert!(!status.ready && status.starts == 1, "{status:?}");
+    serve(&supervisor);
+    until("the host running", || {
+        matches!(state(&supervisor, "host"), ServiceState::Running { .. })
+    })
+    .await;
+    assert!(matches!(
+        state(&supervisor, "server"),
+        ServiceState::Ready { .. }
+    ));
+    assert!(supervisor.snapshot().iter().all(|s| s.ready));
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_ready_counts_a_run_without_a_probe_once_it_has_run_for_a_second() {
+    let spawner = FakeSpawner::new();
+    let supervisor = backend(&spawner).await;
+    let waiter = supervisor.clone();
+    let wait = tokio::spawn(async move { waiter.wait_ready(&[], later(600)).await });
+    until("the server spawned", || {
+        spawner.spawns("server", "server") == 1
+    })
+    .await;
+    serve(&supervisor);
+    until("the host running", || {
+        matches!(state(&supervisor, "host"), ServiceState::Running { .. })
+    })
+    .await;
+    // `until` looks every 10 ms (virtual): the host began at most that
+    // long before.
+    let host_ran = Instant::now() - Duration::from_millis(10);
+    assert!(!wait.is_finished(), "the host has not run for a second yet");
+    assert_eq!(wait.await.expect("joined").expect("known"), Waited::Met);
+    assert!(
+        Instant::now() >= host_ran + STABLE,
+        "the host counted only after running for {STABLE:?}"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_ready_fails_at_once_naming_the_service_that_crashed() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    let waiter = supervisor.clone();
+    let wait = tokio::spawn(async move { waiter.wait_ready(&[], later(600)).await });
+    let asked = Instant::now();
+    spawner.exit("host", "host", ExitStatus::Code(1));
+    assert_eq!(
+        wait.await.expect("joined").expect("known"),
+        Waited::Failed(names(&["host"]))
+    );
+    assert!(
+        Instant::now() < asked + STABLE,
+        "a crash ends the wait before the host could have counted as ready"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_ready_fails_once_a_probe_timed_out_and_times_out_naming_what_is_pending() {
+    let spawner = FakeSpawner::new();
+    let mut server = super::service("server", &[]);
+    server.readiness = Some(crate::spec::Readiness {
+        listener: None,
+        probe: crate::spec::ProbeSpec::Log {
+            pattern: "serving".to_owned(),
+        },
+        interval: Duration::from_millis(100),
+        timeout: Duration::from_secs(5),
+    });
+    let supervisor = start(vec![server], &spawner).await;
+    assert_eq!(
+        supervisor
+            .wait_ready(&names(&["server"]), later(2))
+            .await
+            .expect("known"),
+        Waited::TimedOut(names(&["server"]))
+    );
+    assert_eq!(
+        supervisor.wait_ready(&[], later(600)).await.expect("known"),
+        Waited::Failed(names(&["server"]))
+    );
+    assert!(supervisor.snapshot()[0].probe_timed_out);
+    assert!(
+        supervisor
+            .wait_ready(&names(&["nope"]), later(1))
+            .await
+            .is_err(),
+        "an unknown service is an error"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_is_waited_for_until_its_new_run_is_ready() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    let old = supervisor.snapshot()[0].pid;
+    let waiter = supervisor.clone();
+    let wait = tokio::spawn(async move {
+        waiter
+            .restart_until_ready(&names(&["server"]), later(600))
+            .await
+    });
+    until("the new server", || spawner.spawns("server", "server") == 2).await;
+    // Its old run was ready; the new one is not until it serves.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(!wait.is_finished(), "the new run is not ready yet");
+    serve(&supervisor);
+    assert_eq!(wait.await.expect("joined").expect("known"), Waited::Met);
+    let new = supervisor.snapshot()[0].pid;
+    assert!(new.is_some() && new != old, "{old:?} → {new:?}");
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn healthy_after_reload_waits_for_a_reload_that_began_after_the_ask() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    let asked = std::time::SystemTime::now();
+    assert_eq!(
+        supervisor
+            .wait_healthy_after_reload(&[], asked, later(5))
+            .await
+            .expect("known"),
+        Waited::NoReload,
+        "ready, but no reload came"
+    );
+    let waiter = supervisor.clone();
+    let wait = tokio::spawn(async move {
+        waiter
+            .wait_healthy_after_reload(&[], asked, later(600))
+            .await
+    });
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the new server", || spawner.spawns("server", "server") == 2).await;
+    serve(&supervisor);
+    until("the host restarted", || spawner.spawns("host", "host") == 2).await;
+    assert_eq!(wait.await.expect("joined").expect("known"), Waited::Met);
+    supervisor.shutdown().await.expect("shutdown");
+}

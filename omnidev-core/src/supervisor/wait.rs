@@ -1,0 +1,303 @@
+//! Waiting for the services' states: ready, ended, healthy after a
+//! reload, restarted until ready. The one rule every front-end (the
+//! control socket, `up --detach`, an agent) asks, judged on the status
+//! watch as it changes, never by polling.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::{Request, Supervisor};
+use crate::error::{Error, Result};
+use crate::event::{Changes, ServiceState, ServiceStatus};
+
+/// How long a service without a readiness probe must keep running before
+/// a wait counts it as ready: one that fails at once (a bad flag, a
+/// missing file) is then reported as failed instead of ready.
+pub const STABLE: Duration = Duration::from_secs(1);
+
+/// What a wait waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// Each service is ready (its probe passed; without a probe, it has
+    /// kept running for [`STABLE`]) or has ended cleanly (exited 0, or
+    /// stopped). Fails as soon as one crashed, exited non-zero, waits out
+    /// a backoff, failed to start, or its readiness probe timed out.
+    Ready,
+    /// Each service has ended (exited or stopped). Fails as soon as one
+    /// crashed or failed.
+    Exited,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Waited {
+    /// The condition holds for every service waited on.
+    Met,
+    /// These services failed (see [`Until`]); the wait ended at once.
+    Failed(Vec<String>),
+    /// The deadline passed; these services were still pending.
+    TimedOut(Vec<String>),
+    /// [`Supervisor::wait_healthy_after_reload`]: no reload began by the
+    /// deadline.
+    NoReload,
+    /// The supervisor finished first; these services were still pending.
+    ShutDown(Vec<String>),
+}
+
+/// The judgement of one status snapshot.
+enum Verdict {
+    Met,
+    Failed(Vec<String>),
+    Pending {
+        pending: Vec<String>,
+        /// When a probe-less service will have run for [`STABLE`].
+        wake: Option<Instant>,
+    },
+}
+
+/// The rule of one wait, with what it remembers between snapshots.
+struct Judge<'a> {
+    /// The services waited on; every service when empty.
+    names: &'a [String],
+    until: Until,
+    /// Only runs started after these counts count (a restart's wait).
+    after: Option<Vec<u32>>,
+    /// When each probe-less service was first seen running, by pid.
+    running_since: HashMap<String, (u32, Instant)>,
+}
+
+impl Judge<'_> {
+    fn verdict(&mut self, snapshot: &[ServiceStatus], total: usize, now: Instant) -> Verdict {
+        if snapshot.len() < total {
+            // The supervisor has not published its first status yet.
+            return Verdict::Pending {
+                pending: self.names.to_vec(),
+                wake: None,
+            };
+        }
+        let mut failed = Vec::new();
+        let mut pending = Vec::new();
+        let mut wake: Option<Instant> = None;
+        for (i, s) in snapshot.iter().enumerate() {
+            if !self.names.is_empty() && !self.names.contains(&s.name) {
+                continue;
+            }
+            if let Some(after) = &self.after
+                && after.get(i).is_some_and(|&before| s.starts <= before)
+            {
+                pending.push(s.name.clone());
+                continue;
+            }
+            let done = match self.until {
+                Until::Ready if failure(s) || (!s.ready && s.probe_timed_out) => {
+                    failed.push(s.name.clone());
+                    continue;
+                }
+                Until::Exited if failure(s) => {
+                    failed.push(s.name.clone());
+                    continue;
+                }
+                Until::Ready => ended(s) || (s.ready && self.stable(s, now, &mut wake)),
+                Until::Exited => ended(s),
+            };
+            if !done {
+                pending.push(s.name.clone());
+            }
+        }
+        if !failed.is_empty() {
+            Verdict::Failed(failed)
+        } else if pending.is_empty() {
+            Verdict::Met
+        } else {
+            Verdict::Pending { pending, wake }
+        }
+    }
+
+    /// A ready service stays ready long enough to count: one with a probe
+    /// at once, one without once it has run for [`STABLE`] (`wake` is
+    /// moved to when that will be).
+    fn stable(&mut self, s: &ServiceStatus, now: Instant, wake: &mut Option<Instant>) -> bool {
+        let ServiceState::Running { pid } = s.state else {
+            return true;
+        };
+        let since = self
+            .running_since
+            .entry(s.name.clone())
+            .or_insert((pid, now));
+        if since.0 != pid {
+            *since = (pid, now);
+        }
+        let at = since.1 + STABLE;
+        if now >= at {
+            return true;
+        }
+        *wake = Some(wake.map_or(at, |w| w.min(at)));
+        false
+    }
+}
+
+/// Down for a reason that ends a wait: crashed (exited non-zero, or
+/// waiting out a backoff) or failed to start.
+fn failure(status: &ServiceStatus) -> bool {
+    match &status.state {
+        ServiceState::Exited { status } => !status.success(),
+        ServiceState::Restarting { .. } | ServiceState::Failed { .. } => true,
+        _ => false,
+    }
+}
+
+fn ended(status: &ServiceStatus) -> bool {
+    matches!(
+        status.state,
+        ServiceState::Exited { .. } | ServiceState::Stopped
+    )
+}
+
+impl Supervisor {
+    /// Waits until `services` (every service when empty) meet `until`, one
+    /// of them fails, or `deadline` passes. Judged each time the status
+    /// changes (and once a probe-less service has run for [`STABLE`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownService`] for a name the supervisor does not run.
+    pub async fn wait(
+        &self,
+        services: &[String],
+        until: Until,
+        deadline: Instant,
+    ) -> Result<Waited> {
+        self.check_names(services)?;
+        let judge = Judge {
+            names: services,
+            until,
+            after: None,
+            running_since: HashMap::new(),
+        };
+        Ok(self.judge_until(judge, deadline).await)
+    }
+
+    /// [`Supervisor::wait`] for [`Until::Ready`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownService`] for a name the supervisor does not run.
+    pub async fn wait_ready(&self, services: &[String], deadline: Instant) -> Result<Waited> {
+        self.wait(services, Until::Ready, deadline).await
+    }
+
+    /// Waits for a reload that began at `after` or later to be over (no
+    /// reload running or queued: every service it restarted has started
+    /// again), then for `services` to be ready as with
+    /// [`Supervisor::wait_ready`]. [`Waited::NoReload`] when none began
+    /// by the deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownService`] for a name the supervisor does not run.
+    pub async fn wait_healthy_after_reload(
+        &self,
+        services: &[String],
+        after: SystemTime,
+        deadline: Instant,
+    ) -> Result<Waited> {
+        self.check_names(services)?;
+        let mut reloads = self.inner.reloading.clone();
+        let began = |r: &super::Reloads| r.began.is_some_and(|at| at >= after);
+        let over = tokio::time::timeout_at(deadline, reloads.wait_for(|r| began(r) && !r.active))
+            .await
+            .map(|over| over.is_ok());
+        match over {
+            Ok(true) => self.wait_ready(services, deadline).await,
+            Ok(false) => Ok(Waited::ShutDown(self.waited_on(services))),
+            Err(_) if began(&reloads.borrow()) => Ok(Waited::TimedOut(self.waited_on(services))),
+            Err(_) => Ok(Waited::NoReload),
+        }
+    }
+
+    /// Restarts `services` and waits until each runs again (a run started
+    /// after this request) and is ready, or one failed, as with
+    /// [`Supervisor::wait_ready`]. One service restarts as
+    /// [`Supervisor::restart`] does (its crash backoff reset), several as
+    /// one [`Supervisor::reload`]; dependents restart after them on their
+    /// own, unwaited.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownService`] for a name the supervisor does not run;
+    /// [`Error::ShutDown`] when it has finished.
+    pub async fn restart_until_ready(
+        &self,
+        services: &[String],
+        deadline: Instant,
+    ) -> Result<Waited> {
+        let indexes = services
+            .iter()
+            .map(|n| self.index(n))
+            .collect::<Result<Vec<_>>>()?;
+        let (ack, starts) = oneshot::channel();
+        match indexes.as_slice() {
+            [one] => self.send(Request::Restart(*one, Some(ack)))?,
+            many => self.send(Request::Reload(
+                many.to_vec(),
+                Changes::default(),
+                Some(ack),
+            ))?,
+        }
+        let after = starts.await.map_err(|_| Error::ShutDown)?;
+        let judge = Judge {
+            names: services,
+            until: Until::Ready,
+            after: Some(after),
+            running_since: HashMap::new(),
+        };
+        Ok(self.judge_until(judge, deadline).await)
+    }
+
+    async fn judge_until(&self, mut judge: Judge<'_>, deadline: Instant) -> Waited {
+        let total = self.inner.names.len();
+        let mut status = self.inner.status.clone();
+        loop {
+            let now = Instant::now();
+            let verdict = judge.verdict(&status.borrow_and_update(), total, now);
+            let wake = match verdict {
+                Verdict::Met => return Waited::Met,
+                Verdict::Failed(failed) => return Waited::Failed(failed),
+                Verdict::Pending { pending, .. } if now >= deadline => {
+                    return Waited::TimedOut(pending);
+                }
+                Verdict::Pending { wake, .. } => wake.map_or(deadline, |w| w.min(deadline)),
+            };
+            tokio::select! {
+                changed = status.changed() => {
+                    if changed.is_err() {
+                        let last = judge.verdict(&status.borrow(), total, Instant::now());
+                        return match last {
+                            Verdict::Met => Waited::Met,
+                            Verdict::Failed(failed) => Waited::Failed(failed),
+                            Verdict::Pending { pending, .. } => Waited::ShutDown(pending),
+                        };
+                    }
+                }
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    fn check_names(&self, services: &[String]) -> Result<()> {
+        services.iter().try_for_each(|n| self.index(n).map(|_| ()))
+    }
+
+    /// The services a wait is on: `services`, or every one when empty.
+    fn waited_on(&self, services: &[String]) -> Vec<String> {
+        if services.is_empty() {
+            self.inner.names.clone()
+        } else {
+            services.to_vec()
+        }
+    }
+}
