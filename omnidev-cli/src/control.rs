@@ -47,7 +47,7 @@
 //! `failed` lists the services that failed (for `wait-ready` and
 //! `restart`). The same [`PodStatus`] object is what `omnidev status --json`
 //! prints, and [`PodList`] is what `omnidev ls --json` prints; both carry
-//! `"schema": 1` ([`SCHEMA`]). Fields are only ever added within a schema
+//! `"schema": 1` ([`SCHEMA`](protocol::SCHEMA)). Fields are only ever added within a schema
 //! version; a removal or change of meaning bumps it. `docs/control.md` has
 //! the full schema.
 //!

@@ -7,14 +7,17 @@
 //! backoff ([`backoff`]), capturing output into bounded rings and rotated
 //! files ([`logs`]), publishing typed [`Event`]s to any number of
 //! subscribers (lossy broadcast, or a lossless spooled [`Feed`]), recording pids in `state.json` ([`state`]) and protecting
-//! against orphans with a guard process ([`guard`](crate::guard) docs) when
+//! against orphans with a guard process ([`guard`] docs) when
 //! the supervisor itself is killed. The library never prints or exits.
 //!
-//! ```no_run
-//! # async fn demo() -> omnidev_core::Result<()> {
-//! use omnidev_core::{Supervisor, SupervisorConfig, ServiceSpec};
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> omnidev_core::Result<()> {
+//! use omnidev_core::{RestartPolicy, ServiceSpec, Supervisor, SupervisorConfig};
+//! let mut hello = ServiceSpec::new("hello", "sh", ["-c", "echo hi"], ".");
+//! hello.restart = RestartPolicy::Never;
 //! let supervisor = Supervisor::start(SupervisorConfig {
-//!     services: vec![ServiceSpec::new("hello", "sh", ["-c", "echo hi"], ".")],
+//!     services: vec![hello],
 //!     ..Default::default()
 //! })
 //! .await?;

@@ -376,7 +376,7 @@ fn pause_after(elapsed: Duration, interval: Duration) -> Duration {
         .min(interval.max(Duration::from_millis(1)))
 }
 
-/// Polls `probe` until it passes, pausing as [`pause_after`] says,
+/// Polls `probe` until it passes, pausing as `pause_after` says,
 /// calling `report(NotYet)` after each failed attempt, `report(TimedOut)`
 /// once when `readiness.timeout` has passed and `report(Ready)` on success.
 pub async fn poll_until_ready(

@@ -119,7 +119,7 @@ pub fn become_subreaper() -> bool {
 
 /// Reaps zombie children that this process did not spawn itself: orphans
 /// adopted as a subreaper. A zombie is only reaped when it was not spawned
-/// through [`spawn_group_in`] and is not in this process's own session (a
+/// through `spawn_group_in` and is not in this process's own session (a
 /// child spawned directly by the embedding program stays in it, so its
 /// exit status is left to its owner).
 pub fn reap_adopted() {

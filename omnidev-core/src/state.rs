@@ -34,7 +34,7 @@
 //!   where unknown. A pid is only trusted (signalled, or reported as the
 //!   running supervisor) when its current start time equals the recorded
 //!   one, so a recycled pid is never mistaken for ours.
-//! - `state` is a [`ServiceState`](crate::ServiceState) as serialised in
+//! - `state` is a [`ServiceState`] as serialised in
 //!   events (`waiting`, `preparing`, `running`, `ready`, `restarting`,
 //!   `stopping`, `exited`, `stopped`).
 //! - `containment` is the [`Mechanism`] in force (`cgroup` with the pod

@@ -1,6 +1,8 @@
 //! `cargo xtask ci`: the prerequisites (installed when missing), fmt check,
-//! clippy with warnings denied, every test, then the e2e.
+//! clippy with warnings denied, every test, the library crates as outsiders
+//! see them (docs, packages, example programs), then the e2e.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -32,13 +34,39 @@ pub fn run(options: &Ci) -> Result<()> {
         return Ok(());
     }
     let sh = util::shell()?;
-    let steps: [(&str, xshell::Cmd<'_>); 3] = [
+    let target = util::target_dir();
+    let users = "examples/library-users/Cargo.toml";
+    let steps: [(&str, xshell::Cmd<'_>); 6] = [
         ("fmt", cmd!(sh, "cargo fmt --all -- --check")),
         (
             "clippy",
             cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings"),
         ),
         ("test", cmd!(sh, "cargo test --workspace")),
+        // Broken intra-doc links and undocumented public items fail here.
+        (
+            "doc",
+            cmd!(sh, "cargo doc --workspace --no-deps --exclude xtask")
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        ),
+        // Each library crate packs and builds from its package alone, as
+        // crates.io would hold it (path dependencies resolved by version).
+        (
+            "package",
+            cmd!(
+                sh,
+                "cargo package --workspace --exclude xtask --allow-dirty"
+            ),
+        ),
+        // Programs outside the workspace that use omnidev-pod and
+        // omnidev-core as dependencies; run by `library_users` below.
+        (
+            "library-users",
+            cmd!(
+                sh,
+                "cargo build --manifest-path {users} --target-dir {target}"
+            ),
+        ),
     ];
     let total = Instant::now();
     for (name, step) in steps {
@@ -50,6 +78,9 @@ pub fn run(options: &Ci) -> Result<()> {
         println!("ci: {name}: {step}");
         step.run()
             .with_context(|| format!("ci step `{name}` failed"))?;
+        if name == "library-users" {
+            library_users(&sh, &target.join("debug"))?;
+        }
         println!("ci: {name} ok in {:.0}s", start.elapsed().as_secs_f64());
     }
     if options.skip_e2e {
@@ -67,5 +98,42 @@ pub fn run(options: &Ci) -> Result<()> {
         "ci: all steps passed in {:.0}s",
         total.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Runs the two example programs of `examples/library-users`: `pod-info` on
+/// a fresh copy of the bundled example (with its own cache and runtime
+/// directories, so no real pod is touched) must name the pod directory and
+/// the profile's ports, and `supervise-two` must see its client answered.
+fn library_users(sh: &xshell::Shell, bin: &Path) -> Result<()> {
+    let root = std::env::temp_dir().join(format!("omnidev-ci-library-{}", std::process::id()));
+    let (checkout, cache, run) = (root.join("ex"), root.join("cache"), root.join("run"));
+    std::fs::create_dir_all(&run).with_context(|| format!("creating {}", run.display()))?;
+    let example = util::workspace_root().join("examples/omnigent-example");
+    cmd!(sh, "cp -R {example} {checkout}").run()?;
+    cmd!(sh, "git init -q {checkout}").run()?;
+    let pod_info = bin.join("pod-info");
+    let printed = cmd!(sh, "{pod_info} {checkout}")
+        .env("XDG_CACHE_HOME", &cache)
+        .env("XDG_RUNTIME_DIR", &run)
+        .read()
+        .context("pod-info failed")?;
+    println!("{printed}");
+    let expected_dir = format!("pod dir   {}", cache.join("omnidev").display());
+    if !printed.contains(&expected_dir) || !printed.contains("port      server = ") {
+        bail!(
+            "pod-info did not print the pod under {} with a server port",
+            cache.display()
+        );
+    }
+    let supervise = bin.join("supervise-two");
+    let printed = cmd!(sh, "{supervise}")
+        .read()
+        .context("supervise-two failed")?;
+    println!("{printed}");
+    if !printed.contains("client got: hello from api") {
+        bail!("supervise-two's client was not answered");
+    }
+    std::fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
     Ok(())
 }
