@@ -17,6 +17,7 @@
 
 mod engine;
 mod graph;
+mod own_listener;
 mod prepare;
 mod service;
 mod spawn;

@@ -1,0 +1,129 @@
+//! The end of a run: rest, wait, back off and restart, or stay exited.
+
+use std::time::Duration;
+
+use super::{Engine, Internal, SPAWN_FAILED};
+use crate::event::{EventKind, ExitStatus};
+use crate::spec::RestartPolicy;
+use crate::supervisor::service::{AfterStop, Intent, Phase};
+
+impl Engine {
+    /// Ends the run once the leader has been reaped and the group is empty.
+    pub(super) fn try_finish(&mut self, index: usize) {
+        let s = &mut self.services[index];
+        let done = s
+            .process()
+            .is_some_and(|p| p.exit.is_some() && p.group_empty);
+        if !done {
+            return;
+        }
+        let (process, then) = match std::mem::replace(&mut s.phase, Phase::Waiting) {
+            Phase::Running(process) => (process, None),
+            Phase::Stopping { process, then } => (process, Some(then)),
+            _ => unreachable!("a service with a process is running or stopping"),
+        };
+        process.group.release();
+        let status = process.exit.unwrap_or(SPAWN_FAILED);
+        self.finish(index, status, process.spawned_at.elapsed(), then);
+    }
+
+    /// A run ended with `status` after `ran_for`; `then` is set when it was
+    /// stopped on request. Decides what comes next: rest, wait, back off and
+    /// restart, or stay exited.
+    pub(super) fn finish(
+        &mut self,
+        index: usize,
+        status: ExitStatus,
+        ran_for: Duration,
+        then: Option<AfterStop>,
+    ) {
+        let s = &mut self.services[index];
+        s.last_exit = Some(status);
+        for waiter in s.stop_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        if let Some(then) = then {
+            let again = then == AfterStop::Start && !self.shutting_down;
+            let phase = if again {
+                Phase::Waiting
+            } else {
+                Phase::Stopped
+            };
+            self.enter(index, phase);
+            self.write_state();
+            return;
+        }
+        let restart = !self.shutting_down
+            && match self.specs[index].restart {
+                RestartPolicy::Always => true,
+                RestartPolicy::OnFailure => !status.success(),
+                RestartPolicy::Never => false,
+            };
+        if restart {
+            s.attempt = self.backoff.next_attempt(s.attempt, ran_for);
+            s.restarts += 1;
+            let attempt = s.attempt;
+            let after = self.backoff.delay(attempt);
+            s.generation += 1;
+            let generation = s.generation;
+            let tx = self.internal_tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = tx.send(Internal::BackoffElapsed { index, generation });
+            });
+            for d in self.transitive_dependents(index) {
+                if self.services[d].has_process() {
+                    self.services[d].mark_restart_pending();
+                }
+            }
+            self.emit(
+                Some(index),
+                EventKind::Crashed {
+                    status,
+                    attempt,
+                    backoff: after,
+                },
+            );
+            self.enter(index, Phase::Backoff { after, attempt });
+            if let Some(port) = self.specs[index]
+                .readiness
+                .as_ref()
+                .and_then(|r| r.listener)
+            {
+                // Nothing of the service is left: any listener is another's.
+                let s = &mut self.services[index];
+                s.port_check = Some(generation);
+                s.backoff_over = false;
+                let tx = self.internal_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let holder = match crate::listener::owner(port, &[]) {
+                        crate::listener::Owner::Other(holder) => Some(holder.to_string()),
+                        _ => None,
+                    };
+                    let _ = tx.send(Internal::CheckedAfterExit {
+                        index,
+                        generation,
+                        port,
+                        holder,
+                    });
+                });
+            }
+        } else {
+            // A clean exit that is not restarted is a finished one-shot, not
+            // a crash; its `Exited` state says all there is to say.
+            if !self.shutting_down && !status.success() {
+                self.emit(
+                    Some(index),
+                    EventKind::Crashed {
+                        status,
+                        attempt: 0,
+                        backoff: Duration::ZERO,
+                    },
+                );
+            }
+            self.services[index].intent = Intent::Hold;
+            self.enter(index, Phase::Exited { status });
+        }
+        self.write_state();
+    }
+}

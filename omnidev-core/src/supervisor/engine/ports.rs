@@ -1,0 +1,163 @@
+//! Port recovery: another process on a service's port while its probe
+//! runs, who holds it after a crash, and the port mover's answer.
+
+use std::time::SystemTime;
+
+use super::{Engine, Internal};
+use crate::event::{Event, EventKind};
+use crate::supervisor::Moved;
+use crate::supervisor::service::{Intent, Phase};
+
+impl Engine {
+    /// Reports about a service's port: another process on it while the
+    /// probe runs, after a crash, and the mover's answer.
+    pub(super) fn on_port_report(&mut self, message: Internal) {
+        match message {
+            Internal::PortHeld {
+                index,
+                generation,
+                port,
+                holder,
+            } if self.current(index, generation)
+                && matches!(self.services[index].phase, Phase::Running(_)) =>
+            {
+                self.port_held(index, port, holder);
+            }
+            Internal::CheckedAfterExit {
+                index,
+                generation,
+                port,
+                holder,
+            } if self.current(index, generation) => {
+                self.checked_after_exit(index, generation, port, holder);
+            }
+            Internal::PortMoved {
+                index,
+                generation,
+                port,
+                outcome,
+            } if self.current(index, generation) => {
+                self.port_moved(index, port, outcome);
+            }
+            _ => {}
+        }
+    }
+
+    /// Who listened on a crashed service's port: another process means
+    /// the service lost its port; the mover (if any) is asked to move it.
+    pub(super) fn checked_after_exit(
+        &mut self,
+        index: usize,
+        generation: u64,
+        port: u16,
+        holder: Option<String>,
+    ) {
+        match (holder, self.port_mover.clone()) {
+            (Some(holder), Some(mover)) => {
+                self.port_held(index, port, holder.clone());
+                let name = self.name(index).to_owned();
+                let tx = self.internal_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let outcome = mover.move_port(&name, port, &holder);
+                    let _ = tx.send(Internal::PortMoved {
+                        index,
+                        generation,
+                        port,
+                        outcome,
+                    });
+                });
+            }
+            (holder, _) => {
+                if let Some(holder) = holder {
+                    self.port_held(index, port, holder);
+                }
+                self.port_checked(index);
+            }
+        }
+    }
+
+    /// Another process listens on `index`'s port: say so, once per holder,
+    /// and show it in the service's status.
+    pub(super) fn port_held(&mut self, index: usize, port: u16, holder: String) {
+        let event = Event {
+            at: SystemTime::now(),
+            service: Some(self.name(index).to_owned()),
+            kind: EventKind::PortHeld { port, holder },
+        };
+        let note = event.to_string();
+        if self.services[index].note.as_ref() == Some(&note) {
+            return;
+        }
+        self.services[index].note = Some(note);
+        self.emit(Some(index), event.kind);
+        self.publish_status();
+    }
+
+    /// The look at a crashed service's port is over: the backoff decides.
+    pub(super) fn port_checked(&mut self, index: usize) {
+        let s = &mut self.services[index];
+        s.port_check = None;
+        if std::mem::take(&mut s.backoff_over) && matches!(s.phase, Phase::Backoff { .. }) {
+            self.enter(index, Phase::Waiting);
+        }
+    }
+
+    /// The mover answered: start the service on its new port at once (and
+    /// restart every other service whose spec changed), or leave it failed
+    /// with the reason its port cannot move.
+    pub(super) fn port_moved(&mut self, index: usize, port: u16, outcome: Result<Moved, String>) {
+        let same_services = |moved: &Moved| {
+            moved.services.len() == self.specs.len()
+                && moved
+                    .services
+                    .iter()
+                    .zip(&self.specs)
+                    .all(|(a, b)| a.name == b.name && a.depends_on == b.depends_on)
+        };
+        let outcome = outcome.and_then(|moved| {
+            if same_services(&moved) {
+                Ok(moved)
+            } else {
+                Err("the port mover returned other services than the pod runs".to_owned())
+            }
+        });
+        let s = &mut self.services[index];
+        s.port_check = None;
+        s.backoff_over = false;
+        if !matches!(s.phase, Phase::Backoff { .. }) {
+            return;
+        }
+        s.generation += 1;
+        match outcome {
+            Ok(moved) => {
+                let changed: Vec<usize> = (0..self.specs.len())
+                    .filter(|&j| j != index && self.specs[j] != moved.services[j])
+                    .collect();
+                self.specs = moved.services;
+                let message = format!(
+                    "moved {} from port {port} to port {}",
+                    self.name(index),
+                    moved.port
+                );
+                self.emit(Some(index), EventKind::Notice { message });
+                self.enter(index, Phase::Waiting);
+                for j in changed {
+                    if self.services[j].has_process() {
+                        self.restart(j, false);
+                    }
+                }
+            }
+            Err(reason) => {
+                self.services[index].intent = Intent::Hold;
+                self.enter(
+                    index,
+                    Phase::Failed {
+                        reason,
+                        retry: None,
+                    },
+                );
+                self.write_state();
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Starting a service: its prepare steps, its spawn, and the task
+//! polling its readiness probe.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Engine, Internal, RETRY_POLL, SPAWN_FAILED};
+use crate::event::EventKind;
+use crate::probe;
+use crate::supervisor::own_listener::OwnListener;
+use crate::supervisor::prepare::{self, Prepare, StepSlot};
+use crate::supervisor::service::{AbortOnDrop, Phase, Process, Readiness};
+use crate::supervisor::spawn::{ProcessGroup, Spawned};
+
+impl Engine {
+    pub(super) fn begin_start(&mut self, index: usize) {
+        let s = &mut self.services[index];
+        s.generation += 1;
+        s.starts += 1;
+        let generation = s.generation;
+        let force = std::mem::take(&mut s.prepare_failed);
+        if let Some(reason) = self.specs[index].unavailable.clone() {
+            let retry = None;
+            self.enter(index, Phase::Failed { reason, retry });
+            return;
+        }
+        let steps = self.specs[index].prepare.clone();
+        if steps.is_empty() {
+            self.spawn(index);
+            return;
+        }
+        let tx = self.internal_tx.clone();
+        let logs = self.logs.clone();
+        let spawner = self.spawner.clone();
+        let step = Arc::new(StepSlot::default());
+        let slot = step.clone();
+        let name = self.specs[index].name.clone();
+        let task = tokio::spawn(async move {
+            let prepare = Prepare {
+                service: &name,
+                steps: &steps,
+                spawner: spawner.as_ref(),
+                logs: &logs,
+                slot: &slot,
+                force,
+            };
+            let outcome = prepare::run(prepare, |kind| {
+                let _ = tx.send(Internal::Emit { index, kind });
+            })
+            .await
+            .map_err(Box::new);
+            let _ = tx.send(Internal::Prepared {
+                index,
+                generation,
+                outcome,
+            });
+        });
+        self.enter(index, Phase::Preparing { task, step });
+    }
+
+    pub(super) fn spawn(&mut self, index: usize) {
+        let spec = &self.specs[index];
+        let generation = self.services[index].generation;
+        // Watching starts before the process does, so its first line counts.
+        let watch = match spec.readiness.as_ref().map(|r| &r.probe) {
+            Some(crate::spec::ProbeSpec::Log { pattern }) => {
+                Some(Arc::new(probe::LineWatch::new(pattern)))
+            }
+            _ => None,
+        };
+        self.logs.watch_lines(&spec.name, watch.clone());
+        let Spawned {
+            pid,
+            start_time,
+            exit,
+            group,
+        } = match self.spawner.spawn(&spec.command, &spec.name) {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                let message = format!(
+                    "could not start `{}` in {}: {e}",
+                    spec.command.program,
+                    spec.command.cwd.display()
+                );
+                self.emit(Some(index), EventKind::Notice { message });
+                self.finish(index, SPAWN_FAILED, Duration::ZERO, None);
+                return;
+            }
+        };
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let status = exit.await;
+            let _ = tx.send(Internal::Exited {
+                index,
+                generation,
+                status,
+            });
+        });
+        let readiness = match spec.readiness.clone() {
+            Some(readiness) => self.probe_task(index, generation, readiness, watch, group.clone()),
+            None => Readiness::Assumed,
+        };
+        self.services[index].note = None;
+        self.services[index].port_check = None;
+        let process = Process {
+            pid,
+            start_time,
+            spawned_at: std::time::Instant::now(),
+            group,
+            readiness,
+            exit: None,
+            group_empty: false,
+        };
+        self.enter(index, Phase::Running(process));
+        self.write_state();
+    }
+
+    /// The task polling a run's readiness probe (behind the listener-owner
+    /// check when the readiness names a port), reporting to the engine.
+    pub(super) fn probe_task(
+        &self,
+        index: usize,
+        generation: u64,
+        readiness: crate::spec::Readiness,
+        watch: Option<Arc<probe::LineWatch>>,
+        group: Arc<dyn ProcessGroup>,
+    ) -> Readiness {
+        let tx = self.internal_tx.clone();
+        let guard = self.guard.clone();
+        let listener_group = group;
+        let debug = self.debug;
+        let task = tokio::spawn(async move {
+            let mut probe: Box<dyn probe::Probe> = match watch {
+                Some(watch) => Box::new(probe::LogProbe::new(watch)),
+                None => probe::probe_with_guard(&readiness.probe, Some(guard)),
+            };
+            if let Some(port) = readiness.listener {
+                let tx = tx.clone();
+                probe = Box::new(OwnListener::new(
+                    probe,
+                    port,
+                    listener_group,
+                    Box::new(move |holder| {
+                        let _ = tx.send(Internal::PortHeld {
+                            index,
+                            generation,
+                            port,
+                            holder,
+                        });
+                    }),
+                ));
+            }
+            probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
+                let message = match outcome {
+                    probe::ProbeOutcome::NotYet {
+                        attempt,
+                        error,
+                        next,
+                    } => {
+                        if !debug {
+                            return;
+                        }
+                        let message = format!(
+                            "readiness attempt {attempt}: {error}; next in {}",
+                            crate::event::format_duration(next)
+                        );
+                        Internal::Emit {
+                            index,
+                            kind: EventKind::Debug { message },
+                        }
+                    }
+                    probe::ProbeOutcome::Ready => Internal::Ready { index, generation },
+                    probe::ProbeOutcome::TimedOut => Internal::ProbeTimedOut {
+                        index,
+                        generation,
+                        after: readiness.timeout,
+                    },
+                };
+                let _ = tx.send(message);
+            })
+            .await;
+        });
+        Readiness::Probing {
+            task,
+            timed_out: false,
+        }
+    }
+
+    /// A prepare step failed: report it once, do not start the service, and
+    /// wait for the step's inputs to change (or a restart) to try again.
+    pub(super) fn prepare_failed(
+        &mut self,
+        index: usize,
+        generation: u64,
+        failure: &prepare::Failure,
+    ) {
+        for message in failure.report() {
+            self.emit(Some(index), EventKind::Notice { message });
+        }
+        self.services[index].prepare_failed = true;
+        let retry = (!failure.inputs.is_empty()).then(|| {
+            let inputs = failure.inputs.clone();
+            let tx = self.internal_tx.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                prepare::wait_for_change(inputs, RETRY_POLL).await;
+                let _ = tx.send(Internal::InputsChanged { index, generation });
+            }))
+        });
+        let reason = failure.reason(self.name(index));
+        self.enter(index, Phase::Failed { reason, retry });
+        self.write_state();
+    }
+}
