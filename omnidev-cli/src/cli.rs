@@ -70,6 +70,9 @@ pub enum Command {
     /// the background; internal).
     #[command(hide = true)]
     Refresh,
+    /// Write the man pages into DIR (`cargo xtask dist` ships them; internal).
+    #[command(hide = true)]
+    Man(ManArgs),
 }
 
 /// How `omnidev --help` groups the subcommands: a heading, then the
@@ -130,12 +133,19 @@ Examples:
 /// The long help of `omnidev completions` after its arguments.
 const COMPLETIONS_LONG_HELP: &str = "\
 Where the script goes (then open a new shell):
-  bash        omnidev completions bash > ~/.local/share/bash-completion/completions/omnidev
-  zsh         omnidev completions zsh > ~/.zfunc/_omnidev
-              (with `fpath+=~/.zfunc; autoload -U compinit; compinit` in ~/.zshrc)
-  fish        omnidev completions fish > ~/.config/fish/completions/omnidev.fish
+  bash        omnidev completions --install bash
+              (writes ~/.local/share/bash-completion/completions/omnidev)
+  zsh         omnidev completions --install zsh
+              (writes ~/.local/share/zsh/site-functions/_omnidev; with
+              `fpath=(~/.local/share/zsh/site-functions $fpath)` before
+              compinit in ~/.zshrc, which it names when missing)
+  fish        omnidev completions --install fish
+              (writes ~/.config/fish/completions/omnidev.fish)
   elvish      omnidev completions elvish >> ~/.config/elvish/rc.elv
   powershell  omnidev completions powershell >> $PROFILE
+--install follows XDG_DATA_HOME, XDG_CONFIG_HOME and BASH_COMPLETION_USER_DIR,
+rewrites only a file it wrote itself (--force replaces another), and says
+where it wrote.
 ";
 
 /// The clap command of `omnidev` with the grouped subcommand list in its
@@ -446,6 +456,21 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_name = "SHELL")]
     pub shell: Shell,
+    /// Write the script where the shell looks for it (bash, zsh, fish) and
+    /// say where, instead of printing it.
+    #[arg(long)]
+    pub install: bool,
+    /// With --install: replace a file there that omnidev did not write.
+    #[arg(long, requires = "install")]
+    pub force: bool,
+}
+
+/// Arguments of `omnidev man`.
+#[derive(Debug, Args, Clone)]
+pub struct ManArgs {
+    /// The directory to write `omnidev.1`, `omnidev-up.1`, … into.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// Arguments of `omnidev install`.

@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Events(args)) => events::run(&args),
         Some(Command::Wait(args)) => wait::run(&args),
         Some(Command::Clean(args)) => clean::run(&args),
-        Some(Command::Completions(args)) => Ok(completions::run(&args)),
+        Some(Command::Completions(args)) => completions::run(&args),
+        Some(Command::Man(args)) => completions::man(&args),
     }
 }

@@ -104,6 +104,52 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// `completions --install` for a shell without a known place.
+    #[error("`omnidev completions --install` does not know where {shell} looks for completions")]
+    #[diagnostic(
+        code(omnidev::completions::shell),
+        help("print the script and add it yourself (see `omnidev completions --help`)")
+    )]
+    CompletionsShell {
+        /// The shell.
+        shell: String,
+    },
+
+    /// `completions --install` would replace a file omnidev did not write.
+    #[error("{} exists and omnidev did not write it", path.display())]
+    #[diagnostic(
+        code(omnidev::completions::foreign),
+        help("move it away, or pass --force to replace it with omnidev's script")
+    )]
+    CompletionsForeign {
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// A file omnidev writes on request (completions, man pages) could not be written.
+    #[error("could not write {}", path.display())]
+    #[diagnostic(
+        code(omnidev::write),
+        help("check that the directory is yours and writable")
+    )]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// There is no home directory to install into.
+    #[error("HOME is not set (or not an absolute path)")]
+    #[diagnostic(
+        code(omnidev::completions::home),
+        help(
+            "set HOME, or print the script with `omnidev completions SHELL` and place it yourself"
+        )
+    )]
+    NoHome,
+
     /// A value could not be encoded as JSON.
     #[error("could not encode JSON")]
     #[diagnostic(code(omnidev::json))]

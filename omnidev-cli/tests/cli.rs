@@ -115,6 +115,85 @@ fn help_completions() {
     );
 }
 
+/// `completions --install fish` writes where fish looks (XDG_CONFIG_HOME)
+/// and a real fish, given only that environment, completes a subcommand
+/// from it; `--install bash` writes a script bash sources into a
+/// `complete` rule for omnidev.
+#[test]
+fn completions_install_lands_where_fish_and_bash_load_it() {
+    let ctx = TestContext::new();
+    let output = ctx
+        .command()
+        .args(["completions", "fish", "--install"])
+        .output()
+        .expect("run");
+    let text = ctx.render(&output);
+    assert!(output.status.success(), "{text}");
+    let file = ctx.home.join(".config-xdg/fish/completions/omnidev.fish");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).starts_with(&format!("wrote {}\n", file.display())),
+        "{text}"
+    );
+    let fish = std::process::Command::new("fish")
+        .args(["--no-config", "-c"])
+        .arg(format!(
+            "source {}; complete -C 'omnidev sta'",
+            file.display()
+        ))
+        .env("HOME", &ctx.home)
+        .output()
+        .expect("fish (apt-get install fish)");
+    let offered = String::from_utf8_lossy(&fish.stdout);
+    assert!(
+        offered.lines().any(|line| line.starts_with("status")),
+        "{offered}"
+    );
+
+    let output = ctx
+        .command()
+        .args(["completions", "bash", "--install"])
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", ctx.render(&output));
+    let file = ctx
+        .home
+        .join(".local/share/bash-completion/completions/omnidev");
+    let bash = std::process::Command::new("bash")
+        .args(["--norc", "-c"])
+        .arg(format!("source {} && complete -p omnidev", file.display()))
+        .output()
+        .expect("bash");
+    assert!(
+        String::from_utf8_lossy(&bash.stdout).contains("omnidev"),
+        "{bash:?}"
+    );
+}
+
+/// `omnidev man DIR` writes a roff page per visible command, `omnidev.1`
+/// naming every visible subcommand.
+#[test]
+fn man_pages_for_every_visible_command() {
+    let ctx = TestContext::new();
+    let dir = ctx.home.join("man");
+    let output = ctx.command().arg("man").arg(&dir).output().expect("run");
+    assert!(output.status.success(), "{}", ctx.render(&output));
+    let top = std::fs::read_to_string(dir.join("omnidev.1")).expect("omnidev.1");
+    assert!(top.starts_with(".ie"), "{top}");
+    assert!(top.contains(".TH omnidev 1"), "{top}");
+    for name in ["up", "status", "logs", "completions"] {
+        assert!(
+            top.contains(&format!("omnidev\\-{name}(1)")),
+            "{name}: {top}"
+        );
+        assert!(dir.join(format!("omnidev-{name}.1")).is_file(), "{name}");
+    }
+    assert!(
+        !dir.join("omnidev-refresh.1").exists(),
+        "hidden commands get no page"
+    );
+    assert!(dir.join("omnidev-profile-show.1").is_file());
+}
+
 /// The embedded profile prints verbatim: one header comment, and it parses.
 #[test]
 fn profile_show_embedded_is_the_profile_verbatim() {

@@ -1,5 +1,7 @@
-//! `cargo xtask dist`: `target/dist/omnidev-<version>-<target>.tar.gz` and its
-//! `.sha256` (in `sha256sum` format), packed and hashed in-process.
+//! `cargo xtask dist`: `target/dist/omnidev-<version>-<target>.tar.gz` (the
+//! binary, README.md and the man pages `omnidev man` generates from the clap
+//! definitions, under `man/man1/`) and its `.sha256` (in `sha256sum`
+//! format), packed and hashed in-process.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -55,15 +57,32 @@ pub fn run(options: &Dist) -> Result<Artifacts> {
     }
     let binary = util::build_omnidev(&sh, &options.profile)?;
     fs::create_dir_all(&dist_dir)?;
-    pack(
-        &tarball,
-        &name,
-        &[
-            (binary.as_path(), "omnidev"),
-            (&util::workspace_root().join("README.md"), "README.md"),
-        ],
-    )
-    .with_context(|| format!("writing {}", tarball.display()))?;
+    let man = dist_dir.join(format!("{name}-man"));
+    if man.exists() {
+        fs::remove_dir_all(&man)?;
+    }
+    cmd!(sh, "{binary} man {man}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("generating the man pages")?;
+    let pages = man_pages(&man)?;
+    let readme = util::workspace_root().join("README.md");
+    let mut files = vec![
+        (binary.clone(), "omnidev".to_string()),
+        (readme, "README.md".to_string()),
+    ];
+    files.extend(
+        pages
+            .into_iter()
+            .map(|(path, file)| (path, format!("man/man1/{file}"))),
+    );
+    let files: Vec<(&Path, &str)> = files
+        .iter()
+        .map(|(path, name)| (path.as_path(), name.as_str()))
+        .collect();
+    pack(&tarball, &name, &files).with_context(|| format!("writing {}", tarball.display()))?;
+    fs::remove_dir_all(&man)?;
     let file = tarball
         .file_name()
         .and_then(|f| f.to_str())
@@ -80,12 +99,31 @@ pub fn run(options: &Dist) -> Result<Artifacts> {
     Ok(Artifacts { tarball, checksum })
 }
 
+/// The `*.1` files of `dir`, sorted: (path, file name).
+fn man_pages(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let mut pages = Vec::new();
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file.ends_with(".1") {
+            pages.push((entry.path(), file));
+        }
+    }
+    pages.sort();
+    if !pages.iter().any(|(_, file)| file == "omnidev.1") {
+        anyhow::bail!("`omnidev man` wrote no omnidev.1 into {}", dir.display());
+    }
+    Ok(pages)
+}
+
 /// Writes a gzipped tarball holding `files` (source, name) under `dir/`.
 fn pack(tarball: &Path, dir: &str, files: &[(&Path, &str)]) -> Result<()> {
     let gz = GzEncoder::new(fs::File::create(tarball)?, Compression::default());
     let mut archive = tar::Builder::new(gz);
     let parent = tarball.parent().context("tarball has a directory")?;
     archive.append_dir(dir, parent)?;
+    archive.append_dir(format!("{dir}/man"), parent)?;
+    archive.append_dir(format!("{dir}/man/man1"), parent)?;
     for (source, name) in files {
         archive.append_path_with_name(source, format!("{dir}/{name}"))?;
     }

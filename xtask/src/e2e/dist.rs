@@ -1,5 +1,5 @@
 //! Case: `cargo xtask dist` produces the tarball and its sha256; the binary
-//! in it runs `--version`.
+//! in it runs `--version`; its man pages render with `man`.
 
 use std::process::Command;
 
@@ -60,6 +60,31 @@ pub fn dist_tarball_sha256_and_version(ctx: &mut Ctx) -> Result<()> {
         "{} --version: {} {text}",
         binary.display(),
         output.status
+    );
+    let page = unpack.join(&stem).join("man/man1/omnidev.1");
+    let man = Command::new("man")
+        .arg("-l")
+        .arg(&page)
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output();
+    let text_page = match &man {
+        Ok(output) if output.status.success() => {
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+        // No man-db here: the roff itself.
+        _ => {
+            std::fs::read_to_string(&page).with_context(|| format!("reading {}", page.display()))?
+        }
+    };
+    ensure!(
+        text_page.contains("one isolated dev pod per checkout"),
+        "{}: {text_page}",
+        page.display()
+    );
+    ensure!(
+        unpack.join(&stem).join("man/man1/omnidev-up.1").is_file(),
+        "no omnidev-up.1 in the tarball"
     );
     ctx.note(format!(
         "{} -> {}",
