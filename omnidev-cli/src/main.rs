@@ -22,6 +22,8 @@ mod watch;
 
 fn main() -> std::process::ExitCode {
     let args = cli::parse();
+    // Only in the background process of `up --detach`.
+    commands::detach::rotate_own_output();
     // Fancy, coloured diagnostics; plain when NO_COLOR or not a terminal
     // (miette's own detection). Off a terminal, lines are not wrapped, so
     // logs and CI output keep each message on one line.

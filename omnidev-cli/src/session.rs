@@ -238,6 +238,7 @@ impl omnidev_core::PortMover for PodPortMover {
 /// seed → render.
 pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
     let profile = &checkout.profile;
+    let mut notices = Vec::new();
     if args.clean {
         // Never wipe the directory of a pod that is running.
         if let omnidev_pod::LockState::Held { pid } = PodLock::state(&checkout.pod_dir)? {
@@ -247,7 +248,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
             }
             .into());
         }
-        Pod::clean(&checkout.pod_dir)?;
+        notices.extend(clean_before_up(&checkout.pod_dir)?);
     }
     let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
     let lock = PodLock::acquire(pod.dir())?;
@@ -277,7 +278,6 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
         overrides: &overrides,
     })?;
 
-    let mut notices = Vec::new();
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
     ctx.hosts = args.host_overrides().into_iter().collect();
@@ -314,6 +314,21 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
         control_socket,
         ports,
     })
+}
+
+/// `up --clean`: removes what omnidev made in the pod directory, as
+/// `omnidev clean` does (only a directory carrying the pod identity; a
+/// missing or empty one is left for [`Pod::create`]); what to tell the
+/// user about it.
+pub fn clean_before_up(pod_dir: &Path) -> Result<Option<String>> {
+    match omnidev_pod::pod::examine(pod_dir)? {
+        omnidev_pod::pod::DirKind::Missing | omnidev_pod::pod::DirKind::Empty => Ok(None),
+        omnidev_pod::pod::DirKind::Pod(identity) => {
+            Ok(Some(crate::commands::clean::clean_pod(pod_dir, &identity)?))
+        }
+        // Refused, with the reason.
+        _ => Pod::clean(pod_dir).map(|_| None).map_err(Error::from),
+    }
 }
 
 /// Seeds the pod's files (never overwriting one); a line for each copy

@@ -70,18 +70,11 @@ fn pods(ctx: &TestContext) -> Pods<'_> {
 }
 
 fn run(ctx: &TestContext, args: &[&str]) -> Output {
-    ctx.command().args(args).output().expect("run omnidev")
+    ctx.run(args)
 }
 
 fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
-    let output = run(ctx, args);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "omnidev {args:?}\n{}",
-        ctx.render(&output)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    ctx.run_ok(args)
 }
 
 fn json(ctx: &TestContext, args: &[&str]) -> Value {

@@ -25,10 +25,7 @@ fn assert_refused(output: &std::process::Output, dir: &Path) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(&format!(
-            "{} is not an omnidev pod directory",
-            dir.display()
-        )),
+        stderr.contains(&format!("{} is not an omnidev pod (", dir.display())),
         "{stderr}"
     );
 }
@@ -73,29 +70,26 @@ fn an_empty_directory_and_an_old_pod_are_accepted_and_clean_removes_a_pod() {
     ctx.write("omnidev.toml", PROFILE);
     let empty = ctx.root.join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    let output = ctx
-        .command()
-        .args(["up", "--headless", "--pod-dir"])
-        .arg(&empty)
-        .output()
-        .expect("run");
+    let on_empty = |args: &[&str]| ctx.command().args(args).arg(&empty).output().expect("run");
+    let output = on_empty(&["up", "--headless", "--pod-dir"]);
     assert!(output.status.success(), "{output:?}");
     assert!(empty.join(".omnidev-pod").is_file());
-    // A pod from before the marker: the layout is enough.
+    // A pod from before the identity (no marker, omnidev's pod.toml): `up`
+    // adopts it, `clean` refuses it until then.
     std::fs::remove_file(empty.join(".omnidev-pod")).expect("rm");
-    let output = ctx
-        .command()
-        .args(["up", "--headless", "--clean", "--pod-dir"])
-        .arg(&empty)
-        .output()
-        .expect("run");
+    let output = on_empty(&["clean", "--pod-dir"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("omnidev up --pod-dir"),
+        "{output:?}"
+    );
+    assert!(empty.join("pod.toml").is_file());
+    let output = on_empty(&["up", "--headless", "--pod-dir"]);
     assert!(output.status.success(), "{output:?}");
-    let output = ctx
-        .command()
-        .args(["clean", "--pod-dir"])
-        .arg(&empty)
-        .output()
-        .expect("run");
+    assert!(empty.join(".omnidev-pod").is_file());
+    let output = on_empty(&["up", "--headless", "--clean", "--pod-dir"]);
+    assert!(output.status.success(), "{output:?}");
+    let output = on_empty(&["clean", "--pod-dir"]);
     assert!(output.status.success(), "{output:?}");
     assert!(!empty.exists());
 }

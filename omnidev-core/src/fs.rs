@@ -1,14 +1,528 @@
-//! Small file-system helpers shared by the omnidev crates.
+//! The one way omnidev touches the files of its own directories (a pod
+//! directory, the per-user runtime directory): relative to an open
+//! directory handle ([`Dir`]), one path component at a time, never
+//! following a symbolic link, and refusing what is not a regular file or a
+//! directory where one is expected.
+//!
+//! A directory is opened once by the path the caller names (a link there
+//! is the caller's choice and is followed); everything below it is reached
+//! with `openat`/`mkdirat`/`unlinkat`/`renameat` and `O_NOFOLLOW`, so a
+//! symbolic link planted inside (`omnidev.lock -> ~/.bashrc`, `logs ->
+//! /elsewhere`) is an error, never a write outside. Paths given to a
+//! [`Dir`] are checked by [`components`]: relative, plain names only
+//! (`.` parts are dropped; `..`, an absolute path or an empty one is
+//! refused), so no path handed to this module reaches outside the
+//! directory it is relative to.
 
-use std::io::{self, Write};
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Replaces `path` with `contents` atomically and durably: the bytes go
-/// to a temporary file (`.omnidev-*.tmp`) in the same directory, which is
-/// flushed to disk and renamed over `path`, and then the directory itself is
-/// flushed so the rename survives a crash. A reader sees either the old file
-/// or the new one, never a torn one. The one such helper of every omnidev
-/// crate; callers wrap the error with their own context.
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag};
+use nix::unistd::UnlinkatFlags;
+
+/// The message of the error a symbolic link met on the way gives.
+pub const LINK_REFUSED: &str =
+    "it is a symbolic link, and omnidev never follows one inside its own directories";
+
+/// What a name inside a [`Dir`] is, looked at without following a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A Unix domain socket.
+    Socket,
+    /// Anything else (a FIFO, a device).
+    Other,
+}
+
+/// What [`Dir::stat`] tells about a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its owner.
+    pub uid: u32,
+    /// Its inode.
+    pub ino: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// How [`Dir::open_file`] opens a file (new files get mode 0600).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenOptions {
+    /// Read only; the file must exist.
+    Read,
+    /// Read and write, created when missing, never truncated (a lock
+    /// file).
+    ReadWriteCreate,
+    /// Append, created when missing (a log file).
+    AppendCreate,
+}
+
+impl OpenOptions {
+    fn flags(self) -> OFlag {
+        let flags = match self {
+            Self::Read => OFlag::O_RDONLY,
+            Self::ReadWriteCreate => OFlag::O_RDWR | OFlag::O_CREAT,
+            Self::AppendCreate => OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT,
+        };
+        flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK
+    }
+}
+
+/// The plain names `path` is made of, or why it may not be used relative
+/// to a directory of omnidev's: it must be relative and non-empty, `.`
+/// parts are dropped, and `..` is refused (even one that would fold back
+/// inside: a name is never resolved through a link either way).
+///
+/// ```
+/// use std::path::Path;
+/// use omnidev_core::fs::components;
+/// assert_eq!(components(Path::new("logs/./server.log")).unwrap().len(), 2);
+/// assert!(components(Path::new("../x")).is_err());
+/// assert!(components(Path::new("/etc/passwd")).is_err());
+/// assert!(components(Path::new("")).is_err());
+/// ```
+pub fn components(path: &Path) -> io::Result<Vec<&OsStr>> {
+    let mut out = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => out.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => return Err(invalid(path, "`..` is not allowed here")),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(invalid(path, "an absolute path is not allowed here"));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid(path, "the path names no file"));
+    }
+    Ok(out)
+}
+
+fn invalid(path: &Path, reason: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: {reason}", path.display()),
+    )
+}
+
+/// An [`Errno`] as an [`io::Error`], with `ELOOP` (the `O_NOFOLLOW` refusal)
+/// said in words.
+fn os_error(errno: Errno) -> io::Error {
+    if errno == Errno::ELOOP {
+        io::Error::other(LINK_REFUSED)
+    } else {
+        io::Error::from(errno)
+    }
+}
+
+/// An open directory; every path given to its methods is relative to it
+/// (see the module docs).
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Dir {
+    /// Opens the directory `path` (a symbolic link naming it is followed:
+    /// the caller named it).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let fd = nix::fcntl::open(
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os_error)?;
+        Ok(Self {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The directory's path, as it was opened (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `relative` under this directory's path (for messages; never opened
+    /// by path).
+    pub fn join(&self, relative: &Path) -> PathBuf {
+        self.path.join(relative)
+    }
+
+    /// [`Dir::parent_of`], with a missing parent as `None`.
+    fn existing_parent_of<'p>(&self, relative: &'p Path) -> io::Result<Option<(Dir, &'p OsStr)>> {
+        match self.parent_of(relative) {
+            Ok(found) => Ok(Some(found)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The directory holding the last name of `relative`, and that name.
+    fn parent_of<'p>(&self, relative: &'p Path) -> io::Result<(Dir, &'p OsStr)> {
+        let names = components(relative)?;
+        let (last, parents) = names.split_last().expect("components is never empty");
+        let mut dir = self.open_here(OsStr::new("."))?;
+        for name in parents {
+            dir = dir.open_here(name)?;
+        }
+        Ok((dir, last))
+    }
+
+    /// The sub-directory `name` (one plain name) of this one, not through
+    /// a link.
+    fn open_here(&self, name: &OsStr) -> io::Result<Dir> {
+        let fd = nix::fcntl::openat(
+            self.fd.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| self.not_a_dir(name, errno))?;
+        Ok(Self {
+            fd,
+            path: self.path.join(name),
+        })
+    }
+
+    /// Why `name` could not be opened as a directory, in words.
+    fn not_a_dir(&self, name: &OsStr, errno: Errno) -> io::Error {
+        if matches!(errno, Errno::ELOOP | Errno::ENOTDIR)
+            && let Ok(entry) = self.stat_here(name)
+        {
+            return match entry.kind {
+                Kind::Symlink => io::Error::other(LINK_REFUSED),
+                _ => io::Error::new(io::ErrorKind::NotADirectory, "it is not a directory"),
+            };
+        }
+        os_error(errno)
+    }
+
+    fn stat_here(&self, name: &OsStr) -> io::Result<Entry> {
+        let stat = nix::sys::stat::fstatat(self.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(os_error)?;
+        Ok(entry_of(&stat))
+    }
+
+    /// The existing sub-directory `relative`, reached without following a
+    /// link.
+    pub fn sub(&self, relative: &Path) -> io::Result<Dir> {
+        let (dir, last) = self.parent_of(relative)?;
+        dir.open_here(last)
+    }
+
+    /// The sub-directory `relative`, created one component at a time (each
+    /// new one with `mode`) when missing; a link or a file on the way is an
+    /// error.
+    pub fn create_dir_all(&self, relative: &Path, mode: u32) -> io::Result<Dir> {
+        let mut dir = self.open_here(OsStr::new("."))?;
+        for name in components(relative)? {
+            match nix::sys::stat::mkdirat(dir.fd.as_fd(), name, Mode::from_bits_truncate(mode)) {
+                Ok(()) | Err(Errno::EEXIST) => {}
+                Err(errno) => return Err(os_error(errno)),
+            }
+            dir = dir.open_here(name)?;
+        }
+        Ok(dir)
+    }
+
+    /// What `relative` is, without following a link; `None` when missing.
+    pub fn stat(&self, relative: &Path) -> io::Result<Option<Entry>> {
+        let Some((dir, last)) = self.existing_parent_of(relative)? else {
+            return Ok(None);
+        };
+        match dir.stat_here(last) {
+            Ok(entry) => Ok(Some(entry)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens the regular file `relative` as `options` say. A link is never
+    /// followed and anything but a regular file (a directory, a FIFO, a
+    /// socket, a device) is refused.
+    pub fn open_file(&self, relative: &Path, options: OpenOptions) -> io::Result<File> {
+        let (dir, last) = self.parent_of(relative)?;
+        let fd = nix::fcntl::openat(
+            dir.fd.as_fd(),
+            last,
+            options.flags(),
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|errno| match errno {
+            Errno::EISDIR => io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"),
+            errno => os_error(errno),
+        })?;
+        let stat = nix::sys::stat::fstat(fd.as_fd()).map_err(os_error)?;
+        if entry_of(&stat).kind != Kind::File {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is not a regular file",
+            ));
+        }
+        // Back to blocking I/O (the flag only kept a FIFO from blocking the
+        // open).
+        let flags =
+            nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETFL).map_err(os_error)?;
+        let flags = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
+        nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(os_error)?;
+        Ok(File::from(fd))
+    }
+
+    /// The bytes of the regular file `relative`; `None` when it does not
+    /// exist; an error when it holds more than `max` bytes.
+    pub fn read(&self, relative: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+        let file = match self.open_file(relative, OpenOptions::Read) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("it is larger than {max} bytes"),
+            ));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Replaces `relative` with `contents` atomically and durably: the
+    /// bytes go to a new temporary file (`.omnidev-*.tmp`, mode 0600) beside
+    /// it, which is flushed and renamed over it, and the directory is
+    /// flushed so the rename survives a crash. A reader sees the old file
+    /// or the new one, never a torn one; a link at `relative` is replaced,
+    /// not written through; a directory there is refused.
+    pub fn write_atomic(&self, relative: &Path, contents: &[u8]) -> io::Result<()> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let (dir, last) = self.parent_of(relative)?;
+        if dir.stat_here(last).is_ok_and(|e| e.kind == Kind::Dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "it is a directory",
+            ));
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let (tmp_name, file) = loop {
+            let name = OsString::from(format!(
+                ".omnidev-{}-{}-{nanos:08x}.tmp",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            match nix::fcntl::openat(
+                dir.fd.as_fd(),
+                name.as_os_str(),
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => break (name, File::from(fd)),
+                Err(Errno::EEXIST) => {}
+                Err(errno) => return Err(os_error(errno)),
+            }
+        };
+        let written = (|| {
+            let mut file = file;
+            file.write_all(contents)?;
+            file.sync_all()?;
+            nix::fcntl::renameat(dir.fd.as_fd(), tmp_name.as_os_str(), dir.fd.as_fd(), last)
+                .map_err(os_error)
+        })();
+        if let Err(e) = written {
+            let _ = nix::unistd::unlinkat(
+                dir.fd.as_fd(),
+                tmp_name.as_os_str(),
+                UnlinkatFlags::NoRemoveDir,
+            );
+            return Err(e);
+        }
+        // Make the rename itself durable.
+        let _ = nix::unistd::fsync(dir.fd.as_fd());
+        Ok(())
+    }
+
+    /// Renames `from` to `to` (both relative to this directory), replacing
+    /// `to`; links are renamed, never followed.
+    pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (from_dir, from_name) = self.parent_of(from)?;
+        let (to_dir, to_name) = self.parent_of(to)?;
+        nix::fcntl::renameat(from_dir.fd.as_fd(), from_name, to_dir.fd.as_fd(), to_name)
+            .map_err(os_error)
+    }
+
+    /// Makes `relative` a symbolic link to `target` (which is only stored,
+    /// never resolved here); fails when something is there.
+    pub fn symlink(&self, target: &Path, relative: &Path) -> io::Result<()> {
+        let (dir, last) = self.parent_of(relative)?;
+        nix::unistd::symlinkat(target, dir.fd.as_fd(), last).map_err(os_error)
+    }
+
+    /// The target of the symbolic link `relative`.
+    pub fn read_link(&self, relative: &Path) -> io::Result<PathBuf> {
+        let (dir, last) = self.parent_of(relative)?;
+        nix::fcntl::readlinkat(dir.fd.as_fd(), last)
+            .map(PathBuf::from)
+            .map_err(os_error)
+    }
+
+    /// Removes the name `relative` when it is not a directory (a file, a
+    /// link — not what it points to —, a socket). `false` when it was
+    /// missing.
+    pub fn remove_file(&self, relative: &Path) -> io::Result<bool> {
+        let Some((dir, last)) = self.existing_parent_of(relative)? else {
+            return Ok(false);
+        };
+        match nix::unistd::unlinkat(dir.fd.as_fd(), last, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(Errno::EISDIR) => Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "it is a directory",
+            )),
+            Err(errno) => Err(os_error(errno)),
+        }
+    }
+
+    /// Removes the empty directory `relative`. `false` when it was missing.
+    pub fn remove_dir(&self, relative: &Path) -> io::Result<bool> {
+        let Some((dir, last)) = self.existing_parent_of(relative)? else {
+            return Ok(false);
+        };
+        match nix::unistd::unlinkat(dir.fd.as_fd(), last, UnlinkatFlags::RemoveDir) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(errno) => Err(os_error(errno)),
+        }
+    }
+
+    /// Removes `relative` and, when it is a directory, everything in it,
+    /// descending through directory handles: a link inside is removed
+    /// itself, never followed. `false` when it was missing.
+    pub fn remove_tree(&self, relative: &Path) -> io::Result<bool> {
+        let Some((dir, last)) = self.existing_parent_of(relative)? else {
+            return Ok(false);
+        };
+        dir.remove_tree_here(last)
+    }
+
+    fn remove_tree_here(&self, name: &OsStr) -> io::Result<bool> {
+        match self.stat_here(name) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+            Ok(entry) if entry.kind != Kind::Dir => {
+                return match nix::unistd::unlinkat(
+                    self.fd.as_fd(),
+                    name,
+                    UnlinkatFlags::NoRemoveDir,
+                ) {
+                    Ok(()) => Ok(true),
+                    Err(Errno::ENOENT) => Ok(false),
+                    Err(errno) => Err(os_error(errno)),
+                };
+            }
+            Ok(_) => {}
+        }
+        let sub = self.open_here(name)?;
+        for child in sub.entries()? {
+            sub.remove_tree_here(&child)?;
+        }
+        match nix::unistd::unlinkat(self.fd.as_fd(), name, UnlinkatFlags::RemoveDir) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(errno) => Err(os_error(errno)),
+        }
+    }
+
+    /// The names in this directory (without `.` and `..`), sorted.
+    pub fn entries(&self) -> io::Result<Vec<OsString>> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let fd = nix::fcntl::openat(
+            self.fd.as_fd(),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os_error)?;
+        let mut dir = nix::dir::Dir::from_fd(fd).map_err(os_error)?;
+        let mut names = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry.map_err(os_error)?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsStr::from_bytes(name).to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+impl AsFd for Dir {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn entry_of(stat: &nix::sys::stat::FileStat) -> Entry {
+    let format = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    let kind = if format == SFlag::S_IFREG {
+        Kind::File
+    } else if format == SFlag::S_IFDIR {
+        Kind::Dir
+    } else if format == SFlag::S_IFLNK {
+        Kind::Symlink
+    } else if format == SFlag::S_IFSOCK {
+        Kind::Socket
+    } else {
+        Kind::Other
+    };
+    Entry {
+        kind,
+        uid: stat.st_uid,
+        ino: stat.st_ino,
+        size: stat.st_size as u64,
+    }
+}
+
+/// The directory and last name of an absolute or relative `path` given
+/// whole (the callers that hold no [`Dir`]): the parent is opened as named,
+/// the last name goes through it.
+fn split(path: &Path) -> io::Result<(Dir, &Path)> {
+    let name = path
+        .file_name()
+        .map(Path::new)
+        .ok_or_else(|| invalid(path, "the path names no file"))?;
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Ok((Dir::open(parent)?, name))
+}
+
+/// [`Dir::write_atomic`] for a path given whole: its directory is opened
+/// as named, and the file replaced in it. The one atomic writer of every
+/// omnidev crate; callers wrap the error with their own context.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -17,22 +531,19 @@ use std::path::Path;
 /// assert_eq!(std::fs::read(&path).unwrap(), b"{}");
 /// ```
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".omnidev-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(contents)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    // Make the rename itself durable.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let (dir, name) = split(path)?;
+    dir.write_atomic(name, contents)
+}
+
+/// [`Dir::read`] for a path given whole: the regular file's bytes (at
+/// most `max`), `None` when missing; a link as the last name is refused.
+pub fn read_file(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let (dir, name) = match split(path) {
+        Ok(found) => found,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    dir.read(name, max)
 }
 
 #[cfg(test)]
@@ -48,5 +559,93 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
         let entries = std::fs::read_dir(dir.path()).expect("read_dir").count();
         assert_eq!(entries, 1);
+    }
+
+    /// A tempdir with `outside/` (holding `victim`, whose bytes must never
+    /// change) and `inside/`, the directory handed to [`Dir`].
+    fn planted() -> (tempfile::TempDir, Dir, PathBuf) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::write(outside.join("victim"), "precious").expect("write");
+        std::fs::create_dir(tmp.path().join("inside")).expect("mkdir");
+        let dir = Dir::open(&tmp.path().join("inside")).expect("open");
+        (tmp, dir, outside)
+    }
+
+    #[test]
+    fn a_planted_link_is_never_written_through() {
+        let (_tmp, dir, outside) = planted();
+        let victim = outside.join("victim");
+        std::os::unix::fs::symlink(&victim, dir.join(Path::new("lock"))).expect("symlink");
+        std::os::unix::fs::symlink(&outside, dir.join(Path::new("logs"))).expect("symlink");
+        let err = dir
+            .open_file(Path::new("lock"), OpenOptions::ReadWriteCreate)
+            .expect_err("a link");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        let err = dir
+            .open_file(Path::new("logs/victim"), OpenOptions::AppendCreate)
+            .expect_err("through a link");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        dir.write_atomic(Path::new("logs/new"), b"x")
+            .expect_err("through a link");
+        dir.create_dir_all(Path::new("logs/sub"), 0o700)
+            .expect_err("through a link");
+        // The link itself is replaced, not written through.
+        dir.write_atomic(Path::new("lock"), b"mine")
+            .expect("replace");
+        assert_eq!(
+            std::fs::read(dir.join(Path::new("lock"))).expect("read"),
+            b"mine"
+        );
+        dir.remove_tree(Path::new("logs")).expect("remove the link");
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"precious");
+        assert!(!outside.join("new").exists() && !outside.join("sub").exists());
+    }
+
+    #[test]
+    fn a_fifo_or_directory_is_not_a_file() {
+        let (_tmp, dir, _outside) = planted();
+        nix::unistd::mkfifo(
+            &dir.join(Path::new("fifo")),
+            Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+        std::fs::create_dir(dir.join(Path::new("d"))).expect("mkdir");
+        let err = dir
+            .open_file(Path::new("fifo"), OpenOptions::Read)
+            .expect_err("fifo");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        dir.open_file(Path::new("d"), OpenOptions::Read)
+            .expect_err("dir");
+        dir.write_atomic(Path::new("d"), b"x").expect_err("dir");
+    }
+
+    #[test]
+    fn remove_tree_removes_links_not_their_targets() {
+        let (_tmp, dir, outside) = planted();
+        let tree = dir.create_dir_all(Path::new("a/b"), 0o700).expect("mkdir");
+        tree.write_atomic(Path::new("f"), b"x").expect("write");
+        std::os::unix::fs::symlink(&outside, dir.join(Path::new("a/b/out"))).expect("symlink");
+        assert!(dir.remove_tree(Path::new("a")).expect("remove"));
+        assert!(!dir.join(Path::new("a")).exists());
+        assert!(outside.join("victim").exists());
+        assert!(!dir.remove_tree(Path::new("a")).expect("again"));
+    }
+
+    #[test]
+    fn reads_are_bounded() {
+        let (_tmp, dir, _outside) = planted();
+        dir.write_atomic(Path::new("big"), &[b'x'; 100])
+            .expect("write");
+        assert_eq!(
+            dir.read(Path::new("big"), 100)
+                .expect("read")
+                .map(|b| b.len()),
+            Some(100)
+        );
+        let err = dir.read(Path::new("big"), 99).expect_err("too big");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(dir.read(Path::new("none"), 1).expect("missing"), None);
     }
 }

@@ -201,18 +201,41 @@ pub enum Error {
         message: String,
     },
 
-    /// A directory given as a pod directory is not one, and is not empty.
-    #[error("{} is not an omnidev pod directory, and not empty: refusing to use or remove it", path.display())]
+    /// A directory given as a pod directory does not carry omnidev's pod
+    /// identity (and is not empty, or is being removed).
+    #[error("{} is not an omnidev pod ({reason}): refusing to use or remove it", path.display())]
     #[diagnostic(
         code(omnidev::pod::not_a_pod),
         help(
-            "a pod directory is one omnidev created (it holds `.omnidev-pod` or `pod.toml`); \
-             give `--pod-dir` a new or empty directory, or leave it out to use the default"
+            "a pod directory is one omnidev created: it holds the `.omnidev-pod` identity \
+             omnidev wrote; give `--pod-dir` a new or empty directory, or leave it out to use \
+             the default (a pod made by an omnidev older than the identity gets one at its \
+             next `omnidev up`)"
         )
     )]
     NotAPod {
         /// The directory.
         path: PathBuf,
+        /// Why it is not taken for a pod.
+        reason: String,
+    },
+
+    /// The per-user registry of pods holding ports does not parse.
+    #[error("the pod registry {} is corrupt: {message}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::corrupt_registry),
+        help(
+            "it lists the pod directories that hold ports, and was left untouched so no claim \
+             is lost; fix it by hand (`pods = [\"/path/to/pod\", ...]`), or move it aside: \
+             omnidev then rebuilds it from the pods under the cache root (pods made with \
+             `--pod-dir` elsewhere register again at their next `omnidev up`)"
+        )
+    )]
+    CorruptRegistry {
+        /// The registry file.
+        path: PathBuf,
+        /// The parser's description of the problem.
+        message: String,
     },
 
     /// A path omnidev was about to write inside the pod leads out of it.

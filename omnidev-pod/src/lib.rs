@@ -41,11 +41,15 @@
 //!
 //! - **Pod directory**: `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev/<basename>-<hash8>`,
 //!   where `hash8` is the first 8 hex digits of SHA-256 over the canonical
-//!   repo path's bytes ([`pod::hash8`]; pinned by a test, never to change).
+//!   repo path's bytes ([`pod::hash8`]; pinned by a test, never to change);
+//!   the basename is cut to [`pod::MAX_BASENAME`] bytes. Every pod carries
+//!   the identity omnidev wrote ([`pod::Marker`]); only such a directory is
+//!   ever cleaned, and only of what omnidev made in it.
 //! - **Ports** ([`ports`]): persisted in `<pod>/pod.toml` together with the
 //!   repo path; allocation is serialised per user, across cache roots, by
 //!   `<runtime dir>/ports.lock` ([`runtime`]), where `pods.toml` lists the
-//!   pods holding ports; another pod's unreadable `pod.toml` is ignored,
+//!   pods holding ports (a corrupt registry is an error, never reset);
+//!   another pod's unreadable `pod.toml` is ignored,
 //!   this pod's corrupt one is an error and is left untouched. A port lost
 //!   to another process before the service bound it is moved
 //!   ([`ports::relocate_port`]).

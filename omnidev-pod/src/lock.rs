@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use omnidev_core::fs::Dir;
+
 use crate::error::{Error, Result};
 use crate::layout::LOCK_FILE;
 
@@ -47,7 +49,7 @@ impl PodLock {
     /// and the holder's pid.
     pub fn acquire(pod_dir: &Path) -> Result<Self> {
         let path = pod_dir.join(LOCK_FILE);
-        let mut file = open(&path)?;
+        let mut file = open(pod_dir, &path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -72,7 +74,10 @@ impl PodLock {
     /// check takes a shared lock for an instant.
     pub fn state(pod_dir: &Path) -> Result<LockState> {
         let path = pod_dir.join(LOCK_FILE);
-        let mut file = match File::open(&path) {
+        let opened = Dir::open(pod_dir).and_then(|dir| {
+            dir.open_file(Path::new(LOCK_FILE), omnidev_core::fs::OpenOptions::Read)
+        });
+        let mut file = match opened {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
             Err(e) => return Err(Error::io("open", &path)(e)),
@@ -98,15 +103,17 @@ impl std::os::fd::AsRawFd for PodLock {
     }
 }
 
-fn open(path: &Path) -> Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
+/// Opens (creating, mode 0600) the lock file through the pod's directory
+/// handle: a symbolic link planted as `omnidev.lock` is refused, never
+/// followed (its target would be truncated and get omnidev's pid).
+fn open(pod_dir: &Path, path: &Path) -> Result<File> {
+    Dir::open(pod_dir)
+        .and_then(|dir| {
+            dir.open_file(
+                Path::new(LOCK_FILE),
+                omnidev_core::fs::OpenOptions::ReadWriteCreate,
+            )
+        })
         .map_err(Error::io("open the pod lock", path))
 }
 
@@ -155,5 +162,19 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains(&tmp.path().display().to_string()), "{text}");
         assert!(text.contains(&std::process::id().to_string()), "{text}");
+    }
+
+    #[test]
+    fn a_lock_file_planted_as_a_link_is_refused_and_its_target_untouched() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "precious").expect("write");
+        let pod = tmp.path().join("pod");
+        std::fs::create_dir(&pod).expect("mkdir");
+        std::os::unix::fs::symlink(&victim, pod.join(LOCK_FILE)).expect("symlink");
+        let err = PodLock::acquire(&pod).expect_err("a link");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        PodLock::state(&pod).expect_err("a link");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
     }
 }

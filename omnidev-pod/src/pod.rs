@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use omnidev_core::fs::{Dir, Kind};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -60,19 +62,33 @@ pub fn hash8(path: &Path) -> String {
     out
 }
 
-/// The default pod directory of a checkout: `<cache_root>/<basename>-<hash8>`.
+/// The longest checkout name kept in a pod directory's name, in bytes
+/// (the name is `<basename>-<hash8>`, and a file name may be 255 bytes).
+pub const MAX_BASENAME: usize = 64;
+
+/// The default pod directory of a checkout: `<cache_root>/<basename>-<hash8>`,
+/// the basename cut to [`MAX_BASENAME`] bytes (at a character boundary) so
+/// the name always fits a file name; the hash of the whole path keeps two
+/// checkouts with the same long prefix apart. Names that fit are unchanged.
 ///
 /// ```
 /// use std::path::Path;
 /// let dir = omnidev_pod::pod::default_pod_dir(Path::new("/cache/omnidev"), Path::new("/src/omnigent"));
 /// assert!(dir.starts_with("/cache/omnidev"));
 /// assert!(dir.file_name().unwrap().to_str().unwrap().starts_with("omnigent-"));
+/// let long = Path::new("/src").join("é".repeat(125));
+/// let name = omnidev_pod::pod::default_pod_dir(Path::new("/c"), &long);
+/// assert!(name.file_name().unwrap().len() <= 64 + 9);
 /// ```
 pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
     let base = repo_root
         .file_name()
         .map_or_else(|| "root".to_owned(), |n| n.to_string_lossy().into_owned());
-    cache_root.join(format!("{base}-{}", hash8(repo_root)))
+    let mut cut = base.len().min(MAX_BASENAME);
+    while !base.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    cache_root.join(format!("{}-{}", &base[..cut], hash8(repo_root)))
 }
 
 /// Lexically normalises `value`, a path meant to stay inside a base
@@ -129,38 +145,132 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         .map_err(Error::io("set the mode of", dir))
 }
 
-const MARKER_TEXT: &str = "This directory is an omnidev pod; `omnidev clean` removes it.\n";
+/// The fixed text of the marker an omnidev before the pod identity wrote:
+/// such a marker is still taken as omnidev's (it is replaced by an identity
+/// at the pod's next `omnidev up`).
+const LEGACY_MARKER_TEXT: &str = "This directory is an omnidev pod; `omnidev clean` removes it.\n";
 
-/// Files whose presence shows a pod made before the marker existed.
-const LAYOUT: &[&str] = &[POD_TOML, LOCK_FILE, STATE_FILE, CONTROL_SOCKET];
+/// The first line of every marker.
+const MARKER_HEADER: &str =
+    "# This directory is an omnidev pod; `omnidev clean` removes what omnidev made in it.\n";
+
+/// The most a marker may hold.
+const MAX_MARKER_BYTES: u64 = 64 * 1024;
+
+/// The pod identity omnidev writes into each pod it creates
+/// (`<pod>/.omnidev-pod`, TOML): a random id, the directory it was written
+/// for, and the sub-directories omnidev made in it (the profile's `[pod]
+/// dirs`), which are all `omnidev clean` removes besides the fixed layout.
+///
+/// ```toml
+/// id = "5f0c2b7e9a1d4c3b8e6f0a2d4c6b8e0f"
+/// dir = "/home/ada/.cache/omnidev/omnigent-e3e2c4da"
+/// made = ["data/omnigent", "artifacts", "config", "logs"]
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Marker {
+    /// 32 lower-case hex digits, random, also recorded in `pod.toml`.
+    pub id: String,
+    /// The canonical directory the marker was written for: a copy of the
+    /// pod (`cp -a`) or a moved one is somewhere else.
+    pub dir: PathBuf,
+    /// The sub-directories omnidev made, relative to the pod.
+    #[serde(default)]
+    pub made: Vec<String>,
+}
+
+impl Marker {
+    /// Parses a marker's text; `None` for anything omnidev did not write
+    /// (another format, an id that is not 32 hex digits, a relative `dir`,
+    /// a `made` entry leading out of the pod).
+    ///
+    /// ```
+    /// use omnidev_pod::pod::Marker;
+    /// let text = "id = \"0123456789abcdef0123456789abcdef\"\ndir = \"/p\"\nmade = [\"logs\"]\n";
+    /// assert_eq!(Marker::parse(text).unwrap().made, ["logs"]);
+    /// assert!(Marker::parse("id = \"x\"\ndir = \"/p\"\n").is_none());
+    /// assert!(Marker::parse("id = \"0123456789abcdef0123456789abcdef\"\ndir = \"/p\"\nmade = [\"../x\"]\n").is_none());
+    /// ```
+    pub fn parse(text: &str) -> Option<Self> {
+        let marker: Self = toml::from_str(text).ok()?;
+        let id_ok = marker.id.len() == 32
+            && marker
+                .id
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let made_ok = marker.made.iter().all(|m| {
+            relative_inside(m).is_ok_and(|r| !r.as_os_str().is_empty() && r == Path::new(m))
+        });
+        (id_ok && marker.dir.is_absolute() && made_ok).then_some(marker)
+    }
+
+    /// The marker's file text.
+    pub fn text(&self) -> Result<String> {
+        let body = toml::to_string(self).map_err(|e| Error::Serialise {
+            what: "the pod marker",
+            message: e.to_string(),
+        })?;
+        Ok(format!("{MARKER_HEADER}{body}"))
+    }
+}
+
+/// A new random pod id (32 hex digits from the kernel's random source).
+fn new_id() -> Result<String> {
+    let mut bytes = [0_u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(Error::io("read", "/dev/urandom"))?;
+    Ok(bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    }))
+}
+
+/// Whose pod a directory carrying omnidev's marker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// Its marker was written for this very directory.
+    Own(Marker),
+    /// Its marker was written for another directory: a copy (`cp -a`) or
+    /// a moved pod. Its files are its own; what the original owns (its
+    /// control socket, its ports) is never touched through it.
+    Copy(Marker),
+    /// The fixed marker of an omnidev older than the identity.
+    Legacy,
+}
 
 /// What a directory given as a pod directory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DirKind {
     /// Nothing there yet.
     Missing,
     /// An empty directory: omnidev may make it a pod.
     Empty,
-    /// A directory omnidev created: it has the [`MARKER`] file, or the
-    /// pod layout (`pod.toml`, `omnidev.lock`, `state.json` or
-    /// `control.sock`).
-    Pod,
-    /// Anything else (a file, or a directory with other contents): never
-    /// written to, chmod-ed or removed.
-    Other,
+    /// A directory carrying omnidev's pod identity ([`MARKER`]).
+    Pod(Identity),
+    /// No marker, but a `pod.toml` in omnidev's format: a pod made before
+    /// the marker existed. `omnidev up` adopts it (writes its identity);
+    /// `omnidev clean` refuses it until then.
+    Unmarked,
+    /// Anything else (a file, a directory with other contents, a marker
+    /// omnidev did not write), with the reason: never written to,
+    /// chmod-ed or removed.
+    Other(String),
 }
 
 /// What `dir` is, the one pod check used by `up`, `up --clean`,
-/// `--pod-dir` and `omnidev clean`. A symbolic link is followed only when
-/// it names the pod directory itself.
+/// `--pod-dir`, `omnidev clean` and `omnidev gc`. A symbolic link is
+/// followed only when it names the pod directory itself. Permission and
+/// I/O errors are errors, never taken for a missing directory.
 ///
 /// ```
 /// use omnidev_pod::pod::{examine, DirKind};
 /// let tmp = tempfile::tempdir().unwrap();
 /// assert_eq!(examine(&tmp.path().join("new")).unwrap(), DirKind::Missing);
 /// assert_eq!(examine(tmp.path()).unwrap(), DirKind::Empty);
-/// std::fs::write(tmp.path().join("notes.txt"), "mine").unwrap();
-/// assert_eq!(examine(tmp.path()).unwrap(), DirKind::Other);
+/// std::fs::write(tmp.path().join("state.json"), "{}").unwrap();
+/// assert!(matches!(examine(tmp.path()).unwrap(), DirKind::Other(_)));
 /// ```
 pub fn examine(dir: &Path) -> Result<DirKind> {
     let meta = match std::fs::metadata(dir) {
@@ -169,26 +279,102 @@ pub fn examine(dir: &Path) -> Result<DirKind> {
         Err(e) => return Err(Error::io("examine", dir)(e)),
     };
     if !meta.is_dir() {
-        return Ok(DirKind::Other);
+        return Ok(DirKind::Other("it is not a directory".to_owned()));
     }
-    if std::iter::once(MARKER)
-        .chain(LAYOUT.iter().copied())
-        .any(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
+    let handle = Dir::open(dir).map_err(Error::io("open", dir))?;
+    let marker_path = dir.join(MARKER);
+    match handle
+        .stat(Path::new(MARKER))
+        .map_err(Error::io("examine", &marker_path))?
     {
-        return Ok(DirKind::Pod);
+        Some(entry) if entry.kind == Kind::File => {}
+        Some(_) => {
+            return Ok(DirKind::Other(format!(
+                "its {MARKER} is not a regular file"
+            )));
+        }
+        None => {
+            let entries = handle.entries().map_err(Error::io("read", dir))?;
+            if entries.is_empty() {
+                return Ok(DirKind::Empty);
+            }
+            let record: Result<Option<crate::PodRecord>> =
+                crate::state::read_toml(&dir.join(POD_TOML));
+            return Ok(match record {
+                Ok(Some(_)) => DirKind::Unmarked,
+                _ => DirKind::Other(format!("it holds no {MARKER} identity")),
+            });
+        }
     }
-    let mut entries = std::fs::read_dir(dir).map_err(Error::io("read", dir))?;
-    Ok(if entries.next().is_none() {
-        DirKind::Empty
+    let bytes = handle
+        .read(Path::new(MARKER), MAX_MARKER_BYTES)
+        .map_err(Error::io("read", &marker_path))?
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    if text == LEGACY_MARKER_TEXT {
+        return Ok(DirKind::Pod(Identity::Legacy));
+    }
+    let Some(marker) = Marker::parse(&text) else {
+        return Ok(DirKind::Other(format!(
+            "its {MARKER} is not one omnidev wrote"
+        )));
+    };
+    // `pod.toml` records the id too: a marker put beside another pod's
+    // record is not that pod's.
+    if let Ok(Some(record)) = crate::state::read_toml::<crate::PodRecord>(&dir.join(POD_TOML))
+        && let Some(recorded) = record.pod_id.as_deref()
+        && recorded != marker.id
+    {
+        return Ok(DirKind::Other(format!(
+            "its {MARKER} (pod {}) and its {POD_TOML} (pod {recorded}) disagree",
+            marker.id
+        )));
+    }
+    let here = dir.canonicalize().map_err(Error::io("resolve", dir))?;
+    Ok(DirKind::Pod(if marker.dir == here {
+        Identity::Own(marker)
     } else {
-        DirKind::Other
-    })
+        Identity::Copy(marker)
+    }))
 }
 
-fn not_a_pod(dir: &Path) -> Error {
+/// The id of the pod at `dir`, when it carries its own identity (for
+/// `pod.toml`).
+pub fn pod_id(dir: &Path) -> Option<String> {
+    match examine(dir) {
+        Ok(DirKind::Pod(Identity::Own(marker))) => Some(marker.id),
+        _ => None,
+    }
+}
+
+fn not_a_pod(dir: &Path, reason: impl Into<String>) -> Error {
     Error::NotAPod {
         path: dir.to_path_buf(),
+        reason: reason.into(),
     }
+}
+
+/// The names at the top of a pod that omnidev itself makes (besides the
+/// `made` sub-directories its marker lists): all `omnidev clean` removes.
+const LAYOUT: &[&str] = &[POD_TOML, LOCK_FILE, STATE_FILE, CONTROL_SOCKET, LOGS_DIR];
+
+/// Whether `name`, at the top of a pod, is a temporary file omnidev left
+/// (an atomic write's, or the control socket pointer's being replaced).
+fn is_omnidev_temp(name: &str) -> bool {
+    (name.starts_with(".omnidev-") || name.starts_with(&format!("{CONTROL_SOCKET}.")))
+        && Path::new(name).extension().is_some_and(|e| e == "tmp")
+}
+
+/// What [`Pod::clean`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cleaned {
+    /// The directory itself was removed (nothing else was left in it).
+    pub removed: bool,
+    /// Names left in the directory because omnidev did not make them.
+    pub kept: Vec<String>,
+    /// The pod this one is a copy of, when it is one: nothing of the
+    /// original was touched.
+    pub copy_of: Option<PathBuf>,
 }
 
 /// A checkout's pod directory and the paths inside it.
@@ -210,110 +396,196 @@ impl Pod {
         Self { dir: dir.into() }
     }
 
-    /// Creates `dir` (mode 0700, parents as needed) with its marker file,
-    /// its `logs` directory and the profile's sub-directories `dirs`
-    /// (relative to it, checked by [`relative_inside`]). An existing pod or
-    /// empty directory is kept and its mode tightened to 0700; any other
-    /// existing directory is refused untouched ([`Error::NotAPod`]). A symbolic link met on the way to a
-    /// sub-directory is never followed: it is an [`Error::OutsidePod`].
+    /// Creates `dir` (mode 0700, parents as needed) with its identity
+    /// ([`Marker`]), its `logs` directory and the profile's sub-directories
+    /// `dirs` (relative to it, checked by [`relative_inside`]). An existing
+    /// pod or empty directory is kept and its mode tightened to 0700; a pod
+    /// made before the identity gets one, and so does a copy of another pod
+    /// (it becomes a pod of its own); any other existing directory is
+    /// refused untouched ([`Error::NotAPod`]). A symbolic link met on the
+    /// way to a sub-directory is never followed: it is an
+    /// [`Error::OutsidePod`].
     pub fn create(dir: impl Into<PathBuf>, dirs: &[String]) -> Result<Self> {
         let dir = dir.into();
         // Checked before anything is created or chmod-ed: a directory that
         // is not a pod is the user's, and stays exactly as it was.
-        if examine(&dir)? == DirKind::Other {
-            return Err(not_a_pod(&dir));
+        let kind = examine(&dir)?;
+        if let DirKind::Other(reason) = kind {
+            return Err(not_a_pod(&dir, reason));
         }
-        create_private_dir(&dir)?;
-        let marker = dir.join(MARKER);
-        if std::fs::symlink_metadata(&marker).is_err() {
-            std::fs::write(&marker, MARKER_TEXT).map_err(Error::io("write", &marker))?;
-        }
-        let pod = Self { dir };
-        pod.create_dir(Path::new(LOGS_DIR))?;
+        let mut made = vec![LOGS_DIR.to_owned()];
         for sub in dirs {
             let relative = relative_inside(sub).map_err(|reason| Error::OutsidePod {
-                path: pod.dir.join(sub),
+                path: dir.join(sub),
                 reason: reason.to_owned(),
             })?;
-            pod.create_dir(&relative)?;
+            let relative = relative.to_string_lossy().into_owned();
+            if !relative.is_empty() && !made.contains(&relative) {
+                made.push(relative);
+            }
+        }
+        create_private_dir(&dir)?;
+        let marker = match kind {
+            DirKind::Pod(Identity::Own(mut marker)) => {
+                let before = marker.made.len();
+                for m in &made {
+                    if !marker.made.contains(m) {
+                        marker.made.push(m.clone());
+                    }
+                }
+                (marker.made.len() != before).then_some(marker)
+            }
+            _ => Some(Marker {
+                id: new_id()?,
+                dir: dir.canonicalize().map_err(Error::io("resolve", &dir))?,
+                made: made.clone(),
+            }),
+        };
+        if let Some(marker) = marker {
+            let path = dir.join(MARKER);
+            let text = marker.text()?;
+            Dir::open(&dir)
+                .and_then(|handle| handle.write_atomic(Path::new(MARKER), text.as_bytes()))
+                .map_err(|source| Error::Write { path, source })?;
+        }
+        let pod = Self { dir };
+        for sub in &made {
+            pod.create_dir(Path::new(sub))?;
         }
         Ok(pod)
     }
 
     /// Creates the directory `relative` (already checked by
     /// [`relative_inside`]) inside the pod (created first when missing),
-    /// one component at a time, each new one with mode 0700, refusing to pass through a symbolic link or
+    /// one component at a time through the pod's directory handle, each
+    /// new one with mode 0700, refusing to pass through a symbolic link or
     /// a file. Returns its path.
     pub fn create_dir(&self, relative: &Path) -> Result<PathBuf> {
         ensure_dir(&self.dir)?;
-        let mut path = self.dir.clone();
-        for component in relative.components() {
-            let std::path::Component::Normal(part) = component else {
-                return Err(Error::OutsidePod {
-                    path: self.dir.join(relative),
-                    reason: "the path is not a plain relative path".to_owned(),
-                });
-            };
-            path.push(part);
-            match std::fs::symlink_metadata(&path) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    let target = std::fs::read_link(&path)
-                        .map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
-                    return Err(Error::OutsidePod {
-                        reason: format!("it is a symbolic link (to {target})"),
-                        path,
-                    });
-                }
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(Error::OutsidePod {
-                        path,
-                        reason: "a file is in the way of a directory".to_owned(),
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                        Ok(()) => {}
-                        // Created meanwhile: look again on the next start.
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                        Err(e) => {
-                            return Err(Error::Io {
-                                action: "create the pod sub-directory",
-                                path,
-                                source: e,
-                            });
-                        }
+        let path = self.dir.join(relative);
+        if relative.as_os_str().is_empty() {
+            return Ok(path);
+        }
+        let handle = Dir::open(&self.dir).map_err(Error::io("open", &self.dir))?;
+        match handle.create_dir_all(relative, 0o700) {
+            Ok(_) => Ok(path),
+            Err(e) if e.to_string() == omnidev_core::fs::LINK_REFUSED => {
+                // Name the link and where it points.
+                let mut at = self.dir.clone();
+                for part in relative.components() {
+                    at.push(part);
+                    if let Ok(target) = std::fs::read_link(&at) {
+                        return Err(Error::OutsidePod {
+                            reason: format!("it is a symbolic link (to {})", target.display()),
+                            path: at,
+                        });
                     }
                 }
-                Err(e) => {
-                    return Err(Error::Io {
-                        action: "examine",
-                        path,
-                        source: e,
-                    });
-                }
+                Err(Error::OutsidePod {
+                    path,
+                    reason: e.to_string(),
+                })
             }
-        }
-        Ok(path)
-    }
-
-    /// Removes the pod directory and everything in it (`--clean`, `omnidev
-    /// clean`). Nothing outside it is touched: symbolic links inside are
-    /// removed, not followed. A missing directory is not an error; a
-    /// directory that is not a pod (see [`examine`]) is refused untouched.
-    pub fn clean(dir: &Path) -> Result<()> {
-        if examine(dir)? == DirKind::Other {
-            return Err(not_a_pod(dir));
-        }
-        match std::fs::remove_dir_all(dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::Io {
-                action: "remove the pod directory",
-                path: dir.to_path_buf(),
-                source: e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(Error::OutsidePod {
+                path,
+                reason: "a file is in the way of a directory".to_owned(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::OutsidePod {
+                path,
+                reason: "the path is not a plain relative path".to_owned(),
+            }),
+            Err(source) => Err(Error::Io {
+                action: "create the pod sub-directory",
+                path,
+                source,
             }),
         }
+    }
+
+    /// Removes what omnidev made in the pod directory `dir` (`--clean`,
+    /// `omnidev clean`) — the layout (`pod.toml`, `omnidev.lock`,
+    /// `state.json`, the `control.sock` pointer, `logs/`), the
+    /// sub-directories its [`Marker`] lists, omnidev's temporary files and,
+    /// last, the marker — through its directory handle: links inside are
+    /// removed, never followed. The directory itself goes when nothing else
+    /// is left; what omnidev did not make is kept and named. Only a
+    /// directory carrying omnidev's identity is touched: any other is
+    /// refused untouched ([`Error::NotAPod`]). A missing or empty directory
+    /// is left as it is.
+    pub fn clean(dir: &Path) -> Result<Cleaned> {
+        let identity = match examine(dir)? {
+            DirKind::Missing | DirKind::Empty => return Ok(Cleaned::default()),
+            DirKind::Pod(identity) => identity,
+            DirKind::Unmarked => {
+                return Err(not_a_pod(
+                    dir,
+                    format!(
+                        "it holds no {MARKER} identity (a pod of an older omnidev gets one at \
+                         its next `omnidev up --pod-dir {}`)",
+                        dir.display()
+                    ),
+                ));
+            }
+            DirKind::Other(reason) => return Err(not_a_pod(dir, reason)),
+        };
+        let handle = Dir::open(dir).map_err(Error::io("open", dir))?;
+        let (made, copy_of) = match &identity {
+            Identity::Own(marker) => (marker.made.clone(), None),
+            Identity::Copy(marker) => (marker.made.clone(), Some(marker.dir.clone())),
+            Identity::Legacy => (Vec::new(), None),
+        };
+        let remove = |name: &Path| -> Result<()> {
+            handle
+                .remove_tree(name)
+                .map(drop)
+                .map_err(Error::io("remove", dir.join(name)))
+        };
+        for name in LAYOUT {
+            remove(Path::new(name))?;
+        }
+        for sub in &made {
+            let relative = Path::new(sub);
+            remove(relative)?;
+            // Its parents, when they are left empty (`data` of `data/omnigent`).
+            let mut parent = relative.parent();
+            while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+                if handle.remove_dir(p).is_err() {
+                    break;
+                }
+                parent = p.parent();
+            }
+        }
+        let mut kept = Vec::new();
+        for name in handle.entries().map_err(Error::io("read", dir))? {
+            let text = name.to_string_lossy().into_owned();
+            if text == MARKER {
+                continue;
+            }
+            if is_omnidev_temp(&text) {
+                remove(Path::new(&name))?;
+            } else {
+                kept.push(text);
+            }
+        }
+        if !kept.is_empty() {
+            return Ok(Cleaned {
+                removed: false,
+                kept,
+                copy_of,
+            });
+        }
+        remove(Path::new(MARKER))?;
+        drop(handle);
+        match std::fs::remove_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove the pod directory", dir)(e)),
+        }
+        Ok(Cleaned {
+            removed: true,
+            kept,
+            copy_of,
+        })
     }
 
     /// The pod directory.
@@ -396,16 +668,124 @@ mod tests {
     }
 
     #[test]
-    fn clean_removes_only_the_pod() {
+    fn clean_removes_what_omnidev_made_and_keeps_the_rest() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let outside = tmp.path().join("outside");
         std::fs::create_dir(&outside).expect("mkdir");
         std::fs::write(outside.join("keep"), "x").expect("write");
-        let pod = Pod::create(tmp.path().join("pod"), &["logs".into()]).expect("create");
-        std::os::unix::fs::symlink(&outside, pod.dir().join("link")).expect("symlink");
-        Pod::clean(pod.dir()).expect("clean");
-        assert!(!pod.dir().exists());
+        let pod = Pod::create(tmp.path().join("pod"), &["data/db".into()]).expect("create");
+        std::fs::write(pod.dir().join("data/db/chat.db"), "rows").expect("write");
+        std::os::unix::fs::symlink(&outside, pod.dir().join("data/db/out")).expect("symlink");
+        std::fs::write(pod.state_file(), "{}").expect("write");
+        std::fs::write(pod.dir().join("notes.txt"), "mine").expect("write");
+        let cleaned = Pod::clean(pod.dir()).expect("clean");
+        assert_eq!(cleaned.kept, ["notes.txt"]);
+        assert!(!cleaned.removed);
+        assert!(!pod.dir().join("data").exists() && !pod.state_file().exists());
+        assert!(pod.dir().join(MARKER).is_file(), "the identity goes last");
         assert!(outside.join("keep").exists());
-        Pod::clean(pod.dir()).expect("clean of a missing dir");
+        std::fs::remove_file(pod.dir().join("notes.txt")).expect("rm");
+        assert!(Pod::clean(pod.dir()).expect("clean").removed);
+        assert!(!pod.dir().exists());
+        assert_eq!(
+            Pod::clean(pod.dir()).expect("clean of a missing dir"),
+            Cleaned::default()
+        );
+    }
+
+    #[test]
+    fn a_directory_without_the_identity_is_never_removed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("work");
+        std::fs::create_dir_all(dir.join("src")).expect("mkdir");
+        std::fs::write(dir.join("src/main.c"), "int main;").expect("write");
+        for planted in [STATE_FILE, LOCK_FILE, CONTROL_SOCKET] {
+            std::fs::write(dir.join(planted), "anything").expect("write");
+            let err = Pod::clean(&dir).expect_err("no identity");
+            assert!(
+                err.to_string().contains("no .omnidev-pod identity"),
+                "{err}"
+            );
+        }
+        // A marker that is not omnidev's, or pod.toml alone, neither.
+        std::fs::write(dir.join(POD_TOML), "[ports]\nserver = 1\n").expect("write");
+        let err = Pod::clean(&dir).expect_err("unmarked");
+        assert!(err.to_string().contains("omnidev up --pod-dir"), "{err}");
+        std::fs::write(dir.join(MARKER), "hello").expect("write");
+        let err = Pod::clean(&dir).expect_err("foreign marker");
+        assert!(err.to_string().contains("not one omnidev wrote"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("src/main.c")).expect("kept"),
+            "int main;"
+        );
+        assert!(dir.join(STATE_FILE).exists());
+    }
+
+    #[test]
+    fn a_copy_is_recognised_and_becomes_a_pod_of_its_own_at_create() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let original = Pod::create(tmp.path().join("a"), &[]).expect("create");
+        let copy = tmp.path().join("b");
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(original.dir())
+            .arg(&copy)
+            .status()
+            .expect("cp");
+        assert!(status.success());
+        let DirKind::Pod(Identity::Copy(marker)) = examine(&copy).expect("examine") else {
+            panic!("a copy is a copy");
+        };
+        assert_eq!(marker.dir, original.dir().canonicalize().expect("canon"));
+        Pod::create(&copy, &[]).expect("create");
+        let DirKind::Pod(Identity::Own(own)) = examine(&copy).expect("examine") else {
+            panic!("now its own");
+        };
+        assert_ne!(own.id, marker.id);
+        assert!(matches!(
+            examine(original.dir()).expect("examine"),
+            DirKind::Pod(Identity::Own(_))
+        ));
+    }
+
+    #[test]
+    fn a_legacy_marker_is_recognised_strictly() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("old");
+        std::fs::create_dir_all(dir.join("logs")).expect("mkdir");
+        std::fs::write(dir.join(MARKER), LEGACY_MARKER_TEXT).expect("write");
+        assert_eq!(
+            examine(&dir).expect("examine"),
+            DirKind::Pod(Identity::Legacy)
+        );
+        std::fs::write(dir.join(MARKER), format!("{LEGACY_MARKER_TEXT} ")).expect("write");
+        assert!(matches!(examine(&dir).expect("examine"), DirKind::Other(_)));
+    }
+
+    #[test]
+    fn a_very_long_checkout_name_gives_a_pod_dir_that_can_be_made() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let repo = tmp.path().join("r".repeat(250));
+        let dir = default_pod_dir(&tmp.path().join("cache"), &repo);
+        let name = dir
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(
+            name,
+            format!("{}-{}", "r".repeat(MAX_BASENAME), hash8(&repo))
+        );
+        assert_eq!(
+            dir,
+            default_pod_dir(&tmp.path().join("cache"), &repo),
+            "stable"
+        );
+        Pod::create(&dir, &[]).expect("create");
+        let other = default_pod_dir(
+            &tmp.path().join("cache"),
+            &tmp.path().join(format!("{}x", "r".repeat(250))),
+        );
+        assert_ne!(dir, other);
     }
 }

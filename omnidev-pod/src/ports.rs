@@ -63,6 +63,10 @@ impl Ports {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct PodRecord {
+    /// The id of the pod's identity ([`crate::pod::Marker`]), the same as
+    /// in its `.omnidev-pod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_id: Option<String>,
     /// The checkout this pod belongs to (for `omnidev ls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<PathBuf>,
@@ -90,13 +94,56 @@ pub struct PortRequest<'a> {
     pub overrides: &'a BTreeMap<String, u16>,
 }
 
-/// The registry file's contents.
+/// The registry file's contents (`<runtime dir>/pods.toml`).
+///
+/// ```toml
+/// pods = ["/home/ada/.cache/omnidev/omnigent-e3e2c4da"]
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Registry {
-    /// Pod directories that hold ports.
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Registry {
+    /// Pod directories that hold ports (absolute paths).
     #[serde(default)]
-    pods: BTreeSet<PathBuf>,
+    pub pods: BTreeSet<PathBuf>,
+}
+
+impl Registry {
+    /// Parses a registry's text: an error (the parser's message) for
+    /// anything that is not a registry omnidev would write — another
+    /// format, an unknown key, a relative path.
+    ///
+    /// ```
+    /// use omnidev_pod::ports::Registry;
+    /// assert_eq!(Registry::parse("pods = [\"/p\"]\n").unwrap().pods.len(), 1);
+    /// assert!(Registry::parse("pods = [\"relative\"]\n").is_err());
+    /// assert!(Registry::parse("pods = [").is_err());
+    /// ```
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let registry: Self = toml::from_str(text).map_err(|e| e.to_string().trim().to_owned())?;
+        if let Some(bad) = registry.pods.iter().find(|p| !p.is_absolute()) {
+            return Err(format!("{} is not an absolute path", bad.display()));
+        }
+        Ok(registry)
+    }
+
+    /// Reads the registry at `path`: empty when missing;
+    /// [`Error::CorruptRegistry`] when it does not parse (the file is left
+    /// as it is, so no pod's claim is lost); any other error reading it is
+    /// an error too, never taken for an empty registry.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = omnidev_core::fs::read_file(path, crate::state::MAX_STATE_BYTES)
+            .map_err(Error::io("read the pod registry", path))?;
+        let Some(bytes) = bytes else {
+            return Ok(Self::default());
+        };
+        let corrupt = |message: String| Error::CorruptRegistry {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text =
+            String::from_utf8(bytes).map_err(|_| corrupt("it is not UTF-8 text".to_owned()))?;
+        Self::parse(&text).map_err(corrupt)
+    }
 }
 
 /// Checks the forced ports given on the command line, in the order given
@@ -377,13 +424,16 @@ impl<'r> Allocation<'r> {
         let lock = AllocationLock::acquire(request.runtime_dir)?;
         let own: Option<PodRecord> = crate::state::read_toml(&request.pod_dir.join(POD_TOML))?;
         let registry_path = request.runtime_dir.join(REGISTRY);
-        // An unreadable registry is rebuilt: the pods' own files are the truth.
-        let mut registry: Registry = crate::state::read_toml(&registry_path)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        // A corrupt registry is an error: rewritten, it would drop every
+        // other pod's claim.
+        let mut registry = Registry::read(&registry_path)?;
         let own_dir = canonical(request.pod_dir);
-        registry.pods.retain(|dir| dir.join(POD_TOML).is_file());
+        // A listed pod whose `pod.toml` is gone holds no port any more; one
+        // that cannot be looked at keeps its place.
+        registry.pods.retain(|dir| {
+            !matches!(std::fs::symlink_metadata(dir.join(POD_TOML)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        });
         let mut others: BTreeSet<PathBuf> = registry
             .pods
             .iter()
@@ -427,6 +477,7 @@ impl<'r> Allocation<'r> {
     /// Persists `ports` in `pod.toml` (when they changed) and the registry.
     fn commit(self, ports: Ports) -> Result<Ports> {
         let record = PodRecord {
+            pod_id: crate::pod::pod_id(self.request.pod_dir),
             repo: Some(self.request.repo.to_path_buf()),
             ports,
         };
@@ -465,12 +516,15 @@ struct AllocationLock {
 impl AllocationLock {
     fn acquire(runtime_dir: &Path) -> Result<Self> {
         let path = runtime_dir.join(ALLOCATION_LOCK);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
+        // Through the runtime directory's handle: a link planted as
+        // `ports.lock` is refused, never followed.
+        let file = omnidev_core::fs::Dir::open(runtime_dir)
+            .and_then(|dir| {
+                dir.open_file(
+                    Path::new(ALLOCATION_LOCK),
+                    omnidev_core::fs::OpenOptions::ReadWriteCreate,
+                )
+            })
             .map_err(Error::io("open the port allocation lock", &path))?;
         file.lock().map_err(Error::io("lock", &path))?;
         Ok(Self { file })

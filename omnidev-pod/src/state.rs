@@ -68,16 +68,28 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         })
 }
 
+/// The most a state file may hold (`pod.toml`, the registry, a marker):
+/// far above what omnidev writes, and a bound on what a planted file costs.
+pub const MAX_STATE_BYTES: u64 = 4 << 20;
+
+/// The text of a state file through [`omnidev_core::fs`]: a symbolic link
+/// as its name, or anything but a regular file, is an error, never followed;
+/// `None` when missing.
 fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::Io {
-            action: "read",
+    let io_error = |source| Error::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(bytes) = omnidev_core::fs::read_file(path, MAX_STATE_BYTES).map_err(io_error)? else {
+        return Ok(None);
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| Error::CorruptState {
             path: path.to_path_buf(),
-            source: e,
-        }),
-    }
+            message: "it is not UTF-8 text".to_owned(),
+        })
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -412,3 +412,70 @@ fn rejected_port_set_ups_name_the_problem_and_write_nothing() {
     assert!(matches!(err, Error::PortConflict { .. }), "{err}");
     assert!(!pod.join("pod.toml").exists());
 }
+
+#[test]
+fn a_corrupt_registry_is_an_error_naming_it_and_no_claim_is_lost() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Two pods of different cache roots: only the registry links them.
+    let cache_a = tmp.path().join("a/cache");
+    let cache_b = tmp.path().join("b/cache");
+    let run = tmp.path().join("run");
+    let base = free_port();
+    let request = |cache: &Path, pod: &Path| -> omnidev_pod::Result<Ports> {
+        allocate_ports(&PortRequest {
+            cache_root: cache,
+            runtime_dir: &run,
+            pod_dir: pod,
+            repo: Path::new("/src/app"),
+            bases: &[("server".to_owned(), base)],
+            overrides: &BTreeMap::new(),
+        })
+    };
+    let pod_a = cache_a.join("app-a");
+    let a = request(&cache_a, &pod_a).expect("a");
+    let registry = run.join("pods.toml");
+    let corrupt = "pods = [\"/x\"\n";
+    std::fs::write(&registry, corrupt).expect("corrupt");
+    let err = request(&cache_b, &cache_b.join("app-b")).expect_err("corrupt registry");
+    assert!(matches!(err, Error::CorruptRegistry { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(&registry.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&registry).expect("read"),
+        corrupt,
+        "left as it was"
+    );
+    // Fixed by hand, the other pod's claim is honoured.
+    std::fs::write(
+        &registry,
+        format!(
+            "pods = [\"{}\"]\n",
+            pod_a.canonicalize().expect("canon").display()
+        ),
+    )
+    .expect("fix");
+    let b = request(&cache_b, &cache_b.join("app-b")).expect("b");
+    assert_ne!(a.get("server"), b.get("server"));
+}
+
+#[test]
+fn a_planted_ports_lock_link_is_refused_and_its_target_untouched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let run = runtime_of(&cache);
+    std::fs::create_dir_all(&run).expect("mkdir");
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "precious").expect("write");
+    std::os::unix::fs::symlink(&victim, run.join("ports.lock")).expect("symlink");
+    let err = allocate(
+        &cache,
+        &cache.join("app"),
+        &bases(free_port(), free_port()),
+        &BTreeMap::new(),
+    )
+    .expect_err("a link");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+}

@@ -4,7 +4,6 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -36,32 +35,125 @@ pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     if args.clean {
         // Done here, not in the background process, whose output file lives
         // in the pod directory.
-        Pod::clean(&pod_dir).map_err(Error::from)?;
+        if let Some(said) = crate::session::clean_before_up(&pod_dir)? {
+            note!("{said}");
+        }
     }
     let pod = Pod::create(&pod_dir, &checkout.profile.pod.dirs).map_err(Error::from)?;
-    std::fs::create_dir_all(pod.logs_dir()).map_err(Error::io("create", pod.logs_dir()))?;
     let log = pod.detached_log();
-    let output = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&log)
-        .map_err(Error::io("create", &log))?;
+    let output = open_detached_log(&pod, true).map_err(Error::io("create", &log))?;
     let stderr = output.try_clone().map_err(Error::io("open", &log))?;
 
-    let mut child = spawn_background(output, stderr)?;
+    let mut child = spawn_background(pod.dir(), output, stderr)?;
     let response = wait_ready(&mut child, &pod_dir, &log, args.ready_timeout)?;
     report(&response, &pod, child.id())
 }
 
+/// Set for the background process: its stdout and stderr are the pod's
+/// `logs/omnidev.log`, which it rotates ([`rotate_own_output`]).
+const DETACHED_LOG_ENV: &str = "OMNIDEV_DETACHED_LOG";
+
+/// How often the background process looks at the size of its output file.
+const ROTATE_EVERY: Duration = Duration::from_secs(1);
+
+/// Opens `<pod>/logs/omnidev.log` for appending through the pod's
+/// directory handles (a link planted there is refused, never written
+/// through); with `rotate_first`, the previous run's file is kept as
+/// `omnidev.log.1` (and older ones shifted, as the service logs are) first.
+fn open_detached_log(pod: &Pod, rotate_first: bool) -> std::io::Result<std::fs::File> {
+    let logs = omnidev_core::fs::Dir::open(pod.dir())?
+        .create_dir_all(Path::new(omnidev_pod::layout::LOGS_DIR), 0o700)?;
+    let name = Path::new(omnidev_pod::layout::DETACHED_LOG);
+    let keep = omnidev_core::LogConfig::default().keep_files;
+    let existing = logs.stat(name)?;
+    if existing.is_some_and(|e| e.kind != omnidev_core::fs::Kind::File) {
+        // Refused, never rotated away or written through.
+        return logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate);
+    }
+    if rotate_first && existing.is_some_and(|e| e.size > 0) {
+        for n in (1..keep).rev() {
+            let from = omnidev_core::logs::rotated_path(name, n);
+            if logs.stat(&from)?.is_some() {
+                logs.rename(&from, &omnidev_core::logs::rotated_path(name, n + 1))?;
+            }
+        }
+        logs.rename(name, &omnidev_core::logs::rotated_path(name, 1))?;
+    }
+    logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate)
+}
+
+/// In the background process of `up --detach` (its stdout and stderr are
+/// `logs/omnidev.log`), rotates that file like the service logs: once it
+/// reaches the service logs' size limit, it becomes `omnidev.log.1` (older
+/// ones shifted, as many kept) and a new file takes its place as stdout and
+/// stderr (`dup2`, so no write is lost: each goes to the old file or the
+/// new one). Does nothing in any other process (the variable is set by
+/// `--detach`, and stdout must still be that very file).
+pub fn rotate_own_output() {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(pod_dir) = std::env::var_os(DETACHED_LOG_ENV) else {
+        return;
+    };
+    let pod = Pod::at(std::path::PathBuf::from(pod_dir));
+    let stdout = || -> Option<(u64, u64)> {
+        let meta = nix::sys::stat::fstat(std::io::stdout()).ok()?;
+        Some((meta.st_ino, meta.st_size as u64))
+    };
+    let current = |pod: &Pod| -> Option<u64> {
+        let logs = omnidev_core::fs::Dir::open(pod.dir())
+            .and_then(|d| d.sub(Path::new(omnidev_pod::layout::LOGS_DIR)))
+            .ok()?;
+        Some(
+            logs.stat(Path::new(omnidev_pod::layout::DETACHED_LOG))
+                .ok()??
+                .ino,
+        )
+    };
+    // Only the very process `--detach` started, whose stdout is that file
+    // (a service inheriting the variable writes to a pipe).
+    let Some((mut ino, _)) = stdout().filter(|(ino, _)| current(&pod) == Some(*ino)) else {
+        return;
+    };
+    let max = omnidev_core::LogConfig::default().max_file_bytes;
+    let _ = std::thread::Builder::new()
+        .name("omnidev-log-rotate".to_owned())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(ROTATE_EVERY);
+                let Some((now, size)) = stdout() else {
+                    return;
+                };
+                if now != ino || current(&pod) != Some(ino) {
+                    // Redirected or replaced by someone else: not ours.
+                    return;
+                }
+                if size < max {
+                    continue;
+                }
+                let Ok(file) = open_detached_log(&pod, true) else {
+                    continue;
+                };
+                if nix::unistd::dup2_stdout(&file).is_err() {
+                    return;
+                }
+                let _ = nix::unistd::dup2_stderr(&file);
+                ino = file.metadata().map_or(0, |m| m.ino());
+            }
+        });
+}
+
 /// Re-executes this binary as `omnidev … --headless` in a new session, with
 /// `output` as stdout and `stderr` as stderr.
-fn spawn_background(output: std::fs::File, stderr: std::fs::File) -> miette::Result<Child> {
+fn spawn_background(
+    pod_dir: &Path,
+    output: std::fs::File,
+    stderr: std::fs::File,
+) -> miette::Result<Child> {
     let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
     let mut command = Command::new(&program);
     command
         .args(background_args(std::env::args_os().skip(1)))
+        .env(DETACHED_LOG_ENV, pod_dir)
         .stdin(Stdio::null())
         .stdout(output)
         .stderr(stderr);

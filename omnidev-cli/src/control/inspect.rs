@@ -14,12 +14,16 @@ use crate::error::{Error, Result};
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Whether an `omnidev up` holds the pod's lock (`Free` when the pod
-/// directory does not exist).
+/// directory does not exist). A directory that cannot be looked at (no
+/// permission on it or on the cache root, an I/O error) is an error naming
+/// it, never taken for a pod that is not running.
 pub fn lock_state(pod_dir: &Path) -> Result<LockState> {
-    if !pod_dir.is_dir() {
-        return Ok(LockState::Free);
+    match std::fs::metadata(pod_dir) {
+        Ok(meta) if meta.is_dir() => Ok(PodLock::state(pod_dir)?),
+        Ok(_) => Ok(LockState::Free),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LockState::Free),
+        Err(e) => Err(Error::io("look at the pod directory", pod_dir)(e)),
     }
-    Ok(PodLock::state(pod_dir)?)
 }
 
 /// The status of the pod in `pod_dir`, never waiting on a stale socket:

@@ -109,6 +109,23 @@ impl TestContext {
         settings
     }
 
+    /// Runs `omnidev ARGS` to its end.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.command().args(args).output().expect("run omnidev")
+    }
+
+    /// Runs `omnidev ARGS`, which must exit 0; its stdout.
+    pub fn run_ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "omnidev {args:?}\n{}",
+            self.render(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     /// Spawns `omnidev` in the background with piped output.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command()

@@ -1,0 +1,283 @@
+//! The file system of a pod, attacked through the real binary: planted
+//! symbolic links, directories without omnidev's pod identity, a `cp -a`
+//! copy of a running pod, a corrupt port registry, an unreadable cache
+//! root, the detached pod's own log across runs, a very long checkout name.
+
+#[path = "support/context.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use support::{TestContext, listing, wait_for};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One service that says a word and exits.
+const ONCE: &str = "[services.ok]\ncommand = [\"echo\", \"hello\"]\nrestart = \"never\"\n";
+
+/// One service that says `word` and stays up (ready after a second).
+fn staying(word: &str) -> String {
+    format!(
+        "[services.stay]\ncommand = [\"sh\", \"-c\", \"echo {word}; while true; do sleep 0.2; done\"]\ngrace-ms = 2000\n"
+    )
+}
+
+fn run(ctx: &TestContext, args: &[&str]) -> Output {
+    ctx.run(args)
+}
+
+fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
+    ctx.run_ok(args)
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Stops the checkout's pod when dropped, so a failing test leaves no
+/// detached pod behind.
+struct Stop<'a>(&'a TestContext, Vec<String>);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        let mut args = vec!["stop".to_owned()];
+        args.extend(self.1.iter().cloned());
+        let _ = self.0.command().args(&args).output();
+    }
+}
+
+#[test]
+fn planted_links_in_a_pod_are_refused_and_their_targets_untouched() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ONCE);
+    run_ok(&ctx, &["up", "--headless"]);
+    let pod = ctx.pod_dir().expect("pod");
+    let victim = ctx.root.join("victim");
+    std::fs::write(&victim, "precious\n").expect("write");
+
+    // `name` made a link to the victim: `args` must stop, naming the link,
+    // and leave the victim as it was.
+    let refused = |name: &str, args: &[&str]| {
+        let link = pod.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+        let output = run(&ctx, args);
+        assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+        assert!(
+            stderr(&output).contains("symbolic link"),
+            "{}",
+            ctx.render(&output)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "precious\n"
+        );
+        std::fs::remove_file(&link).expect("rm");
+    };
+    // The lock's target was truncated and got the pid; the detached log's
+    // got the pod's whole output.
+    refused("omnidev.lock", &["up", "--headless"]);
+    refused("logs/omnidev.log", &["up", "--detach"]);
+}
+
+#[test]
+fn a_directory_without_the_pod_identity_is_never_removed() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ONCE);
+    let dir = ctx.root.join("work");
+    std::fs::create_dir_all(dir.join("src")).expect("mkdir");
+    std::fs::write(dir.join("src/main.c"), "int main;\n").expect("write");
+    // Every name of the layout, each with any content.
+    for name in ["state.json", "pod.toml", "omnidev.lock", "control.sock"] {
+        std::fs::write(dir.join(name), "anything\n").expect("write");
+    }
+    let nothing = ctx.root.join("nothing-skipped");
+    let before = listing(&dir, &nothing);
+    for args in [
+        &["clean", "--pod-dir"][..],
+        &["up", "--headless", "--clean", "--pod-dir"],
+    ] {
+        let output = ctx.command().args(args).arg(&dir).output().expect("run");
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            ctx.render(&output)
+        );
+        let text = stderr(&output);
+        assert!(
+            text.contains(&format!("{} is not an omnidev pod", dir.display()))
+                && text.contains("no .omnidev-pod identity"),
+            "{args:?}: {text}"
+        );
+        assert_eq!(listing(&dir, &nothing), before, "{args:?}");
+    }
+}
+
+#[test]
+fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &staying("up"));
+    let _stop = Stop(&ctx, Vec::new());
+    run_ok(&ctx, &["up", "--detach"]);
+    let pod = ctx.pod_dir().expect("pod");
+    let copy = ctx.root.join("copy");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&pod)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    let output = ctx
+        .command()
+        .arg("clean")
+        .arg("--pod-dir")
+        .arg(&copy)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    assert!(
+        stderr(&output).contains(&format!("a copy of the pod {}", pod.display())),
+        "{}",
+        ctx.render(&output)
+    );
+    assert!(!copy.exists());
+    // The original still answers on its socket, and can restart.
+    let text = run_ok(&ctx, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(status["running"], true, "{status}");
+    assert_eq!(status["control"], true, "{status}");
+    run_ok(&ctx, &["restart", "stay"]);
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
+fn a_corrupt_registry_stops_up_with_its_name_and_is_left_as_it_was() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &format!("[ports]\nweb = 23000\n{ONCE}"));
+    let registry = ctx.runtime_home().join("omnidev/pods.toml");
+    std::fs::create_dir_all(registry.parent().expect("parent")).expect("mkdir");
+    let corrupt = "pods = [\"/home/someone/.cache/omnidev/app-1\"\n";
+    std::fs::write(&registry, corrupt).expect("write");
+    let output = run(&ctx, &["up", "--headless"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert!(
+        stderr(&output).contains(&registry.display().to_string()),
+        "{}",
+        ctx.render(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&registry).expect("read"), corrupt);
+}
+
+#[test]
+fn a_cache_root_that_cannot_be_read_is_an_error_not_a_stopped_pod() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ONCE);
+    // A file where a directory of the cache root's path should be: every
+    // look at the pod fails with "Not a directory" (root reads through a
+    // mode 000 directory, so that is no test under CI's root).
+    let blocked = ctx.root.join("blocked");
+    std::fs::write(&blocked, "not a directory\n").expect("write");
+    for args in [
+        &["stop"][..],
+        &["status"],
+        &["status", "--json"],
+        &["clean"],
+    ] {
+        let output = ctx
+            .command()
+            .args(args)
+            .env("XDG_CACHE_HOME", &blocked)
+            .output()
+            .expect("run");
+        let text = stderr(&output);
+        assert_ne!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            ctx.render(&output)
+        );
+        assert!(
+            text.contains(&blocked.display().to_string()),
+            "{args:?}: {text}"
+        );
+        assert!(
+            !text.contains("not running") && !text.contains("does not exist"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+/// The contents of `<pod>/logs/<name>`, empty when missing.
+fn read_log(pod: &Path, name: &str) -> String {
+    std::fs::read_to_string(pod.join("logs").join(name)).unwrap_or_default()
+}
+
+#[test]
+fn the_detached_log_survives_the_next_detach_and_rotates_by_size() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &staying("first-run"));
+    let _stop = Stop(&ctx, Vec::new());
+    run_ok(&ctx, &["up", "--detach"]);
+    run_ok(&ctx, &["stop"]);
+    let pod = ctx.pod_dir().expect("pod");
+    assert!(read_log(&pod, "omnidev.log").contains("first-run"));
+    // Over the service logs' 10 MiB at once: about 11 MiB of 1000-byte
+    // lines, then it stays up.
+    ctx.write(
+        "omnidev.toml",
+        "[services.loud]\ncommand = [\"sh\", \"-c\", \"echo second-run; head -c 11000000 /dev/zero | tr '\\\\000' x | fold -w 1000; while true; do sleep 0.2; done\"]\ngrace-ms = 2000\n",
+    );
+    run_ok(&ctx, &["up", "--detach"]);
+    let first: PathBuf = pod.join("logs/omnidev.log.1");
+    let second = pod.join("logs/omnidev.log.2");
+    // The first run's log is kept, one generation up; then the second
+    // run's output rotates once past 10 MiB.
+    wait_for("the second run's log to rotate", DEADLINE, || {
+        std::fs::metadata(&second).is_ok()
+    });
+    assert!(
+        std::fs::read_to_string(&second)
+            .expect("read")
+            .contains("first-run")
+    );
+    let rotated = std::fs::read_to_string(&first).expect("read");
+    assert!(
+        rotated.contains("second-run") && rotated.len() >= 10 << 20,
+        "{}",
+        rotated.len()
+    );
+    run_ok(&ctx, &["stop"]);
+    let current = read_log(&pod, "omnidev.log");
+    assert!(current.len() < 10 << 20, "{}", current.len());
+    assert!(!current.contains("first-run"));
+}
+
+#[test]
+fn a_checkout_with_a_very_long_name_gets_a_pod() {
+    let ctx = TestContext::new();
+    let repo = ctx.root.join("r".repeat(250));
+    std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+    std::fs::write(repo.join("omnidev.toml"), ONCE).expect("write");
+    let output = ctx
+        .command()
+        .current_dir(&repo)
+        .args(["up", "--headless"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    let pod = ctx.pod_dir().expect("pod");
+    let name = pod
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with(&"r".repeat(64)) && name.len() == 64 + 9,
+        "{name}"
+    );
+    assert!(pod.join("logs/ok.log").is_file());
+}
