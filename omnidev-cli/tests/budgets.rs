@@ -87,14 +87,19 @@ fn control_socket(ctx: &TestContext) -> std::path::PathBuf {
     socket.expect("socket")
 }
 
-/// Lines of 60,000 control bytes (JSON escapes each as six bytes), about
-/// 6 MB a second, and a count of the lines printed so far in `count`.
-const CONTROL_FLOOD: &str = r#"
-[services.flood]
-command = ["python3", "-u", "-c", "import sys, time\nline = '\u0001' * 60000 + '\\n'\nn = 0\nwhile True:\n    sys.stdout.write(line * 10)\n    n += 10\n    open('count.tmp', 'w').write(str(n))\n    __import__('os').replace('count.tmp', 'count')\n    time.sleep(0.1)\n"]
+/// A profile of one service writing `line` (a Python expression) `times`
+/// at a time every `pause` seconds, keeping the count of lines written in
+/// `count`.
+fn printer(line: &str, times: u32, pause: f64) -> String {
+    format!(
+        r#"
+[services.printer]
+command = ["python3", "-u", "-c", "import os, sys, time\nline = {line} + '\\n'\nn = 0\nwhile True:\n    sys.stdout.write(line * {times})\n    n += {times}\n    open('count.tmp', 'w').write(str(n))\n    os.replace('count.tmp', 'count')\n    time.sleep({pause})\n"]
 restart = "never"
 grace-ms = 2000
-"#;
+"#
+    )
+}
 
 fn printed(ctx: &TestContext) -> u64 {
     std::fs::read_to_string(ctx.repo.join("count"))
@@ -112,7 +117,9 @@ fn printed(ctx: &TestContext) -> u64 {
 fn stalled_followers_cost_at_most_their_budget_and_their_memory_comes_back() {
     const FOLLOWERS: usize = 32;
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", CONTROL_FLOOD);
+    // Lines of 60,000 control bytes (JSON escapes each as six bytes),
+    // about 6 MB a second.
+    ctx.write("omnidev.toml", &printer("'\\u0001' * 60000", 10, 0.1));
     let pod = headless(&ctx);
     let socket = control_socket(&ctx);
     // The pod keeps 4 MiB of lines: 70 of them fill it.
@@ -163,5 +170,61 @@ fn stalled_followers_cost_at_most_their_budget_and_their_memory_comes_back() {
         "omnidev kept {} MiB after its followers left ({} MiB before they came)",
         now / MIB,
         before / MIB
+    );
+}
+
+/// `omnidev up` (the TUI) of `ctx` on a pseudo-terminal of 40 rows and
+/// 120 columns, whose output is read and dropped.
+fn tui(ctx: &TestContext) -> Pod {
+    use std::io::Read as _;
+    let size = nix::pty::Winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
+    let terminal = std::fs::File::from(pty.slave);
+    let mut command = ctx.command();
+    command
+        .arg("up")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(terminal.try_clone().expect("dup"))
+        .stdout(terminal.try_clone().expect("dup"))
+        .stderr(terminal);
+    let child = command.spawn().expect("spawn omnidev");
+    drop(command); // closes the parent's copies of the terminal
+    let mut master = std::fs::File::from(pty.master);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        // EIO once the terminal's other end is closed.
+        while master.read(&mut buf).is_ok_and(|n| n > 0) {}
+    });
+    Pod(child)
+}
+
+/// The finding: a service printing a 5 MB line every 0.5 s drove the TUI
+/// to 1.1–1.26 GiB in 30 s (each 64 KiB piece kept twice per pane, in
+/// its service's pane and the combined one, 5,000 pieces each). The panes
+/// now keep 4 MiB (a service's) and 8 MiB (combined) of lines held once.
+#[test]
+fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &printer("'x' * 5000000", 1, 0.5));
+    let pod = tui(&ctx);
+    wait_for("the first line", DEADLINE, || printed(&ctx) >= 1);
+    // 20 lines: 100 MB, 1,500 pieces of 64 KiB.
+    let mut peak = 0;
+    while printed(&ctx) < 21 {
+        peak = peak.max(rss(pod.pid()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peak = peak.max(status_bytes(pod.pid(), "VmHWM"));
+    eprintln!("TUI: peak {} MiB after 100 MB of 5 MB lines", peak / MIB);
+    assert!(
+        peak < 200 * MIB,
+        "the TUI grew to {} MiB on 100 MB of output (budget 200 MiB)",
+        peak / MIB
     );
 }

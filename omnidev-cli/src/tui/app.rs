@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use omnidev_core::{Event, EventKind, ServiceState, ServiceStatus, Stream};
 
-use super::pane::{Direction, Pane, PaneLine, Pattern};
+use super::pane::{COMBINED_PANE_BYTES, Direction, Pane, PaneLine, Pattern, SERVICE_PANE_BYTES};
 
 /// What the header shows about the pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -132,14 +132,18 @@ impl App {
         changed
     }
 
-    /// A fresh state for these services, each pane keeping `capacity` lines.
+    /// A fresh state for these services, each pane keeping `capacity` lines
+    /// ([`SERVICE_PANE_BYTES`] of them, [`COMBINED_PANE_BYTES`] for the
+    /// combined pane).
     pub fn new(
         info: PodInfo,
         services: Vec<String>,
         backend: Vec<String>,
         capacity: usize,
     ) -> Self {
-        let panes = (0..=services.len()).map(|_| Pane::new(capacity)).collect();
+        let panes = std::iter::once(Pane::new(capacity, COMBINED_PANE_BYTES))
+            .chain((0..services.len()).map(|_| Pane::new(capacity, SERVICE_PANE_BYTES)))
+            .collect();
         Self {
             info,
             services: services
@@ -209,7 +213,7 @@ impl App {
     /// already seen.
     pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
         let supervisor = line.stream == Stream::Supervisor;
-        let pane_line = PaneLine::new(&line.service, &line.text, supervisor);
+        let pane_line = std::sync::Arc::new(PaneLine::new(&line.service, &line.text, supervisor));
         if let Some(i) = self.service_index(&line.service) {
             let pane = &mut self.panes[i + 1];
             if pane.last_seq.is_none_or(|s| line.seq > s) {
@@ -248,7 +252,7 @@ impl App {
             _ => {}
         }
         if event.is_shown() {
-            let line = PaneLine::new("omnidev", &event.to_string(), true);
+            let line = std::sync::Arc::new(PaneLine::new("omnidev", &event.to_string(), true));
             if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
                 self.panes[i + 1].push(line.clone());
             }

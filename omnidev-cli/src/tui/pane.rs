@@ -2,8 +2,17 @@
 //! scroll position and search over the text without its ANSI codes.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::terminal_text;
+
+/// Bytes of lines a service's pane keeps (besides its line bound).
+pub const SERVICE_PANE_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of lines the combined pane keeps. A line in both panes is held
+/// once (shared), so the TUI keeps at most these bytes of text in all.
+pub const COMBINED_PANE_BYTES: usize = 8 * 1024 * 1024;
+/// Bytes counted for a line besides its text.
+const LINE_OVERHEAD: usize = 96;
 
 /// A line as kept by a pane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,8 +23,6 @@ pub struct PaneLine {
     /// The text as shown: SGR colour kept, every other control made
     /// visible (see [`terminal_text`]).
     pub raw: String,
-    /// The text without colour; what search looks at.
-    pub plain: String,
     /// Whether the supervisor wrote it (rendered dimmed).
     pub supervisor: bool,
 }
@@ -26,9 +33,24 @@ impl PaneLine {
         Self {
             tag: tag.to_owned(),
             raw: terminal_text::sanitise(raw, true).into_owned(),
-            plain: terminal_text::plain(raw),
             supervisor,
         }
+    }
+
+    /// The text without colour; what search looks at. Made when asked
+    /// (only a coloured line differs from [`PaneLine::raw`]), so a line is
+    /// kept once, not twice.
+    pub fn plain(&self) -> std::borrow::Cow<'_, str> {
+        if self.raw.contains('\x1b') {
+            std::borrow::Cow::Owned(terminal_text::plain(&self.raw))
+        } else {
+            std::borrow::Cow::Borrowed(&self.raw)
+        }
+    }
+
+    /// Bytes counted against a pane's budget.
+    fn cost(&self) -> usize {
+        self.raw.len() + self.tag.len() + LINE_OVERHEAD
     }
 }
 
@@ -104,16 +126,20 @@ impl Pattern {
     }
 }
 
-/// A scrollable, bounded buffer of lines.
+/// A scrollable buffer of lines, bounded in lines and in bytes.
 ///
 /// Lines are addressed by an absolute index that keeps growing as lines are
 /// added, so positions stay valid when old lines fall off the front.
 #[derive(Debug, Clone)]
 pub struct Pane {
-    lines: VecDeque<PaneLine>,
+    /// Shared with the combined pane, so a line is held once.
+    lines: VecDeque<Arc<PaneLine>>,
     /// Absolute index of `lines[0]`.
     first: usize,
     capacity: usize,
+    /// Bytes of `lines` ([`PaneLine::cost`]).
+    bytes: usize,
+    max_bytes: usize,
     /// Whether the view sticks to the newest line.
     pub follow: bool,
     /// Absolute index of the top line while not following.
@@ -131,12 +157,15 @@ pub struct Pane {
 }
 
 impl Pane {
-    /// An empty pane keeping at most `capacity` lines.
-    pub fn new(capacity: usize) -> Self {
+    /// An empty pane keeping at most `capacity` lines of at most
+    /// `max_bytes` (the newest line is kept whatever its size).
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
             lines: VecDeque::new(),
             first: 0,
             capacity: capacity.max(1),
+            bytes: 0,
+            max_bytes,
             follow: true,
             top: 0,
             current_match: None,
@@ -146,19 +175,33 @@ impl Pane {
         }
     }
 
-    /// Appends a line, dropping the oldest one when full.
-    pub fn push(&mut self, line: PaneLine) {
+    /// Appends a line, dropping the oldest ones beyond the bounds.
+    pub fn push(&mut self, line: impl Into<Arc<PaneLine>>) {
+        let line = line.into();
+        self.bytes += line.cost();
         self.lines.push_back(line);
-        if self.lines.len() > self.capacity {
-            self.lines.pop_front();
+        while self.lines.len() > self.capacity
+            || (self.bytes > self.max_bytes && self.lines.len() > 1)
+        {
+            let Some(old) = self.lines.pop_front() else {
+                break;
+            };
+            self.bytes -= old.cost();
             self.first += 1;
         }
+    }
+
+    /// Bytes of the lines held.
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Removes every line.
     pub fn clear(&mut self) {
         self.first += self.lines.len();
         self.lines.clear();
+        self.bytes = 0;
         self.top = self.first;
         self.current_match = None;
         self.follow = true;
@@ -185,6 +228,7 @@ impl Pane {
         index
             .checked_sub(self.first)
             .and_then(|i| self.lines.get(i))
+            .map(|line| &**line)
     }
 
     /// The top line to show when not following (clamped to what is held).
@@ -261,7 +305,7 @@ impl Pane {
                 Direction::Backward => start - step,
             };
             let i = position.rem_euclid(n) as usize;
-            if pattern.is_match(&self.lines[i].plain) {
+            if pattern.is_match(&self.lines[i].plain()) {
                 let abs = self.first + i;
                 self.current_match = Some(abs);
                 self.reveal(abs);
@@ -287,7 +331,7 @@ mod tests {
     use super::*;
 
     fn pane_with(n: usize, capacity: usize) -> Pane {
-        let mut pane = Pane::new(capacity);
+        let mut pane = Pane::new(capacity, usize::MAX);
         for i in 0..n {
             pane.push(PaneLine::new("s", &format!("line {i}"), false));
         }
@@ -301,8 +345,25 @@ mod tests {
         let pane = pane_with(15, 10);
         assert_eq!(pane.len(), 10);
         assert_eq!(pane.first(), 5);
-        assert_eq!(pane.get(5).map(|l| l.plain.as_str()), Some("line 5"));
+        assert_eq!(pane.get(5).map(|l| l.raw.as_str()), Some("line 5"));
         assert!(pane.get(4).is_none());
+    }
+
+    #[test]
+    fn ring_is_bounded_in_bytes_and_keeps_the_newest_line() {
+        let mut pane = Pane::new(5000, 1024 * 1024);
+        let big = "x".repeat(64 * 1024);
+        for _ in 0..100 {
+            pane.push(PaneLine::new("s", &big, false));
+            assert!(pane.bytes() <= 1024 * 1024, "{}", pane.bytes());
+        }
+        assert_eq!(pane.len(), 15);
+        assert_eq!(pane.first(), 85);
+        pane.push(PaneLine::new("s", &"y".repeat(2 * 1024 * 1024), false));
+        assert_eq!(pane.len(), 1, "the newest line stays, whatever its size");
+        // Colour is not kept twice: the plain text is made when searched.
+        let coloured = PaneLine::new("s", "\u{1b}[31mred\u{1b}[0m", false);
+        assert_eq!(coloured.plain(), "red");
     }
 
     #[test]
@@ -331,7 +392,7 @@ mod tests {
 
     #[test]
     fn search_forward_backward_and_wrap() {
-        let mut pane = Pane::new(100);
+        let mut pane = Pane::new(100, usize::MAX);
         for t in ["a", "hit 1", "b", "hit 2", "c"] {
             pane.push(PaneLine::new("s", t, false));
         }

@@ -376,7 +376,7 @@ fn styled_line(
 ) -> Line<'static> {
     let mut content: Vec<Span<'static>> = if line.supervisor {
         vec![Span::styled(
-            line.plain.clone(),
+            line.plain().into_owned(),
             Style::new()
                 .fg(Color::DarkGray)
                 .add_modifier(Modifier::ITALIC),
@@ -393,7 +393,7 @@ fn styled_line(
                         .map(move |s| Span::styled(s.content, line_style.patch(s.style)))
                 })
                 .collect(),
-            Err(_) => vec![Span::raw(line.plain.clone())],
+            Err(_) => vec![Span::raw(line.plain().into_owned())],
         }
     } else {
         vec![Span::raw(line.raw.clone())]
