@@ -32,7 +32,6 @@ use omnidev_core::{Changes, Supervisor};
 
 use crate::error::{Error, Result};
 use crate::session::PreparedPod;
-use ignores::Ignores;
 
 /// What to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,8 +152,8 @@ struct Tracker {
     root: PathBuf,
     bases: Vec<PathBuf>,
     wanted: Override,
-    ignores: Ignores,
-    excludes_file: Option<PathBuf>,
+    /// The checkout's rules, shared with its other watchers.
+    ignores: Arc<ignores::Shared>,
     known: BTreeSet<PathBuf>,
     max_dirs: usize,
     decisions: Option<Decisions>,
@@ -186,21 +185,25 @@ impl Tracker {
         let wanted = wanted.build().map_err(|e| glob_error("", e))?;
         let mut tracker = Self {
             root: root.to_path_buf(),
-            ignores: Ignores::load(root, &bases, config.excludes_file.clone()),
+            ignores: ignores::Shared::of(root, &bases, config.excludes_file.clone()),
             bases,
             wanted,
-            excludes_file: config.excludes_file.clone(),
             known: BTreeSet::new(),
             max_dirs: config.max_watches,
             decisions,
         };
-        tracker.reread();
+        tracker.list_known();
         Ok(tracker)
     }
 
     /// Reads the ignore rules and the list of matching files again.
     fn reread(&mut self) {
-        self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
+        self.ignores.reread(std::time::Instant::now());
+        self.list_known();
+    }
+
+    /// Lists the matching files under the bases.
+    fn list_known(&mut self) {
         let mut known = BTreeSet::new();
         for base in &self.bases {
             ignores::walk(base, self.max_dirs, &mut |path, is_dir| {
@@ -233,7 +236,7 @@ impl Tracker {
 
     /// A file that counts as changed, unless ignored.
     fn changed(&self, path: &Path, kind: EventKind, burst: &mut Burst) {
-        if self.ignores.is_ignored(path, false) {
+        if self.ignores.current().is_ignored(path, false) {
             self.decide(path, kind, "does not count: ignored by git's ignore rules");
         } else {
             self.decide(path, kind, "counts");
@@ -250,6 +253,8 @@ impl Tracker {
             Message::Event(event) => event,
         };
         let kind = event.kind;
+        // Rules read after this moment already know of this event's change.
+        let seen = std::time::Instant::now();
         for path in &event.paths {
             if !path.starts_with(&self.root) {
                 self.decide(path, kind, "does not count: outside the checkout");
@@ -259,9 +264,9 @@ impl Tracker {
                 self.decide(path, kind, "does not count: under __pycache__");
                 continue;
             }
-            if self.ignores.is_source(path) {
+            if self.ignores.current().is_source(path) {
                 self.decide(path, kind, "an ignore file: its rules are read again");
-                self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
+                self.ignores.reread(seen);
                 continue;
             }
             match std::fs::symlink_metadata(path) {
@@ -308,19 +313,22 @@ impl Tracker {
     fn scan_appeared(&mut self, burst: &mut Burst) {
         let mut found = Vec::new();
         let mut rules_changed = false;
+        let seen = std::time::Instant::now();
+        let rules = self.ignores.current();
         for dir in std::mem::take(&mut burst.appeared) {
             ignores::walk(&dir, self.max_dirs, &mut |path, is_dir| {
                 if is_dir {
                     return;
                 }
-                rules_changed |= self.ignores.is_source(path);
+                rules_changed |= rules.is_source(path);
                 if self.is_wanted(path) {
                     found.push(path.to_path_buf());
                 }
             });
         }
+        drop(rules);
         if rules_changed {
-            self.ignores = Ignores::load(&self.root, &self.bases, self.excludes_file.clone());
+            self.ignores.reread(seen);
         }
         let kind = EventKind::Create(CreateKind::Any);
         for file in found {
@@ -440,7 +448,7 @@ impl Watcher {
         }
         let tracker = Tracker::new(config, &root, watched.clone(), decisions.clone())?;
         let plan = Watches {
-            sources: tracker.ignores.source_dirs(&watched),
+            sources: tracker.ignores.current().source_dirs(&watched),
             bases: watched.clone(),
         };
         let (tx, rx) = mpsc::channel::<Message>();

@@ -7,6 +7,7 @@
 #[path = "support/context.rs"]
 mod support;
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Stdio};
@@ -225,6 +226,74 @@ fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
     assert!(
         peak < 200 * MIB,
         "the TUI grew to {} MiB on 100 MB of output (budget 200 MiB)",
+        peak / MIB
+    );
+}
+
+/// The finding: a `.gitignore` cost about 19 KB a rule (30,000 rules
+/// 580 MB), compiled once per watch rule and twice while read again. The
+/// checkout's rules are now compiled once for all its watchers.
+#[test]
+fn a_gitignore_of_30000_rules_is_held_once_per_checkout() {
+    let ctx = TestContext::new();
+    let mut rules = String::new();
+    for i in 0..30_000 {
+        let _ = match i % 4 {
+            0 => writeln!(rules, "gen{i}/**/*.py"),
+            1 => writeln!(rules, "*.ext{i}"),
+            2 => writeln!(rules, "/dir{i}/"),
+            _ => writeln!(rules, "tmp{i}*"),
+        };
+    }
+    ctx.write(".gitignore", &rules);
+    let mut profile = String::new();
+    for name in ["a", "b", "c"] {
+        ctx.write(&format!("{name}/app.py"), "x = 1\n");
+        let _ = writeln!(
+            profile,
+            "[services.{name}]\ncommand = [\"sleep\", \"1000\"]\nwatch = [\"{name}/**/*.py\"]\n"
+        );
+    }
+    ctx.write("omnidev.toml", &profile);
+    let mut child = ctx
+        .command()
+        .args(["up", "--headless"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn omnidev");
+    let stdout = child.stdout.take().expect("stdout");
+    let pod = Pod(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut watching = 0;
+    while watching < 3 {
+        let line = rx.recv_timeout(DEADLINE).expect("the watchers start");
+        watching += usize::from(line.contains("reloads on changes"));
+    }
+    // An edit makes each watcher look at the rules.
+    ctx.write("a/app.py", "x = 2\n");
+    let reload = Instant::now();
+    while !rx
+        .recv_timeout(DEADLINE)
+        .expect("the reload")
+        .contains("reloading a")
+    {
+        assert!(reload.elapsed() < DEADLINE, "no reload");
+    }
+    let peak = status_bytes(pod.pid(), "VmHWM");
+    eprintln!("gitignore: peak {} MiB with 30,000 rules", peak / MIB);
+    assert!(
+        peak < 200 * MIB,
+        "omnidev reached {} MiB with a .gitignore of 30,000 rules (budget 200 MiB)",
         peak / MIB
     );
 }

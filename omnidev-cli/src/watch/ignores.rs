@@ -4,8 +4,10 @@
 //! user's `core.excludesFile`; a path inside an ignored directory is
 //! ignored whatever its own rules say.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -26,6 +28,18 @@ pub(super) struct Ignores {
 }
 
 impl Ignores {
+    /// No rules.
+    fn empty(root: &Path) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            nested: BTreeMap::new(),
+            exclude: Gitignore::empty(),
+            exclude_path: None,
+            global: Gitignore::empty(),
+            global_path: None,
+        }
+    }
+
     /// Reads the rules for paths under `bases` (directories inside `root`):
     /// the `.gitignore` of `root`, of every directory between `root` and a
     /// base, and of every directory under a base (symbolic links and
@@ -133,6 +147,101 @@ impl Ignores {
             }
         }
         false
+    }
+}
+
+/// The ignore rules of one checkout, shared by every watcher of it: read
+/// once for the bases of all of them, and read again once per change of a
+/// rule file, whichever watcher saw it. Compiled rules cost memory in
+/// proportion to their number (the `ignore` crate makes a matcher of each
+/// glob), so a pod holds them once, not once per watch rule.
+#[derive(Debug)]
+pub(super) struct Shared {
+    root: PathBuf,
+    excludes_file: Option<PathBuf>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    bases: BTreeSet<PathBuf>,
+    ignores: Arc<Ignores>,
+    /// When the rules in `ignores` began to be read.
+    read_at: Instant,
+}
+
+/// Every checkout's shared rules, while a watcher holds them.
+type Registry = Mutex<HashMap<(PathBuf, Option<PathBuf>), Weak<Shared>>>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(Registry::default)
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    /// The rules of the checkout at `root`, covering `bases` too (read
+    /// again when they add a base).
+    pub(super) fn of(root: &Path, bases: &[PathBuf], excludes_file: Option<PathBuf>) -> Arc<Self> {
+        let key = (root.to_path_buf(), excludes_file.clone());
+        let shared = {
+            let mut registry = locked(registry());
+            registry.retain(|_, shared| shared.strong_count() > 0);
+            if let Some(shared) = registry.get(&key).and_then(Weak::upgrade) {
+                shared
+            } else {
+                let shared = Arc::new(Self {
+                    root: root.to_path_buf(),
+                    excludes_file,
+                    state: Mutex::new(State {
+                        bases: BTreeSet::new(),
+                        ignores: Arc::new(Ignores::empty(root)),
+                        read_at: Instant::now(),
+                    }),
+                });
+                registry.insert(key, Arc::downgrade(&shared));
+                shared
+            }
+        };
+        let mut state = locked(&shared.state);
+        let before = state.bases.len();
+        state.bases.extend(bases.iter().cloned());
+        if state.bases.len() > before {
+            shared.read(&mut state);
+        }
+        drop(state);
+        shared
+    }
+
+    /// The rules now.
+    pub(super) fn current(&self) -> Arc<Ignores> {
+        locked(&self.state).ignores.clone()
+    }
+
+    /// Reads the rules again, unless they were read after `seen` (another
+    /// watcher saw the same change first).
+    pub(super) fn reread(&self, seen: Instant) {
+        let mut state = locked(&self.state);
+        if state.read_at < seen {
+            self.read(&mut state);
+        }
+    }
+
+    fn read(&self, state: &mut State) {
+        // The old rules go first: never two sets at once.
+        state.ignores = Arc::new(Ignores::empty(&self.root));
+        state.read_at = Instant::now();
+        let bases: Vec<PathBuf> = state.bases.iter().cloned().collect();
+        state.ignores = Arc::new(Ignores::load(
+            &self.root,
+            &bases,
+            self.excludes_file.clone(),
+        ));
     }
 }
 
@@ -248,6 +357,32 @@ mod tests {
             rules.source_dirs(&[base]),
             vec![root.to_path_buf(), root.join(".git/info")]
         );
+    }
+
+    #[test]
+    fn watchers_of_one_checkout_share_one_set_of_rules_read_once_per_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(&root.join(".gitignore"), "*.gen.py\n");
+        write(&root.join("b/.gitignore"), "local.py\n");
+        let a = Shared::of(root, &[root.join("a")], None);
+        let b = Shared::of(root, &[root.join("b")], None);
+        assert!(Arc::ptr_eq(&a, &b), "one set per checkout");
+        // The second watcher's base was read in.
+        assert!(a.current().is_ignored(&root.join("b/local.py"), false));
+        let before = a.current();
+        let seen = Instant::now();
+        write(&root.join(".gitignore"), "*.tmp.py\n");
+        a.reread(seen);
+        let after = a.current();
+        assert!(!Arc::ptr_eq(&before, &after), "read again");
+        assert!(after.is_ignored(&root.join("a/x.tmp.py"), false));
+        // The other watcher saw the same change earlier: not read twice.
+        b.reread(seen);
+        assert!(Arc::ptr_eq(&after, &b.current()));
+        drop((a, b, before, after));
+        let fresh = Shared::of(root, &[root.join("a")], None);
+        assert!(!fresh.current().is_ignored(&root.join("b/local.py"), false));
     }
 
     #[test]
