@@ -16,7 +16,7 @@ mod start;
 mod state_file;
 
 use super::prepare;
-use super::service::{AfterStop, Intent, Phase, Readiness, Service};
+use super::service::{AfterStop, Intent, Phase, PortRecovery, Readiness, Service};
 use super::spawn::Spawner;
 use super::{Moved, PortMover, Reloads, Request, Settled};
 use crate::backoff::BackoffPolicy;
@@ -114,6 +114,17 @@ enum Internal {
     },
 }
 
+/// Whether the engine supervises on or shuts down.
+#[derive(Debug)]
+enum Life {
+    Running,
+    /// Stopping every service, dependents first; `waiters` are answered
+    /// once every group is empty and the task ends.
+    ShuttingDown {
+        waiters: Vec<oneshot::Sender<()>>,
+    },
+}
+
 /// Reloads: the services one is waiting for, and at most one more.
 #[derive(Debug, Default)]
 struct ReloadState {
@@ -157,8 +168,7 @@ pub(super) struct Engine {
     supervisor: ProcessRecord,
     internal_tx: mpsc::UnboundedSender<Internal>,
     internal_rx: Option<mpsc::UnboundedReceiver<Internal>>,
-    shutting_down: bool,
-    shutdown_waiters: Vec<oneshot::Sender<()>>,
+    life: Life,
     reload: ReloadState,
     /// Prepare steps killed mid-run, until their groups are empty: shutdown
     /// waits for them, so it never returns while one is still dying.
@@ -215,8 +225,7 @@ impl Engine {
             supervisor: parts.supervisor,
             internal_tx,
             internal_rx: Some(internal_rx),
-            shutting_down: false,
-            shutdown_waiters: Vec::new(),
+            life: Life::Running,
             reload: ReloadState::default(),
             dying_prepares: Vec::new(),
             debug: parts.debug,
@@ -246,7 +255,7 @@ impl Engine {
         self.flush_state();
         let mut requests_open = true;
         loop {
-            if self.shutting_down && self.all_down() {
+            if self.shutting_down() && self.all_down() {
                 break;
             }
             tokio::select! {
@@ -273,8 +282,10 @@ impl Engine {
         self.logs.flush();
         self.write_state_now();
         self.guard.close();
-        for waiter in self.shutdown_waiters.drain(..) {
-            let _ = waiter.send(());
+        if let Life::ShuttingDown { waiters } = &mut self.life {
+            for waiter in waiters.drain(..) {
+                let _ = waiter.send(());
+            }
         }
         let _ = finished.send(true);
         // Requests that raced with the end are answered by dropping them.
@@ -287,6 +298,10 @@ impl Engine {
     }
 
     // ----- events and status -------------------------------------------
+
+    fn shutting_down(&self) -> bool {
+        matches!(self.life, Life::ShuttingDown { .. })
+    }
 
     fn name(&self, index: usize) -> &str {
         &self.specs[index].name
@@ -339,12 +354,12 @@ impl Engine {
         match request {
             Request::Restart(index, ack) => {
                 self.answer_starts(ack);
-                if !self.shutting_down {
+                if !self.shutting_down() {
                     self.restart(index, true);
                 }
             }
             Request::Start(index) => {
-                if !self.shutting_down {
+                if !self.shutting_down() {
                     let s = &mut self.services[index];
                     if s.intent == Intent::Hold {
                         s.intent = Intent::Keep;
@@ -357,7 +372,7 @@ impl Engine {
             }
             Request::Reload(indexes, changes, ack) => {
                 self.answer_starts(ack);
-                if self.shutting_down {
+                if self.shutting_down() {
                     return;
                 }
                 let set: BTreeSet<usize> = indexes.into_iter().collect();
@@ -384,11 +399,12 @@ impl Engine {
                 }
             }
             Request::Shutdown(waiter) => {
-                if let Some(waiter) = waiter {
-                    self.shutdown_waiters.push(waiter);
-                }
-                if !self.shutting_down {
-                    self.shutting_down = true;
+                if let Life::ShuttingDown { waiters } = &mut self.life {
+                    waiters.extend(waiter);
+                } else {
+                    self.life = Life::ShuttingDown {
+                        waiters: waiter.into_iter().collect(),
+                    };
                     self.emit(
                         None,
                         EventKind::Notice {
@@ -554,7 +570,7 @@ impl Engine {
                     && matches!(self.services[index].phase, Phase::Preparing { .. })
                 {
                     match outcome {
-                        _ if self.shutting_down => self.enter(index, Phase::Stopped),
+                        _ if self.shutting_down() => self.enter(index, Phase::Stopped),
                         Ok(()) => self.spawn(index),
                         Err(failure) => self.prepare_failed(index, generation, &failure),
                     }
@@ -624,14 +640,15 @@ impl Engine {
             } => self.probe_timed_out(index, generation, after),
             Internal::BackoffElapsed { index, generation } => {
                 if self.current(index, generation)
-                    && matches!(self.services[index].phase, Phase::Backoff { .. })
+                    && let Phase::Backoff { port, .. } = &mut self.services[index].phase
                 {
-                    let s = &mut self.services[index];
-                    if s.port_check == Some(generation) {
+                    match *port {
                         // Its port is being looked at or moved: start after.
-                        s.backoff_over = true;
-                    } else {
-                        self.enter(index, Phase::Waiting);
+                        PortRecovery::Looking { port: p } => {
+                            *port = PortRecovery::Overdue { port: p }
+                        }
+                        PortRecovery::Overdue { .. } => {}
+                        PortRecovery::Settled => self.enter(index, Phase::Waiting),
                     }
                 }
             }

@@ -29,8 +29,13 @@ pub(super) enum Phase {
     Running(Process),
     /// Its process is being stopped on request; `then` says what follows.
     Stopping { process: Process, then: AfterStop },
-    /// It crashed and waits out a backoff before starting again.
-    Backoff { after: Duration, attempt: u32 },
+    /// It crashed and waits out a backoff before starting again; `port`
+    /// is what it learns about its port meanwhile.
+    Backoff {
+        after: Duration,
+        attempt: u32,
+        port: PortRecovery,
+    },
     /// It ended on its own and will not be restarted.
     Exited { status: ExitStatus },
     /// It was stopped on request; no process is left.
@@ -42,6 +47,21 @@ pub(super) enum Phase {
         #[expect(dead_code, reason = "held for its Drop, which ends the watch")]
         retry: Option<AbortOnDrop>,
     },
+}
+
+/// A crashed service's port during its backoff: whether another process
+/// took it is being looked at (and, if so, the port mover asked), and
+/// the restart waits for that as well as for the backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PortRecovery {
+    /// Nothing to look at (no listener port, or the look is over): the
+    /// backoff alone decides.
+    Settled,
+    /// `port` is being looked at while the backoff runs: whichever ends
+    /// first leaves the other to decide.
+    Looking { port: u16 },
+    /// The backoff is over; the restart waits for the look at `port`.
+    Overdue { port: u16 },
 }
 
 /// A helper task that ends with the phase holding it.
@@ -151,11 +171,6 @@ pub(super) struct Service {
     pub(super) last_exit: Option<ExitStatus>,
     /// What keeps it from being ready (another process on its port).
     pub(super) note: Option<String>,
-    /// The backoff generation whose crash is being looked at (who holds
-    /// the port?) or whose port is being moved: its restart waits.
-    pub(super) port_check: Option<u64>,
-    /// That backoff has passed while the port was looked at.
-    pub(super) backoff_over: bool,
 }
 
 impl Service {
@@ -172,8 +187,6 @@ impl Service {
             prepare_failed: false,
             last_exit: None,
             note: None,
-            port_check: None,
-            backoff_over: false,
         }
     }
 
@@ -249,7 +262,7 @@ impl Service {
                 }
             },
             Phase::Stopping { process, .. } => ServiceState::Stopping { pid: process.pid },
-            Phase::Backoff { after, attempt } => ServiceState::Restarting {
+            Phase::Backoff { after, attempt, .. } => ServiceState::Restarting {
                 after: *after,
                 attempt: *attempt,
             },

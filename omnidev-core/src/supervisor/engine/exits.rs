@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{Engine, Internal, SPAWN_FAILED};
 use crate::event::{EventKind, ExitStatus};
 use crate::spec::RestartPolicy;
-use crate::supervisor::service::{AfterStop, Intent, Phase};
+use crate::supervisor::service::{AfterStop, Intent, Phase, PortRecovery};
 
 impl Engine {
     /// Ends the run once the leader has been reaped and the group is empty.
@@ -37,13 +37,14 @@ impl Engine {
         ran_for: Duration,
         then: Option<AfterStop>,
     ) {
+        let shutting_down = self.shutting_down();
         let s = &mut self.services[index];
         s.last_exit = Some(status);
         for waiter in s.stop_waiters.drain(..) {
             let _ = waiter.send(());
         }
         if let Some(then) = then {
-            let again = then == AfterStop::Start && !self.shutting_down;
+            let again = then == AfterStop::Start && !shutting_down;
             let phase = if again {
                 Phase::Waiting
             } else {
@@ -53,7 +54,7 @@ impl Engine {
             self.write_state();
             return;
         }
-        let restart = !self.shutting_down
+        let restart = !shutting_down
             && match self.specs[index].restart {
                 RestartPolicy::Always => true,
                 RestartPolicy::OnFailure => !status.success(),
@@ -84,16 +85,24 @@ impl Engine {
                     backoff: after,
                 },
             );
-            self.enter(index, Phase::Backoff { after, attempt });
-            if let Some(port) = self.specs[index]
+            let listener = self.specs[index]
                 .readiness
                 .as_ref()
-                .and_then(|r| r.listener)
-            {
+                .and_then(|r| r.listener);
+            let port = match listener {
+                Some(port) => PortRecovery::Looking { port },
+                None => PortRecovery::Settled,
+            };
+            self.enter(
+                index,
+                Phase::Backoff {
+                    after,
+                    attempt,
+                    port,
+                },
+            );
+            if let Some(port) = listener {
                 // Nothing of the service is left: any listener is another's.
-                let s = &mut self.services[index];
-                s.port_check = Some(generation);
-                s.backoff_over = false;
                 let tx = self.internal_tx.clone();
                 tokio::task::spawn_blocking(move || {
                     let holder = match crate::listener::owner(port, &[]) {
@@ -111,7 +120,7 @@ impl Engine {
         } else {
             // A clean exit that is not restarted is a finished one-shot, not
             // a crash; its `Exited` state says all there is to say.
-            if !self.shutting_down && !status.success() {
+            if !shutting_down && !status.success() {
                 self.emit(
                     Some(index),
                     EventKind::Crashed {

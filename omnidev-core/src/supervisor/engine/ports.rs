@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use super::{Engine, Internal};
 use crate::event::{Event, EventKind};
 use crate::supervisor::Moved;
-use crate::supervisor::service::{Intent, Phase};
+use crate::supervisor::service::{Intent, Phase, PortRecovery};
 
 impl Engine {
     /// Reports about a service's port: another process on it while the
@@ -93,12 +93,16 @@ impl Engine {
         self.publish_status();
     }
 
-    /// The look at a crashed service's port is over: the backoff decides.
+    /// The look at a crashed service's port is over: the backoff decides
+    /// (or, when it is over already, the service starts now).
     pub(super) fn port_checked(&mut self, index: usize) {
-        let s = &mut self.services[index];
-        s.port_check = None;
-        if std::mem::take(&mut s.backoff_over) && matches!(s.phase, Phase::Backoff { .. }) {
-            self.enter(index, Phase::Waiting);
+        if let Phase::Backoff { port, .. } = &mut self.services[index].phase {
+            match *port {
+                PortRecovery::Overdue { .. } => self.enter(index, Phase::Waiting),
+                PortRecovery::Looking { .. } | PortRecovery::Settled => {
+                    *port = PortRecovery::Settled;
+                }
+            }
         }
     }
 
@@ -122,8 +126,6 @@ impl Engine {
             }
         });
         let s = &mut self.services[index];
-        s.port_check = None;
-        s.backoff_over = false;
         if !matches!(s.phase, Phase::Backoff { .. }) {
             return;
         }

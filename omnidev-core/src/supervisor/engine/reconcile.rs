@@ -42,7 +42,7 @@ impl Engine {
     }
 
     pub(super) fn reconcile(&mut self) {
-        if self.shutting_down {
+        if self.shutting_down() {
             self.shutdown_step();
         } else {
             self.start_what_can_start();
@@ -182,7 +182,8 @@ impl Engine {
                 // the headless exit rule it has failed.
                 Phase::Failed { .. } => failed.push(self.name(i).to_owned()),
                 Phase::Waiting
-                    if self.blocked(i, 0) || (s.intent == Intent::Hold && !self.shutting_down) =>
+                    if self.blocked(i, 0)
+                        || (s.intent == Intent::Hold && !self.shutting_down()) =>
                 {
                     failed.push(self.name(i).to_owned());
                 }

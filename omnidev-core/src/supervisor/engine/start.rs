@@ -101,7 +101,6 @@ impl Engine {
             None => Readiness::Assumed,
         };
         self.services[index].note = None;
-        self.services[index].port_check = None;
         let process = Process {
             pid,
             start_time,
