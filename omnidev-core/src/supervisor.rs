@@ -132,6 +132,9 @@ pub(crate) enum Request {
     Stop(usize, oneshot::Sender<()>),
     Start(usize),
     Shutdown(Option<oneshot::Sender<()>>),
+    /// The orphan guard ended and was replaced (or could not be); or, as
+    /// the error, why its end cannot be watched.
+    GuardReplaced(std::result::Result<crate::guard::Replaced, String>),
 }
 
 /// A handle to a running supervisor. Clones share the same supervisor.
@@ -150,7 +153,7 @@ struct Inner {
     finished: watch::Receiver<bool>,
     reloading: watch::Receiver<Reloads>,
     names: Vec<String>,
-    guard_pid: u32,
+    guard: Arc<Guard>,
     containment: Arc<Containment>,
 }
 
@@ -262,7 +265,6 @@ impl Supervisor {
         }
         let me = ProcessRecord::of(std::process::id());
         let (containment, guard) = contain(&config.containment, &names, me, &logs, &mut notices)?;
-        let guard_pid = guard.pid();
 
         let (requests, requests_rx) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(Vec::new());
@@ -286,7 +288,7 @@ impl Supervisor {
             order,
             logs: logs.clone(),
             events: events.clone(),
-            guard,
+            guard: guard.clone(),
             state_file: config.state_file,
             backoff: config.backoff,
             status: status_tx,
@@ -299,6 +301,7 @@ impl Supervisor {
             port_mover: config.port_mover,
         });
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
+        tokio::spawn(watch_guard(guard.clone(), requests.downgrade()));
 
         let supervisor = Supervisor {
             inner: Arc::new(Inner {
@@ -310,7 +313,7 @@ impl Supervisor {
                 finished,
                 reloading,
                 names,
-                guard_pid,
+                guard,
                 containment,
             }),
         };
@@ -418,9 +421,10 @@ impl Supervisor {
         Ok(self.inner.logs.file_path(service))
     }
 
-    /// The orphan guard's process id.
+    /// The orphan guard's process id (a guard that ended is replaced at
+    /// once; this is the current one's).
     pub fn guard_pid(&self) -> u32 {
-        self.inner.guard_pid
+        self.inner.guard.pid()
     }
 
     /// How this supervisor contains its services (see [`crate::containment`]).
@@ -548,19 +552,46 @@ fn contain(
         logs.push_supervisor(notice.clone());
         notices.push(notice);
     }
-    let cgroups = containment.pod_cgroup().map(|pod| {
-        (
-            pod,
-            (0..names.len())
-                .filter_map(|i| containment.leaf(i))
-                .collect(),
-        )
-    });
-    match Guard::start(cgroups) {
+    match Guard::start(containment.pod_cgroup()) {
         Ok(guard) => Ok((Arc::new(containment), Arc::new(guard))),
         Err(source) => {
             containment.close();
             Err(Error::Guard { source })
+        }
+    }
+}
+
+/// Watches the orphan guard while the supervisor runs: the moment it ends
+/// (killed on its own, say), it is reaped and replaced by a new one told
+/// every live group and the pod cgroup, and the engine is told, to say so
+/// and record the new pid (or, when no new guard could be started, to stop
+/// the pod). Holds no strong handle, so the supervisor still ends when
+/// every handle is dropped; ends after the guard is closed.
+async fn watch_guard(guard: Arc<Guard>, requests: mpsc::WeakUnboundedSender<Request>) {
+    loop {
+        if let Err(e) = guard.ended().await {
+            if let Some(requests) = requests.upgrade() {
+                let message = format!(
+                    "the orphan guard (pid {}) cannot be watched ({e}): were it to end, omnidev \
+                     would not notice",
+                    guard.pid()
+                );
+                let _ = requests.send(Request::GuardReplaced(Err(message)));
+            }
+            return;
+        }
+        let replacing = guard.clone();
+        let Ok(Some(replaced)) = tokio::task::spawn_blocking(move || replacing.replace()).await
+        else {
+            return;
+        };
+        let lost = replaced.lost();
+        let Some(requests) = requests.upgrade() else {
+            return;
+        };
+        let _ = requests.send(Request::GuardReplaced(Ok(replaced)));
+        if lost {
+            return;
         }
     }
 }

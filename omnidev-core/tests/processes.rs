@@ -537,3 +537,126 @@ async fn a_cgroup_that_cannot_be_created_is_reported_once_and_the_fallback_runs(
     assert_none_left(&tag, &[], "shutdown() on the fallback");
     assert!(helpers.iter().all(|&p| !pid_alive(p)));
 }
+
+/// A service whose helpers stay in its process group, so that the guard's
+/// kill of the group reaches them in either mechanism.
+const GROUP_HELPERS: &str = "sleep 1000 & sh -c 'sleep 1000 & wait' & wait";
+
+/// The supervise example's stdout, line by line, as it comes.
+fn collect_lines(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = child.stdout.take().expect("stdout piped");
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            sink.lock().expect("lines").push(line);
+        }
+    });
+    lines
+}
+
+/// SIGKILLs every process of a tag when dropped: a failed assertion
+/// leaves nothing running.
+struct KillTagged(String);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for pid in tagged(&self.0, &[std::process::id()]) {
+            // SAFETY: a process this test started (it carries its tag).
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Kill the orphan guard alone: the supervisor notices at once, says so,
+/// reaps it and starts a new one that knows every running group (and the
+/// pod cgroup); a kill -9 of the supervisor afterwards leaves nothing.
+#[test]
+fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
+    for containment in ["auto", "process-groups"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state.json");
+        let tag = new_tag("guard");
+        let mut supervisor = Command::new(example("supervise"))
+            .current_dir(dir.path())
+            .env(TAG, &tag)
+            .env("OMNIDEV_CONTAINMENT", containment)
+            .arg("--state")
+            .arg(&state)
+            .arg("--")
+            .args([
+                format!("one={GROUP_HELPERS}"),
+                format!("two={GROUP_HELPERS}"),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn supervise");
+        let lines = collect_lines(&mut supervisor);
+        let _cleanup = KillTagged(tag.clone());
+        let mut recorded = None;
+        wait_until("both services recorded", Duration::from_secs(30), || {
+            recorded = omnidev_core::read_state(&state).ok().flatten();
+            recorded.as_ref().is_some_and(|r| {
+                r.services.len() == 2 && r.services.values().all(|s| s.pid.is_some())
+            })
+        });
+        let recorded = recorded.expect("state");
+        if containment == "auto" {
+            assert_cgroup(&recorded);
+        }
+        let old = recorded.guard_pid.expect("guard pid");
+        let supervisor_pid = supervisor.id();
+        // Each service: its shell, a sleep, a shell and its sleep.
+        wait_until("eight service processes", Duration::from_secs(30), || {
+            tagged(&tag, &[supervisor_pid, old]).len() == 8
+        });
+
+        // SAFETY: signalling the guard of our own child.
+        unsafe {
+            libc::kill(old as i32, libc::SIGKILL);
+        }
+        let mut new = None;
+        wait_until("a new guard recorded", Duration::from_secs(30), || {
+            new = omnidev_core::read_state(&state)
+                .ok()
+                .flatten()
+                .and_then(|s| s.guard_pid)
+                .filter(|&pid| pid != old && pid_alive(pid));
+            new.is_some()
+        });
+        let new = new.expect("new guard");
+        wait_until("the notice", Duration::from_secs(30), || {
+            lines.lock().expect("lines").iter().any(|l| {
+                l.contains(&format!("the orphan guard (pid {old}) ended"))
+                    && l.contains(&format!("pid {new}"))
+            })
+        });
+        assert_eq!(
+            std::fs::read_to_string(format!("/proc/{new}/comm"))
+                .map(|c| c.trim().to_owned())
+                .ok(),
+            Some("omnidev-guard".to_owned())
+        );
+        wait_until("the old guard reaped", Duration::from_secs(10), || {
+            omnidev_core::proc::stat(old).is_none()
+        });
+
+        supervisor.kill().expect("SIGKILL the supervisor");
+        supervisor.wait().expect("reap");
+        assert_none_left(
+            &tag,
+            &[new],
+            &format!("kill -9 after the guard was replaced ({containment})"),
+        );
+        wait_until("the new guard exited", Duration::from_secs(10), || {
+            !pid_alive(new)
+        });
+        if let Some(omnidev_core::Mechanism::Cgroup { path }) = &recorded.containment {
+            wait_until("pod cgroup removed", Duration::from_secs(10), || {
+                !path.exists()
+            });
+        }
+    }
+}

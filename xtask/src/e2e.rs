@@ -67,6 +67,7 @@ const CASES: &[Case] = &[
     case!(editfix::no_vite_no_ui_url_and_shutdown_lines_after_sigint),
     case!(lifecycle::sigint_sigterm_sighup_leave_no_process),
     case!(lifecycle::kill9_of_omnidev_leaves_no_process_within_2s),
+    case!(lifecycle::killed_guard_is_replaced_then_kill9_leaves_no_process),
     case!(control::detach_status_logs_restart_stop),
     case!(control::ls_two_running_one_stopped),
     case!(control::agent_script_waits_and_reads_events),

@@ -418,6 +418,22 @@ impl Engine {
                     }
                 }
             }
+            Request::GuardReplaced(replaced) => self.guard_replaced(replaced),
+        }
+    }
+
+    /// Says that the orphan guard ended and what replaced it, and records
+    /// the new guard's pid; stops the pod when no new guard runs.
+    fn guard_replaced(&mut self, replaced: Result<crate::guard::Replaced, String>) {
+        let lost = replaced.as_ref().is_ok_and(crate::guard::Replaced::lost);
+        let message = match replaced {
+            Ok(replaced) => replaced.to_string(),
+            Err(message) => message,
+        };
+        self.emit(None, EventKind::Notice { message });
+        self.write_state();
+        if lost {
+            self.on_request(Request::Shutdown(None));
         }
     }
 

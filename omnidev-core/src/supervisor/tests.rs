@@ -598,3 +598,33 @@ async fn a_reload_respawns_the_moment_the_old_run_is_gone() {
     assert_eq!(spawner.spawns("host", "host"), 2, "the host restarts once");
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_guard_that_cannot_be_replaced_stops_the_pod_and_says_why() {
+    let (_spawner, supervisor) = server_and_host_running().await;
+    let mut events = supervisor.subscribe();
+    let lost = crate::guard::Replaced::none_started(42, "fork: Resource temporarily unavailable");
+    supervisor
+        .send(super::Request::GuardReplaced(Ok(lost)))
+        .expect("send");
+    until("the pod to stop", || supervisor.is_finished()).await;
+    for name in ["server", "host"] {
+        assert_eq!(state(&supervisor, name), ServiceState::Stopped, "{name}");
+    }
+    let mut notices = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let crate::event::EventKind::Notice { message } = event.kind {
+            notices.push(message);
+        }
+    }
+    assert_eq!(
+        notices.first().map(String::as_str),
+        Some(
+            "the orphan guard (pid 42) ended (killed by SIGKILL); a new one could not be started \
+             (fork: Resource temporarily unavailable): stopping the pod, since nothing would stop \
+             its processes if omnidev died"
+        ),
+        "{notices:?}"
+    );
+    assert!(notices.iter().any(|n| n == "shutting down"), "{notices:?}");
+}

@@ -146,3 +146,56 @@ pub fn kill9_of_omnidev_leaves_no_process_within_2s(ctx: &mut Ctx) -> Result<()>
     pod.stop_with("INT", ctx)?;
     Ok(())
 }
+
+/// The pod's orphan guard: the tagged process called `omnidev-guard`.
+fn guard_of_pod(ctx: &Ctx) -> Option<u32> {
+    ctx.pod_processes()
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "omnidev-guard")
+        })
+}
+
+/// Kill the orphan guard alone: omnidev says so and starts a new one at
+/// once; a `kill -9` of omnidev afterwards still leaves no process of the
+/// pod, with cgroups and with process groups.
+pub fn killed_guard_is_replaced_then_kill9_leaves_no_process(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    for containment in ["auto", "process-groups"] {
+        let mut command = ctx.omnidev();
+        command
+            .args(["up", "--headless", "--repo"])
+            .arg(&repo)
+            .env("OMNIDEV_CONTAINMENT", containment);
+        let mut pod = ctx.spawn_pod(command, &repo)?;
+        pod.ready(UP)?;
+        let old = crate::util::wait_for("the pod's guard", SOON, || Ok(guard_of_pod(ctx)))?;
+        send_signal(old, "KILL")?;
+        let prefix =
+            format!("the orphan guard (pid {old}) ended (killed by SIGKILL); a new one (pid ");
+        let new = pod
+            .wait_output("omnidev to replace its guard", SOON, |out| {
+                let line = out.lines().find(|l| l.contains(&prefix))?;
+                let rest = &line[line.find(&prefix)? + prefix.len()..];
+                rest.split(')').next()?.parse::<u32>().ok()
+            })
+            .with_context(|| format!("after kill -9 of the guard ({containment})"))?;
+        ensure!(
+            guard_of_pod(ctx) == Some(new),
+            "the pod's guard is not the announced pid {new} ({containment})"
+        );
+        pod.signal("KILL")?;
+        let killed = Instant::now();
+        pod.wait_exit(SOON)?;
+        ctx.wait_no_pod_process(SOON).with_context(|| {
+            format!("after kill -9 of omnidev with the new guard ({containment})")
+        })?;
+        ctx.note(format!(
+            "{containment}: guard {old} replaced by {new}; all gone {:.2}s after kill -9",
+            killed.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(())
+}
