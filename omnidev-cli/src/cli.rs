@@ -52,6 +52,8 @@ pub enum Command {
     Omnigent(OmnigentArgs),
     /// Remove this checkout's pod directory (refused while it runs).
     Clean(CleanArgs),
+    /// Remove the stopped pods whose checkout is gone, freeing their ports
+    Gc(GcArgs),
     /// Inspect profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
@@ -83,7 +85,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
         "Pod commands (the pod of this checkout)",
         &[
             "up", "status", "ls", "logs", "events", "wait", "restart", "stop", "exec", "omnigent",
-            "clean", "profile",
+            "clean", "gc", "profile",
         ],
     ),
     (
@@ -448,6 +450,14 @@ pub struct CleanArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
+}
+
+/// Arguments of `omnidev gc`.
+#[derive(Debug, Args, Clone)]
+pub struct GcArgs {
+    /// Say what would be removed, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `omnidev completions`.

@@ -9,6 +9,7 @@ pub mod completions;
 pub mod detach;
 pub mod events;
 pub mod exec;
+pub mod gc;
 pub mod install;
 pub mod logs;
 pub mod ls;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Events(args)) => events::run(&args),
         Some(Command::Wait(args)) => wait::run(&args),
         Some(Command::Clean(args)) => clean::run(&args),
+        Some(Command::Gc(args)) => gc::run(&args),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => completions::man(&args),
     }

@@ -281,3 +281,118 @@ fn a_checkout_with_a_very_long_name_gets_a_pod() {
     );
     assert!(pod.join("logs/ok.log").is_file());
 }
+
+/// A checkout `name` beside the context's, with `profile`.
+fn checkout(ctx: &TestContext, name: &str, profile: &str) -> PathBuf {
+    let repo = ctx.root.join(name);
+    std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+    std::fs::write(repo.join("omnidev.toml"), profile).expect("write");
+    repo
+}
+
+fn registry(ctx: &TestContext) -> String {
+    std::fs::read_to_string(ctx.runtime_home().join("omnidev/pods.toml")).expect("registry")
+}
+
+#[test]
+fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_ports() {
+    let ctx = TestContext::new();
+    let with_port = |word: &str| format!("[ports]\nweb = 23400\n{}", staying(word));
+    let gone = checkout(&ctx, "gone", &format!("[ports]\nweb = 23400\n{ONCE}"));
+    let kept = checkout(&ctx, "kept", &format!("[ports]\nweb = 23400\n{ONCE}"));
+    let running = checkout(&ctx, "running", &with_port("up"));
+    let repo_arg = |repo: &Path| repo.to_str().expect("utf-8").to_owned();
+    for repo in [&gone, &kept] {
+        ctx.run_ok(&["up", "--headless", "--repo", &repo_arg(repo)]);
+    }
+    ctx.run_ok(&["up", "--detach", "--repo", &repo_arg(&running)]);
+    let pods: Vec<PathBuf> = std::fs::read_dir(ctx.cache_root())
+        .expect("cache")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    let pod_of = |name: &str| {
+        pods.iter()
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{name}-")))
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no pod for {name} in {pods:?}"))
+    };
+    let (gone_pod, kept_pod, running_pod) = (pod_of("gone"), pod_of("kept"), pod_of("running"));
+    let _stop = Stop(&ctx, vec!["--pod-dir".into(), repo_arg(&running_pod)]);
+    // A directory of the user's in the cache root, whose "checkout" is gone
+    // too: not a pod, never touched.
+    let foreign = ctx.cache_root().join("notes");
+    std::fs::create_dir_all(&foreign).expect("mkdir");
+    std::fs::write(
+        foreign.join("pod.toml"),
+        "repo = \"/nowhere\"\nnot = \"ours\"\n",
+    )
+    .expect("write");
+    std::fs::remove_dir_all(&gone).expect("delete a checkout");
+    std::fs::remove_dir_all(&running).expect("delete a running pod's checkout");
+    assert!(registry(&ctx).contains(&gone_pod.display().to_string()));
+
+    // `ls` points at gc.
+    let text = ctx.run_ok(&["ls"]);
+    assert!(text.contains("omnidev gc"), "{text}");
+
+    let nothing = ctx.root.join("nothing-skipped");
+    let before = listing(&ctx.cache_root(), &nothing);
+    let registry_before = registry(&ctx);
+    let text = ctx.run_ok(&["gc", "--dry-run"]);
+    assert!(
+        text.contains(&format!("would remove {}", gone_pod.display())),
+        "{text}"
+    );
+    assert_eq!(
+        listing(&ctx.cache_root(), &nothing),
+        before,
+        "--dry-run changed nothing"
+    );
+    assert_eq!(registry(&ctx), registry_before);
+
+    let text = ctx.run_ok(&["gc"]);
+    assert!(
+        text.contains(&format!("removed  {}", gone_pod.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("omnidev stop --pod-dir {}", running_pod.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kept     {}: its checkout", kept_pod.display())),
+        "{text}"
+    );
+    assert!(!gone_pod.exists());
+    assert!(kept_pod.join("pod.toml").is_file() && running_pod.join("pod.toml").is_file());
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("pod.toml")).expect("foreign kept"),
+        "repo = \"/nowhere\"\nnot = \"ours\"\n"
+    );
+    // Its ports are freed in the registry; the others keep theirs.
+    let after = registry(&ctx);
+    assert!(!after.contains(&gone_pod.display().to_string()), "{after}");
+    assert!(after.contains(&kept_pod.display().to_string()), "{after}");
+    assert!(
+        after.contains(&running_pod.display().to_string()),
+        "{after}"
+    );
+    // The running pod still runs and answers.
+    let status = ctx.run_ok(&[
+        "status",
+        "--json",
+        "--pod-dir",
+        running_pod.to_str().expect("utf-8"),
+    ]);
+    assert!(status.contains("\"control\": true"), "{status}");
+    ctx.run_ok(&["stop", "--pod-dir", running_pod.to_str().expect("utf-8")]);
+    let text = ctx.run_ok(&["gc"]);
+    assert!(
+        text.contains(&format!("removed  {}", running_pod.display())),
+        "{text}"
+    );
+    assert!(!running_pod.exists());
+}

@@ -397,6 +397,51 @@ pub fn relocate_port(request: &PortRequest<'_>, name: &str, holder: &str) -> Res
     Ok(port)
 }
 
+/// The pod directories listed in the per-user registry under
+/// `runtime_dir` (empty when it does not exist yet; a corrupt one is
+/// [`Error::CorruptRegistry`]).
+pub fn registered_pods(runtime_dir: &Path) -> Result<BTreeSet<PathBuf>> {
+    Ok(Registry::read(&runtime_dir.join(REGISTRY))?.pods)
+}
+
+/// Frees the ports of the pods `pod_dirs` in the per-user registry (`omnidev
+/// gc`): under the allocation lock, they are taken out of `pods.toml`,
+/// which is replaced atomically. A registry that does not exist is left so.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// let pod = tmp.path().join("pod");
+/// let bases = [("web".to_owned(), 20000)];
+/// let request = omnidev_pod::PortRequest {
+///     cache_root: tmp.path(), runtime_dir: &tmp.path().join("run"), pod_dir: &pod,
+///     repo: tmp.path(), bases: &bases, overrides: &Default::default(),
+/// };
+/// omnidev_pod::allocate_ports(&request).unwrap();
+/// let run = tmp.path().join("run");
+/// assert_eq!(omnidev_pod::ports::registered_pods(&run).unwrap().len(), 1);
+/// omnidev_pod::ports::unregister(&run, &[pod.canonicalize().unwrap()]).unwrap();
+/// assert!(omnidev_pod::ports::registered_pods(&run).unwrap().is_empty());
+/// ```
+pub fn unregister(runtime_dir: &Path, pod_dirs: &[PathBuf]) -> Result<()> {
+    let path = runtime_dir.join(REGISTRY);
+    if matches!(std::fs::symlink_metadata(runtime_dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Ok(());
+    }
+    let _lock = AllocationLock::acquire(runtime_dir)?;
+    let mut registry = Registry::read(&path)?;
+    let before = registry.pods.len();
+    registry.pods.retain(|dir| {
+        !pod_dirs
+            .iter()
+            .any(|gone| gone == dir || *gone == canonical(dir))
+    });
+    if registry.pods.len() != before {
+        crate::state::write_toml(&path, &registry)?;
+    }
+    Ok(())
+}
+
 /// A base of 0 would probe from port 0, which no service can use.
 fn check_bases(bases: &[(String, u16)]) -> Result<()> {
     match bases.iter().find(|(_, base)| *base == 0) {

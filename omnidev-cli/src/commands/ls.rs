@@ -82,11 +82,19 @@ pub fn render(list: &PodList) -> String {
             w2 = widths[2]
         );
     }
-    if let Some(gone) = list.pods.iter().find(|pod| pod.repo_gone && !pod.running) {
+    let gone: Vec<_> = list
+        .pods
+        .iter()
+        .filter(|pod| pod.repo_gone && !pod.running)
+        .collect();
+    if let Some(first) = gone.first() {
         let _ = writeln!(
             out,
-            "a pod whose checkout is gone keeps its ports until cleaned: omnidev clean --pod-dir {}",
-            gone.pod_dir.display()
+            "{} stopped pod{} whose checkout is gone keep ports: `omnidev gc` removes them all \
+             (`omnidev gc --dry-run` lists them), `omnidev clean --pod-dir {}` this one",
+            gone.len(),
+            if gone.len() == 1 { "" } else { "s" },
+            crate::terminal_text::plain(&first.pod_dir.display().to_string())
         );
     }
     out

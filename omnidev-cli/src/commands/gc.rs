@@ -1,0 +1,171 @@
+//! `omnidev gc [--dry-run]`: remove the pods whose checkout no longer
+//! exists and that are not running, and free their ports.
+//!
+//! The pods looked at are the directories under the cache root and those
+//! the per-user registry lists (pods made with `--pod-dir` elsewhere). Only
+//! a directory carrying omnidev's pod identity is ever removed, and only
+//! of what omnidev made in it ([`super::clean::clean_pod`]); a running pod
+//! whose checkout is gone is kept and named with the `omnidev stop` that
+//! ends it.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use omnidev_pod::pod::{DirKind, Identity};
+use omnidev_pod::{LockState, PodLock};
+
+use crate::cli::GcArgs;
+use crate::error::Error;
+use crate::output::write_stdout;
+
+/// What gc decides for one pod directory.
+#[derive(Debug)]
+enum Verdict {
+    /// Stopped, checkout gone: removed (or to be, with `--dry-run`).
+    Remove { identity: Identity, repo: PathBuf },
+    /// Kept, with the reason (and, for a running pod, what to run).
+    Keep(String),
+}
+
+fn shown(path: &Path) -> String {
+    crate::terminal_text::plain(&path.display().to_string())
+}
+
+/// Whether `repo` is gone: only a path that does not exist counts; one
+/// that cannot be looked at is not taken for gone.
+fn gone(repo: &Path) -> Result<bool, std::io::Error> {
+    match std::fs::symlink_metadata(repo) {
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+fn judge(dir: &Path) -> Verdict {
+    let identity = match omnidev_pod::pod::examine(dir) {
+        Ok(DirKind::Pod(identity)) => identity,
+        Ok(DirKind::Missing) => return Verdict::Keep("it no longer exists".to_owned()),
+        Ok(_) => return Verdict::Keep("it carries no omnidev pod identity".to_owned()),
+        Err(e) => return Verdict::Keep(format!("it cannot be examined: {e}")),
+    };
+    let repo = match omnidev_pod::read_ports(dir) {
+        Ok(record) => record.repo,
+        Err(omnidev_pod::Error::NoPorts { .. }) => None,
+        Err(e) => return Verdict::Keep(format!("its pod.toml cannot be read: {e}")),
+    };
+    let Some(repo) = repo else {
+        return Verdict::Keep("it records no checkout".to_owned());
+    };
+    match gone(&repo) {
+        Ok(false) => return Verdict::Keep(format!("its checkout {} exists", shown(&repo))),
+        Ok(true) => {}
+        Err(e) => {
+            return Verdict::Keep(format!(
+                "its checkout {} cannot be looked at: {e}",
+                shown(&repo)
+            ));
+        }
+    }
+    match PodLock::state(dir) {
+        Ok(LockState::Free) => Verdict::Remove { identity, repo },
+        Ok(LockState::Held { pid }) => Verdict::Keep(format!(
+            "it runs{} although its checkout {} is gone: `omnidev stop --pod-dir {}`, then \
+             `omnidev gc`",
+            pid.map_or_else(String::new, |p| format!(" (pid {p})")),
+            shown(&repo),
+            shown(dir)
+        )),
+        Err(e) => Verdict::Keep(format!("its lock cannot be read: {e}")),
+    }
+}
+
+/// Every pod directory to look at: those under the cache root and those
+/// the registry lists, each once.
+fn candidates(cache_root: &Path, runtime_dir: &Path) -> Result<BTreeSet<PathBuf>, Error> {
+    let mut dirs = BTreeSet::new();
+    match std::fs::read_dir(cache_root) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.map_err(Error::io("list", cache_root))?;
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.insert(entry.path());
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("list", cache_root)(e)),
+    }
+    let known: BTreeSet<PathBuf> = dirs.iter().filter_map(|d| d.canonicalize().ok()).collect();
+    for dir in omnidev_pod::ports::registered_pods(runtime_dir)? {
+        if !known.contains(&dir) {
+            dirs.insert(dir);
+        }
+    }
+    Ok(dirs)
+}
+
+/// Runs `omnidev gc`.
+pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
+    let cache_root = omnidev_pod::pod::cache_root().map_err(Error::Pod)?;
+    let runtime_dir = omnidev_pod::runtime::runtime_dir();
+    let mut out = String::new();
+    let mut freed = Vec::new();
+    let mut failed = false;
+    for dir in candidates(&cache_root, &runtime_dir)? {
+        match judge(&dir) {
+            Verdict::Keep(reason) => {
+                let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
+            }
+            Verdict::Remove { repo, .. } if args.dry_run => {
+                let _ = writeln!(
+                    out,
+                    "would remove {} (stopped; its checkout {} is gone)",
+                    shown(&dir),
+                    shown(&repo)
+                );
+            }
+            Verdict::Remove { identity, repo } => {
+                // Under the pod's lock, so an `omnidev up` starting now
+                // waits for the removal or makes gc skip the pod.
+                let canonical = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+                let done = PodLock::acquire(&dir)
+                    .map_err(Error::from)
+                    .and_then(|lock| {
+                        let said = super::clean::clean_pod(&dir, &identity);
+                        drop(lock);
+                        said
+                    });
+                match done {
+                    Ok(said) => {
+                        freed.push(canonical);
+                        let said = said.trim_start_matches("omnidev: ");
+                        let _ = writeln!(
+                            out,
+                            "removed  {} (its checkout {} is gone): {said}",
+                            shown(&dir),
+                            shown(&repo)
+                        );
+                    }
+                    Err(e) => {
+                        failed = true;
+                        let _ = writeln!(out, "kept     {}: {e}", shown(&dir));
+                    }
+                }
+            }
+        }
+    }
+    if !freed.is_empty() {
+        omnidev_pod::ports::unregister(&runtime_dir, &freed).map_err(Error::Pod)?;
+    }
+    if out.is_empty() {
+        let _ = writeln!(out, "no pods under {}", shown(&cache_root));
+    }
+    write_stdout(&out)?;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
