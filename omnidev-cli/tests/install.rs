@@ -1271,6 +1271,74 @@ fn bash_hook_never_fails_the_shell() {
     assert!(text(&output.stdout).contains("survived"));
 }
 
+/// The stamp the real `CheckCache::save` writes (here through a declined
+/// update: nothing on offer, checked now) makes bash, zsh and fish start
+/// nothing; a stale entry, or one with an update on offer, runs the check.
+#[test]
+fn a_fresh_quiet_cache_makes_every_shell_hook_start_nothing() {
+    let cx = Context::new();
+    let shells: [(&str, &[&str]); 3] = [
+        ("bash", &["--norc", "--noprofile", "-i", "-c"]),
+        ("zsh", &["-f", "-i", "-c"]),
+        ("fish", &["--no-config", "-i", "-c"]),
+    ];
+    let bin = cx.path("quiet-bin");
+    std::fs::create_dir_all(&bin).expect("dir");
+    let marker = cx.path("markers/quiet");
+    write_script(
+        &bin.join("omnidev"),
+        &format!("echo \"$*\" >> '{}'\n", marker.display()),
+    );
+    let called = |shell: &str, args: &[&str]| -> bool {
+        let _ = std::fs::remove_file(&marker);
+        let snippet = text(&run(&mut cx.omnidev(&["shell-hook", shell])).stdout);
+        let output = Command::new(shell)
+            .args(args)
+            .arg(format!("{snippet}\necho hook-done"))
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", cx.path("home"))
+            .env("XDG_CACHE_HOME", cx.path("cache"))
+            .env("TERM", "dumb")
+            .stdin(Stdio::null())
+            .output()
+            .expect("shell");
+        assert!(
+            text(&output.stdout).contains("hook-done"),
+            "{shell}: {output:?}"
+        );
+        std::fs::read_to_string(&marker).is_ok_and(|text| text.trim() == "check --quiet")
+    };
+    // An update on offer, declined at the prompt: `CheckCache::save` writes
+    // the stamp (nothing is on offer any more).
+    cx.write_cache(now(), OLD, NEW, None);
+    let stamp = cx.path("cache/omnidev/omnigent-check.quiet");
+    for (shell, args) in shells {
+        assert!(called(shell, args), "{shell}: no stamp yet, the check runs");
+    }
+    let (ok, shown) = check_on_terminal(&cx, "n\n");
+    assert!(ok && shown.contains("will not be offered again"), "{shown}");
+    assert!(stamp.is_file(), "the decline wrote the stamp");
+    for (shell, args) in shells {
+        assert!(
+            !called(shell, args),
+            "{shell}: fresh and quiet, nothing started"
+        );
+    }
+    // A day later (the stamp's time moved back): the check runs again.
+    let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+    let text_then = format!("{} 86400\n", now() - 86_400);
+    std::fs::write(&stamp, text_then).expect("stamp");
+    std::fs::File::options()
+        .write(true)
+        .open(&stamp)
+        .and_then(|file| file.set_modified(day_ago))
+        .expect("mtime");
+    for (shell, args) in shells {
+        assert!(called(shell, args), "{shell}: a day old, the check runs");
+    }
+}
+
 /// zsh and fish run the hook for real (`.ci/run` installs them).
 #[test]
 fn zsh_and_fish_run_the_hook() {

@@ -57,11 +57,42 @@ impl CheckCache {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Writes the cache atomically.
+    /// Writes the cache atomically, and its [`quiet_stamp`] with it: every
+    /// write of the cache goes through here, so the stamp never outlives the
+    /// entry it describes. An entry with an update on offer removes the
+    /// stamp before it is written (a shell never skips a notice); any other
+    /// writes the stamp after it.
     pub fn save(&self, path: &Path) -> Result<()> {
+        let stamp = quiet_stamp(path);
+        let offers = self.available_update().is_some();
+        if offers {
+            match std::fs::remove_file(&stamp) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("remove", &stamp, error));
+                }
+                _ => {}
+            }
+        }
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        fs::write_private(path, text.as_bytes())
+        fs::write_private(path, text.as_bytes())?;
+        if !offers {
+            self.write_quiet_stamp(&stamp)?;
+        }
+        Ok(())
+    }
+
+    /// `<checked_at> <MAX_AGE seconds>`, the file's mtime set to
+    /// `checked_at` (fish has no clock of its own but reads a file's age).
+    fn write_quiet_stamp(&self, stamp: &Path) -> Result<()> {
+        let text = format!("{} {}\n", self.checked_at, MAX_AGE.as_secs());
+        fs::write_private(stamp, text.as_bytes())?;
+        let at = UNIX_EPOCH + Duration::from_secs(self.checked_at);
+        std::fs::File::options()
+            .write(true)
+            .open(stamp)
+            .and_then(|file| file.set_modified(at))
+            .map_err(|source| Error::io("set the time of", stamp, source))
     }
 
     /// Builds the new entry from the current one with `change` and writes
@@ -144,6 +175,16 @@ pub struct Update {
 pub fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// The stamp beside the cache `path` (`omnigent-check.quiet`) that lets
+/// the shell hook start nothing: while `now - checked_at` lies in
+/// `[-MAX_AGE, MAX_AGE)` (the entry is fresh, [`CheckCache::is_stale`]) and
+/// the stamp exists (no update on offer), `omnidev check --quiet` would
+/// print nothing and start nothing, so the hook skips it. Written only by
+/// [`CheckCache::save`].
+pub fn quiet_stamp(path: &Path) -> PathBuf {
+    path.with_extension("quiet")
 }
 
 #[cfg(test)]
@@ -241,5 +282,40 @@ mod tests {
         });
         assert_eq!(CheckCache::load(&path).map(|c| c.checked_at), Some(200));
         assert!(lock_path(&path).ends_with("omnidev/c.lock"));
+    }
+
+    #[test]
+    fn save_keeps_the_quiet_stamp_only_while_nothing_is_on_offer() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("omnidev/omnigent-check.json");
+        let stamp = quiet_stamp(&path);
+        assert!(stamp.ends_with("omnidev/omnigent-check.quiet"));
+        let quiet = CheckCache {
+            checked_at: 1_700_000_000,
+            installed_commit: Some("a".into()),
+            remote_commit: Some("a".into()),
+            ..CheckCache::default()
+        };
+        quiet.save(&path).expect("save");
+        assert_eq!(
+            std::fs::read_to_string(&stamp).expect("stamp"),
+            format!("1700000000 {}\n", MAX_AGE.as_secs())
+        );
+        let mtime = std::fs::metadata(&stamp)
+            .and_then(|meta| meta.modified())
+            .expect("mtime");
+        assert_eq!(mtime, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        let offering = CheckCache {
+            remote_commit: Some("b".into()),
+            ..quiet.clone()
+        };
+        offering.save(&path).expect("save");
+        assert!(!stamp.exists(), "an update on offer must reach the shell");
+        let declined = CheckCache {
+            declined_commit: Some("b".into()),
+            ..offering
+        };
+        declined.save(&path).expect("save");
+        assert!(stamp.exists(), "a declined update is nothing to say");
     }
 }

@@ -38,21 +38,62 @@ impl Shell {
     }
 }
 
+// Each snippet first reads the stamp `CheckCache::save` keeps beside the
+// cache (`crate::cache::quiet_stamp`): within a day of the last check with
+// nothing on offer, `omnidev check --quiet` would say nothing and start
+// nothing, so the shell starts nothing either (builtins only: read, printf
+// or zsh/datetime, fish's `path mtime`). A missing, unreadable or odd
+// stamp runs the check.
+
 const BASH: &str = r#"# omnidev: daily update check for omnigent (add to ~/.bashrc)
 if [[ $- == *i* ]] && [[ -z "${OMNIDEV_NO_UPDATE_CHECK:-}" ]] && command -v omnidev >/dev/null 2>&1; then
-    omnidev check --quiet || true
+    # Checked less than a day ago with nothing to offer: start nothing.
+    __omnidev_dir=${XDG_CACHE_HOME:-}; [[ $__omnidev_dir == /* ]] || __omnidev_dir=$HOME/.cache
+    __omnidev_at= __omnidev_max= __omnidev_now=
+    { read -r __omnidev_at __omnidev_max < "$__omnidev_dir/omnidev/omnigent-check.quiet"; } 2>/dev/null || true
+    printf -v __omnidev_now '%(%s)T' -1 2>/dev/null || true
+    if ! [[ $__omnidev_at =~ ^[0-9]+$ && $__omnidev_max =~ ^[0-9]+$ && $__omnidev_now =~ ^[0-9]+$ ]] \
+        || (( __omnidev_now - __omnidev_at >= __omnidev_max || __omnidev_at - __omnidev_now > __omnidev_max )); then
+        omnidev check --quiet || true
+    fi
+    unset __omnidev_dir __omnidev_at __omnidev_max __omnidev_now
 fi
 "#;
 
 const ZSH: &str = r#"# omnidev: daily update check for omnigent (add to ~/.zshrc)
 if [[ -o interactive ]] && [[ -z "${OMNIDEV_NO_UPDATE_CHECK:-}" ]] && (( ${+commands[omnidev]} )); then
-    omnidev check --quiet || true
+    () {
+        # Checked less than a day ago with nothing to offer: start nothing.
+        local dir=${XDG_CACHE_HOME:-} at= max=
+        [[ $dir == /* ]] || dir=$HOME/.cache
+        { read -r at max < $dir/omnidev/omnigent-check.quiet } 2>/dev/null
+        zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null
+        if [[ $at == <-> && $max == <-> && ${EPOCHSECONDS:-} == <-> ]] \
+            && (( EPOCHSECONDS - at < max && at - EPOCHSECONDS <= max )); then
+            return 0
+        fi
+        omnidev check --quiet || true
+    }
 fi
 "#;
 
 const FISH: &str = r#"# omnidev: daily update check for omnigent (add to ~/.config/fish/config.fish)
 if status is-interactive; and test -z "$OMNIDEV_NO_UPDATE_CHECK"; and command -q omnidev
-    omnidev check --quiet; or true
+    # Checked less than a day ago with nothing to offer: start nothing.
+    set -l __omnidev_dir "$XDG_CACHE_HOME"
+    string match -q '/*' -- $__omnidev_dir; or set __omnidev_dir $HOME/.cache
+    set -l __omnidev_stamp $__omnidev_dir/omnidev/omnigent-check.quiet
+    set -l __omnidev_age
+    set -l __omnidev_at
+    set -l __omnidev_max
+    if test -f $__omnidev_stamp; and contains path (builtin -n)
+        set __omnidev_age (path mtime --relative -- $__omnidev_stamp)
+        read __omnidev_at __omnidev_max < $__omnidev_stamp
+    end
+    if not string match -qr '^-?[0-9]+$' -- "$__omnidev_age"; or not string match -qr '^[0-9]+$' -- "$__omnidev_max"
+        or test $__omnidev_age -ge $__omnidev_max; or test (math -- -1 \* $__omnidev_age) -gt $__omnidev_max
+        omnidev check --quiet; or true
+    end
 end
 "#;
 

@@ -39,8 +39,9 @@ pub fn run(options: &Bench) -> Result<()> {
     };
 
     let mut rows = Vec::new();
-    if wanted("check") {
+    if wanted("check") || wanted("hook") {
         rows.push(check_hot_path(&omnidev, &scratch.join("check")));
+        rows.push(shell_hook(&omnidev, &scratch.join("hook")));
     }
     if wanted("log") {
         rows.push(log_throughput(&sh));
@@ -209,6 +210,74 @@ fn check_hot_path(omnidev: &Path, dir: &Path) -> Row {
     })();
     Row {
         name: "omnidev check --quiet, fresh cache",
+        figure,
+        reference,
+    }
+}
+
+/// The shell hook in an interactive bash with a fresh, quiet cache (the
+/// stamp `CheckCache::save` writes): its added start-up time against the
+/// same bash without it, and against `omnidev check --quiet` itself. It must
+/// start no process: `omnidev` on its PATH is a script that records a call.
+fn shell_hook(omnidev: &Path, dir: &Path) -> Row {
+    const RUNS: usize = 200;
+    let mut reference = String::from("(not measured)");
+    let figure = (|| -> Result<String> {
+        let cache = dir.join("cache/omnidev");
+        let bin = dir.join("bin");
+        fs::create_dir_all(&cache)?;
+        fs::create_dir_all(&bin)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        // The stamp's format (omnidev_install::cache::quiet_stamp).
+        fs::write(cache.join("omnigent-check.quiet"), format!("{now} 86400\n"))?;
+        let called = dir.join("called");
+        let fake = bin.join("omnidev");
+        fs::write(
+            &fake,
+            format!("#!/bin/sh\necho \"$*\" >> '{}'\n", called.display()),
+        )?;
+        fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        let snippet = Command::new(omnidev)
+            .args(["shell-hook", "bash"])
+            .output()?;
+        let snippet = String::from_utf8(snippet.stdout)?;
+        let bash = |script: &str| {
+            let mut command = Command::new("bash");
+            command
+                .args(["--norc", "--noprofile", "-i", "-c", script])
+                .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+                .env("XDG_CACHE_HOME", dir.join("cache"))
+                .env_remove("OMNIDEV_NO_UPDATE_CHECK");
+            command
+        };
+        let with = time_runs(bash(&snippet), RUNS)?;
+        let without = time_runs(bash(":"), RUNS)?;
+        if called.exists() {
+            bail!("the hook started omnidev with a fresh, quiet cache");
+        }
+        let mut check = Command::new(omnidev);
+        check
+            .args(["check", "--quiet"])
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .env("XDG_CONFIG_HOME", dir);
+        let check = time_runs(check, RUNS)?;
+        let truth = time_runs(Command::new("/bin/true"), RUNS)?;
+        reference = format!(
+            "bash -i without it {}; omnidev check --quiet {}; /bin/true {} (medians of {RUNS})",
+            millis(without),
+            millis(check),
+            millis(truth)
+        );
+        Ok(format!(
+            "bash -i with it {} (+{}), no process started",
+            millis(with),
+            millis(with.saturating_sub(without))
+        ))
+    })();
+    Row {
+        name: "shell hook (bash), fresh quiet cache",
         figure,
         reference,
     }
