@@ -52,8 +52,8 @@ pub enum Error {
 
     /// A watch rule covers more directories than the watch budget.
     #[error(
-        "watching {patterns} would take more than {limit} directory watches (half of \
-         fs.inotify.max_user_watches)"
+        "watching {patterns} would take more than the {limit} directory watches left of the \
+         pod's share (half of fs.inotify.max_user_watches, for all its watch rules)"
     )]
     #[diagnostic(
         code(omnidev::watch::too_many),
@@ -67,6 +67,34 @@ pub enum Error {
         patterns: String,
         /// The budget.
         limit: usize,
+    },
+
+    /// The system's inotify limit was reached while watching a rule.
+    #[error(
+        "watching {patterns} needs {needed} inotify watches and only {added} could be added \
+         ({short} short): the system's limit for this user (fs.inotify.max_user_watches = \
+         {limit}, shared by every program of the user) is reached"
+    )]
+    #[diagnostic(
+        code(omnidev::watch::limit),
+        help(
+            "raise the limit (sudo sysctl fs.inotify.max_user_watches={suggested}), close other \
+             watchers, or narrow the service's `watch` globs"
+        )
+    )]
+    WatchLimit {
+        /// The rule's globs.
+        patterns: String,
+        /// Watches the rule needs.
+        needed: usize,
+        /// Watches that could be added.
+        added: usize,
+        /// `needed - added`.
+        short: usize,
+        /// The system's limit.
+        limit: usize,
+        /// A limit that would have room.
+        suggested: usize,
     },
 
     /// The terminal could not be prepared or drawn on.

@@ -56,14 +56,71 @@ pub fn excludes_file() -> Option<PathBuf> {
     ignore::gitignore::gitconfig_excludes_path()
 }
 
-/// Directories one watch rule may watch: half of the system's
-/// `fs.inotify.max_user_watches` (the rest is left to editors and other
-/// pods), or 4,096 when it cannot be read.
+/// The system's limit of inotify watches for this user: the lower of
+/// `fs.inotify.max_user_watches` and the user namespace's own
+/// (`user.max_inotify_watches`); `None` when neither can be read.
+pub fn watch_limit() -> Option<usize> {
+    [
+        "/proc/sys/fs/inotify/max_user_watches",
+        "/proc/sys/user/max_inotify_watches",
+    ]
+    .iter()
+    .filter_map(|path| {
+        std::fs::read_to_string(path)
+            .ok()?
+            .trim()
+            .parse::<usize>()
+            .ok()
+    })
+    .min()
+}
+
+/// Directories all the watch rules of a pod may watch together: half of
+/// [`watch_limit`] (the rest is left to editors and other pods), or 4,096
+/// when it cannot be read.
 pub fn watch_budget() -> usize {
-    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
-        .ok()
-        .and_then(|text| text.trim().parse::<usize>().ok())
-        .map_or(4096, |limit| limit / 2)
+    watch_limit().map_or(4096, |limit| limit / 2)
+}
+
+/// The inotify watches this process holds now (each `inotify wd:` line of
+/// its inotify descriptors' fdinfo).
+fn watches_held() -> usize {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return 0;
+    };
+    fds.filter_map(std::result::Result::ok)
+        .filter_map(|fd| std::fs::read_to_string(fd.path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
+}
+
+/// `error` of setting up `needed` watches, when this process held `held`
+/// before: the system's limit, with how many watches could be added.
+fn at_the_limit(error: Error, config: &WatchConfig, needed: usize, held: usize) -> Error {
+    match &error {
+        Error::Watch { source, .. } if is_limit(source) => {
+            let added = watches_held().saturating_sub(held);
+            let limit = watch_limit().unwrap_or_default();
+            Error::WatchLimit {
+                patterns: config.patterns.join(", "),
+                needed,
+                added,
+                short: needed.saturating_sub(added),
+                limit,
+                suggested: (limit + needed).next_power_of_two().max(524_288),
+            }
+        }
+        _ => error,
+    }
+}
+
+/// Whether a notify error is the system's watch limit.
+fn is_limit(error: &notify::Error) -> bool {
+    matches!(error.kind, notify::ErrorKind::MaxFilesWatch)
 }
 
 /// The directories under `dir` (itself included), not following symbolic
@@ -98,6 +155,9 @@ pub struct Change {
     /// Why events may have been lost in this burst (a watcher error, a
     /// queue overflow); then anything may have changed.
     pub lost: Option<String>,
+    /// Why the watcher stopped watching for good (the system's watch limit
+    /// was reached): it says so once and never tries again.
+    pub gave_up: Option<String>,
 }
 
 /// Receives the watcher's decision about each path of each file event
@@ -111,6 +171,8 @@ enum Message {
     Event(notify::Event),
     /// Events may have been lost: why.
     Lost(String),
+    /// The system's watch limit was reached: why.
+    Limit(String),
 }
 
 /// Whether an event kind is a content change.
@@ -165,6 +227,7 @@ struct Burst {
     changed: BTreeSet<PathBuf>,
     appeared: Vec<PathBuf>,
     lost: Option<String>,
+    gave_up: Option<String>,
 }
 
 impl Tracker {
@@ -248,6 +311,10 @@ impl Tracker {
         let event = match message {
             Message::Lost(why) => {
                 burst.lost.get_or_insert(why);
+                return;
+            }
+            Message::Limit(why) => {
+                burst.gave_up.get_or_insert(why);
                 return;
             }
             Message::Event(event) => event,
@@ -358,6 +425,8 @@ fn literal_base(pattern: &str) -> PathBuf {
 pub struct Watcher {
     _inner: Arc<Mutex<notify::RecommendedWatcher>>,
     watched: Vec<PathBuf>,
+    /// Directories watched (of the budget).
+    dirs: usize,
 }
 
 /// The watches of one watcher: each base recursively, and the directories
@@ -385,8 +454,9 @@ impl Watches {
         Ok(())
     }
 
-    /// After lost events: every watch removed and added again.
-    fn renew(&self, inner: &Weak<Mutex<notify::RecommendedWatcher>>) {
+    /// After lost events: every watch removed and, unless `stop`, added
+    /// again.
+    fn renew(&self, inner: &Weak<Mutex<notify::RecommendedWatcher>>, stop: bool) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
@@ -396,8 +466,10 @@ impl Watches {
         for dir in self.bases.iter().chain(&self.sources) {
             let _ = inner.unwatch(dir);
         }
-        // What cannot be watched again now is reported by the next error.
-        let _ = self.set_up(&mut inner);
+        if !stop {
+            // What cannot be watched again now is reported by the next error.
+            let _ = self.set_up(&mut inner);
+        }
     }
 }
 
@@ -446,6 +518,7 @@ impl Watcher {
             budget -= count;
             watched.push(base);
         }
+        let dirs = config.max_watches - budget;
         let tracker = Tracker::new(config, &root, watched.clone(), decisions.clone())?;
         let plan = Watches {
             sources: tracker.ignores.current().source_dirs(&watched),
@@ -466,6 +539,12 @@ impl Watcher {
                     }
                     return;
                 }
+                // Watching again would only hit the limit again, forever.
+                Err(error) if is_limit(&error) => Message::Limit(format!(
+                    "the system's limit of inotify watches was reached ({} = {})",
+                    "fs.inotify.max_user_watches",
+                    watch_limit().unwrap_or_default()
+                )),
                 Err(error) => Message::Lost(error.to_string()),
             };
             let _ = tx.send(message);
@@ -481,14 +560,24 @@ impl Watcher {
             path: root.clone(),
             source,
         })?;
-        plan.set_up(&mut inner)?;
+        let held = watches_held();
+        // Dropping `inner` on an error closes its descriptor: every watch
+        // it added goes with it.
+        plan.set_up(&mut inner)
+            .map_err(|e| at_the_limit(e, config, dirs + plan.sources.len(), held))?;
         let inner = Arc::new(Mutex::new(inner));
         let weak = Arc::downgrade(&inner);
         let debounce = config.debounce;
         std::thread::Builder::new()
             .name("omnidev-watch".to_owned())
             .spawn(move || {
-                run_bursts(&rx, tracker, debounce, || plan.renew(&weak), on_change);
+                run_bursts(
+                    &rx,
+                    tracker,
+                    debounce,
+                    |stop| plan.renew(&weak, stop),
+                    on_change,
+                );
             })
             .map_err(|source| Error::Watch {
                 path: root.clone(),
@@ -497,12 +586,18 @@ impl Watcher {
         Ok(Self {
             _inner: inner,
             watched,
+            dirs,
         })
     }
 
     /// The directories actually watched (bases of the patterns that exist).
     pub fn watched(&self) -> &[PathBuf] {
         &self.watched
+    }
+
+    /// How many directories it watches.
+    pub fn dirs(&self) -> usize {
+        self.dirs
     }
 }
 
@@ -512,7 +607,7 @@ fn run_bursts(
     rx: &mpsc::Receiver<Message>,
     mut tracker: Tracker,
     debounce: Duration,
-    mut renew_watches: impl FnMut(),
+    mut renew_watches: impl FnMut(bool),
     mut on_change: impl FnMut(Change),
 ) {
     while let Ok(first) = rx.recv() {
@@ -526,17 +621,86 @@ fn run_bursts(
             }
         }
         tracker.scan_appeared(&mut burst);
+        if burst.gave_up.is_some() {
+            // Once: the watches are removed and this thread ends.
+            renew_watches(true);
+            on_change(Change {
+                paths: burst.changed.into_iter().collect(),
+                lost: None,
+                gave_up: burst.gave_up,
+            });
+            return;
+        }
         if burst.lost.is_some() {
-            renew_watches();
+            renew_watches(false);
             tracker.reread();
         }
         if !burst.changed.is_empty() || burst.lost.is_some() {
             on_change(Change {
                 paths: burst.changed.into_iter().collect(),
                 lost: burst.lost,
+                gave_up: None,
             });
         }
     }
+}
+
+/// Reloads the services whose watchers fired, rules firing together in
+/// one reload; says once why events were lost or a watcher stopped.
+fn spawn_reloads(supervisor: Supervisor, mut rx: tokio::sync::mpsc::UnboundedReceiver<Fired>) {
+    tokio::spawn(async move {
+        // Each reason for lost events is told once; the reload happens
+        // every time.
+        let mut told: BTreeSet<String> = BTreeSet::new();
+        while let Some(first) = rx.recv().await {
+            let mut services: Vec<String> = Vec::new();
+            let mut changes = Changes::default();
+            let mut next = Some(first);
+            // Rules firing together are one reload.
+            while let Some(Fired {
+                service,
+                changes: more,
+                lost,
+                gave_up,
+            }) = next.take().or_else(|| rx.try_recv().ok())
+            {
+                if let Some(why) = gave_up {
+                    supervisor.notice(format!(
+                        "warning: {service} is no longer reloaded on changes: {why}; raise \
+                         fs.inotify.max_user_watches or narrow its `watch` globs"
+                    ));
+                    if more.total == 0 {
+                        continue;
+                    }
+                }
+                changes.merge(more);
+                if let Some(why) = lost.filter(|why| told.insert(why.clone())) {
+                    supervisor.notice(format!(
+                        "file events for {service} may have been lost ({why}); reloading it \
+                         and watching again"
+                    ));
+                }
+                if !services.contains(&service) {
+                    services.push(service);
+                }
+            }
+            let names: Vec<&str> = services.iter().map(String::as_str).collect();
+            // Fails only once the supervisor has shut down.
+            if supervisor.reload_changed(&names, changes).await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// What a watcher of a rule reports.
+struct Fired {
+    service: String,
+    changes: Changes,
+    /// Why events were lost.
+    lost: Option<String>,
+    /// Why it stopped watching.
+    gave_up: Option<String>,
 }
 
 /// Starts one watcher per watch rule; each burst of changes reloads the
@@ -550,10 +714,11 @@ pub fn start_watchers(
     supervisor: &Supervisor,
 ) -> Result<(Vec<Watcher>, Vec<String>)> {
     let mut notices = Vec::new();
-    // (service, the changed files, why events were lost)
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Changes, Option<String>)>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Fired>();
     let mut watchers = Vec::new();
-    let max_watches = watch_budget();
+    // One budget for all the rules: each takes its directories from what
+    // the ones before it left.
+    let mut budget = watch_budget();
     // Paths are named relative to the checkout (as the watcher sees it).
     let root = std::fs::canonicalize(&prepared.checkout.repo)
         .unwrap_or_else(|_| prepared.checkout.repo.clone());
@@ -583,12 +748,16 @@ pub fn start_watchers(
                 root: prepared.checkout.repo.clone(),
                 patterns: rule.globs.clone(),
                 debounce,
-                max_watches,
+                max_watches: budget,
                 excludes_file: excludes_file(),
             },
             move |change: Change| {
-                let changes = Changes::of(change.paths.iter().map(|p| named(p)));
-                let _ = tx.send((service.clone(), changes, change.lost));
+                let _ = tx.send(Fired {
+                    service: service.clone(),
+                    changes: Changes::of(change.paths.iter().map(|p| named(p))),
+                    lost: change.lost,
+                    gave_up: change.gave_up,
+                });
             },
             decisions,
         );
@@ -598,6 +767,14 @@ pub fn start_watchers(
             Err(e @ Error::TooManyWatches { .. }) => {
                 notices.push(format!(
                     "warning: {} is not reloaded on changes: {e}; narrow its `watch` globs",
+                    rule.service
+                ));
+                continue;
+            }
+            Err(e @ Error::WatchLimit { suggested, .. }) => {
+                notices.push(format!(
+                    "warning: {} is not reloaded on changes: {e}; raise it (sudo sysctl \
+                     fs.inotify.max_user_watches={suggested}) or narrow its `watch` globs",
                     rule.service
                 ));
                 continue;
@@ -618,37 +795,10 @@ pub fn start_watchers(
                 omnidev_core::event::format_duration(debounce)
             )
         });
+        budget -= watcher.dirs();
         watchers.push(watcher);
     }
-    let supervisor = supervisor.clone();
-    tokio::spawn(async move {
-        // Each reason for lost events is told once; the reload happens
-        // every time.
-        let mut told: BTreeSet<String> = BTreeSet::new();
-        while let Some(first) = rx.recv().await {
-            let mut services: Vec<String> = Vec::new();
-            let mut changes = Changes::default();
-            let mut next = Some(first);
-            // Rules firing together are one reload.
-            while let Some((service, more, lost)) = next.take().or_else(|| rx.try_recv().ok()) {
-                changes.merge(more);
-                if let Some(why) = lost.filter(|why| told.insert(why.clone())) {
-                    supervisor.notice(format!(
-                        "file events for {service} may have been lost ({why}); reloading it \
-                         and watching again"
-                    ));
-                }
-                if !services.contains(&service) {
-                    services.push(service);
-                }
-            }
-            let names: Vec<&str> = services.iter().map(String::as_str).collect();
-            // Fails only once the supervisor has shut down.
-            if supervisor.reload_changed(&names, changes).await.is_err() {
-                return;
-            }
-        }
-    });
+    spawn_reloads(supervisor.clone(), rx);
     Ok((watchers, notices))
 }
 
@@ -874,10 +1024,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn lost_events_are_one_trigger_and_a_fresh_look() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    /// The config, base and tracker of `src/**/*.py` in `dir`.
+    fn src_tracker(dir: &Path) -> (WatchConfig, PathBuf, Tracker) {
+        let root = std::fs::canonicalize(dir).expect("canonical");
         let base = root.join("src");
         std::fs::create_dir_all(&base).expect("mkdir");
         let config = WatchConfig {
@@ -888,6 +1037,13 @@ mod tests {
             excludes_file: None,
         };
         let tracker = Tracker::new(&config, &root, vec![base.clone()], None).expect("tracker");
+        (config, base, tracker)
+    }
+
+    #[test]
+    fn lost_events_are_one_trigger_and_a_fresh_look() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (config, base, tracker) = src_tracker(dir.path());
         let (tx, rx) = mpsc::channel();
         // A file that appears while events are lost is known afterwards:
         // its removal then counts.
@@ -908,7 +1064,8 @@ mod tests {
                     &rx,
                     tracker,
                     config.debounce,
-                    || {
+                    |stop| {
+                        assert!(!stop, "lost events do not stop the watcher");
                         renewed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     },
                     |change| changes_tx.send(change).expect("send"),
@@ -921,7 +1078,8 @@ mod tests {
                 first,
                 Change {
                     paths: vec![],
-                    lost: Some("queue overflow".to_owned())
+                    lost: Some("queue overflow".to_owned()),
+                    gave_up: None,
                 }
             );
             tx.send(Message::Event(gone)).expect("send");
@@ -932,6 +1090,37 @@ mod tests {
             drop(tx);
         });
         assert_eq!(renewed.into_inner(), 1, "watches set up again once");
+    }
+
+    #[test]
+    fn the_watch_limit_stops_the_watcher_once_and_for_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (config, _, tracker) = src_tracker(dir.path());
+        let (tx, rx) = mpsc::channel();
+        // The error notify reports for every directory it could not add.
+        for _ in 0..50 {
+            tx.send(Message::Limit("limit".to_owned())).expect("send");
+        }
+        let mut renewals = Vec::new();
+        let mut changes = Vec::new();
+        run_bursts(
+            &rx,
+            tracker,
+            config.debounce,
+            |stop| renewals.push(stop),
+            |change| changes.push(change),
+        );
+        // It returned with the sender still there: the thread is done.
+        assert_eq!(renewals, [true], "watches removed once, never set up again");
+        assert_eq!(
+            changes,
+            [Change {
+                paths: vec![],
+                lost: None,
+                gave_up: Some("limit".to_owned()),
+            }]
+        );
+        drop(tx);
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod support;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::{TestContext, wait_for};
@@ -37,6 +37,22 @@ fn status_bytes(pid: u32, field: &str) -> u64 {
 
 fn rss(pid: u32) -> u64 {
     status_bytes(pid, "VmRSS")
+}
+
+/// CPU time (user + system) `pid` has used, from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is 3rd,
+    // utime 14th, stime 15th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
 }
 
 /// A pod that ends with the test: SIGTERM, then SIGKILL after 20 s.
@@ -73,6 +89,41 @@ fn headless(ctx: &TestContext) -> Pod {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn omnidev"))
+}
+
+/// Spawns `command` (an `up --headless`) and hands each line it prints
+/// to the receiver.
+fn with_output(command: &mut std::process::Command) -> (Pod, std::sync::mpsc::Receiver<String>) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn omnidev");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    (Pod(child), rx)
+}
+
+/// Waits for a line holding `needle`, returning it.
+fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let line = rx
+            .recv_timeout(DEADLINE.saturating_sub(start.elapsed()))
+            .unwrap_or_else(|e| panic!("no line with {needle:?}: {e}"));
+        if line.contains(needle) {
+            return line;
+        }
+    }
 }
 
 /// Waits until the pod of `ctx` answers on its control socket.
@@ -255,25 +306,7 @@ fn a_gitignore_of_30000_rules_is_held_once_per_checkout() {
         );
     }
     ctx.write("omnidev.toml", &profile);
-    let mut child = ctx
-        .command()
-        .args(["up", "--headless"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn omnidev");
-    let stdout = child.stdout.take().expect("stdout");
-    let pod = Pod(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
+    let (pod, rx) = with_output(ctx.command().args(["up", "--headless"]));
     let mut watching = 0;
     while watching < 3 {
         let line = rx.recv_timeout(DEADLINE).expect("the watchers start");
@@ -281,19 +314,150 @@ fn a_gitignore_of_30000_rules_is_held_once_per_checkout() {
     }
     // An edit makes each watcher look at the rules.
     ctx.write("a/app.py", "x = 2\n");
-    let reload = Instant::now();
-    while !rx
-        .recv_timeout(DEADLINE)
-        .expect("the reload")
-        .contains("reloading a")
-    {
-        assert!(reload.elapsed() < DEADLINE, "no reload");
-    }
+    wait_line(&rx, "reloading a");
     let peak = status_bytes(pod.pid(), "VmHWM");
     eprintln!("gitignore: peak {} MiB with 30,000 rules", peak / MIB);
     assert!(
         peak < 200 * MIB,
         "omnidev reached {} MiB with a .gitignore of 30,000 rules (budget 200 MiB)",
         peak / MIB
+    );
+}
+
+/// A checkout with three watch rules (`a`, `b`, `c`) of 40 directories
+/// each.
+fn three_watched_trees(ctx: &TestContext) {
+    let mut profile = String::new();
+    for name in ["a", "b", "c"] {
+        for dir in 0..40 {
+            ctx.write(&format!("{name}/d{dir}/m.py"), "x = 1\n");
+        }
+        let _ = writeln!(
+            profile,
+            "[services.{name}]\ncommand = [\"sleep\", \"1000\"]\nwatch = [\"{name}/**/*.py\"]\n"
+        );
+    }
+    ctx.write("omnidev.toml", &profile);
+}
+
+/// Takes `watches` inotify watches (on directories outside the checkout)
+/// and holds them until its parent dies; writes `ready` once it holds them.
+const HOG: &str = r"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+fd = libc.inotify_init()
+for i in range(int(sys.argv[1])):
+    path = os.path.join(sys.argv[2], str(i))
+    os.makedirs(path, exist_ok=True)
+    if libc.inotify_add_watch(fd, path.encode(), 0x100) < 0:
+        sys.exit('inotify_add_watch: errno %d' % ctypes.get_errno())
+open(sys.argv[3], 'w').write('ready')
+time.sleep(1000)
+";
+
+/// `omnidev up --headless` of `ctx` in a user namespace of its own whose
+/// inotify limit (`user.max_inotify_watches`, set by the namespace's root)
+/// is `limit`, with another program of the same user holding `held`
+/// watches: the limit is real without touching the machine's.
+fn under_inotify_limit(ctx: &TestContext, limit: usize, held: usize) -> Command {
+    let hog = ctx.root.join("hog.py");
+    std::fs::write(&hog, HOG).expect("hog");
+    let inner = ctx.command();
+    let mut command = Command::new("unshare");
+    command
+        .args(["--user", "--map-root-user", "sh", "-c"])
+        .arg(
+            "echo $1 > /proc/sys/user/max_inotify_watches || exit 1
+             python3 \"$3\" $2 \"$3.dirs\" \"$3.ready\" &
+             while [ ! -e \"$3.ready\" ]; do kill -0 $! || exit 1; sleep 0.05; done
+             exec \"$0\" up --headless",
+        )
+        .arg(env!("CARGO_BIN_EXE_omnidev"))
+        .args([limit.to_string(), held.to_string()])
+        .arg(&hog)
+        .current_dir(inner.get_current_dir().expect("cwd"));
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    command
+}
+
+/// omnidev uses at most a second of CPU over the next 5 s.
+fn assert_idle(pod: &Pod) {
+    let before = cpu_time(pod.pid());
+    let window = Instant::now();
+    while window.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let used = cpu_time(pod.pid()).saturating_sub(before);
+    assert!(
+        used < Duration::from_secs(1),
+        "omnidev used {used:?} of CPU in 5 s"
+    );
+}
+
+/// The rules of a pod share one budget, half of the user's inotify limit
+/// (here 100): the rule that does not fit in what the others left is not
+/// watched, and says so before any watch is taken.
+#[test]
+fn watch_rules_share_one_budget_of_half_the_inotify_limit() {
+    let ctx = TestContext::new();
+    three_watched_trees(&ctx);
+    let (pod, rx) = with_output(&mut under_inotify_limit(&ctx, 100, 0));
+    wait_line(&rx, "a reloads on changes to a/**/*.py");
+    let refused = wait_line(&rx, "b is not reloaded on changes");
+    assert!(
+        refused.contains("the 9 directory watches left of the pod's share"),
+        "{refused}"
+    );
+    ctx.write("a/d3/m.py", "x = 2\n");
+    wait_line(&rx, "reloading a");
+    assert_idle(&pod);
+}
+
+/// Three watch rules of 40 directories each, every one within the pod's
+/// share, but another program holds most of the user's watches: the
+/// finding was omnidev at 185% CPU forever, watching again and again. A
+/// rule that cannot be watched says by how much and is not watched; one
+/// that reaches the limit later stops watching, once; the pod runs and the
+/// CPU stays idle.
+#[test]
+fn watch_rules_beyond_the_inotify_limit_degrade_once_and_stay_idle() {
+    let ctx = TestContext::new();
+    three_watched_trees(&ctx);
+    // 400 watches, 200 of them the pod's share, 310 held by another
+    // program: `a` and `b` (41 directories and the checkout's root each)
+    // fit, `c` finds 6.
+    let (pod, rx) = with_output(&mut under_inotify_limit(&ctx, 400, 310));
+    let refused = wait_line(&rx, "c is not reloaded on changes");
+    assert!(
+        refused.contains("needs 42 inotify watches and only 6 could be added (36 short)"),
+        "{refused}"
+    );
+    wait_line(&rx, "c started");
+    // The others reload.
+    ctx.write("b/d3/m.py", "x = 2\n");
+    wait_line(&rx, "reloading b");
+    // New directories take `a` over the limit: it stops watching, once.
+    for dir in 40..80 {
+        ctx.write(&format!("a/d{dir}/m.py"), "x = 1\n");
+    }
+    let stopped = wait_line(&rx, "a is no longer reloaded on changes");
+    assert!(stopped.contains("max_user_watches"), "{stopped}");
+    assert_idle(&pod);
+    // It said so once, and `a` is not watched any more.
+    ctx.write("a/d3/m.py", "x = 2\n");
+    ctx.write("b/d4/m.py", "x = 2\n");
+    let until_b = wait_line(&rx, "reloading b");
+    let later: Vec<String> = rx.try_iter().collect();
+    assert!(
+        !later
+            .iter()
+            .any(|l| l.contains("no longer") || l.contains("reloading a")),
+        "{until_b} {later:?}"
     );
 }
