@@ -2,11 +2,12 @@
 //! or until every service has ended.
 //!
 //! ```text
-//! supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--probe-cmd CMD] [--] name=shell-command...
+//! supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--probe-cmd CMD] [--prepare CMD] [--] name=shell-command...
 //! ```
 //!
 //! Each `name=command` runs `sh -c command` in the current directory; with
-//! `--probe-cmd`, every service's readiness is `sh -c CMD` exiting 0. Events
+//! `--probe-cmd`, every service's readiness is `sh -c CMD` exiting 0; with
+//! `--prepare`, every service first runs the prepare step `sh -c CMD`. Events
 //! are printed one per line as `name | text`. Used by the orphan tests.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -15,13 +16,24 @@ use std::time::Duration;
 
 use omnidev_core::signals::ShutdownSignals;
 use omnidev_core::{
-    CommandSpec, EventKind, LogConfig, ProbeSpec, Readiness, ServiceSpec, StopSpec, Supervisor,
-    SupervisorConfig,
+    CommandSpec, EventKind, LogConfig, PrepareStep, PrepareWhen, ProbeSpec, Readiness, ServiceSpec,
+    StopSpec, Supervisor, SupervisorConfig,
 };
+
+/// `sh -c command` in the current directory.
+fn sh(command: &str) -> CommandSpec {
+    CommandSpec {
+        program: "sh".into(),
+        args: vec!["-c".into(), command.to_owned()],
+        cwd: ".".into(),
+        env: std::collections::BTreeMap::new(),
+    }
+}
 
 fn usage() -> ! {
     eprintln!(
-        "usage: supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--probe-cmd CMD] [--] name=cmd..."
+        "usage: supervise [--state FILE] [--log-dir DIR] [--grace-ms N] [--probe-cmd CMD] \
+         [--prepare CMD] [--] name=cmd..."
     );
     std::process::exit(2)
 }
@@ -32,6 +44,7 @@ async fn main() -> miette::Result<()> {
     let mut log_dir = None;
     let mut grace = Duration::from_secs(5);
     let mut probe = None;
+    let mut prepare = None;
     let mut services = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -46,6 +59,7 @@ async fn main() -> miette::Result<()> {
                 grace = Duration::from_millis(ms);
             }
             "--probe-cmd" => probe = Some(args.next().unwrap_or_else(|| usage())),
+            "--prepare" => prepare = Some(args.next().unwrap_or_else(|| usage())),
             "--" => {}
             spec => {
                 let Some((name, command)) = spec.split_once('=') else {
@@ -57,16 +71,20 @@ async fn main() -> miette::Result<()> {
                     ..StopSpec::default()
                 };
                 service.readiness = probe.as_ref().map(|cmd: &String| Readiness {
-                    probe: ProbeSpec::Command(CommandSpec {
-                        program: "sh".into(),
-                        args: vec!["-c".into(), cmd.clone()],
-                        cwd: ".".into(),
-                        env: std::collections::BTreeMap::new(),
-                    }),
+                    probe: ProbeSpec::Command(sh(cmd)),
                     interval: Duration::from_millis(100),
                     listener: None,
                     timeout: Duration::from_secs(60),
                 });
+                service.prepare = prepare
+                    .iter()
+                    .map(|cmd| PrepareStep {
+                        name: "prepare".into(),
+                        command: sh(cmd),
+                        when: PrepareWhen::Always,
+                        heartbeat: Duration::from_secs(5),
+                    })
+                    .collect();
                 services.push(service);
             }
         }

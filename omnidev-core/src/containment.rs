@@ -15,9 +15,10 @@
 //!   stopped once `cgroup.events` says `populated 0`; empty cgroups are
 //!   removed. When omnidev dies, even by SIGKILL, the orphan guard writes
 //!   the pod cgroup's `cgroup.kill`; when the guard dies with it, the next
-//!   supervisor of the same `state.json` kills the recorded cgroups before
-//!   it starts anything. Kernels without `cgroup.kill` (before 5.14) use
-//!   the fallback.
+//!   supervisor of the same `state.json` kills the recorded cgroups (each
+//!   service's, and the prepare steps' beside it) before it starts
+//!   anything. Kernels without `cgroup.kill` (before 5.14) use the
+//!   fallback.
 //! - **Process groups, sessions and a subreaper**
 //!   ([`Mechanism::ProcessGroups`]: elsewhere, or when forced with
 //!   `OMNIDEV_CONTAINMENT=process-groups`). Each service leads its own
@@ -30,8 +31,14 @@
 //!   service process groups: processes that left the group (`setsid`,
 //!   `setpgid`) run on until the next supervisor of the same `state.json`
 //!   starts, which stops every process of the recorded sessions and every
-//!   process carrying a recorded service id (a process that cleared its
-//!   environment and left its session is out of reach). On macOS there is
+//!   process carrying a recorded service id, also for a service recorded
+//!   without a pid (killed while a prepare step ran) — a process that
+//!   cleared its environment and left its session is out of reach.
+//!
+//! Prepare steps are contained like their service: the same service id,
+//! and with cgroups a cgroup of their own beside the service's
+//! (`<index>-<name>.prepare-<n>`), so killing a step never touches the
+//! service and the recovery above finds both. On macOS there is
 //!   no subreaper and no `/proc`: only the process groups are signalled.
 
 mod cgroup;
@@ -598,48 +605,34 @@ pub(crate) async fn stop_leftover(
 ) -> Option<String> {
     let (_never, hurry) = watch::channel(false);
     if let Some(path) = &record.cgroup {
-        let mount = cgroup::own_dir().ok().map(|(mount, _)| mount)?;
-        if !cgroup::is_pod_cgroup(&mount, path) {
-            return Some(format!(
-                "recorded cgroup {} of `{name}` is not one omnidev makes; left alone",
-                path.display()
-            ));
-        }
-        let notice = cgroup::populated(path).then(|| {
-            format!(
-                "stopping leftover `{name}` from a previous run (cgroup {})",
-                path.display()
-            )
-        });
-        let target = Target {
-            leaf: Some(path.clone()),
-            identity: tree::Identity {
-                leader: None,
-                since: None,
-                service_id: String::new(),
-            },
-        };
-        stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, &hurry).await;
-        if let Some(pod) = path.parent()
-            && cgroup::is_pod_cgroup(&mount, pod)
-        {
-            cgroup::remove(pod);
-        }
-        return notice;
+        return stop_leftover_cgroup(name, path, grace, &hurry).await;
     }
-    let pid = record.pid?;
-    let leader = ProcessRecord {
-        pid,
-        start_time: record.start_time,
-    };
-    let recycled = process::pid_alive(pid) && !leader.is_alive();
+    // Without a pid (the service was preparing, or between runs) its
+    // processes, a prepare step's included, are those carrying its id.
+    let recycled = record.pid.is_some_and(|pid| {
+        let leader = ProcessRecord {
+            pid,
+            start_time: record.start_time,
+        };
+        process::pid_alive(pid) && !leader.is_alive()
+    });
     let identity = tree::Identity {
         // The session is only trusted when the leader's start time is known
         // and the pid does not now belong to another process.
-        leader: (!recycled && record.start_time.is_some()).then_some(pid),
+        leader: record
+            .pid
+            .filter(|_| !recycled && record.start_time.is_some()),
         since: record.start_time,
         service_id: record.service_id.clone().unwrap_or_default(),
     };
+    // Nothing to look for: no pid and no id, or a service recorded
+    // stopped (a stop returns once its processes are gone; after a clean
+    // shutdown every service is), which spares each start a search of
+    // every process's environment.
+    let stopped = record.pid.is_none() && record.state == crate::event::ServiceState::Stopped;
+    if stopped || (identity.leader.is_none() && identity.service_id.is_empty() && !recycled) {
+        return None;
+    }
     let target = Target {
         leaf: None,
         identity: identity.clone(),
@@ -655,15 +648,107 @@ pub(crate) async fn stop_leftover(
     if found {
         stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, &hurry).await;
     }
-    match (found, recycled) {
-        (true, _) => Some(format!(
+    match (found, record.pid) {
+        (true, Some(pid)) => Some(format!(
             "stopping leftover `{name}` from a previous run (pid {pid}, session {pid})"
         )),
-        (false, true) => Some(format!(
+        (true, None) => Some(format!(
+            "stopping leftover `{name}` from a previous run (the processes carrying service id \
+             {})",
+            identity.service_id
+        )),
+        (false, Some(pid)) if recycled => Some(format!(
             "recorded pid {pid} of `{name}` now belongs to another process; left alone"
         )),
-        (false, false) => None,
+        (false, _) => None,
     }
+}
+
+/// [`stop_leftover`] of a service recorded with its cgroup `path`: that
+/// cgroup, its prepare steps' beside it, then the emptied pod cgroup.
+async fn stop_leftover_cgroup(
+    name: &str,
+    path: &Path,
+    grace: Duration,
+    hurry: &watch::Receiver<bool>,
+) -> Option<String> {
+    let mount = cgroup::own_dir().ok().map(|(mount, _)| mount)?;
+    if !cgroup::is_pod_cgroup(&mount, path) {
+        return Some(format!(
+            "recorded cgroup {} of `{name}` is not one omnidev makes; left alone",
+            path.display()
+        ));
+    }
+    let notice = cgroup::populated(path).then(|| {
+        format!(
+            "stopping leftover `{name}` from a previous run (cgroup {})",
+            path.display()
+        )
+    });
+    let cgroup_target = |leaf: PathBuf| Target {
+        leaf: Some(leaf),
+        identity: tree::Identity {
+            leader: None,
+            since: None,
+            service_id: String::new(),
+        },
+    };
+    stop_target(
+        &cgroup_target(path.to_path_buf()),
+        libc::SIGTERM,
+        grace,
+        Search::Everywhere,
+        hurry,
+    )
+    .await;
+    // A prepare step runs in a cgroup of its own beside the service's
+    // (`<leaf>.prepare-<n>`), killed outright as a running step is.
+    let mut notice = notice;
+    for step in prepare_cgroups(path) {
+        if cgroup::populated(&step) {
+            notice.get_or_insert_with(|| {
+                format!(
+                    "stopping leftover prepare step of `{name}` from a previous run (cgroup {})",
+                    step.display()
+                )
+            });
+        }
+        stop_target(
+            &cgroup_target(step),
+            libc::SIGKILL,
+            Duration::ZERO,
+            Search::Everywhere,
+            hurry,
+        )
+        .await;
+    }
+    if let Some(pod) = path.parent()
+        && cgroup::is_pod_cgroup(&mount, pod)
+    {
+        cgroup::remove(pod);
+    }
+    notice
+}
+
+/// The prepare steps' cgroups beside service cgroup `leaf`
+/// (`<leaf>.prepare-<n>`; see [`Containment::spawn`]).
+fn prepare_cgroups(leaf: &Path) -> Vec<PathBuf> {
+    let (Some(pod), Some(name)) = (leaf.parent(), leaf.file_name()) else {
+        return Vec::new();
+    };
+    let mut prefix = name.to_os_string();
+    prefix.push(".prepare-");
+    let prefix = prefix.as_encoded_bytes().to_vec();
+    std::fs::read_dir(pod)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter(|e| e.file_name().as_encoded_bytes().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

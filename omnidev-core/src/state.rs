@@ -41,7 +41,10 @@
 //!   cgroup, or `process-groups` with the reason); `cgroup` and
 //!   `service-id` identify a service's processes without its leader (see
 //!   [`crate::containment`]). All three are absent in files written before
-//!   they existed, which stay readable.
+//!   they existed, which stay readable. A prepare step's processes carry
+//!   its service's id and, with cgroups, live in `<cgroup>.prepare-<n>`
+//!   beside the service's cgroup: both are recovered with the service,
+//!   also when it was recorded without a pid (killed while preparing).
 //! - After a clean shutdown every service has `pid: null` and state
 //!   `stopped`; the file is left in place.
 

@@ -257,23 +257,40 @@ fn helper_service(dir: &Path, name: &str) -> String {
 
 /// Waits for the five helpers and returns their pids, all alive.
 fn five_helpers(dir: &Path) -> Vec<u32> {
-    let file = dir.join("pids");
+    sleeping_pids(&dir.join("pids"), 5)
+}
+
+/// Waits until `file` lists `count` pids, each of them running `sleep`.
+fn sleeping_pids(file: &Path, count: usize) -> Vec<u32> {
     let mut pids = Vec::new();
-    wait_until("five helpers running", Duration::from_secs(30), || {
-        pids = std::fs::read_to_string(&file)
+    wait_until("helpers running", Duration::from_secs(30), || {
+        pids = std::fs::read_to_string(file)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.trim().parse::<u32>().ok())
             .collect();
         // A pid is written before its `exec`; wait until each has exec'd
         // into `sleep`, so the tag check sees its final environment.
-        pids.len() == 5
+        pids.len() == count
             && pids.iter().all(|p| {
                 std::fs::read_to_string(format!("/proc/{p}/comm"))
                     .is_ok_and(|c| c.trim() == "sleep")
             })
     });
     pids
+}
+
+/// The supervise example in `dir` with `dir/state.json`, tagged `tag`,
+/// with `containment` as `OMNIDEV_CONTAINMENT`.
+fn supervise_in(dir: &Path, tag: &str, containment: &str) -> Command {
+    let mut command = Command::new(example("supervise"));
+    command
+        .current_dir(dir)
+        .env(TAG, tag)
+        .env("OMNIDEV_CONTAINMENT", containment)
+        .arg("--state")
+        .arg(dir.join("state.json"));
+    command
 }
 
 /// Starts the supervise example on the five-helper service, tagged `tag`,
@@ -286,12 +303,7 @@ fn supervise_helpers(
 ) -> (std::process::Child, Vec<u32>, omnidev_core::StateFile) {
     let state = dir.join("state.json");
     let _ = std::fs::remove_file(dir.join("pids"));
-    let child = Command::new(example("supervise"))
-        .current_dir(dir)
-        .env(TAG, tag)
-        .env("OMNIDEV_CONTAINMENT", containment)
-        .arg("--state")
-        .arg(&state)
+    let child = supervise_in(dir, tag, containment)
         .args(["--grace-ms", "500", "--"])
         .arg(helper_service(dir, "svc"))
         .stdout(Stdio::null())
@@ -405,25 +417,53 @@ fn sigterm_to_the_supervisor_leaves_no_helper_in_either_mechanism() {
     }
 }
 
+/// kill -9 of the supervisor, its services running (five escaping
+/// helpers) or a prepare step running (with a `setsid` helper): the guard
+/// kills the pod cgroup and removes it with every cgroup below it, the
+/// step's included.
 #[test]
-fn sigkill_of_the_supervisor_leaves_no_helper() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tag = new_tag("sigkill");
-    let (mut supervisor, _helpers, state) = supervise_helpers(dir.path(), &tag, "auto");
-    assert_cgroup(&state);
-    let guard = state.guard_pid.expect("guard pid");
+fn sigkill_of_the_supervisor_leaves_no_helper_and_no_cgroup() {
+    type Start = fn(&Path, &str, &str) -> (std::process::Child, Vec<u32>, omnidev_core::StateFile);
+    let starts: [(&str, Start); 2] = [
+        ("running", supervise_helpers),
+        ("preparing", supervise_preparing),
+    ];
+    for (what, start) in starts {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tag = new_tag("sigkill");
+        let _cleanup = KillTagged(tag.clone());
+        let (mut supervisor, _helpers, state) = start(dir.path(), &tag, "auto");
+        assert_cgroup(&state);
+        let guard = state.guard_pid.expect("guard pid");
+        kill9_leaves_nothing(
+            &mut supervisor,
+            guard,
+            &tag,
+            &state,
+            &format!("kill -9 of the supervisor ({what})"),
+        );
+    }
+}
+
+/// SIGKILLs `supervisor`: within 2 s no process of `tag` is left but its
+/// guard, which then exits, having removed the pod cgroup (with cgroups).
+fn kill9_leaves_nothing(
+    supervisor: &mut std::process::Child,
+    guard: u32,
+    tag: &str,
+    state: &omnidev_core::StateFile,
+    after: &str,
+) {
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
     // The guard carries the tag too (it is a fork of the supervisor).
-    assert_none_left(&tag, &[guard], "kill -9 of the supervisor");
+    assert_none_left(tag, &[guard], after);
     wait_until("guard exited", Duration::from_secs(10), || {
         !pid_alive(guard)
     });
-    // The guard removes the empty cgroups too.
+    // The guard removes the empty cgroups too (before it exits).
     if let Some(omnidev_core::Mechanism::Cgroup { path }) = &state.containment {
-        wait_until("pod cgroup removed", Duration::from_secs(10), || {
-            !path.exists()
-        });
+        assert!(!path.exists(), "pod cgroup {} removed", path.display());
     }
 }
 
@@ -579,12 +619,7 @@ fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state.json");
         let tag = new_tag("guard");
-        let mut supervisor = Command::new(example("supervise"))
-            .current_dir(dir.path())
-            .env(TAG, &tag)
-            .env("OMNIDEV_CONTAINMENT", containment)
-            .arg("--state")
-            .arg(&state)
+        let mut supervisor = supervise_in(dir.path(), &tag, containment)
             .arg("--")
             .args([
                 format!("one={GROUP_HELPERS}"),
@@ -643,20 +678,82 @@ fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
             omnidev_core::proc::stat(old).is_none()
         });
 
-        supervisor.kill().expect("SIGKILL the supervisor");
-        supervisor.wait().expect("reap");
-        assert_none_left(
+        kill9_leaves_nothing(
+            &mut supervisor,
+            new,
             &tag,
-            &[new],
+            &recorded,
             &format!("kill -9 after the guard was replaced ({containment})"),
         );
-        wait_until("the new guard exited", Duration::from_secs(10), || {
-            !pid_alive(new)
-        });
-        if let Some(omnidev_core::Mechanism::Cgroup { path }) = &recorded.containment {
-            wait_until("pod cgroup removed", Duration::from_secs(10), || {
-                !path.exists()
-            });
+    }
+}
+
+/// A prepare step that starts a helper in a session of its own (it still
+/// carries the service id) and one in its group, records both pids and
+/// waits: the service stays `preparing`.
+const SETSID_STEP: &str = "setsid sh -c 'echo $$ >> step.pids; exec sleep 1000' & \
+                           sleep 1000 & echo $! >> step.pids; wait";
+
+/// Starts the supervise example with [`SETSID_STEP`] before `svc`; returns
+/// it with the step's helpers once they run and `state.json` records the
+/// service preparing.
+fn supervise_preparing(
+    dir: &Path,
+    tag: &str,
+    containment: &str,
+) -> (std::process::Child, Vec<u32>, omnidev_core::StateFile) {
+    let state = dir.join("state.json");
+    let child = supervise_in(dir, tag, containment)
+        .args(["--prepare", SETSID_STEP, "--", "svc=exec sleep 1000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn supervise");
+    let pids = sleeping_pids(&dir.join("step.pids"), 2);
+    let mut recorded = None;
+    wait_until(
+        "the service recorded preparing",
+        Duration::from_secs(30),
+        || {
+            recorded = omnidev_core::read_state(&state).ok().flatten();
+            recorded.as_ref().is_some_and(|r| {
+                r.services
+                    .get("svc")
+                    .is_some_and(|s| s.state == omnidev_core::ServiceState::Preparing)
+            })
+        },
+    );
+    (child, pids, recorded.expect("state"))
+}
+
+/// Prepare steps are recovered like services: omnidev and its guard
+/// SIGKILLed while a step runs, the next start stops the step's processes
+/// (its cgroup, or every process carrying the service id: the `setsid`
+/// helper too) and removes the old pod cgroup.
+#[test]
+fn a_prepare_step_left_by_omnidev_and_its_guard_is_stopped_by_the_next_start() {
+    for containment in ["auto", "process-groups"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tag = new_tag("prepare-both");
+        let _cleanup = KillTagged(tag.clone());
+        let (mut supervisor, helpers, state) = supervise_preparing(dir.path(), &tag, containment);
+        if containment == "auto" {
+            assert_cgroup(&state);
         }
+        kill_supervisor_and_guard(&mut supervisor, &state);
+        assert!(helpers.iter().all(|&p| pid_alive(p)), "nothing killed them");
+
+        let next_tag = new_tag("prepare-next");
+        let _next_cleanup = KillTagged(next_tag.clone());
+        let (next, _, _) = supervise_helpers(dir.path(), &next_tag, containment);
+        assert_none_left(&tag, &[], &format!("the next start ({containment})"));
+        if let Some(omnidev_core::Mechanism::Cgroup { path }) = &state.containment {
+            assert!(!path.exists(), "old pod cgroup {} removed", path.display());
+        }
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(next.id() as i32, libc::SIGTERM);
+        }
+        let output = next.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{output:?}");
     }
 }
