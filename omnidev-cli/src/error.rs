@@ -431,3 +431,118 @@ impl Error {
         }
     }
 }
+
+/// Prints `report` to stderr as miette renders it (with its colours on a
+/// terminal), every text of it (message, help, causes, related) first
+/// through the one sanitiser: an error that quotes an argument, a path or a
+/// name holding escape sequences shows them, never obeys them.
+pub fn print(report: &miette::Report) {
+    use std::io::Write as _;
+    let shown = miette::Report::new(Shown::of(report.as_ref()));
+    let _ = writeln!(std::io::stderr(), "{shown:?}");
+}
+
+/// A diagnostic's texts as [`crate::terminal_text::message`] shows them,
+/// owned, with its code, severity and causes (what [`print`] renders).
+#[derive(Debug)]
+struct Shown {
+    message: String,
+    code: Option<String>,
+    help: Option<String>,
+    url: Option<String>,
+    severity: Option<miette::Severity>,
+    cause: Option<Box<Shown>>,
+    related: Vec<Shown>,
+}
+
+impl Shown {
+    fn text(text: &dyn std::fmt::Display) -> String {
+        crate::terminal_text::message(&text.to_string()).into_owned()
+    }
+
+    fn of(diagnostic: &dyn miette::Diagnostic) -> Self {
+        let cause = match diagnostic.diagnostic_source() {
+            Some(cause) => Some(Self::of(cause)),
+            None => diagnostic.source().map(Self::of_error),
+        };
+        Self {
+            message: Self::text(&diagnostic),
+            code: diagnostic.code().map(|code| Self::text(&code)),
+            help: diagnostic.help().map(|help| Self::text(&help)),
+            url: diagnostic.url().map(|url| Self::text(&url)),
+            severity: diagnostic.severity(),
+            cause: cause.map(Box::new),
+            related: diagnostic
+                .related()
+                .map(|related| related.map(Self::of).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn of_error(error: &(dyn std::error::Error + 'static)) -> Self {
+        Self {
+            message: Self::text(&error),
+            code: None,
+            help: None,
+            url: None,
+            severity: None,
+            cause: error.source().map(|cause| Box::new(Self::of_error(cause))),
+            related: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Shown {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl miette::Diagnostic for Shown {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.code
+            .as_ref()
+            .map(|code| Box::new(code) as Box<dyn std::fmt::Display>)
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
+    }
+
+    fn url<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.url
+            .as_ref()
+            .map(|url| Box::new(url) as Box<dyn std::fmt::Display>)
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        self.severity
+    }
+
+    fn diagnostic_source(&self) -> Option<&dyn miette::Diagnostic> {
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &dyn miette::Diagnostic)
+    }
+
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            return None;
+        }
+        Some(Box::new(
+            self.related
+                .iter()
+                .map(|related| related as &dyn miette::Diagnostic),
+        ))
+    }
+}

@@ -144,17 +144,13 @@ impl Printer {
         output::prefix(tag, self.width, style)
     }
 
-    /// A line of text attributed to `tag` (with `--json`, a pod-wide
-    /// `notice` record of it).
+    /// A line of omnidev's own text attributed to `tag` (with `--json`, a
+    /// pod-wide `notice` record of it).
     pub fn line(&self, tag: &str, text: &str) -> String {
         if let Some(encoder) = &self.json {
             return encode(&encoder.notice(text));
         }
-        format!(
-            "{}{}",
-            self.prefix(tag),
-            terminal_text::sanitise(text, self.colour)
-        )
+        format!("{}{}", self.prefix(tag), terminal_text::message(text))
     }
 
     /// Writes the output line of a feed entry, if it deserves one.
@@ -162,14 +158,23 @@ impl Printer {
         if self.json.is_some() {
             return self.write_record(out, entry);
         }
+        // A service's line keeps its harmless colours; omnidev's own text
+        // (which quotes names, commands, paths) obeys no escape at all.
         let (tag, text): (&str, Cow<'_, str>) = match entry {
-            Entry::Line(line) => (&line.service, Cow::Borrowed(&line.text)),
-            Entry::Event(event) if event.is_shown() => ("omnidev", Cow::Owned(event.to_string())),
+            Entry::Line(line) => (
+                &line.service,
+                terminal_text::sanitise(&line.text, self.colour),
+            ),
+            Entry::Event(event) if event.is_shown() => (
+                "omnidev",
+                Cow::Owned(terminal_text::message(&event.to_string()).into_owned()),
+            ),
             Entry::Event(_) => return Ok(()),
             Entry::Lost { count, reason } => (
                 "omnidev",
                 Cow::Owned(format!(
-                    "{count} lines are missing here ({reason}); the log files have them"
+                    "{count} lines are missing here ({}); the log files have them",
+                    terminal_text::message(reason)
                 )),
             ),
         };
@@ -180,13 +185,13 @@ impl Printer {
             out.write_all(prefix.as_bytes())?;
             self.prefixes.insert(tag.to_owned(), prefix);
         }
-        out.write_all(terminal_text::sanitise(&text, self.colour).as_bytes())?;
+        out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;
         if let Entry::Event(event) = entry {
             for url in self.urls_of(event) {
                 let url = format!("{} {}", url.name, url.url);
                 out.write_all(self.prefixes["omnidev"].as_bytes())?;
-                out.write_all(terminal_text::sanitise(&url, self.colour).as_bytes())?;
+                out.write_all(terminal_text::message(&url).as_bytes())?;
                 out.write_all(b"\n")?;
             }
         }
@@ -217,7 +222,8 @@ impl Printer {
 /// A record as one line of JSON, newline included.
 pub fn encode(record: &Record) -> String {
     // A record holds strings and numbers only: encoding cannot fail.
-    let mut line = serde_json::to_string(record).unwrap_or_default();
+    let line = serde_json::to_string(record).unwrap_or_default();
+    let mut line = terminal_text::json(&line).into_owned();
     line.push('\n');
     line
 }
@@ -295,8 +301,7 @@ pub async fn run_pod(
         alive = &mut done => alive.unwrap_or(false),
         signal = signals.recv() => {
             abandon.store(true, Ordering::Relaxed);
-            let _ = writeln!(
-                std::io::stderr(),
+            note!(
                 "omnidev: {signal} again: not writing the rest of the output; every line is in {}",
                 logs_dir.display()
             );
@@ -392,8 +397,7 @@ impl<W: Write> Output<W> {
 
     fn gone(&mut self, error: &std::io::Error) {
         self.closed = true;
-        let _ = writeln!(
-            std::io::stderr(),
+        note!(
             "omnidev: stdout is gone ({error}); the pod keeps running and its output goes on in {}",
             self.logs_dir.display()
         );

@@ -1,11 +1,14 @@
 //! The `omnidev` binary: parse arguments, run the command, render errors.
 
-/// `eprintln!` that never panics: with stderr closed the message is lost,
-/// and the command goes on (its exit code says how it went).
+/// `eprintln!` through the one sanitiser (`terminal_text::message`: no
+/// escape sequence of a quoted name, path or argument is obeyed) that never
+/// panics: with stderr closed the message is lost, and the command goes on
+/// (its exit code says how it went).
 macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::terminal_text::message(&text));
     }};
 }
 
@@ -42,7 +45,7 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
         Err(report) => {
-            note!("{report:?}");
+            error::print(&report);
             std::process::ExitCode::FAILURE
         }
     }

@@ -7,6 +7,7 @@ use anstyle::{AnsiColor, Style};
 
 use crate::control::PodStatus;
 use crate::error::{Error, Result};
+use crate::terminal_text::{quote, quote_path};
 
 /// Colours given to services in order, matching the TUI palette.
 pub const SERVICE_STYLES: [Style; 6] = [
@@ -43,14 +44,24 @@ pub fn prefix(tag: &str, width: usize, style: Option<Style>) -> String {
 
 /// Pretty JSON with a trailing newline.
 pub fn json(value: &impl serde::Serialize) -> Result<String> {
-    let mut text = serde_json::to_string_pretty(value).map_err(Error::Json)?;
+    let text = serde_json::to_string_pretty(value).map_err(Error::Json)?;
+    let mut text = crate::terminal_text::json(&text).into_owned();
     text.push('\n');
     Ok(text)
 }
 
-/// Writes to stdout. A closed pipe (`omnidev status | head -1`) is
+/// Writes omnidev's own text to stdout, through the one sanitiser (see
+/// [`crate::terminal_text::message`]: no escape sequence a quoted name or
+/// path holds is obeyed). A closed pipe (`omnidev status | head -1`) is
 /// [`Error::OutputClosed`]: exit 1, quietly, never a panic.
 pub fn write_stdout(text: &str) -> Result<()> {
+    write_sanitised(&crate::terminal_text::message(text))
+}
+
+/// Writes service output to stdout that each line of went through
+/// [`crate::terminal_text::sanitise`] already (its colours kept), as
+/// [`write_stdout`] does otherwise.
+pub fn write_sanitised(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -63,9 +74,9 @@ pub fn write_stdout(text: &str) -> Result<()> {
 pub fn pod_status(status: &PodStatus) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let _ = writeln!(out, "pod     {}", status.pod_dir.display());
+    let _ = writeln!(out, "pod     {}", quote_path(&status.pod_dir));
     if let Some(repo) = &status.repo {
-        let _ = writeln!(out, "repo    {}", repo.display());
+        let _ = writeln!(out, "repo    {}", quote_path(repo));
     }
     let state = match (status.running, status.pid, status.control) {
         (false, _, _) => "not running".to_owned(),
@@ -75,7 +86,7 @@ pub fn pod_status(status: &PodStatus) -> String {
     };
     let _ = writeln!(out, "status  {state}");
     if let Some(error) = &status.error {
-        let _ = writeln!(out, "error   {error}");
+        let _ = writeln!(out, "error   {}", quote(error));
     }
     if !status.ports.is_empty() {
         let ports: Vec<String> = status

@@ -107,6 +107,10 @@ command = ["printf", "%s\n",
   "c1 \u009b2J end",
   "colour \u001b[31mred\u001b[0m end",
   "link \u001b]8;;https://example.com/\u001b\\docs\u001b]8;;\u001b\\ end",
+  "blink \u001b[5;31mslow\u001b[6mfast\u001b[0m end",
+  "conceal \u001b[8mhidden\u001b[0m end",
+  "absurd \u001b[38;5;999;1;99999999mbig\u001b[0m end",
+  "left \u001b[32mon",
 ]
 restart = "never"
 "#;
@@ -122,6 +126,9 @@ const SHOWN: &[&str] = &[
     "abc^H^H^HXYZ",
     "c1 <U+009B>2J end",
     "link docs end",
+    "blink slowfast end",
+    "conceal hidden end",
+    "absurd big end",
 ];
 
 /// Runs `command` with its stdin, stdout and stderr on a new
@@ -176,9 +183,10 @@ fn on_pty(mut command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> V
         .expect("lock")
 }
 
-/// Every escape in `bytes` is an SGR colour sequence; no other control
-/// but TAB, and CR only as the terminal's own CR LF; no C1 control.
-fn assert_inert(what: &str, bytes: &[u8]) {
+/// Every escape in `bytes` is an SGR sequence of harmless attributes (no
+/// blink, no conceal); no other control but TAB, and CR only as the
+/// terminal's own CR LF; no C1 control.
+fn assert_no_control(what: &str, bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     let mut i = 0;
     while i < bytes.len() {
@@ -192,6 +200,19 @@ fn assert_inert(what: &str, bytes: &[u8]) {
                     end.is_some_and(|e| params[e] == b'm'),
                     "{what}: a non-SGR escape at byte {i}: {text:?}"
                 );
+                let params = String::from_utf8_lossy(&params[..end.unwrap_or(0)]).into_owned();
+                let mut parts = params.split(';');
+                while let Some(part) = parts.next() {
+                    match part {
+                        // A colour's own values.
+                        "38" | "48" | "58" => match parts.next() {
+                            Some("5") => drop(parts.next()),
+                            _ => drop(parts.by_ref().take(3).count()),
+                        },
+                        "5" | "6" | "8" => panic!("{what}: blink or conceal ({params}): {text:?}"),
+                        part => assert!(part.len() <= 3, "{what}: absurd {part}: {text:?}"),
+                    }
+                }
             }
             b'\r' => assert_eq!(
                 bytes.get(i + 1),
@@ -208,6 +229,12 @@ fn assert_inert(what: &str, bytes: &[u8]) {
         !text.contains('\u{9b}') && !text.contains('\u{9d}'),
         "{what}: C1: {text:?}"
     );
+}
+
+/// [`assert_no_control`], and every line of [`ESCAPES`] shown as it must.
+fn assert_inert(what: &str, bytes: &[u8]) {
+    assert_no_control(what, bytes);
+    let text = String::from_utf8_lossy(bytes);
     let plain: String = strip_sgr(&text);
     for shown in SHOWN {
         assert!(
@@ -219,6 +246,24 @@ fn assert_inert(what: &str, bytes: &[u8]) {
     assert!(
         text.contains("\u{1b}[31mred\u{1b}[0m"),
         "{what}: colour kept: {text:?}"
+    );
+    // Blink, conceal and absurd parameters are dropped, what is harmless
+    // beside them kept; a line that leaves its colour on ends reset.
+    assert!(
+        text.contains("blink \u{1b}[31mslowfast\u{1b}[0m end"),
+        "{what}: {text:?}"
+    );
+    assert!(
+        text.contains("conceal hidden\u{1b}[0m end"),
+        "{what}: {text:?}"
+    );
+    assert!(
+        text.contains("absurd \u{1b}[1mbig\u{1b}[0m end"),
+        "{what}: {text:?}"
+    );
+    assert!(
+        text.contains("left \u{1b}[32mon\u{1b}[0m\r\n"),
+        "{what}: {text:?}"
     );
 }
 
@@ -470,4 +515,80 @@ fn a_corrupt_pod_toml_is_a_pod_in_error_for_status_and_ls() {
         text.contains("error   ") && text.contains("is corrupt"),
         "{text}"
     );
+}
+
+/// A checkout whose name holds escape sequences (and an argument that
+/// does): every command that prints the name or quotes the argument shows
+/// them, never obeys them, on a terminal with colour on.
+#[test]
+fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
+    let ctx = TestContext::new();
+    let name = "re\u{1b}]0;TITLE\u{7}po\u{1b}[5m\u{9b}2J";
+    let shown = "re^[]0;TITLE^Gpo^[[5m<U+009B>2J";
+    let repo = ctx.root.join(name);
+    std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+    std::fs::write(
+        repo.join("omnidev.toml"),
+        "[services.app]\ncommand = [\"sleep\", \"300\"]\n",
+    )
+    .expect("write");
+    let run = |args: &[&str]| {
+        let mut command = ctx.command();
+        command.current_dir(&repo).args(args);
+        let bytes = on_pty(command, |_| false);
+        let what = format!("{args:?}");
+        assert_no_control(&what, &bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    for args in [&["status"][..], &["stop"], &["clean"]] {
+        let text = run(args);
+        assert!(text.contains(shown), "{args:?}: {text}");
+    }
+    // A program that cannot be started is named in the error, shown.
+    let text = run(&["exec", "--", "no-such-\u{1b}]0;TITLE\u{7}program"]);
+    assert!(text.contains("no-such-^[]0;TITLE^Gprogram"), "{text}");
+    // A running pod: `up --detach` (off the terminal: the pod it starts
+    // would hold it open), then status, ls and stop.
+    let mut guard = Stopper(ctx.command());
+    guard.0.current_dir(&repo);
+    let output = ctx
+        .command()
+        .current_dir(&repo)
+        .args(["up", "--detach"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    for bytes in [&output.stdout, &output.stderr] {
+        assert_no_control("up --detach", bytes);
+    }
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(shown),
+        "{}",
+        ctx.render(&output)
+    );
+    for args in [&["status"][..], &["ls"], &["stop"]] {
+        let text = run(args);
+        assert!(text.contains(shown), "{args:?}: {text}");
+    }
+    // Headless `up` names the pod directory in its first lines.
+    let mut up = ctx.command();
+    up.current_dir(&repo).args(["up", "--headless"]);
+    let bytes = on_pty(up, |b| String::from_utf8_lossy(b).contains("app"));
+    assert_no_control("up --headless", &bytes);
+    assert!(
+        String::from_utf8_lossy(&bytes).contains(shown),
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    drop(guard);
+}
+
+/// Runs `omnidev stop` with this command's checkout when dropped, so a
+/// failed test leaves no pod running.
+struct Stopper(std::process::Command);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        let _ = self.0.arg("stop").output();
+    }
 }

@@ -361,15 +361,28 @@ fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
         "not a directory"
     );
 
-    // A corrupt install.toml: plain `check` names the file, quiet says
-    // nothing and keeps the reason for plain `check`.
+    // A corrupt install.toml: the shell hook says its one line naming the
+    // file, once a day (however fresh the cache); plain `check` names it
+    // every time.
     let cx = Context::new();
     cx.write_cache(now(), OLD, OLD, None);
     std::fs::create_dir_all(cx.install_toml().parent().expect("parent")).expect("dir");
     std::fs::write(cx.install_toml(), "repo = [broken").expect("corrupt");
-    let quiet = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
+    let tmp = cx.path("tmp");
+    std::fs::create_dir_all(&tmp).expect("dir");
+    let hook = || {
+        let mut command = cx.omnidev_isolated(&["check", "--quiet"]);
+        run(command.env("TMPDIR", &tmp))
+    };
+    let quiet = hook();
     assert!(quiet.status.success(), "{quiet:?}");
-    assert_eq!(text(&quiet.stderr), "", "{quiet:?}");
+    let said = text(&quiet.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("the update check failed"), "{said}");
+    assert!(said.contains("install.toml"), "{said}");
+    let again = hook();
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(text(&again.stderr), "", "told once a day: {again:?}");
     let plain = run(&mut cx.omnidev_isolated(&["check"]));
     let shown = text(&plain.stderr);
     assert!(!plain.status.success(), "{plain:?}");

@@ -50,13 +50,13 @@ pub(crate) fn clean_pod(pod_dir: &Path, identity: &Identity) -> Result<String, E
     if own {
         remove_stale_socket(pod_dir);
     }
-    let shown = crate::terminal_text::plain(&pod_dir.display().to_string());
+    let shown = crate::terminal_text::quote_path(pod_dir);
     let mut text = if removed {
         format!("omnidev: removed {shown}")
     } else {
         let kept: Vec<String> = kept
             .iter()
-            .map(|k| crate::terminal_text::plain(k))
+            .map(|k| crate::terminal_text::quote(k).into_owned())
             .collect();
         format!(
             "omnidev: removed what omnidev made in {shown}; kept what it did not make: {} \
@@ -68,7 +68,7 @@ pub(crate) fn clean_pod(pod_dir: &Path, identity: &Identity) -> Result<String, E
         let _ = write!(
             text,
             " (it was a copy of the pod {}, which was not touched)",
-            crate::terminal_text::plain(&original.display().to_string())
+            crate::terminal_text::quote_path(&original)
         );
     }
     Ok(text)
@@ -83,7 +83,7 @@ pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
         DirKind::Missing => {
             note!(
                 "omnidev: nothing to clean ({} does not exist)",
-                crate::terminal_text::plain(&pod_dir.display().to_string())
+                crate::terminal_text::quote_path(pod_dir)
             );
             return Ok(ExitCode::SUCCESS);
         }

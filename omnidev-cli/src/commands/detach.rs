@@ -242,7 +242,7 @@ fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitSta
 /// Prints the pod directory and URLs; on failure, each failed service's
 /// last log lines (to stderr) and exit code 1.
 fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode> {
-    let mut out = format!("pod {}\n", pod.dir().display());
+    let mut out = format!("pod {}\n", crate::terminal_text::quote_path(pod.dir()));
     if let Some(status) = &response.status {
         for url in &status.urls {
             let _ = writeln!(out, "{} {}", url.name, url.url);

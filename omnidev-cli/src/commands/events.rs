@@ -42,7 +42,8 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
             .as_ref()
             .is_some_and(|r| matches!(r.body, Body::Lagged { .. }));
         let text = match (&record, args.json) {
-            (_, true) | (None, false) => line,
+            (_, true) => crate::terminal_text::json(&line).into_owned(),
+            (None, false) => crate::terminal_text::quote(&line).into_owned(),
             (Some(record), false) => human(record),
         };
         let written = writeln!(out, "{text}").and_then(|()| out.flush());
@@ -107,7 +108,7 @@ fn human(record: &Record) -> String {
         } => format!("{step} done"),
         Body::PrepareFinished { step, .. } => format!("{step} failed"),
         Body::Notice { message } | Body::Debug { message } | Body::Lagged { message } => {
-            crate::terminal_text::sanitise(message, false).into_owned()
+            crate::terminal_text::message(message).into_owned()
         }
         Body::Lost { count, reason } => format!("{count} records lost ({reason})"),
     };

@@ -30,7 +30,7 @@ enum Verdict {
 }
 
 fn shown(path: &Path) -> String {
-    crate::terminal_text::plain(&path.display().to_string())
+    crate::terminal_text::quote_path(path)
 }
 
 /// Whether `repo` is gone: only a path that does not exist counts; one

@@ -77,6 +77,9 @@ pub fn check(args: &CheckArgs) -> miette::Result<ExitCode> {
 
 fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
     let paths = Paths::from_env()?;
+    // A corrupt choice is not "not installed", nor a silence: plain `check`
+    // names the file, the hook tells it in its one line (once a day).
+    InstallChoice::load(&paths.install_toml())?;
     let now = SystemTime::now();
     let report = check::evaluate(&paths, now);
     let mut refreshing = false;
@@ -96,8 +99,6 @@ fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
             return offer_update(&paths, update);
         }
     } else if !args.quiet {
-        // A corrupt choice is not "not installed": name the file.
-        InstallChoice::load(&paths.install_toml())?;
         let cache = report.cache.as_ref();
         if let Some(problem) = cache.and_then(|cache| cache.last_error.as_deref()) {
             note!("omnidev: the last update check failed: {problem}");
@@ -145,7 +146,7 @@ fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
             // Asked for just now: told in full, not folded into the
             // hook's once-a-day line.
             Err(report) => {
-                note!("{report:?}");
+                crate::error::print(&report);
                 return Ok(ExitCode::FAILURE);
             }
         },

@@ -14,7 +14,7 @@ use omnidev_pod::layout::{DETACHED_LOG, LOG_SUFFIX};
 use crate::cli::LogsArgs;
 use crate::control::events::Encoder;
 use crate::error::Error;
-use crate::output::write_stdout;
+use crate::output::write_sanitised;
 
 /// How often `-f` looks for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
@@ -263,7 +263,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
             form.push(&mut out, source, line);
         }
     }
-    write_stdout(&out)?;
+    write_sanitised(&out)?;
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -431,7 +431,7 @@ fn follow(
                 form.push(&mut out, source, &line);
             }
         }
-        write_stdout(&out)
+        write_sanitised(&out)
     };
     let was_running = running();
     let mut ticks = 0u32;

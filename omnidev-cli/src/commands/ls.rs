@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use crate::cli::LsArgs;
 use crate::control::{self, PodList};
 use crate::output::{json, write_stdout};
+use crate::terminal_text::{quote, quote_path};
 
 /// Runs `omnidev ls`.
 pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
@@ -24,15 +25,15 @@ pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
 pub fn render(list: &PodList) -> String {
     use std::fmt::Write as _;
     if list.pods.is_empty() {
-        return format!("no pods under {}\n", list.cache_root.display());
+        return format!("no pods under {}\n", quote_path(&list.cache_root));
     }
     let rows: Vec<[String; 4]> = list
         .pods
         .iter()
         .map(|pod| {
             let name = pod.pod_dir.file_name().map_or_else(
-                || pod.pod_dir.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
+                || quote_path(&pod.pod_dir),
+                |n| quote_path(std::path::Path::new(n)),
             );
             let state = match (pod.running, pod.pid) {
                 (true, Some(pid)) => format!("running pid {pid}"),
@@ -45,9 +46,9 @@ pub fn render(list: &PodList) -> String {
                 .map(|(name, port)| format!("{name}={port}"))
                 .collect();
             let repo = match (&pod.error, &pod.repo) {
-                (Some(error), _) => format!("error: {error}"),
-                (None, Some(repo)) if pod.repo_gone => format!("{} (gone)", repo.display()),
-                (None, Some(repo)) => repo.display().to_string(),
+                (Some(error), _) => format!("error: {}", quote(error)),
+                (None, Some(repo)) if pod.repo_gone => format!("{} (gone)", quote_path(repo)),
+                (None, Some(repo)) => quote_path(repo),
                 (None, None) => "?".to_owned(),
             };
             [name, state, ports.join(" "), repo]
@@ -94,7 +95,7 @@ pub fn render(list: &PodList) -> String {
              (`omnidev gc --dry-run` lists them), `omnidev clean --pod-dir {}` this one",
             gone.len(),
             if gone.len() == 1 { "" } else { "s" },
-            crate::terminal_text::plain(&first.pod_dir.display().to_string())
+            quote_path(&first.pod_dir)
         );
     }
     out

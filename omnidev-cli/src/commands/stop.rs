@@ -15,7 +15,10 @@ use crate::error::Error;
 pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::pod_dir(&args.pod)?;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
-        note!("omnidev: the pod {} is not running", pod_dir.display());
+        note!(
+            "omnidev: the pod {} is not running",
+            crate::terminal_text::quote_path(pod_dir)
+        );
         return Ok(ExitCode::SUCCESS);
     };
     match control::request(pod_dir, &Request::Stop, Duration::from_secs(10)) {
@@ -33,7 +36,10 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     }
     wait_stopped(pod_dir, pid, Duration::from_secs(args.timeout))?;
-    note!("omnidev: stopped the pod {}", pod_dir.display());
+    note!(
+        "omnidev: stopped the pod {}",
+        crate::terminal_text::quote_path(pod_dir)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -12,6 +12,7 @@ use unicode_width::UnicodeWidthChar;
 
 use super::app::{App, Mode, ServiceView};
 use super::pane::{PaneLine, Pattern};
+use crate::terminal_text;
 
 /// Colours given to services, in order (also used by the headless printer).
 pub const PALETTE: [Color; 6] = [
@@ -47,6 +48,18 @@ pub fn render(app: &mut App, frame: &mut Frame<'_>) {
         Paragraph::new(footer_line(app, area.width as usize)),
         footer_area,
     );
+    inert(frame.buffer_mut());
+}
+
+/// The last guard of the screen: a cell that holds a control character
+/// (text that reached a widget without going through
+/// [`terminal_text`]) shows `?` instead of sending it to the terminal.
+fn inert(buffer: &mut ratatui::buffer::Buffer) {
+    for cell in &mut buffer.content {
+        if cell.symbol().chars().any(terminal_text::obeyed) {
+            cell.set_symbol("?");
+        }
+    }
 }
 
 fn service_colour(index: usize) -> Color {
@@ -76,16 +89,19 @@ fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let first = vec![
         Span::styled("omnidev", Style::new().add_modifier(Modifier::BOLD)),
         Span::styled("  pod ", dim),
-        Span::raw(app.info.pod_dir.display().to_string()),
+        Span::raw(terminal_text::quote_path(&app.info.pod_dir)),
     ];
     // URLs get a line of their own so a narrow terminal does not break one.
     let mut urls = Vec::new();
     let ready = |name: &str| app.services.iter().any(|s| s.name == name && s.is_ready());
     for url in app.info.urls.iter().filter(|url| url.shown(ready)) {
         let lead = if urls.is_empty() { "" } else { "  " };
-        urls.push(Span::styled(format!("{lead}{} ", url.name), dim));
         urls.push(Span::styled(
-            url.url.clone(),
+            format!("{lead}{} ", terminal_text::quote(&url.name)),
+            dim,
+        ));
+        urls.push(Span::styled(
+            terminal_text::quote(&url.url).into_owned(),
             Style::new().add_modifier(Modifier::UNDERLINED),
         ));
     }
@@ -664,6 +680,27 @@ mod tests {
             "{screen}"
         );
         assert!(!screen.contains('\x1b'), "{screen}");
+    }
+
+    /// A pod directory (the checkout's name) and URLs (`--host` values)
+    /// holding escape sequences are shown, never obeyed; no cell of the
+    /// screen holds a control character, whatever a widget was given.
+    #[test]
+    fn names_in_the_header_are_shown_not_obeyed() {
+        let mut app = sample_app();
+        app.info.pod_dir = PathBuf::from("/cache/re\x1b]0;t\x07po\n-1a2b3c4d");
+        app.info.urls[1].url = "http://\x1b[2J:6767".into();
+        let terminal = draw(&mut app, 100, 10);
+        let screen = screen_rows(&terminal).join("\n");
+        assert!(
+            screen.contains("/cache/re^[]0;t^Gpo^J-1a2b3c4d"),
+            "{screen}"
+        );
+        assert!(screen.contains("http://^[[2J:6767"), "{screen}");
+        let mut buffer = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 3, 1));
+        buffer.content[1].set_symbol("\x1b");
+        inert(&mut buffer);
+        assert_eq!(buffer.content[1].symbol(), "?");
     }
 
     #[test]
