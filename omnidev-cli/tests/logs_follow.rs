@@ -34,17 +34,21 @@ fn follow_sees_every_line_once_across_rotations() {
     let mut service = ServiceSpec::new("svc", "sh", ["-c", script.as_str()], &ctx.root);
     service.restart = RestartPolicy::Never;
     let supervisor = runtime
-        .block_on(Supervisor::start(SupervisorConfig {
-            services: vec![service],
-            log: LogConfig {
-                dir: Some(pod.join("logs")),
-                // About 700 lines per file: ~28 rotations in the burst.
-                max_file_bytes: 64 * 1024,
-                keep_files: 100,
-                ..LogConfig::default()
-            },
-            ..SupervisorConfig::default()
-        }))
+        .block_on(
+            Supervisor::builder(SupervisorConfig {
+                services: vec![service],
+                log: LogConfig {
+                    dir: Some(pod.join("logs")),
+                    // About 700 lines per file: ~28 rotations in the burst.
+                    max_file_bytes: 64 * 1024,
+                    keep_files: 100,
+                    ..LogConfig::default()
+                },
+                ..SupervisorConfig::default()
+            })
+            .expect("a valid graph")
+            .run(),
+        )
         .expect("supervisor");
 
     let log = pod.join("logs/svc.log");
@@ -163,17 +167,21 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
     );
     other.restart = RestartPolicy::Never;
     let supervisor = runtime
-        .block_on(Supervisor::start(SupervisorConfig {
-            services: vec![
-                ServiceSpec::new("svc", "sh", ["-c", script.as_str()], &ctx.root),
-                other,
-            ],
-            log: LogConfig {
-                dir: Some(pod.join("logs")),
-                ..LogConfig::default()
-            },
-            ..SupervisorConfig::default()
-        }))
+        .block_on(
+            Supervisor::builder(SupervisorConfig {
+                services: vec![
+                    ServiceSpec::new("svc", "sh", ["-c", script.as_str()], &ctx.root),
+                    other,
+                ],
+                log: LogConfig {
+                    dir: Some(pod.join("logs")),
+                    ..LogConfig::default()
+                },
+                ..SupervisorConfig::default()
+            })
+            .expect("a valid graph")
+            .run(),
+        )
         .expect("supervisor");
     let file_has = |path: &std::path::Path, text: &str| {
         std::fs::read_to_string(path).is_ok_and(|t| t.contains(text))

@@ -106,20 +106,18 @@ async fn run_supervised(
     let started = Instant::now();
     // A lossless subscriber, as headless output uses: every line is
     // delivered, spooled to disk while the reader is behind.
-    let (supervisor, mut feed) = Supervisor::start_with_feed(
-        SupervisorConfig {
-            services: vec![service],
-            log: LogConfig {
-                dir: Some(log_dir.clone()),
-                // Large enough that rotation does not drop lines we count.
-                max_file_bytes: 1 << 30,
-                ..LogConfig::default()
-            },
-            ..SupervisorConfig::default()
+    let builder = Supervisor::builder(SupervisorConfig {
+        services: vec![service],
+        log: LogConfig {
+            dir: Some(log_dir.clone()),
+            // Large enough that rotation does not drop lines we count.
+            max_file_bytes: 1 << 30,
+            ..LogConfig::default()
         },
-        FeedConfig::new(dir),
-    )
-    .await?;
+        ..SupervisorConfig::default()
+    })?;
+    let mut feed = builder.feed(FeedConfig::new(dir));
+    let supervisor = builder.run().await?;
     let closer = feed.closer();
     let subscriber = tokio::task::spawn_blocking(move || {
         let mut received = 0u64;

@@ -19,15 +19,16 @@ const BACKOFF: Duration = Duration::from_secs(30);
 
 async fn one_round() -> omnidev_core::Result<Duration> {
     let service = ServiceSpec::new("crasher", "sh", ["-c", "exit 1"], ".");
-    let (supervisor, mut events) = Supervisor::start_subscribed(SupervisorConfig {
+    let builder = Supervisor::builder(SupervisorConfig {
         services: vec![service],
         backoff: BackoffPolicy {
             steps: vec![BACKOFF],
             reset_after: Duration::from_secs(20),
         },
         ..SupervisorConfig::default()
-    })
-    .await?;
+    })?;
+    let mut events = builder.subscribe();
+    let supervisor = builder.run().await?;
     while let Ok(event) = events.recv().await {
         if matches!(
             event.kind,

@@ -93,7 +93,7 @@ async fn main() -> miette::Result<()> {
         usage();
     }
     let mut signals = ShutdownSignals::new().map_err(|e| miette::miette!("signals: {e}"))?;
-    let supervisor = Supervisor::start(SupervisorConfig {
+    let supervisor = Supervisor::builder(SupervisorConfig {
         services,
         log: LogConfig {
             dir: log_dir,
@@ -102,7 +102,8 @@ async fn main() -> miette::Result<()> {
         state_file,
         containment: omnidev_core::ContainmentChoice::from_env().map_err(|e| miette::miette!(e))?,
         ..SupervisorConfig::default()
-    })
+    })?
+    .run()
     .await?;
     let mut events = supervisor.subscribe();
     let printer = tokio::spawn(async move {

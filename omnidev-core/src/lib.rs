@@ -16,10 +16,11 @@
 //! use omnidev_core::{RestartPolicy, ServiceSpec, Supervisor, SupervisorConfig};
 //! let mut hello = ServiceSpec::new("hello", "sh", ["-c", "echo hi"], ".");
 //! hello.restart = RestartPolicy::Never;
-//! let supervisor = Supervisor::start(SupervisorConfig {
+//! let supervisor = Supervisor::builder(SupervisorConfig {
 //!     services: vec![hello],
 //!     ..Default::default()
-//! })
+//! })?
+//! .run()
 //! .await?;
 //! let settled = supervisor.wait_settled().await;
 //! assert!(settled.success);

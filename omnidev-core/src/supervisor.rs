@@ -4,17 +4,18 @@
 //! ```no_run
 //! # async fn demo() -> omnidev_core::Result<()> {
 //! use omnidev_core::{ServiceSpec, Supervisor, SupervisorConfig};
-//! let supervisor = Supervisor::start(SupervisorConfig {
+//! let builder = Supervisor::builder(SupervisorConfig {
 //!     services: vec![ServiceSpec::new("web", "python3", ["-m", "http.server"], ".")],
 //!     ..Default::default()
-//! })
-//! .await?;
-//! let mut events = supervisor.subscribe();
+//! })?;
+//! let mut events = builder.subscribe();
+//! let supervisor = builder.run().await?;
 //! // … render events, then:
 //! supervisor.shutdown().await?;
 //! # Ok(()) }
 //! ```
 
+mod builder;
 mod engine;
 mod graph;
 mod own_listener;
@@ -25,11 +26,11 @@ mod spawn;
 mod tests;
 mod wait;
 
+pub use builder::Builder;
 pub use wait::{STABLE, Until, Waited};
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
@@ -41,7 +42,6 @@ use crate::feed::{Bus, Feed, FeedConfig};
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::spec::{LogConfig, ServiceSpec};
-use crate::state::{self, ProcessRecord};
 
 /// How many events a subscriber may fall behind before it starts losing
 /// the oldest (it then receives `RecvError::Lagged`).
@@ -153,7 +153,7 @@ struct Inner {
     finished: watch::Receiver<bool>,
     reloading: watch::Receiver<Reloads>,
     names: Vec<String>,
-    guard: Arc<Guard>,
+    guard: Option<Arc<Guard>>,
     containment: Arc<Containment>,
 }
 
@@ -161,165 +161,6 @@ struct Inner {
 // need no change if queuing ever applies back-pressure.
 #[allow(clippy::unused_async)]
 impl Supervisor {
-    /// Validates the dependency graph (duplicate names, unknown
-    /// dependencies, cycles), stops leftovers recorded in `state_file`
-    /// (pid **and** start time must match), starts the orphan guard, opens
-    /// the log files, and starts the services in dependency order in a
-    /// background task on the current tokio runtime.
-    ///
-    /// Events published before the first [`Supervisor::subscribe`] are not
-    /// replayed (they are in the combined log ring); use
-    /// [`Supervisor::start_subscribed`] to see every event from the start.
-    pub async fn start(config: SupervisorConfig) -> Result<Supervisor> {
-        Ok(Self::start_subscribed(config).await?.0)
-    }
-
-    /// Like [`Supervisor::start`], also returning a subscription made before
-    /// any service starts, so no event is missed.
-    pub async fn start_subscribed(
-        config: SupervisorConfig,
-    ) -> Result<(Supervisor, broadcast::Receiver<Event>)> {
-        let (supervisor, first, ()) = Self::start_with(config, None, |_| ()).await?;
-        Ok((supervisor, first))
-    }
-
-    /// Like [`Supervisor::start`], also returning a lossless [`Feed`]
-    /// attached before any service starts: every line and event, in order,
-    /// spooled to disk while its reader is behind (see [`crate::feed`]).
-    pub async fn start_with_feed(
-        config: SupervisorConfig,
-        feed: FeedConfig,
-    ) -> Result<(Supervisor, Feed)> {
-        let (supervisor, _, feed) = Self::start_with(config, None, |bus| bus.feed(feed)).await?;
-        Ok((supervisor, feed))
-    }
-
-    /// Like [`Supervisor::start_subscribed`], also attaching several feeds
-    /// (one per config, in order) before any service starts.
-    pub async fn start_with_feeds(
-        config: SupervisorConfig,
-        feeds: Vec<FeedConfig>,
-    ) -> Result<(Supervisor, broadcast::Receiver<Event>, Vec<Feed>)> {
-        Self::start_with(config, None, |bus| {
-            feeds.into_iter().map(|feed| bus.feed(feed)).collect()
-        })
-        .await
-    }
-
-    /// Starts a supervisor whose processes are started by `spawner` (real
-    /// process groups when `None`); `attach` subscribes to its bus before
-    /// anything is published.
-    pub(crate) async fn start_with<T>(
-        config: SupervisorConfig,
-        spawner: Option<Arc<dyn spawn::Spawner>>,
-        attach: impl FnOnce(&Bus) -> T,
-    ) -> Result<(Supervisor, broadcast::Receiver<Event>, T)> {
-        let order = graph::start_order(&config.services)?;
-        if config.services.iter().any(|s| {
-            matches!(
-                s.readiness.as_ref().map(|r| &r.probe),
-                Some(crate::spec::ProbeSpec::Http { .. })
-            )
-        }) {
-            crate::probe::warm_http();
-        }
-        let names: Vec<String> = config.services.iter().map(|s| s.name.clone()).collect();
-        let events = Arc::new(Bus::new(EVENT_CAPACITY));
-        let attached = attach(&events);
-        let logs = Arc::new(LogStore::new(
-            config.log.clone(),
-            names.iter().map(String::as_str),
-            events.clone(),
-        ));
-
-        let mut notices = Vec::new();
-        if let Some(path) = &config.state_file
-            && let Some(previous) = state::read_state(path)?
-        {
-            if previous.supervisor_alive() && previous.supervisor.pid != std::process::id() {
-                return Err(Error::AlreadyRunning {
-                    path: path.clone(),
-                    pid: previous.supervisor.pid,
-                });
-            }
-            let grace = config
-                .services
-                .iter()
-                .map(|s| s.stop.grace)
-                .max()
-                .unwrap_or(Duration::from_secs(5));
-            notices = state::stop_leftovers(&previous, grace).await;
-        }
-        // In the combined ring before `start` returns; the events follow
-        // once the task runs.
-        for notice in &notices {
-            logs.push_supervisor(notice.clone());
-        }
-
-        logs.open_files()
-            .map_err(|(path, source)| Error::Write { path, source })?;
-        // `logs --since-reload` before any reload: this run's lines.
-        if let Some(notice) = logs.mark(None) {
-            logs.push_supervisor(notice.clone());
-            notices.push(notice);
-        }
-        let me = ProcessRecord::of(std::process::id());
-        let (containment, guard) = contain(&config.containment, &names, me, &logs, &mut notices)?;
-
-        let (requests, requests_rx) = mpsc::unbounded_channel();
-        let (status_tx, status) = watch::channel(Vec::new());
-        let (settled_tx, settled) = watch::channel(None);
-        let (finished_tx, finished) = watch::channel(false);
-        // Orphans of services come to this process, to be found and reaped.
-        if crate::process::become_subreaper() {
-            tokio::spawn(reap_adopted_until(finished.clone()));
-        }
-        let (reloading_tx, reloading) = watch::channel(Reloads::default());
-        let first = events.subscribe();
-        let spawner = spawner.unwrap_or_else(|| {
-            Arc::new(spawn::ProcessSpawner {
-                logs: logs.clone(),
-                guard: guard.clone(),
-                containment: containment.clone(),
-            })
-        });
-        let engine = engine::Engine::new(engine::Parts {
-            specs: config.services,
-            order,
-            logs: logs.clone(),
-            events: events.clone(),
-            guard: guard.clone(),
-            state_file: config.state_file,
-            backoff: config.backoff,
-            status: status_tx,
-            settled: settled_tx,
-            reloading: reloading_tx,
-            supervisor: me,
-            spawner,
-            containment: containment.clone(),
-            debug: config.debug,
-            port_mover: config.port_mover,
-        });
-        tokio::spawn(engine.run(requests_rx, notices, finished_tx));
-        tokio::spawn(watch_guard(guard.clone(), requests.downgrade()));
-
-        let supervisor = Supervisor {
-            inner: Arc::new(Inner {
-                requests,
-                events,
-                logs,
-                status,
-                settled,
-                finished,
-                reloading,
-                names,
-                guard,
-                containment,
-            }),
-        };
-        Ok((supervisor, first, attached))
-    }
-
     fn index(&self, name: &str) -> Result<usize> {
         self.inner
             .names
@@ -354,7 +195,7 @@ impl Supervisor {
     }
 
     /// A new lossless [`Feed`] of every line and event from now on (see
-    /// [`crate::feed`]); [`Supervisor::start_with_feed`] attaches one before
+    /// [`crate::feed`]); [`Builder::feed`] attaches one before
     /// anything runs.
     pub fn feed(&self, config: FeedConfig) -> Feed {
         self.inner.events.feed(config)
@@ -422,9 +263,10 @@ impl Supervisor {
     }
 
     /// The orphan guard's process id (a guard that ended is replaced at
-    /// once; this is the current one's).
-    pub fn guard_pid(&self) -> u32 {
-        self.inner.guard.pid()
+    /// once; this is the current one's). None where a test's spawner
+    /// starts no process.
+    pub fn guard_pid(&self) -> Option<u32> {
+        self.inner.guard.as_ref().map(|g| g.pid())
     }
 
     /// How this supervisor contains its services (see [`crate::containment`]).
@@ -535,92 +377,5 @@ impl Supervisor {
     /// Whether the supervisor's task has ended (after a shutdown).
     pub fn is_finished(&self) -> bool {
         *self.inner.finished.borrow()
-    }
-}
-
-/// Sets up the containment of services `names` (a notice says why when
-/// cgroups were wanted but are unavailable) and forks the orphan guard.
-fn contain(
-    choice: &ContainmentChoice,
-    names: &[String],
-    me: ProcessRecord,
-    logs: &LogStore,
-    notices: &mut Vec<String>,
-) -> Result<(Arc<Containment>, Arc<Guard>)> {
-    let (containment, why_not) = Containment::new(choice, names, me);
-    if let Some(notice) = why_not {
-        logs.push_supervisor(notice.clone());
-        notices.push(notice);
-    }
-    match Guard::start(containment.pod_cgroup()) {
-        Ok(guard) => Ok((Arc::new(containment), Arc::new(guard))),
-        Err(source) => {
-            containment.close();
-            Err(Error::Guard { source })
-        }
-    }
-}
-
-/// Watches the orphan guard while the supervisor runs: the moment it ends
-/// (killed on its own, say), it is reaped and replaced by a new one told
-/// every live group and the pod cgroup, and the engine is told, to say so
-/// and record the new pid (or, when no new guard could be started, to stop
-/// the pod). Holds no strong handle, so the supervisor still ends when
-/// every handle is dropped; ends after the guard is closed.
-async fn watch_guard(guard: Arc<Guard>, requests: mpsc::WeakUnboundedSender<Request>) {
-    loop {
-        if let Err(e) = guard.ended().await {
-            if let Some(requests) = requests.upgrade() {
-                let message = format!(
-                    "the orphan guard (pid {}) cannot be watched ({e}): were it to end, omnidev \
-                     would not notice",
-                    guard.pid()
-                );
-                let _ = requests.send(Request::GuardReplaced(Err(message)));
-            }
-            return;
-        }
-        let replacing = guard.clone();
-        let Ok(Some(replaced)) = tokio::task::spawn_blocking(move || replacing.replace()).await
-        else {
-            return;
-        };
-        let lost = replaced.lost();
-        let Some(requests) = requests.upgrade() else {
-            return;
-        };
-        let _ = requests.send(Request::GuardReplaced(Ok(replaced)));
-        if lost {
-            return;
-        }
-    }
-}
-
-/// Reaps orphans adopted by this process (a child subreaper) whenever a
-/// child changes state, until the supervisor has finished; a last pass
-/// runs then, as the shutdown's own kills may have left zombies.
-async fn reap_adopted_until(mut finished: watch::Receiver<bool>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut children = signal(SignalKind::child()).ok();
-    loop {
-        crate::process::reap_adopted();
-        let child = async {
-            match children.as_mut() {
-                Some(stream) => {
-                    stream.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = child => {}
-            // SIGCHLDs coalesce; a slow poll catches what they hide.
-            () = tokio::time::sleep(Duration::from_secs(2)) => {}
-            changed = finished.wait_for(|done| *done) => {
-                let _ = changed;
-                crate::process::reap_adopted();
-                return;
-            }
-        }
     }
 }

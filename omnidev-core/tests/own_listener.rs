@@ -139,7 +139,9 @@ async fn start(port: u16, mover: Arc<Mover>) -> (Supervisor, Arc<Mutex<Vec<Strin
         port_mover: Some(mover),
         ..SupervisorConfig::default()
     };
-    let (supervisor, mut events) = Supervisor::start_subscribed(config).await.expect("start");
+    let builder = Supervisor::builder(config).expect("a valid graph");
+    let mut events = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     tokio::spawn(async move {
@@ -323,7 +325,9 @@ async fn a_foreign_listener_on_the_probed_family_is_not_the_service() {
             debug: true,
             ..SupervisorConfig::default()
         };
-        let (supervisor, mut events) = Supervisor::start_subscribed(config).await.expect("start");
+        let builder = Supervisor::builder(config).expect("a valid graph");
+        let mut events = builder.subscribe();
+        let supervisor = builder.run().await.expect("start");
         let held = format!("port {port} is held by pid {}", foreign.0.id());
         let mut lines = Vec::new();
         let mut listening = false;

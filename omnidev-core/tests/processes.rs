@@ -358,11 +358,13 @@ async fn shutdown_leaves_none_of_five_escaping_helpers_in_either_mechanism() {
         helper_service(dir.path(), "svc");
         service.command.env.insert(TAG.into(), tag.clone());
         service.stop.grace = Duration::from_millis(500);
-        let supervisor = omnidev_core::Supervisor::start(omnidev_core::SupervisorConfig {
+        let supervisor = omnidev_core::Supervisor::builder(omnidev_core::SupervisorConfig {
             services: vec![service],
             containment: choice.clone(),
             ..Default::default()
         })
+        .expect("a valid graph")
+        .run()
         .await
         .expect("start");
         let cgroup = match supervisor.containment() {
@@ -541,14 +543,14 @@ async fn a_cgroup_that_cannot_be_created_is_reported_once_and_the_fallback_runs(
     service.command.env.insert(TAG.into(), tag.clone());
     service.stop.grace = Duration::from_millis(500);
     // Not a directory of the cgroup2 hierarchy: the pod cgroup cannot be made.
-    let (supervisor, mut events) =
-        omnidev_core::Supervisor::start_subscribed(omnidev_core::SupervisorConfig {
-            services: vec![service],
-            containment: omnidev_core::ContainmentChoice::CgroupUnder(dir.path().join("nope")),
-            ..Default::default()
-        })
-        .await
-        .expect("start");
+    let builder = omnidev_core::Supervisor::builder(omnidev_core::SupervisorConfig {
+        services: vec![service],
+        containment: omnidev_core::ContainmentChoice::CgroupUnder(dir.path().join("nope")),
+        ..Default::default()
+    })
+    .expect("a valid graph");
+    let mut events = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
     assert!(
         matches!(
             supervisor.containment(),

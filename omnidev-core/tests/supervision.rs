@@ -106,22 +106,25 @@ fn readiness(probe: ProbeSpec, timeout: Duration) -> Readiness {
 
 /// A supervisor of `services` with every other setting at its default.
 async fn start(services: Vec<ServiceSpec>) -> Supervisor {
-    Supervisor::start(SupervisorConfig {
+    Supervisor::builder(SupervisorConfig {
         services,
         ..Default::default()
     })
+    .expect("a valid graph")
+    .run()
     .await
     .expect("start")
 }
 
 /// [`start`], with a subscription taken before any service starts.
 async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, broadcast::Receiver<Event>) {
-    Supervisor::start_subscribed(SupervisorConfig {
+    let builder = Supervisor::builder(SupervisorConfig {
         services,
         ..Default::default()
     })
-    .await
-    .expect("start")
+    .expect("a valid graph");
+    let rx = builder.subscribe();
+    (builder.run().await.expect("start"), rx)
 }
 
 fn depends(on: &str, condition: Condition) -> Vec<Dependency> {
@@ -228,7 +231,7 @@ async fn a_stable_run_resets_the_backoff() {
     // Runs 1 and 2 crash at once; later runs last 1 s, longer than reset_after.
     let script = "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; \
                   if [ $n -ge 3 ]; then sleep 1; fi; exit 1";
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+    let builder = Supervisor::builder(SupervisorConfig {
         services: vec![sh("a", script, dir.path())],
         backoff: BackoffPolicy {
             steps: vec![
@@ -240,8 +243,9 @@ async fn a_stable_run_resets_the_backoff() {
         },
         ..Default::default()
     })
-    .await
-    .expect("start");
+    .expect("a valid graph");
+    let mut rx = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
     let mut seen = Vec::new();
     let crashed = |k: &EventKind| matches!(k, EventKind::Crashed { .. });
     events_until(&mut rx, &mut seen, |s| count(s, "a", crashed) >= 4).await;
@@ -260,7 +264,7 @@ async fn a_stable_run_resets_the_backoff() {
 #[tokio::test]
 async fn shutdown_during_a_long_backoff_is_prompt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+    let builder = Supervisor::builder(SupervisorConfig {
         services: vec![sh("a", "exit 1", dir.path())],
         backoff: BackoffPolicy {
             steps: vec![Duration::from_secs(30)],
@@ -268,8 +272,9 @@ async fn shutdown_during_a_long_backoff_is_prompt() {
         },
         ..Default::default()
     })
-    .await
-    .expect("start");
+    .expect("a valid graph");
+    let mut rx = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
         position(s, "a", |k| {
@@ -456,11 +461,13 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     })
     .await;
     let state_file = leftover_state(dir.path(), "old", pid, process_start_time(pid));
-    let supervisor = Supervisor::start(SupervisorConfig {
+    let supervisor = Supervisor::builder(SupervisorConfig {
         services: vec![sh("new", "exec sleep 1000", dir.path())],
         state_file: Some(state_file.clone()),
         ..Default::default()
     })
+    .expect("a valid graph")
+    .run()
     .await
     .expect("start");
     assert!(
@@ -492,11 +499,13 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     let pid = unrelated.id();
     let wrong = process_start_time(pid).map(|t| t + 12_345);
     let state_file = leftover_state(dir.path(), "old", pid, wrong);
-    let supervisor = Supervisor::start(SupervisorConfig {
+    let supervisor = Supervisor::builder(SupervisorConfig {
         services: vec![sh("new", "exec sleep 1000", dir.path())],
         state_file: Some(state_file),
         ..Default::default()
     })
+    .expect("a valid graph")
+    .run()
     .await
     .expect("start");
     assert!(pid_alive(pid), "an unrelated process must not be signalled");
@@ -529,7 +538,7 @@ async fn logs_are_bounded_split_tolerant_and_rotated() {
         dir.path(),
     );
     rotating.restart = RestartPolicy::Never;
-    let supervisor = Supervisor::start(SupervisorConfig {
+    let supervisor = Supervisor::builder(SupervisorConfig {
         services: vec![many, long, rotating],
         log: LogConfig {
             ring_lines: 100,
@@ -541,6 +550,8 @@ async fn logs_are_bounded_split_tolerant_and_rotated() {
         },
         ..Default::default()
     })
+    .expect("a valid graph")
+    .run()
     .await
     .expect("start");
     let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
@@ -670,11 +681,10 @@ async fn invalid_graphs_and_unknown_names_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut b = sh("b", "true", dir.path());
     b.depends_on = depends("missing", Condition::Ready);
-    let err = Supervisor::start(SupervisorConfig {
+    let err = Supervisor::builder(SupervisorConfig {
         services: vec![b],
         ..Default::default()
     })
-    .await
     .expect_err("unknown dependency");
     assert!(err.to_string().contains("missing"), "{err}");
 
@@ -795,13 +805,14 @@ async fn a_state_file_that_cannot_be_written_is_reported_once_with_its_cause() {
     let dir = tempfile::tempdir().expect("tempdir");
     // The directory is missing: every write fails until it exists.
     let state_file = dir.path().join("gone/state.json");
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+    let builder = Supervisor::builder(SupervisorConfig {
         services: vec![sh("a", "exec sleep 1000", dir.path())],
         state_file: Some(state_file.clone()),
         ..Default::default()
     })
-    .await
-    .expect("start");
+    .expect("a valid graph");
+    let mut rx = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
     let notice = |e: &Event, text: &str| matches!(&e.kind, EventKind::Notice { message } if message.contains(text));
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
@@ -1013,19 +1024,17 @@ async fn a_feed_gets_every_line_then_the_exit_in_order() {
         dir.path(),
     );
     burst.restart = RestartPolicy::Never;
-    let (supervisor, mut feed) = Supervisor::start_with_feed(
-        SupervisorConfig {
-            services: vec![burst],
-            ..SupervisorConfig::default()
-        },
-        omnidev_core::FeedConfig {
-            // Tiny, so most of the burst goes through the spool.
-            memory_bytes: 4096,
-            ..omnidev_core::FeedConfig::new(dir.path())
-        },
-    )
-    .await
-    .expect("start");
+    let builder = Supervisor::builder(SupervisorConfig {
+        services: vec![burst],
+        ..SupervisorConfig::default()
+    })
+    .expect("a valid graph");
+    let mut feed = builder.feed(omnidev_core::FeedConfig {
+        // Tiny, so most of the burst goes through the spool.
+        memory_bytes: 4096,
+        ..omnidev_core::FeedConfig::new(dir.path())
+    });
+    let supervisor = builder.run().await.expect("start");
     let settled = supervisor.wait_settled().await;
     assert!(!settled.success);
     supervisor.notice("the end");
@@ -1131,7 +1140,7 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     let mut host = sh("host", "echo host up; exec sleep 1000", dir.path());
     host.depends_on = depends("server", Condition::Ready);
     // A backoff no test outlives: only the fix can bring the server back.
-    let (supervisor, mut rx) = Supervisor::start_subscribed(SupervisorConfig {
+    let builder = Supervisor::builder(SupervisorConfig {
         services: vec![server, host],
         backoff: BackoffPolicy {
             steps: vec![Duration::from_secs(3600)],
@@ -1139,8 +1148,9 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
         },
         ..Default::default()
     })
-    .await
-    .expect("start");
+    .expect("a valid graph");
+    let mut rx = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
         position(s, "host", running).is_some()

@@ -63,18 +63,15 @@ async fn run_pod(
     // The control socket keeps the recent events for `omnidev events`
     // from a feed of its own, attached before anything starts too.
     let spool = FeedConfig::new(prepared.pod.dir());
-    let (supervisor, front, retained) = if use_tui {
-        let (supervisor, events, mut feeds) =
-            Supervisor::start_with_feeds(config, vec![spool]).await?;
-        let retained = feeds.pop().expect("one feed asked for");
-        (supervisor, Front::Tui(events), retained)
+    // Every front-end and the control socket's store see the first event.
+    let builder = Supervisor::builder(config)?;
+    let front = if use_tui {
+        Front::Tui(builder.subscribe())
     } else {
-        let (supervisor, _, mut feeds) =
-            Supervisor::start_with_feeds(config, vec![spool.clone(), spool]).await?;
-        let retained = feeds.pop().expect("two feeds asked for");
-        let feed = feeds.pop().expect("two feeds asked for");
-        (supervisor, Front::Headless(feed), retained)
+        Front::Headless(builder.feed(spool.clone()))
     };
+    let retained = builder.feed(spool);
+    let supervisor = builder.run().await?;
     let (watchers, watch_notices) =
         match watch::start_watchers(&prepared, debounce, debug, &supervisor) {
             Ok(w) => w,

@@ -711,10 +711,12 @@ mod tests {
     ) -> (Supervisor, ControlServer) {
         let mut idle = ServiceSpec::new("idle", "sleep", ["1000"], dir);
         idle.restart = restart;
-        let supervisor = Supervisor::start(SupervisorConfig {
+        let supervisor = Supervisor::builder(SupervisorConfig {
             services: vec![idle],
             ..SupervisorConfig::default()
         })
+        .expect("a valid graph")
+        .run()
         .await
         .expect("supervisor");
         let info = ServerInfo {
@@ -810,10 +812,12 @@ mod tests {
             ["-c", &format!("while :; do echo {line}; sleep 0.002; done")],
             dir.path(),
         );
-        let supervisor = Supervisor::start(SupervisorConfig {
+        let supervisor = Supervisor::builder(SupervisorConfig {
             services: vec![chatty],
             ..SupervisorConfig::default()
         })
+        .expect("a valid graph")
+        .run()
         .await
         .expect("supervisor");
         let info = ServerInfo {

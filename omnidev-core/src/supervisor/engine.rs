@@ -39,7 +39,7 @@ pub(super) struct Parts {
     pub(super) order: Vec<usize>,
     pub(super) logs: Arc<LogStore>,
     pub(super) events: Arc<Bus>,
-    pub(super) guard: Arc<Guard>,
+    pub(super) guard: Option<Arc<Guard>>,
     pub(super) state_file: Option<PathBuf>,
     pub(super) backoff: BackoffPolicy,
     pub(super) status: watch::Sender<Vec<ServiceStatus>>,
@@ -157,7 +157,8 @@ pub(super) struct Engine {
     services: Vec<Service>,
     logs: Arc<LogStore>,
     events: Arc<Bus>,
-    guard: Arc<Guard>,
+    /// The orphan guard (none with a test's spawner).
+    guard: Option<Arc<Guard>>,
     spawner: Arc<dyn Spawner>,
     containment: Arc<Containment>,
     state: StateWrites,
@@ -281,7 +282,9 @@ impl Engine {
         self.containment.close();
         self.logs.flush();
         self.write_state_now();
-        self.guard.close();
+        if let Some(guard) = &self.guard {
+            guard.close();
+        }
         if let Life::ShuttingDown { waiters } = &mut self.life {
             for waiter in waiters.drain(..) {
                 let _ = waiter.send(());

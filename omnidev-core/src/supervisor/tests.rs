@@ -177,10 +177,12 @@ async fn start(services: Vec<ServiceSpec>, spawner: &Arc<FakeSpawner>) -> Superv
         services,
         ..SupervisorConfig::default()
     };
-    let (supervisor, _, ()) =
-        Supervisor::start_with(config, Some(Arc::new(spawner.clone())), |_| ())
-            .await
-            .expect("start");
+    let supervisor = Supervisor::builder(config)
+        .expect("a valid graph")
+        .spawner(Arc::new(spawner.clone()))
+        .run()
+        .await
+        .expect("start");
     until("the first status", || !supervisor.snapshot().is_empty()).await;
     supervisor
 }
@@ -627,4 +629,29 @@ async fn a_guard_that_cannot_be_replaced_stops_the_pod_and_says_why() {
         "{notices:?}"
     );
     assert!(notices.iter().any(|n| n == "shutting down"), "{notices:?}");
+}
+
+/// The fake spawner replaces everything that touches the machine: no
+/// orphan guard is forked, no cgroup is made, and the test process does
+/// not become a subreaper (no other test of this crate starts a real
+/// supervisor in this process).
+#[tokio::test(start_paused = true)]
+async fn the_fake_path_starts_no_process_and_makes_no_cgroup() {
+    let (_spawner, supervisor) = server_and_host_running().await;
+    assert_eq!(supervisor.guard_pid(), None, "no orphan guard was forked");
+    assert!(
+        matches!(
+            supervisor.containment(),
+            crate::containment::Mechanism::ProcessGroups { .. }
+        ),
+        "{}",
+        supervisor.containment()
+    );
+    #[cfg(target_os = "linux")]
+    assert_eq!(
+        nix::sys::prctl::get_child_subreaper().ok(),
+        Some(false),
+        "the test process did not become a subreaper"
+    );
+    supervisor.shutdown().await.expect("shutdown");
 }

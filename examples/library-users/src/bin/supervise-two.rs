@@ -62,10 +62,11 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         condition: Condition::Ready,
     }];
 
-    let supervisor = Supervisor::start(SupervisorConfig {
+    let supervisor = Supervisor::builder(SupervisorConfig {
         services: vec![api, client],
         ..Default::default()
-    })
+    })?
+    .run()
     .await?;
     let mut events = supervisor.subscribe();
     let mut client_ok = false;

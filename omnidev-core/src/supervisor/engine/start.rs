@@ -131,7 +131,7 @@ impl Engine {
         let task = tokio::spawn(async move {
             let mut probe: Box<dyn probe::Probe> = match watch {
                 Some(watch) => Box::new(probe::LogProbe::new(watch)),
-                None => probe::probe_with_guard(&readiness.probe, Some(guard)),
+                None => probe::probe_with_guard(&readiness.probe, guard),
             };
             if let Some(port) = readiness.listener {
                 let tx = tx.clone();

@@ -30,7 +30,7 @@ impl Engine {
         let state = StateFile {
             version: STATE_VERSION,
             supervisor: self.supervisor,
-            guard_pid: Some(self.guard.pid()),
+            guard_pid: self.guard.as_ref().map(|g| g.pid()),
             containment: Some(self.containment.mechanism().clone()),
             services: self
                 .services
