@@ -68,6 +68,9 @@ pub enum OpenOptions {
     ReadWriteCreate,
     /// Append, created when missing (a log file).
     AppendCreate,
+    /// Write a new file; fails when the name exists, even as a link (a
+    /// file that must never overwrite another).
+    CreateNew,
 }
 
 impl OpenOptions {
@@ -76,6 +79,7 @@ impl OpenOptions {
             Self::Read => OFlag::O_RDONLY,
             Self::ReadWriteCreate => OFlag::O_RDWR | OFlag::O_CREAT,
             Self::AppendCreate => OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT,
+            Self::CreateNew => OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
         };
         flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK
     }

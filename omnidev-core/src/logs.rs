@@ -79,10 +79,16 @@ impl Ring {
 pub(crate) trait Sink: Write + Send + std::fmt::Debug {}
 impl<T: Write + Send + std::fmt::Debug> Sink for T {}
 
-/// A log file rotated by size: `<name>.log`, then `.1` … `.keep`.
+/// A log file rotated by size: `<name>.log`, then `.1` … `.keep`. Opened,
+/// rotated and re-created through a handle on its directory
+/// ([`crate::fs::Dir`]): a link planted as the log, or a log directory
+/// swapped for a link while the pod runs, never sends a service's output
+/// outside the pod.
 #[derive(Debug)]
 pub(crate) struct LogFile {
     path: PathBuf,
+    dir: crate::fs::Dir,
+    name: PathBuf,
     out: BufWriter<Box<dyn Sink>>,
     /// The inode of the file written to, which a rotation keeps.
     inode: u64,
@@ -94,19 +100,21 @@ pub(crate) struct LogFile {
 impl LogFile {
     /// Opens (appending to) `path`.
     pub(crate) fn open(path: PathBuf, max_bytes: u64, keep: usize) -> io::Result<Self> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        // O_NOFOLLOW: a symbolic link planted where the log goes must not
-        // send the service's output to a file outside the pod.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)?;
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent)?;
+        let dir = crate::fs::Dir::open(parent)?;
+        let name = PathBuf::from(path.file_name().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "a log file path names no file")
+        })?);
+        let file = dir.open_file(&name, crate::fs::OpenOptions::AppendCreate)?;
         let meta = file.metadata()?;
         Ok(Self {
             path,
+            dir,
+            name,
             out: BufWriter::with_capacity(64 * 1024, Box::new(file)),
             inode: meta.ino(),
             size: meta.len(),
@@ -134,22 +142,19 @@ impl LogFile {
     fn rotate(&mut self) -> io::Result<()> {
         self.out.flush()?;
         if self.keep == 0 {
-            std::fs::remove_file(&self.path)?;
+            self.dir.remove_file(&self.name)?;
         } else {
             for n in (1..self.keep).rev() {
-                let from = rotated_path(&self.path, n);
-                if from.exists() {
-                    std::fs::rename(&from, rotated_path(&self.path, n + 1))?;
+                let from = rotated_path(&self.name, n);
+                if self.dir.stat(&from)?.is_some() {
+                    self.dir.rename(&from, &rotated_path(&self.name, n + 1))?;
                 }
             }
-            std::fs::rename(&self.path, rotated_path(&self.path, 1))?;
+            self.dir.rename(&self.name, &rotated_path(&self.name, 1))?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)?;
+        let file = self
+            .dir
+            .open_file(&self.name, crate::fs::OpenOptions::AppendCreate)?;
         self.inode = file.metadata()?.ino();
         self.out = BufWriter::with_capacity(64 * 1024, Box::new(file));
         self.size = 0;
@@ -825,6 +830,37 @@ mod tests {
         );
         assert!(rotated_path(&path, 2).exists());
         assert!(!rotated_path(&path, 3).exists());
+    }
+
+    #[test]
+    fn a_log_dir_swapped_for_a_link_while_running_never_gets_output_outside() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = dir.path().join("logs");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&logs).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        let mut file = LogFile::open(logs.join("svc.log"), 20, 2).expect("open");
+        file.write_line(b"line-0000").expect("write");
+        // A hostile service moves the log directory and plants a link.
+        std::fs::rename(&logs, dir.path().join("moved")).expect("move");
+        std::os::unix::fs::symlink(&outside, &logs).expect("symlink");
+        for i in 1..6 {
+            file.write_line(format!("line-{i:04}").as_bytes())
+                .expect("write");
+        }
+        file.flush().expect("flush");
+        assert_eq!(std::fs::read_dir(&outside).expect("ls").count(), 0);
+        let moved = dir.path().join("moved/svc.log");
+        assert_eq!(
+            std::fs::read_to_string(&moved).expect("read"),
+            "line-0004\nline-0005\n"
+        );
+        // A link planted as the log itself is refused at open.
+        std::fs::remove_file(&logs).expect("rm");
+        std::fs::create_dir(&logs).expect("mkdir");
+        std::os::unix::fs::symlink(outside.join("x"), logs.join("svc.log")).expect("symlink");
+        LogFile::open(logs.join("svc.log"), 20, 2).expect_err("a link");
+        assert!(!outside.join("x").exists());
     }
 
     /// A writer that fails like a full disk.

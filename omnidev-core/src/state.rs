@@ -148,11 +148,17 @@ impl StateFile {
     }
 }
 
-/// Reads `state.json`; `Ok(None)` when the file does not exist.
+/// The most `state.json` may hold: far above what a pod writes (a few
+/// hundred bytes per service), and a bound on what a planted file costs.
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
+
+/// Reads `state.json` through [`crate::fs`] (a link in its place is an
+/// error, never followed; at most [`MAX_STATE_BYTES`]); `Ok(None)` when the
+/// file does not exist.
 pub fn read_state(path: &Path) -> Result<Option<StateFile>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    let bytes = match crate::fs::read_file(path, MAX_STATE_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
         Err(source) => {
             return Err(Error::Read {
                 path: path.to_path_buf(),
@@ -160,7 +166,7 @@ pub fn read_state(path: &Path) -> Result<Option<StateFile>> {
             });
         }
     };
-    serde_json::from_str(&text)
+    serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| Error::StateFile {
             path: path.to_path_buf(),

@@ -64,20 +64,21 @@ pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
         to,
         error: error.to_string(),
     };
-    let prepared = to
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::read(&from));
-    let bytes = match prepared {
-        Ok(bytes) => bytes,
+    let (Some(parent), Some(name)) = (to.parent(), to.file_name()) else {
+        let error = std::io::Error::new(std::io::ErrorKind::InvalidInput, "names no file");
+        return failed(error, from, to);
+    };
+    let name = std::path::Path::new(name);
+    let prepared = std::fs::create_dir_all(parent)
+        .and_then(|()| omnidev_core::fs::Dir::open(parent))
+        .and_then(|dir| std::fs::read(&from).map(|bytes| (dir, bytes)));
+    let (dir, bytes) = match prepared {
+        Ok(found) => found,
         Err(e) => return failed(e, from, to),
     };
-    // create_new: a file appearing meanwhile is kept, never overwritten.
-    let mut file = match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&to)
-    {
+    // A new file only, through the directory's handle: a file (or a link)
+    // appearing meanwhile is kept, never overwritten or followed.
+    let mut file = match dir.open_file(name, omnidev_core::fs::OpenOptions::CreateNew) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return SeedOutcome::Kept { to },
         Err(e) => return failed(e, from, to),
@@ -85,10 +86,10 @@ pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
     match std::io::Write::write_all(&mut file, &bytes).and_then(|()| file.sync_all()) {
         Ok(()) => SeedOutcome::Copied { from, to },
         Err(e) => {
-            // The file is ours (create_new) and torn: left in place it would
-            // be kept as the pod-local config on every later start.
+            // The file is ours (created new) and torn: left in place it
+            // would be kept as the pod-local config on every later start.
             drop(file);
-            let _ = std::fs::remove_file(&to);
+            let _ = dir.remove_file(name);
             failed(e, from, to)
         }
     }
