@@ -56,23 +56,11 @@ pub fn excludes_file() -> Option<PathBuf> {
     ignore::gitignore::gitconfig_excludes_path()
 }
 
-/// The system's limit of inotify watches for this user: the lower of
-/// `fs.inotify.max_user_watches` and the user namespace's own
-/// (`user.max_inotify_watches`); `None` when neither can be read.
+/// The system's limit of watches for this user
+/// ([`omnidev_core::platform::watch_limit`]; `None` where it cannot be
+/// read or there is none, as with macOS's FSEvents).
 pub fn watch_limit() -> Option<usize> {
-    [
-        "/proc/sys/fs/inotify/max_user_watches",
-        "/proc/sys/user/max_inotify_watches",
-    ]
-    .iter()
-    .filter_map(|path| {
-        std::fs::read_to_string(path)
-            .ok()?
-            .trim()
-            .parse::<usize>()
-            .ok()
-    })
-    .min()
+    omnidev_core::platform::watch_limit()
 }
 
 /// Directories all the watch rules of a pod may watch together: half of
@@ -82,20 +70,10 @@ pub fn watch_budget() -> usize {
     watch_limit().map_or(4096, |limit| limit / 2)
 }
 
-/// The inotify watches this process holds now (each `inotify wd:` line of
-/// its inotify descriptors' fdinfo).
+/// The watches this process holds now
+/// ([`omnidev_core::platform::watches_held`]; 0 where it cannot be told).
 fn watches_held() -> usize {
-    let Ok(fds) = std::fs::read_dir("/proc/self/fdinfo") else {
-        return 0;
-    };
-    fds.filter_map(std::result::Result::ok)
-        .filter_map(|fd| std::fs::read_to_string(fd.path()).ok())
-        .map(|info| {
-            info.lines()
-                .filter(|l| l.starts_with("inotify wd:"))
-                .count()
-        })
-        .sum()
+    omnidev_core::platform::watches_held().unwrap_or(0)
 }
 
 /// `error` of setting up `needed` watches, when this process held `held`

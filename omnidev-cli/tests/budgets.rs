@@ -1,8 +1,8 @@
 //! Memory and CPU budgets, attacked through the real binary: followers of
 //! the control socket that never read, a TUI fed huge lines, a
 //! `.gitignore` of 30,000 rules, watch rules beyond the inotify limit.
-//! Figures are read from `/proc` of the omnidev process (resident memory,
-//! CPU time), never from the wall clock.
+//! Figures are the system's of the omnidev process (resident memory, CPU
+//! time, through `omnidev_core::platform`), never the wall clock.
 
 #[path = "support/context.rs"]
 mod support;
@@ -18,41 +18,19 @@ use support::{TestContext, wait_for};
 const DEADLINE: Duration = Duration::from_secs(60);
 const MIB: u64 = 1024 * 1024;
 
-/// A field of `/proc/PID/status` in bytes (`VmRSS`, `VmHWM`).
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
+/// The resident memory of `pid`, in bytes.
 fn rss(pid: u32) -> u64 {
-    status_bytes(pid, "VmRSS")
+    omnidev_core::platform::rss_kib(pid).map_or(0, |kib| kib * 1024)
 }
 
-/// CPU time (user + system) `pid` has used, from `/proc/PID/stat`.
+/// The peak resident memory of `pid` so far, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    omnidev_core::platform::peak_rss_kib(pid).map_or(0, |kib| kib * 1024)
+}
+
+/// CPU time (user + system) `pid` has used.
 fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): state is 3rd,
-    // utime 14th, stime 15th.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_millis(ticks * 1000 / per_second)
+    omnidev_core::platform::cpu_time(pid).unwrap_or_default()
 }
 
 /// A pod that ends with the test: SIGTERM, then SIGKILL after 20 s.
@@ -272,7 +250,7 @@ fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
         peak = peak.max(rss(pod.pid()));
         std::thread::sleep(Duration::from_millis(20));
     }
-    peak = peak.max(status_bytes(pod.pid(), "VmHWM"));
+    peak = peak.max(peak_rss(pod.pid()));
     eprintln!("TUI: peak {} MiB after 100 MB of 5 MB lines", peak / MIB);
     assert!(
         peak < 200 * MIB,
@@ -315,7 +293,7 @@ fn a_gitignore_of_30000_rules_is_held_once_per_checkout() {
     // An edit makes each watcher look at the rules.
     ctx.write("a/app.py", "x = 2\n");
     wait_line(&rx, "reloading a");
-    let peak = status_bytes(pod.pid(), "VmHWM");
+    let peak = peak_rss(pod.pid());
     eprintln!("gitignore: peak {} MiB with 30,000 rules", peak / MIB);
     assert!(
         peak < 200 * MIB,

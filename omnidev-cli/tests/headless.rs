@@ -216,8 +216,10 @@ fn helper_pids(file: &std::path::Path) -> Vec<i32> {
             .collect();
         pids.len() == 5
             && pids.iter().all(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "sleep")
+                u32::try_from(*p)
+                    .ok()
+                    .and_then(omnidev_core::platform::name)
+                    .is_some_and(|name| name == "sleep")
             })
     });
     pids

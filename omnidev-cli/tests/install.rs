@@ -885,10 +885,10 @@ fn uv_pids(cx: &Context) -> (i32, i32) {
 
 /// Whether `pid` runs (a zombie does not).
 fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
+    u32::try_from(pid)
+        .ok()
+        .and_then(omnidev_core::platform::stat)
+        .is_some_and(|stat| !stat.is_zombie())
 }
 
 #[test]

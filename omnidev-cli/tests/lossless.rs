@@ -29,15 +29,7 @@ enum Reader {
 
 /// Peak resident set of `pid` so far (`VmHWM`), in KiB.
 fn peak_rss_kib(pid: u32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
+    omnidev_core::platform::peak_rss_kib(pid)
 }
 
 /// Waits for `child` (generous deadline), sampling its peak RSS until it

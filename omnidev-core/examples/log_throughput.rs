@@ -34,11 +34,8 @@ for i in range(n):
 /// the peak of the image replaced by `execve`, so under `cargo run` it
 /// reports cargo's own ~70 MiB instead of ours.
 fn max_rss_kib() -> i64 {
-    if let Ok(status) = std::fs::read_to_string("/proc/self/status")
-        && let Some(kib) = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    if let Some(kib) = omnidev_core::platform::peak_rss_kib(std::process::id())
+        .and_then(|kib| i64::try_from(kib).ok())
     {
         return kib;
     }

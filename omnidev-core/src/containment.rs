@@ -378,7 +378,7 @@ impl Containment {
         let prefix = format!("{}.", self.id);
         let orphans = || {
             let me = std::process::id();
-            let table = crate::proc::table();
+            let table = crate::platform::table();
             let roots: BTreeSet<u32> = table
                 .iter()
                 .filter(|p| p.ppid == me && !p.is_zombie())
@@ -409,7 +409,7 @@ pub(crate) fn members(target: &Target) -> Vec<u32> {
         return cgroup::members(leaf);
     }
     tree::members(
-        &crate::proc::table(),
+        &crate::platform::table(),
         &target.identity,
         std::process::id(),
         Search::Adopted,
@@ -497,7 +497,7 @@ async fn stop_target(
     }
     let identity = target.identity.clone();
     let members = move || {
-        let table = crate::proc::table();
+        let table = crate::platform::table();
         let mut pids = tree::members(
             &table,
             &identity,
@@ -638,7 +638,7 @@ pub(crate) async fn stop_leftover(
         identity: identity.clone(),
     };
     let found = !tree::members(
-        &crate::proc::table(),
+        &crate::platform::table(),
         &identity,
         std::process::id(),
         Search::Everywhere,

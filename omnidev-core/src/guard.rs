@@ -656,7 +656,10 @@ mod tests {
                  guards 1 process group(s)"
             )
         );
-        assert!(crate::proc::stat(old).is_none(), "the old guard is reaped");
+        assert!(
+            crate::platform::stat(old).is_none(),
+            "the old guard is reaped"
+        );
         // The new guard kills the group it was told about at end-of-file.
         guard.close();
         let status = sleeper.wait().expect("wait");

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::proc::net::{self, TcpSocket};
+use crate::platform::net::{self, TcpSocket};
 
 /// Who listens on a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub fn owner(port: u16, members: &[u32]) -> Owner {
         return Owner::Nobody;
     }
     let held = held_by(members);
-    if listeners.iter().any(|s| held.contains(&s.inode)) {
+    if listeners.iter().any(|s| held.contains(&s.id)) {
         return Owner::Service;
     }
     Owner::Other(holder(&listeners[0]))
@@ -91,7 +91,7 @@ pub fn owner_at(address: SocketAddr, members: &[u32]) -> Owner {
         return Owner::Nobody;
     }
     let held = held_by(members);
-    match answering.iter().find(|s| !held.contains(&s.inode)) {
+    match answering.iter().find(|s| !held.contains(&s.id)) {
         None => Owner::Service,
         Some(other) => Owner::Other(holder(other)),
     }
@@ -127,19 +127,19 @@ pub fn answering(listeners: &[TcpSocket], to: IpAddr) -> Vec<TcpSocket> {
         .unwrap_or_default()
 }
 
-/// Every socket inode the processes `members` hold.
+/// Every socket the processes `members` hold.
 fn held_by(members: &[u32]) -> BTreeSet<u64> {
     members
         .iter()
-        .flat_map(|&pid| net::socket_inodes(pid))
+        .flat_map(|&pid| net::socket_ids(pid))
         .collect()
 }
 
 /// Who holds `socket`, as far as this user can see.
 fn holder(socket: &TcpSocket) -> Holder {
-    let pid = net::holders(socket.inode).into_iter().min();
+    let pid = net::holders(socket.id).into_iter().min();
     let command = pid
-        .map(crate::proc::cmdline)
+        .map(crate::platform::cmdline)
         .filter(|c| !c.is_empty())
         .map(|c| {
             if c.chars().count() > COMMAND_SHOWN {
@@ -234,13 +234,13 @@ mod tests {
         let _ = theirs.wait();
     }
 
-    fn socket(address: &str, inode: u64) -> TcpSocket {
+    fn socket(address: &str, id: u64) -> TcpSocket {
         TcpSocket {
             address: address.parse().expect("ip"),
             port: 80,
-            state: 0x0A,
+            listening: true,
             uid: 0,
-            inode,
+            id,
         }
     }
 
@@ -249,7 +249,7 @@ mod tests {
         let inodes = |listeners: &[TcpSocket], to: &str| -> Vec<u64> {
             answering(listeners, to.parse().expect("ip"))
                 .iter()
-                .map(|s| s.inode)
+                .map(|s| s.id)
                 .collect()
         };
         let all = [

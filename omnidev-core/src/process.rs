@@ -101,20 +101,14 @@ pub(crate) fn record_own_child(pid: u32) {
     own_children().push(crate::state::ProcessRecord::of(pid));
 }
 
-/// Makes this process a child subreaper (Linux): orphans among its
-/// descendants are re-parented to it instead of to init, so a daemon that
+/// Makes this process a child subreaper where the system has them
+/// ([`crate::platform::become_subreaper`]): orphans among its descendants
+/// are re-parented to it instead of to init, so a daemon that
 /// double-forked away from a service can still be found (its parent is
 /// us) and killed. Their exit statuses are collected by [`reap_adopted`].
 /// Returns whether it took effect.
 pub fn become_subreaper() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        nix::sys::prctl::set_child_subreaper(true).is_ok()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
+    crate::platform::become_subreaper()
 }
 
 /// Reaps zombie children that this process did not spawn itself: orphans
@@ -123,39 +117,36 @@ pub fn become_subreaper() -> bool {
 /// child spawned directly by the embedding program stays in it, so its
 /// exit status is left to its owner).
 pub fn reap_adopted() {
-    #[cfg(target_os = "linux")]
-    {
-        let me = std::process::id();
-        let my_session = nix::unistd::getsid(None).map_or(-1, Pid::as_raw);
-        let adopted_zombie = |process: &crate::proc::ProcessStat| {
-            process.ppid == me && process.is_zombie() && process.sid != my_session
+    let me = std::process::id();
+    let my_session = nix::unistd::getsid(None).map_or(-1, Pid::as_raw);
+    let adopted_zombie = |process: &crate::platform::ProcessStat| {
+        process.ppid == me && process.is_zombie() && process.sid != my_session
+    };
+    // Looked for among this process's children, before the lock is
+    // taken: a spawn waits for the lock, and a walk of every process
+    // of the machine under it (each child's exit started one) held up
+    // the respawn of a reload by about 8 ms.
+    let candidates: Vec<u32> = crate::platform::children(me)
+        .into_iter()
+        .filter(|&pid| crate::platform::stat(pid).is_some_and(|p| adopted_zombie(&p)))
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let own = own_children();
+    for pid in candidates {
+        // Read again under the lock: a child spawned meanwhile is
+        // recorded by now.
+        let Some(process) = crate::platform::stat(pid).filter(|p| adopted_zombie(p)) else {
+            continue;
         };
-        // Looked for among this process's children, before the lock is
-        // taken: a spawn waits for the lock, and a walk of every process
-        // of the machine under it (each child's exit started one) held up
-        // the respawn of a reload by about 8 ms.
-        let candidates: Vec<u32> = crate::proc::children(me)
-            .into_iter()
-            .filter(|&pid| crate::proc::stat(pid).is_some_and(|p| adopted_zombie(&p)))
-            .collect();
-        if candidates.is_empty() {
-            return;
+        if own
+            .iter()
+            .any(|r| r.pid == process.pid && r.start_time == Some(process.start_time))
+        {
+            continue;
         }
-        let own = own_children();
-        for pid in candidates {
-            // Read again under the lock: a child spawned meanwhile is
-            // recorded by now.
-            let Some(process) = crate::proc::stat(pid).filter(|p| adopted_zombie(p)) else {
-                continue;
-            };
-            if own
-                .iter()
-                .any(|r| r.pid == process.pid && r.start_time == Some(process.start_time))
-            {
-                continue;
-            }
-            let _ = waitpid(pid_of(process.pid), Some(WaitPidFlag::WNOHANG));
-        }
+        let _ = waitpid(pid_of(process.pid), Some(WaitPidFlag::WNOHANG));
     }
 }
 
@@ -191,20 +182,14 @@ pub fn group_alive(pgid: i32) -> bool {
     }
     // Zombies count as members for kill(2); an orphaned grandchild whose
     // reaper (pid 1 in some containers) never reaps it is gone for our
-    // purposes, so on Linux look for a member that is not a zombie.
-    #[cfg(target_os = "linux")]
-    {
-        let mut table = crate::proc::processes().peekable();
-        // Where /proc cannot be read, kill(2) is all there is to go by.
-        table.peek().is_none()
-            || table
-                .filter_map(|(pid, _)| crate::proc::stat(pid))
-                .any(|s| s.pgid == pgid && !s.is_zombie())
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        true
-    }
+    // purposes, so look for a member that is not a zombie.
+    let pids = crate::platform::pids();
+    // Where processes cannot be listed, kill(2) is all there is to go by.
+    pids.is_empty()
+        || pids
+            .into_iter()
+            .filter_map(crate::platform::stat)
+            .any(|s| s.pgid == pgid && !s.is_zombie())
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -212,20 +197,17 @@ pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 {
         return false;
     }
-    #[cfg(target_os = "linux")]
-    {
-        crate::proc::stat(pid).is_some_and(|s| !s.is_zombie())
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        kill(pid_of(pid), None).is_ok()
+    match crate::platform::stat(pid) {
+        Some(stat) => !stat.is_zombie(),
+        // Unreadable (or gone): kill(2) tells whether it exists.
+        None => kill(pid_of(pid), None).is_ok(),
     }
 }
 
 /// The start time of process `pid`, used with the pid to recognise a
-/// process after a restart of the supervisor: on Linux, field 22 of
-/// `/proc/<pid>/stat` (clock ticks since boot). `None` when the process does
-/// not exist or the platform offers no cheap way to tell.
+/// process after a restart of the supervisor
+/// ([`crate::platform::ProcessStat::start_time`]). `None` when the process
+/// does not exist or cannot be read.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    crate::proc::stat(pid).map(|s| s.start_time)
+    crate::platform::stat(pid).map(|s| s.start_time)
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use omnidev_core::platform;
 use omnidev_core::process::{group_alive, pid_alive};
 
 /// The example binary `name`, built (once per test run) by cargo: a run
@@ -224,18 +225,10 @@ const TAG: &str = "OMNIDEV_CONTAINMENT_TEST_TAG";
 
 /// Live processes whose environment carries `TAG=tag`, except `skip`.
 fn tagged(tag: &str, skip: &[u32]) -> Vec<u32> {
-    let wanted = format!("{TAG}={tag}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    platform::pids()
+        .into_iter()
         .filter(|pid| !skip.contains(pid) && pid_alive(*pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
-        })
+        .filter(|&pid| platform::env_var(pid, TAG).is_some_and(|value| value == tag))
         .collect()
 }
 
@@ -272,10 +265,9 @@ fn sleeping_pids(file: &Path, count: usize) -> Vec<u32> {
         // A pid is written before its `exec`; wait until each has exec'd
         // into `sleep`, so the tag check sees its final environment.
         pids.len() == count
-            && pids.iter().all(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "sleep")
-            })
+            && pids
+                .iter()
+                .all(|p| platform::name(*p).is_some_and(|name| name == "sleep"))
     });
     pids
 }
@@ -670,14 +662,9 @@ fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
                     && l.contains(&format!("pid {new}"))
             })
         });
-        assert_eq!(
-            std::fs::read_to_string(format!("/proc/{new}/comm"))
-                .map(|c| c.trim().to_owned())
-                .ok(),
-            Some("omnidev-guard".to_owned())
-        );
+        assert_eq!(platform::name(new), Some("omnidev-guard".to_owned()));
         wait_until("the old guard reaped", Duration::from_secs(10), || {
-            omnidev_core::proc::stat(old).is_none()
+            platform::stat(old).is_none()
         });
 
         kill9_leaves_nothing(

@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use omnidev_core::proc;
+use omnidev_core::platform;
 
 fn until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -32,7 +32,7 @@ fn adopted_orphans_are_reaped_and_own_children_are_left_to_their_owner() {
         .parse()
         .expect("the helper's pid");
     until("the orphan to be an adopted zombie", || {
-        proc::stat(orphan).is_some_and(|s| s.ppid == me && s.is_zombie())
+        platform::stat(orphan).is_some_and(|s| s.ppid == me && s.is_zombie())
     });
 
     // A child of this process, in this process's session, ended and not
@@ -43,13 +43,13 @@ fn adopted_orphans_are_reaped_and_own_children_are_left_to_their_owner() {
         .expect("sh");
     let own_pid = own.id();
     until("the own child to be a zombie", || {
-        proc::stat(own_pid).is_some_and(|s| s.is_zombie())
+        platform::stat(own_pid).is_some_and(|s| s.is_zombie())
     });
 
     omnidev_core::process::reap_adopted();
-    assert!(proc::stat(orphan).is_none(), "the orphan was reaped");
+    assert!(platform::stat(orphan).is_none(), "the orphan was reaped");
     assert!(
-        proc::stat(own_pid).is_some_and(|s| s.is_zombie()),
+        platform::stat(own_pid).is_some_and(|s| s.is_zombie()),
         "a child in this process's session is left to its owner"
     );
     assert_eq!(own.wait().expect("wait").code(), Some(7));

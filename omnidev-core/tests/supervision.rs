@@ -456,8 +456,7 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     let mut leftover = spawn_own_group("sleep 1000 & wait");
     let pid = leftover.id();
     wait_until("leftover has a child", || {
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-            .is_ok_and(|c| !c.trim().is_empty())
+        !omnidev_core::platform::children(pid).is_empty()
     })
     .await;
     let state_file = leftover_state(dir.path(), "old", pid, process_start_time(pid));

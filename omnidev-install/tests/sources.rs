@@ -261,7 +261,7 @@ fn git_ls_remote_is_killed_after_its_timeout() {
     let pid: u32 = pid.trim().parse().expect("a pid");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // Gone, or a zombie waiting for init to reap it.
-    while omnidev_core::proc::stat(pid).is_some_and(|s| !s.is_zombie()) {
+    while omnidev_core::platform::stat(pid).is_some_and(|s| !s.is_zombie()) {
         assert!(
             std::time::Instant::now() < deadline,
             "the timed-out git's child {pid} survived"

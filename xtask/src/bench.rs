@@ -444,7 +444,7 @@ fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) ->
         (pids.len() == 18
             && pids
                 .iter()
-                .all(|&p| omnidev_core::proc::stat(p).is_some_and(|s| !s.is_zombie())))
+                .all(|&p| omnidev_core::platform::stat(p).is_some_and(|s| !s.is_zombie())))
         .then_some(pids)
     })?;
     let start = Instant::now();
@@ -458,7 +458,7 @@ fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) ->
     poll(Duration::from_secs(30), || {
         let gone = pids
             .iter()
-            .all(|&p| omnidev_core::proc::stat(p).is_none_or(|s| s.is_zombie()));
+            .all(|&p| omnidev_core::platform::stat(p).is_none_or(|s| s.is_zombie()));
         (gone && pod.0.try_wait().ok().flatten().is_some()).then_some(())
     })?;
     Ok(start.elapsed())
@@ -698,9 +698,9 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
 
 /// CPU time of `pid` (user + system) in clock ticks.
 fn cpu_ticks(pid: u32) -> Result<u64> {
-    omnidev_core::proc::stat(pid)
+    omnidev_core::platform::stat(pid)
         .map(|s| s.cpu_ticks)
-        .with_context(|| format!("no /proc/{pid}/stat"))
+        .with_context(|| format!("cannot read the stat of pid {pid}"))
 }
 
 fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {

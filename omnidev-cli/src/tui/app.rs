@@ -116,15 +116,15 @@ impl App {
             let Some(pid) = service.state.pid().filter(|_| service.main_pid.is_none()) else {
                 continue;
             };
-            if !omnidev_core::proc::is_wrapper(pid) {
+            if !omnidev_core::platform::is_wrapper(pid) {
                 service.main_pid = Some(pid);
                 continue;
             }
-            let main = omnidev_core::proc::main_process(pid);
+            let main = omnidev_core::platform::main_process(pid);
             if main != pid {
                 service.main_pid = Some(main);
                 changed = true;
-            } else if !omnidev_core::proc::children(pid).is_empty() {
+            } else if !omnidev_core::platform::children(pid).is_empty() {
                 // Several children: no single main process to show.
                 service.main_pid = Some(pid);
             }

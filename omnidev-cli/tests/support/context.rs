@@ -154,7 +154,7 @@ pub fn alive(pid: i32) -> bool {
         return false;
     }
     // A zombie (exited, not yet reaped by its new parent) is not running.
-    omnidev_core::proc::stat(pid as u32).is_some_and(|s| !s.is_zombie())
+    omnidev_core::platform::stat(pid as u32).is_some_and(|s| !s.is_zombie())
 }
 
 pub fn read_pids(dir: &Path) -> Vec<i32> {

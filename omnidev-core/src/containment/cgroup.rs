@@ -56,12 +56,9 @@ pub(crate) fn own_path(proc_cgroup: &str) -> Option<String> {
 
 /// The directory of this process's own cgroup, or why there is none.
 pub(crate) fn own_dir() -> Result<(PathBuf, PathBuf), String> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let (mountinfo, cgroup) = crate::platform::own_cgroup_files()?;
     let (mount, root) =
         unified_mount(&mountinfo).ok_or_else(|| "no cgroup2 hierarchy is mounted".to_owned())?;
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let path = own_path(&cgroup)
         .ok_or_else(|| "this process is in no cgroup v2 (no `0::` line)".to_owned())?;
     let dir = join_under(&mount, &root, &path).ok_or_else(|| {

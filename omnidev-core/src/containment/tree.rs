@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::proc::ProcessStat;
+use crate::platform::ProcessStat;
 
 /// The environment variable every service process starts with; its value
 /// (`<supervisor pid>.<its start time>.<n>.<service index>`, `n` counting
@@ -89,7 +89,7 @@ pub(crate) fn with_descendants(table: &[ProcessStat], roots: BTreeSet<u32>, me: 
 /// The value of [`SERVICE_ID_ENV`] in process `pid`'s environment (as it
 /// was at `exec`), when readable.
 pub(crate) fn service_id_of(pid: u32) -> Option<String> {
-    crate::proc::env_var(pid, SERVICE_ID_ENV)
+    crate::platform::env_var(pid, SERVICE_ID_ENV)
 }
 
 #[cfg(test)]

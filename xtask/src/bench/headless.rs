@@ -29,19 +29,7 @@ struct Run {
 
 /// Peak resident set of `pid` so far (`VmHWM`), in KiB.
 fn peak_rss_kib(pid: u32) -> u64 {
-    fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
+    omnidev_core::platform::peak_rss_kib(pid).unwrap_or(0)
 }
 
 /// Waits for `children` (the first is sampled for its peak RSS).

@@ -123,7 +123,7 @@ fn started_by(omnidev: u32) -> impl Fn(&String) -> bool {
         answered
             .parse()
             .ok()
-            .and_then(omnidev_core::proc::stat)
+            .and_then(omnidev_core::platform::stat)
             .is_some_and(|s| s.ppid == omnidev)
     }
 }

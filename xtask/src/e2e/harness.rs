@@ -602,7 +602,7 @@ mod tests {
     }
 
     fn gone(pid: u32) -> bool {
-        !Path::new(&format!("/proc/{pid}")).exists()
+        omnidev_core::platform::stat(pid).is_none()
     }
 
     #[test]
@@ -614,7 +614,7 @@ mod tests {
         let ended = pod(&mut ctx, "exit 0");
         let pid = ended.pid();
         util::wait_for("the pod to end", SOON, || {
-            Ok(omnidev_core::proc::stat(pid)
+            Ok(omnidev_core::platform::stat(pid)
                 .is_some_and(|stat| stat.is_zombie())
                 .then_some(()))
         })

@@ -83,7 +83,7 @@ pub fn killed_server_restarts_with_backoff(ctx: &mut Ctx) -> Result<()> {
         back.as_secs_f64()
     );
     ensure!(
-        !std::path::Path::new(&format!("/proc/{}", server.pid)).exists(),
+        omnidev_core::platform::stat(server.pid).is_none(),
         "the killed server pid {} still exists",
         server.pid
     );
@@ -152,10 +152,7 @@ fn guard_of_pod(ctx: &Ctx) -> Option<u32> {
     ctx.pod_processes()
         .into_iter()
         .map(|(pid, _)| pid)
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "omnidev-guard")
-        })
+        .find(|pid| omnidev_core::platform::name(*pid).is_some_and(|name| name == "omnidev-guard"))
 }
 
 /// Kill the orphan guard alone: omnidev says so and starts a new one at

@@ -1,6 +1,6 @@
 //! The process walker: which live processes carry a case's tag
-//! (`OMNIDEV_E2E_TAG`, inherited by everything a pod starts), read from
-//! `/proc` through `omnidev_core::proc`.
+//! (`OMNIDEV_E2E_TAG`, inherited by everything a pod starts), asked of the
+//! system through `omnidev_core::platform`.
 
 /// The environment variable carrying a case's tag into every process it starts.
 pub(super) const TAG_VAR: &str = "OMNIDEV_E2E_TAG";
@@ -9,13 +9,14 @@ pub(super) const TAG_VAR: &str = "OMNIDEV_E2E_TAG";
 /// satisfies `matches`.
 pub(super) fn tagged_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
     let me = std::process::id();
-    omnidev_core::proc::processes()
-        .filter(|&(pid, _)| pid != me)
-        .filter(|&(pid, _)| {
-            omnidev_core::proc::env_var(pid, TAG_VAR).is_some_and(|value| matches(&value))
+    omnidev_core::platform::pids()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter(|&pid| {
+            omnidev_core::platform::env_var(pid, TAG_VAR).is_some_and(|value| matches(&value))
         })
-        .filter(|&(pid, _)| omnidev_core::proc::stat(pid).is_some_and(|s| !s.is_zombie()))
-        .map(|(pid, _)| (pid, omnidev_core::proc::cmdline(pid)))
+        .filter(|&pid| omnidev_core::platform::stat(pid).is_some_and(|s| !s.is_zombie()))
+        .map(|pid| (pid, omnidev_core::platform::cmdline(pid)))
         .collect()
 }
 

@@ -211,27 +211,22 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
     let mut report = format!("  pane (pid tty dead): {}", pane.trim());
     let tty = pane.split_whitespace().nth(1).unwrap_or("-").to_string();
     report.push_str("\n  holders of the pane's tty:");
-    for (pid, dir) in omnidev_core::proc::processes() {
-        let holds = std::fs::read_dir(dir.join("fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| {
-                std::fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy() == tty)
-            });
+    for pid in omnidev_core::platform::pids() {
+        let holds = omnidev_core::platform::open_paths(pid)
+            .unwrap_or_default()
+            .iter()
+            .any(|target| target.to_string_lossy() == tty);
         if holds {
-            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
             let _ = write!(
                 report,
                 "\n    {pid}: {}",
-                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                omnidev_core::platform::cmdline(pid)
             );
         }
     }
     report.push('\n');
-    for (pid, dir) in omnidev_core::proc::processes() {
-        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    for pid in omnidev_core::platform::pids() {
+        let cmdline = omnidev_core::platform::cmdline(pid);
         if !cmdline.contains(" up --repo ")
             || !cmdline.contains(&needle)
             || cmdline.starts_with("env ")
@@ -241,26 +236,10 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
         let _ = writeln!(
             report,
             "  pid {pid} {:?}: {cmdline}",
-            omnidev_core::proc::stat(pid).map(|s| s.state)
+            omnidev_core::platform::stat(pid).map(|s| s.state)
         );
-        for task in std::fs::read_dir(dir.join("task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let read =
-                |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
-            let stat = read("stat");
-            let state = stat
-                .rfind(')')
-                .map_or("?", |i| stat[i + 2..].split(' ').next().unwrap_or("?"));
-            let _ = writeln!(
-                report,
-                "    task {:?} {} state {state} wchan {}",
-                task.file_name().display(),
-                read("comm").trim(),
-                read("wchan")
-            );
+        for thread in omnidev_core::platform::threads(pid).unwrap_or_default() {
+            let _ = writeln!(report, "    {thread}");
         }
     }
     report

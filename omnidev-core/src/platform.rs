@@ -1,0 +1,261 @@
+//! The one place omnidev asks the operating system about processes and
+//! sockets, for every omnidev crate, their tests and xtask: a process's
+//! state, parent, group, session and start time, its children, one
+//! variable of its environment, its command line and name, the table of
+//! every process, the owner of a listening socket (in [`net`]), making this
+//! process a reaper of orphans, and a few figures tests and benchmarks read
+//! (open descriptors, peak memory).
+//!
+//! Each operating system has one implementation behind this module: Linux
+//! reads `/proc` (and is the only code that names it); macOS asks
+//! `sysctl(KERN_PROC)` and `libproc`. Where the system cannot say
+//! something, the answer is `None` (or empty) and the caller degrades: it
+//! never gets a made-up answer.
+
+pub mod net;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux as os;
+
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos as os;
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+compile_error!("omnidev runs on Linux and macOS only (see omnidev_core::platform)");
+
+/// What omnidev knows of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessStat {
+    /// The process id.
+    pub pid: u32,
+    /// The state letter (`R`, `S`, `D`, `T`, `Z` for a zombie, …).
+    pub state: char,
+    /// The parent's pid.
+    pub ppid: u32,
+    /// The process group.
+    pub pgid: i32,
+    /// The session.
+    pub sid: i32,
+    /// User plus system CPU time, in clock ticks (`getconf CLK_TCK`); 0
+    /// where the system does not say.
+    pub cpu_ticks: u64,
+    /// When it started, in the system's own unit (clock ticks since boot
+    /// on Linux, microseconds since the epoch on macOS): only compared
+    /// with other start times of the same machine. With the pid, it
+    /// identifies a process across pid reuse.
+    pub start_time: u64,
+}
+
+impl ProcessStat {
+    /// Whether it has exited and waits to be reaped.
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z'
+    }
+}
+
+/// What this platform offers for containment without cgroups, named in
+/// `omnidev status` and the docs.
+pub const NAME: &str = os::NAME;
+
+/// The stat of process `pid`, or `None` when it does not exist or cannot
+/// be read.
+pub fn stat(pid: u32) -> Option<ProcessStat> {
+    os::stat(pid)
+}
+
+/// The pid of every process (empty where the system does not list them).
+pub fn pids() -> Vec<u32> {
+    os::pids()
+}
+
+/// The stat of every process (empty where the system does not list them).
+pub fn table() -> Vec<ProcessStat> {
+    pids().into_iter().filter_map(stat).collect()
+}
+
+/// The value of variable `name` in process `pid`'s environment as it was
+/// at `exec` (lossy UTF-8), when it is set and readable (a process of
+/// another user usually is not).
+pub fn env_var(pid: u32, name: &str) -> Option<String> {
+    os::env_var(pid, name)
+}
+
+/// Process `pid`'s command line, arguments joined by spaces (empty when
+/// unreadable).
+pub fn cmdline(pid: u32) -> String {
+    os::cmdline(pid)
+}
+
+/// The name of the program process `pid` runs (at most 15 bytes on
+/// Linux, 16 on macOS), when readable.
+pub fn name(pid: u32) -> Option<String> {
+    os::name(pid)
+}
+
+/// The children of `pid` (empty when it has none or they cannot be
+/// listed).
+pub fn children(pid: u32) -> Vec<u32> {
+    os::children(pid)
+}
+
+/// Makes this process a reaper of orphans among its descendants, so that
+/// a daemon that double-forked away from a service is re-parented to it
+/// (and can still be found by parentage) instead of to init. Returns
+/// whether it took effect: Linux has `PR_SET_CHILD_SUBREAPER`; macOS has
+/// no such thing, and the answer is false.
+pub fn become_subreaper() -> bool {
+    os::become_subreaper()
+}
+
+/// The CPU time (user plus system) process `pid` has used, when readable.
+pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
+    os::cpu_time(pid)
+}
+
+/// How many descriptors process `pid` has open, when readable.
+pub fn open_fds(pid: u32) -> Option<usize> {
+    os::open_fds(pid)
+}
+
+/// The paths process `pid`'s descriptors refer to (files, terminals),
+/// when readable; for diagnostics.
+pub fn open_paths(pid: u32) -> Option<Vec<std::path::PathBuf>> {
+    os::open_paths(pid)
+}
+
+/// The resident memory of process `pid` now, in KiB, when readable.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    os::rss_kib(pid)
+}
+
+/// The peak resident memory of process `pid` so far, in KiB, when the
+/// system tracks it per process image.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    os::peak_rss_kib(pid)
+}
+
+/// One line per thread of process `pid` (its id, name, state and what it
+/// waits in), when the system shows them; for diagnostics of a hang.
+pub fn threads(pid: u32) -> Option<Vec<String>> {
+    os::threads(pid)
+}
+
+/// How many directories one user may watch for file changes, where the
+/// system has such a limit (on Linux the lower of
+/// `fs.inotify.max_user_watches` and the user namespace's
+/// `user.max_inotify_watches`; macOS's FSEvents watches a tree with one
+/// stream and has none).
+pub fn watch_limit() -> Option<usize> {
+    os::watch_limit()
+}
+
+/// How many of those watches this process holds now, where the system
+/// counts them (Linux: the `inotify wd:` lines of its descriptors'
+/// fdinfo).
+pub fn watches_held() -> Option<usize> {
+    os::watches_held()
+}
+
+/// The text of this process's mount table and of its cgroup membership
+/// (Linux), or why there are none.
+pub(crate) fn own_cgroup_files() -> Result<(String, String), String> {
+    os::own_cgroup_files()
+}
+
+/// Programs that start the real service as their one child and wait for
+/// it: `uv run` and `uvx` (Python's own pid is the one its log prints).
+pub const WRAPPERS: [&str; 2] = ["uv", "uvx"];
+
+/// The process people mean by a service's pid: `pid` itself, or, while it
+/// is one of the [`WRAPPERS`] with exactly one child, that child (followed
+/// at most three levels). Where the system cannot tell, `pid`.
+pub fn main_process(pid: u32) -> u32 {
+    let mut current = pid;
+    for _ in 0..3 {
+        if !is_wrapper(current) {
+            break;
+        }
+        match children(current).as_slice() {
+            [only] => current = *only,
+            _ => break,
+        }
+    }
+    current
+}
+
+/// Whether process `pid` runs one of the [`WRAPPERS`].
+pub fn is_wrapper(pid: u32) -> bool {
+    name(pid).is_some_and(|name| WRAPPERS.contains(&name.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrapper_is_seen_through_to_its_one_child() {
+        // A real `uv run` would need a project; a program named `uv` that
+        // starts one child and waits shows the same shape.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let uv = dir.path().join("uv");
+        std::fs::write(&uv, "#!/bin/sh\nsleep 30 &\nwait\n").expect("write");
+        std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let mut wrapper = std::process::Command::new(&uv).spawn().expect("spawn");
+        let pid = wrapper.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut main = pid;
+        while main == pid && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            main = main_process(pid);
+        }
+        let child_name = name(main).unwrap_or_default();
+        let _ = std::process::Command::new("kill")
+            .arg(main.to_string())
+            .status();
+        let _ = wrapper.kill();
+        let _ = wrapper.wait();
+        assert_ne!(main, pid, "the wrapper's child is the main process");
+        assert_eq!(child_name, "sleep");
+        // Not a wrapper: the pid itself.
+        assert_eq!(main_process(std::process::id()), std::process::id());
+    }
+
+    #[test]
+    fn own_process_is_read_consistently() {
+        let me = std::process::id();
+        let a = stat(me).expect("own stat");
+        let b = stat(me).expect("own stat");
+        assert_eq!(a.pid, me);
+        assert_eq!(a.start_time, b.start_time);
+        assert!(a.start_time > 0);
+        assert!(!a.is_zombie());
+        assert!(table().iter().any(|p| p.pid == me && p.ppid == a.ppid));
+        assert!(env_var(me, "PATH").is_some());
+        assert!(env_var(me, "OMNIDEV_PROC_TEST_SURELY_UNSET").is_none());
+        assert!(!cmdline(me).is_empty());
+        assert!(
+            open_fds(me).is_some_and(|n| n >= 3),
+            "stdin, stdout, stderr"
+        );
+        assert!(rss_kib(me).is_some_and(|kib| kib > 0));
+        assert!(peak_rss_kib(me).is_some_and(|kib| kib > 0));
+        assert!(threads(me).is_some_and(|t| !t.is_empty()));
+    }
+
+    #[test]
+    fn children_are_listed() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        let listed = children(std::process::id()).contains(&child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(listed);
+    }
+}
