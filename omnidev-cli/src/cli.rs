@@ -353,11 +353,14 @@ pub struct UpArgs {
     /// vite`).
     #[arg(long)]
     pub no_vite: bool,
-    /// Run only these services (dependencies are not added; a dependent of
-    /// a service left out starts without waiting). Repeatable; `--skip`
-    /// then leaves some of them out.
+    /// Run only these services and the services they depend on (all the
+    /// way down). Repeatable; `--skip` then leaves some of them out, and a
+    /// dependent of a service left out starts without waiting for it.
     #[arg(long, value_name = "SERVICE")]
     pub only: Vec<String>,
+    /// With `--only`: exactly the services named, not their dependencies.
+    #[arg(long, requires = "only")]
+    pub no_deps: bool,
     /// Do not run these services (applied after `--only`). Repeatable.
     #[arg(long, value_name = "SERVICE")]
     pub skip: Vec<String>,

@@ -257,6 +257,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
     let selection = Selection {
         only: args.only.clone(),
         skip: args.skipped(),
+        exact: args.no_deps,
     };
     let selected = selection.apply(profile)?;
     if selected.is_empty() {
@@ -373,8 +374,8 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<(RenderedPod, Vec<String>)>
     // Only the environment is needed: leave every service out, so no
     // package manager is looked up.
     ctx.selection = Selection {
-        only: Vec::new(),
         skip: profile.services.keys().cloned().collect(),
+        ..Selection::default()
     };
     let notices = seed(profile, &ctx);
     Ok((profile.render(&ctx)?, notices))

@@ -187,7 +187,7 @@ pub enum Error {
     #[diagnostic(
         code(omnidev::pod::profile),
         help(
-            "see the profile format in the omnidev docs; `omnidev profile show` prints a valid one"
+            "`omnidev help profile` describes the format; `omnidev profile check` checks a profile without running it"
         )
     )]
     Profile {
@@ -198,6 +198,22 @@ pub enum Error {
         /// 1-based column (in characters).
         column: usize,
         /// What is wrong.
+        message: String,
+    },
+
+    /// An env file (`env-files`) could not be parsed or is unusable.
+    #[error("env file {}: {message}", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::env_file),
+        help(
+            "env files use dotenv syntax: `KEY=value` or `export KEY=value` per line, \
+             `#` comments, 'single' or \"double\" quotes"
+        )
+    )]
+    EnvFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
         message: String,
     },
 

@@ -8,6 +8,7 @@
 pub mod render;
 pub mod template;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -73,7 +74,37 @@ pub struct Profile {
     /// The services, in order.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub services: IndexMap<String, Service>,
+    /// Where the text puts each `{env.NAME}` without a default, for an
+    /// error with line and column when NAME is unset at render time.
+    #[serde(skip)]
+    env_uses: EnvUses,
 }
+
+/// The `{env.NAME}` placeholders without a default of a parsed profile and
+/// where they are written. Only a record of the text: it takes no part in
+/// comparing profiles (the same profile written out again is equal).
+#[derive(Debug, Clone, Default)]
+struct EnvUses {
+    origin: String,
+    uses: Vec<EnvUse>,
+}
+
+#[derive(Debug, Clone)]
+struct EnvUse {
+    /// The keys leading to the string (`services`, `api`, `env`, `URL`).
+    path: Vec<String>,
+    name: String,
+    line: usize,
+    column: usize,
+}
+
+impl PartialEq for EnvUses {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EnvUses {}
 
 /// A URL of `[urls]`: `name = "http://…"`, or `name = { url = "http://…",
 /// service = "vite" }` for the URL of a service. A URL is shown only when
@@ -136,6 +167,11 @@ pub struct PodSection {
     /// Sub-directories created in the pod directory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dirs: Vec<String>,
+    /// Env files (dotenv syntax, relative to the checkout, missing ones
+    /// skipped, later ones winning) read for every service, under the
+    /// profile's `[env]` ([`crate::env_file`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_files: Vec<String>,
 }
 
 /// `[lan-origins]`: the variable that receives trusted LAN origins.
@@ -187,6 +223,10 @@ pub struct Service {
     /// Environment overrides on top of the profile's `[env]` (templated).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub env: IndexMap<String, String>,
+    /// This service's env files, over the profile's `[env]` and under its
+    /// own `env` ([`crate::env_file`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_files: Vec<String>,
     /// Services this one waits for, with the condition.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub depends_on: IndexMap<String, Condition>,
@@ -381,7 +421,14 @@ impl Profile {
             origin,
             root: document.get_ref(),
         };
+        let mut profile = profile;
         profile.validate(&locator)?;
+        let mut uses = Vec::new();
+        collect_env_uses(&locator, locator.root, &mut Vec::new(), &mut uses);
+        profile.env_uses = EnvUses {
+            origin: origin.to_owned(),
+            uses,
+        };
         Ok(profile)
     }
 
@@ -753,6 +800,99 @@ fn check_value<'a>(
         _ => {}
     }
     Ok(())
+}
+
+/// Records every `{env.NAME}` without a default in the document's strings,
+/// with its position (parsing already succeeded: errors cannot happen).
+fn collect_env_uses<'a>(
+    at: &Locator<'_>,
+    table: &'a DeTable<'a>,
+    path: &mut Vec<String>,
+    uses: &mut Vec<EnvUse>,
+) {
+    fn value<'a>(
+        at: &Locator<'_>,
+        item: &'a toml::Spanned<DeValue<'a>>,
+        path: &mut Vec<String>,
+        uses: &mut Vec<EnvUse>,
+    ) {
+        match item.get_ref() {
+            DeValue::String(text) => {
+                let Ok(segments) = template::parse_any(text) else {
+                    return;
+                };
+                for segment in segments {
+                    if let template::Segment::Placeholder(template::Placeholder::Env {
+                        name,
+                        default: None,
+                    }) = segment
+                    {
+                        let span = item.span();
+                        let raw = at.text.get(span.clone()).unwrap_or_default();
+                        let needle = format!("{{env.{name}}}");
+                        let offset = raw.find(&needle).map_or(span.start, |i| span.start + i);
+                        let (line, column) = line_column(at.text, offset);
+                        uses.push(EnvUse {
+                            path: path.clone(),
+                            name,
+                            line,
+                            column,
+                        });
+                    }
+                }
+            }
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(i.to_string());
+                    value(at, item, path, uses);
+                    path.pop();
+                }
+            }
+            DeValue::Table(table) => collect_env_uses(at, table, path, uses),
+            _ => {}
+        }
+    }
+    for (key, item) in table {
+        path.push(key.get_ref().to_string());
+        value(at, item, path, uses);
+        path.pop();
+    }
+}
+
+impl Profile {
+    /// Every `{env.NAME}` without a default that the rendered pod would use
+    /// — in `[env]`, `[urls]` and the `selected` services; not in `[[seed]]
+    /// from`, where an unset one only skips a candidate, and not in
+    /// `ready.log`, which is a regular expression — must be set in `env`.
+    /// The error points at the placeholder as written.
+    pub(crate) fn check_env_set(
+        &self,
+        env: &BTreeMap<String, String>,
+        selected: &[String],
+    ) -> Result<()> {
+        for used in &self.env_uses.uses {
+            let keys: Vec<&str> = used.path.iter().map(String::as_str).collect();
+            let applies = match keys.as_slice() {
+                ["seed", ..] | ["services", _, "ready", "log"] => false,
+                ["services", service, ..] => selected.iter().any(|s| s == service),
+                _ => true,
+            };
+            if applies && !env.contains_key(&used.name) {
+                return Err(Error::Profile {
+                    origin: self.env_uses.origin.clone(),
+                    line: used.line,
+                    column: used.column,
+                    message: format!(
+                        "`{{env.{name}}}` in `{}`: `{name}` is not set; set it in the \
+                         environment or an env file, or give a default: `{{env.{name}:-…}}`",
+                        used.path.join("."),
+                        name = used.name
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

@@ -312,14 +312,32 @@ fn missing_package_manager_is_a_clear_error_unless_vite_is_skipped() {
 fn selection_drops_dangling_dependencies_and_rejects_unknown_names() {
     let f = fixture();
     let mut ctx = context(&f);
+    // `--only host` brings the server the host depends on, edge kept.
     ctx.selection = Selection {
         only: vec!["host".into()],
         ..Default::default()
     };
     let rendered = Profile::omnigent().render(&ctx).expect("render");
+    let names: Vec<&str> = rendered.services.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["server", "host"]);
+    assert_eq!(rendered.services[1].depends_on[0].service, "server");
+
+    // `--only host --no-deps`: the host alone, its edge dropped.
+    ctx.selection.exact = true;
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
     assert_eq!(rendered.services.len(), 1);
     assert!(rendered.services[0].depends_on.is_empty());
     assert!(rendered.watch.is_empty());
+
+    // `--only host --skip server`: skip comes last, and the edge goes.
+    ctx.selection = Selection {
+        only: vec!["host".into()],
+        skip: vec!["server".into()],
+        ..Default::default()
+    };
+    let rendered = Profile::omnigent().render(&ctx).expect("render");
+    assert_eq!(rendered.services.len(), 1);
+    assert!(rendered.services[0].depends_on.is_empty());
 
     ctx.selection.only = vec!["db".into()];
     let err = Profile::omnigent().render(&ctx).expect_err("unknown");
@@ -572,5 +590,119 @@ fn a_node_below_the_floor_makes_the_service_unavailable() {
     assert!(
         reason.contains("engines.node") && reason.contains(">=25"),
         "{reason}"
+    );
+}
+
+/// inherited < pod env files < `[env]` < service env files < service `env`;
+/// `{env.X}` sees the pod's files; `{env.X:-d}` stands in for an unset one.
+#[test]
+fn env_files_layer_in_the_documented_order() {
+    let f = fixture();
+    std::fs::write(
+        f.repo.join(".env"),
+        "# shared\nexport FROM_POD=pod\nLAYER=pod-file\nQUOTED=\"a # b\"\nDB=sqlite:///x.db\n",
+    )
+    .expect("write");
+    std::fs::write(f.repo.join(".env.local"), "LAYER=pod-local\n").expect("write");
+    std::fs::write(
+        f.repo.join("api.env"),
+        "LAYER=service-file\nSERVICE_ONLY=1\n",
+    )
+    .expect("write");
+    let mut ctx = context(&f);
+    ctx.inherited_env.insert("LAYER".into(), "inherited".into());
+    ctx.inherited_env
+        .insert("FROM_POD".into(), "inherited".into());
+    ctx.ports.0.insert("api".into(), 7001);
+    let profile = Profile::parse(
+        r#"
+[pod]
+env-files = [".env", ".env.local", ".env.missing"]
+
+[ports]
+api = 7000
+
+[env]
+PROFILE = "{env.LAYER}"
+
+[services.api]
+command = ["python3", "-c", "pass", "{env.DB}", "{env.UNSET:-fallback}"]
+env-files = ["api.env"]
+env = { FINAL = "{env.FROM_POD}" }
+
+[services.plain]
+command = ["true"]
+env = { LAYER = "service-env" }
+"#,
+        "omnidev.toml",
+    )
+    .expect("parse");
+    let rendered = profile.render(&ctx).expect("render");
+    let api = service(&rendered.services, "api");
+    let env = &api.command.env;
+    assert_eq!(
+        env["LAYER"], "service-file",
+        "service files over [env] and pod files"
+    );
+    assert_eq!(env["SERVICE_ONLY"], "1");
+    assert_eq!(
+        env["FROM_POD"], "pod",
+        "pod files over the inherited environment"
+    );
+    assert_eq!(env["QUOTED"], "a # b");
+    // `{env.LAYER}` sees the last pod file, not the service's.
+    assert_eq!(env["PROFILE"], "pod-local");
+    assert_eq!(env["FINAL"], "pod");
+    assert_eq!(api.command.args[2..], ["sqlite:///x.db", "fallback"]);
+    let plain = service(&rendered.services, "plain");
+    assert_eq!(
+        plain.command.env["LAYER"], "service-env",
+        "service env over everything"
+    );
+    assert!(!plain.command.env.contains_key("SERVICE_ONLY"));
+    // What `omnidev exec` sets: the pod files and [env], no service's own.
+    assert_eq!(rendered.env["LAYER"], "pod-local");
+    assert!(!rendered.env.contains_key("SERVICE_ONLY"));
+}
+
+/// An unset `{env.X}` without a default stops the render, pointing at the
+/// placeholder as written — unless only an unselected service uses it.
+#[test]
+fn an_unset_env_placeholder_is_an_error_with_line_and_column() {
+    let f = fixture();
+    let text = "[services.api]\ncommand = [\"run\", \"--db\", \"{env.DATABASE_URL}\"]\n\n\
+                [services.other]\ncommand = [\"true\"]\n";
+    let profile = Profile::parse(text, "omnidev.toml").expect("parse");
+    let mut ctx = context(&f);
+    let error = profile.render(&ctx).expect_err("unset");
+    let Error::Profile {
+        origin,
+        line,
+        column,
+        message,
+    } = &error
+    else {
+        panic!("unexpected error {error}");
+    };
+    assert_eq!(
+        (origin.as_str(), *line, *column),
+        ("omnidev.toml", 2, 28),
+        "{message}"
+    );
+    assert!(
+        message.contains("DATABASE_URL") && message.contains(":-"),
+        "{message}"
+    );
+
+    ctx.selection.only = vec!["other".into()];
+    profile.render(&ctx).expect("api is not rendered");
+
+    ctx.selection.only.clear();
+    ctx.inherited_env
+        .insert("DATABASE_URL".into(), "postgres://x".into());
+    let rendered = profile.render(&ctx).expect("set now");
+    assert_eq!(
+        service(&rendered.services, "api").command.args[1],
+        "postgres://x"
     );
 }

@@ -29,16 +29,19 @@ pub const INSTALL_HEARTBEAT: Duration = Duration::from_secs(5);
 /// Which services to run: `--only` / `--skip` (`--no-vite` is `skip =
 /// ["vite"]`).
 ///
-/// Dependencies are not pulled in: a selected service whose dependency is
-/// not selected loses that edge and starts without waiting for it (the user
-/// asked for exactly these services; they may run the dependency
-/// elsewhere).
+/// `only` brings the services its names depend on, transitively (as
+/// `docker compose up web` does), unless `exact` (`--no-deps`). `skip` is
+/// applied last. A selected service whose dependency is not selected loses
+/// that edge and starts without waiting for it (the user left it out on
+/// purpose; they may run it elsewhere).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Selection {
-    /// When non-empty, only these services.
+    /// When non-empty, only these services (and their dependencies).
     pub only: Vec<String>,
     /// These services are left out.
     pub skip: Vec<String>,
+    /// `only` names exactly the services to run, without their dependencies.
+    pub exact: bool,
 }
 
 impl Selection {
@@ -49,6 +52,11 @@ impl Selection {
     /// use omnidev_pod::{Profile, Selection};
     /// let no_vite = Selection { skip: vec!["vite".into()], ..Default::default() };
     /// assert_eq!(no_vite.apply(&Profile::omnigent()).unwrap(), ["server", "host"]);
+    /// // The host depends on the server: `--only host` brings it.
+    /// let host = Selection { only: vec!["host".into()], ..Default::default() };
+    /// assert_eq!(host.apply(&Profile::omnigent()).unwrap(), ["server", "host"]);
+    /// let exact = Selection { exact: true, ..host };
+    /// assert_eq!(exact.apply(&Profile::omnigent()).unwrap(), ["host"]);
     /// ```
     pub fn apply(&self, profile: &Profile) -> Result<Vec<String>> {
         let known: Vec<String> = profile.services.keys().cloned().collect();
@@ -60,10 +68,25 @@ impl Selection {
                 });
             }
         }
+        let mut wanted: Vec<&str> = self.only.iter().map(String::as_str).collect();
+        if !self.exact {
+            // A walk down the dependency edges; a cycle is the profile
+            // check's to report, and ends the walk here.
+            let mut next = 0;
+            while let Some(name) = wanted.get(next).copied() {
+                next += 1;
+                for dependency in profile.services[name].depends_on.keys() {
+                    if !wanted.contains(&dependency.as_str()) {
+                        wanted.push(dependency);
+                    }
+                }
+            }
+        }
         Ok(known
-            .into_iter()
-            .filter(|n| self.only.is_empty() || self.only.contains(n))
+            .iter()
+            .filter(|n| self.only.is_empty() || wanted.contains(&n.as_str()))
             .filter(|n| !self.skip.contains(n))
+            .cloned()
             .collect())
     }
 }
@@ -107,13 +130,21 @@ impl RenderContext {
         }
     }
 
-    fn values(&self) -> Values<'_> {
+    /// What `{env.NAME}` reads: the inherited environment overlaid with the
+    /// pod's env files.
+    fn template_env(&self, pod_files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut env = self.inherited_env.clone();
+        env.extend(pod_files.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env
+    }
+
+    fn values_with<'a>(&'a self, env: &'a BTreeMap<String, String>) -> Values<'a> {
         Values {
             pod: &self.pod_dir,
             repo: &self.repo,
             ports: &self.ports,
             hosts: &self.hosts,
-            env: &self.inherited_env,
+            env,
             python: self.python.0.as_deref().map_err(String::as_str),
         }
     }
@@ -181,10 +212,15 @@ impl Profile {
     /// assert_eq!(pod.urls[0].url, "http://localhost:6767");
     /// ```
     pub fn render(&self, ctx: &RenderContext) -> Result<RenderedPod> {
-        let values = ctx.values();
+        let pod_files = crate::env_file::load(&ctx.repo, &self.pod.env_files)?;
+        let template_env = ctx.template_env(&pod_files);
+        let values = ctx.values_with(&template_env);
         let text = |s: &str| render_text(s, &values);
+        let selected = ctx.selection.apply(self)?;
+        self.check_env_set(&template_env, &selected)?;
 
-        let mut env = BTreeMap::new();
+        // inherited < pod env files < [env] < service env files < service env
+        let mut env = pod_files;
         for (name, value) in &self.env {
             env.insert(name.clone(), text(value)?);
         }
@@ -198,12 +234,13 @@ impl Profile {
             );
         }
 
-        let selected = ctx.selection.apply(self)?;
         let mut services = Vec::new();
         let mut watch = Vec::new();
         for name in &selected {
             let service = &self.services[name];
-            services.push(render_service(name, service, &env, &selected, ctx)?);
+            services.push(render_service(
+                name, service, &env, &selected, ctx, &values,
+            )?);
             if !service.watch.is_empty() {
                 watch.push(WatchRule {
                     service: name.clone(),
@@ -243,13 +280,14 @@ fn render_service(
     pod_env: &BTreeMap<String, String>,
     selected: &[String],
     ctx: &RenderContext,
+    values: &Values<'_>,
 ) -> Result<ServiceSpec> {
-    let values = ctx.values();
-    let text = |s: &str| render_text(s, &values);
+    let text = |s: &str| render_text(s, values);
     let all = |items: &[String]| items.iter().map(|s| text(s)).collect::<Result<Vec<_>>>();
 
     let cwd = ctx.repo.join(service.cwd.as_deref().unwrap_or("."));
     let mut env = pod_env.clone();
+    env.extend(crate::env_file::load(&ctx.repo, &service.env_files)?);
     for (key, value) in &service.env {
         env.insert(key.clone(), text(value)?);
     }
@@ -294,7 +332,7 @@ fn render_service(
     let readiness = service
         .ready
         .as_ref()
-        .map(|ready| render_readiness(name, ready, &cwd, &env, ctx))
+        .map(|ready| render_readiness(name, ready, &cwd, &env, ctx, values))
         .transpose()?;
 
     let mut stop = StopSpec::default();
@@ -342,7 +380,11 @@ impl Profile {
     /// `{env.NAME}` skips a candidate) is copied to `<pod>/<to>` when that
     /// does not exist yet. Never fails; see [`SeedOutcome`].
     pub fn seed(&self, ctx: &RenderContext) -> Vec<SeedOutcome> {
-        let values = ctx.values();
+        // An unreadable env file is reported by `render`; seeding goes on
+        // with the inherited environment alone.
+        let pod_files = crate::env_file::load(&ctx.repo, &self.pod.env_files).unwrap_or_default();
+        let template_env = ctx.template_env(&pod_files);
+        let values = ctx.values_with(&template_env);
         self.seed
             .iter()
             .map(|seed| {
@@ -393,9 +435,9 @@ fn render_readiness(
     cwd: &Path,
     env: &BTreeMap<String, String>,
     ctx: &RenderContext,
+    values: &Values<'_>,
 ) -> Result<Readiness> {
-    let values = ctx.values();
-    let text = |s: &str| render_text(s, &values);
+    let text = |s: &str| render_text(s, values);
     let probe = if let Some(url) = &ready.http {
         ProbeSpec::Http {
             url: text(url)?,

@@ -1,5 +1,12 @@
 //! `{placeholder}` templates: `{pod}`, `{repo}`, `{port.NAME}`, `{host.NAME}`, `{env.NAME}`,
-//! `{python}`.
+//! `{env.NAME:-DEFAULT}`, `{python}`.
+//!
+//! `{env.NAME}` reads the inherited environment overlaid with the pod's
+//! `env-files`; unset, it is an error when the pod is rendered (with the
+//! line and column where it is written), except in a `[[seed]] from` list,
+//! where it skips that candidate. `{env.NAME:-DEFAULT}` renders DEFAULT
+//! (literal text, no placeholders) when NAME is unset or empty, as in a
+//! POSIX shell.
 //!
 //! `{{` and `}}` stand for literal braces. Anything else inside braces is an
 //! error, reported by the profile parser with line and column.
@@ -27,8 +34,14 @@ pub enum Placeholder {
     Port(String),
     /// `{host.NAME}`: the bind host for port NAME (default `127.0.0.1`).
     Host(String),
-    /// `{env.NAME}`: a variable of the inherited environment.
-    Env(String),
+    /// `{env.NAME}` or `{env.NAME:-DEFAULT}`: a variable of the inherited
+    /// environment (overlaid with the pod's env files).
+    Env {
+        /// The variable.
+        name: String,
+        /// What to render when it is unset or empty; `None`: unset is an error.
+        default: Option<String>,
+    },
     /// `{python}`: the checkout's pinned Python version (see
     /// [`crate::python`]).
     Python,
@@ -57,6 +70,11 @@ pub struct TemplateError {
 /// ```
 pub fn parse(text: &str, ports: &[&str]) -> Result<Vec<Segment>, TemplateError> {
     parse_with(text, Some(ports))
+}
+
+/// Parses `text` accepting any port name (for a text already validated).
+pub(crate) fn parse_any(text: &str) -> Result<Vec<Segment>, TemplateError> {
+    parse_with(text, None)
 }
 
 /// Parses `text`; `ports: None` accepts any port name.
@@ -113,7 +131,7 @@ fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, Templa
 fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, String> {
     let known = || {
         format!(
-            "known placeholders: {{pod}}, {{repo}}, {{python}}, {{env.NAME}}, {}",
+            "known placeholders: {{pod}}, {{repo}}, {{python}}, {{env.NAME}}, {{env.NAME:-DEFAULT}}, {}",
             ports
                 .unwrap_or_default()
                 .iter()
@@ -145,7 +163,19 @@ fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, Strin
         None if inner == "python" => Ok(Placeholder::Python),
         Some(("port", name)) => port_name(name).map(Placeholder::Port),
         Some(("host", name)) => port_name(name).map(Placeholder::Host),
-        Some(("env", name)) if !name.is_empty() => Ok(Placeholder::Env(name.to_owned())),
+        Some(("env", rest)) => {
+            let (name, default) = match rest.split_once(":-") {
+                Some((name, default)) => (name, Some(default.to_owned())),
+                None => (rest, None),
+            };
+            if name.is_empty() {
+                return Err(format!("`{{{inner}}}` names no variable; {}", known()));
+            }
+            Ok(Placeholder::Env {
+                name: name.to_owned(),
+                default,
+            })
+        }
         _ => Err(format!("unknown placeholder `{{{inner}}}`; {}", known())),
     }
 }
@@ -170,7 +200,8 @@ pub struct Values<'a> {
 /// Why a template could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unresolved {
-    /// `{env.NAME}` with NAME unset (only reported when asked to be strict).
+    /// `{env.NAME}` with NAME unset and no default (only reported when
+    /// asked to be strict).
     Env(String),
     /// `{port.NAME}` with no allocated port NAME.
     Port(String),
@@ -180,8 +211,8 @@ pub enum Unresolved {
     Python(String),
 }
 
-/// Renders `text`. With `strict_env`, an unset `{env.NAME}` is
-/// [`Unresolved::Env`]; otherwise it renders as the empty string.
+/// Renders `text`. With `strict_env`, an unset `{env.NAME}` without a
+/// default is [`Unresolved::Env`]; otherwise it renders as the empty string.
 ///
 /// ```
 /// use omnidev_pod::profile::template::{render, Values};
@@ -212,11 +243,15 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
                 Ok(version) => out.push_str(version),
                 Err(reason) => return Err(Unresolved::Python(reason.to_owned())),
             },
-            Segment::Placeholder(Placeholder::Env(name)) => match values.env.get(&name) {
-                Some(v) => out.push_str(v),
-                None if strict_env => return Err(Unresolved::Env(name)),
-                None => {}
-            },
+            Segment::Placeholder(Placeholder::Env { name, default }) => {
+                match (values.env.get(&name), default) {
+                    (Some(v), Some(default)) if v.is_empty() => out.push_str(&default),
+                    (Some(v), _) => out.push_str(v),
+                    (None, Some(default)) => out.push_str(&default),
+                    (None, None) if strict_env => return Err(Unresolved::Env(name)),
+                    (None, None) => {}
+                }
+            }
         }
     }
     Ok(out)
@@ -236,7 +271,10 @@ mod tests {
                 Segment::Literal("/".into()),
                 Segment::Placeholder(Placeholder::Repo),
                 Segment::Literal("/".into()),
-                Segment::Placeholder(Placeholder::Env("HOME".into())),
+                Segment::Placeholder(Placeholder::Env {
+                    name: "HOME".into(),
+                    default: None
+                }),
                 Segment::Literal("/{lit}".into()),
             ]
         );
@@ -285,6 +323,19 @@ mod tests {
             render("a{env.NOPE}b", &values, true),
             Err(Unresolved::Env("NOPE".into()))
         );
+        // A default stands in for an unset or empty variable, strict or not.
+        assert_eq!(render("{env.NOPE:-d:x}", &values, true), Ok("d:x".into()));
+        let set: BTreeMap<String, String> =
+            [("E".into(), String::new()), ("V".into(), "v".into())].into();
+        let with = Values {
+            env: &set,
+            ..values
+        };
+        assert_eq!(
+            render("{env.E:-d}/{env.V:-d}/{env.E}", &with, true),
+            Ok("d/v/".into())
+        );
+        assert!(parse("{env.:-x}", &[]).is_err());
         assert_eq!(
             render("{port.x}", &values, true),
             Err(Unresolved::Port("x".into()))
