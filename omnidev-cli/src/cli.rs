@@ -54,8 +54,9 @@ pub enum Command {
     Clean(CleanArgs),
     /// Remove the stopped pods whose checkout is gone, freeing their ports
     Gc(GcArgs),
-    /// Inspect profiles.
-    #[command(subcommand)]
+    /// Inspect and check profiles; `omnidev help profile` prints the
+    /// profile format.
+    #[command(subcommand, after_long_help = omnidev_pod::profile::REFERENCE)]
     Profile(ProfileCommand),
     /// Install Omnigent from git with `uv tool install` and save the choice.
     Install(InstallArgs),
@@ -430,6 +431,20 @@ pub enum ProfileCommand {
     /// Print the effective profile (the embedded Omnigent one when the
     /// checkout has no `omnidev.toml`), to start a new profile from.
     Show(ProfileShowArgs),
+    /// Load and validate the effective profile without running anything,
+    /// and print its services in start order (exit 1 on a problem).
+    Check(ProfileCheckArgs),
+}
+
+/// Arguments of `omnidev profile check`.
+#[derive(Debug, Args, Clone)]
+pub struct ProfileCheckArgs {
+    /// Checkout whose profile to check (default: the surrounding one).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Check this profile file instead of the checkout's `omnidev.toml`.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
 }
 
 /// Arguments of `omnidev profile show`.

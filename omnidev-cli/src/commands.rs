@@ -30,6 +30,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Exec(args)) => Ok(exec::run(&args.pod, &args.command)?),
         Some(Command::Omnigent(args)) => Ok(exec::run_omnigent(&args.pod, &args.args)?),
         Some(Command::Profile(ProfileCommand::Show(args))) => Ok(profile::show(&args)?),
+        Some(Command::Profile(ProfileCommand::Check(args))) => Ok(profile::check(&args)?),
         Some(Command::Install(args)) => install::install(&args),
         Some(Command::Update(args)) => install::update(&args),
         Some(Command::Check(args)) => install::check(&args),

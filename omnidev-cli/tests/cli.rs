@@ -345,3 +345,70 @@ fn profile_show_prints_the_repo_profile() {
     assert!(output.status.success());
     TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
 }
+
+/// `profile check` on a good profile prints the services in start order;
+/// on a cycle or a bad `restart` it exits 1 with the line of each edge or
+/// the allowed values — and never starts anything.
+#[test]
+fn profile_check_prints_the_graph_or_the_problem() {
+    let ctx = TestContext::new();
+    let good = "[ports]\napi = 8100\n\n\
+                [services.migrate]\ncommand = [\"python3\", \"-c\", \"print('migrated')\"]\nrestart = \"never\"\n\n\
+                [services.api]\ncommand = [\"python3\", \"-m\", \"http.server\", \"{port.api}\"]\n\
+                depends-on = { migrate = \"started\" }\nready = { http = \"http://127.0.0.1:{port.api}/\" }\n\n\
+                [services.worker]\ncommand = [\"sh\", \"-c\", \"echo working; sleep 1000\"]\n\
+                depends-on = { api = \"ready\" }\n";
+    ctx.write("omnidev.toml", good);
+    let output = ctx
+        .command()
+        .args(["profile", "check"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    let text = ctx.render(&output);
+    TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_ok", text));
+
+    ctx.write(
+        "omnidev.toml",
+        &good.replace("restart = \"never\"", "restart = true"),
+    );
+    let text = fails(&ctx, ctx.command().args(["profile", "check"]));
+    assert!(text.contains("omnidev.toml:6:11"), "{text}");
+    TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_bad_restart", text));
+
+    ctx.write(
+        "omnidev.toml",
+        &good.replace("restart = \"never\"", "depends-on = { worker = \"ready\" }"),
+    );
+    let text = fails(&ctx, ctx.command().args(["profile", "check"]));
+    TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_cycle", text));
+    // `profile show` refuses a cyclic profile too, and `up` starts nothing.
+    fails(&ctx, ctx.command().args(["profile", "show"]));
+    fails(&ctx, ctx.command().arg("--headless"));
+    assert!(
+        ctx.pod_dir()
+            .is_none_or(|pod| !pod.join("state.json").exists()),
+        "nothing ran"
+    );
+}
+
+/// The profile reference is in the binary: `omnidev help profile`.
+#[test]
+fn help_profile_prints_the_reference() {
+    let ctx = TestContext::new();
+    let output = ctx
+        .command()
+        .args(["help", "profile"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "# The profile format",
+        "env-files",
+        "{env.NAME:-DEFAULT}",
+        "depends-on",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}

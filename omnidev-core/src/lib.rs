@@ -61,5 +61,5 @@ pub use spec::{
 };
 pub use state::{StateFile, read_state};
 pub use supervisor::{
-    Moved, PortMover, STABLE, Settled, Supervisor, SupervisorConfig, Until, Waited,
+    Moved, PortMover, STABLE, Settled, Supervisor, SupervisorConfig, Until, Waited, start_order,
 };

@@ -27,6 +27,7 @@ mod tests;
 mod wait;
 
 pub use builder::Builder;
+pub use graph::start_order;
 pub use wait::{STABLE, Until, Waited};
 
 use std::path::PathBuf;

@@ -23,6 +23,9 @@ use crate::error::{Error, Result};
 /// The text of the embedded Omnigent profile.
 pub const OMNIGENT_PROFILE: &str = include_str!("profile/omnigent.toml");
 
+/// The profile format's reference, as `omnidev help profile` prints it.
+pub const REFERENCE: &str = include_str!("profile/reference.md");
+
 /// Origin name used in errors about the embedded profile.
 pub const OMNIGENT_ORIGIN: &str = "<embedded omnigent profile>";
 
@@ -228,10 +231,18 @@ pub struct Service {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_files: Vec<String>,
     /// Services this one waits for, with the condition.
-    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "IndexMap::is_empty",
+        deserialize_with = "words::conditions"
+    )]
     pub depends_on: IndexMap<String, Condition>,
     /// Restart policy (default `always`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "words::restart"
+    )]
     pub restart: Option<RestartPolicy>,
     /// Stop signal name, e.g. `SIGTERM` (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -601,7 +612,7 @@ impl Profile {
                 validate_ready(at, name, ready)?;
             }
         }
-        Ok(())
+        self.check_cycles(at)
     }
 }
 
@@ -669,6 +680,147 @@ impl Profile {
     }
 }
 
+/// The words a profile spells enums with, read so that a wrong value is
+/// told with the words allowed (serde's own message for `restart = true`
+/// names no choice).
+mod words {
+    use indexmap::IndexMap;
+    use omnidev_core::{Condition, RestartPolicy};
+    use serde::Deserialize;
+    use serde::de::{Deserializer, Error as _};
+
+    /// `restart = "always" | "on-failure" | "never"`.
+    pub(super) fn restart<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<RestartPolicy>, D::Error> {
+        let value = toml::Value::deserialize(deserializer)?;
+        let policy = match value.as_str() {
+            Some("always") => RestartPolicy::Always,
+            Some("on-failure") => RestartPolicy::OnFailure,
+            Some("never") => RestartPolicy::Never,
+            _ => {
+                return Err(D::Error::custom(format!(
+                    "`restart` is {}; use one of \"always\", \"on-failure\", \"never\"",
+                    shown(&value)
+                )));
+            }
+        };
+        Ok(Some(policy))
+    }
+
+    /// `depends-on = { NAME = "started" | "ready" }`.
+    pub(super) fn conditions<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<IndexMap<String, Condition>, D::Error> {
+        let table = IndexMap::<String, toml::Value>::deserialize(deserializer)?;
+        table
+            .into_iter()
+            .map(|(name, value)| {
+                let condition = match value.as_str() {
+                    Some("started") => Condition::Started,
+                    Some("ready") => Condition::Ready,
+                    _ => {
+                        return Err(D::Error::custom(format!(
+                            "the condition on `{name}` is {}; use one of \"started\", \"ready\"",
+                            shown(&value)
+                        )));
+                    }
+                };
+                Ok((name, condition))
+            })
+            .collect()
+    }
+
+    /// A string as written (quoted, bounded, control characters visible);
+    /// anything else with its type: `true`, a boolean.
+    fn shown(value: &toml::Value) -> String {
+        if let Some(text) = value.as_str() {
+            return crate::names::shown(text);
+        }
+        let mut text = value.to_string();
+        if text.len() > 64 {
+            let mut end = 64;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push('…');
+        }
+        format!(
+            "`{}`, a {}",
+            crate::names::shown(&text).trim_matches('"'),
+            value.type_str()
+        )
+    }
+}
+
+impl Profile {
+    /// A dependency cycle is an error listing every edge of the cycle with
+    /// the line and column where it is written.
+    fn check_cycles(&self, at: &Locator<'_>) -> Result<()> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            Open,
+            Done,
+        }
+        fn visit<'p>(
+            profile: &'p Profile,
+            name: &'p str,
+            marks: &mut IndexMap<&'p str, Mark>,
+            stack: &mut Vec<&'p str>,
+        ) -> Option<Vec<&'p str>> {
+            match marks.get(name).copied().unwrap_or(Mark::New) {
+                Mark::Done => return None,
+                Mark::Open => {
+                    let from = stack.iter().position(|n| *n == name).unwrap_or(0);
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(name);
+                    return Some(cycle);
+                }
+                Mark::New => {}
+            }
+            marks.insert(name, Mark::Open);
+            stack.push(name);
+            if let Some(service) = profile.services.get(name) {
+                for dependency in service.depends_on.keys() {
+                    if let Some(cycle) = visit(profile, dependency, marks, stack) {
+                        return Some(cycle);
+                    }
+                }
+            }
+            stack.pop();
+            marks.insert(name, Mark::Done);
+            None
+        }
+        let mut marks = IndexMap::new();
+        for name in self.services.keys() {
+            let Some(cycle) = visit(self, name, &mut marks, &mut Vec::new()) else {
+                continue;
+            };
+            let edges: Vec<String> = cycle
+                .windows(2)
+                .map(|pair| {
+                    let (line, column) = at.position(&["services", pair[0], "depends-on", pair[1]]);
+                    format!(
+                        "`{}` depends on `{}` (line {line}, column {column})",
+                        pair[0], pair[1]
+                    )
+                })
+                .collect();
+            return Err(at.error(
+                &["services", cycle[0], "depends-on", cycle[1]],
+                format!(
+                    "dependency cycle {}: {}; remove one of these edges",
+                    cycle.join(" → "),
+                    edges.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Finds positions in the profile text for validation errors.
 struct Locator<'a> {
     text: &'a str,
@@ -677,6 +829,11 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
+    /// The line and column of the deepest existing key of `path`.
+    fn position(&self, path: &[&str]) -> (usize, usize) {
+        line_column(self.text, self.find(path).0.start)
+    }
+
     /// An error at the deepest existing element of `path`: keys of tables,
     /// and indexes (`"0"`) of arrays, whose element itself is pointed at.
     fn error(&self, path: &[&str], message: String) -> Error {
@@ -929,6 +1086,46 @@ mod tests {
         assert_eq!(profile.ports.keys().collect::<Vec<_>>(), ["server", "vite"]);
         assert_eq!(profile.urls.keys().collect::<Vec<_>>(), ["ui", "server"]);
         assert_eq!(profile.watch.debounce_ms, Some(100));
+    }
+
+    #[test]
+    fn a_wrong_restart_or_condition_names_the_choices() {
+        let (line, column, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\nrestart = true\n");
+        assert_eq!((line, column), (3, 11), "{message}");
+        assert!(
+            message.contains("\"always\", \"on-failure\", \"never\"") && message.contains("true"),
+            "{message}"
+        );
+        let (line, _, message) = profile_error(
+            "[services.a]\ncommand = [\"x\"]\n[services.b]\ncommand = [\"x\"]\ndepends-on = { a = \"healthy\" }\n",
+        );
+        assert_eq!(line, 5, "{message}");
+        assert!(
+            message.contains("\"started\", \"ready\"") && message.contains("healthy"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_cycle_names_each_edge_with_its_line() {
+        let text = "[services.api]\ncommand = [\"x\"]\ndepends-on = { worker = \"ready\" }\n\n\
+                    [services.worker]\ncommand = [\"x\"]\ndepends-on = { db = \"started\" }\n\n\
+                    [services.db]\ncommand = [\"x\"]\ndepends-on = { api = \"ready\" }\n";
+        let (line, column, message) = profile_error(text);
+        assert_eq!((line, column), (3, 16), "{message}");
+        assert!(message.contains("api → worker → db → api"), "{message}");
+        for edge in [
+            "`api` depends on `worker` (line 3,",
+            "`worker` depends on `db` (line 7,",
+            "`db` depends on `api` (line 11,",
+        ] {
+            assert!(message.contains(edge), "{edge} in {message}");
+        }
+        // A service depending on itself is a cycle too.
+        let (_, _, message) =
+            profile_error("[services.a]\ncommand = [\"x\"]\ndepends-on = { a = \"ready\" }\n");
+        assert!(message.contains("a → a"), "{message}");
     }
 
     #[test]

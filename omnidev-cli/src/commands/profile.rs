@@ -1,11 +1,14 @@
-//! `omnidev profile show`: print the effective profile.
+//! `omnidev profile show` prints the effective profile; `omnidev profile
+//! check` validates it without running anything.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
 
-use omnidev_pod::{Profile, ProfileSource};
+use omnidev_core::{Condition, ProbeSpec, RestartPolicy};
+use omnidev_pod::{Ports, Profile, ProfileSource, RenderContext};
 
-use crate::cli::ProfileShowArgs;
+use crate::cli::{ProfileCheckArgs, ProfileShowArgs};
 use crate::error::{Error, Result};
 
 /// Prints the effective profile: `--profile FILE`, else the checkout's
@@ -45,4 +48,94 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
 /// and how to start a profile from it.
 fn embedded_text() -> String {
     omnidev_pod::profile::OMNIGENT_PROFILE.to_owned()
+}
+
+/// Loads the effective profile (`--profile FILE`, else the checkout's) and
+/// renders it as `omnidev up` would — the profile's base ports standing in
+/// for the pod's, the current environment and `PATH` — without writing or
+/// starting anything. Every problem `up` would meet before starting a
+/// service is an error (exit 1); otherwise the services are printed in
+/// start order with what each waits for.
+pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
+    let cwd = crate::session::current_dir()?;
+    let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
+    let (profile, source) = Profile::load(&repo, args.profile.as_deref())?;
+    profile.check_repo(&repo)?;
+    let ports = Ports(profile.port_bases().into_iter().collect());
+    let pod_dir = omnidev_pod::pod::default_pod_dir(&omnidev_pod::pod::cache_root()?, &repo);
+    let ctx = RenderContext::from_process_env(repo, pod_dir, ports);
+    let rendered = profile.render(&ctx)?;
+    let order = omnidev_core::start_order(&rendered.services)?;
+    let origin = match &source {
+        ProfileSource::Embedded => "the embedded Omnigent profile".to_owned(),
+        ProfileSource::Repo(path) | ProfileSource::File(path) => path.display().to_string(),
+    };
+    let mut text = format!(
+        "{origin}: ok, {} service{} in start order (ports shown at their bases)\n",
+        order.len(),
+        if order.len() == 1 { "" } else { "s" }
+    );
+    let width = rendered
+        .services
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0);
+    for index in order {
+        let spec = &rendered.services[index];
+        let mut facts = Vec::new();
+        if !spec.depends_on.is_empty() {
+            let waits: Vec<String> = spec
+                .depends_on
+                .iter()
+                .map(|d| {
+                    let condition = match d.condition {
+                        Condition::Started => "started",
+                        Condition::Ready => "ready",
+                    };
+                    format!("{} {condition}", d.service)
+                })
+                .collect();
+            facts.push(format!("after {}", waits.join(", ")));
+        }
+        facts.push(match spec.readiness.as_ref().map(|r| &r.probe) {
+            None => "no readiness probe".to_owned(),
+            Some(ProbeSpec::Http { url, .. }) => format!("ready: http {url}"),
+            Some(ProbeSpec::Tcp { address }) => format!("ready: tcp {address}"),
+            Some(ProbeSpec::Command(_)) => "ready: a command".to_owned(),
+            Some(ProbeSpec::Log { pattern }) => format!("ready: log /{pattern}/"),
+        });
+        facts.push(
+            match spec.restart {
+                RestartPolicy::Always => "restart always",
+                RestartPolicy::OnFailure => "restart on failure",
+                RestartPolicy::Never => "never restarted",
+            }
+            .to_owned(),
+        );
+        if let Some(reason) = &spec.unavailable {
+            facts.push(format!("UNAVAILABLE: {reason}"));
+        }
+        let command: Vec<String> = std::iter::once(&spec.command.program)
+            .chain(&spec.command.args)
+            .map(|word| {
+                if word.is_empty() || word.contains([' ', '"', '\'']) {
+                    format!("{word:?}")
+                } else {
+                    word.clone()
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            text,
+            "  {:width$}  {}\n  {:width$}  {}",
+            spec.name,
+            crate::terminal_text::plain(&command.join(" ")),
+            "",
+            crate::terminal_text::plain(&facts.join("; ")),
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).map_err(Error::Stdout)?;
+    Ok(ExitCode::SUCCESS)
 }

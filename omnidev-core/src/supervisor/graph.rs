@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::spec::ServiceSpec;
 
-/// Service indexes in an order where every dependency precedes its
-/// dependents; errors on duplicate names, unknown dependencies and cycles.
-pub(crate) fn start_order(specs: &[ServiceSpec]) -> Result<Vec<usize>> {
+/// Service indexes in the order a supervisor starts them: every dependency
+/// before its dependents, otherwise as given. Errors on duplicate names,
+/// unknown dependencies and cycles, as [`Supervisor`](crate::Supervisor)
+/// would when started with these specs.
+pub fn start_order(specs: &[ServiceSpec]) -> Result<Vec<usize>> {
     let mut index = HashMap::new();
     for (i, spec) in specs.iter().enumerate() {
         if index.insert(spec.name.as_str(), i).is_some() {
