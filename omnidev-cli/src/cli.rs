@@ -594,8 +594,8 @@ pub struct LogsArgs {
     /// `name | ` unless one service is named).
     #[arg(value_name = "SERVICE")]
     pub services: Vec<String>,
-    /// Keep printing new lines as they are written (until Ctrl-C, or until
-    /// the pod stops).
+    /// Keep printing new lines as they are written, until Ctrl-C or until
+    /// the pod stops (at once when it does not run); says so and exits 0.
     #[arg(short, long)]
     pub follow: bool,
     /// Print only the last N lines of each log (default: all; 10 with -f,

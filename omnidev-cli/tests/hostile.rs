@@ -293,8 +293,7 @@ fn service_escapes_reach_a_terminal_only_as_visible_text() {
     logs.args(["logs", "evil"]);
     assert_inert("logs", &on_pty(logs, |_| false));
 
-    // `logs -f` of a pod that has stopped prints the tail and waits; it is
-    // stopped once the last line is on the terminal.
+    // `logs -f` of a pod that has stopped prints the tail and ends.
     let mut follow = ctx.command();
     follow.args(["logs", "-f", "-n", "20"]);
     let followed = on_pty(follow, |b| {

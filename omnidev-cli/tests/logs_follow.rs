@@ -90,8 +90,21 @@ fn follow_sees_every_line_once_across_rotations() {
     drop(lock);
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.is_empty(), "nothing twice: {rest:?}");
-    let status = follow.wait().expect("wait");
-    assert!(status.success(), "{status:?}");
+    let output = follow.wait_with_output().expect("wait");
+    assert!(output.status.success(), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(said, "omnidev: the pod stopped: done following\n");
+
+    // Following a pod that has stopped prints its last lines, says there
+    // is nothing more to follow, and ends with exit 0.
+    let (ok, stdout, stderr) = logs(&ctx, &pod, &["svc", "-f", "-n", "2"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.contains(&format!("{:09}", LINES - 1)), "{stdout}");
+    assert_eq!(
+        stderr,
+        "omnidev: the pod is not running: nothing more to follow (`omnidev up` starts it)\n"
+    );
 }
 
 /// `omnidev logs ARGS --pod-dir POD`: exit status, stdout, stderr.

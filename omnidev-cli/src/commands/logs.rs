@@ -406,8 +406,9 @@ fn since_mark(source: &mut Source, position: Option<&Position>, at: SystemTime) 
 }
 
 /// Prints lines appended to the files until interrupted or until the pod
-/// (running when following began) stops. A rotated file is read to its end
-/// before the new one is opened; a truncated one is read from its start.
+/// stops (at once when it does not run), then says so on stderr and ends
+/// with exit 0. A rotated file is read to its end before the new one is
+/// opened; a truncated one is read from its start.
 /// `joining` gives the prefix of a service whose file appears later, when
 /// every service is followed.
 fn follow(
@@ -433,15 +434,21 @@ fn follow(
         }
         write_sanitised(&out)
     };
-    let was_running = running();
+    if !running() {
+        // What was written before it stopped is printed above.
+        print_new(sources)?;
+        note!("omnidev: the pod is not running: nothing more to follow (`omnidev up` starts it)");
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut ticks = 0u32;
     loop {
         print_new(sources)?;
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(10) {
-            if was_running && !running() {
+            if !running() {
                 // One last look: the final lines of a stopping pod.
                 print_new(sources)?;
+                note!("omnidev: the pod stopped: done following");
                 return Ok(ExitCode::SUCCESS);
             }
             // A service whose file appears later (e.g. vite after an
