@@ -54,7 +54,13 @@ restart = "never"
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
     assert!(stdout.contains("bad     | failing"), "{stdout}");
-    assert!(stdout.contains("bad crashed (exit code 3)"), "{stdout}");
+    // One line per exit: the crash, not also an `exited` line after it.
+    assert_eq!(
+        stdout.matches("bad crashed (exit code 3); not restarting").count(),
+        1,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("bad exited"), "{stdout}");
     // A clean one-shot exit is reported as an exit, never as a crash.
     assert!(stdout.contains("ok exited (exit code 0)"), "{stdout}");
     assert!(!stdout.contains("ok crashed"), "{stdout}");

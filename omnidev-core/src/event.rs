@@ -502,12 +502,18 @@ impl fmt::Display for EventKind {
 }
 
 impl Event {
-    /// Whether people are shown this event as a line of its own. Log lines
-    /// are shown as they are; `waiting`, `ready` and `restarting` states
-    /// repeat what the `ready` and `crashed` events already said.
+    /// Whether people are shown this event as a line of its own: one line
+    /// per happening. Log lines are shown as they are; `waiting`, `ready`
+    /// and `restarting` states repeat what the `ready` and `crashed` events
+    /// already said, and so does the `exited` state of a failed run (its
+    /// `crashed …; not restarting` came just before it). A clean exit is
+    /// told by its `exited (exit code 0)`.
     pub fn is_shown(&self) -> bool {
         match &self.kind {
             EventKind::Log { .. } => false,
+            EventKind::State {
+                state: ServiceState::Exited { status },
+            } => status.success(),
             EventKind::State { state } => !matches!(
                 state,
                 ServiceState::Waiting
@@ -667,5 +673,16 @@ mod tests {
         );
         assert!(!waiting.is_shown());
         assert!(event(Some("server"), EventKind::Ready).is_shown());
+        // A failed exit is one line, its crash; a clean one its exit.
+        let exited = |status| {
+            event(
+                Some("migrate"),
+                EventKind::State {
+                    state: ServiceState::Exited { status },
+                },
+            )
+        };
+        assert!(!exited(ExitStatus::Code(1)).is_shown());
+        assert!(exited(ExitStatus::Code(0)).is_shown());
     }
 }
