@@ -90,7 +90,7 @@ fn only_and_skip_select_services() {
         assert!(!text.contains("hello"), "{args:?}: {text}");
         assert!(text.contains("from python"), "{args:?}: {text}");
     }
-    let (code, text) = run(&["--skip", "py", "--only", "py"]);
+    let (code, text) = run(&["--skip", "greeter", "--only", "greeter"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("no service left to run"), "{text}");
     let (code, text) = run(&["--only", "nope"]);
