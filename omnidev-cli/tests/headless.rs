@@ -56,7 +56,9 @@ restart = "never"
     assert!(stdout.contains("bad     | failing"), "{stdout}");
     // One line per exit: the crash, not also an `exited` line after it.
     assert_eq!(
-        stdout.matches("bad crashed (exit code 3); not restarting").count(),
+        stdout
+            .matches("bad crashed (exit code 3); not restarting")
+            .count(),
         1,
         "{stdout}"
     );
