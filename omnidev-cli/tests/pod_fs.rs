@@ -131,6 +131,35 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
         .status()
         .expect("cp");
     assert!(status.success());
+    let original_pid = |ctx: &TestContext| -> serde_json::Value {
+        let text = ctx.run_ok(&["status", "--json"]);
+        let status: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(status["control"], true, "{status}");
+        status["services"][0]["pid"].clone()
+    };
+    let before = original_pid(&ctx);
+    // Run in the copy: it becomes a pod of its own; the original's
+    // recorded processes are not its to stop.
+    let copy_arg = copy.to_str().expect("utf-8").to_owned();
+    let _stop_copy = Stop(&ctx, vec!["--pod-dir".into(), copy_arg.clone()]);
+    run_ok(&ctx, &["up", "--detach", "--pod-dir", &copy_arg]);
+    assert_eq!(
+        original_pid(&ctx),
+        before,
+        "the original's service was touched"
+    );
+    run_ok(&ctx, &["stop", "--pod-dir", &copy_arg]);
+    assert_eq!(original_pid(&ctx), before);
+    // And cleaned as a copy again.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "rm -rf '{copy_arg}' && cp -a '{}' '{copy_arg}'",
+            pod.display()
+        ))
+        .status()
+        .expect("cp");
+    assert!(status.success());
     let output = ctx
         .command()
         .arg("clean")

@@ -347,6 +347,34 @@ pub fn pod_id(dir: &Path) -> Option<String> {
     }
 }
 
+/// A copy becoming a pod of its own drops what describes the original:
+/// its `state.json` (the original's processes, which this pod must never
+/// stop) and its `control.sock` link (to the original's socket). The link
+/// itself is removed, never what it points to.
+fn forget_the_original(dir: &Path) -> Result<()> {
+    let handle = Dir::open(dir).map_err(Error::io("open", dir))?;
+    for name in [STATE_FILE, CONTROL_SOCKET] {
+        handle
+            .remove_file(Path::new(name))
+            .map_err(Error::io("remove", dir.join(name)))?;
+    }
+    Ok(())
+}
+
+/// Records the pod's new `id` in an existing `pod.toml` (a copy's, or one
+/// of a pod made before the identity), so the two agree at once.
+fn record_id(dir: &Path, id: &str) -> Result<()> {
+    let path = dir.join(POD_TOML);
+    let Ok(Some(mut record)) = crate::state::read_toml::<crate::PodRecord>(&path) else {
+        return Ok(());
+    };
+    if record.pod_id.as_deref() == Some(id) {
+        return Ok(());
+    }
+    record.pod_id = Some(id.to_owned());
+    crate::state::write_toml(&path, &record)
+}
+
 fn not_a_pod(dir: &Path, reason: impl Into<String>) -> Error {
     Error::NotAPod {
         path: dir.to_path_buf(),
@@ -425,6 +453,7 @@ impl Pod {
             }
         }
         create_private_dir(&dir)?;
+        let is_copy = matches!(kind, DirKind::Pod(Identity::Copy(_)));
         let marker = match kind {
             DirKind::Pod(Identity::Own(mut marker)) => {
                 let before = marker.made.len();
@@ -441,12 +470,16 @@ impl Pod {
                 made: made.clone(),
             }),
         };
+        if is_copy {
+            forget_the_original(&dir)?;
+        }
         if let Some(marker) = marker {
             let path = dir.join(MARKER);
             let text = marker.text()?;
             Dir::open(&dir)
                 .and_then(|handle| handle.write_atomic(Path::new(MARKER), text.as_bytes()))
                 .map_err(|source| Error::Write { path, source })?;
+            record_id(&dir, &marker.id)?;
         }
         let pod = Self { dir };
         for sub in &made {
@@ -725,6 +758,12 @@ mod tests {
     fn a_copy_is_recognised_and_becomes_a_pod_of_its_own_at_create() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let original = Pod::create(tmp.path().join("a"), &[]).expect("create");
+        let id = pod_id(original.dir()).expect("id");
+        let record = format!("pod-id = \"{id}\"\n\n[ports]\nweb = 7\n");
+        std::fs::write(original.pod_toml(), record).expect("write");
+        std::fs::write(original.state_file(), "{}").expect("write");
+        std::os::unix::fs::symlink("/run/elsewhere/control.sock", original.control_socket())
+            .expect("symlink");
         let copy = tmp.path().join("b");
         let status = std::process::Command::new("cp")
             .arg("-a")
@@ -742,6 +781,16 @@ mod tests {
             panic!("now its own");
         };
         assert_ne!(own.id, marker.id);
+        // The original's processes and socket are no longer the copy's.
+        assert!(
+            !copy.join(STATE_FILE).exists()
+                && copy.join(CONTROL_SOCKET).symlink_metadata().is_err()
+        );
+        assert!(original.dir().join(STATE_FILE).is_file());
+        let record: crate::PodRecord = crate::state::read_toml(&copy.join(POD_TOML))
+            .expect("read")
+            .expect("present");
+        assert_eq!(record.pod_id.as_deref(), Some(own.id.as_str()));
         assert!(matches!(
             examine(original.dir()).expect("examine"),
             DirKind::Pod(Identity::Own(_))
