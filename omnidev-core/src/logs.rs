@@ -202,11 +202,16 @@ fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
 
 /// Splits a byte stream into lines: at `\n` (dropping a `\r` before it), and
 /// at `max` bytes for longer lines (at a character boundary when possible).
-/// Invalid UTF-8 is replaced with U+FFFD.
+/// Invalid UTF-8 is replaced with U+FFFD. Which pieces it cut from a longer
+/// line is told apart ([`LineSplitter::take_cuts`]), so a log probe can
+/// match the line whole.
 #[derive(Debug)]
 pub(crate) struct LineSplitter {
     partial: Vec<u8>,
     max: usize,
+    /// Indexes into `out` (as passed to `feed`) of the pieces that do not
+    /// end their line.
+    cuts: Vec<usize>,
 }
 
 impl LineSplitter {
@@ -214,7 +219,14 @@ impl LineSplitter {
         Self {
             partial: Vec::new(),
             max: max.max(4),
+            cuts: Vec::new(),
         }
+    }
+
+    /// The indexes, into the batch filled since the last call, of the
+    /// pieces a longer line was cut into (all but its last).
+    pub(crate) fn take_cuts(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.cuts)
     }
 
     fn text(bytes: &[u8]) -> String {
@@ -254,6 +266,7 @@ impl LineSplitter {
             Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => e.valid_up_to(),
             _ => self.partial.len(),
         };
+        self.cuts.push(out.len());
         out.push(String::from_utf8_lossy(&self.partial[..cut]).into_owned());
         self.partial.drain(..cut);
     }
@@ -509,6 +522,12 @@ impl LogStore {
 
     /// Records a batch of lines of `service`, leaving `texts` empty.
     pub(crate) fn push_batch(&self, service: &str, stream: Stream, texts: &mut Vec<String>) {
+        self.push_pieces(service, stream, texts, &[]);
+    }
+
+    /// [`LogStore::push_batch`] of output split by a [`LineSplitter`]:
+    /// `cuts` names the pieces that do not end their line.
+    fn push_pieces(&self, service: &str, stream: Stream, texts: &mut Vec<String>, cuts: &[usize]) {
         if texts.is_empty() {
             return;
         }
@@ -523,7 +542,7 @@ impl LogStore {
         }
         log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
         if let Some(watch) = lock(&log.watch).as_ref() {
-            watch.offer(texts);
+            watch.offer(stream, texts, cuts);
         }
         let mut ring = lock(&log.ring);
         let mut combined = lock(&self.combined);
@@ -670,10 +689,10 @@ fn capture(mut reader: impl io::Read, store: &LogStore, service: &str, stream: S
         gather = n < buf.len() && last_read.is_some_and(|at| now.duration_since(at) < GATHER);
         last_read = Some(now);
         splitter.feed(&buf[..n], &mut batch);
-        store.push_batch(service, stream, &mut batch);
+        store.push_pieces(service, stream, &mut batch, &splitter.take_cuts());
     }
     splitter.finish(&mut batch);
-    store.push_batch(service, stream, &mut batch);
+    store.push_pieces(service, stream, &mut batch, &splitter.take_cuts());
 }
 
 /// Rotated file names of `path`, for tests and tools: `path.1` … `path.n`.
@@ -989,5 +1008,61 @@ mod tests {
             "{text}"
         );
         assert_eq!(lines[2], "after");
+    }
+
+    /// What a log probe sees of `script`'s stdout, read through a real pipe
+    /// by the capture: whether `pattern` matched, and the lines kept for
+    /// display.
+    fn probe_sees(pattern: &str, script: &str) -> (bool, Vec<String>) {
+        let store = Arc::new(LogStore::new(
+            LogConfig::default(),
+            ["svc"],
+            Arc::new(Bus::new(64)),
+        ));
+        let watch = Arc::new(crate::probe::LineWatch::new(pattern));
+        store.watch_lines("svc", Some(watch.clone()));
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let out = std::os::fd::OwnedFd::from(child.stdout.take().expect("stdout"));
+        let done = spawn_capture(out, store.clone(), "svc", Stream::Stdout).expect("capture");
+        done.blocking_recv().expect("every line recorded");
+        assert!(child.wait().expect("wait").success());
+        let lines = store
+            .lines(Some("svc"))
+            .expect("svc")
+            .iter()
+            .map(|l| l.text.clone())
+            .collect();
+        (watch.matched(), lines)
+    }
+
+    #[test]
+    fn a_log_probe_sees_whole_lines_not_the_pieces_kept_for_display() {
+        let piece = LogConfig::default().max_line_bytes;
+        // Its first 64 KiB piece alone would match.
+        let long = format!("print('x' * {piece} + 'x' * 100 + ' END', flush=True)");
+        let (matched, lines) = probe_sees("^x+$", &long);
+        assert!(!matched, "a piece of a longer line matched");
+        assert_eq!(
+            lines.iter().map(String::len).collect::<Vec<_>>(),
+            [piece, 104],
+            "still split for display"
+        );
+        // A whole long line matches, with a colour code the split cut in two
+        // removed.
+        let colour = format!(
+            r"import sys; sys.stdout.write('x' * {} + '\x1b[31m' + 'x' * 100 + '\x1b[0m\n')",
+            piece - 2
+        );
+        assert!(probe_sees("^x+$", &colour).0, "the whole line matches");
+        // Past the bound a line never matches, whole or in pieces; the
+        // next line does.
+        let bound = crate::probe::LOG_PROBE_LINE_BYTES;
+        let past = format!("print('x' * {}, flush=True); print('ready')", bound + 1);
+        assert!(!probe_sees("^x+$", &past).0, "a line past the bound");
+        assert!(probe_sees("^(x+|ready)$", &past).0, "the line after it");
     }
 }

@@ -202,6 +202,11 @@ impl Drop for KillGroupOnDrop {
     }
 }
 
+/// The longest line a log probe matches, in bytes: a line longer than the
+/// pieces kept for display ([`crate::spec::LogConfig::max_line_bytes`]) is
+/// put back together for the probe up to this; a longer one never matches.
+pub const LOG_PROBE_LINE_BYTES: usize = 1024 * 1024;
+
 /// The longest log-probe pattern accepted, in bytes.
 pub const MAX_LOG_PATTERN: usize = 1024;
 
@@ -229,6 +234,35 @@ pub struct LineWatch {
     regex: Option<regex::Regex>,
     pattern: String,
     matched: std::sync::atomic::AtomicBool,
+    /// Per stream (stdout, stderr, the supervisor's), a line being put
+    /// back together from the pieces it was cut into.
+    partial: std::sync::Mutex<[Partial; 3]>,
+}
+
+/// A stream's line as it arrives in pieces.
+#[derive(Debug, Default)]
+enum Partial {
+    /// No piece waits for the rest of its line.
+    #[default]
+    None,
+    /// The pieces so far.
+    Open(String),
+    /// The line grew past [`LOG_PROBE_LINE_BYTES`]: it will not match.
+    TooLong,
+}
+
+impl Partial {
+    /// The line with `piece` added.
+    fn with(self, piece: &str) -> Self {
+        match self {
+            Partial::None if piece.len() <= LOG_PROBE_LINE_BYTES => Partial::Open(piece.to_owned()),
+            Partial::Open(mut text) if text.len() + piece.len() <= LOG_PROBE_LINE_BYTES => {
+                text.push_str(piece);
+                Partial::Open(text)
+            }
+            Partial::None | Partial::Open(_) | Partial::TooLong => Partial::TooLong,
+        }
+    }
 }
 
 impl LineWatch {
@@ -239,21 +273,47 @@ impl LineWatch {
             regex: compile_log_pattern(pattern).ok(),
             pattern: pattern.to_owned(),
             matched: std::sync::atomic::AtomicBool::new(false),
+            partial: std::sync::Mutex::default(),
         }
     }
 
-    /// Looks at `lines` (until one has matched).
-    pub(crate) fn offer(&self, lines: &[String]) {
+    /// Looks at `lines` of `stream` (until one has matched), `cuts` naming
+    /// those that are pieces of a longer line (not its last): such a line
+    /// is matched whole once its last piece comes, if it is at most
+    /// [`LOG_PROBE_LINE_BYTES`] long; a piece alone never matches.
+    pub(crate) fn offer(&self, stream: crate::event::Stream, lines: &[String], cuts: &[usize]) {
         use std::sync::atomic::Ordering;
         let Some(regex) = &self.regex else { return };
         if self.matched.load(Ordering::Relaxed) {
             return;
         }
-        if lines
-            .iter()
-            .any(|line| regex.is_match(&without_escapes(line)))
-        {
-            self.matched.store(true, Ordering::Release);
+        let mut partials = self
+            .partial
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let partial = &mut partials[match stream {
+            crate::event::Stream::Stdout => 0,
+            crate::event::Stream::Stderr => 1,
+            crate::event::Stream::Supervisor => 2,
+        }];
+        for (i, line) in lines.iter().enumerate() {
+            let cut = cuts.contains(&i);
+            let whole = match std::mem::take(partial) {
+                Partial::None if !cut => std::borrow::Cow::Borrowed(line.as_str()),
+                before => match before.with(line) {
+                    // More pieces follow.
+                    next if cut => {
+                        *partial = next;
+                        continue;
+                    }
+                    Partial::Open(text) => std::borrow::Cow::Owned(text),
+                    Partial::None | Partial::TooLong => continue,
+                },
+            };
+            if regex.is_match(&without_escapes(&whole)) {
+                self.matched.store(true, Ordering::Release);
+                return;
+            }
         }
     }
 
@@ -463,6 +523,24 @@ mod tests {
         assert_eq!(pause_after(ms(5000), second), ms(500));
         assert_eq!(pause_after(ms(60_000), second), second);
         assert_eq!(pause_after(ms(60_000), ms(5)), ms(5));
+    }
+
+    #[test]
+    fn a_line_watch_puts_each_streams_pieces_back_together() {
+        use crate::event::Stream::{Stderr, Stdout};
+        let lines = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        let watch = LineWatch::new("^ready$");
+        // Stdout's line comes in two batches, with a stderr line between.
+        watch.offer(Stdout, &lines(&["rea"]), &[0]);
+        watch.offer(Stderr, &lines(&["x"]), &[]);
+        assert!(!watch.matched(), "a piece alone");
+        watch.offer(Stdout, &lines(&["dy", "next"]), &[]);
+        assert!(watch.matched(), "rea + dy");
+        let watch = LineWatch::new("^ready$");
+        watch.offer(Stdout, &lines(&["ready", "ready"]), &[0]);
+        assert!(!watch.matched(), "readyready is one line");
+        watch.offer(Stdout, &lines(&["ready"]), &[]);
+        assert!(watch.matched(), "a line after it");
     }
 
     #[tokio::test]

@@ -298,7 +298,8 @@ pub struct Ready {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     /// A regular expression: ready once a line of the service's output
-    /// (colour codes removed) matches it.
+    /// (colour codes removed) matches it, the whole line (up to 1 MiB;
+    /// a longer line never matches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
     /// Longest pause between attempts, ms (default 1000).
