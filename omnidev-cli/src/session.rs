@@ -4,6 +4,7 @@
 //! stopping a pod's supervisor on the shutdown signals.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use omnidev_core::{LogConfig, SupervisorConfig};
@@ -324,12 +325,75 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
 pub fn clean_before_up(pod_dir: &Path) -> Result<Option<String>> {
     match omnidev_pod::pod::examine(pod_dir)? {
         omnidev_pod::pod::DirKind::Missing | omnidev_pod::pod::DirKind::Empty => Ok(None),
-        omnidev_pod::pod::DirKind::Pod(identity) => {
-            Ok(Some(crate::commands::clean::clean_pod(pod_dir, &identity)?))
-        }
+        omnidev_pod::pod::DirKind::Pod(identity) => Ok(Some(clean_pod(pod_dir, &identity)?)),
         // Refused, with the reason.
         _ => Pod::clean(pod_dir).map(|_| None).map_err(Error::from),
     }
+}
+
+/// Removes the socket a pod killed with `kill -9` left in the per-user
+/// runtime directory: the one this pod directory itself serves at (keyed by
+/// its own path, never the target its `control.sock` link names: a copy's
+/// link names the original's live socket), only a socket, only one of this
+/// user's (the pod is stopped: its lock was held).
+pub(crate) fn remove_stale_socket(pod_dir: &Path) {
+    let Ok(socket) = crate::control::serving_path(pod_dir) else {
+        return;
+    };
+    let (Some(parent), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return;
+    };
+    let Ok(dir) = omnidev_core::fs::Dir::open(parent) else {
+        return;
+    };
+    if let Ok(Some(entry)) = dir.stat(Path::new(name))
+        && entry.kind == omnidev_core::fs::Kind::Socket
+        && entry.uid == nix::unistd::getuid().as_raw()
+    {
+        let _ = dir.remove_file(Path::new(name));
+        drop(dir);
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
+/// Cleans the stopped pod at `pod_dir` (the caller checked it is one and
+/// holds its lock), and the socket it left; what to say about it.
+pub(crate) fn clean_pod(
+    pod_dir: &Path,
+    identity: &omnidev_pod::pod::Identity,
+) -> Result<String, Error> {
+    // Read before the directory goes: a copy's socket is the original's.
+    let own = !matches!(identity, omnidev_pod::pod::Identity::Copy(_));
+    let omnidev_pod::pod::Cleaned {
+        removed,
+        kept,
+        copy_of,
+    } = Pod::clean(pod_dir)?;
+    if own {
+        remove_stale_socket(pod_dir);
+    }
+    let shown = crate::terminal_text::quote_path(pod_dir);
+    let mut text = if removed {
+        format!("omnidev: removed {shown}")
+    } else {
+        let kept: Vec<String> = kept
+            .iter()
+            .map(|k| crate::terminal_text::quote(k).into_owned())
+            .collect();
+        format!(
+            "omnidev: removed what omnidev made in {shown}; kept what it did not make: {} \
+             (remove them yourself to have the directory gone)",
+            kept.join(", ")
+        )
+    };
+    if let Some(original) = copy_of {
+        let _ = write!(
+            text,
+            " (it was a copy of the pod {}, which was not touched)",
+            crate::terminal_text::quote_path(&original)
+        );
+    }
+    Ok(text)
 }
 
 /// Seeds the pod's files (never overwriting one); a line for each copy

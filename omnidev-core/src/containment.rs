@@ -50,12 +50,12 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::process;
 use crate::spec::CommandSpec;
-use crate::state::{ProcessRecord, ServiceRecord};
+pub use crate::state::Mechanism;
+use crate::state::{ProcessRecord, ServiceRecord, StateFile};
 
 pub use tree::SERVICE_ID_ENV;
 
@@ -114,34 +114,6 @@ impl ContainmentChoice {
                      `process-groups` or `cgroup-under:DIR`"
                 )),
             },
-        }
-    }
-}
-
-/// The mechanism in force for a supervisor (recorded in `state.json`,
-/// shown by `omnidev status`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// Every service in its own cgroup under `path`.
-    Cgroup {
-        /// The pod's cgroup directory.
-        path: PathBuf,
-    },
-    /// Process groups, sessions and a subreaper.
-    ProcessGroups {
-        /// Why not cgroups.
-        reason: String,
-    },
-}
-
-impl std::fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Mechanism::Cgroup { path } => write!(f, "cgroup v2 ({})", path.display()),
-            Mechanism::ProcessGroups { reason } => {
-                write!(f, "process groups and a subreaper ({reason})")
-            }
         }
     }
 }
@@ -749,6 +721,22 @@ fn prepare_cgroups(leaf: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Stops what a previous run left behind: each recorded service's cgroup, or its session,
+/// group and tagged processes, with SIGTERM, then SIGKILL after `grace`;
+/// the leader need not be alive. Returns one message per service acted on
+/// (stopped, or left alone because the pid now belongs to another process).
+pub(crate) async fn stop_leftovers(state: &StateFile, grace: Duration) -> Vec<String> {
+    let stops = state
+        .services
+        .iter()
+        .map(|(name, record)| stop_leftover(name, record, grace));
+    let mut notices = Vec::new();
+    for stop in stops {
+        notices.extend(stop.await);
+    }
+    notices
 }
 
 #[cfg(test)]

@@ -8,8 +8,38 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 
 use crate::spec::CommandSpec;
+
+/// A process identified by pid and start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ProcessRecord {
+    /// Process id.
+    pub pid: u32,
+    /// Start time as the OS reports it, if known.
+    pub start_time: Option<u64>,
+}
+
+impl ProcessRecord {
+    /// The record of a running process, with its current start time.
+    pub fn of(pid: u32) -> Self {
+        Self {
+            pid,
+            start_time: process_start_time(pid),
+        }
+    }
+
+    /// Whether the recorded process still runs: the pid exists and its start
+    /// time is the recorded one (both must be known).
+    pub fn is_alive(&self) -> bool {
+        match self.start_time {
+            Some(recorded) => process_start_time(self.pid) == Some(recorded) && pid_alive(self.pid),
+            None => false,
+        }
+    }
+}
 
 /// A pid as nix takes it (pids fit in `pid_t`; one that does not names
 /// no process).
@@ -77,7 +107,7 @@ pub(crate) fn spawn_group_in(
     if let Some(pid) = child.id() {
         // Forget children that have been reaped (their pid is gone or reused).
         own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
-        own.push(crate::state::ProcessRecord::of(pid));
+        own.push(ProcessRecord::of(pid));
     }
     Ok(child)
 }
@@ -86,10 +116,9 @@ pub(crate) fn spawn_group_in(
 /// status belongs to whoever waits on them, never to [`reap_adopted`].
 /// Held locked across a spawn so the reaper cannot see a child before it is
 /// recorded.
-static OWN_CHILDREN: std::sync::Mutex<Vec<crate::state::ProcessRecord>> =
-    std::sync::Mutex::new(Vec::new());
+static OWN_CHILDREN: std::sync::Mutex<Vec<ProcessRecord>> = std::sync::Mutex::new(Vec::new());
 
-fn own_children() -> std::sync::MutexGuard<'static, Vec<crate::state::ProcessRecord>> {
+fn own_children() -> std::sync::MutexGuard<'static, Vec<ProcessRecord>> {
     OWN_CHILDREN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -98,7 +127,7 @@ fn own_children() -> std::sync::MutexGuard<'static, Vec<crate::state::ProcessRec
 /// Records `pid` (a child just forked) as one of ours, so that
 /// [`reap_adopted`] leaves its exit status to whoever waits for it.
 pub(crate) fn record_own_child(pid: u32) {
-    own_children().push(crate::state::ProcessRecord::of(pid));
+    own_children().push(ProcessRecord::of(pid));
 }
 
 /// Makes this process a child subreaper where the system has them

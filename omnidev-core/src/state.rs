@@ -50,46 +50,40 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::containment::Mechanism;
 use crate::error::{Error, Result};
 use crate::event::ServiceState;
-use crate::process;
+pub use crate::process::ProcessRecord;
 
 /// Version written into `state.json`.
 pub const STATE_VERSION: u32 = 1;
 
-/// A process identified by pid and start time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct ProcessRecord {
-    /// Process id.
-    pub pid: u32,
-    /// Start time as the OS reports it, if known.
-    pub start_time: Option<u64>,
+/// The mechanism in force for a supervisor (recorded in `state.json`,
+/// shown by `omnidev status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// Every service in its own cgroup under `path`.
+    Cgroup {
+        /// The pod's cgroup directory.
+        path: PathBuf,
+    },
+    /// Process groups, sessions and a subreaper.
+    ProcessGroups {
+        /// Why not cgroups.
+        reason: String,
+    },
 }
 
-impl ProcessRecord {
-    /// The record of a running process, with its current start time.
-    pub fn of(pid: u32) -> Self {
-        Self {
-            pid,
-            start_time: process::process_start_time(pid),
-        }
-    }
-
-    /// Whether the recorded process still runs: the pid exists and its start
-    /// time is the recorded one (both must be known).
-    pub fn is_alive(&self) -> bool {
-        match self.start_time {
-            Some(recorded) => {
-                process::process_start_time(self.pid) == Some(recorded)
-                    && process::pid_alive(self.pid)
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mechanism::Cgroup { path } => write!(f, "cgroup v2 ({})", path.display()),
+            Mechanism::ProcessGroups { reason } => {
+                write!(f, "process groups and a subreaper ({reason})")
             }
-            None => false,
         }
     }
 }
@@ -185,23 +179,6 @@ pub fn write_state(path: &Path, state: &StateFile) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// Stops what a previous run left behind (see
-/// [`crate::containment`]): each recorded service's cgroup, or its session,
-/// group and tagged processes, with SIGTERM, then SIGKILL after `grace`;
-/// the leader need not be alive. Returns one message per service acted on
-/// (stopped, or left alone because the pid now belongs to another process).
-pub(crate) async fn stop_leftovers(state: &StateFile, grace: Duration) -> Vec<String> {
-    let stops = state
-        .services
-        .iter()
-        .map(|(name, record)| crate::containment::stop_leftover(name, record, grace));
-    let mut notices = Vec::new();
-    for stop in stops {
-        notices.extend(stop.await);
-    }
-    notices
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ mod demo;
 mod dist;
 mod e2e;
 mod flags;
+#[cfg(test)]
+mod imports;
 mod install;
 mod prereqs;
 mod util;

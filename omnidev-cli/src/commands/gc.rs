@@ -4,7 +4,7 @@
 //! The pods looked at are the directories under the cache root and those
 //! the per-user registry lists (pods made with `--pod-dir` elsewhere). Only
 //! a directory carrying omnidev's pod identity is ever removed, and only
-//! of what omnidev made in it ([`super::clean::clean_pod`]); a running pod
+//! of what omnidev made in it ([`crate::session::clean_pod`]); a running pod
 //! whose checkout is gone is kept and named with the `omnidev stop` that
 //! ends it.
 
@@ -133,7 +133,7 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
                 let done = PodLock::acquire(&dir)
                     .map_err(Error::from)
                     .and_then(|lock| {
-                        let said = super::clean::clean_pod(&dir, &identity);
+                        let said = crate::session::clean_pod(&dir, &identity);
                         drop(lock);
                         said
                     });

@@ -229,7 +229,7 @@ async fn stop_leftovers(config: &SupervisorConfig) -> Result<Vec<String>> {
         .map(|s| s.stop.grace)
         .max()
         .unwrap_or(Duration::from_secs(5));
-    Ok(state::stop_leftovers(&previous, grace).await)
+    Ok(crate::containment::stop_leftovers(&previous, grace).await)
 }
 
 /// Sets up the containment of services `names` (a notice says why when
