@@ -7,12 +7,15 @@
 #[path = "support/context.rs"]
 mod support;
 
-use std::fmt::Write as _;
+#[path = "support/budgets.rs"]
+mod shared;
+
 use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use shared::{many_rules, printer_profile, watched_profile};
 use support::{TestContext, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -117,20 +120,6 @@ fn control_socket(ctx: &TestContext) -> std::path::PathBuf {
     socket.expect("socket")
 }
 
-/// A profile of one service writing `line` (a Python expression) `times`
-/// at a time every `pause` seconds, keeping the count of lines written in
-/// `count`.
-fn printer(line: &str, times: u32, pause: f64) -> String {
-    format!(
-        r#"
-[services.printer]
-command = ["python3", "-u", "-c", "import os, sys, time\nline = {line} + '\\n'\nn = 0\nwhile True:\n    sys.stdout.write(line * {times})\n    n += {times}\n    open('count.tmp', 'w').write(str(n))\n    os.replace('count.tmp', 'count')\n    time.sleep({pause})\n"]
-restart = "never"
-grace-ms = 2000
-"#
-    )
-}
-
 fn printed(ctx: &TestContext) -> u64 {
     std::fs::read_to_string(ctx.repo.join("count"))
         .ok()
@@ -149,7 +138,10 @@ fn stalled_followers_cost_at_most_their_budget_and_their_memory_comes_back() {
     let ctx = TestContext::new();
     // Lines of 60,000 control bytes (JSON escapes each as six bytes),
     // about 6 MB a second.
-    ctx.write("omnidev.toml", &printer("'\\u0001' * 60000", 10, 0.1));
+    ctx.write(
+        "omnidev.toml",
+        &printer_profile("'\\u0001' * 60000", 10, 0.1),
+    );
     let pod = headless(&ctx);
     let socket = control_socket(&ctx);
     // The pod keeps 4 MiB of lines: 70 of them fill it.
@@ -241,7 +233,7 @@ fn tui(ctx: &TestContext) -> Pod {
 #[test]
 fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &printer("'x' * 5000000", 1, 0.5));
+    ctx.write("omnidev.toml", &printer_profile("'x' * 5000000", 1, 0.5));
     let pod = tui(&ctx);
     wait_for("the first line", DEADLINE, || printed(&ctx) >= 1);
     // 20 lines: 100 MB, 1,500 pieces of 64 KiB.
@@ -265,29 +257,15 @@ fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
 #[test]
 fn a_gitignore_of_30000_rules_is_held_once_per_checkout() {
     let ctx = TestContext::new();
-    let mut rules = String::new();
-    for i in 0..30_000 {
-        let _ = match i % 4 {
-            0 => writeln!(rules, "gen{i}/**/*.py"),
-            1 => writeln!(rules, "*.ext{i}"),
-            2 => writeln!(rules, "/dir{i}/"),
-            _ => writeln!(rules, "tmp{i}*"),
-        };
-    }
-    ctx.write(".gitignore", &rules);
-    let mut profile = String::new();
+    ctx.write(".gitignore", &many_rules(30_000));
     for name in ["a", "b", "c"] {
         ctx.write(&format!("{name}/app.py"), "x = 1\n");
-        let _ = writeln!(
-            profile,
-            "[services.{name}]\ncommand = [\"sleep\", \"1000\"]\nwatch = [\"{name}/**/*.py\"]\n"
-        );
     }
-    ctx.write("omnidev.toml", &profile);
+    ctx.write("omnidev.toml", &watched_profile(&["a", "b", "c"]));
     let (pod, rx) = with_output(ctx.command().args(["up", "--headless"]));
     let mut watching = 0;
     while watching < 3 {
-        let line = rx.recv_timeout(DEADLINE).expect("the watchers start");
+        let line = rx.recv_timeout(DEADLINE * 5).expect("the watchers start");
         watching += usize::from(line.contains("reloads on changes"));
     }
     // An edit makes each watcher look at the rules.
@@ -305,17 +283,12 @@ fn a_gitignore_of_30000_rules_is_held_once_per_checkout() {
 /// A checkout with three watch rules (`a`, `b`, `c`) of 40 directories
 /// each.
 fn three_watched_trees(ctx: &TestContext) {
-    let mut profile = String::new();
     for name in ["a", "b", "c"] {
         for dir in 0..40 {
             ctx.write(&format!("{name}/d{dir}/m.py"), "x = 1\n");
         }
-        let _ = writeln!(
-            profile,
-            "[services.{name}]\ncommand = [\"sleep\", \"1000\"]\nwatch = [\"{name}/**/*.py\"]\n"
-        );
     }
-    ctx.write("omnidev.toml", &profile);
+    ctx.write("omnidev.toml", &watched_profile(&["a", "b", "c"]));
 }
 
 /// Takes `watches` inotify watches (on directories outside the checkout)

@@ -3,6 +3,7 @@
 //! A piece that is not available prints `unavailable: <reason>` instead of
 //! a number.
 
+mod budgets;
 mod headless;
 mod reload;
 
@@ -54,6 +55,9 @@ pub fn run(options: &Bench) -> Result<()> {
     }
     if wanted("headless") {
         rows.extend(headless::rows(&omnidev, &scratch.join("headless")));
+    }
+    if wanted("budget") || wanted("rss") {
+        rows.extend(budgets::rows(&omnidev, &scratch.join("budgets")));
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));
@@ -703,12 +707,21 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
         .with_context(|| format!("cannot read the stat of pid {pid}"))
 }
 
-fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
-    let socket = format!("omnidev-bench-{}", std::process::id());
-    let port = free_port()?;
-    let tmux = |args: &[&str]| -> Result<String> {
+/// A private tmux server (its own socket); killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(name: &str) -> Self {
+        Self {
+            socket: format!("omnidev-bench-{}-{name}", std::process::id()),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Result<String> {
         let output = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null"])
+            .args(["-L", &self.socket, "-f", "/dev/null"])
             .args(args)
             .output()?;
         if !output.status.success() {
@@ -719,7 +732,19 @@ fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
             );
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-    };
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
+    let port = free_port()?;
+    let session = Tmux::new("idle");
+    let tmux = |args: &[&str]| session.run(args);
     let launch = format!(
         "XDG_CACHE_HOME='{}' XDG_CONFIG_HOME='{}' exec '{}' up --repo '{}' --port server={port}",
         home.join(".cache").display(),
@@ -761,7 +786,6 @@ fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
     let _ = poll(Duration::from_secs(15), || {
         tmux(&["has-session", "-t", "bench"]).is_err().then_some(())
     });
-    let _ = tmux(&["kill-server"]);
     result
 }
 

@@ -46,25 +46,8 @@ impl Ignores {
     /// `__pycache__` not followed); the repository's `info/exclude` (also
     /// for a worktree, whose `.git` is a file); and `excludes_file`.
     pub(super) fn load(root: &Path, bases: &[PathBuf], excludes_file: Option<PathBuf>) -> Self {
-        let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
-        for base in bases {
-            dirs.extend(chain(root, base));
-            walk(base, usize::MAX, &mut |path, is_dir| {
-                if is_dir {
-                    dirs.insert(path.to_path_buf());
-                }
-            });
-        }
-        dirs.insert(root.to_path_buf());
-        let nested = dirs
-            .into_iter()
-            .filter_map(|dir| {
-                let file = dir.join(GITIGNORE);
-                file.is_file()
-                    .then(|| (dir.clone(), read_rules(&dir, &file)))
-                    .filter(|(_, rules)| !rules.is_empty())
-            })
-            .collect();
+        let mut nested = BTreeMap::new();
+        add_nested(&mut nested, root, bases);
         let exclude_path = git_common_dir(root).map(|dir| dir.join("info/exclude"));
         let read_root_relative = |file: &Option<PathBuf>| {
             file.as_deref()
@@ -209,10 +192,20 @@ impl Shared {
             }
         };
         let mut state = locked(&shared.state);
-        let before = state.bases.len();
-        state.bases.extend(bases.iter().cloned());
-        if state.bases.len() > before {
+        let new: Vec<PathBuf> = bases
+            .iter()
+            .filter(|base| state.bases.insert((*base).clone()))
+            .cloned()
+            .collect();
+        if state.bases.len() == new.len() {
             shared.read(&mut state);
+        } else if !new.is_empty() {
+            // Only the new bases' files are read (the checkout's own
+            // rules stay), unless a watcher holds the current set.
+            match Arc::get_mut(&mut state.ignores) {
+                Some(ignores) => add_nested(&mut ignores.nested, root, &new),
+                None => shared.read(&mut state),
+            }
         }
         drop(state);
         shared
@@ -242,6 +235,31 @@ impl Shared {
             &bases,
             self.excludes_file.clone(),
         ));
+    }
+}
+
+/// Adds the rules of every `.gitignore` in `root`, between it and each
+/// base, and under each base (not already in `nested`).
+fn add_nested(nested: &mut BTreeMap<PathBuf, Gitignore>, root: &Path, bases: &[PathBuf]) {
+    let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
+    for base in bases {
+        dirs.extend(chain(root, base));
+        walk(base, usize::MAX, &mut |path, is_dir| {
+            if is_dir {
+                dirs.insert(path.to_path_buf());
+            }
+        });
+    }
+    dirs.insert(root.to_path_buf());
+    for dir in dirs {
+        let file = dir.join(GITIGNORE);
+        if nested.contains_key(&dir) || !file.is_file() {
+            continue;
+        }
+        let rules = read_rules(&dir, &file);
+        if !rules.is_empty() {
+            nested.insert(dir, rules);
+        }
     }
 }
 
