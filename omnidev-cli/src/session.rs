@@ -34,11 +34,11 @@ pub struct Checkout {
 
 /// The process's working directory.
 pub fn current_dir() -> Result<PathBuf> {
-    std::env::current_dir().map_err(|source| {
+    std::env::current_dir().map_err(|error| {
         Error::Pod(omnidev_pod::Error::Io {
             action: "read the current directory",
             path: PathBuf::from("."),
-            source,
+            error,
         })
     })
 }

@@ -4,7 +4,6 @@
 #[path = "support/context.rs"]
 mod common;
 
-use std::net::TcpListener;
 use std::time::Duration;
 
 use common::{TestContext, wait_for};
@@ -243,6 +242,26 @@ fn wrong_repo_shape() {
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
 
+/// A `--profile FILE` that does not exist: the cause once, and a hint
+/// asking for read access only.
+#[test]
+fn missing_profile_file() {
+    let ctx = TestContext::new();
+    let text = fails(
+        &ctx,
+        ctx.command()
+            .args(["--headless", "--profile"])
+            .arg(ctx.root.join("nope.toml")),
+    );
+    assert_eq!(
+        text.matches("No such file or directory").count(),
+        1,
+        "{text}"
+    );
+    assert!(!text.contains("write"), "{text}");
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+}
+
 #[test]
 fn profile_with_an_unknown_key() {
     let ctx = TestContext::new();
@@ -255,22 +274,64 @@ fn profile_with_an_unknown_key() {
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
 
+/// A process that listens on a free port of 127.0.0.1 until killed, and
+/// the port (killed when dropped).
+struct Holder(std::process::Child, String);
+
+impl Holder {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); \
+                 s.listen(); print(s.getsockname()[1], flush=True); time.sleep(120)",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut port = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut port)
+            .expect("port");
+        Holder(child, port.trim().to_owned())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A forced port that is busy is an error naming the holder, as at run
+/// time, before anything starts.
 #[test]
 fn busy_server_port_fails_before_anything_starts() {
     let ctx = TestContext::new();
     ctx.omnigent_shape();
-    let held = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = held.local_addr().expect("addr").port().to_string();
+    let held = Holder::start();
+    let port = held.1.clone();
     let text = fails(
         &ctx,
         ctx.command()
             .args(["--headless", "--no-vite", "--server-port", &port]),
     );
     assert!(text.contains(&port), "{text}");
+    let holder = format!("(held by pid {} (", held.0.id());
+    assert!(text.contains(&holder), "{text}");
+    assert!(text.contains("python3 -c import socket"), "{text}");
     // Nothing was started: no state file, no logs.
     let pod = ctx.pod_dir().expect("pod dir");
     assert!(!pod.join("state.json").exists());
-    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+    let mut settings = TestContext::settings();
+    // The interpreter's path differs from machine to machine.
+    settings.add_filter(
+        r"\(held by pid (\d+|\[PID\]) \(\S*python3 -c import .*\)\)",
+        "(held by pid [PID] (python3 -c …))",
+    );
+    settings.bind(|| insta::assert_snapshot!(text));
 }
 
 #[test]

@@ -6,11 +6,16 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[non_exhaustive]
 pub enum Error {
-    /// An I/O operation on a path failed.
-    #[error("could not {action} {}: {source}", path.display())]
+    /// An I/O operation on a path failed. The OS error is part of the
+    /// message and not a cause of its own (it would be told twice), and the
+    /// hint asks for the access the action needs.
+    #[error("could not {action} {}: {error}", path.display())]
     #[diagnostic(
         code(omnidev::pod::io),
-        help("check that the path exists and that you may read and write it")
+        help(
+            "check that the path exists and that you may {} it",
+            access_needed(action)
+        )
     )]
     Io {
         /// What was being done, e.g. "create directory".
@@ -18,8 +23,7 @@ pub enum Error {
         /// The path involved.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     /// An atomic state-file write failed.
@@ -111,7 +115,7 @@ pub enum Error {
     },
 
     /// A requested port is in use.
-    #[error("port {port} requested for `{name}` is already in use")]
+    #[error("port {port} requested for `{name}` is already in use{}", holder.as_ref().map_or_else(String::new, |h| format!(" (held by {h})")))]
     #[diagnostic(
         code(omnidev::pod::port_busy),
         help(
@@ -124,6 +128,9 @@ pub enum Error {
         name: String,
         /// The port number.
         port: u16,
+        /// Who listens on it (`pid 4242 (python3 -m http.server 8123)`),
+        /// when it can be told.
+        holder: Option<String>,
     },
 
     /// No free port exists at or above a base.
@@ -391,13 +398,56 @@ impl Error {
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| Self::Io {
+        move |error| Self::Io {
             action,
             path,
-            source,
+            error,
         }
+    }
+}
+
+/// What an [`Error::Io`] action needs of its path: reading only when it
+/// reads, examines or resolves it (a profile, a state file, the checkout),
+/// else writing too (a pod directory, a lock).
+fn access_needed(action: &str) -> &'static str {
+    let reads = [
+        "read",
+        "examine",
+        "resolve",
+        "open the checkout",
+        "use the checkout",
+    ];
+    if reads.iter().any(|verb| action.starts_with(verb)) {
+        "read"
+    } else {
+        "read and write"
     }
 }
 
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use miette::Diagnostic as _;
+
+    /// A missing profile: one cause (the OS error once, in the message, not
+    /// again as a cause), and a hint that asks only for read access.
+    #[test]
+    fn an_io_error_tells_its_cause_once_with_the_access_it_needs() {
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let error = Error::io("read the profile", "/nope.toml")(missing);
+        assert_eq!(
+            error.to_string(),
+            "could not read the profile /nope.toml: entity not found"
+        );
+        assert!(std::error::Error::source(&error).is_none());
+        let help = error.help().expect("help").to_string();
+        assert_eq!(help, "check that the path exists and that you may read it");
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let error = Error::io("create the directory", "/pod")(denied);
+        let help = error.help().expect("help").to_string();
+        assert!(help.ends_with("you may read and write it"), "{help}");
+    }
+}

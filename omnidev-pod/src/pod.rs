@@ -527,10 +527,10 @@ impl Pod {
                 path,
                 reason: "the path is not a plain relative path".to_owned(),
             }),
-            Err(source) => Err(Error::Io {
+            Err(error) => Err(Error::Io {
                 action: "create the pod sub-directory",
                 path,
-                source,
+                error,
             }),
         }
     }

@@ -263,9 +263,15 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
     let mut ports = BTreeMap::new();
     for (name, &port) in request.overrides {
         if !is_port_free(port) {
+            // Named as at run time (a port held by another process).
+            let holder = match omnidev_core::listener::owner(port, &[]) {
+                omnidev_core::listener::Owner::Other(holder) => Some(holder.to_string()),
+                _ => None,
+            };
             return Err(Error::PortBusy {
                 name: name.clone(),
                 port,
+                holder,
             });
         }
         ports.insert(name.clone(), port);

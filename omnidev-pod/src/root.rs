@@ -59,7 +59,7 @@ pub fn resolve_repo_root(cwd: &Path, explicit: Option<&Path>) -> Result<PathBuf>
                 return Err(Error::Io {
                     action: "use the checkout given with --repo",
                     path: canonical,
-                    source: std::io::Error::new(
+                    error: std::io::Error::new(
                         std::io::ErrorKind::NotADirectory,
                         "not a directory",
                     ),

@@ -76,10 +76,10 @@ pub const MAX_STATE_BYTES: u64 = 4 << 20;
 /// as its name, or anything but a regular file, is an error, never followed;
 /// `None` when missing.
 fn read_optional(path: &Path) -> Result<Option<String>> {
-    let io_error = |source| Error::Io {
+    let io_error = |error| Error::Io {
         action: "read",
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let Some(bytes) = omnidev_core::fs::read_file(path, MAX_STATE_BYTES).map_err(io_error)? else {
         return Ok(None);
