@@ -441,3 +441,29 @@ grace-ms = 1000
     assert_eq!(omnigent.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&omnigent.stderr).contains("uv"));
 }
+
+/// A prompt without a newline that the service never finishes (it is
+/// stopped first) is not lost: headless prints it and the log file keeps
+/// it, as a line of its own.
+#[test]
+fn a_line_without_its_newline_is_kept_when_the_service_is_stopped() {
+    let ctx = TestContext::new();
+    let ready = ctx.root.join("prompted");
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            "[services.app]\ncommand = [\"sh\", \"-c\", \"printf 'Password: '; touch {}; exec sleep 300\"]\n",
+            ready.display()
+        ),
+    );
+    let child = ctx.spawn(&["--headless"]);
+    wait_for("the prompt", Duration::from_secs(20), || ready.exists());
+    // SAFETY: plain kill(2) on the omnidev we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("app     | Password: \n"), "{stdout}");
+    let log = ctx.pod_dir().expect("pod").join("logs/app.log");
+    assert_eq!(std::fs::read_to_string(log).expect("log"), "Password: \n");
+}
