@@ -187,9 +187,10 @@ pub fn command() -> clap::Command {
     ))
 }
 
-/// Parse the process's arguments (clap's errors and `--help` exit here).
-/// Help asked for in a checkout fits that checkout's profile (see
-/// [`fit_to_profile`]).
+/// Parse the process's arguments (clap's errors and `--help` exit here;
+/// with `--json` among the arguments, a usage error is one JSON record on
+/// stdout, exit 2). Help asked for in a checkout fits that checkout's
+/// profile (see [`fit_to_profile`]).
 pub fn parse() -> Cli {
     use clap::FromArgMatches;
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -201,8 +202,42 @@ pub fn parse() -> Cli {
             .mut_subcommand("up", |up| fit_to_profile(up, &profile))
             .mut_subcommand("restart", |restart| restart_for_profile(restart, &profile));
     }
-    let matches = command.get_matches_from(args);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+    let json = args.iter().any(|arg| arg == "--json");
+    let parsed = command
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    parsed.unwrap_or_else(|error| {
+        if json && error.use_stderr() {
+            let text = error.to_string();
+            let message = text.lines().next().unwrap_or_default();
+            let record = crate::error::error_record(
+                "omnidev::usage",
+                message.trim_start_matches("error: "),
+                Some("see `omnidev help`"),
+                crate::error::exit::USAGE,
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), record.as_bytes());
+            std::process::exit(i32::from(crate::error::exit::USAGE));
+        }
+        error.exit()
+    })
+}
+
+impl Cli {
+    /// Whether the command asked for JSON output: its errors are then one
+    /// JSON record on stdout.
+    pub fn wants_json(&self) -> bool {
+        match &self.command {
+            None => self.up.json,
+            Some(Command::Up(args)) => args.json,
+            Some(Command::Status(args)) => args.json,
+            Some(Command::Ls(args)) => args.json,
+            Some(Command::Logs(args)) => args.json,
+            Some(Command::Events(args)) => args.json,
+            Some(Command::Restart(args)) => args.json,
+            Some(_) => false,
+        }
+    }
 }
 
 /// Whether `args` ask for help (`-h`, `--help`, `help`) before a `--`.
@@ -640,7 +675,8 @@ pub struct EventsArgs {
 }
 
 /// Arguments of `omnidev wait`: exit 0 when the condition holds, 1 when a
-/// service failed or the time ran out, 2 on usage errors.
+/// service failed, 2 on usage errors, 3 when the pod does not run, 4 when
+/// the time ran out.
 #[derive(Debug, Args, Clone)]
 #[command(group(clap::ArgGroup::new("until").required(true).args(["ready", "exited", "healthy_after_reload"])))]
 pub struct WaitArgs {
@@ -658,12 +694,24 @@ pub struct WaitArgs {
     #[arg(long)]
     pub exited: bool,
     /// Until a reload (begun at most 2 s before this command, or after it)
-    /// is over and each is ready again.
+    /// is over and each is ready again (exit 1 as soon as a service crashed
+    /// after it).
     #[arg(long)]
     pub healthy_after_reload: bool,
-    /// Seconds to wait at most (at most 86400).
-    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
-    pub timeout: u64,
+    /// Seconds to wait at most (default 600; 60 with
+    /// --healthy-after-reload; at most 86400).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
+    pub timeout: Option<u64>,
+}
+
+impl WaitArgs {
+    /// Seconds to wait: `--timeout`, else 600 (a first start may install
+    /// dependencies), or 60 after a reload (a reload that takes longer is
+    /// stuck).
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout
+            .unwrap_or(if self.healthy_after_reload { 60 } else { 600 })
+    }
 }
 
 /// `30s`, `5m`, `2h`, `1d`, `500ms`, or a number of seconds.

@@ -1,8 +1,25 @@
 //! The one error type of the `omnidev` binary: its own failures (watching,
 //! the terminal, the control socket, detaching) and library errors, which
-//! pass through unchanged (they already carry their code and help).
+//! pass through unchanged (they already carry their code and help); and the
+//! one place that turns an error into an exit code ([`exit`]) and, with
+//! `--json`, into a JSON record ([`json_record`]).
 
 use std::path::PathBuf;
+
+/// The exit codes, the same for every command (docs/control.md); 0 is
+/// success.
+pub mod exit {
+    /// A service failed, or omnidev could not do what was asked (the
+    /// message says which).
+    pub const FAILED: u8 = 1;
+    /// A usage error: an unknown flag or service, a value out of range, a
+    /// `--pod-dir` that is not a pod.
+    pub const USAGE: u8 = 2;
+    /// No pod runs there.
+    pub const NOT_RUNNING: u8 = 3;
+    /// The time given ran out.
+    pub const TIMED_OUT: u8 = 4;
+}
 
 /// Everything the CLI layer can fail with.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -251,6 +268,52 @@ pub enum Error {
         message: String,
     },
 
+    /// The pod has no service of that name.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::unknown_service),
+        help("service names are those of the profile; `omnidev status` lists them")
+    )]
+    UnknownService {
+        /// The pod's explanation, naming the known services.
+        message: String,
+    },
+
+    /// The pod refused a request as malformed (a bad name, a value out of
+    /// range).
+    #[error("{message}")]
+    #[diagnostic(code(omnidev::control::usage), help("see `omnidev help`"))]
+    BadRequest {
+        /// The pod's explanation.
+        message: String,
+    },
+
+    /// What was waited for did not happen in time.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::timeout),
+        help(
+            "the pod keeps running: see `omnidev status` and `omnidev logs`; raise the limit with --timeout"
+        )
+    )]
+    TimedOut {
+        /// What did not happen, and the limit.
+        message: String,
+    },
+
+    /// `--pod-dir` names no pod: a typo must not look like a stopped pod.
+    #[error("{} {what}", pod_dir.display())]
+    #[diagnostic(
+        code(omnidev::pod_dir::not_a_pod),
+        help("`omnidev ls` lists the pods; leave out --pod-dir to use this checkout's")
+    )]
+    NoSuchPod {
+        /// The directory given.
+        pod_dir: PathBuf,
+        /// What it is instead.
+        what: String,
+    },
+
     /// The control socket could not be created.
     #[error("could not serve the control socket {}", path.display())]
     #[diagnostic(
@@ -418,6 +481,23 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The exit code of this error (see [`exit`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::NotRunning { .. } | Error::NoLogs { .. } => exit::NOT_RUNNING,
+            Error::StopTimeout { .. } | Error::DetachTimeout { .. } | Error::TimedOut { .. } => {
+                exit::TIMED_OUT
+            }
+            Error::UnknownService { .. }
+            | Error::BadRequest { .. }
+            | Error::NoSuchPod { .. }
+            | Error::NoLog { .. }
+            | Error::BadName { .. }
+            | Error::Pod(omnidev_pod::Error::NotAPod { .. }) => exit::USAGE,
+            _ => exit::FAILED,
+        }
+    }
+
     /// A closure turning an I/O error into [`Error::Io`].
     pub fn io(
         action: &'static str,
@@ -545,4 +625,44 @@ impl miette::Diagnostic for Shown {
                 .map(|related| related as &dyn miette::Diagnostic),
         ))
     }
+}
+
+/// The exit code of a report: [`Error::exit_code`] for the CLI's own
+/// errors, [`exit::FAILED`] for anything else.
+pub fn exit_code(report: &miette::Report) -> u8 {
+    report
+        .downcast_ref::<Error>()
+        .map_or(exit::FAILED, Error::exit_code)
+}
+
+/// The one JSON record a command given `--json` prints for an error:
+/// `{"error": {"code", "message", "help", "exit"}}`. `message` is the error
+/// and its causes, joined with `: `.
+pub fn json_record(report: &miette::Report) -> String {
+    let diagnostic: &dyn miette::Diagnostic = report.as_ref();
+    let mut message = diagnostic.to_string();
+    let mut cause = std::error::Error::source(diagnostic);
+    while let Some(error) = cause {
+        message.push_str(": ");
+        message.push_str(&error.to_string());
+        cause = error.source();
+    }
+    error_record(
+        &diagnostic
+            .code()
+            .map_or_else(|| "omnidev::error".to_owned(), |c| c.to_string()),
+        &message,
+        diagnostic.help().map(|h| h.to_string()).as_deref(),
+        exit_code(report),
+    )
+}
+
+/// `{"error": {…}}` with a newline.
+pub fn error_record(code: &str, message: &str, help: Option<&str>, exit: u8) -> String {
+    let record = serde_json::json!({
+        "error": { "code": code, "message": message, "help": help, "exit": exit }
+    });
+    let mut line = record.to_string();
+    line.push('\n');
+    line
 }

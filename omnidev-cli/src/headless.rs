@@ -160,6 +160,19 @@ impl Printer {
         }
         // A service's line keeps its harmless colours; omnidev's own text
         // (which quotes names, commands, paths) obeys no escape at all.
+        // The pod's end: a line per service, `ended: server stopped (…)`.
+        if let Entry::Event(Event {
+            kind: EventKind::Ended { services },
+            ..
+        }) = entry
+        {
+            for end in services {
+                let line = self.line("omnidev", &format!("ended: {}", end.detail));
+                out.write_all(line.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            return Ok(());
+        }
         let (tag, text): (&str, Cow<'_, str>) = match entry {
             Entry::Line(line) => (
                 &line.service,
@@ -293,9 +306,7 @@ pub async fn run_pod(
     // What the services print while stopping is output too; then how
     // each ended.
     let _ = crate::session::stop_pod(supervisor, signals).await;
-    for status in supervisor.snapshot() {
-        supervisor.notice(format!("ended: {}", status.ending()));
-    }
+    supervisor.announce_end();
     closer.close();
     let alive = tokio::select! {
         alive = &mut done => alive.unwrap_or(false),
@@ -311,7 +322,9 @@ pub async fn run_pod(
     let Some(settled) = settled else {
         return Ok(ExitCode::SUCCESS);
     };
-    if alive {
+    // With --json the `ended` record is the last line: it says how each
+    // service ended (and the exit code whether that was a success).
+    if alive && !json {
         let text = if settled.success {
             "every service exited 0"
         } else {

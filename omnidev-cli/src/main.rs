@@ -27,6 +27,7 @@ fn main() -> std::process::ExitCode {
     let args = cli::parse();
     // Only in the background process of `up --detach`.
     commands::detach::rotate_own_output();
+    let json = args.wants_json();
     // Fancy, coloured diagnostics; plain when NO_COLOR or not a terminal
     // (miette's own detection). Off a terminal, lines are not wrapped, so
     // logs and CI output keep each message on one line.
@@ -44,9 +45,19 @@ fn main() -> std::process::ExitCode {
         Err(report) if matches!(report.downcast_ref(), Some(error::Error::OutputClosed)) => {
             std::process::ExitCode::FAILURE
         }
+        // With `--json`, the error is one record on stdout, where the
+        // program reading the output looks.
+        Err(report) if json => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout();
+            let _ = out
+                .write_all(error::json_record(&report).as_bytes())
+                .and_then(|()| out.flush());
+            error::exit_code(&report).into()
+        }
         Err(report) => {
             error::print(&report);
-            std::process::ExitCode::FAILURE
+            error::exit_code(&report).into()
         }
     }
 }

@@ -76,12 +76,26 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
 
 /// The pod directory `args` names: `--pod-dir` as given (no checkout
 /// needed, so a pod whose worktree was deleted can still be stopped,
-/// inspected or cleaned), else the checkout's own.
+/// inspected or cleaned), else the checkout's own. A `--pod-dir` that is
+/// not a pod is [`Error::NoSuchPod`]: a typo must not read as "not
+/// running" (the checkout's own pod directory may not exist yet: that pod
+/// never ran).
 pub fn pod_dir(args: &PodArgs) -> Result<PathBuf> {
-    match &args.pod_dir {
-        Some(dir) => Ok(absolute(&current_dir()?, dir)),
-        None => Ok(resolve_checkout(args)?.pod_dir),
-    }
+    let Some(dir) = &args.pod_dir else {
+        return Ok(resolve_checkout(args)?.pod_dir);
+    };
+    let pod_dir = absolute(&current_dir()?, dir);
+    let what = match omnidev_pod::pod::examine(&pod_dir)? {
+        omnidev_pod::pod::DirKind::Pod(_) | omnidev_pod::pod::DirKind::Unmarked => {
+            return Ok(pod_dir);
+        }
+        omnidev_pod::pod::DirKind::Missing => "does not exist".to_owned(),
+        omnidev_pod::pod::DirKind::Empty => "is an empty directory, not a pod".to_owned(),
+        omnidev_pod::pod::DirKind::Other(reason) => {
+            format!("is not an omnidev pod ({reason})")
+        }
+    };
+    Err(Error::NoSuchPod { pod_dir, what })
 }
 
 /// The pod directory of the checkout `args` names, when its pod runs;

@@ -8,7 +8,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -82,6 +82,29 @@ fn json(ctx: &TestContext, args: &[&str]) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
 }
 
+/// Runs omnidev, which must exit `code`; its output.
+fn run_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
+    let output = run(ctx, args);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "omnidev {args:?}\n{}",
+        ctx.render(&output)
+    );
+    output
+}
+
+/// The JSON on stdout of a command that must exit `code`.
+fn json_code(ctx: &TestContext, args: &[&str], code: i32) -> Value {
+    let output = run_code(ctx, args, code);
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("{args:?}: {e}\n{}", ctx.render(&output));
+    })
+}
+
+/// The exit code of `status` when the pod does not run (docs/control.md).
+const NOT_RUNNING: i32 = 3;
+
 fn service<'v>(status: &'v Value, name: &str) -> &'v Value {
     status["services"]
         .as_array()
@@ -105,13 +128,12 @@ fn pod_dir(status: &Value) -> PathBuf {
 /// Runs omnidev in the background and fails the test when it does not end
 /// within `deadline` (a hang), instead of blocking forever.
 fn run_within(ctx: &TestContext, args: &[&str], deadline: Duration) -> Output {
-    let child = ctx
-        .command()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    finish_within(ctx.spawn(args), args, deadline)
+}
+
+/// Waits for `child` (omnidev `args`, spawned with piped output) and fails
+/// the test when it does not end within `deadline`.
+fn finish_within(child: std::process::Child, args: &[&str], deadline: Duration) -> Output {
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -222,14 +244,18 @@ fn detach_status_logs_restart_stop() {
     for pid in [supervisor, server, host] {
         assert!(!alive(pid), "pid {pid} survived `omnidev stop`");
     }
-    let status = json(&ctx, &["status", "--json"]);
+    let status = json_code(&ctx, &["status", "--json"], NOT_RUNNING);
     assert_eq!(status["running"], false, "{status}");
     for s in status["services"].as_array().expect("services") {
         assert_eq!(s["state"], "stopped", "{status}");
         assert!(s["pid"].is_null(), "{status}");
     }
-    let text = run_ok(&ctx, &["status"]);
-    assert!(text.contains("not running"), "{text}");
+    let text = run_code(&ctx, &["status"], NOT_RUNNING);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("not running"),
+        "{}",
+        ctx.render(&text)
+    );
     // Stopping again is fine.
     run_ok(&ctx, &["stop"]);
 }
@@ -278,7 +304,12 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     );
 
     let output = run_within(&ctx, &["status", "--json"], Duration::from_secs(20));
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(NOT_RUNNING),
+        "{}",
+        ctx.render(&output)
+    );
     let status: Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(status["running"], false, "{status}");
     let output = run_within(&ctx, &["status"], Duration::from_secs(20));
@@ -344,7 +375,8 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
         &ctx,
         &["clean", "--pod-dir", precious.to_str().expect("utf-8")],
     );
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    // A usage error (exit 2), as a --pod-dir that is not a pod is for every command.
+    assert_eq!(output.status.code(), Some(2), "{}", ctx.render(&output));
     assert!(precious.join("keep").is_file());
 }
 
@@ -452,19 +484,41 @@ depends-on = { a = "started" }
 fn commands_on_a_pod_that_never_ran() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(24710));
-    let status = json(&ctx, &["status", "--json"]);
+    let status = json_code(&ctx, &["status", "--json"], NOT_RUNNING);
     assert_eq!(status["running"], false, "{status}");
     assert_eq!(status["control"], false, "{status}");
+    // Stopping what does not run leaves it as asked.
     run_ok(&ctx, &["stop"]);
-    let output = run(&ctx, &["restart", "server"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("not running"));
-    let output = run(&ctx, &["logs", "server"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    // Without a service too: a pod that never ran (or a mistyped
-    // --pod-dir) is said, not an empty success.
-    let output = run(&ctx, &["logs"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    for args in [
+        &["restart", "server"][..],
+        &["wait", "--ready"],
+        &["wait", "--healthy-after-reload"],
+        &["events"],
+    ] {
+        let output = run_code(&ctx, args, NOT_RUNNING);
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("not running"),
+            "{args:?}: {}",
+            ctx.render(&output)
+        );
+    }
+    // With --json, the error is one record on stdout.
+    let record = json_code(&ctx, &["restart", "--json"], NOT_RUNNING);
+    assert_eq!(
+        record["error"]["code"], "omnidev::control::not_running",
+        "{record}"
+    );
+    assert!(
+        record["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not running")),
+        "{record}"
+    );
+    assert!(record["error"]["help"].is_string(), "{record}");
+    run_code(&ctx, &["logs", "server"], NOT_RUNNING);
+    // Without a service too: a pod that never ran is said, not an empty
+    // success.
+    let output = run_code(&ctx, &["logs"], NOT_RUNNING);
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("this pod has never run"),
         "{}",
@@ -550,14 +604,15 @@ grace-ms = 1000
         ),
     );
     let _pods = pods(&ctx);
+    // Not ready in time: exit 4 (timed out).
     let output = run(&ctx, &["up", "--detach", "--ready-timeout", "1"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert_eq!(output.status.code(), Some(4), "{}", ctx.render(&output));
     let output = run_within(
         &ctx,
         &["restart", "never", "--timeout", "2"],
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    assert_eq!(output.status.code(), Some(4), "{}", ctx.render(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("within 2 s"), "{stderr}");
     run_ok(&ctx, &["stop"]);
@@ -638,4 +693,196 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     );
     omnidev(&["clean"]);
     assert!(!dir.exists(), "clean --pod-dir left {}", dir.display());
+}
+
+#[test]
+fn a_pod_dir_that_is_no_pod_is_a_usage_error() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24810));
+    let missing = ctx.root.join("no-such-pod");
+    let empty = ctx.root.join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let other = ctx.root.join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(other.join("notes.txt"), "mine").expect("write");
+    for (dir, what) in [
+        (&missing, "does not exist"),
+        (&empty, "not a pod"),
+        (&other, "is not an omnidev pod"),
+    ] {
+        let at = dir.to_str().expect("utf-8");
+        for command in ["status", "stop", "restart", "logs", "events", "clean"] {
+            let output = run_code(&ctx, &[command, "--pod-dir", at], 2);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(stderr.contains(what), "{command} {at}: {stderr}");
+        }
+        let record = json_code(&ctx, &["status", "--json", "--pod-dir", at], 2);
+        assert_eq!(
+            record["error"]["code"], "omnidev::pod_dir::not_a_pod",
+            "{record}"
+        );
+        assert_eq!(record["error"]["exit"], 2, "{record}");
+    }
+    assert!(!missing.exists(), "a command made the missing pod dir");
+    assert!(other.join("notes.txt").is_file());
+    // A usage error of clap's, with --json: a record too.
+    let record = json_code(&ctx, &["status", "--json", "--no-such-flag"], 2);
+    assert_eq!(record["error"]["code"], "omnidev::usage", "{record}");
+    assert!(
+        record["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--no-such-flag")),
+        "{record}"
+    );
+}
+
+#[test]
+fn exit_codes_on_a_running_pod() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(24910));
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    // A second `up --detach` reports the running pod: exit 0, its URLs.
+    let again = run_ok(&ctx, &["up", "--detach"]);
+    assert!(again.contains("server http://localhost:24910"), "{again}");
+    assert!(again.contains("already running"), "{again}");
+    // Running: status exits 0.
+    run_ok(&ctx, &["status"]);
+    // An unknown service is a usage error, whatever asks for it.
+    for args in [
+        &["wait", "--ready", "nosuch"][..],
+        &["restart", "nosuch"],
+        &["events", "nosuch"],
+        &["logs", "nosuch"],
+    ] {
+        let output = run_code(&ctx, args, 2);
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("nosuch"),
+            "{args:?}: {}",
+            ctx.render(&output)
+        );
+    }
+    let record = json_code(&ctx, &["restart", "nosuch", "--json"], 2);
+    assert_eq!(
+        record["error"]["code"], "omnidev::unknown_service",
+        "{record}"
+    );
+    // No reload comes: the wait times out, exit 4.
+    let output = run_code(
+        &ctx,
+        &["wait", "--healthy-after-reload", "--timeout", "1"],
+        4,
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("within 1 s"),
+        "{}",
+        ctx.render(&output)
+    );
+    // A follower of the events gets one `ended` record last when the pod
+    // stops, and its stream ends.
+    let mut follow = ctx.spawn(&["events", "-f", "--json"]);
+    let mut lines = BufReader::new(follow.stdout.take().expect("stdout")).lines();
+    // Its first record (of the kept ones) says it is attached.
+    let first = lines.next().expect("a first record").expect("read");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let all: Vec<String> = std::iter::once(first)
+            .chain(lines.map_while(Result::ok))
+            .collect();
+        let _ = tx.send(all);
+    });
+    run_ok(&ctx, &["stop"]);
+    let all = rx
+        .recv_timeout(DEADLINE)
+        .expect("the events stream ends with the pod");
+    let _ = follow.wait();
+    let last: Value = serde_json::from_str(all.last().expect("records")).expect("json");
+    assert_eq!(last["kind"], "ended", "{all:?}");
+    let names: Vec<&str> = last["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["server", "host"], "{last}");
+    assert!(
+        last["services"]
+            .as_array()
+            .expect("services")
+            .iter()
+            .all(|s| s["reason"] == "stopped"),
+        "{last}"
+    );
+    run_code(&ctx, &["wait", "--ready"], NOT_RUNNING);
+}
+
+#[test]
+fn wait_healthy_after_reload_fails_at_the_first_crash() {
+    // `app` watches src/; once `src/broken` exists it crashes at start, and
+    // keeps crashing (restarts with backoff): the wait must fail at the
+    // first crash, naming it, not at its timeout.
+    let ctx = TestContext::new();
+    ctx.write("src/app.txt", "v1");
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.app]
+command = ["sh", "-c", "if [ -e src/broken ]; then echo broken start; exit 7; fi; echo app up; exec sleep 300"]
+watch = ["src/**"]
+grace-ms = 1000
+"#,
+    );
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    let args = ["wait", "--healthy-after-reload", "--timeout", "600"];
+    let wait = ctx.spawn(&args);
+    ctx.write("src/broken", "yes");
+    // Far below the 600 s given: a crash ends the wait.
+    let output = finish_within(wait, &args, Duration::from_secs(120));
+    let (status, stderr) = (output.status, String::from_utf8_lossy(&output.stderr));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("app failed"), "{stderr}");
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
+fn headless_json_ends_with_one_ended_record() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.once]
+command = ["sh", "-c", "echo done"]
+restart = "never"
+
+[services.bad]
+command = ["sh", "-c", "sleep 0.3; exit 3"]
+restart = "never"
+"#,
+    );
+    let output = run_within(&ctx, &["up", "--json"], Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let ended: Vec<&Value> = records.iter().filter(|r| r["kind"] == "ended").collect();
+    assert_eq!(ended.len(), 1, "{text}");
+    assert_eq!(
+        records.last(),
+        Some(ended[0]),
+        "ended is the last record: {text}"
+    );
+    let services = ended[0]["services"].as_array().expect("services");
+    let of = |name: &str| {
+        services
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert_eq!(of("once")["reason"], "exited", "{text}");
+    assert_eq!(of("once")["exit"]["code"], 0, "{text}");
+    assert_eq!(of("bad")["reason"], "crashed", "{text}");
+    assert_eq!(of("bad")["exit"]["code"], 3, "{text}");
 }

@@ -202,6 +202,53 @@ pub enum EventKind {
         /// The message.
         message: String,
     },
+    /// The pod has stopped: how each service ended (the last event of a
+    /// pod's run).
+    Ended {
+        /// Every service, in the order they were given.
+        services: Vec<Ending>,
+    },
+}
+
+/// How a service ended, when its pod stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ending {
+    /// The service.
+    pub name: String,
+    /// How its last run ended; `None` when it never ran.
+    pub exit: Option<ExitStatus>,
+    /// Why it is down.
+    pub reason: EndReason,
+    /// The same for people: `server stopped (signal 15)`.
+    pub detail: String,
+}
+
+/// Why a service is down once its pod stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// omnidev stopped it (the pod's shutdown, or a stop of the service),
+    /// or it never started.
+    Stopped,
+    /// It ended on its own with code 0.
+    Exited,
+    /// It ended on its own otherwise (a non-zero code, a signal) and was
+    /// not restarted.
+    Crashed,
+    /// It could not start (a prepare step failed, or it is unavailable).
+    Failed,
+}
+
+impl EndReason {
+    /// The reason as one word: `stopped`, `exited`, `crashed`, `failed`.
+    pub fn word(self) -> &'static str {
+        match self {
+            EndReason::Stopped => "stopped",
+            EndReason::Exited => "exited",
+            EndReason::Crashed => "crashed",
+            EndReason::Failed => "failed",
+        }
+    }
 }
 
 /// The changed files behind a reload: the first few (sorted, deduplicated)
@@ -326,6 +373,25 @@ pub struct ServiceStatus {
 }
 
 impl ServiceStatus {
+    /// How it ended, as a part of [`EventKind::Ended`].
+    pub fn end(&self) -> Ending {
+        let reason = match &self.state {
+            ServiceState::Exited { status } if status.success() => EndReason::Exited,
+            ServiceState::Exited { .. } => EndReason::Crashed,
+            ServiceState::Failed { .. } => EndReason::Failed,
+            _ => EndReason::Stopped,
+        };
+        Ending {
+            name: self.name.clone(),
+            exit: match self.state {
+                ServiceState::Exited { status } => Some(status),
+                _ => self.last_exit,
+            },
+            reason,
+            detail: self.ending(),
+        }
+    }
+
     /// How it ended, for a closing summary: `server stopped (exit code
     /// 0)`, `host crashed (exit code 1)`, `vite failed: …`.
     pub fn ending(&self) -> String {
@@ -439,6 +505,7 @@ impl EventKind {
                 | EventKind::Notice { .. }
                 | EventKind::Reloading { .. }
                 | EventKind::Debug { .. }
+                | EventKind::Ended { .. }
         )
     }
 }
@@ -497,6 +564,10 @@ impl fmt::Display for EventKind {
                 success: false,
             } => write!(f, "{step} failed"),
             EventKind::Notice { message } => f.write_str(message),
+            EventKind::Ended { services } => {
+                let endings: Vec<&str> = services.iter().map(|e| e.detail.as_str()).collect();
+                write!(f, "ended: {}", endings.join("; "))
+            }
         }
     }
 }

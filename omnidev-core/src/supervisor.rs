@@ -211,6 +211,14 @@ impl Supervisor {
         });
     }
 
+    /// Publishes [`EventKind::Ended`]: how each service ended. For the
+    /// front-end to call once, after [`Supervisor::shutdown`] (the last
+    /// event of the pod's run).
+    pub fn announce_end(&self) {
+        let services = self.snapshot().iter().map(ServiceStatus::end).collect();
+        self.publish_message(EventKind::Ended { services });
+    }
+
     fn publish_message(&self, kind: EventKind) {
         let event = Event {
             at: std::time::SystemTime::now(),

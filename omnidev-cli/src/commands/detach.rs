@@ -30,7 +30,10 @@ pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
     let pod_dir = checkout.pod_dir.clone();
     if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
-        return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
+        if args.clean {
+            return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
+        }
+        return already_running(&pod_dir, pid);
     }
     if args.clean {
         // Done here, not in the background process, whose output file lives
@@ -140,6 +143,27 @@ pub fn rotate_own_output() {
                 ino = file.metadata().map_or(0, |m| m.ino());
             }
         });
+}
+
+/// `up --detach` on a pod that already runs: what it would have printed
+/// (the pod directory and URLs), and exit 0: the pod asked for runs
+/// (with `--clean`, whose directory cannot be removed now, it is an error).
+fn already_running(pod_dir: &Path, pid: Option<u32>) -> miette::Result<ExitCode> {
+    let status = control::inspect(pod_dir)?;
+    let mut out = format!("pod {}\n", pod_dir.display());
+    for url in &status.urls {
+        let _ = writeln!(out, "{} {}", url.name, url.url);
+    }
+    let pid = status
+        .pid
+        .or(pid)
+        .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+    let _ = writeln!(
+        out,
+        "already running (pid {pid}); `omnidev status`, `omnidev logs -f`, `omnidev stop`"
+    );
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Re-executes this binary as `omnidev … --headless` in a new session, with

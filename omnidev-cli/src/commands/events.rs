@@ -111,6 +111,10 @@ fn human(record: &Record) -> String {
             crate::terminal_text::message(message).into_owned()
         }
         Body::Lost { count, reason } => format!("{count} records lost ({reason})"),
+        Body::Ended { services } => {
+            let endings: Vec<&str> = services.iter().map(|s| s.detail.as_str()).collect();
+            format!("ended: {}", endings.join("; "))
+        }
     };
     format!("{time} {who} {what}")
 }

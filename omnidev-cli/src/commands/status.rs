@@ -7,8 +7,9 @@ use crate::cli::StatusArgs;
 use crate::control;
 use crate::output::{json, pod_status, write_stdout};
 
-/// Runs `omnidev status`. Exits 0 whether or not the pod runs; the output
-/// says which.
+/// Runs `omnidev status`: the report, then exit 0 when the pod runs and
+/// 3 when it does not (as `systemctl status`), so a script can branch on
+/// it.
 pub fn run(args: &StatusArgs) -> miette::Result<ExitCode> {
     let status = control::inspect(&crate::session::pod_dir(&args.pod)?)?;
     let text = if args.json {
@@ -17,5 +18,9 @@ pub fn run(args: &StatusArgs) -> miette::Result<ExitCode> {
         pod_status(&status)
     };
     write_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if status.running {
+        ExitCode::SUCCESS
+    } else {
+        crate::error::exit::NOT_RUNNING.into()
+    })
 }

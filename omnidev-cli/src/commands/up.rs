@@ -103,7 +103,12 @@ async fn run_pod(
     };
     drop(watchers);
     let stopped = session::stop_pod(&supervisor, &mut signals).await;
-    drop(control);
+    if use_tui {
+        // For the control socket's followers (headless output announced
+        // it before its last lines).
+        supervisor.announce_end();
+    }
+    control.finish().await;
     drop(prepared);
     let code = code?;
     stopped?;

@@ -9,8 +9,8 @@ use crate::control::protocol::WaitFor;
 use crate::control::{self, Request};
 
 /// Runs `omnidev wait`: exit 0 when the condition holds; 1 when a service
-/// failed (each is named with its state), the time ran out or the pod does
-/// not run (the reason on stderr); clap's exit 2 on usage errors.
+/// failed (each is named with its state); 2 on usage errors (an unknown
+/// service too); 3 when the pod does not run; 4 when the time ran out.
 pub fn run(args: &WaitArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     let until = if args.ready {
@@ -23,11 +23,11 @@ pub fn run(args: &WaitArgs) -> miette::Result<ExitCode> {
     let request = Request::Wait {
         until,
         services: args.services.clone(),
-        timeout_secs: Some(args.timeout),
+        timeout_secs: Some(args.timeout_secs()),
     };
     // The pod answers with an error once `timeout` has passed; the socket
     // read waits a little longer so that answer arrives.
-    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
+    let read_timeout = Duration::from_secs(args.timeout_secs().saturating_add(5));
     let response = control::request(pod_dir, &request, read_timeout)?;
     if response.failed.is_empty() {
         return Ok(ExitCode::SUCCESS);

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use super::protocol::{Request, Response};
+use super::protocol::{ErrorKind, Request, Response};
 use crate::error::{Error, Result};
 
 /// Sends `request` to the pod in `pod_dir` and returns its answer.
@@ -75,12 +75,15 @@ fn exchange(
         message: e.to_string(),
     })?;
     if response.ok {
-        Ok((response, reader))
-    } else {
-        Err(Error::Refused {
-            message: response
-                .error
-                .unwrap_or_else(|| "no reason given".to_owned()),
-        })
+        return Ok((response, reader));
     }
+    let message = response
+        .error
+        .unwrap_or_else(|| "no reason given".to_owned());
+    Err(match response.error_kind {
+        Some(ErrorKind::UnknownService) => Error::UnknownService { message },
+        Some(ErrorKind::Usage) => Error::BadRequest { message },
+        Some(ErrorKind::Timeout) => Error::TimedOut { message },
+        None => Error::Refused { message },
+    })
 }

@@ -152,6 +152,28 @@ pub enum Body {
         /// What happened and what to do.
         message: String,
     },
+    /// The pod stopped: how each service ended. The last record of a
+    /// pod's run.
+    Ended {
+        /// Every service, in profile order.
+        services: Vec<EndedService>,
+    },
+}
+
+/// A service in an [`Body::Ended`] record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedService {
+    /// The service.
+    pub name: String,
+    /// How its last run ended (`{"code": N}` or `{"signal": N}`); `None`
+    /// (JSON `null`) when it never ran.
+    pub exit: Option<ExitStatus>,
+    /// `stopped` (by omnidev, or never started), `exited` (on its own,
+    /// code 0), `crashed` (on its own otherwise), `failed` (could not
+    /// start).
+    pub reason: String,
+    /// The same for people: `server stopped (signal 15)`.
+    pub detail: String,
 }
 
 impl Body {
@@ -173,6 +195,7 @@ impl Body {
             Body::Debug { .. } => "debug",
             Body::Lost { .. } => "lost",
             Body::Lagged { .. } => "lagged",
+            Body::Ended { .. } => "ended",
         }
     }
 }
@@ -244,6 +267,17 @@ impl Encoder {
             // schema's words (`port 6767 is held by pid 4242 (…), not by server`).
             EventKind::PortHeld { .. } => Body::Notice {
                 message: event.to_string(),
+            },
+            EventKind::Ended { services } => Body::Ended {
+                services: services
+                    .iter()
+                    .map(|end| EndedService {
+                        name: end.name.clone(),
+                        exit: end.exit,
+                        reason: end.reason.word().to_owned(),
+                        detail: end.detail.clone(),
+                    })
+                    .collect(),
             },
         };
         self.record(event.at, event.service.clone(), body)
@@ -424,9 +458,10 @@ mod tests {
                 EventKind::Log { .. } => "log",
                 EventKind::Notice { .. } => "notice",
                 EventKind::PortHeld { .. } => "port-held",
+                EventKind::Ended { .. } => "ended",
             });
         }
-        assert_eq!(seen.len(), 11, "a sample of every event kind");
+        assert_eq!(seen.len(), 12, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -520,6 +555,22 @@ mod tests {
             EventKind::Notice {
                 message: "shutting down".into(),
             },
+            EventKind::Ended {
+                services: vec![
+                    omnidev_core::Ending {
+                        name: "server".into(),
+                        exit: Some(ExitStatus::Signal(15)),
+                        reason: omnidev_core::EndReason::Stopped,
+                        detail: "server stopped (signal 15)".into(),
+                    },
+                    omnidev_core::Ending {
+                        name: "vite".into(),
+                        exit: None,
+                        reason: omnidev_core::EndReason::Failed,
+                        detail: "vite failed: pnpm install failed".into(),
+                    },
+                ],
+            },
         ]
     }
 
@@ -605,6 +656,7 @@ mod tests {
             "debug",
             "lost",
             "lagged",
+            "ended",
         ];
         assert_eq!(kinds, HashSet::from(every), "a record of every kind");
         // The schema names exactly these kinds.

@@ -99,6 +99,10 @@ pub struct Response {
     /// Why not, when `ok` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What kind of refusal, when the client should tell it apart (its
+    /// exit code differs); absent for any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
     /// The pod's status after the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodStatus>,
@@ -114,6 +118,7 @@ impl Response {
             schema: SCHEMA,
             ok: true,
             error: None,
+            error_kind: None,
             status: None,
             failed: Vec::new(),
         }
@@ -125,6 +130,7 @@ impl Response {
             schema: SCHEMA,
             ok: true,
             error: None,
+            error_kind: None,
             status: Some(status),
             failed,
         }
@@ -136,10 +142,31 @@ impl Response {
             schema: SCHEMA,
             ok: false,
             error: Some(message.into()),
+            error_kind: None,
             status: None,
             failed: Vec::new(),
         }
     }
+
+    /// A refusal of a kind the client tells apart.
+    pub fn refused(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            error_kind: Some(kind),
+            ..Self::error(message)
+        }
+    }
+}
+
+/// The kinds of refusal a client tells apart (`error-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// A service the pod does not have.
+    UnknownService,
+    /// A malformed request: a bad name, a value out of range.
+    Usage,
+    /// What the request waited for did not happen within its limit.
+    Timeout,
 }
 
 /// A URL shown to people (`ui`, `server`, …), in profile order.

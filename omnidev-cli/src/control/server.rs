@@ -14,7 +14,8 @@ use tokio::task::JoinHandle;
 
 use super::events::{Body, Encoder};
 use super::protocol::{
-    PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport, WaitFor,
+    ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
+    WaitFor,
 };
 use super::retained::{self, FOLLOW_BUDGET, Filter, Next, REPLAY_CHUNK, Store};
 use crate::error::{Error, Result};
@@ -53,6 +54,11 @@ const WAIT_DEADLINE: Duration = Duration::from_secs(600);
 /// have begun and still count: the reload of an edit made just before
 /// `wait` may begin before the request arrives.
 const RELOAD_LOOKBACK: Duration = Duration::from_secs(2);
+
+/// How long a failure after a reload that began before a `wait
+/// --healthy-after-reload` request waits to count: an edit saved just
+/// before the request (a fix) may not have begun its reload yet.
+const RELOAD_GRACE: Duration = Duration::from_secs(1);
 
 /// What the server reports about its pod besides the supervisor's state.
 #[derive(Debug, Clone, Default)]
@@ -101,6 +107,10 @@ pub struct ControlServer {
     tasks: Vec<JoinHandle<()>>,
     /// Ends the thread that keeps the events.
     events: omnidev_core::FeedCloser,
+    /// That thread.
+    reader: Option<std::thread::JoinHandle<()>>,
+    /// The `events` slots: all free once every follower has finished.
+    following: Arc<tokio::sync::Semaphore>,
 }
 
 struct Shared {
@@ -169,14 +179,15 @@ impl ControlServer {
         let store: Store = Arc::new(Mutex::new(retained::Retained::new(Arc::new(
             encoder.clone(),
         ))));
-        let (events, _reader) = retained::spawn_reader(events, encoder.clone(), store.clone())
+        let (events, reader) = retained::spawn_reader(events, encoder.clone(), store.clone())
             .map_err(crate::error::Error::Runtime)?;
+        let following = Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING));
         let shared = Arc::new(Shared {
             info,
             supervisor,
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),
             request_deadline,
-            following: Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING)),
+            following: following.clone(),
             store,
             encoder,
         });
@@ -209,9 +220,33 @@ impl ControlServer {
             pointer,
             tasks: vec![acceptor],
             events,
+            reader: Some(reader),
+            following,
         })
     }
+
+    /// Stops serving once the pod has stopped: every event published so
+    /// far (the `ended` record last) is kept and sent to the `events -f`
+    /// followers, whose streams then end (the reader closes them once the
+    /// feed is drained), before the socket goes (waiting at most
+    /// [`FINISH_GRACE`] for each step).
+    pub async fn finish(mut self) {
+        self.events.close();
+        if let Some(reader) = self.reader.take() {
+            let _ = tokio::time::timeout(
+                FINISH_GRACE,
+                tokio::task::spawn_blocking(move || reader.join()),
+            )
+            .await;
+        }
+        let all = u32::try_from(MAX_FOLLOWING).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(FINISH_GRACE, self.following.acquire_many(all)).await;
+    }
 }
+
+/// How long [`ControlServer::finish`] waits for the events to be kept and
+/// for the followers to take the last ones.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
@@ -335,7 +370,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
             },
             Err(_) => busy(MAX_WAITING),
         },
-        Err(e) => Response::error(format!("not a request: {e}")),
+        Err(e) => Response::refused(ErrorKind::Usage, format!("not a request: {e}")),
     };
     let text = encode(&response);
     let _ = tokio::time::timeout(shared.request_deadline, async {
@@ -489,10 +524,13 @@ async fn stream_events(
 }
 
 fn unknown_service(shared: &Shared, name: &str) -> Response {
-    Response::error(format!(
-        "unknown service `{name}` (known: {})",
-        shared.supervisor.service_names().join(", ")
-    ))
+    Response::refused(
+        ErrorKind::UnknownService,
+        format!(
+            "unknown service `{name}` (known: {})",
+            shared.supervisor.service_names().join(", ")
+        ),
+    )
 }
 
 async fn answer(shared: &Shared, request: Request) -> Response {
@@ -507,11 +545,14 @@ async fn answer(shared: &Shared, request: Request) -> Response {
         } => {
             let limit = timeout_secs.map_or(WAIT_DEADLINE, Duration::from_secs);
             if limit > limits::MAX_REQUEST_TIMEOUT {
-                return Response::error(format!(
-                    "`timeout-secs` is {}; it must be at most {}",
-                    limit.as_secs(),
-                    limits::MAX_REQUEST_TIMEOUT.as_secs()
-                ));
+                return Response::refused(
+                    ErrorKind::Usage,
+                    format!(
+                        "`timeout-secs` is {}; it must be at most {}",
+                        limit.as_secs(),
+                        limits::MAX_REQUEST_TIMEOUT.as_secs()
+                    ),
+                );
             }
             if let Some(name) = services
                 .iter()
@@ -538,11 +579,14 @@ async fn answer(shared: &Shared, request: Request) -> Response {
             let deadline = timeout_secs.map_or(RESTART_DEADLINE, Duration::from_secs);
             // A larger value would overflow the deadline's `Instant`.
             if deadline > limits::MAX_REQUEST_TIMEOUT {
-                return Response::error(format!(
-                    "`timeout-secs` is {}; it must be at most {}",
-                    deadline.as_secs(),
-                    limits::MAX_REQUEST_TIMEOUT.as_secs()
-                ));
+                return Response::refused(
+                    ErrorKind::Usage,
+                    format!(
+                        "`timeout-secs` is {}; it must be at most {}",
+                        deadline.as_secs(),
+                        limits::MAX_REQUEST_TIMEOUT.as_secs()
+                    ),
+                );
             }
             restart(shared, service, deadline).await
         }
@@ -553,7 +597,7 @@ async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> R
     let names = match service {
         Some(name) => {
             if let Err(message) = omnidev_pod::names::check("service name", &name) {
-                return Response::error(message);
+                return Response::refused(ErrorKind::Usage, message);
             }
             vec![name]
         }
@@ -583,16 +627,34 @@ async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> R
 /// answer's `failed` names the services that failed instead.
 async fn wait(shared: &Shared, until: WaitFor, services: &[String], limit: Duration) -> Response {
     let asked = std::time::SystemTime::now();
-    let deadline = tokio::time::Instant::now() + limit;
+    let started = tokio::time::Instant::now();
+    let deadline = started + limit;
     let supervisor = &shared.supervisor;
     let waited = match until {
         WaitFor::Ready => supervisor.wait(services, Until::Ready, deadline).await,
         WaitFor::Exited => supervisor.wait(services, Until::Exited, deadline).await,
         WaitFor::HealthyAfterReload => {
             let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
-            supervisor
+            let waited = supervisor
                 .wait_healthy_after_reload(services, after, deadline)
-                .await
+                .await;
+            let reloaded_since = |at| retained::lock(&shared.store).reload_since(at).is_some();
+            if matches!(waited, Ok(Waited::Failed(_))) && !reloaded_since(asked) {
+                // The failing reload began before the request: it may be
+                // that of the edit before the one just saved (a fix), whose
+                // reload has not begun yet. A reload within the grace is
+                // the one waited for.
+                tokio::time::sleep_until(started + RELOAD_GRACE).await;
+                if reloaded_since(asked) {
+                    supervisor
+                        .wait_healthy_after_reload(services, asked, deadline)
+                        .await
+                } else {
+                    waited
+                }
+            } else {
+                waited
+            }
         }
     };
     outcome(shared, waited, |waited| {
@@ -625,7 +687,9 @@ fn outcome(
         Ok(Waited::Met) => Response::ok(status(shared), Vec::new()),
         Ok(Waited::Failed(failed)) => Response::ok(status(shared), failed),
         Ok(Waited::ShutDown(_)) => Response::error("the pod stopped meanwhile"),
-        Ok(late_one @ (Waited::TimedOut(_) | Waited::NoReload)) => Response::error(late(&late_one)),
+        Ok(late_one @ (Waited::TimedOut(_) | Waited::NoReload)) => {
+            Response::refused(ErrorKind::Timeout, late(&late_one))
+        }
         Err(e) => Response::error(e.to_string()),
     }
 }

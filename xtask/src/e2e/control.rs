@@ -27,6 +27,27 @@ pub(super) fn omnidev_ok(
     Ok(out)
 }
 
+/// `omnidev status <args> --repo <repo>` of a pod that does not run:
+/// the report, with exit 3 (docs/control.md).
+pub(super) fn status_stopped(
+    ctx: &mut Ctx,
+    repo: &Path,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String> {
+    let mut all = vec!["status"];
+    all.extend(args);
+    let (status, out) = omnidev(ctx, repo, &all, timeout)?;
+    ensure!(
+        status.code() == Some(NOT_RUNNING),
+        "omnidev {all:?} of a stopped pod must exit {NOT_RUNNING} ({status}):\n{out}"
+    );
+    Ok(out)
+}
+
+/// The exit code of a command on a pod that does not run.
+const NOT_RUNNING: i32 = 3;
+
 fn omnidev(
     ctx: &mut Ctx,
     repo: &Path,
@@ -164,9 +185,9 @@ pub fn detach_status_logs_restart_stop(ctx: &mut Ctx) -> Result<()> {
     ));
     ctx.wait_no_pod_process(Duration::from_secs(2))
         .context("after `omnidev stop` returned")?;
-    let text = omnidev_ok(ctx, &repo, &["status"], SOON)?;
+    let text = status_stopped(ctx, &repo, &[], SOON)?;
     ensure!(text.contains("not running"), "{text}");
-    let status = omnidev_ok(ctx, &repo, &["status", "--json"], SOON)?;
+    let status = status_stopped(ctx, &repo, &["--json"], SOON)?;
     ensure!(status.contains("\"running\": false"), "{status}");
     for name in ["server", "host", "vite"] {
         ensure!(service_state(&status, name)? == "stopped", "{status}");
@@ -241,7 +262,7 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
         .context("after kill -9 of omnidev")?;
     ensure!(dir.join("control.sock").exists(), "no stale socket to test");
     let asked = Instant::now();
-    let text = omnidev_ok(ctx, &repo, &["status"], Duration::from_secs(10))?;
+    let text = status_stopped(ctx, &repo, &[], Duration::from_secs(10))?;
     ensure!(text.contains("not running"), "{text}");
     ctx.note(format!(
         "status on a stale socket {:.2}s",
@@ -266,69 +287,123 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// An agent-style shell script (Python's `json` on the output): `up --detach`, `wait
-/// --ready`, an edit of a `.py` file, `wait --healthy-after-reload`,
-/// `events --since-reload --json` names the reload and the changed file,
-/// `logs --since-reload --json` has the server's output since then only
-/// (running, and again once stopped), `stop`; every exit code as documented (and `wait` without a condition
-/// is a usage error, 2).
-pub fn agent_script_waits_and_reads_events(ctx: &mut Ctx) -> Result<()> {
-    let repo = ctx.checkout("a")?;
-    let script = r##"
+/// The agent script of [`agent_script_waits_and_reads_events`].
+const AGENT_SCRIPT: &str = r##"
 set -u
 om() { "$OMNIDEV" "$@" --repo "$REPO"; }
-om up --detach >/dev/null; echo "up=$?"
-om wait --ready --timeout 300; echo "ready=$?"
-om wait >/dev/null 2>&1; echo "usage=$?"
+# The exit codes of docs/control.md, by name.
+why() { case $1 in 0) echo ok;; 1) echo failed;; 2) echo usage;; 3) echo not-running;; 4) echo timed-out;; *) echo "other-$1";; esac; }
+om status >/dev/null; echo "before=$(why $?)"
+om wait --ready >/dev/null 2>&1; echo "wait-before=$(why $?)"
+om up --detach >/dev/null; echo "up=$(why $?)"
+om up --detach > "$AGAIN"; echo "up-again=$(why $?)"
+grep -q '^server http://' "$AGAIN"; echo "again-urls=$?"
+om wait --ready --timeout 300; echo "ready=$(why $?)"
+om status >/dev/null; echo "running=$(why $?)"
+om wait >/dev/null 2>&1; echo "usage=$(why $?)"
+om wait --ready nosuch >/dev/null 2>&1; echo "unknown=$(why $?)"
+om wait --healthy-after-reload --timeout 1 >/dev/null 2>&1; echo "no-reload=$(why $?)"
 echo "# touched by the agent script" >> "$REPO/omnigent/log.py"
-om wait --healthy-after-reload --timeout 300; echo "healthy=$?"
-om events --since-reload --json > "$EVENTS"; echo "events=$?"
+om wait --healthy-after-reload --timeout 300; echo "healthy=$(why $?)"
+om events --since-reload --json > "$EVENTS"; echo "events=$(why $?)"
 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if sum(1 for e in r if e["kind"]=="reload" and "omnigent/log.py" in e["files"])==1 else 1)' "$EVENTS"; echo "found=$?"
 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if r and all(e["v"]==1 and e["ts"].endswith("Z") for e in r) else 1)' "$EVENTS"; echo "shape=$?"
 om status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["last-reload"]["files"]==["omnigent/log.py"] else 1)'; echo "status=$?"
 # The server's output since the edit: the old one's last words, one start.
 server_since() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; s=[e["line"] for e in r if e["service"]=="server"]; ok=all(e["kind"]=="log" and e["v"]==1 for e in r) and sum("listening on" in l for l in s)==1 and sum("shutdown complete" in l for l in s)==int(sys.argv[2]); sys.exit(0 if ok else 1)' "$LOGS" "$1"; }
-om logs --since-reload --json > "$LOGS"; echo "logs=$?"
+om logs --since-reload --json > "$LOGS"; echo "logs=$(why $?)"
 server_since 1; echo "logs-since=$?"
-om stop; echo "stop=$?"
-om wait --ready >/dev/null 2>&1; echo "stopped=$?"
-om logs --since-reload --json > "$LOGS"; echo "logs-stopped=$?"
-server_since 2; echo "logs-since-stopped=$?"
+# A broken edit: the wait fails at the server's first crash and names it;
+# its log since the reload says why; the fix makes it healthy again.
+cp "$REPO/omnigent/server.py" "$SAVED"
+printf '
+def broken(:
+' >> "$REPO/omnigent/server.py"
+om wait --healthy-after-reload --timeout 300 2> "$WHY"; echo "broken=$(why $?)"
+grep -q 'server failed' "$WHY"; echo "named=$?"
+found=1; for i in 1 2 3 4 5 6 7 8 9 10; do om logs server --since-reload | grep -q SyntaxError && { found=0; break; }; sleep 0.2; done; echo "syntax=$found"
+cp "$SAVED" "$REPO/omnigent/server.py"
+om wait --healthy-after-reload --timeout 300; echo "fixed=$(why $?)"
+om stop; echo "stop=$(why $?)"
+om status >/dev/null; echo "after=$(why $?)"
+om wait --ready >/dev/null 2>&1; echo "stopped=$(why $?)"
+om restart server >/dev/null 2>&1; echo "restart-stopped=$(why $?)"
+om logs --since-reload --json > "$LOGS"; echo "logs-stopped=$(why $?)"
+server_since 1; echo "logs-since-stopped=$?"
 "##;
+/// What the agent script prints when every exit code is as documented.
+const AGENT_EXPECTED: &[&str] = &[
+    "before=not-running",
+    "wait-before=not-running",
+    "up=ok",
+    "up-again=ok",
+    "again-urls=0",
+    "ready=ok",
+    "running=ok",
+    "usage=usage",
+    "unknown=usage",
+    "no-reload=timed-out",
+    "healthy=ok",
+    "events=ok",
+    "found=0",
+    "shape=0",
+    "status=0",
+    "logs=ok",
+    "logs-since=0",
+    "broken=failed",
+    "named=0",
+    "syntax=0",
+    "fixed=ok",
+    "stop=ok",
+    "after=not-running",
+    "stopped=not-running",
+    "restart-stopped=not-running",
+    "logs-stopped=ok",
+    "logs-since-stopped=0",
+];
+
+/// An agent-style shell script (Python's `json` on the output) that
+/// branches on the documented exit codes (docs/control.md: 1 a service
+/// failed, 2 usage, 3 not running, 4 timed out): `status` and `wait` before
+/// `up` (not running), `up --detach` twice (the second reports the running
+/// pod), `wait --ready`, a `wait` without a condition and one for an unknown
+/// service (usage), a `wait --healthy-after-reload` with no reload coming
+/// (timed out), an edit of a `.py` file and `wait --healthy-after-reload`,
+/// `events --since-reload --json` names the reload and the changed file,
+/// `logs --since-reload --json` has the server's output since then only; a
+/// syntax error in the server (the wait fails at the first crash, naming the
+/// server; its log since the reload shows the error) and its fix (healthy
+/// again); `stop`, then the commands that need a running pod say it does
+/// not run, and `logs --since-reload --json` still reads the files.
+pub fn agent_script_waits_and_reads_events(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+
     let events_file = ctx.output_file("agent-events");
     let logs_file = ctx.output_file("agent-logs");
+    let again_file = ctx.output_file("agent-up-again");
+    let why_file = ctx.output_file("agent-why");
+    let saved_file = ctx.output_file("agent-server.py");
     let mut command = ctx.command("sh");
     command
-        .args(["-c", script])
+        .args(["-c", AGENT_SCRIPT])
         .env("OMNIDEV", ctx.omnidev_path())
         .env("REPO", &repo)
         .env("EVENTS", &events_file)
-        .env("LOGS", &logs_file);
+        .env("LOGS", &logs_file)
+        .env("AGAIN", &again_file)
+        .env("WHY", &why_file)
+        .env("SAVED", &saved_file);
     let output = command.output().context("running the agent script")?;
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let events = std::fs::read_to_string(&events_file).unwrap_or_default();
-    let logs = std::fs::read_to_string(&logs_file).unwrap_or_default();
-    let expected = [
-        "up=0",
-        "ready=0",
-        "usage=2",
-        "healthy=0",
-        "events=0",
-        "found=0",
-        "shape=0",
-        "status=0",
-        "logs=0",
-        "logs-since=0",
-        "stop=0",
-        "stopped=1",
-        "logs-stopped=0",
-        "logs-since-stopped=0",
-    ];
-    for line in expected {
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    for &line in AGENT_EXPECTED {
         ensure!(
             text.lines().any(|l| l == line),
-            "the agent script did not print `{line}`:\n{text}\nstderr:\n{}\nevents:\n{events}\nlogs:\n{logs}",
-            String::from_utf8_lossy(&output.stderr)
+            "the agent script did not print `{line}`:\n{text}\nstderr:\n{}\nwait's reason:\n{}\nevents:\n{}\nlogs:\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            read(&why_file),
+            read(&events_file),
+            read(&logs_file),
         );
     }
     ctx.wait_no_pod_process(Duration::from_secs(2))

@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::control::{omnidev_ok, pod_dir, service_state};
+use super::control::{omnidev_ok, pod_dir, service_state, status_stopped};
 use super::{Ctx, SOON, UP, parse};
 use crate::util;
 
@@ -251,7 +251,7 @@ pub fn long_pod_path_detach_status_stop(ctx: &mut Ctx) -> Result<()> {
     );
 
     omnidev_ok(ctx, &repo, &["stop"], UP)?;
-    let status = omnidev_ok(ctx, &repo, &["status", "--json"], SOON)?;
+    let status = status_stopped(ctx, &repo, &["--json"], SOON)?;
     ensure!(status.contains("\"running\": false"), "{status}");
     ensure!(
         std::fs::symlink_metadata(&pointer).is_err() && !socket.exists(),
