@@ -113,12 +113,14 @@ pub struct Settled {
 }
 
 /// Where reloads stand, as the engine last published it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Reloads {
     /// A reload runs or is queued.
     pub(crate) active: bool,
     /// When the last reload began.
     pub(crate) began: Option<std::time::SystemTime>,
+    /// Every service's start count when it began.
+    pub(crate) starts: Vec<u32>,
 }
 
 /// Answered with every service's start count (see

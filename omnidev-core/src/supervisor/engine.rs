@@ -135,6 +135,9 @@ struct ReloadState {
     queued: Option<(BTreeSet<usize>, Changes)>,
     /// When the last reload began.
     began: Option<SystemTime>,
+    /// Every service's start count then (a run counted higher began
+    /// after it).
+    began_starts: Vec<u32>,
 }
 
 /// Where `state.json` goes and how its writes stand.
@@ -485,6 +488,7 @@ impl Engine {
     fn start_reload(&mut self, set: &BTreeSet<usize>, changes: Changes) {
         let services = set.iter().map(|&i| self.name(i).to_owned()).collect();
         self.reload.began = Some(SystemTime::now());
+        self.reload.began_starts = self.services.iter().map(|s| s.starts).collect();
         // Before any service is stopped: its last lines are after the mark.
         let unmarked = self.logs.mark(Some(&changes));
         self.emit(None, EventKind::Reloading { services, changes });

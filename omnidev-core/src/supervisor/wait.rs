@@ -150,6 +150,18 @@ fn failure(status: &ServiceStatus) -> bool {
     }
 }
 
+/// The services of `names` (every one when empty) that failed in a run
+/// started after their start counts were `starts`.
+fn failed_since(snapshot: &[ServiceStatus], names: &[String], starts: &[u32]) -> Vec<String> {
+    snapshot
+        .iter()
+        .zip(starts)
+        .filter(|(s, _)| names.is_empty() || names.contains(&s.name))
+        .filter(|(s, before)| s.starts > **before && failure(s))
+        .map(|(s, _)| s.name.clone())
+        .collect()
+}
+
 fn ended(status: &ServiceStatus) -> bool {
     matches!(
         status.state,
@@ -194,7 +206,9 @@ impl Supervisor {
     /// reload running or queued: every service it restarted has started
     /// again), then for `services` to be ready as with
     /// [`Supervisor::wait_ready`]. [`Waited::NoReload`] when none began
-    /// by the deadline.
+    /// by the deadline. Fails as soon as one of `services` fails in a run
+    /// started after the reload began (a crash loop keeps the reload from
+    /// being over: the wait ends at its first crash).
     ///
     /// # Errors
     ///
@@ -207,15 +221,34 @@ impl Supervisor {
     ) -> Result<Waited> {
         self.check_names(services)?;
         let mut reloads = self.inner.reloading.clone();
+        let mut status = self.inner.status.clone();
         let began = |r: &super::Reloads| r.began.is_some_and(|at| at >= after);
-        let over = tokio::time::timeout_at(deadline, reloads.wait_for(|r| began(r) && !r.active))
-            .await
-            .map(|over| over.is_ok());
-        match over {
-            Ok(true) => self.wait_ready(services, deadline).await,
-            Ok(false) => Ok(Waited::ShutDown(self.waited_on(services))),
-            Err(_) if began(&reloads.borrow()) => Ok(Waited::TimedOut(self.waited_on(services))),
-            Err(_) => Ok(Waited::NoReload),
+        loop {
+            let reload = reloads.borrow_and_update().clone();
+            if began(&reload) {
+                if !reload.active {
+                    return self.wait_ready(services, deadline).await;
+                }
+                let failed = failed_since(&status.borrow_and_update(), services, &reload.starts);
+                if !failed.is_empty() {
+                    return Ok(Waited::Failed(failed));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Ok(if began(&reload) {
+                    Waited::TimedOut(self.waited_on(services))
+                } else {
+                    Waited::NoReload
+                });
+            }
+            let gone = tokio::select! {
+                changed = reloads.changed() => changed.is_err(),
+                changed = status.changed() => changed.is_err(),
+                () = tokio::time::sleep_until(deadline) => false,
+            };
+            if gone {
+                return Ok(Waited::ShutDown(self.waited_on(services)));
+            }
         }
     }
 

@@ -55,6 +55,7 @@ impl Engine {
         let reloads = Reloads {
             active: self.reload.active.is_some() || self.reload.queued.is_some(),
             began: self.reload.began,
+            starts: self.reload.began_starts.clone(),
         };
         self.reloading.send_if_modified(|current| {
             let changed = *current != reloads;

@@ -170,3 +170,31 @@ async fn healthy_after_reload_waits_for_a_reload_that_began_after_the_ask() {
     assert_eq!(wait.await.expect("joined").expect("known"), Waited::Met);
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(start_paused = true)]
+async fn healthy_after_reload_fails_at_the_first_crash_after_the_reload() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    // A crash before the reload does not count; one after it does, at
+    // once, though the crash loop keeps the reload from being over.
+    let asked = std::time::SystemTime::now();
+    let waiter = supervisor.clone();
+    let wait = tokio::spawn(async move {
+        waiter
+            .wait_healthy_after_reload(&[], asked, later(600))
+            .await
+    });
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the new server", || spawner.spawns("server", "server") == 2).await;
+    let crashed = Instant::now();
+    spawner.exit("server", "server", ExitStatus::Code(1));
+    assert_eq!(
+        wait.await.expect("joined").expect("known"),
+        Waited::Failed(names(&["server"]))
+    );
+    assert!(
+        Instant::now() < crashed + Duration::from_secs(1),
+        "the wait ended at the crash, not at its deadline"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
