@@ -285,7 +285,8 @@ impl Containment {
             name.push(format!(".prepare-{n}"));
             leaf.with_file_name(name)
         });
-        let child = self.spawn_in(slot, command, leaf.clone())?;
+        let niceness = if step { process::PREPARE_NICENESS } else { 0 };
+        let child = self.spawn_in(slot, command, leaf.clone(), niceness)?;
         let leader = ProcessRecord::of(child.id().unwrap_or_default());
         let mut target = self.target(slot, leader);
         target.leaf = leaf;
@@ -297,6 +298,7 @@ impl Containment {
         slot: usize,
         command: &CommandSpec,
         leaf: Option<PathBuf>,
+        niceness: i32,
     ) -> io::Result<tokio::process::Child> {
         let mut command = command.clone();
         command
@@ -307,9 +309,9 @@ impl Containment {
                 let procs = cgroup::open_procs(&leaf).map_err(|e| {
                     io::Error::new(e.kind(), format!("cgroup {}: {e}", leaf.display()))
                 })?;
-                process::spawn_group_in(&command, Some(procs.as_raw_fd()))
+                process::spawn_group_in(&command, Some(procs.as_raw_fd()), niceness)
             }
-            None => process::spawn_group_in(&command, None),
+            None => process::spawn_group_in(&command, None, niceness),
         }
     }
 

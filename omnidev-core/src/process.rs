@@ -56,18 +56,27 @@ fn pid_of(pid: u32) -> Pid {
 /// leader dies with the thread that spawned it (the orphan guard covers the
 /// rest of the group).
 pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::Child> {
-    spawn_group_in(command, None)
+    spawn_group_in(command, None, 0)
 }
+
+/// How much nicer than omnidev a prepare step runs (`nice(2)` increment):
+/// a fresh worktree's `pnpm install` then yields the CPU to the backend's
+/// first boot (uv's venv, the server's imports) instead of taking half of
+/// it, and uses what the backend leaves; the full stack is ready about when
+/// the backend alone would be.
+pub const PREPARE_NICENESS: i32 = 10;
 
 /// Like [`spawn_group`], and with `cgroup_procs` (an open, close-on-exec
 /// `cgroup.procs` of a cgroup v2) the child moves itself into that cgroup
-/// before `exec`, so nothing it starts is ever outside it.
+/// before `exec`, so nothing it starts is ever outside it; a `niceness`
+/// above 0 is added to the child's (and so its descendants') nice value.
 ///
 /// The child's pid is recorded as one of ours until it has been reaped, so
 /// the reaper of adopted orphans ([`reap_adopted`]) never takes it.
 pub(crate) fn spawn_group_in(
     command: &CommandSpec,
     cgroup_procs: Option<std::os::fd::RawFd>,
+    niceness: i32,
 ) -> io::Result<tokio::process::Child> {
     let mut cmd = tokio::process::Command::new(&command.program);
     cmd.args(&command.args)
@@ -81,7 +90,8 @@ pub(crate) fn spawn_group_in(
     #[cfg(target_os = "linux")]
     let parent = nix::unistd::getpid();
     // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (write, setsid, prctl, getppid, _exit).
+    // async-signal-safe functions (write, setpriority, setsid, prctl,
+    // getppid, _exit).
     unsafe {
         cmd.pre_exec(move || {
             if let Some(fd) = cgroup_procs {
@@ -89,6 +99,11 @@ pub(crate) fn spawn_group_in(
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(io::Error::last_os_error());
                 }
+            }
+            if niceness > 0 {
+                // Relative to omnidev's own; best effort (19 is the floor).
+                let own = libc::getpriority(libc::PRIO_PROCESS, 0);
+                let _ = libc::setpriority(libc::PRIO_PROCESS, 0, (own + niceness).min(19));
             }
             nix::unistd::setsid()?;
             #[cfg(target_os = "linux")]

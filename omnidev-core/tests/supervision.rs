@@ -763,6 +763,46 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
     assert_eq!(runs.lines().count(), 1, "the step ran {runs:?}");
 }
 
+/// A prepare step (and what it starts) runs 10 nicer than omnidev, so a
+/// fresh worktree's install yields the CPU to the backend's first boot; the
+/// service itself keeps omnidev's own priority.
+#[tokio::test]
+async fn a_prepare_step_runs_nicer_than_its_service() {
+    use omnidev_core::PrepareWhen;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let step_nice = dir.path().join("step-nice");
+    let service_nice = dir.path().join("service-nice");
+    let step = sh_step(
+        "install",
+        format!("nice > '{0}.tmp' && mv '{0}.tmp' '{0}'", step_nice.display()),
+        dir.path(),
+        PrepareWhen::Always,
+    );
+    let mut web = sh(
+        "web",
+        &format!(
+            "nice > '{0}.tmp' && mv '{0}.tmp' '{0}'; exec sleep 1000",
+            service_nice.display()
+        ),
+        dir.path(),
+    );
+    web.prepare = vec![step];
+    let supervisor = start(vec![web]).await;
+    wait_until("the service to record its niceness", || service_nice.exists()).await;
+    supervisor.shutdown().await.expect("shutdown");
+    let read = |path: &Path| -> i32 {
+        std::fs::read_to_string(path)
+            .expect("niceness")
+            .trim()
+            .parse()
+            .expect("a number")
+    };
+    // SAFETY: getpriority only reads this process's nice value.
+    let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    assert_eq!(read(&service_nice), own);
+    assert_eq!(read(&step_nice), (own + 10).min(19));
+}
+
 #[tokio::test]
 async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
     use omnidev_core::PrepareWhen;

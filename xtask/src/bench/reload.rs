@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
@@ -54,6 +54,7 @@ pub(super) fn rows(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) 
         Err(e) => format!("boot unavailable: {e:#}"),
     };
     let backoff = backoff_fix(repo, dir, up);
+    let side = side_by_side(repo, dir, up);
     vec![
         Row {
             name: "up: reload over 20 edits, overhead p50/p90",
@@ -64,6 +65,25 @@ pub(super) fn rows(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) 
             reference: latency.as_ref().map_or_else(
                 |_| "target p90 <= debounce 100 ms + 50 ms".to_owned(),
                 Reloads::reference,
+            ),
+        },
+        Row {
+            name: "reload beside watchexec -r, 20 edits each, p50/p90/max",
+            figure: side
+                .as_ref()
+                .map(|(omnidev, _)| format!("omnidev {}", spread(omnidev)))
+                .map_err(|e| anyhow::anyhow!("{e:#}")),
+            reference: side.as_ref().map_or_else(
+                |_| "watchexec -r (not measured)".to_owned(),
+                |(omnidev, watchexec)| {
+                    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+                    format!(
+                        "watchexec -r {} (same run, interleaved; omnidev - watchexec: p50 {:+.1} ms, p90 {:+.1} ms)",
+                        spread(watchexec),
+                        ms(percentile(omnidev, 50)) - ms(percentile(watchexec, 50)),
+                        ms(percentile(omnidev, 90)) - ms(percentile(watchexec, 90)),
+                    )
+                },
             ),
         },
         Row {
@@ -152,6 +172,85 @@ fn reload_latency(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) -
         samples.push(written.elapsed());
     }
     Ok(Reloads { samples, boots })
+}
+
+fn spread(samples: &[Duration]) -> String {
+    format!(
+        "{} / {} / {}",
+        millis(percentile(samples, 50)),
+        millis(percentile(samples, 90)),
+        millis(percentile(samples, 100))
+    )
+}
+
+/// omnidev and `watchexec -r` (from PATH; skipped with the reason when it
+/// is not there — CI need not have it) each restarting the stub server of
+/// a checkout of its own on a `.py` write, with the same 100 ms debounce;
+/// the edits alternate between the two (who goes first alternates too), so
+/// both see the same load. Each edit is timed from the write to a new pid
+/// answering `/health`, polled every 2 ms.
+fn side_by_side(
+    repo: &Path,
+    dir: &Path,
+    up: &dyn Fn(u16, &Path) -> Command,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let Some(watchexec) = crate::prereqs::find_program("watchexec", &path) else {
+        bail!(
+            "watchexec is not on PATH, so the side-by-side row is skipped \
+             (`cargo install watchexec-cli` to measure it)"
+        );
+    };
+    let other = dir.join("watchexec-checkout");
+    super::stub_checkout(&other)?;
+    let port = free_port()?;
+    let pod = Guard(up(port, &dir.join("side-by-side.log")).spawn()?);
+    let pods = started_by(pod.0.id());
+    let wport = free_port()?;
+    let watcher = Guard(
+        Command::new(&watchexec)
+            .args(["--restart", "--shell=none", "--debounce", "100ms"])
+            .args(["--watch", "src", "--exts", "py", "--", "python3"])
+            .arg(other.join("stub_server.py"))
+            .arg(wport.to_string())
+            .arg(other.join("src/app.py"))
+            .current_dir(&other)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let watched = started_by(watcher.0.id());
+    let mut pid = poll(Duration::from_mins(1), || health_pid(port).filter(&pods))?;
+    let mut wpid = poll(Duration::from_mins(1), || {
+        health_pid(wport).filter(&watched)
+    })?;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let edit = |file: &Path, port: u16, last: &str, by: &dyn Fn(&String) -> bool, round: u32| {
+        std::thread::sleep(Duration::from_millis(700));
+        let written = Instant::now();
+        fs::write(file, format!("VALUE = {round}\n"))?;
+        let pid = poll(Duration::from_secs(30), || {
+            health_pid(port).filter(|now| now != last && by(now))
+        })?;
+        Ok::<_, anyhow::Error>((pid, written.elapsed()))
+    };
+    for round in 1..=20 {
+        for turn in 0..2 {
+            if (round + turn) % 2 == 0 {
+                let (new, took) = edit(&repo.join("src/app.py"), port, &pid, &pods, round)?;
+                pid = new;
+                ours.push(took);
+            } else {
+                let (new, took) = edit(&other.join("src/app.py"), wport, &wpid, &watched, round)?;
+                wpid = new;
+                theirs.push(took);
+            }
+        }
+    }
+    drop(watcher);
+    drop(pod);
+    Ok((ours, theirs))
 }
 
 /// A syntax error crashes the stub until its backoff reaches 4 s; the fix
