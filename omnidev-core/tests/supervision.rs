@@ -774,7 +774,10 @@ async fn a_prepare_step_runs_nicer_than_its_service() {
     let service_nice = dir.path().join("service-nice");
     let step = sh_step(
         "install",
-        format!("nice > '{0}.tmp' && mv '{0}.tmp' '{0}'", step_nice.display()),
+        format!(
+            "nice > '{0}.tmp' && mv '{0}.tmp' '{0}'",
+            step_nice.display()
+        ),
         dir.path(),
         PrepareWhen::Always,
     );
@@ -788,7 +791,10 @@ async fn a_prepare_step_runs_nicer_than_its_service() {
     );
     web.prepare = vec![step];
     let supervisor = start(vec![web]).await;
-    wait_until("the service to record its niceness", || service_nice.exists()).await;
+    wait_until("the service to record its niceness", || {
+        service_nice.exists()
+    })
+    .await;
     supervisor.shutdown().await.expect("shutdown");
     let read = |path: &Path| -> i32 {
         std::fs::read_to_string(path)

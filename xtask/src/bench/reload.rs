@@ -220,10 +220,10 @@ fn side_by_side(
             .stderr(Stdio::null())
             .spawn()?,
     );
-    let watched = started_by(watcher.0.id());
+    let theirs_only = started_by(watcher.0.id());
     let mut pid = poll(Duration::from_mins(1), || health_pid(port).filter(&pods))?;
     let mut wpid = poll(Duration::from_mins(1), || {
-        health_pid(wport).filter(&watched)
+        health_pid(wport).filter(&theirs_only)
     })?;
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let edit = |file: &Path, port: u16, last: &str, by: &dyn Fn(&String) -> bool, round: u32| {
@@ -242,7 +242,8 @@ fn side_by_side(
                 pid = new;
                 ours.push(took);
             } else {
-                let (new, took) = edit(&other.join("src/app.py"), wport, &wpid, &watched, round)?;
+                let (new, took) =
+                    edit(&other.join("src/app.py"), wport, &wpid, &theirs_only, round)?;
                 wpid = new;
                 theirs.push(took);
             }
