@@ -425,3 +425,22 @@ fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_port
     );
     assert!(!running_pod.exists());
 }
+
+#[test]
+fn a_state_file_that_cannot_be_read_is_said_by_status_not_taken_for_no_services() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", ONCE);
+    ctx.run_ok(&["up", "--headless"]);
+    let pod = ctx.pod_dir().expect("pod");
+    let elsewhere = ctx.root.join("elsewhere.json");
+    std::fs::rename(pod.join("state.json"), &elsewhere).expect("move");
+    std::os::unix::fs::symlink(&elsewhere, pod.join("state.json")).expect("symlink");
+    let status: serde_json::Value =
+        serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("json");
+    let error = status["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&pod.join("state.json").display().to_string())
+            && error.contains("symbolic link"),
+        "{status}"
+    );
+}

@@ -31,7 +31,7 @@ pub fn lock_state(pod_dir: &Path) -> Result<LockState> {
 /// files are left; when one does, its control socket is asked (with a
 /// timeout), and `state.json` is the fallback.
 pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
-    let (record, error) = read_record(pod_dir);
+    let (record, mut error) = read_record(pod_dir);
     let lock = lock_state(pod_dir)?;
     if matches!(lock, LockState::Held { .. })
         && let Ok(response) = super::request(pod_dir, &Request::Status, STATUS_TIMEOUT)
@@ -44,7 +44,21 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         LockState::Free => (false, None),
     };
     let pod = omnidev_pod::Pod::at(pod_dir);
-    let state = omnidev_core::read_state(&pod.state_file()).ok().flatten();
+    // An unreadable state.json is said (as the pod's error), not taken for
+    // a pod without services.
+    let state = match omnidev_core::read_state(&pod.state_file()) {
+        Ok(state) => state,
+        Err(e) => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text = format!("{text}: {c}");
+                cause = c.source();
+            }
+            error.get_or_insert(text);
+            None
+        }
+    };
     let containment = state
         .as_ref()
         .filter(|_| running)
