@@ -662,7 +662,67 @@ pub fn error_record(code: &str, message: &str, help: Option<&str>, exit: u8) -> 
     let record = serde_json::json!({
         "error": { "code": code, "message": message, "help": help, "exit": exit }
     });
-    let mut line = record.to_string();
+    let mut line = crate::terminal_text::json(&record.to_string()).into_owned();
     line.push('\n');
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A diagnostic whose every text is outside input.
+    #[derive(Debug, thiserror::Error, miette::Diagnostic)]
+    #[error("could not run `{program}`")]
+    #[diagnostic(code(omnidev::test), help("check `{program}`"))]
+    struct Quoting {
+        program: String,
+        #[source]
+        cause: std::io::Error,
+    }
+
+    /// `report` as [`print`] renders it, in colour (miette's own SGR).
+    fn rendered(report: &miette::Report) -> String {
+        let mut out = String::new();
+        let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode());
+        handler
+            .render_report(&mut out, &Shown::of(report.as_ref()))
+            .expect("render");
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Whatever an error quotes (message, help, cause), the rendered
+        /// report holds no escape but miette's own SGR colours and no
+        /// control but line breaks and tabs.
+        #[test]
+        fn a_rendered_error_obeys_nothing_it_quotes(
+            program in crate::terminal_text::tests::hostile(),
+            cause in crate::terminal_text::tests::hostile(),
+        ) {
+            let report = miette::Report::new(Quoting {
+                program: program.clone(),
+                cause: std::io::Error::other(cause),
+            });
+            let out = rendered(&report);
+            let mut rest = out.as_str();
+            while let Some(at) = rest.find('\x1b') {
+                let sgr = rest[at..]
+                    .strip_prefix("\x1b[")
+                    .and_then(|params| params.find('m').map(|end| &params[..end]));
+                prop_assert!(
+                    sgr.is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit() || b == b';')),
+                    "not miette's SGR: {out:?}"
+                );
+                rest = &rest[at + 1..];
+            }
+            prop_assert!(
+                !out.chars().any(|c| !"\x1b\n\t".contains(c) && crate::terminal_text::obeyed(c)),
+                "{out:?}"
+            );
+        }
+    }
 }

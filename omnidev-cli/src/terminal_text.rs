@@ -298,7 +298,7 @@ fn osc8_len(text: &str) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -428,7 +428,7 @@ mod tests {
 
     /// Text a hostile service would write: escape sequences of every kind,
     /// well- and ill-formed, between any characters at all.
-    fn hostile() -> impl Strategy<Value = String> {
+    pub(crate) fn hostile() -> impl Strategy<Value = String> {
         let piece = prop_oneof![
             any::<char>().prop_map(String::from),
             "[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}]",
