@@ -44,8 +44,10 @@ pub enum Command {
     Wait(WaitArgs),
     /// Restart a service of the running pod; without one, the services with watch rules.
     Restart(RestartArgs),
-    /// Stop the running pod of this checkout (from any terminal).
+    /// Stop the running pod of this checkout (from any terminal), or some of its services.
     Stop(StopArgs),
+    /// Start services of the running pod that were stopped or have ended.
+    Start(StartArgs),
     /// Run a command with the pod's environment and persisted ports.
     Exec(ExecArgs),
     /// Shorthand for `omnidev exec -- uv run omnigent ARGS…`.
@@ -85,8 +87,8 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Pod commands (the pod of this checkout)",
         &[
-            "up", "status", "ls", "logs", "events", "wait", "restart", "stop", "exec", "omnigent",
-            "clean", "gc", "profile",
+            "up", "status", "ls", "logs", "events", "wait", "restart", "stop", "start", "exec",
+            "omnigent", "clean", "gc", "profile",
         ],
     ),
     (
@@ -758,8 +760,12 @@ pub struct RestartArgs {
     /// services that have `watch` rules, as a file change would reload
     /// them (in the Omnigent profile `server`, then `host`, its
     /// dependent), or every service when none has.
-    #[arg(value_name = "SERVICE")]
+    #[arg(value_name = "SERVICE", conflicts_with = "all")]
     pub service: Option<String>,
+    /// Restart every service, as one reload (dependencies first, each
+    /// dependent once what it needs is ready again).
+    #[arg(long)]
+    pub all: bool,
     /// Print the pod's status afterwards as JSON.
     #[arg(long)]
     pub json: bool,
@@ -780,12 +786,31 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// Arguments of `omnidev start`.
+#[derive(Debug, Args, Clone)]
+pub struct StartArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The services to start again (stopped with `omnidev stop SERVICE`, or
+    /// ended); one that runs is left as it is.
+    #[arg(value_name = "SERVICE", required = true)]
+    pub services: Vec<String>,
+    /// Seconds to wait for them to be ready (at most 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
+    pub timeout: u64,
+}
+
 /// Arguments of `omnidev stop`.
 #[derive(Debug, Args, Clone)]
 pub struct StopArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
+    /// Stop only these services (the pod and their dependents run on;
+    /// `omnidev start` brings them back); the whole pod when omitted.
+    #[arg(value_name = "SERVICE")]
+    pub services: Vec<String>,
     /// Seconds to wait for the pod to end (at most 86400).
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
     pub timeout: u64,

@@ -15,6 +15,7 @@ pub mod logs;
 pub mod ls;
 pub mod profile;
 pub mod restart;
+pub mod start;
 pub mod status;
 pub mod stop;
 pub mod up;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Ls(args)) => ls::run(&args),
         Some(Command::Stop(args)) => stop::run(&args),
+        Some(Command::Start(args)) => start::run(&args),
         Some(Command::Restart(args)) => restart::run(&args),
         Some(Command::Logs(args)) => logs::run(&args),
         Some(Command::Events(args)) => events::run(&args),

@@ -886,3 +886,43 @@ restart = "never"
     assert_eq!(of("bad")["reason"], "crashed", "{text}");
     assert_eq!(of("bad")["exit"]["code"], 3, "{text}");
 }
+
+#[test]
+fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(25010));
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    let status = json(&ctx, &["status", "--json"]);
+    let (server, host) = (pid_of(&status, "server"), pid_of(&status, "host"));
+    // The host stops; the server (and the pod) run on.
+    run_ok(&ctx, &["stop", "host"]);
+    assert!(!alive(host), "the host survived `stop host`");
+    let status = json(&ctx, &["status", "--json"]);
+    assert_eq!(service(&status, "host")["state"], "stopped", "{status}");
+    assert_eq!(pid_of(&status, "server"), server, "{status}");
+    // Unknown and missing services are usage errors.
+    run_code(&ctx, &["stop", "nosuch"], 2);
+    run_code(&ctx, &["start"], 2);
+    // It starts again, ready once `start` returns.
+    run_ok(&ctx, &["start", "host"]);
+    let status = json(&ctx, &["status", "--json"]);
+    let new_host = pid_of(&status, "host");
+    assert_ne!(new_host, host);
+    assert_eq!(service(&status, "host")["state"], "running", "{status}");
+    // Every service, as one reload.
+    let after: Value =
+        serde_json::from_str(&run_ok(&ctx, &["restart", "--all", "--json"])).expect("json");
+    assert_ne!(pid_of(&after, "server"), server, "{after}");
+    wait_for("the host to restart after the server", DEADLINE, || {
+        let status = json(&ctx, &["status", "--json"]);
+        service(&status, "host")["pid"]
+            .as_i64()
+            .is_some_and(|p| p != i64::from(new_host))
+    });
+    run_code(&ctx, &["restart", "--all", "server"], 2);
+    run_ok(&ctx, &["stop"]);
+    // Services of a pod that does not run: exit 3.
+    run_code(&ctx, &["stop", "host"], NOT_RUNNING);
+    run_code(&ctx, &["start", "host"], NOT_RUNNING);
+}

@@ -14,6 +14,7 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     let request = Request::Restart {
         service: args.service.clone(),
+        all: args.all,
         timeout_secs: Some(args.timeout),
     };
     // The pod answers with an error once `timeout` has passed; the socket

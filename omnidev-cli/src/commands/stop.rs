@@ -11,8 +11,12 @@ use crate::cli::StopArgs;
 use crate::control::{self, Request, lock_state};
 use crate::error::Error;
 
-/// Runs `omnidev stop`. Stopping a pod that does not run is not an error.
+/// Runs `omnidev stop`. Stopping a pod that does not run is not an error;
+/// stopping services of one is (exit 3).
 pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
+    if !args.services.is_empty() {
+        return stop_services(args);
+    }
     let pod_dir = &crate::session::pod_dir(&args.pod)?;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
         note!(
@@ -39,6 +43,22 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     note!(
         "omnidev: stopped the pod {}",
         crate::terminal_text::quote_path(pod_dir)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `omnidev stop SERVICE…`: those services stop (once their processes
+/// are gone); the pod and their dependents run on.
+fn stop_services(args: &StopArgs) -> miette::Result<ExitCode> {
+    let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
+    let request = Request::StopService {
+        services: args.services.clone(),
+    };
+    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
+    control::request(pod_dir, &request, read_timeout)?;
+    note!(
+        "omnidev: stopped {} (`omnidev start` starts them again)",
+        args.services.join(", ")
     );
     Ok(ExitCode::SUCCESS)
 }

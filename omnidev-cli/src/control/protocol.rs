@@ -18,13 +18,36 @@ pub enum Request {
     Status,
     /// Shut the pod down.
     Stop,
-    /// Restart a service, or the backend when `service` is absent.
+    /// Restart a service, or the backend when `service` is absent (every
+    /// service with `all`).
     Restart {
         /// The service; `None` for the backend.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         service: Option<String>,
+        /// Every service, as one reload (instead of `service`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        all: bool,
         /// How long to wait for the restarted services, in seconds
         /// (default 300); the client's own read timeout should match.
+        #[serde(
+            default,
+            rename = "timeout-secs",
+            skip_serializing_if = "Option::is_none"
+        )]
+        timeout_secs: Option<u64>,
+    },
+    /// Stop these services (the pod and their dependents run on); answered
+    /// once each one's processes are gone.
+    StopService {
+        /// The services.
+        services: Vec<String>,
+    },
+    /// Start these services (stopped or ended ones; a running one is left
+    /// as it is); answered once each is ready or one failed.
+    StartService {
+        /// The services.
+        services: Vec<String>,
+        /// How long to wait for them, in seconds (default 300).
         #[serde(
             default,
             rename = "timeout-secs",
@@ -326,6 +349,7 @@ mod tests {
             (
                 Request::Restart {
                     service: Some("server".into()),
+                    all: false,
                     timeout_secs: None,
                 },
                 r#"{"cmd":"restart","service":"server"}"#,
@@ -333,6 +357,7 @@ mod tests {
             (
                 Request::Restart {
                     service: None,
+                    all: false,
                     timeout_secs: Some(30),
                 },
                 r#"{"cmd":"restart","timeout-secs":30}"#,
@@ -340,9 +365,31 @@ mod tests {
             (
                 Request::Restart {
                     service: None,
+                    all: false,
                     timeout_secs: None,
                 },
                 r#"{"cmd":"restart"}"#,
+            ),
+            (
+                Request::Restart {
+                    service: None,
+                    all: true,
+                    timeout_secs: None,
+                },
+                r#"{"cmd":"restart","all":true}"#,
+            ),
+            (
+                Request::StopService {
+                    services: vec!["vite".into()],
+                },
+                r#"{"cmd":"stop-service","services":["vite"]}"#,
+            ),
+            (
+                Request::StartService {
+                    services: vec!["vite".into()],
+                    timeout_secs: None,
+                },
+                r#"{"cmd":"start-service","services":["vite"]}"#,
             ),
         ];
         for (request, text) in cases {

@@ -543,17 +543,10 @@ async fn answer(shared: &Shared, request: Request) -> Response {
             services,
             timeout_secs,
         } => {
-            let limit = timeout_secs.map_or(WAIT_DEADLINE, Duration::from_secs);
-            if limit > limits::MAX_REQUEST_TIMEOUT {
-                return Response::refused(
-                    ErrorKind::Usage,
-                    format!(
-                        "`timeout-secs` is {}; it must be at most {}",
-                        limit.as_secs(),
-                        limits::MAX_REQUEST_TIMEOUT.as_secs()
-                    ),
-                );
-            }
+            let limit = match limit(timeout_secs, WAIT_DEADLINE) {
+                Ok(limit) => limit,
+                Err(refusal) => return *refusal,
+            };
             if let Some(name) = services
                 .iter()
                 .find(|name| !shared.supervisor.service_names().contains(name))
@@ -572,36 +565,131 @@ async fn answer(shared: &Shared, request: Request) -> Response {
                 )
             })
         }
+        Request::StopService { services } => stop_services(shared, &services).await,
+        Request::StartService {
+            services,
+            timeout_secs,
+        } => match limit(timeout_secs, RESTART_DEADLINE) {
+            Ok(limit) => start_services(shared, &services, limit).await,
+            Err(refusal) => *refusal,
+        },
         Request::Restart {
             service,
+            all,
             timeout_secs,
         } => {
-            let deadline = timeout_secs.map_or(RESTART_DEADLINE, Duration::from_secs);
-            // A larger value would overflow the deadline's `Instant`.
-            if deadline > limits::MAX_REQUEST_TIMEOUT {
-                return Response::refused(
-                    ErrorKind::Usage,
-                    format!(
-                        "`timeout-secs` is {}; it must be at most {}",
-                        deadline.as_secs(),
-                        limits::MAX_REQUEST_TIMEOUT.as_secs()
-                    ),
-                );
-            }
-            restart(shared, service, deadline).await
+            let limit = match limit(timeout_secs, RESTART_DEADLINE) {
+                Ok(limit) => limit,
+                Err(refusal) => return *refusal,
+            };
+            let target = match service {
+                Some(_) if all => {
+                    return Response::refused(
+                        ErrorKind::Usage,
+                        "`all` and `service` exclude each other",
+                    );
+                }
+                _ if all => Target::All,
+                Some(name) => Target::Service(name),
+                None => Target::Backend,
+            };
+            restart(shared, target, limit).await
         }
     }
 }
 
-async fn restart(shared: &Shared, service: Option<String>, limit: Duration) -> Response {
-    let names = match service {
-        Some(name) => {
+/// A request's `timeout-secs` (`default` when absent), refused beyond the
+/// maximum: a larger value would overflow the deadline's `Instant`.
+fn limit(
+    timeout_secs: Option<u64>,
+    default: Duration,
+) -> std::result::Result<Duration, Box<Response>> {
+    let limit = timeout_secs.map_or(default, Duration::from_secs);
+    if limit > limits::MAX_REQUEST_TIMEOUT {
+        return Err(Box::new(Response::refused(
+            ErrorKind::Usage,
+            format!(
+                "`timeout-secs` is {}; it must be at most {}",
+                limit.as_secs(),
+                limits::MAX_REQUEST_TIMEOUT.as_secs()
+            ),
+        )));
+    }
+    Ok(limit)
+}
+
+/// Stops `services`, answering once each one's processes are gone.
+async fn stop_services(shared: &Shared, services: &[String]) -> Response {
+    if let Some(refusal) = check_services(shared, services) {
+        return refusal;
+    }
+    for name in services {
+        if let Err(e) = shared.supervisor.stop_service(name).await {
+            return Response::error(e.to_string());
+        }
+    }
+    Response::ok(status(shared), Vec::new())
+}
+
+/// Starts `services`, answering once each is ready or one failed.
+async fn start_services(shared: &Shared, services: &[String], limit: Duration) -> Response {
+    if let Some(refusal) = check_services(shared, services) {
+        return refusal;
+    }
+    for name in services {
+        if let Err(e) = shared.supervisor.start_service(name).await {
+            return Response::error(e.to_string());
+        }
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    let waited = shared.supervisor.wait_ready(services, deadline).await;
+    outcome(shared, waited, |_| {
+        format!(
+            "{} not ready within {} s",
+            services.join(", "),
+            limit.as_secs()
+        )
+    })
+}
+
+/// A refusal when `services` is empty, or names a service badly or one
+/// the pod does not have.
+fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
+    if services.is_empty() {
+        return Some(Response::refused(ErrorKind::Usage, "no service named"));
+    }
+    for name in services {
+        if let Err(message) = omnidev_pod::names::check("service name", name) {
+            return Some(Response::refused(ErrorKind::Usage, message));
+        }
+        if !shared.supervisor.service_names().contains(name) {
+            return Some(unknown_service(shared, name));
+        }
+    }
+    None
+}
+
+/// What `restart` restarts.
+enum Target {
+    /// The services with watch rules (every one when none has).
+    Backend,
+    /// One service (its dependents follow).
+    Service(String),
+    /// Every service, as one reload.
+    All,
+}
+
+/// Restarts `target` and answers once it is ready again.
+async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
+    let names = match target {
+        Target::All => shared.supervisor.service_names().to_vec(),
+        Target::Service(name) => {
             if let Err(message) = omnidev_pod::names::check("service name", &name) {
                 return Response::refused(ErrorKind::Usage, message);
             }
             vec![name]
         }
-        None => shared.info.backend.clone(),
+        Target::Backend => shared.info.backend.clone(),
     };
     if let Some(unknown) = names
         .iter()
