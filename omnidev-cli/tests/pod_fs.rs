@@ -100,9 +100,10 @@ fn a_directory_without_the_pod_identity_is_never_removed() {
         &["up", "--headless", "--clean", "--pod-dir"],
     ] {
         let output = ctx.command().args(args).arg(&dir).output().expect("run");
+        // 2: a `--pod-dir` that is not a pod (docs/control.md, exit codes).
         assert_eq!(
             output.status.code(),
-            Some(1),
+            Some(2),
             "{args:?}: {}",
             ctx.render(&output)
         );
@@ -222,10 +223,16 @@ fn a_cache_root_that_cannot_be_read_is_an_error_not_a_stopped_pod() {
             .env("XDG_CACHE_HOME", &blocked)
             .output()
             .expect("run");
-        let text = stderr(&output);
-        assert_ne!(
+        // Said on stderr, or on stdout as the one JSON error record.
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            stderr(&output)
+        );
+        // 1: omnidev could not do what was asked; never 0 or 3 (not running).
+        assert_eq!(
             output.status.code(),
-            Some(0),
+            Some(1),
             "{args:?}: {}",
             ctx.render(&output)
         );
@@ -435,8 +442,10 @@ fn a_state_file_that_cannot_be_read_is_said_by_status_not_taken_for_no_services(
     let elsewhere = ctx.root.join("elsewhere.json");
     std::fs::rename(pod.join("state.json"), &elsewhere).expect("move");
     std::os::unix::fs::symlink(&elsewhere, pod.join("state.json")).expect("symlink");
-    let status: serde_json::Value =
-        serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("json");
+    // 3: the pod does not run; the report comes first.
+    let output = ctx.run(&["status", "--json"]);
+    assert_eq!(output.status.code(), Some(3), "{}", ctx.render(&output));
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
     let error = status["error"].as_str().unwrap_or_default();
     assert!(
         error.contains(&pod.join("state.json").display().to_string())
