@@ -116,6 +116,7 @@ TUI keys:
   Esc                        clear the search highlight
   w                          wrap long lines
   r                          restart the focused service (dependents follow)
+  s                          stop the focused service (the pod runs on); s again starts it
   R                          reload the backend (services with watch rules)
   c                          clear the focused pane
   q, Ctrl-C                  quit and stop everything

@@ -281,6 +281,8 @@ pub async fn run_pod(
                     let names: Vec<&str> = names.iter().map(String::as_str).collect();
                     supervisor.reload(&names).await
                 }
+                Action::Stop(name) => supervisor.stop_service(&name).await,
+                Action::Start(name) => supervisor.start_service(&name).await,
                 Action::ClearLogs(name) => supervisor.clear_logs(name.as_deref()),
                 Action::Quit | Action::Suspend => Ok(()),
             };

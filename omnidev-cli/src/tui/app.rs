@@ -48,6 +48,10 @@ pub enum Action {
     Restart(String),
     /// Reload these services (the backend, dependents following).
     Reload(Vec<String>),
+    /// Stop one service (the pod and its dependents run on).
+    Stop(String),
+    /// Start one stopped or ended service again.
+    Start(String),
     /// Drop the supervisor's buffer of this service (`None`: combined).
     ClearLogs(Option<String>),
     /// Give the terminal back and stop, as Ctrl-Z does in a cooked
@@ -168,6 +172,28 @@ impl App {
 
     fn service_index(&self, name: &str) -> Option<usize> {
         self.services.iter().position(|s| s.name == name)
+    }
+
+    /// `s`: stops the focused service when it runs (or waits), starts it
+    /// when it is down.
+    fn stop_or_start(&mut self) -> Option<Action> {
+        let Some(view) = self.focus.checked_sub(1).and_then(|i| self.services.get(i)) else {
+            self.message =
+                Some("s stops or starts the focused service: pick one with 1-9".to_owned());
+            return None;
+        };
+        let name = view.name.clone();
+        let down = matches!(
+            view.state,
+            ServiceState::Stopped | ServiceState::Exited { .. } | ServiceState::Failed { .. }
+        );
+        Some(if down {
+            self.message = Some(format!("starting {name}"));
+            Action::Start(name)
+        } else {
+            self.message = Some(format!("stopping {name} (s starts it again)"));
+            Action::Stop(name)
+        })
     }
 
     /// The service of the focused pane (`None` for the combined pane).
@@ -348,6 +374,7 @@ impl App {
                 self.message = Some("r restarts the focused service: pick one with 1-9".to_owned());
                 return None;
             }
+            KeyCode::Char('s') => return self.stop_or_start(),
             KeyCode::Char('R') => {
                 if self.backend.is_empty() {
                     self.message = Some("this profile has no watched backend".to_owned());
@@ -456,6 +483,16 @@ pub(crate) mod tests {
         assert_eq!(
             app.handle_key(key('c')),
             Some(Action::ClearLogs(Some("server".into())))
+        );
+        // `s` stops a service that runs (or waits), starts one that is down.
+        assert_eq!(
+            app.handle_key(key('s')),
+            Some(Action::Stop("server".into()))
+        );
+        app.services[0].state = ServiceState::Stopped;
+        assert_eq!(
+            app.handle_key(key('s')),
+            Some(Action::Start("server".into()))
         );
         app.handle_key(key('w'));
         assert!(app.wrap);
