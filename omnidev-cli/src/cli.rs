@@ -56,6 +56,8 @@ pub enum Command {
     Clean(CleanArgs),
     /// Remove the stopped pods whose checkout is gone, freeing their ports
     Gc(GcArgs),
+    /// Write an omnidev.toml for this checkout (from its Procfile when it has one).
+    Init(InitArgs),
     /// Inspect and check profiles; `omnidev help profile` prints the
     /// profile format.
     #[command(subcommand, after_long_help = omnidev_pod::profile::REFERENCE)]
@@ -88,7 +90,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
         "Pod commands (the pod of this checkout)",
         &[
             "up", "status", "ls", "logs", "events", "wait", "restart", "stop", "start", "exec",
-            "omnigent", "clean", "gc", "profile",
+            "omnigent", "clean", "gc", "init", "profile",
         ],
     ),
     (
@@ -472,6 +474,17 @@ pub enum ProfileCommand {
     /// Load and validate the effective profile without running anything,
     /// and print its services in start order (exit 1 on a problem).
     Check(ProfileCheckArgs),
+}
+
+/// Arguments of `omnidev init`.
+#[derive(Debug, Args, Clone)]
+pub struct InitArgs {
+    /// Checkout to write the profile for (default: the surrounding one).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Replace an existing `omnidev.toml`.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Arguments of `omnidev profile check`.

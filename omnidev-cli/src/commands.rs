@@ -10,6 +10,7 @@ pub mod detach;
 pub mod events;
 pub mod exec;
 pub mod gc;
+pub mod init;
 pub mod install;
 pub mod logs;
 pub mod ls;
@@ -30,6 +31,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         None => Ok(up::run(&cli.up)?),
         Some(Command::Exec(args)) => Ok(exec::run(&args.pod, &args.command)?),
         Some(Command::Omnigent(args)) => Ok(exec::run_omnigent(&args.pod, &args.args)?),
+        Some(Command::Init(args)) => Ok(init::run(&args)?),
         Some(Command::Profile(ProfileCommand::Show(args))) => Ok(profile::show(&args)?),
         Some(Command::Profile(ProfileCommand::Check(args))) => Ok(profile::check(&args)?),
         Some(Command::Install(args)) => install::install(&args),

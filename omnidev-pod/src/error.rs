@@ -208,6 +208,37 @@ pub enum Error {
         message: String,
     },
 
+    /// A `Procfile` line `omnidev init` cannot turn into a service.
+    #[error("{}{}: {message}", path.display(), if *line > 0 { format!(":{line}") } else { String::new() })]
+    #[diagnostic(
+        code(omnidev::pod::procfile),
+        help(
+            "a Procfile has one `name: command` per line (names in a-z, 0-9, `_`, `-`); \
+             fix the line, or move the Procfile aside for a generic omnidev.toml"
+        )
+    )]
+    Procfile {
+        /// The Procfile.
+        path: PathBuf,
+        /// 1-based line (0 for the file as a whole).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// `omnidev init` found a profile already there.
+    #[error("{} already exists; not touching it", path.display())]
+    #[diagnostic(
+        code(omnidev::pod::profile_exists),
+        help(
+            "`omnidev profile check` checks it; `omnidev init --force` replaces it with a new one"
+        )
+    )]
+    ProfileExists {
+        /// The existing file.
+        path: PathBuf,
+    },
+
     /// An env file (`env-files`) could not be parsed or is unusable.
     #[error("env file {}: {message}", path.display())]
     #[diagnostic(

@@ -83,6 +83,7 @@
 
 pub mod env_file;
 pub mod error;
+pub mod init;
 pub mod lan;
 pub mod layout;
 pub mod lock;

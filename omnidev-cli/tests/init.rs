@@ -1,0 +1,126 @@
+//! `omnidev init`: the profile it writes from a Procfile runs (real
+//! processes on their own ports), a second `init` refuses and changes
+//! nothing, `--force` replaces, and the written text is pinned.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{TestContext, wait_for};
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Stops the checkout's pod when dropped, so a failing test leaves none.
+struct StopOnDrop<'a>(&'a TestContext);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["stop"]);
+    }
+}
+
+/// An HTTP GET of `/` on 127.0.0.1:`port`; the status line, if any.
+fn get(port: u64) -> Option<String> {
+    let port = u16::try_from(port).ok()?;
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.lines().next().map(str::to_owned)
+}
+
+#[test]
+fn init_from_a_procfile_writes_a_profile_that_runs_and_a_second_init_refuses() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "Procfile",
+        "# two static servers\n\
+         web: exec python3 -m http.server $PORT --bind 127.0.0.1\n\
+         docs: exec python3 -m http.server \"$PORT\" --bind 127.0.0.1 --directory .git\n",
+    );
+    let out = ctx.run_ok(&["init"]);
+    let profile = ctx.repo.join("omnidev.toml");
+    assert!(
+        out.starts_with(&format!(
+            "wrote {} from {}: 2 services (web, docs)\n",
+            profile.display(),
+            ctx.repo.join("Procfile").display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("omnidev profile check"), "{out}");
+    let written = std::fs::read_to_string(&profile).expect("read omnidev.toml");
+    ctx.run_ok(&["profile", "check"]);
+
+    let _stop = StopOnDrop(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let status: Value = serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("json");
+    let web = status["ports"]["web"].as_u64().expect("web port");
+    let docs = status["ports"]["docs"].as_u64().expect("docs port");
+    assert_ne!(web, docs, "{status}");
+    // Each process got its own port as $PORT and serves on it.
+    for port in [web, docs] {
+        wait_for(&format!("an HTTP answer on port {port}"), DEADLINE, || {
+            get(port).is_some_and(|line| line.contains(" 200 "))
+        });
+    }
+    ctx.run_ok(&["stop"]);
+
+    // A second init refuses: exit 1, the file untouched.
+    let again = ctx.run(&["init"]);
+    assert_eq!(again.status.code(), Some(1), "{}", ctx.render(&again));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&profile).expect("read"), written);
+
+    // --force replaces it (here with the same text: the Procfile is the same).
+    std::fs::write(&profile, "# mine\n").expect("write");
+    let out = ctx.run_ok(&["init", "--force"]);
+    assert!(out.starts_with("replaced "), "{out}");
+    assert_eq!(std::fs::read_to_string(&profile).expect("read"), written);
+}
+
+#[test]
+fn init_without_a_procfile_writes_the_generic_template() {
+    let ctx = TestContext::new();
+    let out = ctx.run_ok(&["init"]);
+    assert!(
+        out.contains("(no Procfile: a template to edit): 1 service (app)"),
+        "{out}"
+    );
+    ctx.run_ok(&["profile", "check"]);
+}
+
+#[test]
+fn a_bad_procfile_is_an_error_with_its_line_and_writes_nothing() {
+    let ctx = TestContext::new();
+    ctx.write("Procfile", "web: ./web\nworker ./work\n");
+    let output = ctx.run(&["init"]);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Procfile:2: \"worker ./work\" is not `name: command`"),
+        "{stderr}"
+    );
+    assert!(!ctx.repo.join("omnidev.toml").exists());
+}
+
+#[test]
+fn written_profile_from_a_procfile_with_a_release_step() {
+    let processes = omnidev_pod::init::parse_procfile(
+        "release: ./manage.py migrate\n\
+         web: gunicorn app:wsgi --bind 127.0.0.1:$PORT\n\
+         worker: celery -A app worker --concurrency={2}\n",
+        "Procfile".as_ref(),
+    )
+    .expect("parse");
+    insta::assert_snapshot!(omnidev_pod::init::from_procfile(&processes));
+}

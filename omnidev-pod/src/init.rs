@@ -1,0 +1,319 @@
+//! `omnidev init`: a commented `omnidev.toml` for a checkout, from its
+//! `Procfile` when it has one, else a short generic template.
+//!
+//! From a Procfile every process becomes a service run through `sh -c`
+//! (so `$PORT` and shell syntax work as under foreman), each with a named
+//! port of its own given to it as `PORT`; the bases are 100 apart from
+//! 5000, as foreman numbers them. A `release:` process becomes a one-shot
+//! (`restart = "never"`) the others wait for with `completed`.
+//!
+//! ```
+//! let procfile = "web: python3 -m http.server $PORT\nworker: ./worker\n";
+//! let processes = omnidev_pod::init::parse_procfile(procfile, "Procfile".as_ref()).unwrap();
+//! let text = omnidev_pod::init::from_procfile(&processes);
+//! let profile = omnidev_pod::Profile::parse(&text, "omnidev.toml").unwrap();
+//! assert_eq!(profile.ports["web"], 5000);
+//! assert_eq!(profile.ports["worker"], 5100);
+//! assert_eq!(profile.services["web"].env["PORT"], "{port.web}");
+//! ```
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::profile::PROFILE_FILE;
+
+/// The Procfile's name at the checkout root.
+pub const PROCFILE: &str = "Procfile";
+
+/// The most bytes of a Procfile read.
+pub const MAX_PROCFILE_BYTES: u64 = 1024 * 1024;
+
+/// The port base of the first Procfile process; each next one is 100 up.
+pub const FIRST_BASE: u16 = 5000;
+
+/// The Procfile process that runs once before the others (Heroku's).
+pub const RELEASE: &str = "release";
+
+/// One `name: command` line of a Procfile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// The process name (a valid service name).
+    pub name: String,
+    /// The shell command.
+    pub command: String,
+}
+
+/// What [`write`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The profile file.
+    pub path: PathBuf,
+    /// The Procfile it was made from, if any.
+    pub procfile: Option<PathBuf>,
+    /// The services it declares, in order.
+    pub services: Vec<String>,
+    /// Whether it replaced a file that was there (`--force`).
+    pub replaced: bool,
+}
+
+/// Parses a Procfile: `name: command` per line, blank lines and `#`
+/// comments skipped. A name must be a valid service name (upper case is
+/// lowered) and appear once; a line without a name or command is an
+/// error with its number.
+///
+/// ```
+/// use omnidev_pod::init::parse_procfile;
+/// let p = parse_procfile("# app\nWeb: bin/web -p $PORT\r\n\nrelease: ./migrate\n", "Procfile".as_ref()).unwrap();
+/// assert_eq!(p[0].name, "web");
+/// assert_eq!(p[0].command, "bin/web -p $PORT");
+/// assert_eq!(p[1].name, "release");
+/// let err = parse_procfile("web bin/web\n", "Procfile".as_ref()).unwrap_err();
+/// assert!(err.to_string().starts_with("Procfile:1: "), "{err}");
+/// ```
+pub fn parse_procfile(text: &str, path: &Path) -> Result<Vec<Process>> {
+    let error = |line: usize, message: String| Error::Procfile {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let mut processes: Vec<Process> = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let number = index + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, command)) = line.split_once(':') else {
+            return Err(error(
+                number,
+                format!("{} is not `name: command`", crate::names::shown(line)),
+            ));
+        };
+        let name = name.trim().to_ascii_lowercase();
+        crate::names::check("process name", &name).map_err(|message| error(number, message))?;
+        let command = command.trim();
+        if command.is_empty() {
+            return Err(error(number, format!("process `{name}` has no command")));
+        }
+        if processes.iter().any(|p| p.name == name) {
+            return Err(error(number, format!("process `{name}` is declared twice")));
+        }
+        processes.push(Process {
+            name,
+            command: command.to_owned(),
+        });
+    }
+    if processes.is_empty() {
+        return Err(error(0, "declares no process".to_owned()));
+    }
+    let long_running = processes.iter().filter(|p| p.name != RELEASE).count();
+    if long_running == 0 {
+        return Err(error(0, "declares only a `release` process".to_owned()));
+    }
+    if FIRST_BASE as usize + (long_running - 1) * 100 > usize::from(u16::MAX) {
+        return Err(error(
+            0,
+            format!("declares {long_running} processes; at most 606 get a port each"),
+        ));
+    }
+    Ok(processes)
+}
+
+/// The header every written profile starts with.
+fn header(from: &str) -> String {
+    format!(
+        "# The pod of this checkout for omnidev, written by `omnidev init`{from}.\n\
+         # `omnidev profile check` checks it without running anything; `omnidev`\n\
+         # runs it. `omnidev help profile` prints the whole format.\n"
+    )
+}
+
+/// A TOML basic string holding `value` verbatim.
+fn toml_string(value: &str) -> String {
+    toml::Value::String(value.to_owned()).to_string()
+}
+
+/// `value` with its braces doubled, so a template renders it unchanged.
+fn literal(value: &str) -> String {
+    value.replace('{', "{{").replace('}', "}}")
+}
+
+/// The profile text for `processes` (as [`parse_procfile`] gives them).
+pub fn from_procfile(processes: &[Process]) -> String {
+    let release = processes.iter().any(|p| p.name == RELEASE);
+    let mut text = header(" from its Procfile");
+    text.push_str(
+        "#\n\
+         # Each Procfile process is a service with a port of its own, given to it\n\
+         # as $PORT as foreman does. A base is where the search starts: another\n\
+         # pod holding it moves this pod's port up to a free one.\n\n\
+         [ports]\n",
+    );
+    let mut base = FIRST_BASE;
+    for process in processes.iter().filter(|p| p.name != RELEASE) {
+        let _ = writeln!(text, "{} = {base}", process.name);
+        base = base.saturating_add(100);
+    }
+    for process in processes {
+        let name = &process.name;
+        let command = toml_string(&literal(&process.command));
+        let _ = write!(text, "\n[services.{name}]\n");
+        if name == RELEASE {
+            text.push_str(
+                "# The Procfile's release step: runs once at start; the others start\n\
+                 # after it has exited 0 (`omnidev restart release` runs it again).\n",
+            );
+            let _ = writeln!(text, "command = [\"sh\", \"-c\", {command}]");
+            text.push_str("restart = \"never\"\n");
+            continue;
+        }
+        let _ = writeln!(text, "command = [\"sh\", \"-c\", {command}]");
+        let _ = writeln!(text, "env = {{ PORT = \"{{port.{name}}}\" }}");
+        if release {
+            let _ = writeln!(text, "depends-on = {{ {RELEASE} = \"completed\" }}");
+        }
+        let _ = writeln!(
+            text,
+            "# Ready once it listens on $PORT; restarted when a file under src/ changes:\n\
+             # ready = {{ tcp = \"127.0.0.1:{{port.{name}}}\" }}\n\
+             # watch = [\"src/**\"]"
+        );
+    }
+    text
+}
+
+/// The profile text for a checkout without a Procfile: one service to edit.
+pub fn generic() -> String {
+    let mut text = header("");
+    text.push_str(
+        "#\n\
+         # Replace the command of `app` with the one that runs your program, and\n\
+         # add a `[services.NAME]` table for each other process.\n\n\
+         [ports]\n\
+         app = 8000                  # where the search for a free port starts\n\n\
+         [services.app]\n\
+         command = [\"sh\", \"-c\", \"echo 'app: put your command in omnidev.toml'; exec sleep 2147483647\"]\n\
+         env = { PORT = \"{port.app}\" }\n\
+         # ready = { http = \"http://127.0.0.1:{port.app}/\" }  # ready once this answers 2xx\n\
+         # watch = [\"src/**\"]        # a change to these files restarts it\n\
+         # depends-on = { db = \"ready\" }  # started | ready | completed\n",
+    );
+    text
+}
+
+/// Writes `<repo>/omnidev.toml`: from `<repo>/Procfile` when there is one,
+/// else [`generic`]. An existing file (or anything at that name) is left
+/// alone ([`Error::ProfileExists`]) unless `force`, which replaces it
+/// atomically. A new file is created exclusively, so a file appearing
+/// meanwhile is never overwritten either.
+pub fn write(repo: &Path, force: bool) -> Result<Written> {
+    let path = repo.join(PROFILE_FILE);
+    let procfile_path = repo.join(PROCFILE);
+    let exists = path.symlink_metadata().is_ok();
+    if exists && !force {
+        return Err(Error::ProfileExists { path });
+    }
+    let procfile = omnidev_core::fs::read_file(&procfile_path, MAX_PROCFILE_BYTES)
+        .map_err(Error::io("read", &procfile_path))?;
+    let (text, services, procfile) = match procfile {
+        Some(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|_| Error::Procfile {
+                path: procfile_path.clone(),
+                line: 0,
+                message: "is not UTF-8 text".to_owned(),
+            })?;
+            let processes = parse_procfile(&text, &procfile_path)?;
+            (
+                from_procfile(&processes),
+                processes.into_iter().map(|p| p.name).collect(),
+                Some(procfile_path),
+            )
+        }
+        None => (generic(), vec!["app".to_owned()], None),
+    };
+    if exists {
+        omnidev_core::fs::write_atomic(&path, text.as_bytes())
+            .map_err(Error::io("write", &path))?;
+    } else {
+        create_new(&path, text.as_bytes())?;
+    }
+    Ok(Written {
+        path,
+        procfile,
+        services,
+        replaced: exists,
+    })
+}
+
+/// Creates `path` with `contents`, refusing if anything is there; a
+/// failed write removes the file it created.
+fn create_new(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(Error::ProfileExists {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(Error::io("create", path)(e)),
+    };
+    if let Err(e) = file.write_all(contents).and_then(|()| file.sync_all()) {
+        let _ = std::fs::remove_file(path);
+        return Err(Error::io("write", path)(e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn braces_and_quotes_in_a_command_survive_the_template() {
+        let processes =
+            parse_procfile("web: echo \"{a}\" '\\n' $PORT\n", Path::new("Procfile")).expect("ok");
+        let text = from_procfile(&processes);
+        let profile = crate::Profile::parse(&text, "omnidev.toml").expect("ok");
+        let command = profile.services["web"].command.clone().expect("ok");
+        assert_eq!(command[2], "echo \"{{a}}\" '\\n' $PORT");
+    }
+
+    #[test]
+    fn bad_procfiles_name_the_line() {
+        let cases = [
+            (
+                "web: a\nweb: b\n",
+                "Procfile:2: process `web` is declared twice",
+            ),
+            ("web:\n", "Procfile:1: process `web` has no command"),
+            ("# only\n\n", "Procfile: declares no process"),
+            (
+                "release: ./m\n",
+                "Procfile: declares only a `release` process",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = parse_procfile(text, Path::new("Procfile")).expect_err("an error");
+            assert_eq!(err.to_string(), want);
+        }
+        let err = parse_procfile("_x: a\n", Path::new("Procfile")).expect_err("an error");
+        assert!(
+            err.to_string()
+                .starts_with("Procfile:1: invalid process name"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_generic_template_parses() {
+        let profile = crate::Profile::parse(&generic(), "omnidev.toml").expect("ok");
+        assert_eq!(profile.services.len(), 1);
+        assert_eq!(profile.ports["app"], 8000);
+    }
+}
