@@ -131,6 +131,8 @@ pub(crate) type StartsAck = Option<oneshot::Sender<Vec<u32>>>;
 #[derive(Debug)]
 pub(crate) enum Request {
     Restart(usize, StartsAck),
+    /// A restart that leaves the service's dependents running.
+    RestartAlone(usize, StartsAck),
     Reload(Vec<usize>, Changes, StartsAck),
     Stop(usize, oneshot::Sender<()>),
     Start(usize),

@@ -364,6 +364,12 @@ impl Engine {
                     self.restart(index, true);
                 }
             }
+            Request::RestartAlone(index, ack) => {
+                self.answer_starts(ack);
+                if !self.shutting_down() {
+                    self.restart_alone(index, true);
+                }
+            }
             Request::Start(index) => {
                 if !self.shutting_down() {
                     let s = &mut self.services[index];
@@ -477,6 +483,11 @@ impl Engine {
             }
             self.services[d].mark_restart_pending();
         }
+        self.restart_alone(index, reset_attempt);
+    }
+
+    /// Restarts a service and nothing else: its dependents keep running.
+    fn restart_alone(&mut self, index: usize, reset_attempt: bool) {
         let s = &mut self.services[index];
         s.intent = Intent::Keep;
         if reset_attempt {

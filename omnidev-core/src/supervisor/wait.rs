@@ -268,12 +268,29 @@ impl Supervisor {
         services: &[String],
         deadline: Instant,
     ) -> Result<Waited> {
+        self.restart_until_ready_with(services, true, deadline)
+            .await
+    }
+
+    /// [`Supervisor::restart_until_ready`] of one service whose dependents
+    /// keep running (`restart --no-deps`) when `dependents` is false.
+    ///
+    /// # Errors
+    ///
+    /// As [`Supervisor::restart_until_ready`].
+    pub async fn restart_until_ready_with(
+        &self,
+        services: &[String],
+        dependents: bool,
+        deadline: Instant,
+    ) -> Result<Waited> {
         let indexes = services
             .iter()
             .map(|n| self.index(n))
             .collect::<Result<Vec<_>>>()?;
         let (ack, starts) = oneshot::channel();
         match indexes.as_slice() {
+            [one] if !dependents => self.send(Request::RestartAlone(*one, Some(ack)))?,
             [one] => self.send(Request::Restart(*one, Some(ack)))?,
             many => self.send(Request::Reload(
                 many.to_vec(),
