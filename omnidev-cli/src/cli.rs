@@ -780,6 +780,9 @@ pub struct RestartArgs {
     /// dependent once what it needs is ready again).
     #[arg(long)]
     pub all: bool,
+    /// Restart SERVICE only: its dependents keep running.
+    #[arg(long, requires = "service")]
+    pub no_deps: bool,
     /// Print the pod's status afterwards as JSON.
     #[arg(long)]
     pub json: bool,

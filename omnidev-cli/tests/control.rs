@@ -921,6 +921,21 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
             .is_some_and(|p| p != i64::from(new_host))
     });
     run_code(&ctx, &["restart", "--all", "server"], 2);
+    // --no-deps: a new server, the same host.
+    let before = json(&ctx, &["status", "--json"]);
+    let after: Value =
+        serde_json::from_str(&run_ok(&ctx, &["restart", "server", "--no-deps", "--json"]))
+            .expect("json");
+    assert_ne!(
+        pid_of(&after, "server"),
+        pid_of(&before, "server"),
+        "{after}"
+    );
+    // With its dependents, the host would be stopping by now: the engine
+    // stops it in the turn the new server is ready.
+    assert_eq!(pid_of(&after, "host"), pid_of(&before, "host"), "{after}");
+    assert_eq!(service(&after, "host")["state"], "running", "{after}");
+    run_code(&ctx, &["restart", "--no-deps"], 2);
     run_ok(&ctx, &["stop"]);
     // Services of a pod that does not run: exit 3.
     run_code(&ctx, &["stop", "host"], NOT_RUNNING);

@@ -15,6 +15,7 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
     let request = Request::Restart {
         service: args.service.clone(),
         all: args.all,
+        no_deps: args.no_deps,
         timeout_secs: Some(args.timeout),
     };
     // The pod answers with an error once `timeout` has passed; the socket

@@ -27,6 +27,13 @@ pub enum Request {
         /// Every service, as one reload (instead of `service`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         all: bool,
+        /// With `service`: its dependents keep running.
+        #[serde(
+            default,
+            rename = "no-deps",
+            skip_serializing_if = "std::ops::Not::not"
+        )]
+        no_deps: bool,
         /// How long to wait for the restarted services, in seconds
         /// (default 300); the client's own read timeout should match.
         #[serde(
@@ -350,14 +357,25 @@ mod tests {
                 Request::Restart {
                     service: Some("server".into()),
                     all: false,
+                    no_deps: false,
                     timeout_secs: None,
                 },
                 r#"{"cmd":"restart","service":"server"}"#,
             ),
             (
                 Request::Restart {
+                    service: Some("server".into()),
+                    all: false,
+                    no_deps: true,
+                    timeout_secs: None,
+                },
+                r#"{"cmd":"restart","service":"server","no-deps":true}"#,
+            ),
+            (
+                Request::Restart {
                     service: None,
                     all: false,
+                    no_deps: false,
                     timeout_secs: Some(30),
                 },
                 r#"{"cmd":"restart","timeout-secs":30}"#,
@@ -366,6 +384,7 @@ mod tests {
                 Request::Restart {
                     service: None,
                     all: false,
+                    no_deps: false,
                     timeout_secs: None,
                 },
                 r#"{"cmd":"restart"}"#,
@@ -374,6 +393,7 @@ mod tests {
                 Request::Restart {
                     service: None,
                     all: true,
+                    no_deps: false,
                     timeout_secs: None,
                 },
                 r#"{"cmd":"restart","all":true}"#,

@@ -576,6 +576,7 @@ async fn answer(shared: &Shared, request: Request) -> Response {
         Request::Restart {
             service,
             all,
+            no_deps,
             timeout_secs,
         } => {
             let limit = match limit(timeout_secs, RESTART_DEADLINE) {
@@ -590,7 +591,7 @@ async fn answer(shared: &Shared, request: Request) -> Response {
                     );
                 }
                 _ if all => Target::All,
-                Some(name) => Target::Service(name),
+                Some(name) => Target::Service(name, !no_deps),
                 None => Target::Backend,
             };
             restart(shared, target, limit).await
@@ -673,21 +674,21 @@ fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
 enum Target {
     /// The services with watch rules (every one when none has).
     Backend,
-    /// One service (its dependents follow).
-    Service(String),
+    /// One service; its dependents follow unless the flag is false.
+    Service(String, bool),
     /// Every service, as one reload.
     All,
 }
 
 /// Restarts `target` and answers once it is ready again.
 async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
-    let names = match target {
+    let names = match &target {
         Target::All => shared.supervisor.service_names().to_vec(),
-        Target::Service(name) => {
-            if let Err(message) = omnidev_pod::names::check("service name", &name) {
+        Target::Service(name, _) => {
+            if let Err(message) = omnidev_pod::names::check("service name", name) {
                 return Response::refused(ErrorKind::Usage, message);
             }
-            vec![name]
+            vec![name.clone()]
         }
         Target::Backend => shared.info.backend.clone(),
     };
@@ -700,7 +701,11 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
     let deadline = tokio::time::Instant::now() + limit;
     let waited = shared
         .supervisor
-        .restart_until_ready(&names, deadline)
+        .restart_until_ready_with(
+            &names,
+            !matches!(target, Target::Service(_, false)),
+            deadline,
+        )
         .await;
     outcome(shared, waited, |_| {
         format!(
