@@ -10,6 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// `TIOCSCTTY` as `ioctl` takes it (a `c_uint` on macOS, whose `ioctl`
+/// wants a `c_ulong`).
+#[cfg(not(target_os = "macos"))]
+const TIOCSCTTY: libc::Ioctl = libc::TIOCSCTTY;
+#[cfg(target_os = "macos")]
+const TIOCSCTTY: libc::c_ulong = libc::TIOCSCTTY as libc::c_ulong;
+
 const OLD: &str = "1111111111111111111111111111111111111111";
 const NEW: &str = "2222222222222222222222222222222222222222";
 const NEWER: &str = "3333333333333333333333333333333333333333";
@@ -445,7 +452,7 @@ impl Terminal {
         // terminal.
         unsafe {
             shell.pre_exec(|| {
-                if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                if libc::setsid() == -1 || libc::ioctl(0, TIOCSCTTY, 0) == -1 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

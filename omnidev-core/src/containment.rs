@@ -38,8 +38,15 @@
 //! Prepare steps are contained like their service: the same service id,
 //! and with cgroups a cgroup of their own beside the service's
 //! (`<index>-<name>.prepare-<n>`), so killing a step never touches the
-//! service and the recovery above finds both. On macOS there is
-//!   no subreaper and no `/proc`: only the process groups are signalled.
+//! service and the recovery above finds both.
+//!
+//! On macOS there are no cgroups and no subreaper: orphans of services go
+//! to launchd, so a live supervisor looks for processes carrying a
+//! service id among every process (those of the user's own whose
+//! environment it can read), where Linux looks only among the orphans it
+//! adopted. Sessions, groups, parentage and start times come from
+//! `sysctl(KERN_PROC)` and libproc ([`crate::platform`]), so the stop,
+//! the sweep and the recovery of leftovers work as on Linux's fallback.
 
 mod cgroup;
 mod tree;
@@ -217,8 +224,12 @@ impl Containment {
                 ),
                 Err(reason) => {
                     let notice = format!(
-                        "services are contained by process groups and a subreaper, not a cgroup: \
-                         {reason}"
+                        "services are contained by process groups{}, not a cgroup: {reason}",
+                        if crate::platform::HAS_SUBREAPER {
+                            " and a subreaper"
+                        } else {
+                            " and sessions (no subreaper here)"
+                        }
                     );
                     (Mechanism::ProcessGroups { reason }, None, Some(notice))
                 }
@@ -338,13 +349,13 @@ impl Containment {
     /// is left until nothing is. The caller reaps the leader.
     pub(crate) async fn stop(&self, target: &Target, signal: i32, grace: Duration) {
         let hurry = self.hurry.subscribe();
-        stop_target(target, signal, grace, Search::Adopted, &hurry).await;
+        stop_target(target, signal, grace, LIVE_SEARCH, &hurry).await;
     }
 
     /// At the end of a shutdown without cgroups: stops every orphan adopted
-    /// by this process that carries one of this supervisor's service ids
-    /// (a daemon whose service was stopped before it could be told apart),
-    /// with SIGTERM, `grace`, then SIGKILL.
+    /// by this process (any process, without a subreaper) that carries one
+    /// of this supervisor's service ids (a daemon whose service was stopped
+    /// before it could be told apart), with SIGTERM, `grace`, then SIGKILL.
     pub(crate) async fn sweep(&self, grace: Duration) {
         if self.cgroup.is_some() {
             return;
@@ -355,7 +366,7 @@ impl Containment {
             let table = crate::platform::table();
             let roots: BTreeSet<u32> = table
                 .iter()
-                .filter(|p| p.ppid == me && !p.is_zombie())
+                .filter(|p| (p.ppid == me || LIVE_SEARCH == Search::Everywhere) && !p.is_zombie())
                 .filter(|p| tree::service_id_of(p.pid).is_some_and(|id| id.starts_with(&prefix)))
                 .map(|p| p.pid)
                 .collect();
@@ -375,9 +386,20 @@ impl Containment {
 
 use tree::Search;
 
+/// Where a live supervisor looks for a service's orphans that left its
+/// session: among those adopted by it, as a subreaper; without one
+/// (macOS), orphans go to launchd and every process is searched for the
+/// service id.
+const LIVE_SEARCH: Search = if crate::platform::HAS_SUBREAPER {
+    Search::Adopted
+} else {
+    Search::Everywhere
+};
+
 /// The live processes of `target` now: its cgroup's members, or (without
-/// cgroups) its session, group, descendants and adopted orphans carrying
-/// its service id. Used to tell whether a listener is the service's.
+/// cgroups) its session, group, descendants and orphans carrying its
+/// service id ([`LIVE_SEARCH`]). Used to tell whether a listener is the
+/// service's.
 pub(crate) fn members(target: &Target) -> Vec<u32> {
     if let Some(leaf) = &target.leaf {
         return cgroup::members(leaf);
@@ -386,7 +408,7 @@ pub(crate) fn members(target: &Target) -> Vec<u32> {
         &crate::platform::table(),
         &target.identity,
         std::process::id(),
-        Search::Adopted,
+        LIVE_SEARCH,
         tree::service_id_of,
     )
 }
@@ -764,6 +786,30 @@ mod tests {
         assert_eq!(ms, [1, 2, 4, 8, 10, 10, 10]);
         assert_eq!(TREE_POLL.next(TREE_POLL.first), Duration::from_millis(10));
         assert_eq!(TREE_POLL.next(TREE_POLL.most), TREE_POLL.most);
+    }
+
+    #[test]
+    fn the_fallback_names_what_this_os_has() {
+        let shown = Mechanism::ProcessGroups {
+            reason: "cgroups are Linux-only".into(),
+        }
+        .to_string();
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                shown,
+                "process groups and a subreaper (cgroups are Linux-only)"
+            );
+        } else {
+            assert_eq!(
+                shown,
+                "process groups and sessions, no subreaper: orphans are found by their \
+                 service id among every process (cgroups are Linux-only)"
+            );
+        }
+        assert_eq!(
+            LIVE_SEARCH == Search::Adopted,
+            crate::platform::HAS_SUBREAPER
+        );
     }
 
     #[test]

@@ -236,7 +236,11 @@ impl Dir {
     pub fn create_dir_all(&self, relative: &Path, mode: u32) -> io::Result<Dir> {
         let mut dir = self.open_here(OsStr::new("."))?;
         for name in components(relative)? {
-            match nix::sys::stat::mkdirat(dir.fd.as_fd(), name, Mode::from_bits_truncate(mode)) {
+            match nix::sys::stat::mkdirat(
+                dir.fd.as_fd(),
+                name,
+                Mode::from_bits_truncate(mode as libc::mode_t),
+            ) {
                 Ok(()) | Err(Errno::EEXIST) => {}
                 Err(errno) => return Err(os_error(errno)),
             }

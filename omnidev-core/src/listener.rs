@@ -2,15 +2,18 @@
 //! on a pod port count only the service's own listener, never another
 //! process that took the port (another user's pod, a test, anything).
 //!
-//! On Linux the listening sockets of the port come from `/proc/net/tcp`
-//! and `/proc/net/tcp6`, and a socket belongs to the service when one of
-//! its processes (its cgroup, or its session, group and descendants; see
-//! [`crate::containment`]) holds it in `/proc/<pid>/fd`. An answer is
+//! The listening sockets of the port and who holds them come from
+//! [`crate::platform::net`] (on Linux `/proc/net/tcp{,6}` and each
+//! process's descriptors; on macOS `proc_pidfdinfo` of every process of
+//! the user's), and a socket belongs to the service when one of its
+//! processes (its cgroup, or its session, group and descendants; see
+//! [`crate::containment`]) holds it. An answer is
 //! judged at the address the probe reached ([`owner_at`]): only the
 //! listeners that take a connection there count, so a service listening
-//! on `[::1]:P` is not made ready by another process on `127.0.0.1:P`. Elsewhere (macOS),
-//! or where `/proc/net` cannot be read, the owner is
-//! [`Owner::Unknown`] and the probe alone decides.
+//! on `[::1]:P` is not made ready by another process on `127.0.0.1:P`.
+//! Where the system does not say (`/proc/net` hidden), or on macOS where
+//! no listener of the user's is seen (another user's cannot be), the
+//! owner is [`Owner::Unknown`] and the probe alone decides.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -27,7 +30,8 @@ pub enum Owner {
     Other(Holder),
     /// Nobody listens.
     Nobody,
-    /// This machine does not say (no `/proc/net`).
+    /// This machine does not say (listeners cannot be read, or only the
+    /// user's own can and none of them listens).
     Unknown,
 }
 
@@ -68,7 +72,7 @@ pub fn owner(port: u16, members: &[u32]) -> Owner {
         return Owner::Unknown;
     };
     if listeners.is_empty() {
-        return Owner::Nobody;
+        return nobody_seen();
     }
     let held = held_by(members);
     if listeners.iter().any(|s| held.contains(&s.id)) {
@@ -88,12 +92,22 @@ pub fn owner_at(address: SocketAddr, members: &[u32]) -> Owner {
     };
     let answering = answering(&listeners, address.ip());
     if answering.is_empty() {
-        return Owner::Nobody;
+        return nobody_seen();
     }
     let held = held_by(members);
     match answering.iter().find(|s| !held.contains(&s.id)) {
         None => Owner::Service,
         Some(other) => Owner::Other(holder(other)),
+    }
+}
+
+/// No listener is seen: nobody listens where every listener of the machine
+/// is seen; elsewhere another user's may, and that is unknown.
+fn nobody_seen() -> Owner {
+    if net::SEES_OTHER_USERS {
+        Owner::Nobody
+    } else {
+        Owner::Unknown
     }
 }
 

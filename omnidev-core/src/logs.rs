@@ -603,7 +603,9 @@ impl LogStore {
 /// Pipe buffer asked for a service's stdout and stderr: 1 MiB, the default
 /// ceiling (`/proc/sys/fs/pipe-max-size`) for unprivileged processes. It
 /// holds about 10 ms of the fastest writer, so letting small writes gather
-/// for [`GATHER`] never holds a service up.
+/// for [`GATHER`] never holds a service up. Linux only: macOS has no call
+/// to ask for a bigger pipe (`F_SETPIPE_SZ`).
+#[cfg(target_os = "linux")]
 pub(crate) const PIPE_BYTES: i32 = 1024 * 1024;
 
 /// How long the capture lets a burst of small writes gather before reading
@@ -611,8 +613,8 @@ pub(crate) const PIPE_BYTES: i32 = 1024 * 1024;
 /// one) would otherwise cost a read, a log write and a wake-up per line.
 const GATHER: Duration = Duration::from_millis(1);
 
-/// Widens the pipe behind `fd` to [`PIPE_BYTES`] (best effort: where the
-/// kernel refuses, the capture still works, reading more often).
+/// Widens the pipe behind `fd` to `PIPE_BYTES` on Linux (best effort:
+/// where the kernel refuses, the capture still works, reading more often).
 fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
     #[cfg(target_os = "linux")]
     {
@@ -640,7 +642,7 @@ fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 /// woken at all, and one blocked in `read` only when the pipe stops being
 /// empty.
 ///
-/// The pipe is widened to [`PIPE_BYTES`] first.
+/// The pipe is widened first (`PIPE_BYTES`, on Linux).
 pub(crate) fn spawn_capture(
     fd: std::os::fd::OwnedFd,
     store: Arc<LogStore>,

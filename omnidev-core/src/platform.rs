@@ -24,6 +24,10 @@ mod macos;
 #[cfg(target_os = "macos")]
 use macos as os;
 
+// The macOS side's reading of raw answers, unit-tested on every system.
+#[cfg(any(target_os = "macos", test))]
+mod darwin;
+
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("omnidev runs on Linux and macOS only (see omnidev_core::platform)");
 
@@ -40,9 +44,6 @@ pub struct ProcessStat {
     pub pgid: i32,
     /// The session.
     pub sid: i32,
-    /// User plus system CPU time, in clock ticks (`getconf CLK_TCK`); 0
-    /// where the system does not say.
-    pub cpu_ticks: u64,
     /// When it started, in the system's own unit (clock ticks since boot
     /// on Linux, microseconds since the epoch on macOS): only compared
     /// with other start times of the same machine. With the pid, it
@@ -57,9 +58,9 @@ impl ProcessStat {
     }
 }
 
-/// What this platform offers for containment without cgroups, named in
-/// `omnidev status` and the docs.
-pub const NAME: &str = os::NAME;
+/// Whether [`become_subreaper`] can take effect here: true on Linux,
+/// false on macOS (which has no subreaper; orphans go to launchd).
+pub const HAS_SUBREAPER: bool = os::HAS_SUBREAPER;
 
 /// The stat of process `pid`, or `None` when it does not exist or cannot
 /// be read.

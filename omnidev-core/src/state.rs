@@ -81,9 +81,14 @@ impl std::fmt::Display for Mechanism {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Mechanism::Cgroup { path } => write!(f, "cgroup v2 ({})", path.display()),
-            Mechanism::ProcessGroups { reason } => {
+            Mechanism::ProcessGroups { reason } if crate::platform::HAS_SUBREAPER => {
                 write!(f, "process groups and a subreaper ({reason})")
             }
+            Mechanism::ProcessGroups { reason } => write!(
+                f,
+                "process groups and sessions, no subreaper: orphans are found by their \
+                 service id among every process ({reason})"
+            ),
         }
     }
 }

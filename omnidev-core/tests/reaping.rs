@@ -1,11 +1,15 @@
 //! The subreaper's reaping of adopted orphans, with real processes. In a
 //! test binary of its own: it makes the whole test process a subreaper.
+//! Linux has subreapers; macOS has none, and says so.
 
+#[cfg(target_os = "linux")]
 use std::process::{Command, Stdio};
+#[cfg(target_os = "linux")]
 use std::time::{Duration, Instant};
 
 use omnidev_core::platform;
 
+#[cfg(target_os = "linux")]
 fn until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !condition() {
@@ -14,9 +18,18 @@ fn until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+#[cfg(target_os = "macos")]
+#[test]
+fn macos_has_no_subreaper_and_says_so() {
+    const { assert!(!platform::HAS_SUBREAPER) };
+    assert!(!platform::become_subreaper());
+}
+
+#[cfg(target_os = "linux")]
 #[test]
 fn adopted_orphans_are_reaped_and_own_children_are_left_to_their_owner() {
-    nix::sys::prctl::set_child_subreaper(true).expect("subreaper");
+    const { assert!(platform::HAS_SUBREAPER) };
+    assert!(platform::become_subreaper(), "PR_SET_CHILD_SUBREAPER");
     let me = std::process::id();
 
     // A helper in a session of its own, orphaned when its shell exits:

@@ -700,11 +700,10 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
     rows
 }
 
-/// CPU time of `pid` (user + system) in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64> {
-    omnidev_core::platform::stat(pid)
-        .map(|s| s.cpu_ticks)
-        .with_context(|| format!("cannot read the stat of pid {pid}"))
+/// CPU time of `pid` (user + system).
+fn cpu_time(pid: u32) -> Result<Duration> {
+    omnidev_core::platform::cpu_time(pid)
+        .with_context(|| format!("cannot read the CPU time of pid {pid}"))
 }
 
 /// A private tmux server (its own socket); killed when dropped.
@@ -768,18 +767,13 @@ fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
         poll(Duration::from_mins(1), || health_pid(port))?;
         // Let start-up work finish before the idle window opens.
         std::thread::sleep(Duration::from_secs(2));
-        let ticks_per_second: u64 =
-            String::from_utf8_lossy(&Command::new("getconf").arg("CLK_TCK").output()?.stdout)
-                .trim()
-                .parse()?;
-        let before = cpu_ticks(pid)?;
+        let before = cpu_time(pid)?;
         let start = Instant::now();
         std::thread::sleep(Duration::from_secs(10));
-        let ticks = u32::try_from(cpu_ticks(pid)? - before)?;
-        let used = f64::from(ticks) / f64::from(u32::try_from(ticks_per_second)?);
+        let used = cpu_time(pid)?.saturating_sub(before);
         Ok(format!(
             "{:.2}% of one core",
-            100.0 * used / start.elapsed().as_secs_f64()
+            100.0 * used.as_secs_f64() / start.elapsed().as_secs_f64()
         ))
     })();
     let _ = tmux(&["send-keys", "-t", "bench", "q"]);

@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the prerequisites (installed when missing), fmt check,
-//! clippy with warnings denied, every test, the library crates as outsiders
-//! see them (docs, packages, example programs), then the e2e.
+//! clippy with warnings denied, the same clippy for the two macOS targets
+//! ([`crate::macos`]), every test, the library crates as outsiders see
+//! them (docs, packages, example programs), then the e2e.
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,7 +11,7 @@ use xshell::cmd;
 
 use crate::flags::Ci;
 use crate::prereqs::Step;
-use crate::{e2e, install, prereqs, util};
+use crate::{e2e, install, macos, prereqs, util};
 
 /// Run the CI steps in order, stopping at the first failure.
 pub fn run(options: &Ci) -> Result<()> {
@@ -30,6 +31,7 @@ pub fn run(options: &Ci) -> Result<()> {
         install::ensure("ci", needs, options.dry_run)?;
     }
     if options.install_only {
+        macos::install(options.dry_run)?;
         println!("ci: every prerequisite is on PATH");
         return Ok(());
     }
@@ -72,6 +74,9 @@ pub fn run(options: &Ci) -> Result<()> {
     for (name, step) in steps {
         if options.dry_run {
             println!("ci: would run {step}");
+            if name == "clippy" {
+                macos::check(!options.no_install, true)?;
+            }
             continue;
         }
         let start = Instant::now();
@@ -82,6 +87,12 @@ pub fn run(options: &Ci) -> Result<()> {
             library_users(&sh, &target.join("debug"))?;
         }
         println!("ci: {name} ok in {:.0}s", start.elapsed().as_secs_f64());
+        if name == "clippy" {
+            let start = Instant::now();
+            println!("ci: macos: clippy for {}", macos::TARGETS.join(" and "));
+            macos::check(!options.no_install, false).context("ci step `macos` failed")?;
+            println!("ci: macos ok in {:.0}s", start.elapsed().as_secs_f64());
+        }
     }
     if options.skip_e2e {
         return Ok(());

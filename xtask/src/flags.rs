@@ -18,8 +18,14 @@ pub struct Xtask {
 #[derive(Debug, Subcommand)]
 pub enum Task {
     /// Install what the machine lacks (or only check, --no-install), fmt
-    /// check, clippy -D warnings, cargo test --workspace, then the e2e.
+    /// check, clippy -D warnings (for Linux and the two macOS targets),
+    /// cargo test --workspace, then the e2e.
     Ci(Ci),
+    /// Only the macOS step of `ci`: clippy -D warnings of the workspace for
+    /// aarch64-apple-darwin and x86_64-apple-darwin (installing its tools
+    /// when missing, unless --no-install).
+    #[command(name = "check-macos")]
+    CheckMacos(CheckMacos),
     /// Build omnidev and run the end-to-end cases.
     #[command(name = "test-e2e")]
     TestE2e(TestE2e),
@@ -51,6 +57,17 @@ pub struct Ci {
     /// development without running the steps).
     #[arg(long)]
     pub install_only: bool,
+}
+
+/// Flags of `cargo xtask check-macos`.
+#[derive(Debug, Default, Args)]
+pub struct CheckMacos {
+    /// Print what would be installed and run instead of doing it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Install nothing: say what is missing and how to get it.
+    #[arg(long)]
+    pub no_install: bool,
 }
 
 /// Flags of `cargo xtask test-e2e`.

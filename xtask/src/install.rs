@@ -424,6 +424,34 @@ pub fn ensure(who: &str, steps: &[Step], dry_run: bool) -> Result<()> {
     Ok(())
 }
 
+/// Installs the Debian `packages` with apt-get, as root or with
+/// passwordless sudo, saying each step as `who: …`; fails naming the
+/// command to run when this machine cannot (no root, no apt-get). With
+/// `dry_run`, only says what it would do.
+pub fn apt_packages(who: &str, packages: &[&str], dry_run: bool) -> Result<()> {
+    let machine = Machine::probe(&[])?;
+    let mut plan = Plan::default();
+    plan.apt(packages, &machine);
+    if let Some(command) = plan.by_hand.first() {
+        bail!(
+            "{who}: cannot install {} here; run: {command}",
+            packages.join(", ")
+        );
+    }
+    for action in &plan.actions {
+        if let Action::Run { says, argv, .. } = action {
+            println!("{who}: installing {says}: {}", argv.join(" "));
+            if !dry_run && !run(argv) {
+                bail!(
+                    "`{}` failed; run it yourself, then this again",
+                    argv.join(" ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn path() -> OsString {
     std::env::var_os("PATH").unwrap_or_default()
 }

@@ -9,6 +9,7 @@ mod flags;
 #[cfg(test)]
 mod imports;
 mod install;
+mod macos;
 mod prereqs;
 mod util;
 
@@ -22,6 +23,7 @@ use crate::flags::Task;
 fn main() -> ExitCode {
     let outcome = match flags::Xtask::parse().task {
         Task::Ci(options) => ci::run(&options),
+        Task::CheckMacos(options) => macos::check(!options.no_install, options.dry_run),
         Task::TestE2e(options) => e2e::run(&options),
         Task::Dist(options) => dist::run(&options).map(|_| ()),
         Task::Bench(options) => bench::run(&options),

@@ -278,7 +278,10 @@ pub struct PodStatus {
     /// URLs for people (only known while running).
     pub urls: Vec<UrlReport>,
     /// How the pod's processes are contained, while it runs: `cgroup v2
-    /// (<dir>)` or `process groups and a subreaper (<why not cgroups>)`.
+    /// (<dir>)`, `process groups and a subreaper (<why not cgroups>)`
+    /// (Linux) or `process groups and sessions, no subreaper: orphans are
+    /// found by their service id among every process (cgroups are
+    /// Linux-only)` (macOS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
     /// Every service, in profile order (from `state.json`, sorted by name,

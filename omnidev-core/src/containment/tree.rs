@@ -103,7 +103,6 @@ mod tests {
             pgid,
             sid,
             state: 'S',
-            cpu_ticks: 0,
             start_time,
         }
     }

@@ -11,30 +11,37 @@ use std::time::Duration;
 use super::ProcessStat;
 use super::net::TcpSocket;
 
-pub(super) const NAME: &str = "process groups, sessions and a subreaper";
+pub(super) const HAS_SUBREAPER: bool = true;
 
 pub(super) fn stat(pid: u32) -> Option<ProcessStat> {
+    Some(stat_and_ticks(pid)?.0)
+}
+
+/// The stat of `pid` and its CPU time in clock ticks.
+fn stat_and_ticks(pid: u32) -> Option<(ProcessStat, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)
 }
 
-/// Parses the text of `/proc/<pid>/stat`. The command name (field 2) may
-/// contain spaces and parentheses, so fields are counted after the last `)`.
-fn parse_stat(text: &str) -> Option<ProcessStat> {
+/// Parses the text of `/proc/<pid>/stat`, with the user plus system CPU
+/// time in clock ticks. The command name (field 2) may contain spaces and
+/// parentheses, so fields are counted after the last `)`.
+fn parse_stat(text: &str) -> Option<(ProcessStat, u64)> {
     let name_end = text.rfind(')')?;
     let pid = text.split_once(" (")?.0.trim().parse().ok()?;
     let fields: Vec<&str> = text[name_end + 1..].split_ascii_whitespace().collect();
     // fields[0] is field 3 of the file.
     let field = |n: usize| fields.get(n - 3).copied();
-    Some(ProcessStat {
+    let stat = ProcessStat {
         pid,
         state: field(3)?.chars().next()?,
         ppid: field(4)?.parse().ok()?,
         pgid: field(5)?.parse().ok()?,
         sid: field(6)?.parse().ok()?,
-        cpu_ticks: field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?,
         start_time: field(22)?.parse().ok()?,
-    })
+    };
+    let ticks = field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?;
+    Some((stat, ticks))
 }
 
 pub(super) fn pids() -> Vec<u32> {
@@ -101,7 +108,7 @@ pub(super) fn become_subreaper() -> bool {
 }
 
 pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
-    let ticks = stat(pid)?.cpu_ticks;
+    let (_, ticks) = stat_and_ticks(pid)?;
     // SAFETY: sysconf has no preconditions.
     let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
         .ok()?
@@ -153,7 +160,7 @@ pub(super) fn threads(pid: u32) -> Option<Vec<String>> {
                 let read = |name: &str| {
                     std::fs::read_to_string(task.path().join(name)).unwrap_or_default()
                 };
-                let state = parse_stat(&read("stat")).map_or('?', |s| s.state);
+                let state = parse_stat(&read("stat")).map_or('?', |(s, _)| s.state);
                 format!(
                     "task {} {} state {state} wchan {}",
                     task.file_name().display(),
@@ -242,10 +249,10 @@ mod tests {
     #[test]
     fn stat_fields_are_counted_after_the_last_parenthesis() {
         let line = "42 (a (b) c) S 1 42 40 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        let stat = parse_stat(line).expect("parses");
+        let (stat, ticks) = parse_stat(line).expect("parses");
         assert_eq!((stat.pid, stat.state, stat.ppid), (42, 'S', 1));
         assert_eq!((stat.pgid, stat.sid), (42, 40));
-        assert_eq!((stat.cpu_ticks, stat.start_time), (3, 987_654));
+        assert_eq!((ticks, stat.start_time), (3, 987_654));
         assert!(parse_stat("42 (x) S 1").is_none(), "too few fields");
     }
 
