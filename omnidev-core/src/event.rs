@@ -81,6 +81,15 @@ impl std::fmt::Display for ExitStatus {
 pub enum ServiceState {
     /// Not started yet: waiting for dependencies.
     Waiting,
+    /// Not started, and nothing will start it by itself: a dependency ended
+    /// (exited non-zero, was stopped, failed to start) and will not come
+    /// back. It starts once that dependency is restarted and meets its
+    /// condition.
+    Blocked {
+        /// Which dependency and how it ended: `waiting for migrate, which
+        /// exited with exit code 3`.
+        reason: String,
+    },
     /// Running prepare steps.
     Preparing,
     /// Spawned; its readiness probe has not passed yet (dependents that
@@ -426,7 +435,8 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 impl ServiceState {
-    /// The state as one word: `waiting`, `preparing`, `starting` (running,
+    /// The state as one word: `waiting`, `blocked` (waiting on a
+    /// dependency that ended and will not come back), `preparing`, `starting` (running,
     /// its probe not passed yet), `running` (no probe), `ready`,
     /// `restarting`, `stopping`, `exited` (code 0), `crashed` (any other
     /// end), `stopped`, `failed` (not started, see
@@ -434,6 +444,7 @@ impl ServiceState {
     pub fn word(&self) -> &'static str {
         match self {
             ServiceState::Waiting => "waiting",
+            ServiceState::Blocked { .. } => "blocked",
             ServiceState::Preparing => "preparing",
             ServiceState::Starting { .. } => "starting",
             ServiceState::Running { .. } => "running",
@@ -480,6 +491,7 @@ impl ServiceState {
                 format!("{word} in {}", format_duration(*after))
             }
             ServiceState::Exited { status } => format!("{word} ({status})"),
+            ServiceState::Blocked { reason } => format!("{word}: {reason}"),
             ServiceState::Waiting
             | ServiceState::Preparing
             | ServiceState::Stopped

@@ -46,12 +46,20 @@ pub mod limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Condition {
-    /// As soon as the dependency's process has been spawned.
+    /// As soon as the dependency's process has been spawned. Like every
+    /// condition, also met by a dependency that has exited 0 and is not
+    /// restarted (a finished one-shot never holds its dependents back).
     Started,
     /// Once the dependency's readiness probe has passed (or, without a probe,
     /// once it has been spawned).
     #[default]
     Ready,
+    /// Once the dependency has exited 0: a one-shot task (a migration, a
+    /// code generator) that must finish first. A dependency that exited
+    /// otherwise blocks its dependents (see [`ServiceState::Blocked`]).
+    ///
+    /// [`ServiceState::Blocked`]: crate::ServiceState::Blocked
+    Completed,
 }
 
 /// An edge of the dependency graph.

@@ -1247,3 +1247,166 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     ));
     supervisor.shutdown().await.expect("shutdown");
 }
+
+/// A one-shot `migrate` (exiting with the code in the file `code`) and an
+/// http `api` that depends on it having `completed`.
+fn migrate_and_api(dir: &Path) -> (ServiceSpec, ServiceSpec) {
+    let port = free_port();
+    let mut migrate = sh(
+        "migrate",
+        "sleep 0.3; echo migrated; exit \"$(cat code)\"",
+        dir,
+    );
+    migrate.restart = RestartPolicy::Never;
+    let mut api = ServiceSpec::new(
+        "api",
+        "python3",
+        [
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ],
+        dir,
+    );
+    api.depends_on = depends("migrate", Condition::Completed);
+    api.readiness = Some(readiness(
+        ProbeSpec::Http {
+            url: format!("http://127.0.0.1:{port}/"),
+            host: None,
+        },
+        Duration::from_secs(30),
+    ));
+    (migrate, api)
+}
+
+fn state_of(supervisor: &Supervisor, name: &str) -> omnidev_core::ServiceStatus {
+    supervisor
+        .snapshot()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("a known service")
+}
+
+/// `api` waits for the one-shot `migrate` to exit 0 (`completed`), whose
+/// last line comes before its exit; a reload of the api is healthy again
+/// with migrate long finished and not run again.
+#[tokio::test]
+async fn a_completed_one_shot_gates_its_dependent_and_never_blocks_its_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("code"), "0").expect("write");
+    let (migrate, api) = migrate_and_api(dir.path());
+    let (supervisor, mut rx) = start_subscribed(vec![migrate, api]).await;
+    let api_names = ["api".to_owned()];
+    let deadline = || tokio::time::Instant::now() + DEADLINE;
+    let waited = supervisor
+        .wait_ready(&api_names, deadline())
+        .await
+        .expect("wait");
+    assert_eq!(waited, omnidev_core::Waited::Met);
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |seen| {
+        position(seen, "api", |k| matches!(k, EventKind::Ready)).is_some()
+    })
+    .await;
+    let migrated = position(seen.as_slice(), "migrate", |k| {
+        matches!(k, EventKind::State { state: ServiceState::Exited { status } } if status.success())
+    })
+    .expect("migrate exited 0");
+    let api_started = position(&seen, "api", running).expect("api started");
+    assert!(
+        migrated < api_started,
+        "api started before migrate completed: {seen:#?}"
+    );
+    // The last line migrate printed came before its exit was acted on.
+    let line = position(
+        &seen,
+        "migrate",
+        |k| matches!(k, EventKind::Log { line } if line.text.contains("migrated")),
+    )
+    .expect("migrate's line");
+    assert!(line < migrated, "the line came after the exit: {seen:#?}");
+
+    let before = std::time::SystemTime::now();
+    supervisor.reload(&["api"]).await.expect("reload");
+    let waited = supervisor
+        .wait_healthy_after_reload(&api_names, before, deadline())
+        .await
+        .expect("wait");
+    assert_eq!(waited, omnidev_core::Waited::Met);
+    assert_eq!(
+        state_of(&supervisor, "migrate").starts,
+        1,
+        "a dependent's reload does not re-run a completed one-shot"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A one-shot that exits 3 blocks its dependent, which says by what, and
+/// fails a wait at once; restarted once fixed, it runs, then the api.
+#[tokio::test]
+async fn a_failed_one_shot_blocks_its_dependent_until_it_is_restarted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let code = dir.path().join("code");
+    std::fs::write(&code, "3").expect("write");
+    let (migrate, api) = migrate_and_api(dir.path());
+    let supervisor = start(vec![migrate, api]).await;
+    let api_names = ["api".to_owned()];
+    let deadline = || tokio::time::Instant::now() + DEADLINE;
+    let waited = supervisor
+        .wait_ready(&api_names, deadline())
+        .await
+        .expect("wait");
+    assert_eq!(waited, omnidev_core::Waited::Failed(vec!["api".to_owned()]));
+    assert_eq!(
+        state_of(&supervisor, "api").state,
+        ServiceState::Blocked {
+            reason: "waiting for migrate, which exited with exit code 3".into()
+        }
+    );
+    assert!(!supervisor.wait_settled().await.success);
+    std::fs::write(&code, "0").expect("write");
+    supervisor.restart("migrate").await.expect("restart");
+    wait_until("the api no longer blocked", || {
+        !matches!(
+            state_of(&supervisor, "api").state,
+            ServiceState::Blocked { .. }
+        )
+    })
+    .await;
+    let waited = supervisor
+        .wait_ready(&api_names, deadline())
+        .await
+        .expect("wait");
+    assert_eq!(waited, omnidev_core::Waited::Met);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// `started` and `ready` on a service that has exited 0 count as met: a
+/// log probe on a one-shot's last line before it exits lets its
+/// dependent start, even when the line and the exit come together.
+#[tokio::test]
+async fn a_log_probe_on_a_one_shots_last_line_lets_its_dependent_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut seed = sh("seed", "echo seeded", dir.path());
+    seed.restart = RestartPolicy::Never;
+    seed.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "^seeded$".into(),
+        },
+        Duration::from_secs(30),
+    ));
+    let mut worker = sh("worker", "echo working; sleep 30", dir.path());
+    worker.depends_on = depends("seed", Condition::Ready);
+    let supervisor = start(vec![seed, worker]).await;
+    let waited = supervisor
+        .wait_ready(
+            &["worker".to_owned()],
+            tokio::time::Instant::now() + DEADLINE,
+        )
+        .await
+        .expect("wait");
+    assert_eq!(waited, omnidev_core::Waited::Met);
+    supervisor.shutdown().await.expect("shutdown");
+}

@@ -709,7 +709,7 @@ mod words {
         Ok(Some(policy))
     }
 
-    /// `depends-on = { NAME = "started" | "ready" }`.
+    /// `depends-on = { NAME = "started" | "ready" | "completed" }`.
     pub(super) fn conditions<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<IndexMap<String, Condition>, D::Error> {
@@ -720,9 +720,10 @@ mod words {
                 let condition = match value.as_str() {
                     Some("started") => Condition::Started,
                     Some("ready") => Condition::Ready,
+                    Some("completed") => Condition::Completed,
                     _ => {
                         return Err(D::Error::custom(format!(
-                            "the condition on `{name}` is {}; use one of \"started\", \"ready\"",
+                            "the condition on `{name}` is {}; use one of \"started\", \"ready\", \"completed\"",
                             shown(&value)
                         )));
                     }
@@ -1103,7 +1104,8 @@ mod tests {
         );
         assert_eq!(line, 5, "{message}");
         assert!(
-            message.contains("\"started\", \"ready\"") && message.contains("healthy"),
+            message.contains("\"started\", \"ready\", \"completed\"")
+                && message.contains("healthy"),
             "{message}"
         );
     }

@@ -92,6 +92,7 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
                     let condition = match d.condition {
                         Condition::Started => "started",
                         Condition::Ready => "ready",
+                        Condition::Completed => "completed",
                     };
                     format!("{} {condition}", d.service)
                 })

@@ -295,7 +295,9 @@ impl Encoder {
             ServiceState::Restarting { after, attempt } => {
                 (None, Some(*attempt), Some(millis(*after)), None)
             }
-            ServiceState::Failed { reason } => (None, None, None, Some(reason.clone())),
+            ServiceState::Failed { reason } | ServiceState::Blocked { reason } => {
+                (None, None, None, Some(reason.clone()))
+            }
             ServiceState::Waiting
             | ServiceState::Preparing
             | ServiceState::Stopped
@@ -495,6 +497,9 @@ mod tests {
             ServiceState::Failed {
                 reason: "pnpm install failed".into(),
             },
+            ServiceState::Blocked {
+                reason: "waiting for migrate, which exited with exit code 3".into(),
+            },
         ];
         let mut seen_states = HashSet::new();
         for state in &states {
@@ -509,9 +514,10 @@ mod tests {
                 ServiceState::Exited { .. } => "exited",
                 ServiceState::Stopped => "stopped",
                 ServiceState::Failed { .. } => "failed",
+                ServiceState::Blocked { .. } => "blocked",
             });
         }
-        assert_eq!(seen_states.len(), 10, "a sample of every state");
+        assert_eq!(seen_states.len(), 11, "a sample of every state");
         states.to_vec()
     }
 

@@ -79,7 +79,9 @@ fn state_style(state: &ServiceState) -> Style {
         ServiceState::Exited { status } if !status.success() => {
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
         }
-        ServiceState::Failed { .. } => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        ServiceState::Failed { .. } | ServiceState::Blocked { .. } => {
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+        }
         ServiceState::Exited { .. } | ServiceState::Stopped => Style::new().fg(Color::DarkGray),
     }
 }
@@ -215,7 +217,9 @@ fn state_icon(state: &ServiceState) -> &'static str {
         ServiceState::Restarting { .. } => "↻",
         ServiceState::Stopping { .. } => "◌",
         ServiceState::Exited { status } if status.success() => "■",
-        ServiceState::Exited { .. } | ServiceState::Failed { .. } => "✗",
+        ServiceState::Exited { .. }
+        | ServiceState::Failed { .. }
+        | ServiceState::Blocked { .. } => "✗",
         ServiceState::Stopped => "■",
     }
 }

@@ -333,9 +333,13 @@ impl Engine {
         self.publish(index);
     }
 
-    /// Publishes a service's state if its phase changed it.
+    /// Publishes a service's state if its phase (or, for a waiting one,
+    /// whether a dependency blocks it) changed it.
     fn publish(&mut self, index: usize) {
-        let state = self.services[index].state();
+        let state = match self.block_reason(index, 0) {
+            Some(reason) => crate::event::ServiceState::Blocked { reason },
+            None => self.services[index].state(),
+        };
         if self.services[index].published == state {
             return;
         }

@@ -221,6 +221,12 @@ impl Service {
         self.process().is_some_and(Process::is_ready)
     }
 
+    /// It exited 0 and will not be restarted: a finished one-shot, which
+    /// meets every dependency condition.
+    pub(super) fn completed(&self) -> bool {
+        matches!(&self.phase, Phase::Exited { status } if status.success())
+    }
+
     /// It has ended and nothing will start it by itself (a failed one
     /// comes back only when its inputs change or on request).
     pub(super) fn is_terminal(&self) -> bool {

@@ -145,7 +145,9 @@ impl Judge<'_> {
 fn failure(status: &ServiceStatus) -> bool {
     match &status.state {
         ServiceState::Exited { status } => !status.success(),
-        ServiceState::Restarting { .. } | ServiceState::Failed { .. } => true,
+        ServiceState::Restarting { .. }
+        | ServiceState::Failed { .. }
+        | ServiceState::Blocked { .. } => true,
         _ => false,
     }
 }

@@ -9,27 +9,46 @@ use crate::supervisor::service::{AfterStop, Intent, Phase};
 use crate::supervisor::{Reloads, Settled};
 
 impl Engine {
-    /// Whether `index`'s dependencies meet their conditions now.
+    /// Whether `index`'s dependencies meet their conditions now. A
+    /// dependency that exited 0 and is not restarted meets every condition.
     pub(super) fn dependencies_met(&self, index: usize) -> bool {
         self.dependencies[index].iter().all(|&(j, condition)| {
             let d = &self.services[j];
             d.intent != Intent::RestartPending
-                && d.is_up()
-                && match condition {
-                    Condition::Started => true,
-                    Condition::Ready => d.is_ready(),
-                }
+                && (d.completed()
+                    || match condition {
+                        Condition::Started => d.is_up(),
+                        Condition::Ready => d.is_up() && d.is_ready(),
+                        Condition::Completed => false,
+                    })
         })
     }
 
     /// Waiting on a dependency that has ended and will not come back.
     pub(super) fn blocked(&self, index: usize, depth: usize) -> bool {
+        self.block_reason(index, depth).is_some()
+    }
+
+    /// Why `index` waits for good: the first dependency that ended (other
+    /// than by exiting 0) and will not come back, or is blocked itself.
+    pub(super) fn block_reason(&self, index: usize, depth: usize) -> Option<String> {
         if depth > self.specs.len() || !matches!(self.services[index].phase, Phase::Waiting) {
-            return false;
+            return None;
         }
-        self.dependencies[index]
-            .iter()
-            .any(|&(j, _)| self.services[j].is_terminal() || self.blocked(j, depth + 1))
+        self.dependencies[index].iter().find_map(|&(j, _)| {
+            let d = &self.services[j];
+            let how = match &d.phase {
+                Phase::Exited { status } if !status.success() => format!("exited with {status}"),
+                Phase::Stopped => "was stopped".to_owned(),
+                Phase::Failed { .. } => "failed to start".to_owned(),
+                _ => {
+                    return self
+                        .block_reason(j, depth + 1)
+                        .map(|_| "is blocked itself".to_owned());
+                }
+            };
+            Some(format!("waiting for {}, which {how}", self.name(j)))
+        })
     }
 
     pub(super) fn all_down(&self) -> bool {
@@ -57,6 +76,13 @@ impl Engine {
             began: self.reload.began,
             starts: self.reload.began_starts.clone(),
         };
+        // A dependency's end can block (or free) services whose own phase
+        // did not change: publish what that makes of them.
+        for index in 0..self.services.len() {
+            if matches!(self.services[index].phase, Phase::Waiting) {
+                self.publish(index);
+            }
+        }
         self.reloading.send_if_modified(|current| {
             let changed = *current != reloads;
             *current = reloads;
