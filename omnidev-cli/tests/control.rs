@@ -463,12 +463,8 @@ fn detach_reports_a_pod_that_cannot_start() {
         "omnidev.toml",
         r#"
 [services.a]
-command = ["true"]
-depends-on = { b = "started" }
-
-[services.b]
-command = ["true"]
-depends-on = { a = "started" }
+command = ["sh", "-c", "echo cannot start; exit 3"]
+restart = "never"
 "#,
     );
     let output = run(&ctx, &["up", "--detach"]);
