@@ -523,7 +523,7 @@ pub fn print(report: &miette::Report) {
 }
 
 /// A diagnostic's texts as [`crate::terminal_text::message`] shows them,
-/// owned, with its code, severity and causes (what [`print`] renders).
+/// owned, with its code, severity and causes (what [`print()`] renders).
 #[derive(Debug)]
 struct Shown {
     message: String,

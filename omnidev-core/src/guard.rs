@@ -15,9 +15,9 @@
 //! A second pipe runs the other way: the guard holds its only write end and
 //! never writes, so the supervisor's read end becomes readable (end-of-file)
 //! the moment the guard exits, however it ends. The supervisor waits on that
-//! readiness ([`Guard::ended`]: no polling), reaps the guard, forks a new
+//! readiness (`Guard::ended`: no polling), reaps the guard, forks a new
 //! one and tells it every group still registered (the supervisor keeps the
-//! table too) and the pod cgroup ([`Guard::replace`]); the engine says so
+//! table too) and the pod cgroup (`Guard::replace`); the engine says so
 //! and records the new pid in `state.json`. When no new guard can be
 //! started, the engine stops the pod: nothing would stop its processes if
 //! omnidev died.

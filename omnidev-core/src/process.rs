@@ -150,8 +150,9 @@ pub(crate) fn record_own_child(pid: u32) {
 /// are re-parented to it instead of to init, so a daemon that
 /// double-forked away from a service can still be found (its parent is
 /// us) and killed. Their exit statuses are collected by [`reap_adopted`].
-/// Returns whether it took effect.
-pub fn become_subreaper() -> bool {
+/// Returns whether it took effect. The supervisor does this itself when it
+/// starts; not for embedding programs.
+pub(crate) fn become_subreaper() -> bool {
     crate::platform::become_subreaper()
 }
 
@@ -160,6 +161,11 @@ pub fn become_subreaper() -> bool {
 /// through `spawn_group_in` and is not in this process's own session (a
 /// child spawned directly by the embedding program stays in it, so its
 /// exit status is left to its owner).
+///
+/// Internal: the supervisor calls it on each child's exit. Public only for
+/// omnidev's own tests (`tests/reaping.rs`); not part of the API, and it
+/// may change or go in any release.
+#[doc(hidden)]
 pub fn reap_adopted() {
     let me = std::process::id();
     let my_session = nix::unistd::getsid(None).map_or(-1, Pid::as_raw);

@@ -45,7 +45,7 @@ pub struct Process {
     pub command: String,
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
     /// The profile file.
