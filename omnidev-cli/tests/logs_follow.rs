@@ -19,7 +19,8 @@ fn follow_sees_every_line_once_across_rotations() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", "[services.svc]\ncommand = [\"true\"]\n");
     let pod = ctx.root.join("pod");
-    std::fs::create_dir_all(&pod).expect("pod dir");
+    // A pod omnidev made (its identity written), as `--pod-dir` wants.
+    omnidev_pod::Pod::create(&pod, &["logs".to_owned()]).expect("pod dir");
     let go = ctx.root.join("go");
     let script = format!(
         "echo start; while [ ! -f '{}' ]; do sleep 0.02; done; \
@@ -159,7 +160,7 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
     ctx.write("omnidev.toml", "[services.svc]\ncommand = [\"true\"]\n");
     let pod = ctx.root.join("pod");
     let log = pod.join("logs/svc.log");
-    std::fs::create_dir_all(log.parent().expect("logs dir")).expect("logs dir");
+    omnidev_pod::Pod::create(&pod, &["logs".to_owned()]).expect("pod dir");
     std::fs::write(&log, "a line of the previous run\n").expect("old log");
     // Each run says which it is (a counter file), and its last words (and
     // not the shell's `Terminated` for its `sleep`, unordered on stderr).
