@@ -434,9 +434,7 @@ impl Profile {
             root: document.get_ref(),
         };
         let mut profile = profile;
-        profile.validate(&locator)?;
-        let mut uses = Vec::new();
-        collect_env_uses(&locator, locator.root, &mut Vec::new(), &mut uses);
+        let uses = profile.validate(&locator)?;
         profile.env_uses = EnvUses {
             origin: origin.to_owned(),
             uses,
@@ -523,9 +521,12 @@ impl Profile {
         Ok(())
     }
 
-    fn validate(&self, at: &Locator<'_>) -> Result<()> {
+    /// Validates the profile; returns where its `{env.NAME}`s without a
+    /// default are written (found by the same walk that checks placeholders).
+    fn validate(&self, at: &Locator<'_>) -> Result<Vec<EnvUse>> {
         let port_names: Vec<&str> = self.ports.keys().map(String::as_str).collect();
-        check_placeholders(at, at.root, &mut Vec::new(), &port_names)?;
+        let mut uses = Vec::new();
+        check_placeholders(at, at.root, &mut Vec::new(), &port_names, &mut uses)?;
         self.validate_names_and_paths(at)?;
         if let Some(lan) = &self.lan_origins
             && !self.ports.contains_key(&lan.port)
@@ -613,7 +614,8 @@ impl Profile {
                 validate_ready(at, name, ready)?;
             }
         }
-        self.check_cycles(at)
+        self.check_cycles(at)?;
+        Ok(uses)
     }
 }
 
@@ -916,16 +918,18 @@ fn human(d: Duration) -> String {
     format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Checks every string value of the document for valid placeholders.
+/// Checks every string value of the document for valid placeholders, and
+/// records each `{env.NAME}` without a default with its position in `uses`.
 fn check_placeholders<'a>(
     at: &Locator<'_>,
     table: &'a DeTable<'a>,
     path: &mut Vec<String>,
     ports: &[&str],
+    uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     for (key, value) in table {
         path.push(key.get_ref().to_string());
-        check_value(at, value, path, ports)?;
+        check_value(at, value, path, ports, uses)?;
         path.pop();
     }
     Ok(())
@@ -936,86 +940,50 @@ fn check_value<'a>(
     value: &'a toml::Spanned<DeValue<'a>>,
     path: &mut Vec<String>,
     ports: &[&str],
+    uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     match value.get_ref() {
         DeValue::String(text) => {
-            if let Err(e) = template::parse(text, ports) {
-                // Point at the placeholder as written when it can be found in
-                // the raw text (escapes inside the string may shift it).
-                let span = value.span();
-                let raw = at.text.get(span.clone()).unwrap_or_default();
-                let offset = raw.find(&e.snippet).map_or(span.start, |i| span.start + i);
-                return Err(at.error_at(offset, format!("in `{}`: {}", path.join("."), e.message)));
+            // Point at the placeholder as written when it can be found in
+            // the raw text (escapes inside the string may shift it).
+            let span = value.span();
+            let raw = at.text.get(span.clone()).unwrap_or_default();
+            let offset_of =
+                |snippet: &str| raw.find(snippet).map_or(span.start, |i| span.start + i);
+            let segments = template::parse(text, ports).map_err(|e| {
+                at.error_at(
+                    offset_of(&e.snippet),
+                    format!("in `{}`: {}", path.join("."), e.message),
+                )
+            })?;
+            for segment in segments {
+                if let template::Segment::Placeholder(template::Placeholder::Env {
+                    name,
+                    default: None,
+                }) = segment
+                {
+                    let (line, column) =
+                        line_column(at.text, offset_of(&format!("{{env.{name}}}")));
+                    uses.push(EnvUse {
+                        path: path.clone(),
+                        name,
+                        line,
+                        column,
+                    });
+                }
             }
         }
         DeValue::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 path.push(i.to_string());
-                check_value(at, item, path, ports)?;
+                check_value(at, item, path, ports, uses)?;
                 path.pop();
             }
         }
-        DeValue::Table(table) => check_placeholders(at, table, path, ports)?,
+        DeValue::Table(table) => check_placeholders(at, table, path, ports, uses)?,
         _ => {}
     }
     Ok(())
-}
-
-/// Records every `{env.NAME}` without a default in the document's strings,
-/// with its position (parsing already succeeded: errors cannot happen).
-fn collect_env_uses<'a>(
-    at: &Locator<'_>,
-    table: &'a DeTable<'a>,
-    path: &mut Vec<String>,
-    uses: &mut Vec<EnvUse>,
-) {
-    fn value<'a>(
-        at: &Locator<'_>,
-        item: &'a toml::Spanned<DeValue<'a>>,
-        path: &mut Vec<String>,
-        uses: &mut Vec<EnvUse>,
-    ) {
-        match item.get_ref() {
-            DeValue::String(text) => {
-                let Ok(segments) = template::parse_any(text) else {
-                    return;
-                };
-                for segment in segments {
-                    if let template::Segment::Placeholder(template::Placeholder::Env {
-                        name,
-                        default: None,
-                    }) = segment
-                    {
-                        let span = item.span();
-                        let raw = at.text.get(span.clone()).unwrap_or_default();
-                        let needle = format!("{{env.{name}}}");
-                        let offset = raw.find(&needle).map_or(span.start, |i| span.start + i);
-                        let (line, column) = line_column(at.text, offset);
-                        uses.push(EnvUse {
-                            path: path.clone(),
-                            name,
-                            line,
-                            column,
-                        });
-                    }
-                }
-            }
-            DeValue::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    path.push(i.to_string());
-                    value(at, item, path, uses);
-                    path.pop();
-                }
-            }
-            DeValue::Table(table) => collect_env_uses(at, table, path, uses),
-            _ => {}
-        }
-    }
-    for (key, item) in table {
-        path.push(key.get_ref().to_string());
-        value(at, item, path, uses);
-        path.pop();
-    }
 }
 
 impl Profile {

@@ -72,11 +72,6 @@ pub fn parse(text: &str, ports: &[&str]) -> Result<Vec<Segment>, TemplateError> 
     parse_with(text, Some(ports))
 }
 
-/// Parses `text` accepting any port name (for a text already validated).
-pub(crate) fn parse_any(text: &str) -> Result<Vec<Segment>, TemplateError> {
-    parse_with(text, None)
-}
-
 /// Parses `text`; `ports: None` accepts any port name.
 fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, TemplateError> {
     let mut segments = Vec::new();
