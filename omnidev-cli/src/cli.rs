@@ -1,6 +1,7 @@
 //! Every command-line type (clap) of `omnidev`, in one place. Raw arguments
-//! only: validation and defaults that need the file system happen in
-//! `commands/` and `session`.
+//! only: `up`'s are derived into `run_options::RunOptions` once, and
+//! validation that needs the file system happens in `commands/` and
+//! `session`.
 
 use std::path::PathBuf;
 
@@ -80,6 +81,10 @@ pub enum Command {
     /// Write the man pages into DIR (`cargo xtask dist` ships them; internal).
     #[command(hide = true)]
     Man(ManArgs),
+    /// The background process of `up --detach`: runs the pod headless with
+    /// the options `up --detach` writes to its standard input (internal).
+    #[command(hide = true)]
+    Detached,
 }
 
 /// How `omnidev --help` groups the subcommands: a heading, then the
@@ -344,7 +349,8 @@ pub fn fit_to_profile(command: clap::Command, profile: &omnidev_pod::Profile) ->
 
 /// Where the pod is: the checkout, its profile and its pod directory. Shared
 /// by every command that acts on a checkout's pod.
-#[derive(Debug, Args, Default, Clone)]
+#[derive(Debug, Args, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct PodArgs {
     /// Checkout to run, taken verbatim as the repository root (default: the
     /// first directory holding `.git` or `.jj` above the current one).
@@ -862,40 +868,6 @@ fn parse_host_override(value: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), host.to_owned()))
 }
 
-impl UpArgs {
-    /// Port overrides: `--server-port`, `--vite-port`, then `--port`.
-    pub fn port_overrides(&self) -> Vec<(String, u16)> {
-        let mut out = Vec::new();
-        if let Some(p) = self.server_port {
-            out.push(("server".to_owned(), p));
-        }
-        if let Some(p) = self.vite_port {
-            out.push(("vite".to_owned(), p));
-        }
-        out.extend(self.ports.iter().cloned());
-        out
-    }
-
-    /// Bind-host overrides: `--vite-host`, then `--host`.
-    pub fn host_overrides(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        if let Some(h) = &self.vite_host {
-            out.push(("vite".to_owned(), h.clone()));
-        }
-        out.extend(self.hosts.iter().cloned());
-        out
-    }
-
-    /// Services to leave out: `--skip`, plus `vite` with `--no-vite`.
-    pub fn skipped(&self) -> Vec<String> {
-        let mut out = self.skip.clone();
-        if self.no_vite && !out.iter().any(|s| s == "vite") {
-            out.push("vite".to_owned());
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -928,8 +900,8 @@ mod tests {
         let cli =
             Cli::try_parse_from(["omnidev", "--server-port", "7000", "--no-vite"]).expect("parse");
         assert!(cli.command.is_none());
-        assert_eq!(cli.up.port_overrides(), vec![("server".to_owned(), 7000)]);
-        assert_eq!(cli.up.skipped(), vec!["vite".to_owned()]);
+        assert_eq!(cli.up.server_port, Some(7000));
+        assert!(cli.up.no_vite);
     }
 
     #[test]
@@ -937,7 +909,7 @@ mod tests {
         let cli = Cli::try_parse_from(["omnidev", "--only", "a", "--only", "b", "--skip", "b"])
             .expect("parse");
         assert_eq!(cli.up.only, ["a", "b"]);
-        assert_eq!(cli.up.skipped(), ["b"]);
+        assert_eq!(cli.up.skip, ["b"]);
     }
 
     #[test]
@@ -956,14 +928,9 @@ mod tests {
         let Some(Command::Up(up)) = cli.command else {
             panic!("expected up");
         };
-        assert_eq!(up.port_overrides(), vec![("api".to_owned(), 8000)]);
-        assert_eq!(
-            up.host_overrides(),
-            vec![
-                ("vite".to_owned(), "0.0.0.0".to_owned()),
-                ("api".to_owned(), "0.0.0.0".to_owned())
-            ]
-        );
+        assert_eq!(up.ports, vec![("api".to_owned(), 8000)]);
+        assert_eq!(up.vite_host.as_deref(), Some("0.0.0.0"));
+        assert_eq!(up.hosts, vec![("api".to_owned(), "0.0.0.0".to_owned())]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, ProfileCommand};
+use crate::cli::{Cli, Command, ProfileCommand, UpArgs};
+use crate::run_options::RunOptions;
 
 pub mod clean;
 pub mod completions;
@@ -25,10 +26,9 @@ pub mod wait;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> miette::Result<ExitCode> {
     match cli.command {
-        Some(Command::Up(args)) if args.detach => detach::run(&args),
-        None if cli.up.detach => detach::run(&cli.up),
-        Some(Command::Up(args)) => Ok(up::run(&args)?),
-        None => Ok(up::run(&cli.up)?),
+        Some(Command::Up(args)) => up_or_detach(&args),
+        None => up_or_detach(&cli.up),
+        Some(Command::Detached) => Ok(up::run(&detach::background_options()?)?),
         Some(Command::Exec(args)) => Ok(exec::run(&args.pod, &args.command)?),
         Some(Command::Omnigent(args)) => Ok(exec::run_omnigent(&args.pod, &args.args)?),
         Some(Command::Init(args)) => Ok(init::run(&args)?),
@@ -51,5 +51,14 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Gc(args)) => gc::run(&args),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => completions::man(&args),
+    }
+}
+
+/// `omnidev up`, in the foreground or (`--detach`) in the background.
+fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
+    let options = RunOptions::from_args(args)?;
+    match options.detach {
+        Some(ready_timeout) => detach::run(&options, ready_timeout),
+        None => Ok(up::run(&options)?),
     }
 }

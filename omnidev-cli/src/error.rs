@@ -127,6 +127,36 @@ pub enum Error {
     #[diagnostic(code(omnidev::runtime))]
     Runtime(#[source] std::io::Error),
 
+    /// One port's bind host was given twice, with different addresses.
+    #[error("the bind host of `{name}` is given twice, as {first} and as {second}")]
+    #[diagnostic(
+        code(omnidev::up::host_twice),
+        help("give one address for `{name}` (`--vite-host ADDR` is `--host vite=ADDR`)")
+    )]
+    HostForcedTwice {
+        /// The port name.
+        name: String,
+        /// The first address.
+        first: String,
+        /// The other one.
+        second: String,
+    },
+
+    /// The background process of `up --detach` could not read the options
+    /// it was started with.
+    #[error("the background process of `up --detach` got unreadable options: {message}")]
+    #[diagnostic(
+        code(omnidev::detach::options),
+        help(
+            "`omnidev detached` is started by `omnidev up --detach`, which writes its options \
+             to its standard input; run `omnidev up --detach` instead"
+        )
+    )]
+    BackgroundOptions {
+        /// What was wrong.
+        message: String,
+    },
+
     /// `--only`/`--skip` left nothing to run.
     #[error("no service left to run")]
     #[diagnostic(
@@ -493,6 +523,7 @@ impl Error {
             | Error::NoSuchPod { .. }
             | Error::NoLog { .. }
             | Error::BadName { .. }
+            | Error::HostForcedTwice { .. }
             | Error::Pod(omnidev_pod::Error::NotAPod { .. }) => exit::USAGE,
             _ => exit::FAILED,
         }

@@ -24,6 +24,7 @@ use omnidev_pod::RenderedUrl;
 use crate::control::events::{Body, Encoder, Record};
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
+use crate::run_options::{Front, RunOptions};
 use crate::session::{PreparedPod, SharedAddresses, banner};
 use crate::terminal_text;
 
@@ -250,9 +251,10 @@ pub async fn run_pod(
     supervisor: &Supervisor,
     feed: Feed,
     signals: &mut ShutdownSignals,
-    json: bool,
+    options: &RunOptions,
     addresses: &SharedAddresses,
 ) -> Result<ExitCode> {
+    let json = options.front == Front::Json;
     let names: Vec<String> = prepared
         .rendered
         .services

@@ -18,6 +18,7 @@ mod control;
 mod error;
 mod headless;
 mod output;
+mod run_options;
 mod session;
 mod terminal_text;
 mod tui;
@@ -25,8 +26,6 @@ mod watch;
 
 fn main() -> std::process::ExitCode {
     let args = cli::parse();
-    // Only in the background process of `up --detach`.
-    commands::detach::rotate_own_output();
     let json = args.wants_json();
     // Fancy, coloured diagnostics; plain when NO_COLOR or not a terminal
     // (miette's own detection). Off a terminal, lines are not wrapped, so

@@ -13,8 +13,9 @@ use omnidev_pod::{
     Pod, PodLock, PortRequest, Profile, ProfileSource, RenderContext, RenderedPod, Selection,
 };
 
-use crate::cli::{PodArgs, UpArgs};
+use crate::cli::PodArgs;
 use crate::error::{Error, Result};
+use crate::run_options::RunOptions;
 
 /// The checkout being run and where its pod lives: the first steps of
 /// every pod command, with no side effect.
@@ -251,10 +252,10 @@ impl omnidev_core::PortMover for PodPortMover {
 
 /// `--clean` → pod directory → lock → package-manager preflight → ports →
 /// seed → render.
-pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
+pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> {
     let profile = &checkout.profile;
     let mut notices = Vec::new();
-    if args.clean {
+    if options.clean {
         // Never wipe the directory of a pod that is running.
         if let omnidev_pod::LockState::Held { pid } = PodLock::state(&checkout.pod_dir)? {
             return Err(omnidev_pod::Error::AlreadyRunning {
@@ -269,11 +270,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
     let lock = PodLock::acquire(pod.dir())?;
     let control_socket = crate::control::serving_path(pod.dir())?;
 
-    let selection = Selection {
-        only: args.only.clone(),
-        skip: args.skipped(),
-        exact: args.no_deps,
-    };
+    let selection = options.selection.clone();
     let selected = selection.apply(profile)?;
     if selected.is_empty() {
         return Err(Error::NothingToRun);
@@ -283,7 +280,7 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
 
     let bases = profile.port_bases();
     let overrides: BTreeMap<String, u16> =
-        omnidev_pod::ports::check_overrides(&args.port_overrides(), &bases)?;
+        omnidev_pod::ports::check_overrides(&options.ports, &bases)?;
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
     let ports = omnidev_pod::allocate_ports(&PortRequest {
         cache_root: &checkout.cache_root,
@@ -296,9 +293,9 @@ pub fn prepare(checkout: Checkout, args: &UpArgs) -> Result<PreparedPod> {
 
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
-    ctx.hosts = args.host_overrides().into_iter().collect();
+    ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
-    if args.trust_lan_origins {
+    if options.trust_lan_origins {
         match profile.lan_origin_port().and_then(|name| ports.get(name)) {
             Some(port) => {
                 ctx.lan_origins = omnidev_pod::lan::lan_origins(port);

@@ -1,21 +1,27 @@
 //! `omnidev up --detach`: run the pod in the background (a new session,
 //! output to `<pod>/logs/omnidev.log`), return once every service is ready
 //! or one has failed, and print the pod directory and URLs.
+//!
+//! The background process is `omnidev detached`, which reads what to run
+//! from its standard input: the options of this `up`, as data
+//! ([`RunOptions::in_background`]), never a command line pieced together
+//! from this one.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use omnidev_pod::{LockState, Pod};
+use serde::{Deserialize, Serialize};
 
-use crate::cli::UpArgs;
 use crate::control::protocol::Response;
 use crate::control::{self, Request};
 use crate::error::Error;
 use crate::output::write_stdout;
+use crate::run_options::RunOptions;
 
 /// Lines of a failed service's log shown when detaching fails.
 const FAILURE_TAIL: usize = 15;
@@ -23,19 +29,52 @@ const FAILURE_TAIL: usize = 15;
 /// How long a pod that dropped its control connection may take to exit.
 const EXIT_GRACE: Duration = Duration::from_secs(10);
 
-/// Runs `omnidev up --detach`.
-pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
+/// What `up --detach` hands its background process on its standard input.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Handover {
+    /// The pod directory, whose `logs/omnidev.log` is the process's
+    /// stdout and stderr (it rotates that file).
+    pub pod_dir: PathBuf,
+    /// What to run.
+    pub options: RunOptions,
+}
+
+/// The most a handover may take: the options of any command line.
+const MAX_HANDOVER_BYTES: u64 = 4 << 20;
+
+/// In the background process (`omnidev detached`): the options `up
+/// --detach` wrote to its standard input, read to its end; the rotation
+/// of its output file started.
+pub fn background_options() -> Result<RunOptions, Error> {
+    let mut text = String::new();
+    let read = std::io::stdin()
+        .lock()
+        .take(MAX_HANDOVER_BYTES + 1)
+        .read_to_string(&mut text);
+    let bad = |message: String| Error::BackgroundOptions { message };
+    read.map_err(|e| bad(format!("reading standard input: {e}")))?;
+    if text.len() as u64 > MAX_HANDOVER_BYTES {
+        return Err(bad(format!("more than {MAX_HANDOVER_BYTES} bytes")));
+    }
+    let handover: Handover = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    rotate_own_output(handover.pod_dir);
+    Ok(handover.options)
+}
+
+/// Runs `omnidev up --detach`, waiting `ready_timeout` for readiness.
+pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<ExitCode> {
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
-    let checkout = crate::session::resolve_checkout(&args.pod)?;
+    let checkout = crate::session::resolve_checkout(&options.pod)?;
     let pod_dir = checkout.pod_dir.clone();
     if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
-        if args.clean {
+        if options.clean {
             return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
         }
         return already_running(&pod_dir, pid);
     }
-    if args.clean {
+    if options.clean {
         // Done here, not in the background process, whose output file lives
         // in the pod directory.
         if let Some(said) = crate::session::clean_before_up(&pod_dir)? {
@@ -47,14 +86,43 @@ pub fn run(args: &UpArgs) -> miette::Result<ExitCode> {
     let output = open_detached_log(&pod, true).map_err(Error::io("create", &log))?;
     let stderr = output.try_clone().map_err(Error::io("open", &log))?;
 
-    let mut child = spawn_background(pod.dir(), output, stderr)?;
-    let response = wait_ready(&mut child, &pod_dir, &log, args.ready_timeout)?;
+    let handover = Handover {
+        pod_dir: pod.dir().to_owned(),
+        options: options.in_background(),
+    };
+    let mut child = spawn_background(&handover, output, stderr)?;
+    let response = wait_ready(&mut child, &pod_dir, &log, ready_timeout)?;
+    if !response.failed.is_empty() && response.status.as_ref().is_some_and(every_service_ended) {
+        // Nothing is left to run: the background pod is ending (headless
+        // ends when every service has), so it is reported as a pod that
+        // could not start, not as one that keeps running.
+        if let Some(status) = wait_exit(&mut child, EXIT_GRACE) {
+            return Err(exited(status, &log).into());
+        }
+    }
     report(&response, &pod, child.id())
 }
 
-/// Set for the background process: its stdout and stderr are the pod's
-/// `logs/omnidev.log`, which it rotates ([`rotate_own_output`]).
-const DETACHED_LOG_ENV: &str = "OMNIDEV_DETACHED_LOG";
+/// Whether every service of `status` has ended for good (none runs,
+/// starts, waits or restarts).
+fn every_service_ended(status: &control::PodStatus) -> bool {
+    status.services.iter().all(|s| {
+        s.pid.is_none()
+            && matches!(
+                s.state.as_str(),
+                "exited" | "crashed" | "stopped" | "failed"
+            )
+    })
+}
+
+/// A background process that exited before its pod was ready.
+fn exited(status: std::process::ExitStatus, log: &Path) -> Error {
+    Error::DetachExited {
+        status: status.to_string(),
+        tail: tail(log, FAILURE_TAIL),
+        log: log.to_path_buf(),
+    }
+}
 
 /// How often the background process looks at the size of its output file.
 const ROTATE_EVERY: Duration = Duration::from_secs(1);
@@ -90,14 +158,10 @@ fn open_detached_log(pod: &Pod, rotate_first: bool) -> std::io::Result<std::fs::
 /// reaches the service logs' size limit, it becomes `omnidev.log.1` (older
 /// ones shifted, as many kept) and a new file takes its place as stdout and
 /// stderr (`dup2`, so no write is lost: each goes to the old file or the
-/// new one). Does nothing in any other process (the variable is set by
-/// `--detach`, and stdout must still be that very file).
-pub fn rotate_own_output() {
+/// new one). Does nothing unless stdout is that very file.
+fn rotate_own_output(pod_dir: PathBuf) {
     use std::os::unix::fs::MetadataExt as _;
-    let Some(pod_dir) = std::env::var_os(DETACHED_LOG_ENV) else {
-        return;
-    };
-    let pod = Pod::at(std::path::PathBuf::from(pod_dir));
+    let pod = Pod::at(pod_dir);
     let stdout = || -> Option<(u64, u64)> {
         let meta = nix::sys::stat::fstat(std::io::stdout()).ok()?;
         Some((meta.st_ino, meta.st_size as u64))
@@ -112,8 +176,8 @@ pub fn rotate_own_output() {
                 .ino,
         )
     };
-    // Only the very process `--detach` started, whose stdout is that file
-    // (a service inheriting the variable writes to a pipe).
+    // Only while stdout is that file (run by hand, `omnidev detached`
+    // writes wherever its stdout goes, unrotated).
     let Some((mut ino, _)) = stdout().filter(|(ino, _)| current(&pod) == Some(*ino)) else {
         return;
     };
@@ -166,19 +230,19 @@ fn already_running(pod_dir: &Path, pid: Option<u32>) -> miette::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// Re-executes this binary as `omnidev … --headless` in a new session, with
-/// `output` as stdout and `stderr` as stderr.
+/// Starts this binary as `omnidev detached` in a new session, with
+/// `output` as stdout and `stderr` as stderr, and writes `handover` to its
+/// standard input.
 fn spawn_background(
-    pod_dir: &Path,
+    handover: &Handover,
     output: std::fs::File,
     stderr: std::fs::File,
 ) -> miette::Result<Child> {
     let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
     let mut command = Command::new(&program);
     command
-        .args(background_args(std::env::args_os().skip(1)))
-        .env(DETACHED_LOG_ENV, pod_dir)
-        .stdin(Stdio::null())
+        .arg("detached")
+        .stdin(Stdio::piped())
         .stdout(output)
         .stderr(stderr);
     // SAFETY: setsid is async-signal-safe and touches no memory of the
@@ -190,10 +254,18 @@ fn spawn_background(
             Ok(())
         });
     }
-    Ok(command.spawn().map_err(|source| Error::DetachSpawn {
+    let mut child = command.spawn().map_err(|source| Error::DetachSpawn {
         program: program.clone(),
         source,
-    })?)
+    })?;
+    let text = serde_json::to_string(handover).expect("the handover is plain data");
+    if let Some(mut input) = child.stdin.take() {
+        // A process that died before reading it is reported by the wait
+        // for readiness, with its last lines; the end of file (the pipe
+        // closed here) tells it the handover is whole.
+        let _ = input.write_all(text.as_bytes());
+    }
+    Ok(child)
 }
 
 /// Asks the background pod's control socket `wait-ready` (retrying while it
@@ -203,15 +275,10 @@ fn wait_ready(
     child: &mut Child,
     pod_dir: &Path,
     log: &Path,
-    timeout_secs: u64,
+    timeout: Duration,
 ) -> miette::Result<Response> {
-    let timeout = Duration::from_secs(timeout_secs);
     let start = Instant::now();
-    let exited = |status: std::process::ExitStatus| Error::DetachExited {
-        status: status.to_string(),
-        tail: tail(log, FAILURE_TAIL),
-        log: log.to_path_buf(),
-    };
+    let exited = |status| exited(status, log);
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(exited(status).into());
@@ -299,28 +366,6 @@ fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode
     Ok(ExitCode::FAILURE)
 }
 
-/// The background process's arguments: this command line without the
-/// flags that only concern the foreground (`--detach`, `--clean`,
-/// `--ready-timeout`), plus `--headless`.
-fn background_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut skip_value = false;
-    for arg in args {
-        if skip_value {
-            skip_value = false;
-            continue;
-        }
-        match arg.to_str() {
-            Some("--detach" | "--clean") => {}
-            Some("--ready-timeout") => skip_value = true,
-            Some(a) if a.starts_with("--ready-timeout=") => {}
-            _ => out.push(arg),
-        }
-    }
-    out.push("--headless".into());
-    out
-}
-
 /// The last `n` lines of a file (empty when unreadable), safe for a
 /// terminal (see `terminal_text`).
 fn tail(path: &Path, n: usize) -> String {
@@ -331,28 +376,4 @@ fn tail(path: &Path, n: usize) -> String {
     let mut out = lines[lines.len().saturating_sub(n)..].join("\n");
     out.push('\n');
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn background_args_drop_foreground_flags() {
-        let args = [
-            "up",
-            "--detach",
-            "--clean",
-            "--ready-timeout",
-            "30",
-            "--skip",
-            "vite",
-            "--ready-timeout=5",
-        ]
-        .map(OsString::from);
-        assert_eq!(
-            background_args(args.into_iter()),
-            ["up", "--skip", "vite", "--headless"].map(OsString::from)
-        );
-    }
 }

@@ -2,49 +2,38 @@
 //! watchers and the control socket, then hand over to a front-end (the TUI
 //! or the headless printer) until a signal or the pod settles.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use omnidev_core::{Feed, FeedConfig, Supervisor};
 
-use crate::cli::UpArgs;
 use crate::error::{Error, Result};
+use crate::run_options::{Front, RunOptions};
 use crate::session::{self, PreparedPod};
 use crate::{headless, tui, watch};
 
-/// Runs `omnidev up`.
-pub fn run(args: &UpArgs) -> Result<ExitCode> {
-    let checkout = session::resolve_checkout(&args.pod)?;
-    let prepared = session::prepare(checkout, args)?;
+/// Runs `omnidev up` in the foreground (and, headless, as the background
+/// process of `up --detach`).
+pub fn run(options: &RunOptions) -> Result<ExitCode> {
+    let checkout = session::resolve_checkout(&options.pod)?;
+    let prepared = session::prepare(checkout, options)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let use_tui = !args.headless && !args.json && std::io::stdout().is_terminal();
-    let debounce = args
-        .debounce
-        .map_or(prepared.rendered.debounce, Duration::from_millis);
-    let debug = args.debug
-        || std::env::var("OMNIDEV_LOG").is_ok_and(|level| level.eq_ignore_ascii_case("debug"));
-    runtime.block_on(run_pod(prepared, debounce, debug, use_tui, args.json))
+    runtime.block_on(run_pod(prepared, options))
 }
 
 /// What the front-end reads: the TUI a lossy broadcast (it refills from
 /// the rings after a lag), headless output a lossless feed.
-enum Front {
+enum FrontEvents {
     Tui(tokio::sync::broadcast::Receiver<omnidev_core::Event>),
     Headless(Feed),
 }
 
-async fn run_pod(
-    prepared: PreparedPod,
-    debounce: Duration,
-    debug: bool,
-    use_tui: bool,
-    json: bool,
-) -> Result<ExitCode> {
+async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode> {
+    let use_tui = options.front == Front::Tui;
+    let debounce = options.debounce.unwrap_or(prepared.rendered.debounce);
     // Installed before anything is spawned so no signal is lost.
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
     // Subscribed before any service starts, so no event (leftover notices,
@@ -59,21 +48,21 @@ async fn run_pod(
     )));
     config.containment = omnidev_core::ContainmentChoice::from_env()
         .map_err(|message| Error::Containment { message })?;
-    config.debug = debug;
+    config.debug = options.debug;
     // The control socket keeps the recent events for `omnidev events`
     // from a feed of its own, attached before anything starts too.
     let spool = FeedConfig::new(prepared.pod.dir());
     // Every front-end and the control socket's store see the first event.
     let builder = Supervisor::builder(config)?;
     let front = if use_tui {
-        Front::Tui(builder.subscribe())
+        FrontEvents::Tui(builder.subscribe())
     } else {
-        Front::Headless(builder.feed(spool.clone()))
+        FrontEvents::Headless(builder.feed(spool.clone()))
     };
     let retained = builder.feed(spool);
     let supervisor = builder.run().await?;
     let (watchers, watch_notices) =
-        match watch::start_watchers(&prepared, debounce, debug, &supervisor) {
+        match watch::start_watchers(&prepared, debounce, options.debug, &supervisor) {
             Ok(w) => w,
             Err(e) => {
                 let _ = supervisor.shutdown().await;
@@ -94,11 +83,19 @@ async fn run_pod(
         }
     };
     let code = match front {
-        Front::Tui(events) => {
+        FrontEvents::Tui(events) => {
             tui::run_pod(&prepared, &supervisor, events, &mut signals, &addresses).await
         }
-        Front::Headless(feed) => {
-            headless::run_pod(&prepared, &supervisor, feed, &mut signals, json, &addresses).await
+        FrontEvents::Headless(feed) => {
+            headless::run_pod(
+                &prepared,
+                &supervisor,
+                feed,
+                &mut signals,
+                options,
+                &addresses,
+            )
+            .await
         }
     };
     drop(watchers);

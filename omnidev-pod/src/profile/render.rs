@@ -34,7 +34,8 @@ pub const INSTALL_HEARTBEAT: Duration = Duration::from_secs(5);
 /// applied last. A selected service whose dependency is not selected loses
 /// that edge and starts without waiting for it (the user left it out on
 /// purpose; they may run it elsewhere).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Selection {
     /// When non-empty, only these services (and their dependencies).
     pub only: Vec<String>,

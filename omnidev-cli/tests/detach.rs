@@ -1,0 +1,185 @@
+//! `up --detach` hands its options to the background process as data:
+//! `--detach`, `--clean` and `--ready-timeout` in both spellings, and
+//! services named like those flags, run what was asked. Real processes.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+
+use common::TestContext;
+use serde_json::Value;
+
+/// Services named like the flags `up --detach` acts on itself (and like a
+/// flag's value), and one that is never ready.
+fn profile(closed: u16) -> String {
+    format!(
+        r#"
+[services.clean]
+command = ["sh", "-c", "echo clean up; exec sleep 300"]
+grace-ms = 1000
+
+[services.detach]
+command = ["sh", "-c", "echo detach up; exec sleep 300"]
+grace-ms = 1000
+
+[services.30]
+command = ["sh", "-c", "echo 30 up; exec sleep 300"]
+grace-ms = 1000
+
+[services.ready-timeout]
+command = ["sleep", "300"]
+ready = {{ tcp = "127.0.0.1:{closed}", interval-ms = 100, timeout-ms = 600000 }}
+grace-ms = 1000
+"#
+    )
+}
+
+/// Stops the pod when dropped, so a failing test leaves nothing running.
+struct Stop<'a>(&'a TestContext);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["stop"]);
+    }
+}
+
+fn expect_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
+    let output = ctx.run(args);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "omnidev {args:?}\n{}",
+        ctx.render(&output)
+    );
+    output
+}
+
+/// The services of the running pod that run, sorted.
+fn running(ctx: &TestContext) -> Vec<String> {
+    let status: Value =
+        serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("status --json");
+    let mut names: Vec<String> = status["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .filter(|s| s["pid"].is_u64())
+        .map(|s| s["name"].as_str().expect("name").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn pod_dir(ctx: &TestContext) -> PathBuf {
+    ctx.pod_dir().expect("the pod directory")
+}
+
+#[test]
+fn detach_runs_what_its_flags_ask_in_either_spelling() {
+    let ctx = TestContext::new();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    ctx.write("omnidev.toml", &profile(closed));
+    let _stop = Stop(&ctx);
+
+    // `--ready-timeout VALUE`, and a service named like that value.
+    expect_code(
+        &ctx,
+        &["up", "--detach", "--ready-timeout", "30", "--only", "30"],
+        0,
+    );
+    assert_eq!(running(&ctx), ["30"]);
+    let log_of_30 = pod_dir(&ctx).join("logs/30.log");
+    assert!(log_of_30.is_file(), "{}", log_of_30.display());
+    ctx.run_ok(&["stop"]);
+
+    // `--ready-timeout=VALUE` and `--clean`: the pod directory is cleaned
+    // (the first run's log is gone) and services named `detach` and
+    // `clean` run (`--only=detach`, `--only clean`).
+    let output = expect_code(
+        &ctx,
+        &[
+            "up",
+            "--clean",
+            "--detach",
+            "--ready-timeout=30",
+            "--only=detach",
+            "--only",
+            "clean",
+            "--skip=30",
+        ],
+        0,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("removed"), "{}", ctx.render(&output));
+    assert!(!log_of_30.exists(), "--clean kept {}", log_of_30.display());
+    assert_eq!(running(&ctx), ["clean", "detach"]);
+    ctx.run_ok(&["stop"]);
+
+    // Bare flags (no `up`), `--detach` last: the timeout given is the one
+    // waited for (exit 4, timed out), for the service named
+    // `ready-timeout`; the pod keeps running it.
+    let output = expect_code(
+        &ctx,
+        &["--only", "ready-timeout", "--ready-timeout=1", "--detach"],
+        4,
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--ready-timeout"),
+        "{}",
+        ctx.render(&output)
+    );
+    assert_eq!(running(&ctx), ["ready-timeout"]);
+    ctx.run_ok(&["stop"]);
+    expect_code(
+        &ctx,
+        &[
+            "up",
+            "--detach",
+            "--only",
+            "ready-timeout",
+            "--ready-timeout",
+            "1",
+        ],
+        4,
+    );
+    assert_eq!(running(&ctx), ["ready-timeout"]);
+}
+
+#[test]
+fn the_background_process_refuses_options_it_cannot_read() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(1));
+    for input in [
+        "not json",
+        "{\"pod-dir\": \"/x\", \"options\": {}, \"extra\": 1}",
+        "",
+    ] {
+        let mut child = ctx
+            .command()
+            .arg("detached")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write");
+        let output = child.wait_with_output().expect("wait");
+        let text = ctx.render(&output);
+        assert_eq!(output.status.code(), Some(1), "{input:?}\n{text}");
+        assert!(text.contains("unreadable options"), "{input:?}\n{text}");
+        assert!(text.contains("omnidev up --detach"), "{input:?}\n{text}");
+    }
+    // Nothing was started: no pod directory.
+    assert_eq!(ctx.pod_dir(), None);
+}
