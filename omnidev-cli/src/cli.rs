@@ -715,9 +715,9 @@ pub struct WaitArgs {
     /// Until each has ended (exit 1 when one crashed or failed).
     #[arg(long)]
     pub exited: bool,
-    /// Until a reload (begun at most 2 s before this command, or after it)
-    /// is over and each is ready again (exit 1 as soon as a service crashed
-    /// after it).
+    /// Until the reload of the latest change the watcher has seen (begun at
+    /// most 2 s before this command, or after it) is over and each is
+    /// ready again (exit 1 as soon as a service crashed after it).
     #[arg(long)]
     pub healthy_after_reload: bool,
     /// Seconds to wait at most (default 600; 60 with

@@ -142,6 +142,10 @@ pub struct Change {
 /// (`--debug`): the path, the event kind, and `counts` or why it does not.
 pub type Decisions = Arc<dyn Fn(&Path, EventKind, &str) + Send + Sync>;
 
+/// Told at once of each change that counts (before its burst ends), so a
+/// change whose reload is still pending is known.
+pub type Seen = Arc<dyn Fn() + Send + Sync>;
+
 /// What the notify thread hands to the burst thread.
 #[derive(Debug)]
 enum Message {
@@ -197,6 +201,7 @@ struct Tracker {
     known: BTreeSet<PathBuf>,
     max_dirs: usize,
     decisions: Option<Decisions>,
+    seen: Option<Seen>,
 }
 
 /// The changes of one burst, collected.
@@ -232,6 +237,7 @@ impl Tracker {
             known: BTreeSet::new(),
             max_dirs: config.max_watches,
             decisions,
+            seen: None,
         };
         tracker.list_known();
         Ok(tracker)
@@ -282,6 +288,9 @@ impl Tracker {
         } else {
             self.decide(path, kind, "counts");
             burst.changed.insert(path.to_path_buf());
+            if let Some(seen) = &self.seen {
+                seen();
+            }
         }
     }
 
@@ -289,6 +298,9 @@ impl Tracker {
         let event = match message {
             Message::Lost(why) => {
                 burst.lost.get_or_insert(why);
+                if let Some(seen) = &self.seen {
+                    seen();
+                }
                 return;
             }
             Message::Limit(why) => {
@@ -454,11 +466,13 @@ impl Watches {
 impl Watcher {
     /// Starts watching and calls `on_change` once per burst, on a
     /// background thread; `decisions` hears about every path of every file
-    /// event, counted or not.
+    /// event, counted or not, and `seen` of each change that counts as soon
+    /// as it arrives.
     pub fn start<F>(
         config: &WatchConfig,
         on_change: F,
         decisions: Option<Decisions>,
+        seen: Option<Seen>,
     ) -> Result<Self>
     where
         F: FnMut(Change) + Send + 'static,
@@ -497,7 +511,8 @@ impl Watcher {
             watched.push(base);
         }
         let dirs = config.max_watches - budget;
-        let tracker = Tracker::new(config, &root, watched.clone(), decisions.clone())?;
+        let mut tracker = Tracker::new(config, &root, watched.clone(), decisions.clone())?;
+        tracker.seen = seen;
         let plan = Watches {
             sources: tracker.ignores.current().source_dirs(&watched),
             bases: watched.clone(),
@@ -721,6 +736,7 @@ pub fn start_watchers(
             }) as Decisions
         });
         let named = relative.clone();
+        let seen = supervisor.clone();
         let started = Watcher::start(
             &WatchConfig {
                 root: prepared.checkout.repo.clone(),
@@ -738,6 +754,8 @@ pub fn start_watchers(
                 });
             },
             decisions,
+            // A wait for the reload of this change knows it is coming.
+            Some(Arc::new(move || seen.saw_change())),
         );
         let watcher = match started {
             Ok(watcher) => watcher,
@@ -814,6 +832,7 @@ mod tests {
             move |paths| {
                 let _ = tx.send(paths);
             },
+            None,
             None,
         )
         .expect("watcher");
@@ -1124,6 +1143,7 @@ mod tests {
                 let _ = tx.send(paths);
             },
             None,
+            None,
         )
         .expect("the link is not counted");
         std::fs::write(outside.path().join("deep/er/evil.py"), "x = 1\n").expect("write");
@@ -1150,7 +1170,7 @@ mod tests {
             max_watches: 10,
             excludes_file: None,
         };
-        match Watcher::start(&config, |_| {}, None) {
+        match Watcher::start(&config, |_| {}, None, None) {
             Err(e @ Error::TooManyWatches { limit: 10, .. }) => {
                 assert!(e.to_string().contains("src/**/*.py"), "{e}");
             }
@@ -1160,7 +1180,59 @@ mod tests {
             max_watches: 21,
             ..config
         };
-        assert!(Watcher::start(&config, |_| {}, None).is_ok());
+        assert!(Watcher::start(&config, |_| {}, None, None).is_ok());
+    }
+
+    #[test]
+    fn a_change_is_seen_as_it_arrives_before_its_burst_ends() {
+        #[derive(Debug, PartialEq)]
+        enum Heard {
+            Seen,
+            Burst(Vec<PathBuf>),
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("omnigent")).expect("mkdir");
+        let (tx, rx) = mpsc::channel::<Heard>();
+        let seen_tx = Mutex::new(tx.clone());
+        let seen: Seen = Arc::new(move || {
+            let _ = seen_tx.lock().expect("sender").send(Heard::Seen);
+        });
+        let _watcher = Watcher::start(
+            &WatchConfig {
+                root: root.clone(),
+                patterns: vec!["omnigent/**/*.py".to_owned()],
+                // The burst ends long after the change arrived.
+                debounce: Duration::from_secs(2),
+                max_watches: 100,
+                excludes_file: None,
+            },
+            move |change: Change| {
+                let _ = tx.send(Heard::Burst(change.paths));
+            },
+            None,
+            Some(seen),
+        )
+        .expect("watcher");
+        let file = root.join("omnigent/a.py");
+        std::fs::write(&file, "x = 1\n").expect("write");
+        let mut heard = Vec::new();
+        loop {
+            match rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("told within 20 s")
+            {
+                Heard::Burst(paths) => {
+                    assert_eq!(paths, std::slice::from_ref(&file));
+                    break;
+                }
+                Heard::Seen => heard.push(Heard::Seen),
+            }
+        }
+        assert!(
+            !heard.is_empty() && heard.iter().all(|h| *h == Heard::Seen),
+            "told of the change before its burst ended: {heard:?}"
+        );
     }
 
     #[test]
@@ -1190,6 +1262,7 @@ mod tests {
                 let _ = changes_tx.send(change.paths);
             },
             Some(decisions),
+            None,
         )
         .expect("watcher");
         let cached = root.join("omnigent/__pycache__/a.cpython-312.pyc");

@@ -842,6 +842,43 @@ grace-ms = 1000
 }
 
 #[test]
+fn two_quick_edits_are_judged_on_the_second_ones_reload() {
+    // Two edits well under the 2 s lookback apart: the first's reload is
+    // over and healthy when the second, which breaks `app`, is saved. Its
+    // reload waits out the long debounce while `wait` runs: the wait must
+    // judge that reload (and fail naming `app`), not the healthy one.
+    let ctx = TestContext::new();
+    ctx.write("src/app.txt", "v1");
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[watch]
+debounce-ms = 1500
+
+[services.app]
+command = ["sh", "-c", "if [ -e src/broken ]; then echo broken start; exit 7; fi; echo app up; exec sleep 300"]
+ready = { log = "app up" }
+watch = ["src/**"]
+grace-ms = 1000
+"#,
+    );
+    let _pods = pods(&ctx);
+    run_ok(&ctx, &["up", "--detach"]);
+    ctx.write("src/app.txt", "v2");
+    run_ok(
+        &ctx,
+        &["wait", "--healthy-after-reload", "--timeout", "120"],
+    );
+    ctx.write("src/broken", "yes");
+    let args = ["wait", "--healthy-after-reload", "--timeout", "120"];
+    let output = run_within(&ctx, &args, Duration::from_secs(180));
+    let (status, stderr) = (output.status, String::from_utf8_lossy(&output.stderr));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("app failed"), "{stderr}");
+    run_ok(&ctx, &["stop"]);
+}
+
+#[test]
 fn headless_json_ends_with_one_ended_record() {
     let ctx = TestContext::new();
     ctx.write(

@@ -157,6 +157,9 @@ struct Inner {
     settled: watch::Receiver<Option<Settled>>,
     finished: watch::Receiver<bool>,
     reloading: watch::Receiver<Reloads>,
+    /// When a front-end's watcher last saw a source change it will reload
+    /// for ([`Supervisor::saw_change`]).
+    change_seen: watch::Sender<Option<std::time::SystemTime>>,
     names: Vec<String>,
     guard: Option<Arc<Guard>>,
     containment: Arc<Containment>,
@@ -380,6 +383,16 @@ impl Supervisor {
                 });
             }
         }
+    }
+
+    /// Records that a front-end's file watcher has just seen a source
+    /// change that it will reload for (once its debounce has passed): a
+    /// [`Supervisor::wait_healthy_after_reload`] then judges only a reload
+    /// that began after it, however close the previous one was.
+    pub fn saw_change(&self) {
+        self.inner
+            .change_seen
+            .send_replace(Some(std::time::SystemTime::now()));
     }
 
     /// Whether a reload is running or queued.

@@ -113,8 +113,9 @@ pub enum WaitFor {
     Ready,
     /// Every service named has ended.
     Exited,
-    /// A reload has begun (at most 2 s before the request, or after it)
-    /// and every service is ready again.
+    /// A reload has begun (at most 2 s before the request, or after it;
+    /// never before the latest change the watcher has seen) and every
+    /// service is ready again.
     HealthyAfterReload,
 }
 

@@ -52,13 +52,10 @@ const WAIT_DEADLINE: Duration = Duration::from_secs(600);
 
 /// How long before a `wait --healthy-after-reload` request a reload may
 /// have begun and still count: the reload of an edit made just before
-/// `wait` may begin before the request arrives.
+/// `wait` may begin before the request arrives. Never one older than the
+/// latest change the watcher has seen (core keeps that bar): two edits
+/// within the lookback are judged on the second one's reload.
 const RELOAD_LOOKBACK: Duration = Duration::from_secs(2);
-
-/// How long a failure after a reload that began before a `wait
-/// --healthy-after-reload` request waits to count: an edit saved just
-/// before the request (a fix) may not have begun its reload yet.
-const RELOAD_GRACE: Duration = Duration::from_secs(1);
 
 /// What the server reports about its pod besides the supervisor's state.
 #[derive(Debug, Clone, Default)]
@@ -720,34 +717,16 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
 /// answer's `failed` names the services that failed instead.
 async fn wait(shared: &Shared, until: WaitFor, services: &[String], limit: Duration) -> Response {
     let asked = std::time::SystemTime::now();
-    let started = tokio::time::Instant::now();
-    let deadline = started + limit;
+    let deadline = tokio::time::Instant::now() + limit;
     let supervisor = &shared.supervisor;
     let waited = match until {
         WaitFor::Ready => supervisor.wait(services, Until::Ready, deadline).await,
         WaitFor::Exited => supervisor.wait(services, Until::Exited, deadline).await,
         WaitFor::HealthyAfterReload => {
             let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
-            let waited = supervisor
+            supervisor
                 .wait_healthy_after_reload(services, after, deadline)
-                .await;
-            let reloaded_since = |at| retained::lock(&shared.store).reload_since(at).is_some();
-            if matches!(waited, Ok(Waited::Failed(_))) && !reloaded_since(asked) {
-                // The failing reload began before the request: it may be
-                // that of the edit before the one just saved (a fix), whose
-                // reload has not begun yet. A reload within the grace is
-                // the one waited for.
-                tokio::time::sleep_until(started + RELOAD_GRACE).await;
-                if reloaded_since(asked) {
-                    supervisor
-                        .wait_healthy_after_reload(services, asked, deadline)
-                        .await
-                } else {
-                    waited
-                }
-            } else {
-                waited
-            }
+                .await
         }
     };
     outcome(shared, waited, |waited| {

@@ -200,6 +200,7 @@ impl Builder {
                 settled,
                 finished,
                 reloading,
+                change_seen: watch::Sender::new(None),
                 names,
                 guard,
                 containment,

@@ -164,6 +164,20 @@ fn failed_since(snapshot: &[ServiceStatus], names: &[String], starts: &[u32]) ->
         .collect()
 }
 
+/// Resolves once `seen` records a change later than `bar` (never, once
+/// nothing can record one).
+async fn changed_after(
+    seen: &mut tokio::sync::watch::Receiver<Option<SystemTime>>,
+    bar: SystemTime,
+) {
+    while seen.changed().await.is_ok() {
+        if seen.borrow().is_some_and(|at| at > bar) {
+            return;
+        }
+    }
+    std::future::pending::<()>().await;
+}
+
 fn ended(status: &ServiceStatus) -> bool {
     matches!(
         status.state,
@@ -204,13 +218,15 @@ impl Supervisor {
         self.wait(services, Until::Ready, deadline).await
     }
 
-    /// Waits for a reload that began at `after` or later to be over (no
-    /// reload running or queued: every service it restarted has started
-    /// again), then for `services` to be ready as with
-    /// [`Supervisor::wait_ready`]. [`Waited::NoReload`] when none began
-    /// by the deadline. Fails as soon as one of `services` fails in a run
-    /// started after the reload began (a crash loop keeps the reload from
-    /// being over: the wait ends at its first crash).
+    /// Waits for a reload that began at `after` or later, and after the
+    /// latest source change seen ([`Supervisor::saw_change`]), to be over
+    /// (no reload running or queued: every service it restarted has
+    /// started again), then for `services` to be ready as with
+    /// [`Supervisor::wait_ready`]. A change seen while waiting moves the
+    /// bar: its reload is the one judged. [`Waited::NoReload`] when none
+    /// began by the deadline. Fails as soon as one of `services` fails in
+    /// a run started after the reload began (a crash loop keeps the reload
+    /// from being over: the wait ends at its first crash).
     ///
     /// # Errors
     ///
@@ -224,12 +240,19 @@ impl Supervisor {
         self.check_names(services)?;
         let mut reloads = self.inner.reloading.clone();
         let mut status = self.inner.status.clone();
-        let began = |r: &super::Reloads| r.began.is_some_and(|at| at >= after);
+        let mut seen = self.inner.change_seen.subscribe();
         loop {
+            // A change seen but not reloaded yet (the watcher's debounce
+            // runs) is waited for: only a reload begun after it covers it.
+            let bar = seen.borrow_and_update().map_or(after, |at| at.max(after));
             let reload = reloads.borrow_and_update().clone();
-            if began(&reload) {
+            let began = reload.began.is_some_and(|at| at >= bar);
+            if began {
                 if !reload.active {
-                    return self.wait_ready(services, deadline).await;
+                    tokio::select! {
+                        waited = self.wait_ready(services, deadline) => return waited,
+                        () = changed_after(&mut seen, bar) => continue,
+                    }
                 }
                 let failed = failed_since(&status.borrow_and_update(), services, &reload.starts);
                 if !failed.is_empty() {
@@ -237,7 +260,7 @@ impl Supervisor {
                 }
             }
             if Instant::now() >= deadline {
-                return Ok(if began(&reload) {
+                return Ok(if began {
                     Waited::TimedOut(self.waited_on(services))
                 } else {
                     Waited::NoReload
@@ -246,6 +269,7 @@ impl Supervisor {
             let gone = tokio::select! {
                 changed = reloads.changed() => changed.is_err(),
                 changed = status.changed() => changed.is_err(),
+                () = changed_after(&mut seen, bar) => false,
                 () = tokio::time::sleep_until(deadline) => false,
             };
             if gone {

@@ -314,11 +314,9 @@ server_since() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys
 om logs --since-reload --json > "$LOGS"; echo "logs=$(why $?)"
 server_since 1; echo "logs-since=$?"
 # A broken edit: the wait fails at the server's first crash and names it;
-# its log since the reload says why; the fix makes it healthy again.
-# Past the lookback of `wait --healthy-after-reload` (a reload that began up
-# to 2 s before the request counts): otherwise, on a quick machine, the
-# log.py reload above is the one the next wait judges.
-sleep 2.5
+# its log since the reload says why; the fix makes it healthy again. It
+# comes at once after the log.py reload: the wait judges the reload of the
+# latest change the pod has seen, not that earlier one.
 cp "$REPO/omnigent/server.py" "$SAVED"
 printf '
 def broken(:

@@ -171,6 +171,85 @@ async fn healthy_after_reload_waits_for_a_reload_that_began_after_the_ask() {
     supervisor.shutdown().await.expect("shutdown");
 }
 
+/// A healthy-after-reload wait of every service, asked for `after`.
+fn wait_after(
+    supervisor: &crate::supervisor::Supervisor,
+    after: std::time::SystemTime,
+) -> tokio::task::JoinHandle<crate::Result<Waited>> {
+    let waiter = supervisor.clone();
+    tokio::spawn(async move {
+        waiter
+            .wait_healthy_after_reload(&[], after, later(600))
+            .await
+    })
+}
+
+/// Serves the reloaded server and waits for its reload to be over.
+async fn reload_over(spawner: &FakeSpawner, supervisor: &crate::supervisor::Supervisor) {
+    serve(supervisor);
+    until("the reload over", || {
+        spawner.spawns("host", "host") == 2 && !supervisor.is_reloading()
+    })
+    .await;
+}
+
+/// Long enough for `wait` to be met if it judged the reload that is over
+/// (the host has no probe: it counts once it has run for STABLE); then a
+/// reload whose server crashes, which `wait` must fail on, naming it.
+async fn a_breaking_reload_fails(
+    spawner: &FakeSpawner,
+    supervisor: &crate::supervisor::Supervisor,
+    wait: tokio::task::JoinHandle<crate::Result<Waited>>,
+) {
+    tokio::time::sleep(STABLE * 2).await;
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the newest server", || {
+        spawner.spawns("server", "server") == 3
+    })
+    .await;
+    spawner.exit("server", "server", ExitStatus::Code(1));
+    assert_eq!(
+        wait.await.expect("joined").expect("known"),
+        Waited::Failed(names(&["server"]))
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn healthy_after_reload_judges_the_reload_of_the_latest_change_seen() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    // A first edit, reloaded and healthy again.
+    supervisor.saw_change();
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the new server", || spawner.spawns("server", "server") == 2).await;
+    reload_over(&spawner, &supervisor).await;
+    // A second edit just after it, which breaks the server: seen, its
+    // reload not begun yet (the watcher's debounce runs). The wait is
+    // asked with a lookback that reaches back past the first reload, yet
+    // judges the second.
+    supervisor.saw_change();
+    let wait = wait_after(
+        &supervisor,
+        std::time::SystemTime::now() - Duration::from_secs(2),
+    );
+    a_breaking_reload_fails(&spawner, &supervisor, wait).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_seen_while_waiting_moves_the_bar_to_its_reload() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    let wait = wait_after(&supervisor, std::time::SystemTime::now());
+    // A reload begins after the ask; before it is over, another change is
+    // seen: the wait is for that change's reload, which breaks the server.
+    supervisor.reload(&["server"]).await.expect("reload");
+    until("the new server", || spawner.spawns("server", "server") == 2).await;
+    supervisor.saw_change();
+    reload_over(&spawner, &supervisor).await;
+    a_breaking_reload_fails(&spawner, &supervisor, wait).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn healthy_after_reload_fails_at_the_first_crash_after_the_reload() {
     let spawner = FakeSpawner::new();
