@@ -467,3 +467,44 @@ fn a_line_without_its_newline_is_kept_when_the_service_is_stopped() {
     let log = ctx.pod_dir().expect("pod").join("logs/app.log");
     assert_eq!(std::fs::read_to_string(log).expect("log"), "Password: \n");
 }
+
+/// A progress bar redrawn with `\r` is one line, its last redraw, in
+/// headless output and in the log file; a prompt a service leaves
+/// unfinished when it is killed (SIGKILL, by itself) is printed and kept
+/// before its crash is told.
+#[test]
+fn a_progress_bar_is_one_line_and_a_killed_services_last_words_are_kept() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.bar]
+command = ["sh", "-c", "for p in 10 20 30 40 50 60 70 80 90; do printf '%s%%\r' $p; sleep 0.05; done; printf '100%%\n'"]
+restart = "never"
+
+[services.killed]
+command = ["sh", "-c", "printf 'last words'; sleep 0.5; kill -9 $$"]
+restart = "never"
+"#,
+    );
+    let output = ctx.command().arg("--headless").output().expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let bar: Vec<&str> = stdout.lines().filter(|l| l.starts_with("bar ")).collect();
+    assert_eq!(bar, ["bar     | 100%"], "{stdout}");
+    let said = stdout.find("killed  | last words\n");
+    let crashed = stdout.find("killed crashed (signal 9)");
+    assert!(
+        said.is_some() && said < crashed,
+        "its last words before its crash: {stdout}"
+    );
+    let logs = ctx.pod_dir().expect("pod").join("logs");
+    assert_eq!(
+        std::fs::read_to_string(logs.join("bar.log")).expect("log"),
+        "100%\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(logs.join("killed.log")).expect("log"),
+        "last words\n"
+    );
+}

@@ -201,9 +201,22 @@ pub enum EventKind {
         /// Whether it exited 0.
         success: bool,
     },
-    /// A line of output.
+    /// A line of output (finished: its newline came, or its output
+    /// ended).
     Log {
         /// The line.
+        line: LogLine,
+    },
+    /// A line of output still waiting for its newline (a prompt such as
+    /// `Password: `, a progress bar redrawn with `\r`), as it stands after
+    /// [`crate::logs::PARTIAL_LINE_AFTER`]: the text after its last `\r`.
+    /// The next [`EventKind::Log`] or `PartialLine` of the same service and
+    /// stream replaces it (the finished line, or the unfinished one as it
+    /// stands then). Only [`crate::Supervisor::subscribe`]rs get it; the
+    /// log files, rings and feeds get the finished line alone, and a line
+    /// still unfinished when its output ends is finished then.
+    PartialLine {
+        /// The line so far (its `seq` numbered among the lines).
         line: LogLine,
     },
     /// A message from the supervisor for people (leftovers stopped, etc.).
@@ -343,6 +356,17 @@ impl Event {
             at: SystemTime::now(),
             service: Some(line.service.to_string()),
             kind: EventKind::Log { line },
+        }
+    }
+
+    /// The event that publishes `line`, unfinished
+    /// ([`EventKind::PartialLine`]): stamped now, attributed to the line's
+    /// service.
+    pub fn partial(line: LogLine) -> Self {
+        Self {
+            at: SystemTime::now(),
+            service: Some(line.service.to_string()),
+            kind: EventKind::PartialLine { line },
         }
     }
 }
@@ -527,7 +551,7 @@ impl EventKind {
 impl fmt::Display for EventKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EventKind::Log { line } => f.write_str(&line.text),
+            EventKind::Log { line } | EventKind::PartialLine { line } => f.write_str(&line.text),
             EventKind::State { state } => match state {
                 ServiceState::Starting { pid } | ServiceState::Running { pid } => {
                     write!(f, "started (pid {pid})")
@@ -593,7 +617,7 @@ impl Event {
     /// told by its `exited (exit code 0)`.
     pub fn is_shown(&self) -> bool {
         match &self.kind {
-            EventKind::Log { .. } => false,
+            EventKind::Log { .. } | EventKind::PartialLine { .. } => false,
             EventKind::State {
                 state: ServiceState::Exited { status },
             } => status.success(),

@@ -538,6 +538,14 @@ impl Bus {
         let _ = self.events.send(event);
     }
 
+    /// Publishes an unfinished line to the broadcast subscribers only (a
+    /// feed gets the line once it is finished).
+    pub(crate) fn send_partial(&self, line: LogLine) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(Event::partial(line));
+        }
+    }
+
     /// Publishes lines already numbered in order.
     pub(crate) fn send_lines(&self, lines: &[Arc<LogLine>]) {
         self.each_feed(|feed| feed.push(lines.iter().cloned().map(Entry::Line)));

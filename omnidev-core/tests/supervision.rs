@@ -1410,3 +1410,220 @@ async fn a_log_probe_on_a_one_shots_last_line_lets_its_dependent_start() {
     assert_eq!(waited, omnidev_core::Waited::Met);
     supervisor.shutdown().await.expect("shutdown");
 }
+
+fn line_of(kind: &EventKind) -> Option<(&str, bool)> {
+    match kind {
+        EventKind::Log { line } => Some((&line.text, false)),
+        EventKind::PartialLine { line } => Some((&line.text, true)),
+        _ => None,
+    }
+}
+
+fn ring(supervisor: &Supervisor, service: &str) -> Vec<String> {
+    supervisor
+        .logs(Some(service))
+        .expect("a service")
+        .into_iter()
+        .map(|l| l.text)
+        .collect()
+}
+
+fn stopped(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::State {
+            state: ServiceState::Stopped
+        }
+    )
+}
+
+/// A supervisor of `services` logging to files in `logs`, with a
+/// subscription taken before any service starts.
+async fn start_logging(
+    services: Vec<ServiceSpec>,
+    logs: &Path,
+) -> (Supervisor, broadcast::Receiver<Event>) {
+    let builder = Supervisor::builder(SupervisorConfig {
+        services,
+        log: LogConfig {
+            dir: Some(logs.to_path_buf()),
+            ..LogConfig::default()
+        },
+        ..Default::default()
+    })
+    .expect("a valid graph");
+    let rx = builder.subscribe();
+    (builder.run().await.expect("start"), rx)
+}
+
+/// A prompt without its newline reaches subscribers as it stands once it
+/// has waited (the newline cannot come before the test writes the answer),
+/// then is finished in place: one line in the ring and the log file. A
+/// progress bar redrawn with `\r` ends as one line, its last redraw.
+#[tokio::test]
+async fn an_unfinished_line_is_shown_after_its_wait_and_finished_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let prompt = sh(
+        "prompt",
+        "printf 'Password: '; while [ ! -e answer ]; do sleep 0.05; done; echo secret; exec sleep 300",
+        dir.path(),
+    );
+    let bar = sh(
+        "bar",
+        "for p in 10 20 30 40 50 60 70 80 90; do printf '%s%%\\r' $p; sleep 0.05; done; \
+         printf '100%%\\n'; exec sleep 300",
+        dir.path(),
+    );
+    let (supervisor, mut rx) = start_logging(vec![prompt, bar], &logs).await;
+    let texts = |seen: &[Event], service: &str| -> Vec<(String, bool)> {
+        seen.iter()
+            .filter(|e| e.service.as_deref() == Some(service))
+            .filter_map(|e| line_of(&e.kind).map(|(t, p)| (t.to_owned(), p)))
+            .collect()
+    };
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |seen| {
+        seen.iter()
+            .any(|e| is(e, "prompt", |k| line_of(k) == Some(("Password: ", true))))
+    })
+    .await;
+    assert_eq!(texts(&seen, "prompt"), [("Password: ".to_owned(), true)]);
+    std::fs::write(dir.path().join("answer"), "").expect("answer");
+    events_until(&mut rx, &mut seen, |seen| {
+        seen.iter().any(|e| {
+            is(e, "prompt", |k| {
+                line_of(k) == Some(("Password: secret", false))
+            })
+        }) && seen
+            .iter()
+            .any(|e| is(e, "bar", |k| line_of(k).is_some_and(|(_, p)| !p)))
+    })
+    .await;
+    assert_eq!(
+        texts(&seen, "prompt"),
+        [
+            ("Password: ".to_owned(), true),
+            ("Password: secret".to_owned(), false)
+        ],
+        "offered once, then finished"
+    );
+    let finished: Vec<String> = texts(&seen, "bar")
+        .into_iter()
+        .filter(|(_, partial)| !partial)
+        .map(|(text, _)| text)
+        .collect();
+    assert_eq!(finished, ["100%"], "the bar is one line");
+    for service in ["prompt", "bar"] {
+        let file = std::fs::read_to_string(logs.join(format!("{service}.log"))).expect("log");
+        let want = if service == "bar" {
+            "100%"
+        } else {
+            "Password: secret"
+        };
+        assert_eq!(
+            ring(&supervisor, service),
+            [want],
+            "{service}: one line in the ring"
+        );
+        assert_eq!(file, format!("{want}\n"), "{service}: one line in the file");
+    }
+
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A line still unfinished when its service is stopped is recorded, in
+/// the ring and the log file, before the stop is reported.
+#[tokio::test]
+async fn an_unfinished_line_is_recorded_before_its_services_stop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let cut_off = sh(
+        "cut-off",
+        "printf 'last words'; touch said; exec sleep 300",
+        dir.path(),
+    );
+    let (supervisor, mut rx) = start_logging(vec![cut_off], &logs).await;
+    let mut seen = Vec::new();
+    wait_until("the last words", || dir.path().join("said").exists()).await;
+    supervisor.stop_service("cut-off").await.expect("stop");
+    assert_eq!(ring(&supervisor, "cut-off"), ["last words"]);
+    assert_eq!(
+        std::fs::read_to_string(logs.join("cut-off.log")).expect("log"),
+        "last words\n"
+    );
+    events_until(&mut rx, &mut seen, |seen| {
+        position(seen, "cut-off", stopped).is_some()
+    })
+    .await;
+    let finished = position(&seen, "cut-off", |k| {
+        line_of(k) == Some(("last words", false))
+    });
+    let stop = position(&seen, "cut-off", stopped);
+    assert!(
+        finished.is_some() && finished < stop,
+        "the line before the stop: {finished:?} {stop:?}"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A flood of `\r` redraws without a newline (18 MB) records no line and
+/// publishes a handful of unfinished ones, each within the line cap; the
+/// newline then finishes it as its last redraw.
+#[tokio::test]
+async fn a_flood_of_redraws_stays_one_bounded_unfinished_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = "import os, sys, time\n\
+        w = sys.stdout.write\n\
+        for i in range(300000):\n    w(f'{i:07d} ' + 'x' * 50 + '\\r')\n\
+        sys.stdout.flush()\n\
+        open('flooded', 'w').close()\n\
+        while not os.path.exists('finish'):\n    time.sleep(0.05)\n\
+        w('\\n'); sys.stdout.flush(); time.sleep(300)\n";
+    let flood = ServiceSpec::new("flood", "python3", ["-c", script], dir.path());
+    let max = LogConfig::default().max_line_bytes;
+    let builder = Supervisor::builder(SupervisorConfig {
+        services: vec![flood],
+        ..Default::default()
+    })
+    .expect("a valid graph");
+    let mut rx = builder.subscribe();
+    let supervisor = builder.run().await.expect("start");
+    wait_until("the flood", || dir.path().join("flooded").exists()).await;
+    let mut seen = Vec::new();
+    // The last redraw is offered once the flood is over.
+    events_until(&mut rx, &mut seen, |seen| {
+        seen.iter().any(|e| {
+            is(e, "flood", |k| {
+                matches!(k, EventKind::PartialLine { line } if line.text.starts_with("0299999 "))
+            })
+        })
+    })
+    .await;
+    assert!(
+        ring(&supervisor, "flood").is_empty(),
+        "no piece of the redraws is recorded as a line"
+    );
+    std::fs::write(dir.path().join("finish"), "").expect("finish");
+    events_until(&mut rx, &mut seen, |seen| {
+        position(seen, "flood", |k| matches!(k, EventKind::Log { .. })).is_some()
+    })
+    .await;
+    let partials: Vec<usize> = seen
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PartialLine { line } => Some(line.text.len()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        partials.len() < 1000 && partials.iter().all(|&len| len <= max),
+        "300,000 redraws, {} offered: {partials:?}",
+        partials.len()
+    );
+    assert_eq!(
+        ring(&supervisor, "flood"),
+        [format!("0299999 {}", "x".repeat(50))]
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}

@@ -103,6 +103,12 @@ pub enum Body {
         stream: Option<Stream>,
         /// The text (colour codes kept, invalid UTF-8 replaced).
         line: String,
+        /// `true`: the line still waits for its newline, and this is it as
+        /// it stands (the text after its last `\r`); the next `log` record
+        /// of the same service and stream replaces it. Absent for a
+        /// finished line.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        partial: bool,
     },
     /// A port of the pod (at start).
     Port {
@@ -260,6 +266,13 @@ impl Encoder {
                 success: *success,
             },
             EventKind::Log { line } => return self.line(line, event.at),
+            EventKind::PartialLine { line } => {
+                let mut record = self.line(line, event.at);
+                if let Body::Log { partial, .. } = &mut record.body {
+                    *partial = true;
+                }
+                return record;
+            }
             EventKind::Notice { message } => Body::Notice {
                 message: message.clone(),
             },
@@ -321,6 +334,7 @@ impl Encoder {
             Body::Log {
                 stream: Some(line.stream),
                 line: line.text.clone(),
+                partial: false,
             },
         )
     }
@@ -335,6 +349,7 @@ impl Encoder {
             Body::Log {
                 stream: None,
                 line: text.to_owned(),
+                partial: false,
             },
         )
     }
@@ -458,12 +473,13 @@ mod tests {
                 EventKind::PrepareStarted { .. } => "prepare-started",
                 EventKind::PrepareFinished { .. } => "prepare-finished",
                 EventKind::Log { .. } => "log",
+                EventKind::PartialLine { .. } => "partial-line",
                 EventKind::Notice { .. } => "notice",
                 EventKind::PortHeld { .. } => "port-held",
                 EventKind::Ended { .. } => "ended",
             });
         }
-        assert_eq!(seen.len(), 12, "a sample of every event kind");
+        assert_eq!(seen.len(), 13, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -557,6 +573,9 @@ mod tests {
             },
             EventKind::Log {
                 line: LogLine::new("server", Stream::Stderr, "\u{1b}[31mboom\u{1b}[0m", 4),
+            },
+            EventKind::PartialLine {
+                line: LogLine::new("server", Stream::Stdout, "Password: ", 5),
             },
             EventKind::Notice {
                 message: "shutting down".into(),

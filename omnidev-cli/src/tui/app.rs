@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use omnidev_core::{Event, EventKind, ServiceState, ServiceStatus, Stream};
 
-use super::pane::{COMBINED_PANE_BYTES, Direction, Pane, PaneLine, Pattern, SERVICE_PANE_BYTES};
+use super::pane::{
+    COMBINED_PANE_BYTES, Direction, Pane, PaneLine, Pattern, SERVICE_PANE_BYTES, Source,
+};
 
 /// What the header shows about the pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -238,19 +240,26 @@ impl App {
     /// Takes in one log line (from an event or a buffer), dropping lines
     /// already seen.
     pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
+        self.show_line(line, false);
+    }
+
+    /// Takes in a line (`unfinished`: one still waiting for its newline,
+    /// as it stands) into its service's pane and the combined one, in
+    /// place of its source's unfinished line if one is shown.
+    fn show_line(&mut self, line: &omnidev_core::LogLine, unfinished: bool) {
         let supervisor = line.stream == Stream::Supervisor;
         let pane_line = std::sync::Arc::new(PaneLine::new(&line.service, &line.text, supervisor));
-        if let Some(i) = self.service_index(&line.service) {
-            let pane = &mut self.panes[i + 1];
+        let source = Source {
+            service: line.service.clone(),
+            stream: line.stream,
+        };
+        let service = self.service_index(&line.service).map(|i| i + 1);
+        for index in service.into_iter().chain([0]) {
+            let pane = &mut self.panes[index];
             if pane.last_seq.is_none_or(|s| line.seq > s) {
                 pane.last_seq = Some(line.seq);
-                pane.push(pane_line.clone());
+                pane.push_from(&source, pane_line.clone(), unfinished);
             }
-        }
-        let combined = &mut self.panes[0];
-        if combined.last_seq.is_none_or(|s| line.seq > s) {
-            combined.last_seq = Some(line.seq);
-            combined.push(pane_line);
         }
     }
 
@@ -259,6 +268,10 @@ impl App {
         match &event.kind {
             EventKind::Log { line } => {
                 self.push_log(line);
+                return;
+            }
+            EventKind::PartialLine { line } => {
+                self.show_line(line, true);
                 return;
             }
             EventKind::State { state } => {

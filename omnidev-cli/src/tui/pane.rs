@@ -1,8 +1,16 @@
 //! One scrollable log pane: a bounded buffer of lines, follow mode, the
 //! scroll position and search over the text without its ANSI codes.
+//!
+//! A line still waiting for its newline (a prompt, a progress bar redrawn
+//! with `\r`; the supervisor publishes it as it stands after
+//! `omnidev_core::logs::PARTIAL_LINE_AFTER`, then at most that often) is
+//! shown where it is and replaced there by its next state and, at last, by
+//! the finished line: one line on screen, never a trail of redraws.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+use omnidev_core::Stream;
 
 use crate::terminal_text;
 
@@ -52,6 +60,16 @@ impl PaneLine {
     fn cost(&self) -> usize {
         self.raw.len() + self.tag.len() + LINE_OVERHEAD
     }
+}
+
+/// Where a line comes from: a service's stream. An unfinished line is
+/// replaced by the next line of its source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The service.
+    pub service: Arc<str>,
+    /// Its stream.
+    pub stream: Stream,
 }
 
 /// Search direction.
@@ -154,6 +172,9 @@ pub struct Pane {
     /// the supervisor's buffer after a lag and the events queued behind it
     /// never show a line twice.
     pub last_seq: Option<u64>,
+    /// The unfinished lines shown, by source: the absolute index of each
+    /// (at most one per source, so bounded by the services' streams).
+    unfinished: Vec<(Source, usize)>,
 }
 
 impl Pane {
@@ -172,6 +193,7 @@ impl Pane {
             view_height: 1,
             view_top: 0,
             last_seq: None,
+            unfinished: Vec::new(),
         }
     }
 
@@ -180,6 +202,41 @@ impl Pane {
         let line = line.into();
         self.bytes += line.cost();
         self.lines.push_back(line);
+        self.trim();
+    }
+
+    /// Shows a line of `source`: in place of the source's unfinished line
+    /// when one is still held, else appended. An `unfinished` line is
+    /// remembered as the source's, to be replaced by its next line; a
+    /// finished one ends that.
+    pub fn push_from(&mut self, source: &Source, line: Arc<PaneLine>, unfinished: bool) {
+        let known = self.unfinished.iter().position(|(s, _)| s == source);
+        let held = known
+            .and_then(|k| self.unfinished[k].1.checked_sub(self.first))
+            .filter(|&i| i < self.lines.len());
+        let at = if let Some(i) = held {
+            self.bytes += line.cost();
+            let old = std::mem::replace(&mut self.lines[i], line);
+            self.bytes -= old.cost();
+            let at = self.first + i;
+            self.trim();
+            at
+        } else {
+            self.push(line);
+            self.end() - 1
+        };
+        match (known, unfinished) {
+            (Some(k), true) => self.unfinished[k].1 = at,
+            (Some(k), false) => {
+                self.unfinished.swap_remove(k);
+            }
+            (None, true) => self.unfinished.push((source.clone(), at)),
+            (None, false) => {}
+        }
+    }
+
+    /// Drops the oldest lines beyond the bounds (the newest stays).
+    fn trim(&mut self) {
         while self.lines.len() > self.capacity
             || (self.bytes > self.max_bytes && self.lines.len() > 1)
         {
@@ -201,6 +258,7 @@ impl Pane {
     pub fn clear(&mut self) {
         self.first += self.lines.len();
         self.lines.clear();
+        self.unfinished.clear();
         self.bytes = 0;
         self.top = self.first;
         self.current_match = None;
@@ -420,5 +478,140 @@ mod tests {
         assert_eq!(pane.current_match, Some(79));
         assert!(!pane.follow);
         assert!(pane.top() <= 79);
+    }
+
+    fn texts(pane: &Pane) -> Vec<String> {
+        (pane.first()..pane.end())
+            .filter_map(|i| pane.get(i).map(|l| l.raw.clone()))
+            .collect()
+    }
+
+    fn source(service: &str, stream: Stream) -> Source {
+        Source {
+            service: service.into(),
+            stream,
+        }
+    }
+
+    #[test]
+    fn an_unfinished_line_is_replaced_in_place_by_its_next_state_and_its_end() {
+        let mut pane = Pane::new(100, usize::MAX);
+        let out = source("app", Stream::Stdout);
+        let err = source("app", Stream::Stderr);
+        let line = |t: &str| Arc::new(PaneLine::new("app", t, false));
+        pane.push_from(&out, line("ready"), false);
+        pane.push_from(&out, line("10%"), true);
+        pane.push_from(&err, line("warning: slow disk"), false);
+        pane.push_from(&out, line("50%"), true);
+        assert_eq!(texts(&pane), ["ready", "50%", "warning: slow disk"]);
+        pane.push_from(&out, line("100%"), false);
+        assert_eq!(texts(&pane), ["ready", "100%", "warning: slow disk"]);
+        // Finished: the next line of the source is a new one.
+        pane.push_from(&out, line("done"), false);
+        assert_eq!(
+            texts(&pane),
+            ["ready", "100%", "warning: slow disk", "done"]
+        );
+        let cost: usize = (pane.first()..pane.end())
+            .filter_map(|i| pane.get(i))
+            .map(PaneLine::cost)
+            .sum();
+        assert_eq!(pane.bytes(), cost, "replacing keeps the byte count");
+    }
+
+    #[test]
+    fn a_flood_of_redraws_is_one_line_within_the_budget() {
+        let mut pane = Pane::new(10, 4096);
+        let out = source("bar", Stream::Stdout);
+        for i in 0..100_000 {
+            let text = format!("{i:06} {}", "#".repeat(i % 2000));
+            pane.push_from(&out, Arc::new(PaneLine::new("bar", &text, false)), true);
+            assert!(pane.len() == 1 && pane.bytes() <= 4096, "{}", pane.bytes());
+        }
+        // An unfinished line that fell off the front is not looked for.
+        let mut pane = Pane::new(2, usize::MAX);
+        pane.push_from(&out, Arc::new(PaneLine::new("bar", "1%", false)), true);
+        for t in ["a", "b"] {
+            pane.push(PaneLine::new("other", t, false));
+        }
+        pane.push_from(&out, Arc::new(PaneLine::new("bar", "100%", false)), false);
+        assert_eq!(texts(&pane), ["b", "100%"]);
+    }
+
+    /// A real process prints a prompt and waits: the prompt is in its pane
+    /// long before its newline (which the test holds back), then the
+    /// answer finishes it in place, on screen too.
+    #[tokio::test]
+    async fn a_real_prompt_shows_in_its_pane_and_is_finished_in_place() {
+        use omnidev_core::{EventKind, ServiceSpec, Supervisor, SupervisorConfig};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let answer = dir.path().join("answer");
+        let script = format!(
+            "echo starting; printf 'Password: '; while [ ! -e '{}' ]; do sleep 0.05; done; \
+             echo secret; exec sleep 300",
+            answer.display()
+        );
+        let builder = Supervisor::builder(SupervisorConfig {
+            services: vec![ServiceSpec::new("app", "sh", ["-c", &script], dir.path())],
+            ..SupervisorConfig::default()
+        })
+        .expect("a valid graph");
+        let mut events = builder.subscribe();
+        let supervisor = builder.run().await.expect("start");
+        let mut app = crate::tui::App::new(
+            crate::tui::PodInfo::default(),
+            vec!["app".into()],
+            Vec::new(),
+            100,
+        );
+        let mut until = async |app: &mut crate::tui::App, want: &[&str]| {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+            while texts(&app.panes[1]) != want {
+                let event = tokio::time::timeout_at(deadline, events.recv())
+                    .await
+                    .unwrap_or_else(|_| panic!("{want:?}; the pane: {:?}", texts(&app.panes[1])))
+                    .expect("events");
+                if matches!(
+                    event.kind,
+                    EventKind::PartialLine { .. } | EventKind::Log { .. }
+                ) {
+                    app.apply(&event);
+                }
+            }
+        };
+        until(&mut app, &["starting", "Password: "]).await;
+        std::fs::write(&answer, "").expect("answer");
+        until(&mut app, &["starting", "Password: secret"]).await;
+        assert_eq!(
+            texts(&app.panes[0]),
+            ["starting", "Password: secret"],
+            "combined"
+        );
+        app.handle_key(crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('1'),
+            crossterm::event::KeyModifiers::NONE,
+        ));
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(60, 8)).expect("terminal");
+        terminal
+            .draw(|frame| crate::tui::view::render(&mut app, frame))
+            .expect("draw");
+        let screen: Vec<String> = terminal
+            .backend()
+            .buffer()
+            .content
+            .chunks(60)
+            .map(|row| row.iter().map(ratatui::buffer::Cell::symbol).collect())
+            .collect();
+        let prompts = screen
+            .iter()
+            .filter(|row| row.contains("Password:"))
+            .count();
+        assert_eq!(prompts, 1, "one line on screen: {screen:#?}");
+        assert!(
+            screen.iter().any(|row| row.contains("Password: secret")),
+            "{screen:#?}"
+        );
+        supervisor.shutdown().await.expect("shutdown");
     }
 }
