@@ -298,7 +298,7 @@ pub fn examine(dir: &Path) -> Result<DirKind> {
             if entries.is_empty() {
                 return Ok(DirKind::Empty);
             }
-            let record: Result<Option<crate::PodRecord>> =
+            let record: Result<Option<crate::record::PodRecord>> =
                 crate::state::read_toml(&dir.join(POD_TOML));
             return Ok(match record {
                 Ok(Some(_)) => DirKind::Unmarked,
@@ -321,7 +321,8 @@ pub fn examine(dir: &Path) -> Result<DirKind> {
     };
     // `pod.toml` records the id too: a marker put beside another pod's
     // record is not that pod's.
-    if let Ok(Some(record)) = crate::state::read_toml::<crate::PodRecord>(&dir.join(POD_TOML))
+    if let Ok(Some(record)) =
+        crate::state::read_toml::<crate::record::PodRecord>(&dir.join(POD_TOML))
         && let Some(recorded) = record.pod_id.as_deref()
         && recorded != marker.id
     {
@@ -365,7 +366,7 @@ fn forget_the_original(dir: &Path) -> Result<()> {
 /// of a pod made before the identity), so the two agree at once.
 fn record_id(dir: &Path, id: &str) -> Result<()> {
     let path = dir.join(POD_TOML);
-    let Ok(Some(mut record)) = crate::state::read_toml::<crate::PodRecord>(&path) else {
+    let Ok(Some(mut record)) = crate::state::read_toml::<crate::record::PodRecord>(&path) else {
         return Ok(());
     };
     if record.pod_id.as_deref() == Some(id) {
@@ -787,7 +788,7 @@ mod tests {
                 && copy.join(CONTROL_SOCKET).symlink_metadata().is_err()
         );
         assert!(original.dir().join(STATE_FILE).is_file());
-        let record: crate::PodRecord = crate::state::read_toml(&copy.join(POD_TOML))
+        let record: crate::record::PodRecord = crate::state::read_toml(&copy.join(POD_TOML))
             .expect("read")
             .expect("present");
         assert_eq!(record.pod_id.as_deref(), Some(own.id.as_str()));

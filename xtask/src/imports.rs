@@ -1,9 +1,11 @@
 //! The import graph of each crate's modules, checked as a test (it runs in
 //! `cargo test --workspace`, so CI runs it): every `crate::…`, `super::…`
-//! and `self::…` path in a module's code (comments and its
-//! `#[cfg(test)]` tail left out) is an edge to the module it names, and
-//! no crate may have a circle of modules; in the CLI no module outside
-//! `commands` imports a `commands` module.
+//! and `self::…` path in a module's code, and every `name::…` that names a
+//! child module (comments and its `#[cfg(test)]` tail left out), is an
+//! edge to the module it names. No crate may have a circle of modules, and
+//! the CLI's modules keep to its layers ([`CLI_LAYERS`], the list in
+//! docs/design.md): each imports only modules of its own layer or the
+//! ones before it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -13,23 +15,132 @@ use std::path::Path;
 /// modules it imports.
 pub type Graph = BTreeMap<String, BTreeSet<String>>;
 
-/// The graph of the crate whose sources are under `src`.
+/// The CLI's layers (docs/design.md), first the one that imports nothing:
+/// a module belongs to the layer naming it or the nearest module it is
+/// inside (`tui::app` is `tui`'s), and imports only modules of its own
+/// layer or of those before it. Every module is in a layer.
+pub const CLI_LAYERS: &[&[&str]] = &[
+    &["terminal_text"],
+    &["error"],
+    &["cli"],
+    &["run_options"],
+    // Where a pod's socket is, and what goes over it.
+    &["control", "control::protocol", "control::events"],
+    &["output"],
+    // Asking a pod.
+    &["control::client", "control::inspect"],
+    &["session"],
+    // Running a pod: the watchers and the front-ends.
+    &["watch", "tui", "headless"],
+    // Serving a running pod's socket.
+    &["control::retained", "control::server"],
+    &["commands"],
+    &[""],
+];
+
+/// The index in `layers` of the layer `module` belongs to.
+pub fn layer_of(layers: &[&[&str]], module: &str) -> Option<usize> {
+    let mut best: Option<(usize, usize)> = None;
+    for (index, layer) in layers.iter().enumerate() {
+        for name in *layer {
+            let holds =
+                module == *name || (!name.is_empty() && module.starts_with(&format!("{name}::")));
+            if holds && best.is_none_or(|(_, len)| name.len() > len) {
+                best = Some((index, name.len()));
+            }
+        }
+    }
+    best.map(|(index, _)| index)
+}
+
+/// Each edge of `graph` that goes down the layers (from a module to one of
+/// a later layer), and each module in no layer, worded.
+pub fn layer_breaches(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (module, edges) in graph {
+        let Some(own) = layer_of(layers, module) else {
+            out.push(format!("`{module}` is in no layer"));
+            continue;
+        };
+        for target in edges {
+            if let Some(theirs) = layer_of(layers, target)
+                && theirs > own
+            {
+                out.push(format!(
+                    "`{module}` (layer {own}) imports `{target}` (layer {theirs}, after it)"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The graph of the crate whose sources are under `src`. A path through a
+/// re-export (`crate::Pod`, where the root has `pub use pod::Pod`) is an
+/// edge to the module the item comes from, not to the one re-exporting it;
+/// a module's paths into its own submodules are no edges (it is made of
+/// them), a submodule's paths to its parent are.
 pub fn graph(src: &Path) -> std::io::Result<Graph> {
     let mut files = Vec::new();
     collect(src, src, &mut files)?;
     let modules: BTreeSet<String> = files.iter().map(|(module, _)| module.clone()).collect();
-    let mut graph = Graph::new();
-    for (module, text) in &files {
-        let edges = graph.entry(module.clone()).or_default();
-        for path in paths(&code_of(text)) {
-            if let Some(target) = resolve(module, &path, &modules)
-                && target != *module
+    let codes: Vec<(&String, String)> = files
+        .iter()
+        .map(|(module, text)| (module, code_of(text)))
+        .collect();
+    // (module, item it re-exports) → the module the item comes from.
+    let mut reexports: BTreeMap<(String, String), String> = BTreeMap::new();
+    for (module, code) in &codes {
+        for path in reexported(code) {
+            if let (Some(item), Some((from, _))) = (path.last(), resolve(module, &path, &modules))
+                && from != **module
             {
+                reexports.insert(((*module).clone(), item.clone()), from);
+            }
+        }
+    }
+    let mut graph = Graph::new();
+    for (module, code) in &codes {
+        let edges = graph.entry((*module).clone()).or_default();
+        for path in paths(code) {
+            let Some((mut target, mut item)) = resolve(module, &path, &modules) else {
+                continue;
+            };
+            // Through re-exports (a few levels at most) to the source.
+            for _ in 0..4 {
+                let key = (target.clone(), item.clone().unwrap_or_default());
+                match reexports.get(&key) {
+                    Some(from) if from != *module => {
+                        target.clone_from(from);
+                        item = None;
+                    }
+                    _ => break,
+                }
+            }
+            // A module composes its own submodules: only its edges out
+            // of itself count (a child's use of its parent does).
+            let inside = module.is_empty() || target.starts_with(&format!("{module}::"));
+            if target != **module && !inside {
                 edges.insert(target);
             }
         }
     }
     Ok(graph)
+}
+
+/// The paths of the `pub use` (and `pub(crate) use`) items of `code`.
+fn reexported(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for start in ["pub use ", "pub(crate) use "] {
+        let mut rest = code;
+        while let Some(at) = rest.find(start) {
+            let statement = &rest[at + start.len()..];
+            let end = statement.find(';').unwrap_or(statement.len());
+            out.extend(path_at(statement[..end].trim()).0);
+            rest = &statement[end..];
+        }
+    }
+    out
 }
 
 /// The circles of `graph`: its strongly connected components of more than
@@ -136,8 +247,9 @@ fn code_of(text: &str) -> String {
         .join("\n")
 }
 
-/// Every `crate::`/`super::`/`self::` path in `code`, as its segments
-/// (`use crate::{a::b, c}` gives `crate::a::b` and `crate::c`).
+/// Every `crate::`/`super::`/`self::` path in `code`, and every other path
+/// (`name::…`, which names a child module when there is one), as its
+/// segments (`use crate::{a::b, c}` gives `crate::a::b` and `crate::c`).
 fn paths(code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let bytes = code.as_bytes();
@@ -148,10 +260,12 @@ fn paths(code: &str) -> Vec<Vec<String>> {
             continue;
         }
         let rest = &code[i..];
-        let starts = ["crate::", "super::", "self::"]
-            .iter()
-            .any(|p| rest.starts_with(p))
-            && (i == 0 || !is_ident(bytes[i - 1]));
+        let after_path = i > 0 && (is_ident(bytes[i - 1]) || bytes[i - 1] == b':');
+        let starts = !after_path
+            && (["crate::", "super::", "self::"]
+                .iter()
+                .any(|p| rest.starts_with(p))
+                || bare_start(rest));
         if starts {
             let (found, used) = path_at(rest);
             out.extend(found);
@@ -161,6 +275,14 @@ fn paths(code: &str) -> Vec<Vec<String>> {
         }
     }
     out
+}
+
+/// Whether `text` starts with `name::`, a path that may name a child
+/// module (`use server::ControlServer` in `control.rs`).
+fn bare_start(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let len = bytes.iter().take_while(|b| is_ident(**b)).count();
+    len > 0 && !bytes[0].is_ascii_digit() && text[len..].starts_with("::")
 }
 
 fn is_ident(b: u8) -> bool {
@@ -243,8 +365,12 @@ fn split_top(text: &str) -> Vec<&str> {
 }
 
 /// The module `path` (seen in `module`) names: its longest prefix that is
-/// a module of the crate.
-fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<String> {
+/// a module of the crate, and the segment after it (an item of it).
+fn resolve(
+    module: &str,
+    path: &[String],
+    modules: &BTreeSet<String>,
+) -> Option<(String, Option<String>)> {
     let mut base: Vec<&str> = if module.is_empty() {
         Vec::new()
     } else {
@@ -257,7 +383,14 @@ fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<
         "super" => {
             base.pop();
         }
-        _ => return None,
+        // A child module of `module`, or something else (`std::…`, a
+        // type's associated item): not an edge.
+        child => {
+            base.push(child);
+            if !modules.contains(&base.join("::")) {
+                return None;
+            }
+        }
     }
     while rest.peek() == Some(&"super") {
         rest.next();
@@ -271,10 +404,10 @@ fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<
         if modules.contains(&name) {
             best = name;
         } else {
-            break;
+            return Some((best, Some(segment.to_owned())));
         }
     }
-    Some(best)
+    Some((best, None))
 }
 
 #[cfg(test)]
@@ -319,17 +452,56 @@ mod tests {
     }
 
     #[test]
-    fn no_cli_module_outside_commands_imports_a_command() {
+    fn the_cli_keeps_to_its_layers() {
         let graph = crate_graph("omnidev-cli");
-        for (module, edges) in &graph {
-            if module == "commands" || module.starts_with("commands::") {
-                continue;
-            }
-            let commands: Vec<&String> = edges
-                .iter()
-                .filter(|e| e.starts_with("commands::"))
-                .collect();
-            assert!(commands.is_empty(), "{module} imports {commands:?}");
-        }
+        assert_eq!(layer_breaches(&graph, CLI_LAYERS), Vec::<String>::new());
+        assert_eq!(
+            layer_of(CLI_LAYERS, "tui::app"),
+            layer_of(CLI_LAYERS, "tui")
+        );
+    }
+
+    #[test]
+    fn a_breach_and_a_module_in_no_layer_are_found() {
+        let layers: &[&[&str]] = &[&["low"], &["high"]];
+        let graph: Graph = [
+            ("low".to_owned(), ["high::part".to_owned()].into()),
+            ("high::part".to_owned(), ["low".to_owned()].into()),
+            ("stray".to_owned(), BTreeSet::new()),
+        ]
+        .into();
+        assert_eq!(
+            layer_breaches(&graph, layers),
+            [
+                "`low` (layer 0) imports `high::part` (layer 1, after it)",
+                "`stray` is in no layer",
+            ]
+        );
+    }
+
+    #[test]
+    fn reexports_lead_to_their_source_and_children_are_no_edges() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, text).expect("write");
+        };
+        write("lib.rs", "pub mod a;\npub mod b;\npub use a::Thing;\n");
+        write(
+            "a.rs",
+            "pub mod inner;\npub use inner::Deep;\npub struct Thing;\n",
+        );
+        write("a/inner.rs", "pub struct Deep;\nuse super::Thing;\n");
+        write(
+            "b.rs",
+            "use crate::Thing;\nfn f() -> crate::a::Deep { inner::x() }\n",
+        );
+        let graph = graph(dir.path()).expect("graph");
+        let edges = |m: &str| graph[m].iter().cloned().collect::<Vec<_>>();
+        assert_eq!(edges(""), Vec::<String>::new());
+        assert_eq!(edges("a"), Vec::<String>::new());
+        assert_eq!(edges("a::inner"), ["a"]);
+        assert_eq!(edges("b"), ["a", "a::inner"]);
     }
 }
