@@ -1,5 +1,6 @@
 //! Cases: the TUI in a real terminal (tmux): panes 1/2/3/0 and `q`;
-//! suspending with Ctrl-Z or SIGTSTP and `fg`.
+//! suspending with Ctrl-Z or SIGTSTP and `fg`; lines without their newline
+//! shown, then finished in place.
 
 use std::process::Command;
 use std::time::Duration;
@@ -32,6 +33,36 @@ impl Tmux<'_, '_> {
             );
         }
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// A session `pod` of `width` × `height` running `omnidev up` on
+    /// `repo`. The pod's processes carry the case's own tag; tmux and its
+    /// shell a sub-tag. The shell stays to report how omnidev ended (`$?`,
+    /// 128 + signal for a death by signal).
+    fn up(&self, repo: &std::path::Path, width: &str, height: &str) -> Result<()> {
+        let launch = format!(
+            "env OMNIDEV_E2E_TAG='{}' '{}' up --repo '{}'; status=$?; echo \"{ENDED} $status\"; exit $status",
+            self.ctx.tag,
+            self.ctx.omnidev_path().display(),
+            repo.display()
+        );
+        self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "pod",
+            "-x",
+            width,
+            "-y",
+            height,
+            &launch,
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+        ])?;
+        Ok(())
     }
 
     fn screen(&self) -> Result<String> {
@@ -108,31 +139,7 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         ctx,
         socket: format!("omnidev-e2e-{}", std::process::id()),
     };
-    // The pod's processes carry the case's own tag; tmux and its shell a sub-tag.
-    // The shell stays to report how omnidev ended (`$?`, 128 + signal for
-    // a death by signal).
-    let launch = format!(
-        "env OMNIDEV_E2E_TAG='{}' '{}' up --repo '{}'; status=$?; echo \"{ENDED} $status\"; exit $status",
-        ctx.tag,
-        ctx.omnidev_path().display(),
-        repo.display()
-    );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "pod",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        &launch,
-        ";",
-        "set-option",
-        "-g",
-        "remain-on-exit",
-        "on",
-    ])?;
+    tmux.up(&repo, "200", "50")?;
 
     tmux.wait_screen(
         "the pod to come up (combined pane shows server, host and web)",
@@ -402,5 +409,73 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
         "omnidev exited with {status}:\n{}",
         tmux.screen()?
     );
+    Ok(())
+}
+
+/// A prompt that waits for a file, and a progress bar redrawn with `\r`
+/// that waits for another before its last redraw and its newline.
+const UNFINISHED_PROFILE: &str = r#"[services.prompt]
+command = ["sh", "-c", "printf 'Password: '; while [ ! -e answer ]; do sleep 0.1; done; echo secret; exec sleep 600"]
+
+[services.bar]
+command = ["sh", "-c", "printf 'at 10%%'; sleep 0.3; printf '\rat 50%%'; while [ ! -e done ]; do sleep 0.1; done; printf '\rat 100%%\n'; exec sleep 600"]
+"#;
+
+/// Lines of `screen` containing `text`.
+fn rows_with(screen: &str, text: &str) -> usize {
+    screen.lines().filter(|row| row.contains(text)).count()
+}
+
+/// Lines without their newline in a real terminal: the prompt is shown
+/// while the service waits (its newline cannot come before the case writes
+/// the answer), then finished in place, one line; the progress bar is
+/// redrawn in place (`at 50%` replaces `at 10%`) and ends as `at 100%`
+/// alone.
+pub fn tui_shows_unfinished_lines_and_finishes_them_in_place(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.dir.join("unfinished");
+    std::fs::create_dir_all(&repo)?;
+    std::fs::write(repo.join("omnidev.toml"), UNFINISHED_PROFILE)?;
+    let tmux = Tmux {
+        ctx,
+        socket: format!("omnidev-e2e-unfinished-{}", std::process::id()),
+    };
+    tmux.up(&repo, "160", "40")?;
+    tmux.wait_screen(
+        "the prompt and the redrawn bar before their newlines",
+        UP,
+        |screen| {
+            // (tmux leaves out the spaces that end a row.)
+            if rows_with(screen, "Password:") != 1 || screen.contains("secret") {
+                return Err("no one `Password:` line (without `secret`)".into());
+            }
+            if rows_with(screen, "at 50%") != 1 || screen.contains("at 10%") {
+                return Err("the bar is not one `at 50%` line".into());
+            }
+            Ok(())
+        },
+    )?;
+    std::fs::write(repo.join("answer"), "")?;
+    std::fs::write(repo.join("done"), "")?;
+    tmux.wait_screen("both finished in place", SOON, |screen| {
+        if rows_with(screen, "Password:") != 1 || rows_with(screen, "Password: secret") != 1 {
+            return Err("not one `Password: secret` line".into());
+        }
+        if rows_with(screen, "at ") != 1 || rows_with(screen, "at 100%") != 1 {
+            return Err("not one `at 100%` line".into());
+        }
+        Ok(())
+    })?;
+    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    ctx.wait_no_pod_process(SOON).context("after q")?;
+    drop(tmux);
+    // The log files have the finished lines alone.
+    let repo = repo.display().to_string();
+    for (service, want) in [("prompt", "Password: secret"), ("bar", "at 100%")] {
+        let (status, text) = ctx.run_omnidev(&["logs", "--repo", &repo, service], SOON)?;
+        ensure!(
+            status.success() && text.trim_end() == want,
+            "omnidev logs {service}: {status}, {text:?} (want {want:?})"
+        );
+    }
     Ok(())
 }
