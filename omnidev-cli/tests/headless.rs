@@ -7,7 +7,8 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use common::{TestContext, alive, read_pids, wait_for};
+use common::{Signal, TestContext, alive, read_pids, signal, wait_for};
+use omnidev_test_support::Lines;
 
 const ONE_SHOTS: &str = r#"
 [services.greeter]
@@ -131,7 +132,7 @@ depends-on = {{ alpha = "started" }}
     pids
 }
 
-fn signal_leaves_nothing_behind(signal: i32, name: &str) {
+fn signal_leaves_nothing_behind(sent: Signal, name: &str) {
     let ctx = TestContext::new();
     let pids_dir = forking_profile(&ctx);
     let mut child = ctx.spawn(&["--headless"]);
@@ -151,8 +152,7 @@ fn signal_leaves_nothing_behind(signal: i32, name: &str) {
     );
     let pids = read_pids(&pids_dir);
     assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
-    // SAFETY: plain kill(2) on the omnidev we spawned.
-    unsafe { libc::kill(child.id() as i32, signal) };
+    signal(child.id(), sent);
     let mut done = None;
     wait_for("omnidev to exit", Duration::from_secs(20), || {
         done = child.try_wait().expect("try_wait");
@@ -178,17 +178,17 @@ fn signal_leaves_nothing_behind(signal: i32, name: &str) {
 
 #[test]
 fn sigint_leaves_no_process_behind() {
-    signal_leaves_nothing_behind(libc::SIGINT, "SIGINT");
+    signal_leaves_nothing_behind(Signal::SIGINT, "SIGINT");
 }
 
 #[test]
 fn sigterm_leaves_no_process_behind() {
-    signal_leaves_nothing_behind(libc::SIGTERM, "SIGTERM");
+    signal_leaves_nothing_behind(Signal::SIGTERM, "SIGTERM");
 }
 
 #[test]
 fn sighup_leaves_no_process_behind() {
-    signal_leaves_nothing_behind(libc::SIGHUP, "SIGHUP");
+    signal_leaves_nothing_behind(Signal::SIGHUP, "SIGHUP");
 }
 
 /// A profile whose service ignores SIGTERM and starts five helpers that
@@ -255,8 +255,7 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
     // SIGTERM to the CLI: omnidev exits once every helper is gone.
     let mut pod = ctx.spawn(&["--headless"]);
     let helpers = helper_pids(&file);
-    // SAFETY: plain kill(2) on the omnidev we spawned.
-    unsafe { libc::kill(pod.id() as i32, libc::SIGTERM) };
+    signal(pod.id(), Signal::SIGTERM);
     let status = pod.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
     wait_for(
@@ -287,8 +286,7 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
     let mut pod = ctx.spawn(&["--headless"]);
     let helpers = helper_pids(&file);
     let guard = guard_pid(&ctx);
-    // SAFETY: kill(2) on the guard of the omnidev we spawned.
-    unsafe { libc::kill(guard, libc::SIGKILL) };
+    signal(guard.unsigned_abs(), Signal::SIGKILL);
     pod.kill().expect("kill -9");
     pod.wait().expect("reap");
     wait_for("the guard gone", Duration::from_secs(10), || !alive(guard));
@@ -300,8 +298,7 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
         helpers.iter().all(|p| !alive(*p)),
         "the next up stopped them"
     );
-    // SAFETY: as above.
-    unsafe { libc::kill(next.id() as i32, libc::SIGTERM) };
+    signal(next.id(), Signal::SIGTERM);
     assert_eq!(next.wait().expect("wait").code(), Some(0));
     wait_for(
         "no helper of the next run left",
@@ -326,6 +323,7 @@ grace-ms = 30000
         ),
     );
     let mut child = ctx.spawn(&["--headless"]);
+    let mut stdout = Lines::new(child.stdout.take().expect("stdout"));
     wait_for("the service to run", Duration::from_secs(20), || {
         std::fs::read_to_string(&pids).is_ok_and(|t| !t.trim().is_empty())
     });
@@ -334,17 +332,23 @@ grace-ms = 30000
         .trim()
         .parse()
         .expect("pid");
-    // SAFETY: plain kill(2) on the omnidev we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    // The service ignores SIGTERM: the shutdown now waits out its grace.
-    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), Signal::SIGINT);
+    // The first SIGINT was taken: the shutdown began, and now waits out
+    // the grace of a service that ignores SIGTERM.
+    stdout.wait_for("the shutdown to begin", Duration::from_secs(20), |line| {
+        line.contains("stopping the pod (SIGINT)")
+    });
+    stdout.wait_for(
+        "the service to be stopping",
+        Duration::from_secs(20),
+        |line| line.contains("stubborn stopping"),
+    );
     assert!(
         child.try_wait().expect("try_wait").is_none(),
         "still in its grace"
     );
     let second = std::time::Instant::now();
-    // SAFETY: as above.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    signal(child.id(), Signal::SIGINT);
     let mut done = None;
     wait_for("omnidev to exit", Duration::from_secs(20), || {
         done = child.try_wait().expect("try_wait");
@@ -420,8 +424,7 @@ grace-ms = 1000
         .env("PATH", ctx.root.join("no-bin"))
         .output()
         .expect("run");
-    // SAFETY: plain kill(2) on the omnidev we spawned.
-    unsafe { libc::kill(pod.id() as i32, libc::SIGTERM) };
+    signal(pod.id(), Signal::SIGTERM);
     let _ = pod.wait();
 
     assert_eq!(output.status.code(), Some(7), "{}", ctx.render(&output));
@@ -458,8 +461,7 @@ fn a_line_without_its_newline_is_kept_when_the_service_is_stopped() {
     );
     let child = ctx.spawn(&["--headless"]);
     wait_for("the prompt", Duration::from_secs(20), || ready.exists());
-    // SAFETY: plain kill(2) on the omnidev we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    signal(child.id(), Signal::SIGTERM);
     let output = child.wait_with_output().expect("wait");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}");

@@ -3,6 +3,7 @@
 //! `uv`, and scripts standing in for programs only where a test must see
 //! whether they were started.
 
+use omnidev_test_support::git;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -175,27 +176,6 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        text(&output.stderr)
-    );
-    text(&output.stdout).trim().to_owned()
 }
 
 /// A bare repository holding a tiny Python package `omnigent`, plus the

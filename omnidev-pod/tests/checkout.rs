@@ -1,25 +1,11 @@
 //! Checkout discovery, pod directories and config seeding on real files.
 
+use omnidev_test_support::git;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 use omnidev_pod::seed::SeedOutcome;
 use omnidev_pod::{Error, Pod, Profile, RenderContext, find_repo_root, resolve_repo_root};
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .status()
-        .expect("run git");
-    assert!(status.success(), "git {args:?}");
-}
 
 #[test]
 fn root_from_nested_dir_and_from_a_real_git_worktree() {

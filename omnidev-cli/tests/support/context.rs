@@ -1,101 +1,49 @@
-//! Shared test context: a temp HOME/XDG tree, a checkout, and snapshot
-//! filters for temp paths, ports and pids.
+//! The CLI tests' context: the shared [`omnidev_test_support::TestContext`]
+//! (a temp home and checkout) with the `omnidev` binary built for these
+//! tests, run through `assert_cmd`, and insta filters for temp paths,
+//! ports and pids.
 #![allow(dead_code, clippy::missing_panics_doc, clippy::new_without_default)]
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+pub use omnidev_test_support::process::Signal;
+
+/// The shared context, with `omnidev` commands.
 #[derive(Debug)]
-pub struct TestContext {
-    pub temp: tempfile::TempDir,
-    pub root: PathBuf,
-    pub home: PathBuf,
-    pub repo: PathBuf,
+pub struct TestContext(omnidev_test_support::TestContext);
+
+impl std::ops::Deref for TestContext {
+    type Target = omnidev_test_support::TestContext;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+/// The `omnidev` binary these tests run.
+pub fn omnidev_bin() -> &'static Path {
+    assert_cmd::cargo::cargo_bin!("omnidev")
 }
 
 impl TestContext {
     /// A context whose checkout (`repo/`) has a `.git` directory.
     pub fn new() -> Self {
-        let temp = tempfile::tempdir().expect("tempdir");
-        let root = temp.path().canonicalize().expect("canonical");
-        let home = root.join("home");
-        let repo = root.join("repo");
-        for dir in [&home, &repo, &repo.join(".git"), &home.join(".run")] {
-            std::fs::create_dir_all(dir).expect("mkdir");
-        }
-        Self {
-            temp,
-            root,
-            home,
-            repo,
-        }
-    }
-
-    /// Gives the checkout the Omnigent shape (`omnigent/`, `web/`).
-    pub fn omnigent_shape(&self) {
-        std::fs::create_dir_all(self.repo.join("omnigent")).expect("mkdir");
-        std::fs::create_dir_all(self.repo.join("web")).expect("mkdir");
-    }
-
-    pub fn write(&self, relative: &str, contents: &str) -> PathBuf {
-        let path = self.repo.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(&path, contents).expect("write");
-        path
-    }
-
-    /// `XDG_RUNTIME_DIR` of the context (port registry, control sockets).
-    pub fn runtime_home(&self) -> PathBuf {
-        self.home.join(".run")
-    }
-
-    pub fn cache_root(&self) -> PathBuf {
-        self.home.join(".cache-xdg/omnidev")
-    }
-
-    /// The only pod directory under the cache root.
-    pub fn pod_dir(&self) -> Option<PathBuf> {
-        std::fs::read_dir(self.cache_root())
-            .ok()?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| p.is_dir())
+        Self(omnidev_test_support::TestContext::new())
     }
 
     /// `omnidev` with a clean environment rooted in the temp dir, run in
     /// the checkout.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_omnidev"));
-        cmd.current_dir(&self.repo)
-            .env("HOME", &self.home)
-            .env("XDG_CACHE_HOME", self.home.join(".cache-xdg"))
-            .env("XDG_CONFIG_HOME", self.home.join(".config-xdg"))
-            .env("XDG_RUNTIME_DIR", self.runtime_home())
-            .env("NO_COLOR", "1")
-            .env_remove("OMNIGENT_CONFIG_HOME")
-            .env("COLUMNS", "100")
-            .stdin(Stdio::null());
-        cmd
+        self.0.command(omnidev_bin())
     }
 
-    /// Output as `exit code / stdout / stderr` with stable placeholders.
-    pub fn render(&self, output: &std::process::Output) -> String {
-        let text = format!(
-            "exit: {:?}\n--- stdout\n{}--- stderr\n{}",
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        self.filter(&text)
-    }
-
-    pub fn filter(&self, text: &str) -> String {
-        text.replace(&self.root.display().to_string(), "[TEMP]")
+    /// `omnidev` as an `assert_cmd` command (`.assert()`).
+    pub fn cmd(&self) -> assert_cmd::Command {
+        assert_cmd::Command::from_std(self.command())
     }
 
     /// insta settings with filters for hashes, pids and ports.
@@ -137,24 +85,20 @@ impl TestContext {
     }
 }
 
-/// Polls `condition` every 20 ms until it holds or `deadline` passes.
-pub fn wait_for(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Polls `condition` until it holds or `deadline` passes
+/// ([`omnidev_test_support::poll_until`]).
+pub fn wait_for(what: &str, deadline: Duration, condition: impl FnMut() -> bool) {
+    omnidev_test_support::poll_until(what, deadline, condition);
 }
 
-/// Whether a process with this pid exists (and is not a zombie we own).
+/// Whether a process with this pid runs (exists and is not a zombie).
 pub fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    let exists = unsafe { libc::kill(pid, 0) } == 0;
-    if !exists {
-        return false;
-    }
-    // A zombie (exited, not yet reaped by its new parent) is not running.
-    omnidev_core::platform::stat(pid as u32).is_some_and(|s| !s.is_zombie())
+    omnidev_test_support::process::is_alive(u32::try_from(pid).expect("a pid"))
+}
+
+/// Sends `signal` to the process `pid`.
+pub fn signal(pid: u32, signal: Signal) {
+    omnidev_test_support::process::signal(pid, signal);
 }
 
 pub fn read_pids(dir: &Path) -> Vec<i32> {
