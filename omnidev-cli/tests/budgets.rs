@@ -15,6 +15,7 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use omnidev_test_support::process::Reaped;
 use shared::{many_rules, printer_profile, watched_profile};
 use support::{TestContext, wait_for};
 
@@ -37,7 +38,7 @@ fn cpu_time(pid: u32) -> Duration {
 }
 
 /// A pod that ends with the test: SIGTERM, then SIGKILL after 20 s.
-struct Pod(Child);
+struct Pod(Reaped);
 
 impl Pod {
     fn pid(&self) -> u32 {
@@ -45,25 +46,17 @@ impl Pod {
     }
 }
 
-impl Drop for Pod {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        while self.0.try_wait().ok().flatten().is_none() {
-            if start.elapsed() > Duration::from_secs(20) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+/// A pod stopped when the test ends (SIGTERM, 20 s, then SIGKILL), also
+/// when it fails.
+fn pod(child: Child) -> Pod {
+    let mut reaped = Reaped::new(child);
+    reaped.grace = Duration::from_secs(20);
+    Pod(reaped)
 }
 
 /// `omnidev up --headless` of `ctx`, its output discarded.
 fn headless(ctx: &TestContext) -> Pod {
-    Pod(ctx
+    pod(ctx
         .command()
         .args(["up", "--headless"])
         .stdout(Stdio::null())
@@ -91,7 +84,7 @@ fn with_output(command: &mut std::process::Command) -> (Pod, std::sync::mpsc::Re
             let _ = tx.send(line);
         }
     });
-    (Pod(child), rx)
+    (pod(child), rx)
 }
 
 /// Waits for a line holding `needle`, returning it.
@@ -223,7 +216,7 @@ fn tui(ctx: &TestContext) -> Pod {
         // EIO once the terminal's other end is closed.
         while master.read(&mut buf).is_ok_and(|n| n > 0) {}
     });
-    Pod(child)
+    pod(child)
 }
 
 /// The finding: a service printing a 5 MB line every 0.5 s drove the TUI

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestContext, wait_for};
+use common::{Signal, TestContext, signal, wait_for};
 
 #[test]
 fn help() {
@@ -365,8 +365,7 @@ fn pod_already_running() {
         ctx.pod_dir().is_some_and(|p| p.join("state.json").exists())
     });
     let output = ctx.command().arg("--headless").output().expect("run");
-    // SAFETY: plain kill(2) on the child we spawned.
-    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    signal(first.id(), Signal::SIGTERM);
     let status = first.wait().expect("wait");
     assert_eq!(output.status.code(), Some(1));
     let text = ctx.render(&output);

@@ -12,7 +12,8 @@ use std::process::Output;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{TestContext, alive, wait_for};
+use common::{Signal, TestContext, alive, signal, wait_for};
+use omnidev_test_support::{free_port, free_ports};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -142,8 +143,7 @@ fn finish_within(child: std::process::Child, args: &[&str], deadline: Duration) 
     if let Ok(output) = rx.recv_timeout(deadline) {
         output.expect("wait")
     } else {
-        // SAFETY: signalling a child we spawned.
-        unsafe { libc::kill(i32::try_from(pid).expect("pid"), libc::SIGKILL) };
+        omnidev_test_support::process::try_signal(pid, Signal::SIGKILL);
         panic!("omnidev {args:?} did not finish within {deadline:?}");
     }
 }
@@ -151,7 +151,7 @@ fn finish_within(child: std::process::Child, args: &[&str], deadline: Duration) 
 #[test]
 fn detach_status_logs_restart_stop() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24110));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = pods(&ctx);
 
     let out = run_ok(&ctx, &["up", "--detach"]);
@@ -263,7 +263,7 @@ fn detach_status_logs_restart_stop() {
 #[test]
 fn socket_and_state_are_owner_only() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24210));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = pods(&ctx);
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
@@ -285,15 +285,14 @@ fn socket_and_state_are_owner_only() {
 #[test]
 fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24310));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = pods(&ctx);
     run_ok(&ctx, &["up", "--detach"]);
     let status = json(&ctx, &["status", "--json"]);
     let dir = pod_dir(&status);
     let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
     let server = pid_of(&status, "server");
-    // SAFETY: the supervisor is a process this test started.
-    assert_eq!(unsafe { libc::kill(supervisor, libc::SIGKILL) }, 0);
+    signal(supervisor.unsigned_abs(), Signal::SIGKILL);
     wait_for("the supervisor to die", DEADLINE, || !alive(supervisor));
     wait_for("the orphan guard to end the server", DEADLINE, || {
         !alive(server)
@@ -325,8 +324,7 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     // runtime directory too.
     let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
     let socket = dir.join(std::fs::read_link(dir.join("control.sock")).expect("a pointer"));
-    // SAFETY: the supervisor is a process this test started.
-    assert_eq!(unsafe { libc::kill(supervisor, libc::SIGKILL) }, 0);
+    signal(supervisor.unsigned_abs(), Signal::SIGKILL);
     wait_for("the supervisor to die", DEADLINE, || !alive(supervisor));
     assert!(socket.exists(), "the stale socket {}", socket.display());
     let output = run_within(&ctx, &["clean"], Duration::from_secs(20));
@@ -338,7 +336,7 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
 #[test]
 fn clean_refuses_while_running_and_removes_only_the_pod() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24410));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = pods(&ctx);
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
@@ -386,10 +384,10 @@ fn ls_lists_running_and_stopped_pods() {
     let mut guard = pods(&ctx);
     guard.repos.clear();
     let mut repos = Vec::new();
-    for (i, name) in ["alpha", "beta", "gamma"].iter().enumerate() {
+    let bases = free_ports(3);
+    for (name, base) in ["alpha", "beta", "gamma"].iter().zip(bases) {
         let repo = ctx.root.join(name);
         std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
-        let base = 24510 + u16::try_from(i).expect("small") * 10;
         std::fs::write(repo.join("omnidev.toml"), profile(base)).expect("write");
         guard.repos.push(repo.clone());
         repos.push(repo);
@@ -479,7 +477,7 @@ restart = "never"
 #[test]
 fn commands_on_a_pod_that_never_ran() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24710));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let status = json_code(&ctx, &["status", "--json"], NOT_RUNNING);
     assert_eq!(status["running"], false, "{status}");
     assert_eq!(status["control"], false, "{status}");
@@ -641,7 +639,7 @@ restart = "never"
 #[test]
 fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24610));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let mut pods = pods(&ctx);
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
@@ -694,7 +692,7 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
 #[test]
 fn a_pod_dir_that_is_no_pod_is_a_usage_error() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24810));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let missing = ctx.root.join("no-such-pod");
     let empty = ctx.root.join("empty");
     std::fs::create_dir_all(&empty).expect("mkdir");
@@ -735,12 +733,16 @@ fn a_pod_dir_that_is_no_pod_is_a_usage_error() {
 #[test]
 fn exit_codes_on_a_running_pod() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(24910));
+    let port = free_port();
+    ctx.write("omnidev.toml", &profile(port));
     let _pods = pods(&ctx);
     run_ok(&ctx, &["up", "--detach"]);
     // A second `up --detach` reports the running pod: exit 0, its URLs.
     let again = run_ok(&ctx, &["up", "--detach"]);
-    assert!(again.contains("server http://localhost:24910"), "{again}");
+    assert!(
+        again.contains(&format!("server http://localhost:{port}")),
+        "{again}"
+    );
     assert!(again.contains("already running"), "{again}");
     // Running: status exits 0.
     run_ok(&ctx, &["status"]);
@@ -923,7 +925,7 @@ restart = "never"
 #[test]
 fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     let ctx = TestContext::new();
-    ctx.write("omnidev.toml", &profile(25010));
+    ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = pods(&ctx);
     run_ok(&ctx, &["up", "--detach"]);
     let status = json(&ctx, &["status", "--json"]);

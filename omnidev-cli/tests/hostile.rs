@@ -7,6 +7,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use omnidev_test_support::process::Reaped;
 use support::{TestContext, listing};
 
 const PROFILE: &str = "[services.ok]\ncommand = [\"echo\", \"hello\"]\nrestart = \"never\"\n";
@@ -174,8 +175,7 @@ fn on_pty(mut command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> V
             "did not end"
         );
         if !signalled && done(&bytes.lock().expect("lock")) {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            support::signal(child.id(), support::Signal::SIGTERM);
             signalled = true;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -345,8 +345,9 @@ fn abandoned_wait_ready_connections_leave_nothing_behind() {
         "[services.never]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n\
          ready = { command = [\"false\"], interval-ms = 500, timeout-ms = 600000 }\n",
     );
-    let up = Stopped(ctx.spawn(&["up", "--headless"]));
-    let pid = up.0.id();
+    // Stopped when the test ends, also when it fails.
+    let up = Reaped::new(ctx.spawn(&["up", "--headless"]));
+    let pid = up.id();
     let socket = || ctx.pod_dir().map(|p| p.join("control.sock"));
     support::wait_for(
         "the control socket",
@@ -392,18 +393,6 @@ fn abandoned_wait_ready_connections_leave_nothing_behind() {
             "{read:?} {}",
             String::from_utf8_lossy(&buf)
         );
-    }
-}
-
-/// A running `omnidev up`, stopped (SIGTERM, then waited for) when the
-/// test ends, also when it fails.
-struct Stopped(std::process::Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
     }
 }
 
