@@ -741,7 +741,7 @@ fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 }
 
 /// Reads the pipe `fd` to its end on a thread of its own, recording each
-/// line of `service`; the receiver resolves once the last line is
+/// line of `service`; [`Capture::done`] resolves once the last line is
 /// recorded. Never waits for subscribers (the broadcast channel drops for
 /// laggards, a [`Feed`](crate::feed::Feed) spools to disk), so the child's
 /// pipe is drained as fast as the files can be written.
@@ -759,24 +759,96 @@ pub(crate) fn spawn_capture(
     store: Arc<LogStore>,
     service: &str,
     stream: Stream,
-) -> io::Result<tokio::sync::oneshot::Receiver<()>> {
+) -> io::Result<Capture> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use std::os::fd::AsFd as _;
     widen_pipe(fd.as_fd());
-    let service = service.to_owned();
     let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
     fcntl(&fd, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK))?;
+    let pipe = Arc::new(Pipe {
+        splitter: Mutex::new(LineSplitter::new(store.config().max_line_bytes)),
+        store,
+        service: service.to_owned(),
+        stream,
+    });
     let (done, finished) = tokio::sync::oneshot::channel();
+    let reader = pipe.clone();
     std::thread::Builder::new()
         .name("omnidev-capture".into())
         .spawn(move || {
-            capture(std::fs::File::from(fd), &store, &service, stream);
+            capture(std::fs::File::from(fd), &reader);
             let _ = done.send(());
         })?;
-    Ok(finished)
+    Ok(Capture {
+        done: finished,
+        pipe,
+    })
 }
 
-/// Reads `reader` to its end, recording each line of `service`.
+/// The reader of one of a run's pipes, started by [`spawn_capture`].
+#[derive(Debug)]
+pub(crate) struct Capture {
+    /// Resolves once the pipe's last line is recorded.
+    pub(crate) done: tokio::sync::oneshot::Receiver<()>,
+    pipe: Arc<Pipe>,
+}
+
+impl Capture {
+    /// Records the pipe's unfinished line now, as a line of its own: for a
+    /// pipe a process outside the run still holds open once the run has
+    /// ended, so that the run's last words are recorded before its end is
+    /// acted on. Output read later goes on as a new line.
+    pub(crate) fn finish_unfinished(&self) {
+        self.pipe.finish();
+    }
+}
+
+/// One pipe's splitter, shared by its reader thread and its [`Capture`];
+/// each step holds the splitter while it records, so lines are recorded
+/// in the order they were split, and an unfinished line is never published
+/// after it was finished.
+#[derive(Debug)]
+struct Pipe {
+    splitter: Mutex<LineSplitter>,
+    store: Arc<LogStore>,
+    service: String,
+    stream: Stream,
+}
+
+impl Pipe {
+    /// Splits `data`, read at `now`, and records its lines.
+    fn feed(&self, data: &[u8], now: Instant, batch: &mut Vec<String>) {
+        let mut splitter = lock(&self.splitter);
+        splitter.feed(data, now, batch);
+        let cuts = splitter.take_cuts();
+        self.store
+            .push_pieces(&self.service, self.stream, batch, &cuts);
+    }
+
+    fn partial_due(&self) -> Option<Instant> {
+        lock(&self.splitter).partial_due()
+    }
+
+    /// Publishes the unfinished line, if it is due at `now`.
+    fn offer(&self, now: Instant) {
+        let mut splitter = lock(&self.splitter);
+        if let Some(text) = splitter.take_partial(now) {
+            self.store.push_partial(&self.service, self.stream, text);
+        }
+    }
+
+    /// Records the unfinished line as a line.
+    fn finish(&self) {
+        let mut batch = Vec::new();
+        let mut splitter = lock(&self.splitter);
+        splitter.finish(&mut batch);
+        let cuts = splitter.take_cuts();
+        self.store
+            .push_pieces(&self.service, self.stream, &mut batch, &cuts);
+    }
+}
+
+/// Reads `reader` to its end, recording each line through `pipe`.
 ///
 /// When reads come back short in quick succession (a service writing
 /// many small pieces), the next read waits [`GATHER`] so the pieces arrive
@@ -787,12 +859,11 @@ pub(crate) fn spawn_capture(
 /// [`PARTIAL_LINE_AFTER`] for its newline (the wait for more output is
 /// then a `poll` with that deadline), and again at most that often while
 /// it changes. At the end of the output it is recorded as a line, before
-/// the receiver of [`spawn_capture`] resolves: a run's last words are
-/// recorded before its end is acted on.
-fn capture(reader: std::fs::File, store: &LogStore, service: &str, stream: Stream) {
+/// [`Capture::done`] resolves: a run's last words are recorded before its
+/// end is acted on.
+fn capture(reader: std::fs::File, pipe: &Pipe) {
     use std::os::fd::AsFd as _;
     let mut reader = reader;
-    let mut splitter = LineSplitter::new(store.config().max_line_bytes);
     let mut buf = vec![0u8; 256 * 1024];
     let mut batch = Vec::new();
     let mut last_read: Option<Instant> = None;
@@ -801,14 +872,12 @@ fn capture(reader: std::fs::File, store: &LogStore, service: &str, stream: Strea
         if gather {
             std::thread::sleep(GATHER);
         }
-        if let Some(due) = splitter.partial_due() {
+        if let Some(due) = pipe.partial_due() {
             let wait = due.saturating_duration_since(Instant::now());
             match readable_within(reader.as_fd(), wait) {
                 Some(true) => {}
                 Some(false) => {
-                    if let Some(text) = splitter.take_partial(Instant::now()) {
-                        store.push_partial(service, stream, text);
-                    }
+                    pipe.offer(Instant::now());
                     continue;
                 }
                 None => continue,
@@ -823,11 +892,9 @@ fn capture(reader: std::fs::File, store: &LogStore, service: &str, stream: Strea
         let now = Instant::now();
         gather = n < buf.len() && last_read.is_some_and(|at| now.duration_since(at) < GATHER);
         last_read = Some(now);
-        splitter.feed(&buf[..n], now, &mut batch);
-        store.push_pieces(service, stream, &mut batch, &splitter.take_cuts());
+        pipe.feed(&buf[..n], now, &mut batch);
     }
-    splitter.finish(&mut batch);
-    store.push_pieces(service, stream, &mut batch, &splitter.take_cuts());
+    pipe.finish();
 }
 
 /// Whether `fd` has something to read (or its end) within `wait`:
@@ -1305,8 +1372,8 @@ mod tests {
             .spawn()
             .expect("python3");
         let out = std::os::fd::OwnedFd::from(child.stdout.take().expect("stdout"));
-        let done = spawn_capture(out, store.clone(), "svc", Stream::Stdout).expect("capture");
-        done.blocking_recv().expect("every line recorded");
+        let capture = spawn_capture(out, store.clone(), "svc", Stream::Stdout).expect("capture");
+        capture.done.blocking_recv().expect("every line recorded");
         assert!(child.wait().expect("wait").success());
         let lines = store
             .lines(Some("svc"))

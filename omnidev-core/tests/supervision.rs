@@ -1627,3 +1627,49 @@ async fn a_flood_of_redraws_stays_one_bounded_unfinished_line() {
     );
     supervisor.shutdown().await.expect("shutdown");
 }
+
+/// A run whose output pipe a process outside it still holds open (here
+/// the test, through `/proc/PID/fd/1`) ends without the end of its output:
+/// the line it left unfinished is recorded before its crash is told, once,
+/// and the held pipe's later output is a line of its own.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_unfinished_line_of_a_held_pipe_is_recorded_before_the_exit() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let mut held = sh(
+        "held",
+        "echo $$ > pid.tmp; mv pid.tmp pid; printf 'last words'; \
+         while [ ! -e holding ]; do sleep 0.05; done; exit 3",
+        dir.path(),
+    );
+    held.restart = RestartPolicy::Never;
+    let (supervisor, mut rx) = start_logging(vec![held], &logs).await;
+    let pid_file = dir.path().join("pid");
+    wait_until("the service's pid", || pid_file.exists()).await;
+    let pid = std::fs::read_to_string(&pid_file).expect("pid");
+    let mut holder = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{}/fd/1", pid.trim()))
+        .expect("the service's stdout pipe");
+    std::fs::write(dir.path().join("holding"), "").expect("holding");
+    let mut seen = Vec::new();
+    let crashed = |k: &EventKind| matches!(k, EventKind::Crashed { .. });
+    events_until(&mut rx, &mut seen, |seen| {
+        position(seen, "held", crashed).is_some()
+    })
+    .await;
+    let finished = position(&seen, "held", |k| line_of(k) == Some(("last words", false)));
+    let crash = position(&seen, "held", crashed);
+    assert!(
+        finished.is_some() && finished < crash,
+        "the line before the crash: {finished:?} {crash:?}; {seen:#?}"
+    );
+    // The pipe is still read: what its holder writes is a new line.
+    holder.write_all(b"from outside\n").expect("write");
+    drop(holder);
+    wait_until("the holder's line", || ring(&supervisor, "held").len() == 2).await;
+    assert_eq!(ring(&supervisor, "held"), ["last words", "from outside"]);
+    supervisor.shutdown().await.expect("shutdown");
+}

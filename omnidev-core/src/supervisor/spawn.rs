@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::oneshot;
 
 use crate::containment::{Containment, Target};
 use crate::event::{ExitStatus, Stream};
@@ -28,7 +27,7 @@ use crate::spec::CommandSpec;
 
 /// How long a run's output readers may take to finish once its group is
 /// empty. A reader kept open by a process outside the group is left
-/// running.
+/// running, its unfinished line recorded as a line then.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Resolves with the leader's exit status once it has been reaped.
@@ -100,7 +99,7 @@ impl ProcessSpawner {
         &self,
         child: &mut tokio::process::Child,
         service: &str,
-    ) -> io::Result<Vec<oneshot::Receiver<()>>> {
+    ) -> io::Result<Vec<logs::Capture>> {
         let mut captures = Vec::new();
         if let Some(out) = child.stdout.take() {
             let fd = out.into_owned_fd()?;
@@ -173,27 +172,33 @@ struct Group {
     target: Target,
     containment: Arc<Containment>,
     guard: Arc<Guard>,
-    /// Each resolves once its output reader recorded the last line.
-    captures: Mutex<Vec<oneshot::Receiver<()>>>,
+    /// The run's output readers.
+    captures: Mutex<Vec<logs::Capture>>,
 }
 
 #[async_trait]
 impl ProcessGroup for Group {
     async fn stop(&self, signal: i32, grace: Duration) {
         self.containment.stop(&self.target, signal, grace).await;
-        let captures = std::mem::take(
+        let mut captures = std::mem::take(
             &mut *self
                 .captures
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         // So a run is reported ended only after its last line is recorded.
-        let all = async {
-            for capture in captures {
-                let _ = capture.await;
+        let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+        for capture in &mut captures {
+            if tokio::time::timeout_at(deadline, &mut capture.done)
+                .await
+                .is_err()
+            {
+                // A process outside the group holds the pipe: its reader
+                // goes on, and the line it has not finished is recorded
+                // now, before the run's end is.
+                capture.finish_unfinished();
             }
-        };
-        let _ = tokio::time::timeout(DRAIN_LIMIT, all).await;
+        }
     }
 
     fn release(&self) {
