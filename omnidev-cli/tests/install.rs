@@ -3,13 +3,14 @@
 //! `uv`, and scripts standing in for programs only where a test must see
 //! whether they were started.
 
-use omnidev_test_support::git;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use omnidev_test_support::git;
 
 /// `TIOCSCTTY` as `ioctl` takes it (a `c_uint` on macOS, whose `ioctl`
 /// wants a `c_ulong`).
@@ -170,12 +171,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for(what: &str, condition: impl FnMut() -> bool) {
+    omnidev_test_support::poll_until(what, Duration::from_secs(20), condition);
 }
 
 /// A bare repository holding a tiny Python package `omnigent`, plus the

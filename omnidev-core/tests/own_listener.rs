@@ -5,12 +5,13 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use omnidev_core::spec::{Dependency, ProbeSpec, Readiness};
 use omnidev_core::{
     Condition, EventKind, Moved, PortMover, ServiceSpec, ServiceState, Supervisor, SupervisorConfig,
 };
+use omnidev_test_support::free_port;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -32,14 +33,6 @@ s = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H)
 print('listening', flush=True)
 s.serve_forever()
 ";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 /// Another process answering 200 on `port`.
 struct Foreign(Child);
@@ -154,12 +147,8 @@ async fn start(port: u16, mover: Arc<Mover>) -> (Supervisor, Arc<Mutex<Vec<Strin
     (supervisor, seen)
 }
 
-async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn wait_until(what: &str, condition: impl FnMut() -> bool) {
+    omnidev_test_support::poll_until_async(what, DEADLINE, condition).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

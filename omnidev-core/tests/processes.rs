@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use omnidev_core::platform;
 use omnidev_core::process::{group_alive, pid_alive};
+use omnidev_test_support::process::{Signal, signal, try_signal};
 
 /// The example binary `name`, built (once per test run) by cargo: a run
 /// filtered to this test target does not rebuild examples, and a stale one
@@ -36,12 +37,8 @@ fn example(name: &str) -> PathBuf {
     path
 }
 
-fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_until(what: &str, limit: Duration, condition: impl FnMut() -> bool) {
+    omnidev_test_support::poll_until(what, limit, condition);
 }
 
 #[test]
@@ -170,10 +167,7 @@ fn supervise_example_shuts_down_cleanly_on_sigterm() {
         .trim()
         .parse()
         .expect("number");
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(supervisor.id() as i32, libc::SIGTERM);
-    }
+    signal(supervisor.id(), Signal::SIGTERM);
     let output = supervisor.wait_with_output().expect("wait");
     assert!(output.status.success(), "{output:?}");
     assert!(!pid_alive(pid));
@@ -401,10 +395,7 @@ fn sigterm_to_the_supervisor_leaves_no_helper_in_either_mechanism() {
         if containment == "auto" {
             assert_cgroup(&state);
         }
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(supervisor.id() as i32, libc::SIGTERM);
-        }
+        signal(supervisor.id(), Signal::SIGTERM);
         let output = supervisor.wait_with_output().expect("wait");
         assert!(output.status.success(), "{output:?}");
         assert_none_left(&tag, &[], &format!("SIGTERM ({containment})"));
@@ -468,10 +459,7 @@ fn kill_supervisor_and_guard(
     state: &omnidev_core::StateFile,
 ) {
     let guard = state.guard_pid.expect("guard pid");
-    // SAFETY: signalling our own child's guard.
-    unsafe {
-        libc::kill(guard as i32, libc::SIGKILL);
-    }
+    signal(guard, Signal::SIGKILL);
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
     wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
@@ -517,10 +505,7 @@ fn without_cgroups_leftovers_of_both_killed_are_found_by_session_and_service_id(
     let next_tag = new_tag("fallback-next");
     let (next, _, _) = supervise_helpers(dir.path(), &next_tag, "process-groups");
     assert_none_left(&tag, &[], "the next start (fallback)");
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(next.id() as i32, libc::SIGTERM);
-    }
+    signal(next.id(), Signal::SIGTERM);
     let output = next.wait_with_output().expect("wait");
     assert!(output.status.success(), "{output:?}");
     assert_none_left(&next_tag, &[], "SIGTERM of the next supervisor");
@@ -596,10 +581,7 @@ struct KillTagged(String);
 impl Drop for KillTagged {
     fn drop(&mut self) {
         for pid in tagged(&self.0, &[std::process::id()]) {
-            // SAFETY: a process this test started (it carries its tag).
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
+            try_signal(pid, Signal::SIGKILL);
         }
     }
 }
@@ -642,10 +624,7 @@ fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
             tagged(&tag, &[supervisor_pid, old]).len() == 8
         });
 
-        // SAFETY: signalling the guard of our own child.
-        unsafe {
-            libc::kill(old as i32, libc::SIGKILL);
-        }
+        signal(old, Signal::SIGKILL);
         let mut new = None;
         wait_until("a new guard recorded", Duration::from_secs(30), || {
             new = omnidev_core::read_state(&state)
@@ -738,10 +717,7 @@ fn a_prepare_step_left_by_omnidev_and_its_guard_is_stopped_by_the_next_start() {
         if let Some(omnidev_core::Mechanism::Cgroup { path }) = &state.containment {
             assert!(!path.exists(), "old pod cgroup {} removed", path.display());
         }
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(next.id() as i32, libc::SIGTERM);
-        }
+        signal(next.id(), Signal::SIGTERM);
         let output = next.wait_with_output().expect("wait");
         assert!(output.status.success(), "{output:?}");
     }

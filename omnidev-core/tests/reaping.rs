@@ -5,17 +5,13 @@
 #[cfg(target_os = "linux")]
 use std::process::{Command, Stdio};
 #[cfg(target_os = "linux")]
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use omnidev_core::platform;
 
 #[cfg(target_os = "linux")]
-fn until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn until(what: &str, condition: impl FnMut() -> bool) {
+    omnidev_test_support::poll_until(what, Duration::from_secs(30), condition);
 }
 
 #[cfg(target_os = "macos")]

@@ -11,6 +11,7 @@ use omnidev_core::{
     BackoffPolicy, Condition, Event, EventKind, ExitStatus, LogConfig, RestartPolicy, ServiceSpec,
     ServiceState, StopSpec, Supervisor, SupervisorConfig,
 };
+use omnidev_test_support::free_port;
 use tokio::sync::broadcast;
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -39,14 +40,6 @@ fn sh_step(
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// Collects events until `done` says the list is complete, or fails after
 /// the deadline with what was seen.
 async fn events_until(
@@ -65,12 +58,8 @@ async fn events_until(
     }
 }
 
-async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+async fn wait_until(what: &str, condition: impl FnMut() -> bool) {
+    omnidev_test_support::poll_until_async(what, DEADLINE, condition).await;
 }
 
 fn is(event: &Event, service: &str, pred: impl Fn(&EventKind) -> bool) -> bool {
@@ -972,8 +961,10 @@ async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
         "the report quotes the last lines: {notices:?}"
     );
 
-    // Nothing retries by itself: no loop, and the service never ran.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The failure ran the installer once and not the service. That
+    // nothing retries however long one waits is shown on the paused clock
+    // (`supervisor::tests::a_failed_prepare_step_waits_for_its_inputs_however_long`);
+    // here the fix below is the second attempt, and the last.
     assert_eq!(
         std::fs::read_to_string(&attempts)
             .expect("attempts")
@@ -1228,11 +1219,15 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     })
     .await;
     wait_until("the reload to end", || !supervisor.is_reloading()).await;
-    // Anything queued would have started by now.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    while let Ok(event) = rx.try_recv() {
-        seen.push(event);
-    }
+    // Nothing is queued now (`is_reloading` counts a queued reload), and
+    // a notice published after that comes after every event of the
+    // reload: once it arrives, `seen` holds them all.
+    supervisor.notice("the fix is in");
+    events_until(&mut rx, &mut seen, |s| {
+        s.iter()
+            .any(|e| matches!(&e.kind, EventKind::Notice { message } if message == "the fix is in"))
+    })
+    .await;
     let after = &seen[fixed_at..];
     assert_eq!(count(after, "server", running), 1, "{after:#?}");
     assert_eq!(count(after, "host", running), 1, "{after:#?}");

@@ -2,7 +2,6 @@
 //! the GitHub API against an HTTP server on 127.0.0.1, `git ls-remote`
 //! against a bare repository, and the fallback between them.
 
-use omnidev_test_support::git;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -10,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use omnidev_install::{DefaultSource, Error, GitHubApi, GitLsRemote, Source};
+use omnidev_test_support::git;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 

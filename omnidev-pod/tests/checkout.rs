@@ -1,11 +1,11 @@
 //! Checkout discovery, pod directories and config seeding on real files.
 
-use omnidev_test_support::git;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use omnidev_pod::seed::SeedOutcome;
 use omnidev_pod::{Error, Pod, Profile, RenderContext, find_repo_root, resolve_repo_root};
+use omnidev_test_support::git;
 
 #[test]
 fn root_from_nested_dir_and_from_a_real_git_worktree() {

@@ -5,6 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use omnidev_pod::{Error, LockState, PodLock};
+use omnidev_test_support::process::{Signal, is_alive, try_signal};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_omnidev-pod-test-helper");
 
@@ -29,8 +30,7 @@ fn spawn_holder(pod: &std::path::Path) -> (Child, i32) {
 }
 
 fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    unsafe { libc::kill(pid, 0) == 0 }
+    is_alive(pid.unsigned_abs())
 }
 
 #[test]
@@ -69,8 +69,7 @@ fn second_process_is_refused_with_pod_dir_and_pid() {
 
     holder.kill().expect("kill");
     holder.wait().expect("wait");
-    // SAFETY: plain kill(2) of the sleep child we were told about.
-    unsafe { libc::kill(child_pid, libc::SIGKILL) };
+    try_signal(child_pid.unsigned_abs(), Signal::SIGKILL);
 }
 
 #[test]
@@ -102,6 +101,5 @@ fn lock_is_free_after_sigkill_even_with_a_surviving_child() {
     let text = std::fs::read_to_string(lock.path()).expect("read");
     assert_eq!(text.trim(), std::process::id().to_string());
 
-    // SAFETY: plain kill(2) of the sleep child we were told about.
-    unsafe { libc::kill(child_pid, libc::SIGKILL) };
+    try_signal(child_pid.unsigned_abs(), Signal::SIGKILL);
 }

@@ -227,19 +227,71 @@ async fn server_and_host_running() -> (Arc<FakeSpawner>, Supervisor) {
     (spawner, supervisor)
 }
 
+/// A prepare step `install` of `service` (a fake child of the program
+/// `install`).
+fn install_step(service: &ServiceSpec, when: PrepareWhen) -> PrepareStep {
+    PrepareStep {
+        name: "install".to_owned(),
+        command: CommandSpec {
+            program: "install".to_owned(),
+            ..service.command.clone()
+        },
+        when,
+        heartbeat: Duration::from_secs(3600),
+    }
+}
+
+/// What `tests/supervision.rs` shows with real processes, with time on
+/// the paused clock: after a failed install nothing runs again by itself,
+/// however long it waits; a change of the install's inputs does.
+#[tokio::test(start_paused = true)]
+async fn a_failed_prepare_step_waits_for_its_inputs_however_long() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lockfile = dir.path().join("lockfile");
+    std::fs::write(&lockfile, "broken").expect("lockfile");
+    let spawner = FakeSpawner::new();
+    let mut web = service("web", &[]);
+    web.prepare = vec![install_step(
+        &web,
+        PrepareWhen::Stale {
+            target: dir.path().join("node_modules"),
+            sources: vec![lockfile.clone()],
+        },
+    )];
+    let supervisor = start(vec![web], &spawner).await;
+    until("the install", || spawner.spawns("web", "install") == 1).await;
+    spawner.exit("web", "install", ExitStatus::Code(3));
+    until("web to fail", || {
+        matches!(state(&supervisor, "web"), ServiceState::Failed { .. })
+    })
+    .await;
+
+    // An hour on the paused clock: no retry, the service never started.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(spawner.spawns("web", "install"), 1);
+    assert_eq!(spawner.spawns("web", "web"), 0);
+    assert!(matches!(
+        state(&supervisor, "web"),
+        ServiceState::Failed { .. }
+    ));
+
+    // The fix (a change of the lockfile) runs the install again, then web.
+    std::fs::write(&lockfile, "fixed at last").expect("fix");
+    until("the install to run again", || {
+        spawner.spawns("web", "install") == 2
+    })
+    .await;
+    spawner.exit("web", "install", ExitStatus::Code(0));
+    until("web to run", || is_running(&state(&supervisor, "web"))).await;
+    assert_eq!(spawner.spawns("web", "web"), 1);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reload_burst_during_startup_restarts_at_most_twice() {
     let spawner = FakeSpawner::new();
     let mut server = service("server", &[]);
-    server.prepare = vec![PrepareStep {
-        name: "install".to_owned(),
-        command: CommandSpec {
-            program: "install".to_owned(),
-            ..server.command.clone()
-        },
-        when: PrepareWhen::Always,
-        heartbeat: Duration::from_secs(3600),
-    }];
+    server.prepare = vec![install_step(&server, PrepareWhen::Always)];
     let supervisor = start(vec![server, service("host", &["server"])], &spawner).await;
     until("the first prepare step", || {
         spawner.spawns("server", "install") == 1
