@@ -33,6 +33,9 @@ pub enum Command {
     /// Run the pod of this checkout (the default).
     #[command(after_long_help = UP_LONG_HELP)]
     Up(UpArgs),
+    /// Open the terminal UI of this checkout's running pod (`q` leaves it running).
+    #[command(after_long_help = ATTACH_LONG_HELP)]
+    Attach(AttachArgs),
     /// Show this checkout's pod: directory, ports, supervisor, services.
     Status(StatusArgs),
     /// List every pod under the cache root, running or not.
@@ -94,8 +97,8 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Pod commands (the pod of this checkout)",
         &[
-            "up", "status", "ls", "logs", "events", "wait", "restart", "stop", "start", "exec",
-            "omnigent", "clean", "gc", "init", "profile",
+            "up", "attach", "status", "ls", "logs", "events", "wait", "restart", "stop", "start",
+            "exec", "omnigent", "clean", "gc", "init", "profile",
         ],
     ),
     (
@@ -141,6 +144,28 @@ Examples:
   omnidev up --detach && omnidev status            background pod, then its state
   omnidev --vite-host 0.0.0.0 --trust-lan-origins  reach Omnigent's vite from the LAN
   omnidev --repo ~/src/other --port server=7000    another checkout, a fixed port
+";
+
+/// The long help of `omnidev attach` after its options.
+const ATTACH_LONG_HELP: &str = "\
+Overview:
+  The TUI of a pod that runs without one (`omnidev up --detach`, or an
+  `omnidev up` in another terminal), over its control socket: the panes
+  start with the pod's kept lines and events, then follow; the keys act on
+  the pod. Several can be attached at once.
+
+Keys: those of `omnidev up` (see `omnidev up --help`), except:
+  q, Ctrl-C                  detach: the UI leaves, the pod keeps running
+  c                          clear the pane in this UI only
+  r, R, s                    sent to the pod; the footer says how it went
+Stop the pod with `omnidev stop`.
+
+Exit codes:
+  0      detached (q, Ctrl-C, SIGINT, SIGTERM, SIGHUP), or the pod stopped
+         while attached (the last line says how)
+  1      not on a terminal, or the pod's control socket does not answer
+  2      a --pod-dir that is not a pod
+  3      no pod runs there
 ";
 
 /// The long help of `omnidev completions` after its arguments.
@@ -798,6 +823,14 @@ pub struct RestartArgs {
     pub timeout: u64,
 }
 
+/// Arguments of `omnidev attach`.
+#[derive(Debug, Args, Clone)]
+pub struct AttachArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+}
+
 /// Arguments of `omnidev status`.
 #[derive(Debug, Args, Clone)]
 pub struct StatusArgs {
@@ -866,6 +899,30 @@ fn parse_host_override(value: &str) -> Result<(String, String), String> {
         return Err(format!("missing address after `=` in `{value}`"));
     }
     Ok((name.to_owned(), host.to_owned()))
+}
+
+impl PodArgs {
+    /// The flags that name the same pod again, for a command to suggest
+    /// (` --repo DIR`, ` --pod-dir PATH`; empty for this checkout's pod).
+    pub fn same_pod(&self) -> String {
+        use std::fmt::Write as _;
+        let mut flags = String::new();
+        for (flag, path) in [("--repo", &self.repo), ("--pod-dir", &self.pod_dir)] {
+            if let Some(path) = path {
+                let path = path.to_string_lossy();
+                let plain = !path.is_empty()
+                    && path
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%~".contains(c));
+                if plain {
+                    let _ = write!(flags, " {flag} {path}");
+                } else {
+                    let _ = write!(flags, " {flag} '{}'", path.replace('\'', "'\\''"));
+                }
+            }
+        }
+        flags
+    }
 }
 
 #[cfg(test)]

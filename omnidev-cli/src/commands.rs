@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command, ProfileCommand, UpArgs};
 use crate::run_options::RunOptions;
 
+pub mod attach;
 pub mod clean;
 pub mod completions;
 pub mod detach;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Check(args)) => install::check(&args),
         Some(Command::Refresh) => install::refresh(),
         Some(Command::ShellHook(args)) => install::shell_hook(&args),
+        Some(Command::Attach(args)) => Ok(attach::run(&args)?),
         Some(Command::Status(args)) => status::run(&args),
         Some(Command::Ls(args)) => ls::run(&args),
         Some(Command::Stop(args)) => stop::run(&args),

@@ -257,6 +257,41 @@ pub enum Error {
         pod_dir: PathBuf,
     },
 
+    /// `omnidev attach` without a terminal.
+    #[error("`omnidev attach` needs a terminal (its standard input and output are not one)")]
+    #[diagnostic(
+        code(omnidev::attach::terminal),
+        help(
+            "`omnidev logs -f{same_pod}` or `omnidev events -f --logs{same_pod}` print the pod's output without one"
+        )
+    )]
+    NeedsTerminal {
+        /// The flags naming the pod again.
+        same_pod: String,
+    },
+
+    /// `omnidev up` (in the foreground) on a pod that already runs.
+    #[error(
+        "the pod {} is already running (pid {})",
+        pod_dir.display(),
+        pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    )]
+    #[diagnostic(
+        code(omnidev::up::running),
+        help(
+            "`omnidev attach{same_pod}` opens its terminal UI, `omnidev stop{same_pod}` stops it \
+             (`omnidev up --detach{same_pod}` prints its URLs)"
+        )
+    )]
+    UpRunning {
+        /// The pod directory.
+        pod_dir: PathBuf,
+        /// The pid holding its lock.
+        pid: Option<u32>,
+        /// The flags naming the pod again.
+        same_pod: String,
+    },
+
     /// The pod's lock is held but nothing answers on its control socket.
     #[error("the pod {} runs (pid {}) but its control socket {} does not answer", pod_dir.display(), pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()), socket.display())]
     #[diagnostic(

@@ -11,7 +11,9 @@
 //! redraws everything.
 
 pub mod app;
+pub mod attached;
 pub mod pane;
+pub mod source;
 pub mod view;
 
 use std::future::Future;
@@ -21,11 +23,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyEvent};
-use omnidev_core::{Event, LogConfig, LogLine, ServiceStatus, Supervisor};
+use omnidev_core::{LogConfig, Supervisor};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 pub use app::{Action, App, PodInfo};
+pub use source::{PodSource, Source, Update};
 
 use crate::error::{Error, Result};
 use crate::session::PreparedPod;
@@ -67,71 +70,55 @@ fn spawn_input_thread(stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Input> {
     rx
 }
 
-/// Where the TUI's state comes from: the supervisor's events, and a way to
-/// catch up with its current state when events were lost.
-pub struct Feed<S> {
-    /// Every event, subscribed before the services started.
-    pub events: broadcast::Receiver<Event>,
-    /// The supervisor's statuses and combined log buffer now.
-    pub catch_up: S,
-    /// The pod's current ports and URLs (a port lost before its service
-    /// bound it moves): the header follows them.
-    pub addresses: Option<crate::session::SharedAddresses>,
+/// How the UI ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// `q` or Ctrl-C (or the terminal went away).
+    Quit,
+    /// A signal (`quit` resolved).
+    Signal,
+    /// The pod stopped: what the UI said about it.
+    Ended(String),
+    /// The source went away.
+    Closed,
 }
 
-/// What the TUI re-reads from the supervisor after falling behind.
-#[derive(Debug, Default)]
-pub struct CatchUp {
-    /// Every service's status.
-    pub statuses: Vec<ServiceStatus>,
-    /// The combined ring buffer, oldest first.
-    pub logs: Vec<LogLine>,
-}
-
-/// Runs the TUI until `q`/Ctrl-C or `quit` resolves (a signal), carrying
-/// out every other [`Action`] through `on_action`. The terminal is
-/// restored before this returns.
-pub async fn run<F, S>(
+/// Runs the TUI on `source` until `q`/Ctrl-C, the pod's end, or `quit`
+/// resolves (a signal), handing every other [`Action`] to the source. The
+/// terminal is restored before this returns.
+pub async fn run<S: Source>(
     app: App,
-    feed: Feed<S>,
-    on_action: F,
+    source: S,
     quit: impl Future<Output = ()>,
-) -> Result<()>
-where
-    F: FnMut(Action),
-    S: Fn() -> CatchUp,
-{
+) -> Result<Outcome> {
     // Before the terminal changes, so a SIGTSTP can never find it raw.
     let job_control = JobControl::new().map_err(Error::Terminal)?;
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let stop = Arc::new(AtomicBool::new(false));
     let keys = spawn_input_thread(stop.clone());
-    let result = event_loop(&mut terminal, app, feed, keys, job_control, on_action, quit).await;
+    let result = event_loop(&mut terminal, app, source, keys, job_control, quit).await;
     stop.store(true, Ordering::Relaxed);
     ratatui::restore();
     result
 }
 
-async fn event_loop<F, S>(
+async fn event_loop<S: Source>(
     terminal: &mut ratatui::DefaultTerminal,
     mut app: App,
-    mut feed: Feed<S>,
+    mut source: S,
     mut keys: mpsc::UnboundedReceiver<Input>,
     mut job_control: JobControl,
-    mut on_action: F,
     quit: impl Future<Output = ()>,
-) -> Result<()>
-where
-    F: FnMut(Action),
-    S: Fn() -> CatchUp,
-{
+) -> Result<Outcome> {
     tokio::pin!(quit);
     let mut last_draw: Option<Instant> = None;
     // Every wake-up below changed something, so each turn draws once.
     loop {
         if let Some(rest) = last_draw.and_then(|at| FRAME.checked_sub(at.elapsed())) {
             tokio::time::sleep(rest).await;
-            drain(&mut app, &mut feed);
+            if let Some(end) = drain(&mut app, &mut source) {
+                return finish(terminal, &mut app, end);
+            }
         }
         terminal
             .draw(|frame| view::render(&mut app, frame))
@@ -139,19 +126,19 @@ where
         last_draw = Some(Instant::now());
         tokio::select! {
             biased;
-            () = &mut quit => return Ok(()),
+            () = &mut quit => return Ok(Outcome::Signal),
             input = keys.recv() => match input {
                 Some(Input::Key(key)) => {
                     match app.handle_key(key) {
-                        Some(Action::Quit) => return Ok(()),
+                        Some(Action::Quit) => return Ok(Outcome::Quit),
                         Some(Action::Suspend) => suspend(terminal),
-                        Some(action) => on_action(action),
+                        Some(action) => source.act(action),
                         None => {}
                     }
                 }
                 Some(Input::Resize) => {}
                 // The input thread is gone (no terminal any more).
-                None => return Ok(()),
+                None => return Ok(Outcome::Quit),
             },
             // Only while a wrapper (uv run) has not started its child yet:
             // an idle UI reads nothing.
@@ -162,18 +149,45 @@ where
             // Also after a stop omnidev did not see (SIGSTOP), or a `bg`
             // that left the terminal to the shell: take it again.
             _ = job_control.cont.recv() => resume(terminal),
-            event = feed.events.recv() => {
-                match event {
-                    Ok(event) => app.apply(&event),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        app.lagged(n, &(feed.catch_up)());
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            update = source.next() => {
+                let end = apply(&mut app, update)
+                    .or_else(|| drain(&mut app, &mut source));
+                if let Some(end) = end {
+                    return finish(terminal, &mut app, end);
                 }
-                drain(&mut app, &mut feed);
             }
         }
     }
+}
+
+/// Takes in one update; `Some` when the UI is to leave.
+pub(crate) fn apply(app: &mut App, update: Update) -> Option<Outcome> {
+    match update {
+        Update::Event(event) => app.apply(&event),
+        Update::Earlier(event) => app.show(&event),
+        Update::Lagged { skipped, catch_up } => app.lagged(skipped, &catch_up),
+        Update::Refill { why, statuses } => {
+            app.refill(why);
+            app.apply_snapshot(&statuses);
+        }
+        Update::Urls(urls) => app.info.urls = urls,
+        Update::Message(message) => app.message = Some(message),
+        Update::Ended(said) => return Some(Outcome::Ended(said)),
+        Update::Closed => return Some(Outcome::Closed),
+    }
+    None
+}
+
+/// Draws the pod's end once (the last lines and what ended it) before the
+/// UI leaves.
+fn finish(terminal: &mut ratatui::DefaultTerminal, app: &mut App, end: Outcome) -> Result<Outcome> {
+    if let Outcome::Ended(said) = &end {
+        app.message = Some(said.clone());
+        terminal
+            .draw(|frame| view::render(app, frame))
+            .map_err(Error::Terminal)?;
+    }
+    Ok(end)
 }
 
 /// SIGTSTP and SIGCONT, handled while the UI owns the terminal.
@@ -216,25 +230,20 @@ fn resume(terminal: &mut ratatui::DefaultTerminal) {
     let _ = terminal.clear();
 }
 
-/// Applies every event already queued, so a burst becomes one redraw.
-fn drain<S: Fn() -> CatchUp>(app: &mut App, feed: &mut Feed<S>) {
-    loop {
-        match feed.events.try_recv() {
-            Ok(event) => app.apply(&event),
-            Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                app.lagged(n, &(feed.catch_up)());
-            }
-            Err(_) => break,
+/// Applies every update already waiting, so a burst becomes one redraw;
+/// `Some` when the UI is to leave.
+fn drain<S: Source>(app: &mut App, source: &mut S) -> Option<Outcome> {
+    while let Some(update) = source.try_next() {
+        if let Some(end) = apply(app, update) {
+            return Some(end);
         }
     }
-    if let Some(addresses) = &feed.addresses {
-        let addresses = addresses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if addresses.urls != app.info.urls {
-            app.info.urls.clone_from(&addresses.urls);
-        }
+    if let Some(urls) = source.urls()
+        && urls != app.info.urls
+    {
+        app.info.urls = urls;
     }
+    None
 }
 
 /// Runs the TUI on a started pod until the user quits or a signal comes.
@@ -270,37 +279,8 @@ pub async fn run_pod(
     for notice in &prepared.notices {
         app.panes[0].push(pane::PaneLine::new("omnidev", notice, true));
     }
-    let handle = supervisor.clone();
-    let on_action = move |action: Action| {
-        let supervisor = handle.clone();
-        tokio::spawn(async move {
-            // Errors here only mean the supervisor is shutting down.
-            let _ = match action {
-                Action::Restart(name) => supervisor.restart(&name).await,
-                Action::Reload(names) => {
-                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                    supervisor.reload(&names).await
-                }
-                Action::Stop(name) => supervisor.stop_service(&name).await,
-                Action::Start(name) => supervisor.start_service(&name).await,
-                Action::ClearLogs(name) => supervisor.clear_logs(name.as_deref()),
-                Action::Quit | Action::Suspend => Ok(()),
-            };
-        });
-    };
-    let catch_up = {
-        let supervisor = supervisor.clone();
-        move || CatchUp {
-            statuses: supervisor.snapshot(),
-            logs: supervisor.logs(None).unwrap_or_default(),
-        }
-    };
-    let feed = Feed {
-        events,
-        catch_up,
-        addresses: Some(addresses.clone()),
-    };
-    run(app, feed, on_action, async {
+    let source = PodSource::new(supervisor.clone(), events, addresses.clone());
+    run(app, source, async {
         signals.recv().await;
     })
     .await?;
@@ -320,8 +300,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_header_follows_a_moved_port() {
+    #[tokio::test]
+    async fn the_header_follows_a_moved_port() {
+        let dir = tempfile::tempdir().expect("tempdir");
         let addresses: crate::session::SharedAddresses = Arc::default();
         addresses.lock().expect("lock").urls = vec![url(6767)];
         let mut app = App::new(
@@ -333,14 +314,22 @@ mod tests {
             Vec::new(),
             100,
         );
-        let (_sender, events) = broadcast::channel(4);
-        let mut feed = Feed {
-            events,
-            catch_up: CatchUp::default,
-            addresses: Some(addresses.clone()),
-        };
+        let builder = Supervisor::builder(omnidev_core::SupervisorConfig {
+            services: vec![omnidev_core::ServiceSpec::new(
+                "server",
+                "sleep",
+                ["1000"],
+                dir.path(),
+            )],
+            ..omnidev_core::SupervisorConfig::default()
+        })
+        .expect("a valid graph");
+        let events = builder.subscribe();
+        let supervisor = builder.run().await.expect("supervisor");
+        let mut source = PodSource::new(supervisor.clone(), events, addresses.clone());
         addresses.lock().expect("lock").urls = vec![url(6790)];
-        drain(&mut app, &mut feed);
+        assert_eq!(drain(&mut app, &mut source), None);
         assert_eq!(app.info.urls, [url(6790)]);
+        supervisor.shutdown().await.expect("shutdown");
     }
 }

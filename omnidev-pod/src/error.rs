@@ -179,7 +179,7 @@ pub enum Error {
     #[diagnostic(
         code(omnidev::pod::already_running),
         help(
-            "stop it first (`omnidev stop`, or quit its terminal UI), or use another `--pod-dir`"
+            "`omnidev attach` opens its terminal UI, `omnidev stop` stops it; or use another `--pod-dir`"
         )
     )]
     AlreadyRunning {

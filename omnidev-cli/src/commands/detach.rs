@@ -224,7 +224,7 @@ fn already_running(pod_dir: &Path, pid: Option<u32>) -> miette::Result<ExitCode>
         .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
     let _ = writeln!(
         out,
-        "already running (pid {pid}); `omnidev status`, `omnidev logs -f`, `omnidev stop`"
+        "already running (pid {pid}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`"
     );
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
@@ -340,7 +340,7 @@ fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode
         }
         let _ = writeln!(
             out,
-            "running in the background (pid {}); `omnidev status`, `omnidev logs -f`, `omnidev stop`",
+            "running in the background (pid {}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`",
             status.pid.unwrap_or(child)
         );
     }

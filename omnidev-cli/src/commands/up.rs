@@ -15,6 +15,13 @@ use crate::{headless, tui, watch};
 /// process of `up --detach`).
 pub fn run(options: &RunOptions) -> Result<ExitCode> {
     let checkout = session::resolve_checkout(&options.pod)?;
+    if let omnidev_pod::LockState::Held { pid } = crate::control::lock_state(&checkout.pod_dir)? {
+        return Err(Error::UpRunning {
+            pod_dir: checkout.pod_dir,
+            pid,
+            same_pod: options.pod.same_pod(),
+        });
+    }
     let prepared = session::prepare(checkout, options)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

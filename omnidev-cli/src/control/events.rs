@@ -382,6 +382,156 @@ impl Encoder {
     }
 }
 
+impl Record {
+    /// The supervisor event this record was made from, as the TUI takes
+    /// it in (`omnidev attach`): `None` for a record of no event (`port`,
+    /// `url`, `lagged`, the reader's own business). `seq` numbers a log
+    /// line (records carry none); the time is now (the TUI shows none). A
+    /// `lost` record becomes a notice; a port held by another process
+    /// (written as a notice) stays one.
+    pub fn event(&self, seq: u64) -> Option<Event> {
+        let kind = match &self.body {
+            Body::State {
+                state,
+                detail,
+                pid,
+                attempt,
+                backoff_ms,
+                reason,
+            } => EventKind::State {
+                state: state_of(
+                    state,
+                    detail,
+                    *pid,
+                    *attempt,
+                    *backoff_ms,
+                    reason.as_deref(),
+                )?,
+            },
+            Body::Exited { exit } => EventKind::State {
+                state: ServiceState::Exited { status: *exit },
+            },
+            Body::Ready => EventKind::Ready,
+            Body::ProbeTimeout { after_ms } => EventKind::ProbeTimedOut {
+                after: Duration::from_millis(*after_ms),
+            },
+            Body::Crashed {
+                exit,
+                attempt,
+                backoff_ms,
+            } => EventKind::Crashed {
+                status: *exit,
+                attempt: *attempt,
+                backoff: Duration::from_millis(*backoff_ms),
+            },
+            Body::Reload {
+                services,
+                files,
+                files_total,
+            } => EventKind::Reloading {
+                services: services.clone(),
+                changes: omnidev_core::Changes {
+                    paths: files.clone(),
+                    total: *files_total,
+                },
+            },
+            Body::Log {
+                stream,
+                line,
+                partial,
+            } => {
+                let line = LogLine::new(
+                    self.service.as_deref()?,
+                    stream.unwrap_or(Stream::Stdout),
+                    line.clone(),
+                    seq,
+                );
+                if *partial {
+                    EventKind::PartialLine { line }
+                } else {
+                    EventKind::Log { line }
+                }
+            }
+            Body::PrepareStarted { step } => EventKind::PrepareStarted { step: step.clone() },
+            Body::PrepareFinished { step, success } => EventKind::PrepareFinished {
+                step: step.clone(),
+                success: *success,
+            },
+            Body::Notice { message } => EventKind::Notice {
+                message: message.clone(),
+            },
+            Body::Debug { message } => EventKind::Debug {
+                message: message.clone(),
+            },
+            Body::Lost { count, reason } => EventKind::Notice {
+                message: format!("{count} records lost ({reason})"),
+            },
+            Body::Ended { services } => EventKind::Ended {
+                services: services
+                    .iter()
+                    .map(|end| omnidev_core::Ending {
+                        name: end.name.clone(),
+                        exit: end.exit,
+                        reason: match end.reason.as_str() {
+                            "exited" => omnidev_core::EndReason::Exited,
+                            "crashed" => omnidev_core::EndReason::Crashed,
+                            "failed" => omnidev_core::EndReason::Failed,
+                            _ => omnidev_core::EndReason::Stopped,
+                        },
+                        detail: end.detail.clone(),
+                    })
+                    .collect(),
+            },
+            Body::Port { .. } | Body::Url { .. } | Body::Lagged { .. } => return None,
+        };
+        Some(Event {
+            at: SystemTime::now(),
+            service: self.service.clone(),
+            kind,
+        })
+    }
+}
+
+/// The state a `state` record describes (the inverse of
+/// [`Encoder::state`]); `None` for a word this omnidev does not know (a
+/// newer pod's).
+fn state_of(
+    word: &str,
+    detail: &str,
+    pid: Option<u32>,
+    attempt: Option<u32>,
+    backoff_ms: Option<u64>,
+    reason: Option<&str>,
+) -> Option<ServiceState> {
+    let reason = || {
+        reason.map_or_else(
+            || {
+                detail
+                    .split_once(": ")
+                    .map_or(detail, |(_, why)| why)
+                    .to_owned()
+            },
+            str::to_owned,
+        )
+    };
+    Some(match word {
+        "waiting" => ServiceState::Waiting,
+        "blocked" => ServiceState::Blocked { reason: reason() },
+        "preparing" => ServiceState::Preparing,
+        "starting" => ServiceState::Starting { pid: pid? },
+        "running" => ServiceState::Running { pid: pid? },
+        "ready" => ServiceState::Ready { pid: pid? },
+        "restarting" => ServiceState::Restarting {
+            after: Duration::from_millis(backoff_ms.unwrap_or(0)),
+            attempt: attempt.unwrap_or(0),
+        },
+        "stopping" => ServiceState::Stopping { pid: pid? },
+        "stopped" => ServiceState::Stopped,
+        "failed" => ServiceState::Failed { reason: reason() },
+        _ => return None,
+    })
+}
+
 /// `2026-11-30T14:18:38.123Z`.
 pub fn rfc3339(at: SystemTime) -> String {
     let since = at
@@ -597,6 +747,68 @@ mod tests {
                 ],
             },
         ]
+    }
+
+    /// What `omnidev attach` reads back is what the supervisor published:
+    /// every event kind and state survives the record (the time aside,
+    /// which the TUI does not show; a held port stays the notice it was
+    /// written as).
+    #[test]
+    fn records_read_back_as_the_events_they_were_made_from() {
+        let encoder = Encoder::new(std::path::Path::new("/pod"));
+        for event in every_supervisor_event() {
+            let record = encoder.event(&event);
+            let text = serde_json::to_string(&record).expect("encode");
+            // Records carry no line number: the reader numbers the lines.
+            let seq = match &event.kind {
+                EventKind::Log { line } | EventKind::PartialLine { line } => line.seq,
+                _ => 0,
+            };
+            let back = serde_json::from_str::<Record>(&text)
+                .expect("decode")
+                .event(seq)
+                .unwrap_or_else(|| panic!("no event from {text}"));
+            assert_eq!(back.service, event.service, "{text}");
+            let want = match &event.kind {
+                EventKind::PortHeld { .. } => EventKind::Notice {
+                    message: event.to_string(),
+                },
+                kind => kind.clone(),
+            };
+            assert_eq!(back.kind, want, "{text}");
+            assert_eq!(back.to_string(), event.to_string().replace(
+                "port 6767 is held by pid 4242 (python3 -m http.server 6767), not by server",
+                "server: port 6767 is held by pid 4242 (python3 -m http.server 6767), not by server",
+            ), "the same line in the TUI");
+        }
+        let lost = encoder.entry(
+            &Entry::Lost {
+                count: 3,
+                reason: "disk full".into(),
+            },
+            SystemTime::now(),
+        );
+        assert_eq!(
+            lost.event(0).map(|e| e.to_string()).as_deref(),
+            Some("3 records lost (disk full)")
+        );
+        let unknown = encoder.record(
+            SystemTime::now(),
+            Some("server".into()),
+            Body::State {
+                state: "levitating".into(),
+                detail: "levitating".into(),
+                pid: None,
+                attempt: None,
+                backoff_ms: None,
+                reason: None,
+            },
+        );
+        assert_eq!(
+            unknown.event(0),
+            None,
+            "a state word of a newer pod is skipped"
+        );
     }
 
     #[test]

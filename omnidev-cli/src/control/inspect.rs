@@ -112,6 +112,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         containment,
         services,
         last_reload: None,
+        backend: Vec::new(),
         error,
     })
 }

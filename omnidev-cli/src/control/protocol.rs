@@ -237,6 +237,22 @@ pub struct ServiceReport {
 }
 
 impl ServiceReport {
+    /// A service not started yet, before the supervisor has said anything
+    /// of it.
+    pub fn waiting(name: &str) -> Self {
+        Self::from_status(&ServiceStatus {
+            name: name.to_owned(),
+            state: omnidev_core::ServiceState::Waiting,
+            restarts: 0,
+            pid: None,
+            ready: false,
+            last_exit: None,
+            note: None,
+            starts: 0,
+            probe_timed_out: false,
+        })
+    }
+
     /// The report of a live service status.
     pub fn from_status(status: &ServiceStatus) -> Self {
         Self {
@@ -291,6 +307,11 @@ pub struct PodStatus {
     /// The last reload, while running (when one happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadReport>,
+    /// The backend, while running: what `restart` without a service (and
+    /// the TUI's `R`) restarts — the services with watch rules, every
+    /// service when none has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend: Vec<String>,
     /// Why the pod's records could not be read (e.g. a corrupt `pod.toml`:
     /// its path and the parser's reason); absent when they could.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -770,6 +770,17 @@ fn status(shared: &Shared) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
     let ready = |name: &str| snapshot.iter().any(|s| s.name == name && s.ready);
+    let reports: Vec<ServiceReport> = if snapshot.is_empty() {
+        // Before the supervisor's first status: every service waits.
+        shared
+            .supervisor
+            .service_names()
+            .iter()
+            .map(|name| ServiceReport::waiting(name))
+            .collect()
+    } else {
+        snapshot.iter().map(ServiceReport::from_status).collect()
+    };
     let addresses = info
         .addresses
         .lock()
@@ -793,14 +804,15 @@ fn status(shared: &Shared) -> PodStatus {
             })
             .collect(),
         containment: Some(shared.supervisor.containment().to_string()),
-        services: snapshot
-            .iter()
-            .map(|s| ServiceReport {
-                log_file: shared.supervisor.log_file(&s.name).ok().flatten(),
-                ..ServiceReport::from_status(s)
+        services: reports
+            .into_iter()
+            .map(|report| ServiceReport {
+                log_file: shared.supervisor.log_file(&report.name).ok().flatten(),
+                ..report
             })
             .collect(),
         last_reload: last_reload(shared),
+        backend: info.backend.clone(),
         error: None,
     }
 }

@@ -41,6 +41,15 @@ impl ServiceView {
     }
 }
 
+/// What the TUI re-reads from the supervisor after falling behind.
+#[derive(Debug, Default)]
+pub struct CatchUp {
+    /// Every service's status.
+    pub statuses: Vec<ServiceStatus>,
+    /// The combined ring buffer, oldest first.
+    pub logs: Vec<omnidev_core::LogLine>,
+}
+
 /// A side effect the front-end loop must carry out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -98,6 +107,9 @@ pub struct App {
     pub message: Option<String>,
     /// Services a backend reload (`R`) restarts.
     pub backend: Vec<String>,
+    /// The UI of a pod that runs on without it (`omnidev attach`): `q`
+    /// leaves, the pod keeps running.
+    pub attached: bool,
 }
 
 /// How often the UI looks in `/proc` while a service's main process is not
@@ -169,6 +181,7 @@ impl App {
             direction: Direction::Forward,
             message: None,
             backend,
+            attached: false,
         }
     }
 
@@ -229,7 +242,7 @@ impl App {
     /// wrong in the header until the next one), and fills the panes from
     /// the supervisor's combined buffer; lines already shown are skipped by
     /// their sequence numbers, and so are the queued events that follow.
-    pub fn lagged(&mut self, skipped: u64, catch_up: &crate::tui::CatchUp) {
+    pub fn lagged(&mut self, skipped: u64, catch_up: &CatchUp) {
         self.message = Some(format!("the UI fell behind: {skipped} events skipped"));
         self.apply_snapshot(&catch_up.statuses);
         for line in &catch_up.logs {
@@ -290,6 +303,21 @@ impl App {
             }
             _ => {}
         }
+        self.show_event(event);
+    }
+
+    /// Takes in an event from before the UI started (`omnidev attach`
+    /// replaying what the pod kept): its line is shown; the header already
+    /// has the state it led to.
+    pub fn show(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::Log { .. } | EventKind::PartialLine { .. } => self.apply(event),
+            _ => self.show_event(event),
+        }
+    }
+
+    /// The supervisor line of an event that has one.
+    fn show_event(&mut self, event: &Event) {
         if event.is_shown() {
             let line = std::sync::Arc::new(PaneLine::new("omnidev", &event.to_string(), true));
             if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
@@ -297,6 +325,14 @@ impl App {
             }
             self.panes[0].push(line);
         }
+    }
+
+    /// Empties every pane for a refill (the lines follow), saying `why`.
+    pub fn refill(&mut self, why: String) {
+        for pane in &mut self.panes {
+            pane.clear();
+        }
+        self.message = Some(why);
     }
 
     /// Handles a key press; returns the side effect to carry out, if any.
@@ -563,7 +599,7 @@ pub(crate) mod tests {
         let line = |text: &str, seq| LogLine::new("server", Stream::Stdout, text, seq);
         app.lagged(
             600,
-            &crate::tui::CatchUp {
+            &CatchUp {
                 statuses: vec![ServiceStatus {
                     name: "server".into(),
                     state: ServiceState::Ready { pid: 7 },

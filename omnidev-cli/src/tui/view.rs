@@ -254,15 +254,36 @@ fn service_tab(
     spans
 }
 
-/// The key help, longest first: the footer shows the longest that fits, so
-/// every key stays listed on a narrow terminal.
+/// The key help after `q`, longest first: the footer shows the longest
+/// that fits, so every key stays listed on a narrow terminal.
 const KEY_HELP: [&str; 5] = [
-    "q quit  0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  R reload backend  c clear",
-    "q quit  0-9/Tab pane  ↑↓ jkdugG scroll  f follow  /?nN search  w wrap  r restart  R reload  c clear",
-    "q quit 0-9 pane ↑↓ scroll f follow / search w wrap r restart R reload c clear",
-    "q:quit 0-9:pane ↑↓:scroll f:follow /:find w:wrap r:rst R:reload c:clr",
-    "q:quit 0-9 ↑↓ f:follow /:find w:wrap r:rst R:rld c:clr",
+    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  s stop/start  R reload backend  c clear",
+    "0-9/Tab pane  ↑↓ jkdugG scroll  f follow  /?nN search  w wrap  r restart  s stop/start  R reload  c clear",
+    "0-9 pane ↑↓ scroll f follow / find w wrap r restart s stop/start R reload c clear",
+    "0-9 ↑↓ f:follow /:find w:wrap r:restart s:stop/start R:reload c:clr",
+    "0-9 ↑↓ f:flw /:find w:wrap r:rst s:stop R:rld c:clr",
 ];
+
+/// `q` in the key help of each length: in `omnidev up` it stops the pod,
+/// attached (`omnidev attach`) it leaves the pod running.
+const QUIT_HELP: [(&str, &str); 5] = [
+    ("q quit", "q detach · pod keeps running"),
+    ("q quit", "q detach (pod keeps running)"),
+    ("q quit", "q detach"),
+    ("q:quit", "q:detach"),
+    ("q:quit", "q:detach"),
+];
+
+/// The key help of each length, longest first, for `up`'s own UI or an
+/// attached one.
+fn key_help(attached: bool) -> [String; 5] {
+    std::array::from_fn(|i| {
+        let (up, attach) = QUIT_HELP[i];
+        let quit = if attached { attach } else { up };
+        let gap = if i < 2 { "  " } else { " " };
+        format!("{quit}{gap}{}", KEY_HELP[i])
+    })
+}
 
 fn footer_line(app: &App, width: usize) -> Line<'static> {
     let dim = Style::new().fg(Color::DarkGray);
@@ -283,11 +304,12 @@ fn footer_line(app: &App, width: usize) -> Line<'static> {
             Style::new().fg(Color::Yellow),
         ));
     }
-    let help = KEY_HELP
-        .iter()
-        .find(|help| unicode_width::UnicodeWidthStr::width(**help) <= width)
-        .unwrap_or(&KEY_HELP[KEY_HELP.len() - 1]);
-    Line::from(Span::styled(*help, dim))
+    let [.., narrowest] = key_help(app.attached);
+    let help = key_help(app.attached)
+        .into_iter()
+        .find(|help| unicode_width::UnicodeWidthStr::width(help.as_str()) <= width)
+        .unwrap_or(narrowest);
+    Line::from(Span::styled(help, dim))
 }
 
 fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
@@ -520,7 +542,7 @@ fn wrap_line(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::PathBuf;
     use std::time::SystemTime;
 
@@ -601,7 +623,7 @@ mod tests {
         app
     }
 
-    fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+    pub(crate) fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
         terminal.draw(|f| render(app, f)).expect("draw");
         terminal
@@ -730,7 +752,7 @@ mod tests {
         assert!(!screen.contains("example.com"), "{screen}");
     }
 
-    fn screen_rows(terminal: &Terminal<TestBackend>) -> Vec<String> {
+    pub(crate) fn screen_rows(terminal: &Terminal<TestBackend>) -> Vec<String> {
         let buffer = terminal.backend().buffer();
         (0..buffer.area.height)
             .map(|y| {
@@ -756,11 +778,56 @@ mod tests {
             }
             let footer = rows.last().expect("rows").trim_end();
             assert!(
-                KEY_HELP.contains(&footer),
+                key_help(false).iter().any(|help| help == footer),
                 "{width}x{height}: the footer is one whole key help: {footer:?}"
             );
             insta::assert_snapshot!(format!("tui_{width}x{height}"), terminal.backend());
         }
+    }
+
+    /// Every key is listed at every width, `s` among them; `q` says what it
+    /// does: in `up` it quits (stopping the pod), attached it leaves the
+    /// pod running.
+    #[test]
+    fn the_footer_lists_every_key_and_says_what_q_does() {
+        for attached in [false, true] {
+            let mut app = sample_app();
+            app.attached = attached;
+            for width in [200, 120, 100, 80, 70, 60] {
+                let terminal = draw(&mut app, width, 12);
+                let rows = screen_rows(&terminal);
+                let footer = rows.last().expect("rows").trim_end().to_owned();
+                assert!(
+                    key_help(attached).contains(&footer),
+                    "{width}: one whole key help: {footer:?}"
+                );
+                assert!(
+                    footer.contains(" s stop/start ") || footer.contains(" s:stop"),
+                    "{width}: {footer:?}"
+                );
+                for key in ["0-9", "f", "w", "r", "R", "c"] {
+                    assert!(
+                        footer
+                            .split([' ', ':'])
+                            .any(|word| word == key || word.starts_with(key)),
+                        "{width}: no {key} in {footer:?}"
+                    );
+                }
+                let quit = if attached { "detach" } else { "quit" };
+                assert!(
+                    footer.starts_with(&format!("q {quit}"))
+                        || footer.starts_with(&format!("q:{quit}")),
+                    "{width}: {footer:?}"
+                );
+            }
+        }
+        let widest = &key_help(true)[0];
+        assert!(
+            widest.starts_with("q detach · pod keeps running  "),
+            "{widest}"
+        );
+        insta::assert_snapshot!("key_help_up", key_help(false).join("\n"));
+        insta::assert_snapshot!("key_help_attached", key_help(true).join("\n"));
     }
 
     #[test]

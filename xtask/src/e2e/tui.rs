@@ -1,12 +1,13 @@
 //! Cases: the TUI in a real terminal (tmux): panes 1/2/3/0 and `q`;
 //! suspending with Ctrl-Z or SIGTSTP and `fg`; lines without their newline
-//! shown, then finished in place.
+//! shown, then finished in place; `omnidev attach` to a detached pod.
 
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 
+use super::control::{omnidev_ok, service_pid, service_state};
 use super::{Ctx, SOON, UP};
 use crate::util;
 
@@ -46,6 +47,12 @@ impl Tmux<'_, '_> {
             self.ctx.omnidev_path().display(),
             repo.display()
         );
+        self.session(&launch, width, height)
+    }
+
+    /// A session `pod` of `width` × `height` running `launch`; its pane
+    /// stays once it has ended.
+    fn session(&self, launch: &str, width: &str, height: &str) -> Result<()> {
         self.run(&[
             "new-session",
             "-d",
@@ -55,7 +62,7 @@ impl Tmux<'_, '_> {
             width,
             "-y",
             height,
-            &launch,
+            launch,
             ";",
             "set-option",
             "-g",
@@ -317,27 +324,12 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.dir.join("suspend");
     std::fs::create_dir_all(&repo)?;
     std::fs::write(repo.join("omnidev.toml"), SUSPEND_PROFILE)?;
+    // An interactive shell, for job control (Ctrl-Z, `fg`).
     let tmux = Tmux {
         ctx,
         socket: format!("omnidev-e2e-suspend-{}", std::process::id()),
     };
-    // An interactive shell, for job control (Ctrl-Z, `fg`).
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "pod",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        "bash --norc --noprofile -i",
-        ";",
-        "set-option",
-        "-g",
-        "remain-on-exit",
-        "on",
-    ])?;
+    tmux.session("bash --norc --noprofile -i", "160", "40")?;
     let omnidev = ctx.omnidev_path().display().to_string();
     tmux.run(&[
         "send-keys",
@@ -477,5 +469,121 @@ pub fn tui_shows_unfinished_lines_and_finishes_them_in_place(ctx: &mut Ctx) -> R
             "omnidev logs {service}: {status}, {text:?} (want {want:?})"
         );
     }
+    Ok(())
+}
+
+/// `omnidev status --json` of the pod of `repo` (with only a shared
+/// borrow of the case, beside a [`Tmux`]).
+fn status_json(ctx: &Ctx, repo: &std::path::Path) -> Result<String> {
+    let output = ctx
+        .omnidev()
+        .args(["status", "--json", "--repo"])
+        .arg(repo)
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "status --json failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `up --detach`; `up` on the running pod names `attach` and `stop`;
+/// `omnidev attach` in tmux shows the server's lines and the attached
+/// footer, `r` on the server pane restarts it (a new pid in `status
+/// --json`), `q` leaves with exit 0 and the pod still running with that
+/// server; then `stop`.
+pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.checkout("a")?;
+    omnidev_ok(ctx, &repo, &["up", "--detach", "--no-vite"], UP)?;
+    let status = status_json(ctx, &repo)?;
+    let before = service_pid(&status, "server")?.context("server pid")?;
+
+    let repo_arg = repo.to_str().context("non-UTF-8 checkout path")?;
+    let (code, out) = ctx.run_omnidev(&["up", "--repo", repo_arg], SOON)?;
+    ensure!(
+        code.code() == Some(1)
+            && out.contains("is already running")
+            && out.contains("omnidev attach --repo")
+            && out.contains("omnidev stop --repo"),
+        "`up` on a running pod must exit 1 naming attach and stop ({code}):\n{out}"
+    );
+
+    // The shell stays after omnidev (killed with the tmux server): a dead
+    // pane loses the line printed after the UI left the alternate screen.
+    let launch = format!(
+        "env OMNIDEV_E2E_TAG='{}' '{}' attach --repo '{}'; status=$?; echo \"{ENDED} $status\"; sleep 600",
+        ctx.tag,
+        ctx.omnidev_path().display(),
+        repo.display()
+    );
+    let tmux = Tmux {
+        ctx,
+        socket: format!("omnidev-e2e-attach-{}", std::process::id()),
+    };
+    tmux.session(&launch, "200", "50")?;
+    tmux.wait_screen(
+        "attach to show the server's kept lines and the attached footer",
+        SOON,
+        |screen| {
+            if !screen.contains(SERVER) {
+                return Err(format!("no `{SERVER}` line"));
+            }
+            if !screen.contains("q detach") || !screen.contains("pod keeps running") {
+                return Err("no attached footer".into());
+            }
+            if !screen.contains("1 server ready pid") {
+                return Err("no server tab with its state".into());
+            }
+            Ok(())
+        },
+    )?;
+    tmux.run(&["send-keys", "-t", "pod", "1"])?;
+    tmux.wait_screen("key 1 to show the server pane", SOON, |screen| {
+        only(screen, SERVER)
+    })?;
+    tmux.run(&["send-keys", "-t", "pod", "r"])?;
+    let after = util::wait_for("`r` to give the server a new pid", UP, || {
+        let status = status_json(ctx, &repo)?;
+        let pid = service_pid(&status, "server")?;
+        let state = service_state(&status, "server")?;
+        Ok(pid.filter(|pid| *pid != before && state == "ready"))
+    })?;
+    tmux.wait_screen("the footer to say the restart is done", SOON, |screen| {
+        if screen.contains("restarted server") {
+            Ok(())
+        } else {
+            Err("no `restarted server`".into())
+        }
+    })?;
+    tmux.wait_screen("the server pane to show the new run", SOON, |screen| {
+        if screen.contains(&format!("server started (pid {after})")) {
+            Ok(())
+        } else {
+            Err(format!("no `server started (pid {after})`"))
+        }
+    })?;
+
+    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    let code = util::wait_for("attach to leave on `q`", SOON, || tmux.ended())?;
+    let screen = tmux.screen()?;
+    ensure!(code == "0", "attach exited {code} after q:\n{screen}");
+    ensure!(
+        screen.contains("detached; the pod keeps running"),
+        "attach did not say the pod keeps running:\n{screen}"
+    );
+    let status = status_json(ctx, &repo)?;
+    ensure!(
+        status.contains("\"running\": true"),
+        "the pod stopped with the UI:\n{status}"
+    );
+    ensure!(
+        service_pid(&status, "server")? == Some(after),
+        "the server was touched by q:\n{status}"
+    );
+    drop(tmux);
+    omnidev_ok(ctx, &repo, &["stop"], SOON)?;
+    ctx.wait_no_pod_process(SOON).context("after stop")?;
     Ok(())
 }

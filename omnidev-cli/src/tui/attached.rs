@@ -1,0 +1,791 @@
+//! The TUI's source for `omnidev attach`: a pod running in another process
+//! (`up --detach`, another terminal), read over its control socket.
+//!
+//! One `events --follow --logs` stream carries everything: the records the
+//! pod kept (its last lines and events: the panes are filled from them),
+//! then every new one. The header's states come from a `status` asked
+//! just before the stream: a kept record older than that status shows its
+//! line only ([`Update::Earlier`]); a newer one is applied. Actions are
+//! control requests, each on a connection of its own, answered into the
+//! footer. Bounded from outside: a record line longer than
+//! [`MAX_RECORD_BYTES`] is skipped (said in the footer), not buffered;
+//! lines go into the panes, bounded in lines and bytes; the pod drops a
+//! reader that falls more than its follow budget behind (Ctrl-Z for
+//! long), and then the panes are filled again from a new stream.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use omnidev_core::{ExitStatus, ServiceState, ServiceStatus};
+use omnidev_pod::RenderedUrl;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use super::app::{Action, App, PodInfo};
+use super::source::{Source, Update};
+use crate::control::events::{Body, Record, rfc3339};
+use crate::control::protocol::{PodStatus, ServiceReport};
+use crate::control::{self, Request};
+use crate::error::{Error, Result};
+use crate::terminal_text;
+
+/// Longest record line taken from the socket: a 64 KiB log line (the
+/// supervisor splits longer ones) of control bytes is six times that as
+/// JSON; anything longer is skipped whole.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// How long the pod has to answer `status` and to start the stream.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long a restart or start from a key waits for the services to be
+/// ready (the pod's own default).
+const ACTION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Action answers waiting for the UI; more are dropped (each key press
+/// sets its own footer line at once anyway).
+const ANSWERS: usize = 16;
+
+/// A running pod's `status` and the stream of its records, begun after it.
+pub struct Connection {
+    /// The status, asked first.
+    pub status: PodStatus,
+    /// Records older than this (RFC 3339, the form they carry) happened
+    /// before the status: the status reflects them.
+    since: String,
+    reader: RecordReader,
+}
+
+impl Connection {
+    /// Asks the pod in `pod_dir` for its status, then opens the stream of
+    /// its kept and new records.
+    pub fn open(pod_dir: &Path) -> Result<Self> {
+        let since = rfc3339(SystemTime::now());
+        let status = control::request(pod_dir, &Request::Status, ANSWER_TIMEOUT)?
+            .status
+            .ok_or_else(|| Error::Protocol {
+                socket: control::socket_path(pod_dir),
+                message: "the status answer holds no status".to_owned(),
+            })?;
+        let request = Request::Events {
+            follow: true,
+            services: Vec::new(),
+            logs: true,
+            since_ms: None,
+            since_reload: false,
+        };
+        let reader = control::stream(pod_dir, &request, ANSWER_TIMEOUT, true)?;
+        Ok(Self {
+            status,
+            since,
+            reader: RecordReader::new(reader).map_err(Error::io("read", pod_dir))?,
+        })
+    }
+
+    /// The services' states as the status has them, for the header.
+    pub fn statuses(&self) -> Vec<ServiceStatus> {
+        self.status.services.iter().map(service_status).collect()
+    }
+}
+
+/// The UI of the pod in `pod_dir` as `connection` finds it: its services
+/// in profile order, their states, `q` detaching.
+pub fn app(pod_dir: &Path, connection: &Connection) -> App {
+    let status = &connection.status;
+    let mut app = App::new(
+        PodInfo {
+            pod_dir: pod_dir.to_owned(),
+            urls: urls(status),
+        },
+        status.services.iter().map(|s| s.name.clone()).collect(),
+        status.backend.clone(),
+        omnidev_core::LogConfig::default().ring_lines,
+    );
+    app.attached = true;
+    app.apply_snapshot(&connection.statuses());
+    app
+}
+
+/// The URLs a status shows (those of ready services only: each is shown
+/// as it is).
+pub fn urls(status: &PodStatus) -> Vec<RenderedUrl> {
+    status
+        .urls
+        .iter()
+        .map(|url| RenderedUrl {
+            name: url.name.clone(),
+            url: url.url.clone(),
+            service: None,
+        })
+        .collect()
+}
+
+/// A service's status as the header takes it, from its report. The report
+/// has no backoff of a `restarting` service (`0s` until the next record)
+/// and a `failed` one's reason is its detail.
+fn service_status(report: &ServiceReport) -> ServiceStatus {
+    let reason = || {
+        report
+            .detail
+            .split_once(": ")
+            .map_or(report.detail.as_str(), |(_, why)| why)
+            .to_owned()
+    };
+    let pid = report.pid.unwrap_or(0);
+    let state = match report.state.as_str() {
+        "blocked" => ServiceState::Blocked { reason: reason() },
+        "preparing" => ServiceState::Preparing,
+        "starting" => ServiceState::Starting { pid },
+        "running" => ServiceState::Running { pid },
+        "ready" => ServiceState::Ready { pid },
+        "restarting" => ServiceState::Restarting {
+            after: Duration::ZERO,
+            attempt: report.restarts,
+        },
+        "stopping" => ServiceState::Stopping { pid },
+        "exited" => ServiceState::Exited {
+            status: ExitStatus::Code(0),
+        },
+        "crashed" => ServiceState::Exited {
+            status: report.last_exit.unwrap_or(ExitStatus::Code(1)),
+        },
+        "stopped" => ServiceState::Stopped,
+        "failed" => ServiceState::Failed { reason: reason() },
+        _ => ServiceState::Waiting,
+    };
+    ServiceStatus {
+        name: report.name.clone(),
+        ready: state.is_ready(),
+        state,
+        restarts: report.restarts,
+        pid: report.pid,
+        last_exit: report.last_exit,
+        note: None,
+        starts: 0,
+        probe_timed_out: false,
+    }
+}
+
+/// One line off the socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A whole line, without its newline.
+    Text(Vec<u8>),
+    /// A line longer than [`MAX_RECORD_BYTES`], skipped.
+    TooLong,
+}
+
+/// Reads record lines off the stream, each at most [`MAX_RECORD_BYTES`].
+/// Cancel-safe: what was read stays in `pending` for the next call.
+struct RecordReader {
+    stream: tokio::net::UnixStream,
+    /// Read and not yet taken: at most one unfinished line (bounded), or
+    /// several whole ones.
+    pending: Vec<u8>,
+    /// Bytes of `pending` known to hold no newline.
+    scanned: usize,
+    /// Inside a line too long to keep: dropping until its newline.
+    skipping: bool,
+    chunk: Box<[u8]>,
+}
+
+impl RecordReader {
+    /// Takes over the stream `control::stream` opened, with what it had
+    /// read ahead.
+    fn new(reader: std::io::BufReader<std::os::unix::net::UnixStream>) -> std::io::Result<Self> {
+        let pending = reader.buffer().to_vec();
+        let stream = reader.into_inner();
+        stream.set_nonblocking(true)?;
+        Ok(Self::from_stream(
+            tokio::net::UnixStream::from_std(stream)?,
+            pending,
+        ))
+    }
+
+    fn from_stream(stream: tokio::net::UnixStream, pending: Vec<u8>) -> Self {
+        Self {
+            stream,
+            pending,
+            scanned: 0,
+            skipping: false,
+            chunk: vec![0; READ_CHUNK].into_boxed_slice(),
+        }
+    }
+
+    /// The next line; `None` at the end of the stream (an unfinished last
+    /// line is dropped: the pod went away in the middle of it).
+    async fn next(&mut self) -> Option<Line> {
+        loop {
+            if let Some(line) = self.take() {
+                return Some(line);
+            }
+            // Cancel-safe: nothing is read when the call is dropped.
+            match self.stream.read(&mut self.chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.pending.extend_from_slice(&self.chunk[..n]),
+            }
+        }
+    }
+
+    /// A line already read, if one is whole.
+    fn take(&mut self) -> Option<Line> {
+        let Some(at) = memchr(&self.pending[self.scanned..]) else {
+            self.scanned = self.pending.len();
+            if self.pending.len() > MAX_RECORD_BYTES {
+                self.skipping = true;
+                self.pending = Vec::new();
+                self.scanned = 0;
+            }
+            return None;
+        };
+        let end = self.scanned + at;
+        let rest = self.pending.split_off(end + 1);
+        let mut line = std::mem::replace(&mut self.pending, rest);
+        line.truncate(end);
+        self.scanned = 0;
+        if std::mem::take(&mut self.skipping) {
+            return Some(Line::TooLong);
+        }
+        Some(Line::Text(line))
+    }
+}
+
+fn memchr(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
+/// A running pod, read over its control socket.
+pub struct ControlSource {
+    pod_dir: PathBuf,
+    reader: RecordReader,
+    since: String,
+    /// Numbers the log lines (records carry none), in the order read.
+    seq: u64,
+    /// A new stream being opened after the pod dropped this reader.
+    reconnecting: Option<(String, JoinHandle<Result<Connection>>)>,
+    answers: mpsc::Receiver<Update>,
+    answer: mpsc::Sender<Update>,
+    /// Wakes the task that asks for the URLs after a state change.
+    refresh: Arc<Notify>,
+    refresher: JoinHandle<()>,
+}
+
+impl Drop for ControlSource {
+    fn drop(&mut self) {
+        self.refresher.abort();
+    }
+}
+
+impl ControlSource {
+    /// Reads `connection`, the pod's in `pod_dir`. Must be called inside
+    /// a tokio runtime.
+    pub fn new(pod_dir: &Path, connection: Connection) -> Self {
+        let (answer, answers) = mpsc::channel(ANSWERS);
+        let refresh = Arc::new(Notify::new());
+        let refresher = tokio::spawn(refresh_urls(
+            pod_dir.to_owned(),
+            refresh.clone(),
+            answer.clone(),
+        ));
+        Self {
+            pod_dir: pod_dir.to_owned(),
+            reader: connection.reader,
+            since: connection.since,
+            seq: 0,
+            reconnecting: None,
+            answers,
+            answer,
+            refresh,
+            refresher,
+        }
+    }
+
+    /// What one line of the stream means to the UI; `None` for nothing.
+    fn update(&mut self, line: Line) -> Option<Update> {
+        let Line::Text(text) = line else {
+            return Some(Update::Message(format!(
+                "a record longer than {} KiB was skipped (`omnidev logs` has every line)",
+                MAX_RECORD_BYTES / 1024
+            )));
+        };
+        let record: Record = serde_json::from_slice(&text).ok()?;
+        match &record.body {
+            Body::Lagged { message } => {
+                let why = format!(
+                    "the UI fell behind and the pod dropped it ({}): refilled from what it kept",
+                    terminal_text::quote(message)
+                );
+                let pod_dir = self.pod_dir.clone();
+                let opening = tokio::task::spawn_blocking(move || Connection::open(&pod_dir));
+                self.reconnecting = Some((why, opening));
+                return None;
+            }
+            Body::Ended { services } => {
+                let endings: Vec<String> = services
+                    .iter()
+                    .map(|s| terminal_text::quote(&s.detail).into_owned())
+                    .collect();
+                return Some(Update::Ended(format!(
+                    "the pod stopped: {}",
+                    endings.join("; ")
+                )));
+            }
+            Body::State { .. } | Body::Ready | Body::Exited { .. } | Body::Crashed { .. }
+                if record.ts >= self.since =>
+            {
+                // A URL shows once its service is ready.
+                self.refresh.notify_one();
+            }
+            _ => {}
+        }
+        self.seq += 1;
+        let event = record.event(self.seq)?;
+        Some(if record.ts < self.since {
+            Update::Earlier(event)
+        } else {
+            Update::Event(event)
+        })
+    }
+
+    /// Takes in the new stream once it is open.
+    fn reconnected(&mut self, why: String, opened: Result<Connection>) -> Update {
+        match opened {
+            Ok(connection) => {
+                let statuses = connection.statuses();
+                let urls = urls(&connection.status);
+                self.reader = connection.reader;
+                self.since = connection.since;
+                let _ = self.answer.try_send(Update::Urls(urls));
+                Update::Refill { why, statuses }
+            }
+            Err(_) => Update::Ended("the pod stopped".to_owned()),
+        }
+    }
+
+    /// The stream's end: the pod stopped without an `ended` record (killed,
+    /// or its control socket closed).
+    fn closed() -> Update {
+        Update::Ended("the pod stopped (its control connection closed)".to_owned())
+    }
+}
+
+impl Source for ControlSource {
+    async fn next(&mut self) -> Update {
+        loop {
+            if let Some((_, opening)) = &mut self.reconnecting {
+                let opened = tokio::select! {
+                    opened = opening => opened,
+                    Some(answer) = self.answers.recv() => return answer,
+                };
+                let (why, _) = self.reconnecting.take().expect("reconnecting");
+                let opened = opened
+                    .unwrap_or_else(|e| Err(Error::Runtime(std::io::Error::other(e.to_string()))));
+                return self.reconnected(why, opened);
+            }
+            let line = tokio::select! {
+                line = self.reader.next() => line,
+                Some(answer) = self.answers.recv() => return answer,
+            };
+            let Some(line) = line else {
+                return Self::closed();
+            };
+            if let Some(update) = self.update(line) {
+                return update;
+            }
+        }
+    }
+
+    fn try_next(&mut self) -> Option<Update> {
+        use std::future::Future as _;
+        let future = std::pin::pin!(self.next());
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.poll(&mut context) {
+            std::task::Poll::Ready(update) => Some(update),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    fn act(&mut self, action: Action) {
+        let (request, what) = match action {
+            Action::Restart(name) => (
+                Request::Restart {
+                    service: Some(name.clone()),
+                    all: false,
+                    no_deps: false,
+                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
+                },
+                format!("restarted {name}"),
+            ),
+            // The pod's own backend (what `omnidev restart` restarts).
+            Action::Reload(names) => (
+                Request::Restart {
+                    service: None,
+                    all: false,
+                    no_deps: false,
+                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
+                },
+                format!("reloaded {}", names.join(", ")),
+            ),
+            Action::Stop(name) => (
+                Request::StopService {
+                    services: vec![name.clone()],
+                },
+                format!("stopped {name} (s starts it again)"),
+            ),
+            Action::Start(name) => (
+                Request::StartService {
+                    services: vec![name.clone()],
+                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
+                },
+                format!("started {name}"),
+            ),
+            // `c` clears this UI's pane only: the pod's buffers are other
+            // readers' too. `q` and Ctrl-Z are the loop's.
+            Action::ClearLogs(_) | Action::Quit | Action::Suspend => return,
+        };
+        let pod_dir = self.pod_dir.clone();
+        let answer = self.answer.clone();
+        tokio::task::spawn_blocking(move || {
+            let said = match control::request(&pod_dir, &request, ACTION_TIMEOUT + ANSWER_TIMEOUT) {
+                Ok(response) if response.failed.is_empty() => what,
+                Ok(response) => format!("{} failed", response.failed.join(", ")),
+                Err(error) => error.to_string(),
+            };
+            let _ = answer.try_send(Update::Message(terminal_text::quote(&said).into_owned()));
+        });
+    }
+}
+
+/// Asks the pod's status each time `refresh` is notified (a state changed)
+/// and hands its URLs to the UI: a URL is shown while its service is
+/// ready. Notifications while a request is out coalesce into one more.
+async fn refresh_urls(pod_dir: PathBuf, refresh: Arc<Notify>, answer: mpsc::Sender<Update>) {
+    loop {
+        refresh.notified().await;
+        let pod_dir = pod_dir.clone();
+        let asked = tokio::task::spawn_blocking(move || {
+            control::request(&pod_dir, &Request::Status, ANSWER_TIMEOUT)
+        })
+        .await;
+        if let Ok(Ok(response)) = asked
+            && let Some(status) = response.status
+        {
+            let _ = answer.send(Update::Urls(urls(&status))).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(pending: &[u8]) -> (RecordReader, tokio::net::UnixStream) {
+        let (ours, theirs) = tokio::net::UnixStream::pair().expect("pair");
+        (RecordReader::from_stream(ours, pending.to_vec()), theirs)
+    }
+
+    #[tokio::test]
+    async fn record_lines_are_bounded_and_a_too_long_one_is_skipped_whole() {
+        use tokio::io::AsyncWriteExt;
+        let (mut reader, mut pod) = reader(b"{\"a\":1}\n{\"b\"");
+        assert_eq!(reader.next().await, Some(Line::Text(b"{\"a\":1}".to_vec())));
+        let writer = tokio::spawn(async move {
+            pod.write_all(b":2}\n").await.expect("write");
+            let long = vec![b'x'; MAX_RECORD_BYTES * 3];
+            pod.write_all(&long).await.expect("write");
+            pod.write_all(b"\nafter\nunfinished").await.expect("write");
+        });
+        assert_eq!(reader.next().await, Some(Line::Text(b"{\"b\":2}".to_vec())));
+        assert_eq!(reader.next().await, Some(Line::TooLong));
+        assert!(
+            reader.pending.len() <= MAX_RECORD_BYTES + READ_CHUNK,
+            "never more than one line and a chunk held: {}",
+            reader.pending.len()
+        );
+        assert_eq!(reader.next().await, Some(Line::Text(b"after".to_vec())));
+        writer.await.expect("writer");
+        assert_eq!(
+            reader.next().await,
+            None,
+            "an unfinished last line is dropped"
+        );
+    }
+
+    /// A real pod (supervisor and control server) in `dir`, its one
+    /// `server` service running `script` under `sh`.
+    async fn pod(
+        dir: &Path,
+        script: &str,
+    ) -> (omnidev_core::Supervisor, crate::control::ControlServer) {
+        let builder = omnidev_core::Supervisor::builder(omnidev_core::SupervisorConfig {
+            services: vec![omnidev_core::ServiceSpec::new(
+                "server",
+                "sh",
+                ["-c", script],
+                dir,
+            )],
+            ..omnidev_core::SupervisorConfig::default()
+        })
+        .expect("a valid graph");
+        let feed = builder.feed(omnidev_core::FeedConfig::new(dir));
+        let supervisor = builder.run().await.expect("supervisor");
+        let info = crate::control::ServerInfo {
+            pod_dir: dir.to_path_buf(),
+            socket: dir.join("run/control.sock"),
+            repo: dir.to_path_buf(),
+            addresses: crate::session::SharedAddresses::default(),
+            backend: vec!["server".into()],
+        };
+        let server = crate::control::ControlServer::start(info, supervisor.clone(), feed)
+            .expect("control server");
+        (supervisor, server)
+    }
+
+    /// Takes in updates until `done` holds, failing after a generous
+    /// deadline; the updates the UI would have left on.
+    async fn pump(
+        app: &mut App,
+        source: &mut ControlSource,
+        what: &str,
+        done: impl Fn(&App) -> bool,
+    ) -> Option<crate::tui::Outcome> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !done(app) {
+            let update = tokio::time::timeout_at(deadline, source.next())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: not within 60 s"));
+            if let Some(end) = crate::tui::apply(app, update) {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    fn texts(app: &App, pane: usize) -> Vec<String> {
+        let pane = &app.panes[pane];
+        (pane.first()..pane.end())
+            .filter_map(|i| pane.get(i))
+            .map(|line| line.raw.clone())
+            .collect()
+    }
+
+    fn screen(app: &mut App) -> String {
+        use crate::tui::view::tests::{draw, screen_rows};
+        screen_rows(&draw(app, 100, 12)).join("\n")
+    }
+
+    /// The connection `omnidev attach` makes to the pod in `dir`.
+    async fn connect(dir: &Path) -> Connection {
+        let pod_dir = dir.to_owned();
+        tokio::task::spawn_blocking(move || Connection::open(&pod_dir))
+            .await
+            .expect("task")
+            .expect("connected")
+    }
+
+    /// Attached to a live pod: the lines it kept from before fill the
+    /// panes (a hostile one shown, never obeyed), the header has the
+    /// state, `r` restarts the server over the socket (a new pid), new
+    /// lines follow, and the pod's end is the UI's end, saying so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retained_lines_fill_the_panes_then_keys_act_and_the_end_is_said() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = "echo before; printf 'hostile \\033]0;TITLE\\007 \\033[2J \\033[6n end\\n'; \
+                      echo \"pid $$\"; exec sleep 1000";
+        let (supervisor, server) = pod(dir.path(), script).await;
+        let pid = || supervisor.snapshot()[0].pid;
+        let kept = || {
+            supervisor
+                .logs(Some("server"))
+                .unwrap_or_default()
+                .iter()
+                .any(|l| l.text.starts_with("pid "))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !kept() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server printed nothing"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let before = pid().expect("a pid");
+
+        let connection = connect(dir.path()).await;
+        let mut app = app(dir.path(), &connection);
+        assert!(app.attached);
+        assert_eq!(app.services[0].name, "server");
+        assert!(
+            app.services[0].state.pid() == Some(before),
+            "the header has the state: {:?}",
+            app.services[0].state
+        );
+        assert_eq!(app.backend, ["server"]);
+        let mut source = ControlSource::new(dir.path(), connection);
+        let started = format!("server started (pid {before})");
+        let ends = pump(&mut app, &mut source, "the kept lines", |app| {
+            let texts = texts(app, 1);
+            texts.contains(&format!("pid {before}")) && texts.contains(&started)
+        })
+        .await;
+        assert_eq!(ends, None);
+        // The kept output, each line once, and the kept event's line.
+        let output: Vec<String> = texts(&app, 1)
+            .into_iter()
+            .filter(|t| *t != started)
+            .collect();
+        assert_eq!(
+            output,
+            [
+                "before".to_owned(),
+                "hostile ^[]0;TITLE^G ^[[2J ^[[6n end".to_owned(),
+                format!("pid {before}"),
+            ]
+        );
+        app.focus = 1;
+        let shown = screen(&mut app);
+        assert!(
+            shown.contains("hostile ^[]0;TITLE^G ^[[2J ^[[6n end"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains('\x1b') && !shown.contains('\x07'),
+            "{shown}"
+        );
+        assert!(shown.contains("q detach"), "{shown}");
+
+        // `r` on the server pane: a request over the socket.
+        let action = app.handle_key(crate::tui::app::tests::key('r'));
+        assert_eq!(action, Some(Action::Restart("server".into())));
+        source.act(action.expect("action"));
+        let restarted = |app: &App| {
+            app.message.as_deref() == Some("restarted server")
+                && app.services[0].state.pid().is_some_and(|p| p != before)
+        };
+        assert_eq!(
+            pump(&mut app, &mut source, "the restart", restarted).await,
+            None
+        );
+        let after = pid().expect("a pid");
+        assert_ne!(after, before, "the pod's server has a new pid");
+        pump(&mut app, &mut source, "the new run's lines", |app| {
+            texts(app, 1).contains(&format!("pid {after}"))
+        })
+        .await;
+
+        // The pod stops: the UI says so and leaves.
+        supervisor.shutdown().await.expect("shutdown");
+        supervisor.announce_end();
+        server.finish().await;
+        let end = pump(&mut app, &mut source, "the pod's end", |_| false).await;
+        match end {
+            Some(crate::tui::Outcome::Ended(said)) => {
+                assert!(
+                    said.starts_with("the pod stopped: server stopped"),
+                    "{said}"
+                );
+            }
+            other => panic!("the UI must leave saying the pod stopped: {other:?}"),
+        }
+    }
+
+    /// A UI that stops reading (suspended, say) is dropped by the pod
+    /// once it falls behind; reading again, it opens a new stream and the
+    /// panes start over from what the pod kept, then follow again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ui_the_pod_dropped_for_lagging_refills_and_follows_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // About 1 MB a second of output: a reader that pauses for a few
+        // seconds is past the pod's 2 MiB follow budget.
+        let line = "x".repeat(2000);
+        let script = format!("i=0; while :; do i=$((i+1)); echo \"$i {line}\"; sleep 0.002; done");
+        let (supervisor, server) = pod(dir.path(), &script).await;
+        let connection = connect(dir.path()).await;
+        let mut app = app(dir.path(), &connection);
+        let mut source = ControlSource::new(dir.path(), connection);
+        let count = |app: &App| app.panes[1].end();
+        pump(&mut app, &mut source, "the first lines", |app| {
+            count(app) > 10
+        })
+        .await;
+        // Not reading while the server writes 5 MB: more than the pod
+        // queues for a reader (2 MiB) and the socket holds.
+        let written = || {
+            supervisor
+                .logs(Some("server"))
+                .unwrap_or_default()
+                .last()
+                .and_then(|l| l.text.split(' ').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let paused_at = written();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while written() < paused_at + 2500 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server stopped writing"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let ends = pump(&mut app, &mut source, "the refill", |app| {
+            app.message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("the UI fell behind and the pod dropped it"))
+        })
+        .await;
+        assert_eq!(ends, None, "the UI goes on");
+        assert_eq!(
+            app.panes[1].first(),
+            app.panes[1].end(),
+            "the panes start over"
+        );
+        let refilled = app.panes[1].end();
+        pump(&mut app, &mut source, "lines after the refill", |app| {
+            count(app) > refilled + 100
+        })
+        .await;
+        let newest = texts(&app, 1).last().cloned().unwrap_or_default();
+        assert!(newest.ends_with(&line), "a whole line: {newest:.40}");
+        drop(source);
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
+    }
+
+    #[test]
+    fn a_report_gives_the_header_its_state() {
+        let report = |state: &str, detail: &str, pid| ServiceReport {
+            name: "server".into(),
+            state: state.into(),
+            pid,
+            ready: false,
+            restarts: 2,
+            detail: detail.into(),
+            last_exit: Some(ExitStatus::Signal(9)),
+            log_file: None,
+        };
+        let status = service_status(&report("ready", "ready pid 7", Some(7)));
+        assert_eq!(status.state, ServiceState::Ready { pid: 7 });
+        assert!(status.ready);
+        assert_eq!(status.restarts, 2);
+        assert_eq!(
+            service_status(&report("crashed", "crashed (signal 9)", None)).state,
+            ServiceState::Exited {
+                status: ExitStatus::Signal(9)
+            }
+        );
+        assert_eq!(
+            service_status(&report(
+                "blocked",
+                "blocked: waiting for migrate, which exited with exit code 3",
+                None
+            ))
+            .state
+            .label(),
+            "blocked: waiting for migrate, which exited with exit code 3"
+        );
+    }
+}
