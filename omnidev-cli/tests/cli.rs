@@ -11,18 +11,18 @@ use common::{Signal, TestContext, signal, wait_for};
 #[test]
 fn help() {
     let ctx = TestContext::new();
-    let output = ctx.command().arg("--help").output().expect("run");
-    assert!(output.status.success());
-    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    let output = ctx.cmd().arg("--help").assert().success();
+    let output = output.get_output();
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(output)));
 }
 
 /// `help up`: overview, keys, exit codes and examples after the options.
 #[test]
 fn help_up() {
     let ctx = TestContext::new();
-    let output = ctx.command().args(["help", "up"]).output().expect("run");
-    assert!(output.status.success());
-    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    let output = ctx.cmd().args(["help", "up"]).assert().success();
+    let output = output.get_output();
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(output)));
 }
 
 /// In a checkout whose profile is not Omnigent's, help names the
@@ -36,8 +36,8 @@ fn help_fits_the_checkouts_profile() {
          [services.worker]\ncommand = [\"true\"]\n",
     );
     for args in [&["--help"][..], &["up", "--help"], &["help", "up"]] {
-        let output = ctx.command().args(args).output().expect("run");
-        assert!(output.status.success(), "{}", ctx.render(&output));
+        let output = ctx.cmd().args(args).assert().success();
+        let output = output.get_output();
         let text = String::from_utf8_lossy(&output.stdout);
         // Listed as options (`up`'s long help still has Omnigent examples,
         // marked as such).
@@ -57,19 +57,19 @@ fn help_fits_the_checkouts_profile() {
             "{text}"
         );
     }
-    let output = ctx.command().arg("--help").output().expect("run");
-    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    let output = ctx.cmd().arg("--help").assert().success();
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(output.get_output())));
     // The Omnigent profile, named with --profile, brings them back.
     let omnigent = ctx.root.join("omnigent.toml");
     std::fs::write(&omnigent, omnidev_pod::profile::OMNIGENT_PROFILE).expect("write");
     let output = ctx
-        .command()
+        .cmd()
         .arg("--profile")
         .arg(&omnigent)
         .arg("--help")
-        .output()
-        .expect("run");
-    let text = String::from_utf8_lossy(&output.stdout);
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&output.get_output().stdout);
     assert!(
         text.contains("--server-port <N>       Omnigent profile:"),
         "{text}"
@@ -87,26 +87,17 @@ fn help_restart() {
         "[services.api]\ncommand = [\"true\"]\nwatch = [\"src/**\"]\n\n\
          [services.worker]\ncommand = [\"true\"]\n",
     );
-    let output = ctx
-        .command()
-        .args(["restart", "--help"])
-        .output()
-        .expect("run");
-    assert!(output.status.success(), "{}", ctx.render(&output));
-    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    let output = ctx.cmd().args(["restart", "--help"]).assert().success();
+    let output = output.get_output();
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(output)));
 }
 
 /// `completions --help` lists the shells once and says where each script goes.
 #[test]
 fn help_completions() {
     let ctx = TestContext::new();
-    let output = ctx
-        .command()
-        .args(["completions", "--help"])
-        .output()
-        .expect("run");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success());
+    let output = ctx.cmd().args(["completions", "--help"]).assert().success();
+    let text = String::from_utf8_lossy(&output.get_output().stdout);
     assert_eq!(text.matches("powershell").count(), 3, "{text}");
     assert!(
         text.contains("~/.config/fish/completions/omnidev.fish"),
@@ -122,12 +113,12 @@ fn help_completions() {
 fn completions_install_lands_where_fish_and_bash_load_it() {
     let ctx = TestContext::new();
     let output = ctx
-        .command()
+        .cmd()
         .args(["completions", "fish", "--install"])
-        .output()
-        .expect("run");
-    let text = ctx.render(&output);
-    assert!(output.status.success(), "{text}");
+        .assert()
+        .success();
+    let output = output.get_output();
+    let text = ctx.render(output);
     let file = ctx.home.join(".config-xdg/fish/completions/omnidev.fish");
     assert!(
         String::from_utf8_lossy(&output.stdout).starts_with(&format!("wrote {}\n", file.display())),
@@ -148,12 +139,11 @@ fn completions_install_lands_where_fish_and_bash_load_it() {
         "{offered}"
     );
 
-    let output = ctx
-        .command()
+    let _output = ctx
+        .cmd()
         .args(["completions", "bash", "--install"])
-        .output()
-        .expect("run");
-    assert!(output.status.success(), "{}", ctx.render(&output));
+        .assert()
+        .success();
     let file = ctx
         .home
         .join(".local/share/bash-completion/completions/omnidev");
@@ -174,8 +164,7 @@ fn completions_install_lands_where_fish_and_bash_load_it() {
 fn man_pages_for_every_visible_command() {
     let ctx = TestContext::new();
     let dir = ctx.home.join("man");
-    let output = ctx.command().arg("man").arg(&dir).output().expect("run");
-    assert!(output.status.success(), "{}", ctx.render(&output));
+    ctx.cmd().arg("man").arg(&dir).assert().success();
     let top = std::fs::read_to_string(dir.join("omnidev.1")).expect("omnidev.1");
     assert!(top.starts_with(".ie"), "{top}");
     assert!(top.contains(".TH omnidev 1"), "{top}");
@@ -198,31 +187,24 @@ fn man_pages_for_every_visible_command() {
 fn profile_show_embedded_is_the_profile_verbatim() {
     let ctx = TestContext::new();
     let output = ctx
-        .command()
+        .cmd()
         .args(["profile", "show", "--embedded"])
-        .output()
-        .expect("run");
-    assert!(output.status.success());
+        .assert()
+        .success();
+    let output = output.get_output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(text, omnidev_pod::profile::OMNIGENT_PROFILE);
 }
 
 /// Runs `command`, which must fail with exit code 1; its rendered output.
-fn fails(ctx: &TestContext, command: &mut std::process::Command) -> String {
-    let output = command.output().expect("run");
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    ctx.render(&output)
+fn fails(ctx: &TestContext, command: &mut assert_cmd::Command) -> String {
+    ctx.render(command.assert().code(1).get_output())
 }
 
 #[test]
 fn usage_error_exits_2() {
     let ctx = TestContext::new();
-    let output = ctx
-        .command()
-        .args(["--port", "server"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
+    let _output = ctx.cmd().args(["--port", "server"]).assert().code(2);
 }
 
 #[test]
@@ -230,14 +212,14 @@ fn not_in_a_checkout() {
     let ctx = TestContext::new();
     let outside = ctx.root.join("elsewhere");
     std::fs::create_dir_all(&outside).expect("mkdir");
-    let text = fails(&ctx, ctx.command().current_dir(&outside).arg("--headless"));
+    let text = fails(&ctx, ctx.cmd().current_dir(&outside).arg("--headless"));
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
 
 #[test]
 fn wrong_repo_shape() {
     let ctx = TestContext::new();
-    let text = fails(&ctx, ctx.command().arg("--headless"));
+    let text = fails(&ctx, ctx.cmd().arg("--headless"));
     assert!(text.contains("omnigent"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
@@ -249,7 +231,7 @@ fn missing_profile_file() {
     let ctx = TestContext::new();
     let text = fails(
         &ctx,
-        ctx.command()
+        ctx.cmd()
             .args(["--headless", "--profile"])
             .arg(ctx.root.join("nope.toml")),
     );
@@ -269,7 +251,7 @@ fn profile_with_an_unknown_key() {
         "omnidev.toml",
         "[services.app]\ncommand = [\"true\"]\nrestrat = \"never\"\n",
     );
-    let text = fails(&ctx, ctx.command().arg("--headless"));
+    let text = fails(&ctx, ctx.cmd().arg("--headless"));
     assert!(text.contains("omnidev.toml:3:1"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
@@ -315,7 +297,7 @@ fn busy_server_port_fails_before_anything_starts() {
     let port = held.1.clone();
     let text = fails(
         &ctx,
-        ctx.command()
+        ctx.cmd()
             .args(["--headless", "--no-vite", "--server-port", &port]),
     );
     assert!(text.contains(&port), "{text}");
@@ -342,10 +324,7 @@ fn missing_package_manager() {
     ctx.write("web/pnpm-lock.yaml", "");
     let empty_bin = ctx.root.join("bin");
     std::fs::create_dir_all(&empty_bin).expect("mkdir");
-    let text = fails(
-        &ctx,
-        ctx.command().env("PATH", &empty_bin).arg("--headless"),
-    );
+    let text = fails(&ctx, ctx.cmd().env("PATH", &empty_bin).arg("--headless"));
     assert!(
         text.contains("pnpm") && text.contains("--no-vite"),
         "{text}"
@@ -364,11 +343,10 @@ fn pod_already_running() {
     wait_for("the first pod to start", Duration::from_secs(20), || {
         ctx.pod_dir().is_some_and(|p| p.join("state.json").exists())
     });
-    let output = ctx.command().arg("--headless").output().expect("run");
+    let output = ctx.cmd().arg("--headless").assert();
     signal(first.id(), Signal::SIGTERM);
     let status = first.wait().expect("wait");
-    assert_eq!(output.status.code(), Some(1));
-    let text = ctx.render(&output);
+    let text = ctx.render(output.code(1).get_output());
     assert!(text.contains(&first.id().to_string()), "{text}");
     assert!(status.success(), "first pod exit: {status:?}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
@@ -380,12 +358,12 @@ fn profile_show_outside_a_checkout_prints_the_embedded_profile() {
     let outside = ctx.root.join("elsewhere");
     std::fs::create_dir_all(&outside).expect("mkdir");
     let output = ctx
-        .command()
+        .cmd()
         .current_dir(&outside)
         .args(["profile", "show"])
-        .output()
-        .expect("run");
-    assert!(output.status.success());
+        .assert()
+        .success();
+    let output = output.get_output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("[services.server]"), "{text}");
     // What is shown parses back as a profile.
@@ -397,13 +375,9 @@ fn profile_show_outside_a_checkout_prints_the_embedded_profile() {
 fn profile_show_prints_the_repo_profile() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", "[services.app]\ncommand = [\"true\"]\n");
-    let output = ctx
-        .command()
-        .args(["profile", "show"])
-        .output()
-        .expect("run");
-    assert!(output.status.success());
-    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(&output)));
+    let output = ctx.cmd().args(["profile", "show"]).assert().success();
+    let output = output.get_output();
+    TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(output)));
 }
 
 /// `profile check` on a good profile prints the services in start order;
@@ -419,20 +393,16 @@ fn profile_check_prints_the_graph_or_the_problem() {
                 [services.worker]\ncommand = [\"sh\", \"-c\", \"echo working; sleep 1000\"]\n\
                 depends-on = { api = \"ready\" }\n";
     ctx.write("omnidev.toml", good);
-    let output = ctx
-        .command()
-        .args(["profile", "check"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
-    let text = ctx.render(&output);
+    let output = ctx.cmd().args(["profile", "check"]).assert().success();
+    let output = output.get_output();
+    let text = ctx.render(output);
     TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_ok", text));
 
     ctx.write(
         "omnidev.toml",
         &good.replace("restart = \"never\"", "restart = true"),
     );
-    let text = fails(&ctx, ctx.command().args(["profile", "check"]));
+    let text = fails(&ctx, ctx.cmd().args(["profile", "check"]));
     assert!(text.contains("omnidev.toml:6:11"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_bad_restart", text));
 
@@ -440,11 +410,11 @@ fn profile_check_prints_the_graph_or_the_problem() {
         "omnidev.toml",
         &good.replace("restart = \"never\"", "depends-on = { worker = \"ready\" }"),
     );
-    let text = fails(&ctx, ctx.command().args(["profile", "check"]));
+    let text = fails(&ctx, ctx.cmd().args(["profile", "check"]));
     TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_cycle", text));
     // `profile show` refuses a cyclic profile too, and `up` starts nothing.
-    fails(&ctx, ctx.command().args(["profile", "show"]));
-    fails(&ctx, ctx.command().arg("--headless"));
+    fails(&ctx, ctx.cmd().args(["profile", "show"]));
+    fails(&ctx, ctx.cmd().arg("--headless"));
     assert!(
         ctx.pod_dir()
             .is_none_or(|pod| !pod.join("state.json").exists()),
@@ -456,12 +426,8 @@ fn profile_check_prints_the_graph_or_the_problem() {
 #[test]
 fn help_profile_prints_the_reference() {
     let ctx = TestContext::new();
-    let output = ctx
-        .command()
-        .args(["help", "profile"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(0));
+    let output = ctx.cmd().args(["help", "profile"]).assert().success();
+    let output = output.get_output();
     let text = String::from_utf8_lossy(&output.stdout);
     for needle in [
         "# The profile format",

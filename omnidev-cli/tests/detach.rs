@@ -47,14 +47,7 @@ impl Drop for Stop<'_> {
 }
 
 fn expect_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
-    let output = ctx.run(args);
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "omnidev {args:?}\n{}",
-        ctx.render(&output)
-    );
-    output
+    ctx.cmd().args(args).assert().code(code).get_output().clone()
 }
 
 /// The services of the running pod that run, sorted.
