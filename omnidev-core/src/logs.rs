@@ -299,7 +299,7 @@ impl LineSplitter {
                 self.max - self.partial.len()
             };
             let window = &data[..data.len().min(room)];
-            if let Some(pos) = window.iter().position(|&b| b == b'\n' || b == b'\r') {
+            if let Some(pos) = memchr::memchr2(b'\n', b'\r', window) {
                 if window[pos] == b'\n' {
                     self.end_line(&window[..pos], out);
                 } else {
