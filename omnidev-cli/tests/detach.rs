@@ -47,7 +47,12 @@ impl Drop for Stop<'_> {
 }
 
 fn expect_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
-    ctx.cmd().args(args).assert().code(code).get_output().clone()
+    ctx.cmd()
+        .args(args)
+        .assert()
+        .code(code)
+        .get_output()
+        .clone()
 }
 
 /// The services of the running pod that run, sorted.

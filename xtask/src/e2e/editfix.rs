@@ -93,9 +93,12 @@ pub fn syntax_error_backoff_then_fix_restarts_once(ctx: &mut Ctx) -> Result<()> 
             .any(|line| line.contains("omnigent-host: Connected as"))
             .then_some(())
     })?;
-    // Long enough for a reload queued behind the fix to have restarted
-    // the server again (the debounce, a boot, the host).
-    std::thread::sleep(Duration::from_secs(4));
+    // The reload of the latest change the watcher saw is healthy (a
+    // reload queued behind the fix would be that one: `wait` follows a
+    // change seen meanwhile), so the starts below are all there are; that
+    // the cancelled backoff fires no restart later is the paused-clock
+    // test `a_fix_during_a_long_backoff_restarts_at_once_and_only_once`.
+    ctx.wait_healthy_after_reload(&repo)?;
     let boot = boot_before.max(bare_boot(ctx, &repo)?);
     let out = pod.output();
     let servers = starts_after(&out, "server", fix_line);

@@ -214,6 +214,27 @@ impl<'h> Ctx<'h> {
         self.run_to_end(command, &args.join("-"), timeout)
     }
 
+    /// `omnidev wait --healthy-after-reload` of the pod of `repo`: returns
+    /// once the reload of the latest change its watcher saw is healthy (a
+    /// change seen meanwhile moves the wait on to its reload).
+    pub fn wait_healthy_after_reload(&mut self, repo: &Path) -> Result<()> {
+        let repo = repo.display().to_string();
+        let args = [
+            "wait",
+            "--healthy-after-reload",
+            "--timeout",
+            "60",
+            "--repo",
+            &repo,
+        ];
+        let (status, out) = self.run_omnidev(&args, UP)?;
+        anyhow::ensure!(
+            status.success(),
+            "omnidev {args:?} failed ({status}):\n{out}"
+        );
+        Ok(())
+    }
+
     /// Run `command` to completion with its output in a file of the case.
     pub fn run_to_end(
         &mut self,

@@ -9,11 +9,10 @@
 //! watcher behaviour.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Result, bail, ensure};
 
-use super::{Ctx, UP};
+use super::{Ctx, SOON, UP};
 
 /// The example's backend globs, on a server that is quick to restart.
 const PROFILE: &str = r#"[services.server]
@@ -68,7 +67,9 @@ pub fn package_moves_git_mv_and_mkdir_reload_once_each(ctx: &mut Ctx) -> Result<
     std::fs::write(repo.join("omnidev.toml"), PROFILE)?;
     let outside = ctx.dir.join("outside");
     package(&outside.join("pkg"))?;
-    let mut pod = ctx.up(&repo, &[])?;
+    // `--debug`: the watcher says how it judged each file event, the
+    // positive sign that an ignored write was seen and did not count.
+    let mut pod = ctx.up(&repo, &["--debug"])?;
     pod.wait_output("the server to start", UP, |out| {
         out.contains("serving").then_some(())
     })?;
@@ -113,9 +114,13 @@ pub fn package_moves_git_mv_and_mkdir_reload_once_each(ctx: &mut Ctx) -> Result<
     // names changes nothing; a file it does not name reloads once.
     std::fs::write(into.join(".gitignore"), "scratch_*.py\n")?;
     std::fs::write(into.join("scratch_1.py"), "X = 1\n")?;
-    // Long enough for a reload the ignored write would have caused to
-    // happen, so it could not hide inside the next one.
-    std::thread::sleep(Duration::from_secs(2));
+    // The watcher judged the write (and it did not count), so no reload
+    // of it can hide inside the next one.
+    pod.wait_output("the watcher to judge the ignored write", SOON, |out| {
+        out.lines()
+            .any(|line| line.contains("scratch_1.py") && line.contains("does not count"))
+            .then_some(())
+    })?;
     ensure!(
         starts(&pod) == first + expected,
         "a write of an ignored file reloaded the server:\n{}",
@@ -126,8 +131,17 @@ pub fn package_moves_git_mv_and_mkdir_reload_once_each(ctx: &mut Ctx) -> Result<
     })?;
     expected += 1;
 
-    // Every change was one reload: a second one would have shown up by now.
-    std::thread::sleep(Duration::from_secs(3));
+    // Every change was one reload: the reload of the latest change the
+    // watcher saw is healthy (`wait --healthy-after-reload`, which a
+    // change seen meanwhile moves on), and no event of an ignored file
+    // counted.
+    ctx.wait_healthy_after_reload(&repo)?;
+    let out = pod.output();
+    ensure!(
+        !out.lines()
+            .any(|line| line.contains("scratch_1.py") && line.contains(": counts")),
+        "an event of the ignored file counted:\n{out}"
+    );
     let total = starts(&pod) - first;
     ensure!(
         total == expected,

@@ -106,8 +106,10 @@ pub fn failed_install_reported_once_then_fixed(ctx: &mut Ctx) -> Result<()> {
     }
     // Server and host are not affected.
     pod.server(None, UP)?;
-    // Give a loop time to show itself.
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    // That nothing retries a failed install by itself, however long one
+    // waits, is the paused-clock test
+    // `a_failed_prepare_step_waits_for_its_inputs_however_long`; here the
+    // fix below must cause exactly one more install.
     let out = pod.output();
     ensure!(
         out.contains("omnigent-missing"),
