@@ -177,6 +177,10 @@ fn the_background_process_refuses_options_it_cannot_read() {
         assert_eq!(output.status.code(), Some(1), "{input:?}\n{text}");
         assert!(text.contains("unreadable options"), "{input:?}\n{text}");
         assert!(text.contains("omnidev up --detach"), "{input:?}\n{text}");
+        if input == "not json" {
+            // What the user sees, whole: the error and its help.
+            TestContext::settings().bind(|| insta::assert_snapshot!(text));
+        }
     }
     // Nothing was started: no pod directory.
     assert_eq!(ctx.pod_dir(), None);
