@@ -135,7 +135,9 @@ pub(crate) enum Request {
     RestartAlone(usize, StartsAck),
     Reload(Vec<usize>, Changes, StartsAck),
     Stop(usize, oneshot::Sender<()>),
-    Start(usize),
+    /// Answered (when asked) with the start counts before it acts, that of
+    /// a service left running one lower (its current run counts).
+    Start(usize, StartsAck),
     Shutdown(Option<oneshot::Sender<()>>),
     /// The orphan guard ended and was replaced (or could not be); or, as
     /// the error, why its end cannot be watched.
@@ -310,7 +312,7 @@ impl Supervisor {
     /// runs or is about to).
     pub async fn start_service(&self, name: &str) -> Result<()> {
         let index = self.index(name)?;
-        self.send(Request::Start(index))
+        self.send(Request::Start(index, None))
     }
 
     /// Restarts a set of services (and their dependents) as one reload.

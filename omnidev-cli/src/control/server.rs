@@ -57,6 +57,13 @@ const WAIT_DEADLINE: Duration = Duration::from_secs(600);
 /// within the lookback are judged on the second one's reload.
 const RELOAD_LOOKBACK: Duration = Duration::from_secs(2);
 
+/// How long a `wait --healthy-after-reload` request lets the watcher catch
+/// up before anything is judged: the kernel queues the event of a file
+/// saved just before the request at once, but the watcher's threads must
+/// still read it to know its reload is coming (a client already connected,
+/// as an MCP server is, can ask within microseconds of the save).
+const WATCHER_CATCH_UP: Duration = Duration::from_millis(250);
+
 /// What the server reports about its pod besides the supervisor's state.
 #[derive(Debug, Clone, Default)]
 pub struct ServerInfo {
@@ -634,13 +641,11 @@ async fn start_services(shared: &Shared, services: &[String], limit: Duration) -
     if let Some(refusal) = check_services(shared, services) {
         return refusal;
     }
-    for name in services {
-        if let Err(e) = shared.supervisor.start_service(name).await {
-            return Response::error(e.to_string());
-        }
-    }
     let deadline = tokio::time::Instant::now() + limit;
-    let waited = shared.supervisor.wait_ready(services, deadline).await;
+    let waited = shared
+        .supervisor
+        .start_until_ready(services, deadline)
+        .await;
     outcome(shared, waited, |_| {
         format!(
             "{} not ready within {} s",
@@ -724,6 +729,7 @@ async fn wait(shared: &Shared, until: WaitFor, services: &[String], limit: Durat
         WaitFor::Exited => supervisor.wait(services, Until::Exited, deadline).await,
         WaitFor::HealthyAfterReload => {
             let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
+            tokio::time::sleep(WATCHER_CATCH_UP).await;
             supervisor
                 .wait_healthy_after_reload(services, after, deadline)
                 .await

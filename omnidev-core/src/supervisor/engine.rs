@@ -374,7 +374,15 @@ impl Engine {
                     self.restart_alone(index, true);
                 }
             }
-            Request::Start(index) => {
+            Request::Start(index, ack) => {
+                if let Some(ack) = ack {
+                    let mut starts: Vec<u32> = self.services.iter().map(|s| s.starts).collect();
+                    if matches!(self.services[index].phase, Phase::Running(_)) {
+                        // Left as it is: its current run is the one waited for.
+                        starts[index] = starts[index].saturating_sub(1);
+                    }
+                    let _ = ack.send(starts);
+                }
                 if !self.shutting_down() {
                     let s = &mut self.services[index];
                     if s.intent == Intent::Hold {

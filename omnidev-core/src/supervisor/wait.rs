@@ -334,6 +334,45 @@ impl Supervisor {
         Ok(self.judge_until(judge, deadline).await)
     }
 
+    /// Starts `services` (those stopped or ended; one that runs is left as
+    /// it is) and waits until each is ready in a run started after this
+    /// request (the running one's current run counts), or one failed, as
+    /// with [`Supervisor::wait_ready`]: a service still stopped when the
+    /// wait begins is waited for, not taken for ended.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownService`] for a name the supervisor does not run;
+    /// [`Error::ShutDown`] when it has finished.
+    pub async fn start_until_ready(
+        &self,
+        services: &[String],
+        deadline: Instant,
+    ) -> Result<Waited> {
+        let mut after: Option<Vec<u32>> = None;
+        for name in services {
+            let index = self.index(name)?;
+            let (ack, starts) = oneshot::channel();
+            self.send(Request::Start(index, Some(ack)))?;
+            let starts = starts.await.map_err(|_| Error::ShutDown)?;
+            // Each service as its own request found it.
+            after = Some(match after {
+                None => starts,
+                Some(mut after) => {
+                    after[index] = starts[index];
+                    after
+                }
+            });
+        }
+        let judge = Judge {
+            names: services,
+            until: Until::Ready,
+            after,
+            running_since: HashMap::new(),
+        };
+        Ok(self.judge_until(judge, deadline).await)
+    }
+
     async fn judge_until(&self, mut judge: Judge<'_>, deadline: Instant) -> Waited {
         let total = self.inner.names.len();
         let mut status = self.inner.status.clone();

@@ -251,6 +251,34 @@ async fn a_change_seen_while_waiting_moves_the_bar_to_its_reload() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_start_is_waited_for_until_the_stopped_service_runs_again() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    supervisor.stop_service("host").await.expect("stopped");
+    assert!(matches!(state(&supervisor, "host"), ServiceState::Stopped));
+    // Stopped counts as ended for a plain wait: the start's own wait must
+    // not be met by the state before the start.
+    let waited = supervisor
+        .start_until_ready(&names(&["host"]), later(600))
+        .await
+        .expect("known");
+    assert_eq!(waited, Waited::Met);
+    assert_eq!(spawner.spawns("host", "host"), 2);
+    assert!(matches!(
+        state(&supervisor, "host"),
+        ServiceState::Running { .. }
+    ));
+    // One that runs is left as it is, and its run counts.
+    let waited = supervisor
+        .start_until_ready(&names(&["server", "host"]), later(600))
+        .await
+        .expect("known");
+    assert_eq!(waited, Waited::Met);
+    assert_eq!(spawner.spawns("host", "host"), 2);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
 async fn healthy_after_reload_fails_at_the_first_crash_after_the_reload() {
     let spawner = FakeSpawner::new();
     let supervisor = running_backend(&spawner).await;
