@@ -62,6 +62,8 @@ pub enum Command {
     Gc(GcArgs),
     /// Write an omnidev.toml for this checkout (from its Procfile when it has one).
     Init(InitArgs),
+    /// Serve this checkout's pod to coding agents over MCP (stdio).
+    Mcp(McpArgs),
     /// Inspect and check profiles; `omnidev help profile` prints the
     /// profile format.
     #[command(subcommand, after_long_help = omnidev_pod::profile::REFERENCE)]
@@ -98,7 +100,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
         "Pod commands (the pod of this checkout)",
         &[
             "up", "attach", "status", "ls", "logs", "events", "wait", "restart", "stop", "start",
-            "exec", "omnigent", "clean", "gc", "init", "profile",
+            "exec", "omnigent", "clean", "gc", "init", "profile", "mcp",
         ],
     ),
     (
@@ -840,6 +842,18 @@ pub struct StatusArgs {
     /// Print JSON (schema 1, see docs/control.md).
     #[arg(long)]
     pub json: bool,
+}
+
+/// Arguments of `omnidev mcp`.
+#[derive(Debug, Args, Clone)]
+pub struct McpArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Offer the `up` tool, which starts the pod in the background (without
+    /// it, agents can only act on a pod someone started).
+    #[arg(long)]
+    pub allow_up: bool,
 }
 
 /// Arguments of `omnidev start`.

@@ -16,6 +16,7 @@ pub mod init;
 pub mod install;
 pub mod logs;
 pub mod ls;
+pub mod mcp;
 pub mod profile;
 pub mod restart;
 pub mod start;
@@ -51,6 +52,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Wait(args)) => wait::run(&args),
         Some(Command::Clean(args)) => clean::run(&args),
         Some(Command::Gc(args)) => gc::run(&args),
+        Some(Command::Mcp(args)) => mcp::run(&args),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => completions::man(&args),
     }

@@ -506,6 +506,54 @@ pub enum Error {
         seconds: u64,
     },
 
+    /// The MCP session on stdin/stdout could not be set up or broke off.
+    #[error("the MCP session on stdin/stdout failed: {message}")]
+    #[diagnostic(
+        code(omnidev::mcp::session),
+        help(
+            "`omnidev mcp` is started by an MCP client (Claude Code, Codex, Cursor), which speaks the protocol on its stdin and stdout"
+        )
+    )]
+    McpSession {
+        /// What went wrong.
+        message: String,
+    },
+
+    /// An `omnidev mcp` tool was called with an argument out of its range.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::mcp::argument),
+        help("the tool's input schema gives each argument's range")
+    )]
+    ToolArgument {
+        /// Which argument, its value and its range.
+        message: String,
+    },
+
+    /// The `up` tool of an `omnidev mcp` started without `--allow-up`.
+    #[error("starting the pod is not allowed: this MCP server was started without --allow-up")]
+    #[diagnostic(
+        code(omnidev::mcp::up_not_allowed),
+        help(
+            "run `omnidev up --detach` in the checkout yourself, or register the server as \
+             `omnidev mcp --allow-up` to let agents start the pod"
+        )
+    )]
+    UpNotAllowed,
+
+    /// `omnidev up --detach`, run by the `up` tool, failed.
+    #[error("`omnidev up --detach` failed (exit code {code}): {output}")]
+    #[diagnostic(
+        code(omnidev::mcp::up_failed),
+        help("the pod's own output is in <pod>/logs/omnidev.log; `omnidev status` shows the pod")
+    )]
+    UpFailed {
+        /// Its exit code (-1 when killed by a signal).
+        code: i32,
+        /// The end of what it said on stderr.
+        output: String,
+    },
+
     /// Writing to standard output failed.
     /// `OMNIDEV_CONTAINMENT` names no mechanism.
     #[error("{message}")]
@@ -559,6 +607,7 @@ impl Error {
             | Error::NoLog { .. }
             | Error::BadName { .. }
             | Error::HostForcedTwice { .. }
+            | Error::ToolArgument { .. }
             | Error::Pod(omnidev_pod::Error::NotAPod { .. }) => exit::USAGE,
             _ => exit::FAILED,
         }
@@ -705,6 +754,12 @@ pub fn exit_code(report: &miette::Report) -> u8 {
 /// `{"error": {"code", "message", "help", "exit"}}`. `message` is the error
 /// and its causes, joined with `: `.
 pub fn json_record(report: &miette::Report) -> String {
+    line(&error_value(report))
+}
+
+/// [`json_record`] as a value (what `omnidev mcp` answers a failed tool
+/// call with).
+pub fn error_value(report: &miette::Report) -> serde_json::Value {
     let diagnostic: &dyn miette::Diagnostic = report.as_ref();
     let mut message = diagnostic.to_string();
     let mut cause = std::error::Error::source(diagnostic);
@@ -713,7 +768,7 @@ pub fn json_record(report: &miette::Report) -> String {
         message.push_str(&error.to_string());
         cause = error.source();
     }
-    error_record(
+    value(
         &diagnostic
             .code()
             .map_or_else(|| "omnidev::error".to_owned(), |c| c.to_string()),
@@ -725,9 +780,16 @@ pub fn json_record(report: &miette::Report) -> String {
 
 /// `{"error": {…}}` with a newline.
 pub fn error_record(code: &str, message: &str, help: Option<&str>, exit: u8) -> String {
-    let record = serde_json::json!({
+    line(&value(code, message, help, exit))
+}
+
+fn value(code: &str, message: &str, help: Option<&str>, exit: u8) -> serde_json::Value {
+    serde_json::json!({
         "error": { "code": code, "message": message, "help": help, "exit": exit }
-    });
+    })
+}
+
+fn line(record: &serde_json::Value) -> String {
     let mut line = crate::terminal_text::json(&record.to_string()).into_owned();
     line.push('\n');
     line

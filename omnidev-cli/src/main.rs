@@ -17,6 +17,8 @@ mod commands;
 mod control;
 mod error;
 mod headless;
+mod log_files;
+mod mcp;
 mod output;
 mod run_options;
 mod session;

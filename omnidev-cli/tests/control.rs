@@ -12,7 +12,7 @@ use std::process::Output;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Signal, TestContext, alive, signal, wait_for};
+use common::{Signal, TestContext, alive, service, signal, wait_for};
 use omnidev_test_support::{free_port, free_ports};
 use serde_json::Value;
 
@@ -105,15 +105,6 @@ fn json_code(ctx: &TestContext, args: &[&str], code: i32) -> Value {
 
 /// The exit code of `status` when the pod does not run (docs/control.md).
 const NOT_RUNNING: i32 = 3;
-
-fn service<'v>(status: &'v Value, name: &str) -> &'v Value {
-    status["services"]
-        .as_array()
-        .expect("services")
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no service {name} in {status}"))
-}
 
 fn pid_of(status: &Value, name: &str) -> i32 {
     let pid = service(status, name)["pid"]

@@ -27,11 +27,11 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     // Where a pod's socket is, and what goes over it.
     &["control", "control::protocol", "control::events"],
     &["output"],
-    // Asking a pod.
-    &["control::client", "control::inspect"],
+    // Asking a pod, and reading its log files.
+    &["control::client", "control::inspect", "log_files"],
     &["session"],
     // Running a pod: the watchers and the front-ends.
-    &["watch", "tui", "headless"],
+    &["watch", "tui", "headless", "mcp"],
     // Serving a running pod's socket.
     &["control::retained", "control::server"],
     &["commands"],

@@ -201,7 +201,7 @@ pub enum ErrorKind {
 }
 
 /// A URL shown to people (`ui`, `server`, …), in profile order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UrlReport {
     /// The URL's name.
     pub name: String,
@@ -210,7 +210,7 @@ pub struct UrlReport {
 }
 
 /// One service, as `status` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ServiceReport {
     /// Service name.
@@ -230,6 +230,7 @@ pub struct ServiceReport {
     /// How its last run ended (`{"code": N}` or `{"signal": N}`), once one
     /// has.
     #[serde(default)]
+    #[schemars(with = "Option<ExitSchema>")]
     pub last_exit: Option<omnidev_core::ExitStatus>,
     /// Its log file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,7 +274,7 @@ impl ServiceReport {
 
 /// A pod's status: `omnidev status --json`, and the `status` field of
 /// every successful [`Response`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct PodStatus {
     /// [`SCHEMA`].
@@ -319,7 +320,7 @@ pub struct PodStatus {
 }
 
 /// A reload, as `status` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ReloadReport {
     /// When it began (RFC 3339).
@@ -330,6 +331,18 @@ pub struct ReloadReport {
     pub files: Vec<String>,
     /// How many files changed in all.
     pub files_total: usize,
+}
+
+/// The JSON Schema of [`omnidev_core::ExitStatus`] as it is written
+/// (`{"code": N}` or `{"signal": N}`).
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[expect(dead_code, reason = "a schema only")]
+pub(crate) enum ExitSchema {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal.
+    Signal(i32),
 }
 
 /// One pod in `omnidev ls`.

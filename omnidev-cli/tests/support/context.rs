@@ -147,3 +147,14 @@ pub fn listing(dir: &Path, skip: &Path) -> BTreeMap<PathBuf, String> {
     }
     out
 }
+
+/// The service `name` of a status (`status --json`, or any answer holding
+/// one).
+pub fn service<'v>(status: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
+    status["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no service {name} in {status}"))
+}

@@ -1,0 +1,627 @@
+//! `omnidev mcp`: the pod of a checkout as Model Context Protocol tools,
+//! served over stdin/stdout with the official Rust SDK (rmcp), for coding
+//! agents (Claude Code, Codex, Cursor).
+//!
+//! Every tool does what a command does, through the same code: the control
+//! socket client for `status`, `wait`, `restart`, `stop`/`start SERVICE`
+//! and `events`, the log files as `omnidev logs` reads them, `omnidev up
+//! --detach` for `up`. A failure is a tool error (`isError`) whose text is
+//! the command's `--json` error record (`{"error": {"code", "message",
+//! "help", "exit"}}`); a success carries `structuredContent` that its
+//! output schema describes (each tool returns `Result<Json<T>,
+//! CallToolResult>`, written out: the SDK derives the output schema from
+//! that very type). Every argument is bounded ([`limits`]). stdout
+//! carries protocol messages only: nothing here prints, and the `up` tool's
+//! child has its output captured.
+
+mod results;
+
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    ErrorData, Json, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router,
+};
+
+use crate::cli::PodArgs;
+use crate::control;
+use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
+use crate::error::Error;
+use results::{
+    EventsArgs, EventsResult, FailedService, LogsArgs, LogsResult, Outcome, RestartArgs,
+    ServiceArgs, StartArgs, Until, UpArgs, WaitArgs,
+};
+
+/// The bounds of every argument, and the defaults within them.
+pub mod limits {
+    /// `logs`: lines returned by default, and at most.
+    pub const LOG_LINES: (u32, u32) = (100, 5000);
+    /// `logs`: bytes of lines returned by default, and at most.
+    pub const LOG_BYTES: (u32, u32) = (32 * 1024, 1024 * 1024);
+    /// `events`: records returned by default, and at most.
+    pub const EVENTS: (u32, u32) = (100, 1000);
+    /// `events`: bytes of records returned by default, and at most.
+    pub const EVENT_BYTES: (u32, u32) = (64 * 1024, 1024 * 1024);
+    /// `wait`: seconds by default (for a reload; 300 for the others), and
+    /// at most.
+    pub const WAIT_SECS: (u64, u64) = (60, 900);
+    /// `restart`, `start_service`: seconds by default, and at most.
+    pub const RESTART_SECS: (u64, u64) = (300, 900);
+    /// `up`: seconds for the pod to be ready by default, and at most.
+    pub const UP_SECS: (u64, u64) = (600, 1800);
+    /// `wait`: services named at most.
+    pub const SERVICES: usize = 64;
+    /// A failed service's last lines given with it, and their bytes.
+    pub const FAILURE_LINES: usize = 20;
+    /// See [`FAILURE_LINES`].
+    pub const FAILURE_BYTES: usize = 8 * 1024;
+    /// What `up --detach` said on stderr, kept for its error (its end).
+    pub const UP_OUTPUT_BYTES: usize = 8 * 1024;
+    /// `events`: bytes read from the pod at most (its kept records are
+    /// bounded too; this bounds what a misbehaving pod could send).
+    pub const EVENTS_READ_BYTES: u64 = 64 * 1024 * 1024;
+}
+
+/// How long the pod has to answer `status`, `stop_service` and `events`.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Serves the pod `pod` names on stdin/stdout until the client leaves.
+pub async fn serve(pod: PodArgs, allow_up: bool) -> Result<(), Error> {
+    let session = |e: &dyn std::fmt::Display| Error::McpSession {
+        message: e.to_string(),
+    };
+    let running = Tools::new(pod, allow_up)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| session(&e))?;
+    running.waiting().await.map_err(|e| session(&e))?;
+    Ok(())
+}
+
+/// The tools of one pod.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pod: PodArgs,
+    allow_up: bool,
+    tool_router: ToolRouter<Self>,
+}
+
+/// The tool error of `report`: its `--json` error record as the text (no
+/// `structuredContent`: it would not match the tool's output schema).
+fn refusal(report: &miette::Report) -> CallToolResult {
+    let record = crate::error::error_value(report).to_string();
+    CallToolResult::error(vec![ContentBlock::text(
+        crate::terminal_text::json(&record).into_owned(),
+    )])
+}
+
+/// Runs `work` (which blocks on the pod's socket or files) off the
+/// protocol's thread, turning its error into a tool error.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> miette::Result<T> + Send + 'static,
+) -> Result<T, CallToolResult> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(report)) => Err(refusal(&report)),
+        Err(join) => Err(refusal(&miette::Report::msg(format!(
+            "the tool's task failed: {join}"
+        )))),
+    }
+}
+
+/// `value` (`default` when absent), refused outside `1..=max`.
+fn bounded<T>(name: &str, value: Option<T>, (default, max): (T, T)) -> miette::Result<T>
+where
+    T: PartialOrd + From<u8> + std::fmt::Display + Copy,
+{
+    let value = value.unwrap_or(default);
+    if value < T::from(1) || value > max {
+        return Err(Error::ToolArgument {
+            message: format!("`{name}` is {value}; it must be between 1 and {max}"),
+        }
+        .into());
+    }
+    Ok(value)
+}
+
+/// The running pod's directory, or [`Error::NotRunning`] (as every
+/// command that asks a running pod checks first).
+fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
+    Ok(crate::session::running_pod_dir(pod)?)
+}
+
+/// Sends `request` and waits `timeout` for the answer (the pod's own limit
+/// plus a margin, as the commands do).
+fn ask(pod_dir: &Path, request: &Request, timeout: Duration) -> miette::Result<Response> {
+    Ok(control::request(
+        pod_dir,
+        request,
+        timeout + Duration::from_secs(5),
+    )?)
+}
+
+/// `lines`, the last of them first kept, within `max_bytes` (a line longer
+/// than that alone is cut at a character boundary); whether any was left
+/// out or cut.
+fn within(lines: Vec<String>, max_bytes: usize) -> (Vec<String>, bool) {
+    let mut kept = VecDeque::new();
+    let mut bytes = 0usize;
+    let mut cut = false;
+    for line in lines.into_iter().rev() {
+        let size = line.len() + 1;
+        if bytes + size > max_bytes {
+            cut = true;
+            if kept.is_empty() {
+                let mut end = max_bytes.min(line.len());
+                while !line.is_char_boundary(end) {
+                    end -= 1;
+                }
+                kept.push_front(line[..end].to_owned());
+            }
+            break;
+        }
+        bytes += size;
+        kept.push_front(line);
+    }
+    (kept.into(), cut)
+}
+
+/// The last lines of `service`'s log, safe to show (escape sequences and
+/// controls made visible), within `max_bytes`.
+fn shown_lines(
+    pod_dir: &Path,
+    service: &str,
+    lines: usize,
+    since_reload: bool,
+    max_bytes: usize,
+) -> miette::Result<(Vec<String>, bool)> {
+    let raw = crate::log_files::last_lines(pod_dir, service, lines, since_reload)?;
+    let plain = raw
+        .iter()
+        .map(|line| crate::terminal_text::plain(line))
+        .collect();
+    Ok(within(plain, max_bytes))
+}
+
+/// What a waiting request came to: the status, and each failed service
+/// with its state and last lines.
+fn outcome(pod_dir: &Path, response: Response) -> miette::Result<Outcome> {
+    let status = response
+        .status
+        .ok_or_else(|| miette::miette!("the pod's answer has no status"))?;
+    let failed = response
+        .failed
+        .iter()
+        .map(|name| {
+            let report = status.services.iter().find(|s| &s.name == name);
+            FailedService {
+                name: name.clone(),
+                detail: report.map(|s| s.detail.clone()).unwrap_or_default(),
+                last_exit: report.and_then(|s| s.last_exit),
+                last_lines: shown_lines(
+                    pod_dir,
+                    name,
+                    limits::FAILURE_LINES,
+                    false,
+                    limits::FAILURE_BYTES,
+                )
+                .map(|(lines, _)| lines)
+                .unwrap_or_default(),
+            }
+        })
+        .collect::<Vec<_>>();
+    Ok(Outcome {
+        ok: failed.is_empty(),
+        failed,
+        status,
+    })
+}
+
+impl Tools {
+    /// Runs `work` on the pod's arguments off the protocol's thread: its
+    /// value as the tool's structured result, its error as a tool error.
+    async fn answer<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&PodArgs) -> miette::Result<T> + Send + 'static,
+    ) -> Result<Json<T>, CallToolResult> {
+        let pod = self.pod.clone();
+        blocking(move || work(&pod)).await.map(Json)
+    }
+}
+
+#[tool_router(router = tool_router)]
+impl Tools {
+    /// The tools for the pod `pod` names; `up` only when `allow_up`.
+    pub fn new(pod: PodArgs, allow_up: bool) -> Self {
+        let mut tool_router = Self::tool_router();
+        if !allow_up {
+            tool_router.remove_route("up");
+        }
+        Self {
+            pod,
+            allow_up,
+            tool_router,
+        }
+    }
+
+    #[tool(
+        name = "status",
+        description = "The running pod: its directory and ports, and each service's state, pid, readiness, restarts and last exit, its URLs and its last reload (the JSON of `omnidev status --json`). A tool error with code omnidev::control::not_running when no pod runs.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn status(&self) -> Result<Json<PodStatus>, CallToolResult> {
+        self.answer(|pod| Ok(control::inspect(&running(pod)?)?))
+            .await
+    }
+
+    #[tool(
+        name = "logs",
+        description = "The last lines of one service's log file (escape sequences shown, not obeyed), optionally only those written since the pod's last reload; at most `lines` lines and `max_bytes` bytes, the newest kept. Works on a stopped pod too (its files stay).",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn logs(
+        &self,
+        Parameters(args): Parameters<LogsArgs>,
+    ) -> Result<Json<LogsResult>, CallToolResult> {
+        self.answer(move |pod| {
+            let lines = bounded("lines", args.lines, limits::LOG_LINES)?;
+            let max_bytes = bounded("max_bytes", args.max_bytes, limits::LOG_BYTES)?;
+            let pod_dir = crate::session::pod_dir(pod)?;
+            let (lines, truncated) = shown_lines(
+                &pod_dir,
+                &args.service,
+                lines as usize,
+                args.since_reload,
+                max_bytes as usize,
+            )?;
+            Ok(LogsResult {
+                service: args.service,
+                since_reload: args.since_reload,
+                lines,
+                truncated,
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        name = "wait",
+        description = "Wait until the services (all when none named) are ready, have exited, or are healthy after the reload of the latest source change the pod has seen (one begun at most 2 s before this call, or after it). Ends at once when one fails (crashed, exited non-zero, probe timed out): `ok` is false and `failed` names it with its state and last log lines. A tool error with code omnidev::timeout when the time runs out.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn wait(
+        &self,
+        Parameters(args): Parameters<WaitArgs>,
+    ) -> Result<Json<Outcome>, CallToolResult> {
+        self.answer(move |pod| {
+            let (until, default) = match args.until {
+                Until::Ready => (WaitFor::Ready, 300),
+                Until::Exited => (WaitFor::Exited, 300),
+                Until::HealthyAfterReload => (WaitFor::HealthyAfterReload, limits::WAIT_SECS.0),
+            };
+            let secs = bounded(
+                "timeout_secs",
+                args.timeout_secs,
+                (default, limits::WAIT_SECS.1),
+            )?;
+            if args.services.len() > limits::SERVICES {
+                return Err(Error::ToolArgument {
+                    message: format!(
+                        "{} services named; at most {}",
+                        args.services.len(),
+                        limits::SERVICES
+                    ),
+                }
+                .into());
+            }
+            let pod_dir = running(pod)?;
+            let request = Request::Wait {
+                until,
+                services: args.services,
+                timeout_secs: Some(secs),
+            };
+            let response = ask(&pod_dir, &request, Duration::from_secs(secs))?;
+            outcome(&pod_dir, response)
+        })
+        .await
+    }
+
+    #[tool(
+        name = "restart",
+        description = "Restart one service (its dependents follow, unless `no_deps`), or without `service` the backend (the services with watch rules, as a file change would), or with `all` every service; answered once they run again and are ready, or one failed (`ok` false, `failed` names it with its last lines).",
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn restart(
+        &self,
+        Parameters(args): Parameters<RestartArgs>,
+    ) -> Result<Json<Outcome>, CallToolResult> {
+        self.answer(move |pod| {
+            let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
+            let pod_dir = running(pod)?;
+            let request = Request::Restart {
+                service: args.service,
+                all: args.all,
+                no_deps: args.no_deps,
+                timeout_secs: Some(secs),
+            };
+            outcome(
+                &pod_dir,
+                ask(&pod_dir, &request, Duration::from_secs(secs))?,
+            )
+        })
+        .await
+    }
+
+    #[tool(
+        name = "stop_service",
+        description = "Stop one service of the running pod (answered once its processes are gone); the pod and the services that depend on it run on. `start_service` starts it again.",
+        annotations(
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn stop_service(
+        &self,
+        Parameters(args): Parameters<ServiceArgs>,
+    ) -> Result<Json<Outcome>, CallToolResult> {
+        self.answer(move |pod| {
+            let pod_dir = running(pod)?;
+            let request = Request::StopService {
+                services: vec![args.service],
+            };
+            outcome(&pod_dir, ask(&pod_dir, &request, ANSWER_TIMEOUT)?)
+        })
+        .await
+    }
+
+    #[tool(
+        name = "start_service",
+        description = "Start one service of the running pod that was stopped or has ended (one that runs is left as it is); answered once it is ready, or failed (`ok` false, with its last lines).",
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn start_service(
+        &self,
+        Parameters(args): Parameters<StartArgs>,
+    ) -> Result<Json<Outcome>, CallToolResult> {
+        self.answer(move |pod| {
+            let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
+            let pod_dir = running(pod)?;
+            let request = Request::StartService {
+                services: vec![args.service],
+                timeout_secs: Some(secs),
+            };
+            outcome(
+                &pod_dir,
+                ask(&pod_dir, &request, Duration::from_secs(secs))?,
+            )
+        })
+        .await
+    }
+
+    #[tool(
+        name = "events",
+        description = "The pod's recent events (state changes, ready, crashed, reload with its changed files, notices; log lines with `logs`), the newest `limit` of them within `max_bytes`, optionally only those since the last reload or of some services. Each is a record of docs/events.md.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn events(
+        &self,
+        Parameters(args): Parameters<EventsArgs>,
+    ) -> Result<Json<EventsResult>, CallToolResult> {
+        self.answer(move |pod| {
+            let limit = bounded("limit", args.limit, limits::EVENTS)? as usize;
+            let max_bytes = bounded("max_bytes", args.max_bytes, limits::EVENT_BYTES)? as usize;
+            let pod_dir = running(pod)?;
+            let request = Request::Events {
+                follow: false,
+                services: args.services,
+                logs: args.logs,
+                since_ms: None,
+                since_reload: args.since_reload,
+            };
+            let reader = control::stream(&pod_dir, &request, ANSWER_TIMEOUT, false)?;
+            let mut newest: VecDeque<String> = VecDeque::new();
+            let mut seen = 0usize;
+            for line in reader.take(limits::EVENTS_READ_BYTES).lines() {
+                let Ok(line) = line else { break };
+                seen += 1;
+                newest.push_back(line);
+                if newest.len() > limit {
+                    newest.pop_front();
+                }
+            }
+            let (lines, cut) = within(newest.into(), max_bytes);
+            let events: Vec<serde_json::Value> = lines
+                .iter()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect();
+            Ok(EventsResult {
+                truncated: cut || events.len() < seen,
+                events,
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        name = "up",
+        description = "Start the pod of this checkout in the background (`omnidev up --detach`) and answer once every service is ready; a pod that already runs is answered at once. Offered only when the server was started with `omnidev mcp --allow-up`.",
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn up(
+        &self,
+        Parameters(args): Parameters<UpArgs>,
+    ) -> Result<Json<Outcome>, CallToolResult> {
+        if !self.allow_up {
+            return Err(refusal(&Error::UpNotAllowed.into()));
+        }
+        self.answer(move |pod| {
+            let secs = bounded("timeout_secs", args.timeout_secs, limits::UP_SECS)?;
+            up_detached(pod, secs)
+        })
+        .await
+    }
+}
+
+/// Runs `omnidev up --detach` (this binary) for `pod`, its output captured
+/// (never this server's stdout), then reads the pod's status.
+fn up_detached(pod: &PodArgs, secs: u64) -> miette::Result<Outcome> {
+    // Mistakes of the checkout or profile, with their own codes.
+    crate::session::resolve_checkout(pod)?;
+    let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
+    let mut command = std::process::Command::new(&program);
+    command
+        .args(["up", "--detach", "--ready-timeout"])
+        .arg(secs.to_string());
+    for (flag, value) in [
+        ("--repo", &pod.repo),
+        ("--profile", &pod.profile),
+        ("--pod-dir", &pod.pod_dir),
+    ] {
+        if let Some(value) = value {
+            command.arg(flag).arg(value);
+        }
+    }
+    let output = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|source| Error::Spawn {
+            program: program.display().to_string(),
+            source,
+        })?;
+    if !output.status.success() {
+        let said = crate::terminal_text::plain(&String::from_utf8_lossy(&output.stderr));
+        let lines: Vec<String> = said.lines().map(str::to_owned).collect();
+        let (kept, _) = within(lines, limits::UP_OUTPUT_BYTES);
+        return Err(Error::UpFailed {
+            code: output.status.code().unwrap_or(-1),
+            output: kept.join("\n"),
+        }
+        .into());
+    }
+    let pod_dir = running(pod)?;
+    Ok(Outcome {
+        ok: true,
+        failed: Vec::new(),
+        status: control::inspect(&pod_dir)?,
+    })
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        let up = if self.allow_up {
+            " `up` starts the pod in the background."
+        } else {
+            " Starting the pod is not offered (`omnidev mcp --allow-up` offers it)."
+        };
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("omnidev", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "The omnidev dev pod of this checkout: its services run supervised, reload on \
+                 source changes, and log to files. After editing code, call `wait` with \
+                 until=healthy-after-reload: it fails naming a service that crashed, with its last \
+                 lines; `logs` reads a service's log (since_reload for the lines since the last \
+                 reload), `status` shows states, ports and URLs, `restart`, `stop_service`, \
+                 `start_service` act on services, `events` lists what happened.{up}"
+            ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // Not offered, so not routed: refused with the reason, not "unknown tool".
+        if request.name == "up" && !self.allow_up {
+            return Ok(refusal(&Error::UpNotAllowed.into()).into());
+        }
+        let context = ToolCallContext::new(self, request, context);
+        self.tool_router.call(context).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_kept_newest_first_within_the_bytes() {
+        let lines = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            within(lines(&["a", "bb", "cc"]), 6),
+            (lines(&["bb", "cc"]), true)
+        );
+        assert_eq!(
+            within(lines(&["a", "bb"]), 100),
+            (lines(&["a", "bb"]), false)
+        );
+        // One line longer than the bytes: its start, cut at a character.
+        assert_eq!(within(lines(&["ééé"]), 3), (lines(&["é"]), true));
+        assert_eq!(within(Vec::new(), 3), (Vec::new(), false));
+    }
+
+    #[test]
+    fn arguments_out_of_range_are_refused_with_the_range() {
+        assert_eq!(bounded("lines", None, limits::LOG_LINES).ok(), Some(100));
+        assert_eq!(bounded("lines", Some(7), limits::LOG_LINES).ok(), Some(7));
+        for wrong in [0, 5001] {
+            let report = bounded("lines", Some(wrong), limits::LOG_LINES).expect_err("refused");
+            let record = crate::error::error_value(&report);
+            assert_eq!(record["error"]["code"], "omnidev::mcp::argument");
+            assert_eq!(record["error"]["exit"], 2);
+            let message = record["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("between 1 and 5000"), "{message}");
+        }
+    }
+
+    #[test]
+    fn every_tool_has_both_schemas_and_up_is_routed_only_when_allowed() {
+        let names = |tools: &Tools| {
+            let mut names: Vec<String> = tools
+                .tool_router
+                .list_all()
+                .into_iter()
+                .inspect(|tool| {
+                    assert!(
+                        tool.output_schema.is_some(),
+                        "{} has no output schema",
+                        tool.name
+                    );
+                    assert_eq!(tool.input_schema.get("type"), Some(&"object".into()));
+                })
+                .map(|tool| tool.name.to_string())
+                .collect();
+            names.sort();
+            names
+        };
+        let without = names(&Tools::new(PodArgs::default(), false));
+        assert!(!without.contains(&"up".to_owned()), "{without:?}");
+        let with = names(&Tools::new(PodArgs::default(), true));
+        assert!(with.contains(&"up".to_owned()), "{with:?}");
+    }
+}

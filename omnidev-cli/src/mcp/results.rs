@@ -1,0 +1,174 @@
+//! The arguments and results of the tools of `omnidev mcp`: plain data
+//! whose JSON Schemas (from their doc comments) the tools advertise.
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::protocol::PodStatus;
+
+/// The arguments of `logs`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogsArgs {
+    /// The service whose log to read.
+    pub service: String,
+    /// The last this many lines (default 100, at most 5000).
+    #[serde(default)]
+    pub lines: Option<u32>,
+    /// Only lines written since the pod's last reload (since it started
+    /// when none happened).
+    #[serde(default)]
+    pub since_reload: bool,
+    /// At most this many bytes of lines, the newest kept (default 32768,
+    /// at most 1048576).
+    #[serde(default)]
+    pub max_bytes: Option<u32>,
+}
+
+/// What `logs` answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct LogsResult {
+    /// The service.
+    pub service: String,
+    /// Whether only the lines since the last reload were asked for.
+    pub since_reload: bool,
+    /// The lines, oldest first, escape sequences and controls shown
+    /// visibly.
+    pub lines: Vec<String>,
+    /// Whether older lines were left out (or the oldest one cut) to keep
+    /// within `max_bytes`.
+    pub truncated: bool,
+}
+
+/// What `wait` waits for.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Until {
+    /// Each service is ready (its probe passed; without a probe, it has
+    /// kept running for a second; or it exited 0).
+    Ready,
+    /// The reload of the latest source change the pod has seen is over and
+    /// each service is ready again (after an edit).
+    HealthyAfterReload,
+    /// Each service has ended.
+    Exited,
+}
+
+/// The arguments of `wait`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The condition.
+    pub until: Until,
+    /// The services it concerns (at most 64); every service when empty.
+    #[serde(default)]
+    pub services: Vec<String>,
+    /// Seconds to wait at most (default 60 for healthy-after-reload, 300
+    /// otherwise; at most 900).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// The arguments of `restart`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestartArgs {
+    /// The service to restart; without it, the backend (the services with
+    /// watch rules, or every service when none has).
+    #[serde(default)]
+    pub service: Option<String>,
+    /// Every service, as one reload (not with `service`).
+    #[serde(default)]
+    pub all: bool,
+    /// With `service`: its dependents keep running.
+    #[serde(default)]
+    pub no_deps: bool,
+    /// Seconds to wait for the restarted services to be ready (default
+    /// 300, at most 900).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// The arguments of `stop_service`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceArgs {
+    /// The service.
+    pub service: String,
+}
+
+/// The arguments of `start_service`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArgs {
+    /// The service.
+    pub service: String,
+    /// Seconds to wait for it to be ready (default 300, at most 900).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// The arguments of `events`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsArgs {
+    /// Only these services' events (and the pod's own); all when empty.
+    #[serde(default)]
+    pub services: Vec<String>,
+    /// Only events from the last reload on.
+    #[serde(default)]
+    pub since_reload: bool,
+    /// The services' output lines too (`log` records).
+    #[serde(default)]
+    pub logs: bool,
+    /// The newest this many records (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// At most this many bytes of records, the newest kept (default 65536,
+    /// at most 1048576).
+    #[serde(default)]
+    pub max_bytes: Option<u32>,
+}
+
+/// What `events` answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct EventsResult {
+    /// The records, oldest first (`v`, `ts`, `pod`, `seq`, `kind`, … as in
+    /// docs/events.md).
+    pub events: Vec<serde_json::Value>,
+    /// Whether older records were left out (by `limit` or `max_bytes`).
+    pub truncated: bool,
+}
+
+/// The arguments of `up`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpArgs {
+    /// Seconds for every service to be ready (default 600, at most 1800).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// A service that failed while a tool waited.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct FailedService {
+    /// Its name.
+    pub name: String,
+    /// Its state, e.g. `crashed (exit code 1)`.
+    pub detail: String,
+    /// How its last run ended (`{"code": N}` or `{"signal": N}`).
+    #[schemars(with = "Option<crate::control::protocol::ExitSchema>")]
+    pub last_exit: Option<omnidev_core::ExitStatus>,
+    /// The last lines of its log (at most 20, 8 KiB).
+    pub last_lines: Vec<String>,
+}
+
+/// What `wait`, `restart`, `stop_service`, `start_service` and `up` answer.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Outcome {
+    /// Whether it went as asked: false when a service failed.
+    pub ok: bool,
+    /// The services that failed, with their state and last lines.
+    pub failed: Vec<FailedService>,
+    /// The pod's status afterwards.
+    pub status: PodStatus,
+}

@@ -1,0 +1,481 @@
+//! `omnidev mcp` driven by a real MCP client (the official Rust SDK's,
+//! over the binary's stdin and stdout): a live pod of the bundled example
+//! (its `omnigent` package run with python3), its status, logs, a restart,
+//! waits for reloads of edits (a healthy one, a broken one naming the
+//! server and its last lines), one service stopped and started, events;
+//! `up` refused without `--allow-up` and starting the pod with it; a
+//! tool error with the CLI's code when no pod runs; nothing but protocol
+//! messages on stdout.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{TestContext, service};
+use omnidev_test_support::free_port;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+/// How long any one tool call may take (generous: the machine is shared).
+const CALL: Duration = Duration::from_secs(180);
+
+/// Copies `from` (a directory) to `to`, recursively.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A checkout holding the bundled example's `omnigent` package, and a
+/// profile that runs its server and host with python3 (no uv needed): the
+/// server reloads on `omnigent/**/*.py`, the host waits for it.
+fn example(ctx: &TestContext) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/omnigent-example");
+    copy_tree(&example.join("omnigent"), &ctx.repo.join("omnigent"));
+    ctx.omnigent_shape();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[ports]
+server = {base}
+
+[urls]
+server = {{ url = "http://localhost:{{port.server}}", service = "server" }}
+
+[watch]
+debounce-ms = 100
+
+[services.server]
+command = ["python3", "-u", "-m", "omnigent", "--log-to-stderr", "server", "--host", "127.0.0.1", "--port", "{{port.server}}", "--database-uri", "sqlite:///{{pod}}/data/chat.db", "--artifact-location", "{{pod}}/artifacts"]
+ready = {{ http = "http://127.0.0.1:{{port.server}}/health", interval-ms = 100 }}
+watch = ["omnigent/**/*.py"]
+grace-ms = 3000
+
+[services.host]
+command = ["python3", "-u", "-m", "omnigent", "--log-to-stderr", "host", "--server", "http://127.0.0.1:{{port.server}}", "--heartbeat", "0.5"]
+depends-on = {{ server = "ready" }}
+ready = {{ log = "Connected as" }}
+grace-ms = 3000
+"#,
+            // A port nothing listens on now: the pod probes up from it.
+            base = free_port()
+        ),
+    );
+}
+
+/// Stops the context's pod when dropped, so a failing test leaves none.
+struct StopPod<'a>(&'a TestContext);
+
+impl Drop for StopPod<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.command().arg("stop").output();
+    }
+}
+
+/// A real MCP client of `omnidev mcp EXTRA…` run in the context's checkout.
+async fn connect(ctx: &TestContext, extra: &[&str]) -> RunningService<RoleClient, ()> {
+    let mut command = tokio::process::Command::from(ctx.command());
+    command.arg("mcp").args(extra);
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn omnidev mcp");
+    tokio::time::timeout(CALL, ().serve(transport))
+        .await
+        .expect("initialized in time")
+        .expect("initialize")
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
+    let Value::Object(arguments) = args else {
+        panic!("arguments must be an object: {args}");
+    };
+    let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+    tokio::time::timeout(CALL, client.call_tool(params))
+        .await
+        .unwrap_or_else(|_| panic!("{name} answered within {CALL:?}"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The structured result of a call that must have succeeded (its text
+/// content is the same JSON).
+fn ok(name: &str, result: &CallToolResult) -> Value {
+    assert_ne!(result.is_error, Some(true), "{name}: {result:?}");
+    let structured = result
+        .structured_content
+        .clone()
+        .unwrap_or_else(|| panic!("{name}: no structured content: {result:?}"));
+    let text = result.content[0].as_text().expect("text content");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text.text).expect("JSON text"),
+        structured
+    );
+    structured
+}
+
+/// The error record of a call that must have failed.
+fn refused(name: &str, result: &CallToolResult) -> Value {
+    assert_eq!(result.is_error, Some(true), "{name}: {result:?}");
+    assert!(result.structured_content.is_none(), "{name}: {result:?}");
+    let text = result.content[0].as_text().expect("text content");
+    let record: Value = serde_json::from_str(&text.text).expect("a JSON error record");
+    for field in ["code", "message", "help", "exit"] {
+        assert!(!record["error"][field].is_null(), "{name}: {record}");
+    }
+    record
+}
+
+fn lines(result: &Value) -> Vec<String> {
+    result["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .map(|l| l.as_str().expect("a line").to_owned())
+        .collect()
+}
+
+/// Appends `text` to the checkout's `relative` file.
+fn append(ctx: &TestContext, relative: &str, text: &str) {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ctx.repo.join(relative))
+        .expect("open");
+    file.write_all(text.as_bytes()).expect("append");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_drives_a_live_pod_of_the_example() {
+    let ctx = TestContext::new();
+    example(&ctx);
+    let _stop = StopPod(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let client = connect(&ctx, &[]).await;
+
+    tools_with_schemas(&client).await;
+    let server_pid = status_and_logs(&client).await;
+    // A restart: a new server, ready.
+    let restarted = ok(
+        "restart",
+        &call(&client, "restart", json!({"service": "server"})).await,
+    );
+    assert_eq!(restarted["ok"], true, "{restarted}");
+    let new_pid = service(&restarted["status"], "server")["pid"]
+        .as_u64()
+        .expect("pid");
+    assert_ne!(new_pid, server_pid, "{restarted}");
+
+    reloads_of_edits(&ctx, &client).await;
+    services_events_and_errors(&client).await;
+    client.cancel().await.expect("close");
+    ctx.run_ok(&["stop"]);
+}
+
+/// The server's identity, and every tool with both schemas (no `up`
+/// without `--allow-up`).
+async fn tools_with_schemas(client: &RunningService<RoleClient, ()>) {
+    let info = client.peer_info().expect("the server's initialize answer");
+    let server = info.server_info.as_ref().expect("server info");
+    assert_eq!(server.name, "omnidev");
+    assert!(info.capabilities.tools.is_some(), "{info:?}");
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "events",
+            "logs",
+            "restart",
+            "start_service",
+            "status",
+            "stop_service",
+            "wait"
+        ]
+    );
+    for tool in &tools {
+        assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
+        let output = tool.output_schema.as_ref().expect("an output schema");
+        assert_eq!(output["type"], "object", "{}", tool.name);
+    }
+    let logs_tool = tools.iter().find(|t| t.name == "logs").expect("logs");
+    assert_eq!(logs_tool.input_schema["required"], json!(["service"]));
+}
+
+/// Status (both services, pids, the server's URL and port) and bounded
+/// logs; the server's pid.
+async fn status_and_logs(client: &RunningService<RoleClient, ()>) -> u64 {
+    let status = ok("status", &call(client, "status", json!({})).await);
+    assert_eq!(status["running"], true, "{status}");
+    let server_pid = service(&status, "server")["pid"].as_u64().expect("pid");
+    assert_eq!(service(&status, "server")["state"], "ready", "{status}");
+    assert!(service(&status, "host")["pid"].is_u64(), "{status}");
+    let port = status["ports"]["server"].as_u64().expect("port");
+    assert_eq!(
+        status["urls"][0]["url"],
+        format!("http://localhost:{port}"),
+        "{status}"
+    );
+
+    // The server's log, bounded.
+    let logs = ok(
+        "logs",
+        &call(client, "logs", json!({"service": "server", "lines": 50})).await,
+    );
+    assert!(
+        lines(&logs).iter().any(|l| l.contains("listening on")),
+        "{logs}"
+    );
+    let small = ok(
+        "logs",
+        &call(
+            client,
+            "logs",
+            json!({"service": "host", "lines": 5000, "max_bytes": 40}),
+        )
+        .await,
+    );
+    assert!(lines(&small).concat().len() <= 40, "{small}");
+    assert_eq!(small["truncated"], true, "{small}");
+
+    server_pid
+}
+
+/// An edit and the wait for its reload; a broken edit, whose wait ends at
+/// the server's crash naming it with its last lines; the fix.
+async fn reloads_of_edits(ctx: &TestContext, client: &RunningService<RoleClient, ()>) {
+    // An edit, and the wait for its reload.
+    append(ctx, "omnigent/log.py", "\n# touched by the MCP test\n");
+    let healthy = ok(
+        "wait",
+        &call(client, "wait", json!({"until": "healthy-after-reload"})).await,
+    );
+    assert_eq!(healthy["ok"], true, "{healthy}");
+    assert_eq!(
+        healthy["status"]["last-reload"]["files"],
+        json!(["omnigent/log.py"]),
+        "{healthy}"
+    );
+    let since = ok(
+        "logs",
+        &call(
+            client,
+            "logs",
+            json!({"service": "server", "since_reload": true}),
+        )
+        .await,
+    );
+    let since = lines(&since);
+    assert_eq!(
+        since.iter().filter(|l| l.contains("listening on")).count(),
+        1,
+        "one start since the reload: {since:?}"
+    );
+
+    // A broken edit: the wait ends at the server's crash, naming it with
+    // its last lines; the fix makes it healthy again.
+    let server_py = ctx.repo.join("omnigent/server.py");
+    let saved = std::fs::read(&server_py).expect("read");
+    append(ctx, "omnigent/server.py", "\ndef broken(:\n");
+    let broken = ok(
+        "wait",
+        &call(client, "wait", json!({"until": "healthy-after-reload"})).await,
+    );
+    assert_eq!(broken["ok"], false, "{broken}");
+    assert_eq!(broken["failed"][0]["name"], "server", "{broken}");
+    let last: Vec<String> = lines(&json!({"lines": broken["failed"][0]["last_lines"]}));
+    assert!(
+        last.iter().any(|l| l.contains("SyntaxError")),
+        "the crash's last lines: {last:?}"
+    );
+    std::fs::write(&server_py, saved).expect("restore");
+    let fixed = ok(
+        "wait",
+        &call(client, "wait", json!({"until": "healthy-after-reload"})).await,
+    );
+    assert_eq!(fixed["ok"], true, "{fixed}");
+}
+
+/// One service stopped and started again, the events naming the reloads,
+/// errors with the CLI's codes.
+async fn services_events_and_errors(client: &RunningService<RoleClient, ()>) {
+    // One service stopped, then started again.
+    let stopped = ok(
+        "stop_service",
+        &call(client, "stop_service", json!({"service": "host"})).await,
+    );
+    assert_eq!(service(&stopped["status"], "host")["state"], "stopped");
+    let started = ok(
+        "start_service",
+        &call(client, "start_service", json!({"service": "host"})).await,
+    );
+    assert_eq!(started["ok"], true, "{started}");
+    assert_eq!(
+        service(&started["status"], "host")["ready"],
+        true,
+        "{started}"
+    );
+
+    // The recent events name the reloads.
+    let events = ok(
+        "events",
+        &call(client, "events", json!({"limit": 1000})).await,
+    );
+    let reloads: Vec<&Value> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "reload")
+        .collect();
+    assert!(
+        reloads
+            .iter()
+            .any(|e| e["files"] == json!(["omnigent/log.py"])),
+        "{events}"
+    );
+
+    // Errors carry the CLI's codes.
+    let unknown = refused(
+        "restart",
+        &call(client, "restart", json!({"service": "nosuch"})).await,
+    );
+    assert_eq!(unknown["error"]["code"], "omnidev::unknown_service");
+    assert_eq!(unknown["error"]["exit"], 2);
+    let range = refused(
+        "logs",
+        &call(client, "logs", json!({"service": "server", "lines": 0})).await,
+    );
+    assert_eq!(range["error"]["code"], "omnidev::mcp::argument");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
+    let ctx = TestContext::new();
+    example(&ctx);
+    let _stop = StopPod(&ctx);
+
+    let client = connect(&ctx, &[]).await;
+    let status = refused("status", &call(&client, "status", json!({})).await);
+    assert_eq!(status["error"]["code"], "omnidev::control::not_running");
+    assert_eq!(status["error"]["exit"], 3);
+    let up = refused("up", &call(&client, "up", json!({})).await);
+    assert_eq!(up["error"]["code"], "omnidev::mcp::up_not_allowed");
+    assert!(
+        up["error"]["help"]
+            .as_str()
+            .is_some_and(|h| h.contains("--allow-up")),
+        "{up}"
+    );
+    client.cancel().await.expect("close");
+    assert_eq!(
+        ctx.run(&["status"]).status.code(),
+        Some(3),
+        "nothing was started"
+    );
+
+    // A client of the SDK's current revision (no `initialize`: it
+    // discovers the server and sends its version with each request).
+    let mut command = tokio::process::Command::from(ctx.command());
+    command.arg("mcp");
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn omnidev mcp");
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let current = tokio::time::timeout(CALL, ().serve_with_lifecycle(transport, lifecycle))
+        .await
+        .expect("discovered in time")
+        .expect("discover");
+    let status = refused("status", &call(&current, "status", json!({})).await);
+    assert_eq!(status["error"]["code"], "omnidev::control::not_running");
+    current.cancel().await.expect("close");
+
+    let client = connect(&ctx, &["--allow-up"]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "up"), "{tools:?}");
+    let started = ok("up", &call(&client, "up", json!({})).await);
+    assert_eq!(started["ok"], true, "{started}");
+    assert_eq!(started["status"]["running"], true, "{started}");
+    assert_eq!(service(&started["status"], "host")["ready"], true);
+    // Again: the running pod, at once.
+    let again = ok("up", &call(&client, "up", json!({})).await);
+    assert_eq!(again["status"]["pid"], started["status"]["pid"]);
+    client.cancel().await.expect("close");
+    ctx.run_ok(&["stop"]);
+}
+
+#[test]
+fn stdout_carries_protocol_messages_only() {
+    // A raw session: every line the server writes is a JSON-RPC message,
+    // answers to each request included, even for a tool that fails.
+    let ctx = TestContext::new();
+    example(&ctx);
+    let mut child = ctx
+        .command()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "logs", "arguments": {"service": "server"}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}}}),
+    ];
+    let mut stdin = child.stdin.take().expect("stdin");
+    for request in &requests {
+        writeln!(stdin, "{request}").expect("send");
+    }
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut answered = Vec::new();
+        for line in stdout.lines() {
+            let line = line.expect("read");
+            let message: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            if let Some(id) = message["id"].as_u64() {
+                answered.push(id);
+            }
+            if answered.len() == 4 {
+                break;
+            }
+        }
+        let _ = tx.send(answered);
+    });
+    let Ok(mut answered) = rx.recv_timeout(CALL) else {
+        let _ = child.kill();
+        panic!("no answer to every request within {CALL:?}");
+    };
+    drop(stdin);
+    // The client closed stdin: the server ends, exit 0.
+    let status = child.wait().expect("wait");
+    answered.sort_unstable();
+    assert_eq!(answered, [1, 2, 3, 4]);
+    assert!(status.success(), "{status:?}");
+}
