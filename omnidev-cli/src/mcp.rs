@@ -18,7 +18,10 @@ mod results;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Read};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -141,13 +144,55 @@ fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
 }
 
 /// Sends `request` and waits `timeout` for the answer (the pod's own limit
-/// plus a margin, as the commands do).
-fn ask(pod_dir: &Path, request: &Request, timeout: Duration) -> miette::Result<Response> {
-    Ok(control::request(
+/// plus a margin, as the commands do), on a connection `connection` can
+/// hang up.
+fn ask(
+    pod_dir: &Path,
+    request: &Request,
+    timeout: Duration,
+    connection: &Connection,
+) -> miette::Result<Response> {
+    Ok(control::client::request_on(
         pod_dir,
         request,
         timeout + Duration::from_secs(5),
+        |stream| connection.keep(stream),
     )?)
+}
+
+/// The connection of a tool's request to the pod, hung up when the client
+/// cancels the call: the pod then stops waiting for it at once (it sees
+/// its client gone) and frees the waiting slot, and the blocked read
+/// here ends, instead of both lasting until the request's timeout.
+#[derive(Debug, Clone, Default)]
+struct Connection(Arc<Mutex<Hangup>>);
+
+#[derive(Debug, Default)]
+struct Hangup {
+    stream: Option<UnixStream>,
+    cancelled: bool,
+}
+
+impl Connection {
+    /// Keeps a handle of `stream` (hung up at once if the call was
+    /// cancelled before it connected).
+    fn keep(&self, stream: &UnixStream) {
+        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.cancelled {
+            let _ = stream.shutdown(Shutdown::Both);
+        } else {
+            state.stream = stream.try_clone().ok();
+        }
+    }
+
+    /// Hangs up, now or as soon as it connects.
+    fn hang_up(&self) {
+        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        state.cancelled = true;
+        if let Some(stream) = state.stream.take() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
 }
 
 /// `lines`, the last of them first kept, within `max_bytes` (a line longer
@@ -230,12 +275,24 @@ fn outcome(pod_dir: &Path, response: Response) -> miette::Result<Outcome> {
 impl Tools {
     /// Runs `work` on the pod's arguments off the protocol's thread: its
     /// value as the tool's structured result, its error as a tool error.
+    /// When the client cancels the call, its connection to the pod is hung
+    /// up.
     async fn answer<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&PodArgs) -> miette::Result<T> + Send + 'static,
+        context: &RequestContext<RoleServer>,
+        work: impl FnOnce(&PodArgs, &Connection) -> miette::Result<T> + Send + 'static,
     ) -> Result<Json<T>, CallToolResult> {
         let pod = self.pod.clone();
-        blocking(move || work(&pod)).await.map(Json)
+        let connection = Connection::default();
+        let held = connection.clone();
+        tokio::select! {
+            answer = blocking(move || work(&pod, &held)) => answer.map(Json),
+            () = context.ct.cancelled() => {
+                connection.hang_up();
+                // Not sent: the SDK drops the answer to a cancelled call.
+                Err(refusal(&miette::miette!("the call was cancelled")))
+            }
+        }
     }
 }
 
@@ -259,8 +316,11 @@ impl Tools {
         description = "The running pod: its directory and ports, and each service's state, pid, readiness, restarts and last exit, its URLs and its last reload (the JSON of `omnidev status --json`). A tool error with code omnidev::control::not_running when no pod runs.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn status(&self) -> Result<Json<PodStatus>, CallToolResult> {
-        self.answer(|pod| Ok(control::inspect(&running(pod)?)?))
+    async fn status(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Json<PodStatus>, CallToolResult> {
+        self.answer(&context, |pod, _| Ok(control::inspect(&running(pod)?)?))
             .await
     }
 
@@ -271,9 +331,10 @@ impl Tools {
     )]
     async fn logs(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<LogsArgs>,
     ) -> Result<Json<LogsResult>, CallToolResult> {
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, _| {
             let lines = bounded("lines", args.lines, limits::LOG_LINES)?;
             let max_bytes = bounded("max_bytes", args.max_bytes, limits::LOG_BYTES)?;
             let pod_dir = crate::session::pod_dir(pod)?;
@@ -301,9 +362,10 @@ impl Tools {
     )]
     async fn wait(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<WaitArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, connection| {
             let (until, default) = match args.until {
                 Until::Ready => (WaitFor::Ready, 300),
                 Until::Exited => (WaitFor::Exited, 300),
@@ -330,7 +392,7 @@ impl Tools {
                 services: args.services,
                 timeout_secs: Some(secs),
             };
-            let response = ask(&pod_dir, &request, Duration::from_secs(secs))?;
+            let response = ask(&pod_dir, &request, Duration::from_secs(secs), connection)?;
             outcome(&pod_dir, response)
         })
         .await
@@ -347,9 +409,10 @@ impl Tools {
     )]
     async fn restart(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<RestartArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, connection| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
             let pod_dir = running(pod)?;
             let request = Request::Restart {
@@ -360,7 +423,7 @@ impl Tools {
             };
             outcome(
                 &pod_dir,
-                ask(&pod_dir, &request, Duration::from_secs(secs))?,
+                ask(&pod_dir, &request, Duration::from_secs(secs), connection)?,
             )
         })
         .await
@@ -377,14 +440,18 @@ impl Tools {
     )]
     async fn stop_service(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<ServiceArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, connection| {
             let pod_dir = running(pod)?;
             let request = Request::StopService {
                 services: vec![args.service],
             };
-            outcome(&pod_dir, ask(&pod_dir, &request, ANSWER_TIMEOUT)?)
+            outcome(
+                &pod_dir,
+                ask(&pod_dir, &request, ANSWER_TIMEOUT, connection)?,
+            )
         })
         .await
     }
@@ -400,9 +467,10 @@ impl Tools {
     )]
     async fn start_service(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<StartArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, connection| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
             let pod_dir = running(pod)?;
             let request = Request::StartService {
@@ -411,7 +479,7 @@ impl Tools {
             };
             outcome(
                 &pod_dir,
-                ask(&pod_dir, &request, Duration::from_secs(secs))?,
+                ask(&pod_dir, &request, Duration::from_secs(secs), connection)?,
             )
         })
         .await
@@ -424,9 +492,10 @@ impl Tools {
     )]
     async fn events(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<EventsArgs>,
     ) -> Result<Json<EventsResult>, CallToolResult> {
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, _| {
             let limit = bounded("limit", args.limit, limits::EVENTS)? as usize;
             let max_bytes = bounded("max_bytes", args.max_bytes, limits::EVENT_BYTES)? as usize;
             let pod_dir = running(pod)?;
@@ -472,12 +541,13 @@ impl Tools {
     )]
     async fn up(
         &self,
+        context: RequestContext<RoleServer>,
         Parameters(args): Parameters<UpArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
         if !self.allow_up {
             return Err(refusal(&Error::UpNotAllowed.into()));
         }
-        self.answer(move |pod| {
+        self.answer(&context, move |pod, _| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::UP_SECS)?;
             up_detached(pod, secs)
         })

@@ -3,9 +3,9 @@
 //! (its `omnigent` package run with python3), its status, logs, a restart,
 //! waits for reloads of edits (a healthy one, a broken one naming the
 //! server and its last lines), one service stopped and started, events;
-//! `up` refused without `--allow-up` and starting the pod with it; a
-//! tool error with the CLI's code when no pod runs; nothing but protocol
-//! messages on stdout.
+//! `up` refused without `--allow-up` and starting the pod with it;
+//! cancelled calls free the pod's waiting slots; a tool error with the
+//! CLI's code when no pod runs; nothing but protocol messages on stdout.
 
 #[path = "support/context.rs"]
 mod common;
@@ -417,6 +417,26 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     // Again: the running pod, at once.
     let again = ok("up", &call(&client, "up", json!({})).await);
     assert_eq!(again["status"]["pid"], started["status"]["pid"]);
+
+    // Calls the client gives up on (the SDK sends notifications/cancelled
+    // when the call's future is dropped): more than the pod answers at
+    // once (32 waiting requests). Each one's connection is hung up, so the
+    // pod stops waiting for it; kept, the later ones and the CLI's wait
+    // below would be refused as busy.
+    for _ in 0..40 {
+        let params = CallToolRequestParams::new("wait").with_arguments(
+            json!({"until": "exited", "timeout_secs": 900})
+                .as_object()
+                .expect("object")
+                .clone(),
+        );
+        let abandoned = tokio::time::timeout(Duration::from_millis(200), client.call_tool(params));
+        if let Ok(answer) = abandoned.await {
+            panic!("the services never exit, yet the wait was answered (busy?): {answer:?}");
+        }
+    }
+    let wait = ctx.run(&["wait", "--ready", "--timeout", "60"]);
+    assert_eq!(wait.status.code(), Some(0), "{}", ctx.render(&wait));
     client.cancel().await.expect("close");
     ctx.run_ok(&["stop"]);
 }

@@ -16,7 +16,20 @@ use crate::error::{Error, Result};
 /// must arrive within `timeout`. An answer with `ok: false` becomes
 /// [`Error::Refused`].
 pub fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<Response> {
-    Ok(exchange(pod_dir, request, timeout)?.0)
+    request_on(pod_dir, request, timeout, |_| {})
+}
+
+/// [`request`], showing the connection to `connected` as soon as it is
+/// made: a caller that gives up (an MCP client's cancelled call) shuts it
+/// down through a clone, and the pod stops waiting for a client that is
+/// gone (the read here then ends at once).
+pub fn request_on(
+    pod_dir: &Path,
+    request: &Request,
+    timeout: Duration,
+    connected: impl FnOnce(&UnixStream),
+) -> Result<Response> {
+    Ok(exchange(pod_dir, request, timeout, connected)?.0)
 }
 
 /// Sends a streaming `request` (`events`) and returns the pod's answer
@@ -28,7 +41,7 @@ pub fn stream(
     timeout: Duration,
     follow: bool,
 ) -> Result<BufReader<UnixStream>> {
-    let (_, reader) = exchange(pod_dir, request, timeout)?;
+    let (_, reader) = exchange(pod_dir, request, timeout, |_| {})?;
     if follow {
         let _ = reader.get_ref().set_read_timeout(None);
     }
@@ -39,6 +52,7 @@ fn exchange(
     pod_dir: &Path,
     request: &Request,
     timeout: Duration,
+    connected: impl FnOnce(&UnixStream),
 ) -> Result<(Response, BufReader<UnixStream>)> {
     let socket = super::socket_path(pod_dir);
     let unreachable = |source: std::io::Error| Error::Unreachable {
@@ -51,6 +65,7 @@ fn exchange(
         source,
     };
     let mut stream = UnixStream::connect(&socket).map_err(unreachable)?;
+    connected(&stream);
     stream
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
