@@ -505,6 +505,8 @@ impl Tools {
                 logs: args.logs,
                 since_ms: None,
                 since_reload: args.since_reload,
+                // Kept records: finished lines only.
+                partial: false,
             };
             let reader = control::stream(&pod_dir, &request, ANSWER_TIMEOUT, false)?;
             let mut newest: VecDeque<String> = VecDeque::new();

@@ -55,6 +55,10 @@ pub struct FeedConfig {
     /// as it has been read, so the disk holds the backlog plus at most one
     /// segment.
     pub segment_bytes: u64,
+    /// Whether the feed also gets the unfinished lines published to
+    /// subscribers ([`Entry::Partial`]; default `false`: finished lines
+    /// only).
+    pub partial_lines: bool,
 }
 
 impl FeedConfig {
@@ -64,6 +68,7 @@ impl FeedConfig {
             spool_dir: spool_dir.into(),
             memory_bytes: 4 * 1024 * 1024,
             segment_bytes: 64 * 1024 * 1024,
+            partial_lines: false,
         }
     }
 }
@@ -73,6 +78,11 @@ impl FeedConfig {
 pub enum Entry {
     /// A line of a service's output (or of its prepare steps).
     Line(Arc<LogLine>),
+    /// A line still waiting for its newline, as it stands
+    /// ([`crate::EventKind::PartialLine`]): the next line of its service
+    /// and stream replaces it. Only in a feed that asked for them
+    /// ([`FeedConfig::partial_lines`]).
+    Partial(Arc<LogLine>),
     /// Any other event (state changes, readiness, crashes, notices).
     Event(Event),
     /// Entries that could not be kept (the spool could not be written, for
@@ -88,7 +98,9 @@ pub enum Entry {
 impl Entry {
     fn cost(&self) -> usize {
         match self {
-            Entry::Line(line) => line.text.len() + line.service.len() + ENTRY_OVERHEAD,
+            Entry::Line(line) | Entry::Partial(line) => {
+                line.text.len() + line.service.len() + ENTRY_OVERHEAD
+            }
             Entry::Event(_) | Entry::Lost { .. } => EVENT_COST,
         }
     }
@@ -361,11 +373,13 @@ impl Feed {
 // ----- the spool's record format ---------------------------------------
 //
 // Each record: a little-endian u32 length, then the payload. A line is
-// tag 0, stream (u8), seq (u64 LE), service length (u16 LE), service, text.
-// Any other event is tag 1 followed by its JSON.
+// tag 0, stream (u8), seq (u64 LE), service length (u16 LE), service, text;
+// an unfinished line the same with tag 2. Any other event is tag 1
+// followed by its JSON.
 
 const TAG_LINE: u8 = 0;
 const TAG_EVENT: u8 = 1;
+const TAG_PARTIAL: u8 = 2;
 
 fn stream_byte(stream: Stream) -> u8 {
     match stream {
@@ -387,9 +401,13 @@ fn encode(entry: &Entry, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     match entry {
-        Entry::Line(line) => {
+        Entry::Line(line) | Entry::Partial(line) => {
             let service = &line.service.as_bytes()[..line.service.len().min(usize::from(u16::MAX))];
-            out.push(TAG_LINE);
+            out.push(if matches!(entry, Entry::Partial(_)) {
+                TAG_PARTIAL
+            } else {
+                TAG_LINE
+            });
             out.push(stream_byte(line.stream));
             out.extend_from_slice(&line.seq.to_le_bytes());
             out.extend_from_slice(
@@ -437,7 +455,7 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, u
     let len = record_len(bytes);
     let payload = bytes.get(4..4 + len)?;
     let entry = match payload.split_first() {
-        Some((&TAG_LINE, rest)) if rest.len() >= 11 => {
+        Some((&tag @ (TAG_LINE | TAG_PARTIAL), rest)) if rest.len() >= 11 => {
             let stream = byte_stream(rest[0]);
             let seq = u64::from_le_bytes(rest[1..9].try_into().expect("8 bytes"));
             let service_len = usize::from(u16::from_le_bytes([rest[9], rest[10]]));
@@ -451,12 +469,17 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, u
                     name
                 }
             };
-            Entry::Line(Arc::new(LogLine {
+            let line = Arc::new(LogLine {
                 service,
                 stream,
                 text: String::from_utf8_lossy(text).into_owned(),
                 seq,
-            }))
+            });
+            if tag == TAG_PARTIAL {
+                Entry::Partial(line)
+            } else {
+                Entry::Line(line)
+            }
         }
         Some((&TAG_EVENT, json)) => match serde_json::from_slice(json) {
             Ok(event) => Entry::Event(event),
@@ -538,11 +561,18 @@ impl Bus {
         let _ = self.events.send(event);
     }
 
-    /// Publishes an unfinished line to the broadcast subscribers only (a
-    /// feed gets the line once it is finished).
+    /// Publishes an unfinished line to the broadcast subscribers and the
+    /// feeds that asked for them ([`FeedConfig::partial_lines`]; the
+    /// others get the line once it is finished).
     pub(crate) fn send_partial(&self, line: LogLine) {
+        let line = Arc::new(line);
+        self.each_feed(|feed| {
+            if feed.config.partial_lines {
+                feed.push([Entry::Partial(line.clone())]);
+            }
+        });
         if self.events.receiver_count() > 0 {
-            let _ = self.events.send(Event::partial(line));
+            let _ = self.events.send(Event::partial(LogLine::clone(&line)));
         }
     }
 
@@ -575,6 +605,7 @@ mod tests {
             .iter()
             .map(|e| match e {
                 Entry::Line(l) => l.text.clone(),
+                Entry::Partial(l) => format!("partial {}", l.text),
                 Entry::Event(e) => format!("event {:?}", e.kind),
                 Entry::Lost { count, reason } => format!("lost {count}: {reason}"),
             })
@@ -592,6 +623,7 @@ mod tests {
             spool_dir: dir.to_owned(),
             memory_bytes: 1000,
             segment_bytes: 4096,
+            partial_lines: false,
         }
     }
 
@@ -684,6 +716,7 @@ mod tests {
             spool_dir: PathBuf::from("/nonexistent/omnidev-spool"),
             memory_bytes: 300,
             segment_bytes: 4096,
+            partial_lines: false,
         });
         for n in 0..10 {
             bus.send_lines(&[line(n)]);
@@ -708,5 +741,36 @@ mod tests {
         drop(feed);
         bus.send_lines(&[line(0)]);
         assert!(lock(&bus.feeds).is_empty());
+    }
+
+    #[test]
+    fn unfinished_lines_reach_only_the_feeds_that_asked_in_order_through_the_spool() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bus = Bus::new(16);
+        let mut finished = bus.feed(small(dir.path()));
+        let mut all = bus.feed(FeedConfig {
+            partial_lines: true,
+            ..small(dir.path())
+        });
+        // Enough before them that the rest goes through the spool.
+        let lines: Vec<_> = (0..100).map(line).collect();
+        bus.send_lines(&lines);
+        bus.send_partial(LogLine::new("svc", Stream::Stdout, "Password: ", 100));
+        bus.send_lines(&[Arc::new(LogLine::new(
+            "svc",
+            Stream::Stdout,
+            "Password: secret",
+            101,
+        ))]);
+        assert!(all.spooled_bytes() > 0, "spooled");
+        let tail = |entries: Vec<Entry>| texts(&entries[entries.len() - 2..]);
+        assert_eq!(
+            tail(drain(&mut all)),
+            ["partial Password: ", "Password: secret"]
+        );
+        assert_eq!(
+            tail(drain(&mut finished)),
+            ["line 000099", "Password: secret"]
+        );
     }
 }

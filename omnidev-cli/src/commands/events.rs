@@ -30,6 +30,8 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
             .since
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         since_reload: args.since_reload,
+        // Finished lines only: a line printed once is never taken back.
+        partial: false,
     };
     let reader = control::stream(pod_dir, &request, ANSWER_TIMEOUT, args.follow)?;
     let mut out = std::io::stdout().lock();

@@ -66,7 +66,11 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     } else {
         FrontEvents::Headless(builder.feed(spool.clone()))
     };
-    let retained = builder.feed(spool);
+    // Its followers may ask for unfinished lines (`omnidev attach` does).
+    let retained = builder.feed(FeedConfig {
+        partial_lines: true,
+        ..spool
+    });
     let supervisor = builder.run().await?;
     let (watchers, watch_notices) =
         match watch::start_watchers(&prepared, debounce, options.debug, &supervisor) {

@@ -266,13 +266,7 @@ impl Encoder {
                 success: *success,
             },
             EventKind::Log { line } => return self.line(line, event.at),
-            EventKind::PartialLine { line } => {
-                let mut record = self.line(line, event.at);
-                if let Body::Log { partial, .. } = &mut record.body {
-                    *partial = true;
-                }
-                return record;
-            }
+            EventKind::PartialLine { line } => return self.partial_line(line, event.at),
             EventKind::Notice { message } => Body::Notice {
                 message: message.clone(),
             },
@@ -339,6 +333,15 @@ impl Encoder {
         )
     }
 
+    /// The record of an unfinished line (`partial: true`), read at `at`.
+    pub fn partial_line(&self, line: &LogLine, at: SystemTime) -> Record {
+        let mut record = self.line(line, at);
+        if let Body::Log { partial, .. } = &mut record.body {
+            *partial = true;
+        }
+        record
+    }
+
     /// The record of a line read back from `service`'s log file, which
     /// was last modified at `at` when the line was read (the files keep no
     /// time or stream per line).
@@ -358,6 +361,7 @@ impl Encoder {
     pub fn entry(&self, entry: &Entry, now: SystemTime) -> Record {
         match entry {
             Entry::Line(line) => self.line(line, now),
+            Entry::Partial(line) => self.partial_line(line, now),
             Entry::Event(event) => self.event(event),
             Entry::Lost { count, reason } => self.record(
                 now,

@@ -102,6 +102,10 @@ pub enum Request {
             skip_serializing_if = "std::ops::Not::not"
         )]
         since_reload: bool,
+        /// With `logs` and `follow`: unfinished lines too, as they stand
+        /// (`log` records with `partial: true`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        partial: bool,
     },
 }
 

@@ -102,6 +102,16 @@ impl Item {
         }
     }
 
+    fn is_partial(&self) -> bool {
+        matches!(
+            &self.what,
+            What::Record(Record {
+                body: Body::Log { partial: true, .. },
+                ..
+            })
+        )
+    }
+
     fn is_log(&self) -> bool {
         match &self.what {
             What::Line { .. } => true,
@@ -121,12 +131,17 @@ pub struct Filter {
     pub since: Option<SystemTime>,
     /// Only records from the last reload on (all when none happened).
     pub since_reload: bool,
+    /// With `logs`, unfinished lines too, as they stand (`partial: true`,
+    /// each replaced by the next `log` record of its service and stream),
+    /// while following; never replayed.
+    pub partial: bool,
 }
 
 impl Filter {
     /// Whether `item` passes (the replay's starting point aside).
     pub fn matches(&self, item: &Item) -> bool {
         (self.logs || !item.is_log())
+            && (self.partial || !item.is_partial())
             && self.since.is_none_or(|since| item.at >= since)
             && (self.services.is_empty()
                 || item
@@ -344,6 +359,22 @@ impl Retained {
         }
     }
 
+    /// Sends an unfinished line's record (`partial: true`) to the
+    /// followers that asked for them; it is not kept (a replay has the
+    /// finished line).
+    pub fn push_partial(&mut self, at: SystemTime, line: &LogLine) {
+        if !self.followers.iter().any(|tail| tail.filter.partial) {
+            return;
+        }
+        let item = Arc::new(Item {
+            seq: self.next,
+            at,
+            what: What::Record(self.encoder.partial_line(line, at)),
+            line: OnceLock::new(),
+        });
+        self.send(&item);
+    }
+
     fn line_item(&self, kept: &KeptLine) -> Arc<Item> {
         Arc::new(Item {
             seq: kept.seq,
@@ -506,6 +537,7 @@ pub fn spawn_reader(
                         for entry in batch.drain(..) {
                             match entry {
                                 Entry::Line(line) => store.push_line(now, line),
+                                Entry::Partial(line) => store.push_partial(now, &line),
                                 Entry::Event(event) => store.push(event.at, encoder.event(&event)),
                                 lost @ Entry::Lost { .. } => {
                                     store.push(now, encoder.entry(&lost, now));
@@ -714,5 +746,50 @@ mod tests {
         };
         let items = replay(&mut store, &logs);
         assert!(items.windows(2).all(|w| w[0].seq < w[1].seq));
+    }
+
+    /// An unfinished line goes to the followers that asked for them, as a
+    /// `log` record with `partial: true`, and is never kept: a replay, and
+    /// every other follower, has the finished line alone.
+    #[test]
+    fn unfinished_lines_go_only_to_followers_that_asked_and_are_not_kept() {
+        let mut store = store();
+        let logs = Filter {
+            logs: true,
+            ..Filter::default()
+        };
+        let partial = Filter {
+            partial: true,
+            ..logs.clone()
+        };
+        let (_, asked) = store.follow(&partial, true);
+        let (_, plain) = store.follow(&logs, true);
+        let (asked, plain) = (asked.expect("follower"), plain.expect("follower"));
+        store.push_partial(SystemTime::now(), &line("svc", "Password: "));
+        store.push_line(SystemTime::now(), line("svc", "Password: secret"));
+        let got = |follower: &Follower| {
+            let mut buf = Vec::new();
+            let next = block_on(follower.next(&mut buf));
+            assert!(matches!(next, Next::Records(_)), "{next:?}");
+            String::from_utf8(buf).expect("utf-8")
+        };
+        let asked = got(&asked);
+        let lines: Vec<&str> = asked.lines().collect();
+        assert_eq!(lines.len(), 2, "{asked}");
+        assert!(
+            lines[0].contains(r#""line":"Password: ","partial":true"#),
+            "{asked}"
+        );
+        assert!(
+            lines[1].contains(r#""line":"Password: secret""#) && !lines[1].contains("partial"),
+            "{asked}"
+        );
+        let plain = got(&plain);
+        assert_eq!(plain.lines().count(), 1, "{plain}");
+        assert!(plain.contains(r#""line":"Password: secret""#), "{plain}");
+        assert_eq!(
+            kinds(&replay(&mut store, &partial)),
+            ["log Password: secret"]
+        );
     }
 }

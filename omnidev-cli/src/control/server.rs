@@ -348,6 +348,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         logs,
         since_ms,
         since_reload,
+        partial,
     }) = request
     {
         let filter = Filter {
@@ -356,6 +357,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
             since: since_ms
                 .and_then(|ms| std::time::SystemTime::now().checked_sub(Duration::from_millis(ms))),
             since_reload,
+            partial,
         };
         let fd = std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref());
         stream_events(&shared, write, fd, filter, follow).await;

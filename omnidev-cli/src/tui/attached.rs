@@ -77,6 +77,9 @@ impl Connection {
             logs: true,
             since_ms: None,
             since_reload: false,
+            // A prompt or a progress bar shows before its newline, as in
+            // `up`'s own UI.
+            partial: true,
         };
         let reader = control::stream(pod_dir, &request, ANSWER_TIMEOUT, true)?;
         Ok(Self {
@@ -531,7 +534,11 @@ mod tests {
             ..omnidev_core::SupervisorConfig::default()
         })
         .expect("a valid graph");
-        let feed = builder.feed(omnidev_core::FeedConfig::new(dir));
+        // As `up` makes it: its followers may ask for unfinished lines.
+        let feed = builder.feed(omnidev_core::FeedConfig {
+            partial_lines: true,
+            ..omnidev_core::FeedConfig::new(dir)
+        });
         let supervisor = builder.run().await.expect("supervisor");
         let info = crate::control::ServerInfo {
             pod_dir: dir.to_path_buf(),
@@ -691,6 +698,54 @@ mod tests {
             }
             other => panic!("the UI must leave saying the pod stopped: {other:?}"),
         }
+    }
+
+    /// Attached: a prompt the server prints without its newline shows in
+    /// its pane while the server waits for an answer the test has not
+    /// written, then the answer finishes it in place: one line.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unfinished_line_shows_then_is_finished_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (go, answer) = (dir.path().join("go"), dir.path().join("answer"));
+        // The prompt waits for the UI to follow: an unfinished line is sent
+        // to followers, never replayed.
+        let script = format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done; printf 'Password: '; \
+             while [ ! -e '{}' ]; do sleep 0.05; done; echo secret; exec sleep 1000",
+            go.display(),
+            answer.display()
+        );
+        let (supervisor, server) = pod(dir.path(), &script).await;
+        let connection = connect(dir.path()).await;
+        let mut app = app(dir.path(), &connection);
+        let mut source = ControlSource::new(dir.path(), connection);
+        std::fs::write(&go, "").expect("go");
+        let output = |app: &App| -> Vec<String> {
+            texts(app, 1)
+                .into_iter()
+                .filter(|t| !t.starts_with("server "))
+                .collect()
+        };
+        pump(&mut app, &mut source, "the prompt", |app| {
+            output(app) == ["Password: "]
+        })
+        .await;
+        std::fs::write(&answer, "").expect("answer");
+        pump(&mut app, &mut source, "the finished line", |app| {
+            output(app) == ["Password: secret"]
+        })
+        .await;
+        assert_eq!(
+            texts(&app, 0)
+                .iter()
+                .filter(|t| t.contains("Password"))
+                .collect::<Vec<_>>(),
+            ["Password: secret"],
+            "one line in the combined pane too"
+        );
+        drop(source);
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
     }
 
     /// A UI that stops reading (suspended, say) is dropped by the pod
