@@ -518,6 +518,15 @@ mod tests {
         );
     }
 
+    /// The server's URL, shown while it is ready.
+    fn server_url() -> RenderedUrl {
+        RenderedUrl {
+            name: "server".into(),
+            url: "http://localhost:1".into(),
+            service: Some("server".into()),
+        }
+    }
+
     /// A real pod (supervisor and control server) in `dir`, its one
     /// `server` service running `script` under `sh`.
     async fn pod(
@@ -544,7 +553,10 @@ mod tests {
             pod_dir: dir.to_path_buf(),
             socket: dir.join("run/control.sock"),
             repo: dir.to_path_buf(),
-            addresses: crate::session::SharedAddresses::default(),
+            addresses: std::sync::Arc::new(std::sync::Mutex::new(crate::session::Addresses {
+                ports: std::collections::BTreeMap::new(),
+                urls: vec![server_url()],
+            })),
             backend: vec!["server".into()],
         };
         let server = crate::control::ControlServer::start(info, supervisor.clone(), feed)
@@ -594,10 +606,43 @@ mod tests {
             .expect("connected")
     }
 
+    /// `s` on the server pane stops the server over the socket (its URL
+    /// leaves the header), `s` again starts a new run (the URL is back).
+    async fn stop_then_start(
+        app: &mut App,
+        source: &mut ControlSource,
+        pid: &impl Fn() -> Option<u32>,
+        after: u32,
+    ) {
+        let shown = |app: &App| app.info.urls.iter().any(|u| u.url == server_url().url);
+        assert!(shown(app), "{:?}", app.info.urls);
+        let action = app.handle_key(crate::tui::app::tests::key('s'));
+        assert_eq!(action, Some(Action::Stop("server".into())));
+        source.act(action.expect("action"));
+        pump(app, source, "the stop", |app| {
+            app.message.as_deref() == Some("stopped server (s starts it again)")
+                && app.services[0].state == ServiceState::Stopped
+                && !shown(app)
+        })
+        .await;
+        assert_eq!(pid(), None, "the pod's server is stopped");
+        let action = app.handle_key(crate::tui::app::tests::key('s'));
+        assert_eq!(action, Some(Action::Start("server".into())));
+        source.act(action.expect("action"));
+        pump(app, source, "the start", |app| {
+            app.message.as_deref() == Some("started server")
+                && app.services[0].state.is_ready()
+                && shown(app)
+        })
+        .await;
+        assert!(pid().is_some_and(|p| p != after), "a new run");
+    }
+
     /// Attached to a live pod: the lines it kept from before fill the
     /// panes (a hostile one shown, never obeyed), the header has the
     /// state, `r` restarts the server over the socket (a new pid), new
-    /// lines follow, and the pod's end is the UI's end, saying so.
+    /// lines follow, `s` stops and starts it (the header's URL follows),
+    /// and the pod's end is the UI's end, saying so.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn retained_lines_fill_the_panes_then_keys_act_and_the_end_is_said() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -683,6 +728,8 @@ mod tests {
             texts(app, 1).contains(&format!("pid {after}"))
         })
         .await;
+
+        stop_then_start(&mut app, &mut source, &pid, after).await;
 
         // The pod stops: the UI says so and leaves.
         supervisor.shutdown().await.expect("shutdown");

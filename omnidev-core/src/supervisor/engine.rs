@@ -344,8 +344,10 @@ impl Engine {
             return;
         }
         self.services[index].published = state.clone();
-        self.emit(Some(index), EventKind::State { state });
+        // The status first: whoever reads the event and then asks for the
+        // status (`omnidev attach` for its URLs) finds it as new.
         self.publish_status();
+        self.emit(Some(index), EventKind::State { state });
     }
 
     fn publish_status(&self) {
@@ -712,8 +714,8 @@ impl Engine {
             && let Readiness::Probing { timed_out, .. } = &mut process.readiness
         {
             *timed_out = true;
-            self.emit(Some(index), EventKind::ProbeTimedOut { after });
             self.publish_status();
+            self.emit(Some(index), EventKind::ProbeTimedOut { after });
         }
     }
 }
