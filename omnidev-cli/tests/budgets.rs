@@ -190,33 +190,11 @@ fn stalled_followers_cost_at_most_their_budget_and_their_memory_comes_back() {
 
 /// `omnidev up` (the TUI) of `ctx` on a pseudo-terminal of 40 rows and
 /// 120 columns, whose output is read and dropped.
-fn tui(ctx: &TestContext) -> Pod {
-    use std::io::Read as _;
-    let size = nix::pty::Winsize {
-        ws_row: 40,
-        ws_col: 120,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
-    let terminal = std::fs::File::from(pty.slave);
+fn tui(ctx: &TestContext) -> (Pod, support::Terminal) {
     let mut command = ctx.command();
-    command
-        .arg("up")
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm-256color")
-        .stdin(terminal.try_clone().expect("dup"))
-        .stdout(terminal.try_clone().expect("dup"))
-        .stderr(terminal);
-    let child = command.spawn().expect("spawn omnidev");
-    drop(command); // closes the parent's copies of the terminal
-    let mut master = std::fs::File::from(pty.master);
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        // EIO once the terminal's other end is closed.
-        while master.read(&mut buf).is_ok_and(|n| n > 0) {}
-    });
-    pod(child)
+    command.arg("up");
+    let (child, terminal) = support::on_pty(command, Some((40, 120)), false);
+    (pod(child), terminal)
 }
 
 /// The finding: a service printing a 5 MB line every 0.5 s drove the TUI
@@ -227,7 +205,7 @@ fn tui(ctx: &TestContext) -> Pod {
 fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &printer_profile("'x' * 5000000", 1, 0.5));
-    let pod = tui(&ctx);
+    let (pod, _terminal) = tui(&ctx);
     wait_for("the first line", DEADLINE, || printed(&ctx) >= 1);
     // 20 lines: 100 MB, 1,500 pieces of 64 KiB.
     let mut peak = 0;

@@ -139,34 +139,8 @@ const SHOWN: &[&str] = &[
 /// Runs `command` with its stdin, stdout and stderr on a new
 /// pseudo-terminal until it exits, or until `done` holds for what it wrote
 /// (then it gets SIGTERM); returns every byte written to the terminal.
-fn on_pty(mut command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
-    use std::io::Read;
-    use std::sync::{Arc, Mutex};
-    let pty = nix::pty::openpty(None, None).expect("openpty");
-    let slave = std::fs::File::from(pty.slave);
-    command
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm-256color")
-        .stdin(slave.try_clone().expect("dup"))
-        .stdout(slave.try_clone().expect("dup"))
-        .stderr(slave);
-    let mut child = command.spawn().expect("spawn");
-    drop(command); // closes the parent's copies of the terminal
-    let bytes = Arc::new(Mutex::new(Vec::new()));
-    let reader = {
-        let bytes = bytes.clone();
-        let mut master = std::fs::File::from(pty.master);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // EIO once every copy of the terminal's other end is closed.
-            while let Ok(n) = master.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                bytes.lock().expect("lock").extend_from_slice(&buf[..n]);
-            }
-        })
-    };
+fn on_pty(command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    let (mut child, terminal) = support::on_pty(command, None, true);
     let start = std::time::Instant::now();
     let mut signalled = false;
     while child.try_wait().expect("wait").is_none() {
@@ -174,17 +148,13 @@ fn on_pty(mut command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> V
             start.elapsed() < std::time::Duration::from_secs(60),
             "did not end"
         );
-        if !signalled && done(&bytes.lock().expect("lock")) {
+        if !signalled && done(&terminal.written()) {
             support::signal(child.id(), support::Signal::SIGTERM);
             signalled = true;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    reader.join().expect("reader");
-    Arc::try_unwrap(bytes)
-        .expect("one owner")
-        .into_inner()
-        .expect("lock")
+    terminal.into_written()
 }
 
 /// Every escape in `bytes` is an SGR sequence of harmless attributes (no

@@ -25,7 +25,12 @@ pub fn run(args: &AttachArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let outcome = runtime.block_on(attach(&pod_dir))?;
+    let outcome = runtime.block_on(attach(&pod_dir));
+    // Not waiting for requests still out (a restart waits until the
+    // service is ready, up to 300 s): the pod ends each one as its
+    // connection closes with this process.
+    runtime.shutdown_background();
+    let outcome = outcome?;
     match outcome {
         Outcome::Ended(said) => note!("omnidev: {said}"),
         Outcome::Quit | Outcome::Signal | Outcome::Closed => note!(

@@ -158,3 +158,78 @@ pub fn service<'v>(status: &'v serde_json::Value, name: &str) -> &'v serde_json:
         .find(|s| s["name"] == name)
         .unwrap_or_else(|| panic!("no service {name} in {status}"))
 }
+
+/// The terminal of a command started with [`on_pty`]: its other end, and
+/// what the command wrote to it.
+#[derive(Debug)]
+pub struct Terminal {
+    /// The terminal's other end: what is written to it is typed.
+    pub master: std::fs::File,
+    written: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Spawns `command` with its stdin, stdout and stderr on a new
+/// pseudo-terminal of `size` (rows, columns; the default for `None`),
+/// `TERM=xterm-256color` and colour on. A thread reads what it writes:
+/// kept when `keep`, dropped otherwise (a long run's screens).
+pub fn on_pty(mut command: Command, size: Option<(u16, u16)>, keep: bool) -> (Child, Terminal) {
+    use std::io::Read as _;
+    let size = size.map(|(rows, columns)| nix::pty::Winsize {
+        ws_row: rows,
+        ws_col: columns,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    });
+    let pty = nix::pty::openpty(size.as_ref(), None).expect("openpty");
+    let terminal = std::fs::File::from(pty.slave);
+    command
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(terminal.try_clone().expect("dup"))
+        .stdout(terminal.try_clone().expect("dup"))
+        .stderr(terminal);
+    let child = command.spawn().expect("spawn on a pty");
+    drop(command); // closes the parent's copies of the terminal
+    let master = std::fs::File::from(pty.master);
+    let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let written = written.clone();
+        let mut master = master.try_clone().expect("dup");
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            // EIO once every copy of the terminal's other end is closed.
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if keep {
+                    written.lock().expect("lock").extend_from_slice(&buf[..n]);
+                }
+            }
+        })
+    };
+    let terminal = Terminal {
+        master,
+        written,
+        reader: Some(reader),
+    };
+    (child, terminal)
+}
+
+impl Terminal {
+    /// Every byte written to the terminal so far.
+    pub fn written(&self) -> Vec<u8> {
+        self.written.lock().expect("lock").clone()
+    }
+
+    /// Every byte written to the terminal, once the command has exited:
+    /// the reader has read to the end.
+    pub fn into_written(mut self) -> Vec<u8> {
+        drop(self.master);
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("reader");
+        }
+        std::mem::take(&mut *self.written.lock().expect("lock"))
+    }
+}
