@@ -48,6 +48,8 @@ pub enum Command {
     Wait(WaitArgs),
     /// Restart a service of the running pod; without one, the services with watch rules.
     Restart(RestartArgs),
+    /// Apply the edited profile file: restart only the services whose spec changed.
+    ReloadProfile(ReloadProfileArgs),
     /// Stop the running pod of this checkout (from any terminal), or some of its services.
     Stop(StopArgs),
     /// Start services of the running pod that were stopped or have ended.
@@ -99,8 +101,24 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Pod commands (the pod of this checkout)",
         &[
-            "up", "attach", "status", "ls", "logs", "events", "wait", "restart", "stop", "start",
-            "exec", "omnigent", "clean", "gc", "init", "profile", "mcp",
+            "up",
+            "attach",
+            "status",
+            "ls",
+            "logs",
+            "events",
+            "wait",
+            "restart",
+            "reload-profile",
+            "stop",
+            "start",
+            "exec",
+            "omnigent",
+            "clean",
+            "gc",
+            "init",
+            "profile",
+            "mcp",
         ],
     ),
     (
@@ -272,6 +290,7 @@ impl Cli {
             Some(Command::Logs(args)) => args.json,
             Some(Command::Events(args)) => args.json,
             Some(Command::Restart(args)) => args.json,
+            Some(Command::ReloadProfile(args)) => args.json,
             Some(_) => false,
         }
     }
@@ -831,6 +850,21 @@ pub struct AttachArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
+}
+
+/// Arguments of `omnidev reload-profile`.
+#[derive(Debug, Args, Clone)]
+pub struct ReloadProfileArgs {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Print what was done and the pod's status afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds to wait for the restarted and started services to be ready
+    /// (at most 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
+    pub timeout: u64,
 }
 
 /// Arguments of `omnidev status`.

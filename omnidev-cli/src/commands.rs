@@ -18,6 +18,7 @@ pub mod logs;
 pub mod ls;
 pub mod mcp;
 pub mod profile;
+pub mod reload_profile;
 pub mod restart;
 pub mod start;
 pub mod status;
@@ -47,6 +48,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Stop(args)) => stop::run(&args),
         Some(Command::Start(args)) => start::run(&args),
         Some(Command::Restart(args)) => restart::run(&args),
+        Some(Command::ReloadProfile(args)) => reload_profile::run(&args),
         Some(Command::Logs(args)) => logs::run(&args),
         Some(Command::Events(args)) => events::run(&args),
         Some(Command::Wait(args)) => wait::run(&args),

@@ -353,6 +353,20 @@ pub enum Error {
         message: String,
     },
 
+    /// `reload-profile`: the profile file cannot be loaded; the pod runs
+    /// on with the profile it runs.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::control::invalid_profile),
+        help(
+            "fix the file (`omnidev profile check` shows the problem) and run `omnidev reload-profile` again; `omnidev help profile` describes the format"
+        )
+    )]
+    InvalidProfile {
+        /// The error, with the file, line and column.
+        message: String,
+    },
+
     /// What was waited for did not happen in time.
     #[error("{message}")]
     #[diagnostic(
@@ -603,6 +617,7 @@ impl Error {
             }
             Error::UnknownService { .. }
             | Error::BadRequest { .. }
+            | Error::InvalidProfile { .. }
             | Error::NoSuchPod { .. }
             | Error::NoLog { .. }
             | Error::BadName { .. }

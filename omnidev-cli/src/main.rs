@@ -17,6 +17,7 @@ mod commands;
 mod control;
 mod error;
 mod headless;
+mod live_profile;
 mod log_files;
 mod mcp;
 mod output;

@@ -80,10 +80,13 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
 /// inspected or cleaned), else the checkout's own. A `--pod-dir` that is
 /// not a pod is [`Error::NoSuchPod`]: a typo must not read as "not
 /// running" (the checkout's own pod directory may not exist yet: that pod
-/// never ran).
+/// never ran). The profile is not read: a pod whose profile file was
+/// broken under it can still be reached, stopped and cleaned.
 pub fn pod_dir(args: &PodArgs) -> Result<PathBuf> {
     let Some(dir) = &args.pod_dir else {
-        return Ok(resolve_checkout(args)?.pod_dir);
+        let repo = omnidev_pod::resolve_repo_root(&current_dir()?, args.repo.as_deref())?;
+        let cache_root = omnidev_pod::pod::cache_root()?;
+        return Ok(omnidev_pod::pod::default_pod_dir(&cache_root, &repo));
     };
     let pod_dir = absolute(&current_dir()?, dir);
     let what = match omnidev_pod::pod::examine(&pod_dir)? {
@@ -133,7 +136,8 @@ pub struct PreparedPod {
 }
 
 /// How a pod's ports were allocated and its profile rendered, kept so a
-/// port lost to another process can be moved ([`PodPortMover`]).
+/// port lost to another process can be moved
+/// ([`crate::live_profile::LiveProfile`]) and a changed profile rendered.
 #[derive(Debug, Clone)]
 pub struct PortSetUp {
     /// The per-user runtime directory (allocation lock and registry).
@@ -165,88 +169,6 @@ impl Addresses {
             ports: prepared.ports.context.ports.0.clone(),
             urls: prepared.rendered.urls.clone(),
         }))
-    }
-}
-
-/// Moves a port lost to another process before its service bound it:
-/// re-allocates it under the per-user lock, persists it in `pod.toml`,
-/// renders the profile again and updates what the control socket shows.
-/// A forced port is refused, naming the holder.
-#[derive(Debug)]
-pub struct PodPortMover {
-    checkout: Checkout,
-    pod_dir: PathBuf,
-    set_up: std::sync::Mutex<PortSetUp>,
-    addresses: SharedAddresses,
-}
-
-impl PodPortMover {
-    /// The mover of a prepared pod, updating `addresses`.
-    pub fn new(prepared: &PreparedPod, addresses: SharedAddresses) -> Self {
-        Self {
-            checkout: prepared.checkout.clone(),
-            pod_dir: prepared.pod.dir().to_owned(),
-            set_up: std::sync::Mutex::new(prepared.ports.clone()),
-            addresses,
-        }
-    }
-}
-
-impl omnidev_core::PortMover for PodPortMover {
-    fn move_port(
-        &self,
-        service: &str,
-        port: u16,
-        holder: &str,
-    ) -> std::result::Result<omnidev_core::Moved, String> {
-        let mut set_up = self
-            .set_up
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(name) = set_up
-            .context
-            .ports
-            .iter()
-            .find(|(_, p)| *p == port)
-            .map(|(n, _)| n.to_owned())
-        else {
-            return Err(format!(
-                "port {port} of {service} is not one of the pod's ports"
-            ));
-        };
-        let request = PortRequest {
-            cache_root: &self.checkout.cache_root,
-            runtime_dir: &set_up.runtime_dir,
-            pod_dir: &self.pod_dir,
-            repo: &self.checkout.repo,
-            bases: &set_up.bases,
-            overrides: &set_up.overrides,
-        };
-        let moved =
-            omnidev_pod::ports::relocate_port(&request, &name, holder).map_err(|e| match e {
-                omnidev_pod::Error::ForcedPortTaken { .. } => format!(
-                    "{e}; stop that process, or start without forcing `{name}` to let omnidev \
-                     pick a free port"
-                ),
-                e => e.to_string(),
-            })?;
-        set_up.context.ports.0.insert(name, moved);
-        let rendered = self
-            .checkout
-            .profile
-            .render(&set_up.context)
-            .map_err(|e| e.to_string())?;
-        *self
-            .addresses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Addresses {
-            ports: set_up.context.ports.0.clone(),
-            urls: rendered.urls.clone(),
-        };
-        Ok(omnidev_core::Moved {
-            port: moved,
-            services: rendered.services,
-        })
     }
 }
 

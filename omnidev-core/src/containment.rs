@@ -163,15 +163,14 @@ pub(crate) struct Containment {
     /// `<supervisor pid>.<start time>.<n>` (the n-th supervisor of the
     /// process), the prefix of every service id.
     id: String,
-    /// Each service's leaf name (`<index>-<name>`).
-    leaves: Vec<String>,
+    /// Each service's name and leaf name (`<index>-<name>`), by slot; a
+    /// service added to a running pod gets the next slot.
+    slots: std::sync::Mutex<Vec<(String, String)>>,
     /// Set to skip what is left of every grace period.
     hurry: watch::Sender<bool>,
     /// Prepare steps spawned so far (names their cgroups: one per step, so
     /// killing a step never touches the next one).
     prepare_count: std::sync::atomic::AtomicU64,
-    /// The services' names, by slot.
-    names: Vec<String>,
 }
 
 /// What a stop acts on: one run of one service.
@@ -197,10 +196,10 @@ impl Containment {
             supervisor.pid,
             supervisor.start_time.unwrap_or(0)
         );
-        let leaves = names
+        let slots = names
             .iter()
             .enumerate()
-            .map(|(i, name)| format!("{i}-{}", leaf_name(name)))
+            .map(|(i, name)| (name.clone(), format!("{i}-{}", leaf_name(name))))
             .collect();
         let (mechanism, cgroup, notice) = match choice {
             ContainmentChoice::ProcessGroups => (
@@ -240,10 +239,9 @@ impl Containment {
             mechanism,
             cgroup,
             id,
-            leaves,
+            slots: std::sync::Mutex::new(slots),
             hurry,
             prepare_count: std::sync::atomic::AtomicU64::new(0),
-            names: names.to_vec(),
         };
         (containment, notice)
     }
@@ -261,7 +259,25 @@ impl Containment {
     /// The cgroup of service `slot`, with cgroups.
     pub(crate) fn leaf(&self, slot: usize) -> Option<PathBuf> {
         let pod = self.pod_cgroup()?;
-        Some(pod.join(self.leaves.get(slot)?))
+        Some(pod.join(&self.slots().get(slot)?.1))
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<(String, String)>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Gives service `name`, added to the running pod, the next slot (its
+    /// leaf is made at its first start); a known name keeps its own.
+    pub(crate) fn add(&self, name: &str) -> usize {
+        let mut slots = self.slots();
+        if let Some(slot) = slots.iter().position(|(n, _)| n == name) {
+            return slot;
+        }
+        let slot = slots.len();
+        slots.push((name.to_owned(), format!("{slot}-{}", leaf_name(name))));
+        slot
     }
 
     /// The value of [`SERVICE_ID_ENV`] for service `slot`.
@@ -271,7 +287,7 @@ impl Containment {
 
     /// The slot of service `name`.
     pub(crate) fn slot(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
+        self.slots().iter().position(|(n, _)| n == name)
     }
 
     /// Spawns a process of service `slot` (its command, or with `step` a

@@ -224,6 +224,37 @@ pub enum EventKind {
         /// The message.
         message: String,
     },
+    /// The pod's profile file changed under it (a front-end that watches
+    /// the file publishes it): what applying it would change, or why it
+    /// cannot be applied. Nothing is applied until someone asks.
+    ProfileChanged {
+        /// The profile file.
+        file: String,
+        /// Services whose rendered spec changed.
+        changed: Vec<String>,
+        /// Services the new profile adds.
+        added: Vec<String>,
+        /// Services the new profile no longer has.
+        removed: Vec<String>,
+        /// Why the new profile cannot be loaded (the pod keeps the one it
+        /// runs); `None` when it is valid.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// The same for people, with what to do.
+        message: String,
+    },
+    /// A changed profile was applied: the services restarted (their spec
+    /// changed), started (new) and stopped (removed).
+    ProfileApplied {
+        /// Restarted, their rendered spec having changed.
+        restarted: Vec<String>,
+        /// Started, being new.
+        started: Vec<String>,
+        /// Stopped, the profile no longer having them.
+        stopped: Vec<String>,
+        /// The same for people.
+        message: String,
+    },
     /// The pod has stopped: how each service ended (the last event of a
     /// pod's run).
     Ended {
@@ -539,6 +570,8 @@ impl EventKind {
             EventKind::PrepareStarted { .. }
                 | EventKind::PrepareFinished { .. }
                 | EventKind::Notice { .. }
+                | EventKind::ProfileChanged { .. }
+                | EventKind::ProfileApplied { .. }
                 | EventKind::Reloading { .. }
                 | EventKind::Debug { .. }
                 | EventKind::Ended { .. }
@@ -599,7 +632,9 @@ impl fmt::Display for EventKind {
                 step,
                 success: false,
             } => write!(f, "{step} failed"),
-            EventKind::Notice { message } => f.write_str(message),
+            EventKind::Notice { message }
+            | EventKind::ProfileChanged { message, .. }
+            | EventKind::ProfileApplied { message, .. } => f.write_str(message),
             EventKind::Ended { services } => {
                 let endings: Vec<&str> = services.iter().map(|e| e.detail.as_str()).collect();
                 write!(f, "ended: {}", endings.join("; "))

@@ -62,5 +62,6 @@ pub use spec::{
 };
 pub use state::{StateFile, read_state};
 pub use supervisor::{
-    Moved, PortMover, STABLE, Settled, Supervisor, SupervisorConfig, Until, Waited, start_order,
+    Applied, Moved, PortMover, STABLE, Settled, Supervisor, SupervisorConfig, Until, Waited,
+    start_order,
 };

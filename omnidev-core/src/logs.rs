@@ -374,7 +374,9 @@ impl LineSplitter {
 #[derive(Debug)]
 pub(crate) struct LogStore {
     config: LogConfig,
-    services: HashMap<String, ServiceLog>,
+    /// Each service's log, by name (a service added to a running pod
+    /// gets one then: [`LogStore::add_service`]).
+    services: std::sync::RwLock<HashMap<String, Arc<ServiceLog>>>,
     combined: Mutex<Ring>,
     seq: AtomicU64,
     bus: Arc<Bus>,
@@ -391,6 +393,18 @@ struct ServiceLog {
     lines: AtomicU64,
     /// The log-line readiness probe of the current run, if any.
     watch: Mutex<Option<Arc<crate::probe::LineWatch>>>,
+}
+
+impl ServiceLog {
+    fn new(name: &str, config: &LogConfig) -> Self {
+        Self {
+            name: Arc::from(name),
+            ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
+            file: Mutex::new(FileState::None),
+            lines: AtomicU64::new(0),
+            watch: Mutex::new(None),
+        }
+    }
 }
 
 /// A service's log file: none (logs go to memory only), open, or failed
@@ -421,25 +435,67 @@ impl LogStore {
     ) -> Self {
         let services = names
             .into_iter()
-            .map(|name| {
-                let log = ServiceLog {
-                    name: Arc::from(name),
-                    ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
-                    file: Mutex::new(FileState::None),
-                    lines: AtomicU64::new(0),
-                    watch: Mutex::new(None),
-                };
-                (name.to_owned(), log)
-            })
+            .map(|name| (name.to_owned(), Arc::new(ServiceLog::new(name, &config))))
             .collect();
         Self {
             combined: Mutex::new(Ring::new(config.combined_ring_lines, config.ring_bytes)),
-            services,
+            services: std::sync::RwLock::new(services),
             seq: AtomicU64::new(0),
             bus,
             config,
             reopen_every: REOPEN_EVERY,
         }
+    }
+
+    /// The log of `service`, if it has one.
+    fn service(&self, service: &str) -> Option<Arc<ServiceLog>> {
+        self.services
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(service)
+            .cloned()
+    }
+
+    /// Every service's log.
+    fn all(&self) -> Vec<(String, Arc<ServiceLog>)> {
+        self.services
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(name, log)| (name.clone(), log.clone()))
+            .collect()
+    }
+
+    /// Gives a service added to a running pod its log, and opens its file
+    /// when logs go to files (a file that cannot be opened is the error;
+    /// the service's lines are then kept in memory only). A service that
+    /// has a log keeps it.
+    pub(crate) fn add_service(&self, name: &str) -> Result<(), (PathBuf, io::Error)> {
+        if self.service(name).is_some() {
+            return Ok(());
+        }
+        let log = ServiceLog::new(name, &self.config);
+        let opened = self.file_path(name).map(|path| {
+            LogFile::open(
+                path.clone(),
+                self.config.max_file_bytes,
+                self.config.keep_files,
+            )
+            .map_err(|e| (path, e))
+        });
+        let result = match opened {
+            Some(Ok(file)) => {
+                *lock(&log.file) = FileState::Open(file);
+                Ok(())
+            }
+            Some(Err(error)) => Err(error),
+            None => Ok(()),
+        };
+        self.services
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_owned(), Arc::new(log));
+        result
     }
 
     pub(crate) fn config(&self) -> &LogConfig {
@@ -456,7 +512,7 @@ impl LogStore {
 
     /// Opens the log files; an error names the file that failed.
     pub(crate) fn open_files(&self) -> Result<(), (PathBuf, io::Error)> {
-        for (name, log) in &self.services {
+        for (name, log) in &self.all() {
             if let Some(path) = self.file_path(name) {
                 let file = LogFile::open(
                     path.clone(),
@@ -479,7 +535,7 @@ impl LogStore {
     pub(crate) fn mark(&self, changes: Option<&Changes>) -> Option<String> {
         let dir = self.config.dir.as_ref()?;
         let logs = self
-            .services
+            .all()
             .iter()
             .filter_map(|(name, log)| match &*lock(&log.file) {
                 FileState::Open(file) => Some((
@@ -514,7 +570,7 @@ impl LogStore {
 
     /// Flushes every log file.
     pub(crate) fn flush(&self) {
-        for (name, log) in &self.services {
+        for (name, log) in &self.all() {
             let notice = {
                 let mut file = lock(&log.file);
                 match &mut *file {
@@ -594,15 +650,14 @@ impl LogStore {
 
     /// Lines recorded for `service` so far.
     pub(crate) fn line_count(&self, service: &str) -> u64 {
-        self.services
-            .get(service)
+        self.service(service)
             .map_or(0, |l| l.lines.load(Ordering::Relaxed))
     }
 
     /// Lines of `service` recorded from now on are shown to `watch` (the
     /// previous run's watch, if any, is dropped).
     pub(crate) fn watch_lines(&self, service: &str, watch: Option<Arc<crate::probe::LineWatch>>) {
-        if let Some(log) = self.services.get(service) {
+        if let Some(log) = self.service(service) {
             *lock(&log.watch) = watch;
         }
     }
@@ -622,13 +677,13 @@ impl LogStore {
         if texts.is_empty() {
             return;
         }
-        let Some(log) = self.services.get(service) else {
+        let Some(log) = self.service(service) else {
             texts.clear();
             return;
         };
         // A full disk must not stop the service: its lines stay in the rings
         // and reach the front-ends; the file is reopened later.
-        if let Some(message) = self.write_file(log, texts) {
+        if let Some(message) = self.write_file(&log, texts) {
             self.notice(service, message);
         }
         log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
@@ -662,7 +717,7 @@ impl LogStore {
     /// the files, rings, feeds and log probe get the line once it is
     /// finished (or its output ends), so nothing is recorded twice.
     pub(crate) fn push_partial(&self, service: &str, stream: Stream, text: String) {
-        let Some(log) = self.services.get(service) else {
+        let Some(log) = self.service(service) else {
             return;
         };
         // Numbered and sent under the combined ring's lock, like every
@@ -694,7 +749,7 @@ impl LogStore {
     pub(crate) fn lines(&self, service: Option<&str>) -> Option<Vec<LogLine>> {
         match service {
             None => Some(lock(&self.combined).to_vec()),
-            Some(name) => self.services.get(name).map(|l| lock(&l.ring).to_vec()),
+            Some(name) => self.service(name).map(|l| lock(&l.ring).to_vec()),
         }
     }
 
@@ -702,7 +757,7 @@ impl LogStore {
     pub(crate) fn clear(&self, service: Option<&str>) -> bool {
         match service {
             None => lock(&self.combined).clear(),
-            Some(name) => match self.services.get(name) {
+            Some(name) => match self.service(name) {
                 Some(l) => lock(&l.ring).clear(),
                 None => return false,
             },
@@ -1310,7 +1365,7 @@ mod tests {
         store.push_batch("svc", Stream::Stdout, &mut batch(&["before"]));
 
         // The disk fills up: the next write fails.
-        if let FileState::Open(file) = &mut *lock(&store.services["svc"].file) {
+        if let FileState::Open(file) = &mut *lock(&store.service("svc").expect("svc").file) {
             file.out = BufWriter::new(Box::new(FullDisk));
         }
         // Reopening waits for the next attempt; hold it off for now.
@@ -1335,7 +1390,9 @@ mod tests {
         assert_eq!(ring, ["before", "lost 1", "lost 2", "lost 3"]);
 
         // Space is back: the next line reopens the file.
-        if let FileState::Failed { retry_at, .. } = &mut *lock(&store.services["svc"].file) {
+        if let FileState::Failed { retry_at, .. } =
+            &mut *lock(&store.service("svc").expect("svc").file)
+        {
             *retry_at = Instant::now();
         }
         store.push_batch("svc", Stream::Stdout, &mut batch(&["after"]));

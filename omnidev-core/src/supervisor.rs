@@ -123,6 +123,56 @@ pub(crate) struct Reloads {
     pub(crate) starts: Vec<u32>,
 }
 
+/// What applying a changed set of specs did ([`Supervisor::apply`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Services restarted because their spec changed (their dependents
+    /// follow, as after a restart).
+    pub restarted: Vec<String>,
+    /// Services started because they are new (or back).
+    pub started: Vec<String>,
+    /// Services stopped because the new set no longer has them.
+    pub stopped: Vec<String>,
+    /// Services whose spec changed while they were stopped on request:
+    /// they stay stopped, and run the new spec when started.
+    pub kept_stopped: Vec<String>,
+}
+
+impl Applied {
+    /// Nothing was restarted, started or stopped.
+    pub fn is_empty(&self) -> bool {
+        self.restarted.is_empty()
+            && self.started.is_empty()
+            && self.stopped.is_empty()
+            && self.kept_stopped.is_empty()
+    }
+}
+
+/// The services' names by index, and which were removed from the pod (a
+/// removed service keeps its index, stopped, so no index ever moves).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Names {
+    pub(crate) all: Vec<String>,
+    pub(crate) removed: Vec<bool>,
+}
+
+impl Names {
+    fn of(all: Vec<String>) -> Self {
+        let removed = vec![false; all.len()];
+        Self { all, removed }
+    }
+
+    /// The names of the services the pod has now, in order.
+    fn current(&self) -> Vec<String> {
+        self.all
+            .iter()
+            .zip(&self.removed)
+            .filter(|(_, removed)| !**removed)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
 /// Answered with every service's start count (see
 /// [`ServiceStatus::starts`]) before the request is acted on.
 pub(crate) type StartsAck = Option<oneshot::Sender<Vec<u32>>>;
@@ -139,6 +189,12 @@ pub(crate) enum Request {
     /// a service left running one lower (its current run counts).
     Start(usize, StartsAck),
     Shutdown(Option<oneshot::Sender<()>>),
+    /// Apply a changed set of specs (validated); answered with what was
+    /// done, the names then and every service's start count before.
+    Apply(
+        Vec<ServiceSpec>,
+        oneshot::Sender<(Applied, Names, Vec<u32>)>,
+    ),
     /// The orphan guard ended and was replaced (or could not be); or, as
     /// the error, why its end cannot be watched.
     GuardReplaced(std::result::Result<crate::guard::Replaced, String>),
@@ -162,7 +218,7 @@ struct Inner {
     /// When a front-end's watcher last saw a source change it will reload
     /// for ([`Supervisor::saw_change`]).
     change_seen: watch::Sender<Option<std::time::SystemTime>>,
-    names: Vec<String>,
+    names: std::sync::RwLock<Names>,
     guard: Option<Arc<Guard>>,
     containment: Arc<Containment>,
 }
@@ -171,14 +227,29 @@ struct Inner {
 // need no change if queuing ever applies back-pressure.
 #[allow(clippy::unused_async)]
 impl Supervisor {
-    fn index(&self, name: &str) -> Result<usize> {
+    fn names(&self) -> std::sync::RwLockReadGuard<'_, Names> {
         self.inner
             .names
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many services the supervisor has ever had (those removed by
+    /// [`Supervisor::apply`] included: statuses have one each).
+    pub(crate) fn slots(&self) -> usize {
+        self.names().all.len()
+    }
+
+    fn index(&self, name: &str) -> Result<usize> {
+        let names = self.names();
+        names
+            .all
             .iter()
-            .position(|n| n == name)
+            .zip(&names.removed)
+            .position(|(n, removed)| n == name && !removed)
             .ok_or_else(|| Error::UnknownService {
                 name: name.to_owned(),
-                known: self.inner.names.clone(),
+                known: names.current(),
             })
     }
 
@@ -228,6 +299,13 @@ impl Supervisor {
         self.publish_message(EventKind::Ended { services });
     }
 
+    /// Publishes an event of the pod's own (a front-end's, such as
+    /// [`EventKind::ProfileChanged`]) like [`Supervisor::notice`]: to the
+    /// combined buffer, every subscriber and every feed.
+    pub fn publish(&self, kind: EventKind) {
+        self.publish_message(kind);
+    }
+
     fn publish_message(&self, kind: EventKind) {
         let event = Event {
             at: std::time::SystemTime::now(),
@@ -238,9 +316,42 @@ impl Supervisor {
         self.inner.events.send(event);
     }
 
-    /// The names of the services, in the order they were given.
-    pub fn service_names(&self) -> &[String] {
-        &self.inner.names
+    /// The names of the services, in the order they were given (those
+    /// added by [`Supervisor::apply`] last; those it removed left out).
+    pub fn service_names(&self) -> Vec<String> {
+        self.names().current()
+    }
+
+    /// Applies a changed set of services (a reloaded profile): each service
+    /// whose spec differs from the one it runs restarts with the new spec,
+    /// as [`Supervisor::restart`] does (its dependents follow once it meets
+    /// their condition again); a new one starts once its dependencies
+    /// allow; one the set no longer has is stopped and stays, stopped, in
+    /// statuses (its name is no longer known to requests). A service
+    /// stopped on request stays stopped with its new spec. Returns once
+    /// the changes are under way, with what was done.
+    ///
+    /// # Errors
+    ///
+    /// The new set's own graph errors (duplicate names, unknown
+    /// dependencies, cycles), with nothing changed; [`Error::ShutDown`].
+    pub async fn apply(&self, services: Vec<ServiceSpec>) -> Result<Applied> {
+        Ok(self.apply_counting(services).await?.0)
+    }
+
+    /// [`Supervisor::apply`], with every service's start count before it
+    /// acted (a run counted higher began after it).
+    async fn apply_counting(&self, services: Vec<ServiceSpec>) -> Result<(Applied, Vec<u32>)> {
+        graph::start_order(&services)?;
+        let (tx, rx) = oneshot::channel();
+        self.send(Request::Apply(services, tx))?;
+        let (applied, names, starts) = rx.await.map_err(|_| Error::ShutDown)?;
+        *self
+            .inner
+            .names
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = names;
+        Ok((applied, starts))
     }
 
     /// The current status of every service, in the order they were given.

@@ -1669,3 +1669,99 @@ async fn an_unfinished_line_of_a_held_pipe_is_recorded_before_the_exit() {
     assert_eq!(ring(&supervisor, "held"), ["last words", "from outside"]);
     supervisor.shutdown().await.expect("shutdown");
 }
+
+/// A changed set of specs: the changed service restarts (and its dependent
+/// follows), the unchanged one keeps its process, a new one starts with a
+/// log of its own, a removed one stops and is no longer a known name.
+#[tokio::test]
+async fn apply_restarts_only_changed_services_and_adds_and_removes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let mut api = sh("api", "echo api v1; exec sleep 300", dir.path());
+    api.stop.grace = Duration::from_secs(1);
+    let mut client = sh("client", "exec sleep 300", dir.path());
+    client.depends_on = vec![Dependency {
+        service: "api".into(),
+        condition: Condition::Started,
+    }];
+    let web = sh("web", "exec sleep 300", dir.path());
+    let old = sh("old", "exec sleep 300", dir.path());
+    let supervisor = Supervisor::builder(SupervisorConfig {
+        services: vec![api.clone(), client.clone(), web.clone(), old],
+        log: LogConfig {
+            dir: Some(logs.clone()),
+            ..LogConfig::default()
+        },
+        ..Default::default()
+    })
+    .expect("builder")
+    .run()
+    .await
+    .expect("run");
+    let pid = |name: &str| {
+        supervisor
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.pid)
+    };
+    wait_until("all running", || {
+        ["api", "client", "web", "old"]
+            .iter()
+            .all(|n| pid(n).is_some())
+    })
+    .await;
+    let (api_pid, client_pid, web_pid, old_pid) =
+        (pid("api"), pid("client"), pid("web"), pid("old"));
+
+    let mut api2 = api.clone();
+    api2.command.args = vec!["-c".into(), "echo api v2; exec sleep 300".into()];
+    let worker = sh("worker", "echo worker up; exec sleep 300", dir.path());
+    let applied = supervisor
+        .apply(vec![api2, client, web, worker])
+        .await
+        .expect("apply");
+    assert_eq!(applied.restarted, ["api"]);
+    assert_eq!(applied.started, ["worker"]);
+    assert_eq!(applied.stopped, ["old"]);
+    wait_until("api and its dependent restarted, worker started", || {
+        pid("api").is_some_and(|p| Some(p) != api_pid)
+            && pid("client").is_some_and(|p| Some(p) != client_pid)
+            && pid("worker").is_some()
+    })
+    .await;
+    assert_eq!(
+        pid("web"),
+        web_pid,
+        "an unchanged service keeps its process"
+    );
+    wait_until("old stopped", || pid("old").is_none()).await;
+    assert!(!pid_alive(old_pid.expect("old ran")));
+    assert_eq!(
+        supervisor.service_names(),
+        ["api", "client", "web", "worker"]
+    );
+    assert!(supervisor.restart("old").await.is_err(), "old is gone");
+    wait_until("worker's line in its own log file", || {
+        std::fs::read_to_string(logs.join("worker.log")).is_ok_and(|t| t.contains("worker up"))
+    })
+    .await;
+    wait_until("api v2 in its log", || {
+        std::fs::read_to_string(logs.join("api.log")).is_ok_and(|t| t.contains("api v2"))
+    })
+    .await;
+    // A set with a cycle changes nothing.
+    let mut a = sh("a", "exec sleep 300", dir.path());
+    let mut b = sh("b", "exec sleep 300", dir.path());
+    a.depends_on = vec![Dependency {
+        service: "b".into(),
+        condition: Condition::Started,
+    }];
+    b.depends_on = vec![Dependency {
+        service: "a".into(),
+        condition: Condition::Started,
+    }];
+    assert!(supervisor.apply(vec![a, b]).await.is_err());
+    assert_eq!(supervisor.service_names().len(), 4);
+    supervisor.shutdown().await.expect("shutdown");
+}

@@ -271,11 +271,7 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
 pub fn ensure_ports(request: &PortRequest<'_>) -> Result<Ports> {
     check_bases(request.bases)?;
     let allocation = Allocation::begin(request)?;
-    let recorded = allocation
-        .own
-        .as_ref()
-        .map(|own| own.ports.clone())
-        .unwrap_or_default();
+    let recorded = allocation.recorded();
     if allocation.own.is_some()
         && request
             .bases
@@ -292,6 +288,66 @@ pub fn ensure_ports(request: &PortRequest<'_>) -> Result<Ports> {
         }
         let port = allocation.probe(name, *base, &taken)?;
         taken.insert(port);
+        ports.insert(name.clone(), port);
+    }
+    allocation.commit(Ports(ports))
+}
+
+/// The ports of a running pod whose profile changed (`omnidev
+/// reload-profile`), under the allocation lock: a recorded port is kept
+/// (its service may hold it) unless its name is in `rebased` (its base
+/// changed: it is probed again from the new base); a forced port stays as
+/// forced; a name the profile did not have is probed from its base; a
+/// name the profile no longer has is dropped, freeing its port. Persisted
+/// in `pod.toml`.
+///
+/// ```
+/// use std::collections::{BTreeMap, BTreeSet};
+/// let tmp = tempfile::tempdir().unwrap();
+/// let (pod, run, forced) = (tmp.path().join("pod"), tmp.path().join("run"), BTreeMap::new());
+/// let request = |bases| omnidev_pod::PortRequest {
+///     cache_root: tmp.path(), runtime_dir: &run, pod_dir: &pod,
+///     repo: tmp.path(), bases, overrides: &forced,
+/// };
+/// let web = [("web".to_owned(), 20000)];
+/// let first = omnidev_pod::allocate_ports(&request(&web)).unwrap();
+/// let bases = [("web".to_owned(), 20000), ("api".to_owned(), 21000)];
+/// let next = omnidev_pod::ports::update_ports(&request(&bases), &BTreeSet::new()).unwrap();
+/// assert_eq!(next.get("web"), first.get("web"));
+/// assert!(next.get("api").unwrap() >= 21000);
+/// // `web` moved to another base: probed again from it.
+/// let moved = [("web".to_owned(), 22000), ("api".to_owned(), 21000)];
+/// let rebased = BTreeSet::from(["web".to_owned()]);
+/// let last = omnidev_pod::ports::update_ports(&request(&moved), &rebased).unwrap();
+/// assert!(last.get("web").unwrap() >= 22000);
+/// assert_eq!(last.get("api"), next.get("api"));
+/// ```
+pub fn update_ports(request: &PortRequest<'_>, rebased: &BTreeSet<String>) -> Result<Ports> {
+    check_bases(request.bases)?;
+    let allocation = Allocation::begin(request)?;
+    let recorded = allocation.recorded();
+    let kept = |name: &str| {
+        recorded
+            .get(name)
+            .filter(|_| !rebased.contains(name))
+            .filter(|_| request.bases.iter().any(|(n, _)| n == name))
+    };
+    let mut taken: BTreeSet<u16> = recorded
+        .iter()
+        .filter_map(|(name, _)| kept(name))
+        .chain(request.overrides.values().copied())
+        .collect();
+    let mut ports = BTreeMap::new();
+    for (name, base) in request.bases {
+        let port = if let Some(&forced) = request.overrides.get(name) {
+            forced
+        } else if let Some(port) = kept(name) {
+            port
+        } else {
+            let port = allocation.probe(name, *base, &taken)?;
+            taken.insert(port);
+            port
+        };
         ports.insert(name.clone(), port);
     }
     allocation.commit(Ports(ports))
@@ -462,6 +518,14 @@ impl<'r> Allocation<'r> {
             registry,
             _lock: lock,
         })
+    }
+
+    /// The ports this pod's `pod.toml` records (none when it has none).
+    fn recorded(&self) -> Ports {
+        self.own
+            .as_ref()
+            .map(|own| own.ports.clone())
+            .unwrap_or_default()
     }
 
     fn usable(&self, port: u16, taken: &BTreeSet<u16>) -> bool {

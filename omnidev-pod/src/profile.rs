@@ -5,6 +5,7 @@
 //! tables, [`template`] for placeholders and [`render`] for turning a profile
 //! into service specs.
 
+pub mod changes;
 pub mod render;
 pub mod template;
 
@@ -31,6 +32,25 @@ pub const OMNIGENT_ORIGIN: &str = "<embedded omnigent profile>";
 
 /// File name of a repository's own profile, at its root.
 pub const PROFILE_FILE: &str = "omnidev.toml";
+
+/// The largest profile file read (1 MiB; the embedded Omnigent profile is
+/// about 3 KiB).
+pub const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+
+/// The text of the profile file at `path` (see [`Profile::from_file`]).
+fn read_profile_text(path: &Path) -> Result<String> {
+    let failed = |error| Error::io("read the profile", path)(error);
+    let real = std::fs::canonicalize(path).map_err(failed)?;
+    let bytes = omnidev_core::fs::read_file(&real, MAX_PROFILE_BYTES)
+        .map_err(failed)?
+        .ok_or_else(|| failed(std::io::ErrorKind::NotFound.into()))?;
+    String::from_utf8(bytes).map_err(|_| {
+        failed(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is not UTF-8 text",
+        ))
+    })
+}
 
 /// A pod profile.
 ///
@@ -442,9 +462,13 @@ impl Profile {
         Ok(profile)
     }
 
-    /// Reads and parses the profile file at `path`.
+    /// Reads and parses the profile file at `path`: a regular file of at
+    /// most [`MAX_PROFILE_BYTES`] of UTF-8 text. A symbolic link there
+    /// (a profile kept with someone's dotfiles) is followed, once, to what
+    /// it names; a FIFO, a device, a directory or a larger file is an
+    /// error naming the path, never a read that blocks or fills memory.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(Error::io("read the profile", path))?;
+        let text = read_profile_text(path)?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -109,7 +109,11 @@ fn human(record: &Record) -> String {
             success: true,
         } => format!("{step} done"),
         Body::PrepareFinished { step, .. } => format!("{step} failed"),
-        Body::Notice { message } | Body::Debug { message } | Body::Lagged { message } => {
+        Body::Notice { message }
+        | Body::Debug { message }
+        | Body::Lagged { message }
+        | Body::ProfileChanged { message, .. }
+        | Body::ProfileApplied { message, .. } => {
             crate::terminal_text::message(message).into_owned()
         }
         Body::Lost { count, reason } => format!("{count} records lost ({reason})"),

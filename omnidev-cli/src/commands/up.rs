@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use omnidev_core::{Feed, FeedConfig, Supervisor};
 
 use crate::error::{Error, Result};
+use crate::live_profile::{LiveProfile, ProfileWatcher};
 use crate::run_options::{Front, RunOptions};
 use crate::session::{self, PreparedPod};
 use crate::{headless, tui, watch};
@@ -49,10 +50,8 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     let mut config = session::supervisor_config(&prepared);
     // A port lost to another process is moved (and the socket shows it).
     let addresses = session::Addresses::of(&prepared);
-    config.port_mover = Some(std::sync::Arc::new(session::PodPortMover::new(
-        &prepared,
-        addresses.clone(),
-    )));
+    let live = std::sync::Arc::new(LiveProfile::new(&prepared, addresses.clone(), use_tui));
+    config.port_mover = Some(live.clone());
     config.containment = omnidev_core::ContainmentChoice::from_env()
         .map_err(|message| Error::Containment { message })?;
     config.debug = options.debug;
@@ -80,11 +79,14 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
                 return Err(e);
             }
         };
+    // A change to the profile file is announced, not applied.
+    let profile_watcher = ProfileWatcher::start(live.clone(), &supervisor, debounce);
     let mut prepared = prepared;
     prepared.notices.extend(watch_notices);
     // `status`, `stop`, `restart` and `up --detach` talk to this socket: a
     // pod they cannot reach is an error at start, not a line in a log.
-    let info = crate::control::ServerInfo::of(&prepared, addresses.clone());
+    let mut info = crate::control::ServerInfo::of(&prepared, addresses.clone());
+    info.live = Some(live.clone());
     let control = match crate::control::ControlServer::start(info, supervisor.clone(), retained) {
         Ok(server) => server,
         Err(e) => {
@@ -110,6 +112,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
         }
     };
     drop(watchers);
+    drop(profile_watcher);
     let stopped = session::stop_pod(&supervisor, &mut signals).await;
     if use_tui {
         // For the control socket's followers (headless output announced

@@ -99,6 +99,7 @@ fn exchange(
         Some(ErrorKind::UnknownService) => Error::UnknownService { message },
         Some(ErrorKind::Usage) => Error::BadRequest { message },
         Some(ErrorKind::Timeout) => Error::TimedOut { message },
+        Some(ErrorKind::InvalidProfile) => Error::InvalidProfile { message },
         None => Error::Refused { message },
     })
 }

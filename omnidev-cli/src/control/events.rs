@@ -141,6 +141,34 @@ pub enum Body {
         /// The message.
         message: String,
     },
+    /// The profile file changed under the running pod (nothing applied
+    /// yet).
+    ProfileChanged {
+        /// The profile file.
+        file: String,
+        /// Services whose rendered spec changed.
+        changed: Vec<String>,
+        /// Services the new profile adds.
+        added: Vec<String>,
+        /// Services the new profile no longer has.
+        removed: Vec<String>,
+        /// Why it cannot be applied (with line and column), when it cannot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// The notice for people.
+        message: String,
+    },
+    /// A changed profile was applied.
+    ProfileApplied {
+        /// Services restarted (their rendered spec changed).
+        restarted: Vec<String>,
+        /// Services started (new).
+        started: Vec<String>,
+        /// Services stopped (removed from the profile).
+        stopped: Vec<String>,
+        /// The same for people.
+        message: String,
+    },
     /// A diagnostic shown with `--debug`.
     Debug {
         /// The message.
@@ -198,6 +226,8 @@ impl Body {
             Body::PrepareStarted { .. } => "prepare-started",
             Body::PrepareFinished { .. } => "prepare-finished",
             Body::Notice { .. } => "notice",
+            Body::ProfileChanged { .. } => "profile-changed",
+            Body::ProfileApplied { .. } => "profile-applied",
             Body::Debug { .. } => "debug",
             Body::Lost { .. } => "lost",
             Body::Lagged { .. } => "lagged",
@@ -268,6 +298,32 @@ impl Encoder {
             EventKind::Log { line } => return self.line(line, event.at),
             EventKind::PartialLine { line } => return self.partial_line(line, event.at),
             EventKind::Notice { message } => Body::Notice {
+                message: message.clone(),
+            },
+            EventKind::ProfileChanged {
+                file,
+                changed,
+                added,
+                removed,
+                error,
+                message,
+            } => Body::ProfileChanged {
+                file: file.clone(),
+                changed: changed.clone(),
+                added: added.clone(),
+                removed: removed.clone(),
+                error: error.clone(),
+                message: message.clone(),
+            },
+            EventKind::ProfileApplied {
+                restarted,
+                started,
+                stopped,
+                message,
+            } => Body::ProfileApplied {
+                restarted: restarted.clone(),
+                started: started.clone(),
+                stopped: stopped.clone(),
                 message: message.clone(),
             },
             // Another process on the service's port: a notice in the
@@ -386,6 +442,58 @@ impl Encoder {
     }
 }
 
+impl EndedService {
+    /// How the service ended, as the supervisor words it.
+    fn ending(&self) -> omnidev_core::Ending {
+        omnidev_core::Ending {
+            name: self.name.clone(),
+            exit: self.exit,
+            reason: match self.reason.as_str() {
+                "exited" => omnidev_core::EndReason::Exited,
+                "crashed" => omnidev_core::EndReason::Crashed,
+                "failed" => omnidev_core::EndReason::Failed,
+                _ => omnidev_core::EndReason::Stopped,
+            },
+            detail: self.detail.clone(),
+        }
+    }
+}
+
+impl Body {
+    /// The event of a `profile-changed` or `profile-applied` record.
+    fn profile_event(&self) -> Option<EventKind> {
+        Some(match self {
+            Body::ProfileChanged {
+                file,
+                changed,
+                added,
+                removed,
+                error,
+                message,
+            } => EventKind::ProfileChanged {
+                file: file.clone(),
+                changed: changed.clone(),
+                added: added.clone(),
+                removed: removed.clone(),
+                error: error.clone(),
+                message: message.clone(),
+            },
+            Body::ProfileApplied {
+                restarted,
+                started,
+                stopped,
+                message,
+            } => EventKind::ProfileApplied {
+                restarted: restarted.clone(),
+                started: started.clone(),
+                stopped: stopped.clone(),
+                message: message.clone(),
+            },
+            _ => return None,
+        })
+    }
+}
+
 impl Record {
     /// The supervisor event this record was made from, as the TUI takes
     /// it in (`omnidev attach`): `None` for a record of no event (`port`,
@@ -464,6 +572,9 @@ impl Record {
             Body::Notice { message } => EventKind::Notice {
                 message: message.clone(),
             },
+            Body::ProfileChanged { .. } | Body::ProfileApplied { .. } => {
+                self.body.profile_event()?
+            }
             Body::Debug { message } => EventKind::Debug {
                 message: message.clone(),
             },
@@ -471,20 +582,7 @@ impl Record {
                 message: format!("{count} records lost ({reason})"),
             },
             Body::Ended { services } => EventKind::Ended {
-                services: services
-                    .iter()
-                    .map(|end| omnidev_core::Ending {
-                        name: end.name.clone(),
-                        exit: end.exit,
-                        reason: match end.reason.as_str() {
-                            "exited" => omnidev_core::EndReason::Exited,
-                            "crashed" => omnidev_core::EndReason::Crashed,
-                            "failed" => omnidev_core::EndReason::Failed,
-                            _ => omnidev_core::EndReason::Stopped,
-                        },
-                        detail: end.detail.clone(),
-                    })
-                    .collect(),
+                services: services.iter().map(EndedService::ending).collect(),
             },
             Body::Port { .. } | Body::Url { .. } | Body::Lagged { .. } => return None,
         };
@@ -630,10 +728,12 @@ mod tests {
                 EventKind::PartialLine { .. } => "partial-line",
                 EventKind::Notice { .. } => "notice",
                 EventKind::PortHeld { .. } => "port-held",
+                EventKind::ProfileChanged { .. } => "profile-changed",
+                EventKind::ProfileApplied { .. } => "profile-applied",
                 EventKind::Ended { .. } => "ended",
             });
         }
-        assert_eq!(seen.len(), 13, "a sample of every event kind");
+        assert_eq!(seen.len(), 15, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -733,6 +833,28 @@ mod tests {
             },
             EventKind::Notice {
                 message: "shutting down".into(),
+            },
+            EventKind::ProfileChanged {
+                file: "/repo/omnidev.toml".into(),
+                changed: vec!["api".into()],
+                added: vec!["worker".into()],
+                removed: Vec::new(),
+                error: None,
+                message: "omnidev.toml changed: api (command), new service worker".into(),
+            },
+            EventKind::ProfileChanged {
+                file: "/repo/omnidev.toml".into(),
+                changed: Vec::new(),
+                added: Vec::new(),
+                removed: Vec::new(),
+                error: Some("/repo/omnidev.toml:3:1: unknown field `comand`".into()),
+                message: "omnidev.toml changed but cannot be applied".into(),
+            },
+            EventKind::ProfileApplied {
+                restarted: vec!["api".into()],
+                started: vec!["worker".into()],
+                stopped: Vec::new(),
+                message: "applied omnidev.toml: restarted api; started worker".into(),
             },
             EventKind::Ended {
                 services: vec![
@@ -894,6 +1016,8 @@ mod tests {
             "prepare-started",
             "prepare-finished",
             "notice",
+            "profile-changed",
+            "profile-applied",
             "debug",
             "lost",
             "lagged",

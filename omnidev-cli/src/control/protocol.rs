@@ -62,6 +62,19 @@ pub enum Request {
         )]
         timeout_secs: Option<u64>,
     },
+    /// Apply the profile file as it is now (`omnidev reload-profile`):
+    /// restart the services whose rendered spec changed, start the new
+    /// ones, stop the removed ones; answered once those restarted and
+    /// started are ready or one failed.
+    ReloadProfile {
+        /// How long to wait for them, in seconds (default 300).
+        #[serde(
+            default,
+            rename = "timeout-secs",
+            skip_serializing_if = "Option::is_none"
+        )]
+        timeout_secs: Option<u64>,
+    },
     /// Answer once every service is ready or one has failed.
     WaitReady,
     /// Answer once a condition holds (or a service failed, or the time
@@ -144,6 +157,28 @@ pub struct Response {
     /// Services that failed (`wait-ready`, `restart`).
     #[serde(default)]
     pub failed: Vec<String>,
+    /// What `reload-profile` did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<AppliedReport>,
+}
+
+/// What applying a changed profile did (`reload-profile`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AppliedReport {
+    /// Restarted: their rendered spec changed (their dependents follow).
+    pub restarted: Vec<String>,
+    /// Started: new in the profile.
+    pub started: Vec<String>,
+    /// Stopped: no longer in the profile.
+    pub stopped: Vec<String>,
+    /// Changed while stopped on request: they stay stopped, and run the
+    /// new spec when started.
+    #[serde(default)]
+    pub kept_stopped: Vec<String>,
+    /// The same for people, with what is applied only when the pod starts
+    /// again.
+    pub message: String,
 }
 
 impl Response {
@@ -156,6 +191,7 @@ impl Response {
             error_kind: None,
             status: None,
             failed: Vec::new(),
+            applied: None,
         }
     }
 
@@ -168,6 +204,7 @@ impl Response {
             error_kind: None,
             status: Some(status),
             failed,
+            applied: None,
         }
     }
 
@@ -180,6 +217,7 @@ impl Response {
             error_kind: None,
             status: None,
             failed: Vec::new(),
+            applied: None,
         }
     }
 
@@ -202,6 +240,9 @@ pub enum ErrorKind {
     Usage,
     /// What the request waited for did not happen within its limit.
     Timeout,
+    /// The profile file cannot be loaded (`reload-profile`): the pod runs
+    /// on with the profile it runs.
+    InvalidProfile,
 }
 
 /// A URL shown to people (`ui`, `server`, …), in profile order.

@@ -77,6 +77,8 @@ pub struct ServerInfo {
     pub addresses: crate::session::SharedAddresses,
     /// The backend: what `restart` without a service restarts.
     pub backend: Vec<String>,
+    /// The profile the pod runs and its file, for `reload-profile`.
+    pub live: Option<Arc<crate::live_profile::LiveProfile>>,
 }
 
 impl ServerInfo {
@@ -98,6 +100,7 @@ impl ServerInfo {
             repo: prepared.checkout.repo.clone(),
             addresses,
             backend,
+            live: None,
         }
     }
 }
@@ -579,6 +582,10 @@ async fn answer(shared: &Shared, request: Request) -> Response {
             Ok(limit) => start_services(shared, &services, limit).await,
             Err(refusal) => *refusal,
         },
+        Request::ReloadProfile { timeout_secs } => match limit(timeout_secs, RESTART_DEADLINE) {
+            Ok(limit) => reload_profile(shared, limit).await,
+            Err(refusal) => *refusal,
+        },
         Request::Restart {
             service,
             all,
@@ -687,7 +694,7 @@ enum Target {
 /// Restarts `target` and answers once it is ready again.
 async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
     let names = match &target {
-        Target::All => shared.supervisor.service_names().to_vec(),
+        Target::All => shared.supervisor.service_names(),
         Target::Service(name, _) => {
             if let Err(message) = omnidev_pod::names::check("service name", name) {
                 return Response::refused(ErrorKind::Usage, message);
@@ -718,6 +725,42 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
             limit.as_secs()
         )
     })
+}
+
+/// Applies the profile file and answers once what it restarted and
+/// started is ready again (or one failed); an invalid file is refused with
+/// its error, the pod running on.
+async fn reload_profile(shared: &Shared, limit: Duration) -> Response {
+    let Some(live) = &shared.info.live else {
+        return Response::error("this pod follows no profile file");
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    match live.apply(&shared.supervisor, deadline).await {
+        Err(crate::live_profile::ApplyError::Invalid(error)) => Response::refused(
+            ErrorKind::InvalidProfile,
+            format!("{error}; the pod runs on with the profile it loaded"),
+        ),
+        Err(crate::live_profile::ApplyError::Supervisor(error)) => {
+            Response::error(error.to_string())
+        }
+        Ok((applied, waited)) => {
+            let names: Vec<String> = applied
+                .restarted
+                .iter()
+                .chain(&applied.started)
+                .cloned()
+                .collect();
+            let mut response = outcome(shared, Ok(waited), |_| {
+                format!(
+                    "{} not ready within {} s of applying the profile",
+                    names.join(", "),
+                    limit.as_secs()
+                )
+            });
+            response.applied = Some(applied);
+            response
+        }
+    }
 }
 
 /// Waits until `until` holds for `services` (all when empty): the
@@ -881,6 +924,7 @@ mod tests {
             repo: dir.to_path_buf(),
             addresses: crate::session::SharedAddresses::default(),
             backend,
+            live: None,
         };
         let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir));
         let server =
@@ -982,6 +1026,7 @@ mod tests {
             repo: dir.path().to_path_buf(),
             addresses: crate::session::SharedAddresses::default(),
             backend: Vec::new(),
+            live: None,
         };
         let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir.path()));
         // An injected 1 s deadline instead of the real 10 s one.

@@ -558,6 +558,7 @@ mod tests {
                 urls: vec![server_url()],
             })),
             backend: vec!["server".into()],
+            live: None,
         };
         let server = crate::control::ControlServer::start(info, supervisor.clone(), feed)
             .expect("control server");

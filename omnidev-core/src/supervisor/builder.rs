@@ -201,7 +201,7 @@ impl Builder {
                 finished,
                 reloading,
                 change_seen: watch::Sender::new(None),
-                names,
+                names: std::sync::RwLock::new(super::Names::of(names)),
                 guard,
                 containment,
             }),

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+mod apply;
 mod exits;
 mod ports;
 mod reconcile;
@@ -158,6 +159,9 @@ pub(super) struct Engine {
     /// Direct dependents of each service.
     dependents: Vec<Vec<usize>>,
     services: Vec<Service>,
+    /// Services a changed set of specs no longer has (see
+    /// [`Engine::apply`]): stopped, kept so no index moves.
+    removed: Vec<bool>,
     logs: Arc<LogStore>,
     events: Arc<Bus>,
     /// The orphan guard (none with a test's spawner).
@@ -183,31 +187,41 @@ pub(super) struct Engine {
     port_mover: Option<Arc<dyn PortMover>>,
 }
 
+/// A service's direct dependencies, with their conditions.
+type Dependencies = Vec<(usize, Condition)>;
+
+/// The direct dependencies of each service (with their conditions) and
+/// its direct dependents. The graph was validated: a dependency that names
+/// no service is left out.
+fn graph_of(specs: &[ServiceSpec]) -> (Vec<Dependencies>, Vec<Vec<usize>>) {
+    let dependencies: Vec<Dependencies> = specs
+        .iter()
+        .map(|spec| {
+            spec.depends_on
+                .iter()
+                .filter_map(|dep| {
+                    let j = specs.iter().position(|s| s.name == dep.service)?;
+                    Some((j, dep.condition))
+                })
+                .collect()
+        })
+        .collect();
+    let mut dependents = vec![Vec::new(); specs.len()];
+    for (i, deps) in dependencies.iter().enumerate() {
+        for &(j, _) in deps {
+            dependents[j].push(i);
+        }
+    }
+    (dependencies, dependents)
+}
+
 impl Engine {
     pub(super) fn new(parts: Parts) -> Self {
-        // The graph was validated: every dependency names a service.
-        let dependencies: Vec<Vec<(usize, Condition)>> = parts
-            .specs
-            .iter()
-            .map(|spec| {
-                spec.depends_on
-                    .iter()
-                    .filter_map(|dep| {
-                        let j = parts.specs.iter().position(|s| s.name == dep.service)?;
-                        Some((j, dep.condition))
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut dependents = vec![Vec::new(); parts.specs.len()];
-        for (i, deps) in dependencies.iter().enumerate() {
-            for &(j, _) in deps {
-                dependents[j].push(i);
-            }
-        }
+        let (dependencies, dependents) = graph_of(&parts.specs);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         Self {
             services: parts.specs.iter().map(|_| Service::new()).collect(),
+            removed: vec![false; parts.specs.len()],
             specs: parts.specs,
             order: parts.order,
             dependencies,
@@ -366,14 +380,21 @@ impl Engine {
         match request {
             Request::Restart(index, ack) => {
                 self.answer_starts(ack);
-                if !self.shutting_down() {
+                if !self.shutting_down() && !self.removed[index] {
                     self.restart(index, true);
                 }
             }
             Request::RestartAlone(index, ack) => {
                 self.answer_starts(ack);
-                if !self.shutting_down() {
+                if !self.shutting_down() && !self.removed[index] {
                     self.restart_alone(index, true);
+                }
+            }
+            Request::Apply(specs, answer) => {
+                if !self.shutting_down() {
+                    let starts = self.services.iter().map(|s| s.starts).collect();
+                    let applied = self.apply(specs);
+                    let _ = answer.send((applied, self.names(), starts));
                 }
             }
             Request::Start(index, ack) => {
@@ -385,7 +406,7 @@ impl Engine {
                     }
                     let _ = ack.send(starts);
                 }
-                if !self.shutting_down() {
+                if !self.shutting_down() && !self.removed[index] {
                     let s = &mut self.services[index];
                     if s.intent == Intent::Hold {
                         s.intent = Intent::Keep;
@@ -401,7 +422,8 @@ impl Engine {
                 if self.shutting_down() {
                     return;
                 }
-                let set: BTreeSet<usize> = indexes.into_iter().collect();
+                let set: BTreeSet<usize> =
+                    indexes.into_iter().filter(|&i| !self.removed[i]).collect();
                 if self.reload.active.is_some() {
                     // Crashed services leave the queue at once, in
                     // `check_reload`.

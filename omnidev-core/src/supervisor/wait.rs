@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{Request, Supervisor};
+use super::{Applied, Request, Supervisor};
 use crate::error::{Error, Result};
 use crate::event::{Changes, ServiceState, ServiceStatus};
+use crate::spec::ServiceSpec;
 
 /// How long a service without a readiness probe must keep running before
 /// a wait counts it as ready: one that fails at once (a bad flag, a
@@ -373,8 +374,40 @@ impl Supervisor {
         Ok(self.judge_until(judge, deadline).await)
     }
 
+    /// [`Supervisor::apply`], then waits for every service it restarted
+    /// or started to run again (a run begun after it) and be ready, as
+    /// [`Supervisor::restart_until_ready`] does, or for one to fail.
+    ///
+    /// # Errors
+    ///
+    /// As [`Supervisor::apply`].
+    pub async fn apply_until_ready(
+        &self,
+        services: Vec<ServiceSpec>,
+        deadline: Instant,
+    ) -> Result<(Applied, Waited)> {
+        let (applied, starts) = self.apply_counting(services).await?;
+        let waited_on: Vec<String> = applied
+            .restarted
+            .iter()
+            .chain(&applied.started)
+            .cloned()
+            .collect();
+        if waited_on.is_empty() {
+            return Ok((applied, Waited::Met));
+        }
+        let judge = Judge {
+            names: &waited_on,
+            until: Until::Ready,
+            after: Some(starts),
+            running_since: HashMap::new(),
+        };
+        let waited = self.judge_until(judge, deadline).await;
+        Ok((applied, waited))
+    }
+
     async fn judge_until(&self, mut judge: Judge<'_>, deadline: Instant) -> Waited {
-        let total = self.inner.names.len();
+        let total = self.slots();
         let mut status = self.inner.status.clone();
         loop {
             let now = Instant::now();
@@ -410,7 +443,7 @@ impl Supervisor {
     /// The services a wait is on: `services`, or every one when empty.
     fn waited_on(&self, services: &[String]) -> Vec<String> {
         if services.is_empty() {
-            self.inner.names.clone()
+            self.service_names()
         } else {
             services.to_vec()
         }

@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use super::{Engine, Internal};
 use crate::event::{Event, EventKind};
+use crate::spec::ServiceSpec;
 use crate::supervisor::Moved;
 use crate::supervisor::service::{Intent, Phase, PortRecovery};
 
@@ -110,36 +111,53 @@ impl Engine {
     /// restart every other service whose spec changed), or leave it failed
     /// with the reason its port cannot move.
     pub(super) fn port_moved(&mut self, index: usize, port: u16, outcome: Result<Moved, String>) {
-        let same_services = |moved: &Moved| {
-            moved.services.len() == self.specs.len()
-                && moved
-                    .services
-                    .iter()
-                    .zip(&self.specs)
-                    .all(|(a, b)| a.name == b.name && a.depends_on == b.depends_on)
-        };
-        let outcome = outcome.and_then(|moved| {
-            if same_services(&moved) {
-                Ok(moved)
+        // Each service's new spec, matched by name (a service removed from
+        // the pod has none and keeps its own); the graph must not change.
+        let matched = |moved: Moved| -> Result<(u16, Vec<Option<ServiceSpec>>), String> {
+            let mismatch = || "the port mover returned other services than the pod runs".to_owned();
+            let specs = self
+                .specs
+                .iter()
+                .zip(&self.removed)
+                .map(|(current, removed)| {
+                    let new = moved.services.iter().find(|s| s.name == current.name);
+                    match (new, removed) {
+                        (_, true) => Ok(None),
+                        (Some(new), false) if new.depends_on == current.depends_on => {
+                            Ok(Some(new.clone()))
+                        }
+                        _ => Err(mismatch()),
+                    }
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            if moved.services.len() == self.removed.iter().filter(|r| !**r).count() {
+                Ok((moved.port, specs))
             } else {
-                Err("the port mover returned other services than the pod runs".to_owned())
+                Err(mismatch())
             }
-        });
+        };
+        let outcome = outcome.and_then(matched);
         let s = &mut self.services[index];
         if !matches!(s.phase, Phase::Backoff { .. }) {
             return;
         }
         s.generation += 1;
         match outcome {
-            Ok(moved) => {
-                let changed: Vec<usize> = (0..self.specs.len())
-                    .filter(|&j| j != index && self.specs[j] != moved.services[j])
-                    .collect();
-                self.specs = moved.services;
+            Ok((moved_to, specs)) => {
+                let mut changed = Vec::new();
+                for (j, spec) in specs.into_iter().enumerate() {
+                    if let Some(spec) = spec
+                        && spec != self.specs[j]
+                    {
+                        self.specs[j] = spec;
+                        if j != index {
+                            changed.push(j);
+                        }
+                    }
+                }
                 let message = format!(
-                    "moved {} from port {port} to port {}",
+                    "moved {} from port {port} to port {moved_to}",
                     self.name(index),
-                    moved.port
                 );
                 self.emit(Some(index), EventKind::Notice { message });
                 self.enter(index, Phase::Waiting);

@@ -1,0 +1,57 @@
+//! `omnidev reload-profile`: apply the changed profile file to the running
+//! pod, restarting only the services whose rendered spec changed.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cli::ReloadProfileArgs;
+use crate::control::protocol::{AppliedReport, PodStatus};
+use crate::control::{self, Request};
+use crate::output::{json, pod_status, write_stdout};
+
+/// `reload-profile --json`: what was done, and the pod's status after.
+#[derive(Serialize)]
+struct Report<'a> {
+    schema: u32,
+    #[serde(flatten)]
+    applied: &'a AppliedReport,
+    failed: &'a [String],
+    status: Option<&'a PodStatus>,
+}
+
+/// Runs `omnidev reload-profile`: returns once the restarted and started
+/// services are ready; exits 1 when one failed, 2 when the profile file
+/// cannot be loaded (the pod runs on), 3 when no pod runs, 4 on timeout.
+pub fn run(args: &ReloadProfileArgs) -> miette::Result<ExitCode> {
+    let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
+    let request = Request::ReloadProfile {
+        timeout_secs: Some(args.timeout),
+    };
+    // The pod answers with an error once `timeout` has passed; the socket
+    // read waits a little longer so that answer arrives.
+    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
+    let response = control::request(pod_dir, &request, read_timeout)?;
+    let applied = response.applied.clone().unwrap_or_default();
+    if args.json {
+        write_stdout(&json(&Report {
+            schema: control::protocol::SCHEMA,
+            applied: &applied,
+            failed: &response.failed,
+            status: response.status.as_ref(),
+        })?)?;
+    } else {
+        let mut text = format!("{}\n", crate::terminal_text::message(&applied.message));
+        if let Some(status) = &response.status {
+            text.push_str(&pod_status(status));
+        }
+        write_stdout(&text)?;
+    }
+    if response.failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        note!("omnidev: failed: {}", response.failed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
+}

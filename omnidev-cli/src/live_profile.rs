@@ -1,0 +1,592 @@
+//! The profile a running pod runs, and its file watched: a change is
+//! loaded with the loader `omnidev profile check` uses, rendered with the
+//! pod's own ports and announced once (a `profile-changed` event naming
+//! what applying it would change, or the error and where it is); nothing
+//! is applied until someone asks (`omnidev reload-profile`, the TUI's `P`).
+//!
+//! The file watched is the one the pod was started from: `--profile FILE`,
+//! else the checkout's `omnidev.toml` — also when the pod runs the
+//! embedded profile because there was none, so a new `omnidev.toml` is a
+//! change too. The watch is on the directory holding it (editors save by
+//! renaming a new file over the old), and on the directory of what a
+//! symbolic link there names. A save burst is one check: the check runs
+//! once no event has come for the debounce period, and a check whose
+//! outcome is the one last announced (a second save of the same text, a
+//! comment) says nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use notify::Watcher as _;
+use omnidev_core::{Applied, EventKind, Supervisor};
+use omnidev_pod::profile::changes::ProfileChanges;
+use omnidev_pod::{PortRequest, Profile, ProfileSource, RenderedPod};
+
+use crate::control::protocol::AppliedReport;
+use crate::session::{Addresses, Checkout, PortSetUp, PreparedPod, SharedAddresses};
+
+/// The shortest quiet time before a change to the profile file is
+/// checked, whatever the pod's debounce.
+const MIN_QUIET: Duration = Duration::from_millis(100);
+
+/// The profile a running pod runs, what its file holds now, and the pod's
+/// port set-up (shared with moving a lost port, which renders the profile
+/// too).
+#[derive(Debug)]
+pub struct LiveProfile {
+    /// The file watched.
+    file: PathBuf,
+    /// The pod was started with `--profile FILE`.
+    explicit: bool,
+    /// The pod runs the embedded profile (there was no `omnidev.toml`).
+    embedded: bool,
+    /// The pod directory.
+    pod_dir: PathBuf,
+    /// Whether the TUI runs the pod (its notices name its key).
+    tui: bool,
+    state: Mutex<State>,
+    addresses: SharedAddresses,
+    /// Held while a change is applied: one at a time.
+    applying: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug)]
+struct State {
+    checkout: Checkout,
+    set_up: PortSetUp,
+    rendered: RenderedPod,
+    /// The outcome of the last check announced (or of the start): a check
+    /// with the same outcome says nothing.
+    announced: Result<RenderedPod, String>,
+}
+
+/// What the file holds now, checked.
+#[derive(Debug)]
+struct Next {
+    profile: Profile,
+    rendered: RenderedPod,
+    changes: ProfileChanges,
+}
+
+/// The file's profile made ready to apply: its ports allocated, rendered.
+#[derive(Debug)]
+struct Ready {
+    profile: Profile,
+    set_up: PortSetUp,
+    rendered: RenderedPod,
+    changes: ProfileChanges,
+}
+
+/// Why a profile file was not applied.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// It cannot be loaded (the error says where); the pod runs on with
+    /// the profile it runs.
+    Invalid(omnidev_pod::Error),
+    /// The supervisor refused (it is shutting down).
+    Supervisor(omnidev_core::Error),
+}
+
+impl LiveProfile {
+    /// The live profile of a prepared pod, whose ports and URLs the
+    /// control socket shows from `addresses`.
+    pub fn new(prepared: &PreparedPod, addresses: SharedAddresses, tui: bool) -> Self {
+        let checkout = prepared.checkout.clone();
+        let (file, explicit, embedded) = match &checkout.source {
+            ProfileSource::File(path) => (path.clone(), true, false),
+            ProfileSource::Repo(path) => (path.clone(), false, false),
+            ProfileSource::Embedded => (
+                checkout.repo.join(omnidev_pod::profile::PROFILE_FILE),
+                false,
+                true,
+            ),
+        };
+        Self {
+            file,
+            explicit,
+            embedded,
+            pod_dir: prepared.pod.dir().to_owned(),
+            tui,
+            state: Mutex::new(State {
+                checkout,
+                set_up: prepared.ports.clone(),
+                rendered: prepared.rendered.clone(),
+                announced: Ok(prepared.rendered.clone()),
+            }),
+            addresses,
+            applying: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The profile file watched.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How the file is named in notices: `omnidev.toml` for the
+    /// checkout's own, the path for `--profile FILE`.
+    fn shown(&self) -> String {
+        if self.explicit {
+            crate::terminal_text::quote_path(&self.file)
+        } else {
+            omnidev_pod::profile::PROFILE_FILE.to_owned()
+        }
+    }
+
+    /// Loads the file as `omnidev up` would have (`omnidev profile
+    /// check`'s loader: parsed, validated, the checkout's markers, the
+    /// selection and the tools it needs) and renders it with the pod's
+    /// ports (a port the running profile lacks at its base: nothing is
+    /// allocated by a check).
+    fn load(&self) -> omnidev_pod::Result<Next> {
+        let state = self.state();
+        let profile = if self.embedded && std::fs::symlink_metadata(&self.file).is_err() {
+            Profile::omnigent()
+        } else {
+            Profile::from_file(&self.file)?
+        };
+        let repo = &state.checkout.repo;
+        profile.check_repo(repo)?;
+        let mut context = state.set_up.context.clone();
+        let selected = context.selection.apply(&profile)?;
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        profile.check_tools(repo, &selected, &path)?;
+        for (name, base) in profile.port_bases() {
+            context.ports.0.entry(name).or_insert(base);
+        }
+        let rendered = profile.render(&context)?;
+        omnidev_core::start_order(&rendered.services).map_err(|e| omnidev_pod::Error::Profile {
+            origin: self.file.display().to_string(),
+            line: 1,
+            column: 1,
+            message: e.to_string(),
+        })?;
+        let changes = ProfileChanges::between(&state.rendered, &rendered);
+        Ok(Next {
+            profile,
+            rendered,
+            changes,
+        })
+    }
+
+    /// Checks the file: the `profile-changed` event to publish, or `None`
+    /// when its outcome is the one last announced.
+    pub fn check(&self) -> Option<EventKind> {
+        let next = self.load();
+        let outcome = match &next {
+            Ok(next) => Ok(next.rendered.clone()),
+            Err(error) => Err(error.to_string()),
+        };
+        let mut state = self.state();
+        if state.announced == outcome {
+            return None;
+        }
+        state.announced = outcome;
+        drop(state);
+        Some(self.changed_event(next))
+    }
+
+    fn changed_event(&self, next: omnidev_pod::Result<Next>) -> EventKind {
+        let file = self.file.display().to_string();
+        match next {
+            Ok(next) => EventKind::ProfileChanged {
+                file,
+                message: changed_message(&self.shown(), &next.changes, self.tui),
+                changed: next.changes.changed.into_iter().map(|(n, _)| n).collect(),
+                added: next.changes.added,
+                removed: next.changes.removed,
+                error: None,
+            },
+            Err(error) => EventKind::ProfileChanged {
+                file,
+                message: invalid_message(&self.shown(), &error),
+                changed: Vec::new(),
+                added: Vec::new(),
+                removed: Vec::new(),
+                error: Some(error.to_string()),
+            },
+        }
+    }
+
+    /// Allocates the ports of the file's profile (a new port name gets a
+    /// port, one whose base changed is probed again from it, the others
+    /// keep theirs) and renders it with them.
+    fn ready(&self) -> omnidev_pod::Result<Ready> {
+        let Next { profile, .. } = self.load()?;
+        let state = self.state();
+        let bases = profile.port_bases();
+        let rebased: BTreeSet<String> = bases
+            .iter()
+            .filter(|(name, base)| {
+                state
+                    .set_up
+                    .bases
+                    .iter()
+                    .any(|(old, old_base)| old == name && old_base != base)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let overrides: BTreeMap<String, u16> = state
+            .set_up
+            .overrides
+            .iter()
+            .filter(|(name, _)| bases.iter().any(|(n, _)| n == *name))
+            .map(|(name, port)| (name.clone(), *port))
+            .collect();
+        let ports = omnidev_pod::ports::update_ports(
+            &PortRequest {
+                cache_root: &state.checkout.cache_root,
+                runtime_dir: &state.set_up.runtime_dir,
+                pod_dir: &self.pod_dir,
+                repo: &state.checkout.repo,
+                bases: &bases,
+                overrides: &overrides,
+            },
+            &rebased,
+        )?;
+        let mut set_up = state.set_up.clone();
+        set_up.bases = bases;
+        set_up.overrides = overrides;
+        set_up.context.ports = ports;
+        let rendered = profile.render(&set_up.context)?;
+        let changes = ProfileChanges::between(&state.rendered, &rendered);
+        Ok(Ready {
+            profile,
+            set_up,
+            rendered,
+            changes,
+        })
+    }
+
+    /// Applies the file as it is now (`omnidev reload-profile`, the TUI's
+    /// `P`): loaded and checked as a change is, its ports allocated, then
+    /// every service whose rendered spec changed restarts (dependents
+    /// following), new ones start, removed ones stop
+    /// ([`Supervisor::apply`]); waits until those restarted and started
+    /// are ready or one failed, or `deadline`. Publishes a
+    /// `profile-applied` event. One apply at a time.
+    ///
+    /// # Errors
+    ///
+    /// [`ApplyError::Invalid`] with the file's error (nothing changed);
+    /// [`ApplyError::Supervisor`] when the pod is shutting down.
+    pub async fn apply(
+        self: &Arc<Self>,
+        supervisor: &Supervisor,
+        deadline: tokio::time::Instant,
+    ) -> Result<(AppliedReport, omnidev_core::Waited), ApplyError> {
+        let _one_at_a_time = self.applying.lock().await;
+        let this = self.clone();
+        let ready = tokio::task::spawn_blocking(move || this.ready())
+            .await
+            .map_err(|_| ApplyError::Supervisor(omnidev_core::Error::ShutDown))?
+            .map_err(ApplyError::Invalid)?;
+        let (applied, waited) = supervisor
+            .apply_until_ready(ready.rendered.services.clone(), deadline)
+            .await
+            .map_err(ApplyError::Supervisor)?;
+        let message = applied_message(&self.shown(), &applied, &ready.changes);
+        {
+            let mut state = self.state();
+            state.checkout.profile = ready.profile;
+            state.set_up = ready.set_up;
+            state.rendered = ready.rendered.clone();
+            state.announced = Ok(ready.rendered);
+            self.show_addresses(&state.set_up, &state.rendered);
+        }
+        supervisor.publish(EventKind::ProfileApplied {
+            restarted: applied.restarted.clone(),
+            started: applied.started.clone(),
+            stopped: applied.stopped.clone(),
+            message: message.clone(),
+        });
+        let report = AppliedReport {
+            restarted: applied.restarted,
+            started: applied.started,
+            stopped: applied.stopped,
+            kept_stopped: applied.kept_stopped,
+            message,
+        };
+        Ok((report, waited))
+    }
+
+    /// Moves the port `service` lost to another process (see
+    /// [`omnidev_core::PortMover`]) and renders the running profile with it.
+    fn moved_port(
+        &self,
+        service: &str,
+        port: u16,
+        holder: &str,
+    ) -> std::result::Result<omnidev_core::Moved, String> {
+        let mut state = self.state();
+        let Some(name) = state
+            .set_up
+            .context
+            .ports
+            .iter()
+            .find(|(_, p)| *p == port)
+            .map(|(n, _)| n.to_owned())
+        else {
+            return Err(format!(
+                "port {port} of {service} is not one of the pod's ports"
+            ));
+        };
+        let request = PortRequest {
+            cache_root: &state.checkout.cache_root,
+            runtime_dir: &state.set_up.runtime_dir,
+            pod_dir: &self.pod_dir,
+            repo: &state.checkout.repo,
+            bases: &state.set_up.bases,
+            overrides: &state.set_up.overrides,
+        };
+        let moved =
+            omnidev_pod::ports::relocate_port(&request, &name, holder).map_err(|e| match e {
+                omnidev_pod::Error::ForcedPortTaken { .. } => format!(
+                    "{e}; stop that process, or start without forcing `{name}` to let omnidev \
+                     pick a free port"
+                ),
+                e => e.to_string(),
+            })?;
+        state.set_up.context.ports.0.insert(name, moved);
+        let rendered = state
+            .checkout
+            .profile
+            .render(&state.set_up.context)
+            .map_err(|e| e.to_string())?;
+        self.show_addresses(&state.set_up, &rendered);
+        state.rendered.clone_from(&rendered);
+        Ok(omnidev_core::Moved {
+            port: moved,
+            services: rendered.services,
+        })
+    }
+
+    /// What the control socket shows: the pod's ports and URLs now.
+    fn show_addresses(&self, set_up: &PortSetUp, rendered: &RenderedPod) {
+        *self
+            .addresses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Addresses {
+            ports: set_up.context.ports.0.clone(),
+            urls: rendered.urls.clone(),
+        };
+    }
+}
+
+/// Moves a port lost to another process before its service bound it:
+/// re-allocates it under the per-user lock, persists it in `pod.toml`,
+/// renders the running profile again and updates what the control socket
+/// shows. A forced port is refused, naming the holder.
+impl omnidev_core::PortMover for LiveProfile {
+    fn move_port(
+        &self,
+        service: &str,
+        port: u16,
+        holder: &str,
+    ) -> std::result::Result<omnidev_core::Moved, String> {
+        self.moved_port(service, port, holder)
+    }
+}
+
+/// How the front-end asks for a change to be applied, for notices.
+fn how_to_apply(tui: bool) -> &'static str {
+    if tui {
+        "press P or run `omnidev reload-profile` to apply"
+    } else {
+        "run `omnidev reload-profile` to apply"
+    }
+}
+
+/// `omnidev.toml changed: api (command, env), new service worker; press P
+/// or run `omnidev reload-profile` to apply`.
+fn changed_message(file: &str, changes: &ProfileChanges, tui: bool) -> String {
+    if changes.nothing_to_apply() {
+        if changes.is_empty() {
+            return format!("{file} changed: the services are as they run; nothing to apply");
+        }
+        return format!("{file} changed: {changes}");
+    }
+    format!("{file} changed: {changes}; {}", how_to_apply(tui))
+}
+
+/// `applied omnidev.toml: restarted api; started worker; stopped old`.
+fn applied_message(file: &str, applied: &Applied, changes: &ProfileChanges) -> String {
+    let mut parts = Vec::new();
+    for (verb, names) in [
+        ("restarted", &applied.restarted),
+        ("started", &applied.started),
+        ("stopped", &applied.stopped),
+    ] {
+        if !names.is_empty() {
+            parts.push(format!("{verb} {}", names.join(", ")));
+        }
+    }
+    if parts.is_empty() {
+        parts.push("nothing to restart, start or stop".to_owned());
+    }
+    if !applied.kept_stopped.is_empty() {
+        parts.push(format!(
+            "{} changed while stopped: started, it runs the new profile",
+            applied.kept_stopped.join(", ")
+        ));
+    }
+    if !changes.not_applied.is_empty() {
+        parts.push(format!(
+            "{} applied when the pod starts again",
+            changes.not_applied.join(", ")
+        ));
+    }
+    format!("applied {file}: {}", parts.join("; "))
+}
+
+/// `omnidev.toml changed but cannot be applied: …:3:9: …; the pod runs on
+/// with the profile it loaded`.
+fn invalid_message(file: &str, error: &omnidev_pod::Error) -> String {
+    format!(
+        "{file} changed but cannot be applied: {error}; the pod runs on with the profile it \
+         loaded (`omnidev profile check` shows the problem)"
+    )
+}
+
+/// Watches the profile file of a running pod; dropping it stops watching.
+#[derive(Debug)]
+pub struct ProfileWatcher {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ProfileWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The directories to watch for `file`: its own, and that of what a link
+/// there names (followed to the end).
+fn watched_dirs(file: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = file.parent().map(Path::to_path_buf).into_iter().collect();
+    if let Ok(real) = std::fs::canonicalize(file)
+        && let Some(parent) = real.parent()
+        && !dirs.iter().any(|d| d == parent)
+    {
+        dirs.push(parent.to_path_buf());
+    }
+    dirs
+}
+
+/// Whether a file event about `path` concerns the profile `file` (or what
+/// a link there names).
+fn concerns(path: &Path, file: &Path, real: Option<&Path>) -> bool {
+    path == file || real.is_some_and(|real| path == real)
+}
+
+impl ProfileWatcher {
+    /// Starts watching `live`'s file; a check runs once no change has come
+    /// for `quiet` (at least [`MIN_QUIET`]) and its outcome, when new, is
+    /// published on `supervisor`. A file that cannot be watched is a
+    /// notice, not an error: the pod runs without it.
+    pub fn start(live: Arc<LiveProfile>, supervisor: &Supervisor, quiet: Duration) -> Option<Self> {
+        let quiet = quiet.max(MIN_QUIET);
+        let file = live.file().to_path_buf();
+        let real = std::fs::canonicalize(&file).ok().filter(|r| *r != file);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let profile_file = file.clone();
+        let handler = move |event: notify::Result<notify::Event>| {
+            let relevant = match event {
+                Ok(event) => {
+                    !matches!(event.kind, notify::EventKind::Access(_))
+                        && event
+                            .paths
+                            .iter()
+                            .any(|p| concerns(p, &profile_file, real.as_deref()))
+                }
+                // A lost event may have been about the profile.
+                Err(_) => true,
+            };
+            if relevant {
+                let _ = tx.send(());
+            }
+        };
+        let watcher = notify::recommended_watcher(handler).and_then(|mut watcher| {
+            for dir in watched_dirs(&file) {
+                watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+            }
+            Ok(watcher)
+        });
+        let watcher = match watcher {
+            Ok(watcher) => watcher,
+            Err(error) => {
+                supervisor.notice(format!(
+                    "changes to {} are not watched: {error}; `omnidev reload-profile` still \
+                     applies them",
+                    live.shown()
+                ));
+                return None;
+            }
+        };
+        let supervisor = supervisor.clone();
+        let task = tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                // Trailing edge: wait until the burst is over.
+                loop {
+                    match tokio::time::timeout(quiet, rx.recv()).await {
+                        Ok(Some(())) => {}
+                        Ok(None) => return,
+                        Err(_) => break,
+                    }
+                }
+                let live = live.clone();
+                let checked = tokio::task::spawn_blocking(move || live.check()).await;
+                if let Ok(Some(event)) = checked {
+                    supervisor.publish(event);
+                }
+            }
+        });
+        Some(Self {
+            _watcher: watcher,
+            task,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes() -> ProfileChanges {
+        ProfileChanges {
+            changed: vec![("api".into(), vec!["command", "env"])],
+            added: vec!["worker".into()],
+            removed: vec!["old".into()],
+            not_applied: vec!["watch rules"],
+            urls: false,
+        }
+    }
+
+    #[test]
+    fn notices_name_what_changed_and_what_to_do() {
+        let invalid = omnidev_pod::Profile::parse(
+            "[services.api]\ncomand = [\"python3\"]\n",
+            "/repo/omnidev.toml",
+        )
+        .expect_err("an unknown key");
+        let nothing = ProfileChanges {
+            not_applied: vec!["watch rules"],
+            ..ProfileChanges::default()
+        };
+        let notices = [
+            changed_message("omnidev.toml", &changes(), true),
+            changed_message("omnidev.toml", &changes(), false),
+            changed_message("'/p/dev.toml'", &nothing, false),
+            changed_message("omnidev.toml", &ProfileChanges::default(), true),
+            invalid_message("omnidev.toml", &invalid),
+        ];
+        insta::assert_snapshot!(notices.join("\n"));
+    }
+}

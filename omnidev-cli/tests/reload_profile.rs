@@ -1,0 +1,247 @@
+//! A change to the profile file under a running pod: noticed once (a
+//! `profile-changed` record naming what changed, or the error with its
+//! line and column), applied only by `omnidev reload-profile`, which
+//! restarts only the services whose rendered spec changed. Real detached
+//! pods of stub services (sh).
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use common::{TestContext, alive, wait_for};
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Two services that print what they run and sleep; `api_says` is what the
+/// api prints.
+fn profile(api_says: &str, extra: &str) -> String {
+    format!(
+        r#"
+[services.api]
+command = ["sh", "-c", "echo api {api_says}; exec sleep 1000"]
+grace-ms = 1000
+
+[services.web]
+command = ["sh", "-c", "echo web up; exec sleep 1000"]
+grace-ms = 1000
+{extra}"#
+    )
+}
+
+/// Stops the pod when dropped, so a failing test leaves nothing behind.
+struct Pod<'a>(&'a TestContext);
+
+impl Drop for Pod<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["stop"]);
+    }
+}
+
+fn status(ctx: &TestContext) -> Value {
+    let text = ctx.run_ok(&["status", "--json"]);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn pid_of(status: &Value, name: &str) -> Option<i64> {
+    status["services"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)?["pid"]
+        .as_i64()
+}
+
+/// The pod's kept event records.
+fn records(ctx: &TestContext) -> Vec<Value> {
+    ctx.run_ok(&["events", "--json"])
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a record a line"))
+        .collect()
+}
+
+fn of_kind(records: &[Value], kind: &str) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// Waits for the `n`th `profile-changed` record and returns it.
+fn nth_change(ctx: &TestContext, n: usize) -> Value {
+    let mut found = None;
+    wait_for(&format!("profile-changed record #{n}"), DEADLINE, || {
+        found = of_kind(&records(ctx), "profile-changed")
+            .into_iter()
+            .nth(n - 1);
+        found.is_some()
+    });
+    found.expect("found")
+}
+
+/// Saves `text` as an editor does: the file truncated and written, then
+/// a new copy renamed over it, in one burst.
+fn save(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+    let tmp = path.with_extension("toml.swp");
+    std::fs::write(&tmp, text).expect("write the copy");
+    std::fs::rename(&tmp, path).expect("rename over");
+}
+
+/// Runs `omnidev reload-profile --json`, which must exit `code`; its
+/// output.
+fn reload(ctx: &TestContext, code: i32) -> Output {
+    let output = ctx.run(&["reload-profile", "--json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "reload-profile\n{}",
+        ctx.render(&output)
+    );
+    output
+}
+
+fn report(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+#[test]
+fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
+    let ctx = TestContext::new();
+    let file = ctx.write("omnidev.toml", &profile("v1", ""));
+    let _pod = Pod(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let before = status(&ctx);
+    let api = pid_of(&before, "api").expect("api runs");
+    let web = pid_of(&before, "web").expect("web runs");
+
+    save(&file, &profile("v2", ""));
+    let change = nth_change(&ctx, 1);
+    assert_eq!(change["changed"], serde_json::json!(["api"]), "{change}");
+    assert_eq!(change["added"], serde_json::json!([]), "{change}");
+    let message = change["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("omnidev.toml changed: api (command); run `omnidev reload-profile`"),
+        "{message}"
+    );
+    // Nothing is applied by itself.
+    let unchanged = status(&ctx);
+    assert_eq!(pid_of(&unchanged, "api"), Some(api), "{unchanged}");
+
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["restarted"],
+        serde_json::json!(["api"]),
+        "{applied}"
+    );
+    assert_eq!(applied["started"], serde_json::json!([]), "{applied}");
+    assert_eq!(
+        applied["message"], "applied omnidev.toml: restarted api",
+        "{applied}"
+    );
+    let after = status(&ctx);
+    let api2 = pid_of(&after, "api").expect("api runs again");
+    assert_ne!(api2, api, "{after}");
+    assert_eq!(
+        pid_of(&after, "web"),
+        Some(web),
+        "web keeps its process: {after}"
+    );
+    let log = ctx.run_ok(&["logs", "api", "-n", "1"]);
+    assert_eq!(log.trim(), "api v2");
+    // Only the save's notice came before the apply.
+    let kept = records(&ctx);
+    assert_eq!(of_kind(&kept, "profile-changed").len(), 1, "{kept:?}");
+    assert_eq!(of_kind(&kept, "profile-applied").len(), 1, "{kept:?}");
+
+    // A new service starts; the others keep their processes.
+    let worker =
+        "\n[services.worker]\ncommand = [\"sh\", \"-c\", \"echo worker up; exec sleep 1000\"]\n";
+    save(&file, &profile("v2", worker));
+    let change = nth_change(&ctx, 2);
+    assert_eq!(change["added"], serde_json::json!(["worker"]), "{change}");
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["started"],
+        serde_json::json!(["worker"]),
+        "{applied}"
+    );
+    assert_eq!(applied["restarted"], serde_json::json!([]), "{applied}");
+    let after = status(&ctx);
+    assert!(pid_of(&after, "worker").is_some(), "{after}");
+    assert_eq!(pid_of(&after, "api"), Some(api2), "{after}");
+    assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
+    wait_for("worker's log", DEADLINE, || {
+        ctx.run(&["logs", "worker", "-n", "1"]).stdout == b"worker up\n"
+    });
+
+    // A removed service stops and is no longer the pod's.
+    save(&file, &profile("v2", ""));
+    nth_change(&ctx, 3);
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["stopped"],
+        serde_json::json!(["worker"]),
+        "{applied}"
+    );
+    let after = status(&ctx);
+    assert_eq!(pid_of(&after, "worker"), None, "{after}");
+    assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
+    let refused = ctx.run(&["restart", "worker"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", ctx.render(&refused));
+}
+
+#[test]
+fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on() {
+    let ctx = TestContext::new();
+    let file = ctx.write("omnidev.toml", &profile("v1", ""));
+    let _pod = Pod(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let api = pid_of(&status(&ctx), "api").expect("api runs");
+
+    let broken = profile("v1", "").replace(
+        "grace-ms = 1000\n\n[services.web]",
+        "grace-ms = 1000\nretsart = \"never\"\n\n[services.web]",
+    );
+    save(&file, &broken);
+    let invalid = nth_change(&ctx, 1);
+    let error = invalid["error"].as_str().expect("an error");
+    assert!(
+        error.contains("omnidev.toml:5:1: unknown field `retsart`"),
+        "{invalid}"
+    );
+    let message = invalid["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("omnidev.toml changed but cannot be applied: "),
+        "{message}"
+    );
+    assert!(message.contains("the pod runs on"), "{message}");
+
+    let output = ctx.run(&["reload-profile"]);
+    assert_eq!(output.status.code(), Some(2), "{}", ctx.render(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("omnidev.toml:5:1: unknown field `retsart`"),
+        "{stderr}"
+    );
+    let running = status(&ctx);
+    assert_eq!(running["running"], true, "{running}");
+    assert_eq!(pid_of(&running, "api"), Some(api), "{running}");
+    assert!(alive(i32::try_from(api).expect("pid")));
+
+    // Fixed: noticed again, and applied.
+    save(&file, &profile("v3", ""));
+    let fixed = nth_change(&ctx, 2);
+    assert!(fixed.get("error").is_none(), "{fixed}");
+    assert_eq!(fixed["changed"], serde_json::json!(["api"]), "{fixed}");
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["restarted"],
+        serde_json::json!(["api"]),
+        "{applied}"
+    );
+}

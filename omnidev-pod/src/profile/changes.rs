@@ -1,0 +1,184 @@
+//! What changed between two renderings of a pod's profile: the services
+//! whose rendered spec differs (and in which of the profile's keys), the
+//! services added and removed, and the pod-wide settings that changed.
+
+use std::fmt;
+
+use omnidev_core::ServiceSpec;
+
+use super::render::RenderedPod;
+
+/// The differences between the profile a pod runs and a new rendering of
+/// it, named in the profile's own words.
+///
+/// ```
+/// use omnidev_core::ServiceSpec;
+/// use omnidev_pod::profile::changes::ProfileChanges;
+/// let old = vec![ServiceSpec::new("api", "python3", ["api.py"], ".")];
+/// let mut new = vec![ServiceSpec::new("api", "python3", ["api.py", "-v"], ".")];
+/// new.push(ServiceSpec::new("worker", "python3", ["worker.py"], "."));
+/// let changes = ProfileChanges::of_services(&old, &new);
+/// assert_eq!(changes.to_string(), "api (command), new service worker");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileChanges {
+    /// Services in both whose rendered spec differs, in the new profile's
+    /// order, each with the keys that differ (`command`, `env`, …).
+    pub changed: Vec<(String, Vec<&'static str>)>,
+    /// Services only the new profile has, in its order.
+    pub added: Vec<String>,
+    /// Services only the running profile has, in its order.
+    pub removed: Vec<String>,
+    /// Pod-wide settings that differ and are not applied to a running pod
+    /// until it starts again (`watch rules`, `debounce-ms`).
+    pub not_applied: Vec<&'static str>,
+    /// The URLs shown to people differ.
+    pub urls: bool,
+}
+
+impl ProfileChanges {
+    /// The differences between the running rendering `old` and `new`.
+    pub fn between(old: &RenderedPod, new: &RenderedPod) -> Self {
+        let mut changes = Self::of_services(&old.services, &new.services);
+        if old.watch != new.watch {
+            changes.not_applied.push("watch rules");
+        }
+        if old.debounce != new.debounce {
+            changes.not_applied.push("debounce-ms");
+        }
+        changes.urls = old.urls != new.urls;
+        changes
+    }
+
+    /// The differences between two sets of rendered services.
+    pub fn of_services(old: &[ServiceSpec], new: &[ServiceSpec]) -> Self {
+        let find = |specs: &'_ [ServiceSpec], name: &str| -> Option<usize> {
+            specs.iter().position(|s| s.name == name)
+        };
+        let mut changes = Self::default();
+        for spec in new {
+            match find(old, &spec.name) {
+                None => changes.added.push(spec.name.clone()),
+                Some(i) => {
+                    let keys = differing_keys(&old[i], spec);
+                    if !keys.is_empty() {
+                        changes.changed.push((spec.name.clone(), keys));
+                    }
+                }
+            }
+        }
+        changes.removed = old
+            .iter()
+            .filter(|s| find(new, &s.name).is_none())
+            .map(|s| s.name.clone())
+            .collect();
+        changes
+    }
+
+    /// Nothing that applying would act on changed (no service changed,
+    /// none added or removed, the URLs are the same).
+    pub fn nothing_to_apply(&self) -> bool {
+        self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty() && !self.urls
+    }
+
+    /// Nothing changed at all.
+    pub fn is_empty(&self) -> bool {
+        self.nothing_to_apply() && self.not_applied.is_empty()
+    }
+}
+
+/// The profile keys in which two renderings of one service differ, in the
+/// order the profile reference lists them.
+fn differing_keys(old: &ServiceSpec, new: &ServiceSpec) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    let mut differs = |key: &'static str, different: bool| {
+        if different {
+            keys.push(key);
+        }
+    };
+    differs(
+        "command",
+        old.command.program != new.command.program || old.command.args != new.command.args,
+    );
+    differs("cwd", old.command.cwd != new.command.cwd);
+    differs("env", old.command.env != new.command.env);
+    differs("depends-on", old.depends_on != new.depends_on);
+    differs("ready", old.readiness != new.readiness);
+    differs("restart", old.restart != new.restart);
+    differs("stop", old.stop != new.stop);
+    differs("prepare", old.prepare != new.prepare);
+    differs("availability", old.unavailable != new.unavailable);
+    keys
+}
+
+/// `api (command, env), new service worker, removed service old, URLs,
+/// watch rules (not applied to a running pod)`; `nothing` when empty.
+impl fmt::Display for ProfileChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = self
+            .changed
+            .iter()
+            .map(|(name, keys)| format!("{name} ({})", keys.join(", ")))
+            .collect();
+        parts.extend(self.added.iter().map(|name| format!("new service {name}")));
+        parts.extend(
+            self.removed
+                .iter()
+                .map(|name| format!("removed service {name}")),
+        );
+        if self.urls {
+            parts.push("URLs".to_owned());
+        }
+        if !self.not_applied.is_empty() {
+            parts.push(format!(
+                "{} (applied when the pod starts again)",
+                self.not_applied.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            return f.write_str("nothing");
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, arg: &str) -> ServiceSpec {
+        ServiceSpec::new(name, "python3", [arg], "/repo")
+    }
+
+    #[test]
+    fn each_key_is_named_once_in_profile_order() {
+        let old = spec("api", "a.py");
+        let mut new = spec("api", "b.py");
+        new.command.env.insert("X".into(), "1".into());
+        new.restart = omnidev_core::RestartPolicy::Never;
+        new.command.cwd = "/repo/api".into();
+        assert_eq!(
+            differing_keys(&old, &new),
+            ["command", "cwd", "env", "restart"]
+        );
+        assert!(differing_keys(&old, &old.clone()).is_empty());
+    }
+
+    #[test]
+    fn added_removed_and_changed_services_in_order() {
+        let old = [spec("web", "w"), spec("api", "a"), spec("old", "o")];
+        let new = [spec("api", "a2"), spec("worker", "k"), spec("web", "w")];
+        let changes = ProfileChanges::of_services(&old, &new);
+        assert_eq!(changes.changed, [("api".to_owned(), vec!["command"])]);
+        assert_eq!(changes.added, ["worker"]);
+        assert_eq!(changes.removed, ["old"]);
+        assert!(!changes.nothing_to_apply());
+        assert_eq!(
+            changes.to_string(),
+            "api (command), new service worker, removed service old"
+        );
+        let same = ProfileChanges::of_services(&old, &old);
+        assert!(same.is_empty());
+        assert_eq!(same.to_string(), "nothing");
+    }
+}
