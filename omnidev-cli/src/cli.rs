@@ -148,6 +148,7 @@ TUI keys:
   r                          restart the focused service (dependents follow)
   s                          stop the focused service (the pod runs on); s again starts it
   R                          reload the backend (services with watch rules)
+  P                          apply the changed profile file (omnidev reload-profile)
   c                          clear the focused pane
   q, Ctrl-C                  quit and stop everything
   Ctrl-Z                     suspend (the pod runs on); fg brings the UI back

@@ -253,6 +253,7 @@ pub async fn run_pod(
     events: tokio::sync::broadcast::Receiver<omnidev_core::Event>,
     signals: &mut omnidev_core::signals::ShutdownSignals,
     addresses: &crate::session::SharedAddresses,
+    live: &Arc<crate::live_profile::LiveProfile>,
 ) -> Result<ExitCode> {
     let services = prepared
         .rendered
@@ -279,7 +280,12 @@ pub async fn run_pod(
     for notice in &prepared.notices {
         app.panes[0].push(pane::PaneLine::new("omnidev", notice, true));
     }
-    let source = PodSource::new(supervisor.clone(), events, addresses.clone());
+    let source = PodSource::new(
+        supervisor.clone(),
+        events,
+        addresses.clone(),
+        Some(live.clone()),
+    );
     run(app, source, async {
         signals.recv().await;
     })
@@ -326,7 +332,7 @@ mod tests {
         .expect("a valid graph");
         let events = builder.subscribe();
         let supervisor = builder.run().await.expect("supervisor");
-        let mut source = PodSource::new(supervisor.clone(), events, addresses.clone());
+        let mut source = PodSource::new(supervisor.clone(), events, addresses.clone(), None);
         addresses.lock().expect("lock").urls = vec![url(6790)];
         assert_eq!(drain(&mut app, &mut source), None);
         assert_eq!(app.info.urls, [url(6790)]);

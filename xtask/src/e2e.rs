@@ -79,6 +79,7 @@ const CASES: &[Case] = &[
     case!(tui::tui_ctrl_z_and_sigtstp_suspend_fg_restores),
     case!(tui::tui_shows_unfinished_lines_and_finishes_them_in_place),
     case!(tui::attach_tui_shows_the_server_restarts_it_and_detaches),
+    case!(tui::tui_p_applies_an_edited_profile),
     case!(cli::headless_one_shot_exit_rule),
     case!(cli::exec_uses_running_pod_ports_and_exit_code),
     case!(editfix::omnigent_in_a_never_started_checkout),

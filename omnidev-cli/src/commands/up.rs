@@ -97,7 +97,15 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     };
     let code = match front {
         FrontEvents::Tui(events) => {
-            tui::run_pod(&prepared, &supervisor, events, &mut signals, &addresses).await
+            tui::run_pod(
+                &prepared,
+                &supervisor,
+                events,
+                &mut signals,
+                &addresses,
+                &live,
+            )
+            .await
         }
         FrontEvents::Headless(feed) => {
             headless::run_pod(

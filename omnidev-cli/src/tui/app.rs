@@ -63,6 +63,8 @@ pub enum Action {
     Stop(String),
     /// Start one stopped or ended service again.
     Start(String),
+    /// Apply the changed profile file (`omnidev reload-profile`).
+    ReloadProfile,
     /// Drop the supervisor's buffer of this service (`None`: combined).
     ClearLogs(Option<String>),
     /// Give the terminal back and stop, as Ctrl-Z does in a cooked
@@ -110,6 +112,11 @@ pub struct App {
     /// The UI of a pod that runs on without it (`omnidev attach`): `q`
     /// leaves, the pod keeps running.
     pub attached: bool,
+    /// What applying the changed profile file (`P`) would change, while
+    /// a change is waiting to be applied.
+    pub profile_pending: Option<String>,
+    /// Lines each pane keeps (a pane added later keeps as many).
+    pane_lines: usize,
 }
 
 /// How often the UI looks in `/proc` while a service's main process is not
@@ -182,7 +189,23 @@ impl App {
             message: None,
             backend,
             attached: false,
+            profile_pending: None,
+            pane_lines: capacity,
         }
+    }
+
+    /// Gives a service added by an applied profile its view and pane
+    /// (last; it keeps its number while the UI runs).
+    fn add_service(&mut self, name: &str) -> usize {
+        self.services.push(ServiceView {
+            name: name.to_owned(),
+            state: ServiceState::Waiting,
+            restarts: 0,
+            main_pid: None,
+        });
+        self.panes
+            .push(Pane::new(self.pane_lines, SERVICE_PANE_BYTES));
+        self.services.len() - 1
     }
 
     fn service_index(&self, name: &str) -> Option<usize> {
@@ -209,6 +232,16 @@ impl App {
             self.message = Some(format!("stopping {name} (s starts it again)"));
             Action::Stop(name)
         })
+    }
+
+    /// `P`: applies the profile file (what it did comes as an event).
+    fn reload_profile(&mut self) -> Action {
+        self.message = Some(if self.profile_pending.is_some() {
+            "applying the changed profile…".to_owned()
+        } else {
+            "applying the profile file (no change noticed)…".to_owned()
+        });
+        Action::ReloadProfile
     }
 
     /// The service of the focused pane (`None` for the combined pane).
@@ -288,7 +321,11 @@ impl App {
                 return;
             }
             EventKind::State { state } => {
-                if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
+                let index = event
+                    .service
+                    .as_deref()
+                    .map(|n| self.service_index(n).unwrap_or_else(|| self.add_service(n)));
+                if let Some(i) = index {
                     let service = &mut self.services[i];
                     if service.state.pid() != state.pid() {
                         service.main_pid = None;
@@ -296,6 +333,23 @@ impl App {
                     service.state = state.clone();
                 }
             }
+            EventKind::ProfileChanged {
+                changed,
+                added,
+                removed,
+                error,
+                ..
+            } => {
+                let applicable = error.is_none()
+                    && !(changed.is_empty() && added.is_empty() && removed.is_empty());
+                self.profile_pending = applicable.then(|| {
+                    let mut what = changed.clone();
+                    what.extend(added.iter().map(|n| format!("+{n}")));
+                    what.extend(removed.iter().map(|n| format!("-{n}")));
+                    what.join(" ")
+                });
+            }
+            EventKind::ProfileApplied { .. } => self.profile_pending = None,
             EventKind::Crashed { attempt, .. } if *attempt > 0 => {
                 if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
                     self.services[i].restarts += 1;
@@ -424,6 +478,7 @@ impl App {
                 return None;
             }
             KeyCode::Char('s') => return self.stop_or_start(),
+            KeyCode::Char('P') => return Some(self.reload_profile()),
             KeyCode::Char('R') => {
                 if self.backend.is_empty() {
                     self.message = Some("this profile has no watched backend".to_owned());
@@ -499,6 +554,52 @@ pub(crate) mod tests {
         app.apply(&running(own + 1));
         assert_eq!(app.services[1].main_pid, None);
         assert!(app.looking_for_main_pids());
+    }
+
+    #[test]
+    fn a_changed_profile_waits_for_p_and_a_new_service_gets_a_pane() {
+        let mut app = app();
+        let pod = |kind| Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: None,
+            kind,
+        };
+        let changed = |error: Option<&str>| EventKind::ProfileChanged {
+            file: "/repo/omnidev.toml".into(),
+            changed: vec!["server".into()],
+            added: vec!["worker".into()],
+            removed: Vec::new(),
+            error: error.map(str::to_owned),
+            message: "omnidev.toml changed: server (command), new service worker".into(),
+        };
+        app.apply(&pod(changed(None)));
+        assert_eq!(app.profile_pending.as_deref(), Some("server +worker"));
+        assert_eq!(app.handle_key(key('P')), Some(Action::ReloadProfile));
+        // The notice is shown like any other.
+        assert_eq!(app.panes[0].len(), 1);
+        app.apply(&Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("worker".into()),
+            kind: EventKind::State {
+                state: ServiceState::Running { pid: 9 },
+            },
+        });
+        assert_eq!(app.services.len(), 3);
+        assert_eq!(app.panes.len(), 4);
+        assert_eq!(app.pane_title(3), "worker");
+        app.apply(&log("worker", "up", 5));
+        assert_eq!(app.panes[3].len(), 2, "its start and its line");
+        app.apply(&pod(EventKind::ProfileApplied {
+            restarted: vec!["server".into()],
+            started: vec!["worker".into()],
+            stopped: Vec::new(),
+            message: "applied omnidev.toml: restarted server; started worker".into(),
+        }));
+        assert_eq!(app.profile_pending, None);
+        // A file that cannot be applied leaves nothing to apply.
+        app.apply(&pod(changed(None)));
+        app.apply(&pod(changed(Some("omnidev.toml:3:1: unknown field"))));
+        assert_eq!(app.profile_pending, None);
     }
 
     #[test]

@@ -446,6 +446,12 @@ impl Source for ControlSource {
                 },
                 format!("started {name}"),
             ),
+            Action::ReloadProfile => (
+                Request::ReloadProfile {
+                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
+                },
+                "applied the profile".to_owned(),
+            ),
             // `c` clears this UI's pane only: the pod's buffers are other
             // readers' too. `q` and Ctrl-Z are the loop's.
             Action::ClearLogs(_) | Action::Quit | Action::Suspend => return,
@@ -454,7 +460,9 @@ impl Source for ControlSource {
         let answer = self.answer.clone();
         tokio::task::spawn_blocking(move || {
             let said = match control::request(&pod_dir, &request, ACTION_TIMEOUT + ANSWER_TIMEOUT) {
-                Ok(response) if response.failed.is_empty() => what,
+                Ok(response) if response.failed.is_empty() => {
+                    response.applied.map_or(what, |applied| applied.message)
+                }
                 Ok(response) => format!("{} failed", response.failed.join(", ")),
                 Err(error) => error.to_string(),
             };

@@ -6,12 +6,14 @@
 //! the same for both.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use omnidev_core::{Event, ServiceStatus, Supervisor};
 use omnidev_pod::RenderedUrl;
 use tokio::sync::broadcast;
 
 use super::app::{Action, CatchUp};
+use crate::live_profile::{ApplyError, LiveProfile};
 
 /// One thing a [`Source`] tells the TUI.
 #[derive(Debug)]
@@ -76,7 +78,14 @@ pub struct PodSource {
     /// The pod's current ports and URLs (a port lost before its service
     /// bound it moves): the header follows them.
     addresses: crate::session::SharedAddresses,
+    /// The profile the pod runs, which `P` applies anew (none in tests
+    /// of a bare supervisor).
+    live: Option<Arc<LiveProfile>>,
 }
+
+/// How long `P` waits for the services it restarted to be ready (the UI
+/// goes on meanwhile; only the task applying it waits).
+const PROFILE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl PodSource {
     /// The source of `supervisor`, whose events `events` receives.
@@ -84,11 +93,13 @@ impl PodSource {
         supervisor: Supervisor,
         events: broadcast::Receiver<Event>,
         addresses: crate::session::SharedAddresses,
+        live: Option<Arc<LiveProfile>>,
     ) -> Self {
         Self {
             supervisor,
             events,
             addresses,
+            live,
         }
     }
 
@@ -130,6 +141,7 @@ impl Source for PodSource {
 
     fn act(&mut self, action: Action) {
         let supervisor = self.supervisor.clone();
+        let live = self.live.clone();
         tokio::spawn(async move {
             // Errors here only mean the supervisor is shutting down.
             let _ = match action {
@@ -140,6 +152,21 @@ impl Source for PodSource {
                 }
                 Action::Stop(name) => supervisor.stop_service(&name).await,
                 Action::Start(name) => supervisor.start_service(&name).await,
+                Action::ReloadProfile => {
+                    // What was done is the `profile-applied` event; a file
+                    // that cannot be applied is said here.
+                    let deadline = tokio::time::Instant::now() + PROFILE_APPLY_WAIT;
+                    let applied = match &live {
+                        Some(live) => live.apply(&supervisor, deadline).await.err(),
+                        None => None,
+                    };
+                    if let Some(ApplyError::Invalid(error)) = applied {
+                        supervisor.notice(format!(
+                            "P: {error}; the pod runs on with the profile it loaded"
+                        ));
+                    }
+                    Ok(())
+                }
                 Action::ClearLogs(name) => supervisor.clear_logs(name.as_deref()),
                 Action::Quit | Action::Suspend => Ok(()),
             };

@@ -257,7 +257,7 @@ fn service_tab(
 /// The key help after `q`, longest first: the footer shows the longest
 /// that fits, so every key stays listed on a narrow terminal.
 const KEY_HELP: [&str; 5] = [
-    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  s stop/start  R reload backend  c clear",
+    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  s stop/start  R reload backend  P apply profile  c clear",
     "0-9/Tab pane  ↑↓ jkdugG scroll  f follow  /?nN search  w wrap  r restart  s stop/start  R reload  c clear",
     "0-9 pane ↑↓ scroll f follow / find w wrap r restart s stop/start R reload c clear",
     "0-9 ↑↓ f:follow /:find w:wrap r:restart s:stop/start R:reload c:clr",
@@ -304,12 +304,25 @@ fn footer_line(app: &App, width: usize) -> Line<'static> {
             Style::new().fg(Color::Yellow),
         ));
     }
+    // A changed profile waiting to be applied comes first: its key is
+    // the one to press now.
+    let mut spans = Vec::new();
+    let mut width = width;
+    if let Some(what) = &app.profile_pending {
+        let pending = format!(
+            "P apply profile ({}) │ ",
+            crate::terminal_text::message(what)
+        );
+        width = width.saturating_sub(unicode_width::UnicodeWidthStr::width(pending.as_str()));
+        spans.push(Span::styled(pending, Style::new().fg(Color::Yellow)));
+    }
     let [.., narrowest] = key_help(app.attached);
     let help = key_help(app.attached)
         .into_iter()
         .find(|help| unicode_width::UnicodeWidthStr::width(help.as_str()) <= width)
         .unwrap_or(narrowest);
-    Line::from(Span::styled(help, dim))
+    spans.push(Span::styled(help, dim));
+    Line::from(spans)
 }
 
 fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
@@ -634,6 +647,24 @@ pub(crate) mod tests {
         let mut app = sample_app();
         let terminal = draw(&mut app, 100, 14);
         insta::assert_snapshot!(terminal.backend());
+    }
+
+    #[test]
+    fn a_changed_profile_puts_its_key_first_in_the_footer() {
+        let mut app = sample_app();
+        app.profile_pending = Some("server +worker".into());
+        let terminal = draw(&mut app, 100, 14);
+        let footer: String = (0..100)
+            .map(|x| terminal.backend().buffer()[(x, 13)].symbol().to_owned())
+            .collect();
+        let footer = footer.trim_end();
+        assert!(
+            footer.starts_with("P apply profile (server +worker) │ q"),
+            "{footer:?}"
+        );
+        // The key help after it is whole, the one that fits what is left.
+        let help = footer.split(" │ ").nth(1).expect("help");
+        assert!(key_help(false).iter().any(|h| h == help), "{help:?}");
     }
 
     #[test]

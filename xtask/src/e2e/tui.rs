@@ -1,6 +1,7 @@
 //! Cases: the TUI in a real terminal (tmux): panes 1/2/3/0 and `q`;
 //! suspending with Ctrl-Z or SIGTSTP and `fg`; lines without their newline
-//! shown, then finished in place; `omnidev attach` to a detached pod.
+//! shown, then finished in place; `omnidev attach` to a detached pod;
+//! `P` applying an edited profile.
 
 use std::process::Command;
 use std::time::Duration;
@@ -585,5 +586,79 @@ pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Re
     drop(tmux);
     omnidev_ok(ctx, &repo, &["stop"], SOON)?;
     ctx.wait_no_pod_process(SOON).context("after stop")?;
+    Ok(())
+}
+
+/// Two services: `tick` prints `WORD N` each second, `other` sleeps.
+fn reload_profile(word: &str) -> String {
+    format!(
+        r#"[services.tick]
+command = ["sh", "-c", 'i=0; while true; do i=$((i+1)); echo "{word} $i"; sleep 1; done']
+
+[services.other]
+command = ["sh", "-c", 'echo other-up; exec sleep 600']
+"#
+    )
+}
+
+/// An edit of the profile under the TUI: one notice naming the service
+/// and `P`, the footer offering `P`; `P` restarts that service alone.
+pub fn tui_p_applies_an_edited_profile(ctx: &mut Ctx) -> Result<()> {
+    let repo = ctx.dir.join("reload-profile");
+    std::fs::create_dir_all(&repo)?;
+    let file = repo.join("omnidev.toml");
+    std::fs::write(&file, reload_profile("tick"))?;
+    let tmux = Tmux {
+        ctx,
+        socket: format!("omnidev-e2e-reload-profile-{}", std::process::id()),
+    };
+    tmux.up(&repo, "200", "40")?;
+    tmux.wait_screen("both services up", UP, |screen| {
+        if screen.contains("other-up") && screen.contains("tick 1") {
+            Ok(())
+        } else {
+            Err("no `other-up` and `tick 1`".into())
+        }
+    })?;
+    // `other`'s pid, from `omnidev status --json`.
+    let other = || -> Result<u64> {
+        let status: serde_json::Value = serde_json::from_str(&status_json(ctx, &repo)?)?;
+        status["services"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "other"))
+            .and_then(|s| s["pid"].as_u64())
+            .with_context(|| format!("no pid of other in {status}"))
+    };
+    let before = other()?;
+
+    std::fs::write(&file, reload_profile("tock"))?;
+    tmux.wait_screen("the notice and the footer's P", SOON, |screen| {
+        let notice = "omnidev.toml changed: tick (command); press P or run `omnidev reload-profile` to apply";
+        if !screen.contains(notice) {
+            return Err(format!("no `{notice}`"));
+        }
+        if !screen.contains("P apply profile (tick)") {
+            return Err("the footer does not offer P".into());
+        }
+        Ok(())
+    })?;
+    tmux.run(&["send-keys", "-t", "pod", "P"])?;
+    let screen = tmux.wait_screen("P to restart tick with its new command", SOON, |screen| {
+        if screen.contains("applied omnidev.toml: restarted tick") && screen.contains("tock 1") {
+            Ok(())
+        } else {
+            Err("no `applied omnidev.toml: restarted tick` and `tock 1`".into())
+        }
+    })?;
+    ensure!(other()? == before, "other was restarted too:\n{screen}");
+    ensure!(
+        !screen.contains("P apply profile"),
+        "the footer still offers P after applying:\n{screen}"
+    );
+    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    let status = util::wait_for("omnidev to quit on `q`", SOON, || tmux.ended())?;
+    ensure!(status == "0", "omnidev exited with {status}");
+    ctx.wait_no_pod_process(Duration::from_secs(10))
+        .context("after q")?;
     Ok(())
 }
