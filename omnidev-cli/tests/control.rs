@@ -273,6 +273,15 @@ fn socket_and_state_are_owner_only() {
     assert!(!dir.join("control.sock").exists(), "socket left after stop");
 }
 
+/// Waits for the lock of the pod in `dir` to be free after its
+/// supervisor was killed: its leader is gone (a zombie) before its last
+/// thread has exited and released the lock.
+fn wait_lock_free(dir: &Path) {
+    wait_for("the pod's lock to be released", DEADLINE, || {
+        omnidev_pod::PodLock::state(dir).is_ok_and(|s| s == omnidev_pod::LockState::Free)
+    });
+}
+
 #[test]
 fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let ctx = TestContext::new();
@@ -288,6 +297,7 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     wait_for("the orphan guard to end the server", DEADLINE, || {
         !alive(server)
     });
+    wait_lock_free(&dir);
     assert!(
         dir.join("control.sock").exists(),
         "the stale socket is kept"
@@ -317,6 +327,7 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let socket = dir.join(std::fs::read_link(dir.join("control.sock")).expect("a pointer"));
     signal(supervisor.unsigned_abs(), Signal::SIGKILL);
     wait_for("the supervisor to die", DEADLINE, || !alive(supervisor));
+    wait_lock_free(&dir);
     assert!(socket.exists(), "the stale socket {}", socket.display());
     let output = run_within(&ctx, &["clean"], Duration::from_secs(20));
     assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
