@@ -457,7 +457,7 @@ fn invalid_message(file: &str, error: &omnidev_pod::Error) -> String {
 /// Watches the profile file of a running pod; dropping it stops watching.
 #[derive(Debug)]
 pub struct ProfileWatcher {
-    _watcher: notify::RecommendedWatcher,
+    _watcher: Arc<Mutex<notify::RecommendedWatcher>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -486,6 +486,34 @@ fn concerns(path: &Path, file: &Path, real: Option<&Path>) -> bool {
     path == file || real.is_some_and(|real| path == real)
 }
 
+/// What a symbolic link at the profile's place names now (`None`: no
+/// link, or one that names nothing), shared by the watcher's handler and
+/// its task.
+type Target = Arc<Mutex<Option<PathBuf>>>;
+
+/// Points `target` at what `file` names now and watches its directory
+/// too when it is new (a link made or moved after the start).
+fn follow(
+    file: &Path,
+    target: &Target,
+    watcher: &Mutex<notify::RecommendedWatcher>,
+    dirs: &mut BTreeSet<PathBuf>,
+) {
+    let real = std::fs::canonicalize(file).ok().filter(|r| r != file);
+    *target.lock().unwrap_or_else(PoisonError::into_inner) = real;
+    for dir in watched_dirs(file) {
+        if !dirs.contains(&dir)
+            && watcher
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .watch(&dir, notify::RecursiveMode::NonRecursive)
+                .is_ok()
+        {
+            dirs.insert(dir);
+        }
+    }
+}
+
 impl ProfileWatcher {
     /// Starts watching `live`'s file; a check runs once no change has come
     /// for `quiet` (at least [`MIN_QUIET`]) and its outcome, when new, is
@@ -494,12 +522,13 @@ impl ProfileWatcher {
     pub fn start(live: Arc<LiveProfile>, supervisor: &Supervisor, quiet: Duration) -> Option<Self> {
         let quiet = quiet.max(MIN_QUIET);
         let file = live.file().to_path_buf();
-        let real = std::fs::canonicalize(&file).ok().filter(|r| *r != file);
+        let target: Target = Arc::default();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let profile_file = file.clone();
+        let (profile_file, linked) = (file.clone(), target.clone());
         let handler = move |event: notify::Result<notify::Event>| {
             let relevant = match event {
                 Ok(event) => {
+                    let real = linked.lock().unwrap_or_else(PoisonError::into_inner);
                     !matches!(event.kind, notify::EventKind::Access(_))
                         && event
                             .paths
@@ -513,11 +542,15 @@ impl ProfileWatcher {
                 let _ = tx.send(());
             }
         };
+        let mut dirs = BTreeSet::new();
         let watcher = notify::recommended_watcher(handler).and_then(|mut watcher| {
-            for dir in watched_dirs(&file) {
-                watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+            // Its own directory must be watched; a link's target's is
+            // watched when it can be.
+            if let Some(dir) = file.parent() {
+                watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+                dirs.insert(dir.to_path_buf());
             }
-            Ok(watcher)
+            Ok(Arc::new(Mutex::new(watcher)))
         });
         let watcher = match watcher {
             Ok(watcher) => watcher,
@@ -530,7 +563,9 @@ impl ProfileWatcher {
                 return None;
             }
         };
+        follow(&file, &target, &watcher, &mut dirs);
         let supervisor = supervisor.clone();
+        let task_watcher = watcher.clone();
         let task = tokio::spawn(async move {
             while rx.recv().await.is_some() {
                 // Trailing edge: wait until the burst is over.
@@ -541,6 +576,7 @@ impl ProfileWatcher {
                         Err(_) => break,
                     }
                 }
+                follow(&file, &target, &task_watcher, &mut dirs);
                 let live = live.clone();
                 let checked = tokio::task::spawn_blocking(move || live.check()).await;
                 if let Ok(Some(event)) = checked {

@@ -190,6 +190,14 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     );
     let after = status(&ctx);
     assert_eq!(pid_of(&after, "worker"), None, "{after}");
+    let worker = after["services"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "worker"))
+        .expect("a removed service stays listed");
+    assert_eq!(
+        worker["detail"], "stopped: removed from the profile",
+        "{after}"
+    );
     assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
     let refused = ctx.run(&["restart", "worker"]);
     assert_eq!(refused.status.code(), Some(2), "{}", ctx.render(&refused));
@@ -242,6 +250,90 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
     assert_eq!(
         applied["restarted"],
         serde_json::json!(["api"]),
+        "{applied}"
+    );
+}
+
+/// A profile file replaced by a huge file, by a link to a FIFO or to a
+/// directory: a notice each, with the path and why, and the pod runs on;
+/// a link to a profile elsewhere is followed, and edits of what it names
+/// are noticed too.
+#[test]
+fn hostile_profile_files_are_notices_and_a_link_is_followed() {
+    let ctx = TestContext::new();
+    let file = ctx.write("omnidev.toml", &profile("v1", ""));
+    let _pod = Pod(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let api = pid_of(&status(&ctx), "api").expect("api runs");
+    let error_of = |n| {
+        let change = nth_change(&ctx, n);
+        change["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error in {change}"))
+            .to_owned()
+    };
+
+    // 2 MiB of comments: refused without reading it all.
+    save(&file, &"#".repeat(2 * 1024 * 1024));
+    let error = error_of(1);
+    assert!(error.contains("larger than 1048576 bytes"), "{error}");
+
+    // A link to a FIFO: refused at once, never a read that blocks.
+    let elsewhere = ctx.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let fifo = elsewhere.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let link = |to: &Path| {
+        std::fs::remove_file(&file).expect("remove");
+        std::os::unix::fs::symlink(to, &file).expect("symlink");
+    };
+    link(&fifo);
+    let error = error_of(2);
+    assert!(
+        error.contains(&format!("{}: it is not a regular file", fifo.display())),
+        "{error}"
+    );
+
+    // A link to a directory.
+    link(&elsewhere);
+    let error = error_of(3);
+    assert!(
+        error.contains(&format!(
+            "{}: it is not a regular file",
+            elsewhere.display()
+        )),
+        "{error}"
+    );
+
+    // A link to a profile kept elsewhere is followed, and so are edits of
+    // what it names.
+    let kept = elsewhere.join("dev.toml");
+    std::fs::write(&kept, profile("v2", "")).expect("write");
+    link(&kept);
+    let change = nth_change(&ctx, 4);
+    assert_eq!(change["changed"], serde_json::json!(["api"]), "{change}");
+    save(
+        &kept,
+        &profile(
+            "v3",
+            "\n[services.worker]\ncommand = [\"sleep\", \"1000\"]\n",
+        ),
+    );
+    let change = nth_change(&ctx, 5);
+    assert_eq!(change["added"], serde_json::json!(["worker"]), "{change}");
+
+    let running = status(&ctx);
+    assert_eq!(running["running"], true, "{running}");
+    assert_eq!(pid_of(&running, "api"), Some(api), "{running}");
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["restarted"],
+        serde_json::json!(["api"]),
+        "{applied}"
+    );
+    assert_eq!(
+        applied["started"],
+        serde_json::json!(["worker"]),
         "{applied}"
     );
 }

@@ -39,8 +39,9 @@ pub const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
 
 /// The text of the profile file at `path` (see [`Profile::from_file`]).
 fn read_profile_text(path: &Path) -> Result<String> {
-    let failed = |error| Error::io("read the profile", path)(error);
-    let real = std::fs::canonicalize(path).map_err(failed)?;
+    let real = std::fs::canonicalize(path).map_err(Error::io("read the profile", path))?;
+    // Named as what a link there names: that is what is wrong.
+    let failed = |error| Error::io("read the profile", &real)(error);
     let bytes = omnidev_core::fs::read_file(&real, MAX_PROFILE_BYTES)
         .map_err(failed)?
         .ok_or_else(|| failed(std::io::ErrorKind::NotFound.into()))?;
