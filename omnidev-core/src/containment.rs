@@ -53,7 +53,6 @@ mod tree;
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -300,7 +299,7 @@ impl Containment {
         slot: usize,
         command: &CommandSpec,
         step: bool,
-    ) -> io::Result<(tokio::process::Child, Target)> {
+    ) -> io::Result<(process::GroupChild, Target)> {
         let leaf = self.leaf(slot).map(|leaf| {
             if !step {
                 return leaf;
@@ -313,8 +312,8 @@ impl Containment {
             leaf.with_file_name(name)
         });
         let niceness = if step { process::PREPARE_NICENESS } else { 0 };
-        let child = self.spawn_in(slot, command, leaf.clone(), niceness)?;
-        let leader = ProcessRecord::of(child.id().unwrap_or_default());
+        let child = self.spawn_in(slot, command, leaf.as_deref(), niceness)?;
+        let leader = ProcessRecord::of(child.id());
         let mut target = self.target(slot, leader);
         target.leaf = leaf;
         Ok((child, target))
@@ -324,22 +323,23 @@ impl Containment {
         &self,
         slot: usize,
         command: &CommandSpec,
-        leaf: Option<PathBuf>,
+        leaf: Option<&Path>,
         niceness: i32,
-    ) -> io::Result<tokio::process::Child> {
+    ) -> io::Result<process::GroupChild> {
         let mut command = command.clone();
         command
             .env
             .insert(SERVICE_ID_ENV.to_owned(), self.service_id(slot));
-        match leaf {
+        let placement = match leaf {
             Some(leaf) => {
-                let procs = cgroup::open_procs(&leaf).map_err(|e| {
+                cgroup::create_leaf(leaf).map_err(|e| {
                     io::Error::new(e.kind(), format!("cgroup {}: {e}", leaf.display()))
                 })?;
-                process::spawn_group_in(&command, Some(procs.as_raw_fd()), niceness)
+                process::Placement::Cgroup(leaf)
             }
-            None => process::spawn_group_in(&command, None, niceness),
-        }
+            None => process::Placement::Here,
+        };
+        process::spawn_group_in(&command, placement, niceness)
     }
 
     /// The processes of service `slot` whose leader is `leader`.
@@ -826,6 +826,181 @@ mod tests {
             LIVE_SEARCH == Search::Adopted,
             crate::platform::HAS_SUBREAPER
         );
+    }
+
+    /// A pod cgroup of this process's own, removed when dropped. These
+    /// tests need a writable cgroup v2 hierarchy, as the containment tests
+    /// of `tests/processes.rs` do.
+    struct TestPod(PathBuf);
+
+    impl TestPod {
+        fn new(name: &str) -> Self {
+            let (_, own) = cgroup::own_dir().expect("a cgroup v2 hierarchy");
+            let name = format!("{}test-{}-{name}", cgroup::POD_PREFIX, std::process::id());
+            let pod = cgroup::create_pod(&own, &name).unwrap_or_else(|e| {
+                panic!(
+                    "these tests need a writable cgroup v2 hierarchy (as root, or in a \
+                     systemd user session): {e}"
+                )
+            });
+            Self(pod)
+        }
+    }
+
+    impl Drop for TestPod {
+        fn drop(&mut self) {
+            let _ = cgroup::kill(&self.0);
+            for _ in 0..200 {
+                if !cgroup::populated(&self.0) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            cgroup::remove(&self.0);
+        }
+    }
+
+    /// The kernel's release as (major, minor).
+    fn kernel() -> (u32, u32) {
+        let release = nix::sys::utsname::uname().expect("uname");
+        let release = release.release().to_string_lossy().into_owned();
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (next(), next())
+    }
+
+    /// A script that prints its cgroup (its first act), its session and
+    /// nice value, working directory and `$PROBE`, then exits 3.
+    fn reporting_command(dir: &Path) -> CommandSpec {
+        let mut env = std::collections::BTreeMap::new();
+        env.insert("PROBE".to_owned(), "from the spec".to_owned());
+        CommandSpec {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "cat /proc/self/cgroup; cut -d' ' -f1,6,19 /proc/$$/stat; pwd; echo \"$PROBE\"; \
+                 exit 3"
+                    .into(),
+            ],
+            cwd: dir.to_path_buf(),
+            env,
+        }
+    }
+
+    /// The reporting command started in a leaf of a test pod (with `clone3`
+    /// or the fallback), its output, and the leaf's name as the child sees
+    /// it (`<pod>/0-svc`) and its working directory.
+    async fn run_reporting(clone3: bool) -> (process::GroupChild, String, String, PathBuf) {
+        let pod = TestPod::new(if clone3 { "clone3" } else { "moved" });
+        let leaf = pod.0.join("0-svc");
+        cgroup::create_leaf(&leaf).expect("leaf");
+        let cwd = tempfile::tempdir().expect("tempdir");
+        let mut child = process::spawn_placed(
+            &reporting_command(cwd.path()),
+            process::Placement::Cgroup(&leaf),
+            5,
+            clone3,
+        )
+        .expect("spawn");
+        let mut out = std::fs::File::from(child.stdout.take().expect("stdout"));
+        let text = tokio::task::spawn_blocking(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut out, &mut text).map(|_| text)
+        })
+        .await
+        .expect("join")
+        .expect("read stdout");
+        let name = format!(
+            "/{}/0-svc",
+            pod.0.file_name().expect("name").to_string_lossy()
+        );
+        let cwd = std::fs::canonicalize(cwd.path()).expect("cwd");
+        drop(pod);
+        (child, text, name, cwd)
+    }
+
+    async fn assert_started_inside(clone3: bool) -> bool {
+        let (child, text, leaf, cwd) = run_reporting(clone3).await;
+        let pid = child.id().to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("0::/") && l.ends_with(&leaf)),
+            "in {leaf} from its first command: {text}"
+        );
+        // SAFETY: getpriority only reads this process's nice value.
+        let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let expected = format!("{pid} {pid} {}", (own + 5).min(19));
+        assert!(
+            lines.contains(&expected.as_str()),
+            "leads its session, 5 nicer than us ({expected}): {text}"
+        );
+        assert!(
+            lines.contains(&cwd.to_string_lossy().as_ref()),
+            "runs in {}: {text}",
+            cwd.display()
+        );
+        assert!(
+            lines.contains(&"from the spec"),
+            "the spec's variable: {text}"
+        );
+        let cloned = child.cloned_into_cgroup();
+        let status = child.wait().await.expect("wait");
+        assert_eq!(status.code(), Some(3), "its exit code is reported");
+        cloned
+    }
+
+    #[tokio::test]
+    async fn a_process_is_cloned_into_its_cgroup_where_the_kernel_can() {
+        let cloned = assert_started_inside(true).await;
+        if kernel() >= (5, 7) {
+            assert!(
+                cloned,
+                "Linux {:?} has clone3(CLONE_INTO_CGROUP); was it refused (a seccomp filter)?",
+                kernel()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_fallback_moves_the_child_in_before_exec() {
+        assert!(!assert_started_inside(false).await);
+    }
+
+    #[tokio::test]
+    async fn a_program_that_cannot_start_is_an_error_and_leaves_no_child() {
+        let pod = TestPod::new("missing");
+        let leaf = pod.0.join("0-svc");
+        cgroup::create_leaf(&leaf).expect("leaf");
+        for clone3 in [true, false] {
+            let missing = CommandSpec {
+                program: "omnidev-no-such-program".into(),
+                ..CommandSpec::default()
+            };
+            let error =
+                process::spawn_placed(&missing, process::Placement::Cgroup(&leaf), 0, clone3)
+                    .expect_err("no such program");
+            assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
+            let nul = CommandSpec {
+                program: "sh".into(),
+                args: vec!["a\0b".into()],
+                ..CommandSpec::default()
+            };
+            assert!(
+                process::spawn_placed(&nul, process::Placement::Cgroup(&leaf), 0, clone3).is_err()
+            );
+        }
+        assert!(!cgroup::populated(&leaf), "nothing left in the leaf");
+        let zombies: Vec<u32> = crate::platform::children(std::process::id())
+            .into_iter()
+            .filter(|&p| crate::platform::stat(p).is_some_and(|s| s.is_zombie()))
+            .filter(|&p| {
+                crate::platform::cmdline(p).contains("omnidev-no-such")
+                    || crate::platform::name(p).is_some_and(|n| n.contains("omnidev-no-such"))
+            })
+            .collect();
+        assert!(zombies.is_empty(), "reaped: {zombies:?}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! process that took the port (another user's pod, a test, anything).
 //!
 //! The listening sockets of the port and who holds them come from
-//! [`crate::platform::net`] (on Linux `/proc/net/tcp{,6}` and each
+//! [`crate::platform::net`] (on Linux the kernel's socket diagnostics,
+//! or `/proc/net/tcp{,6}`, and each
 //! process's descriptors; on macOS `proc_pidfdinfo` of every process of
 //! the user's), and a socket belongs to the service when one of its
 //! processes (its cgroup, or its session, group and descendants; see

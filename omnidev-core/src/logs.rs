@@ -559,13 +559,17 @@ impl LogStore {
         let path = dir.join(MARK_FILE);
         // A mark holds strings and numbers only: encoding cannot fail.
         let text = serde_json::to_vec(&mark).unwrap_or_default();
-        crate::fs::write_atomic(&path, &text).err().map(|e| {
-            format!(
-                "could not write {}: {e}; `omnidev logs --since-reload` may start at an \
+        // Atomic but not flushed: a reload waits for this write (it comes
+        // before the stop), and a mark matters only while the pod runs.
+        crate::fs::write_atomic_unsynced(&path, &text)
+            .err()
+            .map(|e| {
+                format!(
+                    "could not write {}: {e}; `omnidev logs --since-reload` may start at an \
                  earlier reload",
-                path.display()
-            )
-        })
+                    path.display()
+                )
+            })
     }
 
     /// Flushes every log file.

@@ -1,7 +1,11 @@
 //! Process groups: spawning a service in its own session, signalling and
 //! emptying its group, and identifying processes by pid and start time.
 
+#[cfg(target_os = "linux")]
+mod into_cgroup;
+
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Stdio;
 
 use nix::errno::Errno;
@@ -56,7 +60,13 @@ fn pid_of(pid: u32) -> Pid {
 /// leader dies with the thread that spawned it (the orphan guard covers the
 /// rest of the group).
 pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::Child> {
-    spawn_group_in(command, None, 0)
+    let mut own = own_children();
+    own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
+    let child = spawn_tokio(command, None, 0)?;
+    if let Some(pid) = child.id() {
+        own.push(ProcessRecord::of(pid));
+    }
+    Ok(child)
 }
 
 /// How much nicer than omnidev a prepare step runs (`nice(2)` increment):
@@ -66,14 +76,248 @@ pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::C
 /// the backend alone would be.
 pub const PREPARE_NICENESS: i32 = 10;
 
-/// Like [`spawn_group`], and with `cgroup_procs` (an open, close-on-exec
-/// `cgroup.procs` of a cgroup v2) the child moves itself into that cgroup
-/// before `exec`, so nothing it starts is ever outside it; a `niceness`
-/// above 0 is added to the child's (and so its descendants') nice value.
+/// Where [`spawn_group_in`] starts a process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Placement<'a> {
+    /// Where omnidev is.
+    Here,
+    /// In the cgroup v2 at this directory (which exists), from before
+    /// `exec`, so nothing the process starts is ever outside it.
+    Cgroup(&'a std::path::Path),
+}
+
+/// A process started by [`spawn_group_in`]: its pid, its output pipes
+/// (taken by whoever reads them) and its exit.
+#[derive(Debug)]
+pub(crate) struct GroupChild {
+    /// Its pid and start time, as recorded among [`own_children`].
+    record: ProcessRecord,
+    /// The read end of its standard output.
+    pub(crate) stdout: Option<OwnedFd>,
+    /// The read end of its standard error.
+    pub(crate) stderr: Option<OwnedFd>,
+    exit: Exit,
+}
+
+#[derive(Debug)]
+enum Exit {
+    /// Spawned by tokio, which reaps it.
+    Tokio(tokio::process::Child),
+    /// Cloned into its cgroup; awaited on its pidfd.
+    #[cfg(target_os = "linux")]
+    Pidfd(Option<OwnedFd>),
+}
+
+impl GroupChild {
+    /// Its process id (also its session's and group's).
+    pub(crate) fn id(&self) -> u32 {
+        self.record.pid
+    }
+
+    /// Whether it was cloned straight into its cgroup (see
+    /// [`spawn_group_in`]).
+    #[cfg(test)]
+    pub(crate) fn cloned_into_cgroup(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return matches!(self.exit, Exit::Pidfd(_));
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// Waits for it to exit and reaps it.
+    pub(crate) async fn wait(mut self) -> io::Result<std::process::ExitStatus> {
+        match &mut self.exit {
+            Exit::Tokio(child) => child.wait().await,
+            #[cfg(target_os = "linux")]
+            Exit::Pidfd(pidfd) => {
+                let fd = pidfd
+                    .take()
+                    .ok_or_else(|| io::Error::other("already waited"))?;
+                // SAFETY: the AsyncFd owns the pidfd, which stays open and
+                // the same until it is dropped.
+                let fd = unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        fd,
+                        tokio::io::Interest::READABLE,
+                    )
+                }?;
+                // A pidfd turns readable once its process has exited.
+                let _ = fd.readable().await?;
+                let status = wait_blocking(self.record.pid);
+                forget_own_child(self.record);
+                status
+            }
+        }
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        // Not waited for: left to the reaper of adopted processes, which
+        // reaps a zombie of another session once it is not recorded ours
+        // (and tokio reaps its own).
+        #[cfg(target_os = "linux")]
+        if let Exit::Pidfd(Some(_)) = self.exit {
+            forget_own_child(self.record);
+            let _ = waitpid(pid_of(self.record.pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// `waitpid` of an exited child, as an exit status.
+#[cfg(target_os = "linux")]
+fn wait_blocking(pid: u32) -> io::Result<std::process::ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status to a local.
+        let reaped = unsafe { libc::waitpid(pid as libc::pid_t, &raw mut status, 0) };
+        if reaped >= 0 {
+            return Ok(std::process::ExitStatus::from_raw(status));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Whether `clone3(CLONE_INTO_CGROUP)` is refused here (found out by the
+/// first spawn into a cgroup; from then on the fallback is used).
+#[cfg(target_os = "linux")]
+static NO_CLONE_INTO_CGROUP: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Like [`spawn_group`], and with [`Placement::Cgroup`] the child is in
+/// that cgroup before `exec` (so nothing it starts is ever outside it); a
+/// `niceness` above 0 is added to the child's (and so its descendants')
+/// nice value.
+///
+/// On Linux 5.7 and later the child is cloned straight into the cgroup
+/// (`clone3` with `CLONE_INTO_CGROUP`, see `process/into_cgroup.rs`);
+/// where the kernel refuses that, found out once, it moves itself in
+/// between fork and exec by writing `cgroup.procs`.
 ///
 /// The child's pid is recorded as one of ours until it has been reaped, so
 /// the reaper of adopted orphans ([`reap_adopted`]) never takes it.
 pub(crate) fn spawn_group_in(
+    command: &CommandSpec,
+    placement: Placement<'_>,
+    niceness: i32,
+) -> io::Result<GroupChild> {
+    #[cfg(target_os = "linux")]
+    let clone3 = !NO_CLONE_INTO_CGROUP.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(target_os = "linux"))]
+    let clone3 = false;
+    spawn_placed(command, placement, niceness, clone3)
+}
+
+/// [`spawn_group_in`], trying `clone3` into the cgroup only with `clone3`
+/// (tests take the fallback on purpose).
+pub(crate) fn spawn_placed(
+    command: &CommandSpec,
+    placement: Placement<'_>,
+    niceness: i32,
+    clone3: bool,
+) -> io::Result<GroupChild> {
+    #[cfg(not(target_os = "linux"))]
+    let _ = clone3;
+    let mut own = own_children();
+    // Forget children that have been reaped (their pid is gone or reused).
+    own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
+    #[cfg(target_os = "linux")]
+    if let Placement::Cgroup(dir) = placement
+        && clone3
+    {
+        use std::os::fd::AsFd as _;
+        let cgroup = std::fs::File::open(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("cgroup {}: {e}", dir.display())))?;
+        match into_cgroup::spawn(command, cgroup.as_fd(), niceness) {
+            into_cgroup::Attempt::Started(started) => {
+                let record = ProcessRecord::of(started.pid);
+                own.push(record);
+                return Ok(GroupChild {
+                    record,
+                    stdout: Some(started.stdout),
+                    stderr: Some(started.stderr),
+                    exit: Exit::Pidfd(Some(started.pidfd)),
+                });
+            }
+            into_cgroup::Attempt::Failed(e) => return Err(e),
+            into_cgroup::Attempt::Unsupported => {
+                NO_CLONE_INTO_CGROUP.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            into_cgroup::Attempt::CloneFailed => {}
+        }
+    }
+    let procs = match placement {
+        Placement::Here => None,
+        Placement::Cgroup(dir) => {
+            let path = dir.join("cgroup.procs");
+            // std opens files close-on-exec, so no service inherits it.
+            Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
+            )
+        }
+    };
+    let mut child = spawn_tokio(command, procs.as_ref().map(AsRawFd::as_raw_fd), niceness)?;
+    let record = ProcessRecord::of(child.id().unwrap_or_default());
+    own.push(record);
+    drop(own);
+    let stdout = child
+        .stdout
+        .take()
+        .map(tokio::process::ChildStdout::into_owned_fd)
+        .transpose()?;
+    let stderr = child
+        .stderr
+        .take()
+        .map(tokio::process::ChildStderr::into_owned_fd)
+        .transpose()?;
+    Ok(GroupChild {
+        record,
+        stdout,
+        stderr,
+        exit: Exit::Tokio(child),
+    })
+}
+
+/// What every service process does to itself before `exec`, however it was
+/// started (async-signal-safe calls only): `niceness` above 0 added to its
+/// nice value, a new session and group, and on Linux death with the thread
+/// that spawned it (`parent` is omnidev's pid, to catch a parent that died
+/// before `prctl` took effect).
+pub(crate) fn child_setup(niceness: i32, parent: Pid) -> io::Result<()> {
+    if niceness > 0 {
+        // Relative to omnidev's own; best effort (19 is the floor).
+        // SAFETY: getpriority and setpriority are async-signal-safe.
+        unsafe {
+            let own = libc::getpriority(libc::PRIO_PROCESS, 0);
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, (own + niceness).min(19));
+        }
+    }
+    nix::unistd::setsid()?;
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        // The parent may have died before prctl took effect.
+        if nix::unistd::getppid() != parent {
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(137) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = parent;
+    Ok(())
+}
+
+/// The standard library's spawn (through tokio) with the set-up of
+/// [`child_setup`], after moving into the cgroup of `cgroup_procs` (an
+/// open, close-on-exec `cgroup.procs`) when given.
+fn spawn_tokio(
     command: &CommandSpec,
     cgroup_procs: Option<std::os::fd::RawFd>,
     niceness: i32,
@@ -87,11 +331,9 @@ pub(crate) fn spawn_group_in(
     if !command.cwd.as_os_str().is_empty() {
         cmd.current_dir(&command.cwd);
     }
-    #[cfg(target_os = "linux")]
     let parent = nix::unistd::getpid();
     // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (write, setpriority, setsid, prctl,
-    // getppid, _exit).
+    // async-signal-safe functions (write, then those of child_setup).
     unsafe {
         cmd.pre_exec(move || {
             if let Some(fd) = cgroup_procs {
@@ -100,31 +342,10 @@ pub(crate) fn spawn_group_in(
                     return Err(io::Error::last_os_error());
                 }
             }
-            if niceness > 0 {
-                // Relative to omnidev's own; best effort (19 is the floor).
-                let own = libc::getpriority(libc::PRIO_PROCESS, 0);
-                let _ = libc::setpriority(libc::PRIO_PROCESS, 0, (own + niceness).min(19));
-            }
-            nix::unistd::setsid()?;
-            #[cfg(target_os = "linux")]
-            {
-                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-                // The parent may have died before prctl took effect.
-                if nix::unistd::getppid() != parent {
-                    libc::_exit(137);
-                }
-            }
-            Ok(())
+            child_setup(niceness, parent)
         });
     }
-    let mut own = own_children();
-    let child = cmd.spawn()?;
-    if let Some(pid) = child.id() {
-        // Forget children that have been reaped (their pid is gone or reused).
-        own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
-        own.push(ProcessRecord::of(pid));
-    }
-    Ok(child)
+    cmd.spawn()
 }
 
 /// Children this process spawned through [`spawn_group_in`]; their exit
@@ -143,6 +364,13 @@ fn own_children() -> std::sync::MutexGuard<'static, Vec<ProcessRecord>> {
 /// [`reap_adopted`] leaves its exit status to whoever waits for it.
 pub(crate) fn record_own_child(pid: u32) {
     own_children().push(ProcessRecord::of(pid));
+}
+
+/// Forgets `record` as one of ours (reaped by us, or left to
+/// [`reap_adopted`]).
+#[cfg(target_os = "linux")]
+fn forget_own_child(record: ProcessRecord) {
+    own_children().retain(|r| *r != record);
 }
 
 /// Makes this process a child subreaper where the system has them

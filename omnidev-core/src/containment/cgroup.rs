@@ -125,18 +125,14 @@ fn writable(path: &Path) -> io::Result<()> {
     std::fs::OpenOptions::new().write(true).open(path).map(drop)
 }
 
-/// Creates (if needed) the leaf cgroup `dir` and opens its `cgroup.procs`
-/// for a child to move itself in.
-pub(crate) fn open_procs(dir: &Path) -> io::Result<std::fs::File> {
+/// Creates the leaf cgroup `dir` unless it exists (a process is then
+/// started inside it: `crate::process::Placement::Cgroup`).
+pub(crate) fn create_leaf(dir: &Path) -> io::Result<()> {
     match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
     }
-    // std opens files close-on-exec, so no service inherits it.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.procs"))
 }
 
 /// Every process in `dir` and the cgroups below it.

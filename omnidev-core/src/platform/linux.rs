@@ -2,6 +2,7 @@
 //! only code of omnidev that names it), and the subreaper is
 //! `PR_SET_CHILD_SUBREAPER`.
 
+mod sock_diag;
 mod tcp;
 
 use std::collections::BTreeSet;
@@ -204,12 +205,20 @@ pub(super) fn own_cgroup_files() -> Result<(String, String), String> {
     Ok((mountinfo, cgroup))
 }
 
-/// Every listener of the machine is in `/proc/net/tcp{,6}`.
+/// Every listener of the machine is in the socket diagnostics (and in
+/// `/proc/net/tcp{,6}`).
 pub(super) const SEES_OTHER_USERS: bool = true;
 
-/// From `/proc/net/tcp` and `/proc/net/tcp6`; `None` when neither can be
-/// read (`/proc` hidden).
+/// From the kernel's socket diagnostics (a dump of listeners only), else
+/// from `/proc/net/tcp` and `/proc/net/tcp6`; `None` when neither answers.
 pub(super) fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
+    sock_diag::listeners(port).or_else(|| listeners_from_proc(port))
+}
+
+/// From `/proc/net/tcp` and `/proc/net/tcp6` (each read walks every
+/// bucket of the kernel's TCP hash tables); `None` when neither can be
+/// read (`/proc` hidden).
+fn listeners_from_proc(port: u16) -> Option<Vec<TcpSocket>> {
     let mut found = None;
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(table) else {

@@ -97,12 +97,11 @@ impl ProcessSpawner {
     /// Starts a reader for each of `child`'s output pipes.
     fn capture_output(
         &self,
-        child: &mut tokio::process::Child,
+        child: &mut process::GroupChild,
         service: &str,
     ) -> io::Result<Vec<logs::Capture>> {
         let mut captures = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            let fd = out.into_owned_fd()?;
+        if let Some(fd) = child.stdout.take() {
             captures.push(logs::spawn_capture(
                 fd,
                 self.logs.clone(),
@@ -110,8 +109,7 @@ impl ProcessSpawner {
                 Stream::Stdout,
             )?);
         }
-        if let Some(err) = child.stderr.take() {
-            let fd = err.into_owned_fd()?;
+        if let Some(fd) = child.stderr.take() {
             captures.push(logs::spawn_capture(
                 fd,
                 self.logs.clone(),
@@ -127,7 +125,7 @@ impl ProcessSpawner {
             io::Error::new(io::ErrorKind::NotFound, format!("no service `{service}`"))
         })?;
         let (mut child, target) = self.containment.spawn(slot, command, step)?;
-        let pid = child.id().unwrap_or_default();
+        let pid = child.id();
         let pgid = pid as i32;
         self.guard.register(pgid);
         let captures = self.capture_output(&mut child, service);
