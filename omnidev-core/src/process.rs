@@ -69,11 +69,15 @@ pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::C
     Ok(child)
 }
 
-/// How much nicer than omnidev a prepare step runs (`nice(2)` increment):
-/// a fresh worktree's `pnpm install` then yields the CPU to the backend's
-/// first boot (uv's venv, the server's imports) instead of taking half of
-/// it, and uses what the backend leaves; the full stack is ready about when
-/// the backend alone would be.
+/// How much nicer than omnidev a prepare step runs (`nice(2)` increment),
+/// meant to let a fresh worktree's `pnpm install` yield the CPU to the
+/// backend's first boot. Where Linux schedules by autogroup (on by
+/// default on many distributions, and on the machine of issue 30), a
+/// step's `setsid` puts it in a scheduling group of its own and a task's
+/// nice value counts only within its group, so this changes nothing
+/// there; see "A new worktree" in `docs/design.md` for what an effective
+/// nice 10 did (the backend path as fast as alone, the install starved by
+/// the rest of a busy machine).
 pub const PREPARE_NICENESS: i32 = 10;
 
 /// Where [`spawn_group_in`] starts a process.
@@ -118,10 +122,7 @@ impl GroupChild {
     /// [`spawn_group_in`]).
     #[cfg(test)]
     pub(crate) fn cloned_into_cgroup(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        return matches!(self.exit, Exit::Pidfd(_));
-        #[cfg(not(target_os = "linux"))]
-        false
+        !matches!(self.exit, Exit::Tokio(_))
     }
 
     /// Waits for it to exit and reaps it.

@@ -6,6 +6,7 @@
 mod budgets;
 mod headless;
 mod reload;
+mod worktree;
 
 use std::fs;
 use std::net::TcpListener;
@@ -61,6 +62,13 @@ pub fn run(options: &Bench) -> Result<()> {
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));
+    }
+    if wanted("worktree") {
+        rows.push(worktree::row(
+            &omnidev,
+            &scratch.join("worktree"),
+            options.checkout.as_deref(),
+        ));
     }
     let rows: Vec<(String, String, String)> = rows
         .into_iter()

@@ -110,6 +110,10 @@ pub struct Bench {
     /// One JSON object per benchmark instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The new-worktree row takes fresh `git worktree`s of this checkout
+    /// (a real Omnigent, say) instead of copies of examples/omnigent-example.
+    #[arg(long, value_name = "DIR")]
+    pub checkout: Option<PathBuf>,
 }
 
 /// Flags of `cargo xtask demo`.
