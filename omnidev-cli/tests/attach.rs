@@ -7,8 +7,10 @@ mod common;
 use std::io::Write as _;
 use std::time::Duration;
 
-use common::{Terminal, TestContext, on_pty, service, wait_for};
+use common::{Terminal, TestContext, on_pty, service, stderr, wait_for};
 use omnidev_test_support::process::{Reaped, wait_exit};
+use predicates::prelude::*;
+use predicates::str::contains;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -33,6 +35,9 @@ struct Attached {
 }
 
 impl Attached {
+    /// A plain `std::process::Command` on a pseudo-terminal: attach runs
+    /// while the test types into it and reads its screens, which
+    /// `assert_cmd` (run to the end on pipes, then assert) cannot do.
     fn start(ctx: &TestContext) -> Self {
         let mut command = ctx.command();
         command.arg("attach");
@@ -124,8 +129,7 @@ fn q_leaves_at_once_while_a_restart_is_still_waiting_and_the_pod_runs_on() {
         attached.written()
     );
     // The pod runs on, its new run untouched by the UI leaving.
-    let output = ctx.run(&["status", "--json"]);
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+    ctx.assert(&["status", "--json"]).success();
     let after = app_pid(&ctx).expect("a pid");
     assert_ne!(after, before);
 }
@@ -136,12 +140,13 @@ fn q_leaves_at_once_while_a_restart_is_still_waiting_and_the_pod_runs_on() {
 fn attach_needs_a_terminal_and_a_running_pod() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(&ctx));
-    let output = ctx.run(&["attach"]);
-    assert_eq!(output.status.code(), Some(3), "{}", ctx.render(&output));
+    ctx.assert(&["attach"]).code(3);
     let _pod = Detached::up(&ctx);
-    let output = ctx.run(&["attach"]);
-    let said = ctx.render(&output);
-    assert_eq!(output.status.code(), Some(1), "{said}");
-    assert!(said.contains("needs a terminal"), "{said}");
-    assert!(said.contains("omnidev logs -f"), "{said}");
+    let refused = ctx
+        .assert(&["attach"])
+        .code(1)
+        .stderr(contains("needs a terminal").and(contains("omnidev logs -f")));
+    TestContext::settings().bind(|| {
+        insta::assert_snapshot!("attach_without_a_terminal", ctx.filter(&stderr(&refused)));
+    });
 }

@@ -7,8 +7,10 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use common::{Signal, TestContext, alive, read_pids, signal, wait_for};
+use common::{Signal, TestContext, alive, read_pids, signal, stdout, wait_for};
 use omnidev_test_support::Lines;
+use predicates::prelude::*;
+use predicates::str::contains;
 
 const ONE_SHOTS: &str = r#"
 [services.greeter]
@@ -25,15 +27,14 @@ depends-on = { greeter = "started" }
 fn one_shot_services_print_and_exit_0() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", ONE_SHOTS);
-    let output = ctx.command().arg("--headless").output().expect("run");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
-    assert!(stdout.contains("greeter | hello"), "{stdout}");
-    assert!(stdout.contains("greeter | world"), "{stdout}");
-    assert!(stdout.contains("py      | from python"), "{stdout}");
-    assert!(stdout.contains("omnidev | pod "), "{stdout}");
-    // No colour: not a terminal and NO_COLOR set.
-    assert!(!stdout.contains('\x1b'), "{stdout}");
+    ctx.assert(&["--headless"]).success().stdout(
+        contains("greeter | hello")
+            .and(contains("greeter | world"))
+            .and(contains("py      | from python"))
+            .and(contains("omnidev | pod "))
+            // No colour: not a terminal and NO_COLOR set.
+            .and(contains("\x1b").not()),
+    );
 }
 
 #[test]
@@ -51,9 +52,7 @@ command = ["sh", "-c", "echo failing; exit 3"]
 restart = "never"
 "#,
     );
-    let output = ctx.command().arg("--headless").output().expect("run");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let stdout = stdout(&ctx.assert(&["--headless"]).code(1));
     assert!(stdout.contains("bad     | failing"), "{stdout}");
     // One line per exit: the crash, not also an `exited` line after it.
     assert_eq!(
@@ -73,31 +72,24 @@ restart = "never"
 fn only_and_skip_select_services() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", ONE_SHOTS);
-    // Runs headless with `args`: the exit code and what was printed.
-    let run = |args: &[&str]| {
-        let output = ctx
-            .command()
-            .arg("--headless")
-            .args(args)
-            .output()
-            .expect("run");
-        (output.status.code(), ctx.render(&output))
+    // Runs headless with `args`, which must exit `code`; what it printed
+    // (stdout and stderr).
+    let run = |args: &[&str], code: i32| {
+        let assert = ctx.cmd().arg("--headless").args(args).assert().code(code);
+        ctx.render(assert.get_output())
     };
     // --skip alone, then combined with --only (the skip applied after it).
     for args in [
         &["--skip", "greeter"][..],
         &["--only", "greeter", "--only", "py", "--skip", "greeter"],
     ] {
-        let (code, text) = run(args);
-        assert_eq!(code, Some(0), "{args:?}: {text}");
+        let text = run(args, 0);
         assert!(!text.contains("hello"), "{args:?}: {text}");
         assert!(text.contains("from python"), "{args:?}: {text}");
     }
-    let (code, text) = run(&["--skip", "greeter", "--only", "greeter"]);
-    assert_eq!(code, Some(1), "{text}");
+    let text = run(&["--skip", "greeter", "--only", "greeter"], 1);
     assert!(text.contains("no service left to run"), "{text}");
-    let (code, text) = run(&["--only", "nope"]);
-    assert_eq!(code, Some(1), "{text}");
+    let text = run(&["--only", "nope"], 1);
     assert!(text.contains("nope"), "{text}");
 }
 
@@ -385,19 +377,12 @@ grace-ms = 1000
     );
     // Before any run, exec allocates the ports once and records them.
     let first = ctx
-        .command()
-        .args(["exec", "--", "sh", "-c", "echo $API_URL"])
-        .output()
-        .expect("run");
-    assert_eq!(first.status.code(), Some(0), "{}", ctx.render(&first));
+        .assert(&["exec", "--", "sh", "-c", "echo $API_URL"])
+        .success();
     let pod_toml = ctx.pod_dir().expect("pod dir").join("pod.toml");
     let written = std::fs::read(&pod_toml).expect("exec wrote pod.toml");
-    let again = ctx
-        .command()
-        .args(["exec", "--", "sh", "-c", "echo $API_URL"])
-        .output()
-        .expect("run");
-    assert_eq!(again.stdout, first.stdout, "{}", ctx.render(&again));
+    ctx.assert(&["exec", "--", "sh", "-c", "echo $API_URL"])
+        .stdout(first.get_output().stdout.clone());
     assert_eq!(std::fs::read(&pod_toml).expect("pod.toml"), written);
 
     let mut pod = ctx.spawn(&["--headless"]);
@@ -413,25 +398,19 @@ grace-ms = 1000
     let record: toml::Table = toml::from_str(&String::from_utf8_lossy(&before)).expect("toml");
     let port = record["ports"]["api"].as_integer().expect("api port");
 
-    let output = ctx
-        .command()
-        .args(["exec", "--", "sh", "-c", "echo $API_URL; exit 7"])
-        .output()
-        .expect("run");
+    // Run now, asserted once the pod is stopped (a failed assertion must
+    // not leave it running).
+    let exec = ctx.assert(&["exec", "--", "sh", "-c", "echo $API_URL; exit 7"]);
     let omnigent = ctx
-        .command()
+        .cmd()
         .args(["omnigent", "--version"])
         .env("PATH", ctx.root.join("no-bin"))
-        .output()
-        .expect("run");
+        .assert();
     signal(pod.id(), Signal::SIGTERM);
     let _ = pod.wait();
 
-    assert_eq!(output.status.code(), Some(7), "{}", ctx.render(&output));
-    assert_eq!(
-        String::from_utf8_lossy(&output.stdout).trim(),
-        format!("http://127.0.0.1:{port}")
-    );
+    exec.code(7)
+        .stdout(predicates::str::diff(format!("http://127.0.0.1:{port}")).trim());
     assert_eq!(std::fs::read(&pod_toml).expect("pod.toml"), before);
     assert_eq!(
         std::fs::metadata(&pod_toml)
@@ -441,8 +420,7 @@ grace-ms = 1000
     );
     // `omnigent` runs `uv run omnigent …`; with no uv on PATH that is a
     // clear spawn error naming uv.
-    assert_eq!(omnigent.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&omnigent.stderr).contains("uv"));
+    omnigent.code(1).stderr(contains("uv"));
 }
 
 /// A prompt without a newline that the service never finishes (it is
@@ -489,9 +467,7 @@ command = ["sh", "-c", "printf 'last words'; sleep 0.5; kill -9 $$"]
 restart = "never"
 "#,
     );
-    let output = ctx.command().arg("--headless").output().expect("run");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    let stdout = stdout(&ctx.assert(&["--headless"]).code(1));
     let bar: Vec<&str> = stdout.lines().filter(|l| l.starts_with("bar ")).collect();
     assert_eq!(bar, ["bar     | 100%"], "{stdout}");
     let said = stdout.find("killed  | last words\n");

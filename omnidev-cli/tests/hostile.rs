@@ -7,8 +7,11 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use assert_cmd::assert::Assert;
 use omnidev_test_support::process::Reaped;
-use support::{TestContext, listing};
+use predicates::prelude::*;
+use predicates::str::contains;
+use support::{TestContext, listing, stderr};
 
 const PROFILE: &str = "[services.ok]\ncommand = [\"echo\", \"hello\"]\nrestart = \"never\"\n";
 
@@ -22,14 +25,12 @@ fn users_directory(ctx: &TestContext) -> std::path::PathBuf {
     dir
 }
 
-fn assert_refused(output: &std::process::Output, dir: &Path) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
+fn assert_refused(assert: Assert, dir: &Path) -> Assert {
     // A usage error: the directory given is not a pod.
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(&format!("{} is not an omnidev pod (", dir.display())),
-        "{stderr}"
-    );
+    assert.code(2).stderr(contains(format!(
+        "{} is not an omnidev pod (",
+        dir.display()
+    )))
 }
 
 #[test]
@@ -45,8 +46,12 @@ fn a_directory_that_is_not_a_pod_survives_byte_for_byte() {
         &["up", "--detach", "--clean", "--pod-dir"],
         &["clean", "--pod-dir"],
     ] {
-        let output = ctx.command().args(args).arg(&dir).output().expect("run");
-        assert_refused(&output, &dir);
+        let refused = assert_refused(ctx.cmd().args(args).arg(&dir).assert(), &dir);
+        if args == ["clean", "--pod-dir"] {
+            TestContext::settings().bind(|| {
+                insta::assert_snapshot!("not_a_pod", ctx.filter(&stderr(&refused)));
+            });
+        }
         let after = listing(&ctx.root, &nothing);
         let changed: Vec<_> = after
             .iter()
@@ -72,28 +77,21 @@ fn an_empty_directory_and_an_old_pod_are_accepted_and_clean_removes_a_pod() {
     ctx.write("omnidev.toml", PROFILE);
     let empty = ctx.root.join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    let on_empty = |args: &[&str]| ctx.command().args(args).arg(&empty).output().expect("run");
-    let output = on_empty(&["up", "--headless", "--pod-dir"]);
-    assert!(output.status.success(), "{output:?}");
+    let on_empty = |args: &[&str]| ctx.cmd().args(args).arg(&empty).assert();
+    on_empty(&["up", "--headless", "--pod-dir"]).success();
     assert!(empty.join(".omnidev-pod").is_file());
     // A pod from before the identity (no marker, omnidev's pod.toml): `up`
     // adopts it, `clean` refuses it until then.
     std::fs::remove_file(empty.join(".omnidev-pod")).expect("rm");
-    let output = on_empty(&["clean", "--pod-dir"]);
     // Not a pod (yet) to `clean`: a usage error.
-    assert_eq!(output.status.code(), Some(2), "{output:?}");
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("omnidev up --pod-dir"),
-        "{output:?}"
-    );
+    on_empty(&["clean", "--pod-dir"])
+        .code(2)
+        .stderr(contains("omnidev up --pod-dir"));
     assert!(empty.join("pod.toml").is_file());
-    let output = on_empty(&["up", "--headless", "--pod-dir"]);
-    assert!(output.status.success(), "{output:?}");
+    on_empty(&["up", "--headless", "--pod-dir"]).success();
     assert!(empty.join(".omnidev-pod").is_file());
-    let output = on_empty(&["up", "--headless", "--clean", "--pod-dir"]);
-    assert!(output.status.success(), "{output:?}");
-    let output = on_empty(&["clean", "--pod-dir"]);
-    assert!(output.status.success(), "{output:?}");
+    on_empty(&["up", "--headless", "--clean", "--pod-dir"]).success();
+    on_empty(&["clean", "--pod-dir"]).success();
     assert!(!empty.exists());
 }
 
@@ -139,6 +137,8 @@ const SHOWN: &[&str] = &[
 /// Runs `command` with its stdin, stdout and stderr on a new
 /// pseudo-terminal until it exits, or until `done` holds for what it wrote
 /// (then it gets SIGTERM); returns every byte written to the terminal.
+/// A plain `Command`: what a terminal is sent is the point, and
+/// `assert_cmd` runs on pipes.
 fn on_pty(command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     let (mut child, terminal) = support::on_pty(command, None, true);
     let start = std::time::Instant::now();
@@ -368,7 +368,9 @@ fn abandoned_wait_ready_connections_leave_nothing_behind() {
 
 /// Runs `args` with stdout (and stderr too when `merged`) on a pipe whose
 /// reader takes `lines` lines and goes away; returns the exit code and
-/// what stderr said (when not merged).
+/// what stderr said (when not merged). A plain `Command`: `assert_cmd`
+/// reads all of stdout and stderr itself, and the point here is a reader
+/// that leaves while omnidev still writes.
 fn with_closed_output(
     ctx: &TestContext,
     args: &[&str],
@@ -440,18 +442,12 @@ fn a_closed_stdout_or_stderr_exits_1_without_a_panic() {
 fn a_corrupt_pod_toml_is_a_pod_in_error_for_status_and_ls() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", PROFILE);
-    let output = ctx
-        .command()
-        .args(["up", "--headless"])
-        .output()
-        .expect("up");
-    assert!(output.status.success(), "{output:?}");
+    ctx.assert(&["up", "--headless"]).success();
     let pod = ctx.pod_dir().expect("pod");
     std::fs::write(pod.join("pod.toml"), "ports = [ unterminated\n").expect("corrupt");
 
-    let ls = ctx.command().args(["ls", "--json"]).output().expect("ls");
-    assert!(ls.status.success(), "{ls:?}");
-    let list: serde_json::Value = serde_json::from_slice(&ls.stdout).expect("json");
+    let ls = ctx.assert(&["ls", "--json"]).success();
+    let list: serde_json::Value = serde_json::from_slice(&ls.get_output().stdout).expect("json");
     let entry = &list["pods"][0];
     assert_eq!(entry["pod-dir"], pod.display().to_string(), "{list}");
     let error = entry["error"].as_str().expect("an error");
@@ -460,31 +456,20 @@ fn a_corrupt_pod_toml_is_a_pod_in_error_for_status_and_ls() {
         "{error}"
     );
 
-    let ls = ctx.command().arg("ls").output().expect("ls");
-    let text = String::from_utf8_lossy(&ls.stdout);
-    assert!(
-        text.contains("error: ") && text.contains("is corrupt"),
-        "{text}"
-    );
+    ctx.assert(&["ls"])
+        .stdout(contains("error: ").and(contains("is corrupt")));
 
-    let status = ctx
-        .command()
-        .args(["status", "--json"])
-        .output()
-        .expect("status");
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    let status = ctx.assert(&["status", "--json"]);
+    let status: serde_json::Value =
+        serde_json::from_slice(&status.get_output().stdout).expect("json");
     assert!(
         status["error"]
             .as_str()
             .is_some_and(|e| e.contains("is corrupt")),
         "{status}"
     );
-    let status = ctx.command().arg("status").output().expect("status");
-    let text = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        text.contains("error   ") && text.contains("is corrupt"),
-        "{text}"
-    );
+    ctx.assert(&["status"])
+        .stdout(contains("error   ").and(contains("is corrupt")));
 }
 
 /// A checkout whose name holds escape sequences (and an argument that
@@ -521,21 +506,16 @@ fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
     // would hold it open), then status, ls and stop.
     let mut guard = Stopper(ctx.command());
     guard.0.current_dir(&repo);
-    let output = ctx
-        .command()
+    let up = ctx
+        .cmd()
         .current_dir(&repo)
         .args(["up", "--detach"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
-    for bytes in [&output.stdout, &output.stderr] {
+        .assert()
+        .success()
+        .stdout(contains(shown));
+    for bytes in [&up.get_output().stdout, &up.get_output().stderr] {
         assert_no_control("up --detach", bytes);
     }
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains(shown),
-        "{}",
-        ctx.render(&output)
-    );
     for args in [&["status"][..], &["ls"], &["stop"]] {
         let text = run(args);
         assert!(text.contains(shown), "{args:?}: {text}");

@@ -9,7 +9,9 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{TestContext, wait_for};
+use common::{TestContext, stderr, wait_for};
+use predicates::prelude::*;
+use predicates::str::contains;
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -74,11 +76,16 @@ fn init_from_a_procfile_writes_a_profile_that_runs_and_a_second_init_refuses() {
     ctx.run_ok(&["stop"]);
 
     // A second init refuses: exit 1, the file untouched.
-    let again = ctx.run(&["init"]);
-    assert_eq!(again.status.code(), Some(1), "{}", ctx.render(&again));
-    let stderr = String::from_utf8_lossy(&again.stderr);
-    assert!(stderr.contains("already exists"), "{stderr}");
-    assert!(stderr.contains("--force"), "{stderr}");
+    let again = ctx
+        .assert(&["init"])
+        .code(1)
+        .stderr(contains("already exists").and(contains("--force")));
+    TestContext::settings().bind(|| {
+        insta::assert_snapshot!(
+            "init_refuses_an_existing_profile",
+            ctx.filter(&stderr(&again))
+        );
+    });
     assert_eq!(std::fs::read_to_string(&profile).expect("read"), written);
 
     // --force replaces it (here with the same text: the Procfile is the same).
@@ -103,13 +110,12 @@ fn init_without_a_procfile_writes_the_generic_template() {
 fn a_bad_procfile_is_an_error_with_its_line_and_writes_nothing() {
     let ctx = TestContext::new();
     ctx.write("Procfile", "web: ./web\nworker ./work\n");
-    let output = ctx.run(&["init"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("Procfile:2: \"worker ./work\" is not `name: command`"),
-        "{stderr}"
-    );
+    let refused = ctx.assert(&["init"]).code(1).stderr(contains(
+        "Procfile:2: \"worker ./work\" is not `name: command`",
+    ));
+    TestContext::settings().bind(|| {
+        insta::assert_snapshot!("init_a_bad_procfile", ctx.filter(&stderr(&refused)));
+    });
     assert!(!ctx.repo.join("omnidev.toml").exists());
 }
 

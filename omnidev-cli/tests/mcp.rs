@@ -83,11 +83,14 @@ struct StopPod<'a>(&'a TestContext);
 
 impl Drop for StopPod<'_> {
     fn drop(&mut self) {
-        let _ = self.0.command().arg("stop").output();
+        let _ = self.0.run(&["stop"]);
     }
 }
 
 /// A real MCP client of `omnidev mcp EXTRA…` run in the context's checkout.
+/// A plain `Command` (as tokio's): the server runs while the client talks
+/// to it over its stdin and stdout, which `assert_cmd` (run to the end,
+/// then assert) does not fit.
 async fn connect(ctx: &TestContext, extra: &[&str]) -> RunningService<RoleClient, ()> {
     let mut command = tokio::process::Command::from(ctx.command());
     command.arg("mcp").args(extra);
@@ -382,11 +385,8 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
         "{up}"
     );
     client.cancel().await.expect("close");
-    assert_eq!(
-        ctx.run(&["status"]).status.code(),
-        Some(3),
-        "nothing was started"
-    );
+    // Nothing was started: no pod (exit 3).
+    ctx.assert(&["status"]).code(3);
 
     // A client of the SDK's current revision (no `initialize`: it
     // discovers the server and sends its version with each request).
@@ -435,8 +435,8 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
             panic!("the services never exit, yet the wait was answered (busy?): {answer:?}");
         }
     }
-    let wait = ctx.run(&["wait", "--ready", "--timeout", "60"]);
-    assert_eq!(wait.status.code(), Some(0), "{}", ctx.render(&wait));
+    ctx.assert(&["wait", "--ready", "--timeout", "60"])
+        .success();
     client.cancel().await.expect("close");
     ctx.run_ok(&["stop"]);
 }

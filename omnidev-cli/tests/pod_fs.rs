@@ -7,9 +7,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
+use predicates::prelude::*;
+use predicates::str::contains;
 use support::{TestContext, listing, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -24,16 +25,8 @@ fn staying(word: &str) -> String {
     )
 }
 
-fn run(ctx: &TestContext, args: &[&str]) -> Output {
-    ctx.run(args)
-}
-
 fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
     ctx.run_ok(args)
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Stops the checkout's pod when dropped, so a failing test leaves no
@@ -63,13 +56,7 @@ fn planted_links_in_a_pod_are_refused_and_their_targets_untouched() {
         let link = pod.join(name);
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&victim, &link).expect("symlink");
-        let output = run(&ctx, args);
-        assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-        assert!(
-            stderr(&output).contains("symbolic link"),
-            "{}",
-            ctx.render(&output)
-        );
+        ctx.assert(args).code(1).stderr(contains("symbolic link"));
         assert_eq!(
             std::fs::read_to_string(&victim).expect("victim"),
             "precious\n"
@@ -99,19 +86,10 @@ fn a_directory_without_the_pod_identity_is_never_removed() {
         &["clean", "--pod-dir"][..],
         &["up", "--headless", "--clean", "--pod-dir"],
     ] {
-        let output = ctx.command().args(args).arg(&dir).output().expect("run");
         // 2: a `--pod-dir` that is not a pod (docs/control.md, exit codes).
-        assert_eq!(
-            output.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            ctx.render(&output)
-        );
-        let text = stderr(&output);
-        assert!(
-            text.contains(&format!("{} is not an omnidev pod", dir.display()))
-                && text.contains("no .omnidev-pod identity"),
-            "{args:?}: {text}"
+        ctx.cmd().args(args).arg(&dir).assert().code(2).stderr(
+            contains(format!("{} is not an omnidev pod", dir.display()))
+                .and(contains("no .omnidev-pod identity")),
         );
         assert_eq!(listing(&dir, &nothing), before, "{args:?}");
     }
@@ -161,19 +139,13 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
         .status()
         .expect("cp");
     assert!(status.success());
-    let output = ctx
-        .command()
+    ctx.cmd()
         .arg("clean")
         .arg("--pod-dir")
         .arg(&copy)
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
-    assert!(
-        stderr(&output).contains(&format!("a copy of the pod {}", pod.display())),
-        "{}",
-        ctx.render(&output)
-    );
+        .assert()
+        .success()
+        .stderr(contains(format!("a copy of the pod {}", pod.display())));
     assert!(!copy.exists());
     // The original still answers on its socket, and can restart.
     let text = run_ok(&ctx, &["status", "--json"]);
@@ -192,13 +164,9 @@ fn a_corrupt_registry_stops_up_with_its_name_and_is_left_as_it_was() {
     std::fs::create_dir_all(registry.parent().expect("parent")).expect("mkdir");
     let corrupt = "pods = [\"/home/someone/.cache/omnidev/app-1\"\n";
     std::fs::write(&registry, corrupt).expect("write");
-    let output = run(&ctx, &["up", "--headless"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    assert!(
-        stderr(&output).contains(&registry.display().to_string()),
-        "{}",
-        ctx.render(&output)
-    );
+    ctx.assert(&["up", "--headless"])
+        .code(1)
+        .stderr(contains(registry.display().to_string()));
     assert_eq!(std::fs::read_to_string(&registry).expect("read"), corrupt);
 }
 
@@ -217,24 +185,19 @@ fn a_cache_root_that_cannot_be_read_is_an_error_not_a_stopped_pod() {
         &["status", "--json"],
         &["clean"],
     ] {
-        let output = ctx
-            .command()
+        // 1: omnidev could not do what was asked; never 0 or 3 (not running).
+        let assert = ctx
+            .cmd()
             .args(args)
             .env("XDG_CACHE_HOME", &blocked)
-            .output()
-            .expect("run");
+            .assert()
+            .code(1);
         // Said on stderr, or on stdout as the one JSON error record.
+        let output = assert.get_output();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&output.stdout),
-            stderr(&output)
-        );
-        // 1: omnidev could not do what was asked; never 0 or 3 (not running).
-        assert_eq!(
-            output.status.code(),
-            Some(1),
-            "{args:?}: {}",
-            ctx.render(&output)
+            String::from_utf8_lossy(&output.stderr)
         );
         assert!(
             text.contains(&blocked.display().to_string()),
@@ -298,13 +261,11 @@ fn a_checkout_with_a_very_long_name_gets_a_pod() {
     let repo = ctx.root.join("r".repeat(250));
     std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
     std::fs::write(repo.join("omnidev.toml"), ONCE).expect("write");
-    let output = ctx
-        .command()
+    ctx.cmd()
         .current_dir(&repo)
         .args(["up", "--headless"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+        .assert()
+        .success();
     let pod = ctx.pod_dir().expect("pod");
     let name = pod
         .file_name()
@@ -443,9 +404,9 @@ fn a_state_file_that_cannot_be_read_is_said_by_status_not_taken_for_no_services(
     std::fs::rename(pod.join("state.json"), &elsewhere).expect("move");
     std::os::unix::fs::symlink(&elsewhere, pod.join("state.json")).expect("symlink");
     // 3: the pod does not run; the report comes first.
-    let output = ctx.run(&["status", "--json"]);
-    assert_eq!(output.status.code(), Some(3), "{}", ctx.render(&output));
-    let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    let output = ctx.assert(&["status", "--json"]).code(3);
+    let status: serde_json::Value =
+        serde_json::from_slice(&output.get_output().stdout).expect("json");
     let error = status["error"].as_str().unwrap_or_default();
     assert!(
         error.contains(&pod.join("state.json").display().to_string())

@@ -94,14 +94,10 @@ fn save(path: &Path, text: &str) {
 /// Runs `omnidev reload-profile --json`, which must exit `code`; its
 /// output.
 fn reload(ctx: &TestContext, code: i32) -> Output {
-    let output = ctx.run(&["reload-profile", "--json"]);
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "reload-profile\n{}",
-        ctx.render(&output)
-    );
-    output
+    ctx.assert(&["reload-profile", "--json"])
+        .code(code)
+        .get_output()
+        .clone()
 }
 
 fn report(output: &Output) -> Value {
@@ -199,8 +195,7 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
         "{after}"
     );
     assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
-    let refused = ctx.run(&["restart", "worker"]);
-    assert_eq!(refused.status.code(), Some(2), "{}", ctx.render(&refused));
+    ctx.assert(&["restart", "worker"]).code(2);
 }
 
 #[test]
@@ -229,13 +224,11 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
     );
     assert!(message.contains("the pod runs on"), "{message}");
 
-    let output = ctx.run(&["reload-profile"]);
-    assert_eq!(output.status.code(), Some(2), "{}", ctx.render(&output));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("omnidev.toml:5:1: unknown field `retsart`"),
-        "{stderr}"
-    );
+    ctx.assert(&["reload-profile"])
+        .code(2)
+        .stderr(predicates::str::contains(
+            "omnidev.toml:5:1: unknown field `retsart`",
+        ));
     let running = status(&ctx);
     assert_eq!(running["running"], true, "{running}");
     assert_eq!(pid_of(&running, "api"), Some(api), "{running}");

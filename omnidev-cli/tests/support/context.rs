@@ -57,24 +57,30 @@ impl TestContext {
         settings
     }
 
-    /// Runs `omnidev ARGS` to its end.
+    /// Runs `omnidev ARGS` to its end, for `assert_cmd`'s assertions on
+    /// it (`.code(N)`, `.success()`, `.stdout(predicate)`); a failed one
+    /// panics with the command, its exit code, stdout and stderr.
+    pub fn assert(&self, args: &[&str]) -> assert_cmd::assert::Assert {
+        self.cmd().args(args).assert()
+    }
+
+    /// Runs `omnidev ARGS` to its end without asserting anything: for
+    /// cleanup that must not panic (a guard's `stop` in `drop`) and for
+    /// conditions polled until they hold, where a failed attempt is not
+    /// yet an error. Everything else asserts through [`Self::assert`].
     pub fn run(&self, args: &[&str]) -> std::process::Output {
         self.command().args(args).output().expect("run omnidev")
     }
 
     /// Runs `omnidev ARGS`, which must exit 0; its stdout.
     pub fn run_ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "omnidev {args:?}\n{}",
-            self.render(&output)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        stdout(&self.assert(args).success())
     }
 
-    /// Spawns `omnidev` in the background with piped output.
+    /// Spawns `omnidev` in the background with piped output: a
+    /// long-running child (a pod, a follower) that the test talks to,
+    /// signals or stops while it runs, which `assert_cmd` (run to the
+    /// end, then assert) does not fit.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command()
             .args(args)
@@ -83,6 +89,16 @@ impl TestContext {
             .spawn()
             .expect("spawn omnidev")
     }
+}
+
+/// What an asserted command wrote to stdout.
+pub fn stdout(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stdout).into_owned()
+}
+
+/// What an asserted command wrote to stderr.
+pub fn stderr(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stderr).into_owned()
 }
 
 /// Polls `condition` until it holds or `deadline` passes
