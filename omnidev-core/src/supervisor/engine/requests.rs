@@ -1,0 +1,131 @@
+//! Requests from the supervisor's handle (restart, start, stop, reload,
+//! apply, shutdown) and the guard's replacement, each turned into the
+//! phase changes the rest of the engine carries out.
+
+use std::collections::BTreeSet;
+
+use tokio::sync::oneshot;
+
+use super::{Engine, Life};
+use crate::event::{Changes, EventKind};
+use crate::supervisor::Request;
+use crate::supervisor::service::{AfterStop, Intent, Phase};
+
+impl Engine {
+    pub(super) fn on_request(&mut self, request: Request) {
+        match request {
+            Request::Restart(index, ack) => {
+                self.answer_starts(ack);
+                if !self.shutting_down() && !self.removed[index] {
+                    self.restart(index, true);
+                }
+            }
+            Request::RestartAlone(index, ack) => {
+                self.answer_starts(ack);
+                if !self.shutting_down() && !self.removed[index] {
+                    self.restart_alone(index, true);
+                }
+            }
+            Request::Apply(specs, answer) => {
+                if !self.shutting_down() {
+                    let starts = self.services.iter().map(|s| s.starts).collect();
+                    let applied = self.apply(specs);
+                    let _ = answer.send((applied, self.names(), starts));
+                }
+            }
+            Request::Start(index, ack) => {
+                if let Some(ack) = ack {
+                    let mut starts: Vec<u32> = self.services.iter().map(|s| s.starts).collect();
+                    if matches!(self.services[index].phase, Phase::Running(_)) {
+                        // Left as it is: its current run is the one waited for.
+                        starts[index] = starts[index].saturating_sub(1);
+                    }
+                    let _ = ack.send(starts);
+                }
+                if !self.shutting_down() && !self.removed[index] {
+                    let s = &mut self.services[index];
+                    if s.intent == Intent::Hold {
+                        s.intent = Intent::Keep;
+                    }
+                    if s.is_terminal() {
+                        s.attempt = 0;
+                        self.enter(index, Phase::Waiting);
+                    }
+                }
+            }
+            Request::Reload(indexes, changes, ack) => {
+                self.answer_starts(ack);
+                if self.shutting_down() {
+                    return;
+                }
+                let set: BTreeSet<usize> =
+                    indexes.into_iter().filter(|&i| !self.removed[i]).collect();
+                if self.reload.active.is_some() {
+                    // Crashed services leave the queue at once, in
+                    // `check_reload`.
+                    let (queued, queued_changes) = self
+                        .reload
+                        .queued
+                        .get_or_insert_with(|| (BTreeSet::new(), Changes::default()));
+                    queued.extend(set);
+                    queued_changes.merge(changes);
+                } else {
+                    self.start_reload(&set, changes);
+                }
+            }
+            Request::Stop(index, waiter) => {
+                self.services[index].intent = Intent::Hold;
+                self.stop(index, AfterStop::Rest);
+                if self.services[index].has_process() {
+                    self.services[index].stop_waiters.push(waiter);
+                } else {
+                    let _ = waiter.send(());
+                }
+            }
+            Request::Shutdown(waiter) => {
+                if let Life::ShuttingDown { waiters } = &mut self.life {
+                    waiters.extend(waiter);
+                } else {
+                    self.life = Life::ShuttingDown {
+                        waiters: waiter.into_iter().collect(),
+                    };
+                    self.emit(
+                        None,
+                        EventKind::Notice {
+                            message: "shutting down".to_owned(),
+                        },
+                    );
+                    for index in 0..self.services.len() {
+                        if !self.services[index].has_process() {
+                            self.stop(index, AfterStop::Rest);
+                        }
+                    }
+                }
+            }
+            Request::GuardReplaced(replaced) => self.guard_replaced(replaced),
+        }
+    }
+
+    /// Says that the orphan guard ended and what replaced it, and records
+    /// the new guard's pid; stops the pod when no new guard runs.
+    fn guard_replaced(&mut self, replaced: Result<crate::guard::Replaced, String>) {
+        let lost = replaced.as_ref().is_ok_and(crate::guard::Replaced::lost);
+        let message = match replaced {
+            Ok(replaced) => replaced.to_string(),
+            Err(message) => message,
+        };
+        self.emit(None, EventKind::Notice { message });
+        self.write_state();
+        if lost {
+            self.on_request(Request::Shutdown(None));
+        }
+    }
+
+    /// Tells a caller how many times each service has started, before its
+    /// request is acted on (a run counted higher began after it).
+    pub(super) fn answer_starts(&self, ack: Option<oneshot::Sender<Vec<u32>>>) {
+        if let Some(ack) = ack {
+            let _ = ack.send(self.services.iter().map(|s| s.starts).collect());
+        }
+    }
+}
