@@ -47,7 +47,9 @@ impl Pod {
 }
 
 /// A pod stopped when the test ends (SIGTERM, 20 s, then SIGKILL), also
-/// when it fails.
+/// when it fails. Every omnidev here is spawned with plain `Command`, not
+/// `assert_cmd`: the budgets are the memory of the running process,
+/// sampled while it works, not an outcome asserted after it exits.
 fn pod(child: Child) -> Pod {
     let mut reaped = Reaped::new(child);
     reaped.grace = Duration::from_secs(20);

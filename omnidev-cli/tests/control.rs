@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use common::{Signal, TestContext, alive, service, signal, wait_for};
 use omnidev_test_support::{free_port, free_ports};
+use predicates::prelude::*;
+use predicates::str::contains;
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -70,10 +72,6 @@ fn pods(ctx: &TestContext) -> Pods<'_> {
     }
 }
 
-fn run(ctx: &TestContext, args: &[&str]) -> Output {
-    ctx.run(args)
-}
-
 fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
     ctx.run_ok(args)
 }
@@ -85,14 +83,7 @@ fn json(ctx: &TestContext, args: &[&str]) -> Value {
 
 /// Runs omnidev, which must exit `code`; its output.
 fn run_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
-    let output = run(ctx, args);
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "omnidev {args:?}\n{}",
-        ctx.render(&output)
-    );
-    output
+    ctx.assert(args).code(code).get_output().clone()
 }
 
 /// The JSON on stdout of a command that must exit `code`.
@@ -118,7 +109,10 @@ fn pod_dir(status: &Value) -> PathBuf {
 }
 
 /// Runs omnidev in the background and fails the test when it does not end
-/// within `deadline` (a hang), instead of blocking forever.
+/// within `deadline` (a hang), instead of blocking forever. Spawned, not
+/// through `assert_cmd`: the failure to report is the hang itself, with
+/// the command that hung, not an exit code of a process killed at the
+/// deadline.
 fn run_within(ctx: &TestContext, args: &[&str], deadline: Duration) -> Output {
     finish_within(ctx.spawn(args), args, deadline)
 }
@@ -343,13 +337,9 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
 
-    let output = run(&ctx, &["clean"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("already running"),
-        "{}",
-        ctx.render(&output)
-    );
+    ctx.assert(&["clean"])
+        .code(1)
+        .stderr(contains("already running"));
     assert!(dir.join("pod.toml").is_file());
 
     run_ok(&ctx, &["stop"]);
@@ -371,12 +361,9 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
     let precious = ctx.root.join("precious");
     std::fs::create_dir_all(&precious).expect("mkdir");
     std::fs::write(precious.join("keep"), "x").expect("write");
-    let output = run(
-        &ctx,
-        &["clean", "--pod-dir", precious.to_str().expect("utf-8")],
-    );
     // A usage error (exit 2), as a --pod-dir that is not a pod is for every command.
-    assert_eq!(output.status.code(), Some(2), "{}", ctx.render(&output));
+    ctx.assert(&["clean", "--pod-dir", precious.to_str().expect("utf-8")])
+        .code(2);
     assert!(precious.join("keep").is_file());
 }
 
@@ -448,11 +435,9 @@ command = ["sleep", "300"]
 "#,
     );
     let _pods = pods(&ctx);
-    let output = run(&ctx, &["up", "--detach"]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    assert!(stderr.contains("broken failed"), "{stderr}");
-    assert!(stderr.contains("cannot open the database"), "{stderr}");
+    ctx.assert(&["up", "--detach"])
+        .code(1)
+        .stderr(contains("broken failed").and(contains("cannot open the database")));
     run_ok(&ctx, &["stop"]);
 }
 
@@ -467,13 +452,9 @@ command = ["sh", "-c", "echo cannot start; exit 3"]
 restart = "never"
 "#,
     );
-    let output = run(&ctx, &["up", "--detach"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("omnidev.log"),
-        "{}",
-        ctx.render(&output)
-    );
+    ctx.assert(&["up", "--detach"])
+        .code(1)
+        .stderr(contains("omnidev.log"));
 }
 
 #[test]
@@ -532,8 +513,7 @@ fn completions_for_each_shell() {
         assert!(out.contains("omnidev"), "{shell}: {out}");
         assert!(out.contains("restart"), "{shell}: {out}");
     }
-    let output = run(&ctx, &["completions", "tcsh"]);
-    assert_eq!(output.status.code(), Some(2));
+    ctx.assert(&["completions", "tcsh"]).code(2);
 }
 
 #[test]
@@ -559,8 +539,7 @@ grace-ms = 1000
         ),
     );
     let _pods = pods(&ctx);
-    let output = run(&ctx, &["up", "--detach"]);
-    assert_eq!(output.status.code(), Some(1), "{}", ctx.render(&output));
+    ctx.assert(&["up", "--detach"]).code(1);
     let status = json(&ctx, &["status", "--json"]);
     assert_eq!(service(&status, "flaky")["state"], "crashed", "{status}");
 
@@ -601,8 +580,8 @@ grace-ms = 1000
     );
     let _pods = pods(&ctx);
     // Not ready in time: exit 4 (timed out).
-    let output = run(&ctx, &["up", "--detach", "--ready-timeout", "1"]);
-    assert_eq!(output.status.code(), Some(4), "{}", ctx.render(&output));
+    ctx.assert(&["up", "--detach", "--ready-timeout", "1"])
+        .code(4);
     let output = run_within(
         &ctx,
         &["restart", "never", "--timeout", "2"],
@@ -628,9 +607,8 @@ restart = "never"
 "#,
     );
     for _ in 0..3 {
-        let output = run(&ctx, &["up", "--detach"]);
+        let output = run_code(&ctx, &["up", "--detach"], 1);
         let text = ctx.render(&output);
-        assert_eq!(output.status.code(), Some(1), "{text}");
         assert!(!text.contains("unexpected answer"), "{text}");
         assert!(text.contains("giving up"), "{text}");
         // When the failure was answered first, the pod may still be ending.
@@ -653,20 +631,14 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     std::fs::create_dir_all(&outside).expect("mkdir");
     let at = dir.to_str().expect("utf-8");
     let omnidev = |args: &[&str]| {
-        let output = ctx
-            .command()
+        let done = ctx
+            .cmd()
             .current_dir(&outside)
             .args(args)
             .args(["--pod-dir", at])
-            .output()
-            .expect("run omnidev");
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{args:?}\n{}",
-            ctx.render(&output)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+            .assert()
+            .success();
+        common::stdout(&done)
     };
     let status: Value = serde_json::from_str(&omnidev(&["status", "--json"])).expect("json");
     assert_eq!(status["running"], true, "{status}");
@@ -675,18 +647,11 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     omnidev(&["stop"]);
     assert!(!alive(server), "the server survived `stop --pod-dir`");
     // `ls` says the checkout is gone and how to free the pod's ports.
-    let list = ctx
-        .command()
+    ctx.cmd()
         .current_dir(&outside)
         .arg("ls")
-        .output()
-        .expect("ls");
-    let text = String::from_utf8_lossy(&list.stdout);
-    assert!(text.contains("(gone)"), "{text}");
-    assert!(
-        text.contains(&format!("omnidev clean --pod-dir {at}")),
-        "{text}"
-    );
+        .assert()
+        .stdout(contains("(gone)").and(contains(format!("omnidev clean --pod-dir {at}"))));
     omnidev(&["clean"]);
     assert!(!dir.exists(), "clean --pod-dir left {}", dir.display());
 }

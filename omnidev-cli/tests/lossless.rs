@@ -52,6 +52,9 @@ fn wait_sampling(child: &mut Child) -> (Option<i32>, u64) {
     }
 }
 
+/// Runs a headless pod of `lines` lines read by `reader`. Spawned with a
+/// plain `Command`, not `assert_cmd`: the test samples the process's
+/// memory while it runs and reads (or pauses reading) its stdout itself.
 fn burst(lines: u64, reader: Reader) {
     let ctx = TestContext::new();
     ctx.write("burst.py", BURST);
