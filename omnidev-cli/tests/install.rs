@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use assert_cmd::assert::OutputAssertExt as _;
 use omnidev_test_support::git;
+use predicates::prelude::*;
+use predicates::str::contains;
 
 /// `TIOCSCTTY` as `ioctl` takes it (a `c_uint` on macOS, whose `ioctl`
 /// wants a `c_ulong`).
@@ -96,6 +99,26 @@ impl Context {
         command
     }
 
+    /// [`Self::omnidev_isolated`] run to its end, which must exit 0; its
+    /// output.
+    fn isolated_ok(&self, args: &[&str]) -> Output {
+        self.omnidev_isolated(args)
+            .assert()
+            .success()
+            .get_output()
+            .clone()
+    }
+
+    /// [`Self::omnidev_isolated`] run to its end, which must exit `code`;
+    /// its output.
+    fn isolated_code(&self, args: &[&str], code: i32) -> Output {
+        self.omnidev_isolated(args)
+            .assert()
+            .code(code)
+            .get_output()
+            .clone()
+    }
+
     /// A fake `program` in `bin/` that records its arguments in
     /// `markers/<program>` and then runs `body`.
     fn fake(&self, program: &str, body: &str) {
@@ -163,6 +186,10 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// Runs `command` to its end for a test that reads the outcome itself:
+/// the programs around omnidev (uv, git, the shells), and omnidev where the
+/// exit code is not asserted or is one of several. omnidev with an expected
+/// exit goes through `assert_cmd` (`.assert().success()` / `.code(N)`).
 fn run(command: &mut Command) -> Output {
     command.output().expect("run omnidev")
 }
@@ -220,8 +247,7 @@ fn commit_and_push(work: &Path, url: &str, content: &str) -> String {
 fn check_with_fresh_cache_starts_no_process() {
     let cx = Context::new();
     cx.write_cache(now(), OLD, OLD, None);
-    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
-    assert!(output.status.success(), "{output:?}");
+    let output = cx.isolated_ok(&["check", "--quiet"]);
     assert_eq!(text(&output.stdout), "");
     assert_eq!(
         text(&output.stderr),
@@ -231,8 +257,7 @@ fn check_with_fresh_cache_starts_no_process() {
 
     // An update on offer is told, still without starting anything.
     cx.write_cache(now(), OLD, NEW, None);
-    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
-    assert!(output.status.success(), "{output:?}");
+    let output = cx.isolated_ok(&["check", "--quiet"]);
     let stderr = text(&output.stderr);
     assert!(
         stderr.contains("a newer omnigent is available on main: 111111111111 -> 222222222222"),
@@ -240,8 +265,7 @@ fn check_with_fresh_cache_starts_no_process() {
     );
     assert!(stderr.contains("omnidev update"), "{stderr}");
 
-    let output = run(&mut cx.omnidev_isolated(&["check"]));
-    assert!(output.status.success(), "{output:?}");
+    cx.omnidev_isolated(&["check"]).assert().success();
     assert_eq!(cx.markers(), Vec::<String>::new(), "no process was started");
 }
 
@@ -304,8 +328,7 @@ fn ten_checks_on_a_stale_cache_start_exactly_one_detached_refresh() {
 #[test]
 fn missing_or_corrupt_cache_starts_a_refresh() {
     let cx = Context::new();
-    let output = run(&mut cx.omnidev_isolated(&["check"]));
-    assert!(output.status.success(), "{output:?}");
+    let output = cx.isolated_ok(&["check"]);
     assert!(
         text(&output.stderr).contains("checking in the background"),
         "{output:?}"
@@ -315,8 +338,9 @@ fn missing_or_corrupt_cache_starts_a_refresh() {
     let cx = Context::new();
     std::fs::create_dir_all(cx.cache_file().parent().expect("parent")).expect("dir");
     std::fs::write(cx.cache_file(), "{\"checked_at\": tru").expect("corrupt");
-    let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
-    assert!(output.status.success(), "{output:?}");
+    cx.omnidev_isolated(&["check", "--quiet"])
+        .assert()
+        .success();
     wait_for("the refresh", || cx.marker_lines("omnidev") == ["refresh"]);
 }
 
@@ -327,19 +351,17 @@ fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
     let cx = Context::new();
     let dir = cx.cache_file().parent().expect("parent").to_owned();
     std::fs::write(&dir, "not a directory").expect("block the cache dir");
-    let quiet = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
-    assert!(quiet.status.success(), "{quiet:?}");
+    let quiet = cx.isolated_ok(&["check", "--quiet"]);
     assert!(
         text(&quiet.stderr).lines().count() <= 1,
         "the shell hook says at most one line: {quiet:?}"
     );
     assert_eq!(text(&quiet.stdout), "");
-    let plain = run(&mut cx.omnidev_isolated(&["check"]));
-    assert!(!plain.status.success(), "{plain:?}");
-    assert!(
-        text(&plain.stderr).contains(&dir.display().to_string()),
-        "plain check names the directory: {plain:?}"
-    );
+    // Plain check names the directory.
+    cx.omnidev_isolated(&["check"])
+        .assert()
+        .failure()
+        .stderr(contains(dir.display().to_string()));
     assert_eq!(
         std::fs::read_to_string(&dir).expect("kept"),
         "not a directory"
@@ -367,11 +389,10 @@ fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
     let again = hook();
     assert!(again.status.success(), "{again:?}");
     assert_eq!(text(&again.stderr), "", "told once a day: {again:?}");
-    let plain = run(&mut cx.omnidev_isolated(&["check"]));
-    let shown = text(&plain.stderr);
-    assert!(!plain.status.success(), "{plain:?}");
-    assert!(shown.contains("install.toml"), "{shown}");
-    assert!(!shown.contains("not installed"), "{shown}");
+    cx.omnidev_isolated(&["check"])
+        .assert()
+        .failure()
+        .stderr(contains("install.toml").and(contains("not installed").not()));
     assert_eq!(
         std::fs::read_to_string(cx.install_toml()).expect("kept"),
         "repo = [broken"
@@ -382,10 +403,13 @@ fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
 fn no_update_check_variable_turns_check_off() {
     let cx = Context::new();
     cx.write_cache(0, OLD, NEW, None);
-    let output = run(cx
+    let output = cx
         .omnidev_isolated(&["check"])
-        .env("OMNIDEV_NO_UPDATE_CHECK", "1"));
-    assert!(output.status.success());
+        .env("OMNIDEV_NO_UPDATE_CHECK", "1")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
     assert_eq!(text(&output.stderr), "");
     assert_eq!(cx.markers(), Vec::<String>::new());
 }
@@ -672,16 +696,14 @@ fn skip_web_check_on_update_and_remembered_from_install() {
         );
         command
     };
-    let output = run(&mut isolated(&["update"]));
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let output = isolated(&["update"]).assert().code(1).get_output().clone();
     assert!(
         text(&output.stderr).contains("--skip-web-check"),
         "{output:?}"
     );
     assert!(cx.marker_lines("uv").is_empty(), "uv did not run");
     // The flag the message names exists on update.
-    let output = run(&mut isolated(&["update", "--skip-web-check"]));
-    assert!(output.status.success(), "{output:?}");
+    isolated(&["update", "--skip-web-check"]).assert().success();
     assert_eq!(
         cx.marker_lines("uv").len(),
         2,
@@ -689,16 +711,15 @@ fn skip_web_check_on_update_and_remembered_from_install() {
     );
 
     // install --skip-web-check is saved, and update honours it.
-    let output = run(&mut isolated(&["install", "--skip-web-check"]));
-    assert!(output.status.success(), "{output:?}");
+    isolated(&["install", "--skip-web-check"])
+        .assert()
+        .success();
     let saved = std::fs::read_to_string(cx.install_toml()).expect("install.toml");
     assert!(saved.contains("skip-web-check = true"), "{saved}");
-    let output = run(&mut isolated(&["update"]));
-    assert!(output.status.success(), "{output:?}");
+    isolated(&["update"]).assert().success();
     // A plain install forgets it again.
     cx.fake("node", "echo v22.11.0\n");
-    let output = run(&mut isolated(&["install"]));
-    assert!(output.status.success(), "{output:?}");
+    isolated(&["install"]).assert().success();
     let saved = std::fs::read_to_string(cx.install_toml()).expect("install.toml");
     assert!(!saved.contains("skip-web-check"), "{saved}");
 }
@@ -750,8 +771,7 @@ fn unsafe_repo_and_ref_are_rejected_before_anything_runs() {
     for args in cases {
         let mut all = vec!["install", "--skip-web-check"];
         all.extend(args.iter().map(String::as_str));
-        let output = run(&mut cx.omnidev_isolated(&all));
-        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        let output = cx.isolated_code(&all, 1);
         let stderr = text(&output.stderr);
         assert!(stderr.contains("refusing"), "{args:?}: {stderr}");
     }
@@ -765,8 +785,7 @@ fn unsafe_repo_and_ref_are_rejected_before_anything_runs() {
 fn preflight_names_what_is_missing() {
     let cx = Context::new();
     cx.fake("node", "echo v20.0.0");
-    let output = run(&mut cx.omnidev_isolated(&["install"]));
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let output = cx.isolated_code(&["install"], 1);
     let stderr = text(&output.stderr);
     assert!(stderr.contains("Node v20.0.0 is too old"), "{stderr}");
     assert!(stderr.contains("OMNIDEV_SKIP_WEB_CHECK"), "{stderr}");
@@ -964,8 +983,7 @@ fn corrupt_install_toml_is_an_error_naming_it() {
     std::fs::create_dir_all(cx.install_toml().parent().expect("parent")).expect("dir");
     std::fs::write(cx.install_toml(), "repo = \"unterminated\n").expect("write");
     for verb in ["update", "refresh"] {
-        let output = run(&mut cx.omnidev_isolated(&[verb]));
-        assert_eq!(output.status.code(), Some(1), "{verb}: {output:?}");
+        let output = cx.isolated_code(&[verb], 1);
         let stderr = text(&output.stderr);
         assert!(stderr.contains("install.toml"), "{verb}: {stderr}");
         assert!(stderr.contains("corrupt"), "{verb}: {stderr}");
@@ -1012,10 +1030,10 @@ fn refresh_uses_the_github_api_and_falls_back_to_git() {
     let cx = Context::new();
     cx.write_install_toml("https://github.com/o/r.git");
     let (base, count) = http_server("200 OK", NEW);
-    let output = run(cx
-        .omnidev(&["refresh"])
-        .env("OMNIDEV_GITHUB_API_URL", &base));
-    assert!(output.status.success(), "{output:?}");
+    cx.omnidev(&["refresh"])
+        .env("OMNIDEV_GITHUB_API_URL", &base)
+        .assert()
+        .success();
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(cx.cache()["remote_commit"], NEW);
 
@@ -1024,13 +1042,13 @@ fn refresh_uses_the_github_api_and_falls_back_to_git() {
     let (url, work) = package_repo(repos.path());
     let head = git(&work, &["rev-parse", "HEAD"]);
     let (base, count) = http_server("500 Internal Server Error", "");
-    let output = run(cx
-        .omnidev(&["refresh"])
+    cx.omnidev(&["refresh"])
         .env("OMNIDEV_GITHUB_API_URL", &base)
         .env("GIT_CONFIG_COUNT", "1")
         .env("GIT_CONFIG_KEY_0", format!("url.{url}.insteadOf"))
-        .env("GIT_CONFIG_VALUE_0", "https://github.com/o/r.git"));
-    assert!(output.status.success(), "{output:?}");
+        .env("GIT_CONFIG_VALUE_0", "https://github.com/o/r.git")
+        .assert()
+        .success();
     assert_eq!(
         count.load(std::sync::atomic::Ordering::SeqCst),
         1,
@@ -1047,8 +1065,7 @@ fn refresh_rewrites_a_corrupt_cache() {
     cx.write_install_toml(&url);
     std::fs::create_dir_all(cx.cache_file().parent().expect("parent")).expect("dir");
     std::fs::write(cx.cache_file(), "not json at all").expect("corrupt");
-    let output = run(&mut cx.omnidev(&["refresh"]));
-    assert!(output.status.success(), "{output:?}");
+    cx.omnidev(&["refresh"]).assert().success();
     let cache = cx.cache();
     assert_eq!(
         cache["remote_commit"],
@@ -1105,7 +1122,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
     let first = git(&work, &["rev-parse", "HEAD"]);
     let python = python_version();
 
-    let output = run(cx
+    let output = cx
         .omnidev(&[
             "install",
             "--git",
@@ -1116,8 +1133,11 @@ fn install_refresh_check_decline_update_with_real_uv() {
             "--python",
             &python,
         ])
-        .env("OMNIDEV_SKIP_WEB_CHECK", "1"));
-    assert!(output.status.success(), "install: {output:?}");
+        .env("OMNIDEV_SKIP_WEB_CHECK", "1")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
     assert!(text(&output.stdout).contains(&first[..12]), "{output:?}");
 
     let list = run(&mut cx.command("uv", &["tool", "list"]));
@@ -1134,8 +1154,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
     // A new commit lands: refresh (git ls-remote, file:// is not GitHub),
     // then check tells.
     let second = commit_and_push(&work, &url, "two");
-    let output = run(&mut cx.omnidev(&["refresh"]));
-    assert!(output.status.success(), "refresh: {output:?}");
+    cx.omnidev(&["refresh"]).assert().success();
     let output = run(&mut cx.omnidev(&["check", "--quiet"]));
     let stderr = text(&output.stderr);
     assert!(
@@ -1148,7 +1167,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
     let output = run(&mut cx.omnidev(&["check", "--quiet"]));
     assert_eq!(text(&output.stderr), "", "declined");
     let third = commit_and_push(&work, &url, "three");
-    assert!(run(&mut cx.omnidev(&["refresh"])).status.success());
+    cx.omnidev(&["refresh"]).assert().success();
     let output = run(&mut cx.omnidev(&["check", "--quiet"]));
     assert!(
         text(&output.stderr).contains(&third[..12]),
@@ -1156,8 +1175,10 @@ fn install_refresh_check_decline_update_with_real_uv() {
     );
 
     let head = git(&work, &["rev-parse", "HEAD"]);
-    let output = run(cx.omnidev(&["update"]).env("OMNIDEV_SKIP_WEB_CHECK", "1"));
-    assert!(output.status.success(), "update: {output:?}");
+    cx.omnidev(&["update"])
+        .env("OMNIDEV_SKIP_WEB_CHECK", "1")
+        .assert()
+        .success();
     assert_eq!(
         installed_commit(&cx),
         head,
@@ -1178,8 +1199,12 @@ fn install_refresh_check_decline_update_with_real_uv() {
 fn shell_hook_snapshots() {
     let cx = Context::new();
     for shell in ["bash", "zsh", "fish"] {
-        let output = run(&mut cx.omnidev(&["shell-hook", shell]));
-        assert!(output.status.success());
+        let output = cx
+            .omnidev(&["shell-hook", shell])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
         insta::assert_snapshot!(format!("shell_hook_{shell}"), text(&output.stdout));
     }
 }
