@@ -35,6 +35,10 @@ impl Case {
         Self { ctx, pod, outside }
     }
 
+    /// `omnidev up --headless --pod-dir POD` to its end. Spawned and
+    /// polled, not through `assert_cmd`: a hang fails the test as a hang
+    /// ("did not end"), not as the exit code of a process killed at a
+    /// timeout.
     fn up(&self) -> std::process::Output {
         let mut child = self
             .ctx

@@ -9,8 +9,11 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
+use assert_cmd::assert::Assert;
 use common::{TestContext, wait_for};
 use omnidev_core::{Changes, LogConfig, RestartPolicy, ServiceSpec, Supervisor, SupervisorConfig};
+use predicates::prelude::*;
+use predicates::str::contains;
 
 const LINES: u64 = 20_000;
 
@@ -56,6 +59,8 @@ fn follow_sees_every_line_once_across_rotations() {
     wait_for("the first line", Duration::from_secs(60), || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("start"))
     });
+    // Spawned, not through `assert_cmd`: the follower's lines are read
+    // while the pod still writes.
     let mut follow = ctx
         .command()
         .args(["logs", "svc", "-f", "--pod-dir"])
@@ -98,31 +103,24 @@ fn follow_sees_every_line_once_across_rotations() {
 
     // Following a pod that has stopped prints its last lines, says there
     // is nothing more to follow, and ends with exit 0.
-    let (ok, stdout, stderr) = logs(&ctx, &pod, &["svc", "-f", "-n", "2"]);
-    assert!(ok, "{stderr}");
+    let followed = logs(&ctx, &pod, &["svc", "-f", "-n", "2"])
+        .success()
+        .stderr(
+            "omnidev: the pod is not running: nothing more to follow (`omnidev up` starts it)\n",
+        );
+    let stdout = common::stdout(&followed);
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
     assert!(stdout.contains(&format!("{:09}", LINES - 1)), "{stdout}");
-    assert_eq!(
-        stderr,
-        "omnidev: the pod is not running: nothing more to follow (`omnidev up` starts it)\n"
-    );
 }
 
-/// `omnidev logs ARGS --pod-dir POD`: exit status, stdout, stderr.
-fn logs(ctx: &TestContext, pod: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let output = ctx
-        .command()
+/// `omnidev logs ARGS --pod-dir POD` run to its end, for assertions.
+fn logs(ctx: &TestContext, pod: &std::path::Path, args: &[&str]) -> Assert {
+    ctx.cmd()
         .arg("logs")
         .args(args)
         .arg("--pod-dir")
         .arg(pod)
-        .output()
-        .expect("run logs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+        .assert()
 }
 
 /// The `line` of each record of `logs --json` output of `svc` in `pod`,
@@ -205,8 +203,7 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
     });
 
     // No reload yet: this run's lines, not the previous run's.
-    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload"]);
-    assert!(ok, "{err}");
+    let out = common::stdout(&logs(&ctx, &pod, &["svc", "--since-reload"]).success());
     assert_eq!(out, "run 1 started\n");
 
     runtime
@@ -216,36 +213,30 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
         file_has(&log, "run 2 started")
     });
     let expected = "run 1 stopping\nrun 2 started\n";
-    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload"]);
-    assert!(ok, "{err}");
+    let out = common::stdout(&logs(&ctx, &pod, &["svc", "--since-reload"]).success());
     assert_eq!(
         out, expected,
         "the old run's last words come after the reload"
     );
     // Every service: `other` printed nothing since.
-    let (ok, out, err) = logs(&ctx, &pod, &["--since-reload"]);
-    assert!(ok, "{err}");
+    let out = common::stdout(&logs(&ctx, &pod, &["--since-reload"]).success());
     assert_eq!(out, "svc   | run 1 stopping\nsvc   | run 2 started\n");
-    let (ok, out, err) = logs(&ctx, &pod, &["svc", "other", "-n", "1"]);
-    assert!(ok, "{err}");
+    let out = common::stdout(&logs(&ctx, &pod, &["svc", "other", "-n", "1"]).success());
     assert_eq!(out, "svc   | run 2 started\nother | other up\n");
 
     // The records validate against the published schema.
-    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload", "--json"]);
-    assert!(ok, "{err}");
+    let out = common::stdout(&logs(&ctx, &pod, &["svc", "--since-reload", "--json"]).success());
     assert_eq!(log_lines(&out, &pod), ["run 1 stopping", "run 2 started"]);
 
     // Stopped: the mark on disk still answers, with the last words.
     runtime.block_on(supervisor.shutdown()).expect("shutdown");
     drop(lock);
-    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload", "--json"]);
-    assert!(ok, "{err}");
+    let out = common::stdout(&logs(&ctx, &pod, &["svc", "--since-reload", "--json"]).success());
     assert_eq!(
         log_lines(&out, &pod),
         ["run 1 stopping", "run 2 started", "run 2 stopping"]
     );
-    let (ok, out, _) = logs(&ctx, &pod, &["svc", "--json"]);
-    assert!(ok);
+    let out = common::stdout(&logs(&ctx, &pod, &["svc", "--json"]).success());
     assert_eq!(
         log_lines(&out, &pod).first().map(String::as_str),
         Some("a line of the previous run")
@@ -253,10 +244,8 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
 
     // Without the mark, a clear error rather than a guess.
     std::fs::remove_file(pod.join("logs").join(omnidev_core::logs::MARK_FILE)).expect("rm");
-    let (ok, out, err) = logs(&ctx, &pod, &["svc", "--since-reload"]);
-    assert!(!ok && out.is_empty(), "{out}");
-    assert!(
-        err.contains("reload-mark.json") && err.contains("omnidev up"),
-        "{err}"
-    );
+    logs(&ctx, &pod, &["svc", "--since-reload"])
+        .failure()
+        .stdout("")
+        .stderr(contains("reload-mark.json").and(contains("omnidev up")));
 }
