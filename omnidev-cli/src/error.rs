@@ -384,7 +384,7 @@ pub enum Error {
     #[error("{} {what}", pod_dir.display())]
     #[diagnostic(
         code(omnidev::pod_dir::not_a_pod),
-        help("`omnidev ls` lists the pods; leave out --pod-dir to use this checkout's")
+        help("`omnidev ls` lists the pods; leave out --pod-dir to use this checkout's pod")
     )]
     NoSuchPod {
         /// The directory given.
