@@ -80,6 +80,9 @@ pub fn run(options: &Ci) -> Result<()> {
             continue;
         }
         let start = Instant::now();
+        if name == "package" {
+            forget_packaged_sources(&sh)?;
+        }
         println!("ci: {name}: {step}");
         step.run()
             .with_context(|| format!("ci step `{name}` failed"))?;
@@ -110,6 +113,68 @@ pub fn run(options: &Ci) -> Result<()> {
         total.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Removes the sources an earlier `cargo package` unpacked for this
+/// workspace's own crates. Cargo unpacks each packaged crate into the cargo
+/// home, under a directory named after the local registry it builds in
+/// `target/package`, and never refreshes it: a later run from a clone at
+/// the same path verified against the old sources and failed to build (a
+/// fresh clone's omnidev-cli against an omnidev-core from hours before).
+/// Only `NAME-VERSION` directories of this workspace's packages in local
+/// registries (their directory names start with `-`: they have no host)
+/// are removed; nothing else in the cargo home is touched.
+fn forget_packaged_sources(sh: &xshell::Shell) -> Result<()> {
+    let metadata = cmd!(sh, "cargo metadata --no-deps --format-version 1 --offline")
+        .quiet()
+        .read()
+        .context("reading the workspace's packages")?;
+    let metadata: serde_json::Value =
+        serde_json::from_str(&metadata).context("parsing cargo metadata")?;
+    let crates: Vec<String> = metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some(format!(
+                "{}-{}",
+                p["name"].as_str()?,
+                p["version"].as_str()?
+            ))
+        })
+        .collect();
+    for stale in stale_package_sources(&util::cargo_home().join("registry/src"), &crates) {
+        println!(
+            "ci: package: removing {} (an earlier run's copy)",
+            stale.display()
+        );
+        std::fs::remove_dir_all(&stale).with_context(|| format!("removing {}", stale.display()))?;
+    }
+    Ok(())
+}
+
+/// The `NAME-VERSION` directories of `crates` under the local registries
+/// of `src` (cargo's `registry/src`).
+fn stale_package_sources(src: &Path, crates: &[String]) -> Vec<std::path::PathBuf> {
+    let Ok(registries) = std::fs::read_dir(src) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for registry in registries.flatten() {
+        let local = registry.file_name().to_string_lossy().starts_with('-');
+        let is_dir = registry.file_type().is_ok_and(|t| t.is_dir());
+        if !local || !is_dir {
+            continue;
+        }
+        for name in crates {
+            let dir = registry.path().join(name);
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+                found.push(dir);
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// Runs the two example programs of `examples/library-users`: `pod-info` on
@@ -147,4 +212,49 @@ fn library_users(sh: &xshell::Shell, bin: &Path) -> Result<()> {
     }
     std::fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stale_package_sources;
+
+    #[test]
+    fn only_this_workspaces_crates_in_local_registries_are_stale() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let src = home.path();
+        for dir in [
+            "-22c3805da5a543b4/omnidev-core-0.1.0",
+            "-22c3805da5a543b4/omnidev-cli-0.1.0",
+            "-22c3805da5a543b4/serde-1.0.0",
+            "-910674bf3c05c16c/omnidev-core-0.1.0",
+            "-910674bf3c05c16c/omnidev-core-0.2.0",
+            "index.crates.io-1949cf8c6b5b557f/omnidev-core-0.1.0",
+        ] {
+            std::fs::create_dir_all(src.join(dir)).expect("mkdir");
+        }
+        // A file of the same name is not a source directory.
+        std::fs::write(src.join("-910674bf3c05c16c/omnidev-cli-0.1.0"), "").expect("write");
+        let crates = [
+            "omnidev-core-0.1.0".to_owned(),
+            "omnidev-cli-0.1.0".to_owned(),
+        ];
+        let found: Vec<_> = stale_package_sources(src, &crates)
+            .into_iter()
+            .map(|p| {
+                p.strip_prefix(src)
+                    .expect("under src")
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "-22c3805da5a543b4/omnidev-cli-0.1.0",
+                "-22c3805da5a543b4/omnidev-core-0.1.0",
+                "-910674bf3c05c16c/omnidev-core-0.1.0",
+            ]
+        );
+        assert!(stale_package_sources(&src.join("absent"), &crates).is_empty());
+    }
 }

@@ -156,17 +156,10 @@ fn find_zig() -> Option<Zig> {
     output(Command::new(&python).args(["-m", "ziglang", "version"])).map(|_| Zig::Venv(python))
 }
 
-fn cargo_home() -> PathBuf {
-    std::env::var_os("CARGO_HOME").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/".into())).join(".cargo"),
-        PathBuf::from,
-    )
-}
-
 fn find_zigbuild() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     prereqs::find_program("cargo-zigbuild", &path).or_else(|| {
-        let installed = cargo_home().join("bin/cargo-zigbuild");
+        let installed = util::cargo_home().join("bin/cargo-zigbuild");
         installed.is_file().then_some(installed)
     })
 }
@@ -268,7 +261,7 @@ fn ensure_zigbuild(may_install: bool, dry_run: bool) -> Result<Option<PathBuf>, 
     }
     let says = format!(
         "installing cargo-zigbuild into {} (built once, a few minutes): {command}",
-        cargo_home().join("bin").display()
+        util::cargo_home().join("bin").display()
     );
     if dry_run {
         println!("ci: macos: would be {says}");
@@ -330,7 +323,7 @@ fn tools(may_install: bool, dry_run: bool) -> Result<Tools> {
             bin: "/usr/bin".into(),
         }),
         zig: zig.unwrap_or_else(|| Zig::Venv(zig_venv().join("bin/python"))),
-        zigbuild: zigbuild.unwrap_or_else(|| cargo_home().join("bin/cargo-zigbuild")),
+        zigbuild: zigbuild.unwrap_or_else(|| util::cargo_home().join("bin/cargo-zigbuild")),
     })
 }
 

@@ -17,6 +17,14 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// A shell whose current directory is the workspace root.
+/// Cargo's home: `$CARGO_HOME`, else `~/.cargo`.
+pub fn cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/".into())).join(".cargo"),
+        PathBuf::from,
+    )
+}
+
 pub fn shell() -> Result<Shell> {
     let sh = Shell::new()?;
     sh.change_dir(workspace_root());
