@@ -342,8 +342,19 @@ fn default_source_falls_back_to_git_when_the_api_fails_or_hangs() {
 
 fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
+    // The script is written by a `cp` child, never through a descriptor of
+    // this process: a sibling test forking while this process held the
+    // script open for writing would carry that descriptor until its exec,
+    // and exec of the script then fails with ETXTBSY ("could not run").
     let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("write script");
+    let source = dir.join(format!("{name}.body"));
+    std::fs::write(&source, format!("#!/bin/sh\n{body}")).expect("write script body");
+    let copied = std::process::Command::new("cp")
+        .arg(&source)
+        .arg(&path)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp {} failed", source.display());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
 }
