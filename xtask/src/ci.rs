@@ -38,6 +38,12 @@ pub fn run(options: &Ci) -> Result<()> {
     let sh = util::shell()?;
     let target = util::target_dir();
     let users = "examples/library-users/Cargo.toml";
+    // The package step's own build dir, emptied before it runs: cargo
+    // verifies a package by building it in the target dir with this
+    // workspace's crates taken from a local registry, and a registry
+    // crate once built there counts as built for good, so a second run in
+    // the same checkout verified against the first run's omnidev-core.
+    let packages = target.join("package-check");
     let steps: [(&str, xshell::Cmd<'_>); 6] = [
         ("fmt", cmd!(sh, "cargo fmt --all -- --check")),
         (
@@ -57,7 +63,7 @@ pub fn run(options: &Ci) -> Result<()> {
             "package",
             cmd!(
                 sh,
-                "cargo package --workspace --exclude xtask --allow-dirty"
+                "cargo package --workspace --exclude xtask --allow-dirty --target-dir {packages}"
             ),
         ),
         // Programs outside the workspace that use omnidev-pod and
@@ -81,6 +87,10 @@ pub fn run(options: &Ci) -> Result<()> {
         }
         let start = Instant::now();
         if name == "package" {
+            if packages.exists() {
+                std::fs::remove_dir_all(&packages)
+                    .with_context(|| format!("emptying {}", packages.display()))?;
+            }
             forget_packaged_sources(&sh)?;
         }
         println!("ci: {name}: {step}");
@@ -118,8 +128,8 @@ pub fn run(options: &Ci) -> Result<()> {
 /// Removes the sources an earlier `cargo package` unpacked for this
 /// workspace's own crates. Cargo unpacks each packaged crate into the cargo
 /// home, under a directory named after the local registry it builds in
-/// `target/package`, and never refreshes it: a later run from a clone at
-/// the same path verified against the old sources and failed to build (a
+/// `target/package-check/package`, and never refreshes it: a later run
+/// from a clone at the same path verified against the old sources and failed to build (a
 /// fresh clone's omnidev-cli against an omnidev-core from hours before).
 /// Only `NAME-VERSION` directories of this workspace's packages in local
 /// registries (their directory names start with `-`: they have no host)
