@@ -5,13 +5,12 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use assert_cmd::assert::OutputAssertExt as _;
-use omnidev_test_support::git;
+use omnidev_test_support::{git, write_script};
 use predicates::prelude::*;
 use predicates::str::contains;
 
@@ -172,11 +171,6 @@ impl Context {
         )
         .expect("write install.toml");
     }
-}
-
-fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, format!("#!/bin/sh\n{body}")).expect("write script");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 fn now() -> u64 {

@@ -203,9 +203,7 @@ mod tests {
         // starts one child and waits shows the same shape.
         let dir = tempfile::tempdir().expect("tempdir");
         let uv = dir.path().join("uv");
-        std::fs::write(&uv, "#!/bin/sh\nsleep 30 &\nwait\n").expect("write");
-        std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
+        omnidev_test_support::write_script(&uv, "sleep 30 &\nwait\n");
         let mut wrapper = std::process::Command::new(&uv).spawn().expect("spawn");
         let pid = wrapper.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

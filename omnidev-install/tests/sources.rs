@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use omnidev_install::{DefaultSource, Error, GitHubApi, GitLsRemote, Source};
-use omnidev_test_support::git;
+use omnidev_test_support::{git, write_script};
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -214,8 +214,7 @@ fn git_ls_remote_is_killed_after_its_timeout() {
     // Like git with its ssh or remote-helper child: the grandchild must go
     // too, which only the process-group kill does.
     let fake = write_script(
-        dir.path(),
-        "slow-git",
+        &dir.path().join("slow-git"),
         &format!(
             "touch '{}'\nsleep 30 &\necho $! > '{}'\nwait\n",
             marker.display(),
@@ -252,8 +251,7 @@ fn unsafe_repo_or_ref_never_reaches_git() {
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = dir.path().join("ran");
     let fake = write_script(
-        dir.path(),
-        "git",
+        &dir.path().join("git"),
         &format!("touch '{}'\n", marker.display()),
     );
     let git = GitLsRemote {
@@ -285,8 +283,7 @@ fn default_source_falls_back_to_git_when_the_api_fails_or_hangs() {
     // local bare repository (`url.<base>.insteadOf`).
     let real_git = which("git");
     let wrapper = write_script(
-        dir.path(),
-        "git-wrapper",
+        &dir.path().join("git-wrapper"),
         &format!(
             "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0='url.{url}.insteadOf' \
              GIT_CONFIG_VALUE_0='https://github.com/o/r.git' exec '{}' \"$@\"\n",
@@ -338,25 +335,6 @@ fn default_source_falls_back_to_git_when_the_api_fails_or_hangs() {
             .expect("git"),
         main
     );
-}
-
-fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    // The script is written by a `cp` child, never through a descriptor of
-    // this process: a sibling test forking while this process held the
-    // script open for writing would carry that descriptor until its exec,
-    // and exec of the script then fails with ETXTBSY ("could not run").
-    let path = dir.join(name);
-    let source = dir.join(format!("{name}.body"));
-    std::fs::write(&source, format!("#!/bin/sh\n{body}")).expect("write script body");
-    let copied = std::process::Command::new("cp")
-        .arg(&source)
-        .arg(&path)
-        .status()
-        .expect("run cp");
-    assert!(copied.success(), "cp {} failed", source.display());
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
 }
 
 fn which(program: &str) -> PathBuf {

@@ -160,11 +160,7 @@ mod tests {
 
     /// A fake `node` in `dir` running `script`.
     fn fake_node(dir: &Path, script: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let path = dir.join("node");
-        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).expect("write");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        path
+        omnidev_test_support::write_script(&dir.join("node"), &format!("{script}\n"))
     }
 
     fn needs(range: &str) -> Vec<Requirement> {

@@ -463,11 +463,7 @@ mod tests {
     use super::*;
 
     fn fake_tool(dir: &Path, name: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let path = dir.join(name);
-        std::fs::write(&path, "#!/bin/sh\n").expect("write");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        path
+        omnidev_test_support::write_script(&dir.join(name), "")
     }
 
     /// A checkout at `<tmp>/repo` with `files` (relative path, contents)

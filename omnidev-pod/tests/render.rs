@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use omnidev_core::{Condition, PrepareWhen, ProbeSpec, ServiceSpec};
 use omnidev_pod::{Error, Profile, RenderContext, Selection};
+use omnidev_test_support::write_script;
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -32,11 +33,7 @@ fn fixture() -> Fixture {
 }
 
 fn fake_tool(dir: &Path, name: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(name);
-    std::fs::write(&path, "#!/bin/sh\nexit 0\n").expect("write");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
+    write_script(&dir.join(name), "exit 0\n")
 }
 
 fn context(f: &Fixture) -> RenderContext {
@@ -549,14 +546,12 @@ fn a_broken_manifest_is_a_clear_error_unless_vite_is_skipped() {
 
 #[test]
 fn a_node_below_the_floor_makes_the_service_unavailable() {
-    use std::os::unix::fs::PermissionsExt;
     let f = fixture();
     pnpm_workspace(&f);
     fake_tool(&f.bin, "pnpm");
     let node = f.bin.join("node");
     let write_node = |version: &str| {
-        std::fs::write(&node, format!("#!/bin/sh\necho {version}\n")).expect("write");
-        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        write_script(&node, &format!("echo {version}\n"));
     };
     write_node("v20.0.0");
     let rendered = Profile::omnigent().render(&context(&f)).expect("render");

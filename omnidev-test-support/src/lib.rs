@@ -2,8 +2,9 @@
 //! with its own `HOME` and XDG directories ([`TestContext`]), waiting for a
 //! condition with a deadline ([`poll_until`]), `git` with a fixed identity
 //! ([`git()`]), signalling and reaping processes on `nix` ([`process`]),
-//! waiting for a line of a child's output ([`Lines`]) and free ports
-//! ([`free_port`]). A dev-dependency only: never published,
+//! waiting for a line of a child's output ([`Lines`]), free ports
+//! ([`free_port`]) and fake tools that never fail to run
+//! ([`write_script`]). A dev-dependency only: never published,
 //! never linked into omnidev.
 //!
 //! ```
@@ -26,9 +27,11 @@ pub mod lines;
 pub mod poll;
 pub mod ports;
 pub mod process;
+pub mod script;
 
 pub use context::TestContext;
 pub use git::git;
 pub use lines::Lines;
 pub use poll::{poll_until, poll_until_async};
 pub use ports::{free_port, free_ports};
+pub use script::write_script;
