@@ -60,23 +60,6 @@ impl Attached {
     }
 }
 
-/// Stops the checkout's detached pod when dropped: a failing test leaves
-/// none behind.
-struct Detached<'a>(&'a TestContext);
-
-impl<'a> Detached<'a> {
-    fn up(ctx: &'a TestContext) -> Self {
-        ctx.run_ok(&["up", "--detach"]);
-        Self(ctx)
-    }
-}
-
-impl Drop for Detached<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["stop"]);
-    }
-}
-
 fn app_pid(ctx: &TestContext) -> Option<u64> {
     let output = ctx.run(&["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
@@ -90,7 +73,8 @@ fn app_pid(ctx: &TestContext) -> Option<u64> {
 fn q_leaves_at_once_while_a_restart_is_still_waiting_and_the_pod_runs_on() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(&ctx));
-    let _pod = Detached::up(&ctx);
+    let _pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
     let before = app_pid(&ctx).expect("the app's pid");
 
     let mut attached = Attached::start(&ctx);
@@ -141,7 +125,8 @@ fn attach_needs_a_terminal_and_a_running_pod() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(&ctx));
     ctx.assert(&["attach"]).code(3);
-    let _pod = Detached::up(&ctx);
+    let _pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
     let refused = ctx
         .assert(&["attach"])
         .code(1)

@@ -5,6 +5,7 @@
 #[path = "support/context.rs"]
 mod common;
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -42,34 +43,6 @@ depends-on = {{ server = "ready" }}
 grace-ms = 2000
 "#
     )
-}
-
-/// Stops every pod it knows when dropped, so a failing test leaves no
-/// detached pod behind.
-struct Pods<'a> {
-    ctx: &'a TestContext,
-    repos: Vec<PathBuf>,
-}
-
-impl Drop for Pods<'_> {
-    fn drop(&mut self) {
-        for repo in &self.repos {
-            let _ = self
-                .ctx
-                .command()
-                .arg("stop")
-                .arg("--repo")
-                .arg(repo)
-                .output();
-        }
-    }
-}
-
-fn pods(ctx: &TestContext) -> Pods<'_> {
-    Pods {
-        ctx,
-        repos: vec![ctx.repo.clone()],
-    }
 }
 
 fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
@@ -137,7 +110,7 @@ fn finish_within(child: std::process::Child, args: &[&str], deadline: Duration) 
 fn detach_status_logs_restart_stop() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
 
     let out = run_ok(&ctx, &["up", "--detach"]);
     assert!(out.contains("pod "), "{out}");
@@ -249,7 +222,7 @@ fn detach_status_logs_restart_stop() {
 fn socket_and_state_are_owner_only() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
     let mode = |p: &Path| {
@@ -280,7 +253,7 @@ fn wait_lock_free(dir: &Path) {
 fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let status = json(&ctx, &["status", "--json"]);
     let dir = pod_dir(&status);
@@ -333,7 +306,7 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
 fn clean_refuses_while_running_and_removes_only_the_pod() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
 
@@ -370,15 +343,14 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
 #[test]
 fn ls_lists_running_and_stopped_pods() {
     let ctx = TestContext::new();
-    let mut guard = pods(&ctx);
-    guard.repos.clear();
+    let mut guards = Vec::new();
     let mut repos = Vec::new();
     let bases = free_ports(3);
     for (name, base) in ["alpha", "beta", "gamma"].iter().zip(bases) {
         let repo = ctx.root.join(name);
         std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
         std::fs::write(repo.join("omnidev.toml"), profile(base)).expect("write");
-        guard.repos.push(repo.clone());
+        guards.push(ctx.stop_on_drop_with([OsStr::new("--repo"), repo.as_os_str()]));
         repos.push(repo);
     }
     let repo_arg = |r: &PathBuf| r.to_str().expect("utf-8").to_owned();
@@ -408,7 +380,7 @@ fn ls_lists_running_and_stopped_pods() {
     let text = run_ok(&ctx, &["ls"]);
     assert_eq!(text.matches("running pid").count(), 2, "{text}");
     assert_eq!(text.matches("stopped").count(), 1, "{text}");
-    drop(guard);
+    drop(guards);
     let list = json(&ctx, &["ls", "--json"]);
     assert!(
         list["pods"]
@@ -434,7 +406,7 @@ restart = "never"
 command = ["sleep", "300"]
 "#,
     );
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     ctx.assert(&["up", "--detach"])
         .code(1)
         .stderr(contains("broken failed").and(contains("cannot open the database")));
@@ -538,7 +510,7 @@ grace-ms = 1000
             m = marker.display()
         ),
     );
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     ctx.assert(&["up", "--detach"]).code(1);
     let status = json(&ctx, &["status", "--json"]);
     assert_eq!(service(&status, "flaky")["state"], "crashed", "{status}");
@@ -578,7 +550,7 @@ grace-ms = 1000
 "#
         ),
     );
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     // Not ready in time: exit 4 (timed out).
     ctx.assert(&["up", "--detach", "--ready-timeout", "1"])
         .code(4);
@@ -620,13 +592,13 @@ restart = "never"
 fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
-    let mut pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let dir = pod_dir(&json(&ctx, &["status", "--json"]));
     // The worktree goes away (here: moved) while its pod runs.
     let moved = ctx.root.join("moved-away");
     std::fs::rename(&ctx.repo, &moved).expect("move the checkout");
-    pods.repos.push(moved);
+    let _moved = ctx.stop_on_drop_with([OsStr::new("--repo"), moved.as_os_str()]);
     let outside = ctx.root.join("elsewhere");
     std::fs::create_dir_all(&outside).expect("mkdir");
     let at = dir.to_str().expect("utf-8");
@@ -702,7 +674,7 @@ fn exit_codes_on_a_running_pod() {
     let ctx = TestContext::new();
     let port = free_port();
     ctx.write("omnidev.toml", &profile(port));
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     // A second `up --detach` reports the running pod: exit 0, its URLs.
     let again = run_ok(&ctx, &["up", "--detach"]);
@@ -797,7 +769,7 @@ watch = ["src/**"]
 grace-ms = 1000
 "#,
     );
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let args = ["wait", "--healthy-after-reload", "--timeout", "600"];
     let wait = ctx.spawn(&args);
@@ -831,7 +803,7 @@ watch = ["src/**"]
 grace-ms = 1000
 "#,
     );
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     ctx.write("src/app.txt", "v2");
     run_ok(
@@ -893,7 +865,7 @@ restart = "never"
 fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
-    let _pods = pods(&ctx);
+    let _pods = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let status = json(&ctx, &["status", "--json"]);
     let (server, host) = (pid_of(&status, "server"), pid_of(&status, "host"));

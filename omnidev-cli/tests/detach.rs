@@ -37,15 +37,6 @@ grace-ms = 1000
     )
 }
 
-/// Stops the pod when dropped, so a failing test leaves nothing running.
-struct Stop<'a>(&'a TestContext);
-
-impl Drop for Stop<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["stop"]);
-    }
-}
-
 fn expect_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
     ctx.cmd()
         .args(args)
@@ -83,7 +74,7 @@ fn detach_runs_what_its_flags_ask_in_either_spelling() {
         .expect("addr")
         .port();
     ctx.write("omnidev.toml", &profile(closed));
-    let _stop = Stop(&ctx);
+    let _stop = ctx.stop_on_drop();
 
     // `--ready-timeout VALUE`, and a service named like that value.
     expect_code(

@@ -4,6 +4,7 @@
 #[path = "support/context.rs"]
 mod support;
 
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -504,8 +505,7 @@ fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
     assert!(text.contains("no-such-^[]0;TITLE^Gprogram"), "{text}");
     // A running pod: `up --detach` (off the terminal: the pod it starts
     // would hold it open), then status, ls and stop.
-    let mut guard = Stopper(ctx.command());
-    guard.0.current_dir(&repo);
+    let guard = ctx.stop_on_drop_with([OsStr::new("--repo"), repo.as_os_str()]);
     let up = ctx
         .cmd()
         .current_dir(&repo)
@@ -531,14 +531,4 @@ fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
         String::from_utf8_lossy(&bytes)
     );
     drop(guard);
-}
-
-/// Runs `omnidev stop` with this command's checkout when dropped, so a
-/// failed test leaves no pod running.
-struct Stopper(std::process::Command);
-
-impl Drop for Stopper {
-    fn drop(&mut self) {
-        let _ = self.0.arg("stop").output();
-    }
 }

@@ -16,15 +16,6 @@ use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// Stops the checkout's pod when dropped, so a failing test leaves none.
-struct StopOnDrop<'a>(&'a TestContext);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["stop"]);
-    }
-}
-
 /// An HTTP GET of `/` on 127.0.0.1:`port`; the status line, if any.
 fn get(port: u64) -> Option<String> {
     let port = u16::try_from(port).ok()?;
@@ -61,7 +52,7 @@ fn init_from_a_procfile_writes_a_profile_that_runs_and_a_second_init_refuses() {
     let written = std::fs::read_to_string(&profile).expect("read omnidev.toml");
     ctx.run_ok(&["profile", "check"]);
 
-    let _stop = StopOnDrop(&ctx);
+    let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let status: Value = serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("json");
     let web = status["ports"]["web"].as_u64().expect("web port");

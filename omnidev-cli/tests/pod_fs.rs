@@ -29,18 +29,6 @@ fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
     ctx.run_ok(args)
 }
 
-/// Stops the checkout's pod when dropped, so a failing test leaves no
-/// detached pod behind.
-struct Stop<'a>(&'a TestContext, Vec<String>);
-
-impl Drop for Stop<'_> {
-    fn drop(&mut self) {
-        let mut args = vec!["stop".to_owned()];
-        args.extend(self.1.iter().cloned());
-        let _ = self.0.command().args(&args).output();
-    }
-}
-
 #[test]
 fn planted_links_in_a_pod_are_refused_and_their_targets_untouched() {
     let ctx = TestContext::new();
@@ -99,7 +87,7 @@ fn a_directory_without_the_pod_identity_is_never_removed() {
 fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &staying("up"));
-    let _stop = Stop(&ctx, Vec::new());
+    let _stop = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     let pod = ctx.pod_dir().expect("pod");
     let copy = ctx.root.join("copy");
@@ -120,7 +108,7 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
     // Run in the copy: it becomes a pod of its own; the original's
     // recorded processes are not its to stop.
     let copy_arg = copy.to_str().expect("utf-8").to_owned();
-    let _stop_copy = Stop(&ctx, vec!["--pod-dir".into(), copy_arg.clone()]);
+    let _stop_copy = ctx.stop_on_drop_with(["--pod-dir", copy_arg.as_str()]);
     run_ok(&ctx, &["up", "--detach", "--pod-dir", &copy_arg]);
     assert_eq!(
         original_pid(&ctx),
@@ -219,7 +207,7 @@ fn read_log(pod: &Path, name: &str) -> String {
 fn the_detached_log_survives_the_next_detach_and_rotates_by_size() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &staying("first-run"));
-    let _stop = Stop(&ctx, Vec::new());
+    let _stop = ctx.stop_on_drop();
     run_ok(&ctx, &["up", "--detach"]);
     run_ok(&ctx, &["stop"]);
     let pod = ctx.pod_dir().expect("pod");
@@ -317,7 +305,7 @@ fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_port
             .unwrap_or_else(|| panic!("no pod for {name} in {pods:?}"))
     };
     let (gone_pod, kept_pod, running_pod) = (pod_of("gone"), pod_of("kept"), pod_of("running"));
-    let _stop = Stop(&ctx, vec!["--pod-dir".into(), repo_arg(&running_pod)]);
+    let _stop = ctx.stop_on_drop_with(["--pod-dir".to_owned(), repo_arg(&running_pod)]);
     // A directory of the user's in the cache root, whose "checkout" is gone
     // too: not a pod, never touched.
     let foreign = ctx.cache_root().join("notes");

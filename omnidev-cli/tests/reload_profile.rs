@@ -32,15 +32,6 @@ grace-ms = 1000
     )
 }
 
-/// Stops the pod when dropped, so a failing test leaves nothing behind.
-struct Pod<'a>(&'a TestContext);
-
-impl Drop for Pod<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["stop"]);
-    }
-}
-
 fn status(ctx: &TestContext) -> Value {
     let text = ctx.run_ok(&["status", "--json"]);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
@@ -109,7 +100,7 @@ fn report(output: &Output) -> Value {
 fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     let ctx = TestContext::new();
     let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = Pod(&ctx);
+    let _pod = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let before = status(&ctx);
     let api = pid_of(&before, "api").expect("api runs");
@@ -202,7 +193,7 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
 fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on() {
     let ctx = TestContext::new();
     let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = Pod(&ctx);
+    let _pod = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let api = pid_of(&status(&ctx), "api").expect("api runs");
 
@@ -255,7 +246,7 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
 fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     let ctx = TestContext::new();
     let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = Pod(&ctx);
+    let _pod = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let api = pid_of(&status(&ctx), "api").expect("api runs");
     let error_of = |n| {

@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::missing_panics_doc, clippy::new_without_default)]
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,6 +78,24 @@ impl TestContext {
         stdout(&self.assert(args).success())
     }
 
+    /// A guard that runs `omnidev stop` in the checkout when dropped, so
+    /// a failing test leaves no detached pod behind.
+    pub fn stop_on_drop(&self) -> StopOnDrop<'_> {
+        self.stop_on_drop_with(std::iter::empty::<&OsStr>())
+    }
+
+    /// [`Self::stop_on_drop`] of `omnidev stop ARGS` (`--repo DIR`,
+    /// `--pod-dir DIR`: a pod other than the checkout's).
+    pub fn stop_on_drop_with(
+        &self,
+        args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    ) -> StopOnDrop<'_> {
+        StopOnDrop {
+            ctx: self,
+            args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
+        }
+    }
+
     /// Spawns `omnidev` in the background with piped output: a
     /// long-running child (a pod, a follower) that the test talks to,
     /// signals or stops while it runs, which `assert_cmd` (run to the
@@ -88,6 +107,20 @@ impl TestContext {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn omnidev")
+    }
+}
+
+/// Runs `omnidev stop ARGS` when dropped ([`TestContext::stop_on_drop`]);
+/// what it says is not asserted (a drop must not panic).
+#[derive(Debug)]
+pub struct StopOnDrop<'a> {
+    ctx: &'a TestContext,
+    args: Vec<OsString>,
+}
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.ctx.command().arg("stop").args(&self.args).output();
     }
 }
 
