@@ -45,15 +45,6 @@ grace-ms = 2000
     )
 }
 
-fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
-    ctx.run_ok(args)
-}
-
-fn json(ctx: &TestContext, args: &[&str]) -> Value {
-    let text = run_ok(ctx, args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
-}
-
 /// Runs omnidev, which must exit `code`; its output.
 fn run_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
     ctx.assert(args).code(code).get_output().clone()
@@ -112,11 +103,11 @@ fn detach_status_logs_restart_stop() {
     ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = ctx.stop_on_drop();
 
-    let out = run_ok(&ctx, &["up", "--detach"]);
+    let out = ctx.run_ok(&["up", "--detach"]);
     assert!(out.contains("pod "), "{out}");
     assert!(out.contains("server http://localhost:"), "{out}");
 
-    let status = json(&ctx, &["status", "--json"]);
+    let status = ctx.json(&["status", "--json"]);
     assert_eq!(status["schema"], 1);
     assert_eq!(status["running"], true, "{status}");
     assert_eq!(status["control"], true, "{status}");
@@ -131,23 +122,23 @@ fn detach_status_logs_restart_stop() {
         containment.starts_with("cgroup v2 (") || containment.starts_with("process groups"),
         "{status}"
     );
-    let text = run_ok(&ctx, &["status"]);
+    let text = ctx.run_ok(&["status"]);
     assert!(text.contains("running (pid"), "{text}");
     assert!(text.contains(&format!("contain {containment}")), "{text}");
 
     // The last five lines of the server's log.
-    let last = run_ok(&ctx, &["logs", "server", "-n", "5"]);
+    let last = ctx.run_ok(&["logs", "server", "-n", "5"]);
     assert_eq!(
         last.lines().collect::<Vec<_>>(),
         ["line 16", "line 17", "line 18", "line 19", "line 20"]
     );
     // All services, prefixed.
-    let all = run_ok(&ctx, &["logs", "-n", "1"]);
+    let all = ctx.run_ok(&["logs", "-n", "1"]);
     assert!(all.contains("server | line 20"), "{all}");
     assert!(all.contains("host   | tick"), "{all}");
 
     // The pod's kept lines, as `log` records of the event stream.
-    let records = run_ok(&ctx, &["events", "--logs", "--json", "server"]);
+    let records = ctx.run_ok(&["events", "--logs", "--json", "server"]);
     let lines: Vec<Value> = records
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record a line"))
@@ -175,13 +166,13 @@ fn detach_status_logs_restart_stop() {
     let _ = follow.wait();
 
     // Restarting the server gives it a new pid; the host follows it.
-    let restarted = run_ok(&ctx, &["restart", "server", "--json"]);
+    let restarted = ctx.run_ok(&["restart", "server", "--json"]);
     let restarted: Value = serde_json::from_str(&restarted).expect("json");
     let new_server = pid_of(&restarted, "server");
     assert_ne!(new_server, server);
     assert!(!alive(server), "old server {server} still runs");
     wait_for("the host to restart", DEADLINE, || {
-        let status = json(&ctx, &["status", "--json"]);
+        let status = ctx.json(&["status", "--json"]);
         service(&status, "host")["pid"]
             .as_i64()
             .is_some_and(|p| p != i64::from(host))
@@ -189,16 +180,16 @@ fn detach_status_logs_restart_stop() {
 
     // Without a service, the backend restarts (here: every service, as the
     // profile has no watch rules).
-    let before = json(&ctx, &["status", "--json"]);
-    let after: Value = serde_json::from_str(&run_ok(&ctx, &["restart", "--json"])).expect("json");
+    let before = ctx.json(&["status", "--json"]);
+    let after = ctx.json(&["restart", "--json"]);
     assert_ne!(pid_of(&after, "server"), pid_of(&before, "server"));
     assert_ne!(pid_of(&after, "host"), pid_of(&before, "host"));
 
     // Stop ends every process; status then says stopped.
-    let status = json(&ctx, &["status", "--json"]);
+    let status = ctx.json(&["status", "--json"]);
     let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
     let (server, host) = (pid_of(&status, "server"), pid_of(&status, "host"));
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     for pid in [supervisor, server, host] {
         assert!(!alive(pid), "pid {pid} survived `omnidev stop`");
     }
@@ -215,7 +206,7 @@ fn detach_status_logs_restart_stop() {
         ctx.render(&text)
     );
     // Stopping again is fine.
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -223,8 +214,8 @@ fn socket_and_state_are_owner_only() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
-    let dir = pod_dir(&json(&ctx, &["status", "--json"]));
+    ctx.run_ok(&["up", "--detach"]);
+    let dir = pod_dir(&ctx.json(&["status", "--json"]));
     let mode = |p: &Path| {
         std::fs::metadata(p)
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -236,7 +227,7 @@ fn socket_and_state_are_owner_only() {
     assert_eq!(mode(&dir.join("state.json")) & 0o077, 0);
     assert_eq!(mode(&dir.join("logs/omnidev.log")) & 0o077, 0);
     assert_eq!(mode(&dir) & 0o077, 0);
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     assert!(!dir.join("control.sock").exists(), "socket left after stop");
 }
 
@@ -254,8 +245,8 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
-    let status = json(&ctx, &["status", "--json"]);
+    ctx.run_ok(&["up", "--detach"]);
+    let status = ctx.json(&["status", "--json"]);
     let dir = pod_dir(&status);
     let supervisor = i32::try_from(status["pid"].as_i64().expect("pid")).expect("pid");
     let server = pid_of(&status, "server");
@@ -283,8 +274,8 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("not running"));
 
     // The next `up` replaces the stale socket and answers on it.
-    run_ok(&ctx, &["up", "--detach"]);
-    let status = json(&ctx, &["status", "--json"]);
+    ctx.run_ok(&["up", "--detach"]);
+    let status = ctx.json(&["status", "--json"]);
     assert_eq!(status["control"], true, "{status}");
     assert_ne!(pid_of(&status, "server"), server);
 
@@ -307,19 +298,19 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
-    let dir = pod_dir(&json(&ctx, &["status", "--json"]));
+    ctx.run_ok(&["up", "--detach"]);
+    let dir = pod_dir(&ctx.json(&["status", "--json"]));
 
     ctx.assert(&["clean"])
         .code(1)
         .stderr(contains("already running"));
     assert!(dir.join("pod.toml").is_file());
 
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     let sibling = ctx.cache_root().join("other-00000000");
     std::fs::create_dir_all(&sibling).expect("mkdir");
     std::fs::write(sibling.join("pod.toml"), "").expect("write");
-    run_ok(&ctx, &["clean"]);
+    ctx.run_ok(&["clean"]);
     assert!(!dir.exists(), "pod dir still there");
     assert!(
         sibling.join("pod.toml").is_file(),
@@ -355,11 +346,11 @@ fn ls_lists_running_and_stopped_pods() {
     }
     let repo_arg = |r: &PathBuf| r.to_str().expect("utf-8").to_owned();
     for repo in &repos {
-        run_ok(&ctx, &["up", "--detach", "--repo", &repo_arg(repo)]);
+        ctx.run_ok(&["up", "--detach", "--repo", &repo_arg(repo)]);
     }
-    run_ok(&ctx, &["stop", "--repo", &repo_arg(&repos[2])]);
+    ctx.run_ok(&["stop", "--repo", &repo_arg(&repos[2])]);
 
-    let list = json(&ctx, &["ls", "--json"]);
+    let list = ctx.json(&["ls", "--json"]);
     assert_eq!(list["schema"], 1);
     let pods = list["pods"].as_array().expect("pods");
     assert_eq!(pods.len(), 3, "{list}");
@@ -377,11 +368,11 @@ fn ls_lists_running_and_stopped_pods() {
         .filter_map(|p| p["ports"]["server"].as_u64())
         .collect();
     assert_eq!(ports.len(), 3, "ports must differ between pods: {list}");
-    let text = run_ok(&ctx, &["ls"]);
+    let text = ctx.run_ok(&["ls"]);
     assert_eq!(text.matches("running pid").count(), 2, "{text}");
     assert_eq!(text.matches("stopped").count(), 1, "{text}");
     drop(guards);
-    let list = json(&ctx, &["ls", "--json"]);
+    let list = ctx.json(&["ls", "--json"]);
     assert!(
         list["pods"]
             .as_array()
@@ -410,7 +401,7 @@ command = ["sleep", "300"]
     ctx.assert(&["up", "--detach"])
         .code(1)
         .stderr(contains("broken failed").and(contains("cannot open the database")));
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -437,7 +428,7 @@ fn commands_on_a_pod_that_never_ran() {
     assert_eq!(status["running"], false, "{status}");
     assert_eq!(status["control"], false, "{status}");
     // Stopping what does not run leaves it as asked.
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     for args in [
         &["restart", "server"][..],
         &["wait", "--ready"],
@@ -473,7 +464,7 @@ fn commands_on_a_pod_that_never_ran() {
         "{}",
         ctx.render(&output)
     );
-    let list = json(&ctx, &["ls", "--json"]);
+    let list = ctx.json(&["ls", "--json"]);
     assert_eq!(list["pods"].as_array().map(Vec::len), Some(0), "{list}");
 }
 
@@ -481,7 +472,7 @@ fn commands_on_a_pod_that_never_ran() {
 fn completions_for_each_shell() {
     let ctx = TestContext::new();
     for shell in ["bash", "zsh", "fish"] {
-        let out = run_ok(&ctx, &["completions", shell]);
+        let out = ctx.run_ok(&["completions", shell]);
         assert!(out.contains("omnidev"), "{shell}: {out}");
         assert!(out.contains("restart"), "{shell}: {out}");
     }
@@ -512,7 +503,7 @@ grace-ms = 1000
     );
     let _pods = ctx.stop_on_drop();
     ctx.assert(&["up", "--detach"]).code(1);
-    let status = json(&ctx, &["status", "--json"]);
+    let status = ctx.json(&["status", "--json"]);
     assert_eq!(service(&status, "flaky")["state"], "crashed", "{status}");
 
     // The answer describes the new run, not the exit it replaces.
@@ -525,7 +516,7 @@ grace-ms = 1000
     let status: Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(service(&status, "flaky")["state"], "running", "{status}");
     assert!(alive(pid_of(&status, "flaky")), "{status}");
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -562,7 +553,7 @@ grace-ms = 1000
     assert_eq!(output.status.code(), Some(4), "{}", ctx.render(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("within 2 s"), "{stderr}");
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -584,7 +575,7 @@ restart = "never"
         assert!(!text.contains("unexpected answer"), "{text}");
         assert!(text.contains("giving up"), "{text}");
         // When the failure was answered first, the pod may still be ending.
-        run_ok(&ctx, &["stop"]);
+        ctx.run_ok(&["stop"]);
     }
 }
 
@@ -593,8 +584,8 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
-    let dir = pod_dir(&json(&ctx, &["status", "--json"]));
+    ctx.run_ok(&["up", "--detach"]);
+    let dir = pod_dir(&ctx.json(&["status", "--json"]));
     // The worktree goes away (here: moved) while its pod runs.
     let moved = ctx.root.join("moved-away");
     std::fs::rename(&ctx.repo, &moved).expect("move the checkout");
@@ -675,16 +666,16 @@ fn exit_codes_on_a_running_pod() {
     let port = free_port();
     ctx.write("omnidev.toml", &profile(port));
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
+    ctx.run_ok(&["up", "--detach"]);
     // A second `up --detach` reports the running pod: exit 0, its URLs.
-    let again = run_ok(&ctx, &["up", "--detach"]);
+    let again = ctx.run_ok(&["up", "--detach"]);
     assert!(
         again.contains(&format!("server http://localhost:{port}")),
         "{again}"
     );
     assert!(again.contains("already running"), "{again}");
     // Running: status exits 0.
-    run_ok(&ctx, &["status"]);
+    ctx.run_ok(&["status"]);
     // An unknown service is a usage error, whatever asks for it.
     for args in [
         &["wait", "--ready", "nosuch"][..],
@@ -728,7 +719,7 @@ fn exit_codes_on_a_running_pod() {
             .collect();
         let _ = tx.send(all);
     });
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     let all = rx
         .recv_timeout(DEADLINE)
         .expect("the events stream ends with the pod");
@@ -770,7 +761,7 @@ grace-ms = 1000
 "#,
     );
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
+    ctx.run_ok(&["up", "--detach"]);
     let args = ["wait", "--healthy-after-reload", "--timeout", "600"];
     let wait = ctx.spawn(&args);
     ctx.write("src/broken", "yes");
@@ -779,7 +770,7 @@ grace-ms = 1000
     let (status, stderr) = (output.status, String::from_utf8_lossy(&output.stderr));
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("app failed"), "{stderr}");
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -804,19 +795,16 @@ grace-ms = 1000
 "#,
     );
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
+    ctx.run_ok(&["up", "--detach"]);
     ctx.write("src/app.txt", "v2");
-    run_ok(
-        &ctx,
-        &["wait", "--healthy-after-reload", "--timeout", "120"],
-    );
+    ctx.run_ok(&["wait", "--healthy-after-reload", "--timeout", "120"]);
     ctx.write("src/broken", "yes");
     let args = ["wait", "--healthy-after-reload", "--timeout", "120"];
     let output = run_within(&ctx, &args, Duration::from_secs(180));
     let (status, stderr) = (output.status, String::from_utf8_lossy(&output.stderr));
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("app failed"), "{stderr}");
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -866,40 +854,37 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(free_port()));
     let _pods = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
-    let status = json(&ctx, &["status", "--json"]);
+    ctx.run_ok(&["up", "--detach"]);
+    let status = ctx.json(&["status", "--json"]);
     let (server, host) = (pid_of(&status, "server"), pid_of(&status, "host"));
     // The host stops; the server (and the pod) run on.
-    run_ok(&ctx, &["stop", "host"]);
+    ctx.run_ok(&["stop", "host"]);
     assert!(!alive(host), "the host survived `stop host`");
-    let status = json(&ctx, &["status", "--json"]);
+    let status = ctx.json(&["status", "--json"]);
     assert_eq!(service(&status, "host")["state"], "stopped", "{status}");
     assert_eq!(pid_of(&status, "server"), server, "{status}");
     // Unknown and missing services are usage errors.
     run_code(&ctx, &["stop", "nosuch"], 2);
     run_code(&ctx, &["start"], 2);
     // It starts again, ready once `start` returns.
-    run_ok(&ctx, &["start", "host"]);
-    let status = json(&ctx, &["status", "--json"]);
+    ctx.run_ok(&["start", "host"]);
+    let status = ctx.json(&["status", "--json"]);
     let new_host = pid_of(&status, "host");
     assert_ne!(new_host, host);
     assert_eq!(service(&status, "host")["state"], "running", "{status}");
     // Every service, as one reload.
-    let after: Value =
-        serde_json::from_str(&run_ok(&ctx, &["restart", "--all", "--json"])).expect("json");
+    let after = ctx.json(&["restart", "--all", "--json"]);
     assert_ne!(pid_of(&after, "server"), server, "{after}");
     wait_for("the host to restart after the server", DEADLINE, || {
-        let status = json(&ctx, &["status", "--json"]);
+        let status = ctx.json(&["status", "--json"]);
         service(&status, "host")["pid"]
             .as_i64()
             .is_some_and(|p| p != i64::from(new_host))
     });
     run_code(&ctx, &["restart", "--all", "server"], 2);
     // --no-deps: a new server, the same host.
-    let before = json(&ctx, &["status", "--json"]);
-    let after: Value =
-        serde_json::from_str(&run_ok(&ctx, &["restart", "server", "--no-deps", "--json"]))
-            .expect("json");
+    let before = ctx.json(&["status", "--json"]);
+    let after = ctx.json(&["restart", "server", "--no-deps", "--json"]);
     assert_ne!(
         pid_of(&after, "server"),
         pid_of(&before, "server"),
@@ -910,7 +895,7 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     assert_eq!(pid_of(&after, "host"), pid_of(&before, "host"), "{after}");
     assert_eq!(service(&after, "host")["state"], "running", "{after}");
     run_code(&ctx, &["restart", "--no-deps"], 2);
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     // Services of a pod that does not run: exit 3.
     run_code(&ctx, &["stop", "host"], NOT_RUNNING);
     run_code(&ctx, &["start", "host"], NOT_RUNNING);

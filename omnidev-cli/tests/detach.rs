@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 
 use common::TestContext;
-use serde_json::Value;
 
 /// Services named like the flags `up --detach` acts on itself (and like a
 /// flag's value), and one that is never ready.
@@ -48,8 +47,7 @@ fn expect_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
 
 /// The services of the running pod that run, sorted.
 fn running(ctx: &TestContext) -> Vec<String> {
-    let status: Value =
-        serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("status --json");
+    let status = ctx.json(&["status", "--json"]);
     let mut names: Vec<String> = status["services"]
         .as_array()
         .expect("services")

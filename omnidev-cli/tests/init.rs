@@ -12,7 +12,6 @@ use std::time::Duration;
 use common::{TestContext, stderr, wait_for};
 use predicates::prelude::*;
 use predicates::str::contains;
-use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -54,7 +53,7 @@ fn init_from_a_procfile_writes_a_profile_that_runs_and_a_second_init_refuses() {
 
     let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
-    let status: Value = serde_json::from_str(&ctx.run_ok(&["status", "--json"])).expect("json");
+    let status = ctx.json(&["status", "--json"]);
     let web = status["ports"]["web"].as_u64().expect("web port");
     let docs = status["ports"]["docs"].as_u64().expect("docs port");
     assert_ne!(web, docs, "{status}");

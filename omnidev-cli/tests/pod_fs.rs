@@ -25,15 +25,11 @@ fn staying(word: &str) -> String {
     )
 }
 
-fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
-    ctx.run_ok(args)
-}
-
 #[test]
 fn planted_links_in_a_pod_are_refused_and_their_targets_untouched() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", ONCE);
-    run_ok(&ctx, &["up", "--headless"]);
+    ctx.run_ok(&["up", "--headless"]);
     let pod = ctx.pod_dir().expect("pod");
     let victim = ctx.root.join("victim");
     std::fs::write(&victim, "precious\n").expect("write");
@@ -88,7 +84,7 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &staying("up"));
     let _stop = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
+    ctx.run_ok(&["up", "--detach"]);
     let pod = ctx.pod_dir().expect("pod");
     let copy = ctx.root.join("copy");
     let status = std::process::Command::new("cp")
@@ -99,8 +95,7 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
         .expect("cp");
     assert!(status.success());
     let original_pid = |ctx: &TestContext| -> serde_json::Value {
-        let text = ctx.run_ok(&["status", "--json"]);
-        let status: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let status = ctx.json(&["status", "--json"]);
         assert_eq!(status["control"], true, "{status}");
         status["services"][0]["pid"].clone()
     };
@@ -109,13 +104,13 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
     // recorded processes are not its to stop.
     let copy_arg = copy.to_str().expect("utf-8").to_owned();
     let _stop_copy = ctx.stop_on_drop_with(["--pod-dir", copy_arg.as_str()]);
-    run_ok(&ctx, &["up", "--detach", "--pod-dir", &copy_arg]);
+    ctx.run_ok(&["up", "--detach", "--pod-dir", &copy_arg]);
     assert_eq!(
         original_pid(&ctx),
         before,
         "the original's service was touched"
     );
-    run_ok(&ctx, &["stop", "--pod-dir", &copy_arg]);
+    ctx.run_ok(&["stop", "--pod-dir", &copy_arg]);
     assert_eq!(original_pid(&ctx), before);
     // And cleaned as a copy again.
     let status = std::process::Command::new("sh")
@@ -136,12 +131,11 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
         .stderr(contains(format!("a copy of the pod {}", pod.display())));
     assert!(!copy.exists());
     // The original still answers on its socket, and can restart.
-    let text = run_ok(&ctx, &["status", "--json"]);
-    let status: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let status = ctx.json(&["status", "--json"]);
     assert_eq!(status["running"], true, "{status}");
     assert_eq!(status["control"], true, "{status}");
-    run_ok(&ctx, &["restart", "stay"]);
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["restart", "stay"]);
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]
@@ -208,8 +202,8 @@ fn the_detached_log_survives_the_next_detach_and_rotates_by_size() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &staying("first-run"));
     let _stop = ctx.stop_on_drop();
-    run_ok(&ctx, &["up", "--detach"]);
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["up", "--detach"]);
+    ctx.run_ok(&["stop"]);
     let pod = ctx.pod_dir().expect("pod");
     assert!(read_log(&pod, "omnidev.log").contains("first-run"));
     // Over the service logs' 10 MiB at once: about 11 MiB of 1000-byte
@@ -218,7 +212,7 @@ fn the_detached_log_survives_the_next_detach_and_rotates_by_size() {
         "omnidev.toml",
         "[services.loud]\ncommand = [\"sh\", \"-c\", \"echo second-run; head -c 11000000 /dev/zero | tr '\\\\000' x | fold -w 1000; while true; do sleep 0.2; done\"]\ngrace-ms = 2000\n",
     );
-    run_ok(&ctx, &["up", "--detach"]);
+    ctx.run_ok(&["up", "--detach"]);
     let first: PathBuf = pod.join("logs/omnidev.log.1");
     let second = pod.join("logs/omnidev.log.2");
     // The first run's log is kept, one generation up; then the second
@@ -237,7 +231,7 @@ fn the_detached_log_survives_the_next_detach_and_rotates_by_size() {
         "{}",
         rotated.len()
     );
-    run_ok(&ctx, &["stop"]);
+    ctx.run_ok(&["stop"]);
     let current = read_log(&pod, "omnidev.log");
     assert!(current.len() < 10 << 20, "{}", current.len());
     assert!(!current.contains("first-run"));

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{TestContext, alive, wait_for};
+use common::{TestContext, alive, service, wait_for};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -33,16 +33,11 @@ grace-ms = 1000
 }
 
 fn status(ctx: &TestContext) -> Value {
-    let text = ctx.run_ok(&["status", "--json"]);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    ctx.json(&["status", "--json"])
 }
 
 fn pid_of(status: &Value, name: &str) -> Option<i64> {
-    status["services"]
-        .as_array()?
-        .iter()
-        .find(|s| s["name"] == name)?["pid"]
-        .as_i64()
+    service(status, name)["pid"].as_i64()
 }
 
 /// The pod's kept event records.
@@ -177,10 +172,8 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     );
     let after = status(&ctx);
     assert_eq!(pid_of(&after, "worker"), None, "{after}");
-    let worker = after["services"]
-        .as_array()
-        .and_then(|s| s.iter().find(|s| s["name"] == "worker"))
-        .expect("a removed service stays listed");
+    // A removed service stays listed.
+    let worker = service(&after, "worker");
     assert_eq!(
         worker["detail"], "stopped: removed from the profile",
         "{after}"

@@ -78,6 +78,13 @@ impl TestContext {
         stdout(&self.assert(args).success())
     }
 
+    /// Runs `omnidev ARGS`, which must exit 0 and print one JSON value
+    /// (`status --json`, `restart --json`); that value.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let text = self.run_ok(args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
+    }
+
     /// A guard that runs `omnidev stop` in the checkout when dropped, so
     /// a failing test leaves no detached pod behind.
     pub fn stop_on_drop(&self) -> StopOnDrop<'_> {
