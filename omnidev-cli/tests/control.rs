@@ -199,12 +199,9 @@ fn detach_status_logs_restart_stop() {
         assert_eq!(s["state"], "stopped", "{status}");
         assert!(s["pid"].is_null(), "{status}");
     }
-    let text = run_code(&ctx, &["status"], NOT_RUNNING);
-    assert!(
-        String::from_utf8_lossy(&text.stdout).contains("not running"),
-        "{}",
-        ctx.render(&text)
-    );
+    ctx.assert(&["status"])
+        .code(NOT_RUNNING)
+        .stdout(contains("not running"));
     // Stopping again is fine.
     ctx.run_ok(&["stop"]);
 }
@@ -435,12 +432,9 @@ fn commands_on_a_pod_that_never_ran() {
         &["wait", "--healthy-after-reload"],
         &["events"],
     ] {
-        let output = run_code(&ctx, args, NOT_RUNNING);
-        assert!(
-            String::from_utf8_lossy(&output.stderr).contains("not running"),
-            "{args:?}: {}",
-            ctx.render(&output)
-        );
+        ctx.assert(args)
+            .code(NOT_RUNNING)
+            .stderr(contains("not running"));
     }
     // With --json, the error is one record on stdout.
     let record = json_code(&ctx, &["restart", "--json"], NOT_RUNNING);
@@ -455,15 +449,12 @@ fn commands_on_a_pod_that_never_ran() {
         "{record}"
     );
     assert!(record["error"]["help"].is_string(), "{record}");
-    run_code(&ctx, &["logs", "server"], NOT_RUNNING);
+    ctx.assert(&["logs", "server"]).code(NOT_RUNNING);
     // Without a service too: a pod that never ran is said, not an empty
     // success.
-    let output = run_code(&ctx, &["logs"], NOT_RUNNING);
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("this pod has never run"),
-        "{}",
-        ctx.render(&output)
-    );
+    ctx.assert(&["logs"])
+        .code(NOT_RUNNING)
+        .stderr(contains("this pod has never run"));
     let list = ctx.json(&["ls", "--json"]);
     assert_eq!(list["pods"].as_array().map(Vec::len), Some(0), "{list}");
 }
@@ -636,9 +627,9 @@ fn a_pod_dir_that_is_no_pod_is_a_usage_error() {
     ] {
         let at = dir.to_str().expect("utf-8");
         for command in ["status", "stop", "restart", "logs", "events", "clean"] {
-            let output = run_code(&ctx, &[command, "--pod-dir", at], 2);
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(stderr.contains(what), "{command} {at}: {stderr}");
+            ctx.assert(&[command, "--pod-dir", at])
+                .code(2)
+                .stderr(contains(what));
         }
         let record = json_code(&ctx, &["status", "--json", "--pod-dir", at], 2);
         assert_eq!(
@@ -683,12 +674,7 @@ fn exit_codes_on_a_running_pod() {
         &["events", "nosuch"],
         &["logs", "nosuch"],
     ] {
-        let output = run_code(&ctx, args, 2);
-        assert!(
-            String::from_utf8_lossy(&output.stderr).contains("nosuch"),
-            "{args:?}: {}",
-            ctx.render(&output)
-        );
+        ctx.assert(args).code(2).stderr(contains("nosuch"));
     }
     let record = json_code(&ctx, &["restart", "nosuch", "--json"], 2);
     assert_eq!(
@@ -696,16 +682,9 @@ fn exit_codes_on_a_running_pod() {
         "{record}"
     );
     // No reload comes: the wait times out, exit 4.
-    let output = run_code(
-        &ctx,
-        &["wait", "--healthy-after-reload", "--timeout", "1"],
-        4,
-    );
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("within 1 s"),
-        "{}",
-        ctx.render(&output)
-    );
+    ctx.assert(&["wait", "--healthy-after-reload", "--timeout", "1"])
+        .code(4)
+        .stderr(contains("within 1 s"));
     // A follower of the events gets one `ended` record last when the pod
     // stops, and its stream ends.
     let mut follow = ctx.spawn(&["events", "-f", "--json"]);
@@ -741,7 +720,7 @@ fn exit_codes_on_a_running_pod() {
             .all(|s| s["reason"] == "stopped"),
         "{last}"
     );
-    run_code(&ctx, &["wait", "--ready"], NOT_RUNNING);
+    ctx.assert(&["wait", "--ready"]).code(NOT_RUNNING);
 }
 
 #[test]
@@ -864,8 +843,8 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     assert_eq!(service(&status, "host")["state"], "stopped", "{status}");
     assert_eq!(pid_of(&status, "server"), server, "{status}");
     // Unknown and missing services are usage errors.
-    run_code(&ctx, &["stop", "nosuch"], 2);
-    run_code(&ctx, &["start"], 2);
+    ctx.assert(&["stop", "nosuch"]).code(2);
+    ctx.assert(&["start"]).code(2);
     // It starts again, ready once `start` returns.
     ctx.run_ok(&["start", "host"]);
     let status = ctx.json(&["status", "--json"]);
@@ -881,7 +860,7 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
             .as_i64()
             .is_some_and(|p| p != i64::from(new_host))
     });
-    run_code(&ctx, &["restart", "--all", "server"], 2);
+    ctx.assert(&["restart", "--all", "server"]).code(2);
     // --no-deps: a new server, the same host.
     let before = ctx.json(&["status", "--json"]);
     let after = ctx.json(&["restart", "server", "--no-deps", "--json"]);
@@ -894,9 +873,9 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     // stops it in the turn the new server is ready.
     assert_eq!(pid_of(&after, "host"), pid_of(&before, "host"), "{after}");
     assert_eq!(service(&after, "host")["state"], "running", "{after}");
-    run_code(&ctx, &["restart", "--no-deps"], 2);
+    ctx.assert(&["restart", "--no-deps"]).code(2);
     ctx.run_ok(&["stop"]);
     // Services of a pod that does not run: exit 3.
-    run_code(&ctx, &["stop", "host"], NOT_RUNNING);
-    run_code(&ctx, &["start", "host"], NOT_RUNNING);
+    ctx.assert(&["stop", "host"]).code(NOT_RUNNING);
+    ctx.assert(&["start", "host"]).code(NOT_RUNNING);
 }

@@ -7,9 +7,10 @@ mod common;
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
 use common::TestContext;
+use predicates::str::contains;
 
 /// Services named like the flags `up --detach` acts on itself (and like a
 /// flag's value), and one that is never ready.
@@ -36,15 +37,6 @@ grace-ms = 1000
     )
 }
 
-fn expect_code(ctx: &TestContext, args: &[&str], code: i32) -> Output {
-    ctx.cmd()
-        .args(args)
-        .assert()
-        .code(code)
-        .get_output()
-        .clone()
-}
-
 /// The services of the running pod that run, sorted.
 fn running(ctx: &TestContext) -> Vec<String> {
     let status = ctx.json(&["status", "--json"]);
@@ -66,20 +58,11 @@ fn pod_dir(ctx: &TestContext) -> PathBuf {
 #[test]
 fn detach_runs_what_its_flags_ask_in_either_spelling() {
     let ctx = TestContext::new();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    ctx.write("omnidev.toml", &profile(closed));
+    ctx.write("omnidev.toml", &profile(omnidev_test_support::free_port()));
     let _stop = ctx.stop_on_drop();
 
     // `--ready-timeout VALUE`, and a service named like that value.
-    expect_code(
-        &ctx,
-        &["up", "--detach", "--ready-timeout", "30", "--only", "30"],
-        0,
-    );
+    ctx.run_ok(&["up", "--detach", "--ready-timeout", "30", "--only", "30"]);
     assert_eq!(running(&ctx), ["30"]);
     let log_of_30 = pod_dir(&ctx).join("logs/30.log");
     assert!(log_of_30.is_file(), "{}", log_of_30.display());
@@ -88,22 +71,18 @@ fn detach_runs_what_its_flags_ask_in_either_spelling() {
     // `--ready-timeout=VALUE` and `--clean`: the pod directory is cleaned
     // (the first run's log is gone) and services named `detach` and
     // `clean` run (`--only=detach`, `--only clean`).
-    let output = expect_code(
-        &ctx,
-        &[
-            "up",
-            "--clean",
-            "--detach",
-            "--ready-timeout=30",
-            "--only=detach",
-            "--only",
-            "clean",
-            "--skip=30",
-        ],
-        0,
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("removed"), "{}", ctx.render(&output));
+    ctx.assert(&[
+        "up",
+        "--clean",
+        "--detach",
+        "--ready-timeout=30",
+        "--only=detach",
+        "--only",
+        "clean",
+        "--skip=30",
+    ])
+    .success()
+    .stderr(contains("removed"));
     assert!(!log_of_30.exists(), "--clean kept {}", log_of_30.display());
     assert_eq!(running(&ctx), ["clean", "detach"]);
     ctx.run_ok(&["stop"]);
@@ -111,30 +90,20 @@ fn detach_runs_what_its_flags_ask_in_either_spelling() {
     // Bare flags (no `up`), `--detach` last: the timeout given is the one
     // waited for (exit 4, timed out), for the service named
     // `ready-timeout`; the pod keeps running it.
-    let output = expect_code(
-        &ctx,
-        &["--only", "ready-timeout", "--ready-timeout=1", "--detach"],
-        4,
-    );
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("--ready-timeout"),
-        "{}",
-        ctx.render(&output)
-    );
+    ctx.assert(&["--only", "ready-timeout", "--ready-timeout=1", "--detach"])
+        .code(4)
+        .stderr(contains("--ready-timeout"));
     assert_eq!(running(&ctx), ["ready-timeout"]);
     ctx.run_ok(&["stop"]);
-    expect_code(
-        &ctx,
-        &[
-            "up",
-            "--detach",
-            "--only",
-            "ready-timeout",
-            "--ready-timeout",
-            "1",
-        ],
-        4,
-    );
+    ctx.assert(&[
+        "up",
+        "--detach",
+        "--only",
+        "ready-timeout",
+        "--ready-timeout",
+        "1",
+    ])
+    .code(4);
     assert_eq!(running(&ctx), ["ready-timeout"]);
 }
 
