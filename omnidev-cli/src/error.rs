@@ -442,6 +442,23 @@ pub enum Error {
         known: String,
     },
 
+    /// `logs SERVICE` whose log file is there but is not a regular file
+    /// omnidev can read (a symbolic link or a FIFO planted in its place).
+    #[error("could not read the log {}", path.display())]
+    #[diagnostic(
+        code(omnidev::logs::unreadable),
+        help(
+            "omnidev reads only the regular files it wrote in the pod's logs directory; move this one away"
+        )
+    )]
+    LogUnreadable {
+        /// The log file.
+        path: PathBuf,
+        /// Why it could not be opened.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// `logs` on a pod directory without a logs directory: a pod that
     /// never ran, or a `--pod-dir` that names no pod.
     #[error("no logs at {}: this pod has never run", dir.display())]

@@ -69,6 +69,18 @@ impl Source {
     }
 }
 
+/// Opens the log file `path` for reading as every pod file is opened
+/// ([`omnidev_core::fs::Dir::open_file`]): a symbolic link planted in its
+/// place is never followed, and a FIFO or a device there (which would
+/// block the open, or never end) is refused.
+fn open_log(path: &Path) -> std::io::Result<File> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::ErrorKind::NotFound.into());
+    };
+    omnidev_core::fs::Dir::open(dir)?
+        .open_file(Path::new(name), omnidev_core::fs::OpenOptions::Read)
+}
+
 /// An open log file and how far it has been read.
 struct Open {
     file: File,
@@ -79,7 +91,9 @@ struct Open {
 }
 
 impl Open {
-    fn new(file: File) -> Option<Self> {
+    /// The log file `path`, opened as [`open_log`] does.
+    fn at(path: &Path) -> Option<Self> {
+        let file = open_log(path).ok()?;
         let inode = file.metadata().ok()?.ino();
         Some(Self {
             file,
@@ -143,7 +157,7 @@ impl Open {
 /// racing with the search shows a file twice (skipped by inode) rather
 /// than not at all.
 fn log_files(path: &Path, back_to: Option<u64>) -> Vec<Open> {
-    let Some(current) = File::open(path).ok().and_then(Open::new) else {
+    let Some(current) = Open::at(path) else {
         return Vec::new();
     };
     let mut found = vec![current];
@@ -152,10 +166,7 @@ fn log_files(path: &Path, back_to: Option<u64>) -> Vec<Open> {
         if back_to.is_some_and(|inode| found.iter().any(|f| f.inode == inode)) {
             break;
         }
-        let Some(open) = File::open(omnidev_core::logs::rotated_path(path, n))
-            .ok()
-            .and_then(Open::new)
-        else {
+        let Some(open) = Open::at(&omnidev_core::logs::rotated_path(path, n)) else {
             missing += 1;
             if missing > ROTATED_GAP {
                 break;
@@ -177,11 +188,7 @@ fn log_files(path: &Path, back_to: Option<u64>) -> Vec<Open> {
 /// Without a `known` file (nothing open yet), only the current one.
 fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
     let Some(known) = known else {
-        return File::open(path)
-            .ok()
-            .and_then(Open::new)
-            .into_iter()
-            .collect();
+        return Open::at(path).into_iter().collect();
     };
     let mut files = log_files(path, Some(known));
     if files.first().is_some_and(|f| f.inode == known) {
@@ -244,6 +251,12 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
         omnidev_pod::names::check("service name", name)
             .map_err(|message| Error::BadName { message })?;
         if !available.contains(name) {
+            let path = dir.join(format!("{name}{LOG_SUFFIX}"));
+            if let Err(source) = open_log(&path)
+                && source.kind() != std::io::ErrorKind::NotFound
+            {
+                return Err(Error::LogUnreadable { path, source }.into());
+            }
             return Err(Error::NoLog {
                 service: name.clone(),
                 dir: dir.to_path_buf(),
@@ -279,13 +292,14 @@ pub fn read_mark(dir: &Path) -> Result<Mark, Error> {
     })
 }
 
-/// Services that have a log file, sorted by name (the detached pod's own
+/// Services that have a log file (a regular one), sorted by name (the detached pod's own
 /// output, `omnidev.log`, is not a service).
 pub fn services_with_logs(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|kind| kind.is_file()))
                 .filter_map(|e| e.file_name().to_str().map(str::to_owned))
                 .filter(|name| name != DETACHED_LOG)
                 .filter_map(|name| name.strip_suffix(LOG_SUFFIX).map(str::to_owned))
@@ -303,14 +317,14 @@ pub fn services_with_logs(dir: &Path) -> Vec<String> {
 /// exactly there; an unfinished last line is completed by what comes next.
 fn open_at_end(source: &mut Source, tail: Option<usize>) -> Vec<Line> {
     let mut lines = Vec::new();
-    if let Some(mut file) = File::open(&source.path).ok().and_then(Open::new) {
+    if let Some(mut file) = Open::at(&source.path) {
         let (bytes, at) = file.read_new();
         source.file = Some(file);
         source.take_lines(&bytes, at, &mut lines);
     }
     if tail.is_some_and(|n| lines.len() < n) {
         let rotated = omnidev_core::logs::rotated_path(&source.path, 1);
-        if let Some(mut older) = File::open(&rotated).ok().and_then(Open::new) {
+        if let Some(mut older) = Open::at(&rotated) {
             let (bytes, at) = older.read_new();
             let mut all: Vec<Line> = String::from_utf8_lossy(&bytes)
                 .lines()
@@ -367,7 +381,7 @@ pub fn read_new(source: &mut Source) -> Vec<Line> {
         let (bytes, at) = open.read_new();
         source.take_lines(&bytes, at, &mut lines);
     }
-    let replaced = std::fs::metadata(&source.path).is_ok_and(|meta| {
+    let replaced = std::fs::symlink_metadata(&source.path).is_ok_and(|meta| {
         source
             .file
             .as_ref()
@@ -612,5 +626,37 @@ mod tests {
         let mut out = String::new();
         poll(&mut src, &mut out);
         assert_eq!(out, "svc | later\n");
+    }
+
+    #[test]
+    fn a_link_or_fifo_planted_as_a_log_is_never_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).expect("mkdir");
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "not a log\n").expect("write");
+        std::os::unix::fs::symlink(&secret, logs.join("linked.log")).expect("symlink");
+        std::os::unix::fs::symlink("/dev/zero", logs.join("zero.log")).expect("symlink");
+        nix::unistd::mkfifo(&logs.join("fifo.log"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        std::fs::write(logs.join("real.log"), "a line\n").expect("write");
+
+        assert_eq!(services_with_logs(&logs), ["real"]);
+        for name in ["linked", "zero", "fifo"] {
+            let error = selected(&logs, &[name.to_owned()]).expect_err(name);
+            let Some(Error::LogUnreadable { path, .. }) = error.downcast_ref::<Error>() else {
+                panic!("{name}: {error:?}");
+            };
+            assert_eq!(path, &logs.join(format!("{name}.log")));
+            // Read as `logs -f` and `mcp` would: nothing, at once.
+            let mut src = source(&logs.join(format!("{name}.log")));
+            assert!(open_at_end(&mut src, Some(10)).is_empty(), "{name}");
+            assert!(read_new(&mut src).is_empty(), "{name}");
+        }
+        // The same once the file is there but then swapped for a link.
+        let mut src = source(&logs.join("real.log"));
+        assert_eq!(texts(&open_at_end(&mut src, None)), ["a line"]);
+        std::fs::remove_file(logs.join("real.log")).expect("rm");
+        std::os::unix::fs::symlink(&secret, logs.join("real.log")).expect("symlink");
+        assert!(read_new(&mut src).is_empty());
     }
 }
