@@ -474,8 +474,10 @@ impl Profile {
     }
 
     /// The effective profile for a checkout: `explicit` (`--profile FILE`),
-    /// else `<repo>/omnidev.toml` when present, else the embedded Omnigent
-    /// profile.
+    /// else `<repo>/omnidev.toml` when present (anything by that name, a
+    /// link to a FIFO or a dangling one too, whose read is then the error:
+    /// never the embedded profile in its place), else the embedded
+    /// Omnigent profile.
     pub fn load(repo_root: &Path, explicit: Option<&Path>) -> Result<(Self, ProfileSource)> {
         if let Some(path) = explicit {
             return Ok((
@@ -484,7 +486,7 @@ impl Profile {
             ));
         }
         let in_repo = repo_root.join(PROFILE_FILE);
-        if in_repo.is_file() {
+        if std::fs::symlink_metadata(&in_repo).is_ok() {
             return Ok((Self::from_file(&in_repo)?, ProfileSource::Repo(in_repo)));
         }
         Ok((Self::omnigent(), ProfileSource::Embedded))
@@ -1244,5 +1246,28 @@ mod tests {
         std::fs::write(&other, "[services.b]\ncommand = [\"true\"]\n").expect("write");
         let (profile, _) = Profile::load(tmp.path(), Some(&other)).expect("explicit");
         assert!(profile.services.contains_key("b"));
+    }
+
+    #[test]
+    fn a_repo_profile_that_cannot_be_read_is_an_error_not_the_embedded_one() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let own = tmp.path().join(PROFILE_FILE);
+        let fifo = tmp.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        for target in [Path::new("/dev/zero"), &fifo, &tmp.path().join("missing")] {
+            std::os::unix::fs::symlink(target, &own).expect("symlink");
+            let error = Profile::load(tmp.path(), None).expect_err("a link there is read");
+            assert!(
+                error.to_string().contains("could not read the profile"),
+                "{target:?}: {error}"
+            );
+            std::fs::remove_file(&own).expect("rm");
+        }
+        std::fs::create_dir(&own).expect("mkdir");
+        let error = Profile::load(tmp.path(), None).expect_err("a directory there");
+        assert!(
+            error.to_string().contains("could not read the profile"),
+            "{error}"
+        );
     }
 }
