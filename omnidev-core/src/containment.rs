@@ -1003,6 +1003,46 @@ mod tests {
         assert!(zombies.is_empty(), "reaped: {zombies:?}");
     }
 
+    /// A wait given up while under way (the task holding it aborted, as a
+    /// cancelled prepare step's is) leaves the child to the reaper of
+    /// adopted processes: once it exits it is reaped, never left a zombie
+    /// recorded as ours.
+    #[tokio::test]
+    async fn a_child_whose_wait_was_given_up_is_reaped_once_it_exits() {
+        let pod = TestPod::new("given-up");
+        let leaf = pod.0.join("0-svc");
+        cgroup::create_leaf(&leaf).expect("leaf");
+        for clone3 in [true, false] {
+            let sleeper = CommandSpec {
+                program: "sleep".into(),
+                args: vec!["300".into()],
+                ..CommandSpec::default()
+            };
+            let child =
+                process::spawn_placed(&sleeper, process::Placement::Cgroup(&leaf), 0, clone3)
+                    .expect("spawn");
+            let pid = child.id();
+            let mut wait = Box::pin(child.wait());
+            // Polled once, so the wait is under way, then dropped.
+            tokio::select! {
+                biased;
+                _ = &mut wait => panic!("sleep 300 ended"),
+                () = std::future::ready(()) => {}
+            }
+            drop(wait);
+            process::signal_pid(pid, libc::SIGKILL);
+            omnidev_test_support::poll_until_async(
+                &format!("pid {pid} reaped (clone3: {clone3})"),
+                Duration::from_secs(20),
+                || {
+                    process::reap_adopted();
+                    crate::platform::stat(pid).is_none()
+                },
+            )
+            .await;
+        }
+    }
+
     #[test]
     fn forced_fallback_names_the_switch() {
         let (containment, notice) = Containment::new(

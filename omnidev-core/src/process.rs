@@ -131,20 +131,25 @@ impl GroupChild {
             Exit::Tokio(child) => child.wait().await,
             #[cfg(target_os = "linux")]
             Exit::Pidfd(pidfd) => {
+                use std::os::fd::AsFd as _;
                 let fd = pidfd
-                    .take()
+                    .as_ref()
                     .ok_or_else(|| io::Error::other("already waited"))?;
-                // SAFETY: the AsyncFd owns the pidfd, which stays open and
-                // the same until it is dropped.
-                let fd = unsafe {
+                // SAFETY: the pidfd is borrowed from `self`, which this
+                // future owns, and is closed only after the AsyncFd is gone.
+                let exited = unsafe {
                     tokio::io::unix::AsyncFd::register_with_interest(
-                        fd,
+                        fd.as_fd(),
                         tokio::io::Interest::READABLE,
                     )
                 }?;
-                // A pidfd turns readable once its process has exited.
-                let _ = fd.readable().await?;
+                // A pidfd turns readable once its process has exited. Only
+                // once it is reaped is the pidfd let go: a wait given up
+                // before then leaves the child to `Drop`.
+                let _ = exited.readable().await?;
+                drop(exited);
                 let status = wait_blocking(self.record.pid);
+                *pidfd = None;
                 forget_own_child(self.record);
                 status
             }
@@ -154,9 +159,9 @@ impl GroupChild {
 
 impl Drop for GroupChild {
     fn drop(&mut self) {
-        // Not waited for: left to the reaper of adopted processes, which
-        // reaps a zombie of another session once it is not recorded ours
-        // (and tokio reaps its own).
+        // Not waited for, or the wait given up before the exit: left to
+        // the reaper of adopted processes, which reaps a zombie of another
+        // session once it is not recorded ours (and tokio reaps its own).
         #[cfg(target_os = "linux")]
         if let Exit::Pidfd(Some(_)) = self.exit {
             forget_own_child(self.record);
