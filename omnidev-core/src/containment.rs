@@ -1003,6 +1003,71 @@ mod tests {
         assert!(zombies.is_empty(), "reaped: {zombies:?}");
     }
 
+    /// `sleep 300` started in `leaf`, with `clone3` or the fallback.
+    fn spawn_sleep(leaf: &Path, clone3: bool) -> process::GroupChild {
+        let sleeper = CommandSpec {
+            program: "sleep".into(),
+            args: vec!["300".into()],
+            ..CommandSpec::default()
+        };
+        process::spawn_placed(&sleeper, process::Placement::Cgroup(leaf), 0, clone3).expect("spawn")
+    }
+
+    /// Both ways of starting a process hand it its three standard streams
+    /// and no other descriptor (neither omnidev's own, such as the cgroup's,
+    /// the far ends of its pipes, the report pipe and the runtime's, nor one
+    /// omnidev inherited without close-on-exec), no blocked signal, and
+    /// SIGPIPE at its default although omnidev ignores it.
+    #[tokio::test]
+    async fn a_process_gets_only_its_standard_streams_and_default_signals() {
+        let status_field = |pid: &str, name: &str| -> u64 {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+            let hex = status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .expect("field");
+            u64::from_str_radix(hex.trim(), 16).expect("hex")
+        };
+        let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+        assert_ne!(status_field("self", "SigIgn") & sigpipe, 0, "we ignore it");
+        // One omnidev holds without close-on-exec, as one it inherited.
+        let null = std::fs::File::open("/dev/null").expect("/dev/null");
+        let inherited = nix::unistd::dup(&null).expect("dup");
+        let pod = TestPod::new("hygiene");
+        let leaf = pod.0.join("0-svc");
+        cgroup::create_leaf(&leaf).expect("leaf");
+        for clone3 in [true, false] {
+            let child = spawn_sleep(&leaf, clone3);
+            let pid = child.id();
+            omnidev_test_support::poll_until_async(
+                &format!("pid {pid} runs sleep"),
+                Duration::from_secs(20),
+                || crate::platform::name(pid).as_deref() == Some("sleep"),
+            )
+            .await;
+            // `inherited` is among those that must not reach it.
+            let fds: BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .expect("its descriptors")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(
+                fds,
+                BTreeSet::from(["0", "1", "2"].map(String::from)),
+                "clone3: {clone3}"
+            );
+            let pid_text = pid.to_string();
+            assert_eq!(status_field(&pid_text, "SigBlk"), 0, "clone3: {clone3}");
+            assert_eq!(
+                status_field(&pid_text, "SigIgn") & sigpipe,
+                0,
+                "clone3: {clone3}"
+            );
+            process::signal_pid(pid, libc::SIGKILL);
+            child.wait().await.expect("wait");
+        }
+        drop(inherited);
+    }
+
     /// A wait given up while under way (the task holding it aborted, as a
     /// cancelled prepare step's is) leaves the child to the reaper of
     /// adopted processes: once it exits it is reaped, never left a zombie
@@ -1013,14 +1078,7 @@ mod tests {
         let leaf = pod.0.join("0-svc");
         cgroup::create_leaf(&leaf).expect("leaf");
         for clone3 in [true, false] {
-            let sleeper = CommandSpec {
-                program: "sleep".into(),
-                args: vec!["300".into()],
-                ..CommandSpec::default()
-            };
-            let child =
-                process::spawn_placed(&sleeper, process::Placement::Cgroup(&leaf), 0, clone3)
-                    .expect("spawn");
+            let child = spawn_sleep(&leaf, clone3);
             let pid = child.id();
             let mut wait = Box::pin(child.wait());
             // Polled once, so the wait is under way, then dropped.

@@ -293,9 +293,10 @@ pub(crate) fn spawn_placed(
 
 /// What every service process does to itself before `exec`, however it was
 /// started (async-signal-safe calls only): `niceness` above 0 added to its
-/// nice value, a new session and group, and on Linux death with the thread
+/// nice value, a new session and group, on Linux death with the thread
 /// that spawned it (`parent` is omnidev's pid, to catch a parent that died
-/// before `prctl` took effect).
+/// before `prctl` took effect), and every descriptor but its standard
+/// streams close-on-exec.
 pub(crate) fn child_setup(niceness: i32, parent: Pid) -> io::Result<()> {
     if niceness > 0 {
         // Relative to omnidev's own; best effort (19 is the floor).
@@ -317,7 +318,39 @@ pub(crate) fn child_setup(niceness: i32, parent: Pid) -> io::Result<()> {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = parent;
+    // omnidev opens everything close-on-exec, but what it inherited without
+    // the flag (a pipe or lock of whatever started it) would go on to the
+    // service and be held open as long as the service runs.
+    cloexec_above_stdio();
     Ok(())
+}
+
+/// Marks every descriptor above 2 close-on-exec (async-signal-safe): one
+/// `close_range(CLOSE_RANGE_CLOEXEC)` on Linux 5.11 and later, else each
+/// number below 4,096 (the bound the guard's own closing uses).
+fn cloexec_above_stdio() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range has no memory-safety preconditions.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+    for fd in 3..4096 {
+        // SAFETY: fcntl on a number that is no descriptor fails (EBADF)
+        // and changes nothing.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
 }
 
 /// The standard library's spawn (through tokio) with the set-up of
