@@ -459,9 +459,13 @@ fn kill_supervisor_and_guard(
     state: &omnidev_core::StateFile,
 ) {
     let guard = state.guard_pid.expect("guard pid");
-    signal(guard, Signal::SIGKILL);
+    // Stopped first: a guard that died while the supervisor ran would be
+    // replaced, and the replacement would clean up after the supervisor's
+    // SIGKILL; a stopped one has not ended, nor can it act on that death.
+    signal(guard, Signal::SIGSTOP);
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
+    signal(guard, Signal::SIGKILL);
     wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
 }
 
