@@ -417,7 +417,7 @@ impl Engine {
     fn start_reload(&mut self, set: &BTreeSet<usize>, changes: Changes) {
         let services = set.iter().map(|&i| self.name(i).to_owned()).collect();
         self.reload.began = Some(SystemTime::now());
-        self.reload.began_starts = self.services.iter().map(|s| s.starts).collect();
+        self.reload.began_starts = self.starts();
         // Before any service is stopped: its last lines are after the mark.
         let unmarked = self.logs.mark(Some(&changes));
         self.emit(None, EventKind::Reloading { services, changes });

@@ -71,7 +71,16 @@ struct Judge<'a> {
     running_since: HashMap<String, (u32, Instant)>,
 }
 
-impl Judge<'_> {
+impl<'a> Judge<'a> {
+    fn new(names: &'a [String], until: Until, after: Option<Vec<u32>>) -> Self {
+        Self {
+            names,
+            until,
+            after,
+            running_since: HashMap::new(),
+        }
+    }
+
     fn verdict(&mut self, snapshot: &[ServiceStatus], total: usize, now: Instant) -> Verdict {
         if snapshot.len() < total {
             // The supervisor has not published its first status yet.
@@ -201,12 +210,7 @@ impl Supervisor {
         deadline: Instant,
     ) -> Result<Waited> {
         self.check_names(services)?;
-        let judge = Judge {
-            names: services,
-            until,
-            after: None,
-            running_since: HashMap::new(),
-        };
+        let judge = Judge::new(services, until, None);
         Ok(self.judge_until(judge, deadline).await)
     }
 
@@ -326,12 +330,7 @@ impl Supervisor {
             ))?,
         }
         let after = starts.await.map_err(|_| Error::ShutDown)?;
-        let judge = Judge {
-            names: services,
-            until: Until::Ready,
-            after: Some(after),
-            running_since: HashMap::new(),
-        };
+        let judge = Judge::new(services, Until::Ready, Some(after));
         Ok(self.judge_until(judge, deadline).await)
     }
 
@@ -365,12 +364,7 @@ impl Supervisor {
                 }
             });
         }
-        let judge = Judge {
-            names: services,
-            until: Until::Ready,
-            after,
-            running_since: HashMap::new(),
-        };
+        let judge = Judge::new(services, Until::Ready, after);
         Ok(self.judge_until(judge, deadline).await)
     }
 
@@ -396,12 +390,7 @@ impl Supervisor {
         if waited_on.is_empty() {
             return Ok((applied, Waited::Met));
         }
-        let judge = Judge {
-            names: &waited_on,
-            until: Until::Ready,
-            after: Some(starts),
-            running_since: HashMap::new(),
-        };
+        let judge = Judge::new(&waited_on, Until::Ready, Some(starts));
         let waited = self.judge_until(judge, deadline).await;
         Ok((applied, waited))
     }

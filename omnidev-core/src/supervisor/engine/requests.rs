@@ -28,14 +28,14 @@ impl Engine {
             }
             Request::Apply(specs, answer) => {
                 if !self.shutting_down() {
-                    let starts = self.services.iter().map(|s| s.starts).collect();
+                    let starts = self.starts();
                     let applied = self.apply(specs);
                     let _ = answer.send((applied, self.names(), starts));
                 }
             }
             Request::Start(index, ack) => {
                 if let Some(ack) = ack {
-                    let mut starts: Vec<u32> = self.services.iter().map(|s| s.starts).collect();
+                    let mut starts = self.starts();
                     if matches!(self.services[index].phase, Phase::Running(_)) {
                         // Left as it is: its current run is the one waited for.
                         starts[index] = starts[index].saturating_sub(1);
@@ -125,7 +125,12 @@ impl Engine {
     /// request is acted on (a run counted higher began after it).
     pub(super) fn answer_starts(&self, ack: Option<oneshot::Sender<Vec<u32>>>) {
         if let Some(ack) = ack {
-            let _ = ack.send(self.services.iter().map(|s| s.starts).collect());
+            let _ = ack.send(self.starts());
         }
+    }
+
+    /// How many times each service has started, by index.
+    pub(super) fn starts(&self) -> Vec<u32> {
+        self.services.iter().map(|s| s.starts).collect()
     }
 }
