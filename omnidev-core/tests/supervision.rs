@@ -95,23 +95,22 @@ fn readiness(probe: ProbeSpec, timeout: Duration) -> Readiness {
 
 /// A supervisor of `services` with every other setting at its default.
 async fn start(services: Vec<ServiceSpec>) -> Supervisor {
-    Supervisor::builder(SupervisorConfig {
-        services,
-        ..Default::default()
-    })
-    .expect("a valid graph")
-    .run()
-    .await
-    .expect("start")
+    start_subscribed(services).await.0
 }
 
 /// [`start`], with a subscription taken before any service starts.
 async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, broadcast::Receiver<Event>) {
-    let builder = Supervisor::builder(SupervisorConfig {
+    start_with(SupervisorConfig {
         services,
         ..Default::default()
     })
-    .expect("a valid graph");
+    .await
+}
+
+/// A supervisor of `config` (a valid graph), with a subscription taken
+/// before any service starts.
+async fn start_with(config: SupervisorConfig) -> (Supervisor, broadcast::Receiver<Event>) {
+    let builder = Supervisor::builder(config).expect("a valid graph");
     let rx = builder.subscribe();
     (builder.run().await.expect("start"), rx)
 }
@@ -220,7 +219,7 @@ async fn a_stable_run_resets_the_backoff() {
     // Runs 1 and 2 crash at once; later runs last 1 s, longer than reset_after.
     let script = "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; \
                   if [ $n -ge 3 ]; then sleep 1; fi; exit 1";
-    let builder = Supervisor::builder(SupervisorConfig {
+    let (supervisor, mut rx) = start_with(SupervisorConfig {
         services: vec![sh("a", script, dir.path())],
         backoff: BackoffPolicy {
             steps: vec![
@@ -232,9 +231,7 @@ async fn a_stable_run_resets_the_backoff() {
         },
         ..Default::default()
     })
-    .expect("a valid graph");
-    let mut rx = builder.subscribe();
-    let supervisor = builder.run().await.expect("start");
+    .await;
     let mut seen = Vec::new();
     let crashed = |k: &EventKind| matches!(k, EventKind::Crashed { .. });
     events_until(&mut rx, &mut seen, |s| count(s, "a", crashed) >= 4).await;
@@ -253,7 +250,7 @@ async fn a_stable_run_resets_the_backoff() {
 #[tokio::test]
 async fn shutdown_during_a_long_backoff_is_prompt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let builder = Supervisor::builder(SupervisorConfig {
+    let (supervisor, mut rx) = start_with(SupervisorConfig {
         services: vec![sh("a", "exit 1", dir.path())],
         backoff: BackoffPolicy {
             steps: vec![Duration::from_secs(30)],
@@ -261,9 +258,7 @@ async fn shutdown_during_a_long_backoff_is_prompt() {
         },
         ..Default::default()
     })
-    .expect("a valid graph");
-    let mut rx = builder.subscribe();
-    let supervisor = builder.run().await.expect("start");
+    .await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
         position(s, "a", |k| {
@@ -449,15 +444,12 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     })
     .await;
     let state_file = leftover_state(dir.path(), "old", pid, process_start_time(pid));
-    let supervisor = Supervisor::builder(SupervisorConfig {
+    let (supervisor, _) = start_with(SupervisorConfig {
         services: vec![sh("new", "exec sleep 1000", dir.path())],
         state_file: Some(state_file.clone()),
         ..Default::default()
     })
-    .expect("a valid graph")
-    .run()
-    .await
-    .expect("start");
+    .await;
     assert!(
         !group_alive(pid as i32),
         "leftover group stopped before start returned"
@@ -487,15 +479,12 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     let pid = unrelated.id();
     let wrong = process_start_time(pid).map(|t| t + 12_345);
     let state_file = leftover_state(dir.path(), "old", pid, wrong);
-    let supervisor = Supervisor::builder(SupervisorConfig {
+    let (supervisor, _) = start_with(SupervisorConfig {
         services: vec![sh("new", "exec sleep 1000", dir.path())],
         state_file: Some(state_file),
         ..Default::default()
     })
-    .expect("a valid graph")
-    .run()
-    .await
-    .expect("start");
+    .await;
     assert!(pid_alive(pid), "an unrelated process must not be signalled");
     let combined = supervisor.logs(None).expect("combined");
     assert!(combined.iter().any(|l| l.text.contains("left alone")));
@@ -526,7 +515,7 @@ async fn logs_are_bounded_split_tolerant_and_rotated() {
         dir.path(),
     );
     rotating.restart = RestartPolicy::Never;
-    let supervisor = Supervisor::builder(SupervisorConfig {
+    let (supervisor, _) = start_with(SupervisorConfig {
         services: vec![many, long, rotating],
         log: LogConfig {
             ring_lines: 100,
@@ -538,10 +527,7 @@ async fn logs_are_bounded_split_tolerant_and_rotated() {
         },
         ..Default::default()
     })
-    .expect("a valid graph")
-    .run()
-    .await
-    .expect("start");
+    .await;
     let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
         .await
         .expect("settled");
@@ -839,14 +825,12 @@ async fn a_state_file_that_cannot_be_written_is_reported_once_with_its_cause() {
     let dir = tempfile::tempdir().expect("tempdir");
     // The directory is missing: every write fails until it exists.
     let state_file = dir.path().join("gone/state.json");
-    let builder = Supervisor::builder(SupervisorConfig {
+    let (supervisor, mut rx) = start_with(SupervisorConfig {
         services: vec![sh("a", "exec sleep 1000", dir.path())],
         state_file: Some(state_file.clone()),
         ..Default::default()
     })
-    .expect("a valid graph");
-    let mut rx = builder.subscribe();
-    let supervisor = builder.run().await.expect("start");
+    .await;
     let notice = |e: &Event, text: &str| matches!(&e.kind, EventKind::Notice { message } if message.contains(text));
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
@@ -1177,7 +1161,7 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     let mut host = sh("host", "echo host up; exec sleep 1000", dir.path());
     host.depends_on = depends("server", Condition::Ready);
     // A backoff no test outlives: only the fix can bring the server back.
-    let builder = Supervisor::builder(SupervisorConfig {
+    let (supervisor, mut rx) = start_with(SupervisorConfig {
         services: vec![server, host],
         backoff: BackoffPolicy {
             steps: vec![Duration::from_secs(3600)],
@@ -1185,9 +1169,7 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
         },
         ..Default::default()
     })
-    .expect("a valid graph");
-    let mut rx = builder.subscribe();
-    let supervisor = builder.run().await.expect("start");
+    .await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
         position(s, "host", running).is_some()
@@ -1439,7 +1421,7 @@ async fn start_logging(
     services: Vec<ServiceSpec>,
     logs: &Path,
 ) -> (Supervisor, broadcast::Receiver<Event>) {
-    let builder = Supervisor::builder(SupervisorConfig {
+    start_with(SupervisorConfig {
         services,
         log: LogConfig {
             dir: Some(logs.to_path_buf()),
@@ -1447,9 +1429,7 @@ async fn start_logging(
         },
         ..Default::default()
     })
-    .expect("a valid graph");
-    let rx = builder.subscribe();
-    (builder.run().await.expect("start"), rx)
+    .await
 }
 
 /// A prompt without its newline reaches subscribers as it stands once it
@@ -1578,13 +1558,7 @@ async fn a_flood_of_redraws_stays_one_bounded_unfinished_line() {
         w('\\n'); sys.stdout.flush(); time.sleep(300)\n";
     let flood = ServiceSpec::new("flood", "python3", ["-c", script], dir.path());
     let max = LogConfig::default().max_line_bytes;
-    let builder = Supervisor::builder(SupervisorConfig {
-        services: vec![flood],
-        ..Default::default()
-    })
-    .expect("a valid graph");
-    let mut rx = builder.subscribe();
-    let supervisor = builder.run().await.expect("start");
+    let (supervisor, mut rx) = start_subscribed(vec![flood]).await;
     wait_until("the flood", || dir.path().join("flooded").exists()).await;
     let mut seen = Vec::new();
     // The last redraw is offered once the flood is over.
@@ -1680,24 +1654,11 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     let mut api = sh("api", "echo api v1; exec sleep 300", dir.path());
     api.stop.grace = Duration::from_secs(1);
     let mut client = sh("client", "exec sleep 300", dir.path());
-    client.depends_on = vec![Dependency {
-        service: "api".into(),
-        condition: Condition::Started,
-    }];
+    client.depends_on = depends("api", Condition::Started);
     let web = sh("web", "exec sleep 300", dir.path());
     let old = sh("old", "exec sleep 300", dir.path());
-    let supervisor = Supervisor::builder(SupervisorConfig {
-        services: vec![api.clone(), client.clone(), web.clone(), old],
-        log: LogConfig {
-            dir: Some(logs.clone()),
-            ..LogConfig::default()
-        },
-        ..Default::default()
-    })
-    .expect("builder")
-    .run()
-    .await
-    .expect("run");
+    let (supervisor, _) =
+        start_logging(vec![api.clone(), client.clone(), web.clone(), old], &logs).await;
     let pid = |name: &str| {
         supervisor
             .snapshot()
@@ -1753,14 +1714,8 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     // A set with a cycle changes nothing.
     let mut a = sh("a", "exec sleep 300", dir.path());
     let mut b = sh("b", "exec sleep 300", dir.path());
-    a.depends_on = vec![Dependency {
-        service: "b".into(),
-        condition: Condition::Started,
-    }];
-    b.depends_on = vec![Dependency {
-        service: "a".into(),
-        condition: Condition::Started,
-    }];
+    a.depends_on = depends("b", Condition::Started);
+    b.depends_on = depends("a", Condition::Started);
     assert!(supervisor.apply(vec![a, b]).await.is_err());
     assert_eq!(supervisor.service_names().len(), 4);
     supervisor.shutdown().await.expect("shutdown");
