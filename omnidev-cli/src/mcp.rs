@@ -17,7 +17,6 @@
 mod results;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Read};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -72,7 +71,7 @@ pub mod limits {
     pub const UP_OUTPUT_BYTES: usize = 8 * 1024;
     /// `events`: bytes read from the pod at most (its kept records are
     /// bounded too; this bounds what a misbehaving pod could send).
-    pub const EVENTS_READ_BYTES: u64 = 64 * 1024 * 1024;
+    pub const EVENTS_READ_BYTES: usize = 64 * 1024 * 1024;
 }
 
 /// How long the pod has to answer `status`, `stop_service` and `events`.
@@ -508,13 +507,20 @@ impl Tools {
                 // Kept records: finished lines only.
                 partial: false,
             };
-            let reader = control::stream(&pod_dir, &request, ANSWER_TIMEOUT, false)?;
+            let records = control::stream(&pod_dir, &request, ANSWER_TIMEOUT, false)?;
             let mut newest: VecDeque<String> = VecDeque::new();
-            let mut seen = 0usize;
-            for line in reader.take(limits::EVENTS_READ_BYTES).lines() {
-                let Ok(line) = line else { break };
+            let (mut seen, mut read) = (0usize, 0usize);
+            for line in records {
                 seen += 1;
-                newest.push_back(line);
+                // A line over the socket's bound is skipped (and counted).
+                let control::client::Line::Text(line) = line else {
+                    continue;
+                };
+                read += line.len() + 1;
+                if read > limits::EVENTS_READ_BYTES {
+                    break;
+                }
+                newest.push_back(String::from_utf8_lossy(&line).into_owned());
                 if newest.len() > limit {
                     newest.pop_front();
                 }

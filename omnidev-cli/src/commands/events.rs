@@ -2,13 +2,14 @@
 //! `control::retained` for the bound), then with `-f` every new one, as
 //! text or as JSON records (`--json`, docs/events.md).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use omnidev_core::event::format_duration;
 
 use crate::cli::EventsArgs;
+use crate::control::client::{Line, MAX_LINE_BYTES};
 use crate::control::events::{Body, Record};
 use crate::control::{self, Request};
 use crate::error::Error;
@@ -33,12 +34,19 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
         // Finished lines only: a line printed once is never taken back.
         partial: false,
     };
-    let reader = control::stream(pod_dir, &request, ANSWER_TIMEOUT, args.follow)?;
+    let records = control::stream(pod_dir, &request, ANSWER_TIMEOUT, args.follow)?;
     let mut out = std::io::stdout().lock();
     let mut lagged = false;
-    for line in reader.lines() {
-        // A read error (the pod went away mid-line) ends the stream like EOF.
-        let Ok(line) = line else { break };
+    // A read error (the pod went away mid-line) ends the stream like EOF.
+    for line in records {
+        let Line::Text(line) = line else {
+            note!(
+                "omnidev: a record longer than {} KiB was skipped (`omnidev logs` has every line)",
+                MAX_LINE_BYTES / 1024
+            );
+            continue;
+        };
+        let line = String::from_utf8_lossy(&line);
         let record = serde_json::from_str::<Record>(&line).ok();
         lagged = record
             .as_ref()

@@ -1,13 +1,127 @@
 //! The synchronous client side: one request, one response, with timeouts,
-//! so a command never hangs on a pod that does not answer.
+//! so a command never hangs on a pod that does not answer. Every line
+//! taken from a pod's socket (an answer, a record) is cut by [`Lines`],
+//! at most [`MAX_LINE_BYTES`] each.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
 use super::protocol::{ErrorKind, Request, Response};
 use crate::error::{Error, Result};
+
+/// Longest line taken from a pod's socket: a 64 KiB log line (the
+/// supervisor splits longer ones) of control bytes is six times that as
+/// JSON; a longer line is skipped whole, never held.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+/// Bytes read from the socket at a time.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// One line off the socket.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A whole line, without its newline.
+    Text(Vec<u8>),
+    /// A line longer than [`MAX_LINE_BYTES`], skipped.
+    TooLong,
+}
+
+/// What was read off a socket and not taken yet, cut into lines: at most
+/// one unfinished line of [`MAX_LINE_BYTES`] (a longer one is dropped as it
+/// comes, then taken as [`Line::TooLong`]) and what a read added after it.
+#[derive(Debug, Default)]
+pub struct Lines {
+    pending: Vec<u8>,
+    /// Bytes of `pending` known to hold no newline.
+    scanned: usize,
+    /// Inside a line too long to keep: dropping until its newline.
+    skipping: bool,
+}
+
+impl Lines {
+    /// Adds what was read.
+    pub fn add(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+    }
+
+    /// A line already read, if one is whole.
+    pub fn take(&mut self) -> Option<Line> {
+        let Some(at) = self.pending[self.scanned..]
+            .iter()
+            .position(|&b| b == b'\n')
+        else {
+            self.scanned = self.pending.len();
+            if self.pending.len() > MAX_LINE_BYTES {
+                self.skipping = true;
+                self.pending = Vec::new();
+                self.scanned = 0;
+            }
+            return None;
+        };
+        let end = self.scanned + at;
+        let rest = self.pending.split_off(end + 1);
+        let mut line = std::mem::replace(&mut self.pending, rest);
+        line.truncate(end);
+        self.scanned = 0;
+        if std::mem::take(&mut self.skipping) || line.len() > MAX_LINE_BYTES {
+            return Some(Line::TooLong);
+        }
+        Some(Line::Text(line))
+    }
+
+    /// Bytes held.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// The lines of a connection to a pod, each at most [`MAX_LINE_BYTES`]
+/// (as an iterator: until the stream ends or a read fails, an unfinished
+/// last line dropped).
+#[derive(Debug)]
+pub struct Records {
+    stream: UnixStream,
+    lines: Lines,
+    chunk: Box<[u8]>,
+}
+
+impl Records {
+    /// The next line; `None` at the end of the stream (an unfinished last
+    /// line is dropped: the pod went away in the middle of it).
+    ///
+    /// # Errors
+    ///
+    /// A read that failed or timed out.
+    pub fn read(&mut self) -> std::io::Result<Option<Line>> {
+        loop {
+            if let Some(line) = self.lines.take() {
+                return Ok(Some(line));
+            }
+            match self.stream.read(&mut self.chunk) {
+                Ok(0) => return Ok(None),
+                Ok(n) => self.lines.add(&self.chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The connection and what was read of it and not taken yet.
+    pub fn into_parts(self) -> (UnixStream, Lines) {
+        (self.stream, self.lines)
+    }
+}
+
+impl Iterator for Records {
+    type Item = Line;
+
+    fn next(&mut self) -> Option<Line> {
+        self.read().ok().flatten()
+    }
+}
 
 /// Sends `request` to the pod in `pod_dir` and returns its answer.
 ///
@@ -32,20 +146,21 @@ pub fn request_on(
     Ok(exchange(pod_dir, request, timeout, connected)?.0)
 }
 
-/// Sends a streaming `request` (`events`) and returns the pod's answer
-/// and the connection, positioned at the first record. Later reads have
-/// no timeout when `follow` (the pod closes the stream when it stops).
+/// Sends a streaming `request` (`events`) and returns the lines of the
+/// connection after the pod's answer, from the first record on. Later
+/// reads have no timeout when `follow` (the pod closes the stream when it
+/// stops).
 pub fn stream(
     pod_dir: &Path,
     request: &Request,
     timeout: Duration,
     follow: bool,
-) -> Result<BufReader<UnixStream>> {
-    let (_, reader) = exchange(pod_dir, request, timeout, |_| {})?;
+) -> Result<Records> {
+    let (_, records) = exchange(pod_dir, request, timeout, |_| {})?;
     if follow {
-        let _ = reader.get_ref().set_read_timeout(None);
+        let _ = records.stream.set_read_timeout(None);
     }
-    Ok(reader)
+    Ok(records)
 }
 
 fn exchange(
@@ -53,7 +168,7 @@ fn exchange(
     request: &Request,
     timeout: Duration,
     connected: impl FnOnce(&UnixStream),
-) -> Result<(Response, BufReader<UnixStream>)> {
+) -> Result<(Response, Records)> {
     let socket = super::socket_path(pod_dir);
     let unreachable = |source: std::io::Error| Error::Unreachable {
         pod_dir: pod_dir.to_path_buf(),
@@ -76,21 +191,32 @@ fn exchange(
     })?;
     line.push('\n');
     stream.write_all(line.as_bytes()).map_err(unreachable)?;
-    let mut reader = BufReader::new(stream);
-    let mut answer = String::new();
-    reader.read_line(&mut answer).map_err(unreachable)?;
-    if answer.is_empty() {
-        return Err(Error::Protocol {
-            socket,
-            message: "the connection closed without an answer".to_owned(),
-        });
-    }
-    let response: Response = serde_json::from_str(&answer).map_err(|e| Error::Protocol {
+    let mut records = Records {
+        stream,
+        lines: Lines::default(),
+        chunk: vec![0; READ_CHUNK].into_boxed_slice(),
+    };
+    let answer = match records.read().map_err(unreachable)? {
+        Some(Line::Text(answer)) => answer,
+        Some(Line::TooLong) => {
+            return Err(Error::Protocol {
+                socket,
+                message: format!("the answer is longer than {} KiB", MAX_LINE_BYTES / 1024),
+            });
+        }
+        None => {
+            return Err(Error::Protocol {
+                socket,
+                message: "the connection closed without an answer".to_owned(),
+            });
+        }
+    };
+    let response: Response = serde_json::from_slice(&answer).map_err(|e| Error::Protocol {
         socket: socket.clone(),
         message: e.to_string(),
     })?;
     if response.ok {
-        return Ok((response, reader));
+        return Ok((response, records));
     }
     let message = response
         .error
@@ -102,4 +228,83 @@ fn exchange(
         Some(ErrorKind::InvalidProfile) => Error::InvalidProfile { message },
         None => Error::Refused { message },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    #[test]
+    fn a_line_over_the_bound_is_too_long_even_when_whole_in_one_read() {
+        let mut lines = Lines::default();
+        let mut longest = vec![b'x'; MAX_LINE_BYTES];
+        longest.push(b'\n');
+        lines.add(&longest);
+        lines.add(b"y");
+        lines.add(&longest);
+        assert_eq!(
+            lines.take(),
+            Some(Line::Text(vec![b'x'; MAX_LINE_BYTES])),
+            "a line of the bound is whole"
+        );
+        assert_eq!(lines.take(), Some(Line::TooLong), "one byte more is not");
+        assert_eq!(lines.take(), None);
+        assert_eq!(lines.held(), 0);
+    }
+
+    /// A pod in `dir` that answers one connection with `answer`, after
+    /// reading its request line.
+    fn pod(dir: &Path, answer: Vec<u8>) -> std::thread::JoinHandle<()> {
+        let socket = super::super::socket_path(dir);
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(socket).expect("bind");
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut request = String::new();
+            BufReader::new(&stream)
+                .read_line(&mut request)
+                .expect("request");
+            // The client may hang up before taking all of a long answer.
+            let _ = (&stream).write_all(&answer);
+        })
+    }
+
+    /// The answer and every record from a pod's socket are cut by the one
+    /// bound: a longer answer is an error, a longer record is skipped
+    /// whole and the next one read.
+    #[test]
+    fn answers_and_records_from_the_socket_are_bounded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let long = vec![b'x'; MAX_LINE_BYTES * 3];
+        let served = pod(dir.path(), [&long[..], b"\n"].concat());
+        let error = request(dir.path(), &Request::Status, Duration::from_secs(60))
+            .expect_err("an answer over the bound");
+        assert!(
+            error
+                .to_string()
+                .contains("the answer is longer than 1024 KiB"),
+            "{error}"
+        );
+        served.join().expect("pod");
+
+        let ok = br#"{"schema":1,"ok":true,"failed":[]}"#;
+        let records = [&ok[..], b"\n", &long, b"\n{\"next\":1}\n"].concat();
+        let served = pod(dir.path(), records);
+        let events = Request::Events {
+            follow: false,
+            services: Vec::new(),
+            logs: true,
+            since_ms: None,
+            since_reload: false,
+            partial: false,
+        };
+        let read: Vec<Line> = stream(dir.path(), &events, Duration::from_secs(60), false)
+            .expect("the answer")
+            .collect();
+        assert_eq!(read, [Line::TooLong, Line::Text(b"{\"next\":1}".to_vec())]);
+        served.join().expect("pod");
+    }
 }

@@ -8,7 +8,7 @@
 //! line only ([`Update::Earlier`]); a newer one is applied. Actions are
 //! control requests, each on a connection of its own, answered into the
 //! footer. Bounded from outside: a record line longer than
-//! [`MAX_RECORD_BYTES`] is skipped (said in the footer), not buffered;
+//! [`MAX_LINE_BYTES`] is skipped (said in the footer), not buffered;
 //! lines go into the panes, bounded in lines and bytes; the pod drops a
 //! reader that falls more than its follow budget behind (Ctrl-Z for
 //! long), and then the panes are filled again from a new stream.
@@ -25,19 +25,12 @@ use tokio::task::JoinHandle;
 
 use super::app::{Action, App, PodInfo};
 use super::source::{Source, Update};
+use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::{Body, Record, rfc3339};
 use crate::control::protocol::{PodStatus, ServiceReport};
 use crate::control::{self, Request};
 use crate::error::{Error, Result};
 use crate::terminal_text;
-
-/// Longest record line taken from the socket: a 64 KiB log line (the
-/// supervisor splits longer ones) of control bytes is six times that as
-/// JSON; anything longer is skipped whole.
-pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
-
-/// Bytes read from the socket at a time.
-const READ_CHUNK: usize = 64 * 1024;
 
 /// How long the pod has to answer `status` and to start the stream.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
@@ -173,48 +166,31 @@ fn service_status(report: &ServiceReport) -> ServiceStatus {
     }
 }
 
-/// One line off the socket.
-#[derive(Debug, PartialEq, Eq)]
-enum Line {
-    /// A whole line, without its newline.
-    Text(Vec<u8>),
-    /// A line longer than [`MAX_RECORD_BYTES`], skipped.
-    TooLong,
-}
-
-/// Reads record lines off the stream, each at most [`MAX_RECORD_BYTES`].
-/// Cancel-safe: what was read stays in `pending` for the next call.
+/// Reads record lines off the stream, each at most [`MAX_LINE_BYTES`]
+/// (cut by the one [`Lines`] every reader of a pod's socket uses).
+/// Cancel-safe: what was read stays in `lines` for the next call.
 struct RecordReader {
     stream: tokio::net::UnixStream,
-    /// Read and not yet taken: at most one unfinished line (bounded), or
-    /// several whole ones.
-    pending: Vec<u8>,
-    /// Bytes of `pending` known to hold no newline.
-    scanned: usize,
-    /// Inside a line too long to keep: dropping until its newline.
-    skipping: bool,
+    lines: Lines,
     chunk: Box<[u8]>,
 }
 
 impl RecordReader {
     /// Takes over the stream `control::stream` opened, with what it had
     /// read ahead.
-    fn new(reader: std::io::BufReader<std::os::unix::net::UnixStream>) -> std::io::Result<Self> {
-        let pending = reader.buffer().to_vec();
-        let stream = reader.into_inner();
+    fn new(records: Records) -> std::io::Result<Self> {
+        let (stream, lines) = records.into_parts();
         stream.set_nonblocking(true)?;
         Ok(Self::from_stream(
             tokio::net::UnixStream::from_std(stream)?,
-            pending,
+            lines,
         ))
     }
 
-    fn from_stream(stream: tokio::net::UnixStream, pending: Vec<u8>) -> Self {
+    fn from_stream(stream: tokio::net::UnixStream, lines: Lines) -> Self {
         Self {
             stream,
-            pending,
-            scanned: 0,
-            skipping: false,
+            lines,
             chunk: vec![0; READ_CHUNK].into_boxed_slice(),
         }
     }
@@ -223,42 +199,16 @@ impl RecordReader {
     /// line is dropped: the pod went away in the middle of it).
     async fn next(&mut self) -> Option<Line> {
         loop {
-            if let Some(line) = self.take() {
+            if let Some(line) = self.lines.take() {
                 return Some(line);
             }
             // Cancel-safe: nothing is read when the call is dropped.
             match self.stream.read(&mut self.chunk).await {
                 Ok(0) | Err(_) => return None,
-                Ok(n) => self.pending.extend_from_slice(&self.chunk[..n]),
+                Ok(n) => self.lines.add(&self.chunk[..n]),
             }
         }
     }
-
-    /// A line already read, if one is whole.
-    fn take(&mut self) -> Option<Line> {
-        let Some(at) = memchr(&self.pending[self.scanned..]) else {
-            self.scanned = self.pending.len();
-            if self.pending.len() > MAX_RECORD_BYTES {
-                self.skipping = true;
-                self.pending = Vec::new();
-                self.scanned = 0;
-            }
-            return None;
-        };
-        let end = self.scanned + at;
-        let rest = self.pending.split_off(end + 1);
-        let mut line = std::mem::replace(&mut self.pending, rest);
-        line.truncate(end);
-        self.scanned = 0;
-        if std::mem::take(&mut self.skipping) {
-            return Some(Line::TooLong);
-        }
-        Some(Line::Text(line))
-    }
-}
-
-fn memchr(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n')
 }
 
 /// A running pod, read over its control socket.
@@ -312,7 +262,7 @@ impl ControlSource {
         let Line::Text(text) = line else {
             return Some(Update::Message(format!(
                 "a record longer than {} KiB was skipped (`omnidev logs` has every line)",
-                MAX_RECORD_BYTES / 1024
+                MAX_LINE_BYTES / 1024
             )));
         };
         let record: Record = serde_json::from_slice(&text).ok()?;
@@ -496,7 +446,9 @@ mod tests {
 
     fn reader(pending: &[u8]) -> (RecordReader, tokio::net::UnixStream) {
         let (ours, theirs) = tokio::net::UnixStream::pair().expect("pair");
-        (RecordReader::from_stream(ours, pending.to_vec()), theirs)
+        let mut lines = Lines::default();
+        lines.add(pending);
+        (RecordReader::from_stream(ours, lines), theirs)
     }
 
     #[tokio::test]
@@ -506,16 +458,16 @@ mod tests {
         assert_eq!(reader.next().await, Some(Line::Text(b"{\"a\":1}".to_vec())));
         let writer = tokio::spawn(async move {
             pod.write_all(b":2}\n").await.expect("write");
-            let long = vec![b'x'; MAX_RECORD_BYTES * 3];
+            let long = vec![b'x'; MAX_LINE_BYTES * 3];
             pod.write_all(&long).await.expect("write");
             pod.write_all(b"\nafter\nunfinished").await.expect("write");
         });
         assert_eq!(reader.next().await, Some(Line::Text(b"{\"b\":2}".to_vec())));
         assert_eq!(reader.next().await, Some(Line::TooLong));
         assert!(
-            reader.pending.len() <= MAX_RECORD_BYTES + READ_CHUNK,
+            reader.lines.held() <= MAX_LINE_BYTES + READ_CHUNK,
             "never more than one line and a chunk held: {}",
-            reader.pending.len()
+            reader.lines.held()
         );
         assert_eq!(reader.next().await, Some(Line::Text(b"after".to_vec())));
         writer.await.expect("writer");
