@@ -518,6 +518,7 @@ impl Record {
                     *attempt,
                     *backoff_ms,
                     reason.as_deref(),
+                    None,
                 )?,
             },
             Body::Exited { exit } => EventKind::State {
@@ -594,16 +595,20 @@ impl Record {
     }
 }
 
-/// The state a `state` record describes (the inverse of
-/// [`Encoder::state`]); `None` for a word this omnidev does not know (a
-/// newer pod's).
-fn state_of(
+/// The state a state word names (the inverse of [`ServiceState::word`]),
+/// from what a `state` record or a `status` report carries beside it:
+/// `detail` gives a `failed` or `blocked` state its reason when `reason`
+/// does not, `last_exit` a `crashed` one its exit. `None` for a word this
+/// omnidev does not know (a newer pod's), or a running state without its
+/// pid.
+pub fn state_of(
     word: &str,
     detail: &str,
     pid: Option<u32>,
     attempt: Option<u32>,
     backoff_ms: Option<u64>,
     reason: Option<&str>,
+    last_exit: Option<ExitStatus>,
 ) -> Option<ServiceState> {
     let reason = || {
         reason.map_or_else(
@@ -628,6 +633,12 @@ fn state_of(
             attempt: attempt.unwrap_or(0),
         },
         "stopping" => ServiceState::Stopping { pid: pid? },
+        "exited" => ServiceState::Exited {
+            status: ExitStatus::Code(0),
+        },
+        "crashed" => ServiceState::Exited {
+            status: last_exit.unwrap_or(ExitStatus::Code(1)),
+        },
         "stopped" => ServiceState::Stopped,
         "failed" => ServiceState::Failed { reason: reason() },
         _ => return None,
@@ -662,7 +673,7 @@ pub fn rfc3339(at: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashSet;
 
     use super::*;
@@ -745,7 +756,8 @@ mod tests {
             .collect()
     }
 
-    fn every_state() -> Vec<ServiceState> {
+    /// One of every state.
+    pub(crate) fn every_state() -> Vec<ServiceState> {
         let states = [
             ServiceState::Waiting,
             ServiceState::Preparing,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use omnidev_core::{ExitStatus, ServiceState, ServiceStatus};
+use omnidev_core::{ServiceState, ServiceStatus};
 use omnidev_pod::RenderedUrl;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, mpsc};
@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::app::{Action, App, PodInfo};
 use super::source::{Source, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
-use crate::control::events::{Body, Record, rfc3339};
+use crate::control::events::{Body, Record, rfc3339, state_of};
 use crate::control::protocol::{PodStatus, ServiceReport};
 use crate::control::{self, Request};
 use crate::error::{Error, Result};
@@ -121,38 +121,19 @@ pub fn urls(status: &PodStatus) -> Vec<RenderedUrl> {
 }
 
 /// A service's status as the header takes it, from its report. The report
-/// has no backoff of a `restarting` service (`0s` until the next record)
-/// and a `failed` one's reason is its detail.
+/// has no backoff of a `restarting` service (`0s` until the next record);
+/// a state word this omnidev does not know shows as waiting.
 fn service_status(report: &ServiceReport) -> ServiceStatus {
-    let reason = || {
-        report
-            .detail
-            .split_once(": ")
-            .map_or(report.detail.as_str(), |(_, why)| why)
-            .to_owned()
-    };
-    let pid = report.pid.unwrap_or(0);
-    let state = match report.state.as_str() {
-        "blocked" => ServiceState::Blocked { reason: reason() },
-        "preparing" => ServiceState::Preparing,
-        "starting" => ServiceState::Starting { pid },
-        "running" => ServiceState::Running { pid },
-        "ready" => ServiceState::Ready { pid },
-        "restarting" => ServiceState::Restarting {
-            after: Duration::ZERO,
-            attempt: report.restarts,
-        },
-        "stopping" => ServiceState::Stopping { pid },
-        "exited" => ServiceState::Exited {
-            status: ExitStatus::Code(0),
-        },
-        "crashed" => ServiceState::Exited {
-            status: report.last_exit.unwrap_or(ExitStatus::Code(1)),
-        },
-        "stopped" => ServiceState::Stopped,
-        "failed" => ServiceState::Failed { reason: reason() },
-        _ => ServiceState::Waiting,
-    };
+    let state = state_of(
+        &report.state,
+        &report.detail,
+        report.pid,
+        Some(report.restarts),
+        None,
+        None,
+        report.last_exit,
+    )
+    .unwrap_or(ServiceState::Waiting);
     ServiceStatus {
         name: report.name.clone(),
         ready: state.is_ready(),
@@ -820,6 +801,7 @@ mod tests {
 
     #[test]
     fn a_report_gives_the_header_its_state() {
+        use omnidev_core::ExitStatus;
         let report = |state: &str, detail: &str, pid| ServiceReport {
             name: "server".into(),
             state: state.into(),
@@ -850,5 +832,42 @@ mod tests {
             .label(),
             "blocked: waiting for migrate, which exited with exit code 3"
         );
+    }
+
+    /// Every state the pod reports comes back as itself (but what the
+    /// report does not carry: a backoff, a failed service's reason, which
+    /// its detail does not name and its event's line shows).
+    #[test]
+    fn every_reported_state_reads_back() {
+        for state in crate::control::events::tests::every_state() {
+            let status = ServiceStatus {
+                name: "server".into(),
+                ready: state.is_ready(),
+                pid: state.pid(),
+                restarts: 2,
+                last_exit: match &state {
+                    ServiceState::Exited { status } => Some(*status),
+                    _ => None,
+                },
+                note: None,
+                starts: 1,
+                probe_timed_out: false,
+                state: state.clone(),
+            };
+            let want = match state {
+                ServiceState::Restarting { attempt, .. } => ServiceState::Restarting {
+                    after: Duration::ZERO,
+                    attempt,
+                },
+                ServiceState::Failed { .. } => ServiceState::Failed {
+                    reason: "failed".into(),
+                },
+                state => state,
+            };
+            assert_eq!(
+                service_status(&ServiceReport::from_status(&status)).state,
+                want
+            );
+        }
     }
 }
