@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use notify::Watcher as _;
-use omnidev_core::{Applied, EventKind, Supervisor};
+use omnidev_core::{Applied, EventKind, ProfileApplied, ProfileChange, Supervisor};
 use omnidev_pod::profile::changes::ProfileChanges;
 use omnidev_pod::{PortRequest, Profile, ProfileSource, RenderedPod};
 
@@ -195,22 +195,22 @@ impl LiveProfile {
     fn changed_event(&self, next: omnidev_pod::Result<Next>) -> EventKind {
         let file = self.file.display().to_string();
         match next {
-            Ok(next) => EventKind::ProfileChanged {
+            Ok(next) => EventKind::ProfileChanged(ProfileChange {
                 file,
                 message: changed_message(&self.shown(), &next.changes, self.tui),
                 changed: next.changes.changed.into_iter().map(|(n, _)| n).collect(),
                 added: next.changes.added,
                 removed: next.changes.removed,
                 error: None,
-            },
-            Err(error) => EventKind::ProfileChanged {
+            }),
+            Err(error) => EventKind::ProfileChanged(ProfileChange {
                 file,
                 message: invalid_message(&self.shown(), &error),
                 changed: Vec::new(),
                 added: Vec::new(),
                 removed: Vec::new(),
                 error: Some(error.to_string()),
-            },
+            }),
         }
     }
 
@@ -300,12 +300,12 @@ impl LiveProfile {
             state.announced = Ok(ready.rendered);
             self.show_addresses(&state.set_up, &state.rendered);
         }
-        supervisor.publish(EventKind::ProfileApplied {
+        supervisor.publish(EventKind::ProfileApplied(ProfileApplied {
             restarted: applied.restarted.clone(),
             started: applied.started.clone(),
             stopped: applied.stopped.clone(),
             message: message.clone(),
-        });
+        }));
         let report = AppliedReport {
             restarted: applied.restarted,
             started: applied.started,

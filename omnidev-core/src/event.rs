@@ -227,40 +227,51 @@ pub enum EventKind {
     /// The pod's profile file changed under it (a front-end that watches
     /// the file publishes it): what applying it would change, or why it
     /// cannot be applied. Nothing is applied until someone asks.
-    ProfileChanged {
-        /// The profile file.
-        file: String,
-        /// Services whose rendered spec changed.
-        changed: Vec<String>,
-        /// Services the new profile adds.
-        added: Vec<String>,
-        /// Services the new profile no longer has.
-        removed: Vec<String>,
-        /// Why the new profile cannot be loaded (the pod keeps the one it
-        /// runs); `None` when it is valid.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-        /// The same for people, with what to do.
-        message: String,
-    },
+    ProfileChanged(ProfileChange),
     /// A changed profile was applied: the services restarted (their spec
     /// changed), started (new) and stopped (removed).
-    ProfileApplied {
-        /// Restarted, their rendered spec having changed.
-        restarted: Vec<String>,
-        /// Started, being new.
-        started: Vec<String>,
-        /// Stopped, the profile no longer having them.
-        stopped: Vec<String>,
-        /// The same for people.
-        message: String,
-    },
+    ProfileApplied(ProfileApplied),
     /// The pod has stopped: how each service ended (the last event of a
     /// pod's run).
     Ended {
         /// Every service, in the order they were given.
         services: Vec<Ending>,
     },
+}
+
+/// What applying a changed profile file would change, or why it cannot
+/// be applied ([`EventKind::ProfileChanged`]; the control socket's
+/// `profile-changed` record has the same fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileChange {
+    /// The profile file.
+    pub file: String,
+    /// Services whose rendered spec changed.
+    pub changed: Vec<String>,
+    /// Services the new profile adds.
+    pub added: Vec<String>,
+    /// Services the new profile no longer has.
+    pub removed: Vec<String>,
+    /// Why the new profile cannot be loaded (the pod keeps the one it
+    /// runs), with line and column; `None` when it is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The same for people, with what to do.
+    pub message: String,
+}
+
+/// What applying a changed profile did ([`EventKind::ProfileApplied`]; the
+/// control socket's `profile-applied` record has the same fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileApplied {
+    /// Restarted, their rendered spec having changed.
+    pub restarted: Vec<String>,
+    /// Started, being new.
+    pub started: Vec<String>,
+    /// Stopped, the profile no longer having them.
+    pub stopped: Vec<String>,
+    /// The same for people.
+    pub message: String,
 }
 
 /// How a service ended, when its pod stopped.
@@ -570,8 +581,8 @@ impl EventKind {
             EventKind::PrepareStarted { .. }
                 | EventKind::PrepareFinished { .. }
                 | EventKind::Notice { .. }
-                | EventKind::ProfileChanged { .. }
-                | EventKind::ProfileApplied { .. }
+                | EventKind::ProfileChanged(_)
+                | EventKind::ProfileApplied(_)
                 | EventKind::Reloading { .. }
                 | EventKind::Debug { .. }
                 | EventKind::Ended { .. }
@@ -633,8 +644,8 @@ impl fmt::Display for EventKind {
                 success: false,
             } => write!(f, "{step} failed"),
             EventKind::Notice { message }
-            | EventKind::ProfileChanged { message, .. }
-            | EventKind::ProfileApplied { message, .. } => f.write_str(message),
+            | EventKind::ProfileChanged(ProfileChange { message, .. })
+            | EventKind::ProfileApplied(ProfileApplied { message, .. }) => f.write_str(message),
             EventKind::Ended { services } => {
                 let endings: Vec<&str> = services.iter().map(|e| e.detail.as_str()).collect();
                 write!(f, "ended: {}", endings.join("; "))

@@ -52,8 +52,8 @@ pub use backoff::BackoffPolicy;
 pub use containment::{ContainmentChoice, Mechanism};
 pub use error::{Error, Result};
 pub use event::{
-    Changes, EndReason, Ending, Event, EventKind, ExitStatus, LogLine, ServiceState, ServiceStatus,
-    Stream,
+    Changes, EndReason, Ending, Event, EventKind, ExitStatus, LogLine, ProfileApplied,
+    ProfileChange, ServiceState, ServiceStatus, Stream,
 };
 pub use feed::{Entry, Feed, FeedCloser, FeedConfig, Recv};
 pub use spec::{

@@ -120,8 +120,8 @@ fn human(record: &Record) -> String {
         Body::Notice { message }
         | Body::Debug { message }
         | Body::Lagged { message }
-        | Body::ProfileChanged { message, .. }
-        | Body::ProfileApplied { message, .. } => {
+        | Body::ProfileChanged(omnidev_core::ProfileChange { message, .. })
+        | Body::ProfileApplied(omnidev_core::ProfileApplied { message, .. }) => {
             crate::terminal_text::message(message).into_owned()
         }
         Body::Lost { count, reason } => format!("{count} records lost ({reason})"),

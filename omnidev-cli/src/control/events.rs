@@ -9,7 +9,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use omnidev_core::{Entry, Event, EventKind, ExitStatus, LogLine, ServiceState, Stream};
+use omnidev_core::{
+    Entry, Event, EventKind, ExitStatus, LogLine, ProfileApplied, ProfileChange, ServiceState,
+    Stream,
+};
 use serde::{Deserialize, Serialize};
 
 /// Version of the event records (`v`).
@@ -142,33 +145,13 @@ pub enum Body {
         message: String,
     },
     /// The profile file changed under the running pod (nothing applied
-    /// yet).
-    ProfileChanged {
-        /// The profile file.
-        file: String,
-        /// Services whose rendered spec changed.
-        changed: Vec<String>,
-        /// Services the new profile adds.
-        added: Vec<String>,
-        /// Services the new profile no longer has.
-        removed: Vec<String>,
-        /// Why it cannot be applied (with line and column), when it cannot.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-        /// The notice for people.
-        message: String,
-    },
-    /// A changed profile was applied.
-    ProfileApplied {
-        /// Services restarted (their rendered spec changed).
-        restarted: Vec<String>,
-        /// Services started (new).
-        started: Vec<String>,
-        /// Services stopped (removed from the profile).
-        stopped: Vec<String>,
-        /// The same for people.
-        message: String,
-    },
+    /// yet): `file`, the services `changed`, `added` and `removed`, the
+    /// `error` (with line and column) when it cannot be applied, the
+    /// `message` for people.
+    ProfileChanged(ProfileChange),
+    /// A changed profile was applied: the services `restarted`, `started`
+    /// and `stopped`, the same for people as `message`.
+    ProfileApplied(ProfileApplied),
     /// A diagnostic shown with `--debug`.
     Debug {
         /// The message.
@@ -226,8 +209,8 @@ impl Body {
             Body::PrepareStarted { .. } => "prepare-started",
             Body::PrepareFinished { .. } => "prepare-finished",
             Body::Notice { .. } => "notice",
-            Body::ProfileChanged { .. } => "profile-changed",
-            Body::ProfileApplied { .. } => "profile-applied",
+            Body::ProfileChanged(_) => "profile-changed",
+            Body::ProfileApplied(_) => "profile-applied",
             Body::Debug { .. } => "debug",
             Body::Lost { .. } => "lost",
             Body::Lagged { .. } => "lagged",
@@ -300,32 +283,8 @@ impl Encoder {
             EventKind::Notice { message } => Body::Notice {
                 message: message.clone(),
             },
-            EventKind::ProfileChanged {
-                file,
-                changed,
-                added,
-                removed,
-                error,
-                message,
-            } => Body::ProfileChanged {
-                file: file.clone(),
-                changed: changed.clone(),
-                added: added.clone(),
-                removed: removed.clone(),
-                error: error.clone(),
-                message: message.clone(),
-            },
-            EventKind::ProfileApplied {
-                restarted,
-                started,
-                stopped,
-                message,
-            } => Body::ProfileApplied {
-                restarted: restarted.clone(),
-                started: started.clone(),
-                stopped: stopped.clone(),
-                message: message.clone(),
-            },
+            EventKind::ProfileChanged(change) => Body::ProfileChanged(change.clone()),
+            EventKind::ProfileApplied(applied) => Body::ProfileApplied(applied.clone()),
             // Another process on the service's port: a notice in the
             // schema's words (`port 6767 is held by pid 4242 (…), not by server`).
             EventKind::PortHeld { .. } => Body::Notice {
@@ -459,41 +418,6 @@ impl EndedService {
     }
 }
 
-impl Body {
-    /// The event of a `profile-changed` or `profile-applied` record.
-    fn profile_event(&self) -> Option<EventKind> {
-        Some(match self {
-            Body::ProfileChanged {
-                file,
-                changed,
-                added,
-                removed,
-                error,
-                message,
-            } => EventKind::ProfileChanged {
-                file: file.clone(),
-                changed: changed.clone(),
-                added: added.clone(),
-                removed: removed.clone(),
-                error: error.clone(),
-                message: message.clone(),
-            },
-            Body::ProfileApplied {
-                restarted,
-                started,
-                stopped,
-                message,
-            } => EventKind::ProfileApplied {
-                restarted: restarted.clone(),
-                started: started.clone(),
-                stopped: stopped.clone(),
-                message: message.clone(),
-            },
-            _ => return None,
-        })
-    }
-}
-
 impl Record {
     /// The supervisor event this record was made from, as the TUI takes
     /// it in (`omnidev attach`): `None` for a record of no event (`port`,
@@ -573,9 +497,8 @@ impl Record {
             Body::Notice { message } => EventKind::Notice {
                 message: message.clone(),
             },
-            Body::ProfileChanged { .. } | Body::ProfileApplied { .. } => {
-                self.body.profile_event()?
-            }
+            Body::ProfileChanged(change) => EventKind::ProfileChanged(change.clone()),
+            Body::ProfileApplied(applied) => EventKind::ProfileApplied(applied.clone()),
             Body::Debug { message } => EventKind::Debug {
                 message: message.clone(),
             },
@@ -739,8 +662,8 @@ pub(crate) mod tests {
                 EventKind::PartialLine { .. } => "partial-line",
                 EventKind::Notice { .. } => "notice",
                 EventKind::PortHeld { .. } => "port-held",
-                EventKind::ProfileChanged { .. } => "profile-changed",
-                EventKind::ProfileApplied { .. } => "profile-applied",
+                EventKind::ProfileChanged(_) => "profile-changed",
+                EventKind::ProfileApplied(_) => "profile-applied",
                 EventKind::Ended { .. } => "ended",
             });
         }
@@ -846,28 +769,28 @@ pub(crate) mod tests {
             EventKind::Notice {
                 message: "shutting down".into(),
             },
-            EventKind::ProfileChanged {
+            EventKind::ProfileChanged(ProfileChange {
                 file: "/repo/omnidev.toml".into(),
                 changed: vec!["api".into()],
                 added: vec!["worker".into()],
                 removed: Vec::new(),
                 error: None,
                 message: "omnidev.toml changed: api (command), new service worker".into(),
-            },
-            EventKind::ProfileChanged {
+            }),
+            EventKind::ProfileChanged(ProfileChange {
                 file: "/repo/omnidev.toml".into(),
                 changed: Vec::new(),
                 added: Vec::new(),
                 removed: Vec::new(),
                 error: Some("/repo/omnidev.toml:3:1: unknown field `comand`".into()),
                 message: "omnidev.toml changed but cannot be applied".into(),
-            },
-            EventKind::ProfileApplied {
+            }),
+            EventKind::ProfileApplied(ProfileApplied {
                 restarted: vec!["api".into()],
                 started: vec!["worker".into()],
                 stopped: Vec::new(),
                 message: "applied omnidev.toml: restarted api; started worker".into(),
-            },
+            }),
             EventKind::Ended {
                 services: vec![
                     omnidev_core::Ending {

@@ -333,13 +333,13 @@ impl App {
                     service.state = state.clone();
                 }
             }
-            EventKind::ProfileChanged {
+            EventKind::ProfileChanged(omnidev_core::ProfileChange {
                 changed,
                 added,
                 removed,
                 error,
                 ..
-            } => {
+            }) => {
                 let applicable = error.is_none()
                     && !(changed.is_empty() && added.is_empty() && removed.is_empty());
                 self.profile_pending = applicable.then(|| {
@@ -349,7 +349,7 @@ impl App {
                     what.join(" ")
                 });
             }
-            EventKind::ProfileApplied { .. } => self.profile_pending = None,
+            EventKind::ProfileApplied(_) => self.profile_pending = None,
             EventKind::Crashed { attempt, .. } if *attempt > 0 => {
                 if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
                     self.services[i].restarts += 1;
@@ -564,13 +564,15 @@ pub(crate) mod tests {
             service: None,
             kind,
         };
-        let changed = |error: Option<&str>| EventKind::ProfileChanged {
-            file: "/repo/omnidev.toml".into(),
-            changed: vec!["server".into()],
-            added: vec!["worker".into()],
-            removed: Vec::new(),
-            error: error.map(str::to_owned),
-            message: "omnidev.toml changed: server (command), new service worker".into(),
+        let changed = |error: Option<&str>| {
+            EventKind::ProfileChanged(omnidev_core::ProfileChange {
+                file: "/repo/omnidev.toml".into(),
+                changed: vec!["server".into()],
+                added: vec!["worker".into()],
+                removed: Vec::new(),
+                error: error.map(str::to_owned),
+                message: "omnidev.toml changed: server (command), new service worker".into(),
+            })
         };
         app.apply(&pod(changed(None)));
         assert_eq!(app.profile_pending.as_deref(), Some("server +worker"));
@@ -589,12 +591,14 @@ pub(crate) mod tests {
         assert_eq!(app.pane_title(3), "worker");
         app.apply(&log("worker", "up", 5));
         assert_eq!(app.panes[3].len(), 2, "its start and its line");
-        app.apply(&pod(EventKind::ProfileApplied {
-            restarted: vec!["server".into()],
-            started: vec!["worker".into()],
-            stopped: Vec::new(),
-            message: "applied omnidev.toml: restarted server; started worker".into(),
-        }));
+        app.apply(&pod(EventKind::ProfileApplied(
+            omnidev_core::ProfileApplied {
+                restarted: vec!["server".into()],
+                started: vec!["worker".into()],
+                stopped: Vec::new(),
+                message: "applied omnidev.toml: restarted server; started worker".into(),
+            },
+        )));
         assert_eq!(app.profile_pending, None);
         // A file that cannot be applied leaves nothing to apply.
         app.apply(&pod(changed(None)));
