@@ -142,8 +142,8 @@ impl LiveProfile {
     /// Loads the file as `omnidev up` would have (`omnidev profile
     /// check`'s loader: parsed, validated, the checkout's markers, the
     /// selection and the tools it needs) and renders it with the pod's
-    /// ports (a port the running profile lacks at its base: nothing is
-    /// allocated by a check).
+    /// ports (a port the running profile lacks, or has at another base, at
+    /// its new base: nothing is allocated by a check).
     fn load(&self) -> omnidev_pod::Result<Next> {
         let state = self.state();
         let profile = if self.embedded && std::fs::symlink_metadata(&self.file).is_err() {
@@ -157,8 +157,14 @@ impl LiveProfile {
         let selected = context.selection.apply(&profile)?;
         let path = std::env::var_os("PATH").unwrap_or_default();
         profile.check_tools(repo, &selected, &path)?;
-        for (name, base) in profile.port_bases() {
-            context.ports.0.entry(name).or_insert(base);
+        let bases = profile.port_bases();
+        let rebased = state.set_up.rebased(&bases);
+        for (name, base) in bases {
+            if rebased.contains(&name) {
+                context.ports.0.insert(name, base);
+            } else {
+                context.ports.0.entry(name).or_insert(base);
+            }
         }
         let rendered = profile.render(&context)?;
         omnidev_core::start_order(&rendered.services).map_err(|e| omnidev_pod::Error::Profile {
@@ -221,17 +227,7 @@ impl LiveProfile {
         let Next { profile, .. } = self.load()?;
         let state = self.state();
         let bases = profile.port_bases();
-        let rebased: BTreeSet<String> = bases
-            .iter()
-            .filter(|(name, base)| {
-                state
-                    .set_up
-                    .bases
-                    .iter()
-                    .any(|(old, old_base)| old == name && old_base != base)
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
+        let rebased = state.set_up.rebased(&bases);
         let overrides: BTreeMap<String, u16> = state
             .set_up
             .overrides

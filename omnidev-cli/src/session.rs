@@ -3,7 +3,7 @@
 //! directory, allocate ports, seed config and render the profile; and
 //! stopping a pod's supervisor on the shutdown signals.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -148,6 +148,25 @@ pub struct PortSetUp {
     pub overrides: BTreeMap<String, u16>,
     /// The render context (its ports change when one moves).
     pub context: RenderContext,
+}
+
+impl PortSetUp {
+    /// The names of `bases` (a changed profile's) whose base differs from
+    /// the one the pod's port was allocated from, forced ones aside: their
+    /// port is probed again from the new base.
+    pub fn rebased(&self, bases: &[(String, u16)]) -> BTreeSet<String> {
+        bases
+            .iter()
+            .filter(|(name, base)| {
+                !self.overrides.contains_key(name)
+                    && self
+                        .bases
+                        .iter()
+                        .any(|(old, old_base)| old == name && old_base != base)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
 }
 
 /// A running pod's ports and URLs, as the control socket reports them.

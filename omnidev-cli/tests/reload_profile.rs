@@ -314,3 +314,69 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
         "{applied}"
     );
 }
+
+/// A port whose base the profile moves is noticed as a change of the
+/// services using it (they would be restarted on a port probed from the
+/// new base), and applying it does so; the other service keeps its
+/// process.
+#[test]
+fn a_moved_port_base_is_a_change_of_its_services() {
+    let ctx = TestContext::new();
+    let [first, second] = omnidev_test_support::free_ports(2)[..] else {
+        unreachable!("two ports")
+    };
+    let with_base = |base: u16| {
+        format!(
+            r#"
+[ports]
+web = {base}
+
+[services.api]
+command = ["sh", "-c", "echo api up; exec sleep 1000"]
+grace-ms = 1000
+
+[services.web]
+command = ["sh", "-c", "echo web on {{port.web}}; exec sleep 1000"]
+grace-ms = 1000
+"#
+        )
+    };
+    let file = ctx.write("omnidev.toml", &with_base(first));
+    let _pod = Pod(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let before = status(&ctx);
+    let port = before["ports"]["web"].as_u64().expect("web's port");
+    let api = pid_of(&before, "api").expect("api runs");
+    let web = pid_of(&before, "web").expect("web runs");
+    // The new base is not the port web has now (a busy base is probed up).
+    let base = if u64::from(second) == port {
+        first
+    } else {
+        second
+    };
+    assert_ne!(u64::from(base), port);
+
+    save(&file, &with_base(base));
+    let change = nth_change(&ctx, 1);
+    assert_eq!(change["changed"], serde_json::json!(["web"]), "{change}");
+    assert_eq!(
+        change["message"],
+        "omnidev.toml changed: web (command); run `omnidev reload-profile` to apply",
+        "{change}"
+    );
+
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["restarted"],
+        serde_json::json!(["web"]),
+        "{applied}"
+    );
+    let after = status(&ctx);
+    let moved = after["ports"]["web"].as_u64().expect("web's port");
+    assert!(moved >= u64::from(base) && moved != port, "{after}");
+    assert_ne!(pid_of(&after, "web"), Some(web), "{after}");
+    assert_eq!(pid_of(&after, "api"), Some(api), "{after}");
+    wait_for("web on its new port", DEADLINE, || {
+        ctx.run(&["logs", "web", "-n", "1"]).stdout == format!("web on {moved}\n").as_bytes()
+    });
+}
