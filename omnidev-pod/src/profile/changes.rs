@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use omnidev_core::ServiceSpec;
+use omnidev_core::{CommandSpec, ServiceSpec};
 
 use super::render::RenderedPod;
 
@@ -88,27 +88,44 @@ impl ProfileChanges {
 }
 
 /// The profile keys in which two renderings of one service differ, in the
-/// order the profile reference lists them.
+/// order the profile reference lists them: empty exactly when the specs
+/// are equal (what the supervisor restarts a service for). Every field is
+/// named, none left to `..`, so a field added to the spec must be given
+/// its key here before this compiles.
 fn differing_keys(old: &ServiceSpec, new: &ServiceSpec) -> Vec<&'static str> {
-    let mut keys = Vec::new();
-    let mut differs = |key: &'static str, different: bool| {
-        if different {
-            keys.push(key);
-        }
-    };
-    differs(
-        "command",
-        old.command.program != new.command.program || old.command.args != new.command.args,
-    );
-    differs("cwd", old.command.cwd != new.command.cwd);
-    differs("env", old.command.env != new.command.env);
-    differs("depends-on", old.depends_on != new.depends_on);
-    differs("ready", old.readiness != new.readiness);
-    differs("restart", old.restart != new.restart);
-    differs("stop", old.stop != new.stop);
-    differs("prepare", old.prepare != new.prepare);
-    differs("availability", old.unavailable != new.unavailable);
-    keys
+    let ServiceSpec {
+        name: _,
+        command:
+            CommandSpec {
+                program,
+                args,
+                cwd,
+                env,
+            },
+        depends_on,
+        readiness,
+        restart,
+        stop,
+        prepare,
+        unavailable,
+    } = old;
+    [
+        (
+            "command",
+            *program != new.command.program || *args != new.command.args,
+        ),
+        ("cwd", *cwd != new.command.cwd),
+        ("env", *env != new.command.env),
+        ("depends-on", *depends_on != new.depends_on),
+        ("ready", *readiness != new.readiness),
+        ("restart", *restart != new.restart),
+        ("stop", *stop != new.stop),
+        ("prepare", *prepare != new.prepare),
+        ("availability", *unavailable != new.unavailable),
+    ]
+    .into_iter()
+    .filter_map(|(key, differs)| differs.then_some(key))
+    .collect()
 }
 
 /// `api (command, env), new service worker, removed service old, URLs,
@@ -162,6 +179,49 @@ mod tests {
             ["command", "cwd", "env", "restart"]
         );
         assert!(differing_keys(&old, &old.clone()).is_empty());
+    }
+
+    #[test]
+    fn a_spec_different_everywhere_differs_in_every_key() {
+        let old = spec("api", "a.py");
+        let mut new = spec("api", "b.py");
+        new.command.cwd = "/repo/api".into();
+        new.command.env.insert("X".into(), "1".into());
+        new.depends_on.push(omnidev_core::Dependency {
+            service: "db".into(),
+            condition: omnidev_core::Condition::Ready,
+        });
+        new.readiness = Some(omnidev_core::Readiness {
+            probe: omnidev_core::ProbeSpec::Tcp {
+                address: "127.0.0.1:1".into(),
+            },
+            interval: std::time::Duration::from_secs(1),
+            timeout: std::time::Duration::from_secs(1),
+            listener: None,
+        });
+        new.restart = omnidev_core::RestartPolicy::Never;
+        new.stop.grace = std::time::Duration::from_secs(1);
+        new.prepare.push(omnidev_core::PrepareStep {
+            name: "install".into(),
+            command: old.command.clone(),
+            when: omnidev_core::PrepareWhen::Always,
+            heartbeat: std::time::Duration::from_secs(5),
+        });
+        new.unavailable = Some("no uv".into());
+        assert_eq!(
+            differing_keys(&old, &new),
+            [
+                "command",
+                "cwd",
+                "env",
+                "depends-on",
+                "ready",
+                "restart",
+                "stop",
+                "prepare",
+                "availability"
+            ]
+        );
     }
 
     #[test]
