@@ -167,10 +167,8 @@ impl LiveProfile {
             }
         }
         let rendered = profile.render(&context)?;
-        omnidev_core::start_order(&rendered.services).map_err(|e| omnidev_pod::Error::Profile {
-            origin: self.file.display().to_string(),
-            line: 1,
-            column: 1,
+        // A set the supervisor would refuse; it has no place in the file.
+        omnidev_core::start_order(&rendered.services).map_err(|e| omnidev_pod::Error::Render {
             message: e.to_string(),
         })?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
