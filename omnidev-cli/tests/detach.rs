@@ -111,11 +111,9 @@ fn detach_runs_what_its_flags_ask_in_either_spelling() {
 fn the_background_process_refuses_options_it_cannot_read() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &profile(1));
-    for input in [
-        "not json",
-        "{\"pod-dir\": \"/x\", \"options\": {}, \"extra\": 1}",
-        "",
-    ] {
+    // `omnidev detached` fed `input` on its standard input: it must refuse
+    // it (exit 1) saying why and what to run instead; what it said.
+    let refused = |input: &[u8]| -> String {
         let mut child = ctx
             .command()
             .arg("detached")
@@ -124,22 +122,29 @@ fn the_background_process_refuses_options_it_cannot_read() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write");
+        let mut stdin = child.stdin.take().expect("stdin");
+        // Too much input is refused without reading it all: the pipe may
+        // be closed before every byte is written.
+        let _ = stdin.write_all(input);
+        drop(stdin);
         let output = child.wait_with_output().expect("wait");
         let text = ctx.render(&output);
-        assert_eq!(output.status.code(), Some(1), "{input:?}\n{text}");
-        assert!(text.contains("unreadable options"), "{input:?}\n{text}");
-        assert!(text.contains("omnidev up --detach"), "{input:?}\n{text}");
-        if input == "not json" {
-            // What the user sees, whole: the error and its help.
-            TestContext::settings().bind(|| insta::assert_snapshot!(text));
-        }
-    }
+        let shown = String::from_utf8_lossy(&input[..input.len().min(80)]);
+        assert_eq!(output.status.code(), Some(1), "{shown:?}\n{text}");
+        assert!(text.contains("unreadable options"), "{shown:?}\n{text}");
+        assert!(text.contains("omnidev up --detach"), "{shown:?}\n{text}");
+        text
+    };
+    // What the user sees, whole: the error and its help.
+    let text = refused(b"not json");
+    TestContext::settings().bind(|| insta::assert_snapshot!(text));
+    refused(b"{\"pod-dir\": \"/x\", \"options\": {}, \"extra\": 1}");
+    refused(b"");
+    let text = refused(b"{\"pod-dir\": \"/\xff\"}");
+    assert!(text.contains("not UTF-8"), "{text}");
+    // Past 4 MiB (JSON whitespace, then more than the pipe holds).
+    let text = refused(&vec![b' '; 8 << 20]);
+    assert!(text.contains("more than 4194304 bytes"), "{text}");
     // Nothing was started: no pod directory.
     assert_eq!(ctx.pod_dir(), None);
 }

@@ -47,16 +47,17 @@ const MAX_HANDOVER_BYTES: u64 = 4 << 20;
 /// --detach` wrote to its standard input, read to its end; the rotation
 /// of its output file started.
 pub fn background_options() -> Result<RunOptions, Error> {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     let read = std::io::stdin()
         .lock()
         .take(MAX_HANDOVER_BYTES + 1)
-        .read_to_string(&mut text);
+        .read_to_end(&mut bytes);
     let bad = |message: String| Error::BackgroundOptions { message };
     read.map_err(|e| bad(format!("reading standard input: {e}")))?;
-    if text.len() as u64 > MAX_HANDOVER_BYTES {
+    if bytes.len() as u64 > MAX_HANDOVER_BYTES {
         return Err(bad(format!("more than {MAX_HANDOVER_BYTES} bytes")));
     }
+    let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".to_owned()))?;
     let handover: Handover = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
     rotate_own_output(handover.pod_dir);
     Ok(handover.options)
