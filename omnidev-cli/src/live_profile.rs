@@ -266,6 +266,11 @@ impl LiveProfile {
     /// are ready or one failed, or `deadline`. Publishes a
     /// `profile-applied` event. One apply at a time.
     ///
+    /// The new profile is the running one (what a port move renders, what
+    /// the next check compares with, the ports and URLs the control socket
+    /// shows) from before the supervisor acts, not after the wait: its
+    /// services restart on its ports while the wait lasts.
+    ///
     /// # Errors
     ///
     /// [`ApplyError::Invalid`] with the file's error (nothing changed);
@@ -281,19 +286,28 @@ impl LiveProfile {
             .await
             .map_err(|_| ApplyError::Supervisor(omnidev_core::Error::ShutDown))?
             .map_err(ApplyError::Invalid)?;
-        let (applied, waited) = supervisor
-            .apply_until_ready(ready.rendered.services.clone(), deadline)
-            .await
-            .map_err(ApplyError::Supervisor)?;
-        let message = applied_message(&self.shown(), &applied, &ready.changes);
+        let Ready {
+            profile,
+            set_up,
+            rendered,
+            changes,
+        } = ready;
+        let services = rendered.services.clone();
         {
+            // Refused only by a supervisor shutting down, whose profile no
+            // longer matters.
             let mut state = self.state();
-            state.checkout.profile = ready.profile;
-            state.set_up = ready.set_up;
-            state.rendered = ready.rendered.clone();
-            state.announced = Ok(ready.rendered);
+            state.checkout.profile = profile;
+            state.set_up = set_up;
+            state.rendered = rendered.clone();
+            state.announced = Ok(rendered);
             self.show_addresses(&state.set_up, &state.rendered);
         }
+        let (applied, waited) = supervisor
+            .apply_until_ready(services, deadline)
+            .await
+            .map_err(ApplyError::Supervisor)?;
+        let message = applied_message(&self.shown(), &applied, &changes);
         supervisor.publish(EventKind::ProfileApplied(ProfileApplied {
             restarted: applied.restarted.clone(),
             started: applied.started.clone(),

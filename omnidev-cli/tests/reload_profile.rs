@@ -315,6 +315,18 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     );
 }
 
+/// The port `web` has in `status`, and one of `bases` that is not it (a
+/// busy base is probed up) for the profile to move web's base to.
+fn web_port_and_another(status: &Value, bases: &[u16]) -> (u64, u16) {
+    let port = status["ports"]["web"].as_u64().expect("web's port");
+    let other = bases
+        .iter()
+        .copied()
+        .find(|&b| u64::from(b) != port)
+        .expect("another base");
+    (port, other)
+}
+
 /// A port whose base the profile moves is noticed as a change of the
 /// services using it (they would be restarted on a port probed from the
 /// new base), and applying it does so; the other service keeps its
@@ -322,9 +334,7 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
 #[test]
 fn a_moved_port_base_is_a_change_of_its_services() {
     let ctx = TestContext::new();
-    let [first, second] = omnidev_test_support::free_ports(2)[..] else {
-        unreachable!("two ports")
-    };
+    let bases = omnidev_test_support::free_ports(2);
     let with_base = |base: u16| {
         format!(
             r#"
@@ -341,20 +351,13 @@ grace-ms = 1000
 "#
         )
     };
-    let file = ctx.write("omnidev.toml", &with_base(first));
+    let file = ctx.write("omnidev.toml", &with_base(bases[0]));
     let _pod = Pod(&ctx);
     ctx.run_ok(&["up", "--detach"]);
     let before = status(&ctx);
-    let port = before["ports"]["web"].as_u64().expect("web's port");
+    let (port, base) = web_port_and_another(&before, &bases);
     let api = pid_of(&before, "api").expect("api runs");
     let web = pid_of(&before, "web").expect("web runs");
-    // The new base is not the port web has now (a busy base is probed up).
-    let base = if u64::from(second) == port {
-        first
-    } else {
-        second
-    };
-    assert_ne!(u64::from(base), port);
 
     save(&file, &with_base(base));
     let change = nth_change(&ctx, 1);
@@ -378,5 +381,56 @@ grace-ms = 1000
     assert_eq!(pid_of(&after, "api"), Some(api), "{after}");
     wait_for("web on its new port", DEADLINE, || {
         ctx.run(&["logs", "web", "-n", "1"]).stdout == format!("web on {moved}\n").as_bytes()
+    });
+}
+
+/// While `reload-profile` waits for a restarted service to be ready, the
+/// pod already shows the ports of the profile it applied (the service
+/// runs on them; a port it loses meanwhile is moved from them).
+#[test]
+fn the_applied_ports_are_shown_while_the_reload_waits() {
+    let ctx = TestContext::new();
+    let bases = omnidev_test_support::free_ports(2);
+    let with = |base: u16, ready: &str| {
+        format!(
+            r#"
+[ports]
+web = {base}
+
+[services.web]
+command = ["sh", "-c", "echo web on {{port.web}}; exec sleep 1000"]
+ready = {{ log = "{ready}" }}
+grace-ms = 1000
+"#
+        )
+    };
+    let file = ctx.write("omnidev.toml", &with(bases[0], "web on"));
+    let _pod = Pod(&ctx);
+    ctx.run_ok(&["up", "--detach"]);
+    let (port, base) = web_port_and_another(&status(&ctx), &bases);
+
+    // The new run is never ready: the reload waits until it is killed.
+    save(&file, &with(base, "never printed"));
+    nth_change(&ctx, 1);
+    let mut reload = omnidev_test_support::process::Reaped::new(
+        ctx.command()
+            .args(["reload-profile", "--timeout", "600"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn reload-profile"),
+    );
+    let mut shown = 0;
+    wait_for("the applied port in status", DEADLINE, || {
+        shown = status(&ctx)["ports"]["web"].as_u64().unwrap_or(0);
+        shown != port
+    });
+    assert!(shown >= u64::from(base), "web on {shown}");
+    assert!(
+        reload.child.try_wait().expect("try_wait").is_none(),
+        "reload-profile still waits for web"
+    );
+    wait_for("web on its new port", DEADLINE, || {
+        ctx.run(&["logs", "web", "-n", "1"]).stdout == format!("web on {shown}\n").as_bytes()
     });
 }
