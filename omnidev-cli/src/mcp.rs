@@ -12,7 +12,7 @@
 //! CallToolResult>`, written out: the SDK derives the output schema from
 //! that very type). Every argument is bounded ([`limits`]). stdout
 //! carries protocol messages only: nothing here prints, and the `up` tool's
-//! child has its output captured.
+//! child's stdout is discarded and its stderr kept (its end) for its error.
 
 mod results;
 
@@ -21,7 +21,7 @@ use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -162,7 +162,8 @@ fn ask(
 /// The connection of a tool's request to the pod, hung up when the client
 /// cancels the call: the pod then stops waiting for it at once (it sees
 /// its client gone) and frees the waiting slot, and the blocked read
-/// here ends, instead of both lasting until the request's timeout.
+/// here ends, instead of both lasting until the request's timeout. Work
+/// without a connection (`up`'s child) looks at [`Connection::cancelled`].
 #[derive(Debug, Clone, Default)]
 struct Connection(Arc<Mutex<Hangup>>);
 
@@ -182,6 +183,15 @@ impl Connection {
         } else {
             state.stream = stream.try_clone().ok();
         }
+    }
+
+    /// Whether the call was cancelled (for work that looks rather than
+    /// blocks on a connection).
+    fn cancelled(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cancelled
     }
 
     /// Hangs up, now or as soon as it connects.
@@ -555,17 +565,29 @@ impl Tools {
         if !self.allow_up {
             return Err(refusal(&Error::UpNotAllowed.into()));
         }
-        self.answer(&context, move |pod, _| {
+        self.answer(&context, move |pod, connection| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::UP_SECS)?;
-            up_detached(pod, secs)
+            up_detached(pod, secs, connection)
         })
         .await
     }
 }
 
-/// Runs `omnidev up --detach` (this binary) for `pod`, its output captured
-/// (never this server's stdout), then reads the pod's status.
-fn up_detached(pod: &PodArgs, secs: u64) -> miette::Result<Outcome> {
+/// How long the `up --detach` child may run past its own ready timeout
+/// (it gives a pod that failed 10 s to exit) before it is killed.
+const UP_MARGIN: Duration = Duration::from_secs(30);
+
+/// How often the `up --detach` child is looked at while it runs.
+const UP_POLL: Duration = Duration::from_millis(50);
+
+/// Runs `omnidev up --detach` (this binary) for `pod`, then reads the
+/// pod's status. The child's stdout (the pod directory and URLs, read from
+/// the status instead) goes nowhere and its stderr is kept for its error
+/// (its last [`limits::UP_OUTPUT_BYTES`]), never this server's stdout. It
+/// is killed, and reaped, when the call is cancelled or when it outlives
+/// its ready timeout by [`UP_MARGIN`]; the pod it started in the
+/// background runs on, as after Ctrl-C of `omnidev up --detach`.
+fn up_detached(pod: &PodArgs, secs: u64, connection: &Connection) -> miette::Result<Outcome> {
     // Mistakes of the checkout or profile, with their own codes.
     crate::session::resolve_checkout(pod)?;
     let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
@@ -582,24 +604,63 @@ fn up_detached(pod: &PodArgs, secs: u64) -> miette::Result<Outcome> {
             command.arg(flag).arg(value);
         }
     }
-    let output = command
+    let mut child = command
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .output()
+        .spawn()
         .map_err(|source| Error::Spawn {
             program: program.display().to_string(),
             source,
         })?;
-    if !output.status.success() {
-        let said = crate::terminal_text::plain(&String::from_utf8_lossy(&output.stderr));
-        let lines: Vec<String> = said.lines().map(str::to_owned).collect();
-        let (kept, _) = within(lines, limits::UP_OUTPUT_BYTES);
-        return Err(Error::UpFailed {
-            code: output.status.code().unwrap_or(-1),
-            output: kept.join("\n"),
+    let stderr = child
+        .stderr
+        .take()
+        .map(|pipe| std::thread::spawn(move || last_bytes(pipe, limits::UP_OUTPUT_BYTES)));
+    let deadline = Instant::now() + Duration::from_secs(secs) + UP_MARGIN;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if connection.cancelled() => break Err("the call was cancelled".to_owned()),
+            Ok(None) if Instant::now() >= deadline => {
+                break Err(format!(
+                    "it was still running {} s after its ready timeout",
+                    UP_MARGIN.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(UP_POLL),
+            Err(e) => break Err(format!("waiting for it failed: {e}")),
         }
-        .into());
+    };
+    if status.is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // The child is gone, so its stderr has ended (the background pod
+    // writes to its own log file).
+    let said = stderr
+        .and_then(|reader| reader.join().ok())
+        .unwrap_or_default();
+    let said = crate::terminal_text::plain(&String::from_utf8_lossy(&said));
+    let lines: Vec<String> = said.lines().map(str::to_owned).collect();
+    let (kept, _) = within(lines, limits::UP_OUTPUT_BYTES);
+    let output = kept.join("\n");
+    match status {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            return Err(Error::UpFailed {
+                code: status.code().unwrap_or(-1),
+                output,
+            }
+            .into());
+        }
+        Err(why) => {
+            return Err(Error::UpFailed {
+                code: -1,
+                output: format!("killed: {why}\n{output}").trim_end().to_owned(),
+            }
+            .into());
+        }
     }
     let pod_dir = running(pod)?;
     Ok(Outcome {
@@ -607,6 +668,27 @@ fn up_detached(pod: &PodArgs, secs: u64) -> miette::Result<Outcome> {
         failed: Vec::new(),
         status: control::inspect(&pod_dir)?,
     })
+}
+
+/// Everything `reader` gives until its end, of which the last `max` bytes
+/// are kept (never more than twice that in memory).
+fn last_bytes(mut reader: impl Read, max: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => kept.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+        if kept.len() > 2 * max {
+            kept.drain(..kept.len() - max);
+        }
+    }
+    let excess = kept.len().saturating_sub(max);
+    kept.drain(..excess);
+    kept
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -661,6 +743,17 @@ mod tests {
         // One line longer than the bytes: its start, cut at a character.
         assert_eq!(within(lines(&["ééé"]), 3), (lines(&["é"]), true));
         assert_eq!(within(Vec::new(), 3), (Vec::new(), false));
+    }
+
+    #[test]
+    fn of_a_long_output_only_its_last_bytes_are_kept() {
+        // 1 MiB then a last line: the end, within the bytes.
+        let mut said = vec![b'x'; 1 << 20];
+        said.extend_from_slice(b"\nthe reason\n");
+        let kept = last_bytes(said.as_slice(), 64);
+        assert_eq!(kept.len(), 64);
+        assert!(kept.ends_with(b"x\nthe reason\n"), "{kept:?}");
+        assert_eq!(last_bytes(&b"short\n"[..], 64), b"short\n");
     }
 
     #[test]

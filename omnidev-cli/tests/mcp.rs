@@ -4,7 +4,8 @@
 //! waits for reloads of edits (a healthy one, a broken one naming the
 //! server and its last lines), one service stopped and started, events;
 //! `up` refused without `--allow-up` and starting the pod with it;
-//! cancelled calls free the pod's waiting slots; a tool error with the
+//! cancelled calls free the pod's waiting slots, and a cancelled `up`
+//! leaves no child behind; a tool error with the
 //! CLI's code when no pod runs; nothing but protocol messages on stdout.
 
 #[path = "support/context.rs"]
@@ -437,6 +438,72 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     }
     ctx.assert(&["wait", "--ready", "--timeout", "60"])
         .success();
+    client.cancel().await.expect("close");
+    ctx.run_ok(&["stop"]);
+}
+
+/// A cancelled `up` kills its `omnidev up --detach` child and reaps it,
+/// instead of leaving it to wait out its ready timeout (here 30 minutes);
+/// the pod it started runs on, as after Ctrl-C of `omnidev up --detach`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_up_leaves_no_child_behind() {
+    let ctx = TestContext::new();
+    ctx.omnigent_shape();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[services.never-ready]
+command = ["sleep", "300"]
+ready = {{ tcp = "127.0.0.1:{closed}", interval-ms = 100, timeout-ms = 3600000 }}
+grace-ms = 1000
+"#,
+            // Nothing listens there: the service is never ready.
+            closed = free_port()
+        ),
+    );
+    let _stop = StopPod(&ctx);
+    let mut command = tokio::process::Command::from(ctx.command());
+    command.arg("mcp").arg("--allow-up");
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn omnidev mcp");
+    let server = transport.id().expect("the server's pid");
+    let client = tokio::time::timeout(CALL, ().serve(transport))
+        .await
+        .expect("initialized in time")
+        .expect("initialize");
+    let peer = client.peer().clone();
+    let up = tokio::spawn(async move {
+        let params = CallToolRequestParams::new("up").with_arguments(
+            json!({"timeout_secs": 1800})
+                .as_object()
+                .expect("object")
+                .clone(),
+        );
+        peer.call_tool(params).await
+    });
+    // The pod runs, its service not ready: `up` waits on its child.
+    common::wait_for("the pod to run", CALL, || {
+        ctx.run(&["status"]).status.code() == Some(0)
+    });
+    assert!(
+        !up.is_finished(),
+        "up answered before its service was ready"
+    );
+    let children = omnidev_core::platform::children(server);
+    assert_eq!(
+        children.len(),
+        1,
+        "up --detach is the server's child: {children:?}"
+    );
+    // Dropped by the client: the SDK sends notifications/cancelled.
+    up.abort();
+    common::wait_for("up's child to be killed and reaped", CALL, || {
+        omnidev_core::platform::children(server).is_empty()
+    });
+    ctx.assert(&["status"]).success();
     client.cancel().await.expect("close");
     ctx.run_ok(&["stop"]);
 }
