@@ -142,23 +142,6 @@ fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
     Ok(crate::session::running_pod_dir(pod)?)
 }
 
-/// Sends `request` and waits `timeout` for the answer (the pod's own limit
-/// plus a margin, as the commands do), on a connection `connection` can
-/// hang up.
-fn ask(
-    pod_dir: &Path,
-    request: &Request,
-    timeout: Duration,
-    connection: &Connection,
-) -> miette::Result<Response> {
-    Ok(control::client::request_on(
-        pod_dir,
-        request,
-        timeout + Duration::from_secs(5),
-        |stream| connection.keep(stream),
-    )?)
-}
-
 /// The connection of a tool's request to the pod, hung up when the client
 /// cancels the call: the pod then stops waiting for it at once (it sees
 /// its client gone) and frees the waiting slot, and the blocked read
@@ -245,6 +228,26 @@ fn shown_lines(
         .map(|line| crate::terminal_text::plain(line))
         .collect();
     Ok(within(plain, max_bytes))
+}
+
+/// Sends `request`, which the pod answers once it has acted (or waited),
+/// to the running pod, and waits `timeout` (the pod's own limit) plus a
+/// margin, as the commands do, for what it came to, on a connection
+/// `connection` can hang up.
+fn acted(
+    pod: &PodArgs,
+    request: &Request,
+    timeout: Duration,
+    connection: &Connection,
+) -> miette::Result<Outcome> {
+    let pod_dir = running(pod)?;
+    let response = control::client::request_on(
+        &pod_dir,
+        request,
+        timeout + Duration::from_secs(5),
+        |stream| connection.keep(stream),
+    )?;
+    outcome(&pod_dir, response)
 }
 
 /// What a waiting request came to: the status, and each failed service
@@ -395,14 +398,12 @@ impl Tools {
                 }
                 .into());
             }
-            let pod_dir = running(pod)?;
             let request = Request::Wait {
                 until,
                 services: args.services,
                 timeout_secs: Some(secs),
             };
-            let response = ask(&pod_dir, &request, Duration::from_secs(secs), connection)?;
-            outcome(&pod_dir, response)
+            acted(pod, &request, Duration::from_secs(secs), connection)
         })
         .await
     }
@@ -423,17 +424,13 @@ impl Tools {
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
-            let pod_dir = running(pod)?;
             let request = Request::Restart {
                 service: args.service,
                 all: args.all,
                 no_deps: args.no_deps,
                 timeout_secs: Some(secs),
             };
-            outcome(
-                &pod_dir,
-                ask(&pod_dir, &request, Duration::from_secs(secs), connection)?,
-            )
+            acted(pod, &request, Duration::from_secs(secs), connection)
         })
         .await
     }
@@ -453,14 +450,10 @@ impl Tools {
         Parameters(args): Parameters<ServiceArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            let pod_dir = running(pod)?;
             let request = Request::StopService {
                 services: vec![args.service],
             };
-            outcome(
-                &pod_dir,
-                ask(&pod_dir, &request, ANSWER_TIMEOUT, connection)?,
-            )
+            acted(pod, &request, ANSWER_TIMEOUT, connection)
         })
         .await
     }
@@ -481,15 +474,11 @@ impl Tools {
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
-            let pod_dir = running(pod)?;
             let request = Request::StartService {
                 services: vec![args.service],
                 timeout_secs: Some(secs),
             };
-            outcome(
-                &pod_dir,
-                ask(&pod_dir, &request, Duration::from_secs(secs), connection)?,
-            )
+            acted(pod, &request, Duration::from_secs(secs), connection)
         })
         .await
     }
@@ -562,9 +551,7 @@ impl Tools {
         context: RequestContext<RoleServer>,
         Parameters(args): Parameters<UpArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
-        if !self.allow_up {
-            return Err(refusal(&Error::UpNotAllowed.into()));
-        }
+        // Not routed without --allow-up: `call_tool` refuses it.
         self.answer(&context, move |pod, connection| {
             let secs = bounded("timeout_secs", args.timeout_secs, limits::UP_SECS)?;
             up_detached(pod, secs, connection)
