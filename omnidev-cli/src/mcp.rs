@@ -41,7 +41,7 @@ use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
 use crate::error::Error;
 use results::{
     EventsArgs, EventsResult, FailedService, LogsArgs, LogsResult, Outcome, RestartArgs,
-    ServiceArgs, StartArgs, Until, UpArgs, WaitArgs,
+    ServiceArgs, StartArgs, UpArgs, WaitArgs,
 };
 
 /// The bounds of every argument, and the defaults within them.
@@ -378,10 +378,9 @@ impl Tools {
         Parameters(args): Parameters<WaitArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            let (until, default) = match args.until {
-                Until::Ready => (WaitFor::Ready, 300),
-                Until::Exited => (WaitFor::Exited, 300),
-                Until::HealthyAfterReload => (WaitFor::HealthyAfterReload, limits::WAIT_SECS.0),
+            let default = match args.until {
+                WaitFor::HealthyAfterReload => limits::WAIT_SECS.0,
+                WaitFor::Ready | WaitFor::Exited => 300,
             };
             let secs = bounded(
                 "timeout_secs",
@@ -399,7 +398,7 @@ impl Tools {
                 .into());
             }
             let request = Request::Wait {
-                until,
+                until: args.until,
                 services: args.services,
                 timeout_secs: Some(secs),
             };

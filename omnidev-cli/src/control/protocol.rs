@@ -122,17 +122,19 @@ pub enum Request {
     },
 }
 
-/// What `wait` waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What `wait` waits for (also the `until` of the MCP `wait` tool, whose
+/// schema these comments describe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WaitFor {
-    /// Every service named is ready (as `wait-ready`).
+    /// Each service is ready (its probe passed; without a probe, it has
+    /// kept running for a second; or it exited 0), as `wait-ready`.
     Ready,
-    /// Every service named has ended.
+    /// Each service has ended.
     Exited,
-    /// A reload has begun (at most 2 s before the request, or after it;
-    /// never before the latest change the watcher has seen) and every
-    /// service is ready again.
+    /// The reload of the latest source change the pod has seen (begun at
+    /// most 2 s before the request, or after it) is over and each service
+    /// is ready again (after an edit).
     HealthyAfterReload,
 }
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::protocol::PodStatus;
+use crate::control::protocol::{PodStatus, WaitFor};
 
 /// The arguments of `logs`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -39,26 +39,12 @@ pub struct LogsResult {
     pub truncated: bool,
 }
 
-/// What `wait` waits for.
-#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Until {
-    /// Each service is ready (its probe passed; without a probe, it has
-    /// kept running for a second; or it exited 0).
-    Ready,
-    /// The reload of the latest source change the pod has seen is over and
-    /// each service is ready again (after an edit).
-    HealthyAfterReload,
-    /// Each service has ended.
-    Exited,
-}
-
 /// The arguments of `wait`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitArgs {
     /// The condition.
-    pub until: Until,
+    pub until: WaitFor,
     /// The services it concerns (at most 64); every service when empty.
     #[serde(default)]
     pub services: Vec<String>,
