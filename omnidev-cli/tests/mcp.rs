@@ -79,15 +79,6 @@ grace-ms = 3000
     );
 }
 
-/// Stops the context's pod when dropped, so a failing test leaves none.
-struct StopPod<'a>(&'a TestContext);
-
-impl Drop for StopPod<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["stop"]);
-    }
-}
-
 /// A real MCP client of `omnidev mcp EXTRA…` run in the context's checkout.
 /// A plain `Command` (as tokio's): the server runs while the client talks
 /// to it over its stdin and stdout, which `assert_cmd` (run to the end,
@@ -166,7 +157,7 @@ fn append(ctx: &TestContext, relative: &str, text: &str) {
 async fn an_mcp_client_drives_a_live_pod_of_the_example() {
     let ctx = TestContext::new();
     example(&ctx);
-    let _stop = StopPod(&ctx);
+    let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let client = connect(&ctx, &[]).await;
 
@@ -371,7 +362,7 @@ async fn services_events_and_errors(client: &RunningService<RoleClient, ()>) {
 async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     let ctx = TestContext::new();
     example(&ctx);
-    let _stop = StopPod(&ctx);
+    let _stop = ctx.stop_on_drop();
 
     let client = connect(&ctx, &[]).await;
     let status = refused("status", &call(&client, "status", json!({})).await);
@@ -462,7 +453,7 @@ grace-ms = 1000
             closed = free_port()
         ),
     );
-    let _stop = StopPod(&ctx);
+    let _stop = ctx.stop_on_drop();
     let mut command = tokio::process::Command::from(ctx.command());
     command.arg("mcp").arg("--allow-up");
     let (transport, _stderr) = TokioChildProcess::builder(command)
