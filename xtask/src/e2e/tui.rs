@@ -18,7 +18,22 @@ struct Tmux<'c, 'h> {
     socket: String,
 }
 
-impl Tmux<'_, '_> {
+impl<'c, 'h> Tmux<'c, 'h> {
+    /// A tmux server of its own for the case's `name` (its socket named
+    /// after it and this process).
+    fn new(ctx: &'c Ctx<'h>, name: &str) -> Self {
+        Self {
+            ctx,
+            socket: format!("omnidev-e2e-{name}-{}", std::process::id()),
+        }
+    }
+
+    /// Types `keys` (tmux key names: `q`, `C-z`, `Enter`) into the session.
+    fn send(&self, keys: &[&str]) -> Result<()> {
+        self.run(&[&["send-keys", "-t", "pod"][..], keys].concat())
+            .map(drop)
+    }
+
     fn command(&self) -> Command {
         let mut command = self.ctx.command_with_subtag("tmux", "tmux");
         command.args(["-L", &self.socket, "-f", "/dev/null"]);
@@ -143,10 +158,7 @@ fn only(screen: &str, want: &str) -> Result<(), String> {
 /// Run `omnidev up` in tmux, switch panes with 1/2/3/0, quit with `q`.
 pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
-    let tmux = Tmux {
-        ctx,
-        socket: format!("omnidev-e2e-{}", std::process::id()),
-    };
+    let tmux = Tmux::new(ctx, "panes");
     tmux.up(&repo, "200", "50")?;
 
     tmux.wait_screen(
@@ -155,7 +167,8 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         |screen| {
             for mark in ["omnigent-host: Connected as", "omnigent-web: ready"] {
                 if !screen.contains(mark) {
-                    tmux_send(&tmux, "0");
+                    // Best effort, while polling: focus the combined pane.
+                    let _ = tmux.send(&["0"]);
                     return Err(format!("waiting for `{mark}`"));
                 }
             }
@@ -163,14 +176,14 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         },
     )?;
     for (key, mark) in [("1", SERVER), ("2", HOST), ("3", WEB)] {
-        tmux.run(&["send-keys", "-t", "pod", key])?;
+        tmux.send(&[key])?;
         tmux.wait_screen(
             &format!("key {key} to show the {mark} pane"),
             SOON,
             |screen| only(screen, mark),
         )?;
     }
-    tmux.run(&["send-keys", "-t", "pod", "0"])?;
+    tmux.send(&["0"])?;
     tmux.wait_screen("key 0 to show the combined pane", SOON, |screen| {
         if screen.contains(SERVER) && screen.contains(HOST) && screen.contains(WEB) {
             Ok(())
@@ -184,7 +197,7 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         "only {processes} processes of the pod found while it runs"
     );
 
-    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    tmux.send(&["q"])?;
     let status =
         util::wait_for("omnidev to quit on `q`", SOON, || tmux.ended()).map_err(|error| {
             anyhow::anyhow!(
@@ -202,11 +215,6 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
     ctx.wait_no_pod_process(Duration::from_secs(10))
         .context("after q")?;
     Ok(())
-}
-
-/// Best-effort key press used while polling (focus the combined pane).
-fn tmux_send(tmux: &Tmux, key: &str) {
-    let _ = tmux.run(&["send-keys", "-t", "pod", key]);
 }
 
 /// Diagnostics for a hang: every process running omnidev on `repo`, with
@@ -326,16 +334,10 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
     std::fs::create_dir_all(&repo)?;
     std::fs::write(repo.join("omnidev.toml"), SUSPEND_PROFILE)?;
     // An interactive shell, for job control (Ctrl-Z, `fg`).
-    let tmux = Tmux {
-        ctx,
-        socket: format!("omnidev-e2e-suspend-{}", std::process::id()),
-    };
+    let tmux = Tmux::new(ctx, "suspend");
     tmux.session("bash --norc --noprofile -i", "160", "40")?;
     let omnidev = ctx.omnidev_path().display().to_string();
-    tmux.run(&[
-        "send-keys",
-        "-t",
-        "pod",
+    tmux.send(&[
         &format!(
             "env OMNIDEV_E2E_TAG='{}' '{omnidev}' up --repo '{}'",
             ctx.tag,
@@ -345,15 +347,15 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
     ])?;
     tmux.wait_screen("the UI with both services' lines", UP, ui)?;
 
-    tmux.run(&["send-keys", "-t", "pod", "C-z"])?;
+    tmux.send(&["C-z"])?;
     tmux.wait_screen(
         "Ctrl-Z to stop omnidev and show the shell",
         SOON,
         stopped(1),
     )?;
-    tmux.run(&["send-keys", "-t", "pod", "fg", "Enter"])?;
+    tmux.send(&["fg", "Enter"])?;
     tmux.wait_screen("fg to redraw the UI", SOON, ui)?;
-    tmux.run(&["send-keys", "-t", "pod", "2"])?;
+    tmux.send(&["2"])?;
     tmux.wait_screen(
         "key 2 (no Enter) to show the link pane",
         SOON,
@@ -372,7 +374,7 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
         SOON,
         stopped(2),
     )?;
-    tmux.run(&["send-keys", "-t", "pod", "fg", "Enter"])?;
+    tmux.send(&["fg", "Enter"])?;
     tmux.wait_screen("fg to redraw the link pane", SOON, |screen| {
         if screen.contains(LINK_SHOWN) && screen.contains("link-here") {
             Ok(())
@@ -380,22 +382,16 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
             Err("the link pane is not redrawn".into())
         }
     })?;
-    tmux.run(&["send-keys", "-t", "pod", "1"])?;
+    tmux.send(&["1"])?;
     tmux.wait_screen(
         "key 1 (no Enter) to show the tick pane",
         SOON,
         pane_alone(false),
     )?;
 
-    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    tmux.send(&["q"])?;
     ctx.wait_no_pod_process(SOON).context("after q")?;
-    tmux.run(&[
-        "send-keys",
-        "-t",
-        "pod",
-        &format!("echo \"{ENDED} $?\""),
-        "Enter",
-    ])?;
+    tmux.send(&[&format!("echo \"{ENDED} $?\""), "Enter"])?;
     let status = util::wait_for("the shell to report omnidev's exit", SOON, || tmux.ended())?;
     ensure!(
         status == "0",
@@ -428,10 +424,7 @@ pub fn tui_shows_unfinished_lines_and_finishes_them_in_place(ctx: &mut Ctx) -> R
     let repo = ctx.dir.join("unfinished");
     std::fs::create_dir_all(&repo)?;
     std::fs::write(repo.join("omnidev.toml"), UNFINISHED_PROFILE)?;
-    let tmux = Tmux {
-        ctx,
-        socket: format!("omnidev-e2e-unfinished-{}", std::process::id()),
-    };
+    let tmux = Tmux::new(ctx, "unfinished");
     tmux.up(&repo, "160", "40")?;
     tmux.wait_screen(
         "the prompt and the redrawn bar before their newlines",
@@ -458,7 +451,7 @@ pub fn tui_shows_unfinished_lines_and_finishes_them_in_place(ctx: &mut Ctx) -> R
         }
         Ok(())
     })?;
-    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    tmux.send(&["q"])?;
     ctx.wait_no_pod_process(SOON).context("after q")?;
     drop(tmux);
     // The log files have the finished lines alone.
@@ -519,10 +512,7 @@ pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Re
         ctx.omnidev_path().display(),
         repo.display()
     );
-    let tmux = Tmux {
-        ctx,
-        socket: format!("omnidev-e2e-attach-{}", std::process::id()),
-    };
+    let tmux = Tmux::new(ctx, "attach");
     tmux.session(&launch, "200", "50")?;
     tmux.wait_screen(
         "attach to show the server's kept lines and the attached footer",
@@ -540,11 +530,11 @@ pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Re
             Ok(())
         },
     )?;
-    tmux.run(&["send-keys", "-t", "pod", "1"])?;
+    tmux.send(&["1"])?;
     tmux.wait_screen("key 1 to show the server pane", SOON, |screen| {
         only(screen, SERVER)
     })?;
-    tmux.run(&["send-keys", "-t", "pod", "r"])?;
+    tmux.send(&["r"])?;
     let after = util::wait_for("`r` to give the server a new pid", UP, || {
         let status = status_json(ctx, &repo)?;
         let pid = service_pid(&status, "server")?;
@@ -566,7 +556,7 @@ pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Re
         }
     })?;
 
-    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    tmux.send(&["q"])?;
     let code = util::wait_for("attach to leave on `q`", SOON, || tmux.ended())?;
     let screen = tmux.screen()?;
     ensure!(code == "0", "attach exited {code} after q:\n{screen}");
@@ -608,10 +598,7 @@ pub fn tui_p_applies_an_edited_profile(ctx: &mut Ctx) -> Result<()> {
     std::fs::create_dir_all(&repo)?;
     let file = repo.join("omnidev.toml");
     std::fs::write(&file, reload_profile("tick"))?;
-    let tmux = Tmux {
-        ctx,
-        socket: format!("omnidev-e2e-reload-profile-{}", std::process::id()),
-    };
+    let tmux = Tmux::new(ctx, "reload-profile");
     tmux.up(&repo, "200", "40")?;
     tmux.wait_screen("both services up", UP, |screen| {
         if screen.contains("other-up") && screen.contains("tick 1") {
@@ -621,13 +608,9 @@ pub fn tui_p_applies_an_edited_profile(ctx: &mut Ctx) -> Result<()> {
         }
     })?;
     // `other`'s pid, from `omnidev status --json`.
-    let other = || -> Result<u64> {
-        let status: serde_json::Value = serde_json::from_str(&status_json(ctx, &repo)?)?;
-        status["services"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["name"] == "other"))
-            .and_then(|s| s["pid"].as_u64())
-            .with_context(|| format!("no pid of other in {status}"))
+    let other = || -> Result<u32> {
+        let status = status_json(ctx, &repo)?;
+        service_pid(&status, "other")?.with_context(|| format!("no pid of other in {status}"))
     };
     let before = other()?;
 
@@ -642,7 +625,7 @@ pub fn tui_p_applies_an_edited_profile(ctx: &mut Ctx) -> Result<()> {
         }
         Ok(())
     })?;
-    tmux.run(&["send-keys", "-t", "pod", "P"])?;
+    tmux.send(&["P"])?;
     let screen = tmux.wait_screen("P to restart tick with its new command", SOON, |screen| {
         if screen.contains("applied omnidev.toml: restarted tick") && screen.contains("tock 1") {
             Ok(())
@@ -655,7 +638,7 @@ pub fn tui_p_applies_an_edited_profile(ctx: &mut Ctx) -> Result<()> {
         !screen.contains("P apply profile"),
         "the footer still offers P after applying:\n{screen}"
     );
-    tmux.run(&["send-keys", "-t", "pod", "q"])?;
+    tmux.send(&["q"])?;
     let status = util::wait_for("omnidev to quit on `q`", SOON, || tmux.ended())?;
     ensure!(status == "0", "omnidev exited with {status}");
     ctx.wait_no_pod_process(Duration::from_secs(10))
