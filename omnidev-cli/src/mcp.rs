@@ -17,6 +17,7 @@
 mod results;
 
 use std::collections::VecDeque;
+use std::io::Read;
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};

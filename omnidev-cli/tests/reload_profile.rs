@@ -352,7 +352,7 @@ grace-ms = 1000
         )
     };
     let file = ctx.write("omnidev.toml", &with_base(bases[0]));
-    let _pod = Pod(&ctx);
+    let _pod = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let before = status(&ctx);
     let (port, base) = web_port_and_another(&before, &bases);
@@ -405,7 +405,7 @@ grace-ms = 1000
         )
     };
     let file = ctx.write("omnidev.toml", &with(bases[0], "web on"));
-    let _pod = Pod(&ctx);
+    let _pod = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let (port, base) = web_port_and_another(&status(&ctx), &bases);
 
