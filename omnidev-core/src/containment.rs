@@ -311,8 +311,7 @@ impl Containment {
             name.push(format!(".prepare-{n}"));
             leaf.with_file_name(name)
         });
-        let niceness = if step { process::PREPARE_NICENESS } else { 0 };
-        let child = self.spawn_in(slot, command, leaf.as_deref(), niceness)?;
+        let child = self.spawn_in(slot, command, leaf.as_deref())?;
         let leader = ProcessRecord::of(child.id());
         let mut target = self.target(slot, leader);
         target.leaf = leaf;
@@ -324,7 +323,6 @@ impl Containment {
         slot: usize,
         command: &CommandSpec,
         leaf: Option<&Path>,
-        niceness: i32,
     ) -> io::Result<process::GroupChild> {
         let mut command = command.clone();
         command
@@ -339,7 +337,7 @@ impl Containment {
             }
             None => process::Placement::Here,
         };
-        process::spawn_group_in(&command, placement, niceness)
+        process::spawn_group_in(&command, placement)
     }
 
     /// The processes of service `slot` whose leader is `leader`.
@@ -898,7 +896,6 @@ mod tests {
         let mut child = process::spawn_placed(
             &reporting_command(cwd.path()),
             process::Placement::Cgroup(&leaf),
-            5,
             clone3,
         )
         .expect("spawn");
@@ -931,10 +928,10 @@ mod tests {
         );
         // SAFETY: getpriority only reads this process's nice value.
         let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-        let expected = format!("{pid} {pid} {}", (own + 5).min(19));
+        let expected = format!("{pid} {pid} {own}");
         assert!(
             lines.contains(&expected.as_str()),
-            "leads its session, 5 nicer than us ({expected}): {text}"
+            "leads its session, as nice as we are ({expected}): {text}"
         );
         assert!(
             lines.contains(&cwd.to_string_lossy().as_ref()),
@@ -978,9 +975,8 @@ mod tests {
                 program: "omnidev-no-such-program".into(),
                 ..CommandSpec::default()
             };
-            let error =
-                process::spawn_placed(&missing, process::Placement::Cgroup(&leaf), 0, clone3)
-                    .expect_err("no such program");
+            let error = process::spawn_placed(&missing, process::Placement::Cgroup(&leaf), clone3)
+                .expect_err("no such program");
             assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
             let nul = CommandSpec {
                 program: "sh".into(),
@@ -988,7 +984,7 @@ mod tests {
                 ..CommandSpec::default()
             };
             assert!(
-                process::spawn_placed(&nul, process::Placement::Cgroup(&leaf), 0, clone3).is_err()
+                process::spawn_placed(&nul, process::Placement::Cgroup(&leaf), clone3).is_err()
             );
         }
         assert!(!cgroup::populated(&leaf), "nothing left in the leaf");
@@ -1010,7 +1006,7 @@ mod tests {
             args: vec!["300".into()],
             ..CommandSpec::default()
         };
-        process::spawn_placed(&sleeper, process::Placement::Cgroup(leaf), 0, clone3).expect("spawn")
+        process::spawn_placed(&sleeper, process::Placement::Cgroup(leaf), clone3).expect("spawn")
     }
 
     /// Both ways of starting a process hand it its three standard streams

@@ -62,23 +62,12 @@ fn pid_of(pid: u32) -> Pid {
 pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::Child> {
     let mut own = own_children();
     own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
-    let child = spawn_tokio(command, None, 0)?;
+    let child = spawn_tokio(command, None)?;
     if let Some(pid) = child.id() {
         own.push(ProcessRecord::of(pid));
     }
     Ok(child)
 }
-
-/// How much nicer than omnidev a prepare step runs (`nice(2)` increment),
-/// meant to let a fresh worktree's `pnpm install` yield the CPU to the
-/// backend's first boot. Where Linux schedules by autogroup (on by
-/// default on many distributions, and on the machine of issue 30), a
-/// step's `setsid` puts it in a scheduling group of its own and a task's
-/// nice value counts only within its group, so this changes nothing
-/// there; see "A new worktree" in `docs/design.md` for what an effective
-/// nice 10 did (the backend path as fast as alone, the install starved by
-/// the rest of a busy machine).
-pub const PREPARE_NICENESS: i32 = 10;
 
 /// Where [`spawn_group_in`] starts a process.
 #[derive(Debug, Clone, Copy)]
@@ -195,9 +184,7 @@ static NO_CLONE_INTO_CGROUP: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 /// Like [`spawn_group`], and with [`Placement::Cgroup`] the child is in
-/// that cgroup before `exec` (so nothing it starts is ever outside it); a
-/// `niceness` above 0 is added to the child's (and so its descendants')
-/// nice value.
+/// that cgroup before `exec` (so nothing it starts is ever outside it).
 ///
 /// On Linux 5.7 and later the child is cloned straight into the cgroup
 /// (`clone3` with `CLONE_INTO_CGROUP`, see `process/into_cgroup.rs`);
@@ -209,13 +196,12 @@ static NO_CLONE_INTO_CGROUP: std::sync::atomic::AtomicBool =
 pub(crate) fn spawn_group_in(
     command: &CommandSpec,
     placement: Placement<'_>,
-    niceness: i32,
 ) -> io::Result<GroupChild> {
     #[cfg(target_os = "linux")]
     let clone3 = !NO_CLONE_INTO_CGROUP.load(std::sync::atomic::Ordering::Relaxed);
     #[cfg(not(target_os = "linux"))]
     let clone3 = false;
-    spawn_placed(command, placement, niceness, clone3)
+    spawn_placed(command, placement, clone3)
 }
 
 /// [`spawn_group_in`], trying `clone3` into the cgroup only with `clone3`
@@ -223,7 +209,6 @@ pub(crate) fn spawn_group_in(
 pub(crate) fn spawn_placed(
     command: &CommandSpec,
     placement: Placement<'_>,
-    niceness: i32,
     clone3: bool,
 ) -> io::Result<GroupChild> {
     #[cfg(not(target_os = "linux"))]
@@ -238,7 +223,7 @@ pub(crate) fn spawn_placed(
         use std::os::fd::AsFd as _;
         let cgroup = std::fs::File::open(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("cgroup {}: {e}", dir.display())))?;
-        match into_cgroup::spawn(command, cgroup.as_fd(), niceness) {
+        match into_cgroup::spawn(command, cgroup.as_fd()) {
             into_cgroup::Attempt::Started(started) => {
                 let record = ProcessRecord::of(started.pid);
                 own.push(record);
@@ -269,7 +254,7 @@ pub(crate) fn spawn_placed(
             )
         }
     };
-    let mut child = spawn_tokio(command, procs.as_ref().map(AsRawFd::as_raw_fd), niceness)?;
+    let mut child = spawn_tokio(command, procs.as_ref().map(AsRawFd::as_raw_fd))?;
     let record = ProcessRecord::of(child.id().unwrap_or_default());
     own.push(record);
     drop(own);
@@ -292,20 +277,11 @@ pub(crate) fn spawn_placed(
 }
 
 /// What every service process does to itself before `exec`, however it was
-/// started (async-signal-safe calls only): `niceness` above 0 added to its
-/// nice value, a new session and group, on Linux death with the thread
+/// started (async-signal-safe calls only): a new session and group, on Linux death with the thread
 /// that spawned it (`parent` is omnidev's pid, to catch a parent that died
 /// before `prctl` took effect), and every descriptor but its standard
 /// streams close-on-exec.
-pub(crate) fn child_setup(niceness: i32, parent: Pid) -> io::Result<()> {
-    if niceness > 0 {
-        // Relative to omnidev's own; best effort (19 is the floor).
-        // SAFETY: getpriority and setpriority are async-signal-safe.
-        unsafe {
-            let own = libc::getpriority(libc::PRIO_PROCESS, 0);
-            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, (own + niceness).min(19));
-        }
-    }
+pub(crate) fn child_setup(parent: Pid) -> io::Result<()> {
     nix::unistd::setsid()?;
     #[cfg(target_os = "linux")]
     {
@@ -359,7 +335,6 @@ fn cloexec_above_stdio() {
 fn spawn_tokio(
     command: &CommandSpec,
     cgroup_procs: Option<std::os::fd::RawFd>,
-    niceness: i32,
 ) -> io::Result<tokio::process::Child> {
     let mut cmd = tokio::process::Command::new(&command.program);
     cmd.args(&command.args)
@@ -381,7 +356,7 @@ fn spawn_tokio(
                     return Err(io::Error::last_os_error());
                 }
             }
-            child_setup(niceness, parent)
+            child_setup(parent)
         });
     }
     cmd.spawn()

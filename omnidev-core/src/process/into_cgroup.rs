@@ -144,8 +144,8 @@ fn prepare(command: &CommandSpec) -> io::Result<Prepared> {
 }
 
 /// Starts `command` inside the cgroup whose directory `cgroup` is open, as
-/// the leader of a new session, with `niceness` added.
-pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>, niceness: i32) -> Attempt {
+/// the leader of a new session.
+pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>) -> Attempt {
     let prepared = match prepare(command) {
         Ok(prepared) => prepared,
         Err(e) => return Attempt::Failed(e),
@@ -195,7 +195,6 @@ pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>, niceness: i32
                     .cwd
                     .as_ref()
                     .map_or(std::ptr::null(), |c| c.as_ptr()),
-                niceness,
                 parent,
             })
         }
@@ -256,7 +255,6 @@ struct Child {
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
-    niceness: i32,
     parent: nix::unistd::Pid,
 }
 
@@ -298,7 +296,7 @@ unsafe fn child(child: &Child) -> ! {
                 std::ptr::null_mut(),
             ))?;
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            super::child_setup(child.niceness, child.parent)
+            super::child_setup(child.parent)
                 .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
             if !child.cwd.is_null() {
                 check(libc::chdir(child.cwd))?;
