@@ -3,6 +3,9 @@
 //!
 //! Debouncing is trailing-edge: a trigger fires once no relevant change has
 //! arrived for the debounce period, so 20 writes in 100 ms are one reload.
+//! Only a change that counts moves the end: writes to ignored, `__pycache__`
+//! or unwatched files under the same directories (a test run's cache, a
+//! build's output) never hold a reload back, however many there are.
 //! (notify-debouncer-full expires each event on its own timer and can split
 //! such a burst into several batches, which would mean several reloads.)
 //!
@@ -211,6 +214,8 @@ struct Burst {
     appeared: Vec<PathBuf>,
     lost: Option<String>,
     gave_up: Option<String>,
+    /// The message just taken counted (see [`Tracker::take`]).
+    counted: bool,
 }
 
 impl Tracker {
@@ -288,16 +293,27 @@ impl Tracker {
         } else {
             self.decide(path, kind, "counts");
             burst.changed.insert(path.to_path_buf());
+            burst.counted = true;
             if let Some(seen) = &self.seen {
                 seen();
             }
         }
     }
 
-    fn take(&mut self, message: Message, burst: &mut Burst) {
+    /// Takes one message into the burst; true if any of it counted (a file
+    /// that counts, again or for the first time, a directory to scan, a
+    /// loss, the watch limit).
+    fn take(&mut self, message: Message, burst: &mut Burst) -> bool {
+        burst.counted = false;
+        self.take_into(message, burst);
+        burst.counted
+    }
+
+    fn take_into(&mut self, message: Message, burst: &mut Burst) {
         let event = match message {
             Message::Lost(why) => {
                 burst.lost.get_or_insert(why);
+                burst.counted = true;
                 if let Some(seen) = &self.seen {
                     seen();
                 }
@@ -305,6 +321,7 @@ impl Tracker {
             }
             Message::Limit(why) => {
                 burst.gave_up.get_or_insert(why);
+                burst.counted = true;
                 return;
             }
             Message::Event(event) => event,
@@ -331,6 +348,7 @@ impl Tracker {
                     if kind_brings_in(event.kind) && self.under_a_base(path) {
                         self.decide(path, kind, "a directory came in: its files count");
                         burst.appeared.push(path.clone());
+                        burst.counted = true;
                     } else {
                         self.decide(path, kind, "does not count: a directory");
                     }
@@ -605,10 +623,20 @@ fn run_bursts(
 ) {
     while let Ok(first) = rx.recv() {
         let mut burst = Burst::default();
-        tracker.take(first, &mut burst);
+        if !tracker.take(first, &mut burst) {
+            // Nothing that counts: no burst begins.
+            continue;
+        }
+        // The debounce runs from the last message that counted.
+        let mut until = std::time::Instant::now() + debounce;
         loop {
-            match rx.recv_timeout(debounce) {
-                Ok(more) => tracker.take(more, &mut burst),
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(more) => {
+                    if tracker.take(more, &mut burst) {
+                        until = std::time::Instant::now() + debounce;
+                    }
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
@@ -893,6 +921,49 @@ mod tests {
         if burst < Duration::from_millis(300) {
             fx.assert_no_trigger_before_sentinel();
         }
+    }
+
+    /// Writes that do not count (gitignored, `__pycache__`, unwatched) go
+    /// on for 3 s after one that does: the trigger comes a debounce after
+    /// the one that counts, not after the stream.
+    #[test]
+    fn writes_that_do_not_count_never_hold_a_trigger_back() {
+        let fx = fixture(100);
+        let file = fx.root.join("omnigent/app.py");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let noise = {
+            let root = fx.root.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && started.elapsed() < Duration::from_secs(3)
+                {
+                    for noise in [
+                        "omnigent/generated/out.py",
+                        "omnigent/api/__pycache__/routes.cpython-312.pyc",
+                        "omnigent/notes.txt",
+                    ] {
+                        std::fs::write(root.join(noise), format!("{n}\n")).expect("noise");
+                    }
+                    n += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                started.elapsed()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::write(&file, "print('changed')\n").expect("write");
+        let trigger = fx.next_trigger();
+        let stream_went_on = !noise.is_finished();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let lasted = noise.join().expect("noise thread");
+        assert_eq!(trigger, vec![file]);
+        assert!(
+            stream_went_on,
+            "the trigger came only once the 3 s of other writes had ended ({lasted:?})"
+        );
     }
 
     #[test]

@@ -14,6 +14,10 @@
 //! refused), so no path handed to this module reaches outside the
 //! directory it is relative to.
 
+mod background;
+
+pub(crate) use background::BackgroundWriter;
+
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};

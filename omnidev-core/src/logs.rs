@@ -533,6 +533,22 @@ impl LogStore {
     /// or after it, never half. Returns what to tell people when the file
     /// could not be written; nothing is written when logs stay in memory.
     pub(crate) fn mark(&self, changes: Option<&Changes>) -> Option<String> {
+        let (path, text) = self.mark_contents(changes)?;
+        crate::fs::write_atomic_unsynced(&path, &text)
+            .err()
+            .map(|e| {
+                format!(
+                    "could not write {}: {e}; `omnidev logs --since-reload` may start at an \
+                 earlier reload",
+                    path.display()
+                )
+            })
+    }
+
+    /// What [`LogStore::mark`] writes, and where: every position taken now,
+    /// for a caller that writes it elsewhere (the engine's background
+    /// writer). `None` when logs stay in memory.
+    pub(crate) fn mark_contents(&self, changes: Option<&Changes>) -> Option<(PathBuf, Vec<u8>)> {
         let dir = self.config.dir.as_ref()?;
         let logs = self
             .all()
@@ -559,17 +575,8 @@ impl LogStore {
         let path = dir.join(MARK_FILE);
         // A mark holds strings and numbers only: encoding cannot fail.
         let text = serde_json::to_vec(&mark).unwrap_or_default();
-        // Atomic but not flushed: a reload waits for this write (it comes
-        // before the stop), and a mark matters only while the pod runs.
-        crate::fs::write_atomic_unsynced(&path, &text)
-            .err()
-            .map(|e| {
-                format!(
-                    "could not write {}: {e}; `omnidev logs --since-reload` may start at an \
-                 earlier reload",
-                    path.display()
-                )
-            })
+        // Atomic but not flushed: a mark matters only while the pod runs.
+        Some((path, text))
     }
 
     /// Flushes every log file.

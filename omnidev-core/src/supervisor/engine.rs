@@ -114,6 +114,11 @@ enum Internal {
         index: usize,
         kind: EventKind,
     },
+    /// How a write of `state.json` or the reload mark went.
+    Written {
+        file: state_file::Written,
+        result: Result<(), String>,
+    },
 }
 
 /// Whether the engine supervises on or shuts down.
@@ -170,6 +175,8 @@ pub(super) struct Engine {
     spawner: Arc<dyn Spawner>,
     containment: Arc<Containment>,
     state: StateWrites,
+    /// Writes `state.json` and the reload mark off the engine's turns.
+    writer: crate::fs::BackgroundWriter,
     backoff: BackoffPolicy,
     status: watch::Sender<Vec<ServiceStatus>>,
     settled: watch::Sender<Option<Settled>>,
@@ -237,6 +244,7 @@ impl Engine {
                 error_reported: false,
                 dirty: false,
             },
+            writer: crate::fs::BackgroundWriter::new(),
             backoff: parts.backoff,
             status: parts.status,
             settled: parts.settled,
@@ -418,12 +426,19 @@ impl Engine {
         let services = set.iter().map(|&i| self.name(i).to_owned()).collect();
         self.reload.began = Some(SystemTime::now());
         self.reload.began_starts = self.starts();
-        // Before any service is stopped: its last lines are after the mark.
-        let unmarked = self.logs.mark(Some(&changes));
-        self.emit(None, EventKind::Reloading { services, changes });
-        if let Some(message) = unmarked {
-            self.emit(None, EventKind::Notice { message });
+        // Taken before any service is stopped, so its last lines are after
+        // the mark; written on the background writer.
+        if let Some((path, text)) = self.logs.mark_contents(Some(&changes)) {
+            let tx = self.internal_tx.clone();
+            let file = path.clone();
+            self.writer.submit(path, text, move |result| {
+                let _ = tx.send(Internal::Written {
+                    file: state_file::Written::Mark(file),
+                    result: result.map_err(|e| e.to_string()),
+                });
+            });
         }
+        self.emit(None, EventKind::Reloading { services, changes });
         let mut involved = set.clone();
         for &i in set {
             involved.extend(self.transitive_dependents(i));
@@ -513,6 +528,7 @@ impl Engine {
     fn on_internal(&mut self, message: Internal) {
         match message {
             Internal::Emit { index, kind } => self.emit(Some(index), kind),
+            Internal::Written { file, result } => self.written(file, result),
             Internal::Prepared {
                 index,
                 generation,

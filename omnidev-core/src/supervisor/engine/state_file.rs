@@ -1,32 +1,55 @@
 //! Writing `state.json`: once per engine turn, and said once when it
 //! fails (and again when it works).
 
-use super::Engine;
+use std::path::PathBuf;
+
+use super::{Engine, Internal};
 use crate::event::EventKind;
 use crate::state::{STATE_VERSION, ServiceRecord, StateFile};
 
 impl Engine {
     /// Notes that `state.json` is out of date; [`Engine::flush_state`]
-    /// writes it once the current turn has been reconciled. A write syncs
-    /// the file and its directory (a few milliseconds, far more while the
-    /// disk is busy), so it must not sit between a service's exit and its
-    /// respawn: the run's new pid is written right after the spawn, in the
-    /// same turn, and several changes of one turn are one write.
+    /// writes it once the current turn has been reconciled: the run's new
+    /// pid right after the spawn, in the same turn, and several changes of
+    /// one turn in one write. The write is atomic but not flushed to the
+    /// disk ([`crate::state::write_state`]), so the engine never waits for
+    /// the disk.
     pub(super) fn write_state(&mut self) {
         self.state.dirty = true;
     }
 
-    /// Writes `state.json` if a change of this turn asked for it.
+    /// Writes `state.json` if a change of this turn asked for it, on the
+    /// background writer: the engine goes on at once, and hears how the
+    /// write went as [`Internal::Written`].
     pub(super) fn flush_state(&mut self) {
-        if std::mem::take(&mut self.state.dirty) {
-            self.write_state_now();
+        if !std::mem::take(&mut self.state.dirty) {
+            return;
+        }
+        let Some((path, text)) = self.state_contents() else {
+            return;
+        };
+        let tx = self.internal_tx.clone();
+        self.writer.submit(path, text, move |result| {
+            let _ = tx.send(Internal::Written {
+                file: Written::State,
+                result: result.map_err(|e| e.to_string()),
+            });
+        });
+    }
+
+    /// The last write, at the end: made here, after every write handed to
+    /// the background writer.
+    pub(super) fn write_state_now(&mut self) {
+        self.writer.flush();
+        if let Some((path, text)) = self.state_contents() {
+            let result = crate::fs::write_atomic_unsynced(&path, &text).map_err(|e| e.to_string());
+            self.written(Written::State, result);
         }
     }
 
-    pub(super) fn write_state_now(&mut self) {
-        let Some(path) = self.state.path.clone() else {
-            return;
-        };
+    /// Where `state.json` goes and what it says now.
+    fn state_contents(&self) -> Option<(PathBuf, Vec<u8>)> {
+        let path = self.state.path.clone()?;
         let state = StateFile {
             version: STATE_VERSION,
             supervisor: self.supervisor,
@@ -46,33 +69,66 @@ impl Engine {
                 })
                 .collect(),
         };
-        // Said once per failure, with its cause, and again when it works.
-        match crate::state::write_state(&path, &state) {
-            Err(e) if !self.state.error_reported => {
-                self.state.error_reported = true;
-                let cause = std::error::Error::source(&e)
-                    .map_or_else(|| e.to_string(), ToString::to_string);
-                self.emit(
-                    None,
-                    EventKind::Notice {
-                        message: format!(
-                            "could not write {}: {cause}; supervising goes on, and writing is \
-                             tried again at each change",
-                            path.display()
-                        ),
-                    },
-                );
+        // A state holds strings and numbers only: encoding cannot fail.
+        let text = crate::state::encode_state(&path, &state).ok()?;
+        Some((path, text))
+    }
+
+    /// How a write of a pod file went. For `state.json`: said once per
+    /// failure, with its cause, and again when it works; for the reload
+    /// mark: each failure.
+    pub(super) fn written(&mut self, file: Written, result: Result<(), String>) {
+        match file {
+            Written::Mark(path) => {
+                if let Err(cause) = result {
+                    self.emit(
+                        None,
+                        EventKind::Notice {
+                            message: format!(
+                                "could not write {}: {cause}; `omnidev logs --since-reload` may \
+                                 start at an earlier reload",
+                                path.display()
+                            ),
+                        },
+                    );
+                }
             }
-            Ok(()) if self.state.error_reported => {
-                self.state.error_reported = false;
-                self.emit(
-                    None,
-                    EventKind::Notice {
-                        message: format!("{} is written again", path.display()),
-                    },
-                );
+            Written::State => {
+                let path = self.state.path.clone().unwrap_or_default();
+                match result {
+                    Err(cause) if !self.state.error_reported => {
+                        self.state.error_reported = true;
+                        self.emit(
+                            None,
+                            EventKind::Notice {
+                                message: format!(
+                                    "could not write {}: {cause}; supervising goes on, and \
+                                     writing is tried again at each change",
+                                    path.display()
+                                ),
+                            },
+                        );
+                    }
+                    Ok(()) if self.state.error_reported => {
+                        self.state.error_reported = false;
+                        self.emit(
+                            None,
+                            EventKind::Notice {
+                                message: format!("{} is written again", path.display()),
+                            },
+                        );
+                    }
+                    Ok(()) | Err(_) => {}
+                }
             }
-            Ok(()) | Err(_) => {}
         }
     }
+}
+
+/// Which pod file a write was of.
+#[derive(Debug)]
+pub(super) enum Written {
+    State,
+    /// The reload mark, at this path.
+    Mark(PathBuf),
 }
