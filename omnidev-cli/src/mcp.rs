@@ -41,8 +41,8 @@ use crate::control;
 use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
 use crate::error::Error;
 use results::{
-    EventsArgs, EventsResult, FailedService, LogsArgs, LogsResult, Outcome, RestartArgs,
-    ServiceArgs, StartArgs, UpArgs, WaitArgs,
+    EventsArgs, EventsResult, FailedService, LogsArgs, LogsResult, Outcome, ReloadProfileArgs,
+    ReloadProfileResult, RestartArgs, ServiceArgs, StartArgs, UpArgs, WaitArgs,
 };
 
 /// The bounds of every argument, and the defaults within them.
@@ -479,6 +479,44 @@ impl Tools {
                 timeout_secs: Some(secs),
             };
             acted(pod, &request, Duration::from_secs(secs), connection)
+        })
+        .await
+    }
+
+    #[tool(
+        name = "reload_profile",
+        description = "Apply the pod's profile file (omnidev.toml) as it is now, as `omnidev reload-profile` does: services whose rendered spec changed restart (their dependents follow), new ones start, removed ones stop, ports keep their numbers; answered once those restarted and started are ready, or one failed (`ok` false, with its last lines). A profile that cannot be loaded is a tool error with code omnidev::control::invalid_profile naming file, line and column; the pod runs on with its profile.",
+        annotations(
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn reload_profile(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<ReloadProfileArgs>,
+    ) -> Result<Json<ReloadProfileResult>, CallToolResult> {
+        self.answer(&context, move |pod, connection| {
+            let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
+            let request = Request::ReloadProfile {
+                timeout_secs: Some(secs),
+            };
+            let pod_dir = running(pod)?;
+            let mut response = control::client::request_on(
+                &pod_dir,
+                &request,
+                Duration::from_secs(secs) + Duration::from_secs(5),
+                |stream| connection.keep(stream),
+            )?;
+            let applied = response.applied.take().unwrap_or_default();
+            let Outcome { ok, failed, status } = outcome(&pod_dir, response)?;
+            Ok(ReloadProfileResult {
+                applied,
+                ok,
+                failed,
+                status,
+            })
         })
         .await
     }

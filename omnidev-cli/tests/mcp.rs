@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{TestContext, service};
+use common::{TestContext, api_and_web, service};
 use omnidev_test_support::free_port;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
 use rmcp::service::RunningService;
@@ -180,6 +180,65 @@ async fn an_mcp_client_drives_a_live_pod_of_the_example() {
     ctx.run_ok(&["stop"]);
 }
 
+/// `reload_profile` applies an edited profile (only the changed service
+/// restarts, the other keeps its pid) and refuses a broken one naming its
+/// line, the pod running on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_profile_applies_an_edit_and_refuses_a_broken_one() {
+    let ctx = TestContext::new();
+    let file = ctx.write("omnidev.toml", &api_and_web("v1", ""));
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let client = connect(&ctx, &[]).await;
+    let before = ok("status", &call(&client, "status", json!({})).await);
+    let web = service(&before, "web")["pid"].as_u64().expect("web's pid");
+    let api = service(&before, "api")["pid"].as_u64().expect("api's pid");
+
+    std::fs::write(&file, api_and_web("v2", "")).expect("edit");
+    let applied = ok(
+        "reload_profile",
+        &call(&client, "reload_profile", json!({"timeout_secs": 60})).await,
+    );
+    assert_eq!(applied["ok"], true, "{applied}");
+    assert_eq!(applied["applied"]["restarted"], json!(["api"]), "{applied}");
+    assert_eq!(applied["applied"]["started"], json!([]), "{applied}");
+    let after = &applied["status"];
+    assert_eq!(service(after, "web")["pid"].as_u64(), Some(web), "{after}");
+    let new_api = service(after, "api")["pid"].as_u64().expect("api's pid");
+    assert_ne!(new_api, api, "{after}");
+
+    std::fs::write(&file, "[services.api]\ncommand = 5\n").expect("break");
+    let record = refused(
+        "reload_profile",
+        &call(&client, "reload_profile", json!({})).await,
+    );
+    assert_eq!(
+        record["error"]["code"], "omnidev::control::invalid_profile",
+        "{record}"
+    );
+    let message = record["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("omnidev.toml:2:"), "{record}");
+    let still = ok("status", &call(&client, "status", json!({})).await);
+    assert_eq!(
+        service(&still, "api")["pid"].as_u64(),
+        Some(new_api),
+        "{still}"
+    );
+    assert_eq!(service(&still, "web")["pid"].as_u64(), Some(web), "{still}");
+
+    let bad = refused(
+        "reload_profile",
+        &call(&client, "reload_profile", json!({"timeout_secs": 0})).await,
+    );
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("timeout_secs")),
+        "{bad}"
+    );
+    client.cancel().await.expect("close");
+}
+
 /// The server's identity, and every tool with both schemas (no `up`
 /// without `--allow-up`).
 async fn tools_with_schemas(client: &RunningService<RoleClient, ()>) {
@@ -196,6 +255,7 @@ async fn tools_with_schemas(client: &RunningService<RoleClient, ()>) {
         [
             "events",
             "logs",
+            "reload_profile",
             "restart",
             "start_service",
             "status",

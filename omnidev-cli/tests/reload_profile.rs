@@ -11,26 +11,10 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{TestContext, alive, service, wait_for};
+use common::{TestContext, alive, api_and_web as profile, service, wait_for};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Two services that print what they run and sleep; `api_says` is what the
-/// api prints.
-fn profile(api_says: &str, extra: &str) -> String {
-    format!(
-        r#"
-[services.api]
-command = ["sh", "-c", "echo api {api_says}; exec sleep 1000"]
-grace-ms = 1000
-
-[services.web]
-command = ["sh", "-c", "echo web up; exec sleep 1000"]
-grace-ms = 1000
-{extra}"#
-    )
-}
 
 fn status(ctx: &TestContext) -> Value {
     ctx.json(&["status", "--json"])

@@ -165,7 +165,7 @@ pub struct Response {
 }
 
 /// What applying a changed profile did (`reload-profile`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct AppliedReport {
     /// Restarted: their rendered spec changed (their dependents follow).

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::protocol::{PodStatus, WaitFor};
+use crate::control::protocol::{AppliedReport, PodStatus, WaitFor};
 
 /// The arguments of `logs`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -91,6 +91,31 @@ pub struct StartArgs {
     /// Seconds to wait for it to be ready (default 300, at most 900).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+}
+
+/// The arguments of `reload_profile`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadProfileArgs {
+    /// Seconds to wait for the restarted and started services to be ready
+    /// (default 300, at most 900).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// What `reload_profile` answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct ReloadProfileResult {
+    /// What was applied: the services restarted (their rendered spec
+    /// changed), started (new), stopped (removed), kept stopped, and the
+    /// same in words.
+    pub applied: AppliedReport,
+    /// Whether they all came up: false when one failed.
+    pub ok: bool,
+    /// The services that failed, with their state and last lines.
+    pub failed: Vec<FailedService>,
+    /// The pod's status afterwards (new ports and URLs included).
+    pub status: PodStatus,
 }
 
 /// The arguments of `events`.

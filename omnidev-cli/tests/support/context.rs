@@ -206,6 +206,23 @@ pub fn listing(dir: &Path, skip: &Path) -> BTreeMap<PathBuf, String> {
 
 /// The service `name` of a status (`status --json`, or any answer holding
 /// one).
+/// A profile of two services that start at once and run until stopped:
+/// `api`, which says `api_says` at its start, and `web`; `extra` is
+/// appended (more services, say).
+pub fn api_and_web(api_says: &str, extra: &str) -> String {
+    format!(
+        r#"
+[services.api]
+command = ["sh", "-c", "echo api {api_says}; exec sleep 1000"]
+grace-ms = 1000
+
+[services.web]
+command = ["sh", "-c", "echo web up; exec sleep 1000"]
+grace-ms = 1000
+{extra}"#
+    )
+}
+
 pub fn service<'v>(status: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
     status["services"]
         .as_array()
