@@ -241,6 +241,18 @@ fn acted(
     timeout: Duration,
     connection: &Connection,
 ) -> miette::Result<Outcome> {
+    let (pod_dir, response) = ask(pod, request, timeout, connection)?;
+    outcome(&pod_dir, response)
+}
+
+/// [`acted`]'s request and answer, for a tool that reads more of the
+/// answer than the outcome: the pod's directory and the pod's response.
+fn ask(
+    pod: &PodArgs,
+    request: &Request,
+    timeout: Duration,
+    connection: &Connection,
+) -> miette::Result<(PathBuf, Response)> {
     let pod_dir = running(pod)?;
     let response = control::client::request_on(
         &pod_dir,
@@ -248,7 +260,7 @@ fn acted(
         timeout + Duration::from_secs(5),
         |stream| connection.keep(stream),
     )?;
-    outcome(&pod_dir, response)
+    Ok((pod_dir, response))
 }
 
 /// What a waiting request came to: the status, and each failed service
@@ -502,13 +514,8 @@ impl Tools {
             let request = Request::ReloadProfile {
                 timeout_secs: Some(secs),
             };
-            let pod_dir = running(pod)?;
-            let mut response = control::client::request_on(
-                &pod_dir,
-                &request,
-                Duration::from_secs(secs) + Duration::from_secs(5),
-                |stream| connection.keep(stream),
-            )?;
+            let (pod_dir, mut response) =
+                ask(pod, &request, Duration::from_secs(secs), connection)?;
             let applied = response.applied.take().unwrap_or_default();
             let Outcome { ok, failed, status } = outcome(&pod_dir, response)?;
             Ok(ReloadProfileResult {

@@ -536,13 +536,7 @@ impl LogStore {
         let (path, text) = self.mark_contents(changes)?;
         crate::fs::write_atomic_unsynced(&path, &text)
             .err()
-            .map(|e| {
-                format!(
-                    "could not write {}: {e}; `omnidev logs --since-reload` may start at an \
-                 earlier reload",
-                    path.display()
-                )
-            })
+            .map(|e| mark_failed(&path, &e.to_string()))
     }
 
     /// What [`LogStore::mark`] writes, and where: every position taken now,
@@ -990,6 +984,15 @@ pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
 /// the pod's start, left each service's log file (`omnidev logs
 /// --since-reload`).
 pub const MARK_FILE: &str = "reload-mark.json";
+
+/// What to tell people when the mark at `path` could not be written.
+pub(crate) fn mark_failed(path: &Path, cause: &str) -> String {
+    format!(
+        "could not write {}: {cause}; `omnidev logs --since-reload` may start at an earlier \
+         reload",
+        path.display()
+    )
+}
 
 /// The largest [`MARK_FILE`] read (a real one is a few hundred bytes).
 const MARK_MAX_BYTES: u64 = 1024 * 1024;

@@ -81,16 +81,8 @@ impl Engine {
         match file {
             Written::Mark(path) => {
                 if let Err(cause) = result {
-                    self.emit(
-                        None,
-                        EventKind::Notice {
-                            message: format!(
-                                "could not write {}: {cause}; `omnidev logs --since-reload` may \
-                                 start at an earlier reload",
-                                path.display()
-                            ),
-                        },
-                    );
+                    let message = crate::logs::mark_failed(&path, &cause);
+                    self.emit(None, EventKind::Notice { message });
                 }
             }
             Written::State => {
