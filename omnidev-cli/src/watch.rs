@@ -5,7 +5,10 @@
 //! arrived for the debounce period, so 20 writes in 100 ms are one reload.
 //! Only a change that counts moves the end: writes to ignored, `__pycache__`
 //! or unwatched files under the same directories (a test run's cache, a
-//! build's output) never hold a reload back, however many there are.
+//! build's output) never hold a reload back, however many there are. A
+//! burst ends at the latest [`max_burst`] after its first change, so
+//! changes that never pause (a generator rewriting a watched file every
+//! 50 ms) still reload, once per that time.
 //! (notify-debouncer-full expires each event on its own timer and can split
 //! such a burst into several batches, which would mean several reloads.)
 //!
@@ -612,6 +615,11 @@ impl Watcher {
     }
 }
 
+/// The longest a burst lasts: 20 debounce periods, at least 2 s.
+pub fn max_burst(debounce: Duration) -> Duration {
+    (debounce * 20).max(Duration::from_secs(2))
+}
+
 /// Turns messages into one [`Change`] per burst, until the notify watcher
 /// (holding the sender) is dropped.
 fn run_bursts(
@@ -627,14 +635,17 @@ fn run_bursts(
             // Nothing that counts: no burst begins.
             continue;
         }
-        // The debounce runs from the last message that counted.
-        let mut until = std::time::Instant::now() + debounce;
+        // The debounce runs from the last message that counted, up to the
+        // burst's cap.
+        let began = std::time::Instant::now();
+        let cap = began + max_burst(debounce);
+        let mut until = began + debounce;
         loop {
             let left = until.saturating_duration_since(std::time::Instant::now());
             match rx.recv_timeout(left) {
                 Ok(more) => {
                     if tracker.take(more, &mut burst) {
-                        until = std::time::Instant::now() + debounce;
+                        until = (std::time::Instant::now() + debounce).min(cap);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
@@ -765,6 +776,11 @@ pub fn start_watchers(
         });
         let named = relative.clone();
         let seen = supervisor.clone();
+        // The first change of a burst stops the service at once (its
+        // reload is certain from then on); the burst's end starts it.
+        let coming = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let burst_over = coming.clone();
+        let service_coming = rule.service.clone();
         let started = Watcher::start(
             &WatchConfig {
                 root: prepared.checkout.repo.clone(),
@@ -774,6 +790,7 @@ pub fn start_watchers(
                 excludes_file: excludes_file(),
             },
             move |change: Change| {
+                burst_over.store(false, std::sync::atomic::Ordering::Relaxed);
                 let _ = tx.send(Fired {
                     service: service.clone(),
                     changes: Changes::of(change.paths.iter().map(|p| named(p))),
@@ -782,8 +799,13 @@ pub fn start_watchers(
                 });
             },
             decisions,
-            // A wait for the reload of this change knows it is coming.
-            Some(Arc::new(move || seen.saw_change())),
+            Some(Arc::new(move || {
+                // A wait for the reload of this change knows it is coming.
+                seen.saw_change();
+                if !coming.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    let _ = seen.reload_coming(&[&service_coming]);
+                }
+            })),
         );
         let watcher = match started {
             Ok(watcher) => watcher,
@@ -963,6 +985,41 @@ mod tests {
         assert!(
             stream_went_on,
             "the trigger came only once the 3 s of other writes had ended ({lasted:?})"
+        );
+    }
+
+    /// A file that counts rewritten every 20 ms for 6 s (longer than a
+    /// 50 ms debounce's burst cap of 2 s): it still reloads while the
+    /// writes go on, not only once they stop.
+    #[test]
+    fn changes_that_never_pause_still_trigger_once_per_burst_cap() {
+        let fx = fixture(50);
+        assert_eq!(max_burst(Duration::from_millis(50)), Duration::from_secs(2));
+        let file = fx.root.join("omnigent/app.py");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let file = file.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && started.elapsed() < Duration::from_secs(6)
+                {
+                    std::fs::write(&file, format!("n = {n}\n")).expect("write");
+                    n += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let trigger = fx.next_trigger();
+        let writes_went_on = !writer.is_finished();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().expect("writer");
+        assert_eq!(trigger, vec![file]);
+        assert!(
+            writes_went_on,
+            "the trigger came only once 6 s of writes had ended"
         );
     }
 

@@ -687,22 +687,9 @@ fn exit_codes_on_a_running_pod() {
         .stderr(contains("within 1 s"));
     // A follower of the events gets one `ended` record last when the pod
     // stops, and its stream ends.
-    let mut follow = ctx.spawn(&["events", "-f", "--json"]);
-    let mut lines = BufReader::new(follow.stdout.take().expect("stdout")).lines();
-    // Its first record (of the kept ones) says it is attached.
-    let first = lines.next().expect("a first record").expect("read");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let all: Vec<String> = std::iter::once(first)
-            .chain(lines.map_while(Result::ok))
-            .collect();
-        let _ = tx.send(all);
-    });
+    let events = follow_events(&ctx);
     ctx.run_ok(&["stop"]);
-    let all = rx
-        .recv_timeout(DEADLINE)
-        .expect("the events stream ends with the pod");
-    let _ = follow.wait();
+    let all = events.records();
     let last: Value = serde_json::from_str(all.last().expect("records")).expect("json");
     assert_eq!(last["kind"], "ended", "{all:?}");
     let names: Vec<&str> = last["services"]
@@ -721,6 +708,40 @@ fn exit_codes_on_a_running_pod() {
         "{last}"
     );
     ctx.assert(&["wait", "--ready"]).code(NOT_RUNNING);
+}
+
+/// `omnidev events -f --json` on the running pod, read on a thread of its
+/// own until the pod ends.
+struct Following {
+    child: std::process::Child,
+    all: mpsc::Receiver<Vec<String>>,
+}
+
+fn follow_events(ctx: &TestContext) -> Following {
+    let mut child = ctx.spawn(&["events", "-f", "--json"]);
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // Its first record (of the kept ones) says it is attached.
+    let first = lines.next().expect("a first record").expect("read");
+    let (tx, all) = mpsc::channel();
+    std::thread::spawn(move || {
+        let all: Vec<String> = std::iter::once(first)
+            .chain(lines.map_while(Result::ok))
+            .collect();
+        let _ = tx.send(all);
+    });
+    Following { child, all }
+}
+
+impl Following {
+    /// Every record, once the pod has ended.
+    fn records(mut self) -> Vec<String> {
+        let all = self
+            .all
+            .recv_timeout(DEADLINE)
+            .expect("the events stream ends with the pod");
+        let _ = self.child.wait();
+        all
+    }
 }
 
 #[test]
@@ -784,6 +805,67 @@ grace-ms = 1000
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("app failed"), "{stderr}");
     ctx.run_ok(&["stop"]);
+}
+
+#[test]
+fn an_edit_stops_the_old_run_while_the_debounce_runs_and_keeps_its_last_words() {
+    // A long debounce makes the order plain: the old run is stopped at the
+    // edit, the reload (named by its `reload` record) comes 1.5 s later
+    // and only starts the new run; `logs --since-reload` still begins
+    // before the old run's last words.
+    let ctx = TestContext::new();
+    ctx.write("src/app.txt", "v1");
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[watch]
+debounce-ms = 1500
+
+[services.app]
+command = ["sh", "-c", "exec 2>/dev/null; n=$(( $(cat runs 2>/dev/null || echo 0) + 1 )); echo $n > runs; trap 'echo run $n stopping; exit 0' TERM; echo run $n started; while :; do sleep 0.05; done"]
+ready = { log = "started" }
+watch = ["src/**"]
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let events = follow_events(&ctx);
+    ctx.write("src/app.txt", "v2");
+    ctx.run_ok(&["wait", "--healthy-after-reload", "--timeout", "120"]);
+    let out = ctx.run_ok(&["logs", "app", "--since-reload"]);
+    assert_eq!(
+        out, "run 1 stopping\nrun 2 started\n",
+        "the mark is taken before the old run is stopped"
+    );
+    ctx.run_ok(&["stop"]);
+    let all = events.records();
+    let records: Vec<Value> = all
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let position = |what: &str, test: &dyn Fn(&Value) -> bool| {
+        records
+            .iter()
+            .position(test)
+            .unwrap_or_else(|| panic!("no {what} in {all:?}"))
+    };
+    let state = |r: &Value, state: &str| r["service"] == "app" && r["state"] == state;
+    let stopped = position("the old run's end", &|r| state(r, "stopping"));
+    let reload = position("reload record", &|r| r["kind"] == "reload");
+    let started = stopped
+        + records[stopped..]
+            .iter()
+            .position(|r| state(r, "starting"))
+            .unwrap_or_else(|| panic!("no new run in {all:?}"));
+    assert!(
+        records[stopped..reload].iter().any(|r| state(r, "waiting")),
+        "down before the reload: {all:?}"
+    );
+    assert_eq!(records[reload]["files"], serde_json::json!(["src/app.txt"]));
+    assert!(
+        stopped < reload && reload < started,
+        "stop at the edit, start at the reload: {all:?}"
+    );
 }
 
 #[test]

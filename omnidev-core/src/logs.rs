@@ -533,16 +533,18 @@ impl LogStore {
     /// or after it, never half. Returns what to tell people when the file
     /// could not be written; nothing is written when logs stay in memory.
     pub(crate) fn mark(&self, changes: Option<&Changes>) -> Option<String> {
-        let (path, text) = self.mark_contents(changes)?;
-        crate::fs::write_atomic_unsynced(&path, &text)
+        let taken = self.mark_now(changes)?;
+        crate::fs::write_atomic_unsynced(&taken.path, &taken.mark.encode())
             .err()
-            .map(|e| mark_failed(&path, &e.to_string()))
+            .map(|e| mark_failed(&taken.path, &e.to_string()))
     }
 
     /// What [`LogStore::mark`] writes, and where: every position taken now,
     /// for a caller that writes it elsewhere (the engine's background
-    /// writer). `None` when logs stay in memory.
-    pub(crate) fn mark_contents(&self, changes: Option<&Changes>) -> Option<(PathBuf, Vec<u8>)> {
+    /// writer), or later (a reload whose services were stopped ahead of
+    /// it names its files once its burst is over). `None` when logs stay
+    /// in memory.
+    pub(crate) fn mark_now(&self, changes: Option<&Changes>) -> Option<TakenMark> {
         let dir = self.config.dir.as_ref()?;
         let logs = self
             .all()
@@ -558,19 +560,19 @@ impl LogStore {
                 FileState::None | FileState::Failed { .. } => None,
             })
             .collect();
-        let mark = Mark {
+        let mut mark = Mark {
             at_ms: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            reload: changes.is_some(),
-            files: changes.map(|c| c.paths.clone()).unwrap_or_default(),
+            reload: false,
+            files: Vec::new(),
             logs,
         };
-        let path = dir.join(MARK_FILE);
-        // A mark holds strings and numbers only: encoding cannot fail.
-        let text = serde_json::to_vec(&mark).unwrap_or_default();
-        // Atomic but not flushed: a mark matters only while the pod runs.
-        Some((path, text))
+        mark.name(changes);
+        Some(TakenMark {
+            path: dir.join(MARK_FILE),
+            mark,
+        })
     }
 
     /// Flushes every log file.
@@ -1013,6 +1015,28 @@ pub struct Mark {
     pub files: Vec<String>,
     /// Per service, where its log file stood.
     pub logs: BTreeMap<String, Position>,
+}
+
+impl Mark {
+    /// Says what it marks: a reload for `changes` (`None`: the pod's start).
+    pub(crate) fn name(&mut self, changes: Option<&Changes>) {
+        self.reload = changes.is_some();
+        self.files = changes.map(|c| c.paths.clone()).unwrap_or_default();
+    }
+
+    /// Its file's text. Atomic but not flushed: a mark matters only while
+    /// the pod runs.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        // A mark holds strings and numbers only: encoding cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// A [`Mark`] taken and not yet written, with the file it goes to.
+#[derive(Debug)]
+pub(crate) struct TakenMark {
+    pub(crate) path: PathBuf,
+    pub(crate) mark: Mark,
 }
 
 /// A place in a log file that rotation does not move: the file (by inode,

@@ -184,6 +184,9 @@ pub(crate) enum Request {
     /// A restart that leaves the service's dependents running.
     RestartAlone(usize, StartsAck),
     Reload(Vec<usize>, Changes, StartsAck),
+    /// A watcher saw the first change of a burst that will reload these
+    /// services: stop them now, start them with the reload.
+    ReloadComing(Vec<usize>),
     Stop(usize, oneshot::Sender<()>),
     /// Answered (when asked) with the start counts before it acts, that of
     /// a service left running one lower (its current run counts).
@@ -446,6 +449,29 @@ impl Supervisor {
             .map(|n| self.index(n))
             .collect::<Result<Vec<_>>>()?;
         self.send(Request::Reload(indexes, changes, None))
+    }
+
+    /// Stops `names` ahead of a reload that is coming: a front-end's
+    /// watcher has seen the first change of a burst and waits out its
+    /// debounce before it calls [`Supervisor::reload_changed`] with the
+    /// same services. The old runs are stopped meanwhile, so the reload
+    /// only has to start them (a server that takes its time to shut down
+    /// does it inside the debounce, not after it). Acts only on services
+    /// that run, when no reload runs or waits; the reload log mark is
+    /// taken before the first stop. A service stopped this way stays down
+    /// until that reload (or a restart or start request) comes, so a
+    /// caller must follow with `reload_changed`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownService`] for a name the supervisor does not run;
+    /// [`Error::ShutDown`] when it has finished.
+    pub fn reload_coming(&self, names: &[&str]) -> Result<()> {
+        let indexes = names
+            .iter()
+            .map(|n| self.index(n))
+            .collect::<Result<Vec<_>>>()?;
+        self.send(Request::ReloadComing(indexes))
     }
 
     /// Publishes a [`EventKind::Debug`] message (a front-end's own

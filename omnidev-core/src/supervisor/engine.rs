@@ -145,6 +145,10 @@ struct ReloadState {
     /// Every service's start count then (a run counted higher began
     /// after it).
     began_starts: Vec<u32>,
+    /// The log mark taken when services were stopped ahead of the coming
+    /// reload: that reload writes it, naming its files, instead of taking
+    /// a new one (the old runs' last lines stay after it).
+    marked_ahead: Option<crate::logs::TakenMark>,
 }
 
 /// Where `state.json` goes and how its writes stand.
@@ -427,16 +431,11 @@ impl Engine {
         self.reload.began = Some(SystemTime::now());
         self.reload.began_starts = self.starts();
         // Taken before any service is stopped, so its last lines are after
-        // the mark; written on the background writer.
-        if let Some((path, text)) = self.logs.mark_contents(Some(&changes)) {
-            let tx = self.internal_tx.clone();
-            let file = path.clone();
-            self.writer.submit(path, text, move |result| {
-                let _ = tx.send(Internal::Written {
-                    file: state_file::Written::Mark(file),
-                    result: result.map_err(|e| e.to_string()),
-                });
-            });
+        // the mark: here, unless the stops ahead of this reload took it.
+        let taken = self.reload.marked_ahead.take();
+        if let Some(mut taken) = taken.or_else(|| self.logs.mark_now(None)) {
+            taken.mark.name(Some(&changes));
+            self.write_mark(taken);
         }
         self.emit(None, EventKind::Reloading { services, changes });
         let mut involved = set.clone();
@@ -450,6 +449,50 @@ impl Engine {
             .active
             .get_or_insert_with(BTreeSet::new)
             .extend(involved);
+    }
+
+    /// Writes a reload log mark on the background writer.
+    fn write_mark(&self, taken: crate::logs::TakenMark) {
+        let tx = self.internal_tx.clone();
+        let file = taken.path.clone();
+        self.writer
+            .submit(taken.path, taken.mark.encode(), move |result| {
+                let _ = tx.send(Internal::Written {
+                    file: state_file::Written::Mark(file),
+                    result: result.map_err(|e| e.to_string()),
+                });
+            });
+    }
+
+    /// Stops the running services of `set` ahead of the reload a watcher
+    /// will ask for once its debounce is over ([`Intent::AwaitReload`]):
+    /// the old runs end while the burst settles. Nothing is done while a
+    /// reload runs or waits (that one decides when the next restart is),
+    /// nor to a service that is not running or is already on its way down.
+    fn stop_ahead_of_reload(&mut self, set: &BTreeSet<usize>) {
+        if self.shutting_down() || self.reload.active.is_some() || self.reload.queued.is_some() {
+            return;
+        }
+        let stop: Vec<usize> = set
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let s = &self.services[i];
+                !self.removed[i]
+                    && s.intent == Intent::Keep
+                    && matches!(&s.phase, Phase::Running(process) if process.is_alive())
+            })
+            .collect();
+        if stop.is_empty() {
+            return;
+        }
+        if self.reload.marked_ahead.is_none() {
+            self.reload.marked_ahead = self.logs.mark_now(None);
+        }
+        for i in stop {
+            self.services[i].intent = Intent::AwaitReload;
+            self.stop(i, AfterStop::Start);
+        }
     }
 
     /// Stops a service in whatever phase it is; `then` says whether it goes

@@ -94,6 +94,10 @@ pub(super) enum Intent {
     /// A dependency is restarting: restart it once the dependencies meet its
     /// conditions again (or forget it if it has no process by then).
     RestartPending,
+    /// Stopped ahead of a reload that is coming (its watcher saw a change
+    /// and waits out the debounce): not started by reconciliation until
+    /// that reload, or a restart or start request, asks.
+    AwaitReload,
 }
 
 /// A running process of a service, from spawn until its group is empty.

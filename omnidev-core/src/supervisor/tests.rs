@@ -653,6 +653,112 @@ async fn a_reload_respawns_the_moment_the_old_run_is_gone() {
     supervisor.shutdown().await.expect("shutdown");
 }
 
+/// The first change of a burst stops the server at once; nothing starts it
+/// until the burst's reload, however long that takes; the reload starts it
+/// without stopping anything; its host follows once it is ready.
+#[tokio::test(start_paused = true)]
+async fn a_coming_reload_stops_the_old_run_and_only_the_reload_starts_it() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+
+    supervisor.reload_coming(&["server"]).expect("coming");
+    until("the server down, waiting", || {
+        state(&supervisor, "server") == ServiceState::Waiting
+    })
+    .await;
+    assert_eq!(spawner.signals("server"), vec![libc::SIGTERM]);
+    // Said again by every change of the burst: still one stop.
+    supervisor.reload_coming(&["server"]).expect("coming");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(state(&supervisor, "server"), ServiceState::Waiting);
+    assert_eq!(spawner.spawns("server", "server"), 1, "not started early");
+    assert_eq!(spawner.signals("server").len(), 1);
+    assert!(
+        is_running(&state(&supervisor, "host")),
+        "the host runs until its server is back"
+    );
+    let settled = supervisor.wait_settled();
+    tokio::pin!(settled);
+    assert!(
+        futures_poll_once(&mut settled).await.is_none(),
+        "a pod whose reload is coming has not settled"
+    );
+
+    supervisor
+        .reload_changed(&["server"], changed("omnigent/a.py"))
+        .await
+        .expect("reload");
+    until("the new server", || spawner.spawns("server", "server") == 2).await;
+    assert_eq!(spawner.signals("server").len(), 1, "nothing stopped twice");
+    serve(&supervisor);
+    until("the host restarted after it", || {
+        spawner.spawns("host", "host") == 2 && is_running(&state(&supervisor, "host"))
+    })
+    .await;
+    until("the reload over", || !supervisor.is_reloading()).await;
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A reload that runs decides when the next restart is: a change seen
+/// meanwhile stops nothing ahead of it; nor is a service stopped by hand
+/// touched, and a start request brings back one stopped ahead.
+#[tokio::test(start_paused = true)]
+async fn a_coming_reload_leaves_alone_what_is_not_simply_running() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+
+    // A reload in progress: the server restarted, not ready yet.
+    supervisor
+        .reload_changed(&["server"], changed("omnigent/a.py"))
+        .await
+        .expect("reload");
+    until("the reload's server", || {
+        spawner.spawns("server", "server") == 2
+    })
+    .await;
+    supervisor.reload_coming(&["server"]).expect("coming");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(spawner.signals("server").len(), 1, "only the reload's stop");
+    assert!(matches!(
+        state(&supervisor, "server"),
+        ServiceState::Starting { .. }
+    ));
+    serve(&supervisor);
+    until("the reload over", || !supervisor.is_reloading()).await;
+
+    // Stopped by hand: stays stopped.
+    supervisor.stop_service("host").await.expect("stop");
+    let stops = spawner.signals("host").len();
+    supervisor.reload_coming(&["host"]).expect("coming");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(state(&supervisor, "host"), ServiceState::Stopped);
+    assert_eq!(spawner.signals("host").len(), stops);
+
+    // Stopped ahead, then started by a request: it runs again.
+    supervisor.reload_coming(&["server"]).expect("coming");
+    until("the server down, waiting", || {
+        state(&supervisor, "server") == ServiceState::Waiting
+    })
+    .await;
+    supervisor.start_service("server").await.expect("start");
+    until("started by the request", || {
+        spawner.spawns("server", "server") == 3
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// Polls `future` once: its output if it is ready now.
+async fn futures_poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut *future).poll(cx) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_guard_that_cannot_be_replaced_stops_the_pod_and_says_why() {
     let (_spawner, supervisor) = server_and_host_running().await;

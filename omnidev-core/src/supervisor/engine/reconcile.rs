@@ -102,7 +102,7 @@ impl Engine {
                 let s = &self.services[index];
                 let pending = s.intent == Intent::RestartPending;
                 if matches!(s.phase, Phase::Waiting)
-                    && s.intent != Intent::Hold
+                    && !matches!(s.intent, Intent::Hold | Intent::AwaitReload)
                     && self.dependencies_met(index)
                 {
                     self.services[index].intent = Intent::Keep;
@@ -149,7 +149,11 @@ impl Engine {
                 | Phase::Stopped
                 | Phase::Backoff { .. }
                 | Phase::Failed { .. } => true,
-                Phase::Waiting => self.blocked(i, 0) || s.intent == Intent::Hold,
+                // Stopped ahead of its own reload: it waits for exactly
+                // that one, so it is not what keeps a queue back.
+                Phase::Waiting => {
+                    self.blocked(i, 0) || matches!(s.intent, Intent::Hold | Intent::AwaitReload)
+                }
                 Phase::Preparing { .. } | Phase::Stopping { .. } => false,
             }
     }

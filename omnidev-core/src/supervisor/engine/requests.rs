@@ -44,7 +44,7 @@ impl Engine {
                 }
                 if !self.shutting_down() && !self.removed[index] {
                     let s = &mut self.services[index];
-                    if s.intent == Intent::Hold {
+                    if matches!(s.intent, Intent::Hold | Intent::AwaitReload) {
                         s.intent = Intent::Keep;
                     }
                     if s.is_terminal() {
@@ -72,6 +72,9 @@ impl Engine {
                 } else {
                     self.start_reload(&set, changes);
                 }
+            }
+            Request::ReloadComing(indexes) => {
+                self.stop_ahead_of_reload(&indexes.into_iter().collect());
             }
             Request::Stop(index, waiter) => {
                 self.services[index].intent = Intent::Hold;
