@@ -210,7 +210,8 @@ fn side_by_side(
     let watcher = Guard(
         Command::new(&watchexec)
             .args(["--restart", "--shell=none", "--debounce", "100ms"])
-            .args(["--watch", "src", "--exts", "py", "--", "python3"])
+            .args(["--watch", "src", "--exts", "py", "--"])
+            .arg(super::python())
             .arg(other.join("stub_server.py"))
             .arg(wport.to_string())
             .arg(other.join("src/app.py"))
