@@ -656,9 +656,11 @@ fn run_bursts(
         if burst.gave_up.is_some() {
             // Once: the watches are removed and this thread ends.
             renew_watches(true);
+            // A loss seen before the limit still asks for its reload (and
+            // may have stopped the service ahead of it).
             on_change(Change {
                 paths: burst.changed.into_iter().collect(),
-                lost: None,
+                lost: burst.lost,
                 gave_up: burst.gave_up,
             });
             return;
@@ -701,7 +703,7 @@ fn spawn_reloads(supervisor: Supervisor, mut rx: tokio::sync::mpsc::UnboundedRec
                         "warning: {service} is no longer reloaded on changes: {why}; raise \
                          fs.inotify.max_user_watches or narrow its `watch` globs"
                     ));
-                    if more.total == 0 {
+                    if more.total == 0 && lost.is_none() {
                         continue;
                     }
                 }
@@ -1215,6 +1217,37 @@ mod tests {
             drop(tx);
         });
         assert_eq!(renewed.into_inner(), 1, "watches set up again once");
+    }
+
+    /// A loss, then the limit, in one burst: the loss still asks for its
+    /// reload (its first change may have stopped the service ahead of it,
+    /// which only that reload starts again).
+    #[test]
+    fn a_loss_before_the_watch_limit_still_reloads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (config, _, tracker) = src_tracker(dir.path());
+        let (tx, rx) = mpsc::channel();
+        tx.send(Message::Lost("overflow".to_owned())).expect("send");
+        tx.send(Message::Limit("limit".to_owned())).expect("send");
+        let mut changes = Vec::new();
+        run_bursts(
+            &rx,
+            tracker,
+            config.debounce,
+            |_| {},
+            |change| {
+                changes.push(change);
+            },
+        );
+        assert_eq!(
+            changes,
+            [Change {
+                paths: vec![],
+                lost: Some("overflow".to_owned()),
+                gave_up: Some("limit".to_owned()),
+            }]
+        );
+        drop(tx);
     }
 
     #[test]
