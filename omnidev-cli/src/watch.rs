@@ -149,8 +149,9 @@ pub struct Change {
 pub type Decisions = Arc<dyn Fn(&Path, EventKind, &str) + Send + Sync>;
 
 /// Told at once of each change that counts (before its burst ends), so a
-/// change whose reload is still pending is known.
-pub type Seen = Arc<dyn Fn() + Send + Sync>;
+/// change whose reload is still pending is known; `true` for the first of
+/// its burst (from then on the burst's reload is certain).
+pub type Seen = Arc<dyn Fn(bool) + Send + Sync>;
 
 /// What the notify thread hands to the burst thread.
 #[derive(Debug)]
@@ -219,6 +220,8 @@ struct Burst {
     gave_up: Option<String>,
     /// The message just taken counted (see [`Tracker::take`]).
     counted: bool,
+    /// A change of this burst has been told to [`Tracker::seen`].
+    told: bool,
 }
 
 impl Tracker {
@@ -297,9 +300,16 @@ impl Tracker {
             self.decide(path, kind, "counts");
             burst.changed.insert(path.to_path_buf());
             burst.counted = true;
-            if let Some(seen) = &self.seen {
-                seen();
-            }
+            self.tell_seen(burst);
+        }
+    }
+
+    /// Tells [`Tracker::seen`] of a change that counts, and whether it is
+    /// the burst's first.
+    fn tell_seen(&self, burst: &mut Burst) {
+        let first = !std::mem::replace(&mut burst.told, true);
+        if let Some(seen) = &self.seen {
+            seen(first);
         }
     }
 
@@ -317,9 +327,7 @@ impl Tracker {
             Message::Lost(why) => {
                 burst.lost.get_or_insert(why);
                 burst.counted = true;
-                if let Some(seen) = &self.seen {
-                    seen();
-                }
+                self.tell_seen(burst);
                 return;
             }
             Message::Limit(why) => {
@@ -778,10 +786,6 @@ pub fn start_watchers(
         });
         let named = relative.clone();
         let seen = supervisor.clone();
-        // The first change of a burst stops the service at once (its
-        // reload is certain from then on); the burst's end starts it.
-        let coming = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let burst_over = coming.clone();
         let service_coming = rule.service.clone();
         let started = Watcher::start(
             &WatchConfig {
@@ -792,7 +796,6 @@ pub fn start_watchers(
                 excludes_file: excludes_file(),
             },
             move |change: Change| {
-                burst_over.store(false, std::sync::atomic::Ordering::Relaxed);
                 let _ = tx.send(Fired {
                     service: service.clone(),
                     changes: Changes::of(change.paths.iter().map(|p| named(p))),
@@ -801,10 +804,12 @@ pub fn start_watchers(
                 });
             },
             decisions,
-            Some(Arc::new(move || {
+            Some(Arc::new(move |first| {
                 // A wait for the reload of this change knows it is coming.
                 seen.saw_change();
-                if !coming.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                // The burst's first change stops the service at once; the
+                // burst's end starts it.
+                if first {
                     let _ = seen.reload_coming(&[&service_coming]);
                 }
             })),
@@ -1348,7 +1353,7 @@ mod tests {
     fn a_change_is_seen_as_it_arrives_before_its_burst_ends() {
         #[derive(Debug, PartialEq)]
         enum Heard {
-            Seen,
+            Seen { first: bool },
             Burst(Vec<PathBuf>),
         }
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1356,8 +1361,8 @@ mod tests {
         std::fs::create_dir_all(root.join("omnigent")).expect("mkdir");
         let (tx, rx) = mpsc::channel::<Heard>();
         let seen_tx = Mutex::new(tx.clone());
-        let seen: Seen = Arc::new(move || {
-            let _ = seen_tx.lock().expect("sender").send(Heard::Seen);
+        let seen: Seen = Arc::new(move |first| {
+            let _ = seen_tx.lock().expect("sender").send(Heard::Seen { first });
         });
         let _watcher = Watcher::start(
             &WatchConfig {
@@ -1376,24 +1381,31 @@ mod tests {
         )
         .expect("watcher");
         let file = root.join("omnigent/a.py");
-        std::fs::write(&file, "x = 1\n").expect("write");
-        let mut heard = Vec::new();
-        loop {
-            match rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("told within 20 s")
-            {
-                Heard::Burst(paths) => {
-                    assert_eq!(paths, std::slice::from_ref(&file));
-                    break;
+        // Two bursts: each one's first change is told as the first.
+        for round in 1..=2 {
+            std::fs::write(&file, format!("x = {round}\n")).expect("write");
+            let mut firsts = Vec::new();
+            loop {
+                match rx
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("told within 20 s")
+                {
+                    Heard::Burst(paths) => {
+                        assert_eq!(paths, std::slice::from_ref(&file));
+                        break;
+                    }
+                    Heard::Seen { first } => firsts.push(first),
                 }
-                Heard::Seen => heard.push(Heard::Seen),
             }
+            assert!(
+                !firsts.is_empty(),
+                "told of the change before its burst ended"
+            );
+            assert!(
+                firsts[0] && firsts[1..].iter().all(|first| !first),
+                "only the burst's first change is its first: {firsts:?}"
+            );
         }
-        assert!(
-            !heard.is_empty() && heard.iter().all(|h| *h == Heard::Seen),
-            "told of the change before its burst ended: {heard:?}"
-        );
     }
 
     #[test]
