@@ -23,7 +23,20 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
         self.check().await.map(|()| None)
     }
+
+    /// The least time from one attempt's start to the next one brought
+    /// forward by the service's output ([`poll_until_ready`]): a probe that
+    /// asks the service waits [`OUTPUT_SPACING`], so a service that logs
+    /// each request it answers is not probed in a loop; a log probe, which
+    /// asks nothing, looks at once.
+    fn output_spacing(&self) -> Duration {
+        OUTPUT_SPACING
+    }
 }
+
+/// See [`Probe::output_spacing`]: at most ten attempts a second come from
+/// output, whatever the service prints.
+pub const OUTPUT_SPACING: Duration = Duration::from_millis(100);
 
 /// HTTP GET over plain HTTP expecting a 2xx status.
 #[derive(Debug)]
@@ -227,16 +240,25 @@ pub fn compile_log_pattern(pattern: &str) -> Result<regex::Regex, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The matching half of a log probe: the supervisor's log store offers it
-/// each line of the service's current run until one matches.
+/// What a run's readiness polling hears of its output: the supervisor's
+/// log store offers it each batch of lines of the service's current run.
+/// Every batch the service itself writes is told through
+/// [`LineWatch::output`] (a service often says it listens just as it
+/// does, so the next attempt need not wait out its pause), and a log
+/// probe's watch ([`LineWatch::new`]) also matches each line against its
+/// pattern until one matches.
 #[derive(Debug)]
 pub struct LineWatch {
     regex: Option<regex::Regex>,
-    pattern: String,
+    /// The log probe's pattern; `None` for a watch that only tells of
+    /// output ([`LineWatch::output_only`]).
+    pattern: Option<String>,
     matched: std::sync::atomic::AtomicBool,
     /// Per stream (stdout, stderr, the supervisor's), a line being put
     /// back together from the pieces it was cut into.
     partial: std::sync::Mutex<[Partial; 3]>,
+    /// Notified at each batch of the service's own output.
+    output: tokio::sync::Notify,
 }
 
 /// A stream's line as it arrives in pieces.
@@ -271,10 +293,30 @@ impl LineWatch {
     pub fn new(pattern: &str) -> Self {
         Self {
             regex: compile_log_pattern(pattern).ok(),
-            pattern: pattern.to_owned(),
+            pattern: Some(pattern.to_owned()),
             matched: std::sync::atomic::AtomicBool::new(false),
             partial: std::sync::Mutex::default(),
+            output: tokio::sync::Notify::new(),
         }
+    }
+
+    /// A watch that matches nothing and only tells of output: for a run
+    /// whose probe asks the service (HTTP, TCP, a command).
+    pub fn output_only() -> Self {
+        Self {
+            regex: None,
+            pattern: None,
+            matched: std::sync::atomic::AtomicBool::new(false),
+            partial: std::sync::Mutex::default(),
+            output: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Notified (one stored permit, however many batches) each time the
+    /// service writes output: what [`poll_until_ready`] waits on beside
+    /// its pause.
+    pub fn output(&self) -> &tokio::sync::Notify {
+        &self.output
     }
 
     /// Looks at `lines` of `stream` (until one has matched), `cuts` naming
@@ -282,6 +324,15 @@ impl LineWatch {
     /// is matched whole once its last piece comes, if it is at most
     /// [`LOG_PROBE_LINE_BYTES`] long; a piece alone never matches.
     pub(crate) fn offer(&self, stream: crate::event::Stream, lines: &[String], cuts: &[usize]) {
+        let told = stream != crate::event::Stream::Supervisor && !lines.is_empty();
+        self.offer_lines(stream, lines, cuts);
+        // After the match is recorded, so the attempt it wakes sees it.
+        if told {
+            self.output.notify_one();
+        }
+    }
+
+    fn offer_lines(&self, stream: crate::event::Stream, lines: &[String], cuts: &[usize]) {
         use std::sync::atomic::Ordering;
         let Some(regex) = &self.regex else { return };
         if self.matched.load(Ordering::Relaxed) {
@@ -366,19 +417,18 @@ impl Probe for LogProbe {
         if self.watch.matched() {
             return Ok(());
         }
+        let pattern = self.watch.pattern.as_deref().unwrap_or_default();
         match &self.watch.regex {
-            Some(_) => Err(format!(
-                "no output line matches `{}` yet",
-                self.watch.pattern
-            )),
+            Some(_) => Err(format!("no output line matches `{pattern}` yet")),
             None => Err(format!(
-                "invalid log pattern `{}`: {}",
-                self.watch.pattern,
-                compile_log_pattern(&self.watch.pattern)
-                    .err()
-                    .unwrap_or_default()
+                "invalid log pattern `{pattern}`: {}",
+                compile_log_pattern(pattern).err().unwrap_or_default()
             )),
         }
+    }
+
+    fn output_spacing(&self) -> Duration {
+        Duration::ZERO
     }
 }
 
@@ -414,6 +464,9 @@ pub enum ProbeOutcome {
         error: String,
         /// The pause before the next attempt.
         next: Duration,
+        /// Whether this attempt was brought forward by the service's
+        /// output (see [`poll_until_ready`]).
+        after_output: bool,
     },
     /// The timeout passed without success; polling goes on.
     TimedOut,
@@ -439,16 +492,26 @@ fn pause_after(elapsed: Duration, interval: Duration) -> Duration {
 /// Polls `probe` until it passes, pausing as `pause_after` says,
 /// calling `report(NotYet)` after each failed attempt, `report(TimedOut)`
 /// once when `readiness.timeout` has passed and `report(Ready)` on success.
+///
+/// With `output` (a run's [`LineWatch::output`]), output the service
+/// writes during a pause ends it early: the next attempt comes once
+/// [`Probe::output_spacing`] has passed since the last one began. A
+/// server that boots for 20 s is polled about once a second by then, and
+/// the line it prints as it starts listening would otherwise wait up to
+/// that second for the attempt that sees it.
 pub async fn poll_until_ready(
     probe: &dyn Probe,
     readiness: &Readiness,
+    output: Option<&tokio::sync::Notify>,
     mut report: impl FnMut(ProbeOutcome) + Send,
 ) {
     let started = tokio::time::Instant::now();
     let mut timed_out = false;
     let mut attempt: u32 = 0;
+    let mut after_output = false;
     loop {
         attempt = attempt.saturating_add(1);
+        let began = tokio::time::Instant::now();
         let error = match probe.check().await {
             Ok(()) => {
                 report(ProbeOutcome::Ready);
@@ -461,12 +524,27 @@ pub async fn poll_until_ready(
             attempt,
             error,
             next: pause,
+            after_output,
         });
         if !timed_out && started.elapsed() >= readiness.timeout {
             timed_out = true;
             report(ProbeOutcome::TimedOut);
         }
-        tokio::time::sleep(pause).await;
+        let scheduled = tokio::time::Instant::now() + pause;
+        after_output = false;
+        match output {
+            None => tokio::time::sleep_until(scheduled).await,
+            Some(output) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(scheduled) => {}
+                    () = output.notified() => {
+                        let spaced = began + probe.output_spacing();
+                        after_output = spaced < scheduled;
+                        tokio::time::sleep_until(spaced.min(scheduled)).await;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -504,7 +582,7 @@ mod tests {
             listener: None,
         };
         let mut outcomes = Vec::new();
-        poll_until_ready(&probe, &readiness, |o| {
+        poll_until_ready(&probe, &readiness, None, |o| {
             if !matches!(o, ProbeOutcome::NotYet { .. }) {
                 outcomes.push(o);
             }
@@ -512,6 +590,145 @@ mod tests {
         .await;
         assert_eq!(outcomes, [ProbeOutcome::TimedOut, ProbeOutcome::Ready]);
         assert_eq!(probe.0.load(Ordering::SeqCst), 12);
+    }
+
+    /// Ready once its flag is set; each check notifies `output` when
+    /// `logs_each_request` (a server writing an access log line).
+    #[derive(Debug, Default)]
+    struct Flagged {
+        ready: std::sync::atomic::AtomicBool,
+        checks: AtomicU32,
+        logs_each_request: Option<Arc<tokio::sync::Notify>>,
+    }
+
+    #[async_trait]
+    impl Probe for Flagged {
+        async fn check(&self) -> Result<(), String> {
+            self.checks.fetch_add(1, Ordering::SeqCst);
+            if let Some(output) = &self.logs_each_request {
+                output.notify_one();
+            }
+            if self.ready.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        }
+    }
+
+    fn slow_readiness() -> Readiness {
+        Readiness {
+            probe: ProbeSpec::Tcp {
+                address: String::new(),
+            },
+            interval: Duration::from_secs(10),
+            timeout: Duration::from_secs(3600),
+            listener: None,
+        }
+    }
+
+    /// Polls `probe` on a task; the receiver hears when it is ready.
+    fn polled(
+        probe: Arc<dyn Probe>,
+        output: Arc<tokio::sync::Notify>,
+    ) -> tokio::sync::oneshot::Receiver<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            poll_until_ready(probe.as_ref(), &slow_readiness(), Some(&output), |o| {
+                if o == ProbeOutcome::Ready {
+                    tx.take().map(|tx| tx.send(()));
+                }
+            })
+            .await;
+        });
+        rx
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn output_brings_the_next_attempt_forward_by_the_spacing_at_most() {
+        let probe = Arc::new(Flagged::default());
+        let output = Arc::new(tokio::sync::Notify::new());
+        let ready = polled(probe.clone(), output.clone());
+        // A minute in, the pause between attempts is 6 s.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let before = probe.checks.load(Ordering::SeqCst);
+        probe.ready.store(true, Ordering::SeqCst);
+        let said = tokio::time::Instant::now();
+        output.notify_one();
+        ready.await.expect("ready");
+        assert!(
+            said.elapsed() <= OUTPUT_SPACING,
+            "ready {:?} after the output",
+            said.elapsed()
+        );
+        assert_eq!(probe.checks.load(Ordering::SeqCst), before + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_log_probe_looks_the_moment_its_line_comes() {
+        let watch = Arc::new(LineWatch::new("^listening$"));
+        let output = Arc::new(tokio::sync::Notify::new());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let probe = LogProbe::new(watch.clone());
+        let waiting = watch.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let readiness = slow_readiness();
+            poll_until_ready(&probe, &readiness, Some(waiting.output()), |o| {
+                if o == ProbeOutcome::Ready {
+                    tx.take().map(|tx| tx.send(()));
+                }
+            })
+            .await;
+        });
+        drop(output);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let said = tokio::time::Instant::now();
+        watch.offer(crate::event::Stream::Stdout, &["listening".to_owned()], &[]);
+        rx.await.expect("ready");
+        assert_eq!(said.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_service_that_logs_each_attempt_is_probed_ten_times_a_second_at_most() {
+        let output = Arc::new(tokio::sync::Notify::new());
+        let probe = Arc::new(Flagged {
+            logs_each_request: Some(output.clone()),
+            ..Flagged::default()
+        });
+        let _ready = polled(probe.clone(), output);
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        let checks = probe.checks.load(Ordering::SeqCst);
+        // Every 100 ms: each attempt's line brings the next one forward,
+        // never sooner (but in the first second, where the schedule's own
+        // pauses are shorter). Without output, about 70 attempts in 100 s.
+        assert!((990..=1030).contains(&checks), "{checks} attempts in 100 s");
+    }
+
+    #[test]
+    fn only_the_services_own_output_is_told() {
+        use crate::event::Stream::{Stdout, Supervisor};
+        let watch = LineWatch::output_only();
+        watch.offer(Supervisor, &["stopping".to_owned()], &[]);
+        watch.offer(Stdout, &[], &[]);
+        let mut told = std::pin::pin!(watch.output().notified());
+        assert!(
+            futures_now(told.as_mut()).is_none(),
+            "the supervisor's lines and empty batches are not output"
+        );
+        watch.offer(Stdout, &["x".to_owned()], &[]);
+        assert!(futures_now(told.as_mut()).is_some());
+        assert!(!watch.matched(), "an output-only watch matches nothing");
+    }
+
+    /// Polls `future` once.
+    fn futures_now<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        match future.poll(&mut std::task::Context::from_waker(waker)) {
+            std::task::Poll::Ready(out) => Some(out),
+            std::task::Poll::Pending => None,
+        }
     }
 
     #[test]

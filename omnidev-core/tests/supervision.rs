@@ -1140,6 +1140,57 @@ async fn a_log_probe_is_ready_on_its_line_and_each_run_needs_its_own() {
     supervisor.shutdown().await.expect("shutdown");
 }
 
+/// A server that talks while it boots has each line bring the next
+/// attempt forward, and is ready once it listens: the readiness of a real
+/// process's HTTP port, its probe polled at most once a minute otherwise.
+#[tokio::test]
+async fn a_services_output_brings_its_next_readiness_attempt_forward() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    // Talks for 3 s, then listens. Past the first second the probe's own
+    // pauses are longer than the 100 ms spacing, so lines bring attempts
+    // forward.
+    let script = format!(
+        "import http.server, socketserver, sys, time\n\
+         for i in range(15):\n    print('booting', i, flush=True)\n    time.sleep(0.2)\n\
+         class H(http.server.BaseHTTPRequestHandler):\n\
+         \x20   def do_GET(self):\n\
+         \x20       self.send_response(200); self.end_headers()\n\
+         \x20   def log_message(self, *a):\n\
+         \x20       print('GET', flush=True)\n\
+         s = socketserver.TCPServer(('127.0.0.1', {port}), H)\n\
+         print('listening', flush=True)\n\
+         s.serve_forever()\n"
+    );
+    let mut server = ServiceSpec::new("server", "python3", ["-c", script.as_str()], dir.path());
+    server.readiness = Some(Readiness {
+        probe: ProbeSpec::Http {
+            url: format!("http://127.0.0.1:{port}/"),
+            host: None,
+        },
+        interval: Duration::from_secs(60),
+        timeout: Duration::from_secs(600),
+        listener: None,
+    });
+    let (supervisor, mut rx) = start_with(SupervisorConfig {
+        services: vec![server],
+        debug: true,
+        ..Default::default()
+    })
+    .await;
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "server", |k| matches!(k, EventKind::Ready)).is_some()
+    })
+    .await;
+    let forward = |k: &EventKind| matches!(k, EventKind::Debug { message } if message.contains("(after output)"));
+    assert!(
+        count(&seen, "server", forward) >= 1,
+        "an attempt came after output: {seen:#?}"
+    );
+    supervisor.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test]
 async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -68,6 +68,7 @@ pub fn run(options: &Bench) -> Result<()> {
             &omnidev,
             &scratch.join("worktree"),
             options.checkout.as_deref(),
+            options.rounds as usize,
         ));
     }
     let rows: Vec<(String, String, String)> = rows

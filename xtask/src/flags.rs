@@ -114,6 +114,10 @@ pub struct Bench {
     /// (a real Omnigent, say) instead of copies of examples/omnigent-example.
     #[arg(long, value_name = "DIR")]
     pub checkout: Option<PathBuf>,
+    /// Runs of each case of the new-worktree row (full stack, backend
+    /// path), alternating.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
 }
 
 /// Flags of `cargo xtask demo`.

@@ -81,6 +81,10 @@ impl std::fmt::Debug for OwnListener {
 
 #[async_trait::async_trait]
 impl probe::Probe for OwnListener {
+    fn output_spacing(&self) -> Duration {
+        self.inner.output_spacing()
+    }
+
     async fn check(&self) -> Result<(), String> {
         // The probe first, then the owner: a listener that appears between
         // the two is looked at before the answer counts.

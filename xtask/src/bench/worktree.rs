@@ -19,15 +19,12 @@ use anyhow::{Context, Result, bail};
 use super::{Guard, Row, poll};
 use crate::util;
 
-/// Runs of each case.
-const ROUNDS: usize = 2;
-
 /// The longest a fresh checkout may take to be ready (a real Omnigent
 /// builds its venv and installs 1,255 npm packages).
 const READY_LIMIT: Duration = Duration::from_mins(10);
 
 /// The row; `checkout` as `--checkout` gives it.
-pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>) -> Row {
+pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: usize) -> Row {
     let source = checkout.map_or_else(
         || "examples/omnigent-example (a copy of its tracked files)".to_owned(),
         |c| format!("a new git worktree of {}", c.display()),
@@ -37,7 +34,7 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>) -> Row {
         let mut full = Vec::new();
         let mut backend = Vec::new();
         let load = load_average();
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             // Who goes first alternates.
             for case in [round % 2 == 0, round % 2 == 1] {
                 let name = format!("{}-{round}", if case { "full" } else { "backend" });
@@ -62,16 +59,30 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>) -> Row {
             spread(&backend)
         );
         let slower = full_worst.as_secs_f64() - backend_worst.as_secs_f64();
+        let median_gap = median(&full).as_secs_f64() - median(&backend).as_secs_f64();
         Ok(format!(
-            "full stack: {} (slowest run {:+.1} s against the backend's)",
+            "full stack: {} (slowest run {:+.1} s, median {:+.1} s against the backend's)",
             spread(&full),
-            slower
+            slower,
+            median_gap
         ))
     })();
     Row {
         name: "new worktree: full stack vs backend path",
         figure,
         reference,
+    }
+}
+
+/// The median of the runs' times to all ready (the mean of the middle two
+/// for an even count).
+fn median(runs: &[Ready]) -> Duration {
+    let mut all: Vec<Duration> = runs.iter().map(|r| r.all).collect();
+    all.sort();
+    match all.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => all[n / 2],
+        n => (all[n / 2 - 1] + all[n / 2]) / 2,
     }
 }
 

@@ -61,13 +61,14 @@ impl Engine {
     pub(super) fn spawn(&mut self, index: usize) {
         let spec = &self.specs[index];
         let generation = self.services[index].generation;
-        // Watching starts before the process does, so its first line counts.
-        let watch = match spec.readiness.as_ref().map(|r| &r.probe) {
-            Some(crate::spec::ProbeSpec::Log { pattern }) => {
-                Some(Arc::new(probe::LineWatch::new(pattern)))
-            }
-            _ => None,
-        };
+        // Watching starts before the process does, so its first line counts
+        // (for a log probe) and its output brings attempts forward.
+        let watch = spec.readiness.as_ref().map(|r| {
+            Arc::new(match &r.probe {
+                crate::spec::ProbeSpec::Log { pattern } => probe::LineWatch::new(pattern),
+                _ => probe::LineWatch::output_only(),
+            })
+        });
         self.logs.watch_lines(&spec.name, watch.clone());
         let Spawned {
             pid,
@@ -129,9 +130,11 @@ impl Engine {
         let listener_group = group;
         let debug = self.debug;
         let task = tokio::spawn(async move {
-            let mut probe: Box<dyn probe::Probe> = match watch {
-                Some(watch) => Box::new(probe::LogProbe::new(watch)),
-                None => probe::probe_with_guard(&readiness.probe, guard),
+            let mut probe: Box<dyn probe::Probe> = match (&readiness.probe, &watch) {
+                (crate::spec::ProbeSpec::Log { .. }, Some(watch)) => {
+                    Box::new(probe::LogProbe::new(watch.clone()))
+                }
+                _ => probe::probe_with_guard(&readiness.probe, guard),
             };
             if let Some(port) = readiness.listener {
                 let tx = tx.clone();
@@ -149,18 +152,21 @@ impl Engine {
                     }),
                 ));
             }
-            probe::poll_until_ready(probe.as_ref(), &readiness, |outcome| {
+            let output = watch.as_deref().map(probe::LineWatch::output);
+            probe::poll_until_ready(probe.as_ref(), &readiness, output, |outcome| {
                 let message = match outcome {
                     probe::ProbeOutcome::NotYet {
                         attempt,
                         error,
                         next,
+                        after_output,
                     } => {
                         if !debug {
                             return;
                         }
                         let message = format!(
-                            "readiness attempt {attempt}: {error}; next in {}",
+                            "readiness attempt {attempt}{}: {error}; next in {}",
+                            if after_output { " (after output)" } else { "" },
                             crate::event::format_duration(next)
                         );
                         Internal::Emit {
