@@ -159,6 +159,7 @@ fn everything() -> Profile {
         package_manager: Some("pnpm".into()),
         install_filter: Some("web...".into()),
         node_version: Some(">=22".into()),
+        yields: true,
     };
     let probe = |ready: Ready| Service {
         command: Some(strings(&["true"])),

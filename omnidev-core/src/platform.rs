@@ -112,6 +112,30 @@ pub fn become_subreaper() -> bool {
     os::become_subreaper()
 }
 
+/// Puts a run in the background, or back in the foreground: the run led
+/// by `leader`, which leads its own session and process group (every
+/// service run and prepare step omnidev starts does). Returns whether the
+/// system took all of it.
+///
+/// On Linux, the session's scheduling group (its autogroup, through
+/// which the scheduler shares the CPU between sessions) gets nice 19, and
+/// the process group's I/O the idle class; back in the foreground, nice 0
+/// and the default class, which an unprivileged user may both set again.
+/// (Where autogroups are turned off, the CPU half has no effect: a
+/// process's own nice, once raised, cannot be lowered without privilege,
+/// so it is left alone.) On macOS the leader enters the Darwin background
+/// band (`PRIO_DARWIN_BG`: lowest CPU priority and throttled I/O) and
+/// leaves it again.
+pub fn set_background(leader: u32, on: bool) -> bool {
+    os::set_background(leader, on)
+}
+
+/// Whether process `pid` runs in the background as [`set_background`]
+/// puts it there (on Linux, both halves), when readable.
+pub fn in_background(pid: u32) -> Option<bool> {
+    os::in_background(pid)
+}
+
 /// The CPU time (user plus system) process `pid` has used, when readable.
 pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
     os::cpu_time(pid)

@@ -222,6 +222,15 @@ pub struct ServiceSpec {
     /// reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// Whether this service lets the others start first: while another
+    /// service that does not yield is preparing or starting (its probe
+    /// not yet passed nor timed out), this one's prepare steps and run are
+    /// in the background ([`crate::platform::set_background`]: lowest CPU
+    /// and I/O priority); in the foreground again once none is. For work
+    /// nothing waits on while a longer chain starts: a web UI's install
+    /// and dev server beside a backend whose host waits for its server.
+    #[serde(default, rename = "yield", skip_serializing_if = "std::ops::Not::not")]
+    pub yields: bool,
 }
 
 impl ServiceSpec {
@@ -256,6 +265,7 @@ impl ServiceSpec {
             stop: StopSpec::default(),
             prepare: Vec::new(),
             unavailable: None,
+            yields: false,
         }
     }
 }

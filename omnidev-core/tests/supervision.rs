@@ -1191,6 +1191,75 @@ async fn a_services_output_brings_its_next_readiness_attempt_forward() {
     supervisor.shutdown().await.expect("shutdown");
 }
 
+/// A service that yields runs in the background (its session's autogroup
+/// at nice 19, its I/O in the idle class) while a real server boots, its
+/// install too, and in the foreground once the server is ready.
+#[tokio::test]
+async fn a_yielding_service_runs_in_the_background_until_the_server_is_ready() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = sh(
+        "server",
+        "while [ ! -e go ]; do sleep 0.02; done; echo serving; exec sleep 1000",
+        dir.path(),
+    );
+    server.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "^serving$".into(),
+        },
+        Duration::from_secs(600),
+    ));
+    let mut web = sh("web", "exec sleep 1000", dir.path());
+    web.yields = true;
+    // The install reports how it runs, then waits for the test.
+    web.prepare = vec![sh_step(
+        "install",
+        "touch installing; while [ ! -e installed ]; do sleep 0.02; done",
+        dir.path(),
+        omnidev_core::PrepareWhen::Always,
+    )];
+    let supervisor = start(vec![server, web]).await;
+    let pid_of = |name: &str| {
+        supervisor
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.pid)
+    };
+    wait_until("the install running", || {
+        dir.path().join("installing").exists()
+    })
+    .await;
+    let install = omnidev_core::platform::table()
+        .into_iter()
+        .find(|p| {
+            omnidev_core::platform::cmdline(p.pid).contains("installed")
+                && p.pid == u32::try_from(p.pgid).unwrap_or_default()
+        })
+        .expect("the install's leader")
+        .pid;
+    assert_eq!(
+        omnidev_core::platform::in_background(install),
+        Some(true),
+        "the install of a yielding service runs in the background"
+    );
+    std::fs::write(dir.path().join("installed"), "").expect("write");
+    wait_until("web running", || pid_of("web").is_some()).await;
+    let web = pid_of("web").expect("web pid");
+    assert_eq!(omnidev_core::platform::in_background(web), Some(true));
+    let server = pid_of("server").expect("server pid");
+    assert_eq!(
+        omnidev_core::platform::in_background(server),
+        Some(false),
+        "the server is in the foreground"
+    );
+    std::fs::write(dir.path().join("go"), "").expect("write");
+    wait_until("web in the foreground", || {
+        omnidev_core::platform::in_background(web) == Some(false)
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test]
 async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -299,6 +299,12 @@ pub struct Service {
     /// package manager's own need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_version: Option<String>,
+    /// `yield = true`: while another service that does not yield is
+    /// preparing or starting, this one's install and run are in the
+    /// background (lowest CPU and I/O priority); see
+    /// [`omnidev_core::spec::ServiceSpec::yields`].
+    #[serde(default, rename = "yield", skip_serializing_if = "std::ops::Not::not")]
+    pub yields: bool,
 }
 
 /// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,

@@ -108,6 +108,39 @@ pub(super) fn become_subreaper() -> bool {
     nix::sys::prctl::set_child_subreaper(true).is_ok()
 }
 
+/// `ioprio_set`/`ioprio_get`'s "who" for a process and a process group,
+/// and the class bits of a priority.
+const IOPRIO_WHO_PROCESS: libc::c_int = 1;
+const IOPRIO_WHO_PGRP: libc::c_int = 2;
+const IOPRIO_CLASS_IDLE: libc::c_int = 3;
+const IOPRIO_CLASS_SHIFT: libc::c_int = 13;
+
+pub(super) fn set_background(leader: u32, on: bool) -> bool {
+    let cpu = std::fs::write(
+        format!("/proc/{leader}/autogroup"),
+        if on { "19" } else { "0" },
+    )
+    .is_ok();
+    let class = if on {
+        IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT
+    } else {
+        0
+    };
+    // SAFETY: ioprio_set takes three integers and reads no memory of ours.
+    let io = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PGRP, leader, class) } == 0;
+    cpu && io
+}
+
+pub(super) fn in_background(pid: u32) -> Option<bool> {
+    // "/autogroup-123 nice 19"
+    let group = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
+    let nice: i32 = group.split_whitespace().last()?.parse().ok()?;
+    // SAFETY: ioprio_get takes two integers and reads no memory of ours.
+    let prio = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, pid) };
+    let class = libc::c_int::try_from(prio).ok().filter(|p| *p >= 0)? >> IOPRIO_CLASS_SHIFT;
+    Some(nice == 19 && class == IOPRIO_CLASS_IDLE)
+}
+
 pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
     let (_, ticks) = stat_and_ticks(pid)?;
     // SAFETY: sysconf has no preconditions.

@@ -132,6 +132,21 @@ pub(super) fn become_subreaper() -> bool {
     false
 }
 
+pub(super) fn set_background(leader: u32, on: bool) -> bool {
+    let band = if on { libc::PRIO_DARWIN_BG } else { 0 };
+    // SAFETY: setpriority takes three integers and reads no memory of ours.
+    unsafe { libc::setpriority(libc::PRIO_DARWIN_PROCESS, leader, band) == 0 }
+}
+
+pub(super) fn in_background(pid: u32) -> Option<bool> {
+    // SAFETY: errno is this thread's; getpriority takes two integers.
+    unsafe {
+        *libc::__error() = 0;
+        let band = libc::getpriority(libc::PRIO_DARWIN_PROCESS, pid);
+        (*libc::__error() == 0).then_some(band != 0)
+    }
+}
+
 /// The descriptors of `pid` (the user's own processes).
 fn fds(pid: u32) -> Option<Vec<ProcFDInfo>> {
     let p = raw(pid)?;

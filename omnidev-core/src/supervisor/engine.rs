@@ -283,6 +283,7 @@ impl Engine {
         self.publish_status();
         self.write_state();
         self.reconcile();
+        self.update_background();
         self.flush_state();
         let mut requests_open = true;
         loop {
@@ -302,6 +303,7 @@ impl Engine {
                 Some(message) = internal.recv() => self.on_internal(message),
             }
             self.reconcile();
+            self.update_background();
             self.flush_state();
         }
         for dying in self.dying_prepares.drain(..) {
@@ -355,6 +357,23 @@ impl Engine {
     }
 
     /// Moves a service to `phase` and publishes its state.
+    /// Puts the services that yield ([`crate::spec::ServiceSpec::yields`])
+    /// in the background while another service that does not yield is on
+    /// its way to ready, and back in the foreground once none is.
+    fn update_background(&mut self) {
+        let others_starting = self
+            .services
+            .iter()
+            .zip(&self.specs)
+            .any(|(service, spec)| !spec.yields && service.getting_ready());
+        for (service, spec) in self.services.iter_mut().zip(&self.specs) {
+            let wanted = spec.yields && others_starting;
+            if service.background != wanted {
+                service.set_background(wanted);
+            }
+        }
+    }
+
     fn enter(&mut self, index: usize, phase: Phase) {
         self.services[index].phase = phase;
         self.publish(index);

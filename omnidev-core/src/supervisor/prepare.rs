@@ -11,24 +11,57 @@ use crate::logs::LogStore;
 use crate::spec::{PrepareStep, PrepareWhen};
 
 /// The group of the step running now, so that stopping the service can kill
-/// it outright (a prepare step is not a service: no stop signal, no grace).
+/// it outright (a prepare step is not a service: no stop signal, no grace),
+/// and whether the service's steps run in the background
+/// ([`crate::spec::ServiceSpec::yields`]), which each step's group is put
+/// in as it starts and whenever the engine says so.
 #[derive(Debug, Default)]
-pub(super) struct StepSlot(Mutex<Option<Arc<dyn ProcessGroup>>>);
+pub(super) struct StepSlot(Mutex<Slot>);
+
+#[derive(Debug, Default)]
+struct Slot {
+    group: Option<Arc<dyn ProcessGroup>>,
+    background: bool,
+}
 
 impl StepSlot {
-    fn set(&self, group: Option<Arc<dyn ProcessGroup>>) {
-        *self
-            .0
+    /// An empty slot whose steps start in the background when `background`.
+    pub(super) fn new(background: bool) -> Self {
+        Self(Mutex::new(Slot {
+            group: None,
+            background,
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = group;
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, group: Option<Arc<dyn ProcessGroup>>) {
+        let mut slot = self.lock();
+        if slot.background
+            && let Some(group) = &group
+        {
+            group.set_background(true);
+        }
+        slot.group = group;
     }
 
     /// The running step's group, taken out of the slot.
     pub(super) fn take(&self) -> Option<Arc<dyn ProcessGroup>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+        self.lock().group.take()
+    }
+
+    /// Puts the running step and the ones after it in the background, or
+    /// back in the foreground.
+    pub(super) fn set_background(&self, on: bool) {
+        let mut slot = self.lock();
+        slot.background = on;
+        if let Some(group) = &slot.group {
+            group.set_background(on);
+        }
     }
 }
 

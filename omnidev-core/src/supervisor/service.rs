@@ -175,6 +175,9 @@ pub(super) struct Service {
     pub(super) last_exit: Option<ExitStatus>,
     /// What keeps it from being ready (another process on its port).
     pub(super) note: Option<String>,
+    /// Its runs and prepare steps are in the background now (it yields
+    /// while others start).
+    pub(super) background: bool,
 }
 
 impl Service {
@@ -191,6 +194,36 @@ impl Service {
             prepare_failed: false,
             last_exit: None,
             note: None,
+            background: false,
+        }
+    }
+
+    /// Whether it is on its way to ready: preparing, or running with its
+    /// probe neither passed nor timed out.
+    pub(super) fn getting_ready(&self) -> bool {
+        match &self.phase {
+            Phase::Preparing { .. } => true,
+            Phase::Running(process) => matches!(
+                process.readiness,
+                Readiness::Probing {
+                    timed_out: false,
+                    ..
+                }
+            ),
+            _ => false,
+        }
+    }
+
+    /// Puts what it runs now (a prepare step or its process) in the
+    /// background or back in the foreground, and what it starts next too.
+    pub(super) fn set_background(&mut self, on: bool) {
+        self.background = on;
+        match &self.phase {
+            Phase::Preparing { step, .. } => step.set_background(on),
+            Phase::Running(process) | Phase::Stopping { process, .. } => {
+                process.group.set_background(on);
+            }
+            _ => {}
         }
     }
 

@@ -73,6 +73,10 @@ pub(crate) trait ProcessGroup: Send + Sync + fmt::Debug {
     fn members(&self) -> Vec<u32> {
         Vec::new()
     }
+
+    /// Puts the run in the background (lowest CPU and I/O priority) or
+    /// back in the foreground; best effort.
+    fn set_background(&self, _on: bool) {}
 }
 
 /// Real processes: [`Containment::spawn`], the orphan guard, log capture.
@@ -205,6 +209,13 @@ impl ProcessGroup for Group {
 
     fn members(&self) -> Vec<u32> {
         crate::containment::members(&self.target)
+    }
+
+    fn set_background(&self, on: bool) {
+        // The leader leads its session and group; it is reaped only after
+        // the group has emptied, so its pid is still its own here.
+        #[expect(clippy::cast_sign_loss, reason = "a pgid from a spawn is positive")]
+        crate::platform::set_background(self.pgid as u32, on);
     }
 }
 

@@ -3,11 +3,12 @@
 //! interleaving every run. The real-process behaviour is tested in
 //! `tests/supervision.rs`.
 
+mod background;
 mod readiness;
 
 use std::collections::HashSet;
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ struct FakeChild {
     service: String,
     program: String,
     exit: Arc<Mutex<Option<oneshot::Sender<ExitStatus>>>>,
+    /// Whether the engine has put it in the background.
+    background: Arc<AtomicBool>,
 }
 
 /// A spawner whose children exit when the test says so (or when the engine
@@ -93,6 +96,19 @@ impl FakeSpawner {
         self.gate.send_replace(true);
     }
 
+    /// Whether the newest child of `service` running `program` is in the
+    /// background.
+    fn background(&self, service: &str, program: &str) -> bool {
+        let children = self.children.lock().expect("children");
+        children
+            .iter()
+            .rev()
+            .find(|c| c.service == service && c.program == program)
+            .expect("a child of that service")
+            .background
+            .load(Ordering::SeqCst)
+    }
+
     fn signals(&self, service: &str) -> Vec<i32> {
         let signals = self.signals.lock().expect("signals");
         signals
@@ -108,10 +124,12 @@ impl Spawner for Arc<FakeSpawner> {
         let pid = self.next_pid.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
         let exit = Arc::new(Mutex::new(Some(tx)));
+        let background = Arc::new(AtomicBool::new(false));
         self.children.lock().expect("children").push(FakeChild {
             service: service.to_owned(),
             program: command.program.clone(),
             exit: exit.clone(),
+            background: background.clone(),
         });
         Ok(Spawned {
             pid,
@@ -121,6 +139,7 @@ impl Spawner for Arc<FakeSpawner> {
                 service: service.to_owned(),
                 exit,
                 spawner: Arc::downgrade(self),
+                background,
             }),
         })
     }
@@ -131,6 +150,7 @@ struct FakeGroup {
     service: String,
     exit: Arc<Mutex<Option<oneshot::Sender<ExitStatus>>>>,
     spawner: std::sync::Weak<FakeSpawner>,
+    background: Arc<AtomicBool>,
 }
 
 #[async_trait]
@@ -157,6 +177,10 @@ impl ProcessGroup for FakeGroup {
     }
 
     fn release(&self) {}
+
+    fn set_background(&self, on: bool) {
+        self.background.store(on, Ordering::SeqCst);
+    }
 }
 
 fn service(name: &str, depends_on: &[&str]) -> ServiceSpec {
@@ -405,6 +429,11 @@ async fn stop_during_backoff_cancels_the_restart() {
 /// A server made ready by its log line `serving`, and a host that needs it
 /// ready: the backend of the Omnigent profile.
 async fn backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
+    start(vec![logged_server(), service("host", &["server"])], spawner).await
+}
+
+/// A server made ready by its log line `serving` (see [`serve`]).
+fn logged_server() -> ServiceSpec {
     let mut server = service("server", &[]);
     server.readiness = Some(crate::spec::Readiness {
         listener: None,
@@ -414,7 +443,7 @@ async fn backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
         interval: Duration::from_millis(100),
         timeout: Duration::from_secs(600),
     });
-    start(vec![server, service("host", &["server"])], spawner).await
+    server
 }
 
 /// [`backend`] once its server is ready and its host runs.

@@ -108,6 +108,7 @@ fn differing_keys(old: &ServiceSpec, new: &ServiceSpec) -> Vec<&'static str> {
         stop,
         prepare,
         unavailable,
+        yields,
     } = old;
     [
         (
@@ -122,6 +123,7 @@ fn differing_keys(old: &ServiceSpec, new: &ServiceSpec) -> Vec<&'static str> {
         ("stop", *stop != new.stop),
         ("prepare", *prepare != new.prepare),
         ("availability", *unavailable != new.unavailable),
+        ("yield", *yields != new.yields),
     ]
     .into_iter()
     .filter_map(|(key, differs)| differs.then_some(key))
@@ -208,6 +210,7 @@ mod tests {
             heartbeat: std::time::Duration::from_secs(5),
         });
         new.unavailable = Some("no uv".into());
+        new.yields = true;
         assert_eq!(
             differing_keys(&old, &new),
             [
@@ -219,7 +222,8 @@ mod tests {
                 "restart",
                 "stop",
                 "prepare",
-                "availability"
+                "availability",
+                "yield"
             ]
         );
     }

@@ -372,6 +372,7 @@ fn render_service(
         stop,
         prepare,
         unavailable,
+        yields: service.yields,
     })
 }
 

@@ -32,7 +32,7 @@ impl Engine {
         let tx = self.internal_tx.clone();
         let logs = self.logs.clone();
         let spawner = self.spawner.clone();
-        let step = Arc::new(StepSlot::default());
+        let step = Arc::new(StepSlot::new(self.services[index].background));
         let slot = step.clone();
         let name = self.specs[index].name.clone();
         let task = tokio::spawn(async move {
@@ -88,6 +88,9 @@ impl Engine {
                 return;
             }
         };
+        if self.services[index].background {
+            group.set_background(true);
+        }
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let status = exit.await;
