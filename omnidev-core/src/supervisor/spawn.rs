@@ -212,10 +212,14 @@ impl ProcessGroup for Group {
     }
 
     fn set_background(&self, on: bool) {
-        // The leader leads its session and group; it is reaped only after
-        // the group has emptied, so its pid is still its own here.
+        // The leader leads its session and group. Once it has exited its
+        // pid may be reaped and reused, so it is asked about only while it
+        // is still a member of the run.
         #[expect(clippy::cast_sign_loss, reason = "a pgid from a spawn is positive")]
-        crate::platform::set_background(self.pgid as u32, on);
+        let leader = self.pgid as u32;
+        if self.members().contains(&leader) {
+            crate::platform::set_background(leader, on);
+        }
     }
 }
 
