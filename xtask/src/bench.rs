@@ -61,7 +61,11 @@ pub fn run(options: &Bench) -> Result<()> {
         rows.extend(budgets::rows(&omnidev, &scratch.join("budgets")));
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
-        rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod")));
+        rows.extend(pod_benchmarks(
+            &omnidev,
+            &scratch.join("pod"),
+            options.edits,
+        ));
     }
     if wanted("worktree") {
         rows.push(worktree::row(
@@ -642,7 +646,7 @@ fn own_start_time(repo: &Path) -> Result<Duration> {
     clippy::too_many_lines,
     reason = "three measurements sharing one stub checkout"
 )]
-fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
+fn pod_benchmarks(omnidev: &Path, dir: &Path, edits: u32) -> Vec<Row> {
     let repo = dir.join("stub");
     let home = dir.join("home");
     let prepared = stub_checkout(&repo).and_then(|()| Ok(fs::create_dir_all(&home)?));
@@ -714,7 +718,7 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path) -> Vec<Row> {
             command.stderr(Stdio::null());
             command
         };
-        rows.extend(reload::rows(&repo, dir, &with_output));
+        rows.extend(reload::rows(&repo, dir, &with_output, edits));
     }
 
     let idle = (|| -> Result<String> {

@@ -118,6 +118,9 @@ pub struct Bench {
     /// path), alternating.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: u32,
+    /// Edits of each side of the reload-beside-watchexec row, alternating.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(4..=500))]
+    pub edits: u32,
 }
 
 /// Flags of `cargo xtask demo`.

@@ -47,14 +47,19 @@ fn stub_boot(repo: &Path) -> Result<Duration> {
 
 /// Both rows; `up(port, output)` starts `omnidev up --headless` on the stub
 /// checkout with its output to `output`.
-pub(super) fn rows(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) -> Vec<Row> {
+pub(super) fn rows(
+    repo: &Path,
+    dir: &Path,
+    up: &dyn Fn(u16, &Path) -> Command,
+    edits: u32,
+) -> Vec<Row> {
     let latency = reload_latency(repo, dir, up);
     let boot_text = match &latency {
         Ok(measured) => format!("boot p50 {}", millis(percentile(&measured.boots, 50))),
         Err(e) => format!("boot unavailable: {e:#}"),
     };
     let backoff = backoff_fix(repo, dir, up);
-    let side = side_by_side(repo, dir, up);
+    let side = side_by_side(repo, dir, up, edits);
     vec![
         Row {
             name: "up: reload over 20 edits, overhead p50/p90",
@@ -68,7 +73,7 @@ pub(super) fn rows(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) 
             ),
         },
         Row {
-            name: "reload beside watchexec -r, 20 edits each, p50/p90/max",
+            name: "reload beside watchexec -r, p50/p90/max",
             figure: side
                 .as_ref()
                 .map(|(omnidev, _)| format!("omnidev {}", spread(omnidev)))
@@ -78,7 +83,7 @@ pub(super) fn rows(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) 
                 |(omnidev, watchexec)| {
                     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
                     format!(
-                        "watchexec -r {} (same run, interleaved; omnidev - watchexec: p50 {:+.1} ms, p90 {:+.1} ms)",
+                        "watchexec -r {} ({edits} edits each, same run, interleaved; omnidev - watchexec: p50 {:+.1} ms, p90 {:+.1} ms)",
                         spread(watchexec),
                         ms(percentile(omnidev, 50)) - ms(percentile(watchexec, 50)),
                         ms(percentile(omnidev, 90)) - ms(percentile(watchexec, 90)),
@@ -193,6 +198,7 @@ fn side_by_side(
     repo: &Path,
     dir: &Path,
     up: &dyn Fn(u16, &Path) -> Command,
+    edits: u32,
 ) -> Result<(Vec<Duration>, Vec<Duration>)> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let Some(watchexec) = crate::prereqs::find_program("watchexec", &path) else {
@@ -236,7 +242,7 @@ fn side_by_side(
         })?;
         Ok::<_, anyhow::Error>((pid, written.elapsed()))
     };
-    for round in 1..=20 {
+    for round in 1..=edits {
         for turn in 0..2 {
             if (round + turn) % 2 == 0 {
                 let (new, took) = edit(&repo.join("src/app.py"), port, &pid, &pods, round)?;
