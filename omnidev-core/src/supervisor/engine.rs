@@ -356,7 +356,6 @@ impl Engine {
         self.events.send(event);
     }
 
-    /// Moves a service to `phase` and publishes its state.
     /// Puts the services that yield ([`crate::spec::ServiceSpec::yields`])
     /// in the background while another service that does not yield is on
     /// its way to ready, and back in the foreground once none is.
@@ -374,6 +373,7 @@ impl Engine {
         }
     }
 
+    /// Moves a service to `phase` and publishes its state.
     fn enter(&mut self, index: usize, phase: Phase) {
         self.services[index].phase = phase;
         self.publish(index);
