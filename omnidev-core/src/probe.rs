@@ -28,7 +28,8 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     /// forward by the service's output ([`poll_until_ready`]): a probe that
     /// asks the service waits [`OUTPUT_SPACING`], so a service that logs
     /// each request it answers is not probed in a loop; a log probe, which
-    /// asks nothing, looks at once.
+    /// asks nothing, looks after [`LOG_OUTPUT_SPACING`] (at once after a
+    /// pause, at most a hundred times a second under a flood).
     fn output_spacing(&self) -> Duration {
         OUTPUT_SPACING
     }
@@ -37,6 +38,9 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
 /// See [`Probe::output_spacing`]: at most ten attempts a second come from
 /// output, whatever the service prints.
 pub const OUTPUT_SPACING: Duration = Duration::from_millis(100);
+
+/// [`Probe::output_spacing`] of a log probe.
+pub const LOG_OUTPUT_SPACING: Duration = Duration::from_millis(10);
 
 /// HTTP GET over plain HTTP expecting a 2xx status.
 #[derive(Debug)]
@@ -428,7 +432,7 @@ impl Probe for LogProbe {
     }
 
     fn output_spacing(&self) -> Duration {
-        Duration::ZERO
+        LOG_OUTPUT_SPACING
     }
 }
 
@@ -688,6 +692,29 @@ mod tests {
         watch.offer(crate::event::Stream::Stdout, &["listening".to_owned()], &[]);
         rx.await.expect("ready");
         assert_eq!(said.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_log_probe_under_a_flood_looks_a_hundred_times_a_second_at_most() {
+        let watch = Arc::new(LineWatch::new("^never$"));
+        let probe = LogProbe::new(watch.clone());
+        let attempts = Arc::new(AtomicU32::new(0));
+        let counted = attempts.clone();
+        let waiting = watch.clone();
+        let polling = tokio::spawn(async move {
+            poll_until_ready(&probe, &slow_readiness(), Some(waiting.output()), |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })
+            .await;
+        });
+        // A line every millisecond for 10 s.
+        for _ in 0..10_000 {
+            watch.offer(crate::event::Stream::Stdout, &["flood".to_owned()], &[]);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        polling.abort();
+        let attempts = attempts.load(Ordering::SeqCst);
+        assert!((900..=1100).contains(&attempts), "{attempts} looks in 10 s");
     }
 
     #[tokio::test(start_paused = true)]
