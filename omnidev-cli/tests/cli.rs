@@ -391,7 +391,7 @@ fn profile_check_prints_the_graph_or_the_problem() {
                 [services.api]\ncommand = [\"python3\", \"-m\", \"http.server\", \"{port.api}\"]\n\
                 depends-on = { migrate = \"started\" }\nready = { http = \"http://127.0.0.1:{port.api}/\" }\n\n\
                 [services.worker]\ncommand = [\"sh\", \"-c\", \"echo working; sleep 1000\"]\n\
-                depends-on = { api = \"ready\" }\n";
+                depends-on = { api = \"ready\" }\nyield = true\n";
     ctx.write("omnidev.toml", good);
     let output = ctx.cmd().args(["profile", "check"]).assert().success();
     let output = output.get_output();
@@ -434,6 +434,7 @@ fn help_profile_prints_the_reference() {
         "env-files",
         "{env.NAME:-DEFAULT}",
         "depends-on",
+        "yield = true",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }

@@ -114,6 +114,9 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
             }
             .to_owned(),
         );
+        if spec.yields {
+            facts.push("yields while the others start".to_owned());
+        }
         if let Some(reason) = &spec.unavailable {
             facts.push(format!("UNAVAILABLE: {reason}"));
         }
