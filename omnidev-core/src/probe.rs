@@ -672,7 +672,6 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_log_probe_looks_the_moment_its_line_comes() {
         let watch = Arc::new(LineWatch::new("^listening$"));
-        let output = Arc::new(tokio::sync::Notify::new());
         let (tx, rx) = tokio::sync::oneshot::channel();
         let probe = LogProbe::new(watch.clone());
         let waiting = watch.clone();
@@ -686,7 +685,6 @@ mod tests {
             })
             .await;
         });
-        drop(output);
         tokio::time::sleep(Duration::from_secs(60)).await;
         let said = tokio::time::Instant::now();
         watch.offer(crate::event::Stream::Stdout, &["listening".to_owned()], &[]);

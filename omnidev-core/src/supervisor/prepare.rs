@@ -15,10 +15,10 @@ use crate::spec::{PrepareStep, PrepareWhen};
 /// and whether the service's steps run in the background
 /// ([`crate::spec::ServiceSpec::yields`]), which each step's group is put
 /// in as it starts and whenever the engine says so.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct StepSlot(Mutex<Slot>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slot {
     group: Option<Arc<dyn ProcessGroup>>,
     background: bool,
