@@ -115,7 +115,7 @@ pub struct Bench {
     #[arg(long, value_name = "DIR")]
     pub checkout: Option<PathBuf>,
     /// Runs of each case of the new-worktree row (full stack, backend
-    /// path), alternating.
+    /// path, UI path alone), the order rotating.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: u32,
     /// Edits of each side of the reload-beside-watchexec row, alternating.

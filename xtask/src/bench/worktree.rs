@@ -1,13 +1,16 @@
 //! A new worktree (issue 30): `omnidev up` on a fresh checkout, from launch
 //! to every service ready, with the full stack against the backend path
 //! alone (`--no-vite`: server, then host), each on a checkout of its own.
+//! A third case, the UI path alone (`--only vite`: the install, then
+//! Vite), gives each round its floor: the full stack cannot be ready
+//! before the longer of the two paths would be on its own.
 //!
 //! The checkout is a copy of the tracked files of
 //! `examples/omnigent-example`, or with `cargo xtask bench --checkout DIR`
 //! a new `git worktree` of DIR (a real Omnigent, say; removed afterwards),
 //! so nothing is installed yet: no `.venv`, no `node_modules`. The caches
 //! (uv's, pnpm's store) are whatever the machine has: warm after one run.
-//! The two cases alternate, so both see the same load.
+//! The cases rotate, so all see the same load.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -31,21 +34,18 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: u
     );
     let mut reference = format!("backend path (--no-vite) not measured; {source}");
     let figure = (|| -> Result<String> {
-        let mut full = Vec::new();
-        let mut backend = Vec::new();
+        let mut runs: [Vec<Ready>; 3] = Default::default();
         let load = load_average();
         for round in 0..rounds {
-            // Who goes first alternates.
-            for case in [round % 2 == 0, round % 2 == 1] {
-                let name = format!("{}-{round}", if case { "full" } else { "backend" });
+            // Who goes first rotates, so each case sees the same load.
+            for step in 0..Case::ALL.len() {
+                let case = Case::ALL[(round + step) % Case::ALL.len()];
+                let name = format!("{}-{round}", case.name());
                 let ready = fresh_up(omnidev, &dir.join(name), checkout, case)?;
-                if case {
-                    full.push(ready);
-                } else {
-                    backend.push(ready);
-                }
+                runs[case as usize].push(ready);
             }
         }
+        let [full, backend, ui] = &runs;
         let spread = |runs: &[Ready]| {
             runs.iter()
                 .map(Ready::to_string)
@@ -53,18 +53,30 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: u
                 .join("; ")
         };
         let worst = |runs: &[Ready]| runs.iter().map(|r| r.all).max().unwrap_or_default();
-        let (full_worst, backend_worst) = (worst(&full), worst(&backend));
+        let (full_worst, backend_worst) = (worst(full), worst(backend));
+        // The floor of a round: the full stack cannot be ready before the
+        // longer of its two paths would be alone.
+        let floors: Vec<Duration> = backend
+            .iter()
+            .zip(ui)
+            .map(|(b, u)| b.all.max(u.all))
+            .collect();
         reference = format!(
-            "backend path (--no-vite): {}; target: full <= backend + 1 s; load {load}; {source}",
-            spread(&backend)
+            "backend path (--no-vite): {}; the UI path alone (--only vite): {}; target: full <= backend + 1 s; load {load}; {source}",
+            spread(backend),
+            spread(ui),
         );
         let slower = full_worst.as_secs_f64() - backend_worst.as_secs_f64();
-        let median_gap = median(&full).as_secs_f64() - median(&backend).as_secs_f64();
+        let median_gap = median_of(full.iter().map(|r| r.all)).as_secs_f64()
+            - median_of(backend.iter().map(|r| r.all)).as_secs_f64();
+        let over_floor = median_of(full.iter().map(|r| r.all)).as_secs_f64()
+            - median_of(floors.iter().copied()).as_secs_f64();
         Ok(format!(
-            "full stack: {} (slowest run {:+.1} s, median {:+.1} s against the backend's)",
-            spread(&full),
+            "full stack: {} (slowest run {:+.1} s, median {:+.1} s against the backend's; median {:+.1} s against the longer path alone)",
+            spread(full),
             slower,
-            median_gap
+            median_gap,
+            over_floor,
         ))
     })();
     Row {
@@ -74,10 +86,49 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: u
     }
 }
 
-/// The median of the runs' times to all ready (the mean of the middle two
+/// What one run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    /// Every service.
+    Full,
+    /// `--no-vite`: the server, then the host.
+    Backend,
+    /// `--only vite`: the install, then Vite, with nothing beside them.
+    Ui,
+}
+
+impl Case {
+    const ALL: [Self; 3] = [Self::Full, Self::Backend, Self::Ui];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Backend => "backend",
+            Self::Ui => "ui",
+        }
+    }
+
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Self::Full => &[],
+            Self::Backend => &["--no-vite"],
+            Self::Ui => &["--only", "vite"],
+        }
+    }
+
+    fn services(self) -> &'static [&'static str] {
+        match self {
+            Self::Full => &["server", "host", "vite"],
+            Self::Backend => &["server", "host"],
+            Self::Ui => &["vite"],
+        }
+    }
+}
+
+/// The median of `times` (the mean of the middle two
 /// for an even count).
-fn median(runs: &[Ready]) -> Duration {
-    let mut all: Vec<Duration> = runs.iter().map(|r| r.all).collect();
+fn median_of(times: impl Iterator<Item = Duration>) -> Duration {
+    let mut all: Vec<Duration> = times.collect();
     all.sort();
     match all.len() {
         0 => Duration::ZERO,
@@ -112,9 +163,9 @@ fn load_average() -> String {
 }
 
 /// A fresh checkout at `dir/checkout`, `omnidev up --headless --json` on
-/// it (with `full`, every service; else `--no-vite`) until each service is
-/// ready, then the pod stopped and the checkout removed.
-fn fresh_up(omnidev: &Path, dir: &Path, checkout: Option<&Path>, full: bool) -> Result<Ready> {
+/// it (what `case` starts) until each of its services is ready, then the
+/// pod stopped and the checkout removed.
+fn fresh_up(omnidev: &Path, dir: &Path, checkout: Option<&Path>, case: Case) -> Result<Ready> {
     fs::create_dir_all(dir)?;
     let repo = dir.join("checkout");
     let _worktree = fresh_checkout(&repo, checkout)?;
@@ -128,14 +179,8 @@ fn fresh_up(omnidev: &Path, dir: &Path, checkout: Option<&Path>, full: bool) -> 
         .stdin(Stdio::null())
         .stdout(fs::File::create(&events)?)
         .stderr(Stdio::null());
-    if !full {
-        command.arg("--no-vite");
-    }
-    let wanted: &[&str] = if full {
-        &["server", "host", "vite"]
-    } else {
-        &["server", "host"]
-    };
+    command.args(case.args());
+    let wanted = case.services();
     let launched = Instant::now();
     let mut pod = Guard(command.spawn()?);
     let mut ready: Vec<(String, Duration)> = Vec::new();
