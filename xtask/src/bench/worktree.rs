@@ -67,10 +67,9 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: u
             spread(ui),
         );
         let slower = full_worst.as_secs_f64() - backend_worst.as_secs_f64();
-        let median_gap = median_of(full.iter().map(|r| r.all)).as_secs_f64()
-            - median_of(backend.iter().map(|r| r.all)).as_secs_f64();
-        let over_floor = median_of(full.iter().map(|r| r.all)).as_secs_f64()
-            - median_of(floors.iter().copied()).as_secs_f64();
+        let full_median = median_of(full.iter().map(|r| r.all)).as_secs_f64();
+        let median_gap = full_median - median_of(backend.iter().map(|r| r.all)).as_secs_f64();
+        let over_floor = full_median - median_of(floors.into_iter()).as_secs_f64();
         Ok(format!(
             "full stack: {} (slowest run {:+.1} s, median {:+.1} s against the backend's; median {:+.1} s against the longer path alone)",
             spread(full),
@@ -125,8 +124,7 @@ impl Case {
     }
 }
 
-/// The median of `times` (the mean of the middle two
-/// for an even count).
+/// The median of `times` (the mean of the middle two for an even count).
 fn median_of(times: impl Iterator<Item = Duration>) -> Duration {
     let mut all: Vec<Duration> = times.collect();
     all.sort();
