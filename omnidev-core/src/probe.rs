@@ -25,11 +25,14 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     }
 
     /// The least time from one attempt's start to the next one brought
-    /// forward by the service's output ([`poll_until_ready`]): a probe that
-    /// asks the service waits [`OUTPUT_SPACING`], so a service that logs
-    /// each request it answers is not probed in a loop; a log probe, which
-    /// asks nothing, looks after [`LOG_OUTPUT_SPACING`] (at once after a
-    /// pause, at most a hundred times a second under a flood).
+    /// forward by the service's output ([`poll_until_ready`]), asked after
+    /// each failed attempt. A probe whose last attempt reached the service
+    /// waits [`OUTPUT_SPACING`], so a service that logs each request it
+    /// answers is not probed in a loop; one that asks nothing (a log
+    /// probe) or whose last attempt reached nobody (a refused connect,
+    /// which no service sees, so its output cannot be about it) looks
+    /// after [`QUIET_OUTPUT_SPACING`]: at once after a pause, at most a
+    /// hundred times a second under a flood.
     fn output_spacing(&self) -> Duration {
         OUTPUT_SPACING
     }
@@ -39,8 +42,28 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
 /// output, whatever the service prints.
 pub const OUTPUT_SPACING: Duration = Duration::from_millis(100);
 
-/// [`Probe::output_spacing`] of a log probe.
-pub const LOG_OUTPUT_SPACING: Duration = Duration::from_millis(10);
+/// [`Probe::output_spacing`] of a probe the service cannot have seen.
+pub const QUIET_OUTPUT_SPACING: Duration = Duration::from_millis(10);
+
+/// Whether a connecting probe's last attempt got through to a listener:
+/// what [`Probe::output_spacing`] of HTTP and TCP probes goes by.
+#[derive(Debug, Default)]
+struct Reached(std::sync::atomic::AtomicBool);
+
+impl Reached {
+    fn set(&self, reached: bool) {
+        self.0.store(reached, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Until the first attempt, as if it had reached the service.
+    fn spacing(&self) -> Duration {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            OUTPUT_SPACING
+        } else {
+            QUIET_OUTPUT_SPACING
+        }
+    }
+}
 
 /// HTTP GET over plain HTTP expecting a 2xx status.
 #[derive(Debug)]
@@ -48,6 +71,7 @@ pub struct HttpProbe {
     client: reqwest::Client,
     url: String,
     host: Option<String>,
+    reached: Reached,
 }
 
 /// One HTTP client for every probe of the process. Building one loads the
@@ -93,6 +117,7 @@ impl HttpProbe {
             client: http_client(),
             url: url.into(),
             host,
+            reached: Reached(true.into()),
         }
     }
 }
@@ -103,12 +128,21 @@ impl Probe for HttpProbe {
         self.reach().await.map(drop)
     }
 
+    fn output_spacing(&self) -> Duration {
+        self.reached.spacing()
+    }
+
     async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
         let mut request = self.client.get(&self.url);
         if let Some(host) = &self.host {
             request = request.header(reqwest::header::HOST, host);
         }
-        let response = request.send().await.map_err(|e| with_causes(&e))?;
+        let response = request.send().await.map_err(|e| {
+            // A connection that was never made carried no request.
+            self.reached.set(!e.is_connect());
+            with_causes(&e)
+        })?;
+        self.reached.set(true);
         let status = response.status();
         if status.is_success() {
             Ok(response.remote_addr())
@@ -122,6 +156,7 @@ impl Probe for HttpProbe {
 #[derive(Debug)]
 pub struct TcpProbe {
     address: String,
+    reached: Reached,
 }
 
 impl TcpProbe {
@@ -129,6 +164,7 @@ impl TcpProbe {
     pub fn new(address: impl Into<String>) -> Self {
         Self {
             address: address.into(),
+            reached: Reached(true.into()),
         }
     }
 }
@@ -139,13 +175,19 @@ impl Probe for TcpProbe {
         self.reach().await.map(drop)
     }
 
+    fn output_spacing(&self) -> Duration {
+        self.reached.spacing()
+    }
+
     async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
         let connect = tokio::net::TcpStream::connect(&self.address);
-        match tokio::time::timeout(Duration::from_secs(2), connect).await {
+        let outcome = match tokio::time::timeout(Duration::from_secs(2), connect).await {
             Ok(Ok(stream)) => Ok(stream.peer_addr().ok()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("connect timed out".to_owned()),
-        }
+        };
+        self.reached.set(outcome.is_ok());
+        outcome
     }
 }
 
@@ -432,7 +474,7 @@ impl Probe for LogProbe {
     }
 
     fn output_spacing(&self) -> Duration {
-        LOG_OUTPUT_SPACING
+        QUIET_OUTPUT_SPACING
     }
 }
 
@@ -880,11 +922,41 @@ mod tests {
             Some("example.test".into()),
         );
         assert!(probe.check().await.is_err());
+        // The 503 was an answer to a request: what the server prints next
+        // may be its log of it.
+        assert_eq!(probe.output_spacing(), OUTPUT_SPACING);
         let reached = probe.reach().await.expect("200").expect("an address");
         assert_eq!(
             (reached.ip().to_string(), reached.port()),
             ("127.0.0.1".to_owned(), port)
         );
         assert_eq!(server.await.expect("server"), [true, true]);
+    }
+
+    /// A port nobody listens on (bound, then let go).
+    async fn closed_port() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        listener.local_addr().expect("addr")
+    }
+
+    #[tokio::test]
+    async fn a_refused_connect_reached_nobody_so_output_is_looked_at_sooner() {
+        let closed = closed_port().await;
+        let http = HttpProbe::new(format!("http://{closed}/health"), None);
+        let tcp = TcpProbe::new(closed.to_string());
+        // Before any attempt, as if the service had been asked.
+        assert_eq!(http.output_spacing(), OUTPUT_SPACING);
+        assert_eq!(tcp.output_spacing(), OUTPUT_SPACING);
+        assert!(http.check().await.is_err());
+        assert!(tcp.check().await.is_err());
+        assert_eq!(http.output_spacing(), QUIET_OUTPUT_SPACING);
+        assert_eq!(tcp.output_spacing(), QUIET_OUTPUT_SPACING);
+        // Once something listens there, an attempt reaches it again.
+        let listener = tokio::net::TcpListener::bind(closed).await.expect("rebind");
+        assert!(tcp.check().await.is_ok());
+        assert_eq!(tcp.output_spacing(), OUTPUT_SPACING);
+        drop(listener);
     }
 }
