@@ -47,15 +47,19 @@ pub const QUIET_OUTPUT_SPACING: Duration = Duration::from_millis(10);
 
 /// Whether a connecting probe's last attempt got through to a listener:
 /// what [`Probe::output_spacing`] of HTTP and TCP probes goes by.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Reached(std::sync::atomic::AtomicBool);
 
 impl Reached {
+    /// Until the first attempt, as if it had reached the service.
+    fn new() -> Self {
+        Self(true.into())
+    }
+
     fn set(&self, reached: bool) {
         self.0.store(reached, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Until the first attempt, as if it had reached the service.
     fn spacing(&self) -> Duration {
         if self.0.load(std::sync::atomic::Ordering::Relaxed) {
             OUTPUT_SPACING
@@ -117,7 +121,7 @@ impl HttpProbe {
             client: http_client(),
             url: url.into(),
             host,
-            reached: Reached(true.into()),
+            reached: Reached::new(),
         }
     }
 }
@@ -164,7 +168,7 @@ impl TcpProbe {
     pub fn new(address: impl Into<String>) -> Self {
         Self {
             address: address.into(),
-            reached: Reached(true.into()),
+            reached: Reached::new(),
         }
     }
 }
