@@ -155,6 +155,7 @@ TUI keys:
 
 Exit codes:
   0      stopped by a signal, q or Ctrl-C, or every service ended with 0
+         by itself (after `omnidev stop SERVICE` the pod waits to be stopped)
   1      an error before start, or a service ended with a failure and no restart
   2      usage error
   128+N  a third signal N during shutdown (the orphan guard kills the rest)

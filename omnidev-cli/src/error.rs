@@ -786,7 +786,7 @@ pub fn exit_code(report: &miette::Report) -> u8 {
 /// `{"error": {"code", "message", "help", "exit"}}`. `message` is the error
 /// and its causes, joined with `: `.
 pub fn json_record(report: &miette::Report) -> String {
-    line(&error_value(report))
+    crate::terminal_text::json_line(&error_value(report))
 }
 
 /// [`json_record`] as a value (what `omnidev mcp` answers a failed tool
@@ -812,19 +812,13 @@ pub fn error_value(report: &miette::Report) -> serde_json::Value {
 
 /// `{"error": {…}}` with a newline.
 pub fn error_record(code: &str, message: &str, help: Option<&str>, exit: u8) -> String {
-    line(&value(code, message, help, exit))
+    crate::terminal_text::json_line(&value(code, message, help, exit))
 }
 
 fn value(code: &str, message: &str, help: Option<&str>, exit: u8) -> serde_json::Value {
     serde_json::json!({
         "error": { "code": code, "message": message, "help": help, "exit": exit }
     })
-}
-
-fn line(record: &serde_json::Value) -> String {
-    let mut line = crate::terminal_text::json(&record.to_string()).into_owned();
-    line.push('\n');
-    line
 }
 
 #[cfg(test)]

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
-use omnidev_core::{Entry, Event, EventKind, Feed, Recv, ServiceState, Supervisor};
+use omnidev_core::{Entry, Event, EventKind, Feed, Recv, Supervisor};
 use omnidev_pod::RenderedUrl;
 
-use crate::control::events::{Body, Encoder, Record};
+use crate::control::events::{Body, Encoder};
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
 use crate::run_options::{Front, RunOptions};
@@ -97,16 +97,9 @@ impl Printer {
         let Some(service) = &event.service else {
             return Vec::new();
         };
-        // Its probe passed, or it runs without one (the `ready` state
-        // follows the `ready` event, which has the line).
-        let ready = matches!(
-            &event.kind,
-            EventKind::Ready
-                | EventKind::State {
-                    state: ServiceState::Running { .. }
-                }
-        );
-        if !ready || self.urls.is_empty() {
+        // Core says when a service is ready (probe passed, or ran for a
+        // second without one).
+        if !matches!(event.kind, EventKind::Ready) || self.urls.is_empty() {
             return Vec::new();
         }
         let (now, later): (Vec<RenderedUrl>, _) = std::mem::take(&mut self.urls)
@@ -149,7 +142,7 @@ impl Printer {
     /// pod-wide `notice` record of it).
     pub fn line(&self, tag: &str, text: &str) -> String {
         if let Some(encoder) = &self.json {
-            return encode(&encoder.notice(text));
+            return terminal_text::json_line(&encoder.notice(text));
         }
         format!("{}{}", self.prefix(tag), terminal_text::message(text))
     }
@@ -226,29 +219,22 @@ impl Printer {
         };
         let encoder = self.json.as_ref().expect("only called with --json");
         let now = std::time::SystemTime::now();
-        out.write_all(encode(&encoder.entry(entry, now)).as_bytes())?;
+        out.write_all(terminal_text::json_line(&encoder.entry(entry, now)).as_bytes())?;
         for url in urls {
             let body = Body::Url {
                 name: url.name,
                 url: url.url,
             };
-            out.write_all(encode(&encoder.record(now, url.service, body)).as_bytes())?;
+            out.write_all(
+                terminal_text::json_line(&encoder.record(now, url.service, body)).as_bytes(),
+            )?;
         }
         Ok(())
     }
 }
 
-/// A record as one line of JSON, newline included.
-pub fn encode(record: &Record) -> String {
-    // A record holds strings and numbers only: encoding cannot fail.
-    let line = serde_json::to_string(record).unwrap_or_default();
-    let mut line = terminal_text::json(&line).into_owned();
-    line.push('\n');
-    line
-}
-
-/// Runs the headless front-end until every service has ended (exit 0 when
-/// all exited 0 and stdout took every line, else 1) or a shutdown signal arrives (exit 0). Either way
+/// Runs the headless front-end until every service has ended by itself, with
+/// no service stopped on request (exit 0 when all exited 0 and stdout took every line, else 1) or a shutdown signal arrives (exit 0). Either way
 /// the pod is stopped and everything its services printed, to the end, is
 /// written before this returns; a second signal gives up on the rest.
 pub async fn run_pod(
@@ -373,7 +359,10 @@ fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
             };
             encoder.record(now, None, body)
         });
-    ports.chain(urls).map(|record| encode(&record)).collect()
+    ports
+        .chain(urls)
+        .map(|record| terminal_text::json_line(&record))
+        .collect()
 }
 
 /// Stdout, buffered, and what happens when it goes away: one message on
@@ -479,7 +468,7 @@ fn pump<W: Write>(mut feed: Feed, mut printer: Printer, out: &mut Output<W>, aba
 mod tests {
     use std::time::SystemTime;
 
-    use omnidev_core::{Event, EventKind, LogLine, Stream};
+    use omnidev_core::{Event, EventKind, LogLine, ServiceState, Stream};
 
     use super::*;
 
@@ -551,10 +540,14 @@ mod tests {
             render(&mut printer, &event("server", EventKind::Ready)),
             "omnidev | server ready\nomnidev | api http://localhost/api\n"
         );
-        // vite has none: running is ready.
+        // vite has none: core says it is ready once it ran for a second.
         assert_eq!(
             render(&mut printer, &event("vite", running(8))),
-            "omnidev | vite started (pid 8)\nomnidev | ui http://localhost/ui\n"
+            "omnidev | vite started (pid 8)\n"
+        );
+        assert_eq!(
+            render(&mut printer, &event("vite", EventKind::Ready)),
+            "omnidev | vite ready\nomnidev | ui http://localhost/ui\n"
         );
         // Once only.
         assert_eq!(

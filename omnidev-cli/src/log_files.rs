@@ -1,8 +1,13 @@
-//! Reading the pod's log files, `<pod>/logs/<service>.log` and the
-//! rotated `<service>.log.N`: the last lines, those since the last reload
-//! (from the mark the supervisor writes), and what was appended since the
-//! last read, across rotations and truncations; for `omnidev logs` and
-//! `omnidev mcp`.
+//! The one reader of the pod's log files, `<pod>/logs/<service>.log` and
+//! the rotated `<service>.log.N`: the last lines, those since the last
+//! reload (from the mark the supervisor writes), and what was appended
+//! since the last read, across rotations and truncations; for `omnidev
+//! logs`, `omnidev mcp` and `up --detach`'s failure report.
+//!
+//! It is bounded by the answer, not the file: the last lines are found by
+//! reading back from the end (at most a byte budget), and everything is
+//! read and handed on in [`CHUNK`]s, a line longer than [`PIECE`] in
+//! pieces, so a 2 GiB log costs what the lines shown cost.
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -21,6 +26,38 @@ const TAIL_CHECK: usize = 64;
 /// How far past a missing rotated file (`.N` renamed while we look) the
 /// search for older ones goes on.
 const ROTATED_GAP: usize = 2;
+
+/// Bytes read at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// The longest line handed on whole: the writer's own cut
+/// ([`omnidev_core::LogConfig::max_line_bytes`]'s default); a longer one,
+/// only in a file written by someone else, comes in pieces.
+const PIECE: usize = 64 * 1024;
+
+/// What is done with each line read; an error (stdout closed) stops the
+/// reading.
+pub type Each<'a> = &'a mut dyn FnMut(&Source, Line) -> Result<(), Error>;
+
+/// How much of the end of a log to read: the last `lines` complete lines,
+/// read back from the end at most `bytes` far.
+#[derive(Debug, Clone, Copy)]
+pub struct Tail {
+    /// Lines.
+    pub lines: usize,
+    /// Bytes read back from the end at most.
+    pub bytes: u64,
+}
+
+impl Tail {
+    /// The last `lines` lines whole (each up to [`PIECE`]).
+    pub fn lines(lines: usize) -> Self {
+        Self {
+            lines,
+            bytes: (lines as u64).saturating_mul(PIECE as u64 + 1),
+        }
+    }
+}
 
 /// One log file being read.
 pub struct Source {
@@ -56,16 +93,49 @@ impl Source {
     }
 
     /// Adds `bytes`, read from a file last modified at `at`, to the
-    /// unfinished line and moves the complete lines to `out`.
-    fn take_lines(&mut self, bytes: &[u8], at: SystemTime, out: &mut Vec<Line>) {
-        self.partial.extend_from_slice(bytes);
-        if let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') {
-            let complete: Vec<u8> = self.partial.drain(..=end).collect();
-            out.extend(String::from_utf8_lossy(&complete).lines().map(|text| Line {
-                at,
-                text: text.to_owned(),
-            }));
+    /// unfinished line and hands each complete line (or piece of
+    /// [`PIECE`]) to `each`.
+    fn take_lines(&mut self, mut bytes: &[u8], at: SystemTime, each: Each) -> Result<(), Error> {
+        let emit = |source: &Self, text: &[u8], each: Each| {
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            let text = String::from_utf8_lossy(text).into_owned();
+            each(source, Line { at, text })
+        };
+        while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
+            if self.partial.is_empty() {
+                emit(self, &bytes[..end], each)?;
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&bytes[..end]);
+                emit(self, &line, each)?;
+            }
+            bytes = &bytes[end + 1..];
         }
+        self.partial.extend_from_slice(bytes);
+        while self.partial.len() >= PIECE {
+            let mut cut = PIECE;
+            while cut > PIECE - 4 && std::str::from_utf8(&self.partial[..cut]).is_err() {
+                cut -= 1;
+            }
+            let piece: Vec<u8> = self.partial.drain(..cut).collect();
+            emit(self, &piece, each)?;
+        }
+        Ok(())
+    }
+
+    /// Reads `open` from its position to its end, handing on its lines,
+    /// and keeps it as the file followed.
+    fn read_on(&mut self, mut open: Open, each: Each) -> Result<(), Error> {
+        let mut chunk = vec![0u8; CHUNK];
+        loop {
+            let (n, at) = open.read_chunk(&mut chunk);
+            if n == 0 {
+                break;
+            }
+            self.take_lines(&chunk[..n], at, each)?;
+        }
+        self.file = Some(open);
+        Ok(())
     }
 }
 
@@ -91,16 +161,36 @@ struct Open {
 }
 
 impl Open {
-    /// The log file `path`, opened as [`open_log`] does.
-    fn at(path: &Path) -> Option<Self> {
-        let file = open_log(path).ok()?;
-        let inode = file.metadata().ok()?.ino();
-        Some(Self {
+    /// The log file `path`, opened as [`open_log`] does; `None` when it
+    /// does not exist, an error naming it when it cannot be read.
+    fn at(path: &Path) -> Result<Option<Self>, Error> {
+        let file = match open_log(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(Error::LogUnreadable {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let inode = file
+            .metadata()
+            .map_err(|source| Error::LogUnreadable {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .ino();
+        Ok(Some(Self {
             file,
             inode,
             position: 0,
             tail: Vec::new(),
-        })
+        }))
+    }
+
+    fn len(&self) -> u64 {
+        self.file.metadata().map_or(0, |m| m.len())
     }
 
     /// When the file was last written (now, if that cannot be read).
@@ -111,26 +201,20 @@ impl Open {
             .unwrap_or_else(|_| SystemTime::now())
     }
 
-    /// What was written since the last read, and the file's modification
-    /// time after reading it.
-    fn read_new(&mut self) -> (Vec<u8>, SystemTime) {
-        let mut bytes = Vec::new();
-        let mut chunk = vec![0u8; 64 * 1024];
-        while let Ok(n) = self.file.read_at(&mut chunk, self.position) {
-            if n == 0 {
-                break;
-            }
-            bytes.extend_from_slice(&chunk[..n]);
-            self.position += n as u64;
-        }
+    /// The next bytes from where reading stopped (0 at the end), and the
+    /// file's modification time after reading them.
+    fn read_chunk(&mut self, chunk: &mut [u8]) -> (usize, SystemTime) {
+        let n = self.file.read_at(chunk, self.position).unwrap_or(0);
+        self.position += n as u64;
+        let bytes = &chunk[..n];
         if bytes.len() >= TAIL_CHECK {
             self.tail = bytes[bytes.len() - TAIL_CHECK..].to_vec();
         } else {
-            self.tail.extend_from_slice(&bytes);
+            self.tail.extend_from_slice(bytes);
             let excess = self.tail.len().saturating_sub(TAIL_CHECK);
             self.tail.drain(..excess);
         }
-        (bytes, self.modified())
+        (n, self.modified())
     }
 
     /// Whether the file was truncated in place since the last read: it is
@@ -153,20 +237,22 @@ impl Open {
 
 /// The log files of `path`, oldest first, the current one last: back to
 /// and including the one with inode `back_to` (every file when none has
-/// it, or without `back_to`). Files are opened newest first, so a rotation
-/// racing with the search shows a file twice (skipped by inode) rather
-/// than not at all.
-fn log_files(path: &Path, back_to: Option<u64>) -> Vec<Open> {
-    let Some(current) = Open::at(path) else {
-        return Vec::new();
+/// it, or without `back_to`), at most `most`. Files are opened newest
+/// first, so a rotation racing with the search shows a file twice
+/// (skipped by inode) rather than not at all.
+fn log_files(path: &Path, back_to: Option<u64>, most: usize) -> Result<Vec<Open>, Error> {
+    let Some(current) = Open::at(path)? else {
+        return Ok(Vec::new());
     };
     let mut found = vec![current];
     let mut missing = 0;
     for n in 1.. {
-        if back_to.is_some_and(|inode| found.iter().any(|f| f.inode == inode)) {
+        if found.len() >= most
+            || back_to.is_some_and(|inode| found.iter().any(|f| f.inode == inode))
+        {
             break;
         }
-        let Some(open) = Open::at(&omnidev_core::logs::rotated_path(path, n)) else {
+        let Some(open) = Open::at(&omnidev_core::logs::rotated_path(path, n))? else {
             missing += 1;
             if missing > ROTATED_GAP {
                 break;
@@ -179,32 +265,19 @@ fn log_files(path: &Path, back_to: Option<u64>) -> Vec<Open> {
         }
     }
     found.reverse();
-    found
-}
-
-/// The files written after the one with inode `known`, oldest first, the
-/// current `path` last: after a rotation (or several between two polls),
-/// `known` is now `path.N`, and `path.N-1` … `path.1` and `path` are newer.
-/// Without a `known` file (nothing open yet), only the current one.
-fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
-    let Some(known) = known else {
-        return Open::at(path).into_iter().collect();
-    };
-    let mut files = log_files(path, Some(known));
-    if files.first().is_some_and(|f| f.inode == known) {
-        files.remove(0);
-    }
-    files
+    Ok(found)
 }
 
 /// The last `tail` complete lines of `service`'s log (of those written
 /// since the pod's last reload, with `since_reload`), as written: what
-/// `omnidev logs SERVICE -n N [--since-reload]` reads (for `omnidev mcp`).
+/// `omnidev logs SERVICE -n N [--since-reload]` reads (for `omnidev mcp`),
+/// read back from the end at most `max_bytes` far.
 pub fn last_lines(
     pod_dir: &Path,
     service: &str,
     tail: usize,
     since_reload: bool,
+    max_bytes: u64,
 ) -> miette::Result<Vec<String>> {
     let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
     selected(&dir, &[service.to_owned()])?;
@@ -214,23 +287,85 @@ pub fn last_lines(
         None
     };
     let mut source = Source::new(service, &dir, String::new());
-    Ok(read_back(&mut source, mark.as_ref(), Some(tail))
+    let tail = Tail {
+        lines: tail,
+        bytes: max_bytes,
+    };
+    Ok(collect(&mut source, mark.as_ref(), Some(tail))?
         .into_iter()
         .map(|line| line.text)
         .collect())
 }
 
-/// The lines of `source` to show before following: those since `mark`
-/// (the last reload), else those of its current file (and the newest
-/// rotated one when `tail` asks for more); the last `tail` of them.
-pub fn read_back(source: &mut Source, mark: Option<&Mark>, tail: Option<usize>) -> Vec<Line> {
-    let mut lines = match mark {
-        Some(mark) => since_mark(source, mark.logs.get(&source.name), mark.at()),
-        None => open_at_end(source, tail),
+/// [`read_back`] into a list.
+pub fn collect(
+    source: &mut Source,
+    mark: Option<&Mark>,
+    tail: Option<Tail>,
+) -> Result<Vec<Line>, Error> {
+    let mut lines = Vec::new();
+    read_back(source, mark, tail, &mut |_, line| {
+        lines.push(line);
+        Ok(())
+    })?;
+    Ok(lines)
+}
+
+/// Hands `each` the lines of `source` to show before following: those
+/// since `mark` (the last reload), else those of its current file (and the
+/// newest rotated one when `tail` asks for more); the last `tail` of them.
+/// Following goes on from exactly where this stopped; an unfinished last
+/// line is completed by what comes next.
+pub fn read_back(
+    source: &mut Source,
+    mark: Option<&Mark>,
+    tail: Option<Tail>,
+    each: Each,
+) -> Result<(), Error> {
+    let mut files = match mark {
+        Some(mark) => since_mark(source, mark.logs.get(&source.name), mark.at())?,
+        None => log_files(&source.path, None, if tail.is_some() { 2 } else { 1 })?,
     };
-    let skip = tail.map_or(0, |n| lines.len().saturating_sub(n));
-    lines.drain(..skip);
-    lines
+    if let Some(tail) = tail {
+        start_of_tail(&mut files, tail);
+    }
+    for open in files {
+        source.read_on(open, each)?;
+    }
+    Ok(())
+}
+
+/// Moves the starts of `files` (read from their positions to their ends,
+/// in order) to where the last `tail.lines` complete lines begin, reading
+/// back at most `tail.bytes`; the files wholly before it are dropped.
+fn start_of_tail(files: &mut Vec<Open>, tail: Tail) {
+    let mut newlines = 0;
+    let mut budget = tail.bytes;
+    let mut chunk = vec![0u8; CHUNK];
+    let mut cut = None;
+    'files: for (i, open) in files.iter().enumerate().rev() {
+        let mut end = open.len();
+        while end > open.position {
+            let n = (end - open.position).min(CHUNK as u64) as usize;
+            let from = end - n as u64;
+            if open.file.read_exact_at(&mut chunk[..n], from).is_err() {
+                break;
+            }
+            for (at, byte) in chunk[..n].iter().enumerate().rev() {
+                newlines += usize::from(*byte == b'\n');
+                if newlines > tail.lines || budget == 0 {
+                    cut = Some((i, from + at as u64 + 1));
+                    break 'files;
+                }
+                budget -= 1;
+            }
+            end = from;
+        }
+    }
+    if let Some((i, position)) = cut {
+        files.drain(..i);
+        files[0].position = position;
+    }
 }
 
 /// The services to read: those named (each checked), or every one with a
@@ -242,7 +377,7 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
         }
         .into());
     }
-    let available = services_with_logs(dir);
+    let available = services_with_logs(dir)?;
     if named.is_empty() {
         return Ok(available);
     }
@@ -251,12 +386,6 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
         omnidev_pod::names::check("service name", name)
             .map_err(|message| Error::BadName { message })?;
         if !available.contains(name) {
-            let path = dir.join(format!("{name}{LOG_SUFFIX}"));
-            if let Err(source) = open_log(&path)
-                && source.kind() != std::io::ErrorKind::NotFound
-            {
-                return Err(Error::LogUnreadable { path, source }.into());
-            }
             return Err(Error::NoLog {
                 service: name.clone(),
                 dir: dir.to_path_buf(),
@@ -292,94 +421,78 @@ pub fn read_mark(dir: &Path) -> Result<Mark, Error> {
     })
 }
 
-/// Services that have a log file (a regular one), sorted by name (the detached pod's own
-/// output, `omnidev.log`, is not a service).
-pub fn services_with_logs(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|kind| kind.is_file()))
-                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                .filter(|name| name != DETACHED_LOG)
-                .filter_map(|name| name.strip_suffix(LOG_SUFFIX).map(str::to_owned))
-                .filter(|name| omnidev_pod::names::is_valid(name))
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
-/// Opens the current file of `source` and reads it to its end: its
-/// complete lines, preceded by those of the newest rotated file
-/// `<name>.log.1` when `tail` asks for more. Following goes on from
-/// exactly there; an unfinished last line is completed by what comes next.
-fn open_at_end(source: &mut Source, tail: Option<usize>) -> Vec<Line> {
-    let mut lines = Vec::new();
-    if let Some(mut file) = Open::at(&source.path) {
-        let (bytes, at) = file.read_new();
-        source.file = Some(file);
-        source.take_lines(&bytes, at, &mut lines);
-    }
-    if tail.is_some_and(|n| lines.len() < n) {
-        let rotated = omnidev_core::logs::rotated_path(&source.path, 1);
-        if let Some(mut older) = Open::at(&rotated) {
-            let (bytes, at) = older.read_new();
-            let mut all: Vec<Line> = String::from_utf8_lossy(&bytes)
-                .lines()
-                .map(|text| Line {
-                    at,
-                    text: text.to_owned(),
-                })
-                .collect();
-            all.append(&mut lines);
-            lines = all;
+/// Services that have a log file, sorted by name (the detached pod's own
+/// output, `omnidev.log`, is not a service). A log that is not a regular
+/// file (a link, a FIFO planted there) is an error naming it, never a
+/// service without a log.
+pub fn services_with_logs(dir: &Path) -> Result<Vec<String>, Error> {
+    let unreadable = |path: PathBuf, source| Error::LogUnreadable { path, source };
+    let entries = std::fs::read_dir(dir).map_err(|e| unreadable(dir.to_path_buf(), e))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| unreadable(dir.to_path_buf(), e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let Some(service) = name.strip_suffix(LOG_SUFFIX) else {
+            continue;
+        };
+        if name == DETACHED_LOG || !omnidev_pod::names::is_valid(service) {
+            continue;
         }
+        if !entry.file_type().is_ok_and(|kind| kind.is_file()) {
+            let source = open_log(&entry.path()).err().unwrap_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is not a regular file")
+            });
+            return Err(unreadable(entry.path(), source));
+        }
+        names.push(service.to_owned());
     }
-    lines
+    names.sort();
+    Ok(names)
 }
 
-/// The lines of `source` written after `position` (its file and offset
-/// when the pod last reloaded), across every rotation since; following goes
-/// on from the end of the current file. Without a position (the service
-/// had no open log file then), or when its file is gone (rotated out of
-/// the kept ones), every file last written after the mark (`at`) counts.
-fn since_mark(source: &mut Source, position: Option<&Position>, at: SystemTime) -> Vec<Line> {
-    let mut lines = Vec::new();
-    let files = log_files(&source.path, position.map(|p| p.inode));
+/// The files of `source` holding lines written after `position` (its
+/// file and offset when the pod last reloaded), positioned there, across
+/// every rotation since. Without a position (the service had no open log
+/// file then), or when its file is gone (rotated out of the kept ones),
+/// every file last written after the mark (`at`) counts; following goes on
+/// from the end of the current file.
+fn since_mark(
+    source: &mut Source,
+    position: Option<&Position>,
+    at: SystemTime,
+) -> Result<Vec<Open>, Error> {
+    let files = log_files(&source.path, position.map(|p| p.inode), usize::MAX)?;
     let found = position.filter(|p| files.first().is_some_and(|f| f.inode == p.inode));
+    let mut kept = Vec::new();
     for mut file in files {
         if let Some(p) = found.filter(|p| p.inode == file.inode) {
             // An offset past the end: truncated since, all of it is newer.
-            let len = file.file.metadata().map_or(0, |m| m.len());
-            file.position = if p.offset <= len { p.offset } else { 0 };
+            file.position = if p.offset <= file.len() { p.offset } else { 0 };
         } else if found.is_none() && file.modified() < at {
-            // Read only to follow on from its end.
-            let _ = file.read_new();
+            // Only to follow on from its end.
+            file.position = file.len();
             source.file = Some(file);
             continue;
         }
-        let (bytes, modified) = file.read_new();
-        source.file = Some(file);
-        source.take_lines(&bytes, modified, &mut lines);
+        kept.push(file);
     }
-    lines
+    Ok(kept)
 }
 
-/// The lines written since the last call: the rest of the open file, then
-/// every file rotated in after it, in order; a file truncated in place is
-/// read again from its start.
-pub fn read_new(source: &mut Source) -> Vec<Line> {
-    let mut lines = Vec::new();
-    if let Some(open) = &mut source.file {
+/// Hands `each` the lines written since the last call: the rest of the
+/// open file, then every file rotated in after it, in order; a file
+/// truncated in place is read again from its start. A file that cannot be
+/// read (swapped for a link while followed) gives nothing.
+pub fn read_new(source: &mut Source, each: Each) -> Result<(), Error> {
+    if let Some(mut open) = source.file.take() {
         if open.truncated() {
             open.position = 0;
             open.tail.clear();
             source.partial.clear();
         }
-        let (bytes, at) = open.read_new();
-        source.take_lines(&bytes, at, &mut lines);
+        source.read_on(open, each)?;
     }
     let replaced = std::fs::symlink_metadata(&source.path).is_ok_and(|meta| {
         source
@@ -389,13 +502,26 @@ pub fn read_new(source: &mut Source) -> Vec<Line> {
     });
     if replaced {
         let known = source.file.as_ref().map(|open| open.inode);
-        for mut open in newer_files(&source.path, known) {
-            let (bytes, at) = open.read_new();
-            source.file = Some(open);
-            source.take_lines(&bytes, at, &mut lines);
+        for open in newer_files(&source.path, known) {
+            source.read_on(open, each)?;
         }
     }
-    lines
+    Ok(())
+}
+
+/// The files written after the one with inode `known`, oldest first, the
+/// current `path` last: after a rotation (or several between two polls),
+/// `known` is now `path.N`, and `path.N-1` … `path.1` and `path` are newer.
+/// Without a `known` file (nothing open yet), only the current one.
+fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
+    let Some(known) = known else {
+        return Open::at(path).ok().flatten().into_iter().collect();
+    };
+    let mut files = log_files(path, Some(known), usize::MAX).unwrap_or_default();
+    if files.first().is_some_and(|f| f.inode == known) {
+        files.remove(0);
+    }
+    files
 }
 
 #[cfg(test)]
@@ -417,11 +543,31 @@ mod tests {
 
     /// What `logs -f` prints at its next poll (the text form).
     fn poll(src: &mut Source, out: &mut String) {
-        for line in read_new(src) {
+        read_new(src, &mut |src, line| {
             out.push_str(&src.prefix);
             out.push_str(&line.text);
             out.push('\n');
+            Ok(())
+        })
+        .expect("read");
+    }
+
+    /// What is shown before following, without a mark.
+    fn at_end(src: &mut Source, tail: Option<usize>) -> Vec<Line> {
+        collect(src, None, tail.map(Tail::lines)).expect("read")
+    }
+
+    /// The lines since `position` (a mark at `at`).
+    fn read_since(src: &mut Source, position: Option<&Position>, at: SystemTime) -> Vec<Line> {
+        let mut lines = Vec::new();
+        for open in since_mark(src, position, at).expect("files") {
+            src.read_on(open, &mut |_, line| {
+                lines.push(line);
+                Ok(())
+            })
+            .expect("read");
         }
+        lines
     }
 
     fn texts(lines: &[Line]) -> Vec<&str> {
@@ -557,10 +703,11 @@ mod tests {
         let path = dir.path().join("svc.log");
         std::fs::write(omnidev_core::logs::rotated_path(&path, 1), "a\nb\nc\n").expect("write");
         std::fs::write(&path, "d\ne\n").expect("write");
-        let lines = open_at_end(&mut source(&path), Some(3));
-        assert_eq!(texts(&lines), ["a", "b", "c", "d", "e"]);
-        assert_eq!(texts(&open_at_end(&mut source(&path), None)), ["d", "e"]);
-        assert_eq!(texts(&open_at_end(&mut source(&path), Some(1))), ["d", "e"]);
+        // The last three lines: one from the rotated file, then the current.
+        let lines = at_end(&mut source(&path), Some(3));
+        assert_eq!(texts(&lines), ["c", "d", "e"]);
+        assert_eq!(texts(&at_end(&mut source(&path), None)), ["d", "e"]);
+        assert_eq!(texts(&at_end(&mut source(&path), Some(1))), ["e"]);
     }
 
     #[test]
@@ -575,7 +722,7 @@ mod tests {
         rotate(&path, 3);
         append(&path, "new 3\npart");
         let mut src = source(&path);
-        let lines = since_mark(&mut src, Some(&mark), SystemTime::now());
+        let lines = read_since(&mut src, Some(&mark), SystemTime::now());
         assert_eq!(texts(&lines), ["new 1", "new 2", "new 3"]);
         // Following goes on where that stopped, the unfinished line too.
         append(&path, "ial\n");
@@ -587,11 +734,11 @@ mod tests {
         let fresh = dir.path().join("fresh.log");
         append(&fresh, "before\nafter\n");
         let mark = position(&fresh, 7);
-        let lines = since_mark(&mut source(&fresh), Some(&mark), SystemTime::now());
+        let lines = read_since(&mut source(&fresh), Some(&mark), SystemTime::now());
         assert_eq!(texts(&lines), ["after"]);
         // Truncated since (shorter than the offset): all of it is newer.
         std::fs::write(&fresh, "x\n").expect("truncate");
-        let lines = since_mark(&mut source(&fresh), Some(&mark), SystemTime::now());
+        let lines = read_since(&mut source(&fresh), Some(&mark), SystemTime::now());
         assert_eq!(texts(&lines), ["x"]);
     }
 
@@ -612,15 +759,15 @@ mod tests {
             offset: 3,
         };
         let mut src = source(&path);
-        let lines = since_mark(&mut src, Some(&gone), mark_at);
+        let lines = read_since(&mut src, Some(&gone), mark_at);
         assert_eq!(texts(&lines), ["lately", "now"]);
         // No position at all (the service had no log file then): the same.
-        let lines = since_mark(&mut source(&path), None, mark_at);
+        let lines = read_since(&mut source(&path), None, mark_at);
         assert_eq!(texts(&lines), ["lately", "now"]);
         // A current file older than the mark: nothing, then what comes.
         set_modified(&path, mark_at - Duration::from_secs(1));
         let mut src = source(&path);
-        let lines = since_mark(&mut src, None, SystemTime::now());
+        let lines = read_since(&mut src, None, SystemTime::now());
         assert!(lines.is_empty(), "{:?}", texts(&lines));
         append(&path, "later\n");
         let mut out = String::new();
@@ -640,23 +787,37 @@ mod tests {
         nix::unistd::mkfifo(&logs.join("fifo.log"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
         std::fs::write(logs.join("real.log"), "a line\n").expect("write");
 
-        assert_eq!(services_with_logs(&logs), ["real"]);
         for name in ["linked", "zero", "fifo"] {
             let error = selected(&logs, &[name.to_owned()]).expect_err(name);
             let Some(Error::LogUnreadable { path, .. }) = error.downcast_ref::<Error>() else {
                 panic!("{name}: {error:?}");
             };
-            assert_eq!(path, &logs.join(format!("{name}.log")));
-            // Read as `logs -f` and `mcp` would: nothing, at once.
+            // Every one is an error naming it, never a service without logs.
+            assert!(
+                path.starts_with(&logs) && path.extension().is_some(),
+                "{path:?}"
+            );
+            // Read as `logs -f` and `mcp` would: an error naming it, at once.
             let mut src = source(&logs.join(format!("{name}.log")));
-            assert!(open_at_end(&mut src, Some(10)).is_empty(), "{name}");
-            assert!(read_new(&mut src).is_empty(), "{name}");
+            let Err(Error::LogUnreadable { path, .. }) =
+                collect(&mut src, None, Some(Tail::lines(10)))
+            else {
+                panic!("{name} was read");
+            };
+            assert_eq!(path, logs.join(format!("{name}.log")));
+            let mut out = String::new();
+            poll(&mut src, &mut out);
+            assert_eq!(out, "", "{name}");
+            std::fs::remove_file(logs.join(format!("{name}.log"))).expect("rm");
         }
+        assert_eq!(services_with_logs(&logs).expect("listed"), ["real"]);
         // The same once the file is there but then swapped for a link.
         let mut src = source(&logs.join("real.log"));
-        assert_eq!(texts(&open_at_end(&mut src, None)), ["a line"]);
+        assert_eq!(texts(&at_end(&mut src, None)), ["a line"]);
         std::fs::remove_file(logs.join("real.log")).expect("rm");
         std::os::unix::fs::symlink(&secret, logs.join("real.log")).expect("symlink");
-        assert!(read_new(&mut src).is_empty());
+        let mut out = String::new();
+        poll(&mut src, &mut out);
+        assert_eq!(out, "");
     }
 }

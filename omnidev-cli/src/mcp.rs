@@ -10,11 +10,15 @@
 //! "help", "exit"}}`); a success carries `structuredContent` that its
 //! output schema describes (each tool returns `Result<Json<T>,
 //! CallToolResult>`, written out: the SDK derives the output schema from
-//! that very type). Every argument is bounded ([`limits`]). stdout
+//! that very type). Every argument is bounded ([`limits`]) by the tool's
+//! input schema, which each call is checked against ([`schema::check`]);
+//! what is no message is answered as JSON-RPC says ([`framing`]). stdout
 //! carries protocol messages only: nothing here prints, and the `up` tool's
 //! child's stdout is discarded and its stderr kept (its end) for its error.
 
+mod framing;
 mod results;
+mod schema;
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -84,7 +88,7 @@ pub async fn serve(pod: PodArgs, allow_up: bool) -> Result<(), Error> {
         message: e.to_string(),
     };
     let running = Tools::new(pod, allow_up)
-        .serve(rmcp::transport::stdio())
+        .serve(framing::Framing::stdio())
         .await
         .map_err(|e| session(&e))?;
     running.waiting().await.map_err(|e| session(&e))?;
@@ -103,9 +107,7 @@ pub struct Tools {
 /// `structuredContent`: it would not match the tool's output schema).
 fn refusal(report: &miette::Report) -> CallToolResult {
     let record = crate::error::error_value(report).to_string();
-    CallToolResult::error(vec![ContentBlock::text(
-        crate::terminal_text::json(&record).into_owned(),
-    )])
+    CallToolResult::error(vec![ContentBlock::text(record)])
 }
 
 /// Runs `work` (which blocks on the pod's socket or files) off the
@@ -120,21 +122,6 @@ async fn blocking<T: Send + 'static>(
             "the tool's task failed: {join}"
         )))),
     }
-}
-
-/// `value` (`default` when absent), refused outside `1..=max`.
-fn bounded<T>(name: &str, value: Option<T>, (default, max): (T, T)) -> miette::Result<T>
-where
-    T: PartialOrd + From<u8> + std::fmt::Display + Copy,
-{
-    let value = value.unwrap_or(default);
-    if value < T::from(1) || value > max {
-        return Err(Error::ToolArgument {
-            message: format!("`{name}` is {value}; it must be between 1 and {max}"),
-        }
-        .into());
-    }
-    Ok(value)
 }
 
 /// The running pod's directory, or [`Error::NotRunning`] (as every
@@ -223,7 +210,10 @@ fn shown_lines(
     since_reload: bool,
     max_bytes: usize,
 ) -> miette::Result<(Vec<String>, bool)> {
-    let raw = crate::log_files::last_lines(pod_dir, service, lines, since_reload)?;
+    // Read back from the end at most four times the answer's bytes (what
+    // is made visible of a line may be longer or shorter than it).
+    let budget = (max_bytes as u64).saturating_mul(4);
+    let raw = crate::log_files::last_lines(pod_dir, service, lines, since_reload, budget)?;
     let plain = raw
         .iter()
         .map(|line| crate::terminal_text::plain(line))
@@ -329,6 +319,13 @@ impl Tools {
         if !allow_up {
             tool_router.remove_route("up");
         }
+        for route in tool_router.map.values_mut() {
+            let tool = &mut route.attr;
+            schema::plain(Arc::make_mut(&mut tool.input_schema), true);
+            if let Some(output) = &mut tool.output_schema {
+                schema::plain(Arc::make_mut(output), false);
+            }
+        }
         Self {
             pod,
             allow_up,
@@ -360,8 +357,8 @@ impl Tools {
         Parameters(args): Parameters<LogsArgs>,
     ) -> Result<Json<LogsResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
-            let lines = bounded("lines", args.lines, limits::LOG_LINES)?;
-            let max_bytes = bounded("max_bytes", args.max_bytes, limits::LOG_BYTES)?;
+            let lines = args.lines.unwrap_or(limits::LOG_LINES.0);
+            let max_bytes = args.max_bytes.unwrap_or(limits::LOG_BYTES.0);
             let pod_dir = crate::session::pod_dir(pod)?;
             let (lines, truncated) = shown_lines(
                 &pod_dir,
@@ -395,21 +392,7 @@ impl Tools {
                 WaitFor::HealthyAfterReload => limits::WAIT_SECS.0,
                 WaitFor::Ready | WaitFor::Exited => 300,
             };
-            let secs = bounded(
-                "timeout_secs",
-                args.timeout_secs,
-                (default, limits::WAIT_SECS.1),
-            )?;
-            if args.services.len() > limits::SERVICES {
-                return Err(Error::ToolArgument {
-                    message: format!(
-                        "{} services named; at most {}",
-                        args.services.len(),
-                        limits::SERVICES
-                    ),
-                }
-                .into());
-            }
+            let secs = args.timeout_secs.unwrap_or(default);
             let request = Request::Wait {
                 until: args.until,
                 services: args.services,
@@ -435,7 +418,7 @@ impl Tools {
         Parameters(args): Parameters<RestartArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
+            let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
             let request = Request::Restart {
                 service: args.service,
                 all: args.all,
@@ -485,7 +468,7 @@ impl Tools {
         Parameters(args): Parameters<StartArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
+            let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
             let request = Request::StartService {
                 services: vec![args.service],
                 timeout_secs: Some(secs),
@@ -510,7 +493,7 @@ impl Tools {
         Parameters(args): Parameters<ReloadProfileArgs>,
     ) -> Result<Json<ReloadProfileResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            let secs = bounded("timeout_secs", args.timeout_secs, limits::RESTART_SECS)?;
+            let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
             let request = Request::ReloadProfile {
                 timeout_secs: Some(secs),
             };
@@ -539,8 +522,8 @@ impl Tools {
         Parameters(args): Parameters<EventsArgs>,
     ) -> Result<Json<EventsResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
-            let limit = bounded("limit", args.limit, limits::EVENTS)? as usize;
-            let max_bytes = bounded("max_bytes", args.max_bytes, limits::EVENT_BYTES)? as usize;
+            let limit = args.limit.unwrap_or(limits::EVENTS.0) as usize;
+            let max_bytes = args.max_bytes.unwrap_or(limits::EVENT_BYTES.0) as usize;
             let pod_dir = running(pod)?;
             let request = Request::Events {
                 follow: false,
@@ -598,7 +581,7 @@ impl Tools {
     ) -> Result<Json<Outcome>, CallToolResult> {
         // Not routed without --allow-up: `call_tool` refuses it.
         self.answer(&context, move |pod, connection| {
-            let secs = bounded("timeout_secs", args.timeout_secs, limits::UP_SECS)?;
+            let secs = args.timeout_secs.unwrap_or(limits::UP_SECS.0);
             up_detached(pod, secs, connection)
         })
         .await
@@ -745,12 +728,19 @@ impl ServerHandler for Tools {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // Not offered, so not routed: refused with the reason, not "unknown tool".
         if request.name == "up" && !self.allow_up {
             return Ok(refusal(&Error::UpNotAllowed.into()).into());
+        }
+        if let (Some(tool), Some(arguments)) = (
+            self.tool_router.get(&request.name),
+            request.arguments.as_mut(),
+        ) && let Err(message) = schema::check(&tool.input_schema, arguments)
+        {
+            return Ok(refusal(&Error::ToolArgument { message }.into()).into());
         }
         let context = ToolCallContext::new(self, request, context);
         self.tool_router.call(context).await
@@ -786,20 +776,6 @@ mod tests {
         assert_eq!(kept.len(), 64);
         assert!(kept.ends_with(b"x\nthe reason\n"), "{kept:?}");
         assert_eq!(last_bytes(&b"short\n"[..], 64), b"short\n");
-    }
-
-    #[test]
-    fn arguments_out_of_range_are_refused_with_the_range() {
-        assert_eq!(bounded("lines", None, limits::LOG_LINES).ok(), Some(100));
-        assert_eq!(bounded("lines", Some(7), limits::LOG_LINES).ok(), Some(7));
-        for wrong in [0, 5001] {
-            let report = bounded("lines", Some(wrong), limits::LOG_LINES).expect_err("refused");
-            let record = crate::error::error_value(&report);
-            assert_eq!(record["error"]["code"], "omnidev::mcp::argument");
-            assert_eq!(record["error"]["exit"], 2);
-            let message = record["error"]["message"].as_str().unwrap_or_default();
-            assert!(message.contains("between 1 and 5000"), "{message}");
-        }
     }
 
     #[test]

@@ -72,6 +72,17 @@ pub fn quote_path(path: &std::path::Path) -> String {
     quote(&path.to_string_lossy()).into_owned()
 }
 
+/// The one JSON line encoder (newline included) of every record, error
+/// record and socket answer: `value` as serde_json writes it, then [`json`]
+/// (DEL, C1 and bidi controls as `\u` escapes).
+pub fn json_line(value: &impl serde::Serialize) -> String {
+    // Plain data (strings, numbers, maps): encoding cannot fail.
+    let line = serde_json::to_string(value).unwrap_or_default();
+    let mut line = json(&line).into_owned();
+    line.push('\n');
+    line
+}
+
 /// `json`, text serde_json wrote, with every character a terminal could
 /// obey that serde_json leaves as it is (DEL, C1 controls, bidirectional
 /// controls: only ever inside strings) written as a `\u` escape: the same

@@ -385,3 +385,48 @@ fn watch_rules_beyond_the_inotify_limit_degrade_once_and_stay_idle() {
         "{until_b} {later:?}"
     );
 }
+
+/// `profile check` of 5,000 services under an `[env]` of 10,000 entries
+/// (a 0.7 MB profile): the pod's environment is shared by every service,
+/// never copied per service, so the cost follows the profile's size (it
+/// was 7.6 GiB and 39 s). The peak is the child's own, from `wait4`.
+#[test]
+fn a_profile_of_many_services_and_env_entries_costs_its_size() {
+    use std::fmt::Write as _;
+    let ctx = TestContext::new();
+    let mut text = String::from("[env]\n");
+    for i in 0..10_000 {
+        let _ = writeln!(text, "ENV_{i:05} = \"value-{i:05}-abcdefgh\"");
+    }
+    for i in 0..5_000 {
+        let _ = writeln!(
+            text,
+            "[services.service{i:04}]\ncommand = [\"sleep\", \"1\"]\nrestart = \"never\""
+        );
+    }
+    ctx.write("omnidev.toml", &text);
+    let started = Instant::now();
+    let child = ctx
+        .command()
+        .args(["profile", "check"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our child, not yet waited for; both pointers are
+    // valid for the call.
+    let waited = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
+    assert_eq!(waited, pid, "wait4");
+    let took = started.elapsed();
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    // ru_maxrss is in KiB on Linux.
+    let peak = u64::try_from(usage.ru_maxrss).expect("positive") * 1024;
+    eprintln!("profile check: peak {} MiB in {took:?}", peak / MIB);
+    assert!(peak < 200 * MIB, "peak {} MiB", peak / MIB);
+    // Generous for a busy machine and a debug build (0.3 s alone).
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    drop(child);
+}

@@ -685,6 +685,11 @@ fn exit_codes_on_a_running_pod() {
     ctx.assert(&["wait", "--healthy-after-reload", "--timeout", "1"])
         .code(4)
         .stderr(contains("within 1 s"));
+    // A stopped service is never ready: the wait fails at once naming it.
+    ctx.run_ok(&["stop", "host"]);
+    ctx.assert(&["wait", "host", "--ready", "--timeout", "60"])
+        .failure()
+        .stderr(contains("host"));
     // A follower of the events gets one `ended` record last when the pod
     // stops, and its stream ends.
     let events = follow_events(&ctx);
@@ -908,6 +913,38 @@ restart = "never"
     assert_eq!(of("once")["exit"]["code"], 0, "{text}");
     assert_eq!(of("bad")["reason"], "crashed", "{text}");
     assert_eq!(of("bad")["exit"]["code"], 3, "{text}");
+}
+
+/// Issue 44: a Procfile's one-shot `release` has exited 0 and `web` is
+/// stopped on request — every service has ended, yet the pod runs on
+/// until told to stop, and `web` starts again.
+#[test]
+fn stopping_the_last_running_service_leaves_the_pod_running() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.release]
+command = ["true"]
+restart = "never"
+
+[services.web]
+command = ["sleep", "300"]
+grace-ms = 1000
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    wait_for("release to exit", DEADLINE, || {
+        service(&ctx.json(&["status", "--json"]), "release")["state"] == "exited"
+    });
+    ctx.run_ok(&["stop", "web"]);
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(service(&status, "web")["state"], "stopped", "{status}");
+    ctx.run_ok(&["start", "web"]);
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(service(&status, "web")["state"], "running", "{status}");
+    ctx.run_ok(&["stop"]);
 }
 
 #[test]

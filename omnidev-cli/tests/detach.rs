@@ -148,3 +148,34 @@ fn the_background_process_refuses_options_it_cannot_read() {
     // Nothing was started: no pod directory.
     assert_eq!(ctx.pod_dir(), None);
 }
+
+/// Eight `up --detach` at once on a fresh checkout (no pod directory
+/// yet): one pod starts, and every caller exits 0 naming it (its pid),
+/// once it is ready.
+#[test]
+fn racing_detaches_start_one_pod_and_all_succeed() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.web]\ncommand = [\"sh\", \"-c\", \"sleep 0.3; echo up; exec sleep 300\"]\nready = { log = \"up\" }\ngrace-ms = 1000\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    let racers: Vec<_> = (0..8).map(|_| ctx.spawn(&["up", "--detach"])).collect();
+    let pids: Vec<String> = racers
+        .into_iter()
+        .map(|racer| {
+            let output = racer.wait_with_output().expect("wait");
+            let text = ctx.render(&output);
+            assert!(output.status.success(), "{text}");
+            let out = String::from_utf8_lossy(&output.stdout);
+            let at = out
+                .find("(pid ")
+                .unwrap_or_else(|| panic!("no pid: {text}"));
+            out[at..].split(')').next().unwrap_or_default().to_owned()
+        })
+        .collect();
+    let status = ctx.json(&["status", "--json"]);
+    let pid = format!("(pid {}", status["pid"]);
+    assert!(pids.iter().all(|p| *p == pid), "{pids:?}, the pod's {pid}");
+    assert_eq!(status["services"][0]["ready"], true, "{status}");
+}

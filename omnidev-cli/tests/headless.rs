@@ -486,3 +486,49 @@ restart = "never"
         "last words\n"
     );
 }
+
+/// The processes carrying the service id `id` (its own, the helpers').
+fn carrying(id: &str) -> Vec<u32> {
+    omnidev_core::platform::pids()
+        .into_iter()
+        .filter(|pid| {
+            omnidev_core::platform::env_var(*pid, "OMNIDEV_SERVICE_ID").as_deref() == Some(id)
+                && !omnidev_core::platform::stat(*pid).is_some_and(|s| s.is_zombie())
+        })
+        .collect()
+}
+
+/// A stopped guard could kill nothing: it is noticed (the SIGCHLD of its
+/// stop), killed and replaced like a dead one, so a kill -9 of omnidev
+/// afterwards still leaves no service process.
+#[test]
+fn a_stopped_guard_is_replaced_and_kill_9_then_leaves_nothing() {
+    let ctx = TestContext::new();
+    let file = ctx.root.join("helpers");
+    escaping_helpers_profile(&ctx, &file);
+    let mut pod = ctx.spawn(&["--headless"]);
+    let helpers = helper_pids(&file);
+    let old = guard_pid(&ctx);
+    let state = ctx.pod_dir().expect("pod").join("state.json");
+    let id = {
+        let text = std::fs::read_to_string(&state).expect("state.json");
+        let state: serde_json::Value = serde_json::from_str(&text).expect("json");
+        state["services"]["svc"]["service-id"]
+            .as_str()
+            .expect("service id")
+            .to_owned()
+    };
+    assert!(carrying(&id).len() >= helpers.len(), "{:?}", carrying(&id));
+    signal(old.unsigned_abs(), Signal::SIGSTOP);
+    wait_for("a new guard", Duration::from_secs(30), || {
+        guard_pid(&ctx) != old
+    });
+    wait_for("the stopped guard gone", Duration::from_secs(10), || {
+        !alive(old)
+    });
+    pod.kill().expect("kill -9");
+    pod.wait().expect("reap");
+    wait_for("no service process left", Duration::from_secs(5), || {
+        carrying(&id).is_empty()
+    });
+}

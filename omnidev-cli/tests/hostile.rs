@@ -532,3 +532,144 @@ fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
     );
     drop(guard);
 }
+
+/// `path` made a FIFO (mode 0600).
+fn fifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+}
+
+/// An env file that is a FIFO: `profile check` and `up --detach` fail at
+/// once naming it, never blocked in a read no writer will ever answer.
+#[test]
+fn a_fifo_env_file_is_refused_at_once_naming_it() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        &format!("[pod]\nenv-files = [\".env\"]\n{PROFILE}"),
+    );
+    let env = ctx.repo.join(".env");
+    fifo(&env);
+    for args in [&["profile", "check"][..], &["up", "--detach"]] {
+        let started = std::time::Instant::now();
+        let refused = ctx
+            .cmd()
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .failure();
+        let took = started.elapsed();
+        let error = stderr(&refused);
+        assert!(
+            error.contains(&format!("{}", env.display())) && error.contains("a FIFO"),
+            "{args:?}: {error}"
+        );
+        // The whole command, start to exit, on a busy machine; the read
+        // itself is refused without waiting.
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{args:?} took {took:?}"
+        );
+        eprintln!("{args:?} refused in {took:?}");
+    }
+}
+
+/// A `pod.toml` that is a FIFO or a directory cannot be read: `ls` and
+/// `gc` fail naming it (exit 1; gc keeps the pod and says why), never
+/// listing no pods; `status` says it as the stopped pod's error (exit 3).
+#[test]
+fn an_unreadable_pod_toml_fails_ls_status_and_gc_naming_it() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", PROFILE);
+    ctx.assert(&["up", "--headless"]).success();
+    let pod_toml = ctx.pod_dir().expect("pod").join("pod.toml");
+    for (what, plant) in [
+        ("a FIFO", fifo as fn(&Path)),
+        ("a directory", |p: &Path| {
+            std::fs::create_dir(p).expect("mkdir");
+        }),
+    ] {
+        let _ = std::fs::remove_file(&pod_toml);
+        let _ = std::fs::remove_dir(&pod_toml);
+        plant(&pod_toml);
+        for (args, code) in [
+            (&["ls"][..], 1),
+            (&["ls", "--json"], 1),
+            (&["gc", "--dry-run"], 1),
+            (&["status"], 3),
+        ] {
+            let failed = ctx
+                .cmd()
+                .args(args)
+                .timeout(std::time::Duration::from_secs(20))
+                .assert()
+                .code(code);
+            // With `--json` the error is a record on stdout.
+            let error = stderr(&failed) + &support::stdout(&failed);
+            assert!(
+                error.contains(&pod_toml.display().to_string()) && error.contains(what),
+                "{args:?} with {what}: {error}"
+            );
+        }
+    }
+}
+
+/// A pod directory or cache root owned by another user (who could chmod
+/// it back and plant files), or writable by others, is refused with the
+/// fix to run, and left as it was.
+#[test]
+fn a_pod_dir_or_cache_root_of_another_user_is_refused() {
+    use std::os::unix::fs::MetadataExt as _;
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", PROFILE);
+    let theirs = ctx.root.join("theirs");
+    std::fs::create_dir(&theirs).expect("mkdir");
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown (we are root)");
+    let refused = ctx
+        .cmd()
+        .args(["up", "--headless", "--pod-dir"])
+        .arg(&theirs)
+        .assert()
+        .failure();
+    let error = stderr(&refused);
+    assert!(
+        error.contains(&format!("refusing to use {} for a pod", theirs.display()))
+            && error.contains("belongs to uid 65534")
+            && error.contains("chown"),
+        "{error}"
+    );
+    let meta = std::fs::metadata(&theirs).expect("meta");
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (65534, 0o755));
+    assert_eq!(std::fs::read_dir(&theirs).expect("list").count(), 0);
+
+    // Ours but writable by others: refused too, with the chmod to run.
+    let open = ctx.root.join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let refused = ctx
+        .cmd()
+        .args(["up", "--headless", "--pod-dir"])
+        .arg(&open)
+        .assert()
+        .failure();
+    assert!(
+        stderr(&refused).contains("chmod 700"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // The cache root: every command that uses it refuses it.
+    std::fs::create_dir_all(ctx.cache_root()).expect("mkdir");
+    std::os::unix::fs::chown(ctx.cache_root(), Some(65534), Some(65534)).expect("chown");
+    for args in [&["up", "--headless"][..], &["ls"]] {
+        let refused = ctx.cmd().args(args).assert().failure();
+        let error = stderr(&refused);
+        assert!(
+            error.contains(&format!(
+                "refusing to use {} for omnidev's pods",
+                ctx.cache_root().display()
+            )),
+            "{args:?}: {error}"
+        );
+    }
+}

@@ -624,6 +624,55 @@ fn a_failing_hook_check_is_one_line_once_a_day() {
     assert!(!text(&asked.stderr).is_empty());
 }
 
+/// The hook's once-a-day notice is kept per cache root and per fault: a
+/// corrupt `install.toml` of one home and an unusable other home, sharing
+/// one temp dir, are each told once; a new fault of the first is told too.
+#[test]
+fn two_faults_of_two_cache_roots_are_each_told_once() {
+    let tmp = tempfile::tempdir().expect("shared temp dir");
+    let corrupt = Context::new();
+    corrupt.write_cache(now(), OLD, OLD, None);
+    std::fs::create_dir_all(corrupt.install_toml().parent().expect("parent")).expect("dir");
+    std::fs::write(corrupt.install_toml(), "repo = [broken").expect("corrupt");
+    let unusable = Context::new();
+    let locked = unusable.path("locked");
+    std::fs::write(&locked, "not a directory").expect("file");
+    let hook = |cx: &Context, home: Option<&Path>| {
+        let mut command = cx.omnidev_isolated(&["check", "--quiet"]);
+        command.env("TMPDIR", tmp.path());
+        if let Some(home) = home {
+            command
+                .env("HOME", home)
+                .env("XDG_CACHE_HOME", home.join("cache"))
+                .env("XDG_CONFIG_HOME", home.join("config"));
+        }
+        let output = run(&mut command);
+        assert!(output.status.success(), "{output:?}");
+        text(&output.stderr)
+    };
+    let told = |said: String, naming: &str| {
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains("the update check failed") && said.contains(naming),
+            "{said}"
+        );
+    };
+    told(hook(&corrupt, None), "install.toml");
+    told(
+        hook(&unusable, Some(&locked)),
+        &locked.display().to_string(),
+    );
+    for _ in 0..2 {
+        assert_eq!(hook(&corrupt, None), "", "told once a day");
+        assert_eq!(hook(&unusable, Some(&locked)), "", "told once a day");
+    }
+    // Another fault of the same cache root is told, once.
+    std::fs::write(corrupt.install_toml(), "unknown-key = 1\n").expect("another fault");
+    let said = hook(&corrupt, None);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert_eq!(hook(&corrupt, None), "", "told once a day");
+}
+
 #[test]
 fn declined_update_is_not_offered_again_but_a_newer_one_is() {
     let cx = Context::new();

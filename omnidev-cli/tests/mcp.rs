@@ -375,6 +375,17 @@ async fn services_events_and_errors(client: &RunningService<RoleClient, ()>) {
         &call(client, "stop_service", json!({"service": "host"})).await,
     );
     assert_eq!(service(&stopped["status"], "host")["state"], "stopped");
+    // A stopped service is never ready.
+    let waited = ok(
+        "wait",
+        &call(
+            client,
+            "wait",
+            json!({"until": "ready", "services": ["host"], "timeout_secs": 60}),
+        )
+        .await,
+    );
+    assert_eq!(waited["ok"], false, "{waited}");
     let started = ok(
         "start_service",
         &call(client, "start_service", json!({"service": "host"})).await,
@@ -616,4 +627,227 @@ fn stdout_carries_protocol_messages_only() {
     answered.sort_unstable();
     assert_eq!(answered, [1, 2, 3, 4]);
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn events_carry_no_raw_control_a_service_printed() {
+    // DEL, a C1 control (U+009B) and a bidi override (U+202E) from a
+    // service's output reach the JSON-RPC line only as `\u` escapes.
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.noisy]\ncommand = [\"sh\", \"-c\", 'printf \"evil \\177 \\302\\233 \\342\\200\\256 end\\n\"; exec sleep 1000']\ngrace-ms = 1000\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    common::wait_for("the hostile line", CALL, || {
+        ctx.run_ok(&["logs", "noisy"]).contains("end")
+    });
+    let mut child = ctx
+        .command()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for request in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "events", "arguments": {"logs": true, "limit": 1000}}}),
+    ] {
+        writeln!(stdin, "{request}").expect("send");
+    }
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.split(b'\n') {
+            let line = String::from_utf8(line.expect("read")).expect("UTF-8");
+            let message: Value = serde_json::from_str(&line).expect("JSON");
+            if message["id"] == 2 {
+                let _ = tx.send((line, message));
+                return;
+            }
+        }
+    });
+    let Ok((line, message)) = rx.recv_timeout(CALL) else {
+        let _ = child.kill();
+        panic!("no answer to events within {CALL:?}");
+    };
+    drop(stdin);
+    let _ = child.wait();
+    let text = message["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("evil \u{7f} \u{9b} \u{202e} end"), "{line}");
+    for c in ['\u{7f}', '\u{9b}', '\u{202e}'] {
+        assert!(!line.contains(c), "{c:?} raw in {line:?}");
+    }
+}
+
+/// Every tool's schemas, as `tools/list` gives them, are plain JSON Schema
+/// 2020-12 that a strict validator (formats asserted, an unknown one
+/// refused) accepts; optional arguments are optional by their absence from
+/// `required`, never by a `null` type. Arguments of the wrong type are
+/// refused naming the argument, what it got and its range; a number given
+/// as text is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_schemas_are_plain_json_schema_and_arguments_are_checked() {
+    let ctx = TestContext::new();
+    example(&ctx);
+    let client = connect(&ctx, &["--allow-up"]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), 9, "{tools:?}");
+    let strict = |schema: &Value| {
+        jsonschema::meta::validate(schema).unwrap_or_else(|e| panic!("{e}: {schema}"));
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .should_ignore_unknown_formats(false)
+            .build(schema)
+            .unwrap_or_else(|e| panic!("{e}: {schema}"))
+    };
+    for tool in &tools {
+        let input = Value::Object((*tool.input_schema).clone());
+        let text = input.to_string();
+        assert!(!text.contains("\"null\""), "{}: {text}", tool.name);
+        let validator = strict(&input);
+        if let Some(output) = &tool.output_schema {
+            strict(&Value::Object((**output).clone()));
+        }
+        if tool.name == "logs" {
+            assert!(validator.is_valid(&json!({"service": "server", "lines": 3})));
+            for wrong in [
+                json!({"service": "server", "lines": 0}),
+                json!({"lines": 3}),
+            ] {
+                assert!(!validator.is_valid(&wrong), "{wrong}");
+            }
+            assert_eq!(
+                input["properties"]["lines"],
+                json!({"type": "integer", "minimum": 1, "maximum": 5000, "default": 100,
+                    "description": "The last this many lines."}),
+            );
+        }
+    }
+    // `"3"` is taken as 3: the call gets as far as the pod (none ran).
+    let text = refused(
+        "logs",
+        &call(&client, "logs", json!({"service": "server", "lines": "3"})).await,
+    );
+    assert_ne!(text["error"]["code"], "omnidev::mcp::argument", "{text}");
+    for (arguments, said) in [
+        (
+            json!({"service": "server", "lines": 4_294_967_296_u64}),
+            "`lines` is 4294967296; it must be an integer between 1 and 5000",
+        ),
+        (
+            json!({"service": "server", "lines": "many"}),
+            "`lines` is \"many\"; it must be an integer between 1 and 5000",
+        ),
+        (
+            json!({"until": "ready", "services": "db"}),
+            "`services` is \"db\"; it must be an array of at most 64 strings",
+        ),
+    ] {
+        let name = if arguments["until"].is_null() {
+            "logs"
+        } else {
+            "wait"
+        };
+        let record = refused(name, &call(&client, name, arguments).await);
+        assert_eq!(
+            record["error"]["code"], "omnidev::mcp::argument",
+            "{record}"
+        );
+        assert_eq!(record["error"]["message"], said, "{record}");
+    }
+    client.cancel().await.expect("close");
+}
+
+/// Lines that are no message are answered as JSON-RPC says, each at once
+/// (the requests after them are answered too): not JSON -32700, `params`
+/// that do not fit -32602, a 32 MB request -32600 with its id, JSON that
+/// is no message -32600, an unknown method -32601.
+#[test]
+fn bad_lines_get_json_rpc_errors_and_block_nothing() {
+    let ctx = TestContext::new();
+    let mut child = ctx
+        .command()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let call = |id: u32, params: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
+        };
+        let huge = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"logs","arguments":{{"service":"{}"}}}}}}"#,
+            "x".repeat(32 << 20)
+        );
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+            "this is not JSON".to_owned(),
+            call(2, r#"{"name":"status","arguments":"db"}"#),
+            call(3, r#""status""#),
+            r#"{"jsonrpc":"2.0","id":4,"method":"no/such"}"#.to_owned(),
+            huge,
+            "[1, 2]".to_owned(),
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#.to_owned(),
+        ];
+        for line in lines {
+            writeln!(stdin, "{line}").expect("send");
+        }
+        stdin
+    });
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let message: Value = serde_json::from_str(&line.expect("read")).expect("JSON");
+            if tx.send(message).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answers = Vec::new();
+    while answers.len() < 8 {
+        let Ok(message) = rx.recv_timeout(CALL) else {
+            let _ = child.kill();
+            panic!("only these within {CALL:?}: {answers:#?}");
+        };
+        answers.push(message);
+    }
+    let code = |id: Value| -> Vec<Value> {
+        answers
+            .iter()
+            .filter(|a| a["id"] == id)
+            .map(|a| a["error"]["code"].clone())
+            .collect()
+    };
+    assert_eq!(code(json!(1)), [Value::Null], "{answers:#?}");
+    assert_eq!(code(json!(6)), [Value::Null], "{answers:#?}");
+    assert_eq!(
+        code(Value::Null),
+        [json!(-32700), json!(-32600)],
+        "{answers:#?}"
+    );
+    assert_eq!(code(json!(2)), [json!(-32602)], "{answers:#?}");
+    assert_eq!(code(json!(3)), [json!(-32602)], "{answers:#?}");
+    assert_eq!(code(json!(4)), [json!(-32601)], "{answers:#?}");
+    assert_eq!(code(json!(5)), [json!(-32600)], "{answers:#?}");
+    let long = answers.iter().find(|a| a["id"] == 5).expect("answered");
+    let said = long["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("33554") && said.contains("1048576"), "{said}");
+    drop(writer.join().expect("written"));
+    assert!(child.wait().expect("wait").success());
 }

@@ -26,7 +26,7 @@ fn sh(command: &str) -> CommandSpec {
         program: "sh".into(),
         args: vec!["-c".into(), command.to_owned()],
         cwd: ".".into(),
-        env: std::collections::BTreeMap::new(),
+        env: omnidev_core::Env::default(),
     }
 }
 

@@ -145,7 +145,8 @@ pub enum EventKind {
         /// The new state.
         state: ServiceState,
     },
-    /// A readiness probe passed.
+    /// The service counts as ready: its readiness probe passed, or it has
+    /// none and kept running for a second.
     Ready,
     /// A readiness probe did not pass within its timeout; polling goes on
     /// and dependents still wait.
@@ -533,15 +534,6 @@ impl ServiceState {
             | ServiceState::Stopping { pid } => Some(*pid),
             _ => None,
         }
-    }
-
-    /// Whether a service in this state counts as ready: its probe
-    /// passed, or it runs and has none.
-    pub fn is_ready(&self) -> bool {
-        matches!(
-            self,
-            ServiceState::Ready { .. } | ServiceState::Running { .. }
-        )
     }
 
     /// A short status with its data: `starting pid 12`, `ready pid 12`,

@@ -13,6 +13,13 @@
 //! (`.` parts are dropped; `..`, an absolute path or an empty one is
 //! refused), so no path handed to this module reaches outside the
 //! directory it is relative to.
+//!
+//! It is also the one door for every file omnidev reads by a whole path:
+//! [`read_file`] (omnidev's own files: state, install state, stamps; a link
+//! as the last name refused) and [`read_linked`] (the user's: env files,
+//! manifests; a link followed). Every open is non-blocking (a FIFO, a
+//! socket or a device is refused at once, saying what it is), only a
+//! regular file is read, and never more than the caller's bound.
 
 mod background;
 
@@ -22,6 +29,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -267,52 +275,36 @@ impl Dir {
 
     /// Opens the regular file `relative` as `options` say. A link is never
     /// followed and anything but a regular file (a directory, a FIFO, a
-    /// socket, a device) is refused.
+    /// socket, a device) is refused. A log opened to append into
+    /// ([`OpenOptions::AppendCreate`]) that has other hard links (one
+    /// planted to point outside) is replaced by a new file, so what is
+    /// written never reaches the other names.
     pub fn open_file(&self, relative: &Path, options: OpenOptions) -> io::Result<File> {
         let (dir, last) = self.parent_of(relative)?;
-        let fd = nix::fcntl::openat(
-            dir.fd.as_fd(),
-            last,
-            options.flags(),
-            Mode::from_bits_truncate(0o600),
-        )
-        .map_err(|errno| match errno {
-            Errno::EISDIR => io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"),
-            errno => os_error(errno),
-        })?;
-        let stat = nix::sys::stat::fstat(fd.as_fd()).map_err(os_error)?;
-        if entry_of(&stat).kind != Kind::File {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "it is not a regular file",
-            ));
+        let open = |flags| {
+            regular(nix::fcntl::openat(
+                dir.fd.as_fd(),
+                last,
+                flags,
+                Mode::from_bits_truncate(0o600),
+            ))
+        };
+        let file = open(options.flags())?;
+        if options != OpenOptions::AppendCreate || file.metadata()?.nlink() <= 1 {
+            return Ok(file);
         }
-        // Back to blocking I/O (the flag only kept a FIFO from blocking the
-        // open).
-        let flags =
-            nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETFL).map_err(os_error)?;
-        let flags = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
-        nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(os_error)?;
-        Ok(File::from(fd))
+        drop(file);
+        nix::unistd::unlinkat(dir.fd.as_fd(), last, UnlinkatFlags::NoRemoveDir)
+            .map_err(os_error)?;
+        // Created anew or refused: a link planted again meanwhile is not
+        // opened.
+        open(options.flags() | OFlag::O_EXCL)
     }
 
     /// The bytes of the regular file `relative`; `None` when it does not
     /// exist; an error when it holds more than `max` bytes.
     pub fn read(&self, relative: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
-        let file = match self.open_file(relative, OpenOptions::Read) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let mut bytes = Vec::new();
-        file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > max {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("it is larger than {max} bytes"),
-            ));
-        }
-        Ok(Some(bytes))
+        read_bounded(self.open_file(relative, OpenOptions::Read), max)
     }
 
     /// Replaces `relative` with `contents` atomically and durably: the
@@ -534,6 +526,55 @@ fn entry_of(stat: &nix::sys::stat::FileStat) -> Entry {
     }
 }
 
+/// The file `opened` is, when it is a regular file; anything else (a
+/// directory, a FIFO, a socket, a device) is refused, saying what it is.
+/// The open was non-blocking (a FIFO never blocks it); the file is put back
+/// to blocking I/O.
+fn regular(opened: nix::Result<OwnedFd>) -> io::Result<File> {
+    let fd = opened.map_err(|errno| match errno {
+        Errno::EISDIR => io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"),
+        errno => os_error(errno),
+    })?;
+    let stat = nix::sys::stat::fstat(fd.as_fd()).map_err(os_error)?;
+    let format = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    let what = match format {
+        SFlag::S_IFREG => None,
+        SFlag::S_IFDIR => Some("a directory"),
+        SFlag::S_IFIFO => Some("a FIFO"),
+        SFlag::S_IFSOCK => Some("a socket"),
+        _ => Some("a device"),
+    };
+    if let Some(what) = what {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it is not a regular file ({what})"),
+        ));
+    }
+    let flags = nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETFL).map_err(os_error)?;
+    let flags = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(os_error)?;
+    Ok(File::from(fd))
+}
+
+/// At most `max` bytes of the file `opened`; `None` when it did not exist,
+/// an error when it holds more.
+fn read_bounded(opened: io::Result<File>, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("it is larger than {max} bytes"),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
 /// The directory and last name of an absolute or relative `path` given
 /// whole (the callers that hold no [`Dir`]): the parent is opened as named,
 /// the last name goes through it.
@@ -572,6 +613,7 @@ pub fn write_atomic_unsynced(path: &Path, contents: &[u8]) -> io::Result<()> {
 
 /// [`Dir::read`] for a path given whole: the regular file's bytes (at
 /// most `max`), `None` when missing; a link as the last name is refused.
+/// For the files omnidev owns (state, install state, stamps).
 pub fn read_file(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     let (dir, name) = match split(path) {
         Ok(found) => found,
@@ -579,6 +621,25 @@ pub fn read_file(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
         Err(e) => return Err(e),
     };
     dir.read(name, max)
+}
+
+/// [`read_file`] for a file of the user's (an env file, a checkout's
+/// manifest), where a link is the user's choice and is followed: still
+/// never blocking, only a regular file, at most `max` bytes.
+pub fn read_linked(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
+    read_bounded(regular(nix::fcntl::open(path, flags, Mode::empty())), max)
+}
+
+/// What [`read_file`] or [`read_linked`] read, as text; not UTF-8 is an
+/// [`io::ErrorKind::InvalidData`] error.
+pub fn text(bytes: Option<Vec<u8>>) -> io::Result<Option<String>> {
+    bytes
+        .map(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "it is not UTF-8 text"))
+        })
+        .transpose()
 }
 
 #[cfg(test)]
@@ -651,6 +712,22 @@ mod tests {
         dir.remove_tree(Path::new("logs")).expect("remove the link");
         assert_eq!(std::fs::read(&victim).expect("victim"), b"precious");
         assert!(!outside.join("new").exists() && !outside.join("sub").exists());
+    }
+
+    #[test]
+    fn a_hard_link_planted_as_a_log_is_replaced_never_written_through() {
+        let (_tmp, dir, outside) = planted();
+        let victim = outside.join("victim");
+        std::fs::hard_link(&victim, dir.join(Path::new("a.log"))).expect("link");
+        let mut log = dir
+            .open_file(Path::new("a.log"), OpenOptions::AppendCreate)
+            .expect("replaced");
+        log.write_all(b"WRITTEN-BY-SERVICE\n").expect("write");
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"precious");
+        assert_eq!(
+            std::fs::read(dir.join(Path::new("a.log"))).expect("log"),
+            b"WRITTEN-BY-SERVICE\n"
+        );
     }
 
     #[test]

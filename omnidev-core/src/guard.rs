@@ -18,7 +18,10 @@
 //! readiness (`Guard::ended`: no polling), reaps the guard, forks a new
 //! one and tells it every group still registered (the supervisor keeps the
 //! table too) and the pod cgroup (`Guard::replace`); the engine says so
-//! and records the new pid in `state.json`. When no new guard can be
+//! and records the new pid in `state.json`. A stopped guard (SIGSTOP)
+//! would kill nothing, yet its pipe stays open: its stop sends the
+//! supervisor a SIGCHLD, on which `Guard::ended` looks (`waitpid` with
+//! `WUNTRACED`), kills it and so replaces it too. When no new guard can be
 //! started, the engine stops the pod: nothing would stop its processes if
 //! omnidev died.
 //!
@@ -85,6 +88,9 @@ struct Live {
     /// Every group registered and not yet unregistered (with how many
     /// times), told again to a replacement guard.
     groups: BTreeMap<i32, u32>,
+    /// How the guard ended, when [`Guard::ended`] already reaped it or
+    /// killed it for being stopped.
+    ended: Option<String>,
 }
 
 impl Live {
@@ -175,7 +181,12 @@ impl Guard {
     /// # Errors
     ///
     /// When the pipe cannot be watched (no tokio reactor, no descriptor).
+    /// A guard that is stopped (SIGSTOP, SIGTSTP: it could kill nothing)
+    /// counts as ended: it is noticed at the SIGCHLD its stop sends, killed,
+    /// and so replaced like a dead one.
     pub(crate) async fn ended(&self) -> io::Result<()> {
+        let mut child_signals =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
         let death = self.lock().death.try_clone()?;
         // The duplicate shares the open file; nothing else reads it.
         let flags = nix::fcntl::fcntl(&death, nix::fcntl::FcntlArg::F_GETFL)?;
@@ -187,8 +198,36 @@ impl Guard {
             tokio::io::unix::AsyncFd::register_with_interest(death, tokio::io::Interest::READABLE)
         }
         .map_err(|e| e.into_parts().1)?;
-        let _ready = watched.readable().await?;
-        Ok(())
+        loop {
+            self.kill_if_stopped();
+            tokio::select! {
+                ready = watched.readable() => return ready.map(drop),
+                _ = child_signals.recv() => {}
+            }
+        }
+    }
+
+    /// Kills the guard when it is stopped (it ends, and [`Guard::ended`]
+    /// sees its pipe close); keeps how it ended when it was reaped here.
+    fn kill_if_stopped(&self) {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus};
+        let mut live = self.lock();
+        if live.writer.is_none() || live.ended.is_some() {
+            return;
+        }
+        match nix::sys::wait::waitpid(
+            live.pid,
+            Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG),
+        ) {
+            Ok(WaitStatus::Stopped(pid, signal)) => {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                live.ended = Some(format!("stopped by {signal}, so killed"));
+            }
+            Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => {
+                live.ended = Some(describe(status));
+            }
+            _ => {}
+        }
     }
 
     /// After [`Guard::ended`]: reaps the guard that ended and forks a new
@@ -199,19 +238,16 @@ impl Guard {
         let mut live = self.lock();
         live.writer.as_ref()?;
         let old = live.pid;
-        let ended = loop {
+        let reaped = loop {
             match nix::sys::wait::waitpid(old, None) {
                 Err(nix::errno::Errno::EINTR) => {}
-                Ok(nix::sys::wait::WaitStatus::Signaled(_, signal, _)) => {
-                    break format!("killed by {signal}");
-                }
-                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {
-                    break format!("exited with code {code}");
-                }
-                Ok(other) => break format!("{other:?}"),
+                Ok(status) => break describe(status),
                 Err(e) => break format!("it could not be reaped: {e}"),
             }
         };
+        // Already reaped (ECHILD here) or killed for being stopped: what
+        // was seen then.
+        let ended = live.ended.take().unwrap_or(reaped);
         let groups = live.groups.clone();
         let outcome = fork_guard(self.cgroup.as_ref()).map(|new| {
             let Live {
@@ -238,6 +274,15 @@ impl Guard {
             groups: groups.len(),
             cgroup: self.cgroup.is_some(),
         })
+    }
+}
+
+/// How a guard ended, in words.
+fn describe(status: nix::sys::wait::WaitStatus) -> String {
+    match status {
+        nix::sys::wait::WaitStatus::Signaled(_, signal, _) => format!("killed by {signal}"),
+        nix::sys::wait::WaitStatus::Exited(_, code) => format!("exited with code {code}"),
+        other => format!("{other:?}"),
     }
 }
 
@@ -324,6 +369,7 @@ fn fork_guard(cgroup: Option<&(CString, CString)>) -> io::Result<Live> {
         writer: Some(File::from(write)),
         death,
         groups: BTreeMap::new(),
+        ended: None,
     })
 }
 
@@ -671,6 +717,27 @@ mod tests {
     }
 
     #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_stopped_guard_is_killed_and_replaced() {
+        let guard = Guard::start(None).expect("start guard");
+        let old = guard.pid();
+        nix::sys::signal::kill(Pid::from_raw(old as i32), nix::sys::signal::Signal::SIGSTOP)
+            .expect("stop the guard");
+        tokio::time::timeout(std::time::Duration::from_secs(30), guard.ended())
+            .await
+            .expect("noticed within the deadline")
+            .expect("watched");
+        let replaced = guard.replace().expect("not closed");
+        assert!(
+            replaced
+                .to_string()
+                .contains("ended (stopped by SIGSTOP, so killed)"),
+            "{replaced}"
+        );
+        assert!(crate::platform::stat(old).is_none(), "reaped");
+        guard.close();
+    }
+
     #[test]
     fn the_cgroup_tree_is_removed_deepest_first_sparing_what_is_not_empty() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -177,6 +177,13 @@ mod tests {
 
     #[test]
     fn a_listener_of_this_process_is_the_service_or_another_one() {
+        // It owns listeners: a sibling test's fork would hold them too.
+        if !omnidev_test_support::in_own_process(
+            module_path!(),
+            "a_listener_of_this_process_is_the_service_or_another_one",
+        ) {
+            return;
+        }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let me = std::process::id();
@@ -195,6 +202,13 @@ mod tests {
 
     #[test]
     fn each_address_has_its_own_listener_on_a_shared_port() {
+        // It owns listeners: a sibling test's fork would hold them too.
+        if !omnidev_test_support::in_own_process(
+            module_path!(),
+            "each_address_has_its_own_listener_on_a_shared_port",
+        ) {
+            return;
+        }
         let Ok(ours) = std::net::TcpListener::bind("[::1]:0") else {
             return; // no IPv6 here: nothing to share a port with
         };

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,114 @@ pub struct CommandSpec {
     pub cwd: PathBuf,
     /// Variables set on top of the inherited environment.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: Env,
+}
+
+/// A command's variables: a map shared by many commands (a pod's
+/// environment, one copy for every service) under the command's own, which
+/// win. Cloning it copies only its own variables, so a pod's cost is linear
+/// in its profile, not services × variables. Serialized as one map.
+///
+/// ```
+/// use std::sync::Arc;
+/// use omnidev_core::Env;
+/// let pod = Arc::new([("A".to_owned(), "pod".to_owned()), ("B".to_owned(), "pod".to_owned())].into());
+/// let mut env = Env::over(&pod);
+/// env.insert("B".into(), "own".into());
+/// assert_eq!((env["A"].as_str(), env["B"].as_str()), ("pod", "own"));
+/// assert_eq!(env.iter().count(), 2);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    shared: Arc<BTreeMap<String, String>>,
+    own: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// No variables of its own over `shared`.
+    pub fn over(shared: &Arc<BTreeMap<String, String>>) -> Self {
+        Self {
+            shared: Arc::clone(shared),
+            own: BTreeMap::new(),
+        }
+    }
+
+    /// Sets `key` (for this command only).
+    pub fn insert(&mut self, key: String, value: String) {
+        self.own.insert(key, value);
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&String> {
+        self.own.get(key).or_else(|| self.shared.get(key))
+    }
+
+    /// Every variable once, the command's own winning.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        let own = &self.own;
+        self.shared
+            .iter()
+            .filter(move |(key, _)| !own.contains_key(*key))
+            .chain(own)
+    }
+
+    fn merged(&self) -> BTreeMap<&String, &String> {
+        self.iter().collect()
+    }
+}
+
+impl PartialEq for Env {
+    fn eq(&self, other: &Self) -> bool {
+        (Arc::ptr_eq(&self.shared, &other.shared) && self.own == other.own)
+            || self.merged() == other.merged()
+    }
+}
+
+impl Eq for Env {}
+
+impl std::ops::Index<&str> for Env {
+    type Output = String;
+    fn index(&self, key: &str) -> &String {
+        self.get(key).expect("no such variable")
+    }
+}
+
+impl Extend<(String, String)> for Env {
+    fn extend<I: IntoIterator<Item = (String, String)>>(&mut self, items: I) {
+        self.own.extend(items);
+    }
+}
+
+impl FromIterator<(String, String)> for Env {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(items: I) -> Self {
+        Self {
+            shared: Arc::default(),
+            own: items.into_iter().collect(),
+        }
+    }
+}
+
+impl<'e> IntoIterator for &'e Env {
+    type Item = (&'e String, &'e String);
+    type IntoIter = Box<dyn Iterator<Item = Self::Item> + 'e>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl Serialize for Env {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.merged())
+    }
+}
+
+impl<'de> Deserialize<'de> for Env {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        BTreeMap::deserialize(deserializer).map(|own| Self {
+            shared: Arc::default(),
+            own,
+        })
+    }
 }
 
 /// The largest values omnidev accepts for durations, checked where values
@@ -257,7 +365,7 @@ impl ServiceSpec {
                 program: program.into(),
                 args: args.into_iter().map(Into::into).collect(),
                 cwd: cwd.into(),
-                env: BTreeMap::new(),
+                env: Env::default(),
             },
             depends_on: Vec::new(),
             readiness: None,

@@ -28,7 +28,8 @@ mod wait;
 
 pub use builder::Builder;
 pub use graph::start_order;
-pub use wait::{STABLE, Until, Waited};
+pub use service::STABLE;
+pub use wait::{Until, Waited};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -179,7 +180,7 @@ pub(crate) type StartsAck = Option<oneshot::Sender<Vec<u32>>>;
 
 /// Requests from handles to the task.
 #[derive(Debug)]
-pub(crate) enum Request {
+pub(crate) enum Order {
     Restart(usize, StartsAck),
     /// A restart that leaves the service's dependents running.
     RestartAlone(usize, StartsAck),
@@ -211,7 +212,7 @@ pub struct Supervisor {
 
 #[derive(Debug)]
 struct Inner {
-    requests: mpsc::UnboundedSender<Request>,
+    requests: mpsc::UnboundedSender<Order>,
     events: Arc<Bus>,
     logs: Arc<LogStore>,
     status: watch::Receiver<Vec<ServiceStatus>>,
@@ -256,7 +257,7 @@ impl Supervisor {
             })
     }
 
-    fn send(&self, request: Request) -> Result<()> {
+    fn send(&self, request: Order) -> Result<()> {
         self.inner
             .requests
             .send(request)
@@ -347,7 +348,7 @@ impl Supervisor {
     async fn apply_counting(&self, services: Vec<ServiceSpec>) -> Result<(Applied, Vec<u32>)> {
         graph::start_order(&services)?;
         let (tx, rx) = oneshot::channel();
-        self.send(Request::Apply(services, tx))?;
+        self.send(Order::Apply(services, tx))?;
         let (applied, names, starts) = rx.await.map_err(|_| Error::ShutDown)?;
         *self
             .inner
@@ -419,14 +420,14 @@ impl Supervisor {
     /// the request is queued.
     pub async fn restart(&self, name: &str) -> Result<()> {
         let index = self.index(name)?;
-        self.send(Request::Restart(index, None))
+        self.send(Order::Restart(index, None))
     }
 
     /// Starts a service that was stopped or has exited (a no-op for one that
     /// runs or is about to).
     pub async fn start_service(&self, name: &str) -> Result<()> {
         let index = self.index(name)?;
-        self.send(Request::Start(index, None))
+        self.send(Order::Start(index, None))
     }
 
     /// Restarts a set of services (and their dependents) as one reload.
@@ -448,7 +449,7 @@ impl Supervisor {
             .iter()
             .map(|n| self.index(n))
             .collect::<Result<Vec<_>>>()?;
-        self.send(Request::Reload(indexes, changes, None))
+        self.send(Order::Reload(indexes, changes, None))
     }
 
     /// Stops `names` ahead of a reload that is coming: a front-end's
@@ -471,7 +472,7 @@ impl Supervisor {
             .iter()
             .map(|n| self.index(n))
             .collect::<Result<Vec<_>>>()?;
-        self.send(Request::ReloadComing(indexes))
+        self.send(Order::ReloadComing(indexes))
     }
 
     /// Publishes a [`EventKind::Debug`] message (a front-end's own
@@ -489,7 +490,7 @@ impl Supervisor {
     pub async fn stop_service(&self, name: &str) -> Result<()> {
         let index = self.index(name)?;
         let (tx, rx) = oneshot::channel();
-        self.send(Request::Stop(index, tx))?;
+        self.send(Order::Stop(index, tx))?;
         rx.await.map_err(|_| Error::ShutDown)
     }
 
@@ -498,7 +499,7 @@ impl Supervisor {
     /// has ended. Calling it again (or from a clone) is fine.
     pub async fn shutdown(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        if self.send(Request::Shutdown(Some(tx))).is_ok() {
+        if self.send(Order::Shutdown(Some(tx))).is_ok() {
             let _ = rx.await;
         }
         let mut finished = self.inner.finished.clone();

@@ -33,7 +33,7 @@ fn sh_step(
             program: "sh".into(),
             args: vec!["-c".into(), script.into()],
             cwd: dir.to_path_buf(),
-            env: std::collections::BTreeMap::new(),
+            env: omnidev_core::Env::default(),
         },
         when,
         heartbeat: Duration::from_secs(5),
@@ -740,8 +740,8 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
 
 /// A prepare step (and what it starts) runs at omnidev's own priority, as
 /// its service does: a fresh worktree's install is as much on the way to
-/// a ready pod as the backend's boot (see "A new worktree" in
-/// `docs/design.md` for what yielding it cost).
+/// a ready pod as the backend's boot (see `docs/bench/worktree.md` for
+/// what yielding it cost).
 #[tokio::test]
 async fn a_prepare_step_runs_as_nice_as_its_service() {
     use omnidev_core::PrepareWhen;

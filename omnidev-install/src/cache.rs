@@ -47,13 +47,7 @@ impl CheckCache {
     /// At most `MAX_FILE_BYTES + 1` bytes are read, so a huge file costs
     /// the hot path no more than a small one.
     pub fn load(path: &Path) -> Option<Self> {
-        use std::io::Read as _;
-        let file = std::fs::File::open(path).ok()?;
-        let mut bytes = Vec::with_capacity(4096);
-        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).ok()?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return None;
-        }
+        let bytes = omnidev_core::fs::read_file(path, MAX_FILE_BYTES).ok()??;
         serde_json::from_slice(&bytes).ok()
     }
 

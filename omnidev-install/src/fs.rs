@@ -23,13 +23,17 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
         .map_err(|source| Error::io("create directory", dir, source))
 }
 
-/// Reads `path` to a string; `Ok(None)` when it does not exist.
+/// The most an install state file may hold (`install.toml`, uv's
+/// receipts): far above what they hold, a bound on a planted file.
+const MAX_STATE_BYTES: u64 = 1 << 20;
+
+/// The text of the state file `path` through [`omnidev_core::fs`] (a
+/// regular file, not through a link, never blocking, bounded);
+/// `Ok(None)` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::io("read", path, source)),
-    }
+    omnidev_core::fs::read_file(path, MAX_STATE_BYTES)
+        .and_then(omnidev_core::fs::text)
+        .map_err(|source| Error::io("read", path, source))
 }
 
 #[cfg(test)]

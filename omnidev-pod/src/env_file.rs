@@ -9,7 +9,6 @@
 //! error naming the file. Later files win over earlier ones.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -33,26 +32,11 @@ pub fn load(repo: &Path, files: &[String]) -> Result<BTreeMap<String, String>> {
     let mut vars = BTreeMap::new();
     for file in files {
         let path = repo.join(file);
-        let mut text = String::new();
-        match std::fs::File::open(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("read the env file", &path)(e)),
-            Ok(opened) => {
-                let read = opened
-                    .take(MAX_ENV_FILE_BYTES + 1)
-                    .read_to_string(&mut text)
-                    .map_err(Error::io("read the env file", &path))?;
-                if read as u64 > MAX_ENV_FILE_BYTES {
-                    return Err(Error::EnvFile {
-                        path: path.clone(),
-                        message: format!(
-                            "it is larger than {} KiB, which no env file needs",
-                            MAX_ENV_FILE_BYTES / 1024
-                        ),
-                    });
-                }
-            }
-        }
+        let read = omnidev_core::fs::read_linked(&path, MAX_ENV_FILE_BYTES)
+            .and_then(omnidev_core::fs::text);
+        let Some(text) = read.map_err(Error::io("read the env file", &path))? else {
+            continue;
+        };
         for item in dotenvy::from_read_iter(text.as_bytes()) {
             let (key, value) = item.map_err(|e| Error::EnvFile {
                 path: path.clone(),

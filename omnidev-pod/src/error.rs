@@ -359,20 +359,19 @@ pub enum Error {
         holder: String,
     },
 
-    /// The per-user runtime directory is not safe to use.
-    #[error("refusing to use {} for omnidev's locks and sockets: {reason}", path.display())]
-    #[diagnostic(
-        code(omnidev::pod::unsafe_runtime_dir),
-        help(
-            "it must be a directory owned by you; remove or rename it, or set \
-             XDG_RUNTIME_DIR to a private directory of yours"
-        )
-    )]
-    UnsafeRuntimeDir {
+    /// A directory omnidev keeps private (the runtime directory, the cache
+    /// root, a pod) is not safe to use.
+    #[error("refusing to use {} for {holds}: {reason}", path.display())]
+    #[diagnostic(code(omnidev::pod::unsafe_dir), help("{fix}"))]
+    UnsafeDir {
         /// The directory.
         path: PathBuf,
+        /// What it would hold.
+        holds: &'static str,
         /// What is wrong with it.
         reason: String,
+        /// What to run.
+        fix: String,
     },
 
     /// A control socket path does not fit a Unix socket address.

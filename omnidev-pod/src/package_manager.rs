@@ -200,19 +200,12 @@ fn read_manifest(path: &Path) -> Result<Option<Manifest>> {
         path: path.to_path_buf(),
         message,
     };
-    let metadata = match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => m,
-        Ok(_) => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("read", path)(e)),
+    let Some(text) = omnidev_core::fs::read_linked(path, MAX_MANIFEST_BYTES)
+        .and_then(omnidev_core::fs::text)
+        .map_err(Error::io("read", path))?
+    else {
+        return Ok(None);
     };
-    if metadata.len() > MAX_MANIFEST_BYTES {
-        return Err(invalid(format!(
-            "it is {} bytes; a package.json over {MAX_MANIFEST_BYTES} bytes is not read",
-            metadata.len()
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
     let string = |key: &str| -> Result<Option<String>> {

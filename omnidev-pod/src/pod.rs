@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use omnidev_core::fs::{Dir, Kind};
@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::layout::{
     CONTROL_SOCKET, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER, POD_TOML, STATE_FILE,
 };
+use crate::runtime::Private;
 
 /// The machine-wide cache root, `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev`,
 /// computed from the given variable values (an empty or relative
@@ -40,8 +41,12 @@ pub fn cache_root_from(
 }
 
 /// The cache root from this process's `XDG_CACHE_HOME` and `HOME`.
+/// An existing cache root not owned by this user, or writable by others,
+/// is refused ([`crate::runtime::check_private`]).
 pub fn cache_root() -> Result<PathBuf> {
-    cache_root_from(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))
+    let root = cache_root_from(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))?;
+    crate::runtime::check_private(&root, Private::CacheRoot)?;
+    Ok(root)
 }
 
 /// A stable 8-hex-digit hash of a path: the first 4 bytes of the SHA-256 of
@@ -135,14 +140,6 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(Error::io("create the directory", dir))
-}
-
-/// [`ensure_dir`], then tightens `dir`'s mode to 0700 (for directories
-/// omnidev owns: the cache root, a pod).
-pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
-    ensure_dir(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(Error::io("set the mode of", dir))
 }
 
 /// The fixed text of the marker an omnidev before the pod identity wrote:
@@ -348,6 +345,58 @@ pub fn pod_id(dir: &Path) -> Option<String> {
     }
 }
 
+/// Makes the new pod `dir` (missing or empty, as `kind` says) appear
+/// whole: its identity is written in a private sibling directory renamed
+/// into place, so that an `up` racing this one finds no pod or a whole one,
+/// never a directory without its identity. When another one got there
+/// first, that pod is kept and this one's made part removed.
+fn appear_whole(dir: &Path, kind: &DirKind, made: &[String]) -> Result<()> {
+    let name = dir
+        .file_name()
+        .ok_or_else(|| not_a_pod(dir, "it names no directory"))?;
+    let target = if *kind == DirKind::Empty {
+        dir.canonicalize().map_err(Error::io("resolve", dir))?
+    } else {
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        ensure_dir(parent)?;
+        parent
+            .canonicalize()
+            .map_err(Error::io("resolve", parent))?
+            .join(name)
+    };
+    let marker = Marker {
+        id: new_id()?,
+        dir: target.clone(),
+        made: made.to_vec(),
+    };
+    let mut staging = target.clone().into_os_string();
+    staging.push(format!(".{}.omnidev-tmp", marker.id));
+    let staging = PathBuf::from(staging);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&staging)
+        .map_err(Error::io("create the directory", &staging))?;
+    let written = marker.text().and_then(|text| {
+        std::fs::write(staging.join(MARKER), text).map_err(Error::io("write", staging.join(MARKER)))
+    });
+    let moved = written.and_then(|()| match std::fs::rename(&staging, &target) {
+        Ok(()) => Ok(()),
+        // A racing `up` made it first (a directory that is not empty now).
+        Err(e)
+            if target.is_dir()
+                && e.raw_os_error()
+                    .is_some_and(|n| [libc::ENOTEMPTY, libc::EEXIST].contains(&n)) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(Error::io("move into place", &target)(e)),
+    });
+    if staging.exists() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    moved
+}
+
 /// A copy becoming a pod of its own drops what describes the original:
 /// its `state.json` (the original's processes, which this pod must never
 /// stop) and its `control.sock` link (to the original's socket). The link
@@ -438,10 +487,11 @@ impl Pod {
         let dir = dir.into();
         // Checked before anything is created or chmod-ed: a directory that
         // is not a pod is the user's, and stays exactly as it was.
-        let kind = examine(&dir)?;
+        let mut kind = examine(&dir)?;
         if let DirKind::Other(reason) = kind {
             return Err(not_a_pod(&dir, reason));
         }
+        crate::runtime::check_private(&dir, Private::Pod)?;
         let mut made = vec![LOGS_DIR.to_owned()];
         for sub in dirs {
             let relative = relative_inside(sub).map_err(|reason| Error::OutsidePod {
@@ -453,7 +503,15 @@ impl Pod {
                 made.push(relative);
             }
         }
-        create_private_dir(&dir)?;
+        if matches!(kind, DirKind::Missing | DirKind::Empty) {
+            appear_whole(&dir, &kind, &made)?;
+            // Ours, or the one a racing `up` made first.
+            kind = examine(&dir)?;
+            if let DirKind::Other(reason) = kind {
+                return Err(not_a_pod(&dir, reason));
+            }
+        }
+        crate::runtime::make_private(&dir, Private::Pod)?;
         let is_copy = matches!(kind, DirKind::Pod(Identity::Copy(_)));
         let marker = match kind {
             DirKind::Pod(Identity::Own(mut marker)) => {
@@ -666,6 +724,7 @@ impl Pod {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn hash8_is_pinned() {

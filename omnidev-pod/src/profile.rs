@@ -42,15 +42,10 @@ fn read_profile_text(path: &Path) -> Result<String> {
     let real = std::fs::canonicalize(path).map_err(Error::io("read the profile", path))?;
     // Named as what a link there names: that is what is wrong.
     let failed = |error| Error::io("read the profile", &real)(error);
-    let bytes = omnidev_core::fs::read_file(&real, MAX_PROFILE_BYTES)
+    omnidev_core::fs::read_file(&real, MAX_PROFILE_BYTES)
+        .and_then(omnidev_core::fs::text)
         .map_err(failed)?
-        .ok_or_else(|| failed(std::io::ErrorKind::NotFound.into()))?;
-    String::from_utf8(bytes).map_err(|_| {
-        failed(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "it is not UTF-8 text",
-        ))
-    })
+        .ok_or_else(|| failed(std::io::ErrorKind::NotFound.into()))
 }
 
 /// A pod profile.

@@ -2,7 +2,6 @@
 //! checkout's `.python-version` (else 3.12), so an exported `UV_PYTHON`
 //! cannot move the pod's `.venv` to another interpreter.
 
-use std::io::Read;
 use std::path::Path;
 
 /// The version pinned when the checkout has no `.python-version`.
@@ -37,7 +36,8 @@ impl PythonPin {
     /// ```
     pub fn of_checkout(repo: &Path) -> Self {
         let path = repo.join(".python-version");
-        let text = match read_bounded(&path) {
+        let read = omnidev_core::fs::read_linked(&path, MAX_FILE).and_then(omnidev_core::fs::text);
+        let text = match read {
             Ok(Some(text)) => text,
             Ok(None) => return Self::default(),
             Err(reason) => {
@@ -68,23 +68,6 @@ impl PythonPin {
             )))
         }
     }
-}
-
-/// The file's text (at most [`MAX_FILE`] bytes), `None` when it does not
-/// exist.
-fn read_bounded(path: &Path) -> Result<Option<String>, String> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| "it is not UTF-8 text".to_owned())
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 //! specification says. The directory is made with mode 0700 and must be a
 //! real directory owned by the user: a symbolic link, or a directory owned
 //! by someone else (another user squatting `/tmp/omnidev-<uid>`), is an
-//! error, never used.
+//! error, never used. The cache root and every pod directory are held to
+//! the same rule ([`check_private`]), and so is a directory writable by
+//! group or others: the refusal says what to run.
 
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -67,17 +69,43 @@ pub fn runtime_dir() -> PathBuf {
     runtime_dir_from(std::env::var_os("XDG_RUNTIME_DIR"), uid)
 }
 
-/// Creates `dir` (one level: its parent must exist) with mode 0700, or
-/// checks an existing one: a directory, not a symbolic link, owned by this
-/// user; its mode is tightened to 0700.
+/// What a private directory holds, for the refusal's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Private {
+    /// The runtime directory: a link there is refused, never followed.
+    Runtime,
+    /// The cache root (a link naming it is followed: the user's choice).
+    CacheRoot,
+    /// A pod directory (likewise).
+    Pod,
+}
+
+impl Private {
+    fn holds(self) -> &'static str {
+        match self {
+            Self::Runtime => "omnidev's locks and sockets",
+            Self::CacheRoot => "omnidev's pods",
+            Self::Pod => "a pod",
+        }
+    }
+}
+
+/// The runtime directory `dir`, made private ([`make_private`]).
 pub fn ensure_private(dir: &Path) -> Result<()> {
+    make_private(dir, Private::Runtime)
+}
+
+/// Creates `dir` with mode 0700 (missing parents too, each 0700), or
+/// checks an existing one ([`check_private`]) and tightens its mode to
+/// 0700.
+pub fn make_private(dir: &Path, holds: Private) -> Result<()> {
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // A parent is missing (a new `$XDG_RUNTIME_DIR/omnidev/<hash>`).
             if let Some(parent) = dir.parent() {
-                ensure_private(parent)?;
+                make_private(parent, holds)?;
             }
             match std::fs::DirBuilder::new().mode(0o700).create(dir) {
                 Ok(()) => {}
@@ -87,29 +115,55 @@ pub fn ensure_private(dir: &Path) -> Result<()> {
         }
         Err(e) => return Err(Error::io("create the directory", dir)(e)),
     }
-    let meta = std::fs::symlink_metadata(dir).map_err(Error::io("examine", dir))?;
-    let uid = nix::unistd::getuid().as_raw();
-    let refuse = |reason: String| Error::UnsafeRuntimeDir {
-        path: dir.to_path_buf(),
-        reason,
+    check_private(dir, holds)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(Error::io("set the mode of", dir))
+}
+
+/// Refuses an existing `dir` that is not a directory, is not owned by this
+/// user or is writable by group or others (another user could plant files
+/// in it), saying what to run; a missing one passes.
+pub fn check_private(dir: &Path, holds: Private) -> Result<()> {
+    let meta = match holds {
+        Private::Runtime => std::fs::symlink_metadata(dir),
+        Private::CacheRoot | Private::Pod => std::fs::metadata(dir),
     };
-    if meta.file_type().is_symlink() {
-        return Err(refuse("it is a symbolic link".to_owned()));
-    }
-    if !meta.is_dir() {
-        return Err(refuse("it is not a directory".to_owned()));
-    }
-    if meta.uid() != uid {
-        return Err(refuse(format!(
-            "it belongs to uid {}, not to you (uid {uid})",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o777 != 0o700 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(Error::io("set the mode of", dir))?;
-    }
-    Ok(())
+    let meta = match meta {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("examine", dir)(e)),
+    };
+    let uid = nix::unistd::getuid().as_raw();
+    let shown = dir.display();
+    let (reason, fix) = if meta.file_type().is_symlink() {
+        (
+            "it is a symbolic link".to_owned(),
+            format!("remove it: `rm {shown}`"),
+        )
+    } else if !meta.is_dir() {
+        (
+            "it is not a directory".to_owned(),
+            format!("remove or rename {shown}"),
+        )
+    } else if meta.uid() != uid {
+        (
+            format!("it belongs to uid {}, not to you (uid {uid})", meta.uid()),
+            format!("make it yours (`sudo chown -R {uid} {shown}`) or remove it"),
+        )
+    } else if meta.mode() & 0o022 != 0 {
+        (
+            format!("its mode {:o} lets others write in it", meta.mode() & 0o777),
+            format!("check what is in it, then `chmod 700 {shown}`"),
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::UnsafeDir {
+        path: dir.to_path_buf(),
+        holds: holds.holds(),
+        reason,
+        fix,
+    })
 }
 
 /// A 16-hex-digit hash of a path's bytes (the first 8 bytes of its

@@ -76,7 +76,7 @@ fn every_service_gets_the_pod_environment() {
         ("OMNIGENT_CONFIG_HOME".to_owned(), format!("{pod}/config")),
     ]);
     assert_eq!(
-        rendered.env, expected,
+        *rendered.env, expected,
         "no LAN origins: no OMNIGENT_WS_ALLOWED_ORIGINS"
     );
 
@@ -88,7 +88,7 @@ fn every_service_gets_the_pod_environment() {
         assert_eq!(env["OMNIGENT_URL"], "http://127.0.0.1:6800");
     }
     let vite = &service(&rendered.services, "vite").command.env;
-    assert!(!vite.contains_key("OMNIGENT_LOG_TTY_FD"));
+    assert!(vite.get("OMNIGENT_LOG_TTY_FD").is_none());
     assert_eq!(
         vite["OMNIGENT_URL"], "http://127.0.0.1:6800",
         "read by web/vite.config.ts"
@@ -506,10 +506,10 @@ fn profile_package_manager_and_filter_override_detection() {
     assert_eq!(install.command.cwd, f.repo);
     assert_eq!(install.command.args, ["install", "--filter", "web"]);
     assert!(
-        !vite
-            .command
+        vite.command
             .env
-            .contains_key("COREPACK_ENABLE_DOWNLOAD_PROMPT")
+            .get("COREPACK_ENABLE_DOWNLOAD_PROMPT")
+            .is_none()
     );
 
     let err = Profile::parse(
@@ -654,7 +654,7 @@ env = { LAYER = "service-env" }
         plain.command.env["LAYER"], "service-env",
         "service env over everything"
     );
-    assert!(!plain.command.env.contains_key("SERVICE_ONLY"));
+    assert!(plain.command.env.get("SERVICE_ONLY").is_none());
     // What `omnidev exec` sets: the pod files and [env], no service's own.
     assert_eq!(rendered.env["LAYER"], "pod-local");
     assert!(!rendered.env.contains_key("SERVICE_ONLY"));

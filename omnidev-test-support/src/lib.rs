@@ -21,6 +21,7 @@
     reason = "test helpers panic with a message where a test would fail"
 )]
 
+pub mod alone;
 pub mod context;
 pub mod git;
 pub mod lines;
@@ -29,6 +30,7 @@ pub mod ports;
 pub mod process;
 pub mod script;
 
+pub use alone::in_own_process;
 pub use context::TestContext;
 pub use git::git;
 pub use lines::Lines;

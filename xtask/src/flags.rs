@@ -35,6 +35,23 @@ pub enum Task {
     Bench(Bench),
     /// Run a pod on examples/omnigent-example.
     Demo(Demo),
+    /// The workspace tests and the e2e cases N times with a busy loop per
+    /// core beside them; reports every test that failed at least once.
+    Stress(Stress),
+}
+
+/// Flags of `cargo xtask stress`.
+#[derive(Debug, Args)]
+pub struct Stress {
+    /// How many times to run the tests (and the e2e cases).
+    #[arg(default_value_t = 10)]
+    pub runs: usize,
+    /// Busy loops beside the tests (default: one per core).
+    #[arg(long)]
+    pub hogs: Option<usize>,
+    /// Only the workspace tests.
+    #[arg(long)]
+    pub skip_e2e: bool,
 }
 
 /// Flags of `cargo xtask ci`.
@@ -57,6 +74,10 @@ pub struct Ci {
     /// development without running the steps).
     #[arg(long)]
     pub install_only: bool,
+    /// After the steps, run the tests and e2e cases N times under load
+    /// (as `cargo xtask stress N`).
+    #[arg(long, value_name = "N")]
+    pub stress: Option<usize>,
 }
 
 /// Flags of `cargo xtask check-macos`.

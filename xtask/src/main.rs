@@ -11,6 +11,7 @@ mod imports;
 mod install;
 mod macos;
 mod prereqs;
+mod stress;
 mod util;
 
 use std::fmt::Write as _;
@@ -22,12 +23,20 @@ use crate::flags::Task;
 
 fn main() -> ExitCode {
     let outcome = match flags::Xtask::parse().task {
-        Task::Ci(options) => ci::run(&options),
+        Task::Ci(options) => ci::run(&options).and_then(|()| match options.stress {
+            Some(runs) => stress::run(&flags::Stress {
+                runs,
+                hogs: None,
+                skip_e2e: options.skip_e2e,
+            }),
+            None => Ok(()),
+        }),
         Task::CheckMacos(options) => macos::check(!options.no_install, options.dry_run),
         Task::TestE2e(options) => e2e::run(&options),
         Task::Dist(options) => dist::run(&options).map(|_| ()),
         Task::Bench(options) => bench::run(&options),
         Task::Demo(options) => demo::run(&options),
+        Task::Stress(options) => stress::run(&options),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

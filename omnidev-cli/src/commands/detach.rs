@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use omnidev_core::ServiceState;
 use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::control::protocol::Response;
+use crate::control::protocol::{Response, ServiceReport};
 use crate::control::{self, Request};
 use crate::error::Error;
 use crate::output::write_stdout;
@@ -73,7 +74,7 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         if options.clean {
             return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
         }
-        return already_running(&pod_dir, pid);
+        return already_running(&pod_dir, pid, ready_timeout);
     }
     if options.clean {
         // Done here, not in the background process, whose output file lives
@@ -83,6 +84,16 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         }
     }
     let pod = Pod::create(&pod_dir, &checkout.profile.pod.dirs).map_err(Error::from)?;
+    // One `up --detach` starts the pod at a time (a lock on its directory,
+    // held until its background process holds the pod's lock); one that
+    // waited here finds it running.
+    let starting = std::fs::File::open(pod.dir())
+        .and_then(|dir| dir.lock().map(|()| dir))
+        .map_err(Error::io("lock", pod.dir()))?;
+    if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
+        drop(starting);
+        return already_running(&pod_dir, pid, ready_timeout);
+    }
     let log = pod.detached_log();
     let output = open_detached_log(&pod, true).map_err(Error::io("create", &log))?;
     let stderr = output.try_clone().map_err(Error::io("open", &log))?;
@@ -92,7 +103,12 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         options: options.in_background(),
     };
     let mut child = spawn_background(&handover, output, stderr)?;
-    let response = wait_ready(&mut child, &pod_dir, &log, ready_timeout)?;
+    while matches!(child.try_wait(), Ok(None)) && control::lock_state(&pod_dir)? == LockState::Free
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(starting);
+    let response = wait_ready(Some(&mut child), &pod_dir, &log, ready_timeout)?;
     if !response.failed.is_empty() && response.status.as_ref().is_some_and(every_service_ended) {
         // Nothing is left to run: the background pod is ending (headless
         // ends when every service has), so it is reported as a pod that
@@ -101,17 +117,22 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
             return Err(exited(status, &log).into());
         }
     }
-    report(&response, &pod, child.id())
+    report(
+        &response,
+        &pod,
+        Some(child.id()),
+        "running in the background",
+    )
 }
 
 /// Whether every service of `status` has ended for good (none runs,
 /// starts, waits or restarts).
 fn every_service_ended(status: &control::PodStatus) -> bool {
-    status.services.iter().all(|s| {
+    status.services.iter().map(ServiceReport::status).all(|s| {
         s.pid.is_none()
             && matches!(
-                s.state.as_str(),
-                "exited" | "crashed" | "stopped" | "failed"
+                s.state,
+                ServiceState::Exited { .. } | ServiceState::Stopped | ServiceState::Failed { .. }
             )
     })
 }
@@ -210,25 +231,18 @@ fn rotate_own_output(pod_dir: PathBuf) {
         });
 }
 
-/// `up --detach` on a pod that already runs: what it would have printed
-/// (the pod directory and URLs), and exit 0: the pod asked for runs
-/// (with `--clean`, whose directory cannot be removed now, it is an error).
-fn already_running(pod_dir: &Path, pid: Option<u32>) -> miette::Result<ExitCode> {
-    let status = control::inspect(pod_dir)?;
-    let mut out = format!("pod {}\n", pod_dir.display());
-    for url in &status.urls {
-        let _ = writeln!(out, "{} {}", url.name, url.url);
-    }
-    let pid = status
-        .pid
-        .or(pid)
-        .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
-    let _ = writeln!(
-        out,
-        "already running (pid {pid}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`"
-    );
-    write_stdout(&out)?;
-    Ok(ExitCode::SUCCESS)
+/// `up --detach` on a pod that already runs (another `up` may have just
+/// started it): once it is ready, what its starter prints (the pod
+/// directory and URLs, exit 0, or the failed services, exit 1); with
+/// `--clean`, whose directory cannot be removed now, it is an error.
+fn already_running(
+    pod_dir: &Path,
+    pid: Option<u32>,
+    timeout: Duration,
+) -> miette::Result<ExitCode> {
+    let pod = Pod::at(pod_dir);
+    let response = wait_ready(None, pod_dir, &pod.detached_log(), timeout)?;
+    report(&response, &pod, pid, "already running")
 }
 
 /// Starts this binary as `omnidev detached` in a new session, with
@@ -273,7 +287,7 @@ fn spawn_background(
 /// is not listening yet), failing when the process exits first or the
 /// deadline passes.
 fn wait_ready(
-    child: &mut Child,
+    mut child: Option<&mut Child>,
     pod_dir: &Path,
     log: &Path,
     timeout: Duration,
@@ -281,8 +295,17 @@ fn wait_ready(
     let start = Instant::now();
     let exited = |status| exited(status, log);
     loop {
-        if let Ok(Some(status)) = child.try_wait() {
+        if let Some(Ok(Some(status))) = child.as_mut().map(|c| c.try_wait()) {
             return Err(exited(status).into());
+        }
+        if child.is_none() && control::lock_state(pod_dir)? == LockState::Free {
+            // Started by another `up --detach`, and ended before it was ready.
+            return Err(Error::DetachExited {
+                status: "started by another `omnidev up --detach`".to_owned(),
+                tail: tail(log, FAILURE_TAIL),
+                log: log.to_path_buf(),
+            }
+            .into());
         }
         let left = timeout.saturating_sub(start.elapsed());
         if left.is_zero() {
@@ -309,7 +332,7 @@ fn wait_ready(
             // The pod closed the connection without answering: it ended
             // (e.g. its only service failed) while the request waited.
             Err(e @ Error::Protocol { .. }) => {
-                return Err(match wait_exit(child, EXIT_GRACE) {
+                return Err(match child.and_then(|c| wait_exit(c, EXIT_GRACE)) {
                     Some(status) => exited(status).into(),
                     None => e.into(),
                 });
@@ -333,16 +356,19 @@ fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitSta
 
 /// Prints the pod directory and URLs; on failure, each failed service's
 /// last log lines (to stderr) and exit code 1.
-fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode> {
+fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette::Result<ExitCode> {
     let mut out = format!("pod {}\n", crate::terminal_text::quote_path(pod.dir()));
     if let Some(status) = &response.status {
         for url in &status.urls {
             let _ = writeln!(out, "{} {}", url.name, url.url);
         }
+        let pid = status
+            .pid
+            .or(pid)
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
         let _ = writeln!(
             out,
-            "running in the background (pid {}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`",
-            status.pid.unwrap_or(child)
+            "{how} (pid {pid}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`"
         );
     }
     write_stdout(&out)?;
@@ -370,11 +396,22 @@ fn report(response: &Response, pod: &Pod, child: u32) -> miette::Result<ExitCode
 /// The last `n` lines of a file (empty when unreadable), safe for a
 /// terminal (see `terminal_text`).
 fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read(path)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let lines: Vec<String> = text.lines().map(crate::terminal_text::plain).collect();
-    let mut out = lines[lines.len().saturating_sub(n)..].join("\n");
+    let (Some(dir), Some(name)) = (
+        path.parent(),
+        path.file_name()
+            .and_then(|f| f.to_str()?.strip_suffix(omnidev_pod::layout::LOG_SUFFIX)),
+    ) else {
+        return "\n".to_owned();
+    };
+    let mut source = crate::log_files::Source::new(name, dir, String::new());
+    let lines =
+        crate::log_files::collect(&mut source, None, Some(crate::log_files::Tail::lines(n)))
+            .unwrap_or_default();
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|l| crate::terminal_text::plain(&l.text))
+        .collect();
+    let mut out = lines.join("\n");
     out.push('\n');
     out
 }

@@ -6,8 +6,6 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use omnidev_core::event::format_duration;
-
 use crate::cli::EventsArgs;
 use crate::control::client::{Line, MAX_LINE_BYTES};
 use crate::control::events::{Body, Record};
@@ -68,71 +66,58 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `14:18:38.123 server crashed (exit code 1); restart #1 in 1s`.
+/// `14:18:38.123 server crashed (exit code 1); restart #1 in 1s`: each
+/// event in core's wording (the `Display` of its [`omnidev_core::Event`]).
 fn human(record: &Record) -> String {
     let time = record.ts.get(11..23).unwrap_or(&record.ts);
     let who = record.service.as_deref().unwrap_or("pod");
-    let what = match &record.body {
-        Body::State { detail, reason, .. } => match reason {
-            Some(reason) => format!("{detail}: {reason}"),
-            None => detail.clone(),
-        },
-        Body::Ready => "ready".to_owned(),
-        Body::ProbeTimeout { after_ms } => {
-            format!("not ready after {}", format_duration(millis(*after_ms)))
+    let what = match (&record.body, record.event(0)) {
+        (Body::Log { line, .. }, _) => {
+            return format!(
+                "{time} {who} | {}",
+                crate::terminal_text::sanitise(line, false)
+            );
         }
-        Body::Crashed {
-            exit, attempt: 0, ..
-        } => format!("crashed ({exit}); not restarting"),
-        Body::Crashed {
-            exit,
-            attempt,
-            backoff_ms,
-        } => format!(
-            "crashed ({exit}); restart #{attempt} in {}",
-            format_duration(millis(*backoff_ms))
-        ),
-        Body::Exited { exit } => format!("exited ({exit})"),
-        Body::Reload {
-            services,
-            files,
-            files_total,
-        } => {
-            let changes = omnidev_core::Changes {
-                paths: files.clone(),
-                total: *files_total,
-            };
-            if changes.is_empty() {
-                format!("reload {}", services.join(", "))
-            } else {
-                format!("reload {}: {changes}", services.join(", "))
-            }
-        }
-        Body::Log { line, .. } => format!("| {}", crate::terminal_text::sanitise(line, false)),
-        Body::Port { name, port } => format!("port {name} {port}"),
-        Body::Url { name, url } => format!("url {name} {url}"),
-        Body::PrepareStarted { step } => format!("{step} …"),
-        Body::PrepareFinished {
-            step,
-            success: true,
-        } => format!("{step} done"),
-        Body::PrepareFinished { step, .. } => format!("{step} failed"),
-        Body::Notice { message }
-        | Body::Debug { message }
-        | Body::Lagged { message }
-        | Body::ProfileChanged(omnidev_core::ProfileChange { message, .. })
-        | Body::ProfileApplied(omnidev_core::ProfileApplied { message, .. }) => {
-            crate::terminal_text::message(message).into_owned()
-        }
-        Body::Lost { count, reason } => format!("{count} records lost ({reason})"),
-        Body::Ended { services } => {
-            let endings: Vec<&str> = services.iter().map(|s| s.detail.as_str()).collect();
-            format!("ended: {}", endings.join("; "))
-        }
+        (_, Some(event)) => event.to_string(),
+        (Body::Port { name, port }, None) => format!("{who} port {name} {port}"),
+        (Body::Url { name, url }, None) => format!("{who} url {name} {url}"),
+        (Body::Lagged { message }, None) => format!("{who}: {message}"),
+        // A state this omnidev does not know (a newer pod's).
+        (Body::State { detail, .. }, None) => format!("{who} {detail}"),
+        (_, None) => who.to_owned(),
     };
-    format!("{time} {who} {what}")
+    format!("{time} {}", crate::terminal_text::message(&what))
 }
 
-fn millis(ms: u64) -> Duration {
-    Duration::from_millis(ms)
+#[cfg(test)]
+mod tests {
+    use omnidev_core::{Event, EventKind};
+
+    use super::human;
+    use crate::control::events::Encoder;
+    use crate::control::events::tests::every_supervisor_event;
+
+    #[test]
+    fn every_event_is_worded_as_core_words_it() {
+        let encoder = Encoder::new(std::path::Path::new("/pod"));
+        for event in every_supervisor_event() {
+            let want = match &event.kind {
+                EventKind::Log { line } | EventKind::PartialLine { line } => {
+                    let text = crate::terminal_text::sanitise(&line.text, false);
+                    format!("{} | {text}", line.service)
+                }
+                // The wire carries a port held as a notice of its line.
+                EventKind::PortHeld { .. } => Event {
+                    kind: EventKind::Notice {
+                        message: event.to_string(),
+                    },
+                    ..event.clone()
+                }
+                .to_string(),
+                _ => event.to_string(),
+            };
+            let text = human(&encoder.event(&event));
+            assert_eq!(text.get(13..), Some(want.as_str()), "{event:?}");
+        }
+    }
 }

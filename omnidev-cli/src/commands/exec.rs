@@ -38,7 +38,7 @@ fn run_in(
                 .filter(|(name, _)| std::env::var_os(name).is_none())
                 .copied(),
         )
-        .envs(&rendered.env)
+        .envs(rendered.env.iter())
         .spawn()
         .map_err(|source| Error::Spawn {
             program: program.clone(),

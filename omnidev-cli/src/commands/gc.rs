@@ -27,6 +27,9 @@ enum Verdict {
     Remove { identity: Identity, repo: PathBuf },
     /// Kept, with the reason (and, for a running pod, what to run).
     Keep(String),
+    /// Kept because something in it cannot be read: said, and gc exits 1
+    /// (an unreadable file is never taken for an absent one).
+    Fault(String),
 }
 
 fn shown(path: &Path) -> String {
@@ -48,12 +51,12 @@ fn judge(dir: &Path) -> Verdict {
         Ok(DirKind::Pod(identity)) => identity,
         Ok(DirKind::Missing) => return Verdict::Keep("it no longer exists".to_owned()),
         Ok(_) => return Verdict::Keep("it carries no omnidev pod identity".to_owned()),
-        Err(e) => return Verdict::Keep(format!("it cannot be examined: {e}")),
+        Err(e) => return Verdict::Fault(format!("it cannot be examined: {e}")),
     };
     let repo = match omnidev_pod::read_ports(dir) {
         Ok(record) => record.repo,
         Err(omnidev_pod::Error::NoPorts { .. }) => None,
-        Err(e) => return Verdict::Keep(format!("its pod.toml cannot be read: {e}")),
+        Err(e) => return Verdict::Fault(format!("its pod.toml cannot be read: {e}")),
     };
     let Some(repo) = repo else {
         return Verdict::Keep("it records no checkout".to_owned());
@@ -62,7 +65,7 @@ fn judge(dir: &Path) -> Verdict {
         Ok(false) => return Verdict::Keep(format!("its checkout {} exists", shown(&repo))),
         Ok(true) => {}
         Err(e) => {
-            return Verdict::Keep(format!(
+            return Verdict::Fault(format!(
                 "its checkout {} cannot be looked at: {e}",
                 shown(&repo)
             ));
@@ -77,7 +80,7 @@ fn judge(dir: &Path) -> Verdict {
             shown(&repo),
             shown(dir)
         )),
-        Err(e) => Verdict::Keep(format!("its lock cannot be read: {e}")),
+        Err(e) => Verdict::Fault(format!("its lock cannot be read: {e}")),
     }
 }
 
@@ -116,6 +119,10 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
     for dir in candidates(&cache_root, &runtime_dir)? {
         match judge(&dir) {
             Verdict::Keep(reason) => {
+                let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
+            }
+            Verdict::Fault(reason) => {
+                failed = true;
                 let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
             }
             Verdict::Remove { repo, .. } if args.dry_run => {

@@ -235,71 +235,58 @@ pub fn shell_hook(args: &ShellHookArgs) -> miette::Result<ExitCode> {
 }
 
 /// Failures of the shell hook's `check --quiet`, told in one line and at
-/// most once a day.
+/// most once a day per cache root and per fault: one fault (or another
+/// cache root's) never silences another.
 mod hook_error {
-    use std::io::Write as _;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::hash::{Hash as _, Hasher as _};
+    use std::os::unix::fs::MetadataExt;
     use std::path::PathBuf;
     use std::time::{Duration, SystemTime};
 
-    /// How often the same kind of failure is told again.
+    /// How often the same fault is told again.
     const QUIET_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 
-    /// Where the last telling is stamped: the cache directory, else (it
-    /// may be the very thing that fails) a per-user file in the temp dir.
-    fn stamps() -> Vec<PathBuf> {
+    /// Where the telling of `line` is stamped: a per-user file in the temp
+    /// dir (the cache root may be the very thing that fails), named by a
+    /// hash of the cache root and the fault.
+    fn stamp(line: &str) -> PathBuf {
         let uid = nix::unistd::getuid().as_raw();
-        let mut stamps: Vec<PathBuf> = omnidev_install::Paths::from_env()
-            .map(|paths| paths.cache_dir().join("check-error.stamp"))
-            .into_iter()
-            .collect();
-        stamps.push(std::env::temp_dir().join(format!("omnidev-{uid}-check-error.stamp")));
-        stamps
+        let cache = omnidev_install::Paths::from_env().map(|paths| paths.cache_dir().to_owned());
+        let mut hasher = std::hash::DefaultHasher::new();
+        (cache.ok(), line).hash(&mut hasher);
+        std::env::temp_dir().join(format!(
+            "omnidev-{uid}-check-{:016x}.stamp",
+            hasher.finish()
+        ))
     }
 
-    /// Prints `report` as one line unless a failure was told less than a
-    /// day ago, and stamps the telling.
+    /// Prints `report` as one line unless the same fault of the same cache
+    /// root was told less than a day ago, and stamps the telling.
     pub(super) fn tell_once_a_day(report: &miette::Report, now: SystemTime) {
-        let uid = nix::unistd::getuid().as_raw();
-        let stamps = stamps();
-        let told_recently = stamps.iter().any(|stamp| {
-            // Only a plain file of this user's counts (the temp dir is shared).
-            std::fs::symlink_metadata(stamp).is_ok_and(|meta| {
-                meta.is_file()
-                    && meta.uid() == uid
-                    && meta
-                        .modified()
-                        .is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age < QUIET_FOR))
-            })
-        });
-        if told_recently {
-            return;
-        }
         let mut line = report.to_string();
         if let Some(help) = report.help() {
             line = format!("{line} ({help})");
         }
-        note!(
-            "omnidev: the update check failed: {}; told once a day, OMNIDEV_NO_UPDATE_CHECK=1 turns the check off",
-            line.replace('\n', " ")
-        );
-        for stamp in &stamps {
-            if let Some(dir) = stamp.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            // Not through a link; a fresh write moves the modified time.
-            let written = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                .open(stamp)
-                .and_then(|mut file| writeln!(file, "{line}"));
-            if written.is_ok() {
-                return;
-            }
+        let line = line.replace('\n', " ");
+        let stamp = stamp(&line);
+        // Only a plain file of this user's counts (the temp dir is shared).
+        let uid = nix::unistd::getuid().as_raw();
+        let told_recently = std::fs::symlink_metadata(&stamp).is_ok_and(|meta| {
+            meta.is_file()
+                && meta.uid() == uid
+                && meta
+                    .modified()
+                    .is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age < QUIET_FOR))
+        });
+        if told_recently {
+            return;
         }
+        note!(
+            "omnidev: the update check failed: {line}; told once a day, OMNIDEV_NO_UPDATE_CHECK=1 turns the check off"
+        );
+        // A new file renamed into place: a link there is replaced, never
+        // followed; the modified time moves.
+        let _ = omnidev_core::fs::write_atomic_unsynced(&stamp, line.as_bytes());
     }
 }
 

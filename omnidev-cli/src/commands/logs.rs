@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::LogsArgs;
 use crate::control::events::Encoder;
 use crate::log_files::{
-    Line, Source, read_back, read_mark, read_new, selected, services_with_logs,
+    Line, Source, Tail, read_back, read_mark, read_new, selected, services_with_logs,
 };
 use crate::output::write_sanitised;
 
@@ -18,6 +18,9 @@ const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
 /// Lines shown before following when `-n` is not given.
 const FOLLOW_TAIL: usize = 10;
+
+/// Output gathered before it is written.
+const WRITE_EVERY: usize = 64 * 1024;
 
 /// How lines are printed.
 enum Form {
@@ -35,11 +38,9 @@ impl Form {
                 out.push_str(&crate::terminal_text::sanitise(&line.text, *colour));
                 out.push('\n');
             }
-            Form::Json(encoder) => out.push_str(&crate::headless::encode(&encoder.file_line(
-                &source.name,
-                &line.text,
-                line.at,
-            ))),
+            Form::Json(encoder) => out.push_str(&crate::terminal_text::json_line(
+                &encoder.file_line(&source.name, &line.text, line.at),
+            )),
         }
     }
 }
@@ -76,14 +77,15 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
         .collect();
 
     let default_tail = (args.follow && mark.is_none()).then_some(FOLLOW_TAIL);
-    let tail = args.lines.or(default_tail);
+    let tail = args.lines.or(default_tail).map(Tail::lines);
     let mut out = String::new();
     for source in &mut sources {
-        for line in &read_back(source, mark.as_ref(), tail) {
-            form.push(&mut out, source, line);
-        }
+        read_back(source, mark.as_ref(), tail, &mut |source, line| {
+            form.push(&mut out, source, &line);
+            written(&mut out, WRITE_EVERY)
+        })?;
     }
-    write_sanitised(&out)?;
+    written(&mut out, 0)?;
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -96,6 +98,15 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
         |name, width| all.then(|| prefix(name, width)),
         width,
     )
+}
+
+/// Writes `out` once it holds more than `at` bytes (all of it at 0).
+fn written(out: &mut String, at: usize) -> Result<(), crate::error::Error> {
+    if out.len() > at || (at == 0 && !out.is_empty()) {
+        write_sanitised(out)?;
+        out.clear();
+    }
+    Ok(())
 }
 
 /// Prints lines appended to the files until interrupted or until the pod
@@ -118,14 +129,15 @@ fn follow(
             Ok(omnidev_pod::LockState::Held { .. })
         )
     };
-    let print_new = |sources: &mut Vec<Source>| {
+    let print_new = |sources: &mut Vec<Source>| -> miette::Result<()> {
         let mut out = String::new();
         for source in sources.iter_mut() {
-            for line in read_new(source) {
+            read_new(source, &mut |source, line| {
                 form.push(&mut out, source, &line);
-            }
+                written(&mut out, WRITE_EVERY)
+            })?;
         }
-        write_sanitised(&out)
+        Ok(written(&mut out, 0)?)
     };
     if !running() {
         // What was written before it stopped is printed above.
@@ -146,7 +158,7 @@ fn follow(
             }
             // A service whose file appears later (e.g. vite after an
             // install) joins the combined view.
-            for name in services_with_logs(dir) {
+            for name in services_with_logs(dir)? {
                 if sources.iter().any(|s| s.name == name) {
                     continue;
                 }
@@ -179,7 +191,7 @@ mod tests {
             .and_then(|f| f.set_modified(at))
             .expect("set mtime");
         let mut src = Source::new("svc", dir.path(), String::new());
-        let lines = read_back(&mut src, None, None);
+        let lines = crate::log_files::collect(&mut src, None, None).expect("read");
         let form = Form::Json(Encoder::new(Path::new("/pod")));
         let mut out = String::new();
         for line in &lines {

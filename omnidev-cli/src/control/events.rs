@@ -641,7 +641,7 @@ pub(crate) mod tests {
     /// One of every event the supervisor can publish: a new variant of
     /// [`EventKind`] or [`ServiceState`] does not compile here until it has
     /// a sample (the matches have no catch-all).
-    fn every_supervisor_event() -> Vec<Event> {
+    pub(crate) fn every_supervisor_event() -> Vec<Event> {
         let mut kinds: Vec<EventKind> = every_state()
             .into_iter()
             .map(|state| EventKind::State { state })

@@ -2,6 +2,7 @@
 //! socket says how it is doing, `pod.toml` and `state.json` say the rest
 //! when nothing answers.
 
+use std::io::ErrorKind;
 use std::path::Path;
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ pub fn lock_state(pod_dir: &Path) -> Result<LockState> {
 /// files are left; when one does, its control socket is asked (with a
 /// timeout), and `state.json` is the fallback.
 pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
-    let (record, mut error) = read_record(pod_dir);
+    let (record, mut error) = read_record(pod_dir).unwrap_or_else(|e| (None, Some(e.to_string())));
     let lock = lock_state(pod_dir)?;
     if matches!(lock, LockState::Held { .. })
         && let Ok(response) = super::request(pod_dir, &Request::Status, STATUS_TIMEOUT)
@@ -117,13 +118,18 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     })
 }
 
-/// A pod's `pod.toml`, or why it could not be read (`None` for a pod that
-/// has none yet: that is no error).
-fn read_record(pod_dir: &Path) -> (Option<omnidev_pod::PodRecord>, Option<String>) {
+/// A pod's `pod.toml`, or why it does not parse (`None` for a pod that
+/// has none yet: that is no error). A file that cannot be read (not a
+/// regular file, no permission) is the error, never absence: `ls` fails
+/// with it, `status` says it as the pod's.
+fn read_record(
+    pod_dir: &Path,
+) -> std::result::Result<(Option<omnidev_pod::PodRecord>, Option<String>), omnidev_pod::Error> {
     match omnidev_pod::read_ports(pod_dir) {
-        Ok(record) => (Some(record), None),
-        Err(omnidev_pod::Error::NoPorts { .. }) => (None, None),
-        Err(e) => (None, Some(e.to_string())),
+        Ok(record) => Ok((Some(record), None)),
+        Err(omnidev_pod::Error::NoPorts { .. }) => Ok((None, None)),
+        Err(e @ omnidev_pod::Error::Io { .. }) => Err(e),
+        Err(e) => Ok((None, Some(e.to_string()))),
     }
 }
 
@@ -142,14 +148,19 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
         }
         Err(e) => return Err(Error::io("list", cache_root)(e)),
     };
-    for entry in entries.filter_map(std::result::Result::ok) {
-        let dir = entry.path();
-        if !omnidev_pod::Pod::at(&dir).pod_toml().is_file() {
-            continue;
+    for entry in entries {
+        let dir = entry.map_err(Error::io("list", cache_root))?.path();
+        let pod_toml = omnidev_pod::Pod::at(&dir).pod_toml();
+        match std::fs::symlink_metadata(&pod_toml) {
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                continue;
+            }
+            Err(e) => return Err(Error::io("look at", &pod_toml)(e)),
+            Ok(_) => {}
         }
-        // An unreadable record is reported (as a pod in error) rather than
-        // failing the whole listing or being skipped.
-        let (record, error) = read_record(&dir);
+        // A record that does not parse is reported (as a pod in error); one
+        // that cannot be read (a FIFO, a directory) fails the listing.
+        let (record, error) = read_record(&dir)?;
         let (running, pid) = match lock_state(&dir) {
             Ok(LockState::Held { pid }) => (true, pid),
             _ => (false, None),

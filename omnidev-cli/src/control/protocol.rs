@@ -317,6 +317,33 @@ impl ServiceReport {
             log_file: None,
         }
     }
+
+    /// Its status as typed state, from the report. The report has no
+    /// backoff of a `restarting` service (`0s`); a state word this omnidev
+    /// does not know reads as waiting.
+    pub fn status(&self) -> ServiceStatus {
+        let state = crate::control::events::state_of(
+            &self.state,
+            &self.detail,
+            self.pid,
+            Some(self.restarts),
+            None,
+            None,
+            self.last_exit,
+        )
+        .unwrap_or(omnidev_core::ServiceState::Waiting);
+        ServiceStatus {
+            name: self.name.clone(),
+            ready: self.ready,
+            state,
+            restarts: self.restarts,
+            pid: self.pid,
+            last_exit: self.last_exit,
+            note: None,
+            starts: 0,
+            probe_timed_out: false,
+        }
+    }
 }
 
 /// A pod's status: `omnidev status --json`, and the `status` field of

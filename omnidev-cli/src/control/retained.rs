@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use omnidev_core::{Entry, Feed, FeedCloser, LogLine, Recv};
 
 use super::events::{Body, Encoder, Record};
-use crate::headless::encode;
+use crate::terminal_text::json_line;
 
 /// Records other than log lines kept (the oldest go first).
 pub const KEPT_EVENTS: usize = 4096;
@@ -89,8 +89,8 @@ impl Item {
                 record,
             } => record
                 .get()
-                .map_or_else(|| encode(&encoder.line(line, self.at)), encode),
-            What::Record(record) => encode(record),
+                .map_or_else(|| json_line(&encoder.line(line, self.at)), json_line),
+            What::Record(record) => json_line(record),
         })
     }
 

@@ -19,6 +19,7 @@ use super::protocol::{
 };
 use super::retained::{self, FOLLOW_BUDGET, Filter, Next, REPLAY_CHUNK, Store};
 use crate::error::{Error, Result};
+use crate::terminal_text::json_line;
 
 /// How often a waiting request looks whether its client hung up (and
 /// how long a failed `accept` pauses).
@@ -295,20 +296,13 @@ fn point_at(pointer: &std::path::Path, target: &std::path::Path) -> std::io::Res
 }
 
 fn busy_answer() -> String {
-    encode(&busy(MAX_CONNECTIONS))
+    json_line(&busy(MAX_CONNECTIONS))
 }
 
 fn busy(limit: usize) -> Response {
     Response::error(format!(
         "busy: {limit} requests are already being answered; try again"
     ))
-}
-
-fn encode(response: &Response) -> String {
-    let mut text = serde_json::to_string(response)
-        .unwrap_or_else(|e| format!(r#"{{"schema":{SCHEMA},"ok":false,"error":"{e}"}}"#));
-    text.push('\n');
-    text
 }
 
 /// Whether the client has closed its end completely (`POLLHUP`). A client
@@ -381,7 +375,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         },
         Err(e) => Response::refused(ErrorKind::Usage, format!("not a request: {e}")),
     };
-    let text = encode(&response);
+    let text = json_line(&response);
     let _ = tokio::time::timeout(shared.request_deadline, async {
         let _ = write.write_all(text.as_bytes()).await;
         let _ = write.shutdown().await;
@@ -449,14 +443,14 @@ async fn stream_events(
     let _slot = match answer {
         Ok(slot) => slot,
         Err(response) => {
-            let mut buf = encode(&response).into_bytes();
+            let mut buf = json_line(&response).into_bytes();
             let _ = send(&mut write, &mut buf, shared.request_deadline).await;
             let _ = write.shutdown().await;
             return;
         }
     };
     let (mut replay, follower) = retained::lock(&shared.store).follow(&filter, follow);
-    let mut buf = encode(&Response::accepted()).into_bytes();
+    let mut buf = json_line(&Response::accepted()).into_bytes();
     let stalled = || {
         format!(
             "this reader took nothing for {} s; the pod does not wait: run `omnidev events` again",
@@ -525,7 +519,7 @@ async fn stream_events(
         None,
         Body::Lagged { message: lagged },
     );
-    buf.extend_from_slice(crate::headless::encode(&record).as_bytes());
+    buf.extend_from_slice(json_line(&record).as_bytes());
     // A reader that paused gets the record when it reads again; one gone
     // for good holds its slot this long at most.
     let _ = send(&mut write, &mut buf, shared.request_deadline * 3).await;

@@ -1,7 +1,13 @@
 //! The arguments and results of the tools of `omnidev mcp`: plain data
-//! whose JSON Schemas (from their doc comments) the tools advertise.
+//! whose JSON Schemas (from their doc comments, and each number's range
+//! and default from [`super::limits`]) the tools advertise, and which
+//! the arguments are checked against ([`super::schema::check`]).
 
 use serde::{Deserialize, Serialize};
+
+use super::limits::{
+    EVENT_BYTES, EVENTS, LOG_BYTES, LOG_LINES, RESTART_SECS, SERVICES, UP_SECS, WAIT_SECS,
+};
 
 use crate::control::protocol::{AppliedReport, PodStatus, WaitFor};
 
@@ -11,16 +17,17 @@ use crate::control::protocol::{AppliedReport, PodStatus, WaitFor};
 pub struct LogsArgs {
     /// The service whose log to read.
     pub service: String,
-    /// The last this many lines (default 100, at most 5000).
+    /// The last this many lines.
     #[serde(default)]
+    #[schemars(range(min = 1, max = LOG_LINES.1), extend("default" = LOG_LINES.0))]
     pub lines: Option<u32>,
     /// Only lines written since the pod's last reload (since it started
     /// when none happened).
     #[serde(default)]
     pub since_reload: bool,
-    /// At most this many bytes of lines, the newest kept (default 32768,
-    /// at most 1048576).
+    /// At most this many bytes of lines, the newest kept.
     #[serde(default)]
+    #[schemars(range(min = 1, max = LOG_BYTES.1), extend("default" = LOG_BYTES.0))]
     pub max_bytes: Option<u32>,
 }
 
@@ -45,12 +52,14 @@ pub struct LogsResult {
 pub struct WaitArgs {
     /// The condition.
     pub until: WaitFor,
-    /// The services it concerns (at most 64); every service when empty.
+    /// The services it concerns; every service when empty.
     #[serde(default)]
+    #[schemars(length(max = SERVICES))]
     pub services: Vec<String>,
     /// Seconds to wait at most (default 60 for healthy-after-reload, 300
-    /// otherwise; at most 900).
+    /// otherwise).
     #[serde(default)]
+    #[schemars(range(min = 1, max = WAIT_SECS.1))]
     pub timeout_secs: Option<u64>,
 }
 
@@ -68,9 +77,9 @@ pub struct RestartArgs {
     /// With `service`: its dependents keep running.
     #[serde(default)]
     pub no_deps: bool,
-    /// Seconds to wait for the restarted services to be ready (default
-    /// 300, at most 900).
+    /// Seconds to wait for the restarted services to be ready.
     #[serde(default)]
+    #[schemars(range(min = 1, max = RESTART_SECS.1), extend("default" = RESTART_SECS.0))]
     pub timeout_secs: Option<u64>,
 }
 
@@ -88,8 +97,9 @@ pub struct ServiceArgs {
 pub struct StartArgs {
     /// The service.
     pub service: String,
-    /// Seconds to wait for it to be ready (default 300, at most 900).
+    /// Seconds to wait for it to be ready.
     #[serde(default)]
+    #[schemars(range(min = 1, max = RESTART_SECS.1), extend("default" = RESTART_SECS.0))]
     pub timeout_secs: Option<u64>,
 }
 
@@ -97,9 +107,9 @@ pub struct StartArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReloadProfileArgs {
-    /// Seconds to wait for the restarted and started services to be ready
-    /// (default 300, at most 900).
+    /// Seconds to wait for the restarted and started services to be ready.
     #[serde(default)]
+    #[schemars(range(min = 1, max = RESTART_SECS.1), extend("default" = RESTART_SECS.0))]
     pub timeout_secs: Option<u64>,
 }
 
@@ -124,6 +134,7 @@ pub struct ReloadProfileResult {
 pub struct EventsArgs {
     /// Only these services' events (and the pod's own); all when empty.
     #[serde(default)]
+    #[schemars(length(max = SERVICES))]
     pub services: Vec<String>,
     /// Only events from the last reload on.
     #[serde(default)]
@@ -131,12 +142,13 @@ pub struct EventsArgs {
     /// The services' output lines too (`log` records).
     #[serde(default)]
     pub logs: bool,
-    /// The newest this many records (default 100, at most 1000).
+    /// The newest this many records.
     #[serde(default)]
+    #[schemars(range(min = 1, max = EVENTS.1), extend("default" = EVENTS.0))]
     pub limit: Option<u32>,
-    /// At most this many bytes of records, the newest kept (default 65536,
-    /// at most 1048576).
+    /// At most this many bytes of records, the newest kept.
     #[serde(default)]
+    #[schemars(range(min = 1, max = EVENT_BYTES.1), extend("default" = EVENT_BYTES.0))]
     pub max_bytes: Option<u32>,
 }
 
@@ -154,8 +166,9 @@ pub struct EventsResult {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpArgs {
-    /// Seconds for every service to be ready (default 600, at most 1800).
+    /// Seconds for every service to be ready.
     #[serde(default)]
+    #[schemars(range(min = 1, max = UP_SECS.1), extend("default" = UP_SECS.0))]
     pub timeout_secs: Option<u64>,
 }
 

@@ -32,13 +32,8 @@ pub struct ServiceView {
     /// wrapper such as `uv run`, or the pid itself); `None` while it is
     /// still being looked for.
     pub main_pid: Option<u32>,
-}
-
-impl ServiceView {
-    /// Its probe passed, or it runs and has none.
-    pub fn is_ready(&self) -> bool {
-        self.state.is_ready()
-    }
+    /// It counts as ready, as core says (its `ready` event or status).
+    pub ready: bool,
 }
 
 /// What the TUI re-reads from the supervisor after falling behind.
@@ -178,6 +173,7 @@ impl App {
                     state: ServiceState::Waiting,
                     restarts: 0,
                     main_pid: None,
+                    ready: false,
                 })
                 .collect(),
             panes,
@@ -202,6 +198,7 @@ impl App {
             state: ServiceState::Waiting,
             restarts: 0,
             main_pid: None,
+            ready: false,
         });
         self.panes
             .push(Pane::new(self.pane_lines, SERVICE_PANE_BYTES));
@@ -266,6 +263,7 @@ impl App {
             if let Some(i) = self.service_index(&status.name) {
                 self.services[i].state = status.state.clone();
                 self.services[i].restarts = status.restarts;
+                self.services[i].ready = status.ready;
             }
         }
     }
@@ -330,7 +328,14 @@ impl App {
                     if service.state.pid() != state.pid() {
                         service.main_pid = None;
                     }
+                    // A `ready` event comes before the `ready` state.
+                    service.ready &= matches!(state, ServiceState::Ready { .. });
                     service.state = state.clone();
+                }
+            }
+            EventKind::Ready => {
+                if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
+                    self.services[i].ready = true;
                 }
             }
             EventKind::ProfileChanged(omnidev_core::ProfileChange {

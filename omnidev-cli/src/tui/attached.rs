@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use omnidev_core::{ServiceState, ServiceStatus};
+use omnidev_core::ServiceStatus;
 use omnidev_pod::RenderedUrl;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, mpsc};
@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::app::{Action, App, PodInfo};
 use super::source::{Source, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
-use crate::control::events::{Body, Record, rfc3339, state_of};
+use crate::control::events::{Body, Record, rfc3339};
 use crate::control::protocol::{PodStatus, ServiceReport};
 use crate::control::{self, Request};
 use crate::error::{Error, Result};
@@ -84,7 +84,11 @@ impl Connection {
 
     /// The services' states as the status has them, for the header.
     pub fn statuses(&self) -> Vec<ServiceStatus> {
-        self.status.services.iter().map(service_status).collect()
+        self.status
+            .services
+            .iter()
+            .map(ServiceReport::status)
+            .collect()
     }
 }
 
@@ -118,33 +122,6 @@ pub fn urls(status: &PodStatus) -> Vec<RenderedUrl> {
             service: None,
         })
         .collect()
-}
-
-/// A service's status as the header takes it, from its report. The report
-/// has no backoff of a `restarting` service (`0s` until the next record);
-/// a state word this omnidev does not know shows as waiting.
-fn service_status(report: &ServiceReport) -> ServiceStatus {
-    let state = state_of(
-        &report.state,
-        &report.detail,
-        report.pid,
-        Some(report.restarts),
-        None,
-        None,
-        report.last_exit,
-    )
-    .unwrap_or(ServiceState::Waiting);
-    ServiceStatus {
-        name: report.name.clone(),
-        ready: state.is_ready(),
-        state,
-        restarts: report.restarts,
-        pid: report.pid,
-        last_exit: report.last_exit,
-        note: None,
-        starts: 0,
-        probe_timed_out: false,
-    }
 }
 
 /// Reads record lines off the stream, each at most [`MAX_LINE_BYTES`]
@@ -423,6 +400,8 @@ async fn refresh_urls(pod_dir: PathBuf, refresh: Arc<Notify>, answer: mpsc::Send
 
 #[cfg(test)]
 mod tests {
+    use omnidev_core::ServiceState;
+
     use super::*;
 
     fn reader(pending: &[u8]) -> (RecordReader, tokio::net::UnixStream) {
@@ -557,7 +536,8 @@ mod tests {
         after: u32,
     ) {
         let shown = |app: &App| app.info.urls.iter().any(|u| u.url == server_url().url);
-        assert!(shown(app), "{:?}", app.info.urls);
+        // Shown once core says the new run is ready.
+        pump(app, source, "the server's URL", shown).await;
         let action = app.handle_key(crate::tui::app::tests::key('s'));
         assert_eq!(action, Some(Action::Stop("server".into())));
         source.act(action.expect("action"));
@@ -572,9 +552,7 @@ mod tests {
         assert_eq!(action, Some(Action::Start("server".into())));
         source.act(action.expect("action"));
         pump(app, source, "the start", |app| {
-            app.message.as_deref() == Some("started server")
-                && app.services[0].state.is_ready()
-                && shown(app)
+            app.message.as_deref() == Some("started server") && app.services[0].ready && shown(app)
         })
         .await;
         assert!(pid().is_some_and(|p| p != after), "a new run");
@@ -806,28 +784,29 @@ mod tests {
             name: "server".into(),
             state: state.into(),
             pid,
-            ready: false,
+            ready: state == "ready",
             restarts: 2,
             detail: detail.into(),
             last_exit: Some(ExitStatus::Signal(9)),
             log_file: None,
         };
-        let status = service_status(&report("ready", "ready pid 7", Some(7)));
+        let status = report("ready", "ready pid 7", Some(7)).status();
         assert_eq!(status.state, ServiceState::Ready { pid: 7 });
         assert!(status.ready);
         assert_eq!(status.restarts, 2);
         assert_eq!(
-            service_status(&report("crashed", "crashed (signal 9)", None)).state,
+            report("crashed", "crashed (signal 9)", None).status().state,
             ServiceState::Exited {
                 status: ExitStatus::Signal(9)
             }
         );
         assert_eq!(
-            service_status(&report(
+            report(
                 "blocked",
                 "blocked: waiting for migrate, which exited with exit code 3",
                 None
-            ))
+            )
+            .status()
             .state
             .label(),
             "blocked: waiting for migrate, which exited with exit code 3"
@@ -842,7 +821,7 @@ mod tests {
         for state in crate::control::events::tests::every_state() {
             let status = ServiceStatus {
                 name: "server".into(),
-                ready: state.is_ready(),
+                ready: matches!(state, ServiceState::Ready { .. }),
                 pid: state.pid(),
                 restarts: 2,
                 last_exit: match &state {
@@ -864,10 +843,7 @@ mod tests {
                 },
                 state => state,
             };
-            assert_eq!(
-                service_status(&ServiceReport::from_status(&status)).state,
-                want
-            );
+            assert_eq!(ServiceReport::from_status(&status).status().state, want);
         }
     }
 }

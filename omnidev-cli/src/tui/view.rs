@@ -95,7 +95,7 @@ fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     ];
     // URLs get a line of their own so a narrow terminal does not break one.
     let mut urls = Vec::new();
-    let ready = |name: &str| app.services.iter().any(|s| s.name == name && s.is_ready());
+    let ready = |name: &str| app.services.iter().any(|s| s.name == name && s.ready);
     for url in app.info.urls.iter().filter(|url| url.shown(ready)) {
         let lead = if urls.is_empty() { "" } else { "  " };
         urls.push(Span::styled(
@@ -600,6 +600,9 @@ pub(crate) mod tests {
         );
         app.apply(&state("server", ServiceState::Ready { pid: 4242 }));
         app.apply(&state("host", ServiceState::Running { pid: 4250 }));
+        // As core's `ready` events say (they would add lines to the panes).
+        app.services[0].ready = true;
+        app.services[1].ready = true;
         app.apply(&Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("vite".into()),

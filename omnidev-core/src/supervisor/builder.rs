@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::spawn::{self, Spawner};
-use super::{EVENT_CAPACITY, Inner, Reloads, Request, Supervisor, SupervisorConfig, engine, graph};
+use super::{EVENT_CAPACITY, Inner, Order, Reloads, Supervisor, SupervisorConfig, engine, graph};
 use crate::containment::{Containment, ContainmentChoice};
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -262,7 +262,7 @@ fn contain(
 /// and record the new pid (or, when no new guard could be started, to stop
 /// the pod). Holds no strong handle, so the supervisor still ends when
 /// every handle is dropped; ends after the guard is closed.
-async fn watch_guard(guard: Arc<Guard>, requests: mpsc::WeakUnboundedSender<Request>) {
+async fn watch_guard(guard: Arc<Guard>, requests: mpsc::WeakUnboundedSender<Order>) {
     loop {
         if let Err(e) = guard.ended().await {
             if let Some(requests) = requests.upgrade() {
@@ -271,7 +271,7 @@ async fn watch_guard(guard: Arc<Guard>, requests: mpsc::WeakUnboundedSender<Requ
                      would not notice",
                     guard.pid()
                 );
-                let _ = requests.send(Request::GuardReplaced(Err(message)));
+                let _ = requests.send(Order::GuardReplaced(Err(message)));
             }
             return;
         }
@@ -284,7 +284,7 @@ async fn watch_guard(guard: Arc<Guard>, requests: mpsc::WeakUnboundedSender<Requ
         let Some(requests) = requests.upgrade() else {
             return;
         };
-        let _ = requests.send(Request::GuardReplaced(Ok(replaced)));
+        let _ = requests.send(Order::GuardReplaced(Ok(replaced)));
         if lost {
             return;
         }

@@ -18,9 +18,9 @@ mod start;
 mod state_file;
 
 use super::prepare;
-use super::service::{AfterStop, Intent, Phase, PortRecovery, Readiness, Service};
+use super::service::{AfterStop, Intent, Phase, PortRecovery, ProbeState, Service};
 use super::spawn::Spawner;
-use super::{Moved, PortMover, Reloads, Request, Settled};
+use super::{Moved, Order, PortMover, Reloads, Settled};
 use crate::backoff::BackoffPolicy;
 use crate::containment::Containment;
 use crate::event::{Changes, Event, EventKind, ExitStatus, ServiceStatus};
@@ -73,6 +73,11 @@ enum Internal {
         status: ExitStatus,
     },
     GroupEmpty {
+        index: usize,
+        generation: u64,
+    },
+    /// A probe-less run has kept running for [`super::STABLE`].
+    Stable {
         index: usize,
         generation: u64,
     },
@@ -197,6 +202,9 @@ pub(super) struct Engine {
     debug: bool,
     /// Moves a port lost to another process (the pod layer).
     port_mover: Option<Arc<dyn PortMover>>,
+    /// A service was stopped on request: from then on the pod never
+    /// settles on its own, only a shutdown ends it.
+    stop_requested: bool,
 }
 
 /// A service's direct dependencies, with their conditions.
@@ -258,6 +266,7 @@ impl Engine {
             internal_rx: Some(internal_rx),
             life: Life::Running,
             reload: ReloadState::default(),
+            stop_requested: false,
             dying_prepares: Vec::new(),
             debug: parts.debug,
             port_mover: parts.port_mover,
@@ -266,7 +275,7 @@ impl Engine {
 
     pub(super) async fn run(
         mut self,
-        mut requests: mpsc::UnboundedReceiver<Request>,
+        mut requests: mpsc::UnboundedReceiver<Order>,
         notices: Vec<String>,
         finished: watch::Sender<bool>,
     ) {
@@ -297,7 +306,7 @@ impl Engine {
                     } else {
                         // Every handle is gone: nobody can stop us later.
                         requests_open = false;
-                        self.on_request(Request::Shutdown(None));
+                        self.on_request(Order::Shutdown(None));
                     }
                 }
                 Some(message) = internal.recv() => self.on_internal(message),
@@ -326,7 +335,7 @@ impl Engine {
         // Requests that raced with the end are answered by dropping them.
         requests.close();
         while let Ok(request) = requests.try_recv() {
-            if let Request::Shutdown(Some(waiter)) = request {
+            if let Order::Shutdown(Some(waiter)) = request {
                 let _ = waiter.send(());
             }
         }
@@ -656,13 +665,14 @@ impl Engine {
                     && let Phase::Running(process) = &mut self.services[index].phase
                     && process.is_alive()
                 {
-                    process.readiness = Readiness::Probed;
+                    process.readiness = ProbeState::Probed;
                     self.services[index].note = None;
                     self.emit(Some(index), EventKind::Ready);
                     self.publish(index);
                     self.write_state();
                 }
             }
+            Internal::Stable { index, generation } => self.stable(index, generation),
             Internal::ProbeTimedOut {
                 index,
                 generation,
@@ -688,12 +698,27 @@ impl Engine {
         }
     }
 
+    /// A probe-less run has kept running for [`super::STABLE`]: it counts
+    /// as ready now, and says so as a passed probe does.
+    fn stable(&mut self, index: usize, generation: u64) {
+        if self.current(index, generation)
+            && let Phase::Running(process) = &mut self.services[index].phase
+            && matches!(process.readiness, ProbeState::Assumed)
+            && process.is_alive()
+        {
+            process.readiness = ProbeState::Stable;
+            self.publish_status();
+            self.emit(Some(index), EventKind::Ready);
+            self.write_state();
+        }
+    }
+
     /// A run's probe has not passed within `after`: say so, and show it in
     /// its status (waiting for it ends there; polling goes on).
     fn probe_timed_out(&mut self, index: usize, generation: u64, after: Duration) {
         if self.current(index, generation)
             && let Some(process) = self.services[index].process_mut()
-            && let Readiness::Probing { timed_out, .. } = &mut process.readiness
+            && let ProbeState::Probing { timed_out, .. } = &mut process.readiness
         {
             *timed_out = true;
             self.publish_status();

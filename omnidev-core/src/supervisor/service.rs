@@ -107,7 +107,7 @@ pub(super) struct Process {
     pub(super) start_time: Option<u64>,
     pub(super) spawned_at: Instant,
     pub(super) group: Arc<dyn ProcessGroup>,
-    pub(super) readiness: Readiness,
+    pub(super) readiness: ProbeState,
     /// The leader's exit, once reaped; the run ends when the group is
     /// empty too.
     pub(super) exit: Option<ExitStatus>,
@@ -116,7 +116,7 @@ pub(super) struct Process {
 
 /// Whether a process counts as ready.
 #[derive(Debug)]
-pub(super) enum Readiness {
+pub(super) enum ProbeState {
     /// Its probe is polling; `timed_out` once it has not passed within
     /// the readiness timeout (polling goes on).
     Probing {
@@ -127,21 +127,32 @@ pub(super) enum Readiness {
     Abandoned,
     /// Its probe passed.
     Probed,
-    /// It has no probe: ready once running.
+    /// It has no probe: its dependents may rely on it once it runs.
     Assumed,
+    /// It has no probe and has kept running for [`STABLE`]: it counts as
+    /// ready (one that fails at once, a bad flag or a missing file, is
+    /// then seen failing, never ready).
+    Stable,
 }
+
+/// How long a service without a readiness probe must keep running before
+/// it counts as ready ([`ServiceStatus::ready`]).
+pub const STABLE: Duration = Duration::from_secs(1);
 
 impl Process {
     /// Whether its dependents may count it as ready.
     pub(super) fn is_ready(&self) -> bool {
-        matches!(self.readiness, Readiness::Probed | Readiness::Assumed)
+        matches!(
+            self.readiness,
+            ProbeState::Probed | ProbeState::Assumed | ProbeState::Stable
+        )
     }
 
     /// Stops polling its probe (the process is ending).
     pub(super) fn abandon_probe(&mut self) {
-        if let Readiness::Probing { task, .. } = &self.readiness {
+        if let ProbeState::Probing { task, .. } = &self.readiness {
             task.abort();
-            self.readiness = Readiness::Abandoned;
+            self.readiness = ProbeState::Abandoned;
         }
     }
 
@@ -205,7 +216,7 @@ impl Service {
             Phase::Preparing { .. } => true,
             Phase::Running(process) => matches!(
                 process.readiness,
-                Readiness::Probing {
+                ProbeState::Probing {
                     timed_out: false,
                     ..
                 }
@@ -253,9 +264,20 @@ impl Service {
         matches!(&self.phase, Phase::Running(process) if process.is_alive())
     }
 
-    /// It counts as ready.
+    /// Its dependents may count it as ready.
     pub(super) fn is_ready(&self) -> bool {
         self.process().is_some_and(Process::is_ready)
+    }
+
+    /// It counts as ready to the world ([`ServiceStatus::ready`]): its
+    /// probe passed, it has no probe and ran for [`STABLE`], or it is a
+    /// one-shot that exited 0. A stopped service never is.
+    pub(super) fn ready(&self) -> bool {
+        match &self.phase {
+            Phase::Running(p) => matches!(p.readiness, ProbeState::Probed | ProbeState::Stable),
+            Phase::Exited { status } => status.success(),
+            _ => false,
+        }
     }
 
     /// It exited 0 and will not be restarted: a finished one-shot, which
@@ -298,9 +320,11 @@ impl Service {
             Phase::Waiting => ServiceState::Waiting,
             Phase::Preparing { .. } => ServiceState::Preparing,
             Phase::Running(process) => match process.readiness {
-                Readiness::Probed => ServiceState::Ready { pid: process.pid },
-                Readiness::Assumed => ServiceState::Running { pid: process.pid },
-                Readiness::Probing { .. } | Readiness::Abandoned => {
+                ProbeState::Probed => ServiceState::Ready { pid: process.pid },
+                ProbeState::Assumed | ProbeState::Stable => {
+                    ServiceState::Running { pid: process.pid }
+                }
+                ProbeState::Probing { .. } | ProbeState::Abandoned => {
                     ServiceState::Starting { pid: process.pid }
                 }
             },
@@ -324,14 +348,14 @@ impl Service {
             state: self.published.clone(),
             restarts: self.restarts,
             pid: self.process().map(|p| p.pid),
-            ready: self.is_ready(),
+            ready: self.ready(),
             last_exit: self.last_exit,
             note: self.note.clone(),
             starts: self.starts,
             probe_timed_out: self.process().is_some_and(|p| {
                 matches!(
                     p.readiness,
-                    Readiness::Probing {
+                    ProbeState::Probing {
                         timed_out: true,
                         ..
                     }
@@ -350,7 +374,7 @@ impl Service {
             start_time: process.and_then(|p| p.start_time),
             state: self.published.clone(),
             restarts: self.restarts,
-            ready: self.is_ready(),
+            ready: self.ready(),
             // Filled in by the engine, which knows the containment.
             cgroup: None,
             service_id: None,

@@ -3,29 +3,22 @@
 //! control socket, `up --detach`, an agent) asks, judged on the status
 //! watch as it changes, never by polling.
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{Applied, Request, Supervisor};
+use super::{Applied, Order, Supervisor};
 use crate::error::{Error, Result};
 use crate::event::{Changes, ServiceState, ServiceStatus};
 use crate::spec::ServiceSpec;
 
-/// How long a service without a readiness probe must keep running before
-/// a wait counts it as ready: one that fails at once (a bad flag, a
-/// missing file) is then reported as failed instead of ready.
-pub const STABLE: Duration = Duration::from_secs(1);
-
 /// What a wait waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Until {
-    /// Each service is ready (its probe passed; without a probe, it has
-    /// kept running for [`STABLE`]) or has ended cleanly (exited 0, or
-    /// stopped). Fails as soon as one crashed, exited non-zero, waits out
-    /// a backoff, failed to start, or its readiness probe timed out.
+    /// Each service is ready ([`ServiceStatus::ready`]). Fails as soon as
+    /// one crashed, exited non-zero, waits out a backoff, failed to start,
+    /// is stopped, or its readiness probe timed out.
     Ready,
     /// Each service has ended (exited or stopped). Fails as soon as one
     /// crashed or failed.
@@ -53,47 +46,28 @@ pub enum Waited {
 enum Verdict {
     Met,
     Failed(Vec<String>),
-    Pending {
-        pending: Vec<String>,
-        /// When a probe-less service will have run for [`STABLE`].
-        wake: Option<Instant>,
-    },
+    Pending(Vec<String>),
 }
 
-/// The rule of one wait, with what it remembers between snapshots.
-struct Judge<'a> {
-    /// The services waited on; every service when empty.
-    names: &'a [String],
+/// The rule of one wait.
+struct Judge {
+    /// The services waited on.
+    names: Vec<String>,
     until: Until,
     /// Only runs started after these counts count (a restart's wait).
     after: Option<Vec<u32>>,
-    /// When each probe-less service was first seen running, by pid.
-    running_since: HashMap<String, (u32, Instant)>,
 }
 
-impl<'a> Judge<'a> {
-    fn new(names: &'a [String], until: Until, after: Option<Vec<u32>>) -> Self {
-        Self {
-            names,
-            until,
-            after,
-            running_since: HashMap::new(),
-        }
-    }
-
-    fn verdict(&mut self, snapshot: &[ServiceStatus], total: usize, now: Instant) -> Verdict {
+impl Judge {
+    fn verdict(&self, snapshot: &[ServiceStatus], total: usize) -> Verdict {
         if snapshot.len() < total {
             // The supervisor has not published its first status yet.
-            return Verdict::Pending {
-                pending: self.names.to_vec(),
-                wake: None,
-            };
+            return Verdict::Pending(self.names.clone());
         }
         let mut failed = Vec::new();
         let mut pending = Vec::new();
-        let mut wake: Option<Instant> = None;
         for (i, s) in snapshot.iter().enumerate() {
-            if !self.names.is_empty() && !self.names.contains(&s.name) {
+            if !self.names.contains(&s.name) {
                 continue;
             }
             if let Some(after) = &self.after
@@ -102,19 +76,16 @@ impl<'a> Judge<'a> {
                 pending.push(s.name.clone());
                 continue;
             }
-            let done = match self.until {
-                Until::Ready if failure(s) || (!s.ready && s.probe_timed_out) => {
-                    failed.push(s.name.clone());
-                    continue;
-                }
-                Until::Exited if failure(s) => {
-                    failed.push(s.name.clone());
-                    continue;
-                }
-                Until::Ready => ended(s) || (s.ready && self.stable(s, now, &mut wake)),
-                Until::Exited => ended(s),
+            let (failure, done) = match self.until {
+                Until::Ready => (
+                    failure(s) || s.state == ServiceState::Stopped || s.probe_timed_out,
+                    s.ready,
+                ),
+                Until::Exited => (failure(s), ended(s)),
             };
-            if !done {
+            if failure && !done {
+                failed.push(s.name.clone());
+            } else if !done {
                 pending.push(s.name.clone());
             }
         }
@@ -123,30 +94,8 @@ impl<'a> Judge<'a> {
         } else if pending.is_empty() {
             Verdict::Met
         } else {
-            Verdict::Pending { pending, wake }
+            Verdict::Pending(pending)
         }
-    }
-
-    /// A ready service stays ready long enough to count: one with a probe
-    /// at once, one without once it has run for [`STABLE`] (`wake` is
-    /// moved to when that will be).
-    fn stable(&mut self, s: &ServiceStatus, now: Instant, wake: &mut Option<Instant>) -> bool {
-        let ServiceState::Running { pid } = s.state else {
-            return true;
-        };
-        let since = self
-            .running_since
-            .entry(s.name.clone())
-            .or_insert((pid, now));
-        if since.0 != pid {
-            *since = (pid, now);
-        }
-        let at = since.1 + STABLE;
-        if now >= at {
-            return true;
-        }
-        *wake = Some(wake.map_or(at, |w| w.min(at)));
-        false
     }
 }
 
@@ -198,7 +147,7 @@ fn ended(status: &ServiceStatus) -> bool {
 impl Supervisor {
     /// Waits until `services` (every service when empty) meet `until`, one
     /// of them fails, or `deadline` passes. Judged each time the status
-    /// changes (and once a probe-less service has run for [`STABLE`]).
+    /// changes.
     ///
     /// # Errors
     ///
@@ -210,8 +159,7 @@ impl Supervisor {
         deadline: Instant,
     ) -> Result<Waited> {
         self.check_names(services)?;
-        let judge = Judge::new(services, until, None);
-        Ok(self.judge_until(judge, deadline).await)
+        Ok(self.judge_until(services, until, None, deadline).await)
     }
 
     /// [`Supervisor::wait`] for [`Until::Ready`].
@@ -321,17 +269,14 @@ impl Supervisor {
             .collect::<Result<Vec<_>>>()?;
         let (ack, starts) = oneshot::channel();
         match indexes.as_slice() {
-            [one] if !dependents => self.send(Request::RestartAlone(*one, Some(ack)))?,
-            [one] => self.send(Request::Restart(*one, Some(ack)))?,
-            many => self.send(Request::Reload(
-                many.to_vec(),
-                Changes::default(),
-                Some(ack),
-            ))?,
+            [one] if !dependents => self.send(Order::RestartAlone(*one, Some(ack)))?,
+            [one] => self.send(Order::Restart(*one, Some(ack)))?,
+            many => self.send(Order::Reload(many.to_vec(), Changes::default(), Some(ack)))?,
         }
         let after = starts.await.map_err(|_| Error::ShutDown)?;
-        let judge = Judge::new(services, Until::Ready, Some(after));
-        Ok(self.judge_until(judge, deadline).await)
+        Ok(self
+            .judge_until(services, Until::Ready, Some(after), deadline)
+            .await)
     }
 
     /// Starts `services` (those stopped or ended; one that runs is left as
@@ -353,7 +298,7 @@ impl Supervisor {
         for name in services {
             let index = self.index(name)?;
             let (ack, starts) = oneshot::channel();
-            self.send(Request::Start(index, Some(ack)))?;
+            self.send(Order::Start(index, Some(ack)))?;
             let starts = starts.await.map_err(|_| Error::ShutDown)?;
             // Each service as its own request found it.
             after = Some(match after {
@@ -364,8 +309,9 @@ impl Supervisor {
                 }
             });
         }
-        let judge = Judge::new(services, Until::Ready, after);
-        Ok(self.judge_until(judge, deadline).await)
+        Ok(self
+            .judge_until(services, Until::Ready, after, deadline)
+            .await)
     }
 
     /// [`Supervisor::apply`], then waits for every service it restarted
@@ -390,37 +336,47 @@ impl Supervisor {
         if waited_on.is_empty() {
             return Ok((applied, Waited::Met));
         }
-        let judge = Judge::new(&waited_on, Until::Ready, Some(starts));
-        let waited = self.judge_until(judge, deadline).await;
+        let waited = self
+            .judge_until(&waited_on, Until::Ready, Some(starts), deadline)
+            .await;
         Ok((applied, waited))
     }
 
-    async fn judge_until(&self, mut judge: Judge<'_>, deadline: Instant) -> Waited {
+    async fn judge_until(
+        &self,
+        services: &[String],
+        until: Until,
+        after: Option<Vec<u32>>,
+        deadline: Instant,
+    ) -> Waited {
+        let judge = Judge {
+            names: self.waited_on(services),
+            until,
+            after,
+        };
         let total = self.slots();
         let mut status = self.inner.status.clone();
         loop {
-            let now = Instant::now();
-            let verdict = judge.verdict(&status.borrow_and_update(), total, now);
-            let wake = match verdict {
+            let verdict = judge.verdict(&status.borrow_and_update(), total);
+            match verdict {
                 Verdict::Met => return Waited::Met,
                 Verdict::Failed(failed) => return Waited::Failed(failed),
-                Verdict::Pending { pending, .. } if now >= deadline => {
+                Verdict::Pending(pending) if Instant::now() >= deadline => {
                     return Waited::TimedOut(pending);
                 }
-                Verdict::Pending { wake, .. } => wake.map_or(deadline, |w| w.min(deadline)),
-            };
+                Verdict::Pending(_) => {}
+            }
             tokio::select! {
                 changed = status.changed() => {
                     if changed.is_err() {
-                        let last = judge.verdict(&status.borrow(), total, Instant::now());
-                        return match last {
+                        return match judge.verdict(&status.borrow(), total) {
                             Verdict::Met => Waited::Met,
                             Verdict::Failed(failed) => Waited::Failed(failed),
-                            Verdict::Pending { pending, .. } => Waited::ShutDown(pending),
+                            Verdict::Pending(pending) => Waited::ShutDown(pending),
                         };
                     }
                 }
-                () = tokio::time::sleep_until(wake) => {}
+                () = tokio::time::sleep_until(deadline) => {}
             }
         }
     }

@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use omnidev_core::{
-    CommandSpec, Dependency, PrepareStep, PrepareWhen, ProbeSpec, Readiness, ServiceSpec, StopSpec,
+    CommandSpec, Dependency, Env, PrepareStep, PrepareWhen, ProbeSpec, Readiness, ServiceSpec,
+    StopSpec,
 };
 
 use super::template::{self, Unresolved, Values};
@@ -165,8 +167,9 @@ pub struct WatchRule {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderedPod {
     /// The pod's environment overrides (profile `[env]` plus the LAN-origins
-    /// variable): what `omnidev exec` sets.
-    pub env: BTreeMap<String, String>,
+    /// variable): what `omnidev exec` sets, and what every service's
+    /// [`Env`] shares.
+    pub env: Arc<BTreeMap<String, String>>,
     /// The selected services, in profile order.
     pub services: Vec<ServiceSpec>,
     /// Watch rules of the selected services.
@@ -235,6 +238,7 @@ impl Profile {
             );
         }
 
+        let env = Arc::new(env);
         let mut services = Vec::new();
         let mut watch = Vec::new();
         for name in &selected {
@@ -278,7 +282,7 @@ impl Profile {
 fn render_service(
     name: &str,
     service: &Service,
-    pod_env: &BTreeMap<String, String>,
+    pod_env: &Arc<BTreeMap<String, String>>,
     selected: &[String],
     ctx: &RenderContext,
     values: &Values<'_>,
@@ -287,7 +291,7 @@ fn render_service(
     let all = |items: &[String]| items.iter().map(|s| text(s)).collect::<Result<Vec<_>>>();
 
     let cwd = ctx.repo.join(service.cwd.as_deref().unwrap_or("."));
-    let mut env = pod_env.clone();
+    let mut env = Env::over(pod_env);
     env.extend(crate::env_file::load(&ctx.repo, &service.env_files)?);
     for (key, value) in &service.env {
         env.insert(key.clone(), text(value)?);
@@ -435,7 +439,7 @@ fn render_readiness(
     name: &str,
     ready: &Ready,
     cwd: &Path,
-    env: &BTreeMap<String, String>,
+    env: &Env,
     ctx: &RenderContext,
     values: &Values<'_>,
 ) -> Result<Readiness> {
@@ -562,7 +566,7 @@ fn install_step(
     detection: &Detection,
     pm: &Invocation,
     filter: Option<&str>,
-    env: &BTreeMap<String, String>,
+    env: &Env,
 ) -> PrepareStep {
     PrepareStep {
         name: format!("{} install", pm.manager.name()),

@@ -200,7 +200,8 @@ impl Engine {
 
     pub(super) fn check_settled(&mut self) {
         let mut failed = Vec::new();
-        let mut settled = true;
+        // Stopped on request, a pod waits to be started again or stopped.
+        let mut settled = !self.stop_requested || self.shutting_down();
         for (i, s) in self.services.iter().enumerate() {
             match &s.phase {
                 Phase::Exited { status } => {

@@ -8,32 +8,32 @@ use tokio::sync::oneshot;
 
 use super::{Engine, Life};
 use crate::event::{Changes, EventKind};
-use crate::supervisor::Request;
+use crate::supervisor::Order;
 use crate::supervisor::service::{AfterStop, Intent, Phase};
 
 impl Engine {
-    pub(super) fn on_request(&mut self, request: Request) {
+    pub(super) fn on_request(&mut self, request: Order) {
         match request {
-            Request::Restart(index, ack) => {
+            Order::Restart(index, ack) => {
                 self.answer_starts(ack);
                 if !self.shutting_down() && !self.removed[index] {
                     self.restart(index, true);
                 }
             }
-            Request::RestartAlone(index, ack) => {
+            Order::RestartAlone(index, ack) => {
                 self.answer_starts(ack);
                 if !self.shutting_down() && !self.removed[index] {
                     self.restart_alone(index, true);
                 }
             }
-            Request::Apply(specs, answer) => {
+            Order::Apply(specs, answer) => {
                 if !self.shutting_down() {
                     let starts = self.starts();
                     let applied = self.apply(specs);
                     let _ = answer.send((applied, self.names(), starts));
                 }
             }
-            Request::Start(index, ack) => {
+            Order::Start(index, ack) => {
                 if let Some(ack) = ack {
                     let mut starts = self.starts();
                     if matches!(self.services[index].phase, Phase::Running(_)) {
@@ -53,7 +53,7 @@ impl Engine {
                     }
                 }
             }
-            Request::Reload(indexes, changes, ack) => {
+            Order::Reload(indexes, changes, ack) => {
                 self.answer_starts(ack);
                 if self.shutting_down() {
                     return;
@@ -73,10 +73,11 @@ impl Engine {
                     self.start_reload(&set, changes);
                 }
             }
-            Request::ReloadComing(indexes) => {
+            Order::ReloadComing(indexes) => {
                 self.stop_ahead_of_reload(&indexes.into_iter().collect());
             }
-            Request::Stop(index, waiter) => {
+            Order::Stop(index, waiter) => {
+                self.stop_requested = true;
                 self.services[index].intent = Intent::Hold;
                 self.stop(index, AfterStop::Rest);
                 if self.services[index].has_process() {
@@ -85,7 +86,7 @@ impl Engine {
                     let _ = waiter.send(());
                 }
             }
-            Request::Shutdown(waiter) => {
+            Order::Shutdown(waiter) => {
                 if let Life::ShuttingDown { waiters } = &mut self.life {
                     waiters.extend(waiter);
                 } else {
@@ -105,7 +106,7 @@ impl Engine {
                     }
                 }
             }
-            Request::GuardReplaced(replaced) => self.guard_replaced(replaced),
+            Order::GuardReplaced(replaced) => self.guard_replaced(replaced),
         }
     }
 
@@ -120,7 +121,7 @@ impl Engine {
         self.emit(None, EventKind::Notice { message });
         self.write_state();
         if lost {
-            self.on_request(Request::Shutdown(None));
+            self.on_request(Order::Shutdown(None));
         }
     }
 

@@ -9,7 +9,7 @@ use crate::event::EventKind;
 use crate::probe;
 use crate::supervisor::own_listener::OwnListener;
 use crate::supervisor::prepare::{self, Prepare, StepSlot};
-use crate::supervisor::service::{AbortOnDrop, Phase, Process, Readiness};
+use crate::supervisor::service::{AbortOnDrop, Phase, ProbeState, Process, STABLE};
 use crate::supervisor::spawn::{ProcessGroup, Spawned};
 
 impl Engine {
@@ -100,9 +100,15 @@ impl Engine {
                 status,
             });
         });
-        let readiness = match spec.readiness.clone() {
-            Some(readiness) => self.probe_task(index, generation, readiness, watch, group.clone()),
-            None => Readiness::Assumed,
+        let readiness = if let Some(readiness) = spec.readiness.clone() {
+            self.probe_task(index, generation, readiness, watch, group.clone())
+        } else {
+            let tx = self.internal_tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(STABLE).await;
+                let _ = tx.send(Internal::Stable { index, generation });
+            });
+            ProbeState::Assumed
         };
         self.services[index].note = None;
         let process = Process {
@@ -127,7 +133,7 @@ impl Engine {
         readiness: crate::spec::Readiness,
         watch: Option<Arc<probe::LineWatch>>,
         group: Arc<dyn ProcessGroup>,
-    ) -> Readiness {
+    ) -> ProbeState {
         let tx = self.internal_tx.clone();
         let guard = self.guard.clone();
         let listener_group = group;
@@ -188,7 +194,7 @@ impl Engine {
             })
             .await;
         });
-        Readiness::Probing {
+        ProbeState::Probing {
             task,
             timed_out: false,
         }

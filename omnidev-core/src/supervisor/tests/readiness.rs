@@ -37,7 +37,12 @@ async fn a_run_is_starting_until_its_probe_passes_and_running_without_one() {
         state(&supervisor, "server"),
         ServiceState::Ready { .. }
     ));
-    assert!(supervisor.snapshot().iter().all(|s| s.ready));
+    assert!(supervisor.snapshot()[0].ready);
+    assert!(
+        !supervisor.snapshot()[1].ready,
+        "the host ran for less than STABLE"
+    );
+    until("the host ready", || supervisor.snapshot()[1].ready).await;
     supervisor.shutdown().await.expect("shutdown");
 }
 
