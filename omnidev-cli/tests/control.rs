@@ -687,9 +687,10 @@ fn exit_codes_on_a_running_pod() {
         .stderr(contains("within 1 s"));
     // A stopped service is never ready: the wait fails at once naming it.
     ctx.run_ok(&["stop", "host"]);
+    // (Exit 1, not the timeout's 4.)
     ctx.assert(&["wait", "host", "--ready", "--timeout", "60"])
-        .failure()
-        .stderr(contains("host"));
+        .code(1)
+        .stderr(contains("host failed: stopped"));
     // A follower of the events gets one `ended` record last when the pod
     // stops, and its stream ends.
     let events = follow_events(&ctx);
@@ -993,6 +994,19 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     assert_eq!(pid_of(&after, "host"), pid_of(&before, "host"), "{after}");
     assert_eq!(service(&after, "host")["state"], "running", "{after}");
     ctx.assert(&["restart", "--no-deps"]).code(2);
+    // With the server stopped, a restarted host waits for it for good:
+    // the restart fails at once naming it (exit 1, not the timeout's 4).
+    ctx.run_ok(&["stop", "server"]);
+    ctx.assert(&["restart", "host", "--timeout", "60"])
+        .code(1)
+        .stderr(contains(
+            "host failed: blocked: waiting for server, which was stopped",
+        ));
+    // So does a start of the host.
+    ctx.run_ok(&["stop", "host"]);
+    ctx.assert(&["start", "host", "--timeout", "60"])
+        .code(1)
+        .stderr(contains("host failed: blocked"));
     ctx.run_ok(&["stop"]);
     // Services of a pod that does not run: exit 3.
     ctx.assert(&["stop", "host"]).code(NOT_RUNNING);

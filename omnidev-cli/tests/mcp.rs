@@ -386,6 +386,8 @@ async fn services_events_and_errors(client: &RunningService<RoleClient, ()>) {
         .await,
     );
     assert_eq!(waited["ok"], false, "{waited}");
+    assert_eq!(waited["failed"][0]["name"], "host", "{waited}");
+    assert_eq!(waited["failed"][0]["detail"], "stopped", "{waited}");
     let started = ok(
         "start_service",
         &call(client, "start_service", json!({"service": "host"})).await,
@@ -631,12 +633,13 @@ fn stdout_carries_protocol_messages_only() {
 
 #[test]
 fn events_carry_no_raw_control_a_service_printed() {
-    // DEL, a C1 control (U+009B) and a bidi override (U+202E) from a
-    // service's output reach the JSON-RPC line only as `\u` escapes.
+    // ESC, DEL, a C1 control (U+009B) and a bidi override (U+202E) from a
+    // service's output reach the JSON-RPC line, and the CLI's JSON, only
+    // as `\u` escapes.
     let ctx = TestContext::new();
     ctx.write(
         "omnidev.toml",
-        "[services.noisy]\ncommand = [\"sh\", \"-c\", 'printf \"evil \\177 \\302\\233 \\342\\200\\256 end\\n\"; exec sleep 1000']\ngrace-ms = 1000\n",
+        "[services.noisy]\ncommand = [\"sh\", \"-c\", 'printf \"evil \\033[31m \\177 \\302\\233 \\342\\200\\256 end\\n\"; exec sleep 1000']\ngrace-ms = 1000\n",
     );
     let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
@@ -680,12 +683,26 @@ fn events_carry_no_raw_control_a_service_printed() {
     };
     drop(stdin);
     let _ = child.wait();
-    let text = message["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(text.contains("evil \u{7f} \u{9b} \u{202e} end"), "{line}");
-    for c in ['\u{7f}', '\u{9b}', '\u{202e}'] {
+    let logged = message["result"]["structuredContent"]["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .any(|e| e["line"] == "evil \u{1b}[31m \u{7f} \u{9b} \u{202e} end");
+    assert!(logged, "{line}");
+    let raw = ['\u{1b}', '\u{7f}', '\u{9b}', '\u{202e}'];
+    for c in raw {
         assert!(!line.contains(c), "{c:?} raw in {line:?}");
+    }
+    // The CLI's JSON: the same value, the same escapes.
+    for args in [
+        &["events", "--json", "--logs"][..],
+        &["logs", "noisy", "--json"],
+    ] {
+        let out = ctx.run_ok(args);
+        assert!(out.contains("end"), "{args:?}: {out}");
+        for c in raw {
+            assert!(!out.contains(c), "{args:?}: {c:?} raw in {out:?}");
+        }
     }
 }
 

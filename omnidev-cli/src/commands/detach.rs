@@ -376,13 +376,8 @@ fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette
         return Ok(ExitCode::SUCCESS);
     }
     let mut report = String::new();
-    for name in &response.failed {
-        let detail = response
-            .status
-            .as_ref()
-            .and_then(|s| s.services.iter().find(|r| &r.name == name))
-            .map_or_else(String::new, |r| format!(" ({})", r.detail));
-        let _ = writeln!(report, "omnidev: {name} failed{detail}; its last lines:");
+    for (failure, name) in response.failures().iter().zip(&response.failed) {
+        let _ = writeln!(report, "omnidev: {failure}; its last lines:");
         let service_log = pod.logs_dir().join(format!("{name}.log"));
         for line in tail(&service_log, FAILURE_TAIL).lines() {
             let _ = writeln!(report, "  {name} | {line}");

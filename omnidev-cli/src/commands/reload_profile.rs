@@ -48,10 +48,5 @@ pub fn run(args: &ReloadProfileArgs) -> miette::Result<ExitCode> {
         }
         write_stdout(&text)?;
     }
-    if response.failed.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        note!("omnidev: failed: {}", response.failed.join(", "));
-        Ok(ExitCode::FAILURE)
-    }
+    Ok(super::report_failures(&response))
 }

@@ -29,10 +29,5 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
             pod_status(status)
         })?;
     }
-    if response.failed.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        note!("omnidev: failed: {}", response.failed.join(", "));
-        Ok(ExitCode::FAILURE)
-    }
+    Ok(super::report_failures(&response))
 }

@@ -22,10 +22,6 @@ pub fn run(args: &StartArgs) -> miette::Result<ExitCode> {
     let response = control::request(pod_dir, &request, read_timeout)?;
     if response.failed.is_empty() {
         note!("omnidev: started {}", args.services.join(", "));
-        return Ok(ExitCode::SUCCESS);
     }
-    for name in &response.failed {
-        note!("omnidev: {name} failed (`omnidev logs {name}` shows why)");
-    }
-    Ok(ExitCode::FAILURE)
+    Ok(super::report_failures(&response))
 }

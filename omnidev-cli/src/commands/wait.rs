@@ -29,16 +29,5 @@ pub fn run(args: &WaitArgs) -> miette::Result<ExitCode> {
     // read waits a little longer so that answer arrives.
     let read_timeout = Duration::from_secs(args.timeout_secs().saturating_add(5));
     let response = control::request(pod_dir, &request, read_timeout)?;
-    if response.failed.is_empty() {
-        return Ok(ExitCode::SUCCESS);
-    }
-    for name in &response.failed {
-        let detail = response
-            .status
-            .as_ref()
-            .and_then(|status| status.services.iter().find(|s| &s.name == name))
-            .map_or_else(String::new, |s| format!(": {}", s.detail));
-        note!("omnidev: {name} failed{detail} (`omnidev logs {name}` shows why)");
-    }
-    Ok(ExitCode::FAILURE)
+    Ok(super::report_failures(&response))
 }

@@ -184,6 +184,23 @@ pub struct AppliedReport {
 }
 
 impl Response {
+    /// Each service of [`Response::failed`] with its state as the status
+    /// shows it: `web failed: stopped`, `api failed: blocked: waiting for
+    /// db, which was stopped`.
+    pub fn failures(&self) -> Vec<String> {
+        self.failed
+            .iter()
+            .map(|name| {
+                let detail = self
+                    .status
+                    .as_ref()
+                    .and_then(|status| status.services.iter().find(|s| &s.name == name))
+                    .map_or_else(String::new, |s| format!(": {}", s.detail));
+                format!("{name} failed{detail}")
+            })
+            .collect()
+    }
+
     /// A successful answer without a status (the first line of `events`).
     pub fn accepted() -> Self {
         Self {

@@ -73,7 +73,17 @@ impl Judge {
             if let Some(after) = &self.after
                 && after.get(i).is_some_and(|&before| s.starts <= before)
             {
-                pending.push(s.name.clone());
+                // Not started since the request. Stopped (a stop overtook
+                // it) or blocked (a dependency will not come back), it
+                // never will be.
+                if matches!(
+                    s.state,
+                    ServiceState::Stopped | ServiceState::Blocked { .. }
+                ) {
+                    failed.push(s.name.clone());
+                } else {
+                    pending.push(s.name.clone());
+                }
                 continue;
             }
             let (failure, done) = match self.until {

@@ -15,16 +15,18 @@ impl Engine {
     pub(super) fn on_request(&mut self, request: Order) {
         match request {
             Order::Restart(index, ack) => {
-                self.answer_starts(ack);
+                let starts = self.starts();
                 if !self.shutting_down() && !self.removed[index] {
                     self.restart(index, true);
                 }
+                answer(ack, starts);
             }
             Order::RestartAlone(index, ack) => {
-                self.answer_starts(ack);
+                let starts = self.starts();
                 if !self.shutting_down() && !self.removed[index] {
                     self.restart_alone(index, true);
                 }
+                answer(ack, starts);
             }
             Order::Apply(specs, answer) => {
                 if !self.shutting_down() {
@@ -34,13 +36,10 @@ impl Engine {
                 }
             }
             Order::Start(index, ack) => {
-                if let Some(ack) = ack {
-                    let mut starts = self.starts();
-                    if matches!(self.services[index].phase, Phase::Running(_)) {
-                        // Left as it is: its current run is the one waited for.
-                        starts[index] = starts[index].saturating_sub(1);
-                    }
-                    let _ = ack.send(starts);
+                let mut starts = self.starts();
+                if matches!(self.services[index].phase, Phase::Running(_)) {
+                    // Left as it is: its current run is the one waited for.
+                    starts[index] = starts[index].saturating_sub(1);
                 }
                 if !self.shutting_down() && !self.removed[index] {
                     let s = &mut self.services[index];
@@ -52,10 +51,12 @@ impl Engine {
                         self.enter(index, Phase::Waiting);
                     }
                 }
+                answer(ack, starts);
             }
             Order::Reload(indexes, changes, ack) => {
-                self.answer_starts(ack);
+                let starts = self.starts();
                 if self.shutting_down() {
+                    answer(ack, starts);
                     return;
                 }
                 let set: BTreeSet<usize> =
@@ -72,6 +73,7 @@ impl Engine {
                 } else {
                     self.start_reload(&set, changes);
                 }
+                answer(ack, starts);
             }
             Order::ReloadComing(indexes) => {
                 self.stop_ahead_of_reload(&indexes.into_iter().collect());
@@ -125,16 +127,18 @@ impl Engine {
         }
     }
 
-    /// Tells a caller how many times each service has started, before its
-    /// request is acted on (a run counted higher began after it).
-    pub(super) fn answer_starts(&self, ack: Option<oneshot::Sender<Vec<u32>>>) {
-        if let Some(ack) = ack {
-            let _ = ack.send(self.starts());
-        }
-    }
-
     /// How many times each service has started, by index.
     pub(super) fn starts(&self) -> Vec<u32> {
         self.services.iter().map(|s| s.starts).collect()
+    }
+}
+
+/// Tells a request's sender each service's start count as the request
+/// found it. Sent once the request has acted, so that what the sender
+/// reads of the status next is the request's doing (a stopped service
+/// it starts is no longer shown stopped).
+fn answer(ack: Option<oneshot::Sender<Vec<u32>>>, starts: Vec<u32>) {
+    if let Some(ack) = ack {
+        let _ = ack.send(starts);
     }
 }

@@ -310,3 +310,74 @@ async fn healthy_after_reload_fails_at_the_first_crash_after_the_reload() {
     );
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_service_fails_a_ready_wait_at_once() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    supervisor.stop_service("host").await.expect("stopped");
+    let asked = Instant::now();
+    let waited = supervisor
+        .wait_ready(&names(&["host"]), later(600))
+        .await
+        .expect("known");
+    assert_eq!(waited, Waited::Failed(names(&["host"])));
+    assert_eq!(Instant::now(), asked, "judged on the status as it is");
+    assert!(!supervisor.snapshot()[1].ready);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_whose_dependency_is_stopped_fails_at_once_blocked() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    supervisor.stop_service("server").await.expect("stopped");
+    // The host runs on without it; restarted, it waits for it for good.
+    let asked = Instant::now();
+    let waited = supervisor
+        .restart_until_ready(&names(&["host"]), later(600))
+        .await
+        .expect("known");
+    assert_eq!(waited, Waited::Failed(names(&["host"])));
+    assert!(
+        Instant::now() < asked + Duration::from_secs(5),
+        "ended when the host was blocked, not at the deadline"
+    );
+    let ServiceState::Blocked { reason } = state(&supervisor, "host") else {
+        panic!("blocked: {:?}", state(&supervisor, "host"));
+    };
+    assert!(reason.contains("server"), "{reason}");
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_start_overtaken_by_a_stop_fails_at_once() {
+    let spawner = FakeSpawner::new();
+    let supervisor = running_backend(&spawner).await;
+    supervisor.stop_service("server").await.expect("stopped");
+    supervisor.stop_service("host").await.expect("stopped");
+    // The host's start waits for the server, which a stop holds: the
+    // host's own stop comes before it ever runs again.
+    let starter = supervisor.clone();
+    let start = tokio::spawn(async move {
+        starter
+            .start_until_ready(&names(&["host"]), later(600))
+            .await
+    });
+    until("the host waiting", || {
+        !matches!(state(&supervisor, "host"), ServiceState::Stopped)
+    })
+    .await;
+    let asked = Instant::now();
+    supervisor.stop_service("host").await.expect("stopped");
+    assert_eq!(
+        start.await.expect("joined").expect("known"),
+        Waited::Failed(names(&["host"]))
+    );
+    assert!(
+        Instant::now() < asked + Duration::from_secs(5),
+        "ended at the stop, not at the deadline"
+    );
+    assert_eq!(spawner.spawns("host", "host"), 1);
+    supervisor.shutdown().await.expect("shutdown");
+}
