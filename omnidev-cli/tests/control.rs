@@ -1012,3 +1012,44 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     ctx.assert(&["stop", "host"]).code(NOT_RUNNING);
     ctx.assert(&["start", "host"]).code(NOT_RUNNING);
 }
+
+#[test]
+fn a_stop_that_needs_sigkill_says_so() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.stubborn]
+command = ["sh", "-c", "trap '' TERM; echo up; while true; do sleep 0.1; done"]
+grace-ms = 300
+
+[services.polite]
+command = ["sleep", "300"]
+grace-ms = 5000
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    wait_for("stubborn's first line", DEADLINE, || {
+        ctx.run_ok(&["logs", "stubborn"]).contains("up")
+    });
+    ctx.run_ok(&["stop", "stubborn"]);
+    ctx.run_ok(&["stop", "polite"]);
+    let events = ctx.run_ok(&["events"]);
+    assert!(
+        events.contains(
+            "stubborn: still running 300ms after SIGTERM (its grace-ms): killed with SIGKILL"
+        ),
+        "{events}"
+    );
+    // One that ends on SIGTERM is not said to be killed.
+    assert!(!events.contains("polite: still running"), "{events}");
+    let json = ctx.run_ok(&["events", "--json"]);
+    assert!(
+        json.lines().any(|line| line.contains(r#""kind":"notice""#)
+            && line.contains("killed with SIGKILL")
+            && line.contains(r#""service":"stubborn""#)),
+        "{json}"
+    );
+    ctx.run_ok(&["stop"]);
+}

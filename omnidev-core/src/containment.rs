@@ -361,9 +361,11 @@ impl Containment {
     /// Sends `signal` to every process of `target`, waits up to `grace` for
     /// them to end (less after [`Containment::hurry`]), then SIGKILLs what
     /// is left until nothing is. The caller reaps the leader.
-    pub(crate) async fn stop(&self, target: &Target, signal: i32, grace: Duration) {
+    /// True when the grace ran out (or a shutdown hurried it) and what was
+    /// left was killed with SIGKILL.
+    pub(crate) async fn stop(&self, target: &Target, signal: i32, grace: Duration) -> bool {
         let hurry = self.hurry.subscribe();
-        stop_target(target, signal, grace, LIVE_SEARCH, &hurry).await;
+        stop_target(target, signal, grace, LIVE_SEARCH, &hurry).await
     }
 
     /// At the end of a shutdown without cgroups: stops every orphan adopted
@@ -387,7 +389,7 @@ impl Containment {
             tree::with_descendants(&table, roots, me)
         };
         let hurry = self.hurry.subscribe();
-        kill_until_empty(orphans, libc::SIGTERM, grace, TREE_POLL, &hurry).await;
+        let _killed = kill_until_empty(orphans, libc::SIGTERM, grace, TREE_POLL, &hurry).await;
     }
 
     /// Removes the pod cgroup (once every service has stopped).
@@ -471,7 +473,7 @@ async fn stop_target(
     grace: Duration,
     search: Search,
     hurry: &watch::Receiver<bool>,
-) {
+) -> bool {
     if let Some(leaf) = &target.leaf {
         let leaf = leaf.clone();
         let members = || {
@@ -481,7 +483,8 @@ async fn stop_target(
                 Vec::new()
             }
         };
-        if !kill_until_empty_first(members, signal, grace, CGROUP_POLL, hurry).await {
+        let ended = kill_until_empty_first(members, signal, grace, CGROUP_POLL, hurry).await;
+        if !ended {
             loop {
                 if cgroup::kill(&leaf).is_err() {
                     // Without cgroup.kill (it was checked at start, but the
@@ -503,7 +506,7 @@ async fn stop_target(
             }
         }
         cgroup::remove(&leaf);
-        return;
+        return !ended && signal != libc::SIGKILL;
     }
     let identity = target.identity.clone();
     let members = move || {
@@ -527,27 +530,30 @@ async fn stop_target(
     if let Some(leader) = target.identity.leader {
         process::signal_group(leader as i32, signal);
     }
-    kill_until_empty(members, signal, grace, TREE_POLL, hurry).await;
+    kill_until_empty(members, signal, grace, TREE_POLL, hurry).await
 }
 
 /// Signals `members()` with `signal`, waits up to `grace` for them to be
-/// gone, then SIGKILLs them until there are none.
+/// gone, then SIGKILLs them until there are none. True when some were
+/// left after the grace and `signal` was not SIGKILL already.
 async fn kill_until_empty(
     members: impl Fn() -> Vec<u32>,
     signal: i32,
     grace: Duration,
     poll: Poll,
     hurry: &watch::Receiver<bool>,
-) {
+) -> bool {
     if kill_until_empty_first(&members, signal, grace, poll, hurry).await {
-        return;
+        return false;
     }
     let mut pause = poll.first;
+    let mut killed = false;
     loop {
         let pids = members();
         if pids.is_empty() {
-            return;
+            return killed && signal != libc::SIGKILL;
         }
+        killed = true;
         for pid in pids {
             process::signal_pid(pid, libc::SIGKILL);
         }

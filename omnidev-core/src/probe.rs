@@ -85,9 +85,13 @@ fn http_client() -> reqwest::Client {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     CLIENT
         .get_or_init(|| {
+            // No connection is kept once answered: a server that waits
+            // for its open connections on SIGTERM (gunicorn) would wait for
+            // the probe's until its grace ran out and it was SIGKILLed.
             reqwest::Client::builder()
                 .timeout(Duration::from_secs(2))
                 .no_proxy()
+                .pool_max_idle_per_host(0)
                 .build()
                 .unwrap_or_default()
         })
@@ -137,7 +141,10 @@ impl Probe for HttpProbe {
     }
 
     async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
-        let mut request = self.client.get(&self.url);
+        let mut request = self
+            .client
+            .get(&self.url)
+            .header(reqwest::header::CONNECTION, "close");
         if let Some(host) = &self.host {
             request = request.header(reqwest::header::HOST, host);
         }
@@ -935,6 +942,39 @@ mod tests {
             ("127.0.0.1".to_owned(), port)
         );
         assert_eq!(server.await.expect("server"), [true, true]);
+    }
+
+    #[tokio::test]
+    async fn an_answered_http_probe_holds_no_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // A keep-alive server: it answers and leaves the connection open
+        // for the client to close.
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 4096];
+            let n = socket.read(&mut buf).await.expect("read");
+            let request = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+            socket
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nkeep-alive: timeout=600\r\n\r\nok",
+                )
+                .await
+                .expect("write");
+            // The probe's end of the connection closes: a read sees EOF.
+            let closed = tokio::time::timeout(Duration::from_secs(60), socket.read(&mut buf))
+                .await
+                .map(Result::ok);
+            (request, closed)
+        });
+        let probe = HttpProbe::new(format!("http://127.0.0.1:{port}/"), None);
+        probe.check().await.expect("200");
+        let (request, closed) = server.await.expect("server");
+        assert!(request.contains("connection: close"), "{request}");
+        assert_eq!(closed, Ok(Some(0)), "the probe kept its connection open");
     }
 
     /// A port nobody listens on (bound, then let go).

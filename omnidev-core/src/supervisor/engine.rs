@@ -210,6 +210,19 @@ pub(super) struct Engine {
 /// A service's direct dependencies, with their conditions.
 type Dependencies = Vec<(usize, Condition)>;
 
+/// What a stop that ran out of its grace says: `still running 5s after
+/// SIGTERM (grace-ms): killed with SIGKILL`.
+fn killed_after_grace(stop: crate::spec::StopSpec) -> String {
+    let signal = nix::sys::signal::Signal::try_from(stop.signal).map_or_else(
+        |_| format!("signal {}", stop.signal),
+        |s| s.as_str().to_owned(),
+    );
+    format!(
+        "still running {} after {signal} (its grace-ms): killed with SIGKILL",
+        crate::event::format_duration(stop.grace)
+    )
+}
+
 /// The direct dependencies of each service (with their conditions) and
 /// its direct dependents. The graph was validated: a dependency that names
 /// no service is left out.
@@ -551,7 +564,14 @@ impl Engine {
                 let group = process.group.clone();
                 let tx = self.internal_tx.clone();
                 tokio::spawn(async move {
-                    group.stop(spec.signal, spec.grace).await;
+                    if group.stop(spec.signal, spec.grace).await {
+                        let _ = tx.send(Internal::Emit {
+                            index,
+                            kind: EventKind::Notice {
+                                message: killed_after_grace(spec),
+                            },
+                        });
+                    }
                     let _ = tx.send(Internal::GroupEmpty { index, generation });
                 });
                 self.enter(index, Phase::Stopping { process, then });

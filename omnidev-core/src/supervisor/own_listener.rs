@@ -129,7 +129,9 @@ mod tests {
 
     #[async_trait::async_trait]
     impl ProcessGroup for NoGroup {
-        async fn stop(&self, _signal: i32, _grace: Duration) {}
+        async fn stop(&self, _signal: i32, _grace: Duration) -> bool {
+            false
+        }
         fn release(&self) {}
     }
 

@@ -64,7 +64,9 @@ pub(crate) trait ProcessGroup: Send + Sync + fmt::Debug {
     /// Sends `signal` to every member, waits up to `grace` for the group to
     /// empty, then kills what is left; returns once no member is left and
     /// the run's output has been read to its end (or [`DRAIN_LIMIT`] passed).
-    async fn stop(&self, signal: i32, grace: Duration);
+    /// True when members were left after the grace and were killed with
+    /// SIGKILL (`signal` was not SIGKILL already).
+    async fn stop(&self, signal: i32, grace: Duration) -> bool;
 
     /// The group is empty: the orphan guard must no longer kill it.
     fn release(&self);
@@ -180,8 +182,8 @@ struct Group {
 
 #[async_trait]
 impl ProcessGroup for Group {
-    async fn stop(&self, signal: i32, grace: Duration) {
-        self.containment.stop(&self.target, signal, grace).await;
+    async fn stop(&self, signal: i32, grace: Duration) -> bool {
+        let killed = self.containment.stop(&self.target, signal, grace).await;
         let mut captures = std::mem::take(
             &mut *self
                 .captures
@@ -201,6 +203,7 @@ impl ProcessGroup for Group {
                 capture.finish_unfinished();
             }
         }
+        killed
     }
 
     fn release(&self) {

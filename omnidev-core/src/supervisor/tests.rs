@@ -155,7 +155,7 @@ struct FakeGroup {
 
 #[async_trait]
 impl ProcessGroup for FakeGroup {
-    async fn stop(&self, signal: i32, _grace: Duration) {
+    async fn stop(&self, signal: i32, _grace: Duration) -> bool {
         if let Some(spawner) = self.spawner.upgrade() {
             let mut gate = spawner.gate.subscribe();
             let gated = spawner.gated.lock().expect("gated").contains(&self.service);
@@ -174,6 +174,7 @@ impl ProcessGroup for FakeGroup {
         if let Some(sender) = sender {
             let _ = sender.send(ExitStatus::Signal(signal));
         }
+        false
     }
 
     fn release(&self) {}
