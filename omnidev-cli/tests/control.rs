@@ -1053,3 +1053,57 @@ grace-ms = 5000
     );
     ctx.run_ok(&["stop"]);
 }
+
+#[test]
+fn a_program_that_cannot_start_fails_at_once_with_a_hint() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.web]
+command = ["sh", "-c", "echo booting; omnidev-test-no-such-server --bind 0"]
+
+[services.direct]
+command = ["omnidev-test-no-such-program"]
+
+[services.steady]
+command = ["sleep", "300"]
+grace-ms = 1000
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    // Both fail: `up --detach` says so (exit 1) and names them.
+    let out = run_code(&ctx, &["up", "--detach"], 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("web failed"), "{stderr}");
+    assert!(stderr.contains("direct failed"), "{stderr}");
+    let status = ctx.json(&["status", "--json"]);
+    let web = service(&status, "web");
+    assert_eq!(web["state"], "failed", "{status}");
+    let detail = web["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("exit code 127"), "{detail}");
+    assert!(detail.contains("was not found"), "{detail}");
+    assert!(detail.contains("prepare"), "{detail}");
+    let direct = service(&status, "direct");
+    assert_eq!(direct["state"], "failed", "{status}");
+    let detail = direct["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("could not start `omnidev-test-no-such-program`"),
+        "{detail}"
+    );
+    // Not restarted, however long one looks: one start each.
+    std::thread::sleep(Duration::from_secs(2));
+    let status = ctx.json(&["status", "--json"]);
+    for name in ["web", "direct"] {
+        assert_eq!(service(&status, name)["state"], "failed", "{status}");
+        assert_eq!(service(&status, name)["restarts"], 0, "{status}");
+    }
+    assert_eq!(
+        ctx.run_ok(&["logs", "web"]).matches("booting").count(),
+        1,
+        "web ran more than once"
+    );
+    // The pod runs on for the service that can run.
+    assert_eq!(service(&status, "steady")["state"], "running", "{status}");
+    ctx.run_ok(&["stop"]);
+}

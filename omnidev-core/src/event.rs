@@ -472,9 +472,8 @@ impl ServiceStatus {
     /// 0)`, `host crashed (exit code 1)`, `vite failed: …`.
     pub fn ending(&self) -> String {
         let state = match &self.state {
-            ServiceState::Failed { reason } => format!("failed: {reason}"),
-            // Its label carries the status already.
-            ServiceState::Exited { .. } => self.state.label(),
+            // Its label carries the status (the reason) already.
+            ServiceState::Exited { .. } | ServiceState::Failed { .. } => self.state.label(),
             state => match self.last_exit {
                 Some(status) => format!("{} ({status})", state.label()),
                 None => state.label(),
@@ -549,11 +548,12 @@ impl ServiceState {
                 format!("{word} in {}", format_duration(*after))
             }
             ServiceState::Exited { status } => format!("{word} ({status})"),
-            ServiceState::Blocked { reason } => format!("{word}: {reason}"),
-            ServiceState::Waiting
-            | ServiceState::Preparing
-            | ServiceState::Stopped
-            | ServiceState::Failed { .. } => word.to_owned(),
+            ServiceState::Blocked { reason } | ServiceState::Failed { reason } => {
+                format!("{word}: {reason}")
+            }
+            ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopped => {
+                word.to_owned()
+            }
         }
     }
 }
@@ -594,7 +594,6 @@ impl fmt::Display for EventKind {
                 }
                 ServiceState::Stopping { pid } => write!(f, "stopping (pid {pid})"),
                 ServiceState::Exited { status } => write!(f, "exited ({status})"),
-                ServiceState::Failed { reason } => write!(f, "failed: {reason}"),
                 _ => write!(f, "{state}"),
             },
             EventKind::Ready => f.write_str("ready"),

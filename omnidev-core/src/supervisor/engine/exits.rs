@@ -8,6 +8,19 @@ use crate::spec::RestartPolicy;
 use crate::supervisor::service::{AfterStop, Intent, Phase, PortRecovery};
 
 impl Engine {
+    /// Fails `index` for good: it waits, failed, to be started again by
+    /// hand (`start`, `restart`), its dependents blocked.
+    pub(super) fn fail(&mut self, index: usize, reason: String) {
+        self.enter(
+            index,
+            Phase::Failed {
+                reason,
+                retry: None,
+            },
+        );
+        self.write_state();
+    }
+
     /// Ends the run once the leader has been reaped and the group is empty.
     pub(super) fn try_finish(&mut self, index: usize) {
         let s = &mut self.services[index];
@@ -52,6 +65,12 @@ impl Engine {
             };
             self.enter(index, phase);
             self.write_state();
+            return;
+        }
+        if let (false, Some(why)) = (shutting_down, not_startable(status)) {
+            // The shell could not find or run what it was told to: starting
+            // it again would fail the same way, so it is failed at once.
+            self.fail(index, format!("{status}: {why}; {NOT_STARTABLE_HINT}"));
             return;
         }
         let restart = !shutting_down
@@ -134,5 +153,22 @@ impl Engine {
             self.enter(index, Phase::Exited { status });
         }
         self.write_state();
+    }
+}
+
+/// What a service that could not be started is told to do.
+pub(super) const NOT_STARTABLE_HINT: &str = "install it, or add a `prepare` step that does, or \
+     check the PATH the service gets (`omnidev exec -- sh -c 'echo $PATH'`); \
+     `omnidev start` tries again";
+
+/// Why an exit status means the command could not be run at all, as
+/// shells report it (126: found but not executable; 127: not found).
+fn not_startable(status: ExitStatus) -> Option<&'static str> {
+    match status {
+        ExitStatus::Code(126) => {
+            Some("a command it runs could not be executed (its log says which)")
+        }
+        ExitStatus::Code(127) => Some("a command it runs was not found (its log says which)"),
+        _ => None,
     }
 }

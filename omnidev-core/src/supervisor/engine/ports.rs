@@ -169,14 +169,7 @@ impl Engine {
             }
             Err(reason) => {
                 self.services[index].intent = Intent::Hold;
-                self.enter(
-                    index,
-                    Phase::Failed {
-                        reason,
-                        retry: None,
-                    },
-                );
-                self.write_state();
+                self.fail(index, reason);
             }
         }
     }

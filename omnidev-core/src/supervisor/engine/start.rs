@@ -2,7 +2,6 @@
 //! polling its readiness probe.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Engine, Internal, RETRY_POLL, SPAWN_FAILED};
 use crate::event::EventKind;
@@ -78,13 +77,16 @@ impl Engine {
         } = match self.spawner.spawn(&spec.command, &spec.name) {
             Ok(spawned) => spawned,
             Err(e) => {
-                let message = format!(
-                    "could not start `{}` in {}: {e}",
+                // Starting it again would fail the same way: no restart
+                // loop, it waits to be started (or restarted) by hand.
+                let reason = format!(
+                    "could not start `{}` in {}: {e}; {}",
                     spec.command.program,
-                    spec.command.cwd.display()
+                    spec.command.cwd.display(),
+                    super::exits::NOT_STARTABLE_HINT
                 );
-                self.emit(Some(index), EventKind::Notice { message });
-                self.finish(index, SPAWN_FAILED, Duration::ZERO, None);
+                self.services[index].last_exit = Some(SPAWN_FAILED);
+                self.fail(index, reason);
                 return;
             }
         };
