@@ -422,6 +422,38 @@ fn profile_check_prints_the_graph_or_the_problem() {
     );
 }
 
+/// A program the service will not find is a warning of `profile check`
+/// (exit 0: a prepare step or another PATH may bring it); one it finds,
+/// on its own PATH or by a path from its directory, is not.
+#[test]
+fn profile_check_warns_of_a_program_not_on_the_services_path() {
+    let ctx = TestContext::new();
+    let bin = ctx.repo.join("tools");
+    std::fs::create_dir_all(&bin).expect("tools");
+    omnidev_test_support::write_script(&bin.join("own-tool"), "exit 0");
+    ctx.write(
+        "omnidev.toml",
+        "[services.web]\ncommand = [\"omnidev-test-no-such-server\"]\n\n\
+         [services.tool]\ncommand = [\"own-tool\"]\nenv = { PATH = \"{repo}/tools\" }\n\n\
+         [services.local]\ncommand = [\"./tools/own-tool\"]\n\n\
+         [services.gone]\ncommand = [\"./tools/not-here\"]\n",
+    );
+    let output = ctx.cmd().args(["profile", "check"]).assert().success();
+    let text = String::from_utf8_lossy(&output.get_output().stdout).into_owned();
+    let warned = |name: &str| {
+        text.lines()
+            .skip_while(|line| !line.trim_start().starts_with(&format!("{name} ")))
+            .nth(1)
+            .is_some_and(|facts| facts.contains("WARNING"))
+    };
+    assert!(
+        text.contains("WARNING: `omnidev-test-no-such-server` is not on the PATH the service gets"),
+        "{text}"
+    );
+    assert!(warned("web") && warned("gone"), "{text}");
+    assert!(!warned("tool") && !warned("local"), "{text}");
+}
+
 /// The profile reference is in the binary: `omnidev help profile`.
 #[test]
 fn help_profile_prints_the_reference() {

@@ -532,3 +532,50 @@ fn a_stopped_guard_is_replaced_and_kill_9_then_leaves_nothing() {
         carrying(&id).is_empty()
     });
 }
+
+#[test]
+fn stopping_the_only_long_running_service_leaves_a_headless_pod_running() {
+    // Heroku's shape: a `release` one-shot beside `web`.
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.release]
+command = ["true"]
+restart = "never"
+
+[services.web]
+command = ["sleep", "300"]
+grace-ms = 1000
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    let mut child = ctx.spawn(&["--headless"]);
+    let state = |name: &str| {
+        let status = ctx.run(&["status", "--json"]);
+        // Before the pod answers, its services are not listed yet.
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
+        status["services"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == name))
+            .map(|s| s["state"].clone())
+            .unwrap_or_default()
+    };
+    let deadline = Duration::from_secs(60);
+    wait_for("release exited and web running", deadline, || {
+        state("release") == "exited" && state("web") == "running"
+    });
+    ctx.run_ok(&["stop", "web"]);
+    assert_eq!(state("web"), "stopped");
+    // Every service has ended, one on request: the pod waits to be told.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the pod ended when web was stopped"
+    );
+    ctx.run_ok(&["start", "web"]);
+    assert_eq!(state("web"), "running");
+    ctx.run_ok(&["stop"]);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+}

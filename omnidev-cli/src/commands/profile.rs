@@ -44,6 +44,41 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A warning when `command`'s program is not an executable file where
+/// the service will look for it: on the `PATH` it gets (its own, else
+/// this one's) or, with a slash, from its directory. The program of a
+/// shell's script is not looked into.
+fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let program = &command.program;
+    let found = if program.contains('/') {
+        command
+            .cwd
+            .join(program)
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    } else {
+        let path = command
+            .env
+            .get("PATH")
+            .map(std::ffi::OsString::from)
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_default();
+        omnidev_pod::package_manager::which(program, &path).is_some()
+    };
+    let after = if prepared {
+        " (unless a prepare step installs it)"
+    } else {
+        ""
+    };
+    (!found).then(|| {
+        format!(
+            "WARNING: `{program}` is not on the PATH the service gets{after}; \
+             install it, or add a prepare step that does"
+        )
+    })
+}
+
 /// The embedded profile verbatim: its own opening comment says what it is
 /// and how to start a profile from it.
 fn embedded_text() -> String {
@@ -119,6 +154,8 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
         }
         if let Some(reason) = &spec.unavailable {
             facts.push(format!("UNAVAILABLE: {reason}"));
+        } else if let Some(warning) = missing_program(&spec.command, !spec.prepare.is_empty()) {
+            facts.push(warning);
         }
         let command: Vec<String> = std::iter::once(&spec.command.program)
             .chain(&spec.command.args)
