@@ -186,17 +186,21 @@ pub struct AppliedReport {
 impl Response {
     /// Each service of [`Response::failed`] with its state as the status
     /// shows it: `web failed: stopped`, `api failed: blocked: waiting for
-    /// db, which was stopped`.
+    /// db, which was stopped`, `worker failed: exit code 127: …` (a
+    /// `failed` state is not said twice).
     pub fn failures(&self) -> Vec<String> {
         self.failed
             .iter()
             .map(|name| {
-                let detail = self
+                let report = self
                     .status
                     .as_ref()
-                    .and_then(|status| status.services.iter().find(|s| &s.name == name))
-                    .map_or_else(String::new, |s| format!(": {}", s.detail));
-                format!("{name} failed{detail}")
+                    .and_then(|status| status.services.iter().find(|s| &s.name == name));
+                match report {
+                    Some(r) if r.state == "failed" => format!("{name} {}", r.detail),
+                    Some(r) => format!("{name} failed: {}", r.detail),
+                    None => format!("{name} failed"),
+                }
             })
             .collect()
     }
@@ -475,6 +479,28 @@ pub struct PodList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_failure_is_named_with_its_state_once() {
+        let report = |name: &str, state: &str, detail: &str| serde_json::json!({"name": name, "state": state, "ready": false, "restarts": 0, "detail": detail});
+        let response: Response = serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "ok": true, "failed": ["web", "api", "gone"],
+            "status": {"schema": SCHEMA, "pod-dir": "/pod", "running": true, "control": true,
+                "ports": {}, "urls": [], "services": [
+                    report("web", "stopped", "stopped"),
+                    report("api", "failed", "failed: exit code 127: a command it runs was not found"),
+                ]},
+        }))
+        .expect("a response");
+        assert_eq!(
+            response.failures(),
+            [
+                "web failed: stopped",
+                "api failed: exit code 127: a command it runs was not found",
+                "gone failed",
+            ]
+        );
+    }
 
     #[test]
     fn requests_have_the_documented_shape() {
