@@ -1107,3 +1107,74 @@ grace-ms = 1000
     assert_eq!(service(&status, "steady")["state"], "running", "{status}");
     ctx.run_ok(&["stop"]);
 }
+
+/// A keep-alive HTTP server that, on SIGTERM, waits for its open
+/// connections to close before it exits (as gunicorn does).
+const DRAINING_SERVER: &str = r#"
+import http.server, signal, socketserver, sys, threading
+open_connections = 0
+lock = threading.Lock()
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def setup(self):
+        global open_connections
+        with lock: open_connections += 1
+        super().setup()
+    def finish(self):
+        global open_connections
+        super().finish()
+        with lock: open_connections -= 1
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args): pass
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+server = Server(("127.0.0.1", int(sys.argv[1])), Handler)
+def drain(*_):
+    def wait():
+        import time
+        while True:
+            with lock:
+                if open_connections == 0: break
+            time.sleep(0.05)
+        print("drained", flush=True)
+        server.shutdown()
+    threading.Thread(target=wait).start()
+signal.signal(signal.SIGTERM, drain)
+print("serving", flush=True)
+server.serve_forever()
+"#;
+
+#[test]
+fn a_server_that_drains_its_connections_restarts_within_its_grace() {
+    let ctx = TestContext::new();
+    ctx.write("server.py", DRAINING_SERVER);
+    let port = free_port();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[ports]
+web = {port}
+
+[services.web]
+command = ["python3", "-u", "server.py", "{{port.web}}"]
+ready = {{ http = "http://127.0.0.1:{{port.web}}/", interval-ms = 100 }}
+grace-ms = 60000
+"#
+        ),
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    // The probe's connection is closed once answered: the old server
+    // drains at once, not at the grace's end with SIGKILL.
+    let restart = run_within(&ctx, &["restart", "web", "--timeout", "120"], DEADLINE);
+    assert!(restart.status.success(), "{}", ctx.render(&restart));
+    let logs = ctx.run_ok(&["logs", "web"]);
+    assert_eq!(logs.matches("drained").count(), 1, "{logs}");
+    let events = ctx.run_ok(&["events"]);
+    assert!(!events.contains("killed with SIGKILL"), "{events}");
+    ctx.run_ok(&["stop"]);
+}
