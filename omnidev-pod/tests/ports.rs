@@ -287,7 +287,10 @@ fn thirty_two_processes_of_several_cache_roots_allocating_at_once_get_distinct_p
 fn pods_of_different_cache_roots_see_each_other_through_the_registry() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let runtime = tmp.path().join("run");
-    let base = free_port();
+    // The second pod gets the port after the base and must find it free
+    // again later: below the ephemeral range, no other test's socket
+    // takes it meanwhile (seen under load with `free_port`).
+    let base = omnidev_test_support::quiet_ports(2)[0];
     let request = |cache: &Path, pod: &Path| -> omnidev_pod::Result<Ports> {
         allocate_ports(&PortRequest {
             cache_root: cache,

@@ -35,5 +35,5 @@ pub use context::TestContext;
 pub use git::git;
 pub use lines::Lines;
 pub use poll::{poll_until, poll_until_async};
-pub use ports::{free_port, free_ports};
+pub use ports::{free_port, free_ports, quiet_ports};
 pub use script::write_script;
