@@ -49,14 +49,10 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
 /// this one's) or, with a slash, from its directory. The program of a
 /// shell's script is not looked into.
 fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
+    use omnidev_pod::package_manager::{is_executable, which};
     let program = &command.program;
     let found = if program.contains('/') {
-        command
-            .cwd
-            .join(program)
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        is_executable(&command.cwd.join(program))
     } else {
         let path = command
             .env
@@ -64,7 +60,7 @@ fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Optio
             .map(std::ffi::OsString::from)
             .or_else(|| std::env::var_os("PATH"))
             .unwrap_or_default();
-        omnidev_pod::package_manager::which(program, &path).is_some()
+        which(program, &path).is_some()
     };
     let after = if prepared {
         " (unless a prepare step installs it)"

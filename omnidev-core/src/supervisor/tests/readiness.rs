@@ -381,3 +381,36 @@ async fn a_start_overtaken_by_a_stop_fails_at_once() {
     assert_eq!(spawner.spawns("host", "host"), 1);
     supervisor.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_command_that_cannot_be_run_fails_at_once_and_is_never_restarted() {
+    for code in [126, 127] {
+        let spawner = FakeSpawner::new();
+        let supervisor = running_backend(&spawner).await;
+        spawner.exit("host", "host", ExitStatus::Code(code));
+        until("the host failed", || {
+            matches!(state(&supervisor, "host"), ServiceState::Failed { .. })
+        })
+        .await;
+        let ServiceState::Failed { reason } = state(&supervisor, "host") else {
+            unreachable!("checked above");
+        };
+        assert!(reason.contains(&format!("exit code {code}")), "{reason}");
+        assert!(reason.contains("prepare"), "{reason}");
+        // However long one waits: no backoff, no restart.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(spawner.spawns("host", "host"), 1);
+        assert!(matches!(
+            state(&supervisor, "host"),
+            ServiceState::Failed { .. }
+        ));
+        // Started by hand, it runs again.
+        let waited = supervisor
+            .start_until_ready(&names(&["host"]), later(600))
+            .await
+            .expect("known");
+        assert_eq!(waited, Waited::Met);
+        assert_eq!(spawner.spawns("host", "host"), 2);
+        supervisor.shutdown().await.expect("shutdown");
+    }
+}
