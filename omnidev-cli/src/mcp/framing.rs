@@ -63,7 +63,7 @@ impl Framing {
         }
     }
 
-    /// Writes `line` (from the one JSON line encoder, [`encode`]: DEL, C1
+    /// Writes `line` (from the one JSON line encoder, [`json_line`]: DEL, C1
     /// and bidi controls as `\u` escapes, whatever a service printed)
     /// whole, after any line being written.
     fn write_line(&self, line: String) -> impl Future<Output = std::io::Result<()>> + use<> {
