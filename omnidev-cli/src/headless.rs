@@ -9,7 +9,7 @@
 //! before omnidev exits.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,14 +18,13 @@ use std::time::Duration;
 
 use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
-use omnidev_core::{Entry, Event, EventKind, Feed, Recv, Supervisor};
-use omnidev_pod::RenderedUrl;
+use omnidev_core::{Entry, Event, EventKind, Feed, NamedUrl, Recv, Supervisor};
 
 use crate::control::events::{Body, Encoder};
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
 use crate::run_options::{Front, RunOptions};
-use crate::session::{PreparedPod, SharedAddresses, banner};
+use crate::session::{PreparedPod, banner};
 use crate::terminal_text;
 
 /// Turns events into output lines.
@@ -36,15 +35,11 @@ pub struct Printer {
     colours: HashMap<String, Style>,
     /// Rendered prefixes, by tag.
     prefixes: HashMap<String, String>,
-    /// Services' URLs not printed yet: each follows its service's first
-    /// readiness.
-    urls: Vec<RenderedUrl>,
+    /// Services' URLs printed so far: each follows the first readiness
+    /// that shows it (again only when it changed, as a moved port does).
+    printed: HashSet<(String, NamedUrl)>,
     /// `--json`: one event record a line instead of text.
     json: Option<Encoder>,
-    /// The pod's current addresses: a URL is printed with the port its
-    /// service has when it becomes ready (a port lost before the bind
-    /// moves).
-    addresses: Option<SharedAddresses>,
 }
 
 impl Printer {
@@ -66,9 +61,8 @@ impl Printer {
             colour,
             colours,
             prefixes: HashMap::new(),
-            urls: Vec::new(),
+            printed: HashSet::new(),
             json: None,
-            addresses: None,
         }
     }
 
@@ -79,56 +73,16 @@ impl Printer {
         self
     }
 
-    /// Prints `urls` of services (not the pod's own, which the banner
-    /// shows) once their service is first ready.
-    #[must_use]
-    pub fn with_urls(mut self, urls: &[RenderedUrl]) -> Self {
-        self.urls = urls
-            .iter()
-            .filter(|url| url.service.is_some())
+    /// The URLs that `event` (a service becoming ready, with the URLs core
+    /// shows for it) brings out; each is returned once.
+    fn urls_of(&mut self, event: &Event) -> Vec<NamedUrl> {
+        let (Some(service), EventKind::Ready { urls }) = (&event.service, &event.kind) else {
+            return Vec::new();
+        };
+        urls.iter()
+            .filter(|url| self.printed.insert((service.clone(), (*url).clone())))
             .cloned()
-            .collect();
-        self
-    }
-
-    /// The URLs that `event` (a service becoming ready) brings out; each
-    /// is returned once.
-    fn urls_of(&mut self, event: &Event) -> Vec<RenderedUrl> {
-        let Some(service) = &event.service else {
-            return Vec::new();
-        };
-        // Core says when a service is ready (probe passed, or ran for a
-        // second without one).
-        if !matches!(event.kind, EventKind::Ready) || self.urls.is_empty() {
-            return Vec::new();
-        }
-        let (now, later): (Vec<RenderedUrl>, _) = std::mem::take(&mut self.urls)
-            .into_iter()
-            .partition(|url| url.service.as_ref() == Some(service));
-        self.urls = later;
-        let Some(addresses) = &self.addresses else {
-            return now;
-        };
-        let addresses = addresses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        now.into_iter()
-            .map(|url| {
-                addresses
-                    .urls
-                    .iter()
-                    .find(|current| current.name == url.name && current.service == url.service)
-                    .cloned()
-                    .unwrap_or(url)
-            })
             .collect()
-    }
-
-    /// Takes each URL from `addresses` as it is when printed.
-    #[must_use]
-    pub fn following(mut self, addresses: SharedAddresses) -> Self {
-        self.addresses = Some(addresses);
-        self
     }
 
     fn prefix(&self, tag: &str) -> String {
@@ -220,13 +174,17 @@ impl Printer {
         let encoder = self.json.as_ref().expect("only called with --json");
         let now = std::time::SystemTime::now();
         out.write_all(terminal_text::json_line(&encoder.entry(entry, now)).as_bytes())?;
+        let service = match entry {
+            Entry::Event(event) => event.service.clone(),
+            _ => None,
+        };
         for url in urls {
             let body = Body::Url {
                 name: url.name,
                 url: url.url,
             };
             out.write_all(
-                terminal_text::json_line(&encoder.record(now, url.service, body)).as_bytes(),
+                terminal_text::json_line(&encoder.record(now, service.clone(), body)).as_bytes(),
             )?;
         }
         Ok(())
@@ -243,7 +201,6 @@ pub async fn run_pod(
     feed: Feed,
     signals: &mut ShutdownSignals,
     options: &RunOptions,
-    addresses: &SharedAddresses,
 ) -> Result<ExitCode> {
     let json = options.front == Front::Json;
     let names: Vec<String> = prepared
@@ -252,9 +209,7 @@ pub async fn run_pod(
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    let mut printer = Printer::new(&names, output::colour_stdout() && !json)
-        .with_urls(&prepared.rendered.urls)
-        .following(addresses.clone());
+    let mut printer = Printer::new(&names, output::colour_stdout() && !json);
     let mut first: Vec<String> = Vec::new();
     if json {
         let encoder = Encoder::new(prepared.pod.dir());
@@ -347,18 +302,13 @@ fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
     let ports = ports
         .into_iter()
         .map(|(name, port)| encoder.record(now, None, Body::Port { name, port }));
-    let urls = prepared
-        .rendered
-        .urls
-        .iter()
-        .filter(|url| url.service.is_none())
-        .map(|url| {
-            let body = Body::Url {
-                name: url.name.clone(),
-                url: url.url.clone(),
-            };
-            encoder.record(now, None, body)
-        });
+    let urls = prepared.rendered.urls.iter().map(|url| {
+        let body = Body::Url {
+            name: url.name.clone(),
+            url: url.url.clone(),
+        };
+        encoder.record(now, None, body)
+    });
     ports
         .chain(urls)
         .map(|record| terminal_text::json_line(&record))
@@ -492,7 +442,7 @@ mod tests {
         let ready = Entry::Event(Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("server".into()),
-            kind: EventKind::Ready,
+            kind: EventKind::Ready { urls: Vec::new() },
         });
         assert_eq!(render(&mut printer, &ready), "omnidev | server ready\n");
         let lost = Entry::Lost {
@@ -506,18 +456,12 @@ mod tests {
     }
 
     #[test]
-    fn a_services_url_follows_its_first_readiness() {
-        let url = |name: &str, service: Option<&str>| RenderedUrl {
+    fn a_services_url_follows_the_readiness_that_shows_it() {
+        let url = |name: &str, port: u16| NamedUrl {
             name: name.into(),
-            url: format!("http://localhost/{name}"),
-            service: service.map(str::to_owned),
+            url: format!("http://localhost:{port}"),
         };
-        let urls = [
-            url("docs", None),
-            url("ui", Some("vite")),
-            url("api", Some("server")),
-        ];
-        let mut printer = Printer::new(&["server".into(), "vite".into()], false).with_urls(&urls);
+        let mut printer = Printer::new(&["server".into(), "vite".into()], false);
         let event = |service: &str, kind| {
             Entry::Event(Event {
                 at: SystemTime::UNIX_EPOCH,
@@ -525,34 +469,32 @@ mod tests {
                 kind,
             })
         };
+        let ready = |urls: &[NamedUrl]| EventKind::Ready {
+            urls: urls.to_vec(),
+        };
         let starting = |pid| EventKind::State {
             state: ServiceState::Starting { pid },
         };
-        let running = |pid| EventKind::State {
-            state: ServiceState::Running { pid },
-        };
-        // The server has a probe: started is not ready yet.
         assert_eq!(
             render(&mut printer, &event("server", starting(7))),
             "omnidev | server started (pid 7)\n"
         );
         assert_eq!(
-            render(&mut printer, &event("server", EventKind::Ready)),
-            "omnidev | server ready\nomnidev | api http://localhost/api\n"
-        );
-        // vite has none: core says it is ready once it ran for a second.
-        assert_eq!(
-            render(&mut printer, &event("vite", running(8))),
-            "omnidev | vite started (pid 8)\n"
+            render(&mut printer, &event("server", ready(&[url("api", 6767)]))),
+            "omnidev | server ready\nomnidev | api http://localhost:6767\n"
         );
         assert_eq!(
-            render(&mut printer, &event("vite", EventKind::Ready)),
-            "omnidev | vite ready\nomnidev | ui http://localhost/ui\n"
+            render(&mut printer, &event("vite", ready(&[url("ui", 5173)]))),
+            "omnidev | vite ready\nomnidev | ui http://localhost:5173\n"
         );
-        // Once only.
+        // Once only; again when it changed (its port moved).
         assert_eq!(
-            render(&mut printer, &event("server", EventKind::Ready)),
+            render(&mut printer, &event("server", ready(&[url("api", 6767)]))),
             "omnidev | server ready\n"
+        );
+        assert_eq!(
+            render(&mut printer, &event("server", ready(&[url("api", 6790)]))),
+            "omnidev | server ready\nomnidev | api http://localhost:6790\n"
         );
     }
 

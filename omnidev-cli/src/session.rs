@@ -174,8 +174,9 @@ impl PortSetUp {
 pub struct Addresses {
     /// Port names and numbers.
     pub ports: BTreeMap<String, u16>,
-    /// URLs for people, in profile order.
-    pub urls: Vec<omnidev_pod::RenderedUrl>,
+    /// The pod's own URLs, in profile order (a service's are in its
+    /// status).
+    pub urls: Vec<omnidev_core::NamedUrl>,
 }
 
 /// [`Addresses`] shared between the control socket and the port mover.
@@ -421,12 +422,7 @@ pub fn banner(prepared: &PreparedPod) -> Vec<String> {
             lines.push(format!("profile {}", path.display()));
         }
     }
-    for url in prepared
-        .rendered
-        .urls
-        .iter()
-        .filter(|u| u.service.is_none())
-    {
+    for url in &prepared.rendered.urls {
         lines.push(format!("{} {}", url.name, url.url));
     }
     lines

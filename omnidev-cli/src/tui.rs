@@ -30,6 +30,7 @@ use tokio::sync::mpsc;
 pub use app::{Action, App, PodInfo};
 pub use source::{PodSource, Source, Update};
 
+use crate::control::protocol::UrlReport;
 use crate::error::{Error, Result};
 use crate::session::PreparedPod;
 
@@ -270,7 +271,7 @@ pub async fn run_pod(
     let mut app = App::new(
         PodInfo {
             pod_dir: prepared.pod.dir().to_owned(),
-            urls: prepared.rendered.urls.clone(),
+            urls: UrlReport::shown(&prepared.rendered.urls, &supervisor.snapshot()),
         },
         services,
         backend,
@@ -298,44 +299,76 @@ pub async fn run_pod(
 mod tests {
     use super::*;
 
-    fn url(port: u16) -> omnidev_pod::RenderedUrl {
-        omnidev_pod::RenderedUrl {
-            name: "server".into(),
+    fn url(name: &str, port: u16) -> omnidev_core::NamedUrl {
+        omnidev_core::NamedUrl {
+            name: name.into(),
             url: format!("http://localhost:{port}"),
-            service: Some("server".into()),
         }
     }
 
+    fn shown(urls: &[UrlReport]) -> Vec<(&str, &str)> {
+        urls.iter()
+            .map(|u| (u.name.as_str(), u.url.as_str()))
+            .collect()
+    }
+
+    /// The header shows the pod's URLs from the start and a service's once
+    /// core shows it (ready), and follows a moved port of either.
     #[tokio::test]
-    async fn the_header_follows_a_moved_port() {
+    async fn the_header_shows_what_core_shows_and_follows_a_moved_port() {
         let dir = tempfile::tempdir().expect("tempdir");
         let addresses: crate::session::SharedAddresses = Arc::default();
-        addresses.lock().expect("lock").urls = vec![url(6767)];
+        addresses.lock().expect("lock").urls = vec![url("docs", 8000)];
         let mut app = App::new(
             PodInfo {
                 pod_dir: "/pod".into(),
-                urls: vec![url(6767)],
+                urls: Vec::new(),
             },
             vec!["server".into()],
             Vec::new(),
             100,
         );
+        let mut server = omnidev_core::ServiceSpec::new("server", "sleep", ["1000"], dir.path());
+        server.urls = vec![url("server", 6767)];
         let builder = Supervisor::builder(omnidev_core::SupervisorConfig {
-            services: vec![omnidev_core::ServiceSpec::new(
-                "server",
-                "sleep",
-                ["1000"],
-                dir.path(),
-            )],
+            services: vec![server.clone()],
             ..omnidev_core::SupervisorConfig::default()
         })
         .expect("a valid graph");
         let events = builder.subscribe();
         let supervisor = builder.run().await.expect("supervisor");
         let mut source = PodSource::new(supervisor.clone(), events, addresses.clone(), None);
-        addresses.lock().expect("lock").urls = vec![url(6790)];
         assert_eq!(drain(&mut app, &mut source), None);
-        assert_eq!(app.info.urls, [url(6790)]);
+        // No probe: ready once it has run for a second, not before.
+        let ready = supervisor.snapshot().iter().any(|s| s.ready);
+        if !ready {
+            assert_eq!(shown(&app.info.urls), [("docs", "http://localhost:8000")]);
+        }
+        let deadline = std::time::Duration::from_secs(20);
+        omnidev_test_support::poll_until_async("the server's URL shown", deadline, || {
+            drain(&mut app, &mut source);
+            app.info.urls.len() == 2
+        })
+        .await;
+        assert_eq!(
+            shown(&app.info.urls),
+            [
+                ("docs", "http://localhost:8000"),
+                ("server", "http://localhost:6767")
+            ]
+        );
+
+        addresses.lock().expect("lock").urls = vec![url("docs", 8001)];
+        server.urls = vec![url("server", 6790)];
+        supervisor.apply(vec![server]).await.expect("apply");
+        assert_eq!(drain(&mut app, &mut source), None);
+        assert_eq!(
+            shown(&app.info.urls),
+            [
+                ("docs", "http://localhost:8001"),
+                ("server", "http://localhost:6790")
+            ]
+        );
         supervisor.shutdown().await.expect("shutdown");
     }
 }

@@ -147,7 +147,12 @@ pub enum EventKind {
     },
     /// The service counts as ready: its readiness probe passed, or it has
     /// none and kept running for a second.
-    Ready,
+    Ready {
+        /// The URLs it serves, shown from now on
+        /// ([`ServiceStatus::urls`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        urls: Vec<crate::NamedUrl>,
+    },
     /// A readiness probe did not pass within its timeout; polling goes on
     /// and dependents still wait.
     ProbeTimedOut {
@@ -446,6 +451,10 @@ pub struct ServiceStatus {
     /// (polling goes on; [`ServiceState::Starting`] still).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub probe_timed_out: bool,
+    /// The URLs it shows now: those it serves while it runs ready, none
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<crate::NamedUrl>,
 }
 
 impl ServiceStatus {
@@ -596,7 +605,7 @@ impl fmt::Display for EventKind {
                 ServiceState::Exited { status } => write!(f, "exited ({status})"),
                 _ => write!(f, "{state}"),
             },
-            EventKind::Ready => f.write_str("ready"),
+            EventKind::Ready { .. } => f.write_str("ready"),
             EventKind::ProbeTimedOut { after } => write!(
                 f,
                 "not ready after {}; still checking, dependents wait",
@@ -774,6 +783,7 @@ mod tests {
             note: None,
             starts: 1,
             probe_timed_out: false,
+            urls: Vec::new(),
         };
         let stopped = status(ServiceState::Stopped, Some(ExitStatus::Signal(15)));
         assert_eq!(stopped.ending(), "server stopped (signal 15)");
@@ -816,7 +826,7 @@ mod tests {
             },
         );
         assert!(!waiting.is_shown());
-        assert!(event(Some("server"), EventKind::Ready).is_shown());
+        assert!(event(Some("server"), EventKind::Ready { urls: Vec::new() }).is_shown());
         // A failed exit is one line, its crash; a clean one its exit.
         let exited = |status| {
             event(

@@ -644,11 +644,11 @@ mod tests {
         bus.send(Event {
             at: std::time::SystemTime::UNIX_EPOCH,
             service: Some("svc".into()),
-            kind: crate::EventKind::Ready,
+            kind: crate::EventKind::Ready { urls: Vec::new() },
         });
         let got = texts(&drain(&mut feed));
         let mut want: Vec<String> = (0..5000).map(|n| format!("line {n:06}")).collect();
-        want.push("event Ready".into());
+        want.push("event Ready { urls: [] }".into());
         assert_eq!(got, want);
         assert_eq!(feed.spooled_bytes(), 0);
 

@@ -57,8 +57,8 @@ pub use event::{
 };
 pub use feed::{Entry, Feed, FeedCloser, FeedConfig, Recv};
 pub use spec::{
-    CommandSpec, Condition, Dependency, Env, LogConfig, PrepareStep, PrepareWhen, ProbeSpec,
-    Readiness, RestartPolicy, ServiceSpec, StopSpec,
+    CommandSpec, Condition, Dependency, Env, LogConfig, NamedUrl, PrepareStep, PrepareWhen,
+    ProbeSpec, Readiness, RestartPolicy, ServiceSpec, StopSpec,
 };
 pub use state::{StateFile, read_state};
 pub use supervisor::{

@@ -339,6 +339,21 @@ pub struct ServiceSpec {
     /// and dev server beside a backend whose host waits for its server.
     #[serde(default, rename = "yield", skip_serializing_if = "std::ops::Not::not")]
     pub yields: bool,
+    /// The URLs it serves, for people: [`crate::ServiceStatus::urls`] shows
+    /// them while it runs ready. They are not how it runs: a change of
+    /// them alone restarts nothing ([`ServiceSpec::runs_as`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<NamedUrl>,
+}
+
+/// A URL shown to people under a label (`ui http://localhost:5173`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedUrl {
+    /// Its label (`ui`, `server`).
+    pub name: String,
+    /// The URL.
+    pub url: String,
 }
 
 impl ServiceSpec {
@@ -374,7 +389,69 @@ impl ServiceSpec {
             prepare: Vec::new(),
             unavailable: None,
             yields: false,
+            urls: Vec::new(),
         }
+    }
+
+    /// Whether `other` runs as this one does: the same but for its URLs,
+    /// which only say where to look.
+    ///
+    /// ```
+    /// use omnidev_core::spec::{NamedUrl, ServiceSpec};
+    /// let web = ServiceSpec::new("web", "python3", ["-m", "http.server"], ".");
+    /// let mut moved = web.clone();
+    /// moved.urls.push(NamedUrl { name: "ui".into(), url: "http://localhost:8000".into() });
+    /// assert!(web.runs_as(&moved));
+    /// moved.command.args.push("8001".into());
+    /// assert!(!web.runs_as(&moved));
+    /// ```
+    pub fn runs_as(&self, other: &Self) -> bool {
+        self.name == other.name && self.differences(other).is_empty()
+    }
+
+    /// What differs in `new`, as the profile names its keys (`command`,
+    /// `cwd`, `env`, `depends-on`, `ready`, `restart`, `stop`, `prepare`,
+    /// `availability`, `yield`), in that order: empty exactly when a
+    /// service of that name runs the same ([`ServiceSpec::runs_as`]; its
+    /// URLs are not a difference). Every field is named, none left to
+    /// `..`, so a new field must be given its key before this compiles.
+    pub fn differences(&self, new: &Self) -> Vec<&'static str> {
+        let Self {
+            name: _,
+            command:
+                CommandSpec {
+                    program,
+                    args,
+                    cwd,
+                    env,
+                },
+            depends_on,
+            readiness,
+            restart,
+            stop,
+            prepare,
+            unavailable,
+            yields,
+            urls: _,
+        } = self;
+        [
+            (
+                "command",
+                *program != new.command.program || *args != new.command.args,
+            ),
+            ("cwd", *cwd != new.command.cwd),
+            ("env", *env != new.command.env),
+            ("depends-on", *depends_on != new.depends_on),
+            ("ready", *readiness != new.readiness),
+            ("restart", *restart != new.restart),
+            ("stop", *stop != new.stop),
+            ("prepare", *prepare != new.prepare),
+            ("availability", *unavailable != new.unavailable),
+            ("yield", *yields != new.yields),
+        ]
+        .into_iter()
+        .filter_map(|(key, differs)| differs.then_some(key))
+        .collect()
     }
 }
 

@@ -152,7 +152,7 @@ async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
     events_until(&mut rx, &mut seen, |s| position(s, "b", running).is_some()).await;
     let timed_out = position(&seen, "a", |k| matches!(k, EventKind::ProbeTimedOut { .. }))
         .expect("probe timed out event");
-    let ready = position(&seen, "a", |k| matches!(k, EventKind::Ready)).expect("a ready");
+    let ready = position(&seen, "a", |k| matches!(k, EventKind::Ready { .. })).expect("a ready");
     let b_running = position(&seen, "b", running).expect("b running");
     assert!(timed_out < ready, "timeout reported before readiness");
     assert!(ready < b_running, "b started only after a was ready");
@@ -308,7 +308,7 @@ async fn dependency_crash_restarts_dependent_after_ready_and_never_stays_down() 
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| count(s, "b", running) >= 2).await;
     let ready_positions: Vec<usize> = (0..seen.len())
-        .filter(|&i| is(&seen[i], "a", |k| matches!(k, EventKind::Ready)))
+        .filter(|&i| is(&seen[i], "a", |k| matches!(k, EventKind::Ready { .. })))
         .collect();
     let b_runs: Vec<usize> = (0..seen.len())
         .filter(|&i| is(&seen[i], "b", running))
@@ -1124,17 +1124,18 @@ async fn a_log_probe_is_ready_on_its_line_and_each_run_needs_its_own() {
     let (supervisor, mut rx) = start_subscribed(vec![host, quiet, after]).await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| count(s, "after", running) >= 1).await;
-    let ready = position(&seen, "host", |k| matches!(k, EventKind::Ready)).expect("host ready");
+    let ready =
+        position(&seen, "host", |k| matches!(k, EventKind::Ready { .. })).expect("host ready");
     assert!(position(&seen, "after", running).expect("after ran") > ready);
     assert_eq!(
-        position(&seen, "quiet", |k| matches!(k, EventKind::Ready)),
+        position(&seen, "quiet", |k| matches!(k, EventKind::Ready { .. })),
         None,
         "a service whose output never matches is not ready"
     );
     // A restart is ready again only once the new run prints the line.
     supervisor.restart("host").await.expect("restart");
     events_until(&mut rx, &mut seen, |s| {
-        count(s, "host", |k| matches!(k, EventKind::Ready)) >= 2
+        count(s, "host", |k| matches!(k, EventKind::Ready { .. })) >= 2
     })
     .await;
     supervisor.shutdown().await.expect("shutdown");
@@ -1180,7 +1181,7 @@ async fn a_services_output_brings_its_next_readiness_attempt_forward() {
     .await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
-        position(s, "server", |k| matches!(k, EventKind::Ready)).is_some()
+        position(s, "server", |k| matches!(k, EventKind::Ready { .. })).is_some()
     })
     .await;
     let forward = |k: &EventKind| matches!(k, EventKind::Debug { message } if message.contains("(after output)"));
@@ -1406,7 +1407,7 @@ async fn a_completed_one_shot_gates_its_dependent_and_never_blocks_its_reload() 
     assert_eq!(waited, omnidev_core::Waited::Met);
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |seen| {
-        position(seen, "api", |k| matches!(k, EventKind::Ready)).is_some()
+        position(seen, "api", |k| matches!(k, EventKind::Ready { .. })).is_some()
     })
     .await;
     let migrated = position(seen.as_slice(), "migrate", |k| {
@@ -1839,5 +1840,75 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     b.depends_on = depends("a", Condition::Started);
     assert!(supervisor.apply(vec![a, b]).await.is_err());
     assert_eq!(supervisor.service_names().len(), 4);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A service's URLs are shown (in its status and its `ready` event) only
+/// while it runs ready: not while its probe waits, not once stopped. A
+/// new URL alone restarts nothing and is shown at once.
+#[tokio::test]
+async fn a_services_urls_are_shown_while_it_runs_ready() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = |url: &str| omnidev_core::NamedUrl {
+        name: "ui".into(),
+        url: url.into(),
+    };
+    let mut web = sh(
+        "web",
+        "echo booting; sleep 0.5; echo listening; exec sleep 1000",
+        dir.path(),
+    );
+    web.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "^listening".into(),
+        },
+        Duration::from_secs(30),
+    ));
+    web.urls = vec![url("http://localhost:5173")];
+    let (supervisor, mut rx) = start_subscribed(vec![web.clone()]).await;
+    let mut seen = Vec::new();
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "web", running).is_some()
+    })
+    .await;
+    assert_eq!(state_of(&supervisor, "web").urls, [], "shown before ready");
+
+    events_until(&mut rx, &mut seen, |s| {
+        position(s, "web", |k| matches!(k, EventKind::Ready { .. })).is_some()
+    })
+    .await;
+    let ready = seen
+        .iter()
+        .rev()
+        .find(|e| matches!(e.kind, EventKind::Ready { .. }));
+    assert_eq!(
+        ready.map(|e| &e.kind),
+        Some(&EventKind::Ready {
+            urls: vec![url("http://localhost:5173")]
+        })
+    );
+    // The status was published before the event.
+    assert_eq!(
+        state_of(&supervisor, "web").urls,
+        [url("http://localhost:5173")]
+    );
+
+    let pid = state_of(&supervisor, "web").pid;
+    let mut moved = web.clone();
+    moved.urls = vec![url("http://localhost:5174")];
+    let applied = supervisor.apply(vec![moved]).await.expect("apply");
+    assert_eq!(applied.restarted, Vec::<String>::new());
+    let now = state_of(&supervisor, "web");
+    assert_eq!(
+        (now.pid, now.urls),
+        (pid, vec![url("http://localhost:5174")])
+    );
+
+    supervisor.stop_service("web").await.expect("stop");
+    wait_until("web stopped", || {
+        state_of(&supervisor, "web").state == ServiceState::Stopped
+    })
+    .await;
+    assert_eq!(state_of(&supervisor, "web").urls, [], "shown once stopped");
     supervisor.shutdown().await.expect("shutdown");
 }

@@ -93,16 +93,21 @@ fn every_service_gets_the_pod_environment() {
         vite["OMNIGENT_URL"], "http://127.0.0.1:6800",
         "read by web/vite.config.ts"
     );
+    assert_eq!(rendered.urls, [], "every URL is a service's");
     let urls: Vec<_> = rendered
-        .urls
+        .services
         .iter()
-        .map(|u| (u.name.as_str(), u.url.as_str(), u.service.as_deref()))
+        .flat_map(|s| {
+            s.urls
+                .iter()
+                .map(|u| (s.name.as_str(), u.name.as_str(), u.url.as_str()))
+        })
         .collect();
     assert_eq!(
         urls,
         [
-            ("ui", "http://localhost:5200", Some("vite")),
-            ("server", "http://localhost:6800", Some("server")),
+            ("server", "server", "http://localhost:6800"),
+            ("vite", "ui", "http://localhost:5200"),
         ]
     );
     assert_eq!(rendered.debounce, Duration::from_millis(100));

@@ -108,15 +108,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
             .await
         }
         FrontEvents::Headless(feed) => {
-            headless::run_pod(
-                &prepared,
-                &supervisor,
-                feed,
-                &mut signals,
-                options,
-                &addresses,
-            )
-            .await
+            headless::run_pod(&prepared, &supervisor, feed, &mut signals, options).await
         }
     };
     drop(watchers);

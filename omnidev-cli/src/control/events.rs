@@ -65,8 +65,13 @@ pub enum Body {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// Its readiness probe passed (or, without one, it started).
-    Ready,
+    /// Its readiness probe passed (or, without one, it kept running for a
+    /// second).
+    Ready {
+        /// The URLs it serves, shown from now on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        urls: Vec<omnidev_core::NamedUrl>,
+    },
     /// Its readiness probe has not passed within its timeout; polling goes
     /// on.
     ProbeTimeout {
@@ -198,7 +203,7 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::State { .. } => "state",
-            Body::Ready => "ready",
+            Body::Ready { .. } => "ready",
             Body::ProbeTimeout { .. } => "probe-timeout",
             Body::Crashed { .. } => "crashed",
             Body::Exited { .. } => "exited",
@@ -252,7 +257,7 @@ impl Encoder {
     pub fn event(&self, event: &Event) -> Record {
         let body = match &event.kind {
             EventKind::State { state } => Self::state(state),
-            EventKind::Ready => Body::Ready,
+            EventKind::Ready { urls } => Body::Ready { urls: urls.clone() },
             EventKind::ProbeTimedOut { after } => Body::ProbeTimeout {
                 after_ms: millis(*after),
             },
@@ -448,7 +453,7 @@ impl Record {
             Body::Exited { exit } => EventKind::State {
                 state: ServiceState::Exited { status: *exit },
             },
-            Body::Ready => EventKind::Ready,
+            Body::Ready { urls } => EventKind::Ready { urls: urls.clone() },
             Body::ProbeTimeout { after_ms } => EventKind::ProbeTimedOut {
                 after: Duration::from_millis(*after_ms),
             },
@@ -626,7 +631,11 @@ pub(crate) mod tests {
             serde_json::to_string(&encoder.event(&crash)).expect("encode"),
             r#"{"v":1,"ts":"1970-01-01T00:00:00.000Z","pod":"/pod","service":"server","kind":"crashed","exit":{"code":1},"attempt":2,"backoff-ms":1500}"#
         );
-        let ready = encoder.record(SystemTime::UNIX_EPOCH, None, Body::Ready);
+        let ready = encoder.record(
+            SystemTime::UNIX_EPOCH,
+            None,
+            Body::Ready { urls: Vec::new() },
+        );
         let text = serde_json::to_string(&ready).expect("encode");
         assert_eq!(
             text,
@@ -651,7 +660,7 @@ pub(crate) mod tests {
         for kind in &kinds {
             seen.insert(match kind {
                 EventKind::State { .. } => "state",
-                EventKind::Ready => "ready",
+                EventKind::Ready { .. } => "ready",
                 EventKind::ProbeTimedOut { .. } => "probe-timed-out",
                 EventKind::Crashed { .. } => "crashed",
                 EventKind::Reloading { .. } => "reloading",
@@ -728,7 +737,13 @@ pub(crate) mod tests {
 
     fn every_other_kind() -> Vec<EventKind> {
         vec![
-            EventKind::Ready,
+            EventKind::Ready { urls: Vec::new() },
+            EventKind::Ready {
+                urls: vec![omnidev_core::NamedUrl {
+                    name: "ui".into(),
+                    url: "http://localhost:5173".into(),
+                }],
+            },
             EventKind::PortHeld {
                 port: 6767,
                 holder: "pid 4242 (python3 -m http.server 6767)".into(),

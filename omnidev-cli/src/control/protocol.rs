@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use omnidev_core::ServiceStatus;
+use omnidev_core::{NamedUrl, ServiceStatus};
 use serde::{Deserialize, Serialize};
 
 /// Version of the protocol and of the `--json` outputs.
@@ -268,13 +268,35 @@ pub enum ErrorKind {
     InvalidProfile,
 }
 
-/// A URL shown to people (`ui`, `server`, …), in profile order.
+/// A URL shown to people (`ui`, `server`, …).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UrlReport {
     /// The URL's name.
     pub name: String,
     /// The URL.
     pub url: String,
+    /// The service serving it, shown while it runs ready; absent for the
+    /// pod's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}
+
+impl UrlReport {
+    /// The URLs shown now: the pod's own, then each service's that core
+    /// shows ([`ServiceStatus::urls`]), in service order.
+    pub fn shown(pod: &[NamedUrl], services: &[ServiceStatus]) -> Vec<Self> {
+        let own = pod.iter().map(|u| (u, None));
+        let served = services
+            .iter()
+            .flat_map(|s| s.urls.iter().map(|u| (u, Some(&s.name))));
+        own.chain(served)
+            .map(|(u, service)| Self {
+                name: u.name.clone(),
+                url: u.url.clone(),
+                service: service.cloned(),
+            })
+            .collect()
+    }
 }
 
 /// One service, as `status` reports it.
@@ -319,6 +341,7 @@ impl ServiceReport {
             note: None,
             starts: 0,
             probe_timed_out: false,
+            urls: Vec::new(),
         })
     }
 
@@ -340,8 +363,9 @@ impl ServiceReport {
     }
 
     /// Its status as typed state, from the report. The report has no
-    /// backoff of a `restarting` service (`0s`); a state word this omnidev
-    /// does not know reads as waiting.
+    /// backoff of a `restarting` service (`0s`) and no URLs (the pod's
+    /// `urls` name their service); a state word this omnidev does not know
+    /// reads as waiting.
     pub fn status(&self) -> ServiceStatus {
         let state = crate::control::events::state_of(
             &self.state,
@@ -363,6 +387,7 @@ impl ServiceReport {
             note: None,
             starts: 0,
             probe_timed_out: false,
+            urls: Vec::new(),
         }
     }
 }

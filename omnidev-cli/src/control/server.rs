@@ -814,7 +814,6 @@ fn outcome(
 fn status(shared: &Shared) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
-    let ready = |name: &str| snapshot.iter().any(|s| s.name == name && s.ready);
     let reports: Vec<ServiceReport> = if snapshot.is_empty() {
         // Before the supervisor's first status: every service waits.
         shared
@@ -839,15 +838,7 @@ fn status(shared: &Shared) -> PodStatus {
         pid: Some(std::process::id()),
         control: true,
         ports: addresses.ports.clone(),
-        urls: addresses
-            .urls
-            .iter()
-            .filter(|url| url.shown(ready))
-            .map(|url| UrlReport {
-                name: url.name.clone(),
-                url: url.url.clone(),
-            })
-            .collect(),
+        urls: UrlReport::shown(&addresses.urls, &snapshot),
         containment: Some(shared.supervisor.containment().to_string()),
         services: reports
             .into_iter()

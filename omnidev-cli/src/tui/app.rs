@@ -15,8 +15,9 @@ use super::pane::{
 pub struct PodInfo {
     /// The pod directory.
     pub pod_dir: PathBuf,
-    /// URLs shown to people, each once its service is ready.
-    pub urls: Vec<omnidev_pod::RenderedUrl>,
+    /// The URLs the pod shows now (core's: a service's while it runs
+    /// ready).
+    pub urls: Vec<crate::control::protocol::UrlReport>,
 }
 
 /// A service as the TUI knows it.
@@ -32,8 +33,6 @@ pub struct ServiceView {
     /// wrapper such as `uv run`, or the pid itself); `None` while it is
     /// still being looked for.
     pub main_pid: Option<u32>,
-    /// It counts as ready, as core says (its `ready` event or status).
-    pub ready: bool,
 }
 
 /// What the TUI re-reads from the supervisor after falling behind.
@@ -173,7 +172,6 @@ impl App {
                     state: ServiceState::Waiting,
                     restarts: 0,
                     main_pid: None,
-                    ready: false,
                 })
                 .collect(),
             panes,
@@ -198,7 +196,6 @@ impl App {
             state: ServiceState::Waiting,
             restarts: 0,
             main_pid: None,
-            ready: false,
         });
         self.panes
             .push(Pane::new(self.pane_lines, SERVICE_PANE_BYTES));
@@ -263,7 +260,6 @@ impl App {
             if let Some(i) = self.service_index(&status.name) {
                 self.services[i].state = status.state.clone();
                 self.services[i].restarts = status.restarts;
-                self.services[i].ready = status.ready;
             }
         }
     }
@@ -328,14 +324,7 @@ impl App {
                     if service.state.pid() != state.pid() {
                         service.main_pid = None;
                     }
-                    // A `ready` event comes before the `ready` state.
-                    service.ready &= matches!(state, ServiceState::Ready { .. });
                     service.state = state.clone();
-                }
-            }
-            EventKind::Ready => {
-                if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
-                    self.services[i].ready = true;
                 }
             }
             EventKind::ProfileChanged(omnidev_core::ProfileChange {
@@ -720,6 +709,7 @@ pub(crate) mod tests {
                     note: None,
                     starts: 1,
                     probe_timed_out: false,
+                    urls: Vec::new(),
                 }],
                 logs: vec![
                     line("one", 1),

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use omnidev_core::ServiceStatus;
-use omnidev_pod::RenderedUrl;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -99,7 +98,7 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
     let mut app = App::new(
         PodInfo {
             pod_dir: pod_dir.to_owned(),
-            urls: urls(status),
+            urls: status.urls.clone(),
         },
         status.services.iter().map(|s| s.name.clone()).collect(),
         status.backend.clone(),
@@ -108,20 +107,6 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
     app.attached = true;
     app.apply_snapshot(&connection.statuses());
     app
-}
-
-/// The URLs a status shows (those of ready services only: each is shown
-/// as it is).
-pub fn urls(status: &PodStatus) -> Vec<RenderedUrl> {
-    status
-        .urls
-        .iter()
-        .map(|url| RenderedUrl {
-            name: url.name.clone(),
-            url: url.url.clone(),
-            service: None,
-        })
-        .collect()
 }
 
 /// Reads record lines off the stream, each at most [`MAX_LINE_BYTES`]
@@ -245,7 +230,10 @@ impl ControlSource {
                     endings.join("; ")
                 )));
             }
-            Body::State { .. } | Body::Ready | Body::Exited { .. } | Body::Crashed { .. }
+            Body::State { .. }
+            | Body::Ready { .. }
+            | Body::Exited { .. }
+            | Body::Crashed { .. }
                 if record.ts >= self.since =>
             {
                 // A URL shows once its service is ready.
@@ -267,7 +255,7 @@ impl ControlSource {
         match opened {
             Ok(connection) => {
                 let statuses = connection.statuses();
-                let urls = urls(&connection.status);
+                let urls = connection.status.urls.clone();
                 self.reader = connection.reader;
                 self.since = connection.since;
                 let _ = self.answer.try_send(Update::Urls(urls));
@@ -393,7 +381,7 @@ async fn refresh_urls(pod_dir: PathBuf, refresh: Arc<Notify>, answer: mpsc::Send
         if let Ok(Ok(response)) = asked
             && let Some(status) = response.status
         {
-            let _ = answer.send(Update::Urls(urls(&status))).await;
+            let _ = answer.send(Update::Urls(status.urls)).await;
         }
     }
 }
@@ -439,11 +427,10 @@ mod tests {
     }
 
     /// The server's URL, shown while it is ready.
-    fn server_url() -> RenderedUrl {
-        RenderedUrl {
+    fn server_url() -> omnidev_core::NamedUrl {
+        omnidev_core::NamedUrl {
             name: "server".into(),
             url: "http://localhost:1".into(),
-            service: Some("server".into()),
         }
     }
 
@@ -453,13 +440,10 @@ mod tests {
         dir: &Path,
         script: &str,
     ) -> (omnidev_core::Supervisor, crate::control::ControlServer) {
+        let mut server = omnidev_core::ServiceSpec::new("server", "sh", ["-c", script], dir);
+        server.urls = vec![server_url()];
         let builder = omnidev_core::Supervisor::builder(omnidev_core::SupervisorConfig {
-            services: vec![omnidev_core::ServiceSpec::new(
-                "server",
-                "sh",
-                ["-c", script],
-                dir,
-            )],
+            services: vec![server],
             ..omnidev_core::SupervisorConfig::default()
         })
         .expect("a valid graph");
@@ -475,7 +459,7 @@ mod tests {
             repo: dir.to_path_buf(),
             addresses: std::sync::Arc::new(std::sync::Mutex::new(crate::session::Addresses {
                 ports: std::collections::BTreeMap::new(),
-                urls: vec![server_url()],
+                urls: Vec::new(),
             })),
             backend: vec!["server".into()],
             live: None,
@@ -552,7 +536,7 @@ mod tests {
         assert_eq!(action, Some(Action::Start("server".into())));
         source.act(action.expect("action"));
         pump(app, source, "the start", |app| {
-            app.message.as_deref() == Some("started server") && app.services[0].ready && shown(app)
+            app.message.as_deref() == Some("started server") && shown(app)
         })
         .await;
         assert!(pid().is_some_and(|p| p != after), "a new run");
@@ -830,6 +814,7 @@ mod tests {
                 note: None,
                 starts: 1,
                 probe_timed_out: false,
+                urls: Vec::new(),
                 state: state.clone(),
             };
             let want = match state {

@@ -8,8 +8,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::control::protocol::UrlReport;
 use omnidev_core::{Event, ServiceStatus, Supervisor};
-use omnidev_pod::RenderedUrl;
 use tokio::sync::broadcast;
 
 use super::app::{Action, CatchUp};
@@ -39,8 +39,8 @@ pub enum Update {
         /// Every service's status now.
         statuses: Vec<ServiceStatus>,
     },
-    /// The pod's URLs (shown once their services are ready) now.
-    Urls(Vec<RenderedUrl>),
+    /// The URLs the pod shows now.
+    Urls(Vec<UrlReport>),
     /// A line for the footer: how an action went.
     Message(String),
     /// The pod has stopped: what to say; the UI leaves.
@@ -63,9 +63,10 @@ pub trait Source {
     /// the loop's own).
     fn act(&mut self, action: Action);
 
-    /// The pod's URLs when they may have changed without an update (a port
-    /// moved in this process); `None` when they come as [`Update::Urls`].
-    fn urls(&self) -> Option<Vec<RenderedUrl>> {
+    /// The URLs the pod shows now, when they may have changed without an
+    /// update (a service became ready, a port moved in this process);
+    /// `None` when they come as [`Update::Urls`].
+    fn urls(&self) -> Option<Vec<UrlReport>> {
         None
     }
 }
@@ -173,13 +174,14 @@ impl Source for PodSource {
         });
     }
 
-    fn urls(&self) -> Option<Vec<RenderedUrl>> {
-        Some(
-            self.addresses
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .urls
-                .clone(),
-        )
+    fn urls(&self) -> Option<Vec<UrlReport>> {
+        let addresses = self
+            .addresses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(UrlReport::shown(
+            &addresses.urls,
+            &self.supervisor.snapshot(),
+        ))
     }
 }

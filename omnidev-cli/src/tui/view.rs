@@ -95,8 +95,7 @@ fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     ];
     // URLs get a line of their own so a narrow terminal does not break one.
     let mut urls = Vec::new();
-    let ready = |name: &str| app.services.iter().any(|s| s.name == name && s.ready);
-    for url in app.info.urls.iter().filter(|url| url.shown(ready)) {
+    for url in &app.info.urls {
         let lead = if urls.is_empty() { "" } else { "  " };
         urls.push(Span::styled(
             format!("{lead}{} ", terminal_text::quote(&url.name)),
@@ -580,19 +579,12 @@ pub(crate) mod tests {
         let mut app = App::new(
             PodInfo {
                 pod_dir: PathBuf::from("/home/dev/.cache/omnidev/omnigent-1a2b3c4d"),
-                // vite has crashed: its URL is not shown.
-                urls: vec![
-                    omnidev_pod::RenderedUrl {
-                        name: "ui".into(),
-                        url: "http://localhost:5173".into(),
-                        service: Some("vite".into()),
-                    },
-                    omnidev_pod::RenderedUrl {
-                        name: "server".into(),
-                        url: "http://localhost:6767".into(),
-                        service: Some("server".into()),
-                    },
-                ],
+                // vite has crashed: core shows no URL of it.
+                urls: vec![crate::control::protocol::UrlReport {
+                    name: "server".into(),
+                    url: "http://localhost:6767".into(),
+                    service: Some("server".into()),
+                }],
             },
             vec!["server".into(), "host".into(), "vite".into()],
             vec!["server".into()],
@@ -600,9 +592,6 @@ pub(crate) mod tests {
         );
         app.apply(&state("server", ServiceState::Ready { pid: 4242 }));
         app.apply(&state("host", ServiceState::Running { pid: 4250 }));
-        // As core's `ready` events say (they would add lines to the panes).
-        app.services[0].ready = true;
-        app.services[1].ready = true;
         app.apply(&Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("vite".into()),
@@ -749,7 +738,7 @@ pub(crate) mod tests {
     fn names_in_the_header_are_shown_not_obeyed() {
         let mut app = sample_app();
         app.info.pod_dir = PathBuf::from("/cache/re\x1b]0;t\x07po\n-1a2b3c4d");
-        app.info.urls[1].url = "http://\x1b[2J:6767".into();
+        app.info.urls[0].url = "http://\x1b[2J:6767".into();
         let terminal = draw(&mut app, 100, 10);
         let screen = screen_rows(&terminal).join("\n");
         assert!(

@@ -423,7 +423,7 @@ impl Engine {
             .services
             .iter()
             .enumerate()
-            .map(|(i, s)| s.status(self.name(i)))
+            .map(|(i, s)| s.status(self.name(i), &self.specs[i].urls))
             .collect();
         self.status.send_replace(snapshot);
     }
@@ -687,7 +687,10 @@ impl Engine {
                 {
                     process.readiness = ProbeState::Probed;
                     self.services[index].note = None;
-                    self.emit(Some(index), EventKind::Ready);
+                    // The status first: whoever reads the event and then
+                    // asks for the status finds the URLs shown.
+                    self.publish_status();
+                    self.emit_ready(index);
                     self.publish(index);
                     self.write_state();
                 }
@@ -728,9 +731,15 @@ impl Engine {
         {
             process.readiness = ProbeState::Stable;
             self.publish_status();
-            self.emit(Some(index), EventKind::Ready);
+            self.emit_ready(index);
             self.write_state();
         }
+    }
+
+    /// Says the service counts as ready now, with the URLs it shows.
+    fn emit_ready(&self, index: usize) {
+        let urls = self.specs[index].urls.clone();
+        self.emit(Some(index), EventKind::Ready { urls });
     }
 
     /// A run's probe has not passed within `after`: say so, and show it in

@@ -273,11 +273,7 @@ impl Service {
     /// probe passed, it has no probe and ran for [`STABLE`], or it is a
     /// one-shot that exited 0. A stopped service never is.
     pub(super) fn ready(&self) -> bool {
-        match &self.phase {
-            Phase::Running(p) => matches!(p.readiness, ProbeState::Probed | ProbeState::Stable),
-            Phase::Exited { status } => status.success(),
-            _ => false,
-        }
+        self.serves() || self.completed()
     }
 
     /// It exited 0 and will not be restarted: a finished one-shot, which
@@ -341,8 +337,15 @@ impl Service {
         }
     }
 
-    /// Its status in a snapshot.
-    pub(super) fn status(&self, name: &str) -> ServiceStatus {
+    /// Whether it runs ready: its process serves what it was started for,
+    /// and the URLs it serves are shown.
+    pub(super) fn serves(&self) -> bool {
+        matches!(&self.phase, Phase::Running(p) if matches!(p.readiness, ProbeState::Probed | ProbeState::Stable))
+    }
+
+    /// Its status in a snapshot, under `name` of the spec that serves
+    /// `urls`.
+    pub(super) fn status(&self, name: &str, urls: &[crate::NamedUrl]) -> ServiceStatus {
         ServiceStatus {
             name: name.to_owned(),
             state: self.published.clone(),
@@ -361,6 +364,11 @@ impl Service {
                     }
                 )
             }),
+            urls: if self.serves() {
+                urls.to_vec()
+            } else {
+                Vec::new()
+            },
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use omnidev_core::{CommandSpec, ServiceSpec};
+use omnidev_core::ServiceSpec;
 
 use super::render::RenderedPod;
 
@@ -46,7 +46,13 @@ impl ProfileChanges {
         if old.debounce != new.debounce {
             changes.not_applied.push("debounce-ms");
         }
-        changes.urls = old.urls != new.urls;
+        // A service's URLs are its own; one added or removed says so itself.
+        let service_urls_differ = new.services.iter().any(|n| {
+            old.services
+                .iter()
+                .any(|o| o.name == n.name && o.urls != n.urls)
+        });
+        changes.urls = old.urls != new.urls || service_urls_differ;
         changes
     }
 
@@ -60,7 +66,7 @@ impl ProfileChanges {
             match find(old, &spec.name) {
                 None => changes.added.push(spec.name.clone()),
                 Some(i) => {
-                    let keys = differing_keys(&old[i], spec);
+                    let keys = old[i].differences(spec);
                     if !keys.is_empty() {
                         changes.changed.push((spec.name.clone(), keys));
                     }
@@ -85,49 +91,6 @@ impl ProfileChanges {
     pub fn is_empty(&self) -> bool {
         self.nothing_to_apply() && self.not_applied.is_empty()
     }
-}
-
-/// The profile keys in which two renderings of one service differ, in the
-/// order the profile reference lists them: empty exactly when the specs
-/// are equal (what the supervisor restarts a service for). Every field is
-/// named, none left to `..`, so a field added to the spec must be given
-/// its key here before this compiles.
-fn differing_keys(old: &ServiceSpec, new: &ServiceSpec) -> Vec<&'static str> {
-    let ServiceSpec {
-        name: _,
-        command:
-            CommandSpec {
-                program,
-                args,
-                cwd,
-                env,
-            },
-        depends_on,
-        readiness,
-        restart,
-        stop,
-        prepare,
-        unavailable,
-        yields,
-    } = old;
-    [
-        (
-            "command",
-            *program != new.command.program || *args != new.command.args,
-        ),
-        ("cwd", *cwd != new.command.cwd),
-        ("env", *env != new.command.env),
-        ("depends-on", *depends_on != new.depends_on),
-        ("ready", *readiness != new.readiness),
-        ("restart", *restart != new.restart),
-        ("stop", *stop != new.stop),
-        ("prepare", *prepare != new.prepare),
-        ("availability", *unavailable != new.unavailable),
-        ("yield", *yields != new.yields),
-    ]
-    .into_iter()
-    .filter_map(|(key, differs)| differs.then_some(key))
-    .collect()
 }
 
 /// `api (command, env), new service worker, removed service old, URLs,
@@ -176,11 +139,8 @@ mod tests {
         new.command.env.insert("X".into(), "1".into());
         new.restart = omnidev_core::RestartPolicy::Never;
         new.command.cwd = "/repo/api".into();
-        assert_eq!(
-            differing_keys(&old, &new),
-            ["command", "cwd", "env", "restart"]
-        );
-        assert!(differing_keys(&old, &old.clone()).is_empty());
+        assert_eq!(old.differences(&new), ["command", "cwd", "env", "restart"]);
+        assert!(old.differences(&old.clone()).is_empty());
     }
 
     #[test]
@@ -212,7 +172,7 @@ mod tests {
         new.unavailable = Some("no uv".into());
         new.yields = true;
         assert_eq!(
-            differing_keys(&old, &new),
+            old.differences(&new),
             [
                 "command",
                 "cwd",

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omnidev_core::{
-    CommandSpec, Dependency, Env, PrepareStep, PrepareWhen, ProbeSpec, Readiness, ServiceSpec,
-    StopSpec,
+    CommandSpec, Dependency, Env, NamedUrl, PrepareStep, PrepareWhen, ProbeSpec, Readiness,
+    ServiceSpec, StopSpec,
 };
 
 use super::template::{self, Unresolved, Values};
@@ -176,28 +176,9 @@ pub struct RenderedPod {
     pub watch: Vec<WatchRule>,
     /// File-watch debounce.
     pub debounce: Duration,
-    /// URLs to show people, in profile order: the pod's own, and those of
-    /// the selected services.
-    pub urls: Vec<RenderedUrl>,
-}
-
-/// A URL for people, rendered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderedUrl {
-    /// Its label (`ui`, `server`).
-    pub name: String,
-    /// The URL.
-    pub url: String,
-    /// The service serving it: show the URL once that service is ready.
-    /// `None`: the pod's, shown from the start.
-    pub service: Option<String>,
-}
-
-impl RenderedUrl {
-    /// Whether to show it, given which services are ready now.
-    pub fn shown(&self, ready: impl Fn(&str) -> bool) -> bool {
-        self.service.as_deref().is_none_or(ready)
-    }
+    /// The pod's own URLs (a service's are in its spec), in profile order:
+    /// shown from the start.
+    pub urls: Vec<NamedUrl>,
 }
 
 impl Profile {
@@ -211,9 +192,11 @@ impl Profile {
     /// let pod = Profile::omnigent().render(&ctx).unwrap();
     /// assert_eq!(pod.env["OMNIGENT_URL"], "http://127.0.0.1:6767");
     /// assert_eq!(pod.services.len(), 2);
-    /// // `ui` is vite's, which is left out.
-    /// assert_eq!(pod.urls.len(), 1);
-    /// assert_eq!(pod.urls[0].url, "http://localhost:6767");
+    /// // Each URL is its service's; `ui` is vite's, which is left out.
+    /// assert!(pod.urls.is_empty());
+    /// let urls: Vec<_> = pod.services.iter().flat_map(|s| &s.urls).collect();
+    /// assert_eq!(urls.len(), 1);
+    /// assert_eq!(urls[0].url, "http://localhost:6767");
     /// ```
     pub fn render(&self, ctx: &RenderContext) -> Result<RenderedPod> {
         let pod_files = crate::env_file::load(&ctx.repo, &self.pod.env_files)?;
@@ -256,15 +239,19 @@ impl Profile {
 
         let mut urls = Vec::new();
         for (name, url) in &self.urls {
-            let service = url.service(name, self);
-            if service.is_some_and(|service| !selected.iter().any(|s| s == service)) {
-                continue;
-            }
-            urls.push(RenderedUrl {
+            let named = NamedUrl {
                 name: name.clone(),
                 url: text(url.template())?,
-                service: service.map(str::to_owned),
-            });
+            };
+            match url.service(name, self) {
+                None => urls.push(named),
+                // A service left out takes its URLs with it.
+                Some(service) => {
+                    if let Some(spec) = services.iter_mut().find(|s| s.name == service) {
+                        spec.urls.push(named);
+                    }
+                }
+            }
         }
         Ok(RenderedPod {
             env,
@@ -377,6 +364,8 @@ fn render_service(
         prepare,
         unavailable,
         yields: service.yields,
+        // Set by `render`, which reads `[urls]`.
+        urls: Vec::new(),
     })
 }
 

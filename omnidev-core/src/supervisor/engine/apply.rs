@@ -46,10 +46,10 @@ impl Engine {
                     applied.started.push(name);
                 }
                 Some(i) => {
-                    if self.specs[i] != spec {
-                        self.specs[i] = spec;
+                    if !self.specs[i].runs_as(&spec) {
                         changed.push(i);
                     }
+                    self.specs[i] = spec;
                 }
                 None => {
                     self.add(spec);

@@ -146,13 +146,11 @@ impl Engine {
             Ok((moved_to, specs)) => {
                 let mut changed = Vec::new();
                 for (j, spec) in specs.into_iter().enumerate() {
-                    if let Some(spec) = spec
-                        && spec != self.specs[j]
-                    {
-                        self.specs[j] = spec;
-                        if j != index {
+                    if let Some(spec) = spec {
+                        if j != index && !spec.runs_as(&self.specs[j]) {
                             changed.push(j);
                         }
+                        self.specs[j] = spec;
                     }
                 }
                 let message = format!(
