@@ -22,8 +22,8 @@ pub enum Task {
     /// cargo test --workspace, then the e2e.
     Ci(Ci),
     /// Only the macOS step of `ci`: clippy -D warnings of the workspace for
-    /// aarch64-apple-darwin and x86_64-apple-darwin (installing its tools
-    /// when missing, unless --no-install).
+    /// aarch64-apple-darwin (installing its tools when missing, unless
+    /// --no-install).
     #[command(name = "check-macos")]
     CheckMacos(CheckMacos),
     /// Build omnidev and run the end-to-end cases.

@@ -1,24 +1,30 @@
 //! The macOS step of `cargo xtask ci`: clippy of the whole workspace, all
-//! targets, warnings denied, for `aarch64-apple-darwin` and
-//! `x86_64-apple-darwin`, on this Linux machine. It type-checks and lints
-//! (nothing links or runs), which is what can be had without a Mac.
+//! targets, warnings denied, for `aarch64-apple-darwin`, on this Linux
+//! machine. It type-checks and lints (nothing links or runs), which is
+//! what can be had without a Mac.
+//!
+//! One apple target is enough: every `cfg` of this workspace's code asks
+//! for `target_os` (or `unix`), never the architecture, so
+//! `x86_64-apple-darwin` compiled the same code a second time (and the
+//! dependencies' architecture-specific parts are not linted here anyway).
 //!
 //! What it takes, installed when missing (and named exactly when it
 //! cannot be):
-//! - a Rust toolchain with the standard library's source, so that cargo
-//!   builds `std` for the apple targets (`-Zbuild-std`, allowed on a
-//!   stable compiler by `RUSTC_BOOTSTRAP=1`): rustup's with the `rust-src`
-//!   component, or Debian's `rustc-web`, `cargo-web`, `rust-web-src` and
-//!   `rust-web-clippy` (installed with apt-get as root or with
-//!   passwordless sudo);
-//! - a C compiler for the targets (the TLS stack builds C): zig, from the
+//! - a Rust toolchain with the target's standard library: rustup's, with
+//!   the prebuilt one (`rustup target add aarch64-apple-darwin`, a
+//!   download); else one with the standard library's source, so that
+//!   cargo builds `std` for the target (`-Zbuild-std`, allowed on a
+//!   stable compiler by `RUSTC_BOOTSTRAP=1`, about a minute more):
+//!   rustup's with the `rust-src` component, or Debian's `rustc-web`,
+//!   `cargo-web`, `rust-web-src` and `rust-web-clippy` (installed with
+//!   apt-get as root or with passwordless sudo);
+//! - a C compiler for the target (the TLS stack builds C): zig, from the
 //!   `ziglang` package of PyPI in a venv of its own under
 //!   `~/.cache/omnidev-ci`, driven by `cargo-zigbuild` (from crates.io,
 //!   built once into `~/.cargo/bin`).
 //!
 //! The apple builds go to `target/apple`, apart from the normal build.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -27,8 +33,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::{install, prereqs, util};
 
-/// The targets checked.
-pub const TARGETS: [&str; 2] = ["aarch64-apple-darwin", "x86_64-apple-darwin"];
+/// The target checked.
+pub const TARGET: &str = "aarch64-apple-darwin";
 
 /// Debian's packages of a Rust with its standard library's source.
 pub const DEBIAN_PACKAGES: [&str; 4] =
@@ -37,7 +43,7 @@ pub const DEBIAN_PACKAGES: [&str; 4] =
 /// The zig of PyPI, pinned (the version cargo-zigbuild was checked with).
 const ZIGLANG: &str = "ziglang==0.17.1";
 
-/// cargo-zigbuild from crates.io, pinned.
+/// cargo-zigbuild, pinned (PyPI's wheel of it, or crates.io's).
 const ZIGBUILD_VERSION: &str = "0.24.1";
 
 /// The oldest compiler that builds the workspace (its `rust-version`).
@@ -56,13 +62,13 @@ pub struct Toolchain {
     pub bin: PathBuf,
 }
 
-/// The toolchain in `sysroot` (`rustc --print sysroot`), when it has the
-/// standard library's source and clippy.
-pub fn toolchain_in(origin: &'static str, sysroot: &Path) -> Option<Toolchain> {
+/// The toolchain in `sysroot` (`rustc --print sysroot`), when it has
+/// clippy and (`needs_source`, to build `std`) the standard library's
+/// source.
+pub fn toolchain_in(origin: &'static str, sysroot: &Path, needs_source: bool) -> Option<Toolchain> {
     let bin = sysroot.join("bin");
-    let complete = sysroot
-        .join("lib/rustlib/src/rust/library/std/src/lib.rs")
-        .is_file()
+    let source = sysroot.join("lib/rustlib/src/rust/library/std/src/lib.rs");
+    let complete = (!needs_source || source.is_file())
         && ["rustc", "cargo", "cargo-clippy", "clippy-driver"]
             .iter()
             .all(|program| bin.join(program).is_file());
@@ -96,21 +102,52 @@ fn output(command: &mut Command) -> Option<String> {
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// A usable toolchain on this machine: rustup's (with `rust-src`), else
-/// Debian's under `/usr`; one older than the workspace needs does not count.
+/// The origin of the active rustup toolchain.
+const RUSTUP: &str = "rustup";
+
+/// Whether rustup has the target's prebuilt standard library, added when
+/// missing and allowed (a dry run says it would be).
+fn ensure_prebuilt_std(may_install: bool, dry_run: bool) -> bool {
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))
+        .is_some_and(|list| list.lines().any(|line| line.trim() == TARGET));
+    if installed || !may_install {
+        return installed;
+    }
+    let says = format!("adding the prebuilt standard library: rustup target add {TARGET}");
+    if dry_run {
+        println!("ci: macos: would be {says}");
+        return true;
+    }
+    run(
+        &says,
+        Command::new("rustup").args(["target", "add", TARGET]),
+    )
+}
+
+/// A usable toolchain on this machine that builds `std` from its source:
+/// rustup's (with `rust-src`), else Debian's under `/usr`.
 fn find_toolchain() -> Option<Toolchain> {
-    let rustup = output(Command::new("rustc").args(["--print", "sysroot"]))
-        .and_then(|sysroot| toolchain_in("rustup (rust-src)", Path::new(&sysroot)));
-    rustup
+    rustup_toolchain(true)
         .into_iter()
         .chain(toolchain_in(
             "Debian (rustc-web, rust-web-src)",
             Path::new("/usr"),
+            true,
         ))
-        .find(|toolchain| {
-            output(Command::new(&toolchain.rustc).arg("--version"))
-                .is_some_and(|v| version_at_least(&v, MIN_RUST))
-        })
+        .find(new_enough)
+}
+
+/// The active rustup toolchain (with `rust-src` when `needs_source`).
+fn rustup_toolchain(needs_source: bool) -> Option<Toolchain> {
+    output(Command::new("rustup").arg("--version"))?;
+    let sysroot = output(Command::new("rustc").args(["--print", "sysroot"]))?;
+    toolchain_in(RUSTUP, Path::new(&sysroot), needs_source).filter(new_enough)
+}
+
+/// One older than the workspace needs does not count.
+fn new_enough(toolchain: &Toolchain) -> bool {
+    output(Command::new(&toolchain.rustc).arg("--version"))
+        .is_some_and(|v| version_at_least(&v, MIN_RUST))
 }
 
 fn missing_toolchain() -> String {
@@ -159,8 +196,12 @@ fn find_zig() -> Option<Zig> {
 fn find_zigbuild() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     prereqs::find_program("cargo-zigbuild", &path).or_else(|| {
-        let installed = util::cargo_home().join("bin/cargo-zigbuild");
-        installed.is_file().then_some(installed)
+        [
+            zig_venv().join("bin/cargo-zigbuild"),
+            util::cargo_home().join("bin/cargo-zigbuild"),
+        ]
+        .into_iter()
+        .find(|installed| installed.is_file())
     })
 }
 
@@ -170,6 +211,9 @@ struct Tools {
     toolchain: Toolchain,
     zig: Zig,
     zigbuild: PathBuf,
+    /// The toolchain has the target's standard library prebuilt: nothing
+    /// builds `std`.
+    prebuilt_std: bool,
 }
 
 /// Runs a command, inheriting the output; whether it succeeded.
@@ -205,98 +249,106 @@ fn venv_command(venv: &Path) -> Command {
     command
 }
 
-/// Zig, installed into its venv when missing and allowed.
-fn ensure_zig(may_install: bool, dry_run: bool) -> Result<Option<Zig>, String> {
+/// Installs `package` from PyPI into the CI's venv (made when missing),
+/// saying it installs `what`; whether it did. A dry run says it would.
+fn venv_install(what: &str, package: &str, dry_run: bool) -> bool {
     let venv = zig_venv();
     let python = venv.join("bin/python");
-    let missing = || {
-        format!(
-            "no zig (the C compiler for the apple targets); get it with:\n  \
-             python3 -m venv {venv} && {python} -m pip install {ZIGLANG}\n  \
-             (or put a zig on PATH)",
-            venv = venv.display(),
-            python = python.display()
-        )
+    let says = format!(
+        "installing {what}: {} -m pip install {package}",
+        python.display()
+    );
+    if dry_run {
+        println!("ci: macos: would be {says}");
+        return true;
+    }
+    let made = python.is_file() || {
+        let says = format!(
+            "making a venv for the CI's tools: python3 -m venv {}",
+            venv.display()
+        );
+        // Debian's python3 has venv in a package of its own.
+        run(&says, &mut venv_command(&venv))
+            || (install::apt_packages("ci: macos", &["python3-venv"], false).is_ok()
+                && run("retrying: python3 -m venv", &mut venv_command(&venv)))
     };
+    made && run(
+        &says,
+        Command::new(&python).args(["-m", "pip", "install", "--quiet", package]),
+    )
+}
+
+/// What to run to install `package` into the CI's venv by hand.
+fn by_hand(package: &str) -> String {
+    let venv = zig_venv();
+    format!(
+        "python3 -m venv {venv} && {python} -m pip install {package}",
+        venv = venv.display(),
+        python = venv.join("bin/python").display()
+    )
+}
+
+/// Zig, installed into the CI's venv when missing and allowed.
+fn ensure_zig(may_install: bool, dry_run: bool) -> Result<Option<Zig>, String> {
     if let Some(zig) = find_zig() {
         return Ok(Some(zig));
     }
-    if !may_install {
+    let missing = || {
+        format!(
+            "no zig (the C compiler for the apple target); get it with:\n  {}\n  \
+             (or put a zig on PATH)",
+            by_hand(ZIGLANG)
+        )
+    };
+    if !may_install || !venv_install("zig", ZIGLANG, dry_run) {
         return Err(missing());
     }
-    if dry_run {
-        println!(
-            "ci: macos: would install zig: {} -m pip install {ZIGLANG}",
-            python.display()
-        );
-        return Ok(None);
-    }
-    let says = format!("making a venv for zig: python3 -m venv {}", venv.display());
-    // Debian's python3 has venv in a package of its own.
-    let made = run(&says, &mut venv_command(&venv))
-        || (install::apt_packages("ci: macos", &["python3-venv"], false).is_ok()
-            && run("retrying: python3 -m venv", &mut venv_command(&venv)));
-    let installed = made
-        && run(
-            &format!(
-                "installing zig: {} -m pip install {ZIGLANG}",
-                python.display()
-            ),
-            Command::new(&python).args(["-m", "pip", "install", "--quiet", ZIGLANG]),
-        );
-    match installed.then(find_zig).flatten() {
+    match find_zig() {
         Some(zig) => Ok(Some(zig)),
+        None if dry_run => Ok(None),
         None => Err(missing()),
     }
 }
 
-/// cargo-zigbuild, built into `~/.cargo/bin` when missing and allowed.
+/// cargo-zigbuild, installed into the CI's venv (PyPI has it prebuilt,
+/// where `cargo install` took a minute to build it) when missing and
+/// allowed.
 fn ensure_zigbuild(may_install: bool, dry_run: bool) -> Result<Option<PathBuf>, String> {
-    let command = format!("cargo install --locked cargo-zigbuild --version {ZIGBUILD_VERSION}");
     if let Some(path) = find_zigbuild() {
         return Ok(Some(path));
     }
-    if !may_install {
-        return Err(format!("no cargo-zigbuild; get it with:\n  {command}"));
+    let missing = || {
+        format!(
+            "no cargo-zigbuild; get it with:\n  {}\n  \
+             (or `cargo install --locked cargo-zigbuild --version {ZIGBUILD_VERSION}`)",
+            by_hand(&zigbuild_package())
+        )
+    };
+    if !may_install || !venv_install("cargo-zigbuild", &zigbuild_package(), dry_run) {
+        return Err(missing());
     }
-    let says = format!(
-        "installing cargo-zigbuild into {} (built once, a few minutes): {command}",
-        util::cargo_home().join("bin").display()
-    );
-    if dry_run {
-        println!("ci: macos: would be {says}");
-        return Ok(None);
+    match find_zigbuild() {
+        Some(path) => Ok(Some(path)),
+        None if dry_run => Ok(None),
+        None => Err(missing()),
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    let started = Instant::now();
-    let built = run(
-        &says,
-        Command::new(cargo).args([
-            "install",
-            "--locked",
-            "cargo-zigbuild",
-            "--version",
-            ZIGBUILD_VERSION,
-        ]),
-    );
-    match built.then(find_zigbuild).flatten() {
-        Some(path) => {
-            println!(
-                "ci: macos: cargo-zigbuild built in {:.0}s",
-                started.elapsed().as_secs_f64()
-            );
-            Ok(Some(path))
-        }
-        None => Err(format!(
-            "`{command}` failed; run it yourself, then this again"
-        )),
-    }
+}
+
+fn zigbuild_package() -> String {
+    format!("cargo-zigbuild=={ZIGBUILD_VERSION}")
 }
 
 /// Finds (or with `may_install`, installs) what the check needs; fails
 /// naming everything that is missing and how to get it.
 fn tools(may_install: bool, dry_run: bool) -> Result<Tools> {
-    let toolchain = ensure_toolchain(may_install, dry_run);
+    // rustup's prebuilt std for the target, when rustup can have it;
+    // else a toolchain that builds std from its source.
+    let prebuilt = rustup_toolchain(false).filter(|_| ensure_prebuilt_std(may_install, dry_run));
+    let prebuilt_std = prebuilt.is_some();
+    let toolchain = match prebuilt {
+        Some(toolchain) => Ok(Some(toolchain)),
+        None => ensure_toolchain(may_install, dry_run),
+    };
     let zig = ensure_zig(may_install, dry_run);
     let zigbuild = ensure_zigbuild(may_install, dry_run);
     let problems: Vec<&String> = [
@@ -316,6 +368,7 @@ fn tools(may_install: bool, dry_run: bool) -> Result<Tools> {
     };
     // A dry run that would install: what the tools will be.
     Ok(Tools {
+        prebuilt_std,
         toolchain: toolchain.unwrap_or_else(|| Toolchain {
             origin: "Debian (to be installed)",
             rustc: "/usr/bin/rustc".into(),
@@ -330,9 +383,11 @@ fn tools(may_install: bool, dry_run: bool) -> Result<Tools> {
 /// The clippy command for `target`.
 fn clippy(tools: &Tools, target: &str, target_dir: &Path) -> Command {
     let mut command = Command::new(&tools.zigbuild);
+    command.arg("clippy");
+    if !tools.prebuilt_std {
+        command.arg("-Zbuild-std=std,panic_abort");
+    }
     command.args([
-        "clippy",
-        "-Zbuild-std=std,panic_abort",
         "--target",
         target,
         "--workspace",
@@ -345,13 +400,15 @@ fn clippy(tools: &Tools, target: &str, target_dir: &Path) -> Command {
     dirs.extend(std::env::split_paths(&path));
     command
         .current_dir(util::workspace_root())
-        .env("RUSTC_BOOTSTRAP", "1")
         .env("RUSTC", &tools.toolchain.rustc)
         .env("CARGO", &tools.toolchain.cargo)
         .env(
             "PATH",
             std::env::join_paths(dirs).expect("PATH entries never hold ':'"),
         );
+    if !tools.prebuilt_std {
+        command.env("RUSTC_BOOTSTRAP", "1");
+    }
     if let Zig::Venv(python) = &tools.zig {
         command.env("CARGO_ZIGBUILD_PYTHON_PATH", python);
     }
@@ -364,48 +421,62 @@ pub fn install(dry_run: bool) -> Result<()> {
     tools(true, dry_run).map(drop)
 }
 
-/// The step: both targets, one after the other.
+/// The step: clippy for [`TARGET`].
 pub fn check(may_install: bool, dry_run: bool) -> Result<()> {
     let tools = tools(may_install, dry_run)?;
     let target_dir = util::target_dir().join("apple");
     println!(
-        "ci: macos: toolchain {} ({}), zig {}, {}",
+        "ci: macos: toolchain {} ({}), zig {}, {}, std {}",
         tools.toolchain.origin,
         tools.toolchain.rustc.display(),
         match &tools.zig {
             Zig::OnPath => "on PATH".to_owned(),
             Zig::Venv(python) => format!("via {}", python.display()),
         },
-        tools.zigbuild.display()
+        tools.zigbuild.display(),
+        if tools.prebuilt_std {
+            "prebuilt"
+        } else {
+            "built from source"
+        }
     );
-    for target in TARGETS {
-        let mut command = clippy(&tools, target, &target_dir);
-        let shown = format!(
-            "RUSTC_BOOTSTRAP=1 RUSTC={} PATH={}:$PATH {} clippy -Zbuild-std=std,panic_abort \
-             --target {target} --workspace --all-targets --target-dir {} -- -D warnings",
-            tools.toolchain.rustc.display(),
-            tools.toolchain.bin.display(),
-            tools.zigbuild.display(),
-            target_dir.display()
-        );
-        if dry_run {
-            println!("ci: would run {shown}");
-            continue;
-        }
-        let start = Instant::now();
-        println!("ci: macos {target}: {shown}");
-        let status = command
-            .stdin(Stdio::null())
-            .status()
-            .with_context(|| format!("running {}", tools.zigbuild.display()))?;
-        if !status.success() {
-            bail!("ci step `macos` failed for {target}");
-        }
-        println!(
-            "ci: macos {target} ok in {:.0}s",
-            start.elapsed().as_secs_f64()
-        );
+    let mut command = clippy(&tools, TARGET, &target_dir);
+    let envs: Vec<String> = command
+        .get_envs()
+        .filter(|(key, _)| *key != "PATH")
+        .filter_map(|(key, value)| {
+            Some(format!(
+                "{}={}",
+                key.to_string_lossy(),
+                value?.to_string_lossy()
+            ))
+        })
+        .collect();
+    let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
+    let shown = format!(
+        "{} PATH={}:$PATH {} {}",
+        envs.join(" "),
+        tools.toolchain.bin.display(),
+        tools.zigbuild.display(),
+        args.join(" ")
+    );
+    if dry_run {
+        println!("ci: would run {shown}");
+        return Ok(());
     }
+    let start = Instant::now();
+    println!("ci: macos {TARGET}: {shown}");
+    let status = command
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("running {}", tools.zigbuild.display()))?;
+    if !status.success() {
+        bail!("ci step `macos` failed for {TARGET}");
+    }
+    println!(
+        "ci: macos {TARGET} ok in {:.0}s",
+        start.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -421,16 +492,23 @@ mod tests {
         for program in ["rustc", "cargo", "cargo-clippy"] {
             std::fs::write(sysroot.join("bin").join(program), "").expect("program");
         }
-        assert_eq!(toolchain_in("test", sysroot), None, "no clippy-driver");
+        assert_eq!(
+            toolchain_in("test", sysroot, true),
+            None,
+            "no clippy-driver"
+        );
         std::fs::write(sysroot.join("bin/clippy-driver"), "").expect("driver");
-        assert_eq!(toolchain_in("test", sysroot), None, "no rust-src");
+        assert_eq!(toolchain_in("test", sysroot, true), None, "no rust-src");
         let std_src = sysroot.join("lib/rustlib/src/rust/library/std/src");
         std::fs::create_dir_all(&std_src).expect("src");
         std::fs::write(std_src.join("lib.rs"), "").expect("lib.rs");
-        let found = toolchain_in("test", sysroot).expect("complete");
+        let found = toolchain_in("test", sysroot, true).expect("complete");
         assert_eq!(found.rustc, sysroot.join("bin/rustc"));
         assert_eq!(found.cargo, sysroot.join("bin/cargo"));
         assert_eq!(found.bin, sysroot.join("bin"));
+        // With std prebuilt, the source is not needed.
+        std::fs::remove_file(std_src.join("lib.rs")).expect("rm");
+        assert!(toolchain_in("test", sysroot, false).is_some());
     }
 
     #[test]
@@ -458,12 +536,13 @@ mod tests {
             },
             zig: Zig::Venv("/cache/zig-venv/bin/python".into()),
             zigbuild: "/home/u/.cargo/bin/cargo-zigbuild".into(),
+            prebuilt_std: false,
         };
-        let command = clippy(&tools, "x86_64-apple-darwin", Path::new("/t/apple"));
+        let command = clippy(&tools, TARGET, Path::new("/t/apple"));
         let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
         assert_eq!(
             args.join(" "),
-            "clippy -Zbuild-std=std,panic_abort --target x86_64-apple-darwin --workspace \
+            "clippy -Zbuild-std=std,panic_abort --target aarch64-apple-darwin --workspace \
              --all-targets --target-dir /t/apple -- -D warnings"
         );
         let env = |name: &str| {
@@ -480,5 +559,15 @@ mod tests {
             env("CARGO_ZIGBUILD_PYTHON_PATH").as_deref(),
             Some("/cache/zig-venv/bin/python")
         );
+
+        // With the target's std prebuilt, nothing builds it.
+        let prebuilt = Tools {
+            prebuilt_std: true,
+            ..tools
+        };
+        let command = clippy(&prebuilt, TARGET, Path::new("/t/apple"));
+        let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
+        assert!(args[1] == "--target", "{args:?}");
+        assert!(!command.get_envs().any(|(key, _)| key == "RUSTC_BOOTSTRAP"));
     }
 }
