@@ -38,11 +38,12 @@ pub fn run(options: &Ci) -> Result<()> {
     let sh = util::shell()?;
     let target = util::target_dir();
     let users = "examples/library-users/Cargo.toml";
-    // The package step's own build dir, emptied before it runs: cargo
-    // verifies a package by building it in the target dir with this
-    // workspace's crates taken from a local registry, and a registry
-    // crate once built there counts as built for good, so a second run in
-    // the same checkout verified against the first run's omnidev-core.
+    // The package step's own build dir: cargo verifies a package by
+    // building it in the target dir with this workspace's crates taken
+    // from a local registry, and a registry crate once built there counts
+    // as built for good, so a second run in the same checkout verified
+    // against the first run's omnidev-core. Their builds are removed
+    // before it runs; the dependencies' stay for the next run.
     let packages = target.join("package-check");
     let steps: [(&str, xshell::Cmd<'_>); 6] = [
         ("fmt", cmd!(sh, "cargo fmt --all -- --check")),
@@ -87,11 +88,9 @@ pub fn run(options: &Ci) -> Result<()> {
         }
         let start = Instant::now();
         if name == "package" {
-            if packages.exists() {
-                std::fs::remove_dir_all(&packages)
-                    .with_context(|| format!("emptying {}", packages.display()))?;
-            }
-            forget_packaged_sources(&sh)?;
+            let crates = workspace_crates(&sh)?;
+            forget_packaged_builds(&packages.join("debug"), &crates)?;
+            forget_packaged_sources(&crates)?;
         }
         println!("ci: {name}: {step}");
         step.run()
@@ -134,24 +133,10 @@ pub fn run(options: &Ci) -> Result<()> {
 /// Only `NAME-VERSION` directories of this workspace's packages in local
 /// registries (their directory names start with `-`: they have no host)
 /// are removed; nothing else in the cargo home is touched.
-fn forget_packaged_sources(sh: &xshell::Shell) -> Result<()> {
-    let metadata = cmd!(sh, "cargo metadata --no-deps --format-version 1 --offline")
-        .quiet()
-        .read()
-        .context("reading the workspace's packages")?;
-    let metadata: serde_json::Value =
-        serde_json::from_str(&metadata).context("parsing cargo metadata")?;
-    let crates: Vec<String> = metadata["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            Some(format!(
-                "{}-{}",
-                p["name"].as_str()?,
-                p["version"].as_str()?
-            ))
-        })
+fn forget_packaged_sources(crates: &[(String, String)]) -> Result<()> {
+    let crates: Vec<String> = crates
+        .iter()
+        .map(|(name, version)| format!("{name}-{version}"))
         .collect();
     for stale in stale_package_sources(&util::cargo_home().join("registry/src"), &crates) {
         println!(
@@ -161,6 +146,86 @@ fn forget_packaged_sources(sh: &xshell::Shell) -> Result<()> {
         std::fs::remove_dir_all(&stale).with_context(|| format!("removing {}", stale.display()))?;
     }
     Ok(())
+}
+
+/// The workspace's packages, as `(name, version)`.
+fn workspace_crates(sh: &xshell::Shell) -> Result<Vec<(String, String)>> {
+    let metadata = cmd!(sh, "cargo metadata --no-deps --format-version 1 --offline")
+        .quiet()
+        .read()
+        .context("reading the workspace's packages")?;
+    let metadata: serde_json::Value =
+        serde_json::from_str(&metadata).context("parsing cargo metadata")?;
+    Ok(metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["name"].as_str()?.to_owned(),
+                p["version"].as_str()?.to_owned(),
+            ))
+        })
+        .collect())
+}
+
+/// Removes what an earlier package step built of this workspace's own
+/// crates in `profile_dir` (`target/package-check/debug`): their
+/// fingerprints, build-script runs and artifacts, so that cargo builds
+/// them from this run's packages. The dependencies' builds stay.
+fn forget_packaged_builds(profile_dir: &Path, crates: &[(String, String)]) -> Result<()> {
+    for stale in stale_package_builds(profile_dir, crates) {
+        let removed = if stale.is_dir() {
+            std::fs::remove_dir_all(&stale)
+        } else {
+            std::fs::remove_file(&stale)
+        };
+        removed.with_context(|| format!("removing {}", stale.display()))?;
+    }
+    Ok(())
+}
+
+/// The entries of `profile_dir`'s `.fingerprint`, `build` and `deps` that
+/// belong to `crates`: `NAME-HASH` (a fingerprint or build-script run),
+/// `libNAME_-HASH.rlib`/`.rmeta` and `NAME_-HASH.d` (the crate name with
+/// `_` for `-`).
+fn stale_package_builds(
+    profile_dir: &Path,
+    crates: &[(String, String)],
+) -> Vec<std::path::PathBuf> {
+    let prefixes: Vec<String> = crates
+        .iter()
+        .flat_map(|(name, _)| {
+            let underscored = name.replace('-', "_");
+            [
+                format!("{name}-"),
+                format!("lib{underscored}-"),
+                format!("{underscored}-"),
+            ]
+        })
+        .collect();
+    let mut found = Vec::new();
+    for dir in [".fingerprint", "build", "deps"] {
+        let Ok(entries) = std::fs::read_dir(profile_dir.join(dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // `omnidev-core-1a2b…` but not `omnidev-core-extra-1a2b…`: the
+            // rest after the prefix is the hash alone.
+            let ours = prefixes.iter().any(|prefix| {
+                name.strip_prefix(prefix.as_str()).is_some_and(|rest| {
+                    let hash = rest.split('.').next().unwrap_or(rest);
+                    !hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit())
+                })
+            });
+            if ours {
+                found.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// The `NAME-VERSION` directories of `crates` under the local registries
@@ -226,7 +291,55 @@ fn library_users(sh: &xshell::Shell, bin: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::stale_package_sources;
+    use super::{stale_package_builds, stale_package_sources};
+
+    #[test]
+    fn only_this_workspaces_crates_builds_are_stale() {
+        let target = tempfile::tempdir().expect("temp dir");
+        let debug = target.path();
+        let entries = [
+            ".fingerprint/omnidev-core-0123abcd",
+            ".fingerprint/omnidev-core-extra-0123abcd",
+            ".fingerprint/serde-0123abcd",
+            "build/omnidev-cli-89ef0123",
+            "deps/libomnidev_core-0123abcd.rlib",
+            "deps/libomnidev_core-0123abcd.rmeta",
+            "deps/omnidev_core-0123abcd.d",
+            "deps/libomnidev_corex-0123abcd.rlib",
+            "deps/libserde-0123abcd.rlib",
+            "deps/omnidev_cli-0123abcd",
+        ];
+        for entry in entries {
+            let path = debug.join(entry);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, "").expect("write");
+        }
+        let crates = [
+            ("omnidev-core".to_owned(), "0.1.0".to_owned()),
+            ("omnidev-cli".to_owned(), "0.1.0".to_owned()),
+        ];
+        let found: Vec<_> = stale_package_builds(debug, &crates)
+            .into_iter()
+            .map(|p| {
+                p.strip_prefix(debug)
+                    .expect("under the dir")
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ".fingerprint/omnidev-core-0123abcd",
+                "build/omnidev-cli-89ef0123",
+                "deps/libomnidev_core-0123abcd.rlib",
+                "deps/libomnidev_core-0123abcd.rmeta",
+                "deps/omnidev_cli-0123abcd",
+                "deps/omnidev_core-0123abcd.d",
+            ]
+        );
+        assert!(stale_package_builds(&debug.join("absent"), &crates).is_empty());
+    }
 
     #[test]
     fn only_this_workspaces_crates_in_local_registries_are_stale() {
