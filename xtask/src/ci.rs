@@ -4,7 +4,8 @@
 //! them (docs, packages, example programs), then the e2e.
 
 use std::path::Path;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use xshell::cmd;
@@ -45,83 +46,198 @@ pub fn run(options: &Ci) -> Result<()> {
     // against the first run's omnidev-core. Their builds are removed
     // before it runs; the dependencies' stay for the next run.
     let packages = target.join("package-check");
-    let steps: [(&str, xshell::Cmd<'_>); 6] = [
-        ("fmt", cmd!(sh, "cargo fmt --all -- --check")),
-        (
-            "clippy",
-            cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings"),
-        ),
-        ("test", cmd!(sh, "cargo test --workspace")),
-        // Broken intra-doc links and undocumented public items fail here.
-        (
-            "doc",
-            cmd!(sh, "cargo doc --workspace --no-deps --exclude xtask")
-                .env("RUSTDOCFLAGS", "-D warnings"),
-        ),
-        // Each library crate packs and builds from its package alone, as
-        // crates.io would hold it (path dependencies resolved by version).
-        (
-            "package",
-            cmd!(
-                sh,
-                "cargo package --workspace --exclude xtask --allow-dirty --target-dir {packages}"
-            ),
-        ),
-        // Programs outside the workspace that use omnidev-pod and
-        // omnidev-core as dependencies; run by `library_users` below.
-        (
-            "library-users",
-            cmd!(
-                sh,
-                "cargo build --manifest-path {users} --target-dir {target}"
-            ),
-        ),
-    ];
+    let dry_run = options.dry_run;
+    let logs = target.join("ci-logs");
     let total = Instant::now();
-    for (name, step) in steps {
-        if options.dry_run {
-            println!("ci: would run {step}");
-            if name == "clippy" {
-                macos::check(!options.no_install, true)?;
-            }
-            continue;
-        }
-        let start = Instant::now();
-        if name == "package" {
-            let crates = workspace_crates(&sh)?;
-            forget_packaged_builds(&packages.join("debug"), &crates)?;
-            forget_packaged_sources(&crates)?;
-        }
-        println!("ci: {name}: {step}");
-        step.run()
-            .with_context(|| format!("ci step `{name}` failed"))?;
-        if name == "library-users" {
-            library_users(&sh, &target.join("debug"))?;
-        }
-        println!("ci: {name} ok in {:.0}s", start.elapsed().as_secs_f64());
-        if name == "clippy" {
-            let start = Instant::now();
-            println!("ci: macos: clippy for {}", macos::TARGET);
-            macos::check(!options.no_install, false).context("ci step `macos` failed")?;
-            println!("ci: macos ok in {:.0}s", start.elapsed().as_secs_f64());
-        }
+    foreground("fmt", &cmd!(sh, "cargo fmt --all -- --check"), dry_run)?;
+    foreground(
+        "clippy",
+        &cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings"),
+        dry_run,
+    )?;
+    // The macOS clippy builds in a target dir of its own, and the tests
+    // spend most of their run waiting on the processes they start: it
+    // runs beside them (the suite holds beside busy loops; `cargo xtask
+    // stress` checks that).
+    println!("ci: macos: clippy for {}", macos::TARGET);
+    let macos = macos::command(!options.no_install, dry_run)
+        .context("ci step `macos` failed")?
+        .map(|command| Beside::start("macos", command, &logs))
+        .transpose()?;
+    foreground("test", &cmd!(sh, "cargo test --workspace"), dry_run)?;
+    if let Some(macos) = macos {
+        macos.join()?;
+    }
+    // Broken intra-doc links and undocumented public items fail here.
+    foreground(
+        "doc",
+        &cmd!(sh, "cargo doc --workspace --no-deps --exclude xtask")
+            .env("RUSTDOCFLAGS", "-D warnings"),
+        dry_run,
+    )?;
+    // Each library crate packs and builds from its package alone, as
+    // crates.io would hold it (path dependencies resolved by version), in
+    // its own target dir: beside the library users and the e2e, which
+    // mostly wait on pods.
+    let mut package = std::process::Command::new("cargo");
+    package
+        .args([
+            "package",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--allow-dirty",
+        ])
+        .arg("--target-dir")
+        .arg(&packages)
+        .current_dir(util::workspace_root());
+    let package = if dry_run {
+        println!("ci: would run {package:?}");
+        None
+    } else {
+        let crates = workspace_crates(&sh)?;
+        forget_packaged_builds(&packages.join("debug"), &crates)?;
+        forget_packaged_sources(&crates)?;
+        Some(Beside::start("package", package, &logs)?)
+    };
+    // Programs outside the workspace that use omnidev-pod and omnidev-core
+    // as dependencies, built and run.
+    foreground(
+        "library-users",
+        &cmd!(
+            sh,
+            "cargo build --manifest-path {users} --target-dir {target}"
+        ),
+        dry_run,
+    )?;
+    if !dry_run {
+        library_users(&sh, &target.join("debug"))?;
     }
     if options.skip_e2e {
-        return Ok(());
-    }
-    if options.dry_run {
+    } else if dry_run {
         println!("ci: would run cargo xtask test-e2e");
+    } else {
+        let start = Instant::now();
+        println!("ci: e2e");
+        e2e::run(&crate::flags::TestE2e::default()).context("ci step `e2e` failed")?;
+        println!("ci: e2e ok in {:.0}s", start.elapsed().as_secs_f64());
+    }
+    if let Some(package) = package {
+        package.join()?;
+    }
+    if !dry_run {
+        println!(
+            "ci: all steps passed in {:.0}s",
+            total.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// Runs a step in the foreground (a dry run prints it).
+fn foreground(name: &str, step: &xshell::Cmd<'_>, dry_run: bool) -> Result<()> {
+    if dry_run {
+        println!("ci: would run {step}");
         return Ok(());
     }
     let start = Instant::now();
-    println!("ci: e2e");
-    e2e::run(&crate::flags::TestE2e::default()).context("ci step `e2e` failed")?;
-    println!("ci: e2e ok in {:.0}s", start.elapsed().as_secs_f64());
-    println!(
-        "ci: all steps passed in {:.0}s",
-        total.elapsed().as_secs_f64()
-    );
+    println!("ci: {name}: {step}");
+    step.run()
+        .with_context(|| format!("ci step `{name}` failed"))?;
+    println!("ci: {name} ok in {:.0}s", start.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// A step run beside the foreground ones: its output goes to
+/// `target/ci-logs/<name>.log`, printed when it is joined; if CI stops
+/// before (a failed step, a panic), its process is killed then.
+struct Beside {
+    name: &'static str,
+    child: Arc<Mutex<std::process::Child>>,
+    log: std::path::PathBuf,
+    start: Instant,
+    /// Polls the process: its status and when it ended.
+    waiter: Option<std::thread::JoinHandle<std::io::Result<(std::process::ExitStatus, Instant)>>>,
+}
+
+impl Beside {
+    fn start(name: &'static str, mut command: std::process::Command, dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let log = dir.join(format!("{name}.log"));
+        let file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting ci step `{name}`"))?;
+        println!(
+            "ci: {name}: running beside the next steps ({command:?}; output in {})",
+            log.display()
+        );
+        let child = Arc::new(Mutex::new(child));
+        let polled = Arc::clone(&child);
+        // Reaped only under the lock, so a kill never finds its pid reused.
+        let waiter = std::thread::spawn(move || {
+            loop {
+                let status = polled
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .try_wait()?;
+                if let Some(status) = status {
+                    return Ok((status, Instant::now()));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Ok(Self {
+            name,
+            child,
+            log,
+            start: Instant::now(),
+            waiter: Some(waiter),
+        })
+    }
+
+    /// Waits for it, prints its output and says how it went.
+    fn join(mut self) -> Result<()> {
+        let name = self.name;
+        let waiter = self.waiter.take().expect("joined once");
+        let (status, ended) = waiter
+            .join()
+            .map_err(|_| anyhow::anyhow!("the waiter of ci step `{name}` panicked"))?
+            .with_context(|| format!("waiting for ci step `{name}`"))?;
+        let output = std::fs::read(&self.log).unwrap_or_default();
+        print!("{}", String::from_utf8_lossy(&output));
+        if !status.success() {
+            bail!("ci step `{name}` failed ({status})");
+        }
+        println!(
+            "ci: {name} ok in {:.0}s (beside the others)",
+            ended.duration_since(self.start).as_secs_f64()
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        let Some(waiter) = self.waiter.take() else {
+            return;
+        };
+        {
+            let mut child = self
+                .child
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let _ = waiter.join();
+    }
 }
 
 /// Removes the sources an earlier `cargo package` unpacked for this

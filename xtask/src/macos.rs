@@ -421,8 +421,9 @@ pub fn install(dry_run: bool) -> Result<()> {
     tools(true, dry_run).map(drop)
 }
 
-/// The step: clippy for [`TARGET`].
-pub fn check(may_install: bool, dry_run: bool) -> Result<()> {
+/// The step's command, clippy for [`TARGET`], with its tools found (or,
+/// with `may_install`, installed); `None` on a dry run, which prints it.
+pub fn command(may_install: bool, dry_run: bool) -> Result<Option<Command>> {
     let tools = tools(may_install, dry_run)?;
     let target_dir = util::target_dir().join("apple");
     println!(
@@ -462,14 +463,20 @@ pub fn check(may_install: bool, dry_run: bool) -> Result<()> {
     );
     if dry_run {
         println!("ci: would run {shown}");
-        return Ok(());
+        return Ok(None);
     }
-    let start = Instant::now();
     println!("ci: macos {TARGET}: {shown}");
-    let status = command
-        .stdin(Stdio::null())
-        .status()
-        .with_context(|| format!("running {}", tools.zigbuild.display()))?;
+    command.stdin(Stdio::null());
+    Ok(Some(command))
+}
+
+/// `cargo xtask check-macos`: the step alone, in the foreground.
+pub fn check(may_install: bool, dry_run: bool) -> Result<()> {
+    let Some(mut command) = command(may_install, dry_run)? else {
+        return Ok(());
+    };
+    let start = Instant::now();
+    let status = command.status().context("running cargo-zigbuild")?;
     if !status.success() {
         bail!("ci step `macos` failed for {TARGET}");
     }
