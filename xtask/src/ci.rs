@@ -55,10 +55,15 @@ pub fn run(options: &Ci) -> Result<()> {
         &cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings"),
         dry_run,
     )?;
-    // The macOS clippy builds in a target dir of its own, and the tests
-    // spend most of their run waiting on the processes they start: it
-    // runs beside them (the suite holds beside busy loops; `cargo xtask
-    // stress` checks that).
+    // The tests are built first; then, while they run (mostly waiting on
+    // the processes they start), the macOS clippy builds in a target dir
+    // of its own beside them (the suite holds beside busy loops; `cargo
+    // xtask stress` checks that). Beside the build it only slowed both.
+    foreground(
+        "test-build",
+        &cmd!(sh, "cargo test --workspace --no-run"),
+        dry_run,
+    )?;
     println!("ci: macos: clippy for {}", macos::TARGET);
     let macos = macos::command(!options.no_install, dry_run)
         .context("ci step `macos` failed")?
@@ -75,31 +80,7 @@ pub fn run(options: &Ci) -> Result<()> {
             .env("RUSTDOCFLAGS", "-D warnings"),
         dry_run,
     )?;
-    // Each library crate packs and builds from its package alone, as
-    // crates.io would hold it (path dependencies resolved by version), in
-    // its own target dir: beside the library users and the e2e, which
-    // mostly wait on pods.
-    let mut package = std::process::Command::new("cargo");
-    package
-        .args([
-            "package",
-            "--workspace",
-            "--exclude",
-            "xtask",
-            "--allow-dirty",
-        ])
-        .arg("--target-dir")
-        .arg(&packages)
-        .current_dir(util::workspace_root());
-    let package = if dry_run {
-        println!("ci: would run {package:?}");
-        None
-    } else {
-        let crates = workspace_crates(&sh)?;
-        forget_packaged_builds(&packages.join("debug"), &crates)?;
-        forget_packaged_sources(&crates)?;
-        Some(Beside::start("package", package, &logs)?)
-    };
+    let package = start_package(&sh, &packages, &logs, dry_run)?;
     // Programs outside the workspace that use omnidev-pod and omnidev-core
     // as dependencies, built and run.
     foreground(
@@ -132,6 +113,38 @@ pub fn run(options: &Ci) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Each library crate packs and builds from its package alone, as
+/// crates.io would hold it (path dependencies resolved by version), in its
+/// own target dir `packages`: beside the library users and the e2e, which
+/// mostly wait on pods. `None` on a dry run, which prints it.
+fn start_package(
+    sh: &xshell::Shell,
+    packages: &Path,
+    logs: &Path,
+    dry_run: bool,
+) -> Result<Option<Beside>> {
+    let mut package = std::process::Command::new("cargo");
+    package
+        .args([
+            "package",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--allow-dirty",
+        ])
+        .arg("--target-dir")
+        .arg(packages)
+        .current_dir(util::workspace_root());
+    if dry_run {
+        println!("ci: would run {package:?}");
+        return Ok(None);
+    }
+    let crates = workspace_crates(sh)?;
+    forget_packaged_builds(&packages.join("debug"), &crates)?;
+    forget_packaged_sources(&crates)?;
+    Ok(Some(Beside::start("package", package, logs)?))
 }
 
 /// Runs a step in the foreground (a dry run prints it).
