@@ -233,13 +233,15 @@ pub async fn run_pod(
         std::thread::Builder::new()
             .name("omnidev-stdout".into())
             .spawn(move || {
-                let stdout = std::io::stdout();
-                let mut out = Output::new(stdout.lock(), logs_dir);
-                for line in &first {
-                    out.write(|w| writeln!(w, "{}", line.trim_end_matches('\n')));
-                }
-                pump(feed, printer, &mut out, &abandon);
-                let _ = done_tx.send(out.alive());
+                // The detached pod's own log is rotated as it is written.
+                let alive = if let Some(log) = crate::detached_log::own() {
+                    write_all(Output::new(log, logs_dir), &first, feed, printer, &abandon)
+                } else {
+                    let stdout = std::io::stdout();
+                    let out = Output::new(stdout.lock(), logs_dir);
+                    write_all(out, &first, feed, printer, &abandon)
+                };
+                let _ = done_tx.send(alive);
             })
             .map_err(crate::error::Error::Runtime)?;
     }
@@ -290,6 +292,22 @@ pub async fn run_pod(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Writes the `first` lines, then the feed, to `out`; whether `out` took
+/// every line.
+fn write_all<W: Write>(
+    mut out: Output<W>,
+    first: &[String],
+    feed: Feed,
+    printer: Printer,
+    abandon: &AtomicBool,
+) -> bool {
+    for line in first {
+        out.write(|w| writeln!(w, "{}", line.trim_end_matches('\n')));
+    }
+    pump(feed, printer, &mut out, abandon);
+    out.alive()
 }
 
 /// `--json`: the pod's ports, and its own URLs (not a service's), as

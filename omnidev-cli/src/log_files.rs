@@ -710,6 +710,38 @@ mod tests {
         assert_eq!(texts(&at_end(&mut source(&path), Some(1))), ["e"]);
     }
 
+    /// Files many times the reader's byte budget: the last lines come
+    /// right across the rotation boundary, and no more is read back than
+    /// the budget (a tail that asks for more lines gets what fits).
+    #[test]
+    fn a_tail_of_logs_larger_than_its_budget_crosses_the_rotation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let line = |n: usize| format!("{n:07} {}", "x".repeat(92));
+        let old: String = (0..40_000).map(|n| line(n) + "\n").collect();
+        std::fs::write(omnidev_core::logs::rotated_path(&path, 1), old).expect("write");
+        std::fs::write(&path, format!("{}\n{}\n", line(40_000), line(40_001))).expect("write");
+        let tail = |lines: usize| {
+            let budget = Tail {
+                lines,
+                bytes: 64 * 1024,
+            };
+            collect(&mut source(&path), None, Some(budget)).expect("read")
+        };
+        let last = tail(4);
+        assert_eq!(
+            texts(&last),
+            [line(39_998), line(39_999), line(40_000), line(40_001)]
+        );
+        // 4 MB behind it, 64 KiB read back: about 650 lines of 100 bytes.
+        let most = tail(100_000);
+        assert!(most.len() < 700 && most.len() > 600, "{}", most.len());
+        assert_eq!(
+            most.last().map(|l| l.text.as_str()),
+            Some(line(40_001).as_str())
+        );
+    }
+
     #[test]
     fn since_a_mark_reads_from_its_offset_across_rotations_then_follows() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -15,6 +15,7 @@ macro_rules! note {
 mod cli;
 mod commands;
 mod control;
+mod detached_log;
 mod error;
 mod headless;
 mod live_profile;

@@ -179,3 +179,77 @@ fn racing_detaches_start_one_pod_and_all_succeed() {
     assert!(pids.iter().all(|p| *p == pid), "{pids:?}, the pod's {pid}");
     assert_eq!(status["services"][0]["ready"], true, "{status}");
 }
+
+/// A detached pod whose service floods 200 KB lines: its own output file,
+/// `omnidev.log`, rotates as it is written (never past its 10 MiB cap by
+/// more than one line, which the writer cuts at 64 KiB), and every line is
+/// in it or a rotated file.
+#[test]
+fn a_flood_keeps_the_detached_pods_own_log_within_its_cap() {
+    const LINES: usize = 120;
+    const CAP: u64 = 10 * 1024 * 1024;
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[services.flood]
+command = ["python3", "-u", "-c", "import sys\nfor i in range({LINES}): sys.stdout.write('%04d ' % i + 'x' * 200000 + '\\n')\nsys.stdout.flush()\nprint('flooded', flush=True)\nimport time\ntime.sleep(300)"]
+ready = {{ log = "^flooded" }}
+grace-ms = 1000
+"#
+        ),
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let logs = pod_dir(&ctx).join("logs");
+    let own = logs.join("omnidev.log");
+    let files = || -> Vec<PathBuf> {
+        std::iter::once(own.clone())
+            .chain((1..=3).map(|n| logs.join(format!("omnidev.log.{n}"))))
+            .filter(|p| p.exists())
+            .collect()
+    };
+    // The lines that begin a flood line (the writer cuts a line longer
+    // than 64 KiB into pieces): `flood   | 0042 xxx…`.
+    let read = || -> Vec<Vec<u8>> {
+        files()
+            .iter()
+            .map(|p| std::fs::read(p).expect("read"))
+            .collect()
+    };
+    let starts = |texts: &[Vec<u8>]| -> usize {
+        texts
+            .iter()
+            .flat_map(|text| text.split(|b| *b == b'\n'))
+            .filter(|line| {
+                line.strip_prefix(b"flood   | ").is_some_and(|rest| {
+                    rest.len() > 5 && rest[..4].iter().all(u8::is_ascii_digit) && rest[4] == b' '
+                })
+            })
+            .count()
+    };
+    // The headless printer may still be writing the flood out: its last
+    // line comes after it.
+    omnidev_test_support::poll_until(
+        "the end of the flood in omnidev.log",
+        std::time::Duration::from_secs(60),
+        || {
+            read()
+                .iter()
+                .any(|text| text.windows(17).any(|w| w == b"flood   | flooded"))
+        },
+    );
+    assert_eq!(starts(&read()), LINES);
+    let files = files();
+    assert!(files.len() >= 3, "it rotated: {files:?}");
+    for file in &files {
+        let size = std::fs::metadata(file).expect("size").len();
+        assert!(
+            size <= CAP + 64 * 1024 + 100,
+            "{} is {size} bytes, over its cap and one line",
+            file.display()
+        );
+    }
+    ctx.run_ok(&["stop"]);
+}

@@ -26,7 +26,7 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     &["run_options"],
     // Where a pod's socket is, and what goes over it.
     &["control", "control::protocol", "control::events"],
-    &["output"],
+    &["output", "detached_log"],
     // Asking a pod, and reading its log files.
     &["control::client", "control::inspect", "log_files"],
     &["session"],

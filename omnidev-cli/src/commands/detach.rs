@@ -60,7 +60,7 @@ pub fn background_options() -> Result<RunOptions, Error> {
     }
     let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".to_owned()))?;
     let handover: Handover = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    rotate_own_output(handover.pod_dir);
+    crate::detached_log::follow(handover.pod_dir);
     Ok(handover.options)
 }
 
@@ -95,7 +95,7 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         return already_running(&pod_dir, pid, ready_timeout);
     }
     let log = pod.detached_log();
-    let output = open_detached_log(&pod, true).map_err(Error::io("create", &log))?;
+    let output = crate::detached_log::open(&pod, true).map_err(Error::io("create", &log))?;
     let stderr = output.try_clone().map_err(Error::io("open", &log))?;
 
     let handover = Handover {
@@ -144,91 +144,6 @@ fn exited(status: std::process::ExitStatus, log: &Path) -> Error {
         tail: tail(log, FAILURE_TAIL),
         log: log.to_path_buf(),
     }
-}
-
-/// How often the background process looks at the size of its output file.
-const ROTATE_EVERY: Duration = Duration::from_secs(1);
-
-/// Opens `<pod>/logs/omnidev.log` for appending through the pod's
-/// directory handles (a link planted there is refused, never written
-/// through); with `rotate_first`, the previous run's file is kept as
-/// `omnidev.log.1` (and older ones shifted, as the service logs are) first.
-fn open_detached_log(pod: &Pod, rotate_first: bool) -> std::io::Result<std::fs::File> {
-    let logs = omnidev_core::fs::Dir::open(pod.dir())?
-        .create_dir_all(Path::new(omnidev_pod::layout::LOGS_DIR), 0o700)?;
-    let name = Path::new(omnidev_pod::layout::DETACHED_LOG);
-    let keep = omnidev_core::LogConfig::default().keep_files;
-    let existing = logs.stat(name)?;
-    if existing.is_some_and(|e| e.kind != omnidev_core::fs::Kind::File) {
-        // Refused, never rotated away or written through.
-        return logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate);
-    }
-    if rotate_first && existing.is_some_and(|e| e.size > 0) {
-        for n in (1..keep).rev() {
-            let from = omnidev_core::logs::rotated_path(name, n);
-            if logs.stat(&from)?.is_some() {
-                logs.rename(&from, &omnidev_core::logs::rotated_path(name, n + 1))?;
-            }
-        }
-        logs.rename(name, &omnidev_core::logs::rotated_path(name, 1))?;
-    }
-    logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate)
-}
-
-/// In the background process of `up --detach` (its stdout and stderr are
-/// `logs/omnidev.log`), rotates that file like the service logs: once it
-/// reaches the service logs' size limit, it becomes `omnidev.log.1` (older
-/// ones shifted, as many kept) and a new file takes its place as stdout and
-/// stderr (`dup2`, so no write is lost: each goes to the old file or the
-/// new one). Does nothing unless stdout is that very file.
-fn rotate_own_output(pod_dir: PathBuf) {
-    use std::os::unix::fs::MetadataExt as _;
-    let pod = Pod::at(pod_dir);
-    let stdout = || -> Option<(u64, u64)> {
-        let meta = nix::sys::stat::fstat(std::io::stdout()).ok()?;
-        Some((meta.st_ino, meta.st_size as u64))
-    };
-    let current = |pod: &Pod| -> Option<u64> {
-        let logs = omnidev_core::fs::Dir::open(pod.dir())
-            .and_then(|d| d.sub(Path::new(omnidev_pod::layout::LOGS_DIR)))
-            .ok()?;
-        Some(
-            logs.stat(Path::new(omnidev_pod::layout::DETACHED_LOG))
-                .ok()??
-                .ino,
-        )
-    };
-    // Only while stdout is that file (run by hand, `omnidev detached`
-    // writes wherever its stdout goes, unrotated).
-    let Some((mut ino, _)) = stdout().filter(|(ino, _)| current(&pod) == Some(*ino)) else {
-        return;
-    };
-    let max = omnidev_core::LogConfig::default().max_file_bytes;
-    let _ = std::thread::Builder::new()
-        .name("omnidev-log-rotate".to_owned())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(ROTATE_EVERY);
-                let Some((now, size)) = stdout() else {
-                    return;
-                };
-                if now != ino || current(&pod) != Some(ino) {
-                    // Redirected or replaced by someone else: not ours.
-                    return;
-                }
-                if size < max {
-                    continue;
-                }
-                let Ok(file) = open_detached_log(&pod, true) else {
-                    continue;
-                };
-                if nix::unistd::dup2_stdout(&file).is_err() {
-                    return;
-                }
-                let _ = nix::unistd::dup2_stderr(&file);
-                ino = file.metadata().map_or(0, |m| m.ino());
-            }
-        });
 }
 
 /// `up --detach` on a pod that already runs (another `up` may have just

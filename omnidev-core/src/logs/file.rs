@@ -24,7 +24,7 @@ pub(crate) struct LogFile {
     /// The inode of the file written to, which a rotation keeps.
     pub(super) inode: u64,
     pub(super) size: u64,
-    max_bytes: u64,
+    pub(super) max_bytes: u64,
     keep: usize,
 }
 
@@ -93,6 +93,76 @@ impl LogFile {
     }
 }
 
+/// A log of text that is no service's (the detached pod's own output,
+/// `omnidev.log`), rotated as a service's log is, through the same
+/// writer: by size, checked as each line begins, so a file exceeds
+/// `max_bytes` by at most the one line that began in it, and no line is
+/// split across two files.
+pub struct RotatingLog {
+    file: LogFile,
+    /// The next byte written begins a line.
+    at_line_start: bool,
+    rotated: Option<Box<dyn FnMut() + Send>>,
+}
+
+impl std::fmt::Debug for RotatingLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RotatingLog")
+            .field("path", &self.file.path)
+            .field("size", &self.file.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RotatingLog {
+    /// Opens (appending to) `path`, a file of at most `max_bytes` (plus a
+    /// line) and `keep` rotated ones, through a handle on its directory
+    /// as a service's log is (a link planted as the log is refused).
+    pub fn open(path: PathBuf, max_bytes: u64, keep: usize) -> io::Result<Self> {
+        Ok(Self {
+            file: LogFile::open(path, max_bytes, keep)?,
+            at_line_start: true,
+            rotated: None,
+        })
+    }
+
+    /// Calls `then` after each rotation, once the new file is in place.
+    #[must_use]
+    pub fn on_rotate(mut self, then: impl FnMut() + Send + 'static) -> Self {
+        self.rotated = Some(Box::new(then));
+        self
+    }
+}
+
+impl Write for RotatingLog {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            let (piece, after) = rest.split_at(end);
+            let len = piece.len() as u64;
+            if self.at_line_start
+                && self.file.size > 0
+                && self.file.size + len > self.file.max_bytes
+            {
+                self.file.rotate()?;
+                if let Some(then) = &mut self.rotated {
+                    then();
+                }
+            }
+            self.file.out.write_all(piece)?;
+            self.file.size += len;
+            self.at_line_start = piece.ends_with(b"\n");
+            rest = after;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// Rotated file names of `path`, for tests and tools: `path.1` … `path.n`.
 pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -125,6 +195,56 @@ mod tests {
         );
         assert!(rotated_path(&path, 2).exists());
         assert!(!rotated_path(&path, 3).exists());
+    }
+
+    /// Lines written in pieces (a prefix, the text, the newline) and
+    /// several at once: no file holds more than its size and the line
+    /// that began in it, no line is split, none is lost, and the hook
+    /// runs once a rotation.
+    #[test]
+    fn a_rotating_log_rotates_between_lines_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("omnidev.log");
+        let rotations = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&rotations);
+        let mut log = RotatingLog::open(path.clone(), 100, 3)
+            .expect("open")
+            .on_rotate(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+        let long = "x".repeat(150);
+        for i in 0..6 {
+            log.write_all(b"svc | ").expect("prefix");
+            log.write_all(format!("{i} {long}").as_bytes())
+                .expect("text");
+            log.write_all(b"\n").expect("newline");
+        }
+        log.write_all(b"a\nb\nc\n").expect("several");
+        log.flush().expect("flush");
+        let files: Vec<String> = (0..=3)
+            .map(|n| match n {
+                0 => path.clone(),
+                n => rotated_path(&path, n),
+            })
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect();
+        for text in &files {
+            let lines: Vec<&str> = text.lines().collect();
+            let before_last: usize = lines
+                .iter()
+                .take(lines.len().saturating_sub(1))
+                .map(|l| l.len() + 1)
+                .sum();
+            assert!(before_last <= 100, "{lines:?}");
+            assert!(text.is_empty() || text.ends_with('\n'), "split: {text:?}");
+        }
+        // Each long line filled a file; the short ones share the newest;
+        // three kept before it.
+        assert_eq!(files[0], "a\nb\nc\n");
+        assert_eq!(files[1], format!("svc | 5 {long}\n"));
+        assert!(files[3].starts_with("svc | 3 "), "{:?}", files[3]);
+        assert!(!rotated_path(&path, 4).exists());
+        assert_eq!(rotations.load(std::sync::atomic::Ordering::Relaxed), 6);
     }
 
     #[test]

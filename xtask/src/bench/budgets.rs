@@ -7,7 +7,10 @@
 //!   never read, while a service prints lines of control bytes (JSON
 //!   escapes each six-fold), and after they left;
 //! - `omnidev up --headless` of a checkout whose `.gitignore` has 30,000
-//!   rules, watched by three rules, through a reload.
+//!   rules, watched by three rules, through a reload;
+//! - `omnidev logs -n 10` and the MCP `logs` tool on a 2 GiB service log
+//!   (made here, in the scratch directory), and `omnidev mcp` asked for
+//!   logs and events while a service floods 200 KB lines (issue #53).
 
 use std::fs;
 use std::io::Write as _;
@@ -121,6 +124,16 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
             "omnidev RSS, 32 stalled events -f --logs followers",
             run("followers", followers_rss),
             "budget: before + 32 x 2.5 MiB while they stall, before + 24 MiB after",
+        ),
+        row(
+            "peak RSS of `logs -n 10` and MCP `logs` on a 2 GiB log",
+            run("big-log", big_log_rss),
+            "goal <= 50 MiB each (one bounded reader, from the end)",
+        ),
+        row(
+            "peak RSS of `omnidev mcp` under a log flood",
+            run("mcp-flood", mcp_flood_rss),
+            "goal <= 64 MiB",
         ),
         row(
             "omnidev RSS, .gitignore of 30,000 rules, 3 watch rules",
@@ -273,4 +286,184 @@ fn gitignore_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         format!("peak {}, {} after a reload", mib(peak), mib(now)),
         "was about 19 KB a rule (30,000 rules 580 MB)".to_owned(),
     ))
+}
+
+/// `omnidev mcp` of the pod of `repo` (its state under `dir`), with the
+/// handshake done: its stdin, its stdout's lines, its pid.
+struct Mcp {
+    child: Guard,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl Mcp {
+    fn start(omnidev: &Path, dir: &Path, repo: &Path) -> Result<Self> {
+        let mut child = Command::new(omnidev)
+            .args(["mcp", "--repo"])
+            .arg(repo)
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("XDG_RUNTIME_DIR", dir.join("run"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().context("mcp stdin")?;
+        let stdout = child.stdout.take().context("mcp stdout")?;
+        let mut mcp = Self {
+            child: Guard(child),
+            stdin,
+            lines: std::io::BufRead::lines(std::io::BufReader::new(stdout)),
+            next_id: 1,
+        };
+        mcp.ask(
+            "initialize",
+            &serde_json::json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"}
+            }),
+        )?;
+        writeln!(
+            mcp.stdin,
+            "{}",
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )?;
+        Ok(mcp)
+    }
+
+    /// Sends a request and reads to its answer; the answer's length.
+    fn ask(&mut self, method: &str, params: &serde_json::Value) -> Result<usize> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{request}")?;
+        for line in self.lines.by_ref() {
+            let line = line?;
+            let answer: serde_json::Value = serde_json::from_str(&line)?;
+            if answer["id"] == id {
+                if answer.get("error").is_some() || answer["result"]["isError"] == true {
+                    bail!("{method} failed: {line}");
+                }
+                return Ok(line.len());
+            }
+        }
+        bail!("omnidev mcp ended before answering {method}")
+    }
+
+    fn tool(&mut self, name: &str, arguments: &serde_json::Value) -> Result<usize> {
+        self.ask(
+            "tools/call",
+            &serde_json::json!({"name": name, "arguments": arguments}),
+        )
+    }
+
+    fn peak(&self) -> u64 {
+        rss(self.child.0.id(), true)
+    }
+}
+
+/// A pod of one quiet service `svc`, started and stopped so that its
+/// directory (and `logs/svc.log`) stays; `svc.log` then grows to 2 GiB of
+/// 1000-byte lines; `logs -n 10` (under GNU time) and the MCP `logs` tool
+/// read its end.
+fn big_log_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    const SIZE: u64 = 2 << 30;
+    let repo = dir.join("repo");
+    fs::create_dir_all(repo.join(".git"))?;
+    fs::write(
+        repo.join("omnidev.toml"),
+        "[services.svc]\ncommand = [\"sh\", \"-c\", \"echo up; exec sleep 300\"]\n",
+    )?;
+    let pod = headless(omnidev, dir, &repo, &dir.join("out.txt"))?;
+    let socket = control_socket(dir)?;
+    drop(pod);
+    let log = socket
+        .parent()
+        .context("the pod directory")?
+        .join("logs/svc.log");
+    {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, fs::File::create(&log)?);
+        let line = format!("{}\n", "x".repeat(999));
+        let mut written = 0;
+        let mut n = 0u64;
+        while written < SIZE {
+            write!(out, "{n:012} {}", &line[13..])?;
+            written += line.len() as u64;
+            n += 1;
+        }
+        out.flush()?;
+    }
+    let timed = Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(omnidev)
+        .args(["logs", "svc", "-n", "10", "--repo"])
+        .arg(&repo)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .context("running /usr/bin/time (GNU time)")?;
+    let shown = String::from_utf8_lossy(&timed.stdout).lines().count();
+    let cli_kib: u64 = String::from_utf8_lossy(&timed.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .context("GNU time printed no peak RSS")?;
+    if !timed.status.success() || shown != 10 {
+        bail!(
+            "`omnidev logs svc -n 10` printed {shown} lines ({})",
+            timed.status
+        );
+    }
+    let mut mcp = Mcp::start(omnidev, dir, &repo)?;
+    let answer = mcp.tool("logs", &serde_json::json!({"service": "svc", "lines": 10}))?;
+    let mcp_peak = mcp.peak();
+    drop(mcp);
+    let cli_peak = cli_kib * 1024;
+    let figure = format!(
+        "logs -n 10: {}, MCP logs: {} (answer {} bytes)",
+        mib(cli_peak),
+        mib(mcp_peak),
+        answer
+    );
+    if cli_peak > 50 * MIB || mcp_peak > 50 * MIB {
+        bail!("{figure}: over 50 MiB");
+    }
+    Ok((figure, "was 7,260 and 7,263 MiB".to_owned()))
+}
+
+/// A pod whose service prints ten 200 KB lines every 50 ms; `omnidev mcp`
+/// asked for its logs and the pod's events (with lines) for 10 s.
+fn mcp_flood_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    let repo = printer(dir, "'x' * 200000", 10, 0.05)?;
+    let pod = headless(omnidev, dir, &repo, &dir.join("out.txt"))?;
+    control_socket(dir)?;
+    let mut mcp = Mcp::start(omnidev, dir, &repo)?;
+    let start = Instant::now();
+    let mut calls = 0;
+    while start.elapsed() < Duration::from_secs(10) {
+        mcp.tool(
+            "logs",
+            &serde_json::json!({"service": "printer", "lines": 1000}),
+        )?;
+        mcp.tool("events", &serde_json::json!({"limit": 1000, "logs": true}))?;
+        calls += 2;
+    }
+    let peak = mcp.peak();
+    let lines = printed(&repo);
+    drop(mcp);
+    drop(pod);
+    let figure = format!(
+        "{} after {calls} calls while {lines} lines of 200 KB went by",
+        mib(peak)
+    );
+    if peak > 64 * MIB {
+        bail!("{figure}: over 64 MiB");
+    }
+    Ok((figure, "was 270 MB".to_owned()))
 }
