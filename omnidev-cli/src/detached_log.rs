@@ -26,13 +26,7 @@ pub fn open(pod: &Pod, rotate_first: bool) -> std::io::Result<std::fs::File> {
         return logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate);
     }
     if rotate_first && existing.is_some_and(|e| e.size > 0) {
-        for n in (1..keep).rev() {
-            let from = omnidev_core::logs::rotated_path(name, n);
-            if logs.stat(&from)?.is_some() {
-                logs.rename(&from, &omnidev_core::logs::rotated_path(name, n + 1))?;
-            }
-        }
-        logs.rename(name, &omnidev_core::logs::rotated_path(name, 1))?;
+        omnidev_core::logs::rotate_away(&logs, name, keep)?;
     }
     logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate)
 }

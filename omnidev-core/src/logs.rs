@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub(crate) use capture::{Capture, spawn_capture};
 pub(crate) use file::LogFile;
-pub use file::{RotatingLog, rotated_path};
+pub use file::{RotatingLog, rotate_away, rotated_path};
 pub use mark::{MARK_FILE, Mark, Position};
 pub(crate) use mark::{TakenMark, mark_failed};
 use ring::Ring;

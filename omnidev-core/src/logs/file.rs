@@ -72,17 +72,7 @@ impl LogFile {
 
     fn rotate(&mut self) -> io::Result<()> {
         self.out.flush()?;
-        if self.keep == 0 {
-            self.dir.remove_file(&self.name)?;
-        } else {
-            for n in (1..self.keep).rev() {
-                let from = rotated_path(&self.name, n);
-                if self.dir.stat(&from)?.is_some() {
-                    self.dir.rename(&from, &rotated_path(&self.name, n + 1))?;
-                }
-            }
-            self.dir.rename(&self.name, &rotated_path(&self.name, 1))?;
-        }
+        rotate_away(&self.dir, &self.name, self.keep)?;
         let file = self
             .dir
             .open_file(&self.name, crate::fs::OpenOptions::AppendCreate)?;
@@ -161,6 +151,22 @@ impl Write for RotatingLog {
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
     }
+}
+
+/// Moves the log `name` in `dir` out of the way as every log file rotates:
+/// it becomes `name.1`, older ones shift up, `keep` of them kept (with
+/// `keep` 0, it is removed).
+pub fn rotate_away(dir: &crate::fs::Dir, name: &Path, keep: usize) -> io::Result<()> {
+    if keep == 0 {
+        return dir.remove_file(name).map(drop);
+    }
+    for n in (1..keep).rev() {
+        let from = rotated_path(name, n);
+        if dir.stat(&from)?.is_some() {
+            dir.rename(&from, &rotated_path(name, n + 1))?;
+        }
+    }
+    dir.rename(name, &rotated_path(name, 1))
 }
 
 /// Rotated file names of `path`, for tests and tools: `path.1` … `path.n`.
