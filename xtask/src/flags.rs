@@ -52,6 +52,13 @@ pub struct Stress {
     /// Only the workspace tests.
     #[arg(long)]
     pub skip_e2e: bool,
+    /// Only these crates' tests (`cargo test -p`; implies --skip-e2e).
+    #[arg(short = 'p', long = "package", value_name = "CRATE")]
+    pub packages: Vec<String>,
+    /// The most one run may take, in seconds; a run past it is killed
+    /// (its whole process group) and reported.
+    #[arg(long, default_value_t = 1800)]
+    pub run_timeout: u64,
 }
 
 /// Flags of `cargo xtask ci`.

@@ -28,6 +28,8 @@ fn main() -> ExitCode {
                 runs,
                 hogs: None,
                 skip_e2e: options.skip_e2e,
+                packages: Vec::new(),
+                run_timeout: 1800,
             }),
             None => Ok(()),
         }),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -65,12 +65,80 @@ impl Tally {
     }
 }
 
+/// Runs `command` (in a process group of its own) to its end, or kills
+/// that group once `limit` has passed; its output, and whether it ended
+/// in time.
+fn output_within(mut command: Command, limit: Duration) -> Result<(std::process::Output, bool)> {
+    use std::os::unix::process::CommandExt as _;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .context("running cargo test")?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take().context("stdout")?;
+    let mut stderr = child.stderr.take().context("stderr")?;
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut bytes);
+        bytes
+    });
+    let start = Instant::now();
+    let mut in_time = true;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if in_time && start.elapsed() > limit {
+            in_time = false;
+            // Our child's own group, its leader not reaped yet.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    Ok((
+        std::process::Output {
+            status,
+            stdout,
+            stderr,
+        },
+        in_time,
+    ))
+}
+
+/// `cargo test`'s arguments for `packages` (none: the workspace).
+fn scope(packages: &[String]) -> Vec<String> {
+    if packages.is_empty() {
+        return vec!["--workspace".to_owned()];
+    }
+    packages
+        .iter()
+        .flat_map(|p| ["-p".to_owned(), p.clone()])
+        .collect()
+}
+
 pub fn run(options: &Stress) -> Result<()> {
     let root = crate::util::workspace_root();
+    let scope = scope(&options.packages);
+    let skip_e2e = options.skip_e2e || !options.packages.is_empty();
     // Built once, before the hogs start: the runs measure the tests, not
     // the compiler.
     let built = Command::new("cargo")
-        .args(["test", "--workspace", "--no-run"])
+        .arg("test")
+        .args(&scope)
+        .arg("--no-run")
         .current_dir(&root)
         .status()
         .context("running cargo test --no-run")?;
@@ -80,29 +148,31 @@ pub fn run(options: &Stress) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
     let hogs = options.hogs.unwrap_or(cores);
     println!(
-        "stress: {} run(s) of the workspace tests{}, {hogs} busy loop(s) beside them",
+        "stress: {} run(s) of the tests of {}{}, {hogs} busy loop(s) beside them",
         options.runs,
-        if options.skip_e2e {
-            ""
-        } else {
-            " and the e2e cases"
-        }
+        scope.join(" "),
+        if skip_e2e { "" } else { " and the e2e cases" }
     );
     let _hogs = Hogs::start(hogs);
     let mut tally = Tally::default();
     let total = Instant::now();
     for run in 1..=options.runs {
         let start = Instant::now();
-        let output = Command::new("cargo")
-            .args(["test", "--workspace", "--no-fail-fast"])
-            .current_dir(&root)
-            .stdin(Stdio::null())
-            .output()
-            .context("running cargo test")?;
+        let mut command = Command::new("cargo");
+        command
+            .arg("test")
+            .args(&scope)
+            .arg("--no-fail-fast")
+            .current_dir(&root);
+        let limit = Duration::from_secs(options.run_timeout);
+        let (output, in_time) = output_within(command, limit)?;
         let text = String::from_utf8_lossy(&output.stdout);
         let failed = test_failures(&text);
         for (name, excerpt) in &failed {
             tally.add(name, excerpt);
+        }
+        if !in_time {
+            tally.add("(a run past --run-timeout, killed)", tail(&text));
         }
         if !output.status.success() && failed.is_empty() {
             // A binary that crashed or did not start names no test.
@@ -114,7 +184,7 @@ pub fn run(options: &Stress) -> Result<()> {
             failed.len(),
             start.elapsed().as_secs_f64()
         );
-        if options.skip_e2e {
+        if skip_e2e {
             continue;
         }
         let start = Instant::now();
