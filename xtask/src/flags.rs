@@ -56,7 +56,7 @@ pub struct Stress {
     #[arg(short = 'p', long = "package", value_name = "CRATE")]
     pub packages: Vec<String>,
     /// The most one run may take, in seconds; a run past it is killed
-    /// (its whole process group) and reported.
+    /// (with every process below it) and reported.
     #[arg(long, default_value_t = 1800)]
     pub run_timeout: u64,
 }

@@ -65,19 +65,30 @@ impl Tally {
     }
 }
 
-/// Runs `command` (in a process group of its own) to its end, or kills
-/// that group once `limit` has passed; its output, and whether it ended
-/// in time.
+/// `pid` and every process below it, parents first (the platform seam's
+/// view of children).
+fn tree(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut next = 0;
+    while let Some(&parent) = all.get(next) {
+        all.extend(omnidev_core::platform::children(parent));
+        next += 1;
+    }
+    all
+}
+
+/// Runs `command` to its end, or kills it and every process below it
+/// once `limit` has passed; its output, and whether it ended in time. It
+/// stays in this process's group, so a Ctrl-C reaches it as it reaches
+/// the hogs' process.
 fn output_within(mut command: Command, limit: Duration) -> Result<(std::process::Output, bool)> {
-    use std::os::unix::process::CommandExt as _;
+    use nix::sys::signal::{Signal, kill};
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()
         .context("running cargo test")?;
-    let pid = child.id();
     let mut stdout = child.stdout.take().context("stdout")?;
     let mut stderr = child.stderr.take().context("stderr")?;
     let out = std::thread::spawn(move || {
@@ -98,11 +109,15 @@ fn output_within(mut command: Command, limit: Duration) -> Result<(std::process:
         }
         if in_time && start.elapsed() > limit {
             in_time = false;
-            // Our child's own group, its leader not reaped yet.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            // Our child, not reaped yet, and what runs below it: stopped
+            // first, so none forks or reaps past the walk, then killed.
+            let pid = |p: u32| nix::unistd::Pid::from_raw(p as i32);
+            for p in tree(child.id()) {
+                let _ = kill(pid(p), Signal::SIGSTOP);
+            }
+            for p in tree(child.id()) {
+                let _ = kill(pid(p), Signal::SIGKILL);
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     };
