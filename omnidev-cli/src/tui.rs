@@ -328,7 +328,24 @@ mod tests {
             Vec::new(),
             100,
         );
-        let mut server = omnidev_core::ServiceSpec::new("server", "sleep", ["1000"], dir.path());
+        // Ready (its line printed) only once the test lets it.
+        let mut server = omnidev_core::ServiceSpec::new(
+            "server",
+            "sh",
+            [
+                "-c",
+                "while [ ! -e go ]; do sleep 0.05; done; echo up; exec sleep 1000",
+            ],
+            dir.path(),
+        );
+        server.readiness = Some(omnidev_core::Readiness {
+            probe: omnidev_core::ProbeSpec::Log {
+                pattern: "^up$".into(),
+            },
+            interval: std::time::Duration::from_millis(50),
+            timeout: std::time::Duration::from_mins(1),
+            listener: None,
+        });
         server.urls = vec![url("server", 6767)];
         let builder = Supervisor::builder(omnidev_core::SupervisorConfig {
             services: vec![server.clone()],
@@ -338,12 +355,15 @@ mod tests {
         let events = builder.subscribe();
         let supervisor = builder.run().await.expect("supervisor");
         let mut source = PodSource::new(supervisor.clone(), events, addresses.clone(), None);
+        let deadline = std::time::Duration::from_secs(20);
+        // Running, its probe waiting: the pod's URL alone.
+        omnidev_test_support::poll_until_async("the server started", deadline, || {
+            supervisor.snapshot().iter().any(|s| s.pid.is_some())
+        })
+        .await;
         assert_eq!(drain(&mut app, &mut source), None);
-        // No probe: ready once it has run for a second, not before.
-        let ready = supervisor.snapshot().iter().any(|s| s.ready);
-        if !ready {
-            assert_eq!(shown(&app.info.urls), [("docs", "http://localhost:8000")]);
-        }
+        assert_eq!(shown(&app.info.urls), [("docs", "http://localhost:8000")]);
+        std::fs::write(dir.path().join("go"), "").expect("go");
         let deadline = std::time::Duration::from_secs(20);
         omnidev_test_support::poll_until_async("the server's URL shown", deadline, || {
             drain(&mut app, &mut source);
