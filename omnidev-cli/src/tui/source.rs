@@ -82,6 +82,8 @@ pub struct PodSource {
     /// The profile the pod runs, which `P` applies anew (none in tests
     /// of a bare supervisor).
     live: Option<Arc<LiveProfile>>,
+    /// Every service's status as core publishes it (the URLs it shows).
+    statuses: tokio::sync::watch::Receiver<Vec<ServiceStatus>>,
 }
 
 /// How long `P` waits for the services it restarted to be ready (the UI
@@ -97,6 +99,7 @@ impl PodSource {
         live: Option<Arc<LiveProfile>>,
     ) -> Self {
         Self {
+            statuses: supervisor.watch_status(),
             supervisor,
             events,
             addresses,
@@ -179,9 +182,7 @@ impl Source for PodSource {
             .addresses
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Some(UrlReport::shown(
-            &addresses.urls,
-            &self.supervisor.snapshot(),
-        ))
+        // Read in place, not copied: this runs before every redraw.
+        Some(UrlReport::shown(&addresses.urls, &self.statuses.borrow()))
     }
 }
