@@ -24,7 +24,7 @@ pub(crate) struct LogFile {
     /// The inode of the file written to, which a rotation keeps.
     pub(super) inode: u64,
     pub(super) size: u64,
-    pub(super) max_bytes: u64,
+    max_bytes: u64,
     keep: usize,
 }
 
@@ -57,9 +57,7 @@ impl LogFile {
     /// Appends one line and its newline, rotating first if it would not fit.
     pub(crate) fn write_line(&mut self, text: &[u8]) -> io::Result<()> {
         let len = text.len() as u64 + 1;
-        if self.size > 0 && self.size + len > self.max_bytes {
-            self.rotate()?;
-        }
+        self.make_room(len)?;
         self.out.write_all(text)?;
         self.out.write_all(b"\n")?;
         self.size += len;
@@ -68,6 +66,16 @@ impl LogFile {
 
     pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    /// Rotates first when a line of `len` bytes beginning now would take
+    /// a file that holds something past `max_bytes`; whether it did.
+    fn make_room(&mut self, len: u64) -> io::Result<bool> {
+        let rotate = self.size > 0 && self.size + len > self.max_bytes;
+        if rotate {
+            self.rotate()?;
+        }
+        Ok(rotate)
     }
 
     fn rotate(&mut self) -> io::Result<()> {
@@ -132,13 +140,10 @@ impl Write for RotatingLog {
             let (piece, after) = rest.split_at(end);
             let len = piece.len() as u64;
             if self.at_line_start
-                && self.file.size > 0
-                && self.file.size + len > self.file.max_bytes
+                && self.file.make_room(len)?
+                && let Some(then) = &mut self.rotated
             {
-                self.file.rotate()?;
-                if let Some(then) = &mut self.rotated {
-                    then();
-                }
+                then();
             }
             self.file.out.write_all(piece)?;
             self.file.size += len;
