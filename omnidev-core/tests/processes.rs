@@ -465,7 +465,11 @@ fn kill_supervisor_and_guard(
     signal(guard, Signal::SIGSTOP);
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
-    signal(guard, Signal::SIGKILL);
+    // The supervisor's death orphans the stopped guard's process group, so
+    // the kernel sends it SIGHUP and SIGCONT (POSIX), which may end it
+    // (by SIGHUP's default action, acting on nothing) and let init reap it
+    // before this line: gone already is as good as killed here.
+    try_signal(guard, Signal::SIGKILL);
     wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
 }
 
