@@ -424,7 +424,8 @@ fn profile_check_prints_the_graph_or_the_problem() {
 
 /// A program the service will not find is a warning of `profile check`
 /// (exit 0: a prepare step or another PATH may bring it); one it finds,
-/// on its own PATH or by a path from its directory, is not.
+/// on its own PATH or by a path from its directory, is not; the first
+/// program of a `sh -c` script (a Procfile line) is looked up too.
 #[test]
 fn profile_check_warns_of_a_program_not_on_the_services_path() {
     let ctx = TestContext::new();
@@ -436,7 +437,11 @@ fn profile_check_warns_of_a_program_not_on_the_services_path() {
         "[services.web]\ncommand = [\"omnidev-test-no-such-server\"]\n\n\
          [services.tool]\ncommand = [\"own-tool\"]\nenv = { PATH = \"{repo}/tools\" }\n\n\
          [services.local]\ncommand = [\"./tools/own-tool\"]\n\n\
-         [services.gone]\ncommand = [\"./tools/not-here\"]\n",
+         [services.gone]\ncommand = [\"./tools/not-here\"]\n\n\
+         [services.procfile]\ncommand = [\"sh\", \"-c\", \"omnidev-test-no-such-cli --config x.py\"]\n\n\
+         [services.shexec]\ncommand = [\"/bin/sh\", \"-c\", \"exec own-tool -v\"]\n\
+         env = { PATH = \"{repo}/tools\" }\n\n\
+         [services.shvar]\ncommand = [\"sh\", \"-c\", \"$TOOL --serve\"]\n",
     );
     let output = ctx.cmd().args(["profile", "check"]).assert().success();
     let text = String::from_utf8_lossy(&output.get_output().stdout).into_owned();
@@ -450,8 +455,20 @@ fn profile_check_warns_of_a_program_not_on_the_services_path() {
         text.contains("WARNING: `omnidev-test-no-such-server` is not on the PATH the service gets"),
         "{text}"
     );
-    assert!(warned("web") && warned("gone"), "{text}");
-    assert!(!warned("tool") && !warned("local"), "{text}");
+    assert!(
+        warned("web") && warned("gone") && warned("procfile"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`omnidev-test-no-such-cli` is not on the PATH"),
+        "{text}"
+    );
+    // A script's word that is plainly a program is looked up; one that
+    // needs the shell to say what it is (`$TOOL`) is not guessed at.
+    assert!(
+        !warned("tool") && !warned("local") && !warned("shexec") && !warned("shvar"),
+        "{text}"
+    );
 }
 
 /// The profile reference is in the binary: `omnidev help profile`.

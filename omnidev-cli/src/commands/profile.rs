@@ -46,11 +46,12 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
 
 /// A warning when `command`'s program is not an executable file where
 /// the service will look for it: on the `PATH` it gets (its own, else
-/// this one's) or, with a slash, from its directory. The program of a
-/// shell's script is not looked into.
+/// this one's) or, with a slash, from its directory. For a shell's script
+/// (`sh -c '…'`, what `omnidev init` writes for a Procfile line), the
+/// program is the script's first word when that is plainly one.
 fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Option<String> {
     use omnidev_pod::package_manager::{is_executable, which};
-    let program = &command.program;
+    let program = script_program(command).unwrap_or(&command.program);
     let found = if program.contains('/') {
         is_executable(&command.cwd.join(program))
     } else {
@@ -73,6 +74,26 @@ fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Optio
              install it, or add a prepare step that does"
         )
     })
+}
+
+/// The program a `sh -c SCRIPT` (or bash, dash, zsh) command runs first:
+/// the script's first word, after an `exec`, when it is a plain word (no
+/// quoting, expansion, assignment or operator a guess could get wrong).
+fn script_program(command: &omnidev_core::CommandSpec) -> Option<&str> {
+    let shell = command.program.rsplit('/').next()?;
+    let ["-c", script, ..] = command.args.iter().map(String::as_str).collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    if !["sh", "bash", "dash", "zsh"].contains(&shell) {
+        return None;
+    }
+    let mut words = script.split_ascii_whitespace();
+    let word = words
+        .next()
+        .filter(|w| *w != "exec")
+        .or_else(|| words.next())?;
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./+".contains(c);
+    word.chars().all(plain).then_some(word)
 }
 
 /// The embedded profile verbatim: its own opening comment says what it is
