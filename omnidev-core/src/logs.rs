@@ -153,20 +153,21 @@ impl LogStore {
         }
     }
 
-    /// The log of `service`, if it has one.
-    fn service(&self, service: &str) -> Option<Arc<ServiceLog>> {
+    /// The services' logs, read.
+    fn services(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<ServiceLog>>> {
         self.services
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(service)
-            .cloned()
+    }
+
+    /// The log of `service`, if it has one.
+    fn service(&self, service: &str) -> Option<Arc<ServiceLog>> {
+        self.services().get(service).cloned()
     }
 
     /// Every service's log.
     fn all(&self) -> Vec<(String, Arc<ServiceLog>)> {
-        self.services
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.services()
             .iter()
             .map(|(name, log)| (name.clone(), log.clone()))
             .collect()
@@ -181,22 +182,7 @@ impl LogStore {
             return Ok(());
         }
         let log = ServiceLog::new(name, &self.config);
-        let opened = self.file_path(name).map(|path| {
-            LogFile::open(
-                path.clone(),
-                self.config.max_file_bytes,
-                self.config.keep_files,
-            )
-            .map_err(|e| (path, e))
-        });
-        let result = match opened {
-            Some(Ok(file)) => {
-                *lock(&log.file) = FileState::Open(file);
-                Ok(())
-            }
-            Some(Err(error)) => Err(error),
-            None => Ok(()),
-        };
+        let result = self.open_file(name, &log);
         self.services
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -216,18 +202,26 @@ impl LogStore {
             .map(|dir| dir.join(format!("{service}.log")))
     }
 
+    /// The log file at `path`, rotated as this store's config says.
+    fn open_log(&self, path: &std::path::Path) -> io::Result<LogFile> {
+        let config = &self.config;
+        LogFile::open(path.to_owned(), config.max_file_bytes, config.keep_files)
+    }
+
+    /// Opens `log`'s file (of service `name`), when logs go to files; an
+    /// error names the file.
+    fn open_file(&self, name: &str, log: &ServiceLog) -> Result<(), (PathBuf, io::Error)> {
+        if let Some(path) = self.file_path(name) {
+            let file = self.open_log(&path).map_err(|e| (path, e))?;
+            *lock(&log.file) = FileState::Open(file);
+        }
+        Ok(())
+    }
+
     /// Opens the log files; an error names the file that failed.
     pub(crate) fn open_files(&self) -> Result<(), (PathBuf, io::Error)> {
         for (name, log) in &self.all() {
-            if let Some(path) = self.file_path(name) {
-                let file = LogFile::open(
-                    path.clone(),
-                    self.config.max_file_bytes,
-                    self.config.keep_files,
-                )
-                .map_err(|e| (path, e))?;
-                *lock(&log.file) = FileState::Open(file);
-            }
+            self.open_file(name, log)?;
         }
         Ok(())
     }
@@ -317,12 +311,7 @@ impl LogStore {
                 return None;
             }
             let gap = format!("{missing} lines are missing here ({cause})");
-            let reopened = LogFile::open(
-                path.clone(),
-                self.config.max_file_bytes,
-                self.config.keep_files,
-            )
-            .and_then(|mut f| {
+            let reopened = self.open_log(path).and_then(|mut f| {
                 // Flushed here: a file that opens but still cannot take a
                 // line (the disk is still full) is no resumption.
                 f.write_line(format!("[omnidev] {gap}").as_bytes())?;
