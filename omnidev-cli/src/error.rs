@@ -157,14 +157,6 @@ pub enum Error {
         message: String,
     },
 
-    /// `--only`/`--skip` left nothing to run.
-    #[error("no service left to run")]
-    #[diagnostic(
-        code(omnidev::up::nothing_to_run),
-        help("check --only / --skip / --no-vite")
-    )]
-    NothingToRun,
-
     /// The command of `omnidev exec` could not be started.
     #[error("could not run `{program}`")]
     #[diagnostic(

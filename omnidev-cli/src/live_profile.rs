@@ -154,7 +154,7 @@ impl LiveProfile {
         let repo = &state.checkout.repo;
         profile.check_repo(repo)?;
         let mut context = state.set_up.context.clone();
-        let selected = context.selection.apply(&profile)?;
+        let selected = context.selection.to_run(&profile)?;
         let path = std::env::var_os("PATH").unwrap_or_default();
         profile.check_tools(repo, &selected, &path)?;
         let bases = profile.port_bases();

@@ -213,10 +213,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     let control_socket = crate::control::serving_path(pod.dir())?;
 
     let selection = options.selection.clone();
-    let selected = selection.apply(profile)?;
-    if selected.is_empty() {
-        return Err(Error::NothingToRun);
-    }
+    let selected = selection.to_run(profile)?;
     let path = std::env::var_os("PATH").unwrap_or_default();
     profile.check_tools(&checkout.repo, &selected, &path)?;
 

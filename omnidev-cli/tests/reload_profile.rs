@@ -219,6 +219,34 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
     );
 }
 
+/// A profile left without services (one bad save by an agent) is refused
+/// by `reload-profile` with the message `profile check` and `up` give it,
+/// and the pod runs on untouched.
+#[test]
+fn a_profile_without_services_is_refused_as_up_refuses_it() {
+    let ctx = TestContext::new();
+    let file = ctx.write("omnidev.toml", &profile("v1", ""));
+    let _pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let before = status(&ctx);
+    let api = pid_of(&before, "api").expect("api runs");
+    let web = pid_of(&before, "web").expect("web runs");
+
+    save(&file, "# every service deleted\n[ports]\n");
+    let said = "no service left to run: the profile defines no service";
+    ctx.assert(&["profile", "check"])
+        .code(1)
+        .stderr(predicates::str::contains(said));
+    ctx.assert(&["reload-profile"])
+        .code(2)
+        .stderr(predicates::str::contains(said));
+    let after = status(&ctx);
+    assert_eq!(after["running"], true, "{after}");
+    assert_eq!(pid_of(&after, "api"), Some(api), "{after}");
+    assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
+    assert!(alive(i32::try_from(api).expect("pid")));
+}
+
 /// A profile file replaced by a huge file, by a link to a FIFO or to a
 /// directory: a notice each, with the path and why, and the pod runs on;
 /// a link to a profile elsewhere is followed, and edits of what it names

@@ -321,6 +321,17 @@ pub enum Error {
         known: Vec<String>,
     },
 
+    /// Nothing would run: the profile has no service, or the selection
+    /// left none.
+    #[error("no service left to run: {reason}")]
+    #[diagnostic(code(omnidev::pod::nothing_to_run), help("{help}"))]
+    NothingToRun {
+        /// Why none is left.
+        reason: &'static str,
+        /// What to change.
+        help: &'static str,
+    },
+
     /// A value needed for rendering is missing from the render context.
     #[error("cannot render the profile: {message}")]
     #[diagnostic(

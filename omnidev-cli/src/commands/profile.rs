@@ -116,6 +116,7 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
     let ports = Ports(profile.port_bases().into_iter().collect());
     let pod_dir = omnidev_pod::pod::default_pod_dir(&omnidev_pod::pod::cache_root()?, &repo);
     let ctx = RenderContext::from_process_env(repo, pod_dir, ports);
+    ctx.selection.to_run(&profile)?;
     let rendered = profile.render(&ctx)?;
     let order = omnidev_core::start_order(&rendered.services)?;
     let origin = match &source {

@@ -92,6 +92,27 @@ impl Selection {
             .cloned()
             .collect())
     }
+
+    /// The services a pod of `profile` runs ([`Selection::apply`]): none
+    /// is an error, the one `up`, `profile check` and `reload-profile`
+    /// give alike (a profile without services included).
+    pub fn to_run(&self, profile: &Profile) -> Result<Vec<String>> {
+        let selected = self.apply(profile)?;
+        if !selected.is_empty() {
+            return Ok(selected);
+        }
+        Err(if profile.services.is_empty() {
+            Error::NothingToRun {
+                reason: "the profile defines no service",
+                help: "add a `[services.NAME]` table with its `command` (`omnidev help profile`)",
+            }
+        } else {
+            Error::NothingToRun {
+                reason: "--only / --skip / --no-vite left none of the profile's services",
+                help: "check --only / --skip / --no-vite",
+            }
+        })
+    }
 }
 
 /// Everything a profile is rendered against.
