@@ -7,6 +7,7 @@
 #[path = "support/context.rs"]
 mod common;
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
@@ -245,6 +246,62 @@ fn a_profile_without_services_is_refused_as_up_refuses_it() {
     assert_eq!(pid_of(&after, "api"), Some(api), "{after}");
     assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
     assert!(alive(i32::try_from(api).expect("pid")));
+}
+
+/// The descriptors the supervisor process `pid` holds.
+fn descriptors(pid: i64) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the supervisor's descriptors")
+        .count()
+}
+
+/// Services added by `reload-profile` and removed by the next one give
+/// back what they held: three rounds of 200 (new names each round) leave
+/// the supervisor with the descriptors it had before them.
+#[test]
+fn services_added_and_removed_leave_no_descriptor_behind() {
+    const ADDED: usize = 200;
+    let ctx = TestContext::new();
+    let base = "[services.web]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n";
+    let file = ctx.write("omnidev.toml", base);
+    let _pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let supervisor = status(&ctx)["pid"].as_i64().expect("the supervisor's pid");
+    let before = descriptors(supervisor);
+    for round in 0..3 {
+        let mut grown = base.to_owned();
+        for i in 0..ADDED {
+            let _ = write!(
+                grown,
+                "\n[services.r{round}-{i}]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n"
+            );
+        }
+        save(&file, &grown);
+        let added = report(&reload(&ctx, 0));
+        assert_eq!(
+            added["started"].as_array().map(Vec::len),
+            Some(ADDED),
+            "{added}"
+        );
+        save(&file, base);
+        let removed = report(&reload(&ctx, 0));
+        assert_eq!(
+            removed["stopped"].as_array().map(Vec::len),
+            Some(ADDED),
+            "{removed}"
+        );
+        let mut now = 0;
+        wait_for(
+            &format!("round {round}: the descriptors back to {before}"),
+            DEADLINE,
+            || {
+                now = descriptors(supervisor);
+                now <= before
+            },
+        );
+    }
+    let running = status(&ctx);
+    assert!(pid_of(&running, "web").is_some(), "{running}");
 }
 
 /// A profile file replaced by a huge file, by a link to a FIFO or to a

@@ -176,9 +176,12 @@ impl LogStore {
     /// Gives a service added to a running pod its log, and opens its file
     /// when logs go to files (a file that cannot be opened is the error;
     /// the service's lines are then kept in memory only). A service that
-    /// has a log keeps it.
+    /// has a log keeps it, its file opened again after [`Self::release`].
     pub(crate) fn add_service(&self, name: &str) -> Result<(), (PathBuf, io::Error)> {
-        if self.service(name).is_some() {
+        if let Some(log) = self.service(name) {
+            if matches!(*lock(&log.file), FileState::None) {
+                return self.open_file(name, &log);
+            }
             return Ok(());
         }
         let log = ServiceLog::new(name, &self.config);
@@ -456,6 +459,16 @@ impl LogStore {
     }
 
     /// Empties a service's ring, or the combined ring for `None`.
+    /// Lets go of what the log of a service removed from the pod holds:
+    /// its file (and the handle on its directory) is closed, its lines
+    /// kept in memory dropped; the files on disk stay for `omnidev logs`.
+    pub(crate) fn release(&self, service: &str) {
+        if let Some(log) = self.service(service) {
+            *lock(&log.file) = FileState::None;
+            lock(&log.ring).clear();
+        }
+    }
+
     pub(crate) fn clear(&self, service: Option<&str>) -> bool {
         match service {
             None => lock(&self.combined).clear(),

@@ -1768,7 +1768,8 @@ async fn an_unfinished_line_of_a_held_pipe_is_recorded_before_the_exit() {
 
 /// A changed set of specs: the changed service restarts (and its dependent
 /// follows), the unchanged one keeps its process, a new one starts with a
-/// log of its own, a removed one stops and is no longer a known name.
+/// log of its own, a removed one stops, is no longer a known name and lets
+/// go of its log file, which it opens again when it is added back.
 #[tokio::test]
 async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1800,10 +1801,8 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     let mut api2 = api.clone();
     api2.command.args = vec!["-c".into(), "echo api v2; exec sleep 300".into()];
     let worker = sh("worker", "echo worker up; exec sleep 300", dir.path());
-    let applied = supervisor
-        .apply(vec![api2, client, web, worker])
-        .await
-        .expect("apply");
+    let set = vec![api2, client, web, worker];
+    let applied = supervisor.apply(set.clone()).await.expect("apply");
     assert_eq!(applied.restarted, ["api"]);
     assert_eq!(applied.started, ["worker"]);
     assert_eq!(applied.stopped, ["old"]);
@@ -1825,6 +1824,15 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
         ["api", "client", "web", "worker"]
     );
     assert!(supervisor.restart("old").await.is_err(), "old is gone");
+    // Stopped for good, it holds its log file no more.
+    let old_log = logs.join("old.log");
+    let held = || {
+        std::fs::read_dir("/proc/self/fd")
+            .expect("descriptors")
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .any(|target| target == old_log)
+    };
+    wait_until("old's log file closed", || !held()).await;
     wait_until("worker's line in its own log file", || {
         std::fs::read_to_string(logs.join("worker.log")).is_ok_and(|t| t.contains("worker up"))
     })
@@ -1840,6 +1848,16 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     b.depends_on = depends("a", Condition::Started);
     assert!(supervisor.apply(vec![a, b]).await.is_err());
     assert_eq!(supervisor.service_names().len(), 4);
+    // Back in the set, it writes to its log file again.
+    let mut again = set;
+    again.push(sh("old", "echo old is back; exec sleep 300", dir.path()));
+    let applied = supervisor.apply(again).await.expect("apply");
+    assert_eq!(applied.started, ["old"]);
+    wait_until("old's new line in its log file", || {
+        std::fs::read_to_string(&old_log).is_ok_and(|t| t.contains("old is back"))
+    })
+    .await;
+    assert!(held());
     supervisor.shutdown().await.expect("shutdown");
 }
 

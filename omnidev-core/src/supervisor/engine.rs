@@ -397,6 +397,11 @@ impl Engine {
 
     /// Moves a service to `phase` and publishes its state.
     fn enter(&mut self, index: usize, phase: Phase) {
+        // A removed service at rest never runs again unless it is added
+        // back: what its log holds is let go of.
+        if self.removed[index] && matches!(phase, Phase::Stopped) {
+            self.logs.release(self.name(index));
+        }
         self.services[index].phase = phase;
         self.publish(index);
     }

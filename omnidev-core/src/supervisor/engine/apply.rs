@@ -36,6 +36,7 @@ impl Engine {
                     // Back in the set: it starts again with the new spec.
                     self.specs[i] = spec;
                     self.removed[i] = false;
+                    self.open_log(i);
                     let s = &mut self.services[i];
                     s.intent = Intent::Keep;
                     s.attempt = 0;
@@ -89,19 +90,24 @@ impl Engine {
     /// (the same index) and its state; it starts once its dependencies
     /// allow.
     fn add(&mut self, spec: ServiceSpec) {
-        let name = spec.name.clone();
-        self.containment.add(&name);
+        self.containment.add(&spec.name);
         self.specs.push(spec);
         self.services.push(Service::new());
         self.removed.push(false);
-        if let Err((path, error)) = self.logs.add_service(&name) {
+        self.open_log(self.specs.len() - 1);
+        self.publish_status();
+    }
+
+    /// Gives service `index` its log (again), a file that cannot be
+    /// opened said in a notice.
+    fn open_log(&mut self, index: usize) {
+        if let Err((path, error)) = self.logs.add_service(self.name(index)) {
             let message = format!(
                 "could not open {}: {error}; its lines are kept in memory only",
                 path.display()
             );
-            self.emit(Some(self.specs.len() - 1), EventKind::Notice { message });
+            self.emit(Some(index), EventKind::Notice { message });
         }
-        self.publish_status();
     }
 
     /// The dependency graph and start order of the specs as they are now.
