@@ -400,3 +400,51 @@ fn a_state_file_that_cannot_be_read_is_said_by_status_not_taken_for_no_services(
         "{status}"
     );
 }
+
+/// Two `gc` at once over the stopped pods of deleted checkouts: every pod
+/// is removed, by one of them, and each tells the truth about a pod the
+/// other took (another `gc` removing it, or gone by then): none says a
+/// pod runs, and both exit 0.
+#[test]
+fn two_gc_at_once_both_tell_the_truth() {
+    const PODS: usize = 12;
+    let ctx = TestContext::new();
+    let mut repos = Vec::new();
+    for i in 0..PODS {
+        let repo = checkout(&ctx, &format!("gone{i}"), ONCE);
+        let arg = repo.to_str().expect("utf-8").to_owned();
+        ctx.run_ok(&["exec", "--repo", &arg, "--", "true"]);
+        repos.push(repo);
+    }
+    let pods: Vec<PathBuf> = std::fs::read_dir(ctx.cache_root())
+        .expect("cache")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(pods.len(), PODS, "{pods:?}");
+    for repo in &repos {
+        std::fs::remove_dir_all(repo).expect("delete a checkout");
+    }
+    let racers = [ctx.spawn(&["gc"]), ctx.spawn(&["gc"])];
+    let texts = racers.map(|racer| {
+        let output = racer.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{}", ctx.render(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    });
+    for pod in &pods {
+        assert!(!pod.exists(), "{} is left: {texts:#?}", pod.display());
+        let removed = format!("removed  {} ", pod.display());
+        let by = texts.iter().filter(|t| t.contains(&removed)).count();
+        assert_eq!(by, 1, "{} removed by {by}: {texts:#?}", pod.display());
+    }
+    for text in &texts {
+        for line in text.lines() {
+            assert!(
+                line.starts_with("removed  ")
+                    || line.ends_with(": it no longer exists")
+                    || line.ends_with(": no pod is left in it")
+                    || line.contains(": another `omnidev gc` (pid "),
+                "{line}\n{text}"
+            );
+        }
+    }
+}

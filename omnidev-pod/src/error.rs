@@ -189,6 +189,25 @@ pub enum Error {
         pid: Option<u32>,
     },
 
+    /// A removal (`omnidev gc`, `omnidev clean`) holds the pod's lock.
+    #[error(
+        "the pod {} is being removed by `omnidev {by}`{}",
+        pod_dir.display(),
+        pid.map_or_else(String::new, |p| format!(" (pid {p})"))
+    )]
+    #[diagnostic(
+        code(omnidev::pod::being_removed),
+        help("run the command again once it is done: the pod is made afresh")
+    )]
+    BeingRemoved {
+        /// The pod directory.
+        pod_dir: PathBuf,
+        /// The remover's pid, as written into the lock file.
+        pid: Option<u32>,
+        /// The command removing it.
+        by: &'static str,
+    },
+
     /// A profile could not be parsed or is invalid.
     #[error("{origin}:{line}:{column}: {message}")]
     #[diagnostic(

@@ -101,7 +101,7 @@ pub mod seed;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use lock::{LockState, PodLock};
+pub use lock::{LockState, PodLock, Removal};
 pub use package_manager::PackageManager;
 pub use pod::Pod;
 pub use ports::{PortRequest, allocate_ports, read_ports};

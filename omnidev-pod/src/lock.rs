@@ -31,39 +31,85 @@ pub struct PodLock {
     path: PathBuf,
 }
 
+/// A removal that holds a pod's lock instead of a running pod: it says
+/// so in the lock file, after its pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// `omnidev clean` (or `up --clean`).
+    Clean,
+    /// `omnidev gc`.
+    Gc,
+}
+
+impl Removal {
+    /// Its word in the lock file, which is also the command's name.
+    pub fn word(self) -> &'static str {
+        match self {
+            Removal::Clean => "clean",
+            Removal::Gc => "gc",
+        }
+    }
+}
+
 /// Whether a pod's lock is held, as seen from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockState {
     /// Nobody holds the lock.
     Free,
-    /// Another process holds it.
+    /// A running pod holds it.
     Held {
         /// The pid written by the holder, if readable.
         pid: Option<u32>,
     },
+    /// A removal of the pod holds it: no pod runs.
+    Removing {
+        /// The remover's pid.
+        pid: Option<u32>,
+        /// Which command removes it.
+        by: Removal,
+    },
 }
 
 impl PodLock {
-    /// Takes the lock of the pod directory `pod_dir` (which must exist), or
-    /// fails at once with [`Error::AlreadyRunning`] naming the pod directory
-    /// and the holder's pid.
+    /// Takes the lock of the pod directory `pod_dir` (which must exist) for
+    /// a pod to run, or fails at once with [`Error::AlreadyRunning`]
+    /// naming the pod directory and the holder's pid ([`Error::BeingRemoved`]
+    /// when the holder is a removal).
     pub fn acquire(pod_dir: &Path) -> Result<Self> {
+        Self::take(pod_dir, None)
+    }
+
+    /// Takes the lock of `pod_dir` for a removal, `by`, which the lock
+    /// file names: a `gc` or `status` meanwhile says the pod is being
+    /// removed, not that it runs.
+    pub fn acquire_to_remove(pod_dir: &Path, by: Removal) -> Result<Self> {
+        Self::take(pod_dir, Some(by))
+    }
+
+    fn take(pod_dir: &Path, removal: Option<Removal>) -> Result<Self> {
         let path = pod_dir.join(LOCK_FILE);
         let mut file = open(pod_dir, &path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::AlreadyRunning {
-                    pod_dir: pod_dir.to_path_buf(),
-                    pid: read_pid(&mut file),
+                let pod_dir = pod_dir.to_path_buf();
+                return Err(match holder(&mut file) {
+                    LockState::Removing { pid, by } => Error::BeingRemoved {
+                        pod_dir,
+                        pid,
+                        by: by.word(),
+                    },
+                    LockState::Held { pid } => Error::AlreadyRunning { pod_dir, pid },
+                    LockState::Free => Error::AlreadyRunning { pod_dir, pid: None },
                 });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path)(e)),
         }
+        let word = removal.map_or(String::new(), |by| format!(" {}", by.word()));
         let write = |file: &mut File| -> std::io::Result<()> {
             file.set_len(0)?;
             file.rewind()?;
-            writeln!(file, "{}", std::process::id())?;
+            writeln!(file, "{}{word}", std::process::id())?;
             file.sync_data()
         };
         write(&mut file).map_err(Error::io("write the pid into", &path))?;
@@ -84,9 +130,7 @@ impl PodLock {
         };
         match file.try_lock_shared() {
             Ok(()) => Ok(LockState::Free),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(LockState::Held {
-                pid: read_pid(&mut file),
-            }),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(holder(&mut file)),
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
         }
     }
@@ -117,11 +161,38 @@ fn open(pod_dir: &Path, path: &Path) -> Result<File> {
         .map_err(Error::io("open the pod lock", path))
 }
 
-fn read_pid(file: &mut File) -> Option<u32> {
-    let mut text = String::new();
-    file.rewind().ok()?;
-    file.read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+/// The longest a lock file's holder may take to write its pid after
+/// taking the lock: an empty file is read again until then.
+const HOLDER_WRITES_WITHIN: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Who holds the lock `file` (held by someone): the pid and, for a
+/// removal, which one, as the holder wrote them (`PID` or `PID gc`).
+fn holder(file: &mut File) -> LockState {
+    let deadline = std::time::Instant::now() + HOLDER_WRITES_WITHIN;
+    loop {
+        let mut text = String::new();
+        let read = file
+            .rewind()
+            .and_then(|()| Read::by_ref(file).take(64).read_to_string(&mut text));
+        let mut words = text.split_whitespace();
+        let pid = words.next().and_then(|w| w.parse().ok());
+        // Just taken, not written yet.
+        if read.is_ok() && text.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            continue;
+        }
+        return match words.next() {
+            Some("gc") => LockState::Removing {
+                pid,
+                by: Removal::Gc,
+            },
+            Some("clean") => LockState::Removing {
+                pid,
+                by: Removal::Clean,
+            },
+            _ => LockState::Held { pid },
+        };
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +223,28 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "lock still held");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+
+    /// A removal's lock is told apart from a running pod's: `state` and a
+    /// refused `acquire` say which command removes the pod.
+    #[test]
+    fn a_removal_holding_the_lock_says_so() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let lock = PodLock::acquire_to_remove(tmp.path(), Removal::Gc).expect("lock");
+        let pid = Some(std::process::id());
+        assert_eq!(
+            PodLock::state(tmp.path()).expect("state"),
+            LockState::Removing {
+                pid,
+                by: Removal::Gc
+            }
+        );
+        let err = PodLock::acquire(tmp.path()).expect_err("held");
+        assert!(
+            matches!(err, Error::BeingRemoved { by: "gc", pid: p, .. } if p == pid),
+            "{err:?}"
+        );
+        drop(lock);
     }
 
     #[test]

@@ -632,7 +632,9 @@ impl Pod {
                 .map(drop)
                 .map_err(Error::io("remove", dir.join(name)))
         };
-        for name in LAYOUT {
+        // The lock goes last, with the marker: while it is held, anyone
+        // looking (a second `gc`) sees the removal holding it.
+        for name in LAYOUT.iter().filter(|name| **name != LOCK_FILE) {
             remove(Path::new(name))?;
         }
         for sub in &made {
@@ -650,7 +652,7 @@ impl Pod {
         let mut kept = Vec::new();
         for name in handle.entries().map_err(Error::io("read", dir))? {
             let text = name.to_string_lossy().into_owned();
-            if text == MARKER {
+            if text == MARKER || text == LOCK_FILE {
                 continue;
             }
             if is_omnidev_temp(&text) {
@@ -660,6 +662,7 @@ impl Pod {
             }
         }
         if !kept.is_empty() {
+            remove(Path::new(LOCK_FILE))?;
             return Ok(Cleaned {
                 removed: false,
                 kept,
@@ -667,6 +670,7 @@ impl Pod {
             });
         }
         remove(Path::new(MARKER))?;
+        remove(Path::new(LOCK_FILE))?;
         drop(handle);
         match std::fs::remove_dir(dir) {
             Ok(()) => {}

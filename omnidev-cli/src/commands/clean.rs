@@ -37,7 +37,8 @@ pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
     };
     // Holding the lock while removing keeps an `omnidev up` from starting
     // halfway through; it fails (naming the pid) while the pod runs.
-    let lock = PodLock::acquire(pod_dir).map_err(Error::from)?;
+    let lock =
+        PodLock::acquire_to_remove(pod_dir, omnidev_pod::Removal::Clean).map_err(Error::from)?;
     let said = crate::session::clean_pod(pod_dir, &identity)?;
     drop(lock);
     note!("{said}");

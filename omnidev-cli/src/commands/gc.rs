@@ -46,12 +46,49 @@ fn gone(repo: &Path) -> Result<bool, std::io::Error> {
     }
 }
 
+/// What another removal (`by`, the command) holding the pod's lock is
+/// said as.
+fn being_removed(pid: Option<u32>, by: &str) -> String {
+    let pid = pid.map_or_else(String::new, |p| format!(" (pid {p})"));
+    format!("another `omnidev {by}`{pid} is removing it")
+}
+
+/// The verdict on a directory that no longer holds a pod (`kind`).
+fn no_pod(kind: &DirKind) -> Option<Verdict> {
+    let reason = match kind {
+        DirKind::Missing => "it no longer exists",
+        DirKind::Empty => "no pod is left in it",
+        _ => return None,
+    };
+    Some(Verdict::Keep(reason.to_owned()))
+}
+
+/// The verdict on `dir`; one that meets a pod half removed (by another
+/// `gc` or a `clean` holding its lock) says so instead.
 fn judge(dir: &Path) -> Verdict {
-    let identity = match omnidev_pod::pod::examine(dir) {
-        Ok(DirKind::Pod(identity)) => identity,
-        Ok(DirKind::Missing) => return Verdict::Keep("it no longer exists".to_owned()),
-        Ok(_) => return Verdict::Keep("it carries no omnidev pod identity".to_owned()),
+    match judge_files(dir) {
+        verdict @ (Verdict::Fault(_) | Verdict::Keep(_)) => match PodLock::state(dir) {
+            Ok(LockState::Removing { pid, by }) => Verdict::Keep(being_removed(pid, by.word())),
+            // Removed while it was looked at.
+            _ => omnidev_pod::pod::examine(dir)
+                .ok()
+                .and_then(|kind| no_pod(&kind))
+                .unwrap_or(verdict),
+        },
+        verdict @ Verdict::Remove { .. } => verdict,
+    }
+}
+
+fn judge_files(dir: &Path) -> Verdict {
+    let kind = match omnidev_pod::pod::examine(dir) {
+        Ok(kind) => kind,
         Err(e) => return Verdict::Fault(format!("it cannot be examined: {e}")),
+    };
+    if let Some(verdict) = no_pod(&kind) {
+        return verdict;
+    }
+    let DirKind::Pod(identity) = kind else {
+        return Verdict::Keep("it carries no omnidev pod identity".to_owned());
     };
     let repo = match omnidev_pod::read_ports(dir) {
         Ok(record) => record.repo,
@@ -80,6 +117,7 @@ fn judge(dir: &Path) -> Verdict {
             shown(&repo),
             shown(dir)
         )),
+        Ok(LockState::Removing { pid, by }) => Verdict::Keep(being_removed(pid, by.word())),
         Err(e) => Verdict::Fault(format!("its lock cannot be read: {e}")),
     }
 }
@@ -137,13 +175,24 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
                 // Under the pod's lock, so an `omnidev up` starting now
                 // waits for the removal or makes gc skip the pod.
                 let canonical = dir.canonicalize().unwrap_or_else(|_| dir.clone());
-                let done = PodLock::acquire(&dir)
-                    .map_err(Error::from)
-                    .and_then(|lock| {
-                        let said = crate::session::clean_pod(&dir, &identity);
-                        drop(lock);
-                        said
-                    });
+                let lock = match PodLock::acquire_to_remove(&dir, omnidev_pod::Removal::Gc) {
+                    Ok(lock) => lock,
+                    // Taken (or removed) since it was judged, by another
+                    // gc or an `up`: what it is now.
+                    Err(e) => {
+                        let reason = match judge(&dir) {
+                            Verdict::Keep(reason) => reason,
+                            Verdict::Fault(_) | Verdict::Remove { .. } => {
+                                failed = true;
+                                e.to_string()
+                            }
+                        };
+                        let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
+                        continue;
+                    }
+                };
+                let done = crate::session::clean_pod(&dir, &identity);
+                drop(lock);
                 match done {
                     Ok(said) => {
                         freed.push(canonical);

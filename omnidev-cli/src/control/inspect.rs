@@ -42,7 +42,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     }
     let (running, pid) = match lock {
         LockState::Held { pid } => (true, pid),
-        LockState::Free => (false, None),
+        LockState::Free | LockState::Removing { .. } => (false, None),
     };
     let pod = omnidev_pod::Pod::at(pod_dir);
     // An unreadable state.json is said (as the pod's error), not taken for
