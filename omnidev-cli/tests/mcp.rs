@@ -506,6 +506,38 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     ctx.run_ok(&["stop"]);
 }
 
+/// Two agents, each with its own `omnidev mcp --allow-up`, call `up` at
+/// the same moment on a checkout with no pod yet: one pod starts and both
+/// answer ok with its status, once it is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_calling_up_at_once_both_answer_ok() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.web]\ncommand = [\"sh\", \"-c\", \"sleep 0.3; echo up; exec sleep 300\"]\n\
+         ready = { log = \"up\" }\ngrace-ms = 1000\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    let (first, second) = tokio::join!(
+        connect(&ctx, &["--allow-up"]),
+        connect(&ctx, &["--allow-up"])
+    );
+    let (a, b) = tokio::join!(
+        call(&first, "up", json!({})),
+        call(&second, "up", json!({}))
+    );
+    let (a, b) = (ok("up", &a), ok("up", &b));
+    for answer in [&a, &b] {
+        assert_eq!(answer["ok"], true, "{answer}");
+        assert_eq!(service(&answer["status"], "web")["ready"], true, "{answer}");
+    }
+    assert_eq!(a["status"]["pid"], b["status"]["pid"], "one pod: {a} {b}");
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(status["pid"], a["status"]["pid"], "{status}");
+    first.cancel().await.expect("close");
+    second.cancel().await.expect("close");
+}
+
 /// A cancelled `up` kills its `omnidev up --detach` child and reaps it,
 /// instead of leaving it to wait out its ready timeout (here 30 minutes);
 /// the pod it started runs on, as after Ctrl-C of `omnidev up --detach`.
