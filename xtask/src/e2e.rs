@@ -19,6 +19,7 @@ mod dist;
 mod editfix;
 mod install;
 mod lifecycle;
+mod mcp;
 mod pod;
 mod ports;
 mod reload;
@@ -72,6 +73,7 @@ const CASES: &[Case] = &[
     case!(control::ls_two_running_one_stopped),
     case!(control::agent_script_waits_and_reads_events),
     case!(control::control_socket_modes_stale_socket_clean),
+    case!(mcp::inspector_cli_lists_and_calls_the_tools),
     case!(ports::long_pod_path_detach_status_stop),
     case!(ports::foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves),
     case!(ports::six_cache_roots_at_once_get_distinct_ports),
