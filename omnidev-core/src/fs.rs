@@ -623,6 +623,14 @@ pub fn read_file(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     dir.read(name, max)
 }
 
+/// The lock file `path` (a file omnidev owns, only ever locked), opened
+/// read-write and created when missing, as [`Dir::open_file`] opens: a
+/// link planted there is refused, never followed.
+pub fn open_lock(path: &Path) -> io::Result<File> {
+    let (dir, name) = split(path)?;
+    dir.open_file(name, OpenOptions::ReadWriteCreate)
+}
+
 /// [`read_file`] for a file of the user's (an env file, a checkout's
 /// manifest), where a link is the user's choice and is followed: still
 /// never blocking, only a regular file, at most `max` bytes.

@@ -1,6 +1,5 @@
 //! The update-check cache (`omnigent-check.json`): what the hot path reads.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -101,11 +100,7 @@ impl CheckCache {
         if let Some(dir) = lock_path.parent() {
             fs::create_private_dir(dir)?;
         }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
+        let lock = omnidev_core::fs::open_lock(&lock_path)
             .map_err(|source| Error::io("open", &lock_path, source))?;
         lock.lock()
             .map_err(|source| Error::io("lock", &lock_path, source))?;

@@ -2,7 +2,7 @@
 //! detached `omnidev refresh`. Nothing here touches the network, and the only
 //! process it may start is that refresh.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -92,11 +92,7 @@ pub fn start_background_refresh(
 ) -> Result<RefreshStart> {
     fs::create_private_dir(paths.cache_dir())?;
     let lock_path = paths.refresh_lock();
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
+    let lock = omnidev_core::fs::open_lock(&lock_path)
         .map_err(|source| Error::io("open", &lock_path, source))?;
     match lock.try_lock() {
         Ok(()) => {}

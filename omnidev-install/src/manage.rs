@@ -72,12 +72,7 @@ impl InstallLock {
         use std::io::{Read, Seek, Write};
         let path = paths.install_lock();
         crate::fs::create_private_dir(paths.cache_dir())?;
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
+        let mut file = omnidev_core::fs::open_lock(&path)
             .map_err(|source| crate::Error::io("open", &path, source))?;
         match file.try_lock() {
             Ok(()) => {}

@@ -377,7 +377,9 @@ fn appear_whole(dir: &Path, kind: &DirKind, made: &[String]) -> Result<()> {
         .create(&staging)
         .map_err(Error::io("create the directory", &staging))?;
     let written = marker.text().and_then(|text| {
-        std::fs::write(staging.join(MARKER), text).map_err(Error::io("write", staging.join(MARKER)))
+        Dir::open(&staging)
+            .and_then(|dir| dir.write_atomic(Path::new(MARKER), text.as_bytes()))
+            .map_err(Error::io("write", staging.join(MARKER)))
     });
     let moved = written.and_then(|()| match std::fs::rename(&staging, &target) {
         Ok(()) => Ok(()),

@@ -2,6 +2,10 @@
 
 use std::path::PathBuf;
 
+/// The most a seeded config file may hold: a user's config is far
+/// smaller; a bound on what a link to something huge costs.
+const MAX_SEED_BYTES: u64 = 16 << 20;
+
 /// What happened to one seed file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SeedOutcome {
@@ -71,7 +75,11 @@ pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
     let name = std::path::Path::new(name);
     let prepared = std::fs::create_dir_all(parent)
         .and_then(|()| omnidev_core::fs::Dir::open(parent))
-        .and_then(|dir| std::fs::read(&from).map(|bytes| (dir, bytes)));
+        .and_then(|dir| {
+            omnidev_core::fs::read_linked(&from, MAX_SEED_BYTES)?
+                .ok_or_else(|| std::io::ErrorKind::NotFound.into())
+                .map(|bytes| (dir, bytes))
+        });
     let (dir, bytes) = match prepared {
         Ok(found) => found,
         Err(e) => return failed(e, from, to),

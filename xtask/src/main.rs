@@ -5,6 +5,8 @@ mod ci;
 mod demo;
 mod dist;
 mod e2e;
+#[cfg(test)]
+mod file_door;
 mod flags;
 #[cfg(test)]
 mod imports;

@@ -144,7 +144,11 @@ impl Place {
                     .as_deref()
                     .or(env.home.as_deref())?
                     .join(".zshrc");
-                let text = std::fs::read_to_string(&zshrc).unwrap_or_default();
+                let text = omnidev_core::fs::read_linked(&zshrc, 1 << 20)
+                    .and_then(omnidev_core::fs::text)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
                 let home = env.home.as_deref().unwrap_or(Path::new("/"));
                 let short = dir
                     .strip_prefix(home)
@@ -174,10 +178,11 @@ impl Place {
 /// the message.
 fn install(file: &Path, script: &str, force: bool) -> Result<&'static str, Error> {
     // Unreadable (not UTF-8, a directory, no permission) is not ours either.
-    let said = match std::fs::read_to_string(file) {
-        Ok(old) if old == script => return Ok("up to date:"),
-        Ok(old) if old.contains(MARK) => "updated",
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => "wrote",
+    let read = omnidev_core::fs::read_linked(file, 1 << 20).and_then(omnidev_core::fs::text);
+    let said = match read {
+        Ok(Some(old)) if old == script => return Ok("up to date:"),
+        Ok(Some(old)) if old.contains(MARK) => "updated",
+        Ok(None) => "wrote",
         _ if force => "replaced (it was not omnidev's; --force)",
         _ => {
             return Err(Error::CompletionsForeign {

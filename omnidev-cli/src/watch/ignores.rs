@@ -296,13 +296,15 @@ fn git_common_dir(root: &Path) -> Option<PathBuf> {
         return Some(dot_git);
     }
     // A `.git` file is one short line; a bigger one is not git's.
-    if meta.len() > 4096 {
-        return None;
-    }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let read = |path: &Path| {
+        omnidev_core::fs::read_linked(path, 4096)
+            .and_then(omnidev_core::fs::text)
+            .ok()
+            .flatten()
+    };
+    let text = read(&dot_git)?;
     let git_dir = root.join(text.trim().strip_prefix("gitdir:")?.trim());
-    let common = std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
+    let common = read(&git_dir.join("commondir"))
         .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
     // Canonical, so event paths (from a canonical root) compare equal.
     std::fs::canonicalize(common).ok()

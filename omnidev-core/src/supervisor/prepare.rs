@@ -281,9 +281,20 @@ fn needed(when: &PrepareWhen) -> bool {
 /// time. Installers may leave `node_modules/` older than the lockfile they
 /// rewrite at the end, which would otherwise make every start reinstall.
 fn mark_fresh(when: &PrepareWhen) {
-    if let PrepareWhen::Stale { target, .. } = when
-        && let Ok(file) = std::fs::File::open(target)
-    {
-        let _ = file.set_modified(SystemTime::now());
+    if let PrepareWhen::Stale { target, .. } = when {
+        // Its times set by name (a directory, as often as not): nothing
+        // is opened.
+        let now = nix::sys::time::TimeSpec::from(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default(),
+        );
+        let _ = nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            target,
+            &now,
+            &now,
+            nix::sys::stat::UtimensatFlags::FollowSymlink,
+        );
     }
 }
