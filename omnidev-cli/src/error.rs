@@ -685,7 +685,9 @@ impl Shown {
             None => diagnostic.source().map(Self::of_error),
         };
         Self {
-            message: Self::text(&diagnostic),
+            // One line: a line break in it is a path's or a name's (a
+            // checkout `a\nb`), shown, never a second line of the message.
+            message: crate::terminal_text::quote(&diagnostic.to_string()).into_owned(),
             code: diagnostic.code().map(|code| Self::text(&code)),
             help: diagnostic.help().map(|help| Self::text(&help)),
             url: diagnostic.url().map(|url| Self::text(&url)),

@@ -120,3 +120,25 @@ fn written_profile_from_a_procfile_with_a_release_step() {
     .expect("parse");
     insta::assert_snapshot!(omnidev_pod::init::from_procfile(&processes));
 }
+
+/// A checkout whose path holds a line break: the error names it on one
+/// line, the break shown (`^J`), never a second line of the message.
+#[test]
+fn a_line_break_in_the_checkout_path_is_shown_not_obeyed() {
+    let ctx = TestContext::new();
+    let repo = ctx.root.join("nl\nrepo");
+    std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+    std::fs::write(repo.join("omnidev.toml"), "# the user's\n").expect("write");
+    let arg = repo.to_str().expect("utf-8");
+    let said = stderr(&ctx.assert(&["init", "--repo", arg]).code(1));
+    let message = said
+        .lines()
+        .find(|line| line.contains("already exists"))
+        .unwrap_or_else(|| panic!("no message: {said}"));
+    assert!(message.contains("nl^Jrepo/omnidev.toml"), "{said}");
+    assert!(!said.contains("nl\nrepo"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("omnidev.toml")).expect("read"),
+        "# the user's\n"
+    );
+}
