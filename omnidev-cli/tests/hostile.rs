@@ -573,6 +573,33 @@ fn a_fifo_env_file_is_refused_at_once_naming_it() {
     }
 }
 
+/// A reload mark planted as a FIFO: `logs --since-reload` fails at once
+/// naming it and what it is (exit 1), never blocked in its open.
+#[test]
+fn a_fifo_reload_mark_is_refused_at_once_naming_it() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", PROFILE);
+    ctx.run_ok(&["up", "--headless"]);
+    let mark = ctx.pod_dir().expect("a pod").join("logs/reload-mark.json");
+    std::fs::remove_file(&mark).expect("the mark the pod wrote");
+    fifo(&mark);
+    let started = std::time::Instant::now();
+    let refused = ctx
+        .cmd()
+        .args(["logs", "ok", "--since-reload"])
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(1);
+    let took = started.elapsed();
+    let error = stderr(&refused);
+    assert!(
+        error.contains(&mark.display().to_string()) && error.contains("a FIFO"),
+        "{error}"
+    );
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    eprintln!("refused in {took:?}");
+}
+
 /// A `pod.toml` that is a FIFO or a directory cannot be read: `ls` and
 /// `gc` fail naming it (exit 1; gc keeps the pod and says why), never
 /// listing no pods; `status` says it as the stopped pod's error (exit 3).
