@@ -17,8 +17,10 @@
 //!   the pod cgroup's `cgroup.kill`; when the guard dies with it, the next
 //!   supervisor of the same `state.json` kills the recorded cgroups (each
 //!   service's, and the prepare steps' beside it) before it starts
-//!   anything. Kernels without `cgroup.kill` (before 5.14) use the
-//!   fallback.
+//!   anything. A process that moved itself into another cgroup (root may)
+//!   is found by its exact [`SERVICE_ID_ENV`] among every process: by the
+//!   shutdown's sweep, and by the next start after a SIGKILL. Kernels
+//!   without `cgroup.kill` (before 5.14) use the fallback.
 //! - **Process groups, sessions and a subreaper**
 //!   ([`Mechanism::ProcessGroups`]: elsewhere, or when forced with
 //!   `OMNIDEV_CONTAINMENT=process-groups`). Each service leads its own
@@ -368,22 +370,25 @@ impl Containment {
         stop_target(target, signal, grace, LIVE_SEARCH, &hurry).await
     }
 
-    /// At the end of a shutdown without cgroups: stops every orphan adopted
-    /// by this process (any process, without a subreaper) that carries one
-    /// of this supervisor's service ids (a daemon whose service was stopped
-    /// before it could be told apart), with SIGTERM, `grace`, then SIGKILL.
+    /// At the end of a shutdown: stops every process that carries one of
+    /// the service ids this supervisor gave (exactly, never a value that
+    /// merely begins the same way) and was not stopped with its service: without
+    /// cgroups an orphan adopted by this process (any process, without a
+    /// subreaper), a daemon whose service was stopped before it could be
+    /// told apart; with cgroups any process of the user's, one that moved
+    /// itself out of the pod's cgroup. SIGTERM, `grace`, then SIGKILL.
     pub(crate) async fn sweep(&self, grace: Duration) {
-        if self.cgroup.is_some() {
-            return;
-        }
-        let prefix = format!("{}.", self.id);
+        let everywhere = self.cgroup.is_some() || LIVE_SEARCH == Search::Everywhere;
+        let ids: BTreeSet<String> = (0..self.slots().len())
+            .map(|slot| self.service_id(slot))
+            .collect();
         let orphans = || {
             let me = std::process::id();
             let table = crate::platform::table();
             let roots: BTreeSet<u32> = table
                 .iter()
-                .filter(|p| (p.ppid == me || LIVE_SEARCH == Search::Everywhere) && !p.is_zombie())
-                .filter(|p| tree::service_id_of(p.pid).is_some_and(|id| id.starts_with(&prefix)))
+                .filter(|p| (everywhere || p.ppid == me) && !p.is_zombie() && p.pid != me)
+                .filter(|p| tree::service_id_of(p.pid).is_some_and(|id| ids.contains(&id)))
                 .map(|p| p.pid)
                 .collect();
             tree::with_descendants(&table, roots, me)
@@ -620,8 +625,18 @@ pub(crate) async fn stop_leftover(
     grace: Duration,
 ) -> Option<String> {
     let (_never, hurry) = watch::channel(false);
+    // A service recorded stopped (a stop returns once its processes are
+    // gone; after a clean shutdown every service is) has nothing left,
+    // which spares each start a search of every process's environment.
+    let stopped = record.pid.is_none() && record.state == crate::event::ServiceState::Stopped;
     if let Some(path) = &record.cgroup {
-        return stop_leftover_cgroup(name, path, grace, &hurry).await;
+        let mut notice = stop_leftover_cgroup(name, path, grace, &hurry).await;
+        if let Some(service_id) = record.service_id.as_ref().filter(|_| !stopped) {
+            notice = stop_escaped(name, service_id, grace, &hurry)
+                .await
+                .or(notice);
+        }
+        return notice;
     }
     // Without a pid (the service was preparing, or between runs) its
     // processes, a prepare step's included, are those carrying its id.
@@ -642,10 +657,7 @@ pub(crate) async fn stop_leftover(
         service_id: record.service_id.clone().unwrap_or_default(),
     };
     // Nothing to look for: no pid and no id, or a service recorded
-    // stopped (a stop returns once its processes are gone; after a clean
-    // shutdown every service is), which spares each start a search of
-    // every process's environment.
-    let stopped = record.pid.is_none() && record.state == crate::event::ServiceState::Stopped;
+    // stopped.
     if stopped || (identity.leader.is_none() && identity.service_id.is_empty() && !recycled) {
         return None;
     }
@@ -678,6 +690,45 @@ pub(crate) async fn stop_leftover(
         )),
         (false, _) => None,
     }
+}
+
+/// The processes of a previous run that carry exactly `service_id` but
+/// left the service's cgroup (a helper that wrote itself into another
+/// one), stopped as a leftover is; the notice when there were any.
+async fn stop_escaped(
+    name: &str,
+    service_id: &str,
+    grace: Duration,
+    hurry: &watch::Receiver<bool>,
+) -> Option<String> {
+    let target = Target {
+        leaf: None,
+        identity: tree::Identity {
+            leader: None,
+            since: None,
+            service_id: service_id.to_owned(),
+        },
+    };
+    let escaped = tree::members(
+        &crate::platform::table(),
+        &target.identity,
+        std::process::id(),
+        Search::Everywhere,
+        tree::service_id_of,
+    );
+    if escaped.is_empty() {
+        return None;
+    }
+    stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, hurry).await;
+    Some(format!(
+        "stopping leftover `{name}` from a previous run outside its cgroup (pids {}, carrying \
+         service id {service_id})",
+        escaped
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// [`stop_leftover`] of a service recorded with its cgroup `path`: that

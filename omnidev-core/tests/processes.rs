@@ -730,3 +730,112 @@ fn a_prepare_step_left_by_omnidev_and_its_guard_is_stopped_by_the_next_start() {
         assert!(output.status.success(), "{output:?}");
     }
 }
+
+/// A service whose helper leaves its session and moves itself out of the
+/// pod's cgroup (into the cgroup the supervisor was started in, as root
+/// may) once the test names it in `escape-to`; the helper's pid goes to
+/// `pids`.
+const ESCAPING_HELPER: &str = r#"setsid sh -c 'while [ ! -s escape-to ]; do sleep 0.02; done
+echo $$ > "$(cat escape-to)" && echo $$ > pids && exec sleep 1000' &
+exec sleep 1000
+"#;
+
+/// The pid of the helper of [`ESCAPING_HELPER`], once it has left the pod
+/// cgroup `pod` for its parent.
+fn escaped_helper(dir: &Path, pod: &Path) -> u32 {
+    let parent = pod.parent().expect("the supervisor's own cgroup");
+    std::fs::write(
+        dir.join("escape-to"),
+        parent.join("cgroup.procs").to_string_lossy().as_bytes(),
+    )
+    .expect("name the way out");
+    let helper = sleeping_pids(&dir.join("pids"), 1)[0];
+    let cgroup = std::fs::read_to_string(format!("/proc/{helper}/cgroup")).expect("its cgroup");
+    assert!(
+        !cgroup.contains(&*pod.file_name().expect("a name").to_string_lossy()),
+        "the helper left the pod cgroup: {cgroup}"
+    );
+    helper
+}
+
+/// A `sleep` carrying service id `id` (as a process of another pod whose
+/// id shares a prefix with this one's would) and the test's tag.
+fn decoy(id: &str, tag: &str) -> std::process::Child {
+    Command::new("sleep")
+        .arg("1000")
+        .env(omnidev_core::containment::SERVICE_ID_ENV, id)
+        .env(TAG, tag)
+        .spawn()
+        .expect("spawn a decoy")
+}
+
+/// A helper that wrote itself out of the pod's cgroup is still found by
+/// its exact service id: stopped with the pod, and, after SIGKILL of the
+/// supervisor (the guard kills only the cgroup), by the next start. Decoys
+/// whose ids only share a prefix with the pod's are left alone.
+#[test]
+fn a_helper_that_leaves_the_cgroup_is_stopped_by_stop_and_by_the_next_start() {
+    for kill9 in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tag = new_tag("escape");
+        let _cleanup = KillTagged(tag.clone());
+        std::fs::write(dir.path().join("escape.sh"), ESCAPING_HELPER).expect("script");
+        let start = || {
+            supervise_in(dir.path(), &tag, "auto")
+                .args(["--grace-ms", "500", "--", "svc=sh escape.sh"])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn supervise")
+        };
+        let mut supervisor = start();
+        let state = dir.path().join("state.json");
+        let mut recorded = None;
+        wait_until("the service recorded", Duration::from_secs(30), || {
+            recorded = omnidev_core::read_state(&state).ok().flatten();
+            recorded
+                .as_ref()
+                .is_some_and(|r| r.services.get("svc").is_some_and(|s| s.pid.is_some()))
+        });
+        let recorded = recorded.expect("state");
+        assert_cgroup(&recorded);
+        let Some(omnidev_core::Mechanism::Cgroup { path }) = &recorded.containment else {
+            unreachable!("checked above");
+        };
+        let helper = escaped_helper(dir.path(), path);
+        let id = recorded.services["svc"].service_id.clone().expect("its id");
+        let pod = id.rsplit_once('.').expect("<pod>.<index>").0.to_owned();
+        let mut decoys = [
+            decoy(&format!("{id}0"), &tag),
+            decoy(&format!("{pod}0.0"), &tag),
+            decoy(&format!("1{id}"), &tag),
+        ];
+        if kill9 {
+            let guard = recorded.guard_pid.expect("guard pid");
+            supervisor.kill().expect("SIGKILL the supervisor");
+            supervisor.wait().expect("reap");
+            wait_until("the guard done", Duration::from_secs(10), || {
+                !pid_alive(guard)
+            });
+            assert!(pid_alive(helper), "the guard kills only the cgroup");
+            supervisor = start();
+            wait_until(
+                "the next start stops the escaped helper",
+                Duration::from_secs(30),
+                || !pid_alive(helper),
+            );
+        }
+        signal(supervisor.id(), Signal::SIGTERM);
+        let output = supervisor.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{output:?}");
+        let skip: Vec<u32> = decoys.iter().map(std::process::Child::id).collect();
+        assert_none_left(&tag, &skip, &format!("the stop (kill -9 first: {kill9})"));
+        for decoy in &mut decoys {
+            assert!(
+                decoy.try_wait().expect("try_wait").is_none(),
+                "a decoy was stopped (kill -9 first: {kill9})"
+            );
+            decoy.kill().expect("kill the decoy");
+            decoy.wait().expect("reap the decoy");
+        }
+    }
+}

@@ -96,6 +96,30 @@ pub(crate) fn service_id_of(pid: u32) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The processes a search stops are those of this very pod or service:
+    /// an id that only shares a prefix with it (another pod's, another
+    /// service's) is never matched.
+    #[test]
+    fn only_the_exact_identity_matches() {
+        let table = [
+            p(10, 1, 10, 10, 5),
+            p(11, 1, 11, 11, 5),
+            p(12, 1, 12, 12, 5),
+        ];
+        let ids = |pid: u32| match pid {
+            10 => Some("7.9.0.1".to_owned()),
+            11 => Some("7.9.0.10".to_owned()),
+            12 => Some("7.9.0.1 ".to_owned()),
+            _ => None,
+        };
+        let identity = Identity {
+            leader: None,
+            since: None,
+            service_id: "7.9.0.1".to_owned(),
+        };
+        assert_eq!(members(&table, &identity, 2, Search::Everywhere, ids), [10]);
+    }
+
     fn p(pid: u32, ppid: u32, pgid: i32, sid: i32, start_time: u64) -> ProcessStat {
         ProcessStat {
             pid,
