@@ -296,14 +296,19 @@ fn supervise_helpers(
         .spawn()
         .expect("spawn supervise");
     let pids = five_helpers(dir);
+    (child, pids, svc_recorded(&state))
+}
+
+/// `state` once it records service `svc` running.
+fn svc_recorded(state: &Path) -> omnidev_core::StateFile {
     let mut recorded = None;
     wait_until("the service recorded", Duration::from_secs(30), || {
-        recorded = omnidev_core::read_state(&state).ok().flatten();
+        recorded = omnidev_core::read_state(state).ok().flatten();
         recorded
             .as_ref()
             .is_some_and(|r| r.services.get("svc").is_some_and(|s| s.pid.is_some()))
     });
-    (child, pids, recorded.expect("state"))
+    recorded.expect("state")
 }
 
 fn assert_cgroup(state: &omnidev_core::StateFile) {
@@ -788,15 +793,7 @@ fn a_helper_that_leaves_the_cgroup_is_stopped_by_stop_and_by_the_next_start() {
                 .expect("spawn supervise")
         };
         let mut supervisor = start();
-        let state = dir.path().join("state.json");
-        let mut recorded = None;
-        wait_until("the service recorded", Duration::from_secs(30), || {
-            recorded = omnidev_core::read_state(&state).ok().flatten();
-            recorded
-                .as_ref()
-                .is_some_and(|r| r.services.get("svc").is_some_and(|s| s.pid.is_some()))
-        });
-        let recorded = recorded.expect("state");
+        let recorded = svc_recorded(&dir.path().join("state.json"));
         assert_cgroup(&recorded);
         let Some(omnidev_core::Mechanism::Cgroup { path }) = &recorded.containment else {
             unreachable!("checked above");
