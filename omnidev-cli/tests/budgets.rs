@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use omnidev_test_support::process::Reaped;
-use shared::{many_rules, printer_profile, watched_profile};
+use shared::{many_rules, many_services_profile, printer_profile, watched_profile};
 use support::{TestContext, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -392,19 +392,8 @@ fn watch_rules_beyond_the_inotify_limit_degrade_once_and_stay_idle() {
 /// was 7.6 GiB and 39 s). The peak is the child's own, from `wait4`.
 #[test]
 fn a_profile_of_many_services_and_env_entries_costs_its_size() {
-    use std::fmt::Write as _;
     let ctx = TestContext::new();
-    let mut text = String::from("[env]\n");
-    for i in 0..10_000 {
-        let _ = writeln!(text, "ENV_{i:05} = \"value-{i:05}-abcdefgh\"");
-    }
-    for i in 0..5_000 {
-        let _ = writeln!(
-            text,
-            "[services.service{i:04}]\ncommand = [\"sleep\", \"1\"]\nrestart = \"never\""
-        );
-    }
-    ctx.write("omnidev.toml", &text);
+    ctx.write("omnidev.toml", &many_services_profile(5_000, 10_000));
     let started = Instant::now();
     let child = ctx
         .command()

@@ -45,3 +45,20 @@ pub fn watched_profile(names: &[&str]) -> String {
     }
     profile
 }
+
+/// A profile of `services` one-shot services under an `[env]` of
+/// `entries` entries: each service's environment is the pod's, so the
+/// cost must follow the profile's size, not services x entries.
+pub fn many_services_profile(services: usize, entries: usize) -> String {
+    let mut text = String::from("[env]\n");
+    for i in 0..entries {
+        let _ = writeln!(text, "ENV_{i:05} = \"value-{i:05}-abcdefgh\"");
+    }
+    for i in 0..services {
+        let _ = writeln!(
+            text,
+            "[services.service{i:04}]\ncommand = [\"sleep\", \"1\"]\nrestart = \"never\""
+        );
+    }
+    text
+}

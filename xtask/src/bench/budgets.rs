@@ -8,6 +8,8 @@
 //!   escapes each six-fold), and after they left;
 //! - `omnidev up --headless` of a checkout whose `.gitignore` has 30,000
 //!   rules, watched by three rules, through a reload;
+//! - `omnidev profile check` of 5,000 services under 10,000 `[env]`
+//!   entries (a 0.7 MB profile; issue #57), under a memory cap;
 //! - `omnidev logs -n 10` and the MCP `logs` tool on a 2 GiB service log
 //!   (made here, in the scratch directory), and `omnidev mcp` asked for
 //!   logs and events while a service floods 200 KB lines (issue #53).
@@ -28,7 +30,7 @@ const MIB: u64 = 1024 * 1024;
 #[path = "../../../omnidev-cli/tests/support/budgets.rs"]
 mod shared;
 
-use shared::{many_rules, printer_profile, watched_profile};
+use shared::{many_rules, many_services_profile, printer_profile, watched_profile};
 
 /// `VmRSS` (or with `peak`, `VmHWM`) of `pid` in bytes; 0 once it is gone.
 fn rss(pid: u32, peak: bool) -> u64 {
@@ -134,6 +136,11 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
             "peak RSS of `omnidev mcp` under a log flood",
             run("mcp-flood", mcp_flood_rss),
             "goal <= 64 MiB",
+        ),
+        row(
+            "`profile check` of 5,000 services x 10,000 [env] entries",
+            run("many-services", many_services),
+            "goal <= 200 MiB peak and <= 2 s (release), under a 4 GiB address-space cap",
         ),
         row(
             "omnidev RSS, .gitignore of 30,000 rules, 3 watch rules",
@@ -466,4 +473,44 @@ fn mcp_flood_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         bail!("{figure}: over 64 MiB");
     }
     Ok((figure, "was 270 MB".to_owned()))
+}
+
+/// Peak RSS and time of `omnidev profile check` on
+/// [`many_services_profile`]`(5_000, 10_000)`, run by `prlimit` under a
+/// 4 GiB address-space cap (a copy per service would need far more, and
+/// fails instead of taking the machine).
+fn many_services(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    let repo = dir.join("repo");
+    fs::create_dir_all(repo.join(".git"))?;
+    let profile = many_services_profile(5_000, 10_000);
+    fs::write(repo.join("omnidev.toml"), &profile)?;
+    let started = Instant::now();
+    let timed = Command::new("prlimit")
+        .arg(format!("--as={}", 4u64 << 30))
+        .args(["/usr/bin/time", "-f", "%M"])
+        .arg(omnidev)
+        .args(["profile", "check", "--repo"])
+        .arg(&repo)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("running prlimit and /usr/bin/time (util-linux, GNU time)")?;
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&timed.stderr);
+    if !timed.status.success() {
+        bail!("profile check failed ({}): {stderr}", timed.status);
+    }
+    let kib: u64 = stderr
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("no peak from /usr/bin/time: {stderr}"))?;
+    Ok((
+        format!("{}, {:.2} s", mib(kib * 1024), took.as_secs_f64()),
+        format!("a {} KB profile", profile.len() / 1000),
+    ))
 }
