@@ -539,6 +539,9 @@ pub struct InitArgs {
     /// Replace an existing `omnidev.toml`.
     #[arg(long)]
     pub force: bool,
+    /// The Procfile to read (default: `Procfile.dev`, else `Procfile`).
+    #[arg(short = 'f', long = "procfile", value_name = "FILE")]
+    pub procfile: Option<PathBuf>,
 }
 
 /// Arguments of `omnidev profile check`.

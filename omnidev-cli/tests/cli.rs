@@ -488,3 +488,28 @@ fn help_profile_prints_the_reference() {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
 }
+
+/// A shell's `${VAR:-0}` in a command reads as a placeholder: the error
+/// says how to write the brace literally, and the doubled form runs.
+#[test]
+fn a_literal_brace_error_says_to_double_it() {
+    use predicates::prelude::PredicateBooleanExt as _;
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.a]\ncommand = [\"sh\", \"-c\", \"exit ${CODE:-0}\"]\n",
+    );
+    ctx.assert(&["profile", "check"]).code(1).stderr(
+        predicates::str::contains("unknown placeholder `{CODE:-0}`").and(
+            predicates::str::contains(
+                "a literal brace is written twice: `{{CODE:-0}}` stands for `{CODE:-0}`",
+            ),
+        ),
+    );
+    ctx.write(
+        "omnidev.toml",
+        "[services.a]\ncommand = [\"sh\", \"-c\", \"exit ${{CODE:-0}}\"]\nrestart = \"never\"\n",
+    );
+    ctx.run_ok(&["profile", "check"]);
+    ctx.run_ok(&["up", "--headless"]);
+}

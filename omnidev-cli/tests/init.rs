@@ -118,7 +118,10 @@ fn written_profile_from_a_procfile_with_a_release_step() {
         "Procfile".as_ref(),
     )
     .expect("parse");
-    insta::assert_snapshot!(omnidev_pod::init::from_procfile(&processes));
+    insta::assert_snapshot!(omnidev_pod::init::from_procfile(
+        &processes,
+        &omnidev_pod::init::Layout::default()
+    ));
 }
 
 /// A checkout whose path holds a line break: the error names it on one
@@ -141,4 +144,100 @@ fn a_line_break_in_the_checkout_path_is_shown_not_obeyed() {
         std::fs::read_to_string(repo.join("omnidev.toml")).expect("read"),
         "# the user's\n"
     );
+}
+
+/// Writes a wheel of a package `omnidev-greeter` whose console script
+/// `omnidev-greeter` prints `hello from the venv`, into `dir`; its file
+/// name. Made here, so installing it needs no network.
+fn greeter_wheel(dir: &std::path::Path) -> String {
+    const NAME: &str = "omnidev_greeter-0.1-py3-none-any.whl";
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let script = r#"
+import sys, zipfile
+files = {
+    "omnidev_greeter/__init__.py": "def main():\n    print('hello from the venv', flush=True)\n",
+    "omnidev_greeter-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: omnidev-greeter\nVersion: 0.1\n",
+    "omnidev_greeter-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: omnidev-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    "omnidev_greeter-0.1.dist-info/entry_points.txt": "[console_scripts]\nomnidev-greeter = omnidev_greeter:main\n",
+}
+record = "".join(f"{name},,\n" for name in files) + "omnidev_greeter-0.1.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as wheel:
+    for name, text in files.items():
+        wheel.writestr(name, text)
+    wheel.writestr("omnidev_greeter-0.1.dist-info/RECORD", record)
+"#;
+    let status = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(dir.join(NAME))
+        .status()
+        .expect("python3");
+    assert!(status.success(), "the wheel was written");
+    NAME.to_owned()
+}
+
+/// A Procfile app as foreman's users run one: `omnidev init` loads its
+/// `.env` for every service, and for its `requirements.txt` writes the
+/// `python-deps` step, which makes the venv (real `uv`, a wheel made here,
+/// offline) whose program the service then finds on its PATH.
+#[test]
+fn a_procfile_apps_env_file_and_python_requirements_reach_its_service() {
+    let ctx = TestContext::new();
+    let wheel = greeter_wheel(&ctx.repo.join("wheels"));
+    ctx.write("requirements.txt", &format!("./wheels/{wheel}\n"));
+    ctx.write(".env", "TIMES=2\nUV_OFFLINE=1\n");
+    ctx.write(
+        "Procfile",
+        "web: echo \"times=$TIMES venv=$VIRTUAL_ENV\"; omnidev-greeter; \
+         exec python3 -m http.server $PORT --bind 127.0.0.1\n",
+    );
+    ctx.run_ok(&["init"]);
+    let profile = std::fs::read_to_string(ctx.repo.join("omnidev.toml")).expect("read");
+    assert!(profile.contains("env-files = [\".env\"]"), "{profile}");
+    assert!(profile.contains("python-deps = true"), "{profile}");
+    // Its base away from the other tests' Procfile pods, which share 5000.
+    let port = omnidev_test_support::free_port();
+    ctx.write(
+        "omnidev.toml",
+        &profile.replace("web = 5000", &format!("web = {port}")),
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let logs = ctx.run_ok(&["logs", "web"]);
+    let venv = ctx.repo.join(".venv");
+    assert!(
+        logs.contains(&format!("times=2 venv={}", venv.display())),
+        "{logs}"
+    );
+    assert!(logs.contains("hello from the venv"), "{logs}");
+    assert!(venv.join("bin/omnidev-greeter").is_file());
+}
+
+/// `Procfile.dev` is read before `Procfile` (and said); `-f FILE` reads
+/// the one named; `--force` keeps the replaced file's mode.
+#[test]
+fn procfile_dev_comes_first_and_f_names_the_procfile() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let ctx = TestContext::new();
+    ctx.write("Procfile", "web: ./web\n");
+    ctx.write("Procfile.dev", "dev: ./dev-server\n");
+    let out = ctx.run_ok(&["init"]);
+    assert!(
+        out.contains(&format!(
+            "from {}: 1 service (dev)",
+            ctx.repo.join("Procfile.dev").display()
+        )),
+        "{out}"
+    );
+    let profile = ctx.repo.join("omnidev.toml");
+    std::fs::set_permissions(&profile, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let out = ctx.run_ok(&["init", "--force", "-f", "Procfile"]);
+    assert!(out.contains("1 service (web)"), "{out}");
+    let mode = std::fs::metadata(&profile)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o640);
+    ctx.assert(&["init", "--force", "-f", "Procfile.missing"])
+        .code(1)
+        .stderr(contains("Procfile.missing"));
 }

@@ -90,7 +90,14 @@ fn the_shipped_and_written_profiles_follow_the_schema() {
     assert_valid(
         &validator,
         "init, Procfile",
-        &omnidev_pod::init::from_procfile(&processes),
+        &omnidev_pod::init::from_procfile(
+            &processes,
+            &omnidev_pod::init::Layout {
+                dotenv: true,
+                python: true,
+                sources: vec!["app".into()],
+            },
+        ),
     );
 }
 
@@ -155,6 +162,7 @@ fn everything() -> Profile {
         ready: Some(ready),
         watch: strings(&["src/**"]),
         install_deps: true,
+        python_deps: true,
         cwd_outside_repo: true,
         package_manager: Some("pnpm".into()),
         install_filter: Some("web...".into()),

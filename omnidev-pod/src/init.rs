@@ -10,7 +10,7 @@
 //! ```
 //! let procfile = "web: python3 -m http.server $PORT\nworker: ./worker\n";
 //! let processes = omnidev_pod::init::parse_procfile(procfile, "Procfile".as_ref()).unwrap();
-//! let text = omnidev_pod::init::from_procfile(&processes);
+//! let text = omnidev_pod::init::from_procfile(&processes, &Default::default());
 //! let profile = omnidev_pod::Profile::parse(&text, "omnidev.toml").unwrap();
 //! assert_eq!(profile.ports["web"], 5000);
 //! assert_eq!(profile.ports["worker"], 5100);
@@ -26,6 +26,96 @@ use crate::profile::PROFILE_FILE;
 
 /// The Procfile's name at the checkout root.
 pub const PROCFILE: &str = "Procfile";
+
+/// The development Procfile, read instead of [`PROCFILE`] when both exist
+/// (as foreman's and overmind's users keep one for local runs).
+pub const PROCFILE_DEV: &str = "Procfile.dev";
+
+/// The Procfile process that receives HTTP traffic (Heroku's): it gets a
+/// URL and a readiness probe on its `$PORT`.
+pub const WEB: &str = "web";
+
+/// What `init` looks at in the checkout besides the Procfile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// A `.env` at the root: loaded for every service, as foreman does.
+    pub dotenv: bool,
+    /// A Python project at the root (`pyproject.toml`, `uv.lock` or a
+    /// `requirements*.txt`): its venv is made by a prepare step.
+    pub python: bool,
+    /// The top-level directories holding source files, for watch rules.
+    pub sources: Vec<String>,
+}
+
+/// Directories never suggested for watching: tools', dependencies' and
+/// build output.
+const NOT_SOURCES: &[&str] = &[
+    "node_modules",
+    "venv",
+    "env",
+    "target",
+    "dist",
+    "build",
+    "staticfiles",
+    "__pycache__",
+];
+
+/// Extensions that make a directory one of sources.
+const SOURCE_EXTENSIONS: &[&str] = &[
+    "py", "rb", "js", "ts", "tsx", "jsx", "go", "rs", "java", "php", "ex", "exs",
+];
+
+impl Layout {
+    /// The layout of the checkout `repo`.
+    pub fn of(repo: &Path) -> Self {
+        let file = |name: &str| repo.join(name).is_file();
+        let entries: Vec<(String, bool)> = std::fs::read_dir(repo)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| {
+                        let e = e.ok()?;
+                        let dir = e.file_type().ok()?.is_dir();
+                        Some((e.file_name().into_string().ok()?, dir))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let python = crate::python::is_project(repo);
+        let mut sources: Vec<String> = entries
+            .iter()
+            .filter(|(name, dir)| {
+                *dir && !name.starts_with('.') && !NOT_SOURCES.contains(&name.as_str())
+            })
+            .filter(|(name, _)| holds_sources(&repo.join(name), 2))
+            .map(|(name, _)| name.clone())
+            .collect();
+        sources.sort();
+        Self {
+            dotenv: file(".env"),
+            python,
+            sources,
+        }
+    }
+}
+
+/// Whether `dir` (or a directory below it, `depth` levels down) holds a
+/// source file.
+fn holds_sources(dir: &Path, depth: usize) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => depth > 0 && holds_sources(&path, depth - 1),
+            Ok(_) => path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| SOURCE_EXTENSIONS.contains(&e)),
+            Err(_) => false,
+        }
+    })
+}
 
 /// The most bytes of a Procfile read.
 pub const MAX_PROCFILE_BYTES: u64 = 1024 * 1024;
@@ -140,22 +230,73 @@ fn literal(value: &str) -> String {
     value.replace('{', "{{").replace('}', "}}")
 }
 
-/// The profile text for `processes` (as [`parse_procfile`] gives them).
-pub fn from_procfile(processes: &[Process]) -> String {
+/// The profile text for `processes` (as [`parse_procfile`] gives them) in
+/// a checkout laid out as `layout` says.
+pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
     let release = processes.iter().any(|p| p.name == RELEASE);
     let mut text = header(" from its Procfile");
     text.push_str(
         "#\n\
          # Each Procfile process is a service with a port of its own, given to it\n\
          # as $PORT as foreman does. A base is where the search starts: another\n\
-         # pod holding it moves this pod's port up to a free one.\n\n\
-         [ports]\n",
+         # pod holding it moves this pod's port up to a free one.\n",
     );
+    if layout.dotenv {
+        text.push_str(
+            "\n# .env is loaded for every service, as foreman and honcho load it.\n\
+             [pod]\nenv-files = [\".env\"]\n",
+        );
+    }
+    text.push_str("\n[ports]\n");
     let mut base = FIRST_BASE;
     for process in processes.iter().filter(|p| p.name != RELEASE) {
         let _ = writeln!(text, "{} = {base}", process.name);
         base = base.saturating_add(100);
     }
+    // The one process that makes the venv: the release step when there
+    // is one (the others wait for it), else the first.
+    let python = layout
+        .python
+        .then(|| {
+            processes
+                .iter()
+                .find(|p| p.name == RELEASE)
+                .or(processes.first())
+        })
+        .flatten()
+        .map(|p| p.name.clone());
+    // Its own service gets the venv from `python-deps`; the others here.
+    if python.is_some() && processes.len() > 1 {
+        text.push_str(
+            "\n# Every service runs with the checkout's venv, which the prepare step\n\
+             # of `python-deps` makes and keeps up to date.\n\
+             [env]\n\
+             VIRTUAL_ENV = \"{repo}/.venv\"\n\
+             PATH = \"{repo}/.venv/bin:{env.PATH}\"\n",
+        );
+    }
+    if processes.iter().any(|p| p.name == WEB) {
+        let _ = write!(
+            text,
+            "\n[urls]\n{WEB} = {{ url = \"http://localhost:{{port.{WEB}}}\", service = \"{WEB}\" }}\n"
+        );
+    }
+    let watch = if layout.sources.is_empty() {
+        "# No source directory was found at the checkout's root; add a watch rule\n\
+         # to restart it when files change: watch = [\"src/**\"]\n"
+            .to_owned()
+    } else {
+        let rules: Vec<String> = layout
+            .sources
+            .iter()
+            .map(|dir| toml_string(&format!("{dir}/**")))
+            .collect();
+        format!(
+            "# Restarted when a file under these changes (uncomment to use):\n\
+             # watch = [{}]\n",
+            rules.join(", ")
+        )
+    };
     for process in processes {
         let name = &process.name;
         let command = toml_string(&literal(&process.command));
@@ -165,21 +306,37 @@ pub fn from_procfile(processes: &[Process]) -> String {
                 "# The Procfile's release step: runs once at start; the others start\n\
                  # after it has exited 0 (`omnidev restart release` runs it again).\n",
             );
-            let _ = writeln!(text, "command = [\"sh\", \"-c\", {command}]");
+        }
+        let _ = writeln!(text, "command = [\"sh\", \"-c\", {command}]");
+        if python.as_ref() == Some(name) {
+            text.push_str(
+                "python-deps = true                  # makes .venv first (uv), when stale\n",
+            );
+        }
+        if name == RELEASE {
             text.push_str("restart = \"never\"\n");
             continue;
         }
-        let _ = writeln!(text, "command = [\"sh\", \"-c\", {command}]");
         let _ = writeln!(text, "env = {{ PORT = \"{{port.{name}}}\" }}");
         if release {
             let _ = writeln!(text, "depends-on = {{ {RELEASE} = \"completed\" }}");
+        } else if let Some(first) = python.as_ref().filter(|first| *first != name) {
+            // Started once its prepare step has made the venv.
+            let _ = writeln!(text, "depends-on = {{ {first} = \"started\" }}");
         }
-        let _ = writeln!(
-            text,
-            "# Ready once it listens on $PORT; restarted when a file under src/ changes:\n\
-             # ready = {{ tcp = \"127.0.0.1:{{port.{name}}}\" }}\n\
-             # watch = [\"src/**\"]"
-        );
+        if name == WEB {
+            let _ = writeln!(
+                text,
+                "ready = {{ tcp = \"127.0.0.1:{{port.{name}}}\" }}   # ready once it listens on $PORT"
+            );
+        } else {
+            let _ = writeln!(
+                text,
+                "# Ready once it listens on $PORT (a process that serves one):\n\
+                 # ready = {{ tcp = \"127.0.0.1:{{port.{name}}}\" }}"
+            );
+        }
+        text.push_str(&watch);
     }
     text
 }
@@ -203,39 +360,38 @@ pub fn generic() -> String {
     text
 }
 
-/// Writes `<repo>/omnidev.toml`: from `<repo>/Procfile` when there is one,
-/// else [`generic`]. An existing file (or anything at that name) is left
-/// alone ([`Error::ProfileExists`]) unless `force`, which replaces it
-/// atomically. A new file is created exclusively, so a file appearing
-/// meanwhile is never overwritten either.
-pub fn write(repo: &Path, force: bool) -> Result<Written> {
+/// Writes `<repo>/omnidev.toml`: from the Procfile `procfile` names
+/// (relative to the checkout, or absolute), else from `<repo>/Procfile.dev`
+/// or `<repo>/Procfile` (the first that exists), else [`generic`]. An
+/// existing file (or anything at that name) is left alone
+/// ([`Error::ProfileExists`]) unless `force`, which replaces it atomically
+/// and keeps its mode. A new file is created exclusively, so a file
+/// appearing meanwhile is never overwritten either.
+pub fn write(repo: &Path, procfile: Option<&Path>, force: bool) -> Result<Written> {
     let path = repo.join(PROFILE_FILE);
-    let procfile_path = repo.join(PROCFILE);
-    let exists = path.symlink_metadata().is_ok();
-    if exists && !force {
+    let existing = path.symlink_metadata().ok();
+    if existing.is_some() && !force {
         return Err(Error::ProfileExists { path });
     }
-    let procfile = omnidev_core::fs::read_file(&procfile_path, MAX_PROCFILE_BYTES)
-        .map_err(Error::io("read", &procfile_path))?;
-    let (text, services, procfile) = match procfile {
-        Some(bytes) => {
-            let text = String::from_utf8(bytes).map_err(|_| Error::Procfile {
-                path: procfile_path.clone(),
-                line: 0,
-                message: "is not UTF-8 text".to_owned(),
-            })?;
+    let (text, services, procfile) = match read_procfile(repo, procfile)? {
+        Some((procfile_path, text)) => {
             let processes = parse_procfile(&text, &procfile_path)?;
             (
-                from_procfile(&processes),
+                from_procfile(&processes, &Layout::of(repo)),
                 processes.into_iter().map(|p| p.name).collect(),
                 Some(procfile_path),
             )
         }
         None => (generic(), vec!["app".to_owned()], None),
     };
-    if exists {
+    if let Some(old) = &existing {
         omnidev_core::fs::write_atomic(&path, text.as_bytes())
             .map_err(Error::io("write", &path))?;
+        if old.is_file() {
+            // The replaced file's mode, as a new one gets the umask's.
+            std::fs::set_permissions(&path, old.permissions())
+                .map_err(Error::io("set the mode of", &path))?;
+        }
     } else {
         create_new(&path, text.as_bytes())?;
     }
@@ -243,8 +399,37 @@ pub fn write(repo: &Path, force: bool) -> Result<Written> {
         path,
         procfile,
         services,
-        replaced: exists,
+        replaced: existing.is_some(),
     })
+}
+
+/// The Procfile to read and its text: `named` (which must exist), else
+/// `Procfile.dev`, else `Procfile` at the root of `repo`; `None` when
+/// neither exists.
+fn read_procfile(repo: &Path, named: Option<&Path>) -> Result<Option<(PathBuf, String)>> {
+    let candidates: Vec<PathBuf> = match named {
+        Some(named) => vec![repo.join(named)],
+        None => vec![repo.join(PROCFILE_DEV), repo.join(PROCFILE)],
+    };
+    for path in candidates {
+        let bytes = omnidev_core::fs::read_linked(&path, MAX_PROCFILE_BYTES)
+            .map_err(Error::io("read", &path))?;
+        let Some(bytes) = bytes else {
+            if named.is_some() {
+                return Err(Error::io("read", &path)(
+                    std::io::ErrorKind::NotFound.into(),
+                ));
+            }
+            continue;
+        };
+        let text = String::from_utf8(bytes).map_err(|_| Error::Procfile {
+            path: path.clone(),
+            line: 0,
+            message: "is not UTF-8 text".to_owned(),
+        })?;
+        return Ok(Some((path, text)));
+    }
+    Ok(None)
 }
 
 /// Creates `path` with `contents`, refusing if anything is there; a
@@ -278,7 +463,7 @@ mod tests {
     fn braces_and_quotes_in_a_command_survive_the_template() {
         let processes =
             parse_procfile("web: echo \"{a}\" '\\n' $PORT\n", Path::new("Procfile")).expect("ok");
-        let text = from_procfile(&processes);
+        let text = from_procfile(&processes, &Layout::default());
         let profile = crate::Profile::parse(&text, "omnidev.toml").expect("ok");
         let command = profile.services["web"].command.clone().expect("ok");
         assert_eq!(command[2], "echo \"{{a}}\" '\\n' $PORT");

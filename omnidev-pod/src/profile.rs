@@ -225,6 +225,10 @@ pub struct WatchSection {
 /// `[services.NAME]`: one service.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is a yes/no key of the profile format"
+)]
 pub struct Service {
     /// Program and arguments (templated). Exactly one of `command` and
     /// `script` is set.
@@ -275,6 +279,13 @@ pub struct Service {
     /// Run `<package manager> install` first when `node_modules/` is stale.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub install_deps: bool,
+    /// Make `<cwd>/.venv` first when it is missing or older than the
+    /// project's files (`uv sync` for a `pyproject.toml`/`uv.lock`, else
+    /// `uv pip install -r` of each `requirements*.txt`), and run the
+    /// service with that venv's `bin` first on its `PATH` and
+    /// `VIRTUAL_ENV` set (see [`crate::python::deps_step`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub python_deps: bool,
     /// Allows a `cwd` outside the checkout (absolute, or climbing out with
     /// `..`). Off by default: the package manager writes `node_modules/`
     /// into the `cwd`, and a pod should only change its own checkout.

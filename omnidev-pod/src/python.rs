@@ -2,7 +2,11 @@
 //! checkout's `.python-version` (else 3.12), so an exported `UV_PYTHON`
 //! cannot move the pod's `.venv` to another interpreter.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use omnidev_core::{CommandSpec, Env, PrepareStep, PrepareWhen};
+
+use crate::error::{Error, Result};
 
 /// The version pinned when the checkout has no `.python-version`.
 pub const DEFAULT_PYTHON: &str = "3.12";
@@ -68,6 +72,119 @@ impl PythonPin {
             )))
         }
     }
+}
+
+/// The directory `python-deps` makes in a service's `cwd`, as uv names it.
+pub const VENV: &str = ".venv";
+
+/// The files whose change makes a venv of `cwd` stale, and the command
+/// that brings it up to date: `uv sync` where the project is described by
+/// a `pyproject.toml` or a `uv.lock`; else a venv (`uv venv`, which reads
+/// `.python-version`) and `uv pip install -r` of every `requirements*.txt`,
+/// in name order. `None` when `cwd` has none of them.
+fn deps_command(cwd: &Path) -> Option<(Vec<PathBuf>, Vec<String>)> {
+    let project: Vec<PathBuf> = ["pyproject.toml", "uv.lock"]
+        .iter()
+        .map(|name| cwd.join(name))
+        .filter(|path| path.is_file())
+        .collect();
+    if !project.is_empty() {
+        return Some((project, vec!["uv".to_owned(), "sync".to_owned()]));
+    }
+    let requirements = requirements_files(cwd);
+    if requirements.is_empty() {
+        return None;
+    }
+    let mut script = format!("uv venv --allow-existing {VENV} && uv pip install --python {VENV}");
+    for name in &requirements {
+        script.push_str(" -r ");
+        script.push_str(&shell_word(name));
+    }
+    let sources = requirements.iter().map(|name| cwd.join(name)).collect();
+    Some((sources, vec!["sh".to_owned(), "-c".to_owned(), script]))
+}
+
+/// The `requirements*.txt` files of `dir`, by name.
+fn requirements_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .filter(|name| {
+                    name.starts_with("requirements")
+                        && Path::new(name).extension().is_some_and(|e| e == "txt")
+                })
+                .filter(|name| dir.join(name).is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Whether `dir` holds a Python project `python-deps` can make a venv
+/// for: a `pyproject.toml`, a `uv.lock` or a `requirements*.txt`.
+pub fn is_project(dir: &Path) -> bool {
+    deps_command(dir).is_some()
+}
+
+/// `word` quoted for `sh` when it holds anything but plain name characters.
+fn shell_word(word: &str) -> String {
+    if word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// `python-deps = true` of service `name` running in `cwd` with `env`: its
+/// `env` gets the venv (`VIRTUAL_ENV`, and its `bin` first on `PATH`, the
+/// one the service would get otherwise, `path` when it has none), and the
+/// prepare step that makes the venv when it is missing or older than the
+/// project's files. An error when `cwd` has no Python project files.
+pub fn deps_step(name: &str, cwd: &Path, env: &mut Env, path: &str) -> Result<PrepareStep> {
+    // `{repo}/.` as `{repo}`: the paths the service sees are plain.
+    let cwd: PathBuf = cwd.components().collect();
+    let cwd = cwd.as_path();
+    let Some((sources, mut command)) = deps_command(cwd) else {
+        return Err(Error::Render {
+            message: format!(
+                "service `{name}` has `python-deps = true`, but {} holds no pyproject.toml, \
+                 uv.lock or requirements*.txt; set its `cwd` to the Python project, or remove \
+                 the key",
+                cwd.display()
+            ),
+        });
+    };
+    let venv = cwd.join(VENV);
+    let inherited = env.get("PATH").cloned().unwrap_or_else(|| path.to_owned());
+    env.insert(
+        "PATH".to_owned(),
+        format!("{}:{inherited}", venv.join("bin").display()),
+    );
+    env.insert("VIRTUAL_ENV".to_owned(), venv.display().to_string());
+    let program = command.remove(0);
+    Ok(PrepareStep {
+        name: if program == "uv" {
+            "uv sync".to_owned()
+        } else {
+            "uv pip install".to_owned()
+        },
+        command: CommandSpec {
+            program,
+            args: command,
+            cwd: cwd.to_path_buf(),
+            env: env.clone(),
+        },
+        when: PrepareWhen::Stale {
+            target: venv,
+            sources,
+        },
+        heartbeat: crate::profile::render::INSTALL_HEARTBEAT,
+    })
 }
 
 #[cfg(test)]

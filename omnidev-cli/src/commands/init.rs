@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 pub fn run(args: &InitArgs) -> Result<ExitCode> {
     let cwd = crate::session::current_dir()?;
     let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
-    let written = omnidev_pod::init::write(&repo, args.force)?;
+    let written = omnidev_pod::init::write(&repo, args.procfile.as_deref(), args.force)?;
     let mut text = format!(
         "{} {}",
         if written.replaced {

@@ -304,6 +304,12 @@ fn render_service(
     for (key, value) in &service.env {
         env.insert(key.clone(), text(value)?);
     }
+    let python_step = if service.python_deps {
+        let path = ctx.path.to_string_lossy();
+        Some(crate::python::deps_step(name, &cwd, &mut env, &path)?)
+    } else {
+        None
+    };
     let tools = service_tools(service, &ctx.repo, &ctx.path)?;
     if let Some((_, pm)) = &tools
         && matches!(pm.manager, PackageManager::Pnpm | PackageManager::Yarn)
@@ -356,7 +362,7 @@ fn render_service(
         stop.grace = Duration::from_millis(grace);
     }
 
-    let prepare = match (&tools, service.install_deps) {
+    let mut prepare = match (&tools, service.install_deps) {
         (Some((detection, pm)), true) => {
             let filter = service
                 .install_filter
@@ -366,6 +372,7 @@ fn render_service(
         }
         _ => Vec::new(),
     };
+    prepare.extend(python_step);
 
     Ok(ServiceSpec {
         name: name.to_owned(),

@@ -125,15 +125,24 @@ fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, Templa
 
 fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, String> {
     let known = || {
-        format!(
-            "known placeholders: {{pod}}, {{repo}}, {{python}}, {{env.NAME}}, {{env.NAME:-DEFAULT}}, {}",
-            ports
-                .unwrap_or_default()
-                .iter()
-                .map(|p| format!("{{port.{p}}}, {{host.{p}}}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+        let fixed = [
+            "{pod}",
+            "{repo}",
+            "{python}",
+            "{env.NAME}",
+            "{env.NAME:-DEFAULT}",
+        ];
+        let all: Vec<String> = fixed
+            .iter()
+            .map(|p| (*p).to_owned())
+            .chain(
+                ports
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|p| format!("{{port.{p}}}, {{host.{p}}}")),
+            )
+            .collect();
+        format!("known placeholders: {}", all.join(", "))
     };
     let port_name = |name: &str| -> Result<String, String> {
         let Some(ports) = ports else {
@@ -171,7 +180,11 @@ fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, Strin
                 default,
             })
         }
-        _ => Err(format!("unknown placeholder `{{{inner}}}`; {}", known())),
+        _ => Err(format!(
+            "unknown placeholder `{{{inner}}}`; {}; a literal brace is written twice: \
+             `{{{{{inner}}}}}` stands for `{{{inner}}}` (as in `sh -c 'echo ${{{{CODE:-0}}}}'`)",
+            known()
+        )),
     }
 }
 
