@@ -211,6 +211,41 @@ struct Tracker {
     seen: Option<Seen>,
 }
 
+/// The files `patterns` (gitignore-style, relative to `root`) select.
+fn wanted(root: &Path, patterns: &[String]) -> Result<Override> {
+    let glob_error = |pattern: &str, source: ignore::Error| Error::WatchPattern {
+        pattern: pattern.to_owned(),
+        source,
+    };
+    let mut wanted = OverrideBuilder::new(root);
+    for pattern in patterns {
+        wanted.add(pattern).map_err(|e| glob_error(pattern, e))?;
+    }
+    wanted.build().map_err(|e| glob_error("", e))
+}
+
+/// The most directories [`matches_a_file`] looks through.
+const MATCH_CHECK_DIRS: usize = 20_000;
+
+/// Whether a file under `root` matches `patterns` as a watcher would
+/// count it (`__pycache__` aside), looking through at most
+/// [`MATCH_CHECK_DIRS`] directories: for `profile check`'s warning on a
+/// watch rule that can never fire.
+pub fn matches_a_file(root: &Path, patterns: &[String]) -> Result<bool> {
+    let wanted = wanted(root, patterns)?;
+    let mut found = false;
+    ignores::walk(root, MATCH_CHECK_DIRS, &mut |path, is_dir| {
+        if !found
+            && !is_dir
+            && let Ok(relative) = path.strip_prefix(root)
+        {
+            found = !in_pycache(relative)
+                && matches!(wanted.matched(relative, false), Match::Whitelist(_));
+        }
+    });
+    Ok(found)
+}
+
 /// The changes of one burst, collected.
 #[derive(Debug, Default)]
 struct Burst {
@@ -231,15 +266,7 @@ impl Tracker {
         bases: Vec<PathBuf>,
         decisions: Option<Decisions>,
     ) -> Result<Self> {
-        let glob_error = |pattern: &str, source: ignore::Error| Error::WatchPattern {
-            pattern: pattern.to_owned(),
-            source,
-        };
-        let mut wanted = OverrideBuilder::new(root);
-        for pattern in &config.patterns {
-            wanted.add(pattern).map_err(|e| glob_error(pattern, e))?;
-        }
-        let wanted = wanted.build().map_err(|e| glob_error("", e))?;
+        let wanted = wanted(root, &config.patterns)?;
         let mut tracker = Self {
             root: root.to_path_buf(),
             ignores: ignores::Shared::of(root, &bases, config.excludes_file.clone()),

@@ -513,3 +513,29 @@ fn a_literal_brace_error_says_to_double_it() {
     ctx.run_ok(&["profile", "check"]);
     ctx.run_ok(&["up", "--headless"]);
 }
+
+/// A watch rule that matches no file of the checkout (a wrong directory)
+/// is a warning of `profile check`; one that matches a file is not.
+#[test]
+fn profile_check_warns_of_a_watch_rule_that_matches_nothing() {
+    let ctx = TestContext::new();
+    ctx.write("app/main.py", "print('hi')\n");
+    ctx.write(
+        "omnidev.toml",
+        "[services.good]\ncommand = [\"true\"]\nwatch = [\"app/**/*.py\"]\n\n\
+         [services.lost]\ncommand = [\"true\"]\nwatch = [\"src/**\"]\n",
+    );
+    let text = ctx.run_ok(&["profile", "check"]);
+    let facts = |name: &str| {
+        text.lines()
+            .skip_while(|line| !line.trim_start().starts_with(&format!("{name} ")))
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        facts("lost").contains("WARNING: watch src/** matches no file"),
+        "{text}"
+    );
+    assert!(!facts("good").contains("WARNING"), "{text}");
+}

@@ -96,6 +96,32 @@ fn script_program(command: &omnidev_core::CommandSpec) -> Option<&str> {
     word.chars().all(plain).then_some(word)
 }
 
+/// What `profile check` warns of for `spec`: a watch rule of it (among
+/// `watch`) that matches no file under `checkout`, and the service being
+/// unavailable or its program missing.
+fn warnings(
+    spec: &omnidev_core::ServiceSpec,
+    watch: &[omnidev_pod::profile::render::WatchRule],
+    checkout: &std::path::Path,
+) -> Result<Vec<String>> {
+    let mut said = Vec::new();
+    for rule in watch.iter().filter(|rule| rule.service == spec.name) {
+        if !crate::watch::matches_a_file(checkout, &rule.globs)? {
+            said.push(format!(
+                "WARNING: watch {} matches no file in the checkout (a change there would \
+                 never reload it); check the rule's path",
+                rule.globs.join(", ")
+            ));
+        }
+    }
+    if let Some(reason) = &spec.unavailable {
+        said.push(format!("UNAVAILABLE: {reason}"));
+    } else if let Some(warning) = missing_program(&spec.command, !spec.prepare.is_empty()) {
+        said.push(warning);
+    }
+    Ok(said)
+}
+
 /// The embedded profile verbatim: its own opening comment says what it is
 /// and how to start a profile from it.
 fn embedded_text() -> String {
@@ -115,6 +141,7 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
     profile.check_repo(&repo)?;
     let ports = Ports(profile.port_bases().into_iter().collect());
     let pod_dir = omnidev_pod::pod::default_pod_dir(&omnidev_pod::pod::cache_root()?, &repo);
+    let checkout = repo.clone();
     let ctx = RenderContext::from_process_env(repo, pod_dir, ports);
     ctx.selection.to_run(&profile)?;
     let rendered = profile.render(&ctx)?;
@@ -170,11 +197,7 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
         if spec.yields {
             facts.push("yields while the others start".to_owned());
         }
-        if let Some(reason) = &spec.unavailable {
-            facts.push(format!("UNAVAILABLE: {reason}"));
-        } else if let Some(warning) = missing_program(&spec.command, !spec.prepare.is_empty()) {
-            facts.push(warning);
-        }
+        facts.extend(warnings(spec, &rendered.watch, &checkout)?);
         let command: Vec<String> = std::iter::once(&spec.command.program)
             .chain(&spec.command.args)
             .map(|word| {
