@@ -144,8 +144,15 @@ fn shell_word(word: &str) -> String {
 /// `env` gets the venv (`VIRTUAL_ENV`, and its `bin` first on `PATH`, the
 /// one the service would get otherwise, `path` when it has none), and the
 /// prepare step that makes the venv when it is missing or older than the
-/// project's files. An error when `cwd` has no Python project files.
-pub fn deps_step(name: &str, cwd: &Path, env: &mut Env, path: &str) -> Result<PrepareStep> {
+/// project's files (saying it still runs every `heartbeat` it is
+/// silent). An error when `cwd` has no Python project files.
+pub fn deps_step(
+    name: &str,
+    cwd: &Path,
+    env: &mut Env,
+    path: &str,
+    heartbeat: std::time::Duration,
+) -> Result<PrepareStep> {
     // `{repo}/.` as `{repo}`: the paths the service sees are plain.
     let cwd: PathBuf = cwd.components().collect();
     let cwd = cwd.as_path();
@@ -183,7 +190,7 @@ pub fn deps_step(name: &str, cwd: &Path, env: &mut Env, path: &str) -> Result<Pr
             target: venv,
             sources,
         },
-        heartbeat: crate::profile::render::INSTALL_HEARTBEAT,
+        heartbeat,
     })
 }
 

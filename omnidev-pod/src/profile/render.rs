@@ -306,7 +306,13 @@ fn render_service(
     }
     let python_step = if service.python_deps {
         let path = ctx.path.to_string_lossy();
-        Some(crate::python::deps_step(name, &cwd, &mut env, &path)?)
+        Some(crate::python::deps_step(
+            name,
+            &cwd,
+            &mut env,
+            &path,
+            INSTALL_HEARTBEAT,
+        )?)
     } else {
         None
     };
