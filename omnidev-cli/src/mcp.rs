@@ -405,7 +405,7 @@ impl Tools {
 
     #[tool(
         name = "restart",
-        description = "Restart one service (its dependents follow, unless `no_deps`), or without `service` the backend (the services with watch rules, as a file change would), or with `all` every service; answered once they run again and are ready, or one failed (`ok` false, `failed` names it with its last lines).",
+        description = "Restart one service (its dependents follow, unless `no_deps`), or without `service` the services with watch rules (every service when none has any), as a file change would, or with `all` every service; answered once they run again and are ready, or one failed (`ok` false, `failed` names it with its last lines).",
         annotations(
             destructive_hint = false,
             idempotent_hint = false,

@@ -475,7 +475,7 @@ impl App {
             KeyCode::Char('P') => return Some(self.reload_profile()),
             KeyCode::Char('R') => {
                 if self.backend.is_empty() {
-                    self.message = Some("this profile has no watched backend".to_owned());
+                    self.message = Some("no service to reload".to_owned());
                     return None;
                 }
                 self.message = Some(format!("reloading {}", self.backend.join(", ")));

@@ -256,7 +256,7 @@ fn service_tab(
 /// The key help after `q`, longest first: the footer shows the longest
 /// that fits, so every key stays listed on a narrow terminal.
 const KEY_HELP: [&str; 5] = [
-    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  s stop/start  R reload backend  P apply profile  c clear",
+    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  s stop/start  R reload watched  P apply profile  c clear",
     "0-9/Tab pane  ↑↓ jkdugG scroll  f follow  /?nN search  w wrap  r restart  s stop/start  R reload  c clear",
     "0-9 pane ↑↓ scroll f follow / find w wrap r restart s stop/start R reload c clear",
     "0-9 ↑↓ f:follow /:find w:wrap r:restart s:stop/start R:reload c:clr",
