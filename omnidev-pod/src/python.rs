@@ -1,6 +1,7 @@
-//! `{python}`: the Python version a pod's `uv run` pins, from the
-//! checkout's `.python-version` (else 3.12), so an exported `UV_PYTHON`
-//! cannot move the pod's `.venv` to another interpreter.
+//! Python in a pod: `{python}`, the version a pod's `uv run` pins, from
+//! the checkout's `.python-version` (else 3.12), so an exported
+//! `UV_PYTHON` cannot move the pod's `.venv` to another interpreter; and
+//! `python-deps`, the prepare step that makes a service's `.venv` with uv.
 
 use std::path::{Path, PathBuf};
 
@@ -77,19 +78,33 @@ impl PythonPin {
 /// The directory `python-deps` makes in a service's `cwd`, as uv names it.
 pub const VENV: &str = ".venv";
 
-/// The files whose change makes a venv of `cwd` stale, and the command
-/// that brings it up to date: `uv sync` where the project is described by
-/// a `pyproject.toml` or a `uv.lock`; else a venv (`uv venv`, which reads
+/// How the venv of a Python project is made up to date.
+struct Recipe {
+    /// The step's label.
+    name: &'static str,
+    program: &'static str,
+    args: Vec<String>,
+    /// The files whose change makes the venv stale.
+    sources: Vec<PathBuf>,
+}
+
+/// The [`Recipe`] of `cwd`: `uv sync` where the project is described by a
+/// `pyproject.toml` or a `uv.lock`; else a venv (`uv venv`, which reads
 /// `.python-version`) and `uv pip install -r` of every `requirements*.txt`,
 /// in name order. `None` when `cwd` has none of them.
-fn deps_command(cwd: &Path) -> Option<(Vec<PathBuf>, Vec<String>)> {
+fn recipe(cwd: &Path) -> Option<Recipe> {
     let project: Vec<PathBuf> = ["pyproject.toml", "uv.lock"]
         .iter()
         .map(|name| cwd.join(name))
         .filter(|path| path.is_file())
         .collect();
     if !project.is_empty() {
-        return Some((project, vec!["uv".to_owned(), "sync".to_owned()]));
+        return Some(Recipe {
+            name: "uv sync",
+            program: "uv",
+            args: vec!["sync".to_owned()],
+            sources: project,
+        });
     }
     let requirements = requirements_files(cwd);
     if requirements.is_empty() {
@@ -100,8 +115,12 @@ fn deps_command(cwd: &Path) -> Option<(Vec<PathBuf>, Vec<String>)> {
         script.push_str(" -r ");
         script.push_str(&shell_word(name));
     }
-    let sources = requirements.iter().map(|name| cwd.join(name)).collect();
-    Some((sources, vec!["sh".to_owned(), "-c".to_owned(), script]))
+    Some(Recipe {
+        name: "uv pip install",
+        program: "sh",
+        args: vec!["-c".to_owned(), script],
+        sources: requirements.iter().map(|name| cwd.join(name)).collect(),
+    })
 }
 
 /// The `requirements*.txt` files of `dir`, by name.
@@ -125,7 +144,7 @@ fn requirements_files(dir: &Path) -> Vec<String> {
 /// Whether `dir` holds a Python project `python-deps` can make a venv
 /// for: a `pyproject.toml`, a `uv.lock` or a `requirements*.txt`.
 pub fn is_project(dir: &Path) -> bool {
-    deps_command(dir).is_some()
+    recipe(dir).is_some()
 }
 
 /// `word` quoted for `sh` when it holds anything but plain name characters.
@@ -156,7 +175,7 @@ pub fn deps_step(
     // `{repo}/.` as `{repo}`: the paths the service sees are plain.
     let cwd: PathBuf = cwd.components().collect();
     let cwd = cwd.as_path();
-    let Some((sources, mut command)) = deps_command(cwd) else {
+    let Some(recipe) = recipe(cwd) else {
         return Err(Error::Render {
             message: format!(
                 "service `{name}` has `python-deps = true`, but {} holds no pyproject.toml, \
@@ -173,22 +192,17 @@ pub fn deps_step(
         format!("{}:{inherited}", venv.join("bin").display()),
     );
     env.insert("VIRTUAL_ENV".to_owned(), venv.display().to_string());
-    let program = command.remove(0);
     Ok(PrepareStep {
-        name: if program == "uv" {
-            "uv sync".to_owned()
-        } else {
-            "uv pip install".to_owned()
-        },
+        name: recipe.name.to_owned(),
         command: CommandSpec {
-            program,
-            args: command,
+            program: recipe.program.to_owned(),
+            args: recipe.args,
             cwd: cwd.to_path_buf(),
             env: env.clone(),
         },
         when: PrepareWhen::Stale {
             target: venv,
-            sources,
+            sources: recipe.sources,
         },
         heartbeat,
     })
@@ -197,6 +211,30 @@ pub fn deps_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pyproject (or uv.lock) means `uv sync`; else each
+    /// requirements*.txt, by name and quoted when it must be, goes to
+    /// `uv pip install -r`; a directory with neither has no recipe.
+    #[test]
+    fn the_project_files_choose_the_recipe() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(recipe(dir.path()).is_none());
+        std::fs::write(dir.path().join("requirements.txt"), "django\n").expect("write");
+        std::fs::write(dir.path().join("requirements dev.txt"), "pytest\n").expect("write");
+        std::fs::write(dir.path().join("requirements.in"), "django\n").expect("write");
+        let pip = recipe(dir.path()).expect("a recipe");
+        assert_eq!((pip.name, pip.program), ("uv pip install", "sh"));
+        assert_eq!(
+            pip.args[1],
+            "uv venv --allow-existing .venv && uv pip install --python .venv \
+             -r 'requirements dev.txt' -r requirements.txt"
+        );
+        assert_eq!(pip.sources.len(), 2);
+        std::fs::write(dir.path().join("pyproject.toml"), "[project]\n").expect("write");
+        let sync = recipe(dir.path()).expect("a recipe");
+        assert_eq!((sync.name, sync.program), ("uv sync", "uv"));
+        assert_eq!(sync.sources, [dir.path().join("pyproject.toml")]);
+    }
 
     #[test]
     fn a_hostile_or_unreadable_file_is_an_error_naming_it() {
