@@ -615,29 +615,39 @@ async fn wait_empty(
 
 /// Stops what a previous supervisor left of one service, recorded in
 /// `state.json` as `record`: its cgroup when one is recorded (and is one
-/// omnidev made), else every process of its session and group not older
-/// than its leader and every process carrying its service id. A leader pid
-/// that now belongs to another process is left alone. Returns the notice
-/// to show, if anything was found.
+/// omnidev made), then every process of its session and group not older
+/// than its leader and every process carrying its service id (with
+/// cgroups, those that left the cgroup: a helper that wrote itself into
+/// another one). A leader pid that now belongs to another process is left
+/// alone. Returns the notice to show, if anything was found.
 pub(crate) async fn stop_leftover(
     name: &str,
     record: &ServiceRecord,
     grace: Duration,
 ) -> Option<String> {
     let (_never, hurry) = watch::channel(false);
+    let cgroup = match &record.cgroup {
+        Some(path) => stop_leftover_cgroup(name, path, grace, &hurry).await,
+        None => None,
+    };
+    let processes = stop_leftover_processes(name, record, grace, &hurry).await;
+    match (cgroup, processes) {
+        (Some(cgroup), Some(processes)) => Some(format!("{cgroup}; {processes}")),
+        (cgroup, processes) => cgroup.or(processes),
+    }
+}
+
+/// The processes part of [`stop_leftover`]: by session and service id.
+async fn stop_leftover_processes(
+    name: &str,
+    record: &ServiceRecord,
+    grace: Duration,
+    hurry: &watch::Receiver<bool>,
+) -> Option<String> {
     // A service recorded stopped (a stop returns once its processes are
     // gone; after a clean shutdown every service is) has nothing left,
     // which spares each start a search of every process's environment.
     let stopped = record.pid.is_none() && record.state == crate::event::ServiceState::Stopped;
-    if let Some(path) = &record.cgroup {
-        let mut notice = stop_leftover_cgroup(name, path, grace, &hurry).await;
-        if let Some(service_id) = record.service_id.as_ref().filter(|_| !stopped) {
-            notice = stop_escaped(name, service_id, grace, &hurry)
-                .await
-                .or(notice);
-        }
-        return notice;
-    }
     // Without a pid (the service was preparing, or between runs) its
     // processes, a prepare step's included, are those carrying its id.
     let recycled = record.pid.is_some_and(|pid| {
@@ -674,7 +684,7 @@ pub(crate) async fn stop_leftover(
     )
     .is_empty();
     if found {
-        stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, &hurry).await;
+        stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, hurry).await;
     }
     match (found, record.pid) {
         (true, Some(pid)) => Some(format!(
@@ -690,45 +700,6 @@ pub(crate) async fn stop_leftover(
         )),
         (false, _) => None,
     }
-}
-
-/// The processes of a previous run that carry exactly `service_id` but
-/// left the service's cgroup (a helper that wrote itself into another
-/// one), stopped as a leftover is; the notice when there were any.
-async fn stop_escaped(
-    name: &str,
-    service_id: &str,
-    grace: Duration,
-    hurry: &watch::Receiver<bool>,
-) -> Option<String> {
-    let target = Target {
-        leaf: None,
-        identity: tree::Identity {
-            leader: None,
-            since: None,
-            service_id: service_id.to_owned(),
-        },
-    };
-    let escaped = tree::members(
-        &crate::platform::table(),
-        &target.identity,
-        std::process::id(),
-        Search::Everywhere,
-        tree::service_id_of,
-    );
-    if escaped.is_empty() {
-        return None;
-    }
-    stop_target(&target, libc::SIGTERM, grace, Search::Everywhere, hurry).await;
-    Some(format!(
-        "stopping leftover `{name}` from a previous run outside its cgroup (pids {}, carrying \
-         service id {service_id})",
-        escaped
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
 }
 
 /// [`stop_leftover`] of a service recorded with its cgroup `path`: that
