@@ -66,18 +66,60 @@ fn printed(repo: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// `command` with omnidev's state (cache, config, runtime dirs) under
+/// `dir`, and no input.
+fn in_state<'c>(command: &'c mut Command, dir: &Path) -> &'c mut Command {
+    command
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .stdin(Stdio::null())
+}
+
+/// `omnidev` with its state under `dir` ([`in_state`]).
+fn omnidev_in(omnidev: &Path, dir: &Path) -> Command {
+    let mut command = Command::new(omnidev);
+    in_state(&mut command, dir);
+    command
+}
+
+/// `omnidev ARGS` with its state under `dir`, run by GNU time (under
+/// `prlimit --as=CAP` with a `cap`); its output and peak RSS in bytes.
+fn timed(
+    omnidev: &Path,
+    dir: &Path,
+    cap: Option<u64>,
+    args: &[&std::ffi::OsStr],
+) -> Result<(std::process::Output, u64)> {
+    let mut command = Command::new(if cap.is_some() {
+        "prlimit"
+    } else {
+        "/usr/bin/time"
+    });
+    if let Some(cap) = cap {
+        command.arg(format!("--as={cap}")).arg("/usr/bin/time");
+    }
+    command.args(["-f", "%M"]).arg(omnidev).args(args);
+    let output = in_state(&mut command, dir)
+        .output()
+        .context("running GNU time (/usr/bin/time) and prlimit (util-linux)")?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kib: u64 = stderr
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("GNU time printed no peak RSS: {stderr}"))?;
+    Ok((output, kib * 1024))
+}
+
 /// `omnidev up --headless` of `repo` with its state under `dir`, its
 /// output in `out`.
 fn headless(omnidev: &Path, dir: &Path, repo: &Path, out: &Path) -> Result<Guard> {
     Ok(Guard(
-        Command::new(omnidev)
+        omnidev_in(omnidev, dir)
             .args(["up", "--headless", "--repo"])
             .arg(repo)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .env("XDG_RUNTIME_DIR", dir.join("run"))
             .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
             .stdout(fs::File::create(out)?)
             .stderr(Stdio::null())
             .spawn()?,
@@ -306,12 +348,9 @@ struct Mcp {
 
 impl Mcp {
     fn start(omnidev: &Path, dir: &Path, repo: &Path) -> Result<Self> {
-        let mut child = Command::new(omnidev)
+        let mut child = omnidev_in(omnidev, dir)
             .args(["mcp", "--repo"])
             .arg(repo)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .env("XDG_RUNTIME_DIR", dir.join("run"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -403,24 +442,14 @@ fn big_log_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         }
         out.flush()?;
     }
-    let timed = Command::new("/usr/bin/time")
-        .args(["-f", "%M"])
-        .arg(omnidev)
-        .args(["logs", "svc", "-n", "10", "--repo"])
-        .arg(&repo)
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_RUNTIME_DIR", dir.join("run"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .context("running /usr/bin/time (GNU time)")?;
+    let args = ["logs", "svc", "-n", "10", "--repo"].map(std::ffi::OsStr::new);
+    let (timed, cli_peak) = timed(
+        omnidev,
+        dir,
+        None,
+        &[&args[..], &[repo.as_os_str()]].concat(),
+    )?;
     let shown = String::from_utf8_lossy(&timed.stdout).lines().count();
-    let cli_kib: u64 = String::from_utf8_lossy(&timed.stderr)
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .context("GNU time printed no peak RSS")?;
     if !timed.status.success() || shown != 10 {
         bail!(
             "`omnidev logs svc -n 10` printed {shown} lines ({})",
@@ -431,7 +460,6 @@ fn big_log_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     let answer = mcp.tool("logs", &serde_json::json!({"service": "svc", "lines": 10}))?;
     let mcp_peak = mcp.peak();
     drop(mcp);
-    let cli_peak = cli_kib * 1024;
     let figure = format!(
         "logs -n 10: {}, MCP logs: {} (answer {} bytes)",
         mib(cli_peak),
@@ -485,32 +513,23 @@ fn many_services(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     let profile = many_services_profile(5_000, 10_000);
     fs::write(repo.join("omnidev.toml"), &profile)?;
     let started = Instant::now();
-    let timed = Command::new("prlimit")
-        .arg(format!("--as={}", 4u64 << 30))
-        .args(["/usr/bin/time", "-f", "%M"])
-        .arg(omnidev)
-        .args(["profile", "check", "--repo"])
-        .arg(&repo)
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_RUNTIME_DIR", dir.join("run"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .context("running prlimit and /usr/bin/time (util-linux, GNU time)")?;
+    let args = ["profile", "check", "--repo"].map(std::ffi::OsStr::new);
+    let (checked, peak) = timed(
+        omnidev,
+        dir,
+        Some(4 << 30),
+        &[&args[..], &[repo.as_os_str()]].concat(),
+    )?;
     let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&timed.stderr);
-    if !timed.status.success() {
-        bail!("profile check failed ({}): {stderr}", timed.status);
+    if !checked.status.success() {
+        bail!(
+            "profile check failed ({}): {}",
+            checked.status,
+            String::from_utf8_lossy(&checked.stderr)
+        );
     }
-    let kib: u64 = stderr
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .with_context(|| format!("no peak from /usr/bin/time: {stderr}"))?;
     Ok((
-        format!("{}, {:.2} s", mib(kib * 1024), took.as_secs_f64()),
+        format!("{}, {:.2} s", mib(peak), took.as_secs_f64()),
         format!("a {} KB profile", profile.len() / 1000),
     ))
 }
