@@ -76,12 +76,19 @@ fn report(output: &Output) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
 }
 
+/// A detached pod of [`profile`] `v1` (api and web), stopped when the
+/// guard is dropped; the profile file.
+fn up_v1(ctx: &TestContext) -> (std::path::PathBuf, common::StopOnDrop<'_>) {
+    let file = ctx.write("omnidev.toml", &profile("v1", ""));
+    let pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    (file, pod)
+}
+
 #[test]
 fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     let ctx = TestContext::new();
-    let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = ctx.stop_on_drop();
-    ctx.run_ok(&["up", "--detach"]);
+    let (file, _pod) = up_v1(&ctx);
     let before = status(&ctx);
     let api = pid_of(&before, "api").expect("api runs");
     let web = pid_of(&before, "web").expect("web runs");
@@ -174,9 +181,7 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
 #[test]
 fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on() {
     let ctx = TestContext::new();
-    let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = ctx.stop_on_drop();
-    ctx.run_ok(&["up", "--detach"]);
+    let (file, _pod) = up_v1(&ctx);
     let api = pid_of(&status(&ctx), "api").expect("api runs");
 
     let broken = profile("v1", "").replace(
@@ -226,9 +231,7 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
 #[test]
 fn a_profile_without_services_is_refused_as_up_refuses_it() {
     let ctx = TestContext::new();
-    let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = ctx.stop_on_drop();
-    ctx.run_ok(&["up", "--detach"]);
+    let (file, _pod) = up_v1(&ctx);
     let before = status(&ctx);
     let api = pid_of(&before, "api").expect("api runs");
     let web = pid_of(&before, "web").expect("web runs");
@@ -311,9 +314,7 @@ fn services_added_and_removed_leave_no_descriptor_behind() {
 #[test]
 fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     let ctx = TestContext::new();
-    let file = ctx.write("omnidev.toml", &profile("v1", ""));
-    let _pod = ctx.stop_on_drop();
-    ctx.run_ok(&["up", "--detach"]);
+    let (file, _pod) = up_v1(&ctx);
     let api = pid_of(&status(&ctx), "api").expect("api runs");
     let error_of = |n| {
         let change = nth_change(&ctx, n);
