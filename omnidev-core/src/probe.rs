@@ -211,6 +211,10 @@ pub struct CommandProbe {
     /// The supervisor's orphan guard, told about each check's group so a
     /// check in flight dies with a SIGKILLed supervisor too.
     guard: Option<Arc<Guard>>,
+    /// With cgroups, the pod's cgroup, which each check runs in from
+    /// before `exec`: the guard kills it whole, so a check the guard was
+    /// not yet told about dies with a SIGKILLed supervisor too.
+    cgroup: Option<std::path::PathBuf>,
 }
 
 impl CommandProbe {
@@ -219,6 +223,7 @@ impl CommandProbe {
         Self {
             command,
             guard: None,
+            cgroup: None,
         }
     }
 }
@@ -226,20 +231,26 @@ impl CommandProbe {
 #[async_trait]
 impl Probe for CommandProbe {
     async fn check(&self) -> Result<(), String> {
-        let mut child = crate::process::spawn_group(&self.command)
+        let placement = match &self.cgroup {
+            Some(dir) => crate::process::Placement::Cgroup(dir),
+            None => crate::process::Placement::Here,
+        };
+        let mut child = crate::process::spawn_group_in(&self.command, placement)
             .map_err(|e| format!("could not run `{}`: {e}", self.command.program))?;
         drop(child.stdout.take());
         drop(child.stderr.take());
         // Killed when the check ends in any way, including being dropped
         // when the engine aborts the probe of a service that stops.
-        let group = KillGroupOnDrop::new(child.id().map_or(0, |p| p as i32), self.guard.clone());
-        match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+        let group = KillGroupOnDrop::new(child.id() as i32, self.guard.clone());
+        let exit = child.wait();
+        tokio::pin!(exit);
+        match tokio::time::timeout(Duration::from_secs(10), &mut exit).await {
             Ok(Ok(status)) if status.success() => Ok(()),
             Ok(Ok(status)) => Err(format!("probe command ended with {status}")),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => {
                 drop(group);
-                let _ = child.wait().await;
+                let _ = exit.await;
                 Err("probe command timed out".to_owned())
             }
         }
@@ -493,18 +504,23 @@ impl Probe for LogProbe {
 /// lines (nothing offers it any); the supervisor builds its own, fed by the
 /// service's output.
 pub fn probe_for(spec: &ProbeSpec) -> Box<dyn Probe> {
-    probe_with_guard(spec, None)
+    probe_with_guard(spec, None, None)
 }
 
 /// [`probe_for`], with command checks registered with the supervisor's
-/// orphan guard.
-pub(crate) fn probe_with_guard(spec: &ProbeSpec, guard: Option<Arc<Guard>>) -> Box<dyn Probe> {
+/// orphan guard and, with cgroups, run in the pod's `cgroup`.
+pub(crate) fn probe_with_guard(
+    spec: &ProbeSpec,
+    guard: Option<Arc<Guard>>,
+    cgroup: Option<std::path::PathBuf>,
+) -> Box<dyn Probe> {
     match spec {
         ProbeSpec::Http { url, host } => Box::new(HttpProbe::new(url.clone(), host.clone())),
         ProbeSpec::Tcp { address } => Box::new(TcpProbe::new(address.clone())),
         ProbeSpec::Command(command) => Box::new(CommandProbe {
             command: command.clone(),
             guard,
+            cgroup,
         }),
         ProbeSpec::Log { pattern } => Box::new(LogProbe::new(Arc::new(LineWatch::new(pattern)))),
     }

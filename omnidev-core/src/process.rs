@@ -51,24 +51,6 @@ fn pid_of(pid: u32) -> Pid {
     Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX))
 }
 
-/// Spawns `command` as the leader of a new session and process group.
-///
-/// All process-group setup lives here: `setsid` in the child before `exec`
-/// (so the group id equals the child's pid and signals to `-pgid` reach
-/// every descendant that does not leave the group), stdin from `/dev/null`,
-/// stdout and stderr piped, and on Linux `PR_SET_PDEATHSIG(SIGKILL)` so the
-/// leader dies with the thread that spawned it (the orphan guard covers the
-/// rest of the group).
-pub(crate) fn spawn_group(command: &CommandSpec) -> io::Result<tokio::process::Child> {
-    let mut own = own_children();
-    own.retain(|r| r.start_time.is_some() && process_start_time(r.pid) == r.start_time);
-    let child = spawn_tokio(command, None)?;
-    if let Some(pid) = child.id() {
-        own.push(ProcessRecord::of(pid));
-    }
-    Ok(child)
-}
-
 /// Where [`spawn_group_in`] starts a process.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Placement<'a> {
@@ -183,8 +165,16 @@ fn wait_blocking(pid: u32) -> io::Result<std::process::ExitStatus> {
 static NO_CLONE_INTO_CGROUP: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Like [`spawn_group`], and with [`Placement::Cgroup`] the child is in
-/// that cgroup before `exec` (so nothing it starts is ever outside it).
+/// Spawns `command` as the leader of a new session and process group, and
+/// with [`Placement::Cgroup`] in that cgroup before `exec` (so nothing it
+/// starts is ever outside it).
+///
+/// All process-group setup lives here: `setsid` in the child before `exec`
+/// (so the group id equals the child's pid and signals to `-pgid` reach
+/// every descendant that does not leave the group), stdin from `/dev/null`,
+/// stdout and stderr piped, and on Linux `PR_SET_PDEATHSIG(SIGKILL)` so the
+/// leader dies with the thread that spawned it (the orphan guard covers the
+/// rest of the group).
 ///
 /// On Linux 5.7 and later the child is cloned straight into the cgroup
 /// (`clone3` with `CLONE_INTO_CGROUP`, see `process/into_cgroup.rs`);

@@ -138,6 +138,10 @@ impl Engine {
     ) -> ProbeState {
         let tx = self.internal_tx.clone();
         let guard = self.guard.clone();
+        let cgroup = self
+            .containment
+            .pod_cgroup()
+            .map(std::path::Path::to_path_buf);
         let listener_group = group;
         let debug = self.debug;
         let task = tokio::spawn(async move {
@@ -145,7 +149,7 @@ impl Engine {
                 (crate::spec::ProbeSpec::Log { .. }, Some(watch)) => {
                     Box::new(probe::LogProbe::new(watch.clone()))
                 }
-                _ => probe::probe_with_guard(&readiness.probe, guard),
+                _ => probe::probe_with_guard(&readiness.probe, guard, cgroup),
             };
             if let Some(port) = readiness.listener {
                 let tx = tx.clone();
