@@ -464,17 +464,14 @@ fn kill_supervisor_and_guard(
     state: &omnidev_core::StateFile,
 ) {
     let guard = state.guard_pid.expect("guard pid");
-    // Stopped first: a guard that died while the supervisor ran would be
-    // replaced, and the replacement would clean up after the supervisor's
-    // SIGKILL; a stopped one has not ended, nor can it act on that death.
-    signal(guard, Signal::SIGSTOP);
+    // The supervisor stopped first: it can neither replace a guard that
+    // dies (a replacement would clean up after it) nor close the guard's
+    // pipe. A stopped guard would not do: the supervisor's death orphans
+    // its process group, and the kernel's SIGCONT then lets it act.
+    signal(supervisor.id(), Signal::SIGSTOP);
+    signal(guard, Signal::SIGKILL);
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
-    // The supervisor's death orphans the stopped guard's process group, so
-    // the kernel sends it SIGHUP and SIGCONT (POSIX), which may end it
-    // (by SIGHUP's default action, acting on nothing) and let init reap it
-    // before this line: gone already is as good as killed here.
-    try_signal(guard, Signal::SIGKILL);
     wait_until("guard gone", Duration::from_secs(10), || !pid_alive(guard));
 }
 
