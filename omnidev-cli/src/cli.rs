@@ -31,7 +31,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the pod of this checkout (the default).
-    #[command(after_long_help = UP_LONG_HELP)]
+    #[command(after_long_help = format!("{UP_LONG_HELP}{UP_EXAMPLES}"))]
     Up(UpArgs),
     /// Open the terminal UI of this checkout's running pod (`q` leaves it running).
     #[command(after_long_help = ATTACH_LONG_HELP)]
@@ -147,7 +147,7 @@ TUI keys:
   w                          wrap long lines
   r                          restart the focused service (dependents follow)
   s                          stop the focused service (the pod runs on); s again starts it
-  R                          reload the backend (services with watch rules)
+  R                          reload the watched services (every one when none has watch rules)
   P                          apply the changed profile file (omnidev reload-profile)
   c                          clear the focused pane
   q, Ctrl-C                  quit and stop everything
@@ -159,7 +159,11 @@ Exit codes:
   1      an error before start, or a service ended with a failure and no restart
   2      usage error
   128+N  a third signal N during shutdown (the orphan guard kills the rest)
+";
 
+/// The examples closing `omnidev up --help` for Omnigent's profile (and
+/// outside a checkout).
+const UP_EXAMPLES: &str = "
 Examples:
   omnidev                                          TUI for the surrounding checkout
   omnidev --headless --no-vite                     CI / agents: Omnigent's backend only, plain lines
@@ -167,6 +171,46 @@ Examples:
   omnidev --vite-host 0.0.0.0 --trust-lan-origins  reach Omnigent's vite from the LAN
   omnidev --repo ~/src/other --port server=7000    another checkout, a fixed port
 ";
+
+/// `omnidev up`'s long help for `profile`: Omnigent's examples when it
+/// runs vite, else examples naming its own first service and port.
+fn up_long_help(profile: &omnidev_pod::Profile) -> String {
+    use std::fmt::Write as _;
+    if profile.services.contains_key("vite") {
+        return format!("{UP_LONG_HELP}{UP_EXAMPLES}");
+    }
+    let service = profile.services.keys().next().map_or("web", String::as_str);
+    let port = profile.ports.keys().next().map_or("web", String::as_str);
+    let rows = [
+        ("omnidev".to_owned(), "TUI for the surrounding checkout"),
+        (
+            "omnidev --headless".to_owned(),
+            "CI / agents: plain `<service> | <line>` lines",
+        ),
+        (
+            "omnidev up --detach && omnidev status".to_owned(),
+            "background pod, then its state",
+        ),
+        (
+            format!("omnidev --only {service}"),
+            "one service and what it depends on",
+        ),
+        (
+            format!("omnidev --repo ~/src/other --port {port}=7000"),
+            "another checkout, a fixed port",
+        ),
+    ];
+    let width = rows
+        .iter()
+        .map(|(command, _)| command.len())
+        .max()
+        .unwrap_or(0);
+    let mut help = format!("{UP_LONG_HELP}\nExamples:\n");
+    for (command, what) in rows {
+        let _ = writeln!(help, "  {command:width$}  {what}");
+    }
+    help
+}
 
 /// The long help of `omnidev attach` after its options.
 const ATTACH_LONG_HELP: &str = "\
@@ -256,7 +300,9 @@ pub fn parse() -> Cli {
         && let Some(profile) = profile_for_help(&args)
     {
         command = fit_to_profile(command, &profile)
-            .mut_subcommand("up", |up| fit_to_profile(up, &profile))
+            .mut_subcommand("up", |up| {
+                fit_to_profile(up, &profile).after_long_help(up_long_help(&profile))
+            })
             .mut_subcommand("restart", |restart| restart_for_profile(restart, &profile));
     }
     let json = args.iter().any(|arg| arg == "--json");

@@ -27,7 +27,7 @@
 //!   is released when the last process is gone: that is what `omnidev stop`
 //!   waits for.
 //! - `restart` with a `service`: that service restarts (its dependents follow
-//!   once it is ready again); without one, the backend (the services with
+//!   once it is ready again); without one, the watched services (those with
 //!   watch rules — `server`, then `host` once it is ready; every service when
 //!   no rule exists), like the TUI's `R`. Answered once the restarted
 //!   services run with new pids and are ready (or have failed).
@@ -39,15 +39,15 @@
 //! # Responses
 //!
 //! ```json
-//! {"schema":1,"ok":true,"status":{…},"failed":[]}
-//! {"schema":1,"ok":false,"error":"unknown service `nope` (known: server, host)"}
+//! {"schema":2,"ok":true,"status":{…},"failed":[]}
+//! {"schema":2,"ok":false,"error":"unknown service `nope` (known: server, host)"}
 //! ```
 //!
 //! `status` (a [`PodStatus`]) is present on every successful answer;
 //! `failed` lists the services that failed (for `wait-ready` and
 //! `restart`). The same [`PodStatus`] object is what `omnidev status --json`
 //! prints, and [`PodList`] is what `omnidev ls --json` prints; both carry
-//! `"schema": 1` ([`SCHEMA`](protocol::SCHEMA)). Fields are only ever added within a schema
+//! `"schema": 2` ([`SCHEMA`](protocol::SCHEMA)). Fields are only ever added within a schema
 //! version; a removal or change of meaning bumps it. `docs/control.md` has
 //! the full schema.
 //!

@@ -262,7 +262,7 @@ pub async fn run_pod(
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    let backend = prepared
+    let watched = prepared
         .rendered
         .watch
         .iter()
@@ -274,7 +274,7 @@ pub async fn run_pod(
             urls: UrlReport::shown(&prepared.rendered.urls, &supervisor.snapshot()),
         },
         services,
-        backend,
+        watched,
         LogConfig::default().ring_lines,
     );
     app.apply_snapshot(&supervisor.snapshot());

@@ -108,9 +108,23 @@ fn detach_status_logs_restart_stop() {
     assert!(out.contains("server http://localhost:"), "{out}");
 
     let status = ctx.json(&["status", "--json"]);
-    assert_eq!(status["schema"], 1);
+    assert_eq!(status["schema"], 2);
     assert_eq!(status["running"], true, "{status}");
     assert_eq!(status["control"], true, "{status}");
+    // Services in start order (`host` waits for `server`); with no watch
+    // rule, `restart` alone restarts every one.
+    let names: Vec<&str> = status["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["server", "host"], "{status}");
+    assert_eq!(
+        status["watched"],
+        serde_json::json!(["server", "host"]),
+        "{status}"
+    );
     assert_eq!(service(&status, "server")["state"], "ready", "{status}");
     let server = pid_of(&status, "server");
     let host = pid_of(&status, "host");
@@ -348,7 +362,7 @@ fn ls_lists_running_and_stopped_pods() {
     ctx.run_ok(&["stop", "--repo", &repo_arg(&repos[2])]);
 
     let list = ctx.json(&["ls", "--json"]);
-    assert_eq!(list["schema"], 1);
+    assert_eq!(list["schema"], 2);
     let pods = list["pods"].as_array().expect("pods");
     assert_eq!(pods.len(), 3, "{list}");
     for (repo, running) in repos.iter().zip([true, true, false]) {

@@ -358,7 +358,8 @@ impl Supervisor {
         Ok((applied, starts))
     }
 
-    /// The current status of every service, in the order they were given.
+    /// The current status of every service, in start order (each dependency
+    /// before its dependents, otherwise as given).
     pub fn snapshot(&self) -> Vec<ServiceStatus> {
         self.inner.status.borrow().clone()
     }

@@ -1,4 +1,4 @@
-//! `omnidev restart [SERVICE]`: restart a service (or the backend) of the
+//! `omnidev restart [SERVICE]`: restart a service (or the watched services) of the
 //! running pod from another terminal.
 
 use std::process::ExitCode;

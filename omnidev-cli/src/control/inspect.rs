@@ -113,7 +113,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         containment,
         services,
         last_reload: None,
-        backend: Vec::new(),
+        watched: Vec::new(),
         error,
     })
 }

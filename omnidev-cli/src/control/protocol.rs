@@ -8,7 +8,7 @@ use omnidev_core::{NamedUrl, ServiceStatus};
 use serde::{Deserialize, Serialize};
 
 /// Version of the protocol and of the `--json` outputs.
-pub const SCHEMA: u32 = 1;
+pub const SCHEMA: u32 = 2;
 
 /// A request to a running pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,10 +18,10 @@ pub enum Request {
     Status,
     /// Shut the pod down.
     Stop,
-    /// Restart a service, or the backend when `service` is absent (every
+    /// Restart a service, or the watched services when `service` is absent (every
     /// service with `all`).
     Restart {
-        /// The service; `None` for the backend.
+        /// The service; `None` for the watched services.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         service: Option<String>,
         /// Every service, as one reload (instead of `service`).
@@ -422,17 +422,17 @@ pub struct PodStatus {
     /// Linux-only)` (macOS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
-    /// Every service, in profile order (from `state.json`, sorted by name,
+    /// Every service, in start order (from `state.json`, sorted by name,
     /// when the control socket did not answer).
     pub services: Vec<ServiceReport>,
     /// The last reload, while running (when one happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadReport>,
-    /// The backend, while running: what `restart` without a service (and
+    /// The watched services, while running: what `restart` without a service (and
     /// the TUI's `R`) restarts — the services with watch rules, every
     /// service when none has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub backend: Vec<String>,
+    pub watched: Vec<String>,
     /// Why the pod's records could not be read (e.g. a corrupt `pod.toml`:
     /// its path and the parser's reason); absent when they could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -608,7 +608,7 @@ mod tests {
         let text = serde_json::to_string(&response).expect("encode");
         assert_eq!(
             text,
-            r#"{"schema":1,"ok":false,"error":"nope","failed":[]}"#
+            r#"{"schema":2,"ok":false,"error":"nope","failed":[]}"#
         );
         assert_eq!(
             serde_json::from_str::<Response>(&text).expect("decode"),

@@ -76,8 +76,8 @@ pub struct ServerInfo {
     pub repo: PathBuf,
     /// The pod's ports and URLs, updated when a port moves.
     pub addresses: crate::session::SharedAddresses,
-    /// The backend: what `restart` without a service restarts.
-    pub backend: Vec<String>,
+    /// The watched services: what `restart` without a service restarts.
+    pub watched: Vec<String>,
     /// The profile the pod runs and its file, for `reload-profile`.
     pub live: Option<Arc<crate::live_profile::LiveProfile>>,
 }
@@ -91,16 +91,16 @@ impl ServerInfo {
     ) -> Self {
         let socket = prepared.control_socket.clone();
         let rendered = &prepared.rendered;
-        let mut backend: Vec<String> = rendered.watch.iter().map(|w| w.service.clone()).collect();
-        if backend.is_empty() {
-            backend = rendered.services.iter().map(|s| s.name.clone()).collect();
+        let mut watched: Vec<String> = rendered.watch.iter().map(|w| w.service.clone()).collect();
+        if watched.is_empty() {
+            watched = rendered.services.iter().map(|s| s.name.clone()).collect();
         }
         Self {
             pod_dir: prepared.pod.dir().to_owned(),
             socket,
             repo: prepared.checkout.repo.clone(),
             addresses,
-            backend,
+            watched,
             live: None,
         }
     }
@@ -599,7 +599,7 @@ async fn answer(shared: &Shared, request: Request) -> Response {
                 }
                 _ if all => Target::All,
                 Some(name) => Target::Service(name, !no_deps),
-                None => Target::Backend,
+                None => Target::Watched,
             };
             restart(shared, target, limit).await
         }
@@ -678,7 +678,7 @@ fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
 /// What `restart` restarts.
 enum Target {
     /// The services with watch rules (every one when none has).
-    Backend,
+    Watched,
     /// One service; its dependents follow unless the flag is false.
     Service(String, bool),
     /// Every service, as one reload.
@@ -695,7 +695,7 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
             }
             vec![name.clone()]
         }
-        Target::Backend => shared.info.backend.clone(),
+        Target::Watched => shared.info.watched.clone(),
     };
     if let Some(unknown) = names
         .iter()
@@ -848,7 +848,7 @@ fn status(shared: &Shared) -> PodStatus {
             })
             .collect(),
         last_reload: last_reload(shared),
-        backend: info.backend.clone(),
+        watched: info.watched.clone(),
         error: None,
     }
 }
@@ -878,19 +878,19 @@ mod tests {
     use super::*;
 
     /// A supervisor of one idle `sleep` service and a control server for it
-    /// in `dir`; `backend` lists the services `restart` with no name acts on.
+    /// in `dir`; `watched` lists the services `restart` with no name acts on.
     async fn idle_pod(
         dir: &std::path::Path,
         restart: RestartPolicy,
-        backend: Vec<String>,
+        watched: Vec<String>,
     ) -> (Supervisor, ControlServer) {
-        idle_pod_with_deadline(dir, restart, backend, REQUEST_DEADLINE).await
+        idle_pod_with_deadline(dir, restart, watched, REQUEST_DEADLINE).await
     }
 
     async fn idle_pod_with_deadline(
         dir: &std::path::Path,
         restart: RestartPolicy,
-        backend: Vec<String>,
+        watched: Vec<String>,
         request_deadline: Duration,
     ) -> (Supervisor, ControlServer) {
         let mut idle = ServiceSpec::new("idle", "sleep", ["1000"], dir);
@@ -908,7 +908,7 @@ mod tests {
             socket: dir.join("run/control.sock"),
             repo: dir.to_path_buf(),
             addresses: crate::session::SharedAddresses::default(),
-            backend,
+            watched,
             live: None,
         };
         let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir));
@@ -1010,7 +1010,7 @@ mod tests {
             socket: dir.path().join("run/control.sock"),
             repo: dir.path().to_path_buf(),
             addresses: crate::session::SharedAddresses::default(),
-            backend: Vec::new(),
+            watched: Vec::new(),
             live: None,
         };
         let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir.path()));

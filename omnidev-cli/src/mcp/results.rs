@@ -67,7 +67,7 @@ pub struct WaitArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestartArgs {
-    /// The service to restart; without it, the backend (the services with
+    /// The service to restart; without it, the watched services (those with
     /// watch rules, or every service when none has).
     #[serde(default)]
     pub service: Option<String>,

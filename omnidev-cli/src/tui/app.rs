@@ -51,7 +51,7 @@ pub enum Action {
     Quit,
     /// Restart one service (its dependents follow).
     Restart(String),
-    /// Reload these services (the backend, dependents following).
+    /// Reload these services (the watched ones, dependents following).
     Reload(Vec<String>),
     /// Stop one service (the pod and its dependents run on).
     Stop(String),
@@ -101,8 +101,8 @@ pub struct App {
     pub direction: Direction,
     /// A one-line message in the footer (search results, errors).
     pub message: Option<String>,
-    /// Services a backend reload (`R`) restarts.
-    pub backend: Vec<String>,
+    /// Services `R` reloads: those with watch rules, every one when none has.
+    pub watched: Vec<String>,
     /// The UI of a pod that runs on without it (`omnidev attach`): `q`
     /// leaves, the pod keeps running.
     pub attached: bool,
@@ -157,7 +157,7 @@ impl App {
     pub fn new(
         info: PodInfo,
         services: Vec<String>,
-        backend: Vec<String>,
+        watched: Vec<String>,
         capacity: usize,
     ) -> Self {
         let panes = std::iter::once(Pane::new(capacity, COMBINED_PANE_BYTES))
@@ -181,7 +181,7 @@ impl App {
             pattern: None,
             direction: Direction::Forward,
             message: None,
-            backend,
+            watched,
             attached: false,
             profile_pending: None,
             pane_lines: capacity,
@@ -474,12 +474,12 @@ impl App {
             KeyCode::Char('s') => return self.stop_or_start(),
             KeyCode::Char('P') => return Some(self.reload_profile()),
             KeyCode::Char('R') => {
-                if self.backend.is_empty() {
+                if self.watched.is_empty() {
                     self.message = Some("no service to reload".to_owned());
                     return None;
                 }
-                self.message = Some(format!("reloading {}", self.backend.join(", ")));
-                return Some(Action::Reload(self.backend.clone()));
+                self.message = Some(format!("reloading {}", self.watched.join(", ")));
+                return Some(Action::Reload(self.watched.clone()));
             }
             _ => {}
         }

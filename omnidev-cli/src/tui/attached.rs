@@ -101,7 +101,7 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
             urls: status.urls.clone(),
         },
         status.services.iter().map(|s| s.name.clone()).collect(),
-        status.backend.clone(),
+        status.watched.clone(),
         omnidev_core::LogConfig::default().ring_lines,
     );
     app.attached = true;
@@ -319,7 +319,7 @@ impl Source for ControlSource {
                 },
                 format!("restarted {name}"),
             ),
-            // The pod's own backend (what `omnidev restart` restarts).
+            // The pod's own watched services (what `omnidev restart` restarts).
             Action::Reload(names) => (
                 Request::Restart {
                     service: None,
@@ -461,7 +461,7 @@ mod tests {
                 ports: std::collections::BTreeMap::new(),
                 urls: Vec::new(),
             })),
-            backend: vec!["server".into()],
+            watched: vec!["server".into()],
             live: None,
         };
         let server = crate::control::ControlServer::start(info, supervisor.clone(), feed)
@@ -580,7 +580,7 @@ mod tests {
             "the header has the state: {:?}",
             app.services[0].state
         );
-        assert_eq!(app.backend, ["server"]);
+        assert_eq!(app.watched, ["server"]);
         let mut source = ControlSource::new(dir.path(), connection);
         let started = format!("server started (pid {before})");
         let ends = pump(&mut app, &mut source, "the kept lines", |app| {

@@ -423,12 +423,13 @@ impl Engine {
         self.emit(Some(index), EventKind::State { state });
     }
 
+    /// Publishes every service's status, in start order (each dependency
+    /// before its dependents), which `status` shows.
     fn publish_status(&self) {
         let snapshot = self
-            .services
+            .order
             .iter()
-            .enumerate()
-            .map(|(i, s)| s.status(self.name(i), &self.specs[i].urls))
+            .map(|&i| self.services[i].status(self.name(i), &self.specs[i].urls))
             .collect();
         self.status.send_replace(snapshot);
     }

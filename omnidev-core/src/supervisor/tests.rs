@@ -269,6 +269,31 @@ fn install_step(service: &ServiceSpec, when: PrepareWhen) -> PrepareStep {
 /// What `tests/supervision.rs` shows with real processes, with time on
 /// the paused clock: after a failed install nothing runs again by itself,
 /// however long it waits; a change of the install's inputs does.
+/// The status lists services in start order, whatever order the profile
+/// gives them in: a dependent after what it waits for.
+#[tokio::test(start_paused = true)]
+async fn the_status_lists_services_in_start_order() {
+    let spawner = FakeSpawner::new();
+    let supervisor = start(
+        vec![
+            service("web", &["api"]),
+            service("api", &["db"]),
+            service("db", &[]),
+            service("cron", &[]),
+        ],
+        &spawner,
+    )
+    .await;
+    let names = |s: &Supervisor| s.snapshot().into_iter().map(|s| s.name).collect::<Vec<_>>();
+    assert_eq!(names(&supervisor), ["db", "api", "web", "cron"]);
+    until("all running", || {
+        supervisor.snapshot().iter().all(|s| is_running(&s.state))
+    })
+    .await;
+    assert_eq!(names(&supervisor), ["db", "api", "web", "cron"]);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_prepare_step_waits_for_its_inputs_however_long() {
     let dir = tempfile::tempdir().expect("tempdir");
