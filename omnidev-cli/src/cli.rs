@@ -54,9 +54,10 @@ pub enum Command {
     Stop(StopArgs),
     /// Start services of the running pod that were stopped or have ended.
     Start(StartArgs),
-    /// Run a command with the pod's environment and persisted ports.
-    Exec(ExecArgs),
-    /// Shorthand for `omnidev exec -- uv run omnigent ARGS…`.
+    /// Run a one-off command with the pod's environment and persisted ports.
+    #[command(visible_alias = "exec")]
+    Run(RunArgs),
+    /// Shorthand for `omnidev run -- uv run omnigent ARGS…`.
     Omnigent(OmnigentArgs),
     /// Remove this checkout's pod directory (refused while it runs).
     Clean(CleanArgs),
@@ -112,7 +113,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "reload-profile",
             "stop",
             "start",
-            "exec",
+            "run",
             "omnigent",
             "clean",
             "gc",
@@ -534,12 +535,16 @@ pub struct UpArgs {
     pub ready_timeout: u64,
 }
 
-/// Arguments of `omnidev exec`.
+/// Arguments of `omnidev run` (alias `exec`).
 #[derive(Debug, Args, Clone)]
-pub struct ExecArgs {
+pub struct RunArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
+    /// Set `PORT` to the pod's port NAME, as the service of that name gets
+    /// it (a Procfile service's port bears its name).
+    #[arg(long = "port", value_name = "NAME")]
+    pub port: Option<String>,
     /// The command and its arguments (after `--`).
     #[arg(
         required = true,
@@ -1098,13 +1103,17 @@ mod tests {
     }
 
     #[test]
-    fn exec_takes_everything_after_double_dash() {
-        let cli =
-            Cli::try_parse_from(["omnidev", "exec", "--", "sh", "-c", "exit 3"]).expect("parse");
-        let Some(Command::Exec(exec)) = cli.command else {
-            panic!("expected exec");
-        };
-        assert_eq!(exec.command, ["sh", "-c", "exit 3"]);
+    fn run_and_exec_take_everything_after_double_dash() {
+        for name in ["run", "exec"] {
+            let cli =
+                Cli::try_parse_from(["omnidev", name, "--port", "web", "--", "sh", "-c", "x"])
+                    .expect("parse");
+            let Some(Command::Run(run)) = cli.command else {
+                panic!("expected run");
+            };
+            assert_eq!(run.command, ["sh", "-c", "x"]);
+            assert_eq!(run.port.as_deref(), Some("web"));
+        }
     }
 
     #[test]

@@ -10,7 +10,6 @@ pub mod clean;
 pub mod completions;
 pub mod detach;
 pub mod events;
-pub mod exec;
 pub mod gc;
 pub mod init;
 pub mod install;
@@ -20,6 +19,7 @@ pub mod mcp;
 pub mod profile;
 pub mod reload_profile;
 pub mod restart;
+pub mod run;
 pub mod start;
 pub mod status;
 pub mod stop;
@@ -32,8 +32,8 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Up(args)) => up_or_detach(&args),
         None => up_or_detach(&cli.up),
         Some(Command::Detached) => Ok(up::run(&detach::background_options()?)?),
-        Some(Command::Exec(args)) => Ok(exec::run(&args.pod, &args.command)?),
-        Some(Command::Omnigent(args)) => Ok(exec::run_omnigent(&args.pod, &args.args)?),
+        Some(Command::Run(args)) => Ok(run::run(&args)?),
+        Some(Command::Omnigent(args)) => Ok(run::run_omnigent(&args.pod, &args.args)?),
         Some(Command::Init(args)) => Ok(init::run(&args)?),
         Some(Command::Profile(ProfileCommand::Show(args))) => Ok(profile::show(&args)?),
         Some(Command::Profile(ProfileCommand::Check(args))) => Ok(profile::check(&args)?),

@@ -157,10 +157,10 @@ pub enum Error {
         message: String,
     },
 
-    /// The command of `omnidev exec` could not be started.
+    /// The command of `omnidev run` could not be started.
     #[error("could not run `{program}`")]
     #[diagnostic(
-        code(omnidev::exec::spawn),
+        code(omnidev::run::spawn),
         help("check that `{program}` is installed and on PATH")
     )]
     Spawn {
@@ -632,7 +632,9 @@ impl Error {
             | Error::BadName { .. }
             | Error::HostForcedTwice { .. }
             | Error::ToolArgument { .. }
-            | Error::Pod(omnidev_pod::Error::NotAPod { .. }) => exit::USAGE,
+            | Error::Pod(
+                omnidev_pod::Error::NotAPod { .. } | omnidev_pod::Error::UnknownPort { .. },
+            ) => exit::USAGE,
             _ => exit::FAILED,
         }
     }

@@ -366,12 +366,22 @@ fn seed(profile: &Profile, ctx: &RenderContext) -> Vec<String> {
     notices
 }
 
-/// The pod as a command run beside it (`omnidev exec`) needs it: the pod
+/// A pod as a command run beside it needs it ([`prepare_beside`]).
+pub struct Beside {
+    /// The profile rendered for the environment alone (no service).
+    pub rendered: RenderedPod,
+    /// The pod's ports.
+    pub ports: BTreeMap<String, u16>,
+    /// What seeding the pod's files had to say.
+    pub notices: Vec<String>,
+}
+
+/// The pod as a command run beside it (`omnidev run`) needs it: the pod
 /// directory (created as `up` would when missing), its ports (those in
 /// `pod.toml`, untouched; allocated under the allocation lock and written
 /// only when there are none), its files seeded, and the profile rendered
 /// for the environment alone. Takes no pod lock: the pod may be running.
-pub fn prepare_beside(checkout: &Checkout) -> Result<(RenderedPod, Vec<String>)> {
+pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
     let profile = &checkout.profile;
     let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
@@ -392,7 +402,11 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<(RenderedPod, Vec<String>)>
         ..Selection::default()
     };
     let notices = seed(profile, &ctx);
-    Ok((profile.render(&ctx)?, notices))
+    Ok(Beside {
+        rendered: profile.render(&ctx)?,
+        ports: ctx.ports.0.clone(),
+        notices,
+    })
 }
 
 /// The supervisor configuration of a prepared pod: logs under

@@ -1201,3 +1201,78 @@ grace-ms = 60000
     assert!(!events.contains("killed with SIGKILL"), "{events}");
     ctx.run_ok(&["stop"]);
 }
+
+/// `omnidev run --port NAME` gives a one-off command the `PORT` the
+/// service of that name gets (a Procfile app's `web`), over the user's own
+/// `PORT`; an unknown name says which ones exist; `exec` is the same
+/// command.
+#[test]
+fn run_with_port_sees_the_services_port() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[ports]
+web = {}
+worker = {}
+
+[env]
+GREETING = "hello"
+
+[services.web]
+command = ["sh", "-c", "echo port=$PORT; exec sleep 300"]
+env = {{ PORT = "{{port.web}}" }}
+grace-ms = 1000
+"#,
+            free_port(),
+            free_port()
+        ),
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let status = ctx.json(&["status", "--json"]);
+    let web = status["ports"]["web"].as_u64().expect("web port");
+    wait_for("web's first line", DEADLINE, || {
+        ctx.run_ok(&["logs", "web", "-n", "1"]).trim() == format!("port={web}")
+    });
+
+    let out = ctx
+        .cmd()
+        .args([
+            "run",
+            "--port",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo $PORT $GREETING",
+        ])
+        .env("PORT", "1")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{web} hello")
+    );
+    // Without --port, the user's PORT is left alone; `exec` is `run`.
+    let out = ctx
+        .cmd()
+        .args(["exec", "--", "sh", "-c", "echo ${PORT:-none}; exit 5"])
+        .env_remove("PORT")
+        .output()
+        .expect("exec");
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "none");
+
+    let out = ctx
+        .cmd()
+        .args(["run", "--port", "nope", "--", "true"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown port name `nope`"), "{stderr}");
+    assert!(stderr.contains("web, worker"), "{stderr}");
+}

@@ -170,7 +170,7 @@ fn ipv6_available() -> bool {
 }
 
 /// Reads the pod's persisted record without allocating or writing anything
-/// (for `omnidev exec`, `status`, `ls`). A missing `pod.toml` is
+/// (for `omnidev run`, `status`, `ls`). A missing `pod.toml` is
 /// [`Error::NoPorts`]; a corrupt one is [`Error::CorruptState`].
 pub fn read_ports(pod_dir: &Path) -> Result<PodRecord> {
     crate::state::read_toml(&pod_dir.join(POD_TOML))?.ok_or_else(|| Error::NoPorts {
@@ -244,7 +244,7 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
     allocation.commit(Ports(ports))
 }
 
-/// The pod's ports for a command run beside it (`omnidev exec`): those
+/// The pod's ports for a command run beside it (`omnidev run`): those
 /// recorded in `pod.toml`, exactly as recorded; or, for a pod that has none
 /// yet, ports allocated as [`allocate_ports`] would (no overrides) and
 /// persisted. A port the profile names but `pod.toml` lacks is allocated

@@ -83,7 +83,7 @@ const CASES: &[Case] = &[
     case!(tui::attach_tui_shows_the_server_restarts_it_and_detaches),
     case!(tui::tui_p_applies_an_edited_profile),
     case!(cli::headless_one_shot_exit_rule),
-    case!(cli::exec_uses_running_pod_ports_and_exit_code),
+    case!(cli::run_uses_running_pod_ports_and_exit_code),
     case!(editfix::omnigent_in_a_never_started_checkout),
     case!(install::install_update_check_from_file_repo),
     case!(dist::dist_tarball_sha256_and_version),

@@ -188,7 +188,7 @@ pub struct WatchRule {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderedPod {
     /// The pod's environment overrides (profile `[env]` plus the LAN-origins
-    /// variable): what `omnidev exec` sets, and what every service's
+    /// variable): what `omnidev run` sets, and what every service's
     /// [`Env`] shares.
     pub env: Arc<BTreeMap<String, String>>,
     /// The selected services, in profile order.

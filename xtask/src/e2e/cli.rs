@@ -1,5 +1,5 @@
 //! Cases for the CLI issue: the headless exit rule with one-shot stub
-//! services, and `omnidev exec` against a running pod.
+//! services, and `omnidev run` against a running pod.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -62,9 +62,10 @@ pub fn headless_one_shot_exit_rule(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// `omnidev exec` sees the running pod's ports and environment, returns the
-/// command's exit code and leaves `pod.toml` untouched.
-pub fn exec_uses_running_pod_ports_and_exit_code(ctx: &mut Ctx) -> Result<()> {
+/// `omnidev run` sees the running pod's ports and environment (`PORT` with
+/// `--port`), returns the command's exit code and leaves `pod.toml`
+/// untouched.
+pub fn run_uses_running_pod_ports_and_exit_code(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let mut pod = ctx.up(&repo, &[])?;
     let (server, _) = pod.ready(UP)?;
@@ -78,27 +79,29 @@ pub fn exec_uses_running_pod_ports_and_exit_code(ctx: &mut Ctx) -> Result<()> {
     let repo_arg = repo.display().to_string();
     let (status, out) = ctx.run_omnidev(
         &[
-            "exec",
+            "run",
             "--repo",
             &repo_arg,
+            "--port",
+            "server",
             "--",
             "sh",
             "-c",
-            "echo \"url=$OMNIGENT_URL\"; exit 7",
+            "echo \"url=$OMNIGENT_URL port=$PORT\"; exit 7",
         ],
         SOON,
     )?;
     ensure!(
         status.code() == Some(7),
-        "exec returned {status}, not the command's 7:\n{out}"
+        "run returned {status}, not the command's 7:\n{out}"
     );
-    let url = format!("url=http://127.0.0.1:{}", server.port);
+    let url = format!("url=http://127.0.0.1:{0} port={0}", server.port);
     ensure!(
         out.contains(&url),
-        "exec did not get the running pod's OMNIGENT_URL ({url}):\n{out}"
+        "run did not get the running pod's OMNIGENT_URL and PORT ({url}):\n{out}"
     );
     let after = (fs::read(&pod_toml)?, fs::metadata(&pod_toml)?.modified()?);
-    ensure!(before == after, "exec rewrote {}", pod_toml.display());
+    ensure!(before == after, "run rewrote {}", pod_toml.display());
     pod.stop_with("INT", ctx)?;
     Ok(())
 }

@@ -1,36 +1,50 @@
-//! `omnidev exec -- CMD…` and `omnidev omnigent ARGS…`: run a command with
-//! the pod's environment and ports — those in `pod.toml`, or, in a checkout
-//! whose pod never ran, ports allocated once and written there.
+//! `omnidev run [--port NAME] -- CMD…` (alias `exec`) and `omnidev omnigent
+//! ARGS…`: run a one-off command with the pod's environment and ports —
+//! those in `pod.toml`, or, in a checkout whose pod never ran, ports
+//! allocated once and written there.
 
 use std::process::ExitCode;
 
 use omnidev_pod::python::PythonPin;
 
-use crate::cli::PodArgs;
+use crate::cli::{PodArgs, RunArgs};
 use crate::error::{Error, Result};
 
-/// Runs `command` in the foreground with the pod's environment; returns its
-/// exit code (128 + N when killed by signal N).
-pub fn run(pod: &PodArgs, command: &[String]) -> Result<ExitCode> {
-    let checkout = crate::session::resolve_checkout(pod)?;
-    run_in(&checkout, command, &[])
+/// Runs the command in the foreground with the pod's environment (and,
+/// with `--port NAME`, `PORT` set to that port); returns its exit code
+/// (128 + N when killed by signal N).
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    let checkout = crate::session::resolve_checkout(&args.pod)?;
+    run_in(&checkout, &args.command, &[], args.port.as_deref())
 }
 
 /// Runs `command` with the pod's environment, plus `extra` variables the
-/// user's environment does not set already.
+/// user's environment does not set already, and `PORT` from the port named
+/// `port`.
 fn run_in(
     checkout: &crate::session::Checkout,
     command: &[String],
     extra: &[(&str, &str)],
+    port: Option<&str>,
 ) -> Result<ExitCode> {
-    let (rendered, notices) = crate::session::prepare_beside(checkout)?;
-    for notice in notices {
+    let beside = crate::session::prepare_beside(checkout)?;
+    let port = match port {
+        None => None,
+        Some(name) => Some(beside.ports.get(name).copied().ok_or_else(|| {
+            omnidev_pod::Error::UnknownPort {
+                name: name.to_owned(),
+                known: beside.ports.keys().cloned().collect(),
+            }
+        })?),
+    };
+    for notice in beside.notices {
         note!("omnidev: {notice}");
     }
     let Some((program, args)) = command.split_first() else {
         return Ok(ExitCode::SUCCESS);
     };
-    let mut child = std::process::Command::new(program)
+    let mut child = std::process::Command::new(program);
+    child
         .args(args)
         .envs(
             extra
@@ -38,12 +52,14 @@ fn run_in(
                 .filter(|(name, _)| std::env::var_os(name).is_none())
                 .copied(),
         )
-        .envs(rendered.env.iter())
-        .spawn()
-        .map_err(|source| Error::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+        .envs(beside.rendered.env.iter());
+    if let Some(port) = port {
+        child.env("PORT", port.to_string());
+    }
+    let mut child = child.spawn().map_err(|source| Error::Spawn {
+        program: program.clone(),
+        source,
+    })?;
     // Like system(3): Ctrl-C and Ctrl-\ are for the child (it is in the
     // same foreground process group); omnidev waits for it and passes its
     // exit code on.
@@ -55,7 +71,7 @@ fn run_in(
     Ok(exit_code(status))
 }
 
-/// `omnidev omnigent ARGS…` = `omnidev exec -- uv run --python PIN
+/// `omnidev omnigent ARGS…` = `omnidev run -- uv run --python PIN
 /// omnigent ARGS…`, PIN being the checkout's `.python-version` (else 3.12),
 /// as the embedded profile's services run.
 pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
@@ -69,7 +85,12 @@ pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
     command.extend(args.iter().cloned());
     // Like the pod's backend: a fresh worktree's first `uv run` builds the
     // package, whose hook would build the web bundle (Node 22 + pnpm).
-    run_in(&checkout, &command, &[("OMNIGENT_SKIP_WEB_UI", "true")])
+    run_in(
+        &checkout,
+        &command,
+        &[("OMNIGENT_SKIP_WEB_UI", "true")],
+        None,
+    )
 }
 
 fn ignore_interactive_signals() {
