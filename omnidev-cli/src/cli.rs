@@ -146,6 +146,7 @@ TUI keys:
   / or ? then text, Enter    search forward / backward; n / N next / previous
   Esc                        clear the search highlight
   w                          wrap long lines
+  t                          show each line's time (toggle; --timestamps starts with it on)
   r                          restart the focused service (dependents follow)
   s                          stop the focused service (the pod runs on); s again starts it
   R                          reload the watched services (every one when none has watch rules)
@@ -517,6 +518,10 @@ pub struct UpArgs {
     /// docs/events.md) and nothing else on stdout.
     #[arg(long, conflicts_with = "detach")]
     pub json: bool,
+    /// Start each line with the time the service wrote it (`HH:MM:SS`, local), in
+    /// the TUI and headless (also `[pod] timestamps = true`).
+    #[arg(long)]
+    pub timestamps: bool,
     /// File-watch debounce in milliseconds (default: the profile's, else
     /// 100; at most 60000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=limits::MAX_DEBOUNCE.as_secs() * 1000))]
@@ -906,6 +911,10 @@ pub struct AttachArgs {
     /// Checkout, profile and pod directory.
     #[command(flatten)]
     pub pod: PodArgs,
+    /// Start each line with the time the service wrote it (`HH:MM:SS`, local;
+    /// `t` toggles it).
+    #[arg(long)]
+    pub timestamps: bool,
 }
 
 /// Arguments of `omnidev reload-profile`.

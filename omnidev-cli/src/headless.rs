@@ -14,7 +14,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
@@ -40,6 +40,8 @@ pub struct Printer {
     printed: HashSet<(String, NamedUrl)>,
     /// `--json`: one event record a line instead of text.
     json: Option<Encoder>,
+    /// `--timestamps`: each line starts with the time it was read.
+    stamps: bool,
 }
 
 impl Printer {
@@ -63,6 +65,28 @@ impl Printer {
             prefixes: HashMap::new(),
             printed: HashSet::new(),
             json: None,
+            stamps: false,
+        }
+    }
+
+    /// Starts each text line with the time its output was read
+    /// (`HH:MM:SS`, local; omnidev's own lines: the time they are made).
+    #[must_use]
+    pub fn timestamps(mut self, on: bool) -> Self {
+        self.stamps = on;
+        self
+    }
+
+    /// The stamp of a line read at `at`: `HH:MM:SS ` (dimmed in colour),
+    /// or nothing without `--timestamps`.
+    fn stamp(&self, at: SystemTime) -> String {
+        match (self.stamps, self.colour) {
+            (false, _) => String::new(),
+            (true, false) => format!("{} ", output::clock(at)),
+            (true, true) => {
+                let dim = output::SEPARATOR_STYLE;
+                format!("{dim}{}{dim:#} ", output::clock(at))
+            }
         }
     }
 
@@ -98,7 +122,12 @@ impl Printer {
         if let Some(encoder) = &self.json {
             return terminal_text::json_line(&encoder.notice(text));
         }
-        format!("{}{}", self.prefix(tag), terminal_text::message(text))
+        format!(
+            "{}{}{}",
+            self.stamp(SystemTime::now()),
+            self.prefix(tag),
+            terminal_text::message(text)
+        )
     }
 
     /// Writes the output line of a feed entry, if it deserves one.
@@ -126,17 +155,20 @@ impl Printer {
             }
             return Ok(());
         }
-        let (tag, text): (&str, Cow<'_, str>) = match entry {
+        let (at, tag, text): (SystemTime, &str, Cow<'_, str>) = match entry {
             Entry::Line(line) => (
+                line.at,
                 &line.service,
                 terminal_text::sanitise(&line.text, self.colour),
             ),
             Entry::Event(event) if event.is_shown() => (
+                event.at,
                 "omnidev",
                 Cow::Owned(terminal_text::message(&event.to_string()).into_owned()),
             ),
             Entry::Event(_) | Entry::Partial(_) => return Ok(()),
             Entry::Lost { count, reason } => (
+                SystemTime::now(),
                 "omnidev",
                 Cow::Owned(format!(
                     "{count} lines are missing here ({}); the log files have them",
@@ -144,6 +176,8 @@ impl Printer {
                 )),
             ),
         };
+        let stamp = self.stamp(at);
+        out.write_all(stamp.as_bytes())?;
         if let Some(prefix) = self.prefixes.get(tag) {
             out.write_all(prefix.as_bytes())?;
         } else {
@@ -156,6 +190,7 @@ impl Printer {
         if let Entry::Event(event) = entry {
             for url in self.urls_of(event) {
                 let url = format!("{} {}", url.name, url.url);
+                out.write_all(stamp.as_bytes())?;
                 out.write_all(self.prefixes["omnidev"].as_bytes())?;
                 out.write_all(terminal_text::message(&url).as_bytes())?;
                 out.write_all(b"\n")?;
@@ -172,7 +207,7 @@ impl Printer {
             _ => Vec::new(),
         };
         let encoder = self.json.as_ref().expect("only called with --json");
-        let now = std::time::SystemTime::now();
+        let now = SystemTime::now();
         out.write_all(terminal_text::json_line(&encoder.entry(entry, now)).as_bytes())?;
         let service = match entry {
             Entry::Event(event) => event.service.clone(),
@@ -209,7 +244,8 @@ pub async fn run_pod(
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    let mut printer = Printer::new(&names, output::colour_stdout() && !json);
+    let mut printer =
+        Printer::new(&names, output::colour_stdout() && !json).timestamps(prepared.timestamps);
     let mut first: Vec<String> = Vec::new();
     if json {
         let encoder = Encoder::new(prepared.pod.dir());
@@ -313,7 +349,7 @@ fn write_all<W: Write>(
 /// `--json`: the pod's ports, and its own URLs (not a service's), as
 /// records.
 fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
-    let now = std::time::SystemTime::now();
+    let now = SystemTime::now();
     let ports = omnidev_pod::read_ports(prepared.pod.dir())
         .map(|record| record.ports.0)
         .unwrap_or_default();

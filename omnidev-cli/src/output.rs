@@ -42,6 +42,14 @@ pub fn prefix(tag: &str, width: usize, style: Option<Style>) -> String {
     }
 }
 
+/// `HH:MM:SS`, local time: the stamp `--timestamps` puts before a line,
+/// as foreman and honcho do.
+pub fn clock(at: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Local>::from(at)
+        .format("%H:%M:%S")
+        .to_string()
+}
+
 /// Pretty JSON with a trailing newline.
 pub fn json(value: &impl serde::Serialize) -> Result<String> {
     let text = serde_json::to_string_pretty(value).map_err(Error::Json)?;

@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 /// What `omnidev up` was asked to do, validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is one independent flag of `up`"
+)]
 pub struct RunOptions {
     /// The checkout, its profile and its pod directory, as given.
     pub pod: PodArgs,
@@ -35,6 +39,10 @@ pub struct RunOptions {
     pub front: Front,
     /// `--debounce`; `None` is the profile's.
     pub debounce: Option<Duration>,
+    /// `--timestamps` (the profile's `[pod] timestamps` also turns them
+    /// on: [`RunOptions::timestamps`]).
+    #[serde(default)]
+    pub timestamps: bool,
     /// `--debug` or `OMNIDEV_LOG=debug`.
     pub debug: bool,
     /// With `--detach`, how long to wait for readiness.
@@ -132,6 +140,7 @@ impl RunOptions {
             clean: args.clean,
             front,
             debounce: args.debounce.map(Duration::from_millis),
+            timestamps: args.timestamps,
             debug: args.debug
                 || around
                     .log_level

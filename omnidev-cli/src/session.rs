@@ -133,6 +133,9 @@ pub struct PreparedPod {
     /// What moving a port needs: where and how the ports were allocated,
     /// and the context the profile was rendered in.
     pub ports: PortSetUp,
+    /// Whether output lines start with their time: `--timestamps`, or the
+    /// profile's `[pod] timestamps`.
+    pub timestamps: bool,
 }
 
 /// How a pod's ports were allocated and its profile rendered, kept so a
@@ -251,6 +254,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     }
     notices.extend(seed(profile, &ctx));
     let rendered = profile.render(&ctx)?;
+    let timestamps = options.timestamps || profile.pod.timestamps;
     let ports = PortSetUp {
         runtime_dir,
         bases,
@@ -265,6 +269,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         notices,
         control_socket,
         ports,
+        timestamps,
     })
 }
 

@@ -256,11 +256,12 @@ pub async fn run_pod(
     addresses: &crate::session::SharedAddresses,
     live: &Arc<crate::live_profile::LiveProfile>,
 ) -> Result<ExitCode> {
-    let services = prepared
-        .rendered
-        .services
-        .iter()
-        .map(|s| s.name.clone())
+    // Panes in start order, as `status` and `omnidev attach` list them.
+    let specs = &prepared.rendered.services;
+    let services = omnidev_core::start_order(specs)
+        .unwrap_or_else(|_| (0..specs.len()).collect())
+        .into_iter()
+        .map(|i| specs[i].name.clone())
         .collect();
     let watched = prepared
         .rendered
@@ -277,9 +278,15 @@ pub async fn run_pod(
         watched,
         LogConfig::default().ring_lines,
     );
+    app.timestamps = prepared.timestamps;
     app.apply_snapshot(&supervisor.snapshot());
     for notice in &prepared.notices {
-        app.panes[0].push(pane::PaneLine::new("omnidev", notice, true));
+        app.panes[0].push(pane::PaneLine::new(
+            "omnidev",
+            notice,
+            true,
+            std::time::SystemTime::now(),
+        ));
     }
     let source = PodSource::new(
         supervisor.clone(),

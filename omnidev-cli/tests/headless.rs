@@ -37,6 +37,54 @@ fn one_shot_services_print_and_exit_0() {
     );
 }
 
+/// `--timestamps` (or `[pod] timestamps = true`) starts every line, the
+/// services' and omnidev's own, with the local time it was read.
+#[test]
+fn timestamps_start_every_line_with_the_local_time() {
+    let ctx = TestContext::new();
+    let seconds_of_day = || {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970");
+        now.as_secs() % 86_400
+    };
+    for (profile, args) in [
+        (ONE_SHOTS.to_owned(), &["--headless", "--timestamps"][..]),
+        (
+            format!("[pod]\ntimestamps = true\n{ONE_SHOTS}"),
+            &["--headless"][..],
+        ),
+    ] {
+        ctx.write("omnidev.toml", &profile);
+        let before = seconds_of_day();
+        // Local time is UTC here, so the stamp can be checked.
+        let out = ctx.cmd().args(args).env("TZ", "UTC").output().expect("run");
+        let after = seconds_of_day();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines() {
+            let (stamp, rest) = line.split_at_checked(9).expect("a stamp");
+            let parts: Vec<u64> = stamp
+                .trim_end()
+                .split(':')
+                .map(|p| p.parse().expect("a number"))
+                .collect();
+            let [h, m, s] = parts[..] else {
+                panic!("not HH:MM:SS: {line}")
+            };
+            let at = h * 3600 + m * 60 + s;
+            // (Across midnight, any time of day will do.)
+            assert!(
+                after < before || (before..=after).contains(&at),
+                "{line}: not between {before} and {after}"
+            );
+            assert!(stamp.ends_with(' ') && !rest.starts_with(' '), "{line}");
+        }
+        assert!(text.contains(" greeter | hello\n"), "{text}");
+        assert!(text.contains(" omnidev | pod "), "{text}");
+    }
+}
+
 #[test]
 fn a_failing_one_shot_service_exits_1() {
     let ctx = TestContext::new();

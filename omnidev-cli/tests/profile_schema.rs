@@ -181,6 +181,7 @@ fn everything() -> Profile {
     profile.pod = PodSection {
         dirs: strings(&["data"]),
         env_files: strings(&[".env"]),
+        timestamps: true,
     };
     profile.lan_origins = Some(LanOrigins {
         env: "ORIGINS".into(),

@@ -30,10 +30,14 @@ pub struct LogLine {
     pub text: String,
     /// Monotonic sequence number across the whole supervisor.
     pub seq: u64,
+    /// When omnidev read it (what `--timestamps` shows, and the `ts` of its
+    /// record).
+    pub at: SystemTime,
 }
 
 impl LogLine {
-    /// A line of `service`'s output from `stream`, numbered `seq`.
+    /// A line of `service`'s output from `stream`, numbered `seq`, read
+    /// now.
     pub fn new(
         service: impl Into<std::sync::Arc<str>>,
         stream: Stream,
@@ -45,6 +49,7 @@ impl LogLine {
             stream,
             text: text.into(),
             seq,
+            at: SystemTime::now(),
         }
     }
 }
@@ -397,22 +402,22 @@ pub struct Event {
 }
 
 impl Event {
-    /// The event that publishes `line`: stamped now, attributed to the
-    /// line's service.
+    /// The event that publishes `line`: stamped when it was read,
+    /// attributed to the line's service.
     pub fn log(line: LogLine) -> Self {
         Self {
-            at: SystemTime::now(),
+            at: line.at,
             service: Some(line.service.to_string()),
             kind: EventKind::Log { line },
         }
     }
 
     /// The event that publishes `line`, unfinished
-    /// ([`EventKind::PartialLine`]): stamped now, attributed to the line's
-    /// service.
+    /// ([`EventKind::PartialLine`]): stamped when it was read, attributed
+    /// to the line's service.
     pub fn partial(line: LogLine) -> Self {
         Self {
-            at: SystemTime::now(),
+            at: line.at,
             service: Some(line.service.to_string()),
             kind: EventKind::PartialLine { line },
         }

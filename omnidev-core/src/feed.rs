@@ -28,7 +28,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::broadcast;
 
@@ -373,7 +373,8 @@ impl Feed {
 // ----- the spool's record format ---------------------------------------
 //
 // Each record: a little-endian u32 length, then the payload. A line is
-// tag 0, stream (u8), seq (u64 LE), service length (u16 LE), service, text;
+// tag 0, stream (u8), seq (u64 LE), when it was read (nanoseconds since
+// the epoch, u64 LE), service length (u16 LE), service, text;
 // an unfinished line the same with tag 2. Any other event is tag 1
 // followed by its JSON.
 
@@ -410,6 +411,7 @@ fn encode(entry: &Entry, out: &mut Vec<u8>) {
             });
             out.push(stream_byte(line.stream));
             out.extend_from_slice(&line.seq.to_le_bytes());
+            out.extend_from_slice(&nanos_since_epoch(line.at).to_le_bytes());
             out.extend_from_slice(
                 &u16::try_from(service.len())
                     .expect("cut to u16::MAX")
@@ -431,6 +433,12 @@ fn encode(entry: &Entry, out: &mut Vec<u8>) {
     }
     let len = u32::try_from(out.len() - start - 4).unwrap_or(u32::MAX);
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// `at` in nanoseconds since the epoch (0 before it; enough until 2554).
+fn nanos_since_epoch(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 fn record_len(bytes: &[u8]) -> usize {
@@ -455,11 +463,12 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, u
     let len = record_len(bytes);
     let payload = bytes.get(4..4 + len)?;
     let entry = match payload.split_first() {
-        Some((&tag @ (TAG_LINE | TAG_PARTIAL), rest)) if rest.len() >= 11 => {
+        Some((&tag @ (TAG_LINE | TAG_PARTIAL), rest)) if rest.len() >= 19 => {
             let stream = byte_stream(rest[0]);
             let seq = u64::from_le_bytes(rest[1..9].try_into().expect("8 bytes"));
-            let service_len = usize::from(u16::from_le_bytes([rest[9], rest[10]]));
-            let rest = &rest[11..];
+            let nanos = u64::from_le_bytes(rest[9..17].try_into().expect("8 bytes"));
+            let service_len = usize::from(u16::from_le_bytes([rest[17], rest[18]]));
+            let rest = &rest[19..];
             let (service, text) = rest.split_at(service_len.min(rest.len()));
             let service = match last_service {
                 Some(last) if last.as_bytes() == service => last.clone(),
@@ -474,6 +483,7 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, u
                 stream,
                 text: String::from_utf8_lossy(text).into_owned(),
                 seq,
+                at: SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos),
             });
             if tag == TAG_PARTIAL {
                 Entry::Partial(line)
@@ -591,13 +601,11 @@ impl Bus {
 mod tests {
     use super::*;
 
+    /// Line `n`, read at a time of its own (to the nanosecond).
     fn line(n: u64) -> Arc<LogLine> {
-        Arc::new(LogLine::new(
-            "svc",
-            Stream::Stdout,
-            format!("line {n:06}"),
-            n,
-        ))
+        let mut line = LogLine::new("svc", Stream::Stdout, format!("line {n:06}"), n);
+        line.at = SystemTime::UNIX_EPOCH + Duration::new(1_765_000_000 + n, 123_456_789);
+        Arc::new(line)
     }
 
     fn texts(entries: &[Entry]) -> Vec<String> {
@@ -646,11 +654,18 @@ mod tests {
             service: Some("svc".into()),
             kind: crate::EventKind::Ready { urls: Vec::new() },
         });
-        let got = texts(&drain(&mut feed));
+        let entries = drain(&mut feed);
         let mut want: Vec<String> = (0..5000).map(|n| format!("line {n:06}")).collect();
         want.push("event Ready { urls: [] }".into());
-        assert_eq!(got, want);
+        assert_eq!(texts(&entries), want);
         assert_eq!(feed.spooled_bytes(), 0);
+        // Each line whole, its time of reading included.
+        for (entry, sent) in entries.iter().zip(&lines) {
+            let Entry::Line(got) = entry else {
+                panic!("{entry:?}")
+            };
+            assert_eq!(got, sent);
+        }
 
         // Caught up: memory again, and still in order.
         bus.send_lines(&[line(5000)]);

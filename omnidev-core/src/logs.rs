@@ -397,6 +397,7 @@ impl LogStore {
         }
         let mut ring = lock(&log.ring);
         let mut combined = lock(&self.combined);
+        let at = SystemTime::now();
         let lines: Vec<Arc<LogLine>> = texts
             .drain(..)
             .map(|text| {
@@ -405,6 +406,7 @@ impl LogStore {
                     stream,
                     text,
                     seq: self.next_seq(),
+                    at,
                 })
             })
             .collect();
@@ -433,6 +435,7 @@ impl LogStore {
             stream,
             text,
             seq: self.next_seq(),
+            at: SystemTime::now(),
         };
         self.bus.send_partial(line);
     }
@@ -445,6 +448,7 @@ impl LogStore {
             stream: Stream::Supervisor,
             text,
             seq: self.next_seq(),
+            at: SystemTime::now(),
         };
         lock(&self.combined).push(Arc::new(line));
     }

@@ -179,7 +179,8 @@ pub struct RepoSection {
     pub markers: Vec<String>,
 }
 
-/// `[pod]`: the pod directory's layout.
+/// `[pod]`: the pod directory's layout, its env files, how its output is
+/// shown.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct PodSection {
@@ -191,6 +192,10 @@ pub struct PodSection {
     /// profile's `[env]` ([`crate::env_file`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_files: Vec<String>,
+    /// Output lines start with their time (`HH:MM:SS`, local), in the TUI
+    /// and headless, as with `omnidev up --timestamps`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timestamps: bool,
 }
 
 /// `[lan-origins]`: the variable that receives trusted LAN origins.

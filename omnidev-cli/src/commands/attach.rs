@@ -25,7 +25,7 @@ pub fn run(args: &AttachArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let outcome = runtime.block_on(attach(&pod_dir));
+    let outcome = runtime.block_on(attach(&pod_dir, args.timestamps));
     // Not waiting for requests still out (a restart waits until the
     // service is ready, up to 300 s): the pod ends each one as its
     // connection closes with this process.
@@ -42,13 +42,14 @@ pub fn run(args: &AttachArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn attach(pod_dir: &Path) -> Result<Outcome> {
+async fn attach(pod_dir: &Path, timestamps: bool) -> Result<Outcome> {
     // Installed first: a signal while connecting leaves the same way.
     let mut interrupt = signal(SignalKind::interrupt()).map_err(Error::Runtime)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(Error::Runtime)?;
     let mut hangup = signal(SignalKind::hangup()).map_err(Error::Runtime)?;
     let connection = Connection::open(pod_dir)?;
-    let app = attached::app(pod_dir, &connection);
+    let mut app = attached::app(pod_dir, &connection);
+    app.timestamps = timestamps;
     let source = ControlSource::new(pod_dir, connection);
     let quit = async move {
         tokio::select! {

@@ -283,8 +283,8 @@ impl Encoder {
                 step: step.clone(),
                 success: *success,
             },
-            EventKind::Log { line } => return self.line(line, event.at),
-            EventKind::PartialLine { line } => return self.partial_line(line, event.at),
+            EventKind::Log { line } => return self.line(line),
+            EventKind::PartialLine { line } => return self.partial_line(line),
             EventKind::Notice { message } => Body::Notice {
                 message: message.clone(),
             },
@@ -340,10 +340,10 @@ impl Encoder {
         }
     }
 
-    /// The record of a line of output, read at `at`.
-    pub fn line(&self, line: &LogLine, at: SystemTime) -> Record {
+    /// The record of a line of output, stamped when it was read.
+    pub fn line(&self, line: &LogLine) -> Record {
         self.record(
-            at,
+            line.at,
             Some(line.service.to_string()),
             Body::Log {
                 stream: Some(line.stream),
@@ -353,9 +353,9 @@ impl Encoder {
         )
     }
 
-    /// The record of an unfinished line (`partial: true`), read at `at`.
-    pub fn partial_line(&self, line: &LogLine, at: SystemTime) -> Record {
-        let mut record = self.line(line, at);
+    /// The record of an unfinished line (`partial: true`).
+    pub fn partial_line(&self, line: &LogLine) -> Record {
+        let mut record = self.line(line);
         if let Body::Log { partial, .. } = &mut record.body {
             *partial = true;
         }
@@ -380,8 +380,8 @@ impl Encoder {
     /// The record of a feed entry, read at `now`.
     pub fn entry(&self, entry: &Entry, now: SystemTime) -> Record {
         match entry {
-            Entry::Line(line) => self.line(line, now),
-            Entry::Partial(line) => self.partial_line(line, now),
+            Entry::Line(line) => self.line(line),
+            Entry::Partial(line) => self.partial_line(line),
             Entry::Event(event) => self.event(event),
             Entry::Lost { count, reason } => self.record(
                 now,
@@ -427,10 +427,11 @@ impl Record {
     /// The supervisor event this record was made from, as the TUI takes
     /// it in (`omnidev attach`): `None` for a record of no event (`port`,
     /// `url`, `lagged`, the reader's own business). `seq` numbers a log
-    /// line (records carry none); the time is now (the TUI shows none). A
-    /// `lost` record becomes a notice; a port held by another process
-    /// (written as a notice) stays one.
+    /// line (records carry none); the time is the record's `ts` (now when
+    /// it does not parse). A `lost` record becomes a notice; a port held by
+    /// another process (written as a notice) stays one.
     pub fn event(&self, seq: u64) -> Option<Event> {
+        let at = parse_rfc3339(&self.ts).unwrap_or_else(SystemTime::now);
         let kind = match &self.body {
             Body::State {
                 state,
@@ -482,12 +483,13 @@ impl Record {
                 line,
                 partial,
             } => {
-                let line = LogLine::new(
+                let mut line = LogLine::new(
                     self.service.as_deref()?,
                     stream.unwrap_or(Stream::Stdout),
                     line.clone(),
                     seq,
                 );
+                line.at = at;
                 if *partial {
                     EventKind::PartialLine { line }
                 } else {
@@ -516,7 +518,7 @@ impl Record {
             Body::Port { .. } | Body::Url { .. } | Body::Lagged { .. } => return None,
         };
         Some(Event {
-            at: SystemTime::now(),
+            at,
             service: self.service.clone(),
             kind,
         })
@@ -573,31 +575,16 @@ pub fn state_of(
     })
 }
 
-/// `2026-11-30T14:18:38.123Z`.
+/// `2026-11-30T14:18:38.123Z`: UTC, milliseconds.
 pub fn rfc3339(at: SystemTime) -> String {
-    let since = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = since.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rest = secs % 86_400;
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60,
-        since.subsec_millis()
-    )
+    chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The time an RFC 3339 `ts` names; `None` when it is not one.
+pub fn parse_rfc3339(ts: &str) -> Option<SystemTime> {
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .ok()
+        .map(SystemTime::from)
 }
 
 #[cfg(test)]
@@ -613,6 +600,10 @@ pub(crate) mod tests {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        for at in [at, leap, SystemTime::UNIX_EPOCH] {
+            assert_eq!(parse_rfc3339(&rfc3339(at)), Some(at));
+        }
+        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 
     #[test]
@@ -680,10 +671,18 @@ pub(crate) mod tests {
         kinds
             .into_iter()
             .enumerate()
-            .map(|(i, kind)| Event {
-                at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_048_318_123),
-                service: (i % 5 != 4).then(|| "server".to_owned()),
-                kind,
+            .map(|(i, mut kind)| {
+                let at =
+                    SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_048_318_123 + i as u64);
+                // A line's event is stamped when the line was read.
+                if let EventKind::Log { line } | EventKind::PartialLine { line } = &mut kind {
+                    line.at = at;
+                }
+                Event {
+                    at,
+                    service: (i % 5 != 4).then(|| "server".to_owned()),
+                    kind,
+                }
             })
             .collect()
     }
@@ -826,9 +825,9 @@ pub(crate) mod tests {
     }
 
     /// What `omnidev attach` reads back is what the supervisor published:
-    /// every event kind and state survives the record (the time aside,
-    /// which the TUI does not show; a held port stays the notice it was
-    /// written as).
+    /// every event kind and state survives the record, its time included
+    /// (to the millisecond; a held port stays the notice it was written
+    /// as).
     #[test]
     fn records_read_back_as_the_events_they_were_made_from() {
         let encoder = Encoder::new(std::path::Path::new("/pod"));
@@ -845,6 +844,7 @@ pub(crate) mod tests {
                 .event(seq)
                 .unwrap_or_else(|| panic!("no event from {text}"));
             assert_eq!(back.service, event.service, "{text}");
+            assert_eq!(back.at, event.at, "{text}");
             let want = match &event.kind {
                 EventKind::PortHeld { .. } => EventKind::Notice {
                     message: event.to_string(),

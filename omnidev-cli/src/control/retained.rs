@@ -74,7 +74,7 @@ impl Item {
                 line,
                 encoder,
                 record,
-            } => record.get_or_init(|| encoder.line(line, self.at)),
+            } => record.get_or_init(|| encoder.line(line)),
         }
     }
 
@@ -89,7 +89,7 @@ impl Item {
                 record,
             } => record
                 .get()
-                .map_or_else(|| json_line(&encoder.line(line, self.at)), json_line),
+                .map_or_else(|| json_line(&encoder.line(line)), json_line),
             What::Record(record) => json_line(record),
         })
     }
@@ -155,7 +155,6 @@ impl Filter {
 #[derive(Debug)]
 struct KeptLine {
     seq: u64,
-    at: SystemTime,
     line: Arc<LogLine>,
 }
 
@@ -339,10 +338,9 @@ impl Retained {
 
     /// Keeps a service's line (dropping the oldest beyond the bounds) and
     /// sends it to the followers, if any: its record is made only then.
-    pub fn push_line(&mut self, at: SystemTime, line: Arc<LogLine>) {
+    pub fn push_line(&mut self, line: Arc<LogLine>) {
         let kept = KeptLine {
             seq: self.next,
-            at,
             line,
         };
         self.next += 1;
@@ -362,14 +360,14 @@ impl Retained {
     /// Sends an unfinished line's record (`partial: true`) to the
     /// followers that asked for them; it is not kept (a replay has the
     /// finished line).
-    pub fn push_partial(&mut self, at: SystemTime, line: &LogLine) {
+    pub fn push_partial(&mut self, line: &LogLine) {
         if !self.followers.iter().any(|tail| tail.filter.partial) {
             return;
         }
         let item = Arc::new(Item {
             seq: self.next,
-            at,
-            what: What::Record(self.encoder.partial_line(line, at)),
+            at: line.at,
+            what: What::Record(self.encoder.partial_line(line)),
             line: OnceLock::new(),
         });
         self.send(&item);
@@ -378,7 +376,7 @@ impl Retained {
     fn line_item(&self, kept: &KeptLine) -> Arc<Item> {
         Arc::new(Item {
             seq: kept.seq,
-            at: kept.at,
+            at: kept.line.at,
             what: What::Line {
                 line: kept.line.clone(),
                 encoder: self.encoder.clone(),
@@ -536,8 +534,8 @@ pub fn spawn_reader(
                         let mut store = lock(&store);
                         for entry in batch.drain(..) {
                             match entry {
-                                Entry::Line(line) => store.push_line(now, line),
-                                Entry::Partial(line) => store.push_partial(now, &line),
+                                Entry::Line(line) => store.push_line(line),
+                                Entry::Partial(line) => store.push_partial(&line),
                                 Entry::Event(event) => store.push(event.at, encoder.event(&event)),
                                 lost @ Entry::Lost { .. } => {
                                     store.push(now, encoder.entry(&lost, now));
@@ -596,9 +594,9 @@ mod tests {
         let mut store = store();
         let encoder = store.encoder.clone();
         let at = SystemTime::UNIX_EPOCH;
-        store.push_line(at, line("server", "one"));
+        store.push_line(line("server", "one"));
         store.push(at, encoder.notice("between"));
-        store.push_line(at, line("host", "two"));
+        store.push_line(line("host", "two"));
         let logs = Filter {
             logs: true,
             ..Filter::default()
@@ -628,14 +626,14 @@ mod tests {
         let mut store = store();
         let big = "x".repeat(60 * 1024);
         for _ in 0..40 {
-            store.push_line(SystemTime::UNIX_EPOCH, line("server", &big));
+            store.push_line(line("server", &big));
         }
         let logs = Filter {
             logs: true,
             ..Filter::default()
         };
         let (mut replay, follower) = store.follow(&logs, true);
-        store.push_line(SystemTime::UNIX_EPOCH, line("server", "live"));
+        store.push_line(line("server", "live"));
         let mut total = 0;
         loop {
             let chunk = store.replay_chunk(&logs, &mut replay);
@@ -675,7 +673,7 @@ mod tests {
         let control = "\u{1}".repeat(60 * 1024);
         let mut sent = 0;
         while store.followers.len() == 1 {
-            store.push_line(SystemTime::UNIX_EPOCH, line("server", &control));
+            store.push_line(line("server", &control));
             sent += 1;
             let queued = store.followers.first().map_or(0, |tail| tail.lock().queued);
             assert!(queued <= FOLLOW_BUDGET, "{queued} bytes queued");
@@ -693,12 +691,12 @@ mod tests {
         let (_, follower) = store.follow(&logs, true);
         let follower = follower.expect("following");
         let one = "y".repeat(FOLLOW_BUDGET / 3);
-        store.push_line(SystemTime::UNIX_EPOCH, line("server", &one));
-        store.push_line(SystemTime::UNIX_EPOCH, line("server", &one));
+        store.push_line(line("server", &one));
+        store.push_line(line("server", &one));
         let Next::Records(taken) = block_on(follower.next(&mut buf)) else {
             panic!("records")
         };
-        store.push_line(SystemTime::UNIX_EPOCH, line("server", &one));
+        store.push_line(line("server", &one));
         assert_eq!(
             store.followers.len(),
             0,
@@ -708,7 +706,7 @@ mod tests {
         // A follower dropped is forgotten at the next record.
         let (_, gone) = store.follow(&logs, true);
         drop(gone);
-        store.push_line(SystemTime::UNIX_EPOCH, line("server", "x"));
+        store.push_line(line("server", "x"));
         assert!(store.followers.is_empty());
     }
 
@@ -717,7 +715,7 @@ mod tests {
         let mut store = store();
         let (_, follower) = store.follow(&Filter::default(), true);
         let follower = follower.expect("following");
-        store.push_line(SystemTime::UNIX_EPOCH, line("server", "live"));
+        store.push_line(line("server", "live"));
         let encoder = store.encoder.clone();
         store.push(SystemTime::UNIX_EPOCH, encoder.notice("hello"));
         let mut buf = Vec::new();
@@ -726,12 +724,12 @@ mod tests {
         let text = String::from_utf8_lossy(&buf);
         assert!(text.contains("hello") && !text.contains("live"), "{text}");
         for n in 0..KEPT_LINES + 10 {
-            store.push_line(SystemTime::UNIX_EPOCH, line("server", &n.to_string()));
+            store.push_line(line("server", &n.to_string()));
         }
         assert_eq!(store.lines.len(), KEPT_LINES);
         let big = "x".repeat(64 * 1024);
         for _ in 0..100 {
-            store.push_line(SystemTime::UNIX_EPOCH, line("server", &big));
+            store.push_line(line("server", &big));
             store.push(SystemTime::UNIX_EPOCH, encoder.notice(big.clone()));
         }
         assert!(store.line_bytes <= KEPT_LINE_BYTES, "{}", store.line_bytes);
@@ -765,8 +763,8 @@ mod tests {
         let (_, asked) = store.follow(&partial, true);
         let (_, plain) = store.follow(&logs, true);
         let (asked, plain) = (asked.expect("follower"), plain.expect("follower"));
-        store.push_partial(SystemTime::now(), &line("svc", "Password: "));
-        store.push_line(SystemTime::now(), line("svc", "Password: secret"));
+        store.push_partial(&line("svc", "Password: "));
+        store.push_line(line("svc", "Password: secret"));
         let got = |follower: &Follower| {
             let mut buf = Vec::new();
             let next = block_on(follower.next(&mut buf));

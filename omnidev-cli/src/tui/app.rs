@@ -93,6 +93,8 @@ pub struct App {
     pub focus: usize,
     /// Whether long lines wrap.
     pub wrap: bool,
+    /// Whether lines start with their time (`t`; `--timestamps`).
+    pub timestamps: bool,
     /// Keyboard mode.
     pub mode: Mode,
     /// The last search.
@@ -177,6 +179,7 @@ impl App {
             panes,
             focus: 0,
             wrap: false,
+            timestamps: false,
             mode: Mode::Normal,
             pattern: None,
             direction: Direction::Forward,
@@ -288,7 +291,12 @@ impl App {
     /// place of its source's unfinished line if one is shown.
     fn show_line(&mut self, line: &omnidev_core::LogLine, unfinished: bool) {
         let supervisor = line.stream == Stream::Supervisor;
-        let pane_line = std::sync::Arc::new(PaneLine::new(&line.service, &line.text, supervisor));
+        let pane_line = std::sync::Arc::new(PaneLine::new(
+            &line.service,
+            &line.text,
+            supervisor,
+            line.at,
+        ));
         let source = Source {
             service: line.service.clone(),
             stream: line.stream,
@@ -367,7 +375,8 @@ impl App {
     /// The supervisor line of an event that has one.
     fn show_event(&mut self, event: &Event) {
         if event.is_shown() {
-            let line = std::sync::Arc::new(PaneLine::new("omnidev", &event.to_string(), true));
+            let line =
+                std::sync::Arc::new(PaneLine::new("omnidev", &event.to_string(), true, event.at));
             if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
                 self.panes[i + 1].push(line.clone());
             }
@@ -441,6 +450,7 @@ impl App {
             KeyCode::Char('G') | KeyCode::End => self.panes[self.focus].scroll_to_bottom(),
             KeyCode::Char('f' | 'F') => self.panes[self.focus].toggle_follow(),
             KeyCode::Char('w') => self.wrap = !self.wrap,
+            KeyCode::Char('t') => self.timestamps = !self.timestamps,
             KeyCode::Char('/') => {
                 self.mode = Mode::Search {
                     direction: Direction::Forward,

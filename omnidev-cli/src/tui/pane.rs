@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use omnidev_core::Stream;
 
@@ -33,15 +34,18 @@ pub struct PaneLine {
     pub raw: String,
     /// Whether the supervisor wrote it (rendered dimmed).
     pub supervisor: bool,
+    /// When it was read (shown with timestamps on).
+    pub at: SystemTime,
 }
 
 impl PaneLine {
-    /// A line from `tag` with raw (possibly coloured) text.
-    pub fn new(tag: &str, raw: &str, supervisor: bool) -> Self {
+    /// A line from `tag` with raw (possibly coloured) text, read at `at`.
+    pub fn new(tag: &str, raw: &str, supervisor: bool, at: SystemTime) -> Self {
         Self {
             tag: tag.to_owned(),
             raw: terminal_text::sanitise(raw, true).into_owned(),
             supervisor,
+            at,
         }
     }
 
@@ -391,7 +395,12 @@ mod tests {
     fn pane_with(n: usize, capacity: usize) -> Pane {
         let mut pane = Pane::new(capacity, usize::MAX);
         for i in 0..n {
-            pane.push(PaneLine::new("s", &format!("line {i}"), false));
+            pane.push(PaneLine::new(
+                "s",
+                &format!("line {i}"),
+                false,
+                SystemTime::UNIX_EPOCH,
+            ));
         }
         pane.view_height = 10;
         pane.view_top = pane.end().saturating_sub(10);
@@ -412,15 +421,20 @@ mod tests {
         let mut pane = Pane::new(5000, 1024 * 1024);
         let big = "x".repeat(64 * 1024);
         for _ in 0..100 {
-            pane.push(PaneLine::new("s", &big, false));
+            pane.push(PaneLine::new("s", &big, false, SystemTime::UNIX_EPOCH));
             assert!(pane.bytes() <= 1024 * 1024, "{}", pane.bytes());
         }
         assert_eq!(pane.len(), 15);
         assert_eq!(pane.first(), 85);
-        pane.push(PaneLine::new("s", &"y".repeat(2 * 1024 * 1024), false));
+        pane.push(PaneLine::new(
+            "s",
+            &"y".repeat(2 * 1024 * 1024),
+            false,
+            SystemTime::UNIX_EPOCH,
+        ));
         assert_eq!(pane.len(), 1, "the newest line stays, whatever its size");
         // Colour is not kept twice: the plain text is made when searched.
-        let coloured = PaneLine::new("s", "\u{1b}[31mred\u{1b}[0m", false);
+        let coloured = PaneLine::new("s", "\u{1b}[31mred\u{1b}[0m", false, SystemTime::UNIX_EPOCH);
         assert_eq!(coloured.plain(), "red");
     }
 
@@ -452,7 +466,7 @@ mod tests {
     fn search_forward_backward_and_wrap() {
         let mut pane = Pane::new(100, usize::MAX);
         for t in ["a", "hit 1", "b", "hit 2", "c"] {
-            pane.push(PaneLine::new("s", t, false));
+            pane.push(PaneLine::new("s", t, false, SystemTime::UNIX_EPOCH));
         }
         pane.view_height = 10;
         pane.view_top = 0;
@@ -498,7 +512,7 @@ mod tests {
         let mut pane = Pane::new(100, usize::MAX);
         let out = source("app", Stream::Stdout);
         let err = source("app", Stream::Stderr);
-        let line = |t: &str| Arc::new(PaneLine::new("app", t, false));
+        let line = |t: &str| Arc::new(PaneLine::new("app", t, false, SystemTime::UNIX_EPOCH));
         pane.push_from(&out, line("ready"), false);
         pane.push_from(&out, line("10%"), true);
         pane.push_from(&err, line("warning: slow disk"), false);
@@ -525,16 +539,28 @@ mod tests {
         let out = source("bar", Stream::Stdout);
         for i in 0..100_000 {
             let text = format!("{i:06} {}", "#".repeat(i % 2000));
-            pane.push_from(&out, Arc::new(PaneLine::new("bar", &text, false)), true);
+            pane.push_from(
+                &out,
+                Arc::new(PaneLine::new("bar", &text, false, SystemTime::UNIX_EPOCH)),
+                true,
+            );
             assert!(pane.len() == 1 && pane.bytes() <= 4096, "{}", pane.bytes());
         }
         // An unfinished line that fell off the front is not looked for.
         let mut pane = Pane::new(2, usize::MAX);
-        pane.push_from(&out, Arc::new(PaneLine::new("bar", "1%", false)), true);
+        pane.push_from(
+            &out,
+            Arc::new(PaneLine::new("bar", "1%", false, SystemTime::UNIX_EPOCH)),
+            true,
+        );
         for t in ["a", "b"] {
-            pane.push(PaneLine::new("other", t, false));
+            pane.push(PaneLine::new("other", t, false, SystemTime::UNIX_EPOCH));
         }
-        pane.push_from(&out, Arc::new(PaneLine::new("bar", "100%", false)), false);
+        pane.push_from(
+            &out,
+            Arc::new(PaneLine::new("bar", "100%", false, SystemTime::UNIX_EPOCH)),
+            false,
+        );
         assert_eq!(texts(&pane), ["b", "100%"]);
     }
 

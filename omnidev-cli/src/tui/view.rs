@@ -256,7 +256,7 @@ fn service_tab(
 /// The key help after `q`, longest first: the footer shows the longest
 /// that fits, so every key stays listed on a narrow terminal.
 const KEY_HELP: [&str; 5] = [
-    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  r restart  s stop/start  R reload watched  P apply profile  c clear",
+    "0-9/Tab pane  ↑↓ PgUp PgDn j k d u g G scroll  f follow  / ? n N search  w wrap  t time  r restart  s stop/start  R reload watched  P apply profile  c clear",
     "0-9/Tab pane  ↑↓ jkdugG scroll  f follow  /?nN search  w wrap  r restart  s stop/start  R reload  c clear",
     "0-9 pane ↑↓ scroll f follow / find w wrap r restart s stop/start R reload c clear",
     "0-9 ↑↓ f:follow /:find w:wrap r:restart s:stop/start R:reload c:clr",
@@ -332,6 +332,9 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
     if app.wrap {
         flags.push("wrap");
     }
+    if app.timestamps {
+        flags.push("time");
+    }
     let block = Block::new()
         .borders(Borders::TOP)
         .border_style(Style::new().fg(Color::DarkGray))
@@ -369,11 +372,13 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
     };
     let pattern = app.pattern.clone();
     let wrap = app.wrap;
+    let stamps = app.timestamps;
     let pane = &app.panes[focus];
     let current = pane.current_match;
     let build = |abs: usize, line: &PaneLine| -> Vec<Line<'static>> {
         let styled = styled_line(
             line,
+            stamps,
             (focus == 0).then(|| (tag_width, colour_of(&line.tag))),
             pattern.as_ref(),
             current == Some(abs),
@@ -420,10 +425,12 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
     frame.render_widget(Paragraph::new(rows), inner);
 }
 
-/// One pane line as styled spans: optional service tag, the text with its
-/// ANSI colours (supervisor lines dimmed), search matches highlighted.
+/// One pane line as styled spans: optional time and service tag, the text
+/// with its ANSI colours (supervisor lines dimmed), search matches
+/// highlighted.
 fn styled_line(
     line: &PaneLine,
+    stamp: bool,
     tag: Option<(usize, Color)>,
     pattern: Option<&Pattern>,
     is_current: bool,
@@ -469,7 +476,13 @@ fn styled_line(
             content = highlight(content, &ranges, style);
         }
     }
-    let mut spans = Vec::with_capacity(content.len() + 2);
+    let mut spans = Vec::with_capacity(content.len() + 3);
+    if stamp {
+        spans.push(Span::styled(
+            format!("{} ", crate::output::clock(line.at)),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
     if let Some((width, colour)) = tag {
         spans.push(Span::styled(
             format!("{:<width$}", line.tag),
@@ -784,6 +797,42 @@ pub(crate) mod tests {
                     .collect::<String>()
             })
             .collect()
+    }
+
+    /// `t` starts each line with the time its output was read, in the
+    /// combined pane and a service's; `t` again takes it away.
+    #[test]
+    fn t_shows_each_lines_time() {
+        let mut app = sample_app();
+        let at = SystemTime::now() - std::time::Duration::from_secs(3 * 3600 + 7);
+        let mut event = log("server", "stamped line", 99);
+        if let EventKind::Log { line } = &mut event.kind {
+            line.at = at;
+        }
+        app.apply(&event);
+        let clock = crate::output::clock(at);
+        let row = |app: &mut App| {
+            let terminal = draw(app, 100, 20);
+            screen_rows(&terminal)
+                .into_iter()
+                .find(|row| row.contains("stamped line"))
+                .expect("the line on screen")
+        };
+        assert!(!row(&mut app).contains(&clock));
+        app.handle_key(crate::tui::app::tests::key('t'));
+        let shown = row(&mut app);
+        assert!(
+            shown.trim_start().starts_with(&format!("{clock} server")),
+            "{shown}"
+        );
+        app.handle_key(crate::tui::app::tests::key('1'));
+        assert!(
+            row(&mut app)
+                .trim_start()
+                .starts_with(&format!("{clock} stamped line"))
+        );
+        app.handle_key(crate::tui::app::tests::key('t'));
+        assert!(!row(&mut app).contains(&clock));
     }
 
     #[test]

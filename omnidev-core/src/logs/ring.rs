@@ -60,12 +60,7 @@ mod tests {
 
     #[test]
     fn ring_bounds_lines_and_bytes() {
-        let line = |t: &str| LogLine {
-            service: "s".into(),
-            stream: Stream::Stdout,
-            text: t.into(),
-            seq: 0,
-        };
+        let line = |t: &str| LogLine::new("s", Stream::Stdout, t, 0);
         let mut ring = Ring::new(3, usize::MAX);
         for t in ["1", "2", "3", "4"] {
             ring.push(Arc::new(line(t)));
