@@ -195,6 +195,10 @@ impl Addresses {
     }
 }
 
+/// Bytes below which the services' runtime directory is said to leave too
+/// little room for a socket's name (`gunicorn.ctl`, `app-1234.sock`).
+const SOCKET_NAME_ROOM: usize = 24;
+
 /// `--clean` → pod directory → lock → package-manager preflight → ports →
 /// seed → render.
 pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> {
@@ -214,6 +218,14 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
     let lock = PodLock::acquire(pod.dir())?;
     let control_socket = crate::control::serving_path(pod.dir())?;
+    if pod.socket_room() < SOCKET_NAME_ROOM {
+        notices.push(format!(
+            "the services' XDG_RUNTIME_DIR {} leaves {} bytes for a socket's name; \
+             a shorter XDG_CACHE_HOME (or --pod-dir) gives them room",
+            pod.run_dir().display(),
+            pod.socket_room()
+        ));
+    }
 
     let selection = options.selection.clone();
     let selected = selection.to_run(profile)?;

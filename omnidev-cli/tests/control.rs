@@ -1276,3 +1276,81 @@ grace-ms = 1000
     assert!(stderr.contains("unknown port name `nope`"), "{stderr}");
     assert!(stderr.contains("web, worker"), "{stderr}");
 }
+
+/// Two pods' services each get their own `XDG_RUNTIME_DIR` and `TMPDIR`
+/// (0700, inside the pod, neither the user's): both bind a socket of the
+/// same name, as two gunicorns' `gunicorn.ctl` would; and an omnidev run
+/// by a service still reaches its pod, and allocates another checkout's
+/// ports under the user's runtime directory, not the service's.
+#[test]
+fn each_pods_services_get_their_own_runtime_and_temp_dirs() {
+    let ctx = TestContext::new();
+    let second = ctx.root.join("second");
+    std::fs::create_dir_all(second.join(".git")).expect("mkdir");
+    let third = ctx.root.join("third");
+    std::fs::create_dir_all(third.join(".git")).expect("mkdir");
+    std::fs::write(
+        third.join("omnidev.toml"),
+        format!(
+            "[ports]\nx = {}\n\n[services.x]\ncommand = [\"true\"]\n",
+            free_port()
+        ),
+    )
+    .expect("write");
+    let profile = format!(
+        r#"
+[env]
+OMNIDEV = "{}"
+THIRD = "{}"
+
+[services.app]
+command = ["sh", "-c", "echo run=$XDG_RUNTIME_DIR; echo tmp=$TMPDIR; python3 -c 'import os, socket; socket.socket(socket.AF_UNIX).bind(os.environ[\"XDG_RUNTIME_DIR\"] + \"/app.ctl\"); print(\"bound\")'; \"$OMNIDEV\" run --repo \"$THIRD\" -- true && echo allocated; \"$OMNIDEV\" status --json | tr -d ' \\n' | grep -o '\"control\":[a-z]*'; exec sleep 300"]
+grace-ms = 1000
+"#,
+        common::omnidev_bin().display(),
+        third.display()
+    );
+    ctx.write("omnidev.toml", &profile);
+    std::fs::write(second.join("omnidev.toml"), &profile).expect("write");
+    let second_arg = second.display().to_string();
+    let _pods = ctx.stop_on_drop();
+    let _second = ctx.stop_on_drop_with(["--repo", &second_arg]);
+    ctx.run_ok(&["up", "--detach"]);
+    ctx.run_ok(&["up", "--detach", "--repo", &second_arg]);
+
+    let mut seen = Vec::new();
+    for args in [&[][..], &["--repo", &second_arg][..]] {
+        let status = ctx.json(&[&["status", "--json"][..], args].concat());
+        let pod = PathBuf::from(status["pod-dir"].as_str().expect("pod dir"));
+        let logs = [&["logs", "app"][..], args].concat();
+        wait_for("the service's report", DEADLINE, || {
+            ctx.run_ok(&logs).contains("\"control\":")
+        });
+        let lines = ctx.run_ok(&logs);
+        let run = pod.join("run");
+        let tmp = pod.join("tmp");
+        assert!(
+            lines.contains(&format!("run={}\n", run.display())),
+            "{lines}"
+        );
+        assert!(
+            lines.contains(&format!("tmp={}\n", tmp.display())),
+            "{lines}"
+        );
+        assert!(lines.contains("bound\n"), "{lines}");
+        assert!(lines.contains("\"control\":true"), "{lines}");
+        assert!(lines.contains("allocated\n"), "{lines}");
+        assert!(!run.join("omnidev").exists(), "{lines}");
+        for dir in [&run, &tmp] {
+            let mode = std::fs::metadata(dir).expect("made").permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        }
+        assert!(run.join("app.ctl").exists());
+        seen.push((run, tmp));
+    }
+    assert_ne!(seen[0], seen[1]);
+    for (run, tmp) in &seen {
+        assert!(!run.starts_with(ctx.runtime_home()), "{}", run.display());
+        assert_ne!(tmp, &std::env::temp_dir());
+    }
+}

@@ -128,7 +128,9 @@ fn burst(lines: u64, reader: Reader) {
                 "logs",
                 "omnidev.lock",
                 "pod.toml",
+                "run",
                 "state.json",
+                "tmp",
             ]
             .contains(&n.as_str())
         })

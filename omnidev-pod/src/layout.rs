@@ -18,6 +18,14 @@ pub const CONTROL_SOCKET: &str = "control.sock";
 /// The per-service log files (`<pod>/logs/<service>.log`).
 pub const LOGS_DIR: &str = "logs";
 
+/// The services' own runtime directory (`<pod>/run`, their
+/// `XDG_RUNTIME_DIR`): sockets and pid files of one pod never meet
+/// another's.
+pub const RUN_DIR: &str = "run";
+
+/// The services' own temporary directory (`<pod>/tmp`, their `TMPDIR`).
+pub const TMP_DIR: &str = "tmp";
+
 /// Suffix of a service's log file inside [`LOGS_DIR`].
 pub const LOG_SUFFIX: &str = ".log";
 

@@ -11,7 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    CONTROL_SOCKET, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER, POD_TOML, STATE_FILE,
+    CONTROL_SOCKET, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER, POD_TOML, RUN_DIR,
+    STATE_FILE, TMP_DIR,
 };
 use crate::runtime::Private;
 
@@ -494,7 +495,7 @@ impl Pod {
             return Err(not_a_pod(&dir, reason));
         }
         crate::runtime::check_private(&dir, Private::Pod)?;
-        let mut made = vec![LOGS_DIR.to_owned()];
+        let mut made = vec![LOGS_DIR.to_owned(), RUN_DIR.to_owned(), TMP_DIR.to_owned()];
         for sub in dirs {
             let relative = relative_inside(sub).map_err(|reason| Error::OutsidePod {
                 path: dir.join(sub),
@@ -709,6 +710,18 @@ impl Pod {
     /// `<pod>/logs`: per-service log files.
     pub fn logs_dir(&self) -> PathBuf {
         self.dir.join(LOGS_DIR)
+    }
+
+    /// `<pod>/run`: the services' `XDG_RUNTIME_DIR`.
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.join(RUN_DIR)
+    }
+
+    /// Bytes left for a socket's name in [`Pod::run_dir`] before its path
+    /// no longer fits a Unix socket address
+    /// ([`crate::runtime::MAX_SOCKET_PATH`]).
+    pub fn socket_room(&self) -> usize {
+        crate::runtime::MAX_SOCKET_PATH.saturating_sub(self.run_dir().as_os_str().len() + 1)
     }
 
     /// `<pod>/logs/<service>.log`.

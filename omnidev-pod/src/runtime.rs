@@ -63,8 +63,20 @@ pub fn runtime_dir_from(xdg_runtime_dir: Option<OsString>, uid: u32) -> PathBuf 
     }
 }
 
-/// The runtime directory of this process's user (`XDG_RUNTIME_DIR`).
+/// The variable a pod's services get naming omnidev's runtime directory
+/// itself: their `XDG_RUNTIME_DIR` is the pod's own (`<pod>/run`), so an
+/// omnidev run by a service (an agent's `omnidev status`) reads this one
+/// instead and meets the same registry, lock and sockets as its pod.
+pub const OWN_RUNTIME_DIR: &str = "OMNIDEV_RUNTIME_DIR";
+
+/// The runtime directory of this process's user: `OMNIDEV_RUNTIME_DIR`
+/// when it is an absolute path (set for a pod's services), else from
+/// `XDG_RUNTIME_DIR` ([`runtime_dir_from`]). Either is held to the same
+/// checks ([`check_private`]) before use.
 pub fn runtime_dir() -> PathBuf {
+    if let Some(dir) = xdg_dir(std::env::var_os(OWN_RUNTIME_DIR)) {
+        return dir;
+    }
     let uid = nix::unistd::getuid().as_raw();
     runtime_dir_from(std::env::var_os("XDG_RUNTIME_DIR"), uid)
 }

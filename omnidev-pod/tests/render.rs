@@ -46,6 +46,7 @@ fn context(f: &Fixture) -> RenderContext {
     ctx.ports.0.insert("server".into(), 6800);
     ctx.ports.0.insert("vite".into(), 5200);
     ctx.inherited_env.insert("HOME".into(), "/home/ada".into());
+    ctx.runtime_dir = Some("/run/user/1000/omnidev".into());
     ctx
 }
 
@@ -74,6 +75,13 @@ fn every_service_gets_the_pod_environment() {
             "http://127.0.0.1:6800".to_owned(),
         ),
         ("OMNIGENT_CONFIG_HOME".to_owned(), format!("{pod}/config")),
+        // The pod's own runtime and temp directories, and omnidev's.
+        ("XDG_RUNTIME_DIR".to_owned(), format!("{pod}/run")),
+        ("TMPDIR".to_owned(), format!("{pod}/tmp")),
+        (
+            "OMNIDEV_RUNTIME_DIR".to_owned(),
+            "/run/user/1000/omnidev".to_owned(),
+        ),
     ]);
     assert_eq!(
         *rendered.env, expected,
@@ -409,7 +417,11 @@ ready = { command = ["true"] }
         ProbeSpec::Command(_)
     ));
     assert_eq!(check.readiness.as_ref().expect("ready").listener, None);
-    assert!(rendered.env.is_empty());
+    // No [env]: the pod's own directories alone.
+    assert_eq!(
+        rendered.env.keys().collect::<Vec<_>>(),
+        ["OMNIDEV_RUNTIME_DIR", "TMPDIR", "XDG_RUNTIME_DIR"]
+    );
 }
 
 #[test]
@@ -593,7 +605,8 @@ fn a_node_below_the_floor_makes_the_service_unavailable() {
     );
 }
 
-/// inherited < pod env files < `[env]` < service env files < service `env`;
+/// inherited < the pod's own directories < pod env files < `[env]` <
+/// service env files < service `env`;
 /// `{env.X}` sees the pod's files; `{env.X:-d}` stands in for an unset one.
 #[test]
 fn env_files_layer_in_the_documented_order() {
@@ -660,9 +673,39 @@ env = { LAYER = "service-env" }
         "service env over everything"
     );
     assert!(plain.command.env.get("SERVICE_ONLY").is_none());
-    // What `omnidev exec` sets: the pod files and [env], no service's own.
+    // What `omnidev run` sets: the pod files and [env], no service's own.
     assert_eq!(rendered.env["LAYER"], "pod-local");
     assert!(!rendered.env.contains_key("SERVICE_ONLY"));
+}
+
+/// The pod's own `XDG_RUNTIME_DIR` and `TMPDIR` are under everything the
+/// profile sets: an `[env]` or a service's `env` may point them elsewhere.
+#[test]
+fn the_profile_may_set_the_pods_own_directories_otherwise() {
+    let f = fixture();
+    let profile = Profile::parse(
+        r#"
+[env]
+TMPDIR = "/scratch"
+
+[services.api]
+command = ["true"]
+env = { XDG_RUNTIME_DIR = "{pod}/sockets" }
+
+[services.plain]
+command = ["true"]
+"#,
+        "omnidev.toml",
+    )
+    .expect("parse");
+    let rendered = profile.render(&context(&f)).expect("render");
+    let pod = f.pod.display().to_string();
+    let api = &service(&rendered.services, "api").command.env;
+    assert_eq!(api["TMPDIR"], "/scratch");
+    assert_eq!(api["XDG_RUNTIME_DIR"], format!("{pod}/sockets"));
+    let plain = &service(&rendered.services, "plain").command.env;
+    assert_eq!(plain["XDG_RUNTIME_DIR"], format!("{pod}/run"));
+    assert_eq!(plain["OMNIDEV_RUNTIME_DIR"], "/run/user/1000/omnidev");
 }
 
 /// An unset `{env.X}` without a default stops the render, pointing at the

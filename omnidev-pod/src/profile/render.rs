@@ -137,6 +137,10 @@ pub struct RenderContext {
     pub path: OsString,
     /// `{python}`: the checkout's `.python-version` (3.12 by default).
     pub python: PythonPin,
+    /// omnidev's per-user runtime directory ([`crate::runtime`]): the
+    /// services' `OMNIDEV_RUNTIME_DIR`, so an omnidev they run finds the
+    /// registry and sockets their own `XDG_RUNTIME_DIR` no longer leads to.
+    pub runtime_dir: Option<PathBuf>,
 }
 
 impl RenderContext {
@@ -150,8 +154,33 @@ impl RenderContext {
             inherited_env: std::env::vars().collect(),
             path: std::env::var_os("PATH").unwrap_or_default(),
             python,
+            runtime_dir: Some(crate::runtime::runtime_dir()),
             ..Self::default()
         }
+    }
+
+    /// What keeps the services to the pod's own directories, under
+    /// everything the profile sets: `XDG_RUNTIME_DIR` = `<pod>/run`,
+    /// `TMPDIR` = `<pod>/tmp`, and `OMNIDEV_RUNTIME_DIR` (see
+    /// [`RenderContext::runtime_dir`]). Nothing without a pod directory.
+    fn own_dirs(&self) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        if self.pod_dir.as_os_str().is_empty() {
+            return env;
+        }
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        env.insert(
+            "XDG_RUNTIME_DIR".to_owned(),
+            path(&self.pod_dir.join(crate::layout::RUN_DIR)),
+        );
+        env.insert(
+            "TMPDIR".to_owned(),
+            path(&self.pod_dir.join(crate::layout::TMP_DIR)),
+        );
+        if let Some(dir) = &self.runtime_dir {
+            env.insert(crate::runtime::OWN_RUNTIME_DIR.to_owned(), path(dir));
+        }
+        env
     }
 
     /// What `{env.NAME}` reads: the inherited environment overlaid with the
@@ -227,8 +256,10 @@ impl Profile {
         let selected = ctx.selection.apply(self)?;
         self.check_env_set(&template_env, &selected)?;
 
-        // inherited < pod env files < [env] < service env files < service env
-        let mut env = pod_files;
+        // inherited < the pod's own directories < pod env files < [env] <
+        // service env files < service env
+        let mut env = ctx.own_dirs();
+        env.extend(pod_files);
         for (name, value) in &self.env {
             env.insert(name.clone(), text(value)?);
         }
