@@ -507,6 +507,10 @@ pub struct UpArgs {
     /// Do not run these services (applied after `--only`). Repeatable.
     #[arg(long, value_name = "SERVICE")]
     pub skip: Vec<String>,
+    /// Run N copies of SERVICE (`SERVICE.1` … `SERVICE.N`, each with its
+    /// own process, log and port), over its `replicas`. Repeatable.
+    #[arg(long, value_name = "SERVICE=N", value_parser = parse_scale)]
+    pub scale: Vec<(String, u32)>,
     /// Remove the pod directory before starting.
     #[arg(long)]
     pub clean: bool,
@@ -1004,6 +1008,14 @@ fn parse_port_override(value: &str) -> Result<(String, u16), String> {
         return Err("port 0 is not allowed".to_owned());
     }
     Ok((name.to_owned(), port))
+}
+
+fn parse_scale(value: &str) -> Result<(String, u32), String> {
+    let (name, count) = split_pair(value)?;
+    let count: u32 = count
+        .parse()
+        .map_err(|_| format!("`{count}` is not a number of copies"))?;
+    Ok((name.to_owned(), count))
 }
 
 fn parse_host_override(value: &str) -> Result<(String, String), String> {

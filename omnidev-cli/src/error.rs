@@ -633,7 +633,10 @@ impl Error {
             | Error::HostForcedTwice { .. }
             | Error::ToolArgument { .. }
             | Error::Pod(
-                omnidev_pod::Error::NotAPod { .. } | omnidev_pod::Error::UnknownPort { .. },
+                omnidev_pod::Error::NotAPod { .. }
+                | omnidev_pod::Error::UnknownPort { .. }
+                | omnidev_pod::Error::UnknownService { .. }
+                | omnidev_pod::Error::BadScale { .. },
             ) => exit::USAGE,
             _ => exit::FAILED,
         }

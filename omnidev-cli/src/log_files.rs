@@ -383,8 +383,20 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
     }
     let mut chosen: Vec<String> = Vec::new();
     for name in named {
-        omnidev_pod::names::check("service name", name)
-            .map_err(|message| Error::BadName { message })?;
+        omnidev_pod::names::check_service(name).map_err(|message| Error::BadName { message })?;
+        // A service that ran as replicas: each replica's log.
+        let copies: Vec<&String> = available
+            .iter()
+            .filter(|a| omnidev_pod::names::replica_of(a).is_some_and(|(s, _)| s == name))
+            .collect();
+        if !available.contains(name) && !copies.is_empty() {
+            for copy in copies {
+                if !chosen.contains(copy) {
+                    chosen.push(copy.clone());
+                }
+            }
+            continue;
+        }
         if !available.contains(name) {
             return Err(Error::NoLog {
                 service: name.clone(),
@@ -437,7 +449,7 @@ pub fn services_with_logs(dir: &Path) -> Result<Vec<String>, Error> {
         let Some(service) = name.strip_suffix(LOG_SUFFIX) else {
             continue;
         };
-        if name == DETACHED_LOG || !omnidev_pod::names::is_valid(service) {
+        if name == DETACHED_LOG || !omnidev_pod::names::is_service(service) {
             continue;
         }
         if !entry.file_type().is_ok_and(|kind| kind.is_file()) {

@@ -39,8 +39,11 @@ pub struct RunOptions {
     pub front: Front,
     /// `--debounce`; `None` is the profile's.
     pub debounce: Option<Duration>,
+    /// `--scale NAME=N` (the last one given for a name wins).
+    #[serde(default)]
+    pub scale: BTreeMap<String, u32>,
     /// `--timestamps` (the profile's `[pod] timestamps` also turns them
-    /// on: [`RunOptions::timestamps`]).
+    /// on: see `PreparedPod::timestamps`).
     #[serde(default)]
     pub timestamps: bool,
     /// `--debug` or `OMNIDEV_LOG=debug`.
@@ -140,6 +143,7 @@ impl RunOptions {
             clean: args.clean,
             front,
             debounce: args.debounce.map(Duration::from_millis),
+            scale: args.scale.iter().cloned().collect(),
             timestamps: args.timestamps,
             debug: args.debug
                 || around

@@ -203,6 +203,7 @@ const SOCKET_NAME_ROOM: usize = 24;
 /// seed → render.
 pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> {
     let profile = &checkout.profile;
+    profile.check_scale(&options.scale)?;
     let mut notices = Vec::new();
     if options.clean {
         // Never wipe the directory of a pod that is running.
@@ -232,7 +233,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     let path = std::env::var_os("PATH").unwrap_or_default();
     profile.check_tools(&checkout.repo, &selected, &path)?;
 
-    let bases = profile.port_bases();
+    let bases = profile.port_bases_scaled(&options.scale);
     let overrides: BTreeMap<String, u16> =
         omnidev_pod::ports::check_overrides(&options.ports, &bases)?;
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
@@ -249,6 +250,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
     ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
+    ctx.scale.clone_from(&options.scale);
     if options.trust_lan_origins {
         match profile.lan_origin_port().and_then(|name| ports.get(name)) {
             Some(port) => {

@@ -1354,3 +1354,75 @@ grace-ms = 1000
         assert_ne!(tmp, &std::env::temp_dir());
     }
 }
+
+/// `replicas = 2`: `web.1` and `web.2` each answer on a port of their own;
+/// `restart web.2` restarts that one alone; `restart web` restarts both,
+/// one after another (the second stops only once the first is ready
+/// again); `logs web` has both.
+#[test]
+fn replicas_answer_on_their_own_ports_and_restart_alone_or_in_turn() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[ports]
+web = {}
+
+[services.web]
+command = ["python3", "-m", "http.server", "{{port.web}}", "--bind", "127.0.0.1"]
+ready = {{ tcp = "127.0.0.1:{{port.web}}", interval-ms = 100 }}
+replicas = 2
+grace-ms = 2000
+"#,
+            free_port()
+        ),
+    );
+    let _pods = ctx.stop_on_drop();
+    let out = ctx.run_ok(&["up", "--detach"]);
+    assert!(out.contains("pod "), "{out}");
+    let status = ctx.json(&["status", "--json"]);
+    let ports = [
+        status["ports"]["web"].as_u64().expect("web.1's port"),
+        status["ports"]["web.2"].as_u64().expect("web.2's port"),
+    ];
+    assert_ne!(ports[0], ports[1]);
+    for port in ports {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port as u16)).expect("connect");
+        std::io::Write::write_all(&mut stream, b"GET / HTTP/1.0\r\n\r\n").expect("send");
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer).expect("read");
+        assert!(answer.starts_with("HTTP/1.0 200"), "{port}: {answer}");
+    }
+    let (one, two) = (pid_of(&status, "web.1"), pid_of(&status, "web.2"));
+
+    ctx.run_ok(&["restart", "web.2"]);
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(pid_of(&status, "web.1"), one, "web.1 untouched");
+    let two_again = pid_of(&status, "web.2");
+    assert_ne!(two_again, two);
+
+    ctx.run_ok(&["restart", "web"]);
+    let status = ctx.json(&["status", "--json"]);
+    assert_ne!(pid_of(&status, "web.1"), one);
+    assert_ne!(pid_of(&status, "web.2"), two_again);
+    let events = ctx.run_ok(&["events", "--since", "60s"]);
+    let last = |what: &str| {
+        events
+            .lines()
+            .collect::<Vec<_>>()
+            .iter()
+            .rposition(|line| line.ends_with(what) || line.contains(&format!("{what} (")))
+            .unwrap_or_else(|| panic!("no `{what}` in\n{events}"))
+    };
+    assert!(
+        last("web.1 ready") < last("web.2 stopping"),
+        "web.2 stopped before web.1 was ready again:\n{events}"
+    );
+
+    let logs = ctx.run_ok(&["logs", "web", "-n", "1"]);
+    assert!(
+        logs.contains("web.1 | ") && logs.contains("web.2 | "),
+        "{logs}"
+    );
+}

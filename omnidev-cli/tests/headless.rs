@@ -137,7 +137,8 @@ fn only_and_skip_select_services() {
     }
     let text = run(&["--skip", "greeter", "--only", "greeter"], 1);
     assert!(text.contains("no service left to run"), "{text}");
-    let text = run(&["--only", "nope"], 1);
+    // An unknown name is a usage error, as documented.
+    let text = run(&["--only", "nope"], 2);
     assert!(text.contains("nope"), "{text}");
 }
 

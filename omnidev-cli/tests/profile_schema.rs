@@ -168,6 +168,7 @@ fn everything() -> Profile {
         install_filter: Some("web...".into()),
         node_version: Some(">=22".into()),
         yields: true,
+        replicas: Some(2),
     };
     let probe = |ready: Ready| Service {
         command: Some(strings(&["true"])),

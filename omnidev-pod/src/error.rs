@@ -340,6 +340,19 @@ pub enum Error {
         known: Vec<String>,
     },
 
+    /// `--scale NAME=N` asks for no copy or too many.
+    #[error("--scale {name}={count}: a service runs 1 to {max} copies", max = crate::names::MAX_REPLICAS)]
+    #[diagnostic(
+        code(omnidev::pod::bad_scale),
+        help("give a count from 1 to {max}; `--skip {name}` runs none", max = crate::names::MAX_REPLICAS)
+    )]
+    BadScale {
+        /// The service.
+        name: String,
+        /// The count given.
+        count: u32,
+    },
+
     /// Nothing would run: the profile has no service, or the selection
     /// left none.
     #[error("no service left to run: {reason}")]

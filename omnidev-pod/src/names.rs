@@ -31,6 +31,51 @@ pub fn is_valid(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
 }
 
+/// Most replicas a service may have (`replicas`, `--scale`).
+pub const MAX_REPLICAS: u32 = 64;
+
+/// The name of replica `index` (from 1) of `service`: `web.2`. A dot is
+/// never in a profile's names, so a replica's never meets another service's.
+pub fn replica(service: &str, index: u32) -> String {
+    format!("{service}.{index}")
+}
+
+/// The service and index of a replica's name (`web.2` → `("web", 2)`);
+/// `None` for any other name.
+///
+/// ```
+/// use omnidev_pod::names::replica_of;
+/// assert_eq!(replica_of("web.2"), Some(("web", 2)));
+/// assert_eq!(replica_of("web"), None);
+/// assert_eq!(replica_of("web.02"), None);
+/// assert_eq!(replica_of("web.65"), None);
+/// assert_eq!(replica_of("../x.1"), None);
+/// ```
+pub fn replica_of(name: &str) -> Option<(&str, u32)> {
+    let (service, index) = name.rsplit_once('.')?;
+    let number: u32 = index.parse().ok()?;
+    (is_valid(service)
+        && !index.starts_with('0')
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && (1..=MAX_REPLICAS).contains(&number))
+    .then_some((service, number))
+}
+
+/// Whether `name` names a running service: a valid name, or a replica's
+/// (`web.2`).
+pub fn is_service(name: &str) -> bool {
+    is_valid(name) || replica_of(name).is_some()
+}
+
+/// [`check`] for the name of a running service, which may be a replica's.
+pub fn check_service(name: &str) -> Result<(), String> {
+    if is_service(name) {
+        Ok(())
+    } else {
+        check("service name", name)
+    }
+}
+
 /// `Ok` for a valid name, else a message naming `what` (e.g. "service
 /// name") and the rule. The name is shown escaped, so control characters
 /// in it reach no terminal.

@@ -316,6 +316,10 @@ pub struct Service {
     /// [`omnidev_core::spec::ServiceSpec::yields`].
     #[serde(default, rename = "yield", skip_serializing_if = "std::ops::Not::not")]
     pub yields: bool,
+    /// How many copies run (default 1): `NAME.1` … `NAME.N`, each its own
+    /// process, log and port (`omnidev up --scale NAME=N` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
 }
 
 /// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,
@@ -535,6 +539,64 @@ impl Profile {
         self.ports.iter().map(|(n, p)| (n.clone(), *p)).collect()
     }
 
+    /// How many copies of `service` run: `scale`'s count for it, else its
+    /// `replicas`, else 1.
+    pub fn replicas(&self, service: &str, scale: &BTreeMap<String, u32>) -> u32 {
+        scale
+            .get(service)
+            .copied()
+            .or_else(|| self.services.get(service).and_then(|s| s.replicas))
+            .unwrap_or(1)
+    }
+
+    /// The names `service` runs under: its own, or with N > 1 copies
+    /// `service.1` … `service.N`.
+    pub fn running_names(&self, service: &str, scale: &BTreeMap<String, u32>) -> Vec<String> {
+        match self.replicas(service, scale) {
+            0 | 1 => vec![service.to_owned()],
+            count => (1..=count)
+                .map(|index| crate::names::replica(service, index))
+                .collect(),
+        }
+    }
+
+    /// [`Profile::port_bases`] with a port for every replica: a port named
+    /// like a service that runs N > 1 copies is replica 1's, and replicas
+    /// 2…N get `NAME.2`… with the bases after it.
+    pub fn port_bases_scaled(&self, scale: &BTreeMap<String, u32>) -> Vec<(String, u16)> {
+        let mut bases = self.port_bases();
+        for (name, base) in self.port_bases() {
+            for index in 2..=self.replicas(&name, scale) {
+                let offset = u16::try_from(index - 1).unwrap_or(u16::MAX);
+                bases.push((
+                    crate::names::replica(&name, index),
+                    base.saturating_add(offset),
+                ));
+            }
+        }
+        bases
+    }
+
+    /// Checks `--scale` counts: each names a service of the profile, and
+    /// asks for 1 to [`crate::names::MAX_REPLICAS`] copies.
+    pub fn check_scale(&self, scale: &BTreeMap<String, u32>) -> Result<()> {
+        for (name, count) in scale {
+            if !self.services.contains_key(name) {
+                return Err(Error::UnknownService {
+                    name: name.clone(),
+                    known: self.services.keys().cloned().collect(),
+                });
+            }
+            if !(1..=crate::names::MAX_REPLICAS).contains(count) {
+                return Err(Error::BadScale {
+                    name: name.clone(),
+                    count: *count,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Every duration within its maximum ([`limits`]).
     fn check_durations(&self, at: &Locator<'_>) -> Result<()> {
         if let Some(ms) = self.watch.debounce_ms {
@@ -677,9 +739,20 @@ impl Profile {
                 ));
             }
         }
-        for name in self.services.keys() {
+        for (name, service) in &self.services {
             crate::names::check("service name", name)
                 .map_err(|m| at.error(&["services", name], m))?;
+            if let Some(count) = service.replicas
+                && !(1..=crate::names::MAX_REPLICAS).contains(&count)
+            {
+                return Err(at.error(
+                    &["services", name, "replicas"],
+                    format!(
+                        "`replicas` is {count}; give 1 to {}",
+                        crate::names::MAX_REPLICAS
+                    ),
+                ));
+            }
         }
         let in_pod = |value: &str, key: &str, path: &[&str]| {
             match crate::pod::relative_inside(value) {

@@ -749,3 +749,100 @@ fn an_unset_env_placeholder_is_an_error_with_line_and_column() {
         "postgres://x"
     );
 }
+
+/// `replicas = N` (or `--scale`) runs `NAME.1` … `NAME.N`: each with its
+/// own `{port.NAME}` (replica 1 keeps the port named like the service),
+/// its own URL and watch rule; a dependent waits for every replica; the
+/// install runs once, in replica 1, which the others start after.
+#[test]
+fn replicas_are_services_of_their_own_with_their_own_ports() {
+    let f = fixture();
+    std::fs::write(f.repo.join("requirements.txt"), "flask\n").expect("write");
+    let profile = Profile::parse(
+        r#"
+[ports]
+web = 5000
+
+[urls]
+web = { url = "http://localhost:{port.web}", service = "web" }
+
+[services.web]
+command = ["serve", "--port", "{port.web}"]
+ready = { tcp = "127.0.0.1:{port.web}" }
+watch = ["app/**"]
+python-deps = true
+replicas = 2
+
+[services.client]
+command = ["true"]
+depends-on = { web = "ready" }
+"#,
+        "omnidev.toml",
+    )
+    .expect("parse");
+    let scale = BTreeMap::from([("web".to_owned(), 3)]);
+    let bases = profile.port_bases_scaled(&scale);
+    assert_eq!(
+        bases,
+        [
+            ("web".to_owned(), 5000),
+            ("web.2".to_owned(), 5001),
+            ("web.3".to_owned(), 5002)
+        ]
+    );
+    let mut ctx = context(&f);
+    ctx.path = std::env::var_os("PATH").unwrap_or_default();
+    ctx.ports
+        .0
+        .extend([("web".into(), 5000), ("web.2".into(), 5007)]);
+    let rendered = profile.render(&ctx).expect("render");
+    let names: Vec<&str> = rendered.services.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["web.1", "web.2", "client"]);
+    let (one, two) = (
+        service(&rendered.services, "web.1"),
+        service(&rendered.services, "web.2"),
+    );
+    assert_eq!(one.command.args, ["--port", "5000"]);
+    assert_eq!(two.command.args, ["--port", "5007"]);
+    assert_eq!(one.urls[0].name, "web.1");
+    assert_eq!(two.urls[0].url, "http://localhost:5007");
+    assert!(rendered.urls.is_empty(), "{:?}", rendered.urls);
+    // One install, in replica 1; replica 2 starts once replica 1 has.
+    assert_eq!(one.prepare.len(), 1);
+    assert!(two.prepare.is_empty());
+    assert_eq!(two.depends_on.len(), 1);
+    assert_eq!(two.depends_on[0].service, "web.1");
+    assert_eq!(two.depends_on[0].condition, Condition::Started);
+    // Both share the venv the install makes.
+    assert_eq!(
+        one.command.env["VIRTUAL_ENV"],
+        two.command.env["VIRTUAL_ENV"]
+    );
+    let client = service(&rendered.services, "client");
+    let deps: Vec<&str> = client
+        .depends_on
+        .iter()
+        .map(|d| d.service.as_str())
+        .collect();
+    assert_eq!(deps, ["web.1", "web.2"]);
+    let watched: Vec<&str> = rendered.watch.iter().map(|w| w.service.as_str()).collect();
+    assert_eq!(watched, ["web.1", "web.2"]);
+
+    // `--scale` over `replicas`; one copy keeps the plain name.
+    ctx.scale = BTreeMap::from([("web".to_owned(), 1)]);
+    let rendered = profile.render(&ctx).expect("render");
+    let names: Vec<&str> = rendered.services.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["web", "client"]);
+    assert_eq!(service(&rendered.services, "web").urls[0].name, "web");
+
+    let err = profile
+        .check_scale(&BTreeMap::from([("web".to_owned(), 65)]))
+        .expect_err("too many");
+    assert!(err.to_string().contains("1 to 64"), "{err}");
+    let err = Profile::parse(
+        "[services.a]\ncommand = [\"x\"]\nreplicas = 0\n",
+        "omnidev.toml",
+    )
+    .expect_err("no copy");
+    assert!(err.to_string().contains("replicas"), "{err}");
+}

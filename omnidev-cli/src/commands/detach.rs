@@ -69,6 +69,14 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
     let checkout = crate::session::resolve_checkout(&options.pod)?;
+    options
+        .selection
+        .to_run(&checkout.profile)
+        .map_err(Error::from)?;
+    checkout
+        .profile
+        .check_scale(&options.scale)
+        .map_err(Error::from)?;
     let pod_dir = checkout.pod_dir.clone();
     if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
         if options.clean {

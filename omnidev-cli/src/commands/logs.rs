@@ -62,7 +62,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
             colour: crate::output::colour_stdout(),
         }
     };
-    let prefixed = !args.json && args.services.len() != 1;
+    let prefixed = !args.json && names.len() != 1;
     let width = names.iter().map(String::len).max().unwrap_or(0);
     let prefix = |name: &str, width: usize| {
         if prefixed {

@@ -139,7 +139,12 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
     let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
     let (profile, source) = Profile::load(&repo, args.profile.as_deref())?;
     profile.check_repo(&repo)?;
-    let ports = Ports(profile.port_bases().into_iter().collect());
+    let ports = Ports(
+        profile
+            .port_bases_scaled(&std::collections::BTreeMap::new())
+            .into_iter()
+            .collect(),
+    );
     let pod_dir = omnidev_pod::pod::default_pod_dir(&omnidev_pod::pod::cache_root()?, &repo);
     let checkout = repo.clone();
     let ctx = RenderContext::from_process_env(repo, pod_dir, ports);

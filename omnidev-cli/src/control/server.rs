@@ -550,6 +550,7 @@ async fn answer(shared: &Shared, request: Request) -> Response {
                 Ok(limit) => limit,
                 Err(refusal) => return *refusal,
             };
+            let services = expand(shared, &services);
             if let Some(name) = services
                 .iter()
                 .find(|name| !shared.supervisor.service_names().contains(name))
@@ -568,12 +569,14 @@ async fn answer(shared: &Shared, request: Request) -> Response {
                 )
             })
         }
-        Request::StopService { services } => stop_services(shared, &services).await,
+        Request::StopService { services } => {
+            stop_services(shared, &expand(shared, &services)).await
+        }
         Request::StartService {
             services,
             timeout_secs,
         } => match limit(timeout_secs, RESTART_DEADLINE) {
-            Ok(limit) => start_services(shared, &services, limit).await,
+            Ok(limit) => start_services(shared, &expand(shared, &services), limit).await,
             Err(refusal) => *refusal,
         },
         Request::ReloadProfile { timeout_secs } => match limit(timeout_secs, RESTART_DEADLINE) {
@@ -598,7 +601,10 @@ async fn answer(shared: &Shared, request: Request) -> Response {
                     );
                 }
                 _ if all => Target::All,
-                Some(name) => Target::Service(name, !no_deps),
+                Some(name) => match expand(shared, std::slice::from_ref(&name)).as_slice() {
+                    [one] => Target::Service(one.clone(), !no_deps),
+                    copies => Target::Replicas(copies.to_vec(), !no_deps),
+                },
                 None => Target::Watched,
             };
             restart(shared, target, limit).await
@@ -658,6 +664,30 @@ async fn start_services(shared: &Shared, services: &[String], limit: Duration) -
     })
 }
 
+/// The services `names` stand for: each one itself, except a service
+/// that runs as replicas, which stands for them all (`web` → `web.1`,
+/// `web.2`, in order). An unknown name stays, to be refused by its caller.
+fn expand(shared: &Shared, names: &[String]) -> Vec<String> {
+    let running = shared.supervisor.service_names();
+    names
+        .iter()
+        .flat_map(|name| {
+            let copies: Vec<String> = running
+                .iter()
+                .filter(|r| {
+                    omnidev_pod::names::replica_of(r).is_some_and(|(service, _)| service == name)
+                })
+                .cloned()
+                .collect();
+            if running.contains(name) || copies.is_empty() {
+                vec![name.clone()]
+            } else {
+                copies
+            }
+        })
+        .collect()
+}
+
 /// A refusal when `services` is empty, or names a service badly or one
 /// the pod does not have.
 fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
@@ -665,7 +695,7 @@ fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
         return Some(Response::refused(ErrorKind::Usage, "no service named"));
     }
     for name in services {
-        if let Err(message) = omnidev_pod::names::check("service name", name) {
+        if let Err(message) = omnidev_pod::names::check_service(name) {
             return Some(Response::refused(ErrorKind::Usage, message));
         }
         if !shared.supervisor.service_names().contains(name) {
@@ -681,6 +711,9 @@ enum Target {
     Watched,
     /// One service; its dependents follow unless the flag is false.
     Service(String, bool),
+    /// A service's replicas, one after another (each ready before the
+    /// next stops): the service keeps answering throughout.
+    Replicas(Vec<String>, bool),
     /// Every service, as one reload.
     All,
 }
@@ -690,11 +723,12 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
     let names = match &target {
         Target::All => shared.supervisor.service_names(),
         Target::Service(name, _) => {
-            if let Err(message) = omnidev_pod::names::check("service name", name) {
+            if let Err(message) = omnidev_pod::names::check_service(name) {
                 return Response::refused(ErrorKind::Usage, message);
             }
             vec![name.clone()]
         }
+        Target::Replicas(copies, _) => copies.clone(),
         Target::Watched => shared.info.watched.clone(),
     };
     if let Some(unknown) = names
@@ -704,14 +738,27 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
         return unknown_service(shared, unknown);
     }
     let deadline = tokio::time::Instant::now() + limit;
-    let waited = shared
-        .supervisor
-        .restart_until_ready_with(
-            &names,
-            !matches!(target, Target::Service(_, false)),
-            deadline,
-        )
-        .await;
+    let dependents = !matches!(
+        target,
+        Target::Service(_, false) | Target::Replicas(_, false)
+    );
+    // Replicas one at a time, the next only once this one is ready again;
+    // anything else at once, as one reload.
+    let batches: Vec<&[String]> = if matches!(target, Target::Replicas(..)) {
+        names.chunks(1).collect()
+    } else {
+        vec![names.as_slice()]
+    };
+    let mut waited = Ok(Waited::Met);
+    for batch in batches {
+        waited = shared
+            .supervisor
+            .restart_until_ready_with(batch, dependents, deadline)
+            .await;
+        if !matches!(waited, Ok(Waited::Met)) {
+            break;
+        }
+    }
     outcome(shared, waited, |_| {
         format!(
             "{} not ready again within {} s",

@@ -141,6 +141,8 @@ pub struct RenderContext {
     /// services' `OMNIDEV_RUNTIME_DIR`, so an omnidev they run finds the
     /// registry and sockets their own `XDG_RUNTIME_DIR` no longer leads to.
     pub runtime_dir: Option<PathBuf>,
+    /// `--scale NAME=N`: copies of a service, over its `replicas`.
+    pub scale: BTreeMap<String, u32>,
 }
 
 impl RenderContext {
@@ -274,35 +276,70 @@ impl Profile {
         }
 
         let env = Arc::new(env);
+        // What runs of each selected service: itself, or its replicas.
+        let running: BTreeMap<String, Vec<String>> = selected
+            .iter()
+            .map(|name| (name.clone(), self.running_names(name, &ctx.scale)))
+            .collect();
         let mut services = Vec::new();
         let mut watch = Vec::new();
         for name in &selected {
             let service = &self.services[name];
-            services.push(render_service(
-                name, service, &env, &selected, ctx, &values,
-            )?);
-            if !service.watch.is_empty() {
-                watch.push(WatchRule {
-                    service: name.clone(),
-                    globs: service.watch.clone(),
-                });
+            let copies = &running[name];
+            let mut first_prepares = false;
+            for (index, copy) in (1..).zip(copies) {
+                // A replica's `{port.NAME}` is its own port (replica 1
+                // keeps the port named like the service).
+                let ports = ctx.ports.for_replica(name, index);
+                let values = Values {
+                    ports: &ports,
+                    ..values
+                };
+                let mut spec = render_service(copy, service, &env, &running, ctx, &values)?;
+                if index == 1 {
+                    first_prepares = !spec.prepare.is_empty();
+                } else {
+                    // One install for all: replica 1 runs the prepare steps,
+                    // and the others start once it has.
+                    if first_prepares {
+                        spec.depends_on.push(Dependency {
+                            service: copies[0].clone(),
+                            condition: omnidev_core::spec::Condition::Started,
+                        });
+                    }
+                    spec.prepare.clear();
+                }
+                for (url_name, url) in &self.urls {
+                    if url.service(url_name, self) == Some(name.as_str()) {
+                        spec.urls.push(NamedUrl {
+                            name: if copies.len() > 1 {
+                                crate::names::replica(url_name, index)
+                            } else {
+                                url_name.clone()
+                            },
+                            url: render_text(url.template(), &values)?,
+                        });
+                    }
+                }
+                services.push(spec);
+                if !service.watch.is_empty() {
+                    watch.push(WatchRule {
+                        service: copy.clone(),
+                        globs: service.watch.clone(),
+                    });
+                }
             }
         }
 
+        // The pod's own URLs; a service's went to its spec (a service left
+        // out takes its URLs with it).
         let mut urls = Vec::new();
         for (name, url) in &self.urls {
-            let named = NamedUrl {
-                name: name.clone(),
-                url: text(url.template())?,
-            };
-            match url.service(name, self) {
-                None => urls.push(named),
-                // A service left out takes its URLs with it.
-                Some(service) => {
-                    if let Some(spec) = services.iter_mut().find(|s| s.name == service) {
-                        spec.urls.push(named);
-                    }
-                }
+            if url.service(name, self).is_none() {
+                urls.push(NamedUrl {
+                    name: name.clone(),
+                    url: text(url.template())?,
+                });
             }
         }
         Ok(RenderedPod {
@@ -318,11 +355,13 @@ impl Profile {
     }
 }
 
+/// The spec of service (or replica) `name`; its dependencies on selected
+/// services are on each of what `running` runs of them.
 fn render_service(
     name: &str,
     service: &Service,
     pod_env: &Arc<BTreeMap<String, String>>,
-    selected: &[String],
+    running: &BTreeMap<String, Vec<String>>,
     ctx: &RenderContext,
     values: &Values<'_>,
 ) -> Result<ServiceSpec> {
@@ -417,10 +456,12 @@ fn render_service(
         depends_on: service
             .depends_on
             .iter()
-            .filter(|(dep, _)| selected.contains(dep))
-            .map(|(dep, condition)| Dependency {
-                service: dep.clone(),
-                condition: *condition,
+            .filter_map(|(dep, condition)| Some((running.get(dep)?, condition)))
+            .flat_map(|(copies, condition)| {
+                copies.iter().map(|copy| Dependency {
+                    service: copy.clone(),
+                    condition: *condition,
+                })
             })
             .collect(),
         readiness,
