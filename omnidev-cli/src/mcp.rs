@@ -41,8 +41,8 @@ use rmcp::{
 };
 
 use crate::cli::PodArgs;
-use crate::control;
 use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
+use crate::control::{self, Ask};
 use crate::error::Error;
 use results::{
     EventsArgs, EventsResult, FailedService, LogsArgs, LogsResult, Outcome, ReloadProfileArgs,
@@ -79,8 +79,8 @@ pub mod limits {
     pub const EVENTS_READ_BYTES: usize = 64 * 1024 * 1024;
 }
 
-/// How long the pod has to answer `status`, `stop_service` and `events`.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long `stop_service` waits for the service's processes to be gone.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Serves the pod `pod` names on stdin/stdout until the client leaves.
 pub async fn serve(pod: PodArgs, allow_up: bool) -> Result<(), Error> {
@@ -225,31 +225,16 @@ fn shown_lines(
 /// to the running pod, and waits `timeout` (the pod's own limit) plus a
 /// margin, as the commands do, for what it came to, on a connection
 /// `connection` can hang up.
-fn acted(
-    pod: &PodArgs,
-    request: &Request,
-    timeout: Duration,
-    connection: &Connection,
-) -> miette::Result<Outcome> {
-    let (pod_dir, response) = ask(pod, request, timeout, connection)?;
+fn acted(pod: &PodArgs, asked: &Ask, connection: &Connection) -> miette::Result<Outcome> {
+    let (pod_dir, response) = ask(pod, asked, connection)?;
     outcome(&pod_dir, response)
 }
 
 /// [`acted`]'s request and answer, for a tool that reads more of the
 /// answer than the outcome: the pod's directory and the pod's response.
-fn ask(
-    pod: &PodArgs,
-    request: &Request,
-    timeout: Duration,
-    connection: &Connection,
-) -> miette::Result<(PathBuf, Response)> {
+fn ask(pod: &PodArgs, asked: &Ask, connection: &Connection) -> miette::Result<(PathBuf, Response)> {
     let pod_dir = running(pod)?;
-    let response = control::client::request_on(
-        &pod_dir,
-        request,
-        timeout + Duration::from_secs(5),
-        |stream| connection.keep(stream),
-    )?;
+    let response = asked.send_on(&pod_dir, |stream| connection.keep(stream))?;
     Ok((pod_dir, response))
 }
 
@@ -393,12 +378,8 @@ impl Tools {
                 WaitFor::Ready | WaitFor::Exited => 300,
             };
             let secs = args.timeout_secs.unwrap_or(default);
-            let request = Request::Wait {
-                until: args.until,
-                services: args.services,
-                timeout_secs: Some(secs),
-            };
-            acted(pod, &request, Duration::from_secs(secs), connection)
+            let asked = Ask::wait(args.until, args.services, Duration::from_secs(secs));
+            acted(pod, &asked, connection)
         })
         .await
     }
@@ -419,13 +400,13 @@ impl Tools {
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
-            let request = Request::Restart {
-                service: args.service,
-                all: args.all,
-                no_deps: args.no_deps,
-                timeout_secs: Some(secs),
-            };
-            acted(pod, &request, Duration::from_secs(secs), connection)
+            let asked = Ask::restart(
+                args.service,
+                args.all,
+                args.no_deps,
+                Duration::from_secs(secs),
+            );
+            acted(pod, &asked, connection)
         })
         .await
     }
@@ -445,10 +426,11 @@ impl Tools {
         Parameters(args): Parameters<ServiceArgs>,
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            let request = Request::StopService {
-                services: vec![args.service],
-            };
-            acted(pod, &request, ANSWER_TIMEOUT, connection)
+            acted(
+                pod,
+                &Ask::stop(vec![args.service], STOP_TIMEOUT),
+                connection,
+            )
         })
         .await
     }
@@ -469,11 +451,8 @@ impl Tools {
     ) -> Result<Json<Outcome>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
-            let request = Request::StartService {
-                services: vec![args.service],
-                timeout_secs: Some(secs),
-            };
-            acted(pod, &request, Duration::from_secs(secs), connection)
+            let asked = Ask::start(vec![args.service], Duration::from_secs(secs));
+            acted(pod, &asked, connection)
         })
         .await
     }
@@ -494,11 +473,8 @@ impl Tools {
     ) -> Result<Json<ReloadProfileResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
-            let request = Request::ReloadProfile {
-                timeout_secs: Some(secs),
-            };
-            let (pod_dir, mut response) =
-                ask(pod, &request, Duration::from_secs(secs), connection)?;
+            let asked = Ask::reload_profile(Duration::from_secs(secs));
+            let (pod_dir, mut response) = ask(pod, &asked, connection)?;
             let applied = response.applied.take().unwrap_or_default();
             let Outcome { ok, failed, status } = outcome(&pod_dir, response)?;
             Ok(ReloadProfileResult {
@@ -534,7 +510,7 @@ impl Tools {
                 // Kept records: finished lines only.
                 partial: false,
             };
-            let records = control::stream(&pod_dir, &request, ANSWER_TIMEOUT, false)?;
+            let records = Ask::events(request).stream(&pod_dir, false)?;
             let mut newest: VecDeque<String> = VecDeque::new();
             let (mut seen, mut read) = (0usize, 0usize);
             for line in records {

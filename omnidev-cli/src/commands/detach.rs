@@ -19,7 +19,7 @@ use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
 use crate::control::protocol::{Response, ServiceReport};
-use crate::control::{self, Request};
+use crate::control::{self, Ask};
 use crate::error::Error;
 use crate::output::write_stdout;
 use crate::run_options::RunOptions;
@@ -237,7 +237,7 @@ fn wait_ready(
             }
             .into());
         }
-        match control::request(pod_dir, &Request::WaitReady, left) {
+        match Ask::wait_ready(left).send(pod_dir) {
             Ok(response) => return Ok(response),
             // Not listening yet: the pod is still preparing.
             Err(Error::Unreachable { source, .. })

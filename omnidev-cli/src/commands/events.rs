@@ -4,17 +4,12 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use crate::cli::EventsArgs;
 use crate::control::client::{Line, MAX_LINE_BYTES};
 use crate::control::events::{Body, Record};
-use crate::control::{self, Request};
+use crate::control::{Ask, Request};
 use crate::error::Error;
-
-/// How long the pod has to answer (and, without `-f`, to send the kept
-/// events).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs `omnidev events`: exit 0 when the stream ended (everything kept
 /// was printed, or the pod stopped), 1 when the pod dropped this reader
@@ -32,7 +27,7 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
         // Finished lines only: a line printed once is never taken back.
         partial: false,
     };
-    let records = control::stream(pod_dir, &request, ANSWER_TIMEOUT, args.follow)?;
+    let records = Ask::events(request).stream(pod_dir, args.follow)?;
     let mut out = std::io::stdout().lock();
     let mut lagged = false;
     // A read error (the pod went away mid-line) ends the stream like EOF.

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cli::ReloadProfileArgs;
 use crate::control::protocol::{AppliedReport, PodStatus};
-use crate::control::{self, Request};
+use crate::control::{self, Ask};
 use crate::output::{json, pod_status, write_stdout};
 
 /// `reload-profile --json`: what was done, and the pod's status after.
@@ -26,13 +26,7 @@ struct Report<'a> {
 /// cannot be loaded (the pod runs on), 3 when no pod runs, 4 on timeout.
 pub fn run(args: &ReloadProfileArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
-    let request = Request::ReloadProfile {
-        timeout_secs: Some(args.timeout),
-    };
-    // The pod answers with an error once `timeout` has passed; the socket
-    // read waits a little longer so that answer arrives.
-    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
-    let response = control::request(pod_dir, &request, read_timeout)?;
+    let response = Ask::reload_profile(Duration::from_secs(args.timeout)).send(pod_dir)?;
     let applied = response.applied.clone().unwrap_or_default();
     if args.json {
         write_stdout(&json(&Report {

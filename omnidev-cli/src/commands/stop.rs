@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use omnidev_pod::LockState;
 
 use crate::cli::StopArgs;
-use crate::control::{self, Request, lock_state};
+use crate::control::{Ask, lock_state};
 use crate::error::Error;
 
 /// Runs `omnidev stop`. Stopping a pod that does not run is not an error;
@@ -25,7 +25,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     };
-    match control::request(pod_dir, &Request::Stop, Duration::from_secs(10)) {
+    match Ask::stop_pod().send(pod_dir) {
         Ok(_) => {}
         // No answer (e.g. still starting, or stuck): a SIGTERM to the
         // process holding the lock takes the same shutdown path.
@@ -51,11 +51,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
 /// are gone); the pod and their dependents run on.
 fn stop_services(args: &StopArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
-    let request = Request::StopService {
-        services: args.services.clone(),
-    };
-    let read_timeout = Duration::from_secs(args.timeout.saturating_add(5));
-    control::request(pod_dir, &request, read_timeout)?;
+    Ask::stop(args.services.clone(), Duration::from_secs(args.timeout)).send(pod_dir)?;
     note!(
         "omnidev: stopped {} (`omnidev start` starts them again)",
         args.services.join(", ")

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::WaitArgs;
+use crate::control::Ask;
 use crate::control::protocol::WaitFor;
-use crate::control::{self, Request};
 
 /// Runs `omnidev wait`: exit 0 when the condition holds; 1 when a service
 /// failed (each is named with its state); 2 on usage errors (an unknown
@@ -20,14 +20,7 @@ pub fn run(args: &WaitArgs) -> miette::Result<ExitCode> {
     } else {
         WaitFor::HealthyAfterReload
     };
-    let request = Request::Wait {
-        until,
-        services: args.services.clone(),
-        timeout_secs: Some(args.timeout_secs()),
-    };
-    // The pod answers with an error once `timeout` has passed; the socket
-    // read waits a little longer so that answer arrives.
-    let read_timeout = Duration::from_secs(args.timeout_secs().saturating_add(5));
-    let response = control::request(pod_dir, &request, read_timeout)?;
+    let timeout = Duration::from_secs(args.timeout_secs());
+    let response = Ask::wait(until, args.services.clone(), timeout).send(pod_dir)?;
     Ok(super::report_failures(&response))
 }

@@ -123,13 +123,151 @@ impl Iterator for Records {
     }
 }
 
+/// How much longer than the time a request gives the pod its answer may
+/// take: the pod answers with an error once its own time has passed, and
+/// that answer must still arrive.
+const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long a pod has to answer what it answers at once (its status, a
+/// stop): one that takes longer is stuck, and `status` falls back to its
+/// files.
+const QUICK_ANSWER: Duration = Duration::from_secs(5);
+
+/// How long a pod has to answer an `events` request and, without
+/// `follow`, to send each part of what it kept.
+const STREAM_ANSWER: Duration = Duration::from_secs(15);
+
+/// One request to a running pod and the time its answer may take: made
+/// here for every front-end (the commands, MCP, attach), so a request's
+/// time limit and the read that waits for its answer are decided once.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    request: Request,
+    within: Duration,
+}
+
+impl Ask {
+    /// The pod's status.
+    pub fn status() -> Self {
+        Self::quick(Request::Status)
+    }
+
+    /// Stop the pod (answered once it has begun to stop).
+    pub fn stop_pod() -> Self {
+        Self::quick(Request::Stop)
+    }
+
+    /// Restart `service` (its dependents follow unless `no_deps`), every
+    /// service with `all`, else the watched ones; the pod gives it
+    /// `timeout` to be ready again.
+    pub fn restart(service: Option<String>, all: bool, no_deps: bool, timeout: Duration) -> Self {
+        Self::waiting(
+            Request::Restart {
+                service,
+                all,
+                no_deps,
+                timeout_secs: Some(timeout.as_secs()),
+            },
+            timeout,
+        )
+    }
+
+    /// Start `services`, each given `timeout` to be ready.
+    pub fn start(services: Vec<String>, timeout: Duration) -> Self {
+        Self::waiting(
+            Request::StartService {
+                services,
+                timeout_secs: Some(timeout.as_secs()),
+            },
+            timeout,
+        )
+    }
+
+    /// Stop `services` (answered once their processes are gone, which
+    /// their grace bounds: waited for up to `timeout`).
+    pub fn stop(services: Vec<String>, timeout: Duration) -> Self {
+        Self::waiting(Request::StopService { services }, timeout)
+    }
+
+    /// Wait `timeout` at most until `until` holds for `services`.
+    pub fn wait(until: super::protocol::WaitFor, services: Vec<String>, timeout: Duration) -> Self {
+        Self::waiting(
+            Request::Wait {
+                until,
+                services,
+                timeout_secs: Some(timeout.as_secs()),
+            },
+            timeout,
+        )
+    }
+
+    /// Wait until every service is ready, or `left` runs out here (the pod
+    /// answers on its own deadline, at most every few seconds).
+    pub fn wait_ready(left: Duration) -> Self {
+        Self {
+            request: Request::WaitReady,
+            within: left,
+        }
+    }
+
+    /// The event stream a [`Request::Events`] selects ([`Ask::stream`]).
+    pub fn events(request: Request) -> Self {
+        Self {
+            request,
+            within: STREAM_ANSWER,
+        }
+    }
+
+    /// Apply the profile file, giving what it restarts `timeout` to be
+    /// ready.
+    pub fn reload_profile(timeout: Duration) -> Self {
+        Self::waiting(
+            Request::ReloadProfile {
+                timeout_secs: Some(timeout.as_secs()),
+            },
+            timeout,
+        )
+    }
+
+    fn quick(request: Request) -> Self {
+        Self {
+            request,
+            within: QUICK_ANSWER,
+        }
+    }
+
+    fn waiting(request: Request, timeout: Duration) -> Self {
+        Self {
+            request,
+            within: timeout.saturating_add(ANSWER_MARGIN),
+        }
+    }
+
+    /// Sends a streaming request ([`Ask::events`]) to the pod in
+    /// `pod_dir`: the lines after its answer ([`stream`]).
+    pub fn stream(&self, pod_dir: &Path, follow: bool) -> Result<Records> {
+        stream(pod_dir, &self.request, self.within, follow)
+    }
+
+    /// Sends it to the pod in `pod_dir`; its answer ([`request`]).
+    pub fn send(&self, pod_dir: &Path) -> Result<Response> {
+        request(pod_dir, &self.request, self.within)
+    }
+
+    /// [`Ask::send`], showing the connection to `connected` once made
+    /// ([`request_on`]).
+    pub fn send_on(&self, pod_dir: &Path, connected: impl FnOnce(&UnixStream)) -> Result<Response> {
+        request_on(pod_dir, &self.request, self.within, connected)
+    }
+}
+
 /// Sends `request` to the pod in `pod_dir` and returns its answer.
 ///
 /// Connecting to a socket nobody listens on (missing file, or one left by a
 /// killed supervisor) fails at once with [`Error::Unreachable`]; the answer
 /// must arrive within `timeout`. An answer with `ok: false` becomes
 /// [`Error::Refused`].
-pub fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<Response> {
+fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<Response> {
     request_on(pod_dir, request, timeout, |_| {})
 }
 
@@ -137,7 +275,7 @@ pub fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<R
 /// made: a caller that gives up (an MCP client's cancelled call) shuts it
 /// down through a clone, and the pod stops waiting for a client that is
 /// gone (the read here then ends at once).
-pub fn request_on(
+fn request_on(
     pod_dir: &Path,
     request: &Request,
     timeout: Duration,
@@ -150,7 +288,7 @@ pub fn request_on(
 /// connection after the pod's answer, from the first record on. Later
 /// reads have no timeout when `follow` (the pod closes the stream when it
 /// stops).
-pub fn stream(
+fn stream(
     pod_dir: &Path,
     request: &Request,
     timeout: Duration,

@@ -4,15 +4,11 @@
 
 use std::io::ErrorKind;
 use std::path::Path;
-use std::time::Duration;
 
 use omnidev_pod::{LockState, PodLock};
 
-use super::protocol::{PodList, PodStatus, PodSummary, Request, SCHEMA, ServiceReport};
+use super::protocol::{PodList, PodStatus, PodSummary, SCHEMA, ServiceReport};
 use crate::error::{Error, Result};
-
-/// How long `status` waits for a running pod to answer.
-pub const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Whether an `omnidev up` holds the pod's lock (`Free` when the pod
 /// directory does not exist). A directory that cannot be looked at (no
@@ -35,7 +31,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     let (record, mut error) = read_record(pod_dir).unwrap_or_else(|e| (None, Some(e.to_string())));
     let lock = lock_state(pod_dir)?;
     if matches!(lock, LockState::Held { .. })
-        && let Ok(response) = super::request(pod_dir, &Request::Status, STATUS_TIMEOUT)
+        && let Ok(response) = super::Ask::status().send(pod_dir)
         && let Some(status) = response.status
     {
         return Ok(status);

@@ -27,12 +27,9 @@ use super::source::{Source, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::{Body, Record, rfc3339};
 use crate::control::protocol::{PodStatus, ServiceReport};
-use crate::control::{self, Request};
+use crate::control::{self, Ask, Request};
 use crate::error::{Error, Result};
 use crate::terminal_text;
-
-/// How long the pod has to answer `status` and to start the stream.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How long a restart or start from a key waits for the services to be
 /// ready (the pod's own default).
@@ -57,7 +54,8 @@ impl Connection {
     /// its kept and new records.
     pub fn open(pod_dir: &Path) -> Result<Self> {
         let since = rfc3339(SystemTime::now());
-        let status = control::request(pod_dir, &Request::Status, ANSWER_TIMEOUT)?
+        let status = Ask::status()
+            .send(pod_dir)?
             .status
             .ok_or_else(|| Error::Protocol {
                 socket: control::socket_path(pod_dir),
@@ -73,7 +71,7 @@ impl Connection {
             // `up`'s own UI.
             partial: true,
         };
-        let reader = control::stream(pod_dir, &request, ANSWER_TIMEOUT, true)?;
+        let reader = Ask::events(request).stream(pod_dir, true)?;
         Ok(Self {
             status,
             since,
@@ -119,7 +117,7 @@ struct RecordReader {
 }
 
 impl RecordReader {
-    /// Takes over the stream `control::stream` opened, with what it had
+    /// Takes over the stream `Ask::stream` opened, with what it had
     /// read ahead.
     fn new(records: Records) -> std::io::Result<Self> {
         let (stream, lines) = records.into_parts();
@@ -309,43 +307,26 @@ impl Source for ControlSource {
     }
 
     fn act(&mut self, action: Action) {
-        let (request, what) = match action {
+        let (ask, what) = match action {
             Action::Restart(name) => (
-                Request::Restart {
-                    service: Some(name.clone()),
-                    all: false,
-                    no_deps: false,
-                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
-                },
+                Ask::restart(Some(name.clone()), false, false, ACTION_TIMEOUT),
                 format!("restarted {name}"),
             ),
             // The pod's own watched services (what `omnidev restart` restarts).
             Action::Reload(names) => (
-                Request::Restart {
-                    service: None,
-                    all: false,
-                    no_deps: false,
-                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
-                },
+                Ask::restart(None, false, false, ACTION_TIMEOUT),
                 format!("reloaded {}", names.join(", ")),
             ),
             Action::Stop(name) => (
-                Request::StopService {
-                    services: vec![name.clone()],
-                },
+                Ask::stop(vec![name.clone()], ACTION_TIMEOUT),
                 format!("stopped {name} (s starts it again)"),
             ),
             Action::Start(name) => (
-                Request::StartService {
-                    services: vec![name.clone()],
-                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
-                },
+                Ask::start(vec![name.clone()], ACTION_TIMEOUT),
                 format!("started {name}"),
             ),
             Action::ReloadProfile => (
-                Request::ReloadProfile {
-                    timeout_secs: Some(ACTION_TIMEOUT.as_secs()),
-                },
+                Ask::reload_profile(ACTION_TIMEOUT),
                 "applied the profile".to_owned(),
             ),
             // `c` clears this UI's pane only: the pod's buffers are other
@@ -355,7 +336,7 @@ impl Source for ControlSource {
         let pod_dir = self.pod_dir.clone();
         let answer = self.answer.clone();
         tokio::task::spawn_blocking(move || {
-            let said = match control::request(&pod_dir, &request, ACTION_TIMEOUT + ANSWER_TIMEOUT) {
+            let said = match ask.send(&pod_dir) {
                 Ok(response) if response.failed.is_empty() => {
                     response.applied.map_or(what, |applied| applied.message)
                 }
@@ -374,10 +355,7 @@ async fn refresh_urls(pod_dir: PathBuf, refresh: Arc<Notify>, answer: mpsc::Send
     loop {
         refresh.notified().await;
         let pod_dir = pod_dir.clone();
-        let asked = tokio::task::spawn_blocking(move || {
-            control::request(&pod_dir, &Request::Status, ANSWER_TIMEOUT)
-        })
-        .await;
+        let asked = tokio::task::spawn_blocking(move || Ask::status().send(&pod_dir)).await;
         if let Ok(Ok(response)) = asked
             && let Some(status) = response.status
         {
