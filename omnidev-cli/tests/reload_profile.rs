@@ -508,3 +508,39 @@ grace-ms = 1000
         ctx.run(&["logs", "web", "-n", "1"]).stdout == format!("web on {shown}\n").as_bytes()
     });
 }
+
+/// A profile that adds a replica a service depends on: the new `web.3`
+/// is started after `client` in the pod's own order but before it in start
+/// order, and the reload is answered as soon as both are ready (it once
+/// waited out its whole timeout, judging one by the other's start count).
+#[test]
+fn an_added_replica_its_dependent_waits_for_is_answered_once_ready() {
+    let ctx = TestContext::new();
+    let text = |replicas: u32| {
+        format!(
+            "[services.web]\ncommand = [\"sleep\", \"300\"]\nreplicas = {replicas}\ngrace-ms = 1000\n\n\
+             [services.client]\ncommand = [\"sleep\", \"300\"]\ndepends-on = {{ web = \"started\" }}\n\
+             grace-ms = 1000\n"
+        )
+    };
+    let file = ctx.write("omnidev.toml", &text(2));
+    let _pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    save(&file, &text(3));
+    let started = std::time::Instant::now();
+    let output = ctx
+        .assert(&["reload-profile", "--json", "--timeout", "30"])
+        .code(0)
+        .get_output()
+        .clone();
+    let report = report(&output);
+    assert_eq!(report["started"], serde_json::json!(["web.3"]), "{report}");
+    assert!(started.elapsed() < Duration::from_secs(25), "{report}");
+    let names: Vec<&str> = report["status"]["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["web.1", "web.2", "web.3", "client"]);
+}

@@ -288,12 +288,7 @@ fn request_on(
 /// connection after the pod's answer, from the first record on. Later
 /// reads have no timeout when `follow` (the pod closes the stream when it
 /// stops).
-fn stream(
-    pod_dir: &Path,
-    request: &Request,
-    timeout: Duration,
-    follow: bool,
-) -> Result<Records> {
+fn stream(pod_dir: &Path, request: &Request, timeout: Duration, follow: bool) -> Result<Records> {
     let (_, records) = exchange(pod_dir, request, timeout, |_| {})?;
     if follow {
         let _ = records.stream.set_read_timeout(None);

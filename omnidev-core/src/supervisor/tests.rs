@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use tokio::sync::{oneshot, watch};
 
 use super::spawn::{ProcessGroup, Spawned, Spawner};
-use super::{Supervisor, SupervisorConfig};
+use super::{Supervisor, SupervisorConfig, Waited};
 use crate::event::{ExitStatus, ServiceState};
 use crate::spec::{
     CommandSpec, Condition, Dependency, PrepareStep, PrepareWhen, RestartPolicy, ServiceSpec,
@@ -291,6 +291,33 @@ async fn the_status_lists_services_in_start_order() {
     })
     .await;
     assert_eq!(names(&supervisor), ["db", "api", "web", "cron"]);
+    supervisor.shutdown().await.expect("shutdown");
+}
+
+/// A restart's wait knows each service by name, whatever order the status
+/// lists them in: `b` (listed first, given second) is judged by its own
+/// start count, not by `a`'s higher one.
+#[tokio::test(start_paused = true)]
+async fn a_restart_waits_for_its_own_service_whatever_the_status_order() {
+    let spawner = FakeSpawner::new();
+    let supervisor = start(vec![service("a", &["b"]), service("b", &[])], &spawner).await;
+    until("both running", || {
+        supervisor.snapshot().iter().all(|s| is_running(&s.state))
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for _ in 0..2 {
+        let waited = supervisor
+            .restart_until_ready_with(&["a".to_owned()], false, deadline)
+            .await
+            .expect("restart a");
+        assert_eq!(waited, Waited::Met);
+    }
+    let waited = supervisor
+        .restart_until_ready_with(&["b".to_owned()], false, deadline)
+        .await
+        .expect("restart b");
+    assert_eq!(waited, Waited::Met, "b's restart judged by a's start count");
     supervisor.shutdown().await.expect("shutdown");
 }
 

@@ -3,6 +3,7 @@
 //! control socket, `up --detach`, an agent) asks, judged on the status
 //! watch as it changes, never by polling.
 
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 use tokio::sync::oneshot;
@@ -54,8 +55,10 @@ struct Judge {
     /// The services waited on.
     names: Vec<String>,
     until: Until,
-    /// Only runs started after these counts count (a restart's wait).
-    after: Option<Vec<u32>>,
+    /// Only runs started after these counts count (a restart's wait), by
+    /// service name: the status lists services in start order, not in the
+    /// engine's.
+    after: Option<HashMap<String, u32>>,
 }
 
 impl Judge {
@@ -66,12 +69,12 @@ impl Judge {
         }
         let mut failed = Vec::new();
         let mut pending = Vec::new();
-        for (i, s) in snapshot.iter().enumerate() {
+        for s in snapshot {
             if !self.names.contains(&s.name) {
                 continue;
             }
             if let Some(after) = &self.after
-                && after.get(i).is_some_and(|&before| s.starts <= before)
+                && after.get(&s.name).is_some_and(|&before| s.starts <= before)
             {
                 // Not started since the request. Stopped (a stop overtook
                 // it) or blocked (a dependency will not come back), it
@@ -122,14 +125,17 @@ fn failure(status: &ServiceStatus) -> bool {
 }
 
 /// The services of `names` (every one when empty) that failed in a run
-/// started after their start counts were `starts`.
-fn failed_since(snapshot: &[ServiceStatus], names: &[String], starts: &[u32]) -> Vec<String> {
+/// started after their start counts were `starts` (by name).
+fn failed_since(
+    snapshot: &[ServiceStatus],
+    names: &[String],
+    starts: &HashMap<String, u32>,
+) -> Vec<String> {
     snapshot
         .iter()
-        .zip(starts)
-        .filter(|(s, _)| names.is_empty() || names.contains(&s.name))
-        .filter(|(s, before)| s.starts > **before && failure(s))
-        .map(|(s, _)| s.name.clone())
+        .filter(|s| names.is_empty() || names.contains(&s.name))
+        .filter(|s| starts.get(&s.name).is_some_and(|&before| s.starts > before) && failure(s))
+        .map(|s| s.name.clone())
         .collect()
 }
 
@@ -217,7 +223,8 @@ impl Supervisor {
                         () = changed_after(&mut seen, bar) => continue,
                     }
                 }
-                let failed = failed_since(&status.borrow_and_update(), services, &reload.starts);
+                let starts = self.by_name(&reload.starts);
+                let failed = failed_since(&status.borrow_and_update(), services, &starts);
                 if !failed.is_empty() {
                     return Ok(Waited::Failed(failed));
                 }
@@ -352,6 +359,17 @@ impl Supervisor {
         Ok((applied, waited))
     }
 
+    /// Start counts in the engine's order (a request's answer: one per
+    /// slot, removed services' included) keyed by service name.
+    fn by_name(&self, starts: &[u32]) -> HashMap<String, u32> {
+        self.names()
+            .all
+            .iter()
+            .cloned()
+            .zip(starts.iter().copied())
+            .collect()
+    }
+
     async fn judge_until(
         &self,
         services: &[String],
@@ -362,7 +380,7 @@ impl Supervisor {
         let judge = Judge {
             names: self.waited_on(services),
             until,
-            after,
+            after: after.map(|starts| self.by_name(&starts)),
         };
         let total = self.slots();
         let mut status = self.inner.status.clone();
