@@ -125,6 +125,12 @@ impl LiveProfile {
         &self.file
     }
 
+    /// The watched services of the profile applied last
+    /// ([`RenderedPod::watched`]).
+    pub fn watched(&self) -> Vec<String> {
+        self.state().rendered.watched()
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

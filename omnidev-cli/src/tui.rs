@@ -263,12 +263,7 @@ pub async fn run_pod(
         .into_iter()
         .map(|i| specs[i].name.clone())
         .collect();
-    let watched = prepared
-        .rendered
-        .watch
-        .iter()
-        .map(|w| w.service.clone())
-        .collect();
+    let watched = prepared.rendered.watched();
     let mut app = App::new(
         PodInfo {
             pod_dir: prepared.pod.dir().to_owned(),

@@ -512,7 +512,8 @@ grace-ms = 1000
 /// A profile that adds a replica a service depends on: the new `web.3`
 /// is started after `client` in the pod's own order but before it in start
 /// order, and the reload is answered as soon as both are ready (it once
-/// waited out its whole timeout, judging one by the other's start count).
+/// waited out its whole timeout, judging one by the other's start count);
+/// `restart` alone then restarts the new replica too.
 #[test]
 fn an_added_replica_its_dependent_waits_for_is_answered_once_ready() {
     let ctx = TestContext::new();
@@ -543,4 +544,10 @@ fn an_added_replica_its_dependent_waits_for_is_answered_once_ready() {
         .filter_map(|s| s["name"].as_str())
         .collect();
     assert_eq!(names, ["web.1", "web.2", "web.3", "client"]);
+    // What `restart` alone restarts follows the applied profile.
+    assert_eq!(
+        report["status"]["watched"],
+        serde_json::json!(["web.1", "web.2", "web.3", "client"]),
+        "{report}"
+    );
 }

@@ -78,6 +78,8 @@ pub enum OpenOptions {
     /// Read and write, created when missing, never truncated (a lock
     /// file).
     ReadWriteCreate,
+    /// Read and write; the file must exist (a lock file a removal takes).
+    ReadWrite,
     /// Append, created when missing (a log file).
     AppendCreate,
     /// Write a new file; fails when the name exists, even as a link (a
@@ -90,6 +92,7 @@ impl OpenOptions {
         let flags = match self {
             Self::Read => OFlag::O_RDONLY,
             Self::ReadWriteCreate => OFlag::O_RDWR | OFlag::O_CREAT,
+            Self::ReadWrite => OFlag::O_RDWR,
             Self::AppendCreate => OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT,
             Self::CreateNew => OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
         };

@@ -88,7 +88,10 @@ impl PodLock {
 
     fn take(pod_dir: &Path, removal: Option<Removal>) -> Result<Self> {
         let path = pod_dir.join(LOCK_FILE);
-        let mut file = open(pod_dir, &path)?;
+        let mut file = match removal {
+            None => open(pod_dir, &path)?,
+            Some(_) => open_for_removal(pod_dir, &path)?,
+        };
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -104,6 +107,10 @@ impl PodLock {
                 });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path)(e)),
+        }
+        if removal.is_some() && !still_named(pod_dir, &file) {
+            // Its remover unlinked it between our open and our lock.
+            return Err(being_removed_by_another(pod_dir));
         }
         let word = removal.map_or(String::new(), |by| format!(" {}", by.word()));
         let write = |file: &mut File| -> std::io::Result<()> {
@@ -159,6 +166,45 @@ fn open(pod_dir: &Path, path: &Path) -> Result<File> {
             )
         })
         .map_err(Error::io("open the pod lock", path))
+}
+
+/// The lock file a removal takes: the pod's own, or a new one for a pod
+/// that never ran (its identity still there). A pod whose lock file is
+/// gone with its identity is being removed by another (who unlinked the
+/// lock it still holds): a new lock file there would let two removals run
+/// at once.
+fn open_for_removal(pod_dir: &Path, path: &Path) -> Result<File> {
+    let dir = Dir::open(pod_dir).map_err(Error::io("open the pod lock", path))?;
+    match dir.open_file(
+        Path::new(LOCK_FILE),
+        omnidev_core::fs::OpenOptions::ReadWrite,
+    ) {
+        Ok(file) => return Ok(file),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("open the pod lock", path)(e)),
+    }
+    match dir.stat(Path::new(crate::layout::MARKER)) {
+        Ok(Some(_)) => open(pod_dir, path),
+        _ => Err(being_removed_by_another(pod_dir)),
+    }
+}
+
+/// Whether `file` is still the pod's lock file (not one unlinked since
+/// it was opened).
+fn still_named(pod_dir: &Path, file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let named = Dir::open(pod_dir).and_then(|dir| dir.stat(Path::new(LOCK_FILE)));
+    match (named, file.metadata()) {
+        (Ok(Some(entry)), Ok(held)) => entry.ino == held.ino(),
+        _ => false,
+    }
+}
+
+fn being_removed_by_another(pod_dir: &Path) -> Error {
+    Error::NotAPod {
+        path: pod_dir.to_path_buf(),
+        reason: "its lock is gone: another omnidev is removing it".to_owned(),
+    }
 }
 
 /// The longest a lock file's holder may take to write its pid after
@@ -230,6 +276,8 @@ mod tests {
     #[test]
     fn a_removal_holding_the_lock_says_so() {
         let tmp = tempfile::tempdir().expect("tempdir");
+        // A pod that never ran: its identity, no lock file yet.
+        std::fs::write(tmp.path().join(crate::layout::MARKER), "").expect("marker");
         let lock = PodLock::acquire_to_remove(tmp.path(), Removal::Gc).expect("lock");
         let pid = Some(std::process::id());
         assert_eq!(
@@ -245,6 +293,29 @@ mod tests {
             "{err:?}"
         );
         drop(lock);
+    }
+
+    /// A removal never makes a lock file where the pod's identity and
+    /// lock are gone (another removal unlinked them and still holds its
+    /// lock): it is refused, and the directory stays as it was.
+    #[test]
+    fn a_removal_takes_no_new_lock_in_a_pod_half_removed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let err = PodLock::acquire_to_remove(tmp.path(), Removal::Gc).expect_err("refused");
+        assert!(
+            err.to_string().contains("another omnidev is removing it"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(tmp.path()).expect("list").count(), 0);
+
+        // Unlinked while held: a removal that opened it before is refused.
+        std::fs::write(tmp.path().join(crate::layout::MARKER), "").expect("marker");
+        let first = PodLock::acquire_to_remove(tmp.path(), Removal::Gc).expect("first");
+        let opened = open(tmp.path(), &tmp.path().join(LOCK_FILE)).expect("open");
+        std::fs::remove_file(tmp.path().join(LOCK_FILE)).expect("unlink");
+        drop(first);
+        opened.try_lock().expect("the unlinked file locks");
+        assert!(!still_named(tmp.path(), &opened));
     }
 
     #[test]

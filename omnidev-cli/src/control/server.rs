@@ -76,7 +76,9 @@ pub struct ServerInfo {
     pub repo: PathBuf,
     /// The pod's ports and URLs, updated when a port moves.
     pub addresses: crate::session::SharedAddresses,
-    /// The watched services: what `restart` without a service restarts.
+    /// The watched services: what `restart` without a service restarts
+    /// (those of the profile applied last, when the pod follows its file:
+    /// [`watched`]).
     pub watched: Vec<String>,
     /// The profile the pod runs and its file, for `reload-profile`.
     pub live: Option<Arc<crate::live_profile::LiveProfile>>,
@@ -90,11 +92,7 @@ impl ServerInfo {
         addresses: crate::session::SharedAddresses,
     ) -> Self {
         let socket = prepared.control_socket.clone();
-        let rendered = &prepared.rendered;
-        let mut watched: Vec<String> = rendered.watch.iter().map(|w| w.service.clone()).collect();
-        if watched.is_empty() {
-            watched = rendered.services.iter().map(|s| s.name.clone()).collect();
-        }
+        let watched = prepared.rendered.watched();
         Self {
             pod_dir: prepared.pod.dir().to_owned(),
             socket,
@@ -705,6 +703,16 @@ fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
     None
 }
 
+/// The watched services of the profile the pod runs now (a
+/// `reload-profile` may have added or removed some).
+fn watched(shared: &Shared) -> Vec<String> {
+    shared
+        .info
+        .live
+        .as_ref()
+        .map_or_else(|| shared.info.watched.clone(), |live| live.watched())
+}
+
 /// What `restart` restarts.
 enum Target {
     /// The services with watch rules (every one when none has).
@@ -729,7 +737,7 @@ async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
             vec![name.clone()]
         }
         Target::Replicas(copies, _) => copies.clone(),
-        Target::Watched => shared.info.watched.clone(),
+        Target::Watched => watched(shared),
     };
     if let Some(unknown) = names
         .iter()
@@ -895,7 +903,7 @@ fn status(shared: &Shared) -> PodStatus {
             })
             .collect(),
         last_reload: last_reload(shared),
-        watched: info.watched.clone(),
+        watched: watched(shared),
         error: None,
     }
 }

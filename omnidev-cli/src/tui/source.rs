@@ -151,6 +151,9 @@ impl Source for PodSource {
             let _ = match action {
                 Action::Restart(name) => supervisor.restart(&name).await,
                 Action::Reload(names) => {
+                    // Those of the profile applied last (`P` may have
+                    // changed them).
+                    let names = live.as_ref().map_or(names, |live| live.watched());
                     let names: Vec<&str> = names.iter().map(String::as_str).collect();
                     supervisor.reload(&names).await
                 }

@@ -233,6 +233,19 @@ pub struct RenderedPod {
     pub urls: Vec<NamedUrl>,
 }
 
+impl RenderedPod {
+    /// What `restart` without a service (and the TUI's `R`) restarts: the
+    /// services with watch rules, every service when none has.
+    pub fn watched(&self) -> Vec<String> {
+        let watched: Vec<String> = self.watch.iter().map(|w| w.service.clone()).collect();
+        if watched.is_empty() {
+            self.services.iter().map(|s| s.name.clone()).collect()
+        } else {
+            watched
+        }
+    }
+}
+
 impl Profile {
     /// Renders the profile for one pod.
     ///
