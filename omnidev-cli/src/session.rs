@@ -409,7 +409,7 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
         runtime_dir: &runtime_dir,
         pod_dir: pod.dir(),
         repo: &checkout.repo,
-        bases: &profile.port_bases(),
+        bases: &profile.port_bases_scaled(&BTreeMap::new()),
         overrides: &BTreeMap::new(),
     })?;
     let mut ctx =

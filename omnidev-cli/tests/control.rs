@@ -1266,6 +1266,22 @@ grace-ms = 1000
     assert_eq!(out.status.code(), Some(5), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "none");
 
+    // Refused before anything is made: another checkout's pod stays
+    // unmade.
+    let other = ctx.root.join("other");
+    std::fs::create_dir_all(other.join(".git")).expect("mkdir");
+    std::fs::copy(ctx.repo.join("omnidev.toml"), other.join("omnidev.toml")).expect("copy");
+    let pods = || std::fs::read_dir(ctx.cache_root()).expect("pods").count();
+    let before = pods();
+    let out = ctx
+        .cmd()
+        .args(["run", "--port", "nope", "--repo"])
+        .arg(&other)
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(pods(), before, "a pod was made for a refused command");
     let out = ctx
         .cmd()
         .args(["run", "--port", "nope", "--", "true"])

@@ -27,16 +27,22 @@ fn run_in(
     extra: &[(&str, &str)],
     port: Option<&str>,
 ) -> Result<ExitCode> {
-    let beside = crate::session::prepare_beside(checkout)?;
-    let port = match port {
-        None => None,
-        Some(name) => Some(beside.ports.get(name).copied().ok_or_else(|| {
-            omnidev_pod::Error::UnknownPort {
+    // Checked before the pod is made: a mistake leaves nothing behind.
+    if let Some(name) = port {
+        let bases = checkout
+            .profile
+            .port_bases_scaled(&std::collections::BTreeMap::new());
+        if !bases.iter().any(|(base, _)| base == name) {
+            return Err(omnidev_pod::Error::UnknownPort {
                 name: name.to_owned(),
-                known: beside.ports.keys().cloned().collect(),
+                known: bases.into_iter().map(|(base, _)| base).collect(),
             }
-        })?),
-    };
+            .into());
+        }
+    }
+    let beside = crate::session::prepare_beside(checkout)?;
+    // Every port of the profile (its replicas' too) is in `pod.toml` now.
+    let port = port.and_then(|name| beside.ports.get(name).copied());
     for notice in beside.notices {
         note!("omnidev: {notice}");
     }
