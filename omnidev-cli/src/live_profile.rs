@@ -163,7 +163,7 @@ impl LiveProfile {
         let selected = context.selection.to_run(&profile)?;
         let path = std::env::var_os("PATH").unwrap_or_default();
         profile.check_tools(repo, &selected, &path)?;
-        let bases = profile.port_bases_scaled(&context.scale);
+        let bases = profile.port_bases(&context.scale);
         let rebased = state.set_up.rebased(&bases);
         for (name, base) in bases {
             if rebased.contains(&name) {
@@ -230,7 +230,7 @@ impl LiveProfile {
     fn ready(&self) -> omnidev_pod::Result<Ready> {
         let Next { profile, .. } = self.load()?;
         let state = self.state();
-        let bases = profile.port_bases_scaled(&state.set_up.context.scale);
+        let bases = profile.port_bases(&state.set_up.context.scale);
         let rebased = state.set_up.rebased(&bases);
         let overrides: BTreeMap<String, u16> = state
             .set_up

@@ -385,10 +385,7 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
     for name in named {
         omnidev_pod::names::check_service(name).map_err(|message| Error::BadName { message })?;
         // A service that ran as replicas: each replica's log.
-        let copies: Vec<&String> = available
-            .iter()
-            .filter(|a| omnidev_pod::names::replica_of(a).is_some_and(|(s, _)| s == name))
-            .collect();
+        let copies = omnidev_pod::names::replicas_among(name, &available);
         if !available.contains(name) && !copies.is_empty() {
             for copy in copies {
                 if !chosen.contains(copy) {

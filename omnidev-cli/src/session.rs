@@ -233,7 +233,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     let path = std::env::var_os("PATH").unwrap_or_default();
     profile.check_tools(&checkout.repo, &selected, &path)?;
 
-    let bases = profile.port_bases_scaled(&options.scale);
+    let bases = profile.port_bases(&options.scale);
     let overrides: BTreeMap<String, u16> =
         omnidev_pod::ports::check_overrides(&options.ports, &bases)?;
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
@@ -409,7 +409,7 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
         runtime_dir: &runtime_dir,
         pod_dir: pod.dir(),
         repo: &checkout.repo,
-        bases: &profile.port_bases_scaled(&BTreeMap::new()),
+        bases: &profile.port_bases(&BTreeMap::new()),
         overrides: &BTreeMap::new(),
     })?;
     let mut ctx =

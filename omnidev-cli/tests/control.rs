@@ -13,7 +13,7 @@ use std::process::Output;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Signal, TestContext, alive, service, signal, wait_for};
+use common::{Signal, TestContext, alive, service, service_names, signal, wait_for};
 use omnidev_test_support::{free_port, free_ports};
 use predicates::prelude::*;
 use predicates::str::contains;
@@ -113,12 +113,7 @@ fn detach_status_logs_restart_stop() {
     assert_eq!(status["control"], true, "{status}");
     // Services in start order (`host` waits for `server`); with no watch
     // rule, `restart` alone restarts every one.
-    let names: Vec<&str> = status["services"]
-        .as_array()
-        .expect("services")
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
+    let names = service_names(&status);
     assert_eq!(names, ["server", "host"], "{status}");
     assert_eq!(
         status["watched"],
@@ -712,12 +707,7 @@ fn exit_codes_on_a_running_pod() {
     let all = events.records();
     let last: Value = serde_json::from_str(all.last().expect("records")).expect("json");
     assert_eq!(last["kind"], "ended", "{all:?}");
-    let names: Vec<&str> = last["services"]
-        .as_array()
-        .expect("services")
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
+    let names = service_names(&last);
     assert_eq!(names, ["server", "host"], "{last}");
     assert!(
         last["services"]

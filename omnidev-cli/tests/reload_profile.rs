@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{TestContext, alive, api_and_web as profile, service, wait_for};
+use common::{TestContext, alive, api_and_web as profile, service, service_names, wait_for};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -537,12 +537,7 @@ fn an_added_replica_its_dependent_waits_for_is_answered_once_ready() {
     let report = report(&output);
     assert_eq!(report["started"], serde_json::json!(["web.3"]), "{report}");
     assert!(started.elapsed() < Duration::from_secs(25), "{report}");
-    let names: Vec<&str> = report["status"]["services"]
-        .as_array()
-        .expect("services")
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
+    let names = service_names(&report["status"]);
     assert_eq!(names, ["web.1", "web.2", "web.3", "client"]);
     // What `restart` alone restarts follows the applied profile.
     assert_eq!(

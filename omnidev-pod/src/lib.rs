@@ -27,7 +27,7 @@
 //!     runtime_dir: &tmp.path().join("run"),
 //!     pod_dir: pod.dir(),
 //!     repo: &repo,
-//!     bases: &profile.port_bases(),
+//!     bases: &profile.port_bases(&Default::default()),
 //!     overrides: &Default::default(),
 //! })?;
 //! let mut ctx = RenderContext::from_process_env(repo.clone(), pod.dir().to_owned(), ports);

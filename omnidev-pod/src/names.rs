@@ -61,6 +61,21 @@ pub fn replica_of(name: &str) -> Option<(&str, u32)> {
     .then_some((service, number))
 }
 
+/// The names among `names` that are replicas of `service` (`web` →
+/// `web.1`, `web.2`), in their order: what `service` stands for in a pod
+/// that runs it as copies.
+///
+/// ```
+/// let names = ["web.1", "api", "web.2", "webx.1"].map(String::from);
+/// assert_eq!(omnidev_pod::names::replicas_among("web", &names), ["web.1", "web.2"]);
+/// ```
+pub fn replicas_among<'a>(service: &str, names: &'a [String]) -> Vec<&'a String> {
+    names
+        .iter()
+        .filter(|name| replica_of(name).is_some_and(|(of, _)| of == service))
+        .collect()
+}
+
 /// Whether `name` names a running service: a valid name, or a replica's
 /// (`web.2`).
 pub fn is_service(name: &str) -> bool {

@@ -533,12 +533,6 @@ impl Profile {
         crate::root::check_markers(repo_root, &self.repo.markers)
     }
 
-    /// Port names with their bases, in profile order (for
-    /// [`crate::PortRequest::bases`]).
-    pub fn port_bases(&self) -> Vec<(String, u16)> {
-        self.ports.iter().map(|(n, p)| (n.clone(), *p)).collect()
-    }
-
     /// How many copies of `service` run: `scale`'s count for it, else its
     /// `replicas`, else 1.
     pub fn replicas(&self, service: &str, scale: &BTreeMap<String, u32>) -> u32 {
@@ -560,16 +554,20 @@ impl Profile {
         }
     }
 
-    /// [`Profile::port_bases`] with a port for every replica: a port named
-    /// like a service that runs N > 1 copies is replica 1's, and replicas
-    /// 2…N get `NAME.2`… with the bases after it.
-    pub fn port_bases_scaled(&self, scale: &BTreeMap<String, u32>) -> Vec<(String, u16)> {
-        let mut bases = self.port_bases();
-        for (name, base) in self.port_bases() {
-            for index in 2..=self.replicas(&name, scale) {
+    /// Port names with their bases, in profile order (for
+    /// [`crate::PortRequest::bases`]), then a port for every further
+    /// replica (`scale` over `replicas`): a port named like a service that
+    /// runs N > 1 copies is replica 1's, and replicas 2…N get `NAME.2`…
+    /// with the bases after it.
+    pub fn port_bases(&self, scale: &BTreeMap<String, u32>) -> Vec<(String, u16)> {
+        let mut bases: Vec<(String, u16)> =
+            self.ports.iter().map(|(n, p)| (n.clone(), *p)).collect();
+        for (name, base) in &self.ports {
+            let base = *base;
+            for index in 2..=self.replicas(name, scale) {
                 let offset = u16::try_from(index - 1).unwrap_or(u16::MAX);
                 bases.push((
-                    crate::names::replica(&name, index),
+                    crate::names::replica(name, index),
                     base.saturating_add(offset),
                 ));
             }

@@ -15,7 +15,7 @@ pub struct Ports(pub BTreeMap<String, u16>);
 impl Ports {
     /// The ports as replica `index` of `service` sees them: from replica
     /// 2 on, `service`'s port is its own (`service.INDEX`, see
-    /// [`crate::Profile::port_bases_scaled`]) when the pod has one.
+    /// [`crate::Profile::port_bases`]) when the pod has one.
     #[must_use]
     pub fn for_replica(&self, service: &str, index: u32) -> Ports {
         let mut ports = self.clone();

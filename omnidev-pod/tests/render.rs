@@ -781,7 +781,7 @@ depends-on = { web = "ready" }
     )
     .expect("parse");
     let scale = BTreeMap::from([("web".to_owned(), 3)]);
-    let bases = profile.port_bases_scaled(&scale);
+    let bases = profile.port_bases(&scale);
     assert_eq!(
         bases,
         [

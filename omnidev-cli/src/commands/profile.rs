@@ -141,7 +141,7 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
     profile.check_repo(&repo)?;
     let ports = Ports(
         profile
-            .port_bases_scaled(&std::collections::BTreeMap::new())
+            .port_bases(&std::collections::BTreeMap::new())
             .into_iter()
             .collect(),
     );

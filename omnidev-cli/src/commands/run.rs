@@ -31,7 +31,7 @@ fn run_in(
     if let Some(name) = port {
         let bases = checkout
             .profile
-            .port_bases_scaled(&std::collections::BTreeMap::new());
+            .port_bases(&std::collections::BTreeMap::new());
         if !bases.iter().any(|(base, _)| base == name) {
             return Err(omnidev_pod::Error::UnknownPort {
                 name: name.to_owned(),

@@ -670,17 +670,11 @@ fn expand(shared: &Shared, names: &[String]) -> Vec<String> {
     names
         .iter()
         .flat_map(|name| {
-            let copies: Vec<String> = running
-                .iter()
-                .filter(|r| {
-                    omnidev_pod::names::replica_of(r).is_some_and(|(service, _)| service == name)
-                })
-                .cloned()
-                .collect();
+            let copies = omnidev_pod::names::replicas_among(name, &running);
             if running.contains(name) || copies.is_empty() {
                 vec![name.clone()]
             } else {
-                copies
+                copies.into_iter().cloned().collect()
             }
         })
         .collect()

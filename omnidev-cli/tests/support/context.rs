@@ -223,6 +223,17 @@ grace-ms = 1000
     )
 }
 
+/// The names of `record["services"]` (a status, an `ended` record), in
+/// their order.
+pub fn service_names(record: &serde_json::Value) -> Vec<&str> {
+    record["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect()
+}
+
 pub fn service<'v>(status: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
     status["services"]
         .as_array()
