@@ -33,7 +33,7 @@ fn run(start: PathBuf) -> omnidev_pod::Result<()> {
         &profile.pod.dirs,
     )?;
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
-    let bases = profile.port_bases();
+    let bases = profile.port_bases(&Default::default());
     // The ports recorded for this pod, or new ones, under the shared lock.
     let ports = omnidev_pod::ports::ensure_ports(&omnidev_pod::PortRequest {
         cache_root: &cache_root,
