@@ -39,15 +39,15 @@
 //! # Responses
 //!
 //! ```json
-//! {"schema":2,"ok":true,"status":{…},"failed":[]}
-//! {"schema":2,"ok":false,"error":"unknown service `nope` (known: server, host)"}
+//! {"schema":3,"ok":true,"status":{…},"failed":[]}
+//! {"schema":3,"ok":false,"error":"unknown service `nope` (known: server, host)"}
 //! ```
 //!
 //! `status` (a [`PodStatus`]) is present on every successful answer;
 //! `failed` lists the services that failed (for `wait-ready` and
 //! `restart`). The same [`PodStatus`] object is what `omnidev status --json`
 //! prints, and [`PodList`] is what `omnidev ls --json` prints; both carry
-//! `"schema": 2` ([`SCHEMA`](protocol::SCHEMA)). Fields are only ever added within a schema
+//! `"schema": 3` ([`SCHEMA`](protocol::SCHEMA)). Fields are only ever added within a schema
 //! version; a removal or change of meaning bumps it. `docs/control.md` has
 //! the full schema.
 //!

@@ -20,7 +20,7 @@ use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
 use omnidev_core::{Entry, Event, EventKind, Feed, NamedUrl, Recv, Supervisor};
 
-use crate::control::events::{Body, Encoder};
+use crate::control::events::Encoder;
 use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
 use crate::run_options::{Front, RunOptions};
@@ -214,12 +214,12 @@ impl Printer {
             _ => None,
         };
         for url in urls {
-            let body = Body::Url {
+            let kind = EventKind::Url {
                 name: url.name,
                 url: url.url,
             };
             out.write_all(
-                terminal_text::json_line(&encoder.record(now, service.clone(), body)).as_bytes(),
+                terminal_text::json_line(&encoder.record(now, service.clone(), kind)).as_bytes(),
             )?;
         }
         Ok(())
@@ -355,13 +355,13 @@ fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
         .unwrap_or_default();
     let ports = ports
         .into_iter()
-        .map(|(name, port)| encoder.record(now, None, Body::Port { name, port }));
+        .map(|(name, port)| encoder.record(now, None, EventKind::Port { name, port }));
     let urls = prepared.rendered.urls.iter().map(|url| {
-        let body = Body::Url {
+        let kind = EventKind::Url {
             name: url.name.clone(),
             url: url.url.clone(),
         };
-        encoder.record(now, None, body)
+        encoder.record(now, None, kind)
     });
     ports
         .chain(urls)

@@ -248,11 +248,11 @@ fn outcome(pod_dir: &Path, response: Response) -> miette::Result<Outcome> {
         .failed
         .iter()
         .map(|name| {
-            let report = status.services.iter().find(|s| &s.name == name);
+            let report = status.services.iter().find(|s| &s.status.name == name);
             FailedService {
                 name: name.clone(),
                 detail: report.map(|s| s.detail.clone()).unwrap_or_default(),
-                last_exit: report.and_then(|s| s.last_exit),
+                last_exit: report.and_then(|s| s.status.last_exit),
                 last_lines: shown_lines(
                     pod_dir,
                     name,

@@ -114,17 +114,17 @@ pub fn pod_status(status: &PodStatus) -> String {
         let width = status
             .services
             .iter()
-            .map(|s| s.name.len())
+            .map(|s| s.status.name.len())
             .max()
             .unwrap_or(0);
         out.push_str("services\n");
         for s in &status.services {
-            let restarts = if s.restarts > 0 {
-                format!(" ({} restarts)", s.restarts)
+            let restarts = if s.status.restarts > 0 {
+                format!(" ({} restarts)", s.status.restarts)
             } else {
                 String::new()
             };
-            let _ = writeln!(out, "  {:<width$}  {}{restarts}", s.name, s.detail);
+            let _ = writeln!(out, "  {:<width$}  {}{restarts}", s.status.name, s.detail);
         }
     }
     out

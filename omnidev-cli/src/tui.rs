@@ -360,7 +360,7 @@ mod tests {
         let deadline = std::time::Duration::from_secs(20);
         // Running, its probe waiting: the pod's URL alone.
         omnidev_test_support::poll_until_async("the server started", deadline, || {
-            supervisor.snapshot().iter().any(|s| s.pid.is_some())
+            supervisor.snapshot().iter().any(|s| s.pid().is_some())
         })
         .await;
         assert_eq!(drain(&mut app, &mut source), None);

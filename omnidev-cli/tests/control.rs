@@ -504,7 +504,16 @@ grace-ms = 1000
     let _pods = ctx.stop_on_drop();
     ctx.assert(&["up", "--detach"]).code(1);
     let status = ctx.json(&["status", "--json"]);
-    assert_eq!(service(&status, "flaky")["state"], "crashed", "{status}");
+    let flaky = service(&status, "flaky");
+    assert_eq!(flaky["state"], "exited", "{status}");
+    assert_ne!(flaky["exit"]["code"], 0, "a crash: {status}");
+    assert!(
+        flaky["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("crashed"),
+        "{status}"
+    );
 
     // The answer describes the new run, not the exit it replaces.
     let output = run_within(

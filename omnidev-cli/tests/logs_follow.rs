@@ -145,7 +145,7 @@ fn log_lines(text: &str, pod: &std::path::Path) -> Vec<String> {
             assert!(errors.is_empty(), "{line}: {errors:?}");
             assert_eq!(value["kind"], "log");
             assert_eq!(value["service"], "svc");
-            assert_eq!(value["stream"], serde_json::Value::Null);
+            assert_eq!(value["stream"], "merged");
             assert_eq!(value["pod"], pod.display().to_string());
             value["line"].as_str().expect("a line").to_owned()
         })

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Which stream a log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stream {
     /// The child's standard output.
@@ -16,22 +17,31 @@ pub enum Stream {
     Stderr,
     /// A line written by the supervisor itself (events, prepare heartbeats).
     Supervisor,
+    /// Read back from a log file, which merges the other three: which one
+    /// is not known.
+    Merged,
 }
 
 /// One line of output, as kept in the ring buffers and sent to subscribers.
-/// ANSI colour codes are kept; invalid UTF-8 has been replaced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// ANSI colour codes are kept; invalid UTF-8 has been replaced. Serialised
+/// inside its [`Event`], which carries its service and time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LogLine {
     /// The service the line belongs to (shared by all its lines).
+    #[serde(skip)]
     pub service: std::sync::Arc<str>,
     /// Where it came from.
     pub stream: Stream,
-    /// The text, without the trailing newline.
+    /// The text, without the trailing newline (colour codes kept, invalid
+    /// UTF-8 replaced).
+    #[serde(rename = "line")]
     pub text: String,
-    /// Monotonic sequence number across the whole supervisor.
+    /// Numbers the pod's lines in the order they were read (across its
+    /// services); 0 for a line read back from a log file.
     pub seq: u64,
     /// When omnidev read it (what `--timestamps` shows, and the `ts` of its
     /// record).
+    #[serde(skip, default = "SystemTime::now")]
     pub at: SystemTime,
 }
 
@@ -54,8 +64,8 @@ impl LogLine {
     }
 }
 
-/// How a process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How a process ended: `{"code": N}` or `{"signal": N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExitStatus {
     /// It exited with this code.
@@ -81,7 +91,7 @@ impl std::fmt::Display for ExitStatus {
 }
 
 /// The state of one service, carrying its data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "state")]
 pub enum ServiceState {
     /// Not started yet: waiting for dependencies.
@@ -116,7 +126,9 @@ pub enum ServiceState {
     },
     /// Waiting out a backoff before the next start.
     Restarting {
-        /// The wait.
+        /// The wait, in milliseconds.
+        #[serde(rename = "backoff-ms", alias = "after", with = "millis")]
+        #[schemars(with = "u64")]
         after: Duration,
         /// Which restart attempt this is (1-based).
         attempt: u32,
@@ -129,6 +141,7 @@ pub enum ServiceState {
     /// Exited on its own and will not be restarted.
     Exited {
         /// How it ended.
+        #[serde(rename = "exit", alias = "status")]
         status: ExitStatus,
     },
     /// Stopped on request; its process group is empty.
@@ -142,12 +155,13 @@ pub enum ServiceState {
 }
 
 /// What happened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum EventKind {
     /// A service changed state.
     State {
         /// The new state.
+        #[serde(flatten)]
         state: ServiceState,
     },
     /// The service counts as ready: its readiness probe passed, or it has
@@ -160,8 +174,11 @@ pub enum EventKind {
     },
     /// A readiness probe did not pass within its timeout; polling goes on
     /// and dependents still wait.
+    #[serde(rename = "probe-timeout")]
     ProbeTimedOut {
-        /// The timeout that passed.
+        /// The timeout that passed, in milliseconds.
+        #[serde(rename = "after-ms", with = "millis")]
+        #[schemars(with = "u64")]
         after: Duration,
     },
     /// An exit the supervisor did not ask for that is followed by a
@@ -170,18 +187,23 @@ pub enum EventKind {
     /// [`ServiceState::Exited`].
     Crashed {
         /// How it ended.
+        #[serde(rename = "exit")]
         status: ExitStatus,
         /// The restart attempt that follows (0 when none will).
         attempt: u32,
-        /// The backoff before that restart.
+        /// The backoff before that restart, in milliseconds.
+        #[serde(rename = "backoff-ms", with = "millis")]
+        #[schemars(with = "u64")]
         backoff: Duration,
     },
-    /// A reload (restart of a set of services) began.
+    /// A reload (restart of a set of services) began: a watcher saw
+    /// changed files, or someone asked (`R`, `omnidev restart`).
+    #[serde(rename = "reload")]
     Reloading {
         /// The services reloaded (their dependents follow).
         services: Vec<String>,
         /// The changed files that asked for it, when a watcher did.
-        #[serde(default)]
+        #[serde(flatten)]
         changes: Changes,
     },
     /// The port a service must listen on ([`crate::spec::Readiness::listener`])
@@ -216,6 +238,7 @@ pub enum EventKind {
     /// ended).
     Log {
         /// The line.
+        #[serde(flatten)]
         line: LogLine,
     },
     /// A line of output still waiting for its newline (a prompt such as
@@ -228,6 +251,7 @@ pub enum EventKind {
     /// still unfinished when its output ends is finished then.
     PartialLine {
         /// The line so far (its `seq` numbered among the lines).
+        #[serde(flatten)]
         line: LogLine,
     },
     /// A message from the supervisor for people (leftovers stopped, etc.).
@@ -248,12 +272,40 @@ pub enum EventKind {
         /// Every service, in the order they were given.
         services: Vec<Ending>,
     },
+    /// A port of the pod (a front-end tells them first).
+    Port {
+        /// The port's name in the profile.
+        name: String,
+        /// The port.
+        port: u16,
+    },
+    /// A URL shown to people: the pod's own at start, a service's once it
+    /// is ready (a front-end tells them).
+    Url {
+        /// The URL's name.
+        name: String,
+        /// The URL.
+        url: String,
+    },
+    /// Events that could not be kept for a reader (the log files have the
+    /// lines).
+    Lost {
+        /// How many.
+        count: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The reader fell behind and is dropped: the last event it gets.
+    Lagged {
+        /// What happened and what to do.
+        message: String,
+    },
 }
 
 /// What applying a changed profile file would change, or why it cannot
 /// be applied ([`EventKind::ProfileChanged`]; the control socket's
 /// `profile-changed` record has the same fields).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProfileChange {
     /// The profile file.
     pub file: String,
@@ -273,7 +325,7 @@ pub struct ProfileChange {
 
 /// What applying a changed profile did ([`EventKind::ProfileApplied`]; the
 /// control socket's `profile-applied` record has the same fields).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProfileApplied {
     /// Restarted, their rendered spec having changed.
     pub restarted: Vec<String>,
@@ -286,7 +338,7 @@ pub struct ProfileApplied {
 }
 
 /// How a service ended, when its pod stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Ending {
     /// The service.
     pub name: String,
@@ -299,7 +351,7 @@ pub struct Ending {
 }
 
 /// Why a service is down once its pod stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EndReason {
     /// omnidev stopped it (the pod's shutdown, or a stop of the service),
@@ -328,11 +380,13 @@ impl EndReason {
 
 /// The changed files behind a reload: the first few (sorted, deduplicated)
 /// and how many there were in all, so a burst of thousands stays small.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Changes {
-    /// Up to [`Changes::KEPT`] paths, relative to the checkout.
+    /// Up to [`Changes::KEPT`] paths, relative to the checkout, sorted.
+    #[serde(default, rename = "files")]
     pub paths: Vec<String>,
     /// How many distinct paths changed (at least `paths.len()`).
+    #[serde(default, rename = "files-total")]
     pub total: usize,
 }
 
@@ -391,14 +445,116 @@ impl fmt::Display for Changes {
 }
 
 /// An event: which service (or `None` for the supervisor), when, what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Serialised as one object: `ts`, `service`, `kind` and the kind's
+/// fields, what the control socket carries (`docs/events.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(from = "Fields")]
 pub struct Event {
-    /// When it happened.
+    /// When it happened (RFC 3339, UTC, milliseconds). For a line: when
+    /// omnidev read it.
+    #[serde(rename = "ts", with = "rfc3339")]
+    #[schemars(with = "String")]
     pub at: SystemTime,
-    /// The service it concerns; `None` for supervisor-wide events.
+    /// The service it concerns; `None` (JSON `null`) for the pod.
     pub service: Option<String>,
     /// What happened.
+    #[serde(flatten)]
     pub kind: EventKind,
+}
+
+/// An [`Event`] as read, before its line (if any) is given the event's
+/// service and time, which it does not repeat (the event's JSON Schema is
+/// this one's).
+#[derive(Deserialize, JsonSchema)]
+struct Fields {
+    /// When it happened (RFC 3339, UTC, milliseconds). For a line: when
+    /// omnidev read it.
+    #[serde(rename = "ts", with = "rfc3339")]
+    #[schemars(
+        with = "String",
+        regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$")
+    )]
+    at: SystemTime,
+    /// The service it concerns; `null` for the pod.
+    service: Option<String>,
+    #[serde(flatten)]
+    kind: EventKind,
+}
+
+impl From<Fields> for Event {
+    fn from(
+        Fields {
+            at,
+            service,
+            mut kind,
+        }: Fields,
+    ) -> Self {
+        if let EventKind::Log { line } | EventKind::PartialLine { line } = &mut kind {
+            line.service = service.as_deref().unwrap_or_default().into();
+            line.at = at;
+        }
+        Self { at, service, kind }
+    }
+}
+
+/// A duration as whole milliseconds (also read back from serde's own
+/// `{"secs", "nanos"}`, as an older `state.json` has it, to the
+/// millisecond).
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    fn of(d: Duration) -> u64 {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(of(*d))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Millis(u64),
+        Struct(Duration),
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(match Either::deserialize(d)? {
+            Either::Millis(ms) => Duration::from_millis(ms),
+            Either::Struct(d) => Duration::from_millis(of(d)),
+        })
+    }
+}
+
+/// A time as RFC 3339, UTC, to the millisecond: `2026-11-30T14:18:38.123Z`.
+pub mod rfc3339 {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    /// `at` in the form this module reads.
+    pub fn format(at: SystemTime) -> String {
+        chrono::DateTime::<chrono::Utc>::from(at)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    /// The time `ts` names; `None` when it is not RFC 3339.
+    pub fn parse(ts: &str) -> Option<SystemTime> {
+        chrono::DateTime::parse_from_rfc3339(ts)
+            .ok()
+            .map(SystemTime::from)
+    }
+
+    pub(super) fn serialize<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(*at))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        parse(&text).ok_or_else(|| D::Error::custom(format!("`{text}` is not an RFC 3339 time")))
+    }
 }
 
 impl Event {
@@ -424,18 +580,19 @@ impl Event {
     }
 }
 
-/// A service's current status, as returned by a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A service's current status, as returned by a snapshot. Serialised as
+/// one object: its name, its state's `state` word and fields (`pid` while
+/// it runs), then the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub struct ServiceStatus {
     /// Service name.
     pub name: String,
     /// Current state.
+    #[serde(flatten)]
     pub state: ServiceState,
     /// How many times it has been restarted after a crash.
     pub restarts: u32,
-    /// Process id of the running group leader, if any.
-    #[serde(default)]
-    pub pid: Option<u32>,
     /// Whether the service currently counts as ready (its probe passed, or
     /// it has no probe and is running).
     #[serde(default)]
@@ -463,6 +620,37 @@ pub struct ServiceStatus {
 }
 
 impl ServiceStatus {
+    /// The status of a service that has not started (or ended) yet: no
+    /// restarts, starts or exit, not ready.
+    pub fn new(name: impl Into<String>, state: ServiceState) -> Self {
+        Self {
+            name: name.into(),
+            state,
+            restarts: 0,
+            ready: false,
+            last_exit: None,
+            note: None,
+            starts: 0,
+            probe_timed_out: false,
+            urls: Vec::new(),
+        }
+    }
+
+    /// Process id of the running group leader, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.state.pid()
+    }
+
+    /// Its state for people, with what keeps it from being ready when
+    /// omnidev knows: `ready pid 12`, `starting pid 12: port 6767 is held
+    /// by …`.
+    pub fn detail(&self) -> String {
+        match &self.note {
+            Some(note) => format!("{}: {note}", self.state.label()),
+            None => self.state.label(),
+        }
+    }
+
     /// How it ended, as a part of [`EventKind::Ended`].
     pub fn end(&self) -> Ending {
         let reason = match &self.state {
@@ -592,6 +780,8 @@ impl EventKind {
                 | EventKind::Reloading { .. }
                 | EventKind::Debug { .. }
                 | EventKind::Ended { .. }
+                | EventKind::Lost { .. }
+                | EventKind::Lagged { .. }
         )
     }
 }
@@ -649,12 +839,16 @@ impl fmt::Display for EventKind {
                 success: false,
             } => write!(f, "{step} failed"),
             EventKind::Notice { message }
+            | EventKind::Lagged { message }
             | EventKind::ProfileChanged(ProfileChange { message, .. })
             | EventKind::ProfileApplied(ProfileApplied { message, .. }) => f.write_str(message),
             EventKind::Ended { services } => {
                 let endings: Vec<&str> = services.iter().map(|e| e.detail.as_str()).collect();
                 write!(f, "ended: {}", endings.join("; "))
             }
+            EventKind::Port { name, port } => write!(f, "port {name} {port}"),
+            EventKind::Url { name, url } => write!(f, "url {name} {url}"),
+            EventKind::Lost { count, reason } => write!(f, "{count} records lost ({reason})"),
         }
     }
 }
@@ -782,7 +976,6 @@ mod tests {
             name: "server".into(),
             state,
             restarts: 0,
-            pid: None,
             ready: false,
             last_exit,
             note: None,

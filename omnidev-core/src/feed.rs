@@ -387,6 +387,7 @@ fn stream_byte(stream: Stream) -> u8 {
         Stream::Stdout => 0,
         Stream::Stderr => 1,
         Stream::Supervisor => 2,
+        Stream::Merged => 3,
     }
 }
 
@@ -394,6 +395,7 @@ fn byte_stream(byte: u8) -> Stream {
     match byte {
         0 => Stream::Stdout,
         1 => Stream::Stderr,
+        3 => Stream::Merged,
         _ => Stream::Supervisor,
     }
 }

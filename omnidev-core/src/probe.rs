@@ -411,7 +411,7 @@ impl LineWatch {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let partial = &mut partials[match stream {
-            crate::event::Stream::Stdout => 0,
+            crate::event::Stream::Stdout | crate::event::Stream::Merged => 0,
             crate::event::Stream::Stderr => 1,
             crate::event::Stream::Supervisor => 2,
         }];

@@ -347,7 +347,7 @@ pub struct ServiceSpec {
 }
 
 /// A URL shown to people under a label (`ui http://localhost:5173`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NamedUrl {
     /// Its label (`ui`, `server`).

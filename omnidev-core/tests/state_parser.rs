@@ -59,6 +59,9 @@ fn valid_json() -> impl Strategy<Value = String> {
         (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(secs, nanos, attempt)| format!(
             "{{\"state\": \"restarting\", \"after\": {{\"secs\": {secs}, \"nanos\": {nanos}}}, \"attempt\": {attempt}}}"
         )),
+        (any::<u64>(), any::<u32>()).prop_map(|(ms, attempt)| format!(
+            "{{\"state\": \"restarting\", \"backoff-ms\": {ms}, \"attempt\": {attempt}}}"
+        )),
     ];
     let service = (any::<String>(), any::<Option<u32>>(), any::<Option<i32>>(), state, any::<u32>(), any::<bool>())
         .prop_map(|(name, pid, pgid, state, restarts, ready)| {

@@ -163,7 +163,7 @@ async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
         supervisor
             .snapshot()
             .iter()
-            .all(|s| s.state == ServiceState::Stopped && s.pid.is_none())
+            .all(|s| s.state == ServiceState::Stopped && s.pid().is_none())
     );
 }
 
@@ -366,7 +366,7 @@ async fn stop_kills_a_term_ignoring_tree_before_reporting_stopped() {
         .lines()
         .map(|l| l.trim().parse().expect("pid"))
         .collect();
-    let pgid = supervisor.snapshot()[0].pid.expect("running") as i32;
+    let pgid = supervisor.snapshot()[0].pid().expect("running") as i32;
     assert!(pids.iter().all(|&p| pid_alive(p)));
     let started = Instant::now();
     supervisor.stop_service("a").await.expect("stop");
@@ -681,10 +681,10 @@ async fn manual_restart_replaces_the_process() {
     let (supervisor, mut rx) = start_subscribed(vec![sh("a", "exec sleep 1000", dir.path())]).await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| position(s, "a", running).is_some()).await;
-    let first = supervisor.snapshot()[0].pid.expect("pid");
+    let first = supervisor.snapshot()[0].pid().expect("pid");
     supervisor.restart("a").await.expect("restart");
     events_until(&mut rx, &mut seen, |s| count(s, "a", running) >= 2).await;
-    let second = supervisor.snapshot()[0].pid.expect("pid");
+    let second = supervisor.snapshot()[0].pid().expect("pid");
     assert_ne!(first, second);
     assert!(!pid_alive(first));
     assert_eq!(
@@ -1224,7 +1224,7 @@ async fn a_yielding_service_runs_in_the_background_until_the_server_is_ready() {
             .snapshot()
             .into_iter()
             .find(|s| s.name == name)
-            .and_then(|s| s.pid)
+            .and_then(|s| s.pid())
     };
     wait_until("the install running", || {
         dir.path().join("installing").exists()
@@ -1787,7 +1787,7 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
             .snapshot()
             .into_iter()
             .find(|s| s.name == name)
-            .and_then(|s| s.pid)
+            .and_then(|s| s.pid())
     };
     wait_until("all running", || {
         ["api", "client", "web", "old"]
@@ -1911,14 +1911,14 @@ async fn a_services_urls_are_shown_while_it_runs_ready() {
         [url("http://localhost:5173")]
     );
 
-    let pid = state_of(&supervisor, "web").pid;
+    let pid = state_of(&supervisor, "web").pid();
     let mut moved = web.clone();
     moved.urls = vec![url("http://localhost:5174")];
     let applied = supervisor.apply(vec![moved]).await.expect("apply");
     assert_eq!(applied.restarted, Vec::<String>::new());
     let now = state_of(&supervisor, "web");
     assert_eq!(
-        (now.pid, now.urls),
+        (now.pid(), now.urls),
         (pid, vec![url("http://localhost:5174")])
     );
 

@@ -18,7 +18,7 @@ use omnidev_core::ServiceState;
 use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::control::protocol::{Response, ServiceReport};
+use crate::control::protocol::Response;
 use crate::control::{self, Ask};
 use crate::error::Error;
 use crate::output::write_stdout;
@@ -136,12 +136,11 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
 /// Whether every service of `status` has ended for good (none runs,
 /// starts, waits or restarts).
 fn every_service_ended(status: &control::PodStatus) -> bool {
-    status.services.iter().map(ServiceReport::status).all(|s| {
-        s.pid.is_none()
-            && matches!(
-                s.state,
-                ServiceState::Exited { .. } | ServiceState::Stopped | ServiceState::Failed { .. }
-            )
+    status.services.iter().all(|s| {
+        matches!(
+            s.status.state,
+            ServiceState::Exited { .. } | ServiceState::Stopped | ServiceState::Failed { .. }
+        )
     })
 }
 

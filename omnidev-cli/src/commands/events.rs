@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use crate::cli::EventsArgs;
 use crate::control::client::{Line, MAX_LINE_BYTES};
-use crate::control::events::{Body, Record};
+use omnidev_core::EventKind;
+
+use crate::control::events::{Record, rfc3339};
 use crate::control::{Ask, Request};
 use crate::error::Error;
 
@@ -43,7 +45,7 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
         let record = serde_json::from_str::<Record>(&line).ok();
         lagged = record
             .as_ref()
-            .is_some_and(|r| matches!(r.body, Body::Lagged { .. }));
+            .is_some_and(|r| matches!(r.event.kind, EventKind::Lagged { .. }));
         let text = match (&record, args.json) {
             (_, true) => crate::terminal_text::json(&line).into_owned(),
             (None, false) => crate::terminal_text::quote(&line).into_owned(),
@@ -64,29 +66,25 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
 /// `14:18:38.123 server crashed (exit code 1); restart #1 in 1s`: each
 /// event in core's wording (the `Display` of its [`omnidev_core::Event`]).
 fn human(record: &Record) -> String {
-    let time = record.ts.get(11..23).unwrap_or(&record.ts);
-    let who = record.service.as_deref().unwrap_or("pod");
-    let what = match (&record.body, record.event(0)) {
-        (Body::Log { line, .. }, _) => {
-            return format!(
-                "{time} {who} | {}",
-                crate::terminal_text::sanitise(line, false)
-            );
-        }
-        (_, Some(event)) => event.to_string(),
-        (Body::Port { name, port }, None) => format!("{who} port {name} {port}"),
-        (Body::Url { name, url }, None) => format!("{who} url {name} {url}"),
-        (Body::Lagged { message }, None) => format!("{who}: {message}"),
-        // A state this omnidev does not know (a newer pod's).
-        (Body::State { detail, .. }, None) => format!("{who} {detail}"),
-        (_, None) => who.to_owned(),
-    };
-    format!("{time} {}", crate::terminal_text::message(&what))
+    let event = &record.event;
+    let ts = rfc3339(event.at);
+    let time = ts.get(11..23).unwrap_or(&ts);
+    match &event.kind {
+        EventKind::Log { line } | EventKind::PartialLine { line } => format!(
+            "{time} {} | {}",
+            line.service,
+            crate::terminal_text::sanitise(&line.text, false)
+        ),
+        _ => format!(
+            "{time} {}",
+            crate::terminal_text::message(&event.to_string())
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use omnidev_core::{Event, EventKind};
+    use omnidev_core::EventKind;
 
     use super::human;
     use crate::control::events::Encoder;
@@ -101,17 +99,9 @@ mod tests {
                     let text = crate::terminal_text::sanitise(&line.text, false);
                     format!("{} | {text}", line.service)
                 }
-                // The wire carries a port held as a notice of its line.
-                EventKind::PortHeld { .. } => Event {
-                    kind: EventKind::Notice {
-                        message: event.to_string(),
-                    },
-                    ..event.clone()
-                }
-                .to_string(),
                 _ => event.to_string(),
             };
-            let text = human(&encoder.event(&event));
+            let text = human(&encoder.event(event.clone()));
             assert_eq!(text.get(13..), Some(want.as_str()), "{event:?}");
         }
     }

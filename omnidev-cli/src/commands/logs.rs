@@ -200,9 +200,9 @@ mod tests {
         assert_eq!(
             out,
             concat!(
-                r#"{"v":1,"ts":"2026-11-30T14:18:38.123Z","pod":"/pod","service":"svc","kind":"log","stream":null,"line":"GET / 200"}"#,
+                r#"{"v":2,"pod":"/pod","ts":"2026-11-30T14:18:38.123Z","service":"svc","kind":"log","stream":"merged","line":"GET / 200","seq":0}"#,
                 "\n",
-                r#"{"v":1,"ts":"2026-11-30T14:18:38.123Z","pod":"/pod","service":"svc","kind":"log","stream":null,"line":"\u001b[31mboom\u001b[0m"}"#,
+                r#"{"v":2,"pod":"/pod","ts":"2026-11-30T14:18:38.123Z","service":"svc","kind":"log","stream":"merged","line":"\u001b[31mboom\u001b[0m","seq":0}"#,
                 "\n"
             )
         );

@@ -423,7 +423,7 @@ mod tests {
         );
         served.join().expect("pod");
 
-        let ok = br#"{"schema":2,"ok":true,"failed":[]}"#;
+        let ok = br#"{"schema":3,"ok":true,"failed":[]}"#;
         let records = [&ok[..], b"\n", &long, b"\n{\"next\":1}\n"].concat();
         let served = pod(dir.path(), records);
         let events = Request::Events {

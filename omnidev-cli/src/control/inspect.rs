@@ -5,6 +5,7 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
+use omnidev_core::{ServiceState, ServiceStatus};
 use omnidev_pod::{LockState, PodLock};
 
 use super::protocol::{PodList, PodStatus, PodSummary, SCHEMA, ServiceReport};
@@ -67,32 +68,17 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
                 .services
                 .into_iter()
                 .map(|(name, record)| {
+                    let log_file = Some(pod.log_file(&name));
+                    // Whatever the file says when the pod is not running,
+                    // nothing of it runs (the orphan guard ends the
+                    // services of a killed supervisor).
+                    let mut status = ServiceStatus::new(name, ServiceState::Stopped);
+                    status.restarts = record.restarts;
                     if running {
-                        ServiceReport {
-                            state: record.state.word().to_owned(),
-                            detail: record.state.label(),
-                            log_file: Some(pod.log_file(&name)),
-                            name,
-                            pid: record.pid,
-                            ready: record.ready,
-                            restarts: record.restarts,
-                            last_exit: None,
-                        }
-                    } else {
-                        // Whatever the file says, nothing of this pod runs
-                        // (the orphan guard ends the services of a killed
-                        // supervisor).
-                        ServiceReport {
-                            log_file: Some(pod.log_file(&name)),
-                            name,
-                            state: "stopped".to_owned(),
-                            pid: None,
-                            ready: false,
-                            restarts: record.restarts,
-                            detail: "stopped".to_owned(),
-                            last_exit: None,
-                        }
+                        status.state = record.state;
+                        status.ready = record.ready;
                     }
+                    ServiceReport::new(status, log_file)
                 })
                 .collect()
         })

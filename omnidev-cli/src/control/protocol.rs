@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use omnidev_core::{NamedUrl, ServiceStatus};
+use omnidev_core::{NamedUrl, ServiceState, ServiceStatus};
 use serde::{Deserialize, Serialize};
 
 /// Version of the protocol and of the `--json` outputs.
-pub const SCHEMA: u32 = 2;
+pub const SCHEMA: u32 = 3;
 
 /// A request to a running pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,9 +195,11 @@ impl Response {
                 let report = self
                     .status
                     .as_ref()
-                    .and_then(|status| status.services.iter().find(|s| &s.name == name));
+                    .and_then(|status| status.services.iter().find(|s| &s.status.name == name));
                 match report {
-                    Some(r) if r.state == "failed" => format!("{name} {}", r.detail),
+                    Some(r) if matches!(r.status.state, ServiceState::Failed { .. }) => {
+                        format!("{name} {}", r.detail)
+                    }
                     Some(r) => format!("{name} failed: {}", r.detail),
                     None => format!("{name} failed"),
                 }
@@ -299,95 +301,31 @@ impl UrlReport {
     }
 }
 
-/// One service, as `status` reports it.
+/// One service, as `status` reports it: core's status, the same for
+/// people, and its log file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ServiceReport {
-    /// Service name.
-    pub name: String,
-    /// One of `waiting`, `preparing`, `starting` (spawned, probe not passed
-    /// yet), `running` (no probe), `ready`, `restarting`, `stopping`,
-    /// `exited` (code 0), `crashed` (any other end), `stopped`.
-    pub state: String,
-    /// Process id of the service's group leader, when it runs.
-    pub pid: Option<u32>,
-    /// Whether it counts as ready.
-    pub ready: bool,
-    /// Crash restarts so far.
-    pub restarts: u32,
-    /// A human description, e.g. `ready pid 123`, `crashed (exit code 1)`.
+    /// Its name, state (`state`: one of `waiting`, `blocked`,
+    /// `preparing`, `starting`, `running`, `ready`, `restarting`,
+    /// `stopping`, `exited`, `stopped`, `failed`, with the state's own
+    /// fields) and the rest.
+    #[serde(flatten)]
+    pub status: ServiceStatus,
+    /// For people: `ready pid 123`, `crashed (exit code 1)`.
     pub detail: String,
-    /// How its last run ended (`{"code": N}` or `{"signal": N}`), once one
-    /// has.
-    #[serde(default)]
-    #[schemars(with = "Option<ExitSchema>")]
-    pub last_exit: Option<omnidev_core::ExitStatus>,
     /// Its log file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_file: Option<PathBuf>,
 }
 
 impl ServiceReport {
-    /// A service not started yet, before the supervisor has said anything
-    /// of it.
-    pub fn waiting(name: &str) -> Self {
-        Self::from_status(&ServiceStatus {
-            name: name.to_owned(),
-            state: omnidev_core::ServiceState::Waiting,
-            restarts: 0,
-            pid: None,
-            ready: false,
-            last_exit: None,
-            note: None,
-            starts: 0,
-            probe_timed_out: false,
-            urls: Vec::new(),
-        })
-    }
-
-    /// The report of a live service status.
-    pub fn from_status(status: &ServiceStatus) -> Self {
+    /// The report of `status`, whose log is `log_file`.
+    pub fn new(status: ServiceStatus, log_file: Option<PathBuf>) -> Self {
         Self {
-            name: status.name.clone(),
-            state: status.state.word().to_owned(),
-            pid: status.pid,
-            ready: status.ready,
-            restarts: status.restarts,
-            detail: match &status.note {
-                Some(note) => format!("{}: {note}", status.state.label()),
-                None => status.state.label(),
-            },
-            last_exit: status.last_exit,
-            log_file: None,
-        }
-    }
-
-    /// Its status as typed state, from the report. The report has no
-    /// backoff of a `restarting` service (`0s`) and no URLs (the pod's
-    /// `urls` name their service); a state word this omnidev does not know
-    /// reads as waiting.
-    pub fn status(&self) -> ServiceStatus {
-        let state = crate::control::events::state_of(
-            &self.state,
-            &self.detail,
-            self.pid,
-            Some(self.restarts),
-            None,
-            None,
-            self.last_exit,
-        )
-        .unwrap_or(omnidev_core::ServiceState::Waiting);
-        ServiceStatus {
-            name: self.name.clone(),
-            ready: self.ready,
-            state,
-            restarts: self.restarts,
-            pid: self.pid,
-            last_exit: self.last_exit,
-            note: None,
-            starts: 0,
-            probe_timed_out: false,
-            urls: Vec::new(),
+            detail: status.detail(),
+            status,
+            log_file,
         }
     }
 }
@@ -453,18 +391,6 @@ pub struct ReloadReport {
     pub files_total: usize,
 }
 
-/// The JSON Schema of [`omnidev_core::ExitStatus`] as it is written
-/// (`{"code": N}` or `{"signal": N}`).
-#[derive(schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-#[expect(dead_code, reason = "a schema only")]
-pub(crate) enum ExitSchema {
-    /// It exited with this code.
-    Code(i32),
-    /// It was killed by this signal.
-    Signal(i32),
-}
-
 /// One pod in `omnidev ls`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -507,7 +433,7 @@ mod tests {
 
     #[test]
     fn each_failure_is_named_with_its_state_once() {
-        let report = |name: &str, state: &str, detail: &str| serde_json::json!({"name": name, "state": state, "ready": false, "restarts": 0, "detail": detail});
+        let report = |name: &str, state: &str, detail: &str| serde_json::json!({"name": name, "state": state, "reason": "", "ready": false, "restarts": 0, "starts": 1, "detail": detail});
         let response: Response = serde_json::from_value(serde_json::json!({
             "schema": SCHEMA, "ok": true, "failed": ["web", "api", "gone"],
             "status": {"schema": SCHEMA, "pod-dir": "/pod", "running": true, "control": true,
@@ -608,12 +534,34 @@ mod tests {
         let text = serde_json::to_string(&response).expect("encode");
         assert_eq!(
             text,
-            r#"{"schema":2,"ok":false,"error":"nope","failed":[]}"#
+            r#"{"schema":3,"ok":false,"error":"nope","failed":[]}"#
         );
         assert_eq!(
             serde_json::from_str::<Response>(&text).expect("decode"),
             response
         );
+    }
+
+    /// Every state a status reports reads back as itself (a backoff
+    /// included), and the same for people.
+    #[test]
+    fn every_reported_state_reads_back_whole() {
+        for state in crate::control::events::tests::every_state() {
+            let status = ServiceStatus {
+                restarts: 2,
+                last_exit: Some(omnidev_core::ExitStatus::Signal(9)),
+                note: Some("port 6767 is held by pid 4242".into()),
+                ..ServiceStatus::new("server", state.clone())
+            };
+            let report = ServiceReport::new(status.clone(), None);
+            assert_eq!(
+                report.detail,
+                format!("{}: port 6767 is held by pid 4242", state.label())
+            );
+            let text = serde_json::to_string(&report).expect("encode");
+            let back: ServiceReport = serde_json::from_str(&text).expect("decode");
+            assert_eq!(back, report, "{text}");
+        }
     }
 
     #[test]

@@ -20,9 +20,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use omnidev_core::{Entry, Feed, FeedCloser, LogLine, Recv};
+use omnidev_core::{Entry, EventKind, Feed, FeedCloser, LogLine, Recv};
 
-use super::events::{Body, Encoder, Record};
+use super::events::{Encoder, Record};
 use crate::terminal_text::json_line;
 
 /// Records other than log lines kept (the oldest go first).
@@ -97,25 +97,22 @@ impl Item {
     /// The service it is about (`None` for the pod as a whole).
     pub fn service(&self) -> Option<&str> {
         match &self.what {
-            What::Record(record) => record.service.as_deref(),
+            What::Record(record) => record.event.service.as_deref(),
             What::Line { line, .. } => Some(&line.service),
         }
     }
 
     fn is_partial(&self) -> bool {
-        matches!(
-            &self.what,
-            What::Record(Record {
-                body: Body::Log { partial: true, .. },
-                ..
-            })
-        )
+        matches!(&self.what, What::Record(record) if matches!(record.event.kind, EventKind::PartialLine { .. }))
     }
 
     fn is_log(&self) -> bool {
         match &self.what {
             What::Line { .. } => true,
-            What::Record(record) => record.body.kind() == "log",
+            What::Record(record) => matches!(
+                record.event.kind,
+                EventKind::Log { .. } | EventKind::PartialLine { .. }
+            ),
         }
     }
 }
@@ -319,8 +316,7 @@ impl Retained {
     /// to the followers.
     pub fn push(&mut self, at: SystemTime, record: Record) {
         let item = self.item(at, What::Record(record));
-        let body = &item.record().body;
-        if matches!(body, Body::Reload { .. }) {
+        if matches!(item.record().event.kind, EventKind::Reloading { .. }) {
             self.last_reload = Some(item.clone());
         }
         self.event_bytes += item.line().len();
@@ -536,7 +532,7 @@ pub fn spawn_reader(
                             match entry {
                                 Entry::Line(line) => store.push_line(line),
                                 Entry::Partial(line) => store.push_partial(&line),
-                                Entry::Event(event) => store.push(event.at, encoder.event(&event)),
+                                Entry::Event(event) => store.push(event.at, encoder.event(event)),
                                 lost @ Entry::Lost { .. } => {
                                     store.push(now, encoder.entry(&lost, now));
                                 }
@@ -582,9 +578,12 @@ mod tests {
     fn kinds(items: &[Arc<Item>]) -> Vec<String> {
         items
             .iter()
-            .map(|item| match &item.record().body {
-                Body::Log { line, .. } => format!("log {line}"),
-                body => body.kind().to_owned(),
+            .map(|item| match &item.record().event.kind {
+                EventKind::Log { line } => format!("log {}", line.text),
+                _ => serde_json::to_value(item.record()).expect("encode")["kind"]
+                    .as_str()
+                    .expect("a kind")
+                    .to_owned(),
             })
             .collect()
     }
@@ -775,11 +774,13 @@ mod tests {
         let lines: Vec<&str> = asked.lines().collect();
         assert_eq!(lines.len(), 2, "{asked}");
         assert!(
-            lines[0].contains(r#""line":"Password: ","partial":true"#),
+            lines[0].contains(r#""kind":"partial-line""#)
+                && lines[0].contains(r#""line":"Password: ""#),
             "{asked}"
         );
         assert!(
-            lines[1].contains(r#""line":"Password: secret""#) && !lines[1].contains("partial"),
+            lines[1].contains(r#""kind":"log""#)
+                && lines[1].contains(r#""line":"Password: secret""#),
             "{asked}"
         );
         let plain = got(&plain);

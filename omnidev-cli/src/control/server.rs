@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use omnidev_core::spec::limits;
-use omnidev_core::{Supervisor, Until, Waited};
+use omnidev_core::{ServiceState, ServiceStatus, Supervisor, Until, Waited};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
-use super::events::{Body, Encoder};
+use super::events::Encoder;
 use super::protocol::{
     ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
     WaitFor,
@@ -515,7 +515,7 @@ async fn stream_events(
     let record = shared.encoder.record(
         std::time::SystemTime::now(),
         None,
-        Body::Lagged { message: lagged },
+        omnidev_core::EventKind::Lagged { message: lagged },
     );
     buf.extend_from_slice(json_line(&record).as_bytes());
     // A reader that paused gets the record when it reads again; one gone
@@ -863,16 +863,16 @@ fn outcome(
 fn status(shared: &Shared) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
-    let reports: Vec<ServiceReport> = if snapshot.is_empty() {
+    let statuses: Vec<ServiceStatus> = if snapshot.is_empty() {
         // Before the supervisor's first status: every service waits.
         shared
             .supervisor
             .service_names()
             .iter()
-            .map(|name| ServiceReport::waiting(name))
+            .map(|name| ServiceStatus::new(name, ServiceState::Waiting))
             .collect()
     } else {
-        snapshot.iter().map(ServiceReport::from_status).collect()
+        snapshot.clone()
     };
     let addresses = info
         .addresses
@@ -889,11 +889,11 @@ fn status(shared: &Shared) -> PodStatus {
         ports: addresses.ports.clone(),
         urls: UrlReport::shown(&addresses.urls, &snapshot),
         containment: Some(shared.supervisor.containment().to_string()),
-        services: reports
+        services: statuses
             .into_iter()
-            .map(|report| ServiceReport {
-                log_file: shared.supervisor.log_file(&report.name).ok().flatten(),
-                ..report
+            .map(|status| {
+                let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
+                ServiceReport::new(status, log_file)
             })
             .collect(),
         last_reload: last_reload(shared),
@@ -904,16 +904,13 @@ fn status(shared: &Shared) -> PodStatus {
 
 fn last_reload(shared: &Shared) -> Option<ReloadReport> {
     let item = retained::lock(&shared.store).reload_since(std::time::SystemTime::UNIX_EPOCH)?;
-    match &item.record().body {
-        Body::Reload {
-            services,
-            files,
-            files_total,
-        } => Some(ReloadReport {
-            ts: item.record().ts.clone(),
+    let event = &item.record().event;
+    match &event.kind {
+        omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {
+            ts: super::events::rfc3339(event.at),
             services: services.clone(),
-            files: files.clone(),
-            files_total: *files_total,
+            files: changes.paths.clone(),
+            files_total: changes.total,
         }),
         _ => None,
     }
@@ -993,7 +990,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (supervisor, server) =
             idle_pod(dir.path(), RestartPolicy::default(), vec!["idle".into()]).await;
-        let pid = || supervisor.snapshot().first().and_then(|s| s.pid);
+        let pid = || {
+            supervisor
+                .snapshot()
+                .first()
+                .and_then(omnidev_core::ServiceStatus::pid)
+        };
         while pid().is_none() {
             tokio::time::sleep(POLL).await;
         }
@@ -1071,7 +1073,12 @@ mod tests {
             Duration::from_secs(1),
         )
         .expect("server");
-        let pid = || supervisor.snapshot().first().and_then(|s| s.pid);
+        let pid = || {
+            supervisor
+                .snapshot()
+                .first()
+                .and_then(omnidev_core::ServiceStatus::pid)
+        };
         while pid().is_none() {
             tokio::time::sleep(POLL).await;
         }
@@ -1119,7 +1126,7 @@ mod tests {
         let record: super::super::events::Record =
             serde_json::from_str(&last).expect("the last line is a record");
         assert!(
-            matches!(record.body, Body::Lagged { .. }),
+            matches!(record.event.kind, omnidev_core::EventKind::Lagged { .. }),
             "the last record says it lagged: {last}"
         );
         // The other reader was not dropped with it.

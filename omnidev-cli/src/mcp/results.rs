@@ -180,7 +180,6 @@ pub struct FailedService {
     /// Its state, e.g. `crashed (exit code 1)`.
     pub detail: String,
     /// How its last run ended (`{"code": N}` or `{"signal": N}`).
-    #[schemars(with = "Option<crate::control::protocol::ExitSchema>")]
     pub last_exit: Option<omnidev_core::ExitStatus>,
     /// The last lines of its log (at most 20, 8 KiB).
     pub last_lines: Vec<String>,

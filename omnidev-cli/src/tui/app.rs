@@ -710,16 +710,10 @@ pub(crate) mod tests {
             600,
             &CatchUp {
                 statuses: vec![ServiceStatus {
-                    name: "server".into(),
-                    state: ServiceState::Ready { pid: 7 },
                     restarts: 2,
-                    pid: Some(7),
                     ready: true,
-                    last_exit: None,
-                    note: None,
                     starts: 1,
-                    probe_timed_out: false,
-                    urls: Vec::new(),
+                    ..ServiceStatus::new("server", ServiceState::Ready { pid: 7 })
                 }],
                 logs: vec![
                     line("one", 1),

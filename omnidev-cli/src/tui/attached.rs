@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use omnidev_core::ServiceStatus;
+use omnidev_core::{EventKind, ServiceStatus};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -25,8 +25,8 @@ use tokio::task::JoinHandle;
 use super::app::{Action, App, PodInfo};
 use super::source::{Source, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
-use crate::control::events::{Body, Record, rfc3339};
-use crate::control::protocol::{PodStatus, ServiceReport};
+use crate::control::events::Record;
+use crate::control::protocol::PodStatus;
 use crate::control::{self, Ask, Request};
 use crate::error::{Error, Result};
 use crate::terminal_text;
@@ -43,9 +43,9 @@ const ANSWERS: usize = 16;
 pub struct Connection {
     /// The status, asked first.
     pub status: PodStatus,
-    /// Records older than this (RFC 3339, the form they carry) happened
-    /// before the status: the status reflects them.
-    since: String,
+    /// Records older than this happened before the status: the status
+    /// reflects them.
+    since: SystemTime,
     reader: RecordReader,
 }
 
@@ -53,7 +53,7 @@ impl Connection {
     /// Asks the pod in `pod_dir` for its status, then opens the stream of
     /// its kept and new records.
     pub fn open(pod_dir: &Path) -> Result<Self> {
-        let since = rfc3339(SystemTime::now());
+        let since = SystemTime::now();
         let status = Ask::status()
             .send(pod_dir)?
             .status
@@ -84,7 +84,7 @@ impl Connection {
         self.status
             .services
             .iter()
-            .map(ServiceReport::status)
+            .map(|report| report.status.clone())
             .collect()
     }
 }
@@ -98,7 +98,11 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
             pod_dir: pod_dir.to_owned(),
             urls: status.urls.clone(),
         },
-        status.services.iter().map(|s| s.name.clone()).collect(),
+        status
+            .services
+            .iter()
+            .map(|s| s.status.name.clone())
+            .collect(),
         status.watched.clone(),
         omnidev_core::LogConfig::default().ring_lines,
     );
@@ -156,9 +160,7 @@ impl RecordReader {
 pub struct ControlSource {
     pod_dir: PathBuf,
     reader: RecordReader,
-    since: String,
-    /// Numbers the log lines (records carry none), in the order read.
-    seq: u64,
+    since: SystemTime,
     /// A new stream being opened after the pod dropped this reader.
     reconnecting: Option<(String, JoinHandle<Result<Connection>>)>,
     answers: mpsc::Receiver<Update>,
@@ -189,7 +191,6 @@ impl ControlSource {
             pod_dir: pod_dir.to_owned(),
             reader: connection.reader,
             since: connection.since,
-            seq: 0,
             reconnecting: None,
             answers,
             answer,
@@ -206,9 +207,9 @@ impl ControlSource {
                 MAX_LINE_BYTES / 1024
             )));
         };
-        let record: Record = serde_json::from_slice(&text).ok()?;
-        match &record.body {
-            Body::Lagged { message } => {
+        let event = serde_json::from_slice::<Record>(&text).ok()?.event;
+        match &event.kind {
+            EventKind::Lagged { message } => {
                 let why = format!(
                     "the UI fell behind and the pod dropped it ({}): refilled from what it kept",
                     terminal_text::quote(message)
@@ -218,7 +219,7 @@ impl ControlSource {
                 self.reconnecting = Some((why, opening));
                 return None;
             }
-            Body::Ended { services } => {
+            EventKind::Ended { services } => {
                 let endings: Vec<String> = services
                     .iter()
                     .map(|s| terminal_text::quote(&s.detail).into_owned())
@@ -228,20 +229,15 @@ impl ControlSource {
                     endings.join("; ")
                 )));
             }
-            Body::State { .. }
-            | Body::Ready { .. }
-            | Body::Exited { .. }
-            | Body::Crashed { .. }
-                if record.ts >= self.since =>
+            EventKind::State { .. } | EventKind::Ready { .. } | EventKind::Crashed { .. }
+                if event.at >= self.since =>
             {
                 // A URL shows once its service is ready.
                 self.refresh.notify_one();
             }
             _ => {}
         }
-        self.seq += 1;
-        let event = record.event(self.seq)?;
-        Some(if record.ts < self.since {
+        Some(if event.at < self.since {
             Update::Earlier(event)
         } else {
             Update::Event(event)
@@ -531,7 +527,7 @@ mod tests {
         let script = "echo before; printf 'hostile \\033]0;TITLE\\007 \\033[2J \\033[6n end\\n'; \
                       echo \"pid $$\"; exec sleep 1000";
         let (supervisor, server) = pod(dir.path(), script).await;
-        let pid = || supervisor.snapshot()[0].pid;
+        let pid = || supervisor.snapshot()[0].pid();
         let kept = || {
             supervisor
                 .logs(Some("server"))
@@ -737,72 +733,5 @@ mod tests {
         drop(source);
         drop(server);
         supervisor.shutdown().await.expect("shutdown");
-    }
-
-    #[test]
-    fn a_report_gives_the_header_its_state() {
-        use omnidev_core::ExitStatus;
-        let report = |state: &str, detail: &str, pid| ServiceReport {
-            name: "server".into(),
-            state: state.into(),
-            pid,
-            ready: state == "ready",
-            restarts: 2,
-            detail: detail.into(),
-            last_exit: Some(ExitStatus::Signal(9)),
-            log_file: None,
-        };
-        let status = report("ready", "ready pid 7", Some(7)).status();
-        assert_eq!(status.state, ServiceState::Ready { pid: 7 });
-        assert!(status.ready);
-        assert_eq!(status.restarts, 2);
-        assert_eq!(
-            report("crashed", "crashed (signal 9)", None).status().state,
-            ServiceState::Exited {
-                status: ExitStatus::Signal(9)
-            }
-        );
-        assert_eq!(
-            report(
-                "blocked",
-                "blocked: waiting for migrate, which exited with exit code 3",
-                None
-            )
-            .status()
-            .state
-            .label(),
-            "blocked: waiting for migrate, which exited with exit code 3"
-        );
-    }
-
-    /// Every state the pod reports comes back as itself (but what the
-    /// report does not carry: a backoff).
-    #[test]
-    fn every_reported_state_reads_back() {
-        for state in crate::control::events::tests::every_state() {
-            let status = ServiceStatus {
-                name: "server".into(),
-                ready: matches!(state, ServiceState::Ready { .. }),
-                pid: state.pid(),
-                restarts: 2,
-                last_exit: match &state {
-                    ServiceState::Exited { status } => Some(*status),
-                    _ => None,
-                },
-                note: None,
-                starts: 1,
-                probe_timed_out: false,
-                urls: Vec::new(),
-                state: state.clone(),
-            };
-            let want = match state {
-                ServiceState::Restarting { attempt, .. } => ServiceState::Restarting {
-                    after: Duration::ZERO,
-                    attempt,
-                },
-                state => state,
-            };
-            assert_eq!(ServiceReport::from_status(&status).status().state, want);
-        }
     }
 }

@@ -267,6 +267,8 @@ impl Pane {
         self.top = self.first;
         self.current_match = None;
         self.follow = true;
+        // A refill brings lines already seen once.
+        self.last_seq = None;
     }
 
     /// Number of lines held.

@@ -350,7 +350,6 @@ impl Service {
             name: name.to_owned(),
             state: self.published.clone(),
             restarts: self.restarts,
-            pid: self.process().map(|p| p.pid),
             ready: self.ready(),
             last_exit: self.last_exit,
             note: self.note.clone(),

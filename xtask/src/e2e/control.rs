@@ -307,10 +307,10 @@ echo "# touched by the agent script" >> "$REPO/omnigent/log.py"
 om wait --healthy-after-reload --timeout 300; echo "healthy=$(why $?)"
 om events --since-reload --json > "$EVENTS"; echo "events=$(why $?)"
 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if sum(1 for e in r if e["kind"]=="reload" and "omnigent/log.py" in e["files"])==1 else 1)' "$EVENTS"; echo "found=$?"
-python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if r and all(e["v"]==1 and e["ts"].endswith("Z") for e in r) else 1)' "$EVENTS"; echo "shape=$?"
+python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if r and all(e["v"]==2 and e["ts"].endswith("Z") for e in r) else 1)' "$EVENTS"; echo "shape=$?"
 om status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["last-reload"]["files"]==["omnigent/log.py"] else 1)'; echo "status=$?"
 # The server's output since the edit: the old one's last words, one start.
-server_since() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; s=[e["line"] for e in r if e["service"]=="server"]; ok=all(e["kind"]=="log" and e["v"]==1 for e in r) and sum("listening on" in l for l in s)==1 and sum("shutdown complete" in l for l in s)==int(sys.argv[2]); sys.exit(0 if ok else 1)' "$LOGS" "$1"; }
+server_since() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; s=[e["line"] for e in r if e["service"]=="server"]; ok=all(e["kind"]=="log" and e["v"]==2 for e in r) and sum("listening on" in l for l in s)==1 and sum("shutdown complete" in l for l in s)==int(sys.argv[2]); sys.exit(0 if ok else 1)' "$LOGS" "$1"; }
 om logs --since-reload --json > "$LOGS"; echo "logs=$(why $?)"
 server_since 1; echo "logs-since=$?"
 # A broken edit: the wait fails at the server's first crash and names it;

@@ -131,7 +131,7 @@ async fn wait_ready_fails_once_a_probe_timed_out_and_times_out_naming_what_is_pe
 async fn a_restart_is_waited_for_until_its_new_run_is_ready() {
     let spawner = FakeSpawner::new();
     let supervisor = running_backend(&spawner).await;
-    let old = supervisor.snapshot()[0].pid;
+    let old = supervisor.snapshot()[0].pid();
     let waiter = supervisor.clone();
     let wait = tokio::spawn(async move {
         waiter
@@ -144,7 +144,7 @@ async fn a_restart_is_waited_for_until_its_new_run_is_ready() {
     assert!(!wait.is_finished(), "the new run is not ready yet");
     serve(&supervisor);
     assert_eq!(wait.await.expect("joined").expect("known"), Waited::Met);
-    let new = supervisor.snapshot()[0].pid;
+    let new = supervisor.snapshot()[0].pid();
     assert!(new.is_some() && new != old, "{old:?} → {new:?}");
     supervisor.shutdown().await.expect("shutdown");
 }
