@@ -509,6 +509,7 @@ impl Tools {
                 since_reload: args.since_reload,
                 // Kept records: finished lines only.
                 partial: false,
+                status: false,
             };
             let records = Ask::events(request).stream(&pod_dir, false)?;
             let mut newest: VecDeque<String> = VecDeque::new();

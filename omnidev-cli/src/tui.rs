@@ -165,13 +165,13 @@ async fn event_loop<S: Source>(
 pub(crate) fn apply(app: &mut App, update: Update) -> Option<Outcome> {
     match update {
         Update::Event(event) => app.apply(&event),
-        Update::Earlier(event) => app.show(&event),
+        Update::Shown(event) => app.show(&event),
         Update::Lagged { skipped, catch_up } => app.lagged(skipped, &catch_up),
-        Update::Refill { why, statuses } => {
-            app.refill(why);
+        Update::Refill { why } => app.refill(why),
+        Update::Status { statuses, urls } => {
             app.apply_snapshot(&statuses);
+            app.info.urls = urls;
         }
-        Update::Urls(urls) => app.info.urls = urls,
         Update::Message(message) => app.message = Some(message),
         Update::Ended(said) => return Some(Outcome::Ended(said)),
         Update::Closed => return Some(Outcome::Closed),

@@ -108,7 +108,7 @@ fn detach_status_logs_restart_stop() {
     assert!(out.contains("server http://localhost:"), "{out}");
 
     let status = ctx.json(&["status", "--json"]);
-    assert_eq!(status["schema"], 2);
+    assert_eq!(status["schema"], 3);
     assert_eq!(status["running"], true, "{status}");
     assert_eq!(status["control"], true, "{status}");
     // Services in start order (`host` waits for `server`); with no watch
@@ -357,7 +357,7 @@ fn ls_lists_running_and_stopped_pods() {
     ctx.run_ok(&["stop", "--repo", &repo_arg(&repos[2])]);
 
     let list = ctx.json(&["ls", "--json"]);
-    assert_eq!(list["schema"], 2);
+    assert_eq!(list["schema"], 3);
     let pods = list["pods"].as_array().expect("pods");
     assert_eq!(pods.len(), 3, "{list}");
     for (repo, running) in repos.iter().zip([true, true, false]) {

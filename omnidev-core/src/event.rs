@@ -300,6 +300,13 @@ pub enum EventKind {
         /// What happened and what to do.
         message: String,
     },
+    /// Every service's status now ([`crate::Supervisor::watch_status`]):
+    /// told to a reader that follows them instead of rebuilding states
+    /// from events.
+    Status {
+        /// Every service, in start order.
+        services: Vec<ServiceStatus>,
+    },
 }
 
 /// What applying a changed profile file would change, or why it cannot
@@ -782,6 +789,7 @@ impl EventKind {
                 | EventKind::Ended { .. }
                 | EventKind::Lost { .. }
                 | EventKind::Lagged { .. }
+                | EventKind::Status { .. }
         )
     }
 }
@@ -849,6 +857,13 @@ impl fmt::Display for EventKind {
             EventKind::Port { name, port } => write!(f, "port {name} {port}"),
             EventKind::Url { name, url } => write!(f, "url {name} {url}"),
             EventKind::Lost { count, reason } => write!(f, "{count} records lost ({reason})"),
+            EventKind::Status { services } => {
+                let details: Vec<String> = services
+                    .iter()
+                    .map(|s| format!("{} {}", s.name, s.detail()))
+                    .collect();
+                write!(f, "status: {}", details.join("; "))
+            }
         }
     }
 }

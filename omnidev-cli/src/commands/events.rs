@@ -28,6 +28,7 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
         since_reload: args.since_reload,
         // Finished lines only: a line printed once is never taken back.
         partial: false,
+        status: false,
     };
     let records = Ask::events(request).stream(pod_dir, args.follow)?;
     let mut out = std::io::stdout().lock();

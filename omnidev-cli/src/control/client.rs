@@ -433,6 +433,7 @@ mod tests {
             since_ms: None,
             since_reload: false,
             partial: false,
+            status: false,
         };
         let read: Vec<Line> = stream(dir.path(), &events, Duration::from_secs(60), false)
             .expect("the answer")

@@ -215,9 +215,10 @@ pub(crate) mod tests {
                 EventKind::Url { .. } => "url",
                 EventKind::Lost { .. } => "lost",
                 EventKind::Lagged { .. } => "lagged",
+                EventKind::Status { .. } => "status",
             });
         }
-        assert_eq!(seen.len(), 19, "a sample of every event kind");
+        assert_eq!(seen.len(), 20, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -375,8 +376,19 @@ pub(crate) mod tests {
     }
 
     /// The kinds a front-end or the control socket tells.
-    fn told_by_front_ends() -> [EventKind; 4] {
+    fn told_by_front_ends() -> [EventKind; 5] {
+        let mut crashed = omnidev_core::ServiceStatus::new(
+            "server",
+            ServiceState::Restarting {
+                after: Duration::from_secs(2),
+                attempt: 1,
+            },
+        );
+        crashed.last_exit = Some(ExitStatus::Code(1));
         [
+            EventKind::Status {
+                services: vec![crashed],
+            },
             EventKind::Port {
                 name: "server".into(),
                 port: 6767,
@@ -450,7 +462,7 @@ pub(crate) mod tests {
             assert!(errors.is_empty(), "{value} does not validate: {errors:?}");
             kinds.insert(value["kind"].as_str().expect("a kind").to_owned());
         }
-        assert_eq!(kinds.len(), 19, "a record of every kind: {kinds:?}");
+        assert_eq!(kinds.len(), 20, "a record of every kind: {kinds:?}");
         // A record of an unknown kind, or with a missing field, fails.
         for bad in [
             r#"{"v":2,"ts":"2026-11-30T14:58:38.123Z","pod":"/p","service":null,"kind":"exploded"}"#,

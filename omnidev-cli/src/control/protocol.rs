@@ -116,9 +116,13 @@ pub enum Request {
         )]
         since_reload: bool,
         /// With `logs` and `follow`: unfinished lines too, as they stand
-        /// (`log` records with `partial: true`).
+        /// (`partial-line` records).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         partial: bool,
+        /// With `follow`: a `status` record after the kept records, and
+        /// one whenever a service's status changes.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        status: bool,
     },
 }
 

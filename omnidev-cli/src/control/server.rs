@@ -344,6 +344,7 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         since_ms,
         since_reload,
         partial,
+        status,
     }) = request
     {
         let filter = Filter {
@@ -355,7 +356,8 @@ async fn serve(stream: UnixStream, shared: Arc<Shared>) {
             partial,
         };
         let fd = std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref());
-        stream_events(&shared, write, fd, filter, follow).await;
+        let statuses = status.then(|| shared.supervisor.watch_status());
+        stream_events(&shared, write, fd, filter, follow, statuses).await;
         retained::give_back_memory();
         return;
     }
@@ -395,6 +397,28 @@ enum Sent {
     Stalled,
 }
 
+/// The next status of `statuses` once it changes; never when there is
+/// none to follow (or the supervisor is gone).
+async fn changed(
+    statuses: &mut Option<tokio::sync::watch::Receiver<Vec<ServiceStatus>>>,
+) -> Vec<ServiceStatus> {
+    if let Some(watch) = statuses
+        && watch.changed().await.is_ok()
+    {
+        return watch.borrow_and_update().clone();
+    }
+    std::future::pending().await
+}
+
+/// The `status` record of `services`, as a line.
+fn status_line(shared: &Shared, services: Vec<ServiceStatus>) -> String {
+    json_line(&shared.encoder.record(
+        std::time::SystemTime::now(),
+        None,
+        omnidev_core::EventKind::Status { services },
+    ))
+}
+
 /// Writes all of `buf` (emptying it as it goes out), giving up after
 /// `limit`; what was not written stays in `buf`.
 async fn send(
@@ -418,16 +442,19 @@ async fn send(
 
 /// Answers `events`: an answer line, the kept records `filter` wants
 /// (encoded a chunk at a time as the client takes them), then (with
-/// `follow`) every new one until the pod stops or the client leaves. A
-/// client with more than [`FOLLOW_BUDGET`] bytes of records waiting, or
-/// that takes nothing for [`REQUEST_DEADLINE`], gets a last `lagged`
-/// record and is closed; the pod never waits for it.
+/// `follow`) every new one until the pod stops or the client leaves;
+/// with `statuses`, a `status` record after the kept ones and at each
+/// change (one at a time: the next waits until it is written). A client
+/// with more than [`FOLLOW_BUDGET`] bytes of records waiting, or that
+/// takes nothing for [`REQUEST_DEADLINE`], gets a last `lagged` record
+/// and is closed; the pod never waits for it.
 async fn stream_events(
     shared: &Shared,
     mut write: tokio::net::unix::OwnedWriteHalf,
     fd: std::os::fd::BorrowedFd<'_>,
     filter: Filter,
     follow: bool,
+    mut statuses: Option<tokio::sync::watch::Receiver<Vec<ServiceStatus>>>,
 ) {
     let unknown = filter
         .services
@@ -484,9 +511,18 @@ async fn stream_events(
             let _ = write.shutdown().await;
             return;
         };
+        if let Some(watch) = &mut statuses {
+            // The first status goes out now, the next at each change.
+            watch.mark_changed();
+        }
         loop {
             let next = tokio::select! {
                 next = follower.next(&mut buf) => next,
+                now = changed(&mut statuses) => {
+                    // Sent as records are, outside the follower's budget.
+                    buf.extend_from_slice(status_line(shared, now).as_bytes());
+                    Next::Records(0)
+                }
                 () = hang_up(fd) => return,
             };
             match next {

@@ -257,13 +257,19 @@ impl App {
             .map_or("all", |s| s.name.as_str())
     }
 
-    /// Takes in statuses from a supervisor snapshot.
+    /// Takes in statuses from a supervisor snapshot (a service it does
+    /// not know yet gets its pane).
     pub fn apply_snapshot(&mut self, statuses: &[ServiceStatus]) {
         for status in statuses {
-            if let Some(i) = self.service_index(&status.name) {
-                self.services[i].state = status.state.clone();
-                self.services[i].restarts = status.restarts;
+            let i = self
+                .service_index(&status.name)
+                .unwrap_or_else(|| self.add_service(&status.name));
+            let service = &mut self.services[i];
+            if service.state.pid() != status.state.pid() {
+                service.main_pid = None;
             }
+            service.state = status.state.clone();
+            service.restarts = status.restarts;
         }
     }
 
@@ -362,12 +368,15 @@ impl App {
         self.show_event(event);
     }
 
-    /// Takes in an event from before the UI started (`omnidev attach`
-    /// replaying what the pod kept): its line is shown; the header already
-    /// has the state it led to.
+    /// Takes in an event whose states come another way (`omnidev
+    /// attach`: the pod's status records): its line is shown, and a
+    /// changed profile waiting to be applied is noted.
     pub fn show(&mut self, event: &Event) {
         match &event.kind {
-            EventKind::Log { .. } | EventKind::PartialLine { .. } => self.apply(event),
+            EventKind::Log { .. }
+            | EventKind::PartialLine { .. }
+            | EventKind::ProfileChanged(_)
+            | EventKind::ProfileApplied(_) => self.apply(event),
             _ => self.show_event(event),
         }
     }

@@ -3,30 +3,31 @@
 //!
 //! One `events --follow --logs` stream carries everything: the records the
 //! pod kept (its last lines and events: the panes are filled from them),
-//! then every new one. The header's states come from a `status` asked
-//! just before the stream: a kept record older than that status shows its
-//! line only ([`Update::Earlier`]); a newer one is applied. Actions are
-//! control requests, each on a connection of its own, answered into the
-//! footer. Bounded from outside: a record line longer than
+//! then every new one, and core's status of every service at the start
+//! and at each change. The panes show the events' lines
+//! ([`Update::Shown`]); the header's states, restarts and URLs come
+//! from the status records alone ([`Update::Status`]), as core decides
+//! them: nothing is rebuilt from events, and nothing is polled. Actions
+//! are control requests, each on a connection of its own, answered into
+//! the footer. Bounded from outside: a record line longer than
 //! [`MAX_LINE_BYTES`] is skipped (said in the footer), not buffered;
 //! lines go into the panes, bounded in lines and bytes; the pod drops a
 //! reader that falls more than its follow budget behind (Ctrl-Z for
 //! long), and then the panes are filled again from a new stream.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use omnidev_core::{EventKind, ServiceStatus};
+use omnidev_core::{EventKind, NamedUrl, ServiceStatus};
 use tokio::io::AsyncReadExt;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::app::{Action, App, PodInfo};
 use super::source::{Source, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::Record;
-use crate::control::protocol::PodStatus;
+use crate::control::protocol::{PodStatus, UrlReport};
 use crate::control::{self, Ask, Request};
 use crate::error::{Error, Result};
 use crate::terminal_text;
@@ -41,11 +42,8 @@ const ANSWERS: usize = 16;
 
 /// A running pod's `status` and the stream of its records, begun after it.
 pub struct Connection {
-    /// The status, asked first.
+    /// The status, asked first (the services, the pod's own URLs).
     pub status: PodStatus,
-    /// Records older than this happened before the status: the status
-    /// reflects them.
-    since: SystemTime,
     reader: RecordReader,
 }
 
@@ -53,7 +51,6 @@ impl Connection {
     /// Asks the pod in `pod_dir` for its status, then opens the stream of
     /// its kept and new records.
     pub fn open(pod_dir: &Path) -> Result<Self> {
-        let since = SystemTime::now();
         let status = Ask::status()
             .send(pod_dir)?
             .status
@@ -70,11 +67,11 @@ impl Connection {
             // A prompt or a progress bar shows before its newline, as in
             // `up`'s own UI.
             partial: true,
+            status: true,
         };
         let reader = Ask::events(request).stream(pod_dir, true)?;
         Ok(Self {
             status,
-            since,
             reader: RecordReader::new(reader).map_err(Error::io("read", pod_dir))?,
         })
     }
@@ -160,20 +157,12 @@ impl RecordReader {
 pub struct ControlSource {
     pod_dir: PathBuf,
     reader: RecordReader,
-    since: SystemTime,
+    /// The pod's own URLs (not a service's), shown before the services'.
+    pod_urls: Vec<NamedUrl>,
     /// A new stream being opened after the pod dropped this reader.
     reconnecting: Option<(String, JoinHandle<Result<Connection>>)>,
     answers: mpsc::Receiver<Update>,
     answer: mpsc::Sender<Update>,
-    /// Wakes the task that asks for the URLs after a state change.
-    refresh: Arc<Notify>,
-    refresher: JoinHandle<()>,
-}
-
-impl Drop for ControlSource {
-    fn drop(&mut self) {
-        self.refresher.abort();
-    }
 }
 
 impl ControlSource {
@@ -181,21 +170,13 @@ impl ControlSource {
     /// a tokio runtime.
     pub fn new(pod_dir: &Path, connection: Connection) -> Self {
         let (answer, answers) = mpsc::channel(ANSWERS);
-        let refresh = Arc::new(Notify::new());
-        let refresher = tokio::spawn(refresh_urls(
-            pod_dir.to_owned(),
-            refresh.clone(),
-            answer.clone(),
-        ));
         Self {
             pod_dir: pod_dir.to_owned(),
+            pod_urls: own_urls(&connection.status),
             reader: connection.reader,
-            since: connection.since,
             reconnecting: None,
             answers,
             answer,
-            refresh,
-            refresher,
         }
     }
 
@@ -229,31 +210,24 @@ impl ControlSource {
                     endings.join("; ")
                 )));
             }
-            EventKind::State { .. } | EventKind::Ready { .. } | EventKind::Crashed { .. }
-                if event.at >= self.since =>
-            {
-                // A URL shows once its service is ready.
-                self.refresh.notify_one();
+            EventKind::Status { services } => {
+                return Some(Update::Status {
+                    urls: UrlReport::shown(&self.pod_urls, services),
+                    statuses: services.clone(),
+                });
             }
             _ => {}
         }
-        Some(if event.at < self.since {
-            Update::Earlier(event)
-        } else {
-            Update::Event(event)
-        })
+        Some(Update::Shown(event))
     }
 
     /// Takes in the new stream once it is open.
     fn reconnected(&mut self, why: String, opened: Result<Connection>) -> Update {
         match opened {
             Ok(connection) => {
-                let statuses = connection.statuses();
-                let urls = connection.status.urls.clone();
+                self.pod_urls = own_urls(&connection.status);
                 self.reader = connection.reader;
-                self.since = connection.since;
-                let _ = self.answer.try_send(Update::Urls(urls));
-                Update::Refill { why, statuses }
+                Update::Refill { why }
             }
             Err(_) => Update::Ended("the pod stopped".to_owned()),
         }
@@ -344,20 +318,17 @@ impl Source for ControlSource {
     }
 }
 
-/// Asks the pod's status each time `refresh` is notified (a state changed)
-/// and hands its URLs to the UI: a URL is shown while its service is
-/// ready. Notifications while a request is out coalesce into one more.
-async fn refresh_urls(pod_dir: PathBuf, refresh: Arc<Notify>, answer: mpsc::Sender<Update>) {
-    loop {
-        refresh.notified().await;
-        let pod_dir = pod_dir.clone();
-        let asked = tokio::task::spawn_blocking(move || Ask::status().send(&pod_dir)).await;
-        if let Ok(Ok(response)) = asked
-            && let Some(status) = response.status
-        {
-            let _ = answer.send(Update::Urls(status.urls)).await;
-        }
-    }
+/// The URLs of `status` that are the pod's own, not a service's.
+fn own_urls(status: &PodStatus) -> Vec<NamedUrl> {
+    status
+        .urls
+        .iter()
+        .filter(|u| u.service.is_none())
+        .map(|u| NamedUrl {
+            name: u.name.clone(),
+            url: u.url.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -414,11 +385,20 @@ mod tests {
         dir: &Path,
         script: &str,
     ) -> (omnidev_core::Supervisor, crate::control::ControlServer) {
+        pod_with(dir, script, omnidev_core::SupervisorConfig::default()).await
+    }
+
+    /// [`pod`] with `config`'s settings (its services replaced).
+    async fn pod_with(
+        dir: &Path,
+        script: &str,
+        config: omnidev_core::SupervisorConfig,
+    ) -> (omnidev_core::Supervisor, crate::control::ControlServer) {
         let mut server = omnidev_core::ServiceSpec::new("server", "sh", ["-c", script], dir);
         server.urls = vec![server_url()];
         let builder = omnidev_core::Supervisor::builder(omnidev_core::SupervisorConfig {
             services: vec![server],
-            ..omnidev_core::SupervisorConfig::default()
+            ..config
         })
         .expect("a valid graph");
         // As `up` makes it: its followers may ask for unfinished lines.
@@ -730,6 +710,72 @@ mod tests {
         .await;
         let newest = texts(&app, 1).last().cloned().unwrap_or_default();
         assert!(newest.ends_with(&line), "a whole line: {newest:.40}");
+        drop(source);
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
+    }
+
+    /// `omnidev attach` shows the header `up`'s own UI shows for the same
+    /// pod, as core has it: a crashed service waiting out its backoff says
+    /// how long, with its restart count (attach used to rebuild states
+    /// from records and reports that carried no backoff: `restarting in
+    /// 0ms`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn attach_shows_the_service_lines_the_local_ui_shows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = omnidev_core::SupervisorConfig {
+            backoff: omnidev_core::backoff::BackoffPolicy {
+                steps: vec![Duration::from_secs(600)],
+                reset_after: Duration::from_secs(600),
+            },
+            ..omnidev_core::SupervisorConfig::default()
+        };
+        let (supervisor, server) = pod_with(dir.path(), "echo up; exit 3", config).await;
+        // The local UI, as `up` makes it.
+        let mut events = supervisor.subscribe();
+        let mut local = App::new(
+            PodInfo {
+                pod_dir: dir.path().to_owned(),
+                urls: Vec::new(),
+            },
+            vec!["server".into()],
+            vec!["server".into()],
+            100,
+        );
+        local.apply_snapshot(&supervisor.snapshot());
+        let connection = connect(dir.path()).await;
+        let mut attached = app(dir.path(), &connection);
+        let mut source = ControlSource::new(dir.path(), connection);
+        let waiting = |app: &App| {
+            app.services[0].restarts == 1
+                && matches!(app.services[0].state, ServiceState::Restarting { .. })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !waiting(&local) {
+            let event = tokio::time::timeout_at(deadline, events.recv())
+                .await
+                .expect("the local UI sees the crash within 60 s")
+                .expect("an event");
+            local.apply(&event);
+        }
+        pump(&mut attached, &mut source, "the crash", waiting).await;
+        assert_eq!(
+            attached.services[0].state,
+            ServiceState::Restarting {
+                after: Duration::from_secs(600),
+                attempt: 1
+            }
+        );
+        assert_eq!(attached.services, local.services);
+        // The header rows, drawn: the same (the panes' lines may differ in
+        // what each UI saw first).
+        let header = |app: &mut App| -> Vec<String> {
+            use crate::tui::view::tests::{draw, screen_rows};
+            screen_rows(&draw(app, 100, 12))[..2].to_vec()
+        };
+        let shown = header(&mut attached);
+        assert!(shown[1].contains("restarting in 600s"), "{shown:?}");
+        assert_eq!(shown, header(&mut local));
         drop(source);
         drop(server);
         supervisor.shutdown().await.expect("shutdown");

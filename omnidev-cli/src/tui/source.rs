@@ -20,9 +20,10 @@ use crate::live_profile::{ApplyError, LiveProfile};
 pub enum Update {
     /// Something happened in the pod.
     Event(Event),
-    /// Something that happened before the UI started: its line is shown,
-    /// the header (states, restarts) already reflects it.
-    Earlier(Event),
+    /// Something that happened whose line is shown; the header (states,
+    /// restarts) does not take it in: [`Update::Status`] brings those
+    /// (`omnidev attach`).
+    Shown(Event),
     /// Events were lost (`skipped` of them); the state now.
     Lagged {
         /// How many.
@@ -31,16 +32,19 @@ pub enum Update {
         catch_up: CatchUp,
     },
     /// The UI fell too far behind to fill the gap: the panes start over
-    /// from what the pod kept, which follows as [`Update::Earlier`] and
-    /// [`Update::Event`]s.
+    /// from what the pod kept, which follows.
     Refill {
         /// Why, for the footer.
         why: String,
-        /// Every service's status now.
-        statuses: Vec<ServiceStatus>,
     },
-    /// The URLs the pod shows now.
-    Urls(Vec<UrlReport>),
+    /// Every service's status as core has it now, and the URLs the pod
+    /// shows.
+    Status {
+        /// Every service.
+        statuses: Vec<ServiceStatus>,
+        /// The URLs.
+        urls: Vec<UrlReport>,
+    },
     /// A line for the footer: how an action went.
     Message(String),
     /// The pod has stopped: what to say; the UI leaves.
