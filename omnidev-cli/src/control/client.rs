@@ -296,6 +296,12 @@ fn stream(pod_dir: &Path, request: &Request, timeout: Duration, follow: bool) ->
     Ok(records)
 }
 
+/// The schema number of an answer, read before the rest.
+#[derive(serde::Deserialize)]
+struct Schema {
+    schema: u32,
+}
+
 fn exchange(
     pod_dir: &Path,
     request: &Request,
@@ -344,10 +350,28 @@ fn exchange(
             });
         }
     };
-    let response: Response = serde_json::from_slice(&answer).map_err(|e| Error::Protocol {
-        socket: socket.clone(),
-        message: e.to_string(),
-    })?;
+    // A pod run by another omnidev: a stop is understood whatever the
+    // schema, a status or a stream of records may not be.
+    let other = serde_json::from_slice::<Schema>(&answer)
+        .ok()
+        .filter(|s| s.schema != super::protocol::SCHEMA)
+        .map(|Schema { schema }| Error::Protocol {
+            socket: socket.clone(),
+            message: format!(
+                "the pod answers in control schema {schema}, this omnidev reads schema {}",
+                super::protocol::SCHEMA
+            ),
+        });
+    let response: Response = match serde_json::from_slice(&answer) {
+        Ok(response) if other.is_none() || !matches!(request, Request::Events { .. }) => response,
+        Ok(_) => return Err(other.expect("another schema")),
+        Err(e) => {
+            return Err(other.unwrap_or_else(|| Error::Protocol {
+                socket,
+                message: e.to_string(),
+            }));
+        }
+    };
     if response.ok {
         return Ok((response, records));
     }
@@ -439,6 +463,57 @@ mod tests {
             .expect("the answer")
             .collect();
         assert_eq!(read, [Line::TooLong, Line::Text(b"{\"next\":1}".to_vec())]);
+        served.join().expect("pod");
+    }
+
+    /// A pod run by another omnidev, whose answers this one would misread,
+    /// is named as such, not misread; an answer it reads (a stop's) is
+    /// taken.
+    #[test]
+    fn a_pod_speaking_another_schema_is_told_apart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let served = pod(
+            dir.path(),
+            br#"{"schema":2,"ok":true,"failed":[]}
+"#
+            .to_vec(),
+        );
+        request(dir.path(), &Request::Stop, Duration::from_secs(60)).expect("a stop is understood");
+        served.join().expect("pod");
+        let served = pod(
+            dir.path(),
+            br#"{"schema":2,"ok":true,"failed":[]}
+"#
+            .to_vec(),
+        );
+        let events = Request::Events {
+            follow: true,
+            services: Vec::new(),
+            logs: false,
+            since_ms: None,
+            since_reload: false,
+            partial: false,
+            status: false,
+        };
+        assert!(
+            stream(dir.path(), &events, Duration::from_secs(60), true).is_err(),
+            "records of another schema are not read"
+        );
+        served.join().expect("pod");
+        let served = pod(
+            dir.path(),
+            br#"{"schema":2,"ok":true,"status":{"services":[{"state":"crashed"}]},"failed":[]}
+"#
+            .to_vec(),
+        );
+        let error = request(dir.path(), &Request::Status, Duration::from_secs(60))
+            .expect_err("another schema");
+        assert!(
+            error
+                .to_string()
+                .contains("control schema 2, this omnidev reads schema 3"),
+            "{error}"
+        );
         served.join().expect("pod");
     }
 }
