@@ -1,20 +1,19 @@
 //! The recent events a running pod keeps for `omnidev events` and `wait`,
-//! bounded, and the live tail that followers subscribe to.
+//! bounded, read by every reader through a cursor of its own.
 //!
 //! A thread reads the supervisor's lossless feed (attached before any
-//! service started), turns each entry into a [`Record`], keeps it, and
-//! queues it for each follower. Everything here is bounded in bytes:
+//! service started), turns each entry into a [`Record`] and keeps it.
+//! Everything here is bounded in bytes:
 //!
 //! - the kept log lines: [`KEPT_LINE_BYTES`] of text (the supervisor's own
 //!   lines, shared, not copies), at most [`KEPT_LINES`] of them;
 //! - the other kept records: [`KEPT_EVENT_BYTES`] of their JSON, at most
 //!   [`KEPT_EVENTS`];
-//! - each follower: [`FOLLOW_BUDGET`] bytes of *encoded* records queued or
-//!   taken and not yet written to its socket (a line of control bytes
-//!   grows six-fold as JSON, so the text is not the measure). A follower
-//!   over it is dropped with `lagged` and its queue freed at once;
-//! - a replay goes out [`REPLAY_CHUNK`] bytes at a time: records are
-//!   encoded one by one as the reader takes them, never all at once.
+//! - a reader (a replay, a follower) holds a [`Cursor`], a few numbers:
+//!   it reads [`REPLAY_CHUNK`] bytes at a time, encoded as it takes them,
+//!   and costs nothing while it waits or stalls. A follower that falls
+//!   behind what is kept is told exactly how many lines and records were
+//!   dropped before it read them, and goes on from the oldest kept.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -33,9 +32,6 @@ pub const KEPT_EVENT_BYTES: usize = 2 * 1024 * 1024;
 pub const KEPT_LINES: usize = 10_000;
 /// Bytes of log line text kept.
 pub const KEPT_LINE_BYTES: usize = 4 * 1024 * 1024;
-/// Bytes of encoded records a follower may have waiting (queued, or taken
-/// and not yet written to its socket) before it is dropped with `lagged`.
-pub const FOLLOW_BUDGET: usize = 2 * 1024 * 1024;
 /// Bytes of kept text a replay takes from the store at a time, and of JSON
 /// it writes at a time.
 pub const REPLAY_CHUNK: usize = 64 * 1024;
@@ -162,123 +158,40 @@ impl KeptLine {
     }
 }
 
-/// What a follower has waiting.
+/// Where a reader is in the kept records. Every reader (a replay, a
+/// follower) holds one; it costs the pod nothing while the reader waits.
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    /// How many lines, and other records, were kept before `next` in all
+    /// (dropped ones included): what it has passed.
+    lines_passed: u64,
+    events_passed: u64,
+    /// A replay ends here; `None` for a follower.
+    until: Option<u64>,
+    /// The version of the last unfinished line it got.
+    partial: u64,
+}
+
+/// What [`Retained::read`] brought a reader.
 #[derive(Debug, Default)]
-struct Queue {
-    items: VecDeque<Arc<Item>>,
-    /// Bytes of the JSON of `items`.
-    queued: usize,
-    /// Bytes taken by the follower and not yet written.
-    in_flight: usize,
-    /// Records dropped when it went over [`FOLLOW_BUDGET`]; the follower is
-    /// done then.
-    missed: Option<u64>,
-    /// The pod stopped keeping records.
-    closed: bool,
+pub struct Read {
+    /// The records it wants, oldest first.
+    pub items: Vec<Arc<Item>>,
+    /// Lines it wanted that were dropped (no longer kept) before it read
+    /// them: a gap just before `items`.
+    pub missed_lines: u64,
+    /// The same for the other records.
+    pub missed_events: u64,
+    /// It has read everything it will get: a replay to its end, or
+    /// everything of a pod that stopped.
+    pub done: bool,
 }
 
-/// One follower's queue, shared by the store and the follower.
+/// An unfinished line as it stands, until its line is finished.
 #[derive(Debug)]
-struct Tail {
-    filter: Filter,
-    queue: Mutex<Queue>,
-    ready: tokio::sync::Notify,
-}
-
-impl Tail {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Queues `item` if the follower wants it and it fits its budget;
-    /// whether the follower is still following.
-    fn offer(&self, item: &Arc<Item>) -> bool {
-        if !self.filter.matches(item) {
-            return self.lock().missed.is_none();
-        }
-        let cost = item.line().len();
-        let mut queue = self.lock();
-        if let Some(missed) = &mut queue.missed {
-            *missed += 1;
-            return false;
-        }
-        if queue.queued + queue.in_flight + cost > FOLLOW_BUDGET {
-            // Its queue is freed now, not when it reads again.
-            queue.missed = Some(queue.items.len() as u64 + 1);
-            queue.items = VecDeque::new();
-            queue.queued = 0;
-            drop(queue);
-            self.ready.notify_one();
-            return false;
-        }
-        queue.queued += cost;
-        queue.items.push_back(item.clone());
-        drop(queue);
-        self.ready.notify_one();
-        true
-    }
-}
-
-/// What a follower gets next.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Next {
-    /// This many bytes of JSON lines were added to the buffer; call
-    /// [`Follower::written`] with it once they are out.
-    Records(usize),
-    /// It went over [`FOLLOW_BUDGET`]; this many records were dropped.
-    Lagged(u64),
-    /// The pod stopped.
-    Closed,
-}
-
-/// A follower's end of its queue; the store forgets it when it is dropped.
-#[derive(Debug)]
-pub struct Follower {
-    tail: Arc<Tail>,
-}
-
-impl Follower {
-    /// Waits for records and appends them to `buf` as JSON lines.
-    pub async fn next(&self, buf: &mut Vec<u8>) -> Next {
-        loop {
-            {
-                let mut queue = self.tail.lock();
-                if let Some(missed) = queue.missed {
-                    return Next::Lagged(missed);
-                }
-                if !queue.items.is_empty() {
-                    let bytes = std::mem::take(&mut queue.queued);
-                    queue.in_flight += bytes;
-                    for item in queue.items.drain(..) {
-                        buf.extend_from_slice(item.line().as_bytes());
-                    }
-                    return Next::Records(bytes);
-                }
-                if queue.closed {
-                    return Next::Closed;
-                }
-            }
-            // A permit is stored when nobody waits: no wake-up is lost.
-            self.tail.ready.notified().await;
-        }
-    }
-
-    /// `bytes` handed out by [`Follower::next`] were written: they no
-    /// longer count against the budget.
-    pub fn written(&self, bytes: usize) {
-        let mut queue = self.tail.lock();
-        queue.in_flight = queue.in_flight.saturating_sub(bytes);
-    }
-}
-
-/// Where a replay has got to: the kept records numbered `next..until`
-/// are still to go.
-#[derive(Debug)]
-pub struct Replay {
-    next: u64,
-    until: u64,
+struct Partial {
+    item: Arc<Item>,
+    version: u64,
 }
 
 /// The kept records.
@@ -289,12 +202,22 @@ pub struct Retained {
     events: VecDeque<Arc<Item>>,
     /// Bytes of the JSON of `events`.
     event_bytes: usize,
+    /// Records other than lines dropped so far.
+    events_dropped: u64,
     lines: VecDeque<KeptLine>,
     line_bytes: usize,
+    lines_dropped: u64,
     next: u64,
     /// The last `reload` record.
     last_reload: Option<Arc<Item>>,
-    followers: Vec<Arc<Tail>>,
+    /// Each service's and stream's unfinished line, while it waits.
+    partials: Vec<Partial>,
+    partial_version: u64,
+    /// The pod stopped: nothing more comes.
+    closed: bool,
+    /// Changed at each record, unfinished line and at the end: wakes the
+    /// followers.
+    wake: tokio::sync::watch::Sender<()>,
 }
 
 impl Retained {
@@ -304,23 +227,33 @@ impl Retained {
             encoder,
             events: VecDeque::new(),
             event_bytes: 0,
+            events_dropped: 0,
             lines: VecDeque::new(),
             line_bytes: 0,
+            lines_dropped: 0,
             next: 0,
             last_reload: None,
-            followers: Vec::new(),
+            partials: Vec::new(),
+            partial_version: 0,
+            closed: false,
+            wake: tokio::sync::watch::Sender::new(()),
         }
     }
 
-    /// Keeps `record` (dropping the oldest beyond the bounds) and sends it
-    /// to the followers.
+    /// Keeps `record` (dropping the oldest beyond the bounds).
     pub fn push(&mut self, at: SystemTime, record: Record) {
-        let item = self.item(at, What::Record(record));
+        let item = Arc::new(Item {
+            seq: self.next,
+            at,
+            what: What::Record(record),
+            line: OnceLock::new(),
+        });
+        self.next += 1;
         if matches!(item.record().event.kind, EventKind::Reloading { .. }) {
             self.last_reload = Some(item.clone());
         }
         self.event_bytes += item.line().len();
-        self.events.push_back(item.clone());
+        self.events.push_back(item);
         while self.events.len() > KEPT_EVENTS
             || (self.event_bytes > KEPT_EVENT_BYTES && self.events.len() > 1)
         {
@@ -328,21 +261,22 @@ impl Retained {
                 break;
             };
             self.event_bytes -= old.line().len();
+            self.events_dropped += 1;
         }
-        self.send(&item);
+        self.wake.send_replace(());
     }
 
-    /// Keeps a service's line (dropping the oldest beyond the bounds) and
-    /// sends it to the followers, if any: its record is made only then.
+    /// Keeps a service's line (dropping the oldest beyond the bounds): its
+    /// record is made only when a reader asks for it. It finishes its
+    /// stream's unfinished line.
     pub fn push_line(&mut self, line: Arc<LogLine>) {
+        self.partials
+            .retain(|p| !same_source(p.item.record(), &line));
         let kept = KeptLine {
             seq: self.next,
             line,
         };
         self.next += 1;
-        if !self.followers.is_empty() {
-            self.send(&self.line_item(&kept));
-        }
         self.line_bytes += kept.cost();
         self.lines.push_back(kept);
         while self.lines.len() > KEPT_LINES || self.line_bytes > KEPT_LINE_BYTES {
@@ -350,23 +284,29 @@ impl Retained {
                 break;
             };
             self.line_bytes -= old.cost();
+            self.lines_dropped += 1;
         }
+        self.wake.send_replace(());
     }
 
-    /// Sends an unfinished line's record (`partial: true`) to the
-    /// followers that asked for them; it is not kept (a replay has the
-    /// finished line).
+    /// Holds an unfinished line as it stands (replacing its stream's
+    /// previous one) for the followers that asked for them, until its line
+    /// is finished; it is never kept or replayed.
     pub fn push_partial(&mut self, line: &LogLine) {
-        if !self.followers.iter().any(|tail| tail.filter.partial) {
-            return;
-        }
+        self.partial_version += 1;
         let item = Arc::new(Item {
             seq: self.next,
             at: line.at,
             what: What::Record(self.encoder.partial_line(line)),
             line: OnceLock::new(),
         });
-        self.send(&item);
+        self.partials
+            .retain(|p| !same_source(p.item.record(), line));
+        self.partials.push(Partial {
+            item,
+            version: self.partial_version,
+        });
+        self.wake.send_replace(());
     }
 
     fn line_item(&self, kept: &KeptLine) -> Arc<Item> {
@@ -382,111 +322,120 @@ impl Retained {
         })
     }
 
-    fn item(&mut self, at: SystemTime, what: What) -> Arc<Item> {
-        let seq = self.next;
-        self.next += 1;
-        Arc::new(Item {
-            seq,
-            at,
-            what,
-            line: OnceLock::new(),
-        })
-    }
-
-    /// Queues `item` for every follower, forgetting those gone or over
-    /// their budget.
-    fn send(&mut self, item: &Arc<Item>) {
-        self.followers
-            .retain(|tail| Arc::strong_count(tail) > 1 && tail.offer(item));
-    }
-
-    /// Where the replay of the kept records `filter` wants begins, and,
-    /// with `follow`, a follower queue for every later record (none missed
-    /// in between: both are made under the same lock as
-    /// [`Retained::push`]).
-    pub fn follow(&mut self, filter: &Filter, follow: bool) -> (Replay, Option<Follower>) {
+    /// A cursor at the first kept record `filter` wants (the last reload,
+    /// with `since_reload`): a replay of what is kept now, or, with
+    /// `follow`, of every record from there on.
+    pub fn cursor(&self, filter: &Filter, follow: bool) -> Cursor {
         let from = match (&self.last_reload, filter.since_reload) {
             (Some(reload), true) => reload.seq,
             _ => 0,
         };
-        let replay = Replay {
-            next: from,
-            until: self.next,
-        };
-        let follower = follow.then(|| {
-            let tail = Arc::new(Tail {
-                filter: filter.clone(),
-                queue: Mutex::new(Queue::default()),
-                ready: tokio::sync::Notify::new(),
-            });
-            self.followers.push(tail.clone());
-            Follower { tail }
-        });
-        (replay, follower)
+        let lines = self.lines.partition_point(|l| l.seq < from) as u64;
+        let events = self.events.partition_point(|e| e.seq < from) as u64;
+        Cursor {
+            lines_passed: self.lines_dropped + lines,
+            events_passed: self.events_dropped + events,
+            until: (!follow).then_some(self.next),
+            partial: 0,
+        }
     }
 
-    /// The next kept records of `replay` that `filter` wants, oldest
-    /// first, about [`REPLAY_CHUNK`] bytes of text of them; none once the
-    /// replay is over. Records dropped meanwhile are skipped.
-    pub fn replay_chunk(&self, filter: &Filter, replay: &mut Replay) -> Vec<Arc<Item>> {
-        let mut events = self
-            .events
-            .range(self.events.partition_point(|e| e.seq < replay.next)..);
+    /// The next records `filter` wants from `cursor` on, about
+    /// [`REPLAY_CHUNK`] bytes of them (none when it has read everything so
+    /// far), with what was dropped before it got there; once caught up, a
+    /// follower that asked for them gets the unfinished lines as they
+    /// stand.
+    pub fn read(&self, filter: &Filter, cursor: &mut Cursor) -> Read {
+        let mut read = Read::default();
+        if cursor.lines_passed < self.lines_dropped {
+            if filter.logs {
+                read.missed_lines = self.lines_dropped - cursor.lines_passed;
+            }
+            cursor.lines_passed = self.lines_dropped;
+        }
+        if cursor.events_passed < self.events_dropped {
+            read.missed_events = self.events_dropped - cursor.events_passed;
+            cursor.events_passed = self.events_dropped;
+        }
+        let end = cursor.until.unwrap_or(self.next);
+        let index =
+            |passed: u64, dropped: u64| usize::try_from(passed - dropped).unwrap_or(usize::MAX);
         let mut lines = self
             .lines
-            .range(self.lines.partition_point(|l| l.seq < replay.next)..)
-            .filter(|_| filter.logs);
-        let (mut event, mut line) = (events.next(), lines.next());
-        let mut items = Vec::new();
+            .range(index(cursor.lines_passed, self.lines_dropped).min(self.lines.len())..)
+            .peekable();
+        let mut events = self
+            .events
+            .range(index(cursor.events_passed, self.events_dropped).min(self.events.len())..)
+            .peekable();
         let mut bytes = 0;
         while bytes < REPLAY_CHUNK {
-            let take_line = match (event, line) {
+            let take_line = match (events.peek(), lines.peek()) {
                 (Some(e), Some(l)) => l.seq < e.seq,
                 (None, Some(_)) => true,
                 (Some(_), None) => false,
                 (None, None) => break,
             };
             let item = if take_line {
-                let kept = line.take().filter(|kept| kept.seq < replay.until);
-                line = lines.next();
-                kept.map(|kept| self.line_item(kept))
+                let kept = lines.peek().expect("a line");
+                if kept.seq >= end {
+                    break;
+                }
+                let item = self.line_item(kept);
+                lines.next();
+                cursor.lines_passed += 1;
+                item
             } else {
-                let kept = event.take().filter(|item| item.seq < replay.until);
-                event = events.next();
-                kept.cloned()
+                let item = events.peek().map(|e| Arc::clone(e)).expect("a record");
+                if item.seq >= end {
+                    break;
+                }
+                events.next();
+                cursor.events_passed += 1;
+                item
             };
-            let Some(item) = item else {
-                // Past the replay's end: the follower has it.
-                replay.next = replay.until;
-                break;
-            };
-            replay.next = item.seq + 1;
             if filter.matches(&item) {
                 bytes += match &item.what {
                     What::Line { line, .. } => line.text.len() + 128,
                     What::Record(_) => item.line().len(),
                 };
-                items.push(item);
+                read.items.push(item);
             }
         }
-        if items.is_empty() {
-            replay.next = replay.until;
+        let caught_up = bytes < REPLAY_CHUNK;
+        if caught_up && cursor.until.is_none() && filter.partial {
+            let seen = cursor.partial;
+            for partial in self.partials.iter().filter(|p| p.version > seen) {
+                cursor.partial = cursor.partial.max(partial.version);
+                if filter.matches(&partial.item) {
+                    read.items.push(partial.item.clone());
+                }
+            }
         }
-        items
+        read.done = caught_up && (cursor.until.is_some() || self.closed);
+        read
+    }
+
+    /// Changes at each new record: what a follower waits on.
+    pub fn wake(&self) -> tokio::sync::watch::Receiver<()> {
+        self.wake.subscribe()
     }
 
     /// The feed ended: followers get the end of the stream.
     fn close(&mut self) {
-        for tail in self.followers.drain(..) {
-            tail.lock().closed = true;
-            tail.ready.notify_one();
-        }
+        self.closed = true;
+        self.wake.send_replace(());
     }
 
     /// The last reload, when one began at or after `after`.
     pub fn reload_since(&self, after: SystemTime) -> Option<Arc<Item>> {
         self.last_reload.clone().filter(|item| item.at >= after)
     }
+}
+
+/// Whether `record` is an unfinished line of `line`'s service and stream.
+fn same_source(record: &Record, line: &LogLine) -> bool {
+    matches!(&record.event.kind, EventKind::PartialLine { line: p } if p.service == line.service && p.stream == line.stream)
 }
 
 /// The kept records, shared between the reading thread and the server.
@@ -564,15 +513,21 @@ mod tests {
 
     /// Every kept record `filter` wants, chunk by chunk.
     fn replay(store: &mut Retained, filter: &Filter) -> Vec<Arc<Item>> {
-        let (mut replay, _) = store.follow(filter, false);
+        let mut cursor = store.cursor(filter, false);
         let mut items = Vec::new();
         loop {
-            let chunk = store.replay_chunk(filter, &mut replay);
-            if chunk.is_empty() {
+            let read = store.read(filter, &mut cursor);
+            items.extend(read.items);
+            if read.done {
                 return items;
             }
-            items.extend(chunk);
         }
+    }
+
+    /// What a follower at `cursor` gets now, as JSON lines.
+    fn follow(store: &Retained, filter: &Filter, cursor: &mut Cursor) -> String {
+        let read = store.read(filter, cursor);
+        read.items.iter().map(|item| item.line()).collect()
     }
 
     fn kinds(items: &[Arc<Item>]) -> Vec<String> {
@@ -631,96 +586,86 @@ mod tests {
             logs: true,
             ..Filter::default()
         };
-        let (mut replay, follower) = store.follow(&logs, true);
+        let mut replay = store.cursor(&logs, false);
+        let mut following = store.cursor(&logs, true);
         store.push_line(line("server", "live"));
         let mut total = 0;
         loop {
-            let chunk = store.replay_chunk(&logs, &mut replay);
+            let read = store.read(&logs, &mut replay);
+            let text: usize = read.items.iter().map(|item| item.line().len()).sum();
+            assert!(text <= REPLAY_CHUNK + 64 * 1024, "a chunk of {text} bytes");
+            assert!(read.items.iter().all(|item| !item.line().contains("live")));
+            total += read.items.len();
+            if read.done {
+                break;
+            }
+        }
+        assert_eq!(total, 40);
+        let mut got = String::new();
+        loop {
+            let chunk = follow(&store, &logs, &mut following);
             if chunk.is_empty() {
                 break;
             }
-            let text: usize = chunk.iter().map(|item| item.line().len()).sum();
-            assert!(text <= REPLAY_CHUNK + 64 * 1024, "a chunk of {text} bytes");
-            assert!(chunk.iter().all(|item| !item.line().contains("live")));
-            total += chunk.len();
+            got.push_str(&chunk);
         }
-        assert_eq!(total, 40);
-        let mut buf = Vec::new();
-        let next = block_on(follower.expect("following").next(&mut buf));
-        assert!(matches!(next, Next::Records(_)), "{next:?}");
-        assert!(String::from_utf8_lossy(&buf).contains("\"line\":\"live\""));
+        assert_eq!(got.lines().count(), 41, "the kept lines, then the live one");
+        assert!(
+            got.ends_with("\"line\":\"live\",\"seq\":0}\n"),
+            "{got:.200}"
+        );
     }
 
-    /// Runs a future that is ready at once.
-    fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime")
-            .block_on(future)
-    }
-
+    /// A follower costs the pod nothing while it does not read; once it
+    /// falls behind what is kept it is told exactly how many lines and
+    /// records were dropped before it read them, and goes on from the
+    /// oldest kept.
     #[test]
-    fn a_follower_that_does_not_read_costs_its_budget_then_is_dropped() {
+    fn a_follower_behind_what_is_kept_is_told_exactly_what_it_missed() {
         let mut store = store();
+        let encoder = store.encoder.clone();
         let logs = Filter {
             logs: true,
             ..Filter::default()
         };
-        let (_, follower) = store.follow(&logs, true);
-        let follower = follower.expect("following");
-        // Control bytes: six bytes of JSON each (`\u0001`).
-        let control = "\u{1}".repeat(60 * 1024);
-        let mut sent = 0;
-        while store.followers.len() == 1 {
-            store.push_line(line("server", &control));
-            sent += 1;
-            let queued = store.followers.first().map_or(0, |tail| tail.lock().queued);
-            assert!(queued <= FOLLOW_BUDGET, "{queued} bytes queued");
+        store.push_line(line("server", "before"));
+        let mut cursor = store.cursor(&logs, true);
+        let mut quiet = store.cursor(&Filter::default(), true);
+        let first = store.read(&logs, &mut cursor);
+        assert_eq!(first.items.len(), 1);
+        for n in 0..KEPT_LINES + 25 {
+            store.push_line(line("server", &n.to_string()));
         }
-        assert!(
-            sent > 1 && sent * control.len() * 6 < 2 * FOLLOW_BUDGET,
-            "{sent} lines"
-        );
-        // Its queue is freed at once; it hears how many it missed.
-        assert!(follower.tail.lock().items.is_empty());
-        let mut buf = Vec::new();
-        assert_eq!(block_on(follower.next(&mut buf)), Next::Lagged(sent as u64));
-        assert!(buf.is_empty());
-        // Bytes taken and not yet written count too.
-        let (_, follower) = store.follow(&logs, true);
-        let follower = follower.expect("following");
-        let one = "y".repeat(FOLLOW_BUDGET / 3);
-        store.push_line(line("server", &one));
-        store.push_line(line("server", &one));
-        let Next::Records(taken) = block_on(follower.next(&mut buf)) else {
-            panic!("records")
-        };
-        store.push_line(line("server", &one));
-        assert_eq!(
-            store.followers.len(),
-            0,
-            "over its budget with what it took"
-        );
-        follower.written(taken);
-        // A follower dropped is forgotten at the next record.
-        let (_, gone) = store.follow(&logs, true);
-        drop(gone);
-        store.push_line(line("server", "x"));
-        assert!(store.followers.is_empty());
+        for _ in 0..KEPT_EVENTS + 3 {
+            store.push(SystemTime::UNIX_EPOCH, encoder.notice("n"));
+        }
+        let read = store.read(&logs, &mut cursor);
+        assert_eq!((read.missed_lines, read.missed_events), (25, 3));
+        assert_eq!(kinds(&read.items[..1]), ["log 25"], "the oldest kept next");
+        let mut seen = read.items.len();
+        loop {
+            let read = store.read(&logs, &mut cursor);
+            assert_eq!((read.missed_lines, read.missed_events), (0, 0));
+            if read.items.is_empty() {
+                break;
+            }
+            seen += read.items.len();
+        }
+        assert_eq!(seen, KEPT_LINES + KEPT_EVENTS);
+        // A follower without lines missed none of them.
+        let read = store.read(&Filter::default(), &mut quiet);
+        assert_eq!((read.missed_lines, read.missed_events), (0, 3));
     }
 
     #[test]
     fn followers_get_lines_and_the_kept_records_are_bounded() {
         let mut store = store();
-        let (_, follower) = store.follow(&Filter::default(), true);
-        let follower = follower.expect("following");
+        let mut cursor = store.cursor(&Filter::default(), true);
         store.push_line(line("server", "live"));
         let encoder = store.encoder.clone();
         store.push(SystemTime::UNIX_EPOCH, encoder.notice("hello"));
-        let mut buf = Vec::new();
-        block_on(follower.next(&mut buf));
         // Without --logs, the notice only.
-        let text = String::from_utf8_lossy(&buf);
+        let text = follow(&store, &Filter::default(), &mut cursor);
         assert!(text.contains("hello") && !text.contains("live"), "{text}");
         for n in 0..KEPT_LINES + 10 {
             store.push_line(line("server", &n.to_string()));
@@ -745,9 +690,10 @@ mod tests {
         assert!(items.windows(2).all(|w| w[0].seq < w[1].seq));
     }
 
-    /// An unfinished line goes to the followers that asked for them, as a
-    /// `log` record with `partial: true`, and is never kept: a replay, and
-    /// every other follower, has the finished line alone.
+    /// An unfinished line goes, as it stands, to the followers that asked
+    /// for them and have read everything before it, until its line is
+    /// finished; it is never kept: a replay, and every other follower, has
+    /// the finished line alone.
     #[test]
     fn unfinished_lines_go_only_to_followers_that_asked_and_are_not_kept() {
         let mut store = store();
@@ -759,31 +705,28 @@ mod tests {
             partial: true,
             ..logs.clone()
         };
-        let (_, asked) = store.follow(&partial, true);
-        let (_, plain) = store.follow(&logs, true);
-        let (asked, plain) = (asked.expect("follower"), plain.expect("follower"));
+        let mut asked = store.cursor(&partial, true);
+        let mut plain = store.cursor(&logs, true);
         store.push_partial(&line("svc", "Password: "));
+        let got = follow(&store, &partial, &mut asked);
+        assert!(
+            got.contains(r#""kind":"partial-line""#) && got.contains(r#""line":"Password: ""#),
+            "{got}"
+        );
+        assert_eq!(follow(&store, &partial, &mut asked), "", "sent once");
+        store.push_partial(&line("svc", "Password: s"));
         store.push_line(line("svc", "Password: secret"));
-        let got = |follower: &Follower| {
-            let mut buf = Vec::new();
-            let next = block_on(follower.next(&mut buf));
-            assert!(matches!(next, Next::Records(_)), "{next:?}");
-            String::from_utf8(buf).expect("utf-8")
-        };
-        let asked = got(&asked);
-        let lines: Vec<&str> = asked.lines().collect();
-        assert_eq!(lines.len(), 2, "{asked}");
-        assert!(
-            lines[0].contains(r#""kind":"partial-line""#)
-                && lines[0].contains(r#""line":"Password: ""#),
-            "{asked}"
+        let got = follow(&store, &partial, &mut asked);
+        assert_eq!(
+            got.lines().count(),
+            1,
+            "the finished line replaces it: {got}"
         );
         assert!(
-            lines[1].contains(r#""kind":"log""#)
-                && lines[1].contains(r#""line":"Password: secret""#),
-            "{asked}"
+            got.contains(r#""kind":"log""#) && got.contains(r#""line":"Password: secret""#),
+            "{got}"
         );
-        let plain = got(&plain);
+        let plain = follow(&store, &logs, &mut plain);
         assert_eq!(plain.lines().count(), 1, "{plain}");
         assert!(plain.contains(r#""line":"Password: secret""#), "{plain}");
         assert_eq!(

@@ -17,7 +17,7 @@ use super::protocol::{
     ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
     WaitFor,
 };
-use super::retained::{self, FOLLOW_BUDGET, Filter, Next, REPLAY_CHUNK, Store};
+use super::retained::{self, Filter, Store};
 use crate::error::{Error, Result};
 use crate::terminal_text::json_line;
 
@@ -152,7 +152,7 @@ impl ControlServer {
 
     /// [`ControlServer::start`] with another request deadline (tests give
     /// a short one instead of waiting out the real one).
-    fn start_with_deadline(
+    pub(crate) fn start_with_deadline(
         info: ServerInfo,
         supervisor: Supervisor,
         events: omnidev_core::Feed,
@@ -397,6 +397,21 @@ enum Sent {
     Stalled,
 }
 
+/// The `lost` record of what `read` says its reader missed.
+fn missed(shared: &Shared, read: &retained::Read) -> super::events::Record {
+    let (lines, records) = (read.missed_lines, read.missed_events);
+    shared.encoder.record(
+        std::time::SystemTime::now(),
+        None,
+        omnidev_core::EventKind::Lost {
+            count: lines + records,
+            reason: format!(
+                "this reader fell behind what the pod keeps: {lines} lines and {records} other records were dropped before it read them (`omnidev logs` has every line)"
+            ),
+        },
+    )
+}
+
 /// The next status of `statuses` once it changes; never when there is
 /// none to follow (or the supervisor is gone).
 async fn changed(
@@ -443,11 +458,12 @@ async fn send(
 /// Answers `events`: an answer line, the kept records `filter` wants
 /// (encoded a chunk at a time as the client takes them), then (with
 /// `follow`) every new one until the pod stops or the client leaves;
-/// with `statuses`, a `status` record after the kept ones and at each
-/// change (one at a time: the next waits until it is written). A client
-/// with more than [`FOLLOW_BUDGET`] bytes of records waiting, or that
-/// takes nothing for [`REQUEST_DEADLINE`], gets a last `lagged` record
-/// and is closed; the pod never waits for it.
+/// with `statuses`, a `status` record once it has read the kept ones and
+/// at each change. A follower reads through its own cursor: one that
+/// falls behind what the pod keeps gets a `lost` record saying exactly
+/// how many lines and records it missed, and goes on; one that takes
+/// nothing for [`REQUEST_DEADLINE`] gets a last `lagged` record and is
+/// closed. The pod never waits for a reader.
 async fn stream_events(
     shared: &Shared,
     mut write: tokio::net::unix::OwnedWriteHalf,
@@ -474,77 +490,49 @@ async fn stream_events(
             return;
         }
     };
-    let (mut replay, follower) = retained::lock(&shared.store).follow(&filter, follow);
-    let mut buf = json_line(&Response::accepted()).into_bytes();
-    let stalled = || {
-        format!(
-            "this reader took nothing for {} s; the pod does not wait: run `omnidev events` again",
-            shared.request_deadline.as_secs_f64()
-        )
+    let (mut cursor, mut wake) = {
+        let store = retained::lock(&shared.store);
+        (store.cursor(&filter, follow), store.wake())
     };
-    let lagged = 'stream: {
-        loop {
-            let chunk = retained::lock(&shared.store).replay_chunk(&filter, &mut replay);
-            let done = chunk.is_empty();
-            // Each record's JSON is made and dropped in turn: at most
-            // REPLAY_CHUNK bytes and one record wait to be written.
-            for item in chunk {
-                buf.extend_from_slice(item.line().as_bytes());
-                drop(item);
-                if buf.len() >= REPLAY_CHUNK {
-                    match send(&mut write, &mut buf, shared.request_deadline).await {
-                        Sent::Done => {}
-                        Sent::Gone => return,
-                        Sent::Stalled => break 'stream stalled(),
-                    }
-                }
-            }
-            if done {
-                match send(&mut write, &mut buf, shared.request_deadline).await {
-                    Sent::Done => break,
-                    Sent::Gone => return,
-                    Sent::Stalled => break 'stream stalled(),
-                }
+    if let Some(watch) = &mut statuses {
+        // The first status goes out once the kept records have, the next
+        // at each change.
+        watch.mark_changed();
+    }
+    let mut buf = json_line(&Response::accepted()).into_bytes();
+    let lagged = loop {
+        let read = retained::lock(&shared.store).read(&filter, &mut cursor);
+        if read.missed_lines + read.missed_events > 0 {
+            buf.extend_from_slice(json_line(&missed(shared, &read)).as_bytes());
+        }
+        // Each record's JSON is made and dropped in turn: at most about
+        // REPLAY_CHUNK bytes wait to be written.
+        for item in &read.items {
+            buf.extend_from_slice(item.line().as_bytes());
+        }
+        let (caught_up, done) = (read.items.is_empty(), read.done);
+        drop(read);
+        match send(&mut write, &mut buf, shared.request_deadline).await {
+            Sent::Done => {}
+            Sent::Gone => return,
+            Sent::Stalled => {
+                break format!(
+                    "this reader took nothing for {} s; the pod does not wait: run `omnidev events` again",
+                    shared.request_deadline.as_secs_f64()
+                );
             }
         }
-        let Some(follower) = follower else {
+        if done {
             let _ = write.shutdown().await;
             return;
-        };
-        if let Some(watch) = &mut statuses {
-            // The first status goes out now, the next at each change.
-            watch.mark_changed();
         }
-        loop {
-            let next = tokio::select! {
-                next = follower.next(&mut buf) => next,
+        if caught_up {
+            tokio::select! {
+                woken = wake.changed() => if woken.is_err() { return },
                 now = changed(&mut statuses) => {
-                    // Sent as records are, outside the follower's budget.
                     buf.extend_from_slice(status_line(shared, now).as_bytes());
-                    Next::Records(0)
                 }
                 () = hang_up(fd) => return,
-            };
-            match next {
-                Next::Records(bytes) => {
-                    let sent = send(&mut write, &mut buf, shared.request_deadline).await;
-                    follower.written(bytes);
-                    match sent {
-                        Sent::Done => {}
-                        Sent::Gone => return,
-                        Sent::Stalled => break 'stream stalled(),
-                    }
-                }
-                Next::Lagged(missed) => {
-                    break 'stream format!(
-                        "this reader fell more than {} MiB of records behind and missed {missed}; the pod does not wait: run `omnidev events` again",
-                        FOLLOW_BUDGET / (1024 * 1024)
-                    );
-                }
-                Next::Closed => {
-                    let _ = write.shutdown().await;
-                    return;
-                }
             }
         }
     };

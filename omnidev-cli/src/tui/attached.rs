@@ -385,14 +385,17 @@ mod tests {
         dir: &Path,
         script: &str,
     ) -> (omnidev_core::Supervisor, crate::control::ControlServer) {
-        pod_with(dir, script, omnidev_core::SupervisorConfig::default()).await
+        let config = omnidev_core::SupervisorConfig::default();
+        pod_with(dir, script, config, Duration::from_secs(10)).await
     }
 
-    /// [`pod`] with `config`'s settings (its services replaced).
+    /// [`pod`] with `config`'s settings (its services replaced), whose
+    /// control server drops a reader that takes nothing for `deadline`.
     async fn pod_with(
         dir: &Path,
         script: &str,
         config: omnidev_core::SupervisorConfig,
+        deadline: Duration,
     ) -> (omnidev_core::Supervisor, crate::control::ControlServer) {
         let mut server = omnidev_core::ServiceSpec::new("server", "sh", ["-c", script], dir);
         server.urls = vec![server_url()];
@@ -418,8 +421,13 @@ mod tests {
             watched: vec!["server".into()],
             live: None,
         };
-        let server = crate::control::ControlServer::start(info, supervisor.clone(), feed)
-            .expect("control server");
+        let server = crate::control::ControlServer::start_with_deadline(
+            info,
+            supervisor.clone(),
+            feed,
+            deadline,
+        )
+        .expect("control server");
         (supervisor, server)
     }
 
@@ -653,27 +661,34 @@ mod tests {
         supervisor.shutdown().await.expect("shutdown");
     }
 
-    /// A UI that stops reading (suspended, say) is dropped by the pod
-    /// once it falls behind; reading again, it opens a new stream and the
-    /// panes start over from what the pod kept, then follow again.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_ui_the_pod_dropped_for_lagging_refills_and_follows_again() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // About 1 MB a second of output: a reader that pauses for a few
-        // seconds is past the pod's 2 MiB follow budget.
+    /// A pod printing about 1 MB a second (numbered lines of 2000 bytes)
+    /// to an attached UI whose control server drops a reader that takes
+    /// nothing for `deadline`; the UI has shown its first lines.
+    async fn flooding(
+        dir: &Path,
+        deadline: Duration,
+    ) -> (
+        omnidev_core::Supervisor,
+        crate::control::ControlServer,
+        App,
+        ControlSource,
+    ) {
         let line = "x".repeat(2000);
         let script = format!("i=0; while :; do i=$((i+1)); echo \"$i {line}\"; sleep 0.002; done");
-        let (supervisor, server) = pod(dir.path(), &script).await;
-        let connection = connect(dir.path()).await;
-        let mut app = app(dir.path(), &connection);
-        let mut source = ControlSource::new(dir.path(), connection);
-        let count = |app: &App| app.panes[1].end();
+        let config = omnidev_core::SupervisorConfig::default();
+        let (supervisor, server) = pod_with(dir, &script, config, deadline).await;
+        let connection = connect(dir).await;
+        let mut app = app(dir, &connection);
+        let mut source = ControlSource::new(dir, connection);
         pump(&mut app, &mut source, "the first lines", |app| {
-            count(app) > 10
+            app.panes[1].end() > 10
         })
         .await;
-        // Not reading while the server writes 5 MB: more than the pod
-        // queues for a reader (2 MiB) and the socket holds.
+        (supervisor, server, app, source)
+    }
+
+    /// Waits (not reading) until the pod's server printed `lines` more.
+    async fn pause(supervisor: &omnidev_core::Supervisor, lines: u64) {
         let written = || {
             supervisor
                 .logs(Some("server"))
@@ -684,13 +699,73 @@ mod tests {
         };
         let paused_at = written();
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        while written() < paused_at + 2500 {
+        while written() < paused_at + lines {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the server stopped writing"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The number a flooding line starts with.
+    fn number(text: &str) -> Option<u64> {
+        text.split(' ').next()?.parse().ok()
+    }
+
+    /// A UI that stops reading while the pod prints more than it keeps
+    /// (4 MiB of lines) is told exactly how many lines it missed, right
+    /// where they are missing, and follows on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ui_that_fell_behind_is_told_exactly_what_it_missed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (supervisor, server, mut app, mut source) =
+            flooding(dir.path(), Duration::from_secs(600)).await;
+        // 3000 lines, 6 MB: more than the pod keeps and the socket holds.
+        pause(&supervisor, 3000).await;
+        let gap = |app: &App| {
+            let texts = texts(app, 0);
+            let at = texts.iter().position(|t| t.contains("records lost"))?;
+            let after = texts[at + 1..].iter().find_map(|t| number(t))?;
+            Some((texts, at, after))
+        };
+        let ends = pump(&mut app, &mut source, "the gap", |app| gap(app).is_some()).await;
+        assert_eq!(ends, None, "the UI goes on");
+        let (texts, at, after) = gap(&app).expect("a gap");
+        let before = texts[..at]
+            .iter()
+            .rev()
+            .find_map(|t| number(t))
+            .expect("a line before the gap");
+        let said: u64 = texts[at]
+            .split("keeps: ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("how many lines: {}", texts[at]));
+        assert!(said > 0, "{}", texts[at]);
+        assert_eq!(after - before - 1, said, "{}", texts[at]);
+        let resumed = app.panes[1].end();
+        pump(&mut app, &mut source, "lines after the gap", |app| {
+            app.panes[1].end() > resumed + 100
+        })
+        .await;
+        drop(source);
+        drop(server);
+        supervisor.shutdown().await.expect("shutdown");
+    }
+
+    /// A UI that stops reading for longer than the pod waits (suspended,
+    /// say) is dropped; reading again, it opens a new stream and the panes
+    /// start over from what the pod kept, then follow again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ui_the_pod_dropped_for_stalling_refills_and_follows_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (supervisor, server, mut app, mut source) =
+            flooding(dir.path(), Duration::from_secs(2)).await;
+        // Not reading for 5 s: the socket fills within the first one, the
+        // pod gives up on the reader 2 s later and keeps its `lagged`
+        // record for it for 6 s more.
+        tokio::time::sleep(Duration::from_secs(5)).await;
         let ends = pump(&mut app, &mut source, "the refill", |app| {
             app.message
                 .as_deref()
@@ -705,11 +780,14 @@ mod tests {
         );
         let refilled = app.panes[1].end();
         pump(&mut app, &mut source, "lines after the refill", |app| {
-            count(app) > refilled + 100
+            app.panes[1].end() > refilled + 100
         })
         .await;
         let newest = texts(&app, 1).last().cloned().unwrap_or_default();
-        assert!(newest.ends_with(&line), "a whole line: {newest:.40}");
+        assert!(
+            newest.ends_with(&"x".repeat(2000)),
+            "a whole line: {newest:.40}"
+        );
         drop(source);
         drop(server);
         supervisor.shutdown().await.expect("shutdown");
@@ -730,7 +808,13 @@ mod tests {
             },
             ..omnidev_core::SupervisorConfig::default()
         };
-        let (supervisor, server) = pod_with(dir.path(), "echo up; exit 3", config).await;
+        let (supervisor, server) = pod_with(
+            dir.path(),
+            "echo up; exit 3",
+            config,
+            Duration::from_secs(10),
+        )
+        .await;
         // The local UI, as `up` makes it.
         let mut events = supervisor.subscribe();
         let mut local = App::new(
