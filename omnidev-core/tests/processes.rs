@@ -651,7 +651,11 @@ fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
                     && l.contains(&format!("pid {new}"))
             })
         });
-        assert_eq!(platform::name(new), Some("omnidev-guard".to_owned()));
+        // It names itself first thing after the fork, which may be just
+        // after it was recorded.
+        wait_until("the new guard named", Duration::from_secs(10), || {
+            platform::name(new).as_deref() == Some("omnidev-guard")
+        });
         wait_until("the old guard reaped", Duration::from_secs(10), || {
             platform::stat(old).is_none()
         });
