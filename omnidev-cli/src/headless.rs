@@ -132,11 +132,6 @@ impl Printer {
 
     /// Writes the output line of a feed entry, if it deserves one.
     pub fn write_entry(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
-        // Finished lines only: an unfinished one is written once finished
-        // (headless's feed does not ask for them).
-        if matches!(entry, Entry::Partial(_)) {
-            return Ok(());
-        }
         if self.json.is_some() {
             return self.write_record(out, entry);
         }
@@ -166,7 +161,7 @@ impl Printer {
                 "omnidev",
                 Cow::Owned(terminal_text::message(&event.to_string()).into_owned()),
             ),
-            Entry::Event(_) | Entry::Partial(_) => return Ok(()),
+            Entry::Event(_) => return Ok(()),
             Entry::Lost { count, reason } => (
                 SystemTime::now(),
                 "omnidev",

@@ -55,10 +55,6 @@ pub struct FeedConfig {
     /// as it has been read, so the disk holds the backlog plus at most one
     /// segment.
     pub segment_bytes: u64,
-    /// Whether the feed also gets the unfinished lines published to
-    /// subscribers ([`Entry::Partial`]; default `false`: finished lines
-    /// only).
-    pub partial_lines: bool,
 }
 
 impl FeedConfig {
@@ -68,7 +64,6 @@ impl FeedConfig {
             spool_dir: spool_dir.into(),
             memory_bytes: 4 * 1024 * 1024,
             segment_bytes: 64 * 1024 * 1024,
-            partial_lines: false,
         }
     }
 }
@@ -78,11 +73,6 @@ impl FeedConfig {
 pub enum Entry {
     /// A line of a service's output (or of its prepare steps).
     Line(Arc<LogLine>),
-    /// A line still waiting for its newline, as it stands
-    /// ([`crate::EventKind::PartialLine`]): the next line of its service
-    /// and stream replaces it. Only in a feed that asked for them
-    /// ([`FeedConfig::partial_lines`]).
-    Partial(Arc<LogLine>),
     /// Any other event (state changes, readiness, crashes, notices).
     Event(Event),
     /// Entries that could not be kept (the spool could not be written, for
@@ -98,9 +88,7 @@ pub enum Entry {
 impl Entry {
     fn cost(&self) -> usize {
         match self {
-            Entry::Line(line) | Entry::Partial(line) => {
-                line.text.len() + line.service.len() + ENTRY_OVERHEAD
-            }
+            Entry::Line(line) => line.text.len() + line.service.len() + ENTRY_OVERHEAD,
             Entry::Event(_) | Entry::Lost { .. } => EVENT_COST,
         }
     }
@@ -380,7 +368,6 @@ impl Feed {
 
 const TAG_LINE: u8 = 0;
 const TAG_EVENT: u8 = 1;
-const TAG_PARTIAL: u8 = 2;
 
 fn stream_byte(stream: Stream) -> u8 {
     match stream {
@@ -404,13 +391,9 @@ fn encode(entry: &Entry, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     match entry {
-        Entry::Line(line) | Entry::Partial(line) => {
+        Entry::Line(line) => {
             let service = &line.service.as_bytes()[..line.service.len().min(usize::from(u16::MAX))];
-            out.push(if matches!(entry, Entry::Partial(_)) {
-                TAG_PARTIAL
-            } else {
-                TAG_LINE
-            });
+            out.push(TAG_LINE);
             out.push(stream_byte(line.stream));
             out.extend_from_slice(&line.seq.to_le_bytes());
             out.extend_from_slice(&nanos_since_epoch(line.at).to_le_bytes());
@@ -465,7 +448,7 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, u
     let len = record_len(bytes);
     let payload = bytes.get(4..4 + len)?;
     let entry = match payload.split_first() {
-        Some((&tag @ (TAG_LINE | TAG_PARTIAL), rest)) if rest.len() >= 19 => {
+        Some((&TAG_LINE, rest)) if rest.len() >= 19 => {
             let stream = byte_stream(rest[0]);
             let seq = u64::from_le_bytes(rest[1..9].try_into().expect("8 bytes"));
             let nanos = u64::from_le_bytes(rest[9..17].try_into().expect("8 bytes"));
@@ -487,11 +470,7 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Entry, u
                 seq,
                 at: SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos),
             });
-            if tag == TAG_PARTIAL {
-                Entry::Partial(line)
-            } else {
-                Entry::Line(line)
-            }
+            Entry::Line(line)
         }
         Some((&TAG_EVENT, json)) => match serde_json::from_slice(json) {
             Ok(event) => Entry::Event(event),
@@ -520,6 +499,8 @@ pub(crate) struct Bus {
     /// wake (and cost the capture a clone) for every line of a burst.
     changes: broadcast::Sender<Event>,
     feeds: Mutex<Vec<Arc<Shared>>>,
+    /// What is kept for readers with a cursor.
+    pub(crate) history: crate::history::History,
 }
 
 impl Bus {
@@ -528,6 +509,7 @@ impl Bus {
             events: broadcast::channel(capacity).0,
             changes: broadcast::channel(capacity).0,
             feeds: Mutex::new(Vec::new()),
+            history: crate::history::History::default(),
         }
     }
 
@@ -566,6 +548,7 @@ impl Bus {
 
     /// Publishes an event to every subscriber and feed.
     pub(crate) fn send(&self, event: Event) {
+        self.history.push_event(&event);
         self.each_feed(|feed| feed.push([Entry::Event(event.clone())]));
         if self.changes.receiver_count() > 0 {
             let _ = self.changes.send(event.clone());
@@ -574,15 +557,10 @@ impl Bus {
     }
 
     /// Publishes an unfinished line to the broadcast subscribers and the
-    /// feeds that asked for them ([`FeedConfig::partial_lines`]; the
-    /// others get the line once it is finished).
+    /// history (the feeds get the line once it is finished).
     pub(crate) fn send_partial(&self, line: LogLine) {
         let line = Arc::new(line);
-        self.each_feed(|feed| {
-            if feed.config.partial_lines {
-                feed.push([Entry::Partial(line.clone())]);
-            }
-        });
+        self.history.push_partial(line.clone());
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(Event::partial(LogLine::clone(&line)));
         }
@@ -590,6 +568,7 @@ impl Bus {
 
     /// Publishes lines already numbered in order.
     pub(crate) fn send_lines(&self, lines: &[Arc<LogLine>]) {
+        self.history.push_lines(lines);
         self.each_feed(|feed| feed.push(lines.iter().cloned().map(Entry::Line)));
         if self.events.receiver_count() > 0 {
             for line in lines {
@@ -615,7 +594,6 @@ mod tests {
             .iter()
             .map(|e| match e {
                 Entry::Line(l) => l.text.clone(),
-                Entry::Partial(l) => format!("partial {}", l.text),
                 Entry::Event(e) => format!("event {:?}", e.kind),
                 Entry::Lost { count, reason } => format!("lost {count}: {reason}"),
             })
@@ -633,7 +611,6 @@ mod tests {
             spool_dir: dir.to_owned(),
             memory_bytes: 1000,
             segment_bytes: 4096,
-            partial_lines: false,
         }
     }
 
@@ -733,7 +710,6 @@ mod tests {
             spool_dir: PathBuf::from("/nonexistent/omnidev-spool"),
             memory_bytes: 300,
             segment_bytes: 4096,
-            partial_lines: false,
         });
         for n in 0..10 {
             bus.send_lines(&[line(n)]);
@@ -758,36 +734,5 @@ mod tests {
         drop(feed);
         bus.send_lines(&[line(0)]);
         assert!(lock(&bus.feeds).is_empty());
-    }
-
-    #[test]
-    fn unfinished_lines_reach_only_the_feeds_that_asked_in_order_through_the_spool() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bus = Bus::new(16);
-        let mut finished = bus.feed(small(dir.path()));
-        let mut all = bus.feed(FeedConfig {
-            partial_lines: true,
-            ..small(dir.path())
-        });
-        // Enough before them that the rest goes through the spool.
-        let lines: Vec<_> = (0..100).map(line).collect();
-        bus.send_lines(&lines);
-        bus.send_partial(LogLine::new("svc", Stream::Stdout, "Password: ", 100));
-        bus.send_lines(&[Arc::new(LogLine::new(
-            "svc",
-            Stream::Stdout,
-            "Password: secret",
-            101,
-        ))]);
-        assert!(all.spooled_bytes() > 0, "spooled");
-        let tail = |entries: Vec<Entry>| texts(&entries[entries.len() - 2..]);
-        assert_eq!(
-            tail(drain(&mut all)),
-            ["partial Password: ", "Password: secret"]
-        );
-        assert_eq!(
-            tail(drain(&mut finished)),
-            ["line 000099", "Password: secret"]
-        );
     }
 }

@@ -38,6 +38,7 @@ pub mod event;
 pub mod feed;
 pub mod fs;
 pub mod guard;
+pub mod history;
 pub mod listener;
 pub mod logs;
 pub mod platform;

@@ -301,6 +301,13 @@ impl Supervisor {
     pub fn announce_end(&self) {
         let services = self.snapshot().iter().map(ServiceStatus::end).collect();
         self.publish_message(EventKind::Ended { services });
+        self.inner.events.history.close();
+    }
+
+    /// The lines and events kept for readers with a cursor (see
+    /// [`crate::history`]).
+    pub fn history(&self) -> &crate::history::History {
+        &self.inner.events.history
     }
 
     /// Publishes an event of the pod's own (a front-end's, such as

@@ -55,21 +55,14 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     config.containment = omnidev_core::ContainmentChoice::from_env()
         .map_err(|message| Error::Containment { message })?;
     config.debug = options.debug;
-    // The control socket keeps the recent events for `omnidev events`
-    // from a feed of its own, attached before anything starts too.
-    let spool = FeedConfig::new(prepared.pod.dir());
-    // Every front-end and the control socket's store see the first event.
+    // Every front-end sees the first event (the control socket's readers
+    // read the supervisor's history, which has it too).
     let builder = Supervisor::builder(config)?;
     let front = if use_tui {
         FrontEvents::Tui(builder.subscribe())
     } else {
-        FrontEvents::Headless(builder.feed(spool.clone()))
+        FrontEvents::Headless(builder.feed(FeedConfig::new(prepared.pod.dir())))
     };
-    // Its followers may ask for unfinished lines (`omnidev attach` does).
-    let retained = builder.feed(FeedConfig {
-        partial_lines: true,
-        ..spool
-    });
     let supervisor = builder.run().await?;
     let (watchers, watch_notices) =
         match watch::start_watchers(&prepared, debounce, options.debug, &supervisor) {
@@ -87,7 +80,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     // pod they cannot reach is an error at start, not a line in a log.
     let mut info = crate::control::ServerInfo::of(&prepared, addresses.clone());
     info.live = Some(live.clone());
-    let control = match crate::control::ControlServer::start(info, supervisor.clone(), retained) {
+    let control = match crate::control::ControlServer::start(info, supervisor.clone()) {
         Ok(server) => server,
         Err(e) => {
             drop(watchers);

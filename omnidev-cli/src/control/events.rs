@@ -64,11 +64,6 @@ impl Encoder {
         self.event(Event::log(line.clone()))
     }
 
-    /// The record of an unfinished line (`partial-line`).
-    pub fn partial_line(&self, line: &LogLine) -> Record {
-        self.event(Event::partial(line.clone()))
-    }
-
     /// The record of a line read back from `service`'s log file, which
     /// was last modified at `at` when the line was read (the files keep no
     /// time, stream or number per line).
@@ -82,7 +77,6 @@ impl Encoder {
     pub fn entry(&self, entry: &Entry, now: SystemTime) -> Record {
         match entry {
             Entry::Line(line) => self.line(line),
-            Entry::Partial(line) => self.partial_line(line),
             Entry::Event(event) => self.event(event.clone()),
             Entry::Lost { count, reason } => self.record(
                 now,

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use omnidev_core::spec::limits;
@@ -17,7 +17,7 @@ use super::protocol::{
     ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
     WaitFor,
 };
-use super::retained::{self, Filter, Store};
+use super::retained::{self, Filter};
 use crate::error::{Error, Result};
 use crate::terminal_text::json_line;
 
@@ -111,10 +111,6 @@ pub struct ControlServer {
     path: PathBuf,
     pointer: PathBuf,
     tasks: Vec<JoinHandle<()>>,
-    /// Ends the thread that keeps the events.
-    events: omnidev_core::FeedCloser,
-    /// That thread.
-    reader: Option<std::thread::JoinHandle<()>>,
     /// The `events` slots: all free once every follower has finished.
     following: Arc<tokio::sync::Semaphore>,
 }
@@ -129,8 +125,6 @@ struct Shared {
     request_deadline: Duration,
     /// Slots for `events` ([`MAX_FOLLOWING`]).
     following: Arc<tokio::sync::Semaphore>,
-    /// The recent events.
-    store: Store,
     /// Records of this pod.
     encoder: Encoder,
 }
@@ -140,14 +134,10 @@ impl ControlServer {
     /// replacing a socket left there by a previous run (the caller holds
     /// the pod lock, so no live server can own it), restricts it to the
     /// owner (mode 0600) and points `<pod>/control.sock` at it. `events`
-    /// (a feed of the supervisor, best attached before it started) is
-    /// kept for `omnidev events`. Must be called inside a tokio runtime.
-    pub fn start(
-        info: ServerInfo,
-        supervisor: Supervisor,
-        events: omnidev_core::Feed,
-    ) -> Result<Self> {
-        Self::start_with_deadline(info, supervisor, events, REQUEST_DEADLINE)
+    /// readers read the supervisor's history. Must be called inside a
+    /// tokio runtime.
+    pub fn start(info: ServerInfo, supervisor: Supervisor) -> Result<Self> {
+        Self::start_with_deadline(info, supervisor, REQUEST_DEADLINE)
     }
 
     /// [`ControlServer::start`] with another request deadline (tests give
@@ -155,7 +145,6 @@ impl ControlServer {
     pub(crate) fn start_with_deadline(
         info: ServerInfo,
         supervisor: Supervisor,
-        events: omnidev_core::Feed,
         request_deadline: Duration,
     ) -> Result<Self> {
         let path = info.socket.clone();
@@ -182,11 +171,6 @@ impl ControlServer {
         }
 
         let encoder = Encoder::new(&info.pod_dir);
-        let store: Store = Arc::new(Mutex::new(retained::Retained::new(Arc::new(
-            encoder.clone(),
-        ))));
-        let (events, reader) = retained::spawn_reader(events, encoder.clone(), store.clone())
-            .map_err(crate::error::Error::Runtime)?;
         let following = Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING));
         let shared = Arc::new(Shared {
             info,
@@ -194,7 +178,6 @@ impl ControlServer {
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),
             request_deadline,
             following: following.clone(),
-            store,
             encoder,
         });
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -225,33 +208,21 @@ impl ControlServer {
             path,
             pointer,
             tasks: vec![acceptor],
-            events,
-            reader: Some(reader),
             following,
         })
     }
 
-    /// Stops serving once the pod has stopped: every event published so
-    /// far (the `ended` record last) is kept and sent to the `events -f`
-    /// followers, whose streams then end (the reader closes them once the
-    /// feed is drained), before the socket goes (waiting at most
-    /// [`FINISH_GRACE`] for each step).
-    pub async fn finish(mut self) {
-        self.events.close();
-        if let Some(reader) = self.reader.take() {
-            let _ = tokio::time::timeout(
-                FINISH_GRACE,
-                tokio::task::spawn_blocking(move || reader.join()),
-            )
-            .await;
-        }
+    /// Stops serving once the pod has stopped: the `events -f` followers
+    /// take what is left (the `ended` record last) and their streams end,
+    /// before the socket goes (waiting at most [`FINISH_GRACE`]).
+    pub async fn finish(self) {
         let all = u32::try_from(MAX_FOLLOWING).unwrap_or(u32::MAX);
         let _ = tokio::time::timeout(FINISH_GRACE, self.following.acquire_many(all)).await;
     }
 }
 
-/// How long [`ControlServer::finish`] waits for the events to be kept and
-/// for the followers to take the last ones.
+/// How long [`ControlServer::finish`] waits for the followers to take the
+/// last records.
 const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 impl Drop for ControlServer {
@@ -259,7 +230,6 @@ impl Drop for ControlServer {
         for task in &self.tasks {
             task.abort();
         }
-        self.events.close();
         let _ = std::fs::remove_file(&self.path);
         if self.pointer != self.path {
             // Only the pointer to this server's socket: a newer one is not ours.
@@ -397,21 +367,6 @@ enum Sent {
     Stalled,
 }
 
-/// The `lost` record of what `read` says its reader missed.
-fn missed(shared: &Shared, read: &retained::Read) -> super::events::Record {
-    let (lines, records) = (read.missed_lines, read.missed_events);
-    shared.encoder.record(
-        std::time::SystemTime::now(),
-        None,
-        omnidev_core::EventKind::Lost {
-            count: lines + records,
-            reason: format!(
-                "this reader fell behind what the pod keeps: {lines} lines and {records} other records were dropped before it read them (`omnidev logs` has every line)"
-            ),
-        },
-    )
-}
-
 /// The next status of `statuses` once it changes; never when there is
 /// none to follow (or the supervisor is gone).
 async fn changed(
@@ -490,10 +445,8 @@ async fn stream_events(
             return;
         }
     };
-    let (mut cursor, mut wake) = {
-        let store = retained::lock(&shared.store);
-        (store.cursor(&filter, follow), store.wake())
-    };
+    let history = shared.supervisor.history();
+    let (mut cursor, mut wake) = (filter.cursor(history, follow), history.wake());
     if let Some(watch) = &mut statuses {
         // The first status goes out once the kept records have, the next
         // at each change.
@@ -501,17 +454,7 @@ async fn stream_events(
     }
     let mut buf = json_line(&Response::accepted()).into_bytes();
     let lagged = loop {
-        let read = retained::lock(&shared.store).read(&filter, &mut cursor);
-        if read.missed_lines + read.missed_events > 0 {
-            buf.extend_from_slice(json_line(&missed(shared, &read)).as_bytes());
-        }
-        // Each record's JSON is made and dropped in turn: at most about
-        // REPLAY_CHUNK bytes wait to be written.
-        for item in &read.items {
-            buf.extend_from_slice(item.line().as_bytes());
-        }
-        let (caught_up, done) = (read.items.is_empty(), read.done);
-        drop(read);
+        let chunk = filter.read(history, &mut cursor, &shared.encoder, &mut buf);
         match send(&mut write, &mut buf, shared.request_deadline).await {
             Sent::Done => {}
             Sent::Gone => return,
@@ -522,11 +465,11 @@ async fn stream_events(
                 );
             }
         }
-        if done {
+        if chunk.done {
             let _ = write.shutdown().await;
             return;
         }
-        if caught_up {
+        if !chunk.any {
             tokio::select! {
                 woken = wake.changed() => if woken.is_err() { return },
                 now = changed(&mut statuses) => {
@@ -927,8 +870,7 @@ fn status(shared: &Shared) -> PodStatus {
 }
 
 fn last_reload(shared: &Shared) -> Option<ReloadReport> {
-    let item = retained::lock(&shared.store).reload_since(std::time::SystemTime::UNIX_EPOCH)?;
-    let event = &item.record().event;
+    let event = shared.supervisor.history().last_reload()?;
     match &event.kind {
         omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {
             ts: super::events::rfc3339(event.at),
@@ -981,10 +923,8 @@ mod tests {
             watched,
             live: None,
         };
-        let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir));
-        let server =
-            ControlServer::start_with_deadline(info, supervisor.clone(), feed, request_deadline)
-                .expect("server");
+        let server = ControlServer::start_with_deadline(info, supervisor.clone(), request_deadline)
+            .expect("server");
         (supervisor, server)
     }
 
@@ -1088,15 +1028,10 @@ mod tests {
             watched: Vec::new(),
             live: None,
         };
-        let feed = supervisor.feed(omnidev_core::FeedConfig::new(dir.path()));
         // An injected 1 s deadline instead of the real 10 s one.
-        let server = ControlServer::start_with_deadline(
-            info,
-            supervisor.clone(),
-            feed,
-            Duration::from_secs(1),
-        )
-        .expect("server");
+        let server =
+            ControlServer::start_with_deadline(info, supervisor.clone(), Duration::from_secs(1))
+                .expect("server");
         let pid = || {
             supervisor
                 .snapshot()

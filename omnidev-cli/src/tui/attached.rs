@@ -404,11 +404,6 @@ mod tests {
             ..config
         })
         .expect("a valid graph");
-        // As `up` makes it: its followers may ask for unfinished lines.
-        let feed = builder.feed(omnidev_core::FeedConfig {
-            partial_lines: true,
-            ..omnidev_core::FeedConfig::new(dir)
-        });
         let supervisor = builder.run().await.expect("supervisor");
         let info = crate::control::ServerInfo {
             pod_dir: dir.to_path_buf(),
@@ -421,13 +416,9 @@ mod tests {
             watched: vec!["server".into()],
             live: None,
         };
-        let server = crate::control::ControlServer::start_with_deadline(
-            info,
-            supervisor.clone(),
-            feed,
-            deadline,
-        )
-        .expect("control server");
+        let server =
+            crate::control::ControlServer::start_with_deadline(info, supervisor.clone(), deadline)
+                .expect("control server");
         (supervisor, server)
     }
 

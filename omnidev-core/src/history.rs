@@ -1,0 +1,481 @@
+//! The pod's recent output and events in one numbered sequence
+//! ([`History`]), bounded in bytes, read by any number of readers through
+//! a [`Cursor`] each.
+//!
+//! The supervisor publishes every finished line and every event here as
+//! it publishes them to its subscribers, in the same order. What is kept:
+//! the last [`KEPT_LINES`] lines (at most [`KEPT_LINE_BYTES`] of their
+//! text, the supervisor's own lines, shared) and the last [`KEPT_EVENTS`]
+//! other events (at most [`KEPT_EVENT_BYTES`] of their JSON). A reader
+//! holds a few counters; it reads at its own pace and costs nothing while
+//! it waits or stalls. One that falls behind what is kept is told exactly
+//! how many lines and events were dropped before it read them, and goes on
+//! from the oldest kept. An unfinished line ([`crate::EventKind::PartialLine`])
+//! is held, as it stands, until its line is finished, for the readers that
+//! follow and ask for them.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::event::{Event, EventKind, LogLine};
+
+/// Lines kept (the oldest go first).
+pub const KEPT_LINES: usize = 10_000;
+/// Bytes of line text kept.
+pub const KEPT_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// Events other than lines kept.
+pub const KEPT_EVENTS: usize = 4096;
+/// Bytes of the JSON of the events kept.
+pub const KEPT_EVENT_BYTES: usize = 2 * 1024 * 1024;
+
+/// Bytes a line counts for besides its text.
+const LINE_OVERHEAD: usize = 128;
+
+/// A kept line or event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// A finished line of a service's output.
+    Line(Arc<LogLine>),
+    /// A line still waiting for its newline, as it stands.
+    Partial(Arc<LogLine>),
+    /// Any other event.
+    Event(Arc<Event>),
+}
+
+impl Kept {
+    /// The service it concerns (`None` for the pod's own events).
+    pub fn service(&self) -> Option<&str> {
+        match self {
+            Kept::Line(line) | Kept::Partial(line) => Some(&line.service),
+            Kept::Event(event) => event.service.as_deref(),
+        }
+    }
+
+    /// When it happened (a line: when it was read).
+    pub fn at(&self) -> std::time::SystemTime {
+        match self {
+            Kept::Line(line) | Kept::Partial(line) => line.at,
+            Kept::Event(event) => event.at,
+        }
+    }
+
+    /// The event it is, for a reader that wants events.
+    pub fn event(&self) -> Event {
+        match self {
+            Kept::Line(line) => Event::log(LogLine::clone(line)),
+            Kept::Partial(line) => Event::partial(LogLine::clone(line)),
+            Kept::Event(event) => Event::clone(event),
+        }
+    }
+}
+
+/// Where a reader is. Made by [`History::cursor`].
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    /// How many lines, and events, it has passed (dropped ones included).
+    lines_passed: u64,
+    events_passed: u64,
+    /// A replay ends at this number; `None` for a follower.
+    until: Option<u64>,
+    /// The version of the last unfinished line it got.
+    partial: u64,
+}
+
+/// What [`History::read`] brought a reader.
+#[derive(Debug, Default)]
+pub struct Read {
+    /// What it wants, oldest first.
+    pub kept: Vec<Kept>,
+    /// Lines dropped before it read them, just before `kept`.
+    pub missed_lines: u64,
+    /// Events dropped before it read them, just before `kept`.
+    pub missed_events: u64,
+    /// It has everything it will get: a replay read to its end, or all of
+    /// a pod that stopped.
+    pub done: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    lines: VecDeque<(u64, Arc<LogLine>)>,
+    line_bytes: usize,
+    lines_dropped: u64,
+    /// Each with its number and its cost (the length of its JSON).
+    events: VecDeque<(u64, Arc<Event>, usize)>,
+    event_bytes: usize,
+    events_dropped: u64,
+    /// The number of the next line or event.
+    next: u64,
+    /// The last reload's number.
+    last_reload: Option<u64>,
+    /// Each service's and stream's unfinished line, with its version.
+    partials: Vec<(u64, Arc<LogLine>)>,
+    partial_version: u64,
+    closed: bool,
+}
+
+/// The kept lines and events; see the module docs.
+#[derive(Debug)]
+pub struct History {
+    inner: Mutex<Inner>,
+    /// Changed at everything kept, and at the end: wakes the readers.
+    wake: tokio::sync::watch::Sender<()>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            wake: tokio::sync::watch::Sender::new(()),
+        }
+    }
+}
+
+impl History {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `event` (dropping the oldest beyond the bounds).
+    pub(crate) fn push_event(&self, event: &Event) {
+        let cost = serde_json::to_vec(event).map_or(0, |json| json.len());
+        let mut inner = self.lock();
+        let seq = inner.next;
+        inner.next += 1;
+        if matches!(event.kind, EventKind::Reloading { .. }) {
+            inner.last_reload = Some(seq);
+        }
+        inner.event_bytes += cost;
+        inner.events.push_back((seq, Arc::new(event.clone()), cost));
+        while inner.events.len() > KEPT_EVENTS
+            || (inner.event_bytes > KEPT_EVENT_BYTES && inner.events.len() > 1)
+        {
+            let Some((_, _, cost)) = inner.events.pop_front() else {
+                break;
+            };
+            inner.event_bytes -= cost;
+            inner.events_dropped += 1;
+        }
+        drop(inner);
+        self.wake.send_replace(());
+    }
+
+    /// Keeps finished lines, in order (dropping the oldest beyond the
+    /// bounds); each finishes its stream's unfinished line.
+    pub(crate) fn push_lines(&self, lines: &[Arc<LogLine>]) {
+        let mut inner = self.lock();
+        for line in lines {
+            inner.partials.retain(|(_, p)| !same_source(p, line));
+            let seq = inner.next;
+            inner.next += 1;
+            inner.line_bytes += line.text.len() + LINE_OVERHEAD;
+            inner.lines.push_back((seq, line.clone()));
+        }
+        while inner.lines.len() > KEPT_LINES || inner.line_bytes > KEPT_LINE_BYTES {
+            let Some((_, old)) = inner.lines.pop_front() else {
+                break;
+            };
+            inner.line_bytes -= old.text.len() + LINE_OVERHEAD;
+            inner.lines_dropped += 1;
+        }
+        drop(inner);
+        self.wake.send_replace(());
+    }
+
+    /// Holds `line`, unfinished, in place of its stream's previous one,
+    /// until its line is finished.
+    pub(crate) fn push_partial(&self, line: Arc<LogLine>) {
+        let mut inner = self.lock();
+        inner.partial_version += 1;
+        let version = inner.partial_version;
+        inner.partials.retain(|(_, p)| !same_source(p, &line));
+        inner.partials.push((version, line));
+        drop(inner);
+        self.wake.send_replace(());
+    }
+
+    /// Nothing more comes: readers that caught up are done.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.wake.send_replace(());
+    }
+
+    /// A cursor at the oldest kept line or event (at the last reload with
+    /// `since_reload`, when there was one): a replay of what is kept now,
+    /// or, with `follow`, of everything from there on.
+    pub fn cursor(&self, since_reload: bool, follow: bool) -> Cursor {
+        let inner = self.lock();
+        let from = inner.last_reload.filter(|_| since_reload).unwrap_or(0);
+        let lines = inner.lines.partition_point(|(seq, _)| *seq < from) as u64;
+        let events = inner.events.partition_point(|(seq, ..)| *seq < from) as u64;
+        Cursor {
+            lines_passed: inner.lines_dropped + lines,
+            events_passed: inner.events_dropped + events,
+            until: (!follow).then_some(inner.next),
+            partial: 0,
+        }
+    }
+
+    /// The next lines and events from `cursor` on that `want` takes, about
+    /// `max_bytes` of them (none when it has read everything so far), with
+    /// what was dropped before it got there. Once caught up, a follower
+    /// that asks for `partials` gets the unfinished lines as they stand.
+    pub fn read(
+        &self,
+        cursor: &mut Cursor,
+        max_bytes: usize,
+        partials: bool,
+        mut want: impl FnMut(&Kept) -> bool,
+    ) -> Read {
+        let inner = self.lock();
+        let mut read = Read::default();
+        if cursor.lines_passed < inner.lines_dropped {
+            read.missed_lines = inner.lines_dropped - cursor.lines_passed;
+            cursor.lines_passed = inner.lines_dropped;
+        }
+        if cursor.events_passed < inner.events_dropped {
+            read.missed_events = inner.events_dropped - cursor.events_passed;
+            cursor.events_passed = inner.events_dropped;
+        }
+        let end = cursor.until.unwrap_or(inner.next);
+        let from = |passed: u64, dropped: u64, len: usize| {
+            usize::try_from(passed - dropped).map_or(len, |i| i.min(len))
+        };
+        let mut lines = inner
+            .lines
+            .range(from(cursor.lines_passed, inner.lines_dropped, inner.lines.len())..)
+            .peekable();
+        let mut events = inner
+            .events
+            .range(
+                from(
+                    cursor.events_passed,
+                    inner.events_dropped,
+                    inner.events.len(),
+                )..,
+            )
+            .peekable();
+        let mut bytes = 0;
+        while bytes < max_bytes {
+            let line_first = match (lines.peek(), events.peek()) {
+                (Some((l, _)), Some((e, ..))) => l < e,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let (kept, cost) = if line_first {
+                let Some(&&(seq, ref line)) = lines.peek() else {
+                    break;
+                };
+                if seq >= end {
+                    break;
+                }
+                lines.next();
+                cursor.lines_passed += 1;
+                (Kept::Line(line.clone()), line.text.len() + LINE_OVERHEAD)
+            } else {
+                let Some(&&(seq, ref event, cost)) = events.peek() else {
+                    break;
+                };
+                if seq >= end {
+                    break;
+                }
+                events.next();
+                cursor.events_passed += 1;
+                (Kept::Event(event.clone()), cost)
+            };
+            if want(&kept) {
+                bytes += cost;
+                read.kept.push(kept);
+            }
+        }
+        let caught_up = bytes < max_bytes;
+        if caught_up && partials && cursor.until.is_none() {
+            let seen = cursor.partial;
+            for (version, line) in inner.partials.iter().filter(|(v, _)| *v > seen) {
+                cursor.partial = cursor.partial.max(*version);
+                let kept = Kept::Partial(line.clone());
+                if want(&kept) {
+                    read.kept.push(kept);
+                }
+            }
+        }
+        read.done = caught_up && (cursor.until.is_some() || inner.closed);
+        read
+    }
+
+    /// Changes at everything kept, and at the end: what a follower waits
+    /// on.
+    pub fn wake(&self) -> tokio::sync::watch::Receiver<()> {
+        self.wake.subscribe()
+    }
+
+    /// The last reload, when one was kept.
+    pub fn last_reload(&self) -> Option<Arc<Event>> {
+        let inner = self.lock();
+        let seq = inner.last_reload?;
+        let at = inner.events.partition_point(|(s, ..)| *s < seq);
+        inner
+            .events
+            .get(at)
+            .filter(|(s, ..)| *s == seq)
+            .map(|(_, event, _)| event.clone())
+    }
+}
+
+/// Whether `a` and `b` are lines of one service's stream.
+fn same_source(a: &LogLine, b: &LogLine) -> bool {
+    a.service == b.service && a.stream == b.stream
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::event::Stream;
+
+    fn line(service: &str, text: &str) -> Arc<LogLine> {
+        Arc::new(LogLine::new(service, Stream::Stdout, text, 0))
+    }
+
+    fn notice(message: &str) -> Event {
+        Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: None,
+            kind: EventKind::Notice {
+                message: message.into(),
+            },
+        }
+    }
+
+    fn texts(read: &Read) -> Vec<String> {
+        read.kept
+            .iter()
+            .map(|kept| match kept {
+                Kept::Line(line) => line.text.clone(),
+                Kept::Partial(line) => format!("partial {}", line.text),
+                Kept::Event(event) => event.to_string(),
+            })
+            .collect()
+    }
+
+    /// Lines and events come back in the order they were kept; a replay
+    /// stops where it began, a follower goes on.
+    #[test]
+    fn readers_get_lines_and_events_in_order() {
+        let history = History::default();
+        history.push_lines(&[line("server", "one")]);
+        history.push_event(&notice("between"));
+        let mut replay = history.cursor(false, false);
+        let mut follower = history.cursor(false, true);
+        history.push_lines(&[line("host", "two")]);
+        let read = history.read(&mut replay, 1 << 20, false, |_| true);
+        assert_eq!(texts(&read), ["one", "between"]);
+        assert!(read.done);
+        let read = history.read(&mut follower, 1 << 20, false, |_| true);
+        assert_eq!(texts(&read), ["one", "between", "two"]);
+        assert!(!read.done);
+        let lines_only = history.read(&mut history.cursor(false, false), 1 << 20, false, |k| {
+            matches!(k, Kept::Line(_))
+        });
+        assert_eq!(texts(&lines_only), ["one", "two"]);
+        history.close();
+        assert!(history.read(&mut follower, 1 << 20, false, |_| true).done);
+    }
+
+    /// A reader behind what is kept is told exactly how many lines and
+    /// events were dropped before it read them, and goes on from the
+    /// oldest kept; what is kept stays within its bounds.
+    #[test]
+    fn a_reader_behind_what_is_kept_is_told_exactly_what_it_missed() {
+        let history = History::default();
+        let mut cursor = history.cursor(false, true);
+        let lines: Vec<_> = (0..KEPT_LINES + 25)
+            .map(|n| line("server", &n.to_string()))
+            .collect();
+        history.push_lines(&lines);
+        for _ in 0..KEPT_EVENTS + 3 {
+            history.push_event(&notice("n"));
+        }
+        let read = history.read(&mut cursor, 1 << 30, false, |_| true);
+        assert_eq!((read.missed_lines, read.missed_events), (25, 3));
+        assert_eq!(texts(&read)[0], "25", "the oldest kept next");
+        assert_eq!(read.kept.len(), KEPT_LINES + KEPT_EVENTS);
+        let again = history.read(&mut cursor, 1 << 30, false, |_| true);
+        assert_eq!(
+            (again.missed_lines, again.missed_events, again.kept.len()),
+            (0, 0, 0)
+        );
+        let big = "x".repeat(64 * 1024);
+        history.push_lines(&vec![line("server", &big); 100]);
+        let inner = history.lock();
+        assert!(inner.line_bytes <= KEPT_LINE_BYTES, "{}", inner.line_bytes);
+    }
+
+    /// A read takes about its byte budget; the next read goes on.
+    #[test]
+    fn reads_go_in_chunks() {
+        let history = History::default();
+        let big = "x".repeat(60 * 1024);
+        history.push_lines(&vec![line("server", &big); 40]);
+        let mut cursor = history.cursor(false, false);
+        let mut total = 0;
+        loop {
+            let read = history.read(&mut cursor, 64 * 1024, false, |_| true);
+            assert!(read.kept.len() <= 2, "{}", read.kept.len());
+            total += read.kept.len();
+            if read.done {
+                break;
+            }
+        }
+        assert_eq!(total, 40);
+    }
+
+    /// An unfinished line goes, as it stands, to a caught-up follower that
+    /// asks for them, once, until its line is finished; never to a replay.
+    #[test]
+    fn unfinished_lines_are_held_until_finished() {
+        let history = History::default();
+        let mut follower = history.cursor(false, true);
+        history.push_partial(line("svc", "Password: "));
+        let read = history.read(&mut follower, 1 << 20, true, |_| true);
+        assert_eq!(texts(&read), ["partial Password: "]);
+        assert!(
+            history
+                .read(&mut follower, 1 << 20, true, |_| true)
+                .kept
+                .is_empty()
+        );
+        history.push_partial(line("svc", "Password: s"));
+        history.push_lines(&[line("svc", "Password: secret")]);
+        let read = history.read(&mut follower, 1 << 20, true, |_| true);
+        assert_eq!(texts(&read), ["Password: secret"]);
+        history.push_partial(line("svc", "next? "));
+        let read = history.read(&mut history.cursor(false, false), 1 << 20, true, |_| true);
+        assert_eq!(texts(&read), ["Password: secret"]);
+    }
+
+    /// A cursor can start at the last reload.
+    #[test]
+    fn since_the_last_reload() {
+        let history = History::default();
+        history.push_lines(&[line("server", "old")]);
+        assert_eq!(history.last_reload(), None);
+        let reload = Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: None,
+            kind: EventKind::Reloading {
+                services: vec!["server".into()],
+                changes: crate::Changes::default(),
+            },
+        };
+        history.push_event(&reload);
+        history.push_lines(&[line("server", "new")]);
+        let read = history.read(&mut history.cursor(true, false), 1 << 20, false, |_| true);
+        assert_eq!(texts(&read), ["reloading server", "new"]);
+        assert_eq!(history.last_reload().as_deref(), Some(&reload));
+    }
+}
