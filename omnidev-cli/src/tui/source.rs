@@ -69,7 +69,7 @@ pub trait Source {
 
     /// The URLs the pod shows now, when they may have changed without an
     /// update (a service became ready, a port moved in this process);
-    /// `None` when they come as [`Update::Urls`].
+    /// `None` when they come as [`Update::Status`].
     fn urls(&self) -> Option<Vec<UrlReport>> {
         None
     }
