@@ -166,7 +166,6 @@ pub(crate) fn apply(app: &mut App, update: Update) -> Option<Outcome> {
     match update {
         Update::Event(event) => app.apply(&event),
         Update::Shown(event) => app.show(&event),
-        Update::Lagged { skipped, catch_up } => app.lagged(skipped, &catch_up),
         Update::Refill { why } => app.refill(why),
         Update::Status { statuses, urls } => {
             app.apply_snapshot(&statuses);
@@ -251,7 +250,6 @@ fn drain<S: Source>(app: &mut App, source: &mut S) -> Option<Outcome> {
 pub async fn run_pod(
     prepared: &PreparedPod,
     supervisor: &Supervisor,
-    events: tokio::sync::broadcast::Receiver<omnidev_core::Event>,
     signals: &mut omnidev_core::signals::ShutdownSignals,
     addresses: &crate::session::SharedAddresses,
     live: &Arc<crate::live_profile::LiveProfile>,
@@ -283,12 +281,7 @@ pub async fn run_pod(
             std::time::SystemTime::now(),
         ));
     }
-    let source = PodSource::new(
-        supervisor.clone(),
-        events,
-        addresses.clone(),
-        Some(live.clone()),
-    );
+    let source = PodSource::new(supervisor.clone(), addresses.clone(), Some(live.clone()));
     run(app, source, async {
         signals.recv().await;
     })
@@ -354,9 +347,8 @@ mod tests {
             ..omnidev_core::SupervisorConfig::default()
         })
         .expect("a valid graph");
-        let events = builder.subscribe();
         let supervisor = builder.run().await.expect("supervisor");
-        let mut source = PodSource::new(supervisor.clone(), events, addresses.clone(), None);
+        let mut source = PodSource::new(supervisor.clone(), addresses.clone(), None);
         let deadline = std::time::Duration::from_secs(20);
         // Running, its probe waiting: the pod's URL alone.
         omnidev_test_support::poll_until_async("the server started", deadline, || {
@@ -391,6 +383,92 @@ mod tests {
                 ("server", "http://localhost:6790")
             ]
         );
+        supervisor.shutdown().await.expect("shutdown");
+    }
+
+    /// `up`'s UI reads the supervisor's history through a cursor of its
+    /// own: one that fell behind what is kept (10,000 lines) is told, right
+    /// where they are missing, exactly how many lines it missed, takes the
+    /// header anew from core, and goes on with the oldest line kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ui_behind_the_history_is_told_exactly_what_it_missed() {
+        use omnidev_core::{Event, EventKind};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let printer = omnidev_core::ServiceSpec::new(
+            "printer",
+            "sh",
+            ["-c", "seq 1 12000; exec sleep 100"],
+            dir.path(),
+        );
+        let supervisor = Supervisor::builder(omnidev_core::SupervisorConfig {
+            services: vec![printer],
+            ..omnidev_core::SupervisorConfig::default()
+        })
+        .expect("a valid graph")
+        .run()
+        .await
+        .expect("supervisor");
+        let mut source = PodSource::new(
+            supervisor.clone(),
+            crate::session::SharedAddresses::default(),
+            None,
+        );
+        // Not reading while all of it is printed.
+        let history = supervisor.history();
+        omnidev_test_support::poll_until_async(
+            "the last line kept",
+            std::time::Duration::from_secs(60),
+            || {
+                let mut all = history.cursor(false, false);
+                let last = |k: &omnidev_core::history::Kept| {
+                    matches!(k, omnidev_core::history::Kept::Line(l) if l.text == "12000")
+                };
+                !history.read(&mut all, usize::MAX, false, last).kept.is_empty()
+            },
+        )
+        .await;
+        let mut updates = Vec::new();
+        while let Some(update) = source.try_next() {
+            let last_line = matches!(&update, Update::Event(Event { kind: EventKind::Log { line }, .. }) if line.text == "12000");
+            updates.push(update);
+            if last_line {
+                break;
+            }
+        }
+        let lost = updates
+            .iter()
+            .position(|u| {
+                matches!(
+                    u,
+                    Update::Event(Event {
+                        kind: EventKind::Lost { .. },
+                        ..
+                    })
+                )
+            })
+            .expect("a gap said");
+        let Update::Event(said) = &updates[lost] else {
+            unreachable!()
+        };
+        assert!(
+            said.to_string().contains("2000 lines and 0 other records"),
+            "{said}"
+        );
+        assert!(
+            matches!(&updates[lost + 1], Update::Status { statuses, .. } if statuses.len() == 1)
+        );
+        let lines: Vec<&str> = updates
+            .iter()
+            .filter_map(|u| match u {
+                Update::Event(Event {
+                    kind: EventKind::Log { line },
+                    ..
+                }) => Some(line.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines.first(), Some(&"2001"), "the oldest kept next");
+        assert_eq!(lines.len(), 10_000);
         supervisor.shutdown().await.expect("shutdown");
     }
 }

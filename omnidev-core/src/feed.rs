@@ -4,7 +4,8 @@
 //! slows a service down.
 //!
 //! The broadcast channel of [`Supervisor::subscribe`](crate::Supervisor::subscribe)
-//! stays lossy (a lagging TUI refills from the rings); a feed is for
+//! stays lossy, and [`crate::history`] keeps the recent lines and events
+//! for readers with a cursor (told exactly what they missed); a feed is for
 //! readers that must see every line exactly once, such as headless output.
 //!
 //! Order: one feed receives entries in the order the supervisor recorded

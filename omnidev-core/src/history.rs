@@ -95,6 +95,22 @@ pub struct Read {
     pub done: bool,
 }
 
+impl Read {
+    /// What a reader that wants lines (`lines`) or not missed, said as a
+    /// [`EventKind::Lost`] to show where it is missing; `None` when it
+    /// missed nothing.
+    pub fn lost(&self, lines: bool) -> Option<EventKind> {
+        let lines = if lines { self.missed_lines } else { 0 };
+        let events = self.missed_events;
+        (lines + events > 0).then(|| EventKind::Lost {
+            count: lines + events,
+            reason: format!(
+                "this reader fell behind what the pod keeps: {lines} lines and {events} other records were dropped before it read them (`omnidev logs` has every line)"
+            ),
+        })
+    }
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     lines: VecDeque<(u64, Arc<LogLine>)>,

@@ -35,7 +35,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode> {
 /// What the front-end reads: the TUI a lossy broadcast (it refills from
 /// the rings after a lag), headless output a lossless feed.
 enum FrontEvents {
-    Tui(tokio::sync::broadcast::Receiver<omnidev_core::Event>),
+    /// It reads the supervisor's history.
+    Tui,
     Headless(Feed),
 }
 
@@ -59,7 +60,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     // read the supervisor's history, which has it too).
     let builder = Supervisor::builder(config)?;
     let front = if use_tui {
-        FrontEvents::Tui(builder.subscribe())
+        FrontEvents::Tui
     } else {
         FrontEvents::Headless(builder.feed(FeedConfig::new(prepared.pod.dir())))
     };
@@ -89,16 +90,8 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
         }
     };
     let code = match front {
-        FrontEvents::Tui(events) => {
-            tui::run_pod(
-                &prepared,
-                &supervisor,
-                events,
-                &mut signals,
-                &addresses,
-                &live,
-            )
-            .await
+        FrontEvents::Tui => {
+            tui::run_pod(&prepared, &supervisor, &mut signals, &addresses, &live).await
         }
         FrontEvents::Headless(feed) => {
             headless::run_pod(&prepared, &supervisor, feed, &mut signals, options).await

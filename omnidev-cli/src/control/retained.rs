@@ -7,7 +7,6 @@
 
 use std::time::SystemTime;
 
-use omnidev_core::EventKind;
 use omnidev_core::history::{Cursor, History, Kept};
 
 use super::events::Encoder;
@@ -73,23 +72,16 @@ impl Filter {
         let read = history.read(cursor, REPLAY_CHUNK, self.logs && self.partial, |kept| {
             self.wants(kept)
         });
-        let lines = if self.logs { read.missed_lines } else { 0 };
-        let records = read.missed_events;
-        if lines + records > 0 {
-            let lost = EventKind::Lost {
-                count: lines + records,
-                reason: format!(
-                    "this reader fell behind what the pod keeps: {lines} lines and {records} other records were dropped before it read them (`omnidev logs` has every line)"
-                ),
-            };
-            let record = encoder.record(SystemTime::now(), None, lost);
+        let lost = read.lost(self.logs);
+        if let Some(lost) = &lost {
+            let record = encoder.record(SystemTime::now(), None, lost.clone());
             buf.extend_from_slice(json_line(&record).as_bytes());
         }
         for kept in &read.kept {
             buf.extend_from_slice(json_line(&encoder.event(kept.event())).as_bytes());
         }
         Chunk {
-            any: lines + records > 0 || !read.kept.is_empty(),
+            any: lost.is_some() || !read.kept.is_empty(),
             done: read.done,
         }
     }

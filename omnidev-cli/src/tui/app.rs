@@ -35,15 +35,6 @@ pub struct ServiceView {
     pub main_pid: Option<u32>,
 }
 
-/// What the TUI re-reads from the supervisor after falling behind.
-#[derive(Debug, Default)]
-pub struct CatchUp {
-    /// Every service's status.
-    pub statuses: Vec<ServiceStatus>,
-    /// The combined ring buffer, oldest first.
-    pub logs: Vec<omnidev_core::LogLine>,
-}
-
 /// A side effect the front-end loop must carry out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -59,8 +50,6 @@ pub enum Action {
     Start(String),
     /// Apply the changed profile file (`omnidev reload-profile`).
     ReloadProfile,
-    /// Drop the supervisor's buffer of this service (`None`: combined).
-    ClearLogs(Option<String>),
     /// Give the terminal back and stop, as Ctrl-Z does in a cooked
     /// terminal; the pod keeps running.
     Suspend,
@@ -273,19 +262,6 @@ impl App {
         }
     }
 
-    /// Events were lost (`skipped` of them): says so, takes the statuses
-    /// from a fresh snapshot (a lost state change would otherwise stay
-    /// wrong in the header until the next one), and fills the panes from
-    /// the supervisor's combined buffer; lines already shown are skipped by
-    /// their sequence numbers, and so are the queued events that follow.
-    pub fn lagged(&mut self, skipped: u64, catch_up: &CatchUp) {
-        self.message = Some(format!("the UI fell behind: {skipped} events skipped"));
-        self.apply_snapshot(&catch_up.statuses);
-        for line in &catch_up.logs {
-            self.push_log(line);
-        }
-    }
-
     /// Takes in one log line (from an event or a buffer), dropping lines
     /// already seen.
     pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
@@ -478,10 +454,7 @@ impl App {
                 self.pattern = None;
                 self.panes[self.focus].current_match = None;
             }
-            KeyCode::Char('c') => {
-                self.panes[self.focus].clear();
-                return Some(Action::ClearLogs(self.focused_service().map(str::to_owned)));
-            }
+            KeyCode::Char('c') => self.panes[self.focus].clear(),
             KeyCode::Char('r') => {
                 if let Some(name) = self.focused_service().map(str::to_owned) {
                     self.message = Some(format!("restarting {name}"));
@@ -647,10 +620,9 @@ pub(crate) mod tests {
             app.handle_key(key('R')),
             Some(Action::Reload(vec!["server".into()]))
         );
-        assert_eq!(
-            app.handle_key(key('c')),
-            Some(Action::ClearLogs(Some("server".into())))
-        );
+        app.apply(&log("server", "one", 1));
+        assert_eq!(app.handle_key(key('c')), None);
+        assert_eq!(app.panes[1].first(), app.panes[1].end(), "cleared");
         // `s` stops a service that runs (or waits), starts one that is down.
         assert_eq!(
             app.handle_key(key('s')),
@@ -699,58 +671,6 @@ pub(crate) mod tests {
         }
         app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("pattern not found: nothing"));
-    }
-
-    #[test]
-    fn lost_events_resync_the_header_from_a_snapshot() {
-        let mut app = app();
-        app.apply(&Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: Some("server".into()),
-            kind: EventKind::State {
-                state: ServiceState::Running { pid: 7 },
-            },
-        });
-        app.apply(&log("server", "one", 1));
-        // The `Ready` state change and lines 2 and 3 were among the events
-        // lost; line 4 was still queued behind the lag.
-        let line = |text: &str, seq| LogLine::new("server", Stream::Stdout, text, seq);
-        app.lagged(
-            600,
-            &CatchUp {
-                statuses: vec![ServiceStatus {
-                    restarts: 2,
-                    ready: true,
-                    starts: 1,
-                    ..ServiceStatus::new("server", ServiceState::Ready { pid: 7 })
-                }],
-                logs: vec![
-                    line("one", 1),
-                    line("two", 2),
-                    line("three", 3),
-                    line("four", 4),
-                ],
-            },
-        );
-        app.apply(&log("server", "four", 4));
-        assert_eq!(app.services[0].state, ServiceState::Ready { pid: 7 });
-        assert_eq!(app.services[0].restarts, 2);
-        // The server's own lines, in order, each once (the combined pane
-        // also holds supervisor messages).
-        let texts = |pane: usize| -> Vec<String> {
-            let pane = &app.panes[pane];
-            (0..pane.end())
-                .filter_map(|i| pane.get(i))
-                .filter(|l| l.tag == "server" && l.raw != "server started (pid 7)")
-                .map(|l| l.raw.clone())
-                .collect()
-        };
-        assert_eq!(texts(1), ["one", "two", "three", "four"]);
-        assert_eq!(texts(0), ["one", "two", "three", "four"]);
-        assert_eq!(
-            app.message.as_deref(),
-            Some("the UI fell behind: 600 events skipped")
-        );
     }
 
     #[test]

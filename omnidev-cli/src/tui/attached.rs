@@ -301,7 +301,7 @@ impl Source for ControlSource {
             ),
             // `c` clears this UI's pane only: the pod's buffers are other
             // readers' too. `q` and Ctrl-Z are the loop's.
-            Action::ClearLogs(_) | Action::Quit | Action::Suspend => return,
+            Action::Quit | Action::Suspend => return,
         };
         let pod_dir = self.pod_dir.clone();
         let answer = self.answer.clone();

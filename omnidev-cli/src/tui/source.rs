@@ -5,14 +5,15 @@
 //! ([`ControlSource`](super::attached::ControlSource)). The app, the view and the loop are
 //! the same for both.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 
 use crate::control::protocol::UrlReport;
+use omnidev_core::history::Cursor;
 use omnidev_core::{Event, ServiceStatus, Supervisor};
-use tokio::sync::broadcast;
 
-use super::app::{Action, CatchUp};
+use super::app::Action;
 use crate::live_profile::{ApplyError, LiveProfile};
 
 /// One thing a [`Source`] tells the TUI.
@@ -24,13 +25,6 @@ pub enum Update {
     /// restarts) does not take it in: [`Update::Status`] brings those
     /// (`omnidev attach`).
     Shown(Event),
-    /// Events were lost (`skipped` of them); the state now.
-    Lagged {
-        /// How many.
-        skipped: u64,
-        /// Statuses and buffered lines to fill the gap from.
-        catch_up: CatchUp,
-    },
     /// The UI fell too far behind to fill the gap: the panes start over
     /// from what the pod kept, which follows.
     Refill {
@@ -75,11 +69,16 @@ pub trait Source {
     }
 }
 
-/// The pod of this process: `omnidev up`'s supervisor. `q` stops it.
+/// The pod of this process: `omnidev up`'s supervisor, whose history it
+/// reads through a cursor of its own. `q` stops it.
 pub struct PodSource {
     supervisor: Supervisor,
-    /// Every event, subscribed before the services started.
-    events: broadcast::Receiver<Event>,
+    /// Where it is in the supervisor's history (from the first event).
+    cursor: Cursor,
+    /// Changes when the history has more.
+    wake: tokio::sync::watch::Receiver<()>,
+    /// Read and not yet handed out.
+    ready: VecDeque<Update>,
     /// The pod's current ports and URLs (a port lost before its service
     /// bound it moves): the header follows them.
     addresses: crate::session::SharedAddresses,
@@ -94,57 +93,72 @@ pub struct PodSource {
 /// goes on meanwhile; only the task applying it waits).
 const PROFILE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// Bytes of the history the UI takes at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
 impl PodSource {
-    /// The source of `supervisor`, whose events `events` receives.
+    /// The source of `supervisor`, from the first line and event it kept.
     pub fn new(
         supervisor: Supervisor,
-        events: broadcast::Receiver<Event>,
         addresses: crate::session::SharedAddresses,
         live: Option<Arc<LiveProfile>>,
     ) -> Self {
+        let history = supervisor.history();
         Self {
+            cursor: history.cursor(false, true),
+            wake: history.wake(),
+            ready: VecDeque::new(),
             statuses: supervisor.watch_status(),
             supervisor,
-            events,
             addresses,
             live,
         }
     }
 
-    fn catch_up(&self) -> CatchUp {
-        CatchUp {
-            statuses: self.supervisor.snapshot(),
-            logs: self.supervisor.logs(None).unwrap_or_default(),
+    /// Reads what the history has for the UI; whether it had anything. A
+    /// gap (the UI fell behind what is kept) is a line where it is, and
+    /// the header is taken anew from core's status.
+    fn read(&mut self) -> bool {
+        let read = self
+            .supervisor
+            .history()
+            .read(&mut self.cursor, READ_CHUNK, true, |_| true);
+        if let Some(lost) = read.lost(true) {
+            self.ready.push_back(Update::Event(Event {
+                at: std::time::SystemTime::now(),
+                service: None,
+                kind: lost,
+            }));
+            let statuses = self.supervisor.snapshot();
+            let urls = self.urls().unwrap_or_default();
+            self.ready.push_back(Update::Status { statuses, urls });
         }
-    }
-
-    fn update(&self, received: Result<Event, broadcast::error::RecvError>) -> Update {
-        match received {
-            Ok(event) => Update::Event(event),
-            Err(broadcast::error::RecvError::Lagged(skipped)) => Update::Lagged {
-                skipped,
-                catch_up: self.catch_up(),
-            },
-            Err(broadcast::error::RecvError::Closed) => Update::Closed,
+        self.ready
+            .extend(read.kept.iter().map(|kept| Update::Event(kept.event())));
+        if read.done {
+            self.ready.push_back(Update::Closed);
         }
+        !self.ready.is_empty()
     }
 }
 
 impl Source for PodSource {
     async fn next(&mut self) -> Update {
-        let received = self.events.recv().await;
-        self.update(received)
+        loop {
+            if let Some(update) = self.ready.pop_front() {
+                return update;
+            }
+            if !self.read() && self.wake.changed().await.is_err() {
+                return Update::Closed;
+            }
+        }
     }
 
     fn try_next(&mut self) -> Option<Update> {
-        match self.events.try_recv() {
-            Ok(event) => Some(Update::Event(event)),
-            Err(broadcast::error::TryRecvError::Lagged(skipped)) => {
-                Some(self.update(Err(broadcast::error::RecvError::Lagged(skipped))))
-            }
-            Err(broadcast::error::TryRecvError::Empty) => None,
-            Err(broadcast::error::TryRecvError::Closed) => Some(Update::Closed),
+        if self.ready.is_empty() {
+            self.read();
         }
+        self.ready.pop_front()
     }
 
     fn act(&mut self, action: Action) {
@@ -178,7 +192,6 @@ impl Source for PodSource {
                     }
                     Ok(())
                 }
-                Action::ClearLogs(name) => supervisor.clear_logs(name.as_deref()),
                 Action::Quit | Action::Suspend => Ok(()),
             };
         });
