@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyEvent};
-use omnidev_core::{LogConfig, Supervisor};
+use omnidev_core::Supervisor;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -269,7 +269,7 @@ pub async fn run_pod(
         },
         services,
         watched,
-        LogConfig::default().ring_lines,
+        pane::PANE_LINES,
     );
     app.timestamps = prepared.timestamps;
     app.apply_snapshot(&supervisor.snapshot());

@@ -1,11 +1,10 @@
-//! Log capture: where every line of a service goes (the store: rings,
-//! files, subscribers), split by concern into the line splitter, the ring,
-//! the rotating file writer, the pipe capture and the reload mark.
+//! Log capture: where every line of a service goes (the store: files, the
+//! history and subscribers), split by concern into the line splitter, the
+//! rotating file writer, the pipe capture and the reload mark.
 
 mod capture;
 mod file;
 mod mark;
-mod ring;
 mod splitter;
 
 use std::collections::HashMap;
@@ -20,17 +19,12 @@ pub(crate) use file::LogFile;
 pub use file::{RotatingLog, rotate_away, rotated_path};
 pub use mark::{MARK_FILE, Mark, Position};
 pub(crate) use mark::{TakenMark, mark_failed};
-use ring::Ring;
 pub(crate) use splitter::LineSplitter;
 pub use splitter::PARTIAL_LINE_AFTER;
 
 use crate::event::{Changes, Event, LogLine, Stream};
 use crate::feed::Bus;
 use crate::spec::LogConfig;
-
-/// The name lines written by the supervisor itself are tagged with in the
-/// combined buffer.
-pub const SUPERVISOR_TAG: &str = "omnidev";
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -76,14 +70,16 @@ fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
     f.flush()
 }
 
-/// Where every line goes: rings, files and subscribers.
+/// Where every line goes: files, the history and subscribers.
 #[derive(Debug)]
 pub(crate) struct LogStore {
     config: LogConfig,
     /// Each service's log, by name (a service added to a running pod
     /// gets one then: [`LogStore::add_service`]).
     services: std::sync::RwLock<HashMap<String, Arc<ServiceLog>>>,
-    combined: Mutex<Ring>,
+    /// Held while lines are numbered and published, so every reader sees
+    /// them in number order.
+    order: Mutex<()>,
     seq: AtomicU64,
     bus: Arc<Bus>,
     /// How often a failed log file is reopened.
@@ -94,7 +90,6 @@ pub(crate) struct LogStore {
 struct ServiceLog {
     /// The service's name, shared by its lines.
     name: Arc<str>,
-    ring: Mutex<Ring>,
     file: Mutex<FileState>,
     lines: AtomicU64,
     /// The log-line readiness probe of the current run, if any.
@@ -102,10 +97,9 @@ struct ServiceLog {
 }
 
 impl ServiceLog {
-    fn new(name: &str, config: &LogConfig) -> Self {
+    fn new(name: &str) -> Self {
         Self {
             name: Arc::from(name),
-            ring: Mutex::new(Ring::new(config.ring_lines, config.ring_bytes)),
             file: Mutex::new(FileState::None),
             lines: AtomicU64::new(0),
             watch: Mutex::new(None),
@@ -141,10 +135,10 @@ impl LogStore {
     ) -> Self {
         let services = names
             .into_iter()
-            .map(|name| (name.to_owned(), Arc::new(ServiceLog::new(name, &config))))
+            .map(|name| (name.to_owned(), Arc::new(ServiceLog::new(name))))
             .collect();
         Self {
-            combined: Mutex::new(Ring::new(config.combined_ring_lines, config.ring_bytes)),
+            order: Mutex::new(()),
             services: std::sync::RwLock::new(services),
             seq: AtomicU64::new(0),
             bus,
@@ -184,7 +178,7 @@ impl LogStore {
             }
             return Ok(());
         }
-        let log = ServiceLog::new(name, &self.config);
+        let log = ServiceLog::new(name);
         let result = self.open_file(name, &log);
         self.services
             .write()
@@ -349,8 +343,31 @@ impl LogStore {
             service: Some(service.to_owned()),
             kind: crate::event::EventKind::Notice { message },
         };
-        self.push_supervisor(event.to_string());
         self.bus.send(event);
+    }
+
+    /// The lines and events kept for readers with a cursor.
+    pub(crate) fn history(&self) -> &crate::history::History {
+        &self.bus.history
+    }
+
+    /// The texts of `service`'s lines the history keeps.
+    #[cfg(test)]
+    pub(crate) fn kept_lines(&self, service: &str) -> Vec<String> {
+        let history = self.history();
+        let read = history.read(
+            &mut history.cursor(false, false),
+            usize::MAX,
+            false,
+            |kept| matches!(kept, crate::history::Kept::Line(l) if *l.service == *service),
+        );
+        read.kept
+            .iter()
+            .filter_map(|kept| match kept {
+                crate::history::Kept::Line(line) => Some(line.text.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Lines recorded for `service` so far.
@@ -386,8 +403,8 @@ impl LogStore {
             texts.clear();
             return;
         };
-        // A full disk must not stop the service: its lines stay in the rings
-        // and reach the front-ends; the file is reopened later.
+        // A full disk must not stop the service: its lines reach the
+        // history and the front-ends; the file is reopened later.
         if let Some(message) = self.write_file(&log, texts) {
             self.notice(service, message);
         }
@@ -395,8 +412,7 @@ impl LogStore {
         if let Some(watch) = lock(&log.watch).as_ref() {
             watch.offer(stream, texts, cuts);
         }
-        let mut ring = lock(&log.ring);
-        let mut combined = lock(&self.combined);
+        let _order = lock(&self.order);
         let at = SystemTime::now();
         let lines: Vec<Arc<LogLine>> = texts
             .drain(..)
@@ -410,26 +426,20 @@ impl LogStore {
                 })
             })
             .collect();
-        // Published while the combined ring is held, so every subscriber
-        // sees lines in sequence order.
+        // Published in order, so every reader sees lines in number order.
         self.bus.send_lines(&lines);
-        for line in lines {
-            combined.push(line.clone());
-            ring.push(line);
-        }
     }
 
     /// Publishes `text`, the unfinished line of `service`'s `stream` as it
     /// stands, to the subscribers only ([`crate::EventKind::PartialLine`]):
-    /// the files, rings, feeds and log probe get the line once it is
+    /// the files, the history's kept lines, feeds and log probe get the line once it is
     /// finished (or its output ends), so nothing is recorded twice.
     pub(crate) fn push_partial(&self, service: &str, stream: Stream, text: String) {
         let Some(log) = self.service(service) else {
             return;
         };
-        // Numbered and sent under the combined ring's lock, like every
-        // line, so subscribers see it in sequence order.
-        let _combined = lock(&self.combined);
+        // Numbered and sent in order, like every line.
+        let _order = lock(&self.order);
         let line = LogLine {
             service: log.name.clone(),
             stream,
@@ -440,48 +450,13 @@ impl LogStore {
         self.bus.send_partial(line);
     }
 
-    /// Adds a supervisor line (an event rendered for people) to the
-    /// combined buffer only.
-    pub(crate) fn push_supervisor(&self, text: String) {
-        let line = LogLine {
-            service: Arc::from(SUPERVISOR_TAG),
-            stream: Stream::Supervisor,
-            text,
-            seq: self.next_seq(),
-            at: SystemTime::now(),
-        };
-        lock(&self.combined).push(Arc::new(line));
-    }
-
-    /// A copy of a service's ring, or of the combined ring for `None`.
-    /// `None` is returned for an unknown service.
-    pub(crate) fn lines(&self, service: Option<&str>) -> Option<Vec<LogLine>> {
-        match service {
-            None => Some(lock(&self.combined).to_vec()),
-            Some(name) => self.service(name).map(|l| lock(&l.ring).to_vec()),
-        }
-    }
-
-    /// Empties a service's ring, or the combined ring for `None`.
     /// Lets go of what the log of a service removed from the pod holds:
-    /// its file (and the handle on its directory) is closed, its lines
-    /// kept in memory dropped; the files on disk stay for `omnidev logs`.
+    /// its file (and the handle on its directory) is closed; the files on
+    /// disk stay for `omnidev logs`.
     pub(crate) fn release(&self, service: &str) {
         if let Some(log) = self.service(service) {
             *lock(&log.file) = FileState::None;
-            lock(&log.ring).clear();
         }
-    }
-
-    pub(crate) fn clear(&self, service: Option<&str>) -> bool {
-        match service {
-            None => lock(&self.combined).clear(),
-            Some(name) => match self.service(name) {
-                Some(l) => lock(&l.ring).clear(),
-                None => return false,
-            },
-        }
-        true
     }
 }
 
@@ -590,14 +565,11 @@ mod tests {
                 && said[0].contains("No space left on device"),
             "{said:?}"
         );
-        // The lines still reached the ring (and every front-end).
-        let ring: Vec<String> = store
-            .lines(Some("svc"))
-            .expect("svc")
-            .into_iter()
-            .map(|l| l.text)
-            .collect();
-        assert_eq!(ring, ["before", "lost 1", "lost 2", "lost 3"]);
+        // The lines still reached the history (and every front-end).
+        assert_eq!(
+            store.kept_lines("svc"),
+            ["before", "lost 1", "lost 2", "lost 3"]
+        );
 
         // Space is back: the next line reopens the file.
         if let FileState::Failed { retry_at, .. } =

@@ -459,10 +459,6 @@ impl ServiceSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct LogConfig {
-    /// Lines kept in memory per service (default 5,000).
-    pub ring_lines: usize,
-    /// Lines kept in the combined buffer (default 5,000).
-    pub combined_ring_lines: usize,
     /// Directory for `<service>.log` files; `None` keeps logs in memory only.
     pub dir: Option<PathBuf>,
     /// Size at which a log file is rotated (default 10 MiB).
@@ -471,27 +467,15 @@ pub struct LogConfig {
     pub keep_files: usize,
     /// Longer lines are split into pieces of this size (default 64 KiB).
     pub max_line_bytes: usize,
-    /// Upper bound on the text held by each ring (per service and combined;
-    /// default 8 MiB), so very long lines cannot make a ring of
-    /// `ring_lines` lines grow without limit. The oldest lines go first.
-    #[serde(default = "default_ring_bytes")]
-    pub ring_bytes: usize,
-}
-
-fn default_ring_bytes() -> usize {
-    8 * 1024 * 1024
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
-            ring_lines: 5_000,
-            combined_ring_lines: 5_000,
             dir: None,
             max_file_bytes: 10 * 1024 * 1024,
             keep_files: 3,
             max_line_bytes: 64 * 1024,
-            ring_bytes: default_ring_bytes(),
         }
     }
 }

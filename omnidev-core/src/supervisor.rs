@@ -323,7 +323,6 @@ impl Supervisor {
             service: None,
             kind,
         };
-        self.inner.logs.push_supervisor(event.to_string());
         self.inner.events.send(event);
     }
 
@@ -379,22 +378,27 @@ impl Supervisor {
         self.inner.status.clone()
     }
 
-    /// A copy of a service's log ring, or of the combined ring (service
-    /// lines and supervisor messages) for `None`.
+    /// The lines of a service (of every service for `None`) the history
+    /// keeps, oldest first.
     pub fn logs(&self, service: Option<&str>) -> Result<Vec<LogLine>> {
         if let Some(name) = service {
             self.index(name)?;
         }
-        Ok(self.inner.logs.lines(service).unwrap_or_default())
-    }
-
-    /// Empties a service's ring, or the combined ring for `None`.
-    pub fn clear_logs(&self, service: Option<&str>) -> Result<()> {
-        if let Some(name) = service {
-            self.index(name)?;
+        let history = self.history();
+        let mut cursor = history.cursor(false, false);
+        let mut lines = Vec::new();
+        loop {
+            let read = history.read(&mut cursor, usize::MAX, false, |kept| {
+                matches!(kept, crate::history::Kept::Line(line) if service.is_none_or(|s| *line.service == *s))
+            });
+            lines.extend(read.kept.into_iter().filter_map(|kept| match kept {
+                crate::history::Kept::Line(line) => Some(LogLine::clone(&line)),
+                _ => None,
+            }));
+            if read.done {
+                return Ok(lines);
+            }
         }
-        self.inner.logs.clear(service);
-        Ok(())
     }
 
     /// The path of a service's log file, when logs go to files.

@@ -101,7 +101,7 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
             .map(|s| s.status.name.clone())
             .collect(),
         status.watched.clone(),
-        omnidev_core::LogConfig::default().ring_lines,
+        super::pane::PANE_LINES,
     );
     app.attached = true;
     app.apply_snapshot(&connection.statuses());

@@ -20,6 +20,9 @@ pub const SERVICE_PANE_BYTES: usize = 4 * 1024 * 1024;
 /// Bytes of lines the combined pane keeps. A line in both panes is held
 /// once (shared), so the TUI keeps at most these bytes of text in all.
 pub const COMBINED_PANE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Lines each pane keeps (within its bytes).
+pub const PANE_LINES: usize = 5_000;
 /// Bytes counted for a line besides its text.
 const LINE_OVERHEAD: usize = 96;
 

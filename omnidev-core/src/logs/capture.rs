@@ -236,12 +236,7 @@ mod tests {
         let capture = spawn_capture(out, store.clone(), "svc", Stream::Stdout).expect("capture");
         capture.done.blocking_recv().expect("every line recorded");
         assert!(child.wait().expect("wait").success());
-        let lines = store
-            .lines(Some("svc"))
-            .expect("svc")
-            .iter()
-            .map(|l| l.text.clone())
-            .collect();
+        let lines = store.kept_lines("svc");
         (watch.matched(), lines)
     }
 

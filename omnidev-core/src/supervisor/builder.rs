@@ -130,17 +130,11 @@ impl Builder {
         ));
 
         let mut notices = stop_leftovers(&config).await?;
-        // In the combined ring before `run` returns; the events follow
-        // once the task runs.
-        for notice in &notices {
-            logs.push_supervisor(notice.clone());
-        }
 
         logs.open_files()
             .map_err(|(path, source)| Error::Write { path, source })?;
         // `logs --since-reload` before any reload: this run's lines.
         if let Some(notice) = logs.mark(None) {
-            logs.push_supervisor(notice.clone());
             notices.push(notice);
         }
         let me = ProcessRecord::of(std::process::id());
@@ -150,8 +144,7 @@ impl Builder {
             let (containment, _) = Containment::new(&ContainmentChoice::ProcessGroups, &names, me);
             (fake, Arc::new(containment), None)
         } else {
-            let (containment, guard) =
-                contain(&config.containment, &names, me, &logs, &mut notices)?;
+            let (containment, guard) = contain(&config.containment, &names, me, &mut notices)?;
             // Orphans of services come to this process, to be found and
             // reaped.
             if crate::process::become_subreaper() {
@@ -239,12 +232,10 @@ fn contain(
     choice: &ContainmentChoice,
     names: &[String],
     me: ProcessRecord,
-    logs: &LogStore,
     notices: &mut Vec<String>,
 ) -> Result<(Arc<Containment>, Arc<Guard>)> {
     let (containment, why_not) = Containment::new(choice, names, me);
     if let Some(notice) = why_not {
-        logs.push_supervisor(notice.clone());
         notices.push(notice);
     }
     match Guard::start(containment.pod_cgroup()) {

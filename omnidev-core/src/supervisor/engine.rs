@@ -370,11 +370,6 @@ impl Engine {
             service: index.map(|i| self.name(i).to_owned()),
             kind,
         };
-        // The combined ring holds the same lines the front-ends print, so a
-        // front-end that catches up from it shows one wording.
-        if event.is_shown() {
-            self.logs.push_supervisor(event.to_string());
-        }
         self.events.send(event);
     }
 

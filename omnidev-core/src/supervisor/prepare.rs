@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::spawn::{ProcessGroup, Spawner};
 use crate::event::{EventKind, Stream};
+use crate::history::{Cursor, Kept};
 use crate::logs::LogStore;
 use crate::spec::{PrepareStep, PrepareWhen};
 
@@ -147,7 +148,8 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Resul
         if !force && !needed(&step.when) {
             continue;
         }
-        let first_line = logs.line_count(service);
+        // Where the step's own output begins.
+        let mut output = logs.history().cursor(false, true);
         emit(EventKind::PrepareStarted {
             step: step.name.clone(),
         });
@@ -201,7 +203,7 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Resul
                 command: shown_command(&step.command.program, &step.command.args),
                 cwd: step.command.cwd.clone(),
                 outcome,
-                last_lines: step_output(logs, service, first_line),
+                last_lines: step_output(logs, service, &mut output),
                 inputs: match &step.when {
                     PrepareWhen::Stale { sources, .. } => sources.clone(),
                     PrepareWhen::Always => Vec::new(),
@@ -223,20 +225,30 @@ fn shown_command(program: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// The last [`REPORT_LINES`] lines the step printed (recorded after line
-/// number `first_line` of the service's log), without heartbeats.
-fn step_output(logs: &LogStore, service: &str, first_line: u64) -> Vec<String> {
-    let printed = logs.line_count(service).saturating_sub(first_line);
-    let lines = logs.lines(Some(service)).unwrap_or_default();
-    let start = lines
-        .len()
-        .saturating_sub(usize::try_from(printed).unwrap_or(usize::MAX));
-    let own: Vec<String> = lines[start..]
-        .iter()
-        .filter(|line| line.stream != Stream::Supervisor && !line.text.trim().is_empty())
-        .map(|line| line.text.clone())
-        .collect();
-    own[own.len().saturating_sub(REPORT_LINES)..].to_vec()
+/// The last [`REPORT_LINES`] lines the step printed (from `output`, where
+/// it began, on), without heartbeats.
+fn step_output(logs: &LogStore, service: &str, output: &mut Cursor) -> Vec<String> {
+    let own = |kept: &Kept| {
+        matches!(kept, Kept::Line(line) if *line.service == *service
+            && line.stream != Stream::Supervisor
+            && !line.text.trim().is_empty())
+    };
+    let mut last = std::collections::VecDeque::new();
+    loop {
+        let read = logs.history().read(output, 64 * 1024, false, own);
+        if read.kept.is_empty() {
+            break;
+        }
+        for kept in read.kept {
+            if let Kept::Line(line) = kept {
+                last.push_back(line.text.clone());
+                if last.len() > REPORT_LINES {
+                    last.pop_front();
+                }
+            }
+        }
+    }
+    last.into()
 }
 
 /// Polls `inputs` until one of them changes (modified time or size,
