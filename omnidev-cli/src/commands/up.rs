@@ -32,10 +32,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode> {
     runtime.block_on(run_pod(prepared, options))
 }
 
-/// What the front-end reads: the TUI a lossy broadcast (it refills from
-/// the rings after a lag), headless output a lossless feed.
+/// What the front-end reads: the TUI the supervisor's history through a
+/// cursor, headless output a lossless feed.
 enum FrontEvents {
-    /// It reads the supervisor's history.
     Tui,
     Headless(Feed),
 }
