@@ -234,6 +234,17 @@ impl History {
         }
     }
 
+    /// A follower's cursor at the end: it reads what is kept from now on.
+    pub fn tail(&self) -> Cursor {
+        let inner = self.lock();
+        Cursor {
+            lines_passed: inner.lines_dropped + inner.lines.len() as u64,
+            events_passed: inner.events_dropped + inner.events.len() as u64,
+            until: None,
+            partial: inner.partial_version,
+        }
+    }
+
     /// The next lines and events from `cursor` on that `want` takes, about
     /// `max_bytes` of them (none when it has read everything so far), with
     /// what was dropped before it got there. Once caught up, a follower
@@ -472,6 +483,24 @@ mod tests {
         history.push_partial(line("svc", "next? "));
         let read = history.read(&mut history.cursor(false, false), 1 << 20, true, |_| true);
         assert_eq!(texts(&read), ["Password: secret"]);
+    }
+
+    /// A cursor at the tail reads only what is kept after it was taken.
+    #[test]
+    fn a_tail_reads_from_now_on() {
+        let history = History::default();
+        history.push_lines(&[line("svc", "before")]);
+        history.push_event(&notice("earlier"));
+        let mut tail = history.tail();
+        assert!(
+            history
+                .read(&mut tail, 1 << 20, false, |_| true)
+                .kept
+                .is_empty()
+        );
+        history.push_lines(&[line("svc", "after")]);
+        let read = history.read(&mut tail, 1 << 20, false, |_| true);
+        assert_eq!(texts(&read), ["after"]);
     }
 
     /// A cursor can start at the last reload.

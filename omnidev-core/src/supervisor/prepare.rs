@@ -149,7 +149,7 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Resul
             continue;
         }
         // Where the step's own output begins.
-        let mut output = logs.history().cursor(false, true);
+        let mut output = logs.history().tail();
         emit(EventKind::PrepareStarted {
             step: step.name.clone(),
         });
