@@ -2,9 +2,9 @@
 //! supervisor event, as `<service> | <line>` and `omnidev | …` (names padded
 //! and coloured only on a terminal without `NO_COLOR`; see `output`).
 //!
-//! Output is lossless: it reads the supervisor's [`Feed`], which spools to
-//! disk while stdout is slower than the services, so no line is dropped
-//! and no service waits for stdout. A dedicated thread writes stdout (a
+//! Output is lossless: it reads the supervisor's history through a
+//! [`Lossless`] reader, which spools to disk while stdout is slower than
+//! the services, so no line is dropped and no service waits for stdout. A dedicated thread writes stdout (a
 //! blocked write never holds up the runtime); everything queued is written
 //! before omnidev exits.
 
@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use anstyle::Style;
 use omnidev_core::signals::ShutdownSignals;
-use omnidev_core::{Entry, Event, EventKind, Feed, NamedUrl, Recv, Supervisor};
+use omnidev_core::{Event, EventKind, Kept, Lossless, NamedUrl, Recv, Supervisor};
 
 use crate::control::events::Encoder;
 use crate::error::Result;
@@ -130,18 +130,16 @@ impl Printer {
         )
     }
 
-    /// Writes the output line of a feed entry, if it deserves one.
-    pub fn write_entry(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
+    /// Writes the output line of a line or event, if it deserves one.
+    pub fn write_kept(&mut self, out: &mut impl Write, kept: &Kept) -> std::io::Result<()> {
         if self.json.is_some() {
-            return self.write_record(out, entry);
+            return self.write_record(out, kept);
         }
         // A service's line keeps its harmless colours; omnidev's own text
         // (which quotes names, commands, paths) obeys no escape at all.
         // The pod's end: a line per service, `ended: server stopped (…)`.
-        if let Entry::Event(Event {
-            kind: EventKind::Ended { services },
-            ..
-        }) = entry
+        if let Kept::Event(event) = kept
+            && let EventKind::Ended { services } = &event.kind
         {
             for end in services {
                 let line = self.line("omnidev", &format!("ended: {}", end.detail));
@@ -150,26 +148,18 @@ impl Printer {
             }
             return Ok(());
         }
-        let (at, tag, text): (SystemTime, &str, Cow<'_, str>) = match entry {
-            Entry::Line(line) => (
+        let (at, tag, text): (SystemTime, &str, Cow<'_, str>) = match kept {
+            Kept::Line(line) => (
                 line.at,
                 &line.service,
                 terminal_text::sanitise(&line.text, self.colour),
             ),
-            Entry::Event(event) if event.is_shown() => (
+            Kept::Event(event) if event.is_shown() => (
                 event.at,
                 "omnidev",
                 Cow::Owned(terminal_text::message(&event.to_string()).into_owned()),
             ),
-            Entry::Event(_) => return Ok(()),
-            Entry::Lost { count, reason } => (
-                SystemTime::now(),
-                "omnidev",
-                Cow::Owned(format!(
-                    "{count} lines are missing here ({}); the log files have them",
-                    terminal_text::message(reason)
-                )),
-            ),
+            Kept::Event(_) | Kept::Partial(_) => return Ok(()),
         };
         let stamp = self.stamp(at);
         out.write_all(stamp.as_bytes())?;
@@ -182,7 +172,7 @@ impl Printer {
         }
         out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;
-        if let Entry::Event(event) = entry {
+        if let Kept::Event(event) = kept {
             for url in self.urls_of(event) {
                 let url = format!("{} {}", url.name, url.url);
                 out.write_all(stamp.as_bytes())?;
@@ -194,18 +184,18 @@ impl Printer {
         Ok(())
     }
 
-    /// `--json`: the entry's record, then a `url` record for each URL its
+    /// `--json`: the record, then a `url` record for each URL its
     /// service's readiness brings out.
-    fn write_record(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
-        let urls = match entry {
-            Entry::Event(event) => self.urls_of(event),
+    fn write_record(&mut self, out: &mut impl Write, kept: &Kept) -> std::io::Result<()> {
+        let urls = match kept {
+            Kept::Event(event) => self.urls_of(event),
             _ => Vec::new(),
         };
         let encoder = self.json.as_ref().expect("only called with --json");
         let now = SystemTime::now();
-        out.write_all(terminal_text::json_line(&encoder.entry(entry, now)).as_bytes())?;
-        let service = match entry {
-            Entry::Event(event) => event.service.clone(),
+        out.write_all(terminal_text::json_line(&encoder.kept(kept)).as_bytes())?;
+        let service = match kept {
+            Kept::Event(event) => event.service.clone(),
             _ => None,
         };
         for url in urls {
@@ -228,7 +218,7 @@ impl Printer {
 pub async fn run_pod(
     prepared: &PreparedPod,
     supervisor: &Supervisor,
-    feed: Feed,
+    reader: Lossless,
     signals: &mut ShutdownSignals,
     options: &RunOptions,
 ) -> Result<ExitCode> {
@@ -254,7 +244,6 @@ pub async fn run_pod(
             .map(|line| printer.line("omnidev", line)),
     );
     let last = printer.clone();
-    let closer = feed.closer();
     let abandon = Arc::new(AtomicBool::new(false));
     let logs_dir = prepared.pod.logs_dir();
     let (done_tx, mut done) = tokio::sync::oneshot::channel();
@@ -266,11 +255,17 @@ pub async fn run_pod(
             .spawn(move || {
                 // The detached pod's own log is rotated as it is written.
                 let alive = if let Some(log) = crate::detached_log::own() {
-                    write_all(Output::new(log, logs_dir), &first, feed, printer, &abandon)
+                    write_all(
+                        Output::new(log, logs_dir),
+                        &first,
+                        reader,
+                        printer,
+                        &abandon,
+                    )
                 } else {
                     let stdout = std::io::stdout();
                     let out = Output::new(stdout.lock(), logs_dir);
-                    write_all(out, &first, feed, printer, &abandon)
+                    write_all(out, &first, reader, printer, &abandon)
                 };
                 let _ = done_tx.send(alive);
             })
@@ -288,7 +283,6 @@ pub async fn run_pod(
     // each ended.
     let _ = crate::session::stop_pod(supervisor, signals).await;
     supervisor.announce_end();
-    closer.close();
     let alive = tokio::select! {
         alive = &mut done => alive.unwrap_or(false),
         signal = signals.recv() => {
@@ -325,19 +319,19 @@ pub async fn run_pod(
     })
 }
 
-/// Writes the `first` lines, then the feed, to `out`; whether `out` took
-/// every line.
+/// Writes the `first` lines, then everything `reader` reads, to `out`;
+/// whether `out` took every line.
 fn write_all<W: Write>(
     mut out: Output<W>,
     first: &[String],
-    feed: Feed,
+    reader: Lossless,
     printer: Printer,
     abandon: &AtomicBool,
 ) -> bool {
     for line in first {
         out.write(|w| writeln!(w, "{}", line.trim_end_matches('\n')));
     }
-    pump(feed, printer, &mut out, abandon);
+    pump(reader, printer, &mut out, abandon);
     out.alive()
 }
 
@@ -421,20 +415,25 @@ const GATHER: Duration = Duration::from_millis(1);
 /// The longest output is held back while a service trickles lines.
 const MAX_HOLD: Duration = Duration::from_millis(10);
 
-/// Copies the feed to `out` until it is closed and drained (or `abandon`
-/// is set). Output is flushed once nothing more arrived within [`GATHER`],
-/// and at least every [`MAX_HOLD`] while something is pending.
-fn pump<W: Write>(mut feed: Feed, mut printer: Printer, out: &mut Output<W>, abandon: &AtomicBool) {
+/// Copies what `reader` reads to `out` until the pod's end is read (or
+/// `abandon` is set). Output is flushed once nothing more arrived within
+/// [`GATHER`], and at least every [`MAX_HOLD`] while something is pending.
+fn pump<W: Write>(
+    mut reader: Lossless,
+    mut printer: Printer,
+    out: &mut Output<W>,
+    abandon: &AtomicBool,
+) {
     let mut batch = Vec::new();
     let mut wait = Duration::ZERO;
     let mut pending_since: Option<std::time::Instant> = None;
     let mut gathered = false;
     loop {
         batch.clear();
-        match feed.recv_batch(&mut batch, wait) {
+        match reader.recv(&mut batch, wait) {
             Recv::Entries => {
-                for entry in &batch {
-                    out.write(|w| printer.write_entry(w, entry));
+                for kept in &batch {
+                    out.write(|w| printer.write_kept(w, kept));
                 }
                 let since = *pending_since.get_or_insert_with(std::time::Instant::now);
                 if since.elapsed() >= MAX_HOLD {
@@ -471,13 +470,13 @@ mod tests {
 
     use super::*;
 
-    fn line(service: &str, text: &str) -> Entry {
-        Entry::Line(Arc::new(LogLine::new(service, Stream::Stdout, text, 1)))
+    fn line(service: &str, text: &str) -> Kept {
+        Kept::Line(Arc::new(LogLine::new(service, Stream::Stdout, text, 1)))
     }
 
-    fn render(printer: &mut Printer, entry: &Entry) -> String {
+    fn render(printer: &mut Printer, kept: &Kept) -> String {
         let mut out = Vec::new();
-        printer.write_entry(&mut out, entry).expect("write");
+        printer.write_kept(&mut out, kept).expect("write");
         String::from_utf8(out).expect("utf-8")
     }
 
@@ -488,19 +487,19 @@ mod tests {
             render(&mut printer, &line("db", "\x1b[31mready\x1b[0m")),
             "db      | ready\n"
         );
-        let ready = Entry::Event(Event {
+        let ready = Kept::Event(Arc::new(Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("server".into()),
             kind: EventKind::Ready { urls: Vec::new() },
-        });
+        }));
         assert_eq!(render(&mut printer, &ready), "omnidev | server ready\n");
-        let lost = Entry::Lost {
+        let lost = Kept::Event(Arc::new(Event::pod(EventKind::Lost {
             count: 3,
             reason: "disk full".into(),
-        };
+        })));
         assert_eq!(
             render(&mut printer, &lost),
-            "omnidev | 3 lines are missing here (disk full); the log files have them\n"
+            "omnidev | 3 records lost (disk full)\n"
         );
     }
 
@@ -512,11 +511,11 @@ mod tests {
         };
         let mut printer = Printer::new(&["server".into(), "vite".into()], false);
         let event = |service: &str, kind| {
-            Entry::Event(Event {
+            Kept::Event(Arc::new(Event {
                 at: SystemTime::UNIX_EPOCH,
                 service: Some(service.into()),
                 kind,
-            })
+            }))
         };
         let ready = |urls: &[NamedUrl]| EventKind::Ready {
             urls: urls.to_vec(),
@@ -568,7 +567,7 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_stdout_stops_output_once_and_drains_the_feed() {
+    fn a_closed_stdout_stops_output_once() {
         let mut out = Output::new(Closed, "/pod/logs".into());
         out.write(|w| w.write_all(&vec![b'x'; 100_000]));
         assert!(!out.alive());

@@ -1,6 +1,6 @@
 //! Log-path benchmark: one service printing N lines of about 90 bytes,
-//! through the supervisor into its log file and one lossless subscriber (a
-//! [`Feed`](omnidev_core::Feed), which receives every line), against the
+//! through the supervisor into its log file and one lossless reader (a
+//! [`Lossless`](omnidev_core::Lossless), which receives every line), against the
 //! same producer piped to `cat > file`, in the same run. Prints one JSON line:
 //!
 //! ```text
@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use omnidev_core::{Entry, FeedConfig, LogConfig, Recv, ServiceSpec, Supervisor, SupervisorConfig};
+use omnidev_core::{Kept, LogConfig, Recv, ServiceSpec, Supervisor, SupervisorConfig};
 
 /// 9-digit counter + space + 80 characters + newline = 91 bytes per line.
 const PRODUCER: &str = r#"python3 -c '
@@ -113,23 +113,22 @@ async fn run_supervised(
         },
         ..SupervisorConfig::default()
     })?;
-    let mut feed = builder.feed(FeedConfig::new(dir));
+    let mut reader = builder.history().lossless(dir);
     let supervisor = builder.run().await?;
-    let closer = feed.closer();
     let subscriber = tokio::task::spawn_blocking(move || {
         let mut received = 0u64;
         let mut batch = Vec::new();
-        while feed.recv_batch(&mut batch, Duration::from_secs(3600)) != Recv::Closed {
+        while reader.recv(&mut batch, Duration::from_secs(3600)) != Recv::Closed {
             received += batch
                 .drain(..)
-                .filter(|e| matches!(e, Entry::Line(_)))
+                .filter(|e| matches!(e, Kept::Line(_)))
                 .count() as u64;
         }
         received
     });
     let settled = supervisor.wait_settled().await;
     supervisor.shutdown().await?;
-    closer.close();
+    supervisor.announce_end();
     // Every line delivered to the subscriber: the clock stops here.
     let received = subscriber.await.unwrap_or_default();
     let elapsed = started.elapsed();

@@ -246,9 +246,9 @@ pub enum EventKind {
     /// [`crate::logs::PARTIAL_LINE_AFTER`]: the text after its last `\r`.
     /// The next [`EventKind::Log`] or `PartialLine` of the same service and
     /// stream replaces it (the finished line, or the unfinished one as it
-    /// stands then). Only [`crate::Supervisor::subscribe`]rs get it; the
-    /// log files, rings and feeds get the finished line alone, and a line
-    /// still unfinished when its output ends is finished then.
+    /// stands then). Subscribers get it, and history followers that ask;
+    /// the log files and the kept lines get the finished line alone, and a
+    /// line still unfinished when its output ends is finished then.
     PartialLine {
         /// The line so far (its `seq` numbered among the lines).
         #[serde(flatten)]
@@ -583,6 +583,15 @@ impl Event {
             at: line.at,
             service: Some(line.service.to_string()),
             kind: EventKind::PartialLine { line },
+        }
+    }
+
+    /// A pod-wide event of `kind`, now.
+    pub fn pod(kind: EventKind) -> Self {
+        Self {
+            at: SystemTime::now(),
+            service: None,
+            kind,
         }
     }
 }

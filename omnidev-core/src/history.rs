@@ -12,10 +12,15 @@
 //! how many lines and events were dropped before it read them, and goes on
 //! from the oldest kept. An unfinished line ([`crate::EventKind::PartialLine`])
 //! is held, as it stands, until its line is finished, for the readers that
-//! follow and ask for them.
+//! follow and ask for them. A [`Lossless`] reader never falls behind: what
+//! it has not read is spooled to disk before it would be dropped.
+
+mod lossless;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+pub use lossless::{Lossless, READ_CHUNK, Recv, SEGMENT_BYTES};
 
 use crate::event::{Event, EventKind, LogLine};
 
@@ -128,6 +133,9 @@ struct Inner {
     partials: Vec<(u64, Arc<LogLine>)>,
     partial_version: u64,
     closed: bool,
+    /// The lossless readers' places.
+    spills: Vec<lossless::Spill>,
+    next_spill: u64,
 }
 
 /// The kept lines and events; see the module docs.
@@ -136,6 +144,8 @@ pub struct History {
     inner: Mutex<Inner>,
     /// Changed at everything kept, and at the end: wakes the readers.
     wake: tokio::sync::watch::Sender<()>,
+    /// Notified at the same moments: wakes lossless readers' threads.
+    arrived: Condvar,
 }
 
 impl Default for History {
@@ -143,6 +153,7 @@ impl Default for History {
         Self {
             inner: Mutex::default(),
             wake: tokio::sync::watch::Sender::new(()),
+            arrived: Condvar::new(),
         }
     }
 }
@@ -164,18 +175,20 @@ impl History {
             inner.last_reload = Some(seq);
         }
         inner.event_bytes += cost;
-        inner.events.push_back((seq, Arc::new(event.clone()), cost));
+        let event = Arc::new(event.clone());
+        inner.events.push_back((seq, event.clone(), cost));
+        inner.spool(&[Kept::Event(event)]);
         while inner.events.len() > KEPT_EVENTS
             || (inner.event_bytes > KEPT_EVENT_BYTES && inner.events.len() > 1)
         {
+            inner.spill_unread(false);
             let Some((_, _, cost)) = inner.events.pop_front() else {
                 break;
             };
             inner.event_bytes -= cost;
             inner.events_dropped += 1;
         }
-        drop(inner);
-        self.wake.send_replace(());
+        self.kept(inner);
     }
 
     /// Keeps finished lines, in order (dropping the oldest beyond the
@@ -189,14 +202,28 @@ impl History {
             inner.line_bytes += line.text.len() + LINE_OVERHEAD;
             inner.lines.push_back((seq, line.clone()));
         }
+        if inner.spills.iter().any(|s| s.spooling) {
+            let kept: Vec<Kept> = lines.iter().cloned().map(Kept::Line).collect();
+            inner.spool(&kept);
+        }
         while inner.lines.len() > KEPT_LINES || inner.line_bytes > KEPT_LINE_BYTES {
+            inner.spill_unread(true);
             let Some((_, old)) = inner.lines.pop_front() else {
                 break;
             };
             inner.line_bytes -= old.text.len() + LINE_OVERHEAD;
             inner.lines_dropped += 1;
         }
+        self.kept(inner);
+    }
+
+    /// Wakes the readers once something was kept.
+    fn kept(&self, inner: MutexGuard<'_, Inner>) {
+        let lossless = !inner.spills.is_empty();
         drop(inner);
+        if lossless {
+            self.arrived.notify_all();
+        }
         self.wake.send_replace(());
     }
 
@@ -215,6 +242,7 @@ impl History {
     /// Nothing more comes: readers that caught up are done.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
+        self.arrived.notify_all();
         self.wake.send_replace(());
     }
 
@@ -236,13 +264,7 @@ impl History {
 
     /// A follower's cursor at the end: it reads what is kept from now on.
     pub fn tail(&self) -> Cursor {
-        let inner = self.lock();
-        Cursor {
-            lines_passed: inner.lines_dropped + inner.lines.len() as u64,
-            events_passed: inner.events_dropped + inner.events.len() as u64,
-            until: None,
-            partial: inner.partial_version,
-        }
+        self.lock().tail_cursor()
     }
 
     /// The next lines and events from `cursor` on that `want` takes, about
@@ -254,9 +276,77 @@ impl History {
         cursor: &mut Cursor,
         max_bytes: usize,
         partials: bool,
+        want: impl FnMut(&Kept) -> bool,
+    ) -> Read {
+        self.lock().read(cursor, max_bytes, partials, want)
+    }
+
+    /// Changes at everything kept, and at the end: what a follower waits
+    /// on.
+    pub fn wake(&self) -> tokio::sync::watch::Receiver<()> {
+        self.wake.subscribe()
+    }
+
+    /// The last reload, when one was kept.
+    pub fn last_reload(&self) -> Option<Arc<Event>> {
+        let inner = self.lock();
+        let seq = inner.last_reload?;
+        let at = inner.events.partition_point(|(s, ..)| *s < seq);
+        inner
+            .events
+            .get(at)
+            .filter(|(s, ..)| *s == seq)
+            .map(|(_, event, _)| event.clone())
+    }
+}
+
+impl Inner {
+    fn tail_cursor(&self) -> Cursor {
+        Cursor {
+            lines_passed: self.lines_dropped + self.lines.len() as u64,
+            events_passed: self.events_dropped + self.events.len() as u64,
+            until: None,
+            partial: self.partial_version,
+        }
+    }
+
+    /// Appends `kept`, just kept, to the spool of every lossless reader
+    /// that is spooling.
+    fn spool(&mut self, kept: &[Kept]) {
+        for spill in self.spills.iter_mut().filter(|s| s.spooling) {
+            spill.spool(kept);
+        }
+    }
+
+    /// Before the oldest kept line (`line`) or event is dropped: every
+    /// lossless reader that has not read it spools all it has not read.
+    fn spill_unread(&mut self, line: bool) {
+        if self.spills.iter().all(|s| s.spooling) {
+            return;
+        }
+        let mut spills = std::mem::take(&mut self.spills);
+        for spill in spills.iter_mut().filter(|s| !s.spooling) {
+            let behind = if line {
+                spill.cursor.lines_passed <= self.lines_dropped
+            } else {
+                spill.cursor.events_passed <= self.events_dropped
+            };
+            if behind {
+                let read = self.read(&mut spill.cursor, usize::MAX, false, |_| true);
+                spill.spool(&read.kept);
+            }
+        }
+        self.spills = spills;
+    }
+
+    fn read(
+        &self,
+        cursor: &mut Cursor,
+        max_bytes: usize,
+        partials: bool,
         mut want: impl FnMut(&Kept) -> bool,
     ) -> Read {
-        let inner = self.lock();
+        let inner = self;
         let mut read = Read::default();
         if cursor.lines_passed < inner.lines_dropped {
             read.missed_lines = inner.lines_dropped - cursor.lines_passed;
@@ -331,24 +421,6 @@ impl History {
         }
         read.done = caught_up && (cursor.until.is_some() || inner.closed);
         read
-    }
-
-    /// Changes at everything kept, and at the end: what a follower waits
-    /// on.
-    pub fn wake(&self) -> tokio::sync::watch::Receiver<()> {
-        self.wake.subscribe()
-    }
-
-    /// The last reload, when one was kept.
-    pub fn last_reload(&self) -> Option<Arc<Event>> {
-        let inner = self.lock();
-        let seq = inner.last_reload?;
-        let at = inner.events.partition_point(|(s, ..)| *s < seq);
-        inner
-            .events
-            .get(at)
-            .filter(|(s, ..)| *s == seq)
-            .map(|(_, event, _)| event.clone())
     }
 }
 

@@ -6,7 +6,8 @@
 //! dependency order, waiting for readiness probes, restarting crashes with
 //! backoff ([`backoff`]), capturing output into bounded rings and rotated
 //! files ([`logs`]), publishing typed [`Event`]s to any number of
-//! subscribers (lossy broadcast, or a lossless spooled [`Feed`]), recording pids in `state.json` ([`state`]) and protecting
+//! subscribers (lossy broadcast) and to a bounded [`history`] read through
+//! cursors (one of which, [`Lossless`], spools to disk), recording pids in `state.json` ([`state`]) and protecting
 //! against orphans with a guard process ([`guard`] docs) when
 //! the supervisor itself is killed. The library never prints or exits.
 //!
@@ -32,10 +33,10 @@
 #![allow(clippy::similar_names)]
 
 pub mod backoff;
+mod bus;
 pub mod containment;
 pub mod error;
 pub mod event;
-pub mod feed;
 pub mod fs;
 pub mod guard;
 pub mod history;
@@ -56,7 +57,7 @@ pub use event::{
     Changes, EndReason, Ending, Event, EventKind, ExitStatus, LogLine, ProfileApplied,
     ProfileChange, ServiceState, ServiceStatus, Stream,
 };
-pub use feed::{Entry, Feed, FeedCloser, FeedConfig, Recv};
+pub use history::{Kept, Lossless, Recv};
 pub use spec::{
     CommandSpec, Condition, Dependency, Env, LogConfig, NamedUrl, PrepareStep, PrepareWhen,
     ProbeSpec, Readiness, RestartPolicy, ServiceSpec, StopSpec,

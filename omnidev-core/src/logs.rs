@@ -22,8 +22,8 @@ pub(crate) use mark::{TakenMark, mark_failed};
 pub(crate) use splitter::LineSplitter;
 pub use splitter::PARTIAL_LINE_AFTER;
 
+use crate::bus::Bus;
 use crate::event::{Changes, Event, LogLine, Stream};
-use crate::feed::Bus;
 use crate::spec::LogConfig;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -432,7 +432,7 @@ impl LogStore {
 
     /// Publishes `text`, the unfinished line of `service`'s `stream` as it
     /// stands, to the subscribers only ([`crate::EventKind::PartialLine`]):
-    /// the files, the history's kept lines, feeds and log probe get the line once it is
+    /// the files, the history's kept lines and the log probe get the line once it is
     /// finished (or its output ends), so nothing is recorded twice.
     pub(crate) fn push_partial(&self, service: &str, stream: Stream, text: String) {
         let Some(log) = self.service(service) else {

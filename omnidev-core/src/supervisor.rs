@@ -37,10 +37,10 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::backoff::BackoffPolicy;
+use crate::bus::Bus;
 use crate::containment::{Containment, ContainmentChoice, Mechanism};
 use crate::error::{Error, Result};
 use crate::event::{Changes, Event, EventKind, LogLine, ServiceStatus};
-use crate::feed::{Bus, Feed, FeedConfig};
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::spec::{LogConfig, ServiceSpec};
@@ -279,15 +279,8 @@ impl Supervisor {
         self.inner.events.subscribe_changes()
     }
 
-    /// A new lossless [`Feed`] of every line and event from now on (see
-    /// [`crate::feed`]); [`Builder::feed`] attaches one before
-    /// anything runs.
-    pub fn feed(&self, config: FeedConfig) -> Feed {
-        self.inner.events.feed(config)
-    }
-
     /// Publishes a message for people (a front-end's own, such as "stopping
-    /// the pod") to the combined buffer, every subscriber and every feed,
+    /// the pod") to the history and every subscriber,
     /// in order with the services' output.
     pub fn notice(&self, message: impl Into<String>) {
         self.publish_message(EventKind::Notice {
@@ -306,13 +299,13 @@ impl Supervisor {
 
     /// The lines and events kept for readers with a cursor (see
     /// [`crate::history`]).
-    pub fn history(&self) -> &crate::history::History {
+    pub fn history(&self) -> &std::sync::Arc<crate::history::History> {
         &self.inner.events.history
     }
 
     /// Publishes an event of the pod's own (a front-end's, such as
     /// [`EventKind::ProfileChanged`]) like [`Supervisor::notice`]: to the
-    /// combined buffer, every subscriber and every feed.
+    /// history and every subscriber.
     pub fn publish(&self, kind: EventKind) {
         self.publish_message(kind);
     }

@@ -1035,11 +1035,11 @@ async fn a_restart_retries_a_failed_step_and_unavailable_services_never_start() 
 }
 
 #[tokio::test]
-async fn a_feed_gets_every_line_then_the_exit_in_order() {
+async fn a_lossless_reader_gets_every_line_then_the_exit_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut burst = sh(
         "burst",
-        "i=0; while [ $i -lt 5000 ]; do echo line-$i; i=$((i+1)); done; echo oops; exit 3",
+        "i=0; while [ $i -lt 25000 ]; do echo line-$i; i=$((i+1)); done; echo oops; exit 3",
         dir.path(),
     );
     burst.restart = RestartPolicy::Never;
@@ -1048,19 +1048,18 @@ async fn a_feed_gets_every_line_then_the_exit_in_order() {
         ..SupervisorConfig::default()
     })
     .expect("a valid graph");
-    let mut feed = builder.feed(omnidev_core::FeedConfig {
-        // Tiny, so most of the burst goes through the spool.
-        memory_bytes: 4096,
-        ..omnidev_core::FeedConfig::new(dir.path())
-    });
+    // Read only once the pod has ended: more lines than the history
+    // keeps, so most of them come back from the spool.
+    let mut reader = builder.history().lossless(dir.path());
     let supervisor = builder.run().await.expect("start");
     let settled = supervisor.wait_settled().await;
     assert!(!settled.success);
     supervisor.notice("the end");
-    feed.closer().close();
+    supervisor.announce_end();
+    assert!(reader.spooled_bytes() > 0, "the spool took the backlog");
     let entries = tokio::task::spawn_blocking(move || {
         let mut all = Vec::new();
-        while feed.recv_batch(&mut all, Duration::ZERO) != omnidev_core::Recv::Closed {}
+        while reader.recv(&mut all, Duration::ZERO) != omnidev_core::Recv::Closed {}
         all
     })
     .await
@@ -1069,8 +1068,8 @@ async fn a_feed_gets_every_line_then_the_exit_in_order() {
     let mut crashed_at = None;
     for entry in &entries {
         match entry {
-            omnidev_core::Entry::Line(line) => texts.push(line.text.clone()),
-            omnidev_core::Entry::Event(event) => {
+            omnidev_core::Kept::Line(line) => texts.push(line.text.clone()),
+            omnidev_core::Kept::Event(event) => {
                 if let EventKind::Crashed { status, .. } = &event.kind {
                     assert_eq!(*status, ExitStatus::Code(3));
                     crashed_at = Some(texts.len());
@@ -1079,11 +1078,15 @@ async fn a_feed_gets_every_line_then_the_exit_in_order() {
                     assert_eq!(message, "the end");
                     assert!(crashed_at.is_some(), "the notice comes last");
                 }
+                assert!(
+                    !matches!(event.kind, EventKind::Lost { .. }),
+                    "nothing is lost: {entry:?}"
+                );
             }
-            omnidev_core::Entry::Lost { .. } => panic!("nothing is lost: {entry:?}"),
+            omnidev_core::Kept::Partial(_) => panic!("no unfinished line: {entry:?}"),
         }
     }
-    let mut want: Vec<String> = (0..5000).map(|i| format!("line-{i}")).collect();
+    let mut want: Vec<String> = (0..25_000).map(|i| format!("line-{i}")).collect();
     want.push("oops".into());
     assert_eq!(texts, want, "every line once, in order");
     assert_eq!(

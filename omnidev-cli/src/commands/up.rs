@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use omnidev_core::{Feed, FeedConfig, Supervisor};
+use omnidev_core::{Lossless, Supervisor};
 
 use crate::error::{Error, Result};
 use crate::live_profile::{LiveProfile, ProfileWatcher};
@@ -33,10 +33,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode> {
 }
 
 /// What the front-end reads: the TUI the supervisor's history through a
-/// cursor, headless output a lossless feed.
+/// cursor, headless output a lossless one.
 enum FrontEvents {
     Tui,
-    Headless(Feed),
+    Headless(Lossless),
 }
 
 async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode> {
@@ -46,7 +46,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
     // Subscribed before any service starts, so no event (leftover notices,
     // the first lines of output) is missed by the front-end. Headless
-    // output is lossless: a feed spooling into the pod directory.
+    // output is lossless: it spools into the pod directory while behind.
     let mut config = session::supervisor_config(&prepared);
     // A port lost to another process is moved (and the socket shows it).
     let addresses = session::Addresses::of(&prepared);
@@ -61,7 +61,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     let front = if use_tui {
         FrontEvents::Tui
     } else {
-        FrontEvents::Headless(builder.feed(FeedConfig::new(prepared.pod.dir())))
+        FrontEvents::Headless(builder.history().lossless(prepared.pod.dir()))
     };
     let supervisor = builder.run().await?;
     let (watchers, watch_notices) =
@@ -92,8 +92,8 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
         FrontEvents::Tui => {
             tui::run_pod(&prepared, &supervisor, &mut signals, &addresses, &live).await
         }
-        FrontEvents::Headless(feed) => {
-            headless::run_pod(&prepared, &supervisor, feed, &mut signals, options).await
+        FrontEvents::Headless(reader) => {
+            headless::run_pod(&prepared, &supervisor, reader, &mut signals, options).await
         }
     };
     drop(watchers);

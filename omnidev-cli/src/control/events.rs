@@ -6,7 +6,7 @@
 
 use std::time::SystemTime;
 
-use omnidev_core::{Entry, Event, EventKind, LogLine, Stream};
+use omnidev_core::{Event, EventKind, Kept, LogLine, Stream};
 use serde::{Deserialize, Serialize};
 
 pub use omnidev_core::event::rfc3339::format as rfc3339;
@@ -59,11 +59,6 @@ impl Encoder {
         self.event(Event { at, service, kind })
     }
 
-    /// The record of a line of output, stamped when it was read.
-    pub fn line(&self, line: &LogLine) -> Record {
-        self.event(Event::log(line.clone()))
-    }
-
     /// The record of a line read back from `service`'s log file, which
     /// was last modified at `at` when the line was read (the files keep no
     /// time, stream or number per line).
@@ -73,20 +68,9 @@ impl Encoder {
         self.event(Event::log(line))
     }
 
-    /// The record of a feed entry, read at `now`.
-    pub fn entry(&self, entry: &Entry, now: SystemTime) -> Record {
-        match entry {
-            Entry::Line(line) => self.line(line),
-            Entry::Event(event) => self.event(event.clone()),
-            Entry::Lost { count, reason } => self.record(
-                now,
-                None,
-                EventKind::Lost {
-                    count: *count,
-                    reason: reason.clone(),
-                },
-            ),
-        }
+    /// The record of a line or event of the history.
+    pub fn kept(&self, kept: &Kept) -> Record {
+        self.event(kept.event())
     }
 
     /// A pod-wide notice, now.

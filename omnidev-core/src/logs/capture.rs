@@ -40,7 +40,7 @@ fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 /// Reads the pipe `fd` to its end on a thread of its own, recording each
 /// line of `service`; [`Capture::done`] resolves once the last line is
 /// recorded. Never waits for subscribers (the broadcast channel drops for
-/// laggards, a [`Feed`](crate::feed::Feed) spools to disk), so the child's
+/// laggards, a [`Lossless`](crate::history::Lossless) reader spools to disk), so the child's
 /// pipe is drained as fast as the files can be written.
 ///
 /// The thread reads with blocking reads rather than through the runtime's
@@ -213,7 +213,7 @@ fn readable_within(fd: std::os::fd::BorrowedFd<'_>, wait: Duration) -> Option<bo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::Bus;
+    use crate::bus::Bus;
     use crate::spec::LogConfig;
 
     /// What a log probe sees of `script`'s stdout, read through a real pipe

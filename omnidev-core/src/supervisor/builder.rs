@@ -1,5 +1,5 @@
 //! The one way to start a supervisor: [`Supervisor::builder`] validates
-//! the services, subscriptions and feeds are attached to the
+//! the services, subscriptions and history readers are made on the
 //! [`Builder`] before anything is published, and [`Builder::run`] starts
 //! it.
 //!
@@ -15,29 +15,29 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::spawn::{self, Spawner};
 use super::{EVENT_CAPACITY, Inner, Order, Reloads, Supervisor, SupervisorConfig, engine, graph};
+use crate::bus::Bus;
 use crate::containment::{Containment, ContainmentChoice};
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::feed::{Bus, Feed, FeedConfig};
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::state::{self, ProcessRecord};
 
 /// A supervisor not started yet: its services are validated and its
-/// event bus exists, so whatever subscribes or attaches a feed here sees
-/// every event from the very first.
+/// event bus exists, so whatever subscribes or reads the history here
+/// sees every event from the very first.
 ///
 /// ```no_run
 /// # async fn demo() -> omnidev_core::Result<()> {
-/// use omnidev_core::{FeedConfig, ServiceSpec, Supervisor, SupervisorConfig};
+/// use omnidev_core::{ServiceSpec, Supervisor, SupervisorConfig};
 /// let builder = Supervisor::builder(SupervisorConfig {
 ///     services: vec![ServiceSpec::new("web", "python3", ["-m", "http.server"], ".")],
 ///     ..Default::default()
 /// })?;
 /// let mut events = builder.subscribe();
-/// let feed = builder.feed(FeedConfig::new(std::env::temp_dir()));
+/// let every_line = builder.history().lossless(std::env::temp_dir());
 /// let supervisor = builder.run().await?;
-/// # drop((events, feed)); supervisor.shutdown().await?;
+/// # drop((events, every_line)); supervisor.shutdown().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -54,7 +54,7 @@ pub struct Builder {
 impl Supervisor {
     /// The one way to start a supervisor: validates the dependency graph
     /// (duplicate names, unknown dependencies, cycles) and returns a
-    /// [`Builder`] to subscribe to and attach feeds to before
+    /// [`Builder`] to subscribe to and read the history of before
     /// [`Builder::run`].
     ///
     /// # Errors
@@ -84,10 +84,11 @@ impl Builder {
         self.events.subscribe_changes()
     }
 
-    /// A lossless [`Feed`] of every line and event from the first one,
-    /// spooled to disk while its reader is behind (see [`crate::feed`]).
-    pub fn feed(&self, config: FeedConfig) -> Feed {
-        self.events.feed(config)
+    /// The history the supervisor will keep (see
+    /// [`Supervisor::history`]): a [`crate::history::Lossless`] reader
+    /// made here gets every line and event from the first one.
+    pub fn history(&self) -> &Arc<crate::history::History> {
+        &self.events.history
     }
 
     /// Runs the services with `spawner` instead of real processes: no

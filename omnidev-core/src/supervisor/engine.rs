@@ -22,9 +22,9 @@ use super::service::{AfterStop, Intent, Phase, PortRecovery, ProbeState, Service
 use super::spawn::Spawner;
 use super::{Moved, Order, PortMover, Reloads, Settled};
 use crate::backoff::BackoffPolicy;
+use crate::bus::Bus;
 use crate::containment::Containment;
 use crate::event::{Changes, Event, EventKind, ExitStatus, ServiceStatus};
-use crate::feed::Bus;
 use crate::guard::Guard;
 use crate::logs::LogStore;
 use crate::spec::{Condition, ServiceSpec};
