@@ -29,7 +29,7 @@ async fn one_round() -> omnidev_core::Result<Duration> {
     })?;
     let mut events = builder.subscribe();
     let supervisor = builder.run().await?;
-    while let Ok(event) = events.recv().await {
+    while let Some(event) = events.recv().await {
         if matches!(
             event.kind,
             EventKind::State {

@@ -107,7 +107,7 @@ async fn main() -> miette::Result<()> {
     .await?;
     let mut events = supervisor.subscribe();
     let printer = tokio::spawn(async move {
-        while let Ok(event) = events.recv().await {
+        while let Some(event) = events.recv().await {
             let who = event.service.unwrap_or_else(|| "omnidev".into());
             match event.kind {
                 EventKind::Log { line } => println!("{who} | {}", line.text),

@@ -1,4 +1,4 @@
-//! Typed events published by a supervisor to any number of subscribers,
+//! Typed events a supervisor keeps in its history for any number of readers,
 //! and the one wording of them (`Display`) that every front-end prints.
 
 use std::fmt;
@@ -22,7 +22,7 @@ pub enum Stream {
     Merged,
 }
 
-/// One line of output, as kept in the ring buffers and sent to subscribers.
+/// One line of output, as kept in the history and read by its readers.
 /// ANSI colour codes are kept; invalid UTF-8 has been replaced. Serialised
 /// inside its [`Event`], which carries its service and time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -246,9 +246,9 @@ pub enum EventKind {
     /// [`crate::logs::PARTIAL_LINE_AFTER`]: the text after its last `\r`.
     /// The next [`EventKind::Log`] or `PartialLine` of the same service and
     /// stream replaces it (the finished line, or the unfinished one as it
-    /// stands then). Subscribers get it, and history followers that ask;
-    /// the log files and the kept lines get the finished line alone, and a
-    /// line still unfinished when its output ends is finished then.
+    /// stands then). Followers of the history that ask get it; the log
+    /// files and the kept lines get the finished line alone, and a line
+    /// still unfinished when its output ends is finished then.
     PartialLine {
         /// The line so far (its `seq` numbered among the lines).
         #[serde(flatten)]

@@ -2,8 +2,8 @@
 //! ([`History`]), bounded in bytes, read by any number of readers through
 //! a [`Cursor`] each.
 //!
-//! The supervisor publishes every finished line and every event here as
-//! it publishes them to its subscribers, in the same order. What is kept:
+//! The supervisor publishes every finished line and every event here, in
+//! the order it recorded them. What is kept:
 //! the last [`KEPT_LINES`] lines (at most [`KEPT_LINE_BYTES`] of their
 //! text, the supervisor's own lines, shared) and the last [`KEPT_EVENTS`]
 //! other events (at most [`KEPT_EVENT_BYTES`] of their JSON). A reader
@@ -267,6 +267,17 @@ impl History {
         self.lock().tail_cursor()
     }
 
+    /// A follower of every event from now on, lines and unfinished lines
+    /// included, one at a time (see [`Follower`]).
+    pub fn follow(self: &Arc<Self>) -> Follower {
+        Follower {
+            history: self.clone(),
+            cursor: self.tail(),
+            wake: self.wake(),
+            queue: VecDeque::new(),
+        }
+    }
+
     /// The next lines and events from `cursor` on that `want` takes, about
     /// `max_bytes` of them (none when it has read everything so far), with
     /// what was dropped before it got there. Once caught up, a follower
@@ -424,6 +435,49 @@ impl Inner {
     }
 }
 
+/// A reader of every event, one at a time, for code that follows a pod
+/// event by event (a library user, a test). It costs what it has taken
+/// and not yet returned; one that falls behind what is kept gets a
+/// [`EventKind::Lost`] event with the exact count, then goes on.
+#[derive(Debug)]
+pub struct Follower {
+    history: Arc<History>,
+    cursor: Cursor,
+    wake: tokio::sync::watch::Receiver<()>,
+    queue: VecDeque<Kept>,
+}
+
+impl Follower {
+    /// The next event, waiting for one; `None` once the pod's end
+    /// ([`crate::Supervisor::announce_end`]) has been returned.
+    pub async fn recv(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.try_recv() {
+                return Some(event);
+            }
+            if self.history.lock().closed || self.wake.changed().await.is_err() {
+                return self.try_recv();
+            }
+        }
+    }
+
+    /// The next event if one is there.
+    pub fn try_recv(&mut self) -> Option<Event> {
+        if self.queue.is_empty() {
+            self.wake.borrow_and_update();
+            let read = self
+                .history
+                .read(&mut self.cursor, 64 * 1024, true, |_| true);
+            if let Some(lost) = read.lost(true) {
+                self.queue
+                    .push_back(Kept::Event(Arc::new(Event::pod(lost))));
+            }
+            self.queue.extend(read.kept);
+        }
+        self.queue.pop_front().map(|kept| kept.event())
+    }
+}
+
 /// Whether `a` and `b` are lines of one service's stream.
 fn same_source(a: &LogLine, b: &LogLine) -> bool {
     a.service == b.service && a.stream == b.stream
@@ -555,6 +609,43 @@ mod tests {
         history.push_partial(line("svc", "next? "));
         let read = history.read(&mut history.cursor(false, false), 1 << 20, true, |_| true);
         assert_eq!(texts(&read), ["Password: secret"]);
+    }
+
+    /// A follower reads every event from when it began, one at a time;
+    /// one behind what is kept gets the exact count first; it ends with
+    /// the pod.
+    #[tokio::test]
+    async fn a_follower_reads_from_its_start_and_is_told_what_it_missed() {
+        let history = Arc::new(History::default());
+        history.push_lines(&[line("svc", "before")]);
+        let mut follower = history.follow();
+        assert!(
+            follower.try_recv().is_none(),
+            "nothing from before it began"
+        );
+        history.push_event(&notice("one"));
+        let got = follower.recv().await.expect("an event");
+        assert_eq!(got.to_string(), "one");
+        let lines: Vec<_> = (0..KEPT_LINES + 5)
+            .map(|n| line("svc", &n.to_string()))
+            .collect();
+        history.push_lines(&lines);
+        let lost = follower.recv().await.expect("the gap");
+        assert!(
+            matches!(lost.kind, EventKind::Lost { count: 5, .. }),
+            "{lost:?}"
+        );
+        let next = follower.recv().await.expect("a line");
+        assert!(
+            matches!(&next.kind, EventKind::Log { line } if line.text == "5"),
+            "{next:?}"
+        );
+        history.close();
+        let mut rest = 0;
+        while follower.recv().await.is_some() {
+            rest += 1;
+        }
+        assert_eq!(rest, KEPT_LINES - 1);
     }
 
     /// A cursor at the tail reads only what is kept after it was taken.

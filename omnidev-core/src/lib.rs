@@ -4,10 +4,11 @@
 //! A [`Supervisor`] is started from a [`SupervisorConfig`] (plain
 //! [`ServiceSpec`]s) and runs every service in its own process group, in
 //! dependency order, waiting for readiness probes, restarting crashes with
-//! backoff ([`backoff`]), capturing output into bounded rings and rotated
-//! files ([`logs`]), publishing typed [`Event`]s to any number of
-//! subscribers (lossy broadcast) and to a bounded [`history`] read through
-//! cursors (one of which, [`Lossless`], spools to disk), recording pids in `state.json` ([`state`]) and protecting
+//! backoff ([`backoff`]), capturing output into rotated files ([`logs`]),
+//! publishing typed [`Event`]s to a bounded [`history`] that any number of
+//! readers read through cursors (a [`Follower`] one event at a time, a
+//! [`Lossless`] reader spooling to disk what it would miss), recording
+//! pids in `state.json` ([`state`]) and protecting
 //! against orphans with a guard process ([`guard`] docs) when
 //! the supervisor itself is killed. The library never prints or exits.
 //!
@@ -33,7 +34,6 @@
 #![allow(clippy::similar_names)]
 
 pub mod backoff;
-mod bus;
 pub mod containment;
 pub mod error;
 pub mod event;
@@ -57,7 +57,7 @@ pub use event::{
     Changes, EndReason, Ending, Event, EventKind, ExitStatus, LogLine, ProfileApplied,
     ProfileChange, ServiceState, ServiceStatus, Stream,
 };
-pub use history::{Kept, Lossless, Recv};
+pub use history::{Follower, Kept, Lossless, Recv};
 pub use spec::{
     CommandSpec, Condition, Dependency, Env, LogConfig, NamedUrl, PrepareStep, PrepareWhen,
     ProbeSpec, Readiness, RestartPolicy, ServiceSpec, StopSpec,

@@ -1,5 +1,5 @@
-//! Log capture: where every line of a service goes (the store: files, the
-//! history and subscribers), split by concern into the line splitter, the
+//! Log capture: where every line of a service goes (the store: files and
+//! the history), split by concern into the line splitter, the
 //! rotating file writer, the pipe capture and the reload mark.
 
 mod capture;
@@ -22,8 +22,8 @@ pub(crate) use mark::{TakenMark, mark_failed};
 pub(crate) use splitter::LineSplitter;
 pub use splitter::PARTIAL_LINE_AFTER;
 
-use crate::bus::Bus;
 use crate::event::{Changes, Event, LogLine, Stream};
+use crate::history::History;
 use crate::spec::LogConfig;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -70,7 +70,7 @@ fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
     f.flush()
 }
 
-/// Where every line goes: files, the history and subscribers.
+/// Where every line goes: files and the history.
 #[derive(Debug)]
 pub(crate) struct LogStore {
     config: LogConfig,
@@ -81,7 +81,7 @@ pub(crate) struct LogStore {
     /// them in number order.
     order: Mutex<()>,
     seq: AtomicU64,
-    bus: Arc<Bus>,
+    history: Arc<History>,
     /// How often a failed log file is reopened.
     reopen_every: Duration,
 }
@@ -131,7 +131,7 @@ impl LogStore {
     pub(crate) fn new<'a>(
         config: LogConfig,
         names: impl IntoIterator<Item = &'a str>,
-        bus: Arc<Bus>,
+        history: Arc<History>,
     ) -> Self {
         let services = names
             .into_iter()
@@ -141,7 +141,7 @@ impl LogStore {
             order: Mutex::new(()),
             services: std::sync::RwLock::new(services),
             seq: AtomicU64::new(0),
-            bus,
+            history,
             config,
             reopen_every: REOPEN_EVERY,
         }
@@ -343,12 +343,12 @@ impl LogStore {
             service: Some(service.to_owned()),
             kind: crate::event::EventKind::Notice { message },
         };
-        self.bus.send(event);
+        self.history.push_event(&event);
     }
 
     /// The lines and events kept for readers with a cursor.
-    pub(crate) fn history(&self) -> &crate::history::History {
-        &self.bus.history
+    pub(crate) fn history(&self) -> &History {
+        &self.history
     }
 
     /// The texts of `service`'s lines the history keeps.
@@ -427,13 +427,14 @@ impl LogStore {
             })
             .collect();
         // Published in order, so every reader sees lines in number order.
-        self.bus.send_lines(&lines);
+        self.history.push_lines(&lines);
     }
 
-    /// Publishes `text`, the unfinished line of `service`'s `stream` as it
-    /// stands, to the subscribers only ([`crate::EventKind::PartialLine`]):
-    /// the files, the history's kept lines and the log probe get the line once it is
-    /// finished (or its output ends), so nothing is recorded twice.
+    /// Holds `text`, the unfinished line of `service`'s `stream` as it
+    /// stands, in the history for its followers
+    /// ([`crate::EventKind::PartialLine`]): the files, the kept lines and
+    /// the log probe get the line once it is finished (or its output
+    /// ends), so nothing is recorded twice.
     pub(crate) fn push_partial(&self, service: &str, stream: Stream, text: String) {
         let Some(log) = self.service(service) else {
             return;
@@ -447,7 +448,7 @@ impl LogStore {
             seq: self.next_seq(),
             at: SystemTime::now(),
         };
-        self.bus.send_partial(line);
+        self.history.push_partial(Arc::new(line));
     }
 
     /// Lets go of what the log of a service removed from the pod holds:
@@ -480,9 +481,9 @@ mod tests {
         }
     }
 
-    fn notices(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<String> {
+    fn notices(events: &mut crate::history::Follower) -> Vec<String> {
         let mut out = Vec::new();
-        while let Ok(event) = events.try_recv() {
+        while let Some(event) = events.try_recv() {
             if let crate::event::EventKind::Notice { .. } = event.kind {
                 out.push(event.to_string());
             }
@@ -498,7 +499,7 @@ mod tests {
             max_file_bytes: 32,
             ..LogConfig::default()
         };
-        let store = LogStore::new(config, ["svc", "idle"], Arc::new(Bus::new(64)));
+        let store = LogStore::new(config, ["svc", "idle"], Arc::default());
         store.open_files().expect("open");
         let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
         store.push_batch("svc", Stream::Stdout, &mut batch(&["before 1", "before 2"]));
@@ -537,13 +538,13 @@ mod tests {
     #[test]
     fn a_full_disk_is_announced_once_and_logging_resumes_with_the_gap_marked() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let bus = Arc::new(Bus::new(1024));
-        let mut events = bus.subscribe();
+        let history: Arc<History> = Arc::default();
+        let mut events = history.follow();
         let config = LogConfig {
             dir: Some(dir.path().to_path_buf()),
             ..LogConfig::default()
         };
-        let mut store = LogStore::new(config, ["svc"], bus);
+        let mut store = LogStore::new(config, ["svc"], history);
         store.reopen_every = Duration::ZERO;
         store.open_files().expect("open");
         let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();

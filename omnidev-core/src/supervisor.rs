@@ -34,20 +34,16 @@ pub use wait::{Until, Waited};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::backoff::BackoffPolicy;
-use crate::bus::Bus;
 use crate::containment::{Containment, ContainmentChoice, Mechanism};
 use crate::error::{Error, Result};
 use crate::event::{Changes, Event, EventKind, LogLine, ServiceStatus};
 use crate::guard::Guard;
+use crate::history::{Follower, History};
 use crate::logs::LogStore;
 use crate::spec::{LogConfig, ServiceSpec};
-
-/// How many events a subscriber may fall behind before it starts losing
-/// the oldest (it then receives `RecvError::Lagged`).
-pub const EVENT_CAPACITY: usize = 512;
 
 /// Everything a supervisor is started from.
 #[derive(Debug, Clone, Default)]
@@ -213,7 +209,7 @@ pub struct Supervisor {
 #[derive(Debug)]
 struct Inner {
     requests: mpsc::UnboundedSender<Order>,
-    events: Arc<Bus>,
+    events: Arc<History>,
     logs: Arc<LogStore>,
     status: watch::Receiver<Vec<ServiceStatus>>,
     settled: watch::Receiver<Option<Settled>>,
@@ -264,24 +260,15 @@ impl Supervisor {
             .map_err(|_| Error::ShutDown)
     }
 
-    /// A new receiver of every event from now on. Any number may exist; one
-    /// that falls more than [`EVENT_CAPACITY`] events behind loses the
-    /// oldest instead of slowing anything down.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.inner.events.subscribe()
-    }
-
-    /// Like [`Supervisor::subscribe`] without the services' output lines:
-    /// states, readiness, exits, reloads and notices. Cheaper for anyone
-    /// who only watches states, and it does not lag behind a burst of
-    /// output.
-    pub fn subscribe_changes(&self) -> broadcast::Receiver<Event> {
-        self.inner.events.subscribe_changes()
+    /// A follower of every event from now on, read from the history. Any
+    /// number may exist; one that falls behind what the history keeps is
+    /// told how much it missed instead of slowing anything down.
+    pub fn subscribe(&self) -> Follower {
+        self.inner.events.follow()
     }
 
     /// Publishes a message for people (a front-end's own, such as "stopping
-    /// the pod") to the history and every subscriber,
-    /// in order with the services' output.
+    /// the pod") to the history, in order with the services' output.
     pub fn notice(&self, message: impl Into<String>) {
         self.publish_message(EventKind::Notice {
             message: message.into(),
@@ -294,18 +281,18 @@ impl Supervisor {
     pub fn announce_end(&self) {
         let services = self.snapshot().iter().map(ServiceStatus::end).collect();
         self.publish_message(EventKind::Ended { services });
-        self.inner.events.history.close();
+        self.inner.events.close();
     }
 
     /// The lines and events kept for readers with a cursor (see
     /// [`crate::history`]).
-    pub fn history(&self) -> &std::sync::Arc<crate::history::History> {
-        &self.inner.events.history
+    pub fn history(&self) -> &Arc<History> {
+        &self.inner.events
     }
 
     /// Publishes an event of the pod's own (a front-end's, such as
     /// [`EventKind::ProfileChanged`]) like [`Supervisor::notice`]: to the
-    /// history and every subscriber.
+    /// history.
     pub fn publish(&self, kind: EventKind) {
         self.publish_message(kind);
     }
@@ -316,7 +303,7 @@ impl Supervisor {
             service: None,
             kind,
         };
-        self.inner.events.send(event);
+        self.inner.events.push_event(&event);
     }
 
     /// The names of the services, in the order they were given (those

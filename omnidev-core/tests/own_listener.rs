@@ -138,7 +138,7 @@ async fn start(port: u16, mover: Arc<Mover>) -> (Supervisor, Arc<Mutex<Vec<Strin
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     tokio::spawn(async move {
-        while let Ok(event) = events.recv().await {
+        while let Some(event) = events.recv().await {
             if !matches!(event.kind, EventKind::Log { .. }) {
                 log.lock().expect("lock").push(event.to_string());
             }
@@ -321,7 +321,7 @@ async fn a_foreign_listener_on_the_probed_family_is_not_the_service() {
         let mut lines = Vec::new();
         let mut listening = false;
         let outcome = tokio::time::timeout(DEADLINE, async {
-            while let Ok(event) = events.recv().await {
+            while let Some(event) = events.recv().await {
                 let text = event.to_string();
                 lines.push(text.clone());
                 if let EventKind::Log { line } = &event.kind {

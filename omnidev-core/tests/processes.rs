@@ -551,7 +551,7 @@ async fn a_cgroup_that_cannot_be_created_is_reported_once_and_the_fallback_runs(
         .await
         .expect("helpers");
     let mut notices = Vec::new();
-    while let Ok(event) = events.try_recv() {
+    while let Some(event) = events.try_recv() {
         if let omnidev_core::EventKind::Notice { message } = event.kind {
             notices.push(message);
         }

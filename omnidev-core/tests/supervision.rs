@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 use omnidev_core::process::{group_alive, pid_alive, process_start_time};
 use omnidev_core::spec::{Dependency, ProbeSpec, Readiness};
 use omnidev_core::{
-    BackoffPolicy, Condition, Event, EventKind, ExitStatus, LogConfig, RestartPolicy, ServiceSpec,
-    ServiceState, StopSpec, Supervisor, SupervisorConfig,
+    BackoffPolicy, Condition, Event, EventKind, ExitStatus, Follower, LogConfig, RestartPolicy,
+    ServiceSpec, ServiceState, StopSpec, Supervisor, SupervisorConfig,
 };
 use omnidev_test_support::free_port;
-use tokio::sync::broadcast;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -42,17 +41,12 @@ fn sh_step(
 
 /// Collects events until `done` says the list is complete, or fails after
 /// the deadline with what was seen.
-async fn events_until(
-    rx: &mut broadcast::Receiver<Event>,
-    seen: &mut Vec<Event>,
-    done: impl Fn(&[Event]) -> bool,
-) {
+async fn events_until(rx: &mut Follower, seen: &mut Vec<Event>, done: impl Fn(&[Event]) -> bool) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while !done(seen) {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Ok(event)) => seen.push(event),
-            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
-            Ok(Err(e)) => panic!("event channel ended: {e}; seen: {seen:#?}"),
+            Ok(Some(event)) => seen.push(event),
+            Ok(None) => panic!("the pod ended; seen: {seen:#?}"),
             Err(elapsed) => panic!("condition not met ({elapsed}); seen: {seen:#?}"),
         }
     }
@@ -99,7 +93,7 @@ async fn start(services: Vec<ServiceSpec>) -> Supervisor {
 }
 
 /// [`start`], with a subscription taken before any service starts.
-async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, broadcast::Receiver<Event>) {
+async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, Follower) {
     start_with(SupervisorConfig {
         services,
         ..Default::default()
@@ -109,7 +103,7 @@ async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, broadcast:
 
 /// A supervisor of `config` (a valid graph), with a subscription taken
 /// before any service starts.
-async fn start_with(config: SupervisorConfig) -> (Supervisor, broadcast::Receiver<Event>) {
+async fn start_with(config: SupervisorConfig) -> (Supervisor, Follower) {
     let builder = Supervisor::builder(config).expect("a valid graph");
     let rx = builder.subscribe();
     (builder.run().await.expect("start"), rx)
@@ -596,7 +590,7 @@ async fn a_burst_of_reloads_restarts_at_most_twice() {
     .await;
     wait_until("reloads done", || !supervisor.is_reloading()).await;
     // Collect what is already queued.
-    while let Ok(event) = rx.try_recv() {
+    while let Some(event) = rx.try_recv() {
         seen.push(event);
     }
     let a_runs = count(&seen, "a", running);
@@ -1539,10 +1533,7 @@ fn stopped(kind: &EventKind) -> bool {
 
 /// A supervisor of `services` logging to files in `logs`, with a
 /// subscription taken before any service starts.
-async fn start_logging(
-    services: Vec<ServiceSpec>,
-    logs: &Path,
-) -> (Supervisor, broadcast::Receiver<Event>) {
+async fn start_logging(services: Vec<ServiceSpec>, logs: &Path) -> (Supervisor, Follower) {
     start_with(SupervisorConfig {
         services,
         log: LogConfig {

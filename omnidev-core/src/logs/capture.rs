@@ -1,5 +1,5 @@
 //! Reading a child's pipes on threads of their own and recording their
-//! lines, without ever waiting for a subscriber.
+//! lines, without ever waiting for a reader.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -39,9 +39,9 @@ fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 
 /// Reads the pipe `fd` to its end on a thread of its own, recording each
 /// line of `service`; [`Capture::done`] resolves once the last line is
-/// recorded. Never waits for subscribers (the broadcast channel drops for
-/// laggards, a [`Lossless`](crate::history::Lossless) reader spools to disk), so the child's
-/// pipe is drained as fast as the files can be written.
+/// recorded. Never waits for readers (the history drops the oldest; a
+/// [`Lossless`](crate::history::Lossless) reader spools to disk), so the
+/// child's pipe is drained as fast as the files can be written.
 ///
 /// The thread reads with blocking reads rather than through the runtime's
 /// poller: a pipe wakes an `epoll` waiter on every write, so a service
@@ -213,18 +213,13 @@ fn readable_within(fd: std::os::fd::BorrowedFd<'_>, wait: Duration) -> Option<bo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bus::Bus;
     use crate::spec::LogConfig;
 
     /// What a log probe sees of `script`'s stdout, read through a real pipe
     /// by the capture: whether `pattern` matched, and the lines kept for
     /// display.
     fn probe_sees(pattern: &str, script: &str) -> (bool, Vec<String>) {
-        let store = Arc::new(LogStore::new(
-            LogConfig::default(),
-            ["svc"],
-            Arc::new(Bus::new(64)),
-        ));
+        let store = Arc::new(LogStore::new(LogConfig::default(), ["svc"], Arc::default()));
         let watch = Arc::new(crate::probe::LineWatch::new(pattern));
         store.watch_lines("svc", Some(watch.clone()));
         let mut child = std::process::Command::new("python3")

@@ -11,15 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
 use super::spawn::{self, Spawner};
-use super::{EVENT_CAPACITY, Inner, Order, Reloads, Supervisor, SupervisorConfig, engine, graph};
-use crate::bus::Bus;
+use super::{Inner, Order, Reloads, Supervisor, SupervisorConfig, engine, graph};
 use crate::containment::{Containment, ContainmentChoice};
 use crate::error::{Error, Result};
-use crate::event::Event;
 use crate::guard::Guard;
+use crate::history::{Follower, History};
 use crate::logs::LogStore;
 use crate::state::{self, ProcessRecord};
 
@@ -45,7 +44,7 @@ use crate::state::{self, ProcessRecord};
 pub struct Builder {
     config: SupervisorConfig,
     order: Vec<usize>,
-    events: Arc<Bus>,
+    events: Arc<History>,
     /// A test's spawner, in place of real processes and everything around
     /// them.
     spawner: Option<Arc<dyn Spawner>>,
@@ -65,30 +64,24 @@ impl Supervisor {
         Ok(Builder {
             config,
             order,
-            events: Arc::new(Bus::new(EVENT_CAPACITY)),
+            events: Arc::default(),
             spawner: None,
         })
     }
 }
 
 impl Builder {
-    /// A receiver of every event from the first one (see
+    /// A follower of every event from the first one (see
     /// [`Supervisor::subscribe`]).
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.events.subscribe()
-    }
-
-    /// [`Builder::subscribe`] without output lines (see
-    /// [`Supervisor::subscribe_changes`]).
-    pub fn subscribe_changes(&self) -> broadcast::Receiver<Event> {
-        self.events.subscribe_changes()
+    pub fn subscribe(&self) -> Follower {
+        self.events.follow()
     }
 
     /// The history the supervisor will keep (see
     /// [`Supervisor::history`]): a [`crate::history::Lossless`] reader
     /// made here gets every line and event from the first one.
-    pub fn history(&self) -> &Arc<crate::history::History> {
-        &self.events.history
+    pub fn history(&self) -> &Arc<History> {
+        &self.events
     }
 
     /// Runs the services with `spawner` instead of real processes: no

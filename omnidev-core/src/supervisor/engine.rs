@@ -22,10 +22,10 @@ use super::service::{AfterStop, Intent, Phase, PortRecovery, ProbeState, Service
 use super::spawn::Spawner;
 use super::{Moved, Order, PortMover, Reloads, Settled};
 use crate::backoff::BackoffPolicy;
-use crate::bus::Bus;
 use crate::containment::Containment;
 use crate::event::{Changes, Event, EventKind, ExitStatus, ServiceStatus};
 use crate::guard::Guard;
+use crate::history::History;
 use crate::logs::LogStore;
 use crate::spec::{Condition, ServiceSpec};
 use crate::state::ProcessRecord;
@@ -40,7 +40,7 @@ pub(super) struct Parts {
     pub(super) specs: Vec<ServiceSpec>,
     pub(super) order: Vec<usize>,
     pub(super) logs: Arc<LogStore>,
-    pub(super) events: Arc<Bus>,
+    pub(super) events: Arc<History>,
     pub(super) guard: Option<Arc<Guard>>,
     pub(super) state_file: Option<PathBuf>,
     pub(super) backoff: BackoffPolicy,
@@ -178,7 +178,7 @@ pub(super) struct Engine {
     /// [`Engine::apply`]): stopped, kept so no index moves.
     removed: Vec<bool>,
     logs: Arc<LogStore>,
-    events: Arc<Bus>,
+    events: Arc<History>,
     /// The orphan guard (none with a test's spawner).
     guard: Option<Arc<Guard>>,
     spawner: Arc<dyn Spawner>,
@@ -296,7 +296,7 @@ impl Engine {
             return;
         };
         for message in notices {
-            self.events.send(Event {
+            self.events.push_event(&Event {
                 at: SystemTime::now(),
                 service: None,
                 kind: EventKind::Notice { message },
@@ -370,7 +370,7 @@ impl Engine {
             service: index.map(|i| self.name(i).to_owned()),
             kind,
         };
-        self.events.send(event);
+        self.events.push_event(&event);
     }
 
     /// Puts the services that yield ([`crate::spec::ServiceSpec::yields`])

@@ -855,7 +855,7 @@ async fn a_guard_that_cannot_be_replaced_stops_the_pod_and_says_why() {
         assert_eq!(state(&supervisor, name), ServiceState::Stopped, "{name}");
     }
     let mut notices = Vec::new();
-    while let Ok(event) = events.try_recv() {
+    while let Some(event) = events.try_recv() {
         if let crate::event::EventKind::Notice { message } = event.kind {
             notices.push(message);
         }

@@ -76,7 +76,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         tokio::select! {
             () = &mut deadline => break,
             event = events.recv() => {
-                let Ok(event) = event else { break };
+                let Some(event) = event else { break };
                 println!("{event}");
                 if event.service.as_deref() == Some("client")
                     && let EventKind::State { state: ServiceState::Exited { status } } = &event.kind
