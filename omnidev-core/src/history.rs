@@ -270,9 +270,15 @@ impl History {
     /// A follower of every event from now on, lines and unfinished lines
     /// included, one at a time (see [`Follower`]).
     pub fn follow(self: &Arc<Self>) -> Follower {
+        self.follow_from(self.tail())
+    }
+
+    /// A follower from `cursor` on (a [`History::cursor`] with `follow`:
+    /// from the oldest kept).
+    pub fn follow_from(self: &Arc<Self>, cursor: Cursor) -> Follower {
         Follower {
             history: self.clone(),
-            cursor: self.tail(),
+            cursor,
             wake: self.wake(),
             queue: VecDeque::new(),
         }

@@ -262,8 +262,7 @@ impl App {
         }
     }
 
-    /// Takes in one log line (from an event or a buffer), dropping lines
-    /// already seen.
+    /// Takes in one log line.
     pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
         self.show_line(line, false);
     }
@@ -285,11 +284,7 @@ impl App {
         };
         let service = self.service_index(&line.service).map(|i| i + 1);
         for index in service.into_iter().chain([0]) {
-            let pane = &mut self.panes[index];
-            if pane.last_seq.is_none_or(|s| line.seq > s) {
-                pane.last_seq = Some(line.seq);
-                pane.push_from(&source, pane_line.clone(), unfinished);
-            }
+            self.panes[index].push_from(&source, pane_line.clone(), unfinished);
         }
     }
 
@@ -593,14 +588,70 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn logs_go_to_their_pane_and_the_combined_one_once() {
+    fn logs_go_to_their_pane_and_the_combined_one() {
         let mut app = app();
         app.apply(&log("server", "a", 1));
         app.apply(&log("host", "b", 2));
-        app.apply(&log("server", "a", 1)); // offered twice (catch-up + event)
         assert_eq!(app.panes[0].len(), 2);
         assert_eq!(app.panes[1].len(), 1);
         assert_eq!(app.panes[2].len(), 1);
+    }
+
+    /// A real service leaves a prompt unfinished on stdout, then prints a
+    /// line on stderr: a reader that comes later gets the finished line
+    /// first and the older unfinished one after it; both show (a pane that
+    /// took only lines numbered after the last it took hid the prompt).
+    #[tokio::test]
+    async fn a_prompt_older_than_the_next_line_of_another_stream_shows() {
+        use omnidev_core::{ServiceSpec, Supervisor, SupervisorConfig};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let go = dir.path().join("go");
+        let script = format!(
+            "printf 'Password: '; while [ ! -e '{}' ]; do sleep 0.02; done; \
+             echo 'warning: no tty' >&2; exec sleep 300",
+            go.display()
+        );
+        let builder = Supervisor::builder(SupervisorConfig {
+            services: vec![ServiceSpec::new(
+                "server",
+                "sh",
+                ["-c", &script],
+                dir.path(),
+            )],
+            ..SupervisorConfig::default()
+        })
+        .expect("a valid graph");
+        let mut reader = builder.subscribe();
+        let mut watcher = builder.subscribe();
+        let supervisor = builder.run().await.expect("start");
+        let deadline = std::time::Duration::from_secs(20);
+        // The prompt is published unfinished before the warning is printed.
+        tokio::time::timeout(deadline, async {
+            while let Some(event) = watcher.recv().await {
+                if matches!(event.kind, EventKind::PartialLine { .. }) {
+                    break;
+                }
+            }
+        })
+        .await
+        .expect("the prompt in time");
+        std::fs::write(&go, "").expect("go");
+        omnidev_test_support::poll_until_async("the warning", deadline, || {
+            supervisor
+                .logs(Some("server"))
+                .is_ok_and(|lines| lines.iter().any(|line| line.text == "warning: no tty"))
+        })
+        .await;
+        let mut app = app();
+        while let Some(event) = reader.try_recv() {
+            app.apply(&event);
+        }
+        let pane = &app.panes[1];
+        let texts: Vec<String> = (pane.first()..pane.end())
+            .filter_map(|i| pane.get(i).filter(|l| !l.supervisor).map(|l| l.raw.clone()))
+            .collect();
+        assert_eq!(texts, ["warning: no tty", "Password: "]);
+        supervisor.shutdown().await.expect("shutdown");
     }
 
     #[test]

@@ -175,10 +175,6 @@ pub struct Pane {
     pub view_height: usize,
     /// Top line shown at the last render.
     pub view_top: usize,
-    /// Highest sequence number already taken in, so that the catch-up from
-    /// the supervisor's buffer after a lag and the events queued behind it
-    /// never show a line twice.
-    pub last_seq: Option<u64>,
     /// The unfinished lines shown, by source: the absolute index of each
     /// (at most one per source, so bounded by the services' streams).
     unfinished: Vec<(Source, usize)>,
@@ -199,7 +195,6 @@ impl Pane {
             current_match: None,
             view_height: 1,
             view_top: 0,
-            last_seq: None,
             unfinished: Vec::new(),
         }
     }
@@ -270,8 +265,6 @@ impl Pane {
         self.top = self.first;
         self.current_match = None;
         self.follow = true;
-        // A refill brings lines already seen once.
-        self.last_seq = None;
     }
 
     /// Number of lines held.

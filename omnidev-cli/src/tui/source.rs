@@ -5,13 +5,11 @@
 //! ([`ControlSource`](super::attached::ControlSource)). The app, the view and the loop are
 //! the same for both.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 
 use crate::control::protocol::UrlReport;
-use omnidev_core::history::Cursor;
-use omnidev_core::{Event, ServiceStatus, Supervisor};
+use omnidev_core::{Event, EventKind, Follower, ServiceStatus, Supervisor};
 
 use super::app::Action;
 use crate::live_profile::{ApplyError, LiveProfile};
@@ -70,15 +68,13 @@ pub trait Source {
 }
 
 /// The pod of this process: `omnidev up`'s supervisor, whose history it
-/// reads through a cursor of its own. `q` stops it.
+/// follows from the first event it kept. `q` stops it.
 pub struct PodSource {
     supervisor: Supervisor,
-    /// Where it is in the supervisor's history (from the first event).
-    cursor: Cursor,
-    /// Changes when the history has more.
-    wake: tokio::sync::watch::Receiver<()>,
-    /// Read and not yet handed out.
-    ready: VecDeque<Update>,
+    /// Where it is in the supervisor's history.
+    follower: Follower,
+    /// The status to take after a gap, not yet handed out.
+    after_gap: Option<Update>,
     /// The pod's current ports and URLs (a port lost before its service
     /// bound it moves): the header follows them.
     addresses: crate::session::SharedAddresses,
@@ -93,9 +89,6 @@ pub struct PodSource {
 /// goes on meanwhile; only the task applying it waits).
 const PROFILE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Bytes of the history the UI takes at a time.
-const READ_CHUNK: usize = 64 * 1024;
-
 impl PodSource {
     /// The source of `supervisor`, from the first line and event it kept.
     pub fn new(
@@ -105,9 +98,8 @@ impl PodSource {
     ) -> Self {
         let history = supervisor.history();
         Self {
-            cursor: history.cursor(false, true),
-            wake: history.wake(),
-            ready: VecDeque::new(),
+            follower: history.follow_from(history.cursor(false, true)),
+            after_gap: None,
             statuses: supervisor.watch_status(),
             supervisor,
             addresses,
@@ -115,50 +107,36 @@ impl PodSource {
         }
     }
 
-    /// Reads what the history has for the UI; whether it had anything. A
-    /// gap (the UI fell behind what is kept) is a line where it is, and
-    /// the header is taken anew from core's status.
-    fn read(&mut self) -> bool {
-        let read = self
-            .supervisor
-            .history()
-            .read(&mut self.cursor, READ_CHUNK, true, |_| true);
-        if let Some(lost) = read.lost(true) {
-            self.ready.push_back(Update::Event(Event {
-                at: std::time::SystemTime::now(),
-                service: None,
-                kind: lost,
-            }));
+    /// The update of `event`, the next one read. A gap (the UI fell
+    /// behind what is kept) is a line where it is, and the header is then
+    /// taken anew from core's status.
+    fn update(&mut self, event: Event) -> Update {
+        if matches!(event.kind, EventKind::Lost { .. }) {
             let statuses = self.supervisor.snapshot();
             let urls = self.urls().unwrap_or_default();
-            self.ready.push_back(Update::Status { statuses, urls });
+            self.after_gap = Some(Update::Status { statuses, urls });
         }
-        self.ready
-            .extend(read.kept.iter().map(|kept| Update::Event(kept.event())));
-        if read.done {
-            self.ready.push_back(Update::Closed);
-        }
-        !self.ready.is_empty()
+        Update::Event(event)
     }
 }
 
 impl Source for PodSource {
     async fn next(&mut self) -> Update {
-        loop {
-            if let Some(update) = self.ready.pop_front() {
-                return update;
-            }
-            if !self.read() && self.wake.changed().await.is_err() {
-                return Update::Closed;
-            }
+        if let Some(update) = self.after_gap.take() {
+            return update;
+        }
+        match self.follower.recv().await {
+            Some(event) => self.update(event),
+            None => Update::Closed,
         }
     }
 
     fn try_next(&mut self) -> Option<Update> {
-        if self.ready.is_empty() {
-            self.read();
+        if let Some(update) = self.after_gap.take() {
+            return Some(update);
         }
-        self.ready.pop_front()
+        let event = self.follower.try_recv()?;
+        Some(self.update(event))
     }
 
     fn act(&mut self, action: Action) {
