@@ -363,33 +363,26 @@ impl Inner {
         partials: bool,
         mut want: impl FnMut(&Kept) -> bool,
     ) -> Read {
-        let inner = self;
         let mut read = Read::default();
-        if cursor.lines_passed < inner.lines_dropped {
-            read.missed_lines = inner.lines_dropped - cursor.lines_passed;
-            cursor.lines_passed = inner.lines_dropped;
+        if cursor.lines_passed < self.lines_dropped {
+            read.missed_lines = self.lines_dropped - cursor.lines_passed;
+            cursor.lines_passed = self.lines_dropped;
         }
-        if cursor.events_passed < inner.events_dropped {
-            read.missed_events = inner.events_dropped - cursor.events_passed;
-            cursor.events_passed = inner.events_dropped;
+        if cursor.events_passed < self.events_dropped {
+            read.missed_events = self.events_dropped - cursor.events_passed;
+            cursor.events_passed = self.events_dropped;
         }
-        let end = cursor.until.unwrap_or(inner.next);
+        let end = cursor.until.unwrap_or(self.next);
         let from = |passed: u64, dropped: u64, len: usize| {
             usize::try_from(passed - dropped).map_or(len, |i| i.min(len))
         };
-        let mut lines = inner
+        let mut lines = self
             .lines
-            .range(from(cursor.lines_passed, inner.lines_dropped, inner.lines.len())..)
+            .range(from(cursor.lines_passed, self.lines_dropped, self.lines.len())..)
             .peekable();
-        let mut events = inner
+        let mut events = self
             .events
-            .range(
-                from(
-                    cursor.events_passed,
-                    inner.events_dropped,
-                    inner.events.len(),
-                )..,
-            )
+            .range(from(cursor.events_passed, self.events_dropped, self.events.len())..)
             .peekable();
         let mut bytes = 0;
         while bytes < max_bytes {
@@ -428,7 +421,7 @@ impl Inner {
         let caught_up = bytes < max_bytes;
         if caught_up && partials && cursor.until.is_none() {
             let seen = cursor.partial;
-            for (version, line) in inner.partials.iter().filter(|(v, _)| *v > seen) {
+            for (version, line) in self.partials.iter().filter(|(v, _)| *v > seen) {
                 cursor.partial = cursor.partial.max(*version);
                 let kept = Kept::Partial(line.clone());
                 if want(&kept) {
@@ -436,13 +429,13 @@ impl Inner {
                 }
             }
         }
-        read.done = caught_up && (cursor.until.is_some() || inner.closed);
+        read.done = caught_up && (cursor.until.is_some() || self.closed);
         read
     }
 }
 
 /// A reader of every event, one at a time, for code that follows a pod
-/// event by event (a library user, a test). It costs what it has taken
+/// event by event (the TUI, a library user, a test). It costs what it has taken
 /// and not yet returned; one that falls behind what is kept gets a
 /// [`EventKind::Lost`] event with the exact count, then goes on.
 #[derive(Debug)]
