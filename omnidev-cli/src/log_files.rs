@@ -164,23 +164,15 @@ impl Open {
     /// The log file `path`, opened as [`open_log`] does; `None` when it
     /// does not exist, an error naming it when it cannot be read.
     fn at(path: &Path) -> Result<Option<Self>, Error> {
-        let file = match open_log(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(Error::LogUnreadable {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
+        let unreadable = |source| Error::LogUnreadable {
+            path: path.to_path_buf(),
+            source,
         };
-        let inode = file
-            .metadata()
-            .map_err(|source| Error::LogUnreadable {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .ino();
+        let file = match open_log(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            opened => opened.map_err(unreadable)?,
+        };
+        let inode = file.metadata().map_err(unreadable)?.ino();
         Ok(Some(Self {
             file,
             inode,
@@ -281,11 +273,7 @@ pub fn last_lines(
 ) -> miette::Result<Vec<String>> {
     let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
     selected(&dir, &[service.to_owned()])?;
-    let mark = if since_reload {
-        Some(read_mark(&dir)?)
-    } else {
-        None
-    };
+    let mark = since_reload.then(|| read_mark(&dir)).transpose()?;
     let mut source = Source::new(service, &dir, String::new());
     let tail = Tail {
         lines: tail,
@@ -385,16 +373,12 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
     for name in named {
         omnidev_pod::names::check_service(name).map_err(|message| Error::BadName { message })?;
         // A service that ran as replicas: each replica's log.
-        let copies = omnidev_pod::names::replicas_among(name, &available);
-        if !available.contains(name) && !copies.is_empty() {
-            for copy in copies {
-                if !chosen.contains(copy) {
-                    chosen.push(copy.clone());
-                }
-            }
-            continue;
-        }
-        if !available.contains(name) {
+        let found = if available.contains(name) {
+            vec![name]
+        } else {
+            omnidev_pod::names::replicas_among(name, &available)
+        };
+        if found.is_empty() {
             return Err(Error::NoLog {
                 service: name.clone(),
                 dir: dir.to_path_buf(),
@@ -406,8 +390,10 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
             }
             .into());
         }
-        if !chosen.contains(name) {
-            chosen.push(name.clone());
+        for name in found {
+            if !chosen.contains(name) {
+                chosen.push(name.clone());
+            }
         }
     }
     Ok(chosen)

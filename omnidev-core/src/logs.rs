@@ -296,6 +296,7 @@ impl LogStore {
     /// first failure with its cause, and the resumption with the gap).
     fn write_file(&self, log: &ServiceLog, texts: &[String]) -> Option<String> {
         let mut file = lock(&log.file);
+        let mut resumed = None;
         if let FileState::Failed {
             path,
             cause,
@@ -303,35 +304,27 @@ impl LogStore {
             retry_at,
         } = &mut *file
         {
-            if Instant::now() < *retry_at {
-                *missing += texts.len() as u64;
-                return None;
-            }
             let gap = format!("{missing} lines are missing here ({cause})");
-            let reopened = self.open_log(path).and_then(|mut f| {
-                // Flushed here: a file that opens but still cannot take a
-                // line (the disk is still full) is no resumption.
-                f.write_line(format!("[omnidev] {gap}").as_bytes())?;
-                f.flush()?;
-                Ok(f)
-            });
-            let Ok(f) = reopened else {
-                *missing += texts.len() as u64;
+            // Flushed here: a file that opens but still cannot take a line
+            // (the disk is still full) is no resumption.
+            let reopened = (Instant::now() >= *retry_at).then(|| {
                 *retry_at = Instant::now() + self.reopen_every;
+                let mut f = self.open_log(path)?;
+                f.write_line(format!("[omnidev] {gap}").as_bytes())?;
+                f.flush().map(|()| f)
+            });
+            let Some(Ok(f)) = reopened else {
+                *missing += texts.len() as u64;
                 return None;
             };
-            let message = format!(
+            resumed = Some(format!(
                 "logging to {} resumed; {missing} lines are missing from it ({cause})",
                 path.display()
-            );
+            ));
             *file = FileState::Open(f);
-            return Some(match write_all(&mut file, texts) {
-                Ok(()) => message,
-                Err(e) => file.fail(&e, texts.len(), self.reopen_every),
-            });
         }
         match write_all(&mut file, texts) {
-            Ok(()) => None,
+            Ok(()) => resumed,
             Err(e) => Some(file.fail(&e, texts.len(), self.reopen_every)),
         }
     }
