@@ -14,6 +14,12 @@
 //! is held, as it stands, until its line is finished, for the readers that
 //! follow and ask for them. A [`Lossless`] reader never falls behind: what
 //! it has not read is spooled to disk before it would be dropped.
+//!
+//! A view of one service's output (a TUI pane) reads the same history
+//! ([`History::view`]): what is kept of that service, and before it the
+//! service's reserve, the last [`RESERVE_ENTRIES`] lines and events of
+//! it that the pod's others pushed out (at most [`RESERVE_BYTES`] a
+//! service), so a quiet service keeps its last lines beside a noisy one.
 
 mod lossless;
 
@@ -32,6 +38,13 @@ pub const KEPT_LINE_BYTES: usize = 4 * 1024 * 1024;
 pub const KEPT_EVENTS: usize = 4096;
 /// Bytes of the JSON of the events kept.
 pub const KEPT_EVENT_BYTES: usize = 2 * 1024 * 1024;
+
+/// Lines and events of one service kept, once dropped from the pod's
+/// window, for views of that service.
+pub const RESERVE_ENTRIES: usize = 1_000;
+/// Bytes of one service's reserve (a line's text or an event's JSON, and
+/// the overhead).
+pub const RESERVE_BYTES: usize = 512 * 1024;
 
 /// Bytes a line counts for besides its text.
 const LINE_OVERHEAD: usize = 128;
@@ -116,6 +129,10 @@ impl Read {
     }
 }
 
+/// A service's reserve: entries with their numbers and costs, oldest
+/// first, and their bytes.
+type Reserve = (VecDeque<(u64, Kept, usize)>, usize);
+
 #[derive(Debug, Default)]
 struct Inner {
     lines: VecDeque<(u64, Arc<LogLine>)>,
@@ -131,6 +148,9 @@ struct Inner {
     last_reload: Option<u64>,
     /// Each service's and stream's unfinished line, with its version.
     partials: Vec<(u64, Arc<LogLine>)>,
+    /// Per service, the newest of its lines and events dropped from the
+    /// window, each with its number and cost, and their bytes.
+    reserves: std::collections::HashMap<String, Reserve>,
     partial_version: u64,
     closed: bool,
     /// The lossless readers' places.
@@ -166,7 +186,7 @@ impl History {
     }
 
     /// Keeps `event` (dropping the oldest beyond the bounds).
-    pub(crate) fn push_event(&self, event: &Event) {
+    pub fn push_event(&self, event: &Event) {
         let cost = serde_json::to_vec(event).map_or(0, |json| json.len());
         let mut inner = self.lock();
         let seq = inner.next;
@@ -182,18 +202,19 @@ impl History {
             || (inner.event_bytes > KEPT_EVENT_BYTES && inner.events.len() > 1)
         {
             inner.spill_unread(false);
-            let Some((_, _, cost)) = inner.events.pop_front() else {
+            let Some((seq, event, cost)) = inner.events.pop_front() else {
                 break;
             };
             inner.event_bytes -= cost;
             inner.events_dropped += 1;
+            inner.reserve(seq, Kept::Event(event), cost);
         }
         self.kept(inner);
     }
 
     /// Keeps finished lines, in order (dropping the oldest beyond the
     /// bounds); each finishes its stream's unfinished line.
-    pub(crate) fn push_lines(&self, lines: &[Arc<LogLine>]) {
+    pub fn push_lines(&self, lines: &[Arc<LogLine>]) {
         let mut inner = self.lock();
         for line in lines {
             inner.partials.retain(|(_, p)| !same_source(p, line));
@@ -208,11 +229,13 @@ impl History {
         }
         while inner.lines.len() > KEPT_LINES || inner.line_bytes > KEPT_LINE_BYTES {
             inner.spill_unread(true);
-            let Some((_, old)) = inner.lines.pop_front() else {
+            let Some((seq, old)) = inner.lines.pop_front() else {
                 break;
             };
-            inner.line_bytes -= old.text.len() + LINE_OVERHEAD;
+            let cost = old.text.len() + LINE_OVERHEAD;
+            inner.line_bytes -= cost;
             inner.lines_dropped += 1;
+            inner.reserve(seq, Kept::Line(old), cost);
         }
         self.kept(inner);
     }
@@ -229,7 +252,7 @@ impl History {
 
     /// Holds `line`, unfinished, in place of its stream's previous one,
     /// until its line is finished.
-    pub(crate) fn push_partial(&self, line: Arc<LogLine>) {
+    pub fn push_partial(&self, line: Arc<LogLine>) {
         let mut inner = self.lock();
         inner.partial_version += 1;
         let version = inner.partial_version;
@@ -317,7 +340,87 @@ impl History {
     }
 }
 
+impl History {
+    /// Visits, oldest first, what a view of `service`'s output shows
+    /// (`None`: the whole pod's): its reserve, then what is kept of it,
+    /// lines and events, each with its number, which orders them and never
+    /// changes; last its unfinished lines as they stand, the one changed
+    /// last at the end, numbered from [`History::next_number`] on (a finished line is
+    /// where its newline came, as in the log file). `visit` returns `false`
+    /// to stop. The history is locked meanwhile: a view looks at what a
+    /// screen shows, and copies nothing else.
+    pub fn view(&self, service: Option<&str>, mut visit: impl FnMut(u64, &Kept) -> bool) {
+        let inner = self.lock();
+        let ours = |kept: &Kept| service.is_none_or(|name| kept.service() == Some(name));
+        let reserve = service
+            .and_then(|name| inner.reserves.get(name))
+            .into_iter()
+            .flat_map(|(kept, _)| kept.iter().map(|(seq, kept, _)| (*seq, kept.clone())));
+        let lines = inner
+            .lines
+            .iter()
+            .map(|(seq, line)| (*seq, Kept::Line(line.clone())));
+        let events = inner
+            .events
+            .iter()
+            .map(|(seq, event, _)| (*seq, Kept::Event(event.clone())));
+        let partials = (inner.next..)
+            .zip(&inner.partials)
+            .map(|(seq, (_, line))| (seq, Kept::Partial(line.clone())));
+        let mut all: Vec<Box<dyn Iterator<Item = (u64, Kept)> + '_>> = vec![
+            Box::new(reserve),
+            Box::new(lines.filter(|(_, kept)| ours(kept))),
+            Box::new(events.filter(|(_, kept)| ours(kept))),
+            Box::new(partials.filter(|(_, kept)| ours(kept))),
+        ];
+        let mut heads: Vec<Option<(u64, Kept)>> = all.iter_mut().map(Iterator::next).collect();
+        loop {
+            let next = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, head)| head.as_ref().map(|(seq, _)| (*seq, i)))
+                .min();
+            let Some((_, i)) = next else {
+                return;
+            };
+            let Some((seq, kept)) = std::mem::replace(&mut heads[i], all[i].next()) else {
+                return;
+            };
+            if !visit(seq, &kept) {
+                return;
+            }
+        }
+    }
+
+    /// The number the next line or event kept will have.
+    pub fn next_number(&self) -> u64 {
+        self.lock().next
+    }
+}
+
 impl Inner {
+    /// Keeps `kept`, just dropped from the window as number `seq`, in its
+    /// service's reserve (the pod's own events have none).
+    fn reserve(&mut self, seq: u64, kept: Kept, cost: usize) {
+        let Some(service) = kept.service() else {
+            return;
+        };
+        let (entries, bytes) = match self.reserves.get_mut(service) {
+            Some(reserve) => reserve,
+            None => self.reserves.entry(service.to_owned()).or_default(),
+        };
+        *bytes += cost;
+        // Lines and events leave the window each at their own time.
+        let at = entries.partition_point(|(s, ..)| *s < seq);
+        entries.insert(at, (seq, kept, cost));
+        while entries.len() > RESERVE_ENTRIES || (*bytes > RESERVE_BYTES && entries.len() > 1) {
+            let Some((.., cost)) = entries.pop_front() else {
+                break;
+            };
+            *bytes -= cost;
+        }
+    }
+
     fn tail_cursor(&self) -> Cursor {
         Cursor {
             lines_passed: self.lines_dropped + self.lines.len() as u64,
@@ -684,5 +787,99 @@ mod tests {
         let read = history.read(&mut history.cursor(true, false), 1 << 20, false, |_| true);
         assert_eq!(texts(&read), ["reloading server", "new"]);
         assert_eq!(history.last_reload().as_deref(), Some(&reload));
+    }
+
+    /// What a view of `service` shows, as text.
+    fn view(history: &History, service: Option<&str>) -> Vec<String> {
+        let mut shown = Vec::new();
+        history.view(service, |_, kept| {
+            shown.push(
+                texts(&Read {
+                    kept: vec![kept.clone()],
+                    ..Read::default()
+                })[0]
+                    .clone(),
+            );
+            true
+        });
+        shown
+    }
+
+    /// A noisy service pushes a quiet one's lines out of the pod's window;
+    /// a view of the quiet one still shows its last lines and its events,
+    /// in order, from its reserve, which is bounded in entries and bytes.
+    #[test]
+    fn a_view_of_a_quiet_service_keeps_its_last_lines_beside_a_noisy_one() {
+        let history = History::default();
+        let started = Event {
+            at: SystemTime::UNIX_EPOCH,
+            service: Some("vite".into()),
+            kind: EventKind::Notice {
+                message: "vite began".into(),
+            },
+        };
+        history.push_event(&started);
+        history.push_lines(&[line("vite", "ready on :5173"), line("vite", "hmr on")]);
+        for n in 0..KEPT_LINES + RESERVE_ENTRIES + 10 {
+            history.push_lines(&[line("server", &format!("GET /{n}"))]);
+        }
+        for _ in 0..=KEPT_EVENTS {
+            history.push_event(&notice("tick"));
+        }
+        let read = history.read(&mut history.cursor(false, false), usize::MAX, false, |k| {
+            k.service() == Some("vite")
+        });
+        assert!(read.kept.is_empty(), "pushed out of the window");
+        assert_eq!(
+            view(&history, Some("vite")),
+            ["vite: vite began", "ready on :5173", "hmr on"]
+        );
+        let server = view(&history, Some("server"));
+        assert_eq!(server.len(), RESERVE_ENTRIES + KEPT_LINES);
+        assert_eq!(server[0], "GET /10");
+        let last = KEPT_LINES + RESERVE_ENTRIES + 9;
+        assert_eq!(server.last(), Some(&format!("GET /{last}")));
+        // The whole pod's view is the window alone.
+        let first = format!("GET /{}", RESERVE_ENTRIES + 10);
+        assert_eq!(view(&history, None).first(), Some(&first));
+
+        let big = "x".repeat(100 * 1024);
+        let history = History::default();
+        for _ in 0..20 {
+            history.push_lines(&[line("quiet", &big)]);
+        }
+        for _ in 0..KEPT_LINES {
+            history.push_lines(&[line("noisy", "n")]);
+        }
+        let kept = view(&history, Some("quiet"));
+        assert!(
+            !kept.is_empty() && kept.len() * big.len() <= RESERVE_BYTES,
+            "{}",
+            kept.len()
+        );
+    }
+
+    /// An unfinished line shows last, as it stands; its finished line is
+    /// where its newline came.
+    #[test]
+    fn a_view_shows_an_unfinished_line_last() {
+        let history = History::default();
+        history.push_partial(line("app", "Password: "));
+        history.push_lines(&[Arc::new(LogLine::new("app", Stream::Stderr, "warning", 0))]);
+        history.push_partial(line("app", "Password: **"));
+        assert_eq!(
+            view(&history, Some("app")),
+            ["warning", "partial Password: **"]
+        );
+        history.push_lines(&[line("app", "Password: ***")]);
+        assert_eq!(view(&history, Some("app")), ["warning", "Password: ***"]);
+        assert_eq!(view(&history, Some("other")), Vec::<String>::new());
+        let mut numbers = Vec::new();
+        history.view(None, |n, _| {
+            numbers.push(n);
+            false
+        });
+        assert_eq!(numbers.len(), 1, "a visit that says stop stops");
+        assert!(history.next_number() > numbers[0]);
     }
 }
