@@ -269,17 +269,12 @@ pub async fn run_pod(
         },
         services,
         watched,
-        pane::PANE_LINES,
-    );
+    )
+    .showing(supervisor.history().clone());
     app.timestamps = prepared.timestamps;
     app.apply_snapshot(&supervisor.snapshot());
     for notice in &prepared.notices {
-        app.panes[0].push(pane::PaneLine::new(
-            "omnidev",
-            notice,
-            true,
-            std::time::SystemTime::now(),
-        ));
+        supervisor.notice(notice.clone());
     }
     let source = PodSource::new(supervisor.clone(), addresses.clone(), Some(live.clone()));
     run(app, source, async {
@@ -321,7 +316,6 @@ mod tests {
             },
             vec!["server".into()],
             Vec::new(),
-            100,
         );
         // Ready (its line printed) only once the test lets it.
         let mut server = omnidev_core::ServiceSpec::new(

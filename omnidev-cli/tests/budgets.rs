@@ -203,7 +203,7 @@ fn tui(ctx: &TestContext) -> (Pod, support::Terminal) {
 /// The finding: a service printing a 5 MB line every 0.5 s drove the TUI
 /// to 1.1–1.26 GiB in 30 s (each 64 KiB piece kept twice per pane, in
 /// its service's pane and the combined one, 5,000 pieces each). The panes
-/// now keep 4 MiB (a service's) and 8 MiB (combined) of lines held once.
+/// now hold no lines: they show the supervisor's history, bounded in bytes.
 #[test]
 fn the_tui_fed_5_mb_lines_stays_within_its_budget() {
     let ctx = TestContext::new();

@@ -351,27 +351,27 @@ impl History {
     /// screen shows, and copies nothing else.
     pub fn view(&self, service: Option<&str>, mut visit: impl FnMut(u64, &Kept) -> bool) {
         let inner = self.lock();
-        let ours = |kept: &Kept| service.is_none_or(|name| kept.service() == Some(name));
+        // Looked at before anything is cloned: a view runs at each redraw.
+        let ours = |of: Option<&str>| service.is_none_or(|name| of == Some(name));
         let reserve = service
             .and_then(|name| inner.reserves.get(name))
             .into_iter()
             .flat_map(|(kept, _)| kept.iter().map(|(seq, kept, _)| (*seq, kept.clone())));
-        let lines = inner
-            .lines
-            .iter()
+        let lines = (inner.lines.iter())
+            .filter(|(_, line)| ours(Some(&line.service)))
             .map(|(seq, line)| (*seq, Kept::Line(line.clone())));
-        let events = inner
-            .events
-            .iter()
+        let events = (inner.events.iter())
+            .filter(|(_, event, _)| ours(event.service.as_deref()))
             .map(|(seq, event, _)| (*seq, Kept::Event(event.clone())));
         let partials = (inner.next..)
             .zip(&inner.partials)
+            .filter(|(_, (_, line))| ours(Some(&line.service)))
             .map(|(seq, (_, line))| (seq, Kept::Partial(line.clone())));
         let mut all: Vec<Box<dyn Iterator<Item = (u64, Kept)> + '_>> = vec![
             Box::new(reserve),
-            Box::new(lines.filter(|(_, kept)| ours(kept))),
-            Box::new(events.filter(|(_, kept)| ours(kept))),
-            Box::new(partials.filter(|(_, kept)| ours(kept))),
+            Box::new(lines),
+            Box::new(events),
+            Box::new(partials),
         ];
         let mut heads: Vec<Option<(u64, Kept)>> = all.iter_mut().map(Iterator::next).collect();
         loop {

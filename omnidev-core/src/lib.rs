@@ -57,7 +57,7 @@ pub use event::{
     Changes, EndReason, Ending, Event, EventKind, ExitStatus, LogLine, ProfileApplied,
     ProfileChange, ServiceState, ServiceStatus, Stream,
 };
-pub use history::{Follower, Kept, Lossless, Recv};
+pub use history::{Follower, History, Kept, Lossless, Recv};
 pub use spec::{
     CommandSpec, Condition, Dependency, Env, LogConfig, NamedUrl, PrepareStep, PrepareWhen,
     ProbeSpec, Readiness, RestartPolicy, ServiceSpec, StopSpec,

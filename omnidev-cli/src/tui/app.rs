@@ -1,14 +1,14 @@
-//! The TUI's state: panes fed by supervisor events, focus, search, wrap,
-//! and the key table. Pure: side effects are returned as [`Action`]s.
+//! The TUI's state: panes over the pod's history, the services' states
+//! taken from its events, focus, search, wrap, and the key table. Pure:
+//! side effects are returned as [`Action`]s.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use omnidev_core::{Event, EventKind, ServiceState, ServiceStatus, Stream};
+use omnidev_core::{Event, EventKind, History, ServiceState, ServiceStatus};
 
-use super::pane::{
-    COMBINED_PANE_BYTES, Direction, Pane, PaneLine, Pattern, SERVICE_PANE_BYTES, Source,
-};
+use super::pane::{Direction, Pane, Pattern};
 
 /// What the header shows about the pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,8 +100,27 @@ pub struct App {
     /// What applying the changed profile file (`P`) would change, while
     /// a change is waiting to be applied.
     pub profile_pending: Option<String>,
-    /// Lines each pane keeps (a pane added later keeps as many).
-    pane_lines: usize,
+    /// The history the panes show.
+    pub output: Output,
+}
+
+/// The history a UI's panes show.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// One the UI keeps of the events it takes in (`omnidev attach`).
+    Own(Arc<History>),
+    /// The supervisor's (`omnidev up`): the events the UI takes in only
+    /// tell it the states.
+    Supervisor(Arc<History>),
+}
+
+impl Output {
+    /// The history.
+    pub fn history(&self) -> &Arc<History> {
+        match self {
+            Output::Own(history) | Output::Supervisor(history) => history,
+        }
+    }
 }
 
 /// How often the UI looks in `/proc` while a service's main process is not
@@ -142,17 +161,12 @@ impl App {
         changed
     }
 
-    /// A fresh state for these services, each pane keeping `capacity` lines
-    /// ([`SERVICE_PANE_BYTES`] of them, [`COMBINED_PANE_BYTES`] for the
-    /// combined pane).
-    pub fn new(
-        info: PodInfo,
-        services: Vec<String>,
-        watched: Vec<String>,
-        capacity: usize,
-    ) -> Self {
-        let panes = std::iter::once(Pane::new(capacity, COMBINED_PANE_BYTES))
-            .chain((0..services.len()).map(|_| Pane::new(capacity, SERVICE_PANE_BYTES)))
+    /// A fresh state for these services, keeping a history of its own of
+    /// the lines and events it takes in ([`App::showing`] shows the
+    /// supervisor's instead).
+    pub fn new(info: PodInfo, services: Vec<String>, watched: Vec<String>) -> Self {
+        let panes = std::iter::once(Pane::new(None))
+            .chain(services.iter().map(|name| Pane::new(Some(name))))
             .collect();
         Self {
             info,
@@ -176,8 +190,16 @@ impl App {
             watched,
             attached: false,
             profile_pending: None,
-            pane_lines: capacity,
+            output: Output::Own(Arc::default()),
         }
+    }
+
+    /// Shows `history`, which the supervisor keeps (`omnidev up`): the
+    /// events taken in only tell the states.
+    #[must_use]
+    pub fn showing(mut self, history: Arc<History>) -> Self {
+        self.output = Output::Supervisor(history);
+        self
     }
 
     /// Gives a service added by an applied profile its view and pane
@@ -189,8 +211,7 @@ impl App {
             restarts: 0,
             main_pid: None,
         });
-        self.panes
-            .push(Pane::new(self.pane_lines, SERVICE_PANE_BYTES));
+        self.panes.push(Pane::new(Some(name)));
         self.services.len() - 1
     }
 
@@ -262,41 +283,11 @@ impl App {
         }
     }
 
-    /// Takes in one log line.
-    pub fn push_log(&mut self, line: &omnidev_core::LogLine) {
-        self.show_line(line, false);
-    }
-
-    /// Takes in a line (`unfinished`: one still waiting for its newline,
-    /// as it stands) into its service's pane and the combined one, in
-    /// place of its source's unfinished line if one is shown.
-    fn show_line(&mut self, line: &omnidev_core::LogLine, unfinished: bool) {
-        let supervisor = line.stream == Stream::Supervisor;
-        let pane_line = std::sync::Arc::new(PaneLine::new(
-            &line.service,
-            &line.text,
-            supervisor,
-            line.at,
-        ));
-        let source = Source {
-            service: line.service.clone(),
-            stream: line.stream,
-        };
-        let service = self.service_index(&line.service).map(|i| i + 1);
-        for index in service.into_iter().chain([0]) {
-            self.panes[index].push_from(&source, pane_line.clone(), unfinished);
-        }
-    }
-
     /// Takes in one supervisor event.
     pub fn apply(&mut self, event: &Event) {
         match &event.kind {
-            EventKind::Log { line } => {
-                self.push_log(line);
-                return;
-            }
-            EventKind::PartialLine { line } => {
-                self.show_line(line, true);
+            EventKind::Log { .. } | EventKind::PartialLine { .. } => {
+                self.keep(event);
                 return;
             }
             EventKind::State { state } => {
@@ -336,7 +327,7 @@ impl App {
             }
             _ => {}
         }
-        self.show_event(event);
+        self.keep(event);
     }
 
     /// Takes in an event whose states come another way (`omnidev
@@ -348,26 +339,40 @@ impl App {
             | EventKind::PartialLine { .. }
             | EventKind::ProfileChanged(_)
             | EventKind::ProfileApplied(_) => self.apply(event),
-            _ => self.show_event(event),
+            _ => self.keep(event),
         }
     }
 
-    /// The supervisor line of an event that has one.
-    fn show_event(&mut self, event: &Event) {
-        if event.is_shown() {
-            let line =
-                std::sync::Arc::new(PaneLine::new("omnidev", &event.to_string(), true, event.at));
-            if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
-                self.panes[i + 1].push(line.clone());
-            }
-            self.panes[0].push(line);
+    /// The text of every line pane `pane` shows.
+    #[cfg(test)]
+    pub fn shown(&self, pane: usize) -> Vec<String> {
+        self.panes[pane]
+            .all(self.output.history())
+            .into_iter()
+            .map(|line| line.raw)
+            .collect()
+    }
+
+    /// Keeps `event` in the UI's own history, when it keeps one.
+    fn keep(&self, event: &Event) {
+        let Output::Own(history) = &self.output else {
+            return;
+        };
+        match &event.kind {
+            EventKind::Log { line } => history.push_lines(&[Arc::new(line.clone())]),
+            EventKind::PartialLine { line } => history.push_partial(Arc::new(line.clone())),
+            _ => history.push_event(event),
         }
     }
 
-    /// Empties every pane for a refill (the lines follow), saying `why`.
+    /// Starts the UI's own history over for a refill (what the pod kept
+    /// follows), saying `why`.
     pub fn refill(&mut self, why: String) {
-        for pane in &mut self.panes {
-            pane.clear();
+        if let Output::Own(history) = &mut self.output {
+            *history = Arc::default();
+            for pane in &mut self.panes {
+                pane.clear(history);
+            }
         }
         self.message = Some(why);
     }
@@ -420,12 +425,12 @@ impl App {
             KeyCode::BackTab => {
                 self.focus = (self.focus + self.panes.len() - 1) % self.panes.len();
             }
-            KeyCode::Up | KeyCode::Char('k') => self.panes[self.focus].scroll_up(1),
-            KeyCode::Down | KeyCode::Char('j') => self.panes[self.focus].scroll_down(1),
-            KeyCode::PageUp => self.panes[self.focus].scroll_up(page),
-            KeyCode::PageDown | KeyCode::Char(' ') => self.panes[self.focus].scroll_down(page),
-            KeyCode::Char('u') => self.panes[self.focus].scroll_up(page.div_ceil(2)),
-            KeyCode::Char('d') => self.panes[self.focus].scroll_down(page.div_ceil(2)),
+            KeyCode::Up | KeyCode::Char('k') => self.scroll(false, 1),
+            KeyCode::Down | KeyCode::Char('j') => self.scroll(true, 1),
+            KeyCode::PageUp => self.scroll(false, page),
+            KeyCode::PageDown | KeyCode::Char(' ') => self.scroll(true, page),
+            KeyCode::Char('u') => self.scroll(false, page.div_ceil(2)),
+            KeyCode::Char('d') => self.scroll(true, page.div_ceil(2)),
             KeyCode::Char('g') | KeyCode::Home => self.panes[self.focus].scroll_to_top(),
             KeyCode::Char('G') | KeyCode::End => self.panes[self.focus].scroll_to_bottom(),
             KeyCode::Char('f' | 'F') => self.panes[self.focus].toggle_follow(),
@@ -449,7 +454,7 @@ impl App {
                 self.pattern = None;
                 self.panes[self.focus].current_match = None;
             }
-            KeyCode::Char('c') => self.panes[self.focus].clear(),
+            KeyCode::Char('c') => self.panes[self.focus].clear(self.output.history()),
             KeyCode::Char('r') => {
                 if let Some(name) = self.focused_service().map(str::to_owned) {
                     self.message = Some(format!("restarting {name}"));
@@ -473,12 +478,23 @@ impl App {
         None
     }
 
+    /// Scrolls the focused pane `lines` down (or up).
+    fn scroll(&mut self, down: bool, lines: usize) {
+        let pane = &mut self.panes[self.focus];
+        if down {
+            pane.scroll_down(self.output.history(), lines);
+        } else {
+            pane.scroll_up(self.output.history(), lines);
+        }
+    }
+
     fn run_search(&mut self, direction: Direction) {
         let Some(pattern) = self.pattern.clone() else {
             self.message = Some("no search yet: / or ? to search".to_owned());
             return;
         };
-        self.message = match self.panes[self.focus].search(&pattern, direction) {
+        let history = self.output.history();
+        self.message = match self.panes[self.focus].search(history, &pattern, direction) {
             None => Some(format!("pattern not found: {}", pattern.as_str())),
             Some(true) => Some("search wrapped around".to_owned()),
             Some(false) => None,
@@ -490,7 +506,7 @@ impl App {
 pub(crate) mod tests {
     use std::time::SystemTime;
 
-    use omnidev_core::LogLine;
+    use omnidev_core::{LogLine, Stream};
 
     use super::*;
 
@@ -503,7 +519,6 @@ pub(crate) mod tests {
             PodInfo::default(),
             vec!["server".into(), "host".into()],
             vec!["server".into()],
-            100,
         )
     }
 
@@ -559,7 +574,7 @@ pub(crate) mod tests {
         assert_eq!(app.profile_pending.as_deref(), Some("server +worker"));
         assert_eq!(app.handle_key(key('P')), Some(Action::ReloadProfile));
         // The notice is shown like any other.
-        assert_eq!(app.panes[0].len(), 1);
+        assert_eq!(app.shown(0).len(), 1);
         app.apply(&Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("worker".into()),
@@ -571,7 +586,7 @@ pub(crate) mod tests {
         assert_eq!(app.panes.len(), 4);
         assert_eq!(app.pane_title(3), "worker");
         app.apply(&log("worker", "up", 5));
-        assert_eq!(app.panes[3].len(), 2, "its start and its line");
+        assert_eq!(app.shown(3).len(), 2, "its start and its line");
         app.apply(&pod(EventKind::ProfileApplied(
             omnidev_core::ProfileApplied {
                 restarted: vec!["server".into()],
@@ -592,9 +607,9 @@ pub(crate) mod tests {
         let mut app = app();
         app.apply(&log("server", "a", 1));
         app.apply(&log("host", "b", 2));
-        assert_eq!(app.panes[0].len(), 2);
-        assert_eq!(app.panes[1].len(), 1);
-        assert_eq!(app.panes[2].len(), 1);
+        assert_eq!(app.shown(0), ["a", "b"]);
+        assert_eq!(app.shown(1), ["a"]);
+        assert_eq!(app.shown(2), ["b"]);
     }
 
     /// A real service leaves a prompt unfinished on stdout, then prints a
@@ -646,9 +661,11 @@ pub(crate) mod tests {
         while let Some(event) = reader.try_recv() {
             app.apply(&event);
         }
-        let pane = &app.panes[1];
-        let texts: Vec<String> = (pane.first()..pane.end())
-            .filter_map(|i| pane.get(i).filter(|l| !l.supervisor).map(|l| l.raw.clone()))
+        let texts: Vec<String> = app.panes[1]
+            .all(app.output.history())
+            .into_iter()
+            .filter(|l| !l.supervisor)
+            .map(|l| l.raw)
             .collect();
         assert_eq!(texts, ["warning: no tty", "Password: "]);
         supervisor.shutdown().await.expect("shutdown");
@@ -673,7 +690,7 @@ pub(crate) mod tests {
         );
         app.apply(&log("server", "one", 1));
         assert_eq!(app.handle_key(key('c')), None);
-        assert_eq!(app.panes[1].first(), app.panes[1].end(), "cleared");
+        assert!(app.shown(1).is_empty(), "cleared");
         // `s` stops a service that runs (or waits), starts one that is down.
         assert_eq!(
             app.handle_key(key('s')),
@@ -737,7 +754,7 @@ pub(crate) mod tests {
             },
         });
         assert_eq!(app.services[0].restarts, 1);
-        assert_eq!(app.panes[1].len(), 1);
-        assert!(app.panes[1].get(0).is_some_and(|l| l.supervisor));
+        let shown = app.panes[1].all(app.output.history());
+        assert!(shown.len() == 1 && shown[0].supervisor, "{shown:?}");
     }
 }

@@ -101,7 +101,6 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
             .map(|s| s.status.name.clone())
             .collect(),
         status.watched.clone(),
-        super::pane::PANE_LINES,
     );
     app.attached = true;
     app.apply_snapshot(&connection.statuses());
@@ -443,11 +442,7 @@ mod tests {
     }
 
     fn texts(app: &App, pane: usize) -> Vec<String> {
-        let pane = &app.panes[pane];
-        (pane.first()..pane.end())
-            .filter_map(|i| pane.get(i))
-            .map(|line| line.raw.clone())
-            .collect()
+        app.shown(pane)
     }
 
     fn screen(app: &mut App) -> String {
@@ -672,7 +667,7 @@ mod tests {
         let mut app = app(dir, &connection);
         let mut source = ControlSource::new(dir, connection);
         pump(&mut app, &mut source, "the first lines", |app| {
-            app.panes[1].end() > 10
+            app.output.history().next_number() > 10
         })
         .await;
         (supervisor, server, app, source)
@@ -735,9 +730,9 @@ mod tests {
             .unwrap_or_else(|| panic!("how many lines: {}", texts[at]));
         assert!(said > 0, "{}", texts[at]);
         assert_eq!(after - before - 1, said, "{}", texts[at]);
-        let resumed = app.panes[1].end();
+        let resumed = app.output.history().next_number();
         pump(&mut app, &mut source, "lines after the gap", |app| {
-            app.panes[1].end() > resumed + 100
+            app.output.history().next_number() > resumed + 100
         })
         .await;
         drop(source);
@@ -764,14 +759,10 @@ mod tests {
         })
         .await;
         assert_eq!(ends, None, "the UI goes on");
-        assert_eq!(
-            app.panes[1].first(),
-            app.panes[1].end(),
-            "the panes start over"
-        );
-        let refilled = app.panes[1].end();
+        assert!(app.shown(1).is_empty(), "the panes start over");
+        let refilled = app.output.history().next_number();
         pump(&mut app, &mut source, "lines after the refill", |app| {
-            app.panes[1].end() > refilled + 100
+            app.output.history().next_number() > refilled + 100
         })
         .await;
         let newest = texts(&app, 1).last().cloned().unwrap_or_default();
@@ -815,7 +806,6 @@ mod tests {
             },
             vec!["server".into()],
             vec!["server".into()],
-            100,
         );
         local.apply_snapshot(&supervisor.snapshot());
         let connection = connect(dir.path()).await;

@@ -1,32 +1,24 @@
-//! One scrollable log pane: a bounded buffer of lines, follow mode, the
-//! scroll position and search over the text without its ANSI codes.
+//! One scrollable log pane: a view of the pod's history (core's
+//! [`History::view`]), the lines and shown events of its service (the
+//! whole pod's for the combined pane), with follow mode, the scroll
+//! position and search over the text without its ANSI codes. A pane holds
+//! no lines: what it shows is read from the history as it is drawn, so the
+//! history's bounds are the TUI's.
 //!
 //! A line still waiting for its newline (a prompt, a progress bar redrawn
 //! with `\r`; the supervisor publishes it as it stands after
 //! `omnidev_core::logs::PARTIAL_LINE_AFTER`, then at most that often) is
-//! shown where it is and replaced there by its next state and, at last, by
-//! the finished line: one line on screen, never a trail of redraws.
+//! shown last, as it stands, until its newline comes: one line on screen,
+//! never a trail of redraws.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::SystemTime;
 
-use omnidev_core::Stream;
+use omnidev_core::{History, Kept, Stream};
 
 use crate::terminal_text;
 
-/// Bytes of lines a service's pane keeps (besides its line bound).
-pub const SERVICE_PANE_BYTES: usize = 4 * 1024 * 1024;
-/// Bytes of lines the combined pane keeps. A line in both panes is held
-/// once (shared), so the TUI keeps at most these bytes of text in all.
-pub const COMBINED_PANE_BYTES: usize = 8 * 1024 * 1024;
-
-/// Lines each pane keeps (within its bytes).
-pub const PANE_LINES: usize = 5_000;
-/// Bytes counted for a line besides its text.
-const LINE_OVERHEAD: usize = 96;
-
-/// A line as kept by a pane.
+/// A line as a pane shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaneLine {
     /// Who wrote it (a service name, or `omnidev` for supervisor messages);
@@ -52,9 +44,23 @@ impl PaneLine {
         }
     }
 
-    /// The text without colour; what search looks at. Made when asked
-    /// (only a coloured line differs from [`PaneLine::raw`]), so a line is
-    /// kept once, not twice.
+    /// The line `kept` shows: a service's line as it stands, or an
+    /// event's own line (`None` for an event that shows none).
+    pub fn of(kept: &Kept) -> Option<Self> {
+        match kept {
+            Kept::Line(line) | Kept::Partial(line) => Some(Self::new(
+                &line.service,
+                &line.text,
+                line.stream == Stream::Supervisor,
+                line.at,
+            )),
+            Kept::Event(event) => event
+                .is_shown()
+                .then(|| Self::new("omnidev", &event.to_string(), true, event.at)),
+        }
+    }
+
+    /// The text without colour; what search looks at.
     pub fn plain(&self) -> std::borrow::Cow<'_, str> {
         if self.raw.contains('\x1b') {
             std::borrow::Cow::Owned(terminal_text::plain(&self.raw))
@@ -62,21 +68,6 @@ impl PaneLine {
             std::borrow::Cow::Borrowed(&self.raw)
         }
     }
-
-    /// Bytes counted against a pane's budget.
-    fn cost(&self) -> usize {
-        self.raw.len() + self.tag.len() + LINE_OVERHEAD
-    }
-}
-
-/// Where a line comes from: a service's stream. An unfinished line is
-/// replaced by the next line of its source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
-    /// The service.
-    pub service: Arc<str>,
-    /// Its stream.
-    pub stream: Stream,
 }
 
 /// Search direction.
@@ -151,169 +142,136 @@ impl Pattern {
     }
 }
 
-/// A scrollable buffer of lines, bounded in lines and in bytes.
-///
-/// Lines are addressed by an absolute index that keeps growing as lines are
-/// added, so positions stay valid when old lines fall off the front.
+/// A view of the lines of one service (or of the whole pod) in a history;
+/// lines are known by their numbers there, which never change.
 #[derive(Debug, Clone)]
 pub struct Pane {
-    /// Shared with the combined pane, so a line is held once.
-    lines: VecDeque<Arc<PaneLine>>,
-    /// Absolute index of `lines[0]`.
-    first: usize,
-    capacity: usize,
-    /// Bytes of `lines` ([`PaneLine::cost`]).
-    bytes: usize,
-    max_bytes: usize,
+    /// Its service; `None`: the combined pane.
+    service: Option<String>,
+    /// Lines numbered below this are not shown (`c`).
+    cleared: u64,
     /// Whether the view sticks to the newest line.
     pub follow: bool,
-    /// Absolute index of the top line while not following.
-    top: usize,
-    /// Absolute index of the current search match.
-    pub current_match: Option<usize>,
+    /// The top line while not following.
+    top: u64,
+    /// The current search match.
+    pub current_match: Option<u64>,
     /// Height of the view at the last render, for paging.
     pub view_height: usize,
-    /// Top line shown at the last render.
-    pub view_top: usize,
-    /// The unfinished lines shown, by source: the absolute index of each
-    /// (at most one per source, so bounded by the services' streams).
-    unfinished: Vec<(Source, usize)>,
+    /// The first and the last line shown at the last render.
+    pub view_top: u64,
+    /// See `view_top`.
+    pub view_bottom: u64,
 }
 
 impl Pane {
-    /// An empty pane keeping at most `capacity` lines of at most
-    /// `max_bytes` (the newest line is kept whatever its size).
-    pub fn new(capacity: usize, max_bytes: usize) -> Self {
+    /// A pane of `service`'s lines (`None`: every line of the pod).
+    pub fn new(service: Option<&str>) -> Self {
         Self {
-            lines: VecDeque::new(),
-            first: 0,
-            capacity: capacity.max(1),
-            bytes: 0,
-            max_bytes,
+            service: service.map(str::to_owned),
+            cleared: 0,
             follow: true,
             top: 0,
             current_match: None,
             view_height: 1,
             view_top: 0,
-            unfinished: Vec::new(),
+            view_bottom: 0,
         }
     }
 
-    /// Appends a line, dropping the oldest ones beyond the bounds.
-    pub fn push(&mut self, line: impl Into<Arc<PaneLine>>) {
-        let line = line.into();
-        self.bytes += line.cost();
-        self.lines.push_back(line);
-        self.trim();
+    /// Visits the lines shown, oldest first, with their numbers, until
+    /// `visit` says stop. The history is locked meanwhile: `visit` only
+    /// looks (a line is made for the screen once the lock is let go).
+    fn each(&self, history: &History, mut visit: impl FnMut(u64, &Kept) -> bool) {
+        history.view(self.service.as_deref(), |n, kept| {
+            let hidden = n < self.cleared || matches!(kept, Kept::Event(e) if !e.is_shown());
+            hidden || visit(n, kept)
+        });
     }
 
-    /// Shows a line of `source`: in place of the source's unfinished line
-    /// when one is still held, else appended. An `unfinished` line is
-    /// remembered as the source's, to be replaced by its next line; a
-    /// finished one ends that.
-    pub fn push_from(&mut self, source: &Source, line: Arc<PaneLine>, unfinished: bool) {
-        let known = self.unfinished.iter().position(|(s, _)| s == source);
-        let held = known
-            .and_then(|k| self.unfinished[k].1.checked_sub(self.first))
-            .filter(|&i| i < self.lines.len());
-        let at = if let Some(i) = held {
-            self.bytes += line.cost();
-            let old = std::mem::replace(&mut self.lines[i], line);
-            self.bytes -= old.cost();
-            let at = self.first + i;
-            self.trim();
-            at
-        } else {
-            self.push(line);
-            self.end() - 1
-        };
-        match (known, unfinished) {
-            (Some(k), true) => self.unfinished[k].1 = at,
-            (Some(k), false) => {
-                self.unfinished.swap_remove(k);
+    /// The numbers of every line shown.
+    fn numbers(&self, history: &History) -> Vec<u64> {
+        let mut numbers = Vec::new();
+        self.each(history, |n, _| {
+            numbers.push(n);
+            true
+        });
+        numbers
+    }
+
+    /// The lines of `kept`, as shown.
+    fn lines(kept: impl IntoIterator<Item = (u64, Kept)>) -> Vec<(u64, PaneLine)> {
+        kept.into_iter()
+            .filter_map(|(n, kept)| Some((n, PaneLine::of(&kept)?)))
+            .collect()
+    }
+
+    /// The newest `n` lines shown, oldest first.
+    pub fn last(&self, history: &History, n: usize) -> Vec<(u64, PaneLine)> {
+        let mut kept = VecDeque::new();
+        self.each(history, |number, entry| {
+            kept.push_back((number, entry.clone()));
+            if kept.len() > n {
+                kept.pop_front();
             }
-            (None, true) => self.unfinished.push((source.clone(), at)),
-            (None, false) => {}
-        }
+            true
+        });
+        Self::lines(kept)
     }
 
-    /// Drops the oldest lines beyond the bounds (the newest stays).
-    fn trim(&mut self) {
-        while self.lines.len() > self.capacity
-            || (self.bytes > self.max_bytes && self.lines.len() > 1)
-        {
-            let Some(old) = self.lines.pop_front() else {
-                break;
-            };
-            self.bytes -= old.cost();
-            self.first += 1;
-        }
+    /// Up to `n` lines shown from number `from` on.
+    pub fn from(&self, history: &History, from: u64, n: usize) -> Vec<(u64, PaneLine)> {
+        let mut kept = Vec::new();
+        self.each(history, |number, entry| {
+            if number >= from {
+                kept.push((number, entry.clone()));
+            }
+            kept.len() < n
+        });
+        Self::lines(kept)
     }
 
-    /// Bytes of the lines held.
+    /// Every line shown, oldest first.
     #[cfg(test)]
-    pub fn bytes(&self) -> usize {
-        self.bytes
+    pub fn all(&self, history: &History) -> Vec<PaneLine> {
+        self.from(history, 0, usize::MAX)
+            .into_iter()
+            .map(|(_, line)| line)
+            .collect()
     }
 
-    /// Removes every line.
-    pub fn clear(&mut self) {
-        self.first += self.lines.len();
-        self.lines.clear();
-        self.unfinished.clear();
-        self.bytes = 0;
-        self.top = self.first;
-        self.current_match = None;
-        self.follow = true;
-    }
-
-    /// Number of lines held.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.lines.len()
-    }
-
-    /// Absolute index one past the newest line.
-    pub fn end(&self) -> usize {
-        self.first + self.lines.len()
-    }
-
-    /// Absolute index of the oldest line held.
-    pub fn first(&self) -> usize {
-        self.first
-    }
-
-    /// The line at absolute index `index`, if still held.
-    pub fn get(&self, index: usize) -> Option<&PaneLine> {
-        index
-            .checked_sub(self.first)
-            .and_then(|i| self.lines.get(i))
-            .map(|line| &**line)
-    }
-
-    /// The top line to show when not following (clamped to what is held).
-    pub fn top(&self) -> usize {
+    /// The top line to show when not following (a line no longer shown
+    /// stands for the oldest one that is).
+    pub fn top(&self) -> u64 {
         self.top
-            .clamp(self.first, self.end().saturating_sub(1).max(self.first))
     }
 
-    /// Scrolls towards older lines; leaves follow mode.
-    pub fn scroll_up(&mut self, n: usize) {
+    /// Scrolls `n` lines towards older ones; leaves follow mode.
+    pub fn scroll_up(&mut self, history: &History, n: usize) {
         if self.follow {
             self.top = self.view_top;
             self.follow = false;
         }
-        self.top = self.top().saturating_sub(n).max(self.first);
+        let numbers = self.numbers(history);
+        let at = numbers.partition_point(|&x| x < self.top);
+        if let Some(&top) = numbers.get(at.saturating_sub(n)) {
+            self.top = top;
+        }
     }
 
-    /// Scrolls towards newer lines; reaching the bottom resumes following.
-    pub fn scroll_down(&mut self, n: usize) {
+    /// Scrolls `n` lines towards newer ones; reaching the bottom resumes
+    /// following.
+    pub fn scroll_down(&mut self, history: &History, n: usize) {
         if self.follow {
             return;
         }
-        let bottom_top = self.end().saturating_sub(self.view_height).max(self.first);
-        self.top = (self.top() + n).min(bottom_top);
-        if self.top >= bottom_top {
+        let numbers = self.numbers(history);
+        let bottom = numbers.len().saturating_sub(self.view_height);
+        let at = (numbers.partition_point(|&x| x < self.top) + n).min(bottom);
+        if let Some(&top) = numbers.get(at) {
+            self.top = top;
+        }
+        if at >= bottom {
             self.follow = true;
         }
     }
@@ -321,7 +279,7 @@ impl Pane {
     /// Jumps to the oldest line; leaves follow mode.
     pub fn scroll_to_top(&mut self) {
         self.follow = false;
-        self.top = self.first;
+        self.top = self.cleared;
     }
 
     /// Jumps to the newest line and follows.
@@ -333,104 +291,109 @@ impl Pane {
     pub fn toggle_follow(&mut self) {
         if self.follow {
             self.top = self.view_top;
-            self.follow = false;
-        } else {
-            self.follow = true;
         }
+        self.follow = !self.follow;
+    }
+
+    /// Shows only the lines that come after now (`c`).
+    pub fn clear(&mut self, history: &History) {
+        self.cleared = history.next_number();
+        self.top = self.cleared;
+        self.current_match = None;
+        self.follow = true;
     }
 
     /// Finds the next line matching `pattern` in `direction`, starting after
     /// the current match (or from the view's edge), wrapping around once.
     /// Moves the view to show it and returns whether the search wrapped;
     /// `None` when nothing matches.
-    pub fn search(&mut self, pattern: &Pattern, direction: Direction) -> Option<bool> {
-        if self.lines.is_empty() {
-            return None;
-        }
-        let n = self.lines.len() as i64;
-        let relative = |abs: usize| (abs.saturating_sub(self.first) as i64).min(n - 1);
-        // `start` is the first position looked at; it may be -1 or n, which
-        // the modulo below wraps around.
-        let start = match (self.current_match.filter(|m| *m >= self.first), direction) {
-            (Some(m), Direction::Forward) => relative(m) + 1,
-            (Some(m), Direction::Backward) => relative(m) - 1,
-            (None, Direction::Forward) => relative(self.view_top),
-            (None, Direction::Backward) => {
-                relative(self.view_top + self.view_height.saturating_sub(1))
-            }
+    pub fn search(
+        &mut self,
+        history: &History,
+        pattern: &Pattern,
+        direction: Direction,
+    ) -> Option<bool> {
+        let lines = self.from(history, 0, usize::MAX);
+        let numbers: Vec<u64> = lines.iter().map(|(n, _)| *n).collect();
+        let matches: Vec<u64> = lines
+            .iter()
+            .filter(|(_, line)| pattern.is_match(&line.plain()))
+            .map(|(n, _)| *n)
+            .collect();
+        let found = match (self.current_match, direction) {
+            (Some(m), Direction::Forward) => matches.iter().find(|&&x| x > m),
+            (Some(m), Direction::Backward) => matches.iter().rev().find(|&&x| x < m),
+            (None, Direction::Forward) => matches.iter().find(|&&x| x >= self.view_top),
+            (None, Direction::Backward) => matches.iter().rev().find(|&&x| x <= self.view_bottom),
         };
-        for step in 0..n {
-            let position = match direction {
-                Direction::Forward => start + step,
-                Direction::Backward => start - step,
-            };
-            let i = position.rem_euclid(n) as usize;
-            if pattern.is_match(&self.lines[i].plain()) {
-                let abs = self.first + i;
-                self.current_match = Some(abs);
-                self.reveal(abs);
-                return Some(!(0..n).contains(&position));
-            }
-        }
-        None
+        let wrapped = found.is_none();
+        let found = found.or(match direction {
+            Direction::Forward => matches.first(),
+            Direction::Backward => matches.last(),
+        });
+        let abs = *found?;
+        self.current_match = Some(abs);
+        self.reveal(&numbers, abs);
+        Some(wrapped)
     }
 
-    /// Makes sure `abs` is on screen, leaving follow mode if it has to move.
-    fn reveal(&mut self, abs: usize) {
-        let height = self.view_height.max(1);
-        if abs >= self.view_top && abs < self.view_top + height {
+    /// Makes sure line `abs` is on screen, leaving follow mode if it has
+    /// to move.
+    fn reveal(&mut self, numbers: &[u64], abs: u64) {
+        if (self.view_top..=self.view_bottom).contains(&abs) {
             return;
         }
         self.follow = false;
-        self.top = abs.saturating_sub(height / 3).max(self.first);
+        let at = numbers.partition_point(|&x| x < abs);
+        self.top = numbers[at.saturating_sub(self.view_height.max(1) / 3)];
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use omnidev_core::LogLine;
+
     use super::*;
 
-    fn pane_with(n: usize, capacity: usize) -> Pane {
-        let mut pane = Pane::new(capacity, usize::MAX);
+    /// A history holding `n` lines of service `s`, and a pane of them
+    /// drawn 10 lines high at the bottom.
+    fn pane_with(n: usize) -> (History, Pane) {
+        let history = History::default();
         for i in 0..n {
-            pane.push(PaneLine::new(
-                "s",
-                &format!("line {i}"),
-                false,
-                SystemTime::UNIX_EPOCH,
-            ));
+            push(&history, "s", &format!("line {i}"));
         }
+        let mut pane = Pane::new(Some("s"));
         pane.view_height = 10;
-        pane.view_top = pane.end().saturating_sub(10);
-        pane
+        pane.view_top = n.saturating_sub(10) as u64;
+        pane.view_bottom = n.saturating_sub(1) as u64;
+        (history, pane)
     }
 
-    #[test]
-    fn ring_drops_oldest_lines() {
-        let pane = pane_with(15, 10);
-        assert_eq!(pane.len(), 10);
-        assert_eq!(pane.first(), 5);
-        assert_eq!(pane.get(5).map(|l| l.raw.as_str()), Some("line 5"));
-        assert!(pane.get(4).is_none());
+    fn push(history: &History, service: &str, text: &str) {
+        history.push_lines(&[Arc::new(LogLine::new(service, Stream::Stdout, text, 0))]);
     }
 
+    fn texts(history: &History, pane: &Pane) -> Vec<String> {
+        pane.all(history).into_iter().map(|l| l.raw).collect()
+    }
+
+    /// A pane shows its service's lines and no other's; the combined pane
+    /// shows all; `c` hides what came before it.
     #[test]
-    fn ring_is_bounded_in_bytes_and_keeps_the_newest_line() {
-        let mut pane = Pane::new(5000, 1024 * 1024);
-        let big = "x".repeat(64 * 1024);
-        for _ in 0..100 {
-            pane.push(PaneLine::new("s", &big, false, SystemTime::UNIX_EPOCH));
-            assert!(pane.bytes() <= 1024 * 1024, "{}", pane.bytes());
-        }
-        assert_eq!(pane.len(), 15);
-        assert_eq!(pane.first(), 85);
-        pane.push(PaneLine::new(
-            "s",
-            &"y".repeat(2 * 1024 * 1024),
-            false,
-            SystemTime::UNIX_EPOCH,
-        ));
-        assert_eq!(pane.len(), 1, "the newest line stays, whatever its size");
+    fn a_pane_is_a_view_of_its_service_and_c_clears_it() {
+        let history = History::default();
+        push(&history, "a", "one");
+        push(&history, "b", "two");
+        let mut a = Pane::new(Some("a"));
+        assert_eq!(texts(&history, &a), ["one"]);
+        assert_eq!(texts(&history, &Pane::new(None)), ["one", "two"]);
+        a.clear(&history);
+        assert!(texts(&history, &a).is_empty());
+        push(&history, "a", "three");
+        assert_eq!(texts(&history, &a), ["three"]);
+        assert_eq!(a.last(&history, 1)[0].0, 2, "lines keep their numbers");
         // Colour is not kept twice: the plain text is made when searched.
         let coloured = PaneLine::new("s", "\u{1b}[31mred\u{1b}[0m", false, SystemTime::UNIX_EPOCH);
         assert_eq!(coloured.plain(), "red");
@@ -438,17 +401,17 @@ mod tests {
 
     #[test]
     fn scrolling_up_leaves_follow_and_bottom_resumes_it() {
-        let mut pane = pane_with(100, 1000);
-        pane.scroll_up(5);
+        let (history, mut pane) = pane_with(100);
+        pane.scroll_up(&history, 5);
         assert!(!pane.follow);
         assert_eq!(pane.top(), 85);
-        pane.scroll_down(2);
+        pane.scroll_down(&history, 2);
         assert_eq!(pane.top(), 87);
         assert!(!pane.follow);
-        pane.scroll_down(50);
+        pane.scroll_down(&history, 50);
         assert!(pane.follow);
         pane.scroll_to_top();
-        assert_eq!(pane.top(), 0);
+        assert_eq!(pane.from(&history, pane.top(), 1)[0].1.raw, "line 0");
     }
 
     #[test]
@@ -462,104 +425,54 @@ mod tests {
 
     #[test]
     fn search_forward_backward_and_wrap() {
-        let mut pane = Pane::new(100, usize::MAX);
+        let history = History::default();
         for t in ["a", "hit 1", "b", "hit 2", "c"] {
-            pane.push(PaneLine::new("s", t, false, SystemTime::UNIX_EPOCH));
+            push(&history, "s", t);
         }
+        let mut pane = Pane::new(Some("s"));
         pane.view_height = 10;
-        pane.view_top = 0;
+        pane.view_bottom = 4;
         let p = Pattern::new("hit").expect("pattern");
-        assert_eq!(pane.search(&p, Direction::Forward), Some(false));
+        assert_eq!(pane.search(&history, &p, Direction::Forward), Some(false));
         assert_eq!(pane.current_match, Some(1));
-        assert_eq!(pane.search(&p, Direction::Forward), Some(false));
+        assert_eq!(pane.search(&history, &p, Direction::Forward), Some(false));
         assert_eq!(pane.current_match, Some(3));
-        assert_eq!(pane.search(&p, Direction::Forward), Some(true));
+        assert_eq!(pane.search(&history, &p, Direction::Forward), Some(true));
         assert_eq!(pane.current_match, Some(1));
-        assert_eq!(pane.search(&p, Direction::Backward), Some(true));
+        assert_eq!(pane.search(&history, &p, Direction::Backward), Some(true));
         assert_eq!(pane.current_match, Some(3));
         let missing = Pattern::new("nope").expect("pattern");
-        assert_eq!(pane.search(&missing, Direction::Forward), None);
+        assert_eq!(pane.search(&history, &missing, Direction::Forward), None);
     }
 
     #[test]
     fn search_moves_the_view_off_follow() {
-        let mut pane = pane_with(100, 1000);
+        let (history, mut pane) = pane_with(100);
         let p = Pattern::new("line 7").expect("pattern");
-        pane.search(&p, Direction::Backward);
+        pane.search(&history, &p, Direction::Backward);
         // "line 79" is the nearest match above the bottom view (90..100).
         assert_eq!(pane.current_match, Some(79));
         assert!(!pane.follow);
         assert!(pane.top() <= 79);
     }
 
-    fn texts(pane: &Pane) -> Vec<String> {
-        (pane.first()..pane.end())
-            .filter_map(|i| pane.get(i).map(|l| l.raw.clone()))
-            .collect()
-    }
-
-    fn source(service: &str, stream: Stream) -> Source {
-        Source {
-            service: service.into(),
-            stream,
-        }
-    }
-
+    /// A progress bar redrawn 100,000 times is one line in its pane, as
+    /// it stands, last; its end is where its newline came.
     #[test]
-    fn an_unfinished_line_is_replaced_in_place_by_its_next_state_and_its_end() {
-        let mut pane = Pane::new(100, usize::MAX);
-        let out = source("app", Stream::Stdout);
-        let err = source("app", Stream::Stderr);
-        let line = |t: &str| Arc::new(PaneLine::new("app", t, false, SystemTime::UNIX_EPOCH));
-        pane.push_from(&out, line("ready"), false);
-        pane.push_from(&out, line("10%"), true);
-        pane.push_from(&err, line("warning: slow disk"), false);
-        pane.push_from(&out, line("50%"), true);
-        assert_eq!(texts(&pane), ["ready", "50%", "warning: slow disk"]);
-        pane.push_from(&out, line("100%"), false);
-        assert_eq!(texts(&pane), ["ready", "100%", "warning: slow disk"]);
-        // Finished: the next line of the source is a new one.
-        pane.push_from(&out, line("done"), false);
-        assert_eq!(
-            texts(&pane),
-            ["ready", "100%", "warning: slow disk", "done"]
-        );
-        let cost: usize = (pane.first()..pane.end())
-            .filter_map(|i| pane.get(i))
-            .map(PaneLine::cost)
-            .sum();
-        assert_eq!(pane.bytes(), cost, "replacing keeps the byte count");
-    }
-
-    #[test]
-    fn a_flood_of_redraws_is_one_line_within_the_budget() {
-        let mut pane = Pane::new(10, 4096);
-        let out = source("bar", Stream::Stdout);
+    fn a_flood_of_redraws_is_one_line() {
+        let history = History::default();
+        let bar = |text: &str| Arc::new(LogLine::new("bar", Stream::Stdout, text, 0));
+        push(&history, "bar", "ready");
         for i in 0..100_000 {
-            let text = format!("{i:06} {}", "#".repeat(i % 2000));
-            pane.push_from(
-                &out,
-                Arc::new(PaneLine::new("bar", &text, false, SystemTime::UNIX_EPOCH)),
-                true,
-            );
-            assert!(pane.len() == 1 && pane.bytes() <= 4096, "{}", pane.bytes());
+            history.push_partial(bar(&format!("{i:06} {}", "#".repeat(i % 2000))));
         }
-        // An unfinished line that fell off the front is not looked for.
-        let mut pane = Pane::new(2, usize::MAX);
-        pane.push_from(
-            &out,
-            Arc::new(PaneLine::new("bar", "1%", false, SystemTime::UNIX_EPOCH)),
-            true,
-        );
-        for t in ["a", "b"] {
-            pane.push(PaneLine::new("other", t, false, SystemTime::UNIX_EPOCH));
-        }
-        pane.push_from(
-            &out,
-            Arc::new(PaneLine::new("bar", "100%", false, SystemTime::UNIX_EPOCH)),
-            false,
-        );
-        assert_eq!(texts(&pane), ["b", "100%"]);
+        let pane = Pane::new(Some("bar"));
+        let shown = texts(&history, &pane);
+        assert_eq!(shown.len(), 2);
+        assert!(shown[1].starts_with("099999 "), "{:.20}", shown[1]);
+        push(&history, "other", "elsewhere");
+        history.push_lines(&[bar("100%")]);
+        assert_eq!(texts(&history, &pane), ["ready", "100%"]);
     }
 
     /// A real process prints a prompt and waits: the prompt is in its pane
@@ -586,14 +499,13 @@ mod tests {
             crate::tui::PodInfo::default(),
             vec!["app".into()],
             Vec::new(),
-            100,
         );
         let mut until = async |app: &mut crate::tui::App, want: &[&str]| {
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-            while texts(&app.panes[1]) != want {
+            while app.shown(1) != want {
                 let event = tokio::time::timeout_at(deadline, events.recv())
                     .await
-                    .unwrap_or_else(|_| panic!("{want:?}; the pane: {:?}", texts(&app.panes[1])))
+                    .unwrap_or_else(|_| panic!("{want:?}; the pane: {:?}", app.shown(1)))
                     .expect("events");
                 if matches!(
                     event.kind,
@@ -606,11 +518,7 @@ mod tests {
         until(&mut app, &["starting", "Password: "]).await;
         std::fs::write(&answer, "").expect("answer");
         until(&mut app, &["starting", "Password: secret"]).await;
-        assert_eq!(
-            texts(&app.panes[0]),
-            ["starting", "Password: secret"],
-            "combined"
-        );
+        assert_eq!(app.shown(0), ["starting", "Password: secret"], "combined");
         app.handle_key(crossterm::event::KeyEvent::new(
             crossterm::event::KeyCode::Char('1'),
             crossterm::event::KeyModifiers::NONE,

@@ -375,7 +375,7 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
     let stamps = app.timestamps;
     let pane = &app.panes[focus];
     let current = pane.current_match;
-    let build = |abs: usize, line: &PaneLine| -> Vec<Line<'static>> {
+    let build = |abs: u64, line: &PaneLine| -> Vec<Line<'static>> {
         let styled = styled_line(
             line,
             stamps,
@@ -390,38 +390,35 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
         }
     };
 
+    // Every line gives a row at least: `height` lines fill the view.
     let mut rows: Vec<Line<'static>> = Vec::new();
-    let view_top;
+    let mut shown = Vec::new();
     if pane.follow {
-        let mut abs = pane.end();
-        let mut first_shown = abs;
-        while abs > pane.first() && rows.len() < height {
-            abs -= 1;
-            if let Some(line) = pane.get(abs) {
-                let mut older = build(abs, line);
-                older.append(&mut rows);
-                rows = older;
-                first_shown = abs;
+        for (abs, line) in pane.last(app.output.history(), height).iter().rev() {
+            if rows.len() >= height {
+                break;
             }
+            let mut older = build(*abs, line);
+            older.append(&mut rows);
+            rows = older;
+            shown.push(*abs);
         }
-        if rows.len() > height {
-            rows.drain(..rows.len() - height);
-        }
-        view_top = first_shown;
+        shown.reverse();
+        rows.drain(..rows.len().saturating_sub(height));
     } else {
-        let mut abs = pane.top();
-        view_top = abs;
-        while abs < pane.end() && rows.len() < height {
-            if let Some(line) = pane.get(abs) {
-                rows.extend(build(abs, line));
+        for (abs, line) in &pane.from(app.output.history(), pane.top(), height) {
+            if rows.len() >= height {
+                break;
             }
-            abs += 1;
+            rows.extend(build(*abs, line));
+            shown.push(*abs);
         }
         rows.truncate(height);
     }
     let pane = &mut app.panes[focus];
     pane.view_height = height;
-    pane.view_top = view_top;
+    pane.view_top = shown.first().copied().unwrap_or(pane.top());
+    pane.view_bottom = shown.last().copied().unwrap_or(pane.view_top);
     frame.render_widget(Paragraph::new(rows), inner);
 }
 
@@ -601,7 +598,6 @@ pub(crate) mod tests {
             },
             vec!["server".into(), "host".into(), "vite".into()],
             vec!["server".into()],
-            100,
         );
         app.apply(&state("server", ServiceState::Ready { pid: 4242 }));
         app.apply(&state("host", ServiceState::Running { pid: 4250 }));
