@@ -162,7 +162,7 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
         row(
             "TUI RSS, a 5 MB line every 0.5 s for 30 s (tmux)",
             run("tui", tui_rss),
-            "budget < 200 MiB (panes: 4 MiB a service, 8 MiB combined)",
+            "budget < 200 MiB (the panes show the history: 4 MiB of lines, 512 KiB a service)",
         ),
         row(
             "omnidev RSS, 32 stalled events -f --logs followers",
