@@ -67,6 +67,8 @@ pub enum Command {
     Init(InitArgs),
     /// Serve this checkout's pod to coding agents over MCP (stdio).
     Mcp(McpArgs),
+    /// Every pod of this user in one browser page, served on 127.0.0.1.
+    Dashboard(DashboardArgs),
     /// Inspect and check profiles; `omnidev help profile` prints the
     /// profile format.
     #[command(subcommand, after_long_help = omnidev_pod::profile::REFERENCE)]
@@ -106,6 +108,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "attach",
             "status",
             "ls",
+            "dashboard",
             "logs",
             "events",
             "wait",
@@ -957,6 +960,17 @@ pub struct McpArgs {
     /// it, agents can only act on a pod someone started).
     #[arg(long)]
     pub allow_up: bool,
+}
+
+/// Arguments of `omnidev dashboard`.
+#[derive(Debug, Args, Clone)]
+pub struct DashboardArgs {
+    /// The port to serve on (on 127.0.0.1); 0 lets the system choose.
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub port: u16,
+    /// Open the page in the browser.
+    #[arg(long)]
+    pub open: bool,
 }
 
 /// Arguments of `omnidev start`.

@@ -55,6 +55,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Clean(args)) => clean::run(&args),
         Some(Command::Gc(args)) => gc::run(&args),
         Some(Command::Mcp(args)) => mcp::run(&args),
+        Some(Command::Dashboard(args)) => crate::dashboard::run(&args),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => completions::man(&args),
     }

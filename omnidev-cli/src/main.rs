@@ -15,6 +15,7 @@ macro_rules! note {
 mod cli;
 mod commands;
 mod control;
+mod dashboard;
 mod detached_log;
 mod error;
 mod headless;

@@ -15,6 +15,7 @@ mod processes;
 // The cases, by area.
 mod cli;
 mod control;
+mod dashboard;
 mod dist;
 mod editfix;
 mod install;
@@ -74,6 +75,7 @@ const CASES: &[Case] = &[
     case!(control::agent_script_waits_and_reads_events),
     case!(control::control_socket_modes_stale_socket_clean),
     case!(mcp::inspector_cli_lists_and_calls_the_tools),
+    case!(dashboard::dashboard_in_chromium_two_worktrees),
     case!(ports::long_pod_path_detach_status_stop),
     case!(ports::foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves),
     case!(ports::six_cache_roots_at_once_get_distinct_ports),

@@ -31,7 +31,14 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     &["control::client", "control::inspect", "log_files"],
     &["session"],
     // Running a pod: the watchers and the front-ends.
-    &["watch", "live_profile", "tui", "headless", "mcp"],
+    &[
+        "watch",
+        "live_profile",
+        "tui",
+        "headless",
+        "mcp",
+        "dashboard",
+    ],
     // Serving a running pod's socket.
     &["control::retained", "control::server"],
     &["commands"],

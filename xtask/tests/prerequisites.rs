@@ -16,6 +16,8 @@ const PRESENT: &[&str] = &[
     "node",
     "npm",
     "pnpm",
+    "chromium",
+    "chromedriver",
 ];
 
 /// The real executable of `program` on this machine's PATH.

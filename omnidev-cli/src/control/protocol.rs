@@ -126,6 +126,23 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// What a UI of the whole pod follows (`omnidev attach`, the
+    /// dashboard): every record kept and new, lines too, a `status` at each
+    /// change; with `partial`, unfinished lines as they stand.
+    pub fn everything(partial: bool) -> Self {
+        Request::Events {
+            follow: true,
+            services: Vec::new(),
+            logs: true,
+            since_ms: None,
+            since_reload: false,
+            partial,
+            status: true,
+        }
+    }
+}
+
 /// What `wait` waits for (also the `until` of the MCP `wait` tool, whose
 /// schema these comments describe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -58,17 +58,9 @@ impl Connection {
                 socket: control::socket_path(pod_dir),
                 message: "the status answer holds no status".to_owned(),
             })?;
-        let request = Request::Events {
-            follow: true,
-            services: Vec::new(),
-            logs: true,
-            since_ms: None,
-            since_reload: false,
-            // A prompt or a progress bar shows before its newline, as in
-            // `up`'s own UI.
-            partial: true,
-            status: true,
-        };
+        // A prompt or a progress bar shows before its newline, as in
+        // `up`'s own UI.
+        let request = Request::everything(true);
         let reader = Ask::events(request).stream(pod_dir, true)?;
         Ok(Self {
             status,

@@ -1,0 +1,258 @@
+//! `omnidev dashboard` against a real detached pod, spoken to over a real
+//! socket as a browser would (and as an attacker's page would): the
+//! secret, `Host` and `Origin` checks, a GET that never acts, the pods'
+//! records as server-sent events, an action that gives a new pid, and a
+//! stop from the CLI told to the page without it asking.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use common::{TestContext, service, wait_for};
+use omnidev_test_support::free_port;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn profile(port: u16) -> String {
+    format!(
+        r#"
+[ports]
+server = {port}
+
+[services.server]
+command = ["python3", "-u", "-c", "import http.server, sys\nprint('\\x1b[32mserving\\x1b[0m')\nhttp.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()", "{{port.server}}"]
+ready = {{ http = "http://127.0.0.1:{{port.server}}/", interval-ms = 100 }}
+"#
+    )
+}
+
+/// A dashboard that is stopped (by pid) when dropped.
+struct Dashboard {
+    child: Child,
+    port: u16,
+    token: String,
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dashboard(ctx: &TestContext) -> Dashboard {
+    let mut child = ctx.spawn(&["dashboard"]);
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("its URL");
+    // `dashboard http://127.0.0.1:PORT/?token=SECRET`
+    let url = line
+        .trim()
+        .strip_prefix("dashboard http://127.0.0.1:")
+        .expect(&line);
+    let (port, token) = url.split_once("/?token=").expect(&line);
+    Dashboard {
+        port: port.parse().expect("a port"),
+        token: token.to_owned(),
+        child,
+    }
+}
+
+/// One HTTP/1.1 exchange; the status code and what came back within
+/// `read_for` (the body of a stream so far).
+fn exchange(port: u16, head: &str, body: &str, read_for: Duration) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let request = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let until = Instant::now() + read_for;
+    let mut chunk = [0u8; 16 * 1024];
+    while Instant::now() < until {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text:?}"));
+    (code, text)
+}
+
+impl Dashboard {
+    fn get(&self, path: &str, headers: &str) -> (u16, String) {
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}{headers}",
+            self.port
+        );
+        exchange(self.port, &head, "", DEADLINE)
+    }
+
+    fn cookie(&self) -> String {
+        format!("\r\nCookie: omnidev-dashboard={}", self.token)
+    }
+
+    fn post(&self, path: &str, headers: &str, body: &str) -> (u16, String) {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json{headers}",
+            self.port
+        );
+        exchange(self.port, &head, body, DEADLINE)
+    }
+}
+
+fn server_pid(ctx: &TestContext) -> i64 {
+    let status = ctx.json(&["status", "--json"]);
+    service(&status, "server")["pid"].as_i64().expect("a pid")
+}
+
+#[test]
+fn the_dashboard_serves_its_user_only_and_acts_on_post_only() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", &profile(free_port()));
+    ctx.write(".git/HEAD", "ref: refs/heads/feature-x\n");
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let pod = ctx.json(&["status", "--json"])["pod-dir"]
+        .as_str()
+        .expect("pod-dir")
+        .rsplit('/')
+        .next()
+        .expect("a name")
+        .to_owned();
+    let dash = dashboard(&ctx);
+    let cookie = dash.cookie();
+
+    // The secret, the Host, the Origin.
+    assert_eq!(dash.get("/", "").0, 403, "no secret");
+    assert_eq!(
+        dash.get("/api/pods", "\r\nCookie: omnidev-dashboard=0000")
+            .0,
+        403
+    );
+    let rebound = format!(
+        "GET /api/pods HTTP/1.1\r\nHost: attacker.example:{}{cookie}",
+        dash.port
+    );
+    assert_eq!(
+        exchange(dash.port, &rebound, "", DEADLINE).0,
+        403,
+        "DNS rebinding"
+    );
+    let foreign = format!("{cookie}\r\nOrigin: http://attacker.example");
+    assert_eq!(dash.get("/api/pods", &foreign).0, 403, "another site");
+    let (code, said) = dash.get(&format!("/?token={}", dash.token), "");
+    assert_eq!(code, 303, "{said}");
+    assert!(said.contains("HttpOnly; SameSite=Strict"), "{said}");
+    let (code, page) = dash.get("/", &cookie);
+    assert!(
+        code == 200 && page.contains("<title>omnidev pods</title>"),
+        "{page}"
+    );
+
+    // The pod, as `ls --json` has it.
+    let (code, pods) = dash.get("/api/pods", &cookie);
+    assert_eq!(code, 200, "{pods}");
+    assert!(pods.contains(&format!("/{pod}\",\"repo\"")), "{pods}");
+    assert!(pods.contains("\"running\":true"), "{pods}");
+    assert!(
+        pods.contains(&format!(r#""branches":{{"{pod}":"feature-x"}}"#)),
+        "{pods}"
+    );
+
+    // Its records: the status, then its line (colour kept, no other control).
+    let (code, events) = exchange(
+        dash.port,
+        &format!(
+            "GET /api/events?pod={pod} HTTP/1.1\r\nHost: 127.0.0.1:{}{cookie}",
+            dash.port
+        ),
+        "",
+        Duration::from_secs(3),
+    );
+    assert_eq!(code, 200, "{events}");
+    assert!(events.contains("text/event-stream"), "{events}");
+    assert!(events.contains("\"kind\":\"status\""), "{events}");
+    assert!(
+        events.contains(r#""text":"\u001b[32mserving\u001b[0m""#),
+        "{events}"
+    );
+    assert_eq!(dash.get("/api/events?pod=..", &cookie).0, 404);
+
+    // A GET never acts; a POST without the secret in its header neither.
+    let before = server_pid(&ctx);
+    let restart = format!(r#"{{"pod":"{pod}","action":"restart","service":"server"}}"#);
+    assert_eq!(dash.get("/api/act", &cookie).0, 405);
+    assert_eq!(dash.post("/api/act", &cookie, &restart).0, 403);
+    assert_eq!(server_pid(&ctx), before, "nothing restarted");
+    let header = format!("\r\nX-Omnidev-Token: {}", dash.token);
+    let (code, answer) = dash.post("/api/act", &header, &restart);
+    assert_eq!(code, 200, "{answer}");
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert_ne!(server_pid(&ctx), before, "a new pid");
+
+    // A stop from the CLI reaches a page that waits, unasked.
+    a_stop_is_told_unasked(&ctx, &dash);
+}
+
+/// `omnidev stop` of the checkout's pod is told to a page that waits on
+/// `/api/pods/changes`, which then lists the pod stopped.
+fn a_stop_is_told_unasked(ctx: &TestContext, dash: &Dashboard) {
+    let cookie = dash.cookie();
+    let mut changes = TcpStream::connect(("127.0.0.1", dash.port)).expect("connect");
+    write!(
+        changes,
+        "GET /api/pods/changes HTTP/1.1\r\nHost: 127.0.0.1:{}{cookie}\r\n\r\n",
+        dash.port
+    )
+    .expect("send");
+    let mut changes = BufReader::new(changes);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        changes.read_line(&mut line).expect("its head");
+        if line.trim().is_empty() {
+            break;
+        }
+    }
+    ctx.run_ok(&["stop"]);
+    changes
+        .get_mut()
+        .set_read_timeout(Some(DEADLINE))
+        .expect("timeout");
+    let mut told = String::new();
+    while !told.contains("data: changed") {
+        line.clear();
+        assert!(
+            changes.read_line(&mut line).expect("a change") > 0,
+            "{told}"
+        );
+        told.push_str(&line);
+    }
+    wait_for("the pod listed stopped", DEADLINE, || {
+        dash.get("/api/pods", &cookie)
+            .1
+            .contains("\"running\":false")
+    });
+}
