@@ -971,6 +971,10 @@ pub struct DashboardArgs {
     /// Open the page in the browser.
     #[arg(long)]
     pub open: bool,
+    /// Offer `up` for a stopped pod (`omnidev up --detach` of its
+    /// checkout), as `omnidev mcp --allow-up` does.
+    #[arg(long)]
+    pub allow_up: bool,
 }
 
 /// Arguments of `omnidev start`.

@@ -9,15 +9,16 @@
 //! runtime dir) and names this server as its `Host` (no DNS rebinding) and,
 //! when it has one, as its `Origin` (no cross-site request); an action is
 //! a POST carrying the secret in a header a form cannot set, never a GET.
-//! Bounded: a page's event stream holds at most [`STREAM_RECORDS`] records
-//! waiting for it; a page that stops reading is dropped (its browser
-//! reconnects and the pod replays what it keeps).
+//! Bounded: a page's event stream holds at most [`STREAM_BYTES`] waiting
+//! for it; a page that stops reading is dropped (its browser reconnects
+//! and the pod replays what it keeps).
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -44,9 +45,9 @@ const COOKIE: &str = "omnidev-dashboard";
 /// The header that carries the secret on an action.
 const TOKEN_HEADER: &str = "x-omnidev-token";
 
-/// Records a page's event stream holds while the page does not read (each
-/// at most the socket's record bound, 1 MiB; most are a line of output).
-pub const STREAM_RECORDS: usize = 64;
+/// Bytes a page's event stream holds while the page does not read (a
+/// record longer than that is sent alone).
+pub const STREAM_BYTES: usize = 1024 * 1024;
 
 /// The largest action body read.
 const MAX_BODY: usize = 16 * 1024;
@@ -89,6 +90,7 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
         port,
         cache_root,
         changed,
+        allow_up: args.allow_up,
     });
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
     loop {
@@ -177,6 +179,8 @@ struct State {
     cache_root: PathBuf,
     /// Changes when pods may have started or stopped.
     changed: tokio::sync::watch::Sender<()>,
+    /// `up` of a stopped pod is offered (`--allow-up`).
+    allow_up: bool,
 }
 
 /// `GET /api/pods`: `omnidev ls --json`'s listing, and the branch each
@@ -258,7 +262,9 @@ impl State {
                 response
             }
             (Method::GET, "/") => {
-                let page = PAGE.replace("{{TOKEN}}", &self.token);
+                let page = PAGE
+                    .replace("{{TOKEN}}", &self.token)
+                    .replace("{{ALLOW_UP}}", if self.allow_up { "yes" } else { "no" });
                 with_type(
                     HttpResponse::new(Body::whole(page)),
                     "text/html; charset=utf-8",
@@ -325,6 +331,9 @@ impl State {
         let Some(pod_dir) = self.pod_named(&act.pod) else {
             return no_pod();
         };
+        if act.action == "up" && act.service.is_none() {
+            return self.up(pod_dir).await;
+        }
         let services = act.service.clone().into_iter().collect::<Vec<_>>();
         let ask = match (act.action.as_str(), act.service) {
             ("restart", Some(service)) => Ask::restart(Some(service), false, false, ACTION_WAIT),
@@ -335,7 +344,7 @@ impl State {
             _ => {
                 return text(
                     StatusCode::BAD_REQUEST,
-                    "actions: restart, stop, start (of a service), stop (of the pod), reload-profile",
+                    "actions: restart, stop, start (of a service), stop (of the pod), reload-profile, up",
                 );
             }
         };
@@ -347,12 +356,48 @@ impl State {
     }
 }
 
+impl State {
+    /// `up` of the stopped pod in `pod_dir`: `omnidev up --detach` of its
+    /// checkout, as MCP's `up` runs it; only with `--allow-up`.
+    async fn up(&self, pod_dir: PathBuf) -> HttpResponse<Body> {
+        if !self.allow_up {
+            return text(
+                StatusCode::FORBIDDEN,
+                "`up` is offered only by `omnidev dashboard --allow-up`",
+            );
+        }
+        let Ok(record) = omnidev_pod::read_ports(&pod_dir) else {
+            return text(StatusCode::CONFLICT, "the pod records no checkout");
+        };
+        let pod = crate::cli::PodArgs {
+            repo: record.repo,
+            profile: None,
+            pod_dir: Some(pod_dir),
+        };
+        let started = tokio::task::spawn_blocking(move || {
+            crate::mcp::up_detached(
+                &pod,
+                ACTION_WAIT.as_secs(),
+                &crate::mcp::Connection::default(),
+            )
+        })
+        .await;
+        match started {
+            Ok(Ok(outcome)) => json(StatusCode::OK, &outcome),
+            Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
+            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "up failed"),
+        }
+    }
+}
+
 /// `GET /api/events?pod=NAME`: the pod's records as server-sent events,
 /// each `{"text", "record"}` (core's wording, or the line as plain text,
 /// beside the record of `events --json`), its status first and at each
 /// change, every line of output; a stopped pod's stream ends at once.
 fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
-    let (sender, receiver) = mpsc::channel(STREAM_RECORDS);
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let held = Arc::new(AtomicUsize::new(0));
+    let holding = held.clone();
     std::thread::spawn(move || {
         let Ok(records) = Ask::events(Request::everything(false)).stream(&pod_dir, true) else {
             return;
@@ -385,18 +430,22 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
                 crate::terminal_text::json_line(&value).trim_end()
             );
             // A page that does not read is dropped, never waited for.
-            if sender.try_send(Bytes::from(data)).is_err() {
+            let waiting = holding.fetch_add(data.len(), Ordering::Relaxed);
+            if (waiting > 0 && waiting + data.len() > STREAM_BYTES)
+                || sender.send(Bytes::from(data)).is_err()
+            {
                 return;
             }
         }
     });
     let mut response = with_type(
-        HttpResponse::new(Body::Stream(receiver)),
+        HttpResponse::new(Body::Stream(receiver, held)),
         "text/event-stream",
     );
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // A dropped stream ends its connection: the browser opens another.
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
@@ -404,20 +453,26 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
 /// stopped (at most every [`CHANGES_EVERY`]), for the page to list them
 /// again; nothing while nothing changes.
 fn changes(mut changed: tokio::sync::watch::Receiver<()>) -> HttpResponse<Body> {
-    let (sender, receiver) = mpsc::channel(1);
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let held = Arc::new(AtomicUsize::new(0));
+    let holding = held.clone();
     tokio::spawn(async move {
         while changed.changed().await.is_ok() {
             tokio::time::sleep(CHANGES_EVERY).await;
             changed.borrow_and_update();
-            match sender.try_send(Bytes::from_static(b"data: changed\n\n")) {
-                Err(mpsc::error::TrySendError::Closed(_)) => return,
-                // One not read yet says as much.
-                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => {}
+            // One not read yet says as much.
+            if holding.load(Ordering::Relaxed) > 0 {
+                continue;
+            }
+            let data = Bytes::from_static(b"data: changed\n\n");
+            holding.fetch_add(data.len(), Ordering::Relaxed);
+            if sender.send(data).is_err() {
+                return;
             }
         }
     });
     with_type(
-        HttpResponse::new(Body::Stream(receiver)),
+        HttpResponse::new(Body::Stream(receiver, held)),
         "text/event-stream",
     )
 }
@@ -449,8 +504,9 @@ fn branch(repo: &Path) -> Option<String> {
 pub enum Body {
     /// All of it (taken once sent).
     Whole(Option<Bytes>),
-    /// Chunks as they come; the end when the sender is gone.
-    Stream(mpsc::Receiver<Bytes>),
+    /// Chunks as they come, and the bytes sent and not yet taken; the
+    /// end when the sender is gone.
+    Stream(mpsc::UnboundedReceiver<Bytes>, Arc<AtomicUsize>),
 }
 
 impl Body {
@@ -469,9 +525,12 @@ impl HttpBody for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Body::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Body::Stream(receiver) => receiver
-                .poll_recv(cx)
-                .map(|b| b.map(|b| Ok(Frame::data(b)))),
+            Body::Stream(receiver, held) => receiver.poll_recv(cx).map(|bytes| {
+                bytes.map(|bytes| {
+                    held.fetch_sub(bytes.len(), Ordering::Relaxed);
+                    Ok(Frame::data(bytes))
+                })
+            }),
         }
     }
 }
@@ -550,6 +609,7 @@ mod tests {
             port: 4321,
             cache_root: PathBuf::from("/nonexistent"),
             changed: tokio::sync::watch::channel(()).0,
+            allow_up: false,
         }
     }
 

@@ -136,7 +136,7 @@ fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
 /// here ends, instead of both lasting until the request's timeout. Work
 /// without a connection (`up`'s child) looks at [`Connection::cancelled`].
 #[derive(Debug, Clone, Default)]
-struct Connection(Arc<Mutex<Hangup>>);
+pub(crate) struct Connection(Arc<Mutex<Hangup>>);
 
 #[derive(Debug, Default)]
 struct Hangup {
@@ -579,7 +579,11 @@ const UP_POLL: Duration = Duration::from_millis(50);
 /// is killed, and reaped, when the call is cancelled or when it outlives
 /// its ready timeout by [`UP_MARGIN`]; the pod it started in the
 /// background runs on, as after Ctrl-C of `omnidev up --detach`.
-fn up_detached(pod: &PodArgs, secs: u64, connection: &Connection) -> miette::Result<Outcome> {
+pub(crate) fn up_detached(
+    pod: &PodArgs,
+    secs: u64,
+    connection: &Connection,
+) -> miette::Result<Outcome> {
     // Mistakes of the checkout or profile, with their own codes.
     crate::session::resolve_checkout(pod)?;
     let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;

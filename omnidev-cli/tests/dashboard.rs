@@ -45,22 +45,28 @@ impl Drop for Dashboard {
 }
 
 fn dashboard(ctx: &TestContext) -> Dashboard {
-    let mut child = ctx.spawn(&["dashboard"]);
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("its URL");
-    // `dashboard http://127.0.0.1:PORT/?token=SECRET`
-    let url = line
-        .trim()
-        .strip_prefix("dashboard http://127.0.0.1:")
-        .expect(&line);
-    let (port, token) = url.split_once("/?token=").expect(&line);
-    Dashboard {
-        port: port.parse().expect("a port"),
-        token: token.to_owned(),
-        child,
+    Dashboard::started(ctx.spawn(&["dashboard"]))
+}
+
+impl Dashboard {
+    /// The dashboard `child` runs, once it has printed its URL.
+    fn started(mut child: Child) -> Self {
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("its URL");
+        // `dashboard http://127.0.0.1:PORT/?token=SECRET`
+        let url = line
+            .trim()
+            .strip_prefix("dashboard http://127.0.0.1:")
+            .expect(&line);
+        let (port, token) = url.split_once("/?token=").expect(&line);
+        Dashboard {
+            port: port.parse().expect("a port"),
+            token: token.to_owned(),
+            child,
+        }
     }
 }
 
@@ -255,4 +261,86 @@ fn a_stop_is_told_unasked(ctx: &TestContext, dash: &Dashboard) {
             .1
             .contains("\"running\":false")
     });
+}
+
+/// Resident memory of `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kb| kb.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// A page that stops reading a flooding pod's stream costs at most its
+/// budget and is dropped (its connection ends); `up` of a stopped pod is
+/// refused without `--allow-up` and starts it with it.
+#[test]
+fn a_stalled_page_is_dropped_and_up_needs_allow_up() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.flood]
+command = ["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 + '\\n')"]
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let pod = ctx.json(&["status", "--json"])["pod-dir"]
+        .as_str()
+        .expect("pod-dir")
+        .rsplit('/')
+        .next()
+        .expect("a name")
+        .to_owned();
+    let dash = dashboard(&ctx);
+    let before = rss(dash.child.id());
+    let mut stalled = TcpStream::connect(("127.0.0.1", dash.port)).expect("connect");
+    write!(
+        stalled,
+        "GET /api/events?pod={pod} HTTP/1.1\r\nHost: 127.0.0.1:{}{}\r\n\r\n",
+        dash.port,
+        dash.cookie()
+    )
+    .expect("send");
+    // Not read for 5 s while the pod floods.
+    let mut peak = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        peak = peak.max(rss(dash.child.id()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "dashboard: {} MiB before, peak {} MiB",
+        before >> 20,
+        peak >> 20
+    );
+    assert!(
+        peak < before + 32 * 1024 * 1024,
+        "a stalled page cost {} MiB",
+        (peak - before) >> 20
+    );
+    // Dropped: what was sent is read, then the end.
+    stalled.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let mut sink = Vec::new();
+    let read = stalled.read_to_end(&mut sink);
+    assert!(
+        read.is_ok(),
+        "the stalled page's stream did not end: {read:?}"
+    );
+
+    ctx.run_ok(&["stop"]);
+    let up = format!(r#"{{"pod":"{pod}","action":"up"}}"#);
+    let header = format!("\r\nX-Omnidev-Token: {}", dash.token);
+    let (code, said) = dash.post("/api/act", &header, &up);
+    assert_eq!(code, 403, "{said}");
+    drop(dash);
+    let dash = Dashboard::started(ctx.spawn(&["dashboard", "--allow-up"]));
+    let header = format!("\r\nX-Omnidev-Token: {}", dash.token);
+    let (code, said) = dash.post("/api/act", &header, &up);
+    assert_eq!(code, 200, "{said}");
+    assert!(said.contains("\"ok\":true"), "{said}");
+    assert_eq!(ctx.json(&["status", "--json"])["running"], true);
 }
