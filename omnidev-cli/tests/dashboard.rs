@@ -128,6 +128,13 @@ impl Dashboard {
     }
 }
 
+/// The name of the checkout's pod directory.
+fn pod_name(ctx: &TestContext) -> String {
+    let status = ctx.json(&["status", "--json"]);
+    let dir = status["pod-dir"].as_str().expect("pod-dir");
+    dir.rsplit('/').next().expect("a name").to_owned()
+}
+
 fn server_pid(ctx: &TestContext) -> i64 {
     let status = ctx.json(&["status", "--json"]);
     service(&status, "server")["pid"].as_i64().expect("a pid")
@@ -140,13 +147,7 @@ fn the_dashboard_serves_its_user_only_and_acts_on_post_only() {
     ctx.write(".git/HEAD", "ref: refs/heads/feature-x\n");
     let _pods = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
-    let pod = ctx.json(&["status", "--json"])["pod-dir"]
-        .as_str()
-        .expect("pod-dir")
-        .rsplit('/')
-        .next()
-        .expect("a name")
-        .to_owned();
+    let pod = pod_name(&ctx);
     let dash = dashboard(&ctx);
     let cookie = dash.cookie();
 
@@ -288,13 +289,7 @@ command = ["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 
     );
     let _pods = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
-    let pod = ctx.json(&["status", "--json"])["pod-dir"]
-        .as_str()
-        .expect("pod-dir")
-        .rsplit('/')
-        .next()
-        .expect("a name")
-        .to_owned();
+    let pod = pod_name(&ctx);
     let dash = dashboard(&ctx);
     let before = rss(dash.child.id());
     let mut stalled = TcpStream::connect(("127.0.0.1", dash.port)).expect("connect");
