@@ -59,6 +59,8 @@ pub fn run(options: &Bench) -> Result<()> {
     }
     if wanted("budget") || wanted("rss") {
         rows.extend(budgets::rows(&omnidev, &scratch.join("budgets")));
+    } else if wanted("dashboard") {
+        rows.push(budgets::dashboard(&omnidev, &scratch.join("budgets")));
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(

@@ -12,7 +12,9 @@
 //!   entries (a 0.7 MB profile; issue #57), under a memory cap;
 //! - `omnidev logs -n 10` and the MCP `logs` tool on a 2 GiB service log
 //!   (made here, in the scratch directory), and `omnidev mcp` asked for
-//!   logs and events while a service floods 200 KB lines (issue #53).
+//!   logs and events while a service floods 200 KB lines (issue #53);
+//! - `omnidev dashboard` over 10 pods, one flooding, each read by a page,
+//!   then its CPU with nothing changing (issue #62).
 
 use std::fs;
 use std::io::Write as _;
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::{Guard, Row, Tmux, poll};
+use super::{Guard, Row, Tmux, cpu_time, poll};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -137,59 +139,97 @@ fn control_socket(dir: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The three rows.
+/// One row: `measure` run in the scratch directory `scratch` under `dir`
+/// (removed after), its figure against `budget`.
+fn one(
+    omnidev: &Path,
+    dir: &Path,
+    name: &'static str,
+    scratch: &str,
+    measure: fn(&Path, &Path) -> Result<(String, String)>,
+    budget: &str,
+) -> Row {
+    let scratch = dir.join(scratch);
+    let result = fs::create_dir_all(&scratch)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| measure(omnidev, &scratch));
+    let _ = fs::remove_dir_all(&scratch);
+    let (figure, reference) = match result {
+        Ok((figure, reference)) => (Ok(figure), format!("{budget}; {reference}")),
+        Err(e) => (Err(e), budget.to_owned()),
+    };
+    Row {
+        name,
+        figure,
+        reference,
+    }
+}
+
+/// The memory rows.
 pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
-    let run = |name: &str, measure: fn(&Path, &Path) -> Result<(String, String)>| {
-        let scratch = dir.join(name);
-        let result = fs::create_dir_all(&scratch)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| measure(omnidev, &scratch));
-        let _ = fs::remove_dir_all(&scratch);
-        result
-    };
-    let row = |name: &'static str, result: Result<(String, String)>, budget: &str| {
-        let (figure, reference) = match result {
-            Ok((figure, reference)) => (Ok(figure), format!("{budget}; {reference}")),
-            Err(e) => (Err(e), budget.to_owned()),
-        };
-        Row {
-            name,
-            figure,
-            reference,
-        }
-    };
     vec![
-        row(
+        one(
+            omnidev,
+            dir,
             "TUI RSS, a 5 MB line every 0.5 s for 30 s (tmux)",
-            run("tui", tui_rss),
+            "tui",
+            tui_rss,
             "budget < 200 MiB (the panes show the history: 4 MiB of lines, 512 KiB a service)",
         ),
-        row(
+        one(
+            omnidev,
+            dir,
             "omnidev RSS, 32 stalled events -f --logs followers",
-            run("followers", followers_rss),
+            "followers",
+            followers_rss,
             "budget: before + 32 x 2.5 MiB while they stall, before + 24 MiB after",
         ),
-        row(
+        one(
+            omnidev,
+            dir,
             "peak RSS of `logs -n 10` and MCP `logs` on a 2 GiB log",
-            run("big-log", big_log_rss),
+            "big-log",
+            big_log_rss,
             "goal <= 50 MiB each (one bounded reader, from the end)",
         ),
-        row(
+        one(
+            omnidev,
+            dir,
             "peak RSS of `omnidev mcp` under a log flood",
-            run("mcp-flood", mcp_flood_rss),
+            "mcp-flood",
+            mcp_flood_rss,
             "goal <= 64 MiB",
         ),
-        row(
+        one(
+            omnidev,
+            dir,
             "`profile check` of 5,000 services x 10,000 [env] entries",
-            run("many-services", many_services),
+            "many-services",
+            many_services,
             "goal <= 200 MiB peak and <= 2 s (release), under a 4 GiB address-space cap",
         ),
-        row(
+        dashboard(omnidev, dir),
+        one(
+            omnidev,
+            dir,
             "omnidev RSS, .gitignore of 30,000 rules, 3 watch rules",
-            run("gitignore", gitignore_rss),
+            "gitignore",
+            gitignore_rss,
             "budget < 200 MiB peak (one compiled set per checkout)",
         ),
     ]
+}
+
+/// The dashboard's row (also alone: `cargo xtask bench dashboard`).
+pub(super) fn dashboard(omnidev: &Path, dir: &Path) -> Row {
+    one(
+        omnidev,
+        dir,
+        "omnidev dashboard: 10 pods, one flooding, a page reading each",
+        "dashboard",
+        dashboard_rss,
+        "goal: a fixed cost a page (1 MiB a stream); idle CPU 0% with nothing changing",
+    )
 }
 
 fn tui_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
@@ -531,5 +571,144 @@ fn many_services(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     Ok((
         format!("{}, {:.2} s", mib(peak), took.as_secs_f64()),
         format!("a {} KB profile", profile.len() / 1000),
+    ))
+}
+
+/// Stops the pods of `repos` (state under `dir`) when dropped.
+struct Pods<'a> {
+    omnidev: &'a Path,
+    dir: &'a Path,
+    repos: Vec<PathBuf>,
+}
+
+impl Drop for Pods<'_> {
+    fn drop(&mut self) {
+        for repo in &self.repos {
+            let _ = omnidev_in(self.omnidev, self.dir)
+                .args(["stop", "--repo"])
+                .arg(repo)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// A page's stream of the pod `name`: read to its end on a thread, which
+/// gives the bytes read.
+fn page_stream(port: u16, token: &str, name: &str) -> Result<std::thread::JoinHandle<u64>> {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(
+        stream,
+        "GET /api/events?pod={name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+         Cookie: omnidev-dashboard={token}\r\n\r\n"
+    )?;
+    Ok(std::thread::spawn(move || {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut read = 0;
+        while let Ok(n) = stream.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+        }
+        read
+    }))
+}
+
+fn dashboard_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    use std::io::BufRead as _;
+    const PODS: usize = 10;
+    const FLOOD: Duration = Duration::from_secs(10);
+    let mut pods = Pods {
+        omnidev,
+        dir,
+        repos: Vec::new(),
+    };
+    for i in 0..PODS {
+        let repo = dir.join(format!("repo{i}"));
+        fs::create_dir_all(repo.join(".git"))?;
+        let command = if i == 0 {
+            r#"["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 + '\\n')"]"#
+        } else {
+            r#"["sleep", "3600"]"#
+        };
+        fs::write(
+            repo.join("omnidev.toml"),
+            format!("[services.s]\ncommand = {command}\n"),
+        )?;
+        let started = omnidev_in(omnidev, dir)
+            .args(["up", "--detach", "--repo"])
+            .arg(&repo)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if !started.success() {
+            bail!("up --detach of {} failed", repo.display());
+        }
+        pods.repos.push(repo);
+    }
+    let mut child = omnidev_in(omnidev, dir)
+        .arg("dashboard")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let dashboard = Guard(child);
+    let pid = dashboard.0.id();
+    let mut said = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut said)?;
+    let url = said
+        .trim()
+        .strip_prefix("dashboard http://127.0.0.1:")
+        .with_context(|| format!("no URL: {said}"))?;
+    let (port, token) = url.split_once("/?token=").context("no secret")?;
+    let port: u16 = port.parse()?;
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir.join("cache/omnidev"))? {
+        names.push(entry?.file_name().to_string_lossy().into_owned());
+    }
+    names.sort();
+    let before = rss(pid, false);
+    let pages = (names.iter())
+        .map(|name| page_stream(port, token, name))
+        .collect::<Result<Vec<_>>>()?;
+    let start = Instant::now();
+    let mut peak = 0;
+    while start.elapsed() < FLOOD {
+        peak = peak.max(rss(pid, false));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    peak = peak.max(rss(pid, true));
+    // The flood's pod stops (its page's stream ends); nine pages stay open
+    // on pods that print nothing.
+    let flooding = pods.repos.remove(0);
+    let stopped = omnidev_in(omnidev, dir)
+        .args(["stop", "--repo"])
+        .arg(&flooding)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if !stopped.success() {
+        bail!("stop of the flooding pod failed");
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let idle_from = cpu_time(pid)?;
+    let idle = Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    let used = cpu_time(pid)?.saturating_sub(idle_from);
+    let cpu = 100.0 * used.as_secs_f64() / idle.elapsed().as_secs_f64();
+    drop(dashboard);
+    let read: u64 = pages.into_iter().filter_map(|page| page.join().ok()).sum();
+    Ok((
+        format!(
+            "{} before the pages, peak {} while the pages read {} MB in {} s; idle CPU {cpu:.2}% of one core over 5 s",
+            mib(before),
+            mib(peak),
+            read / 1_000_000,
+            FLOOD.as_secs()
+        ),
+        "10 detached pods, pod 0 writing 200-byte lines as fast as it can".to_owned(),
     ))
 }
