@@ -70,18 +70,38 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
     omnidev_pod::runtime::ensure_private(&runtime_dir).map_err(Error::Pod)?;
     let token = token(&runtime_dir)?;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
-        .await
-        .map_err(Error::io("listen on", format!("127.0.0.1:{}", args.port)))?;
+    let record = Served::read(&runtime_dir);
+    if args.port == 0
+        && let Some(served) = record.as_ref().filter(|r| answers(r.port, &token))
+    {
+        // One dashboard a user: the one serving is the URL to use.
+        note!(
+            "omnidev: a dashboard already serves this user (pid {})",
+            served.pid
+        );
+        return print_url(served.port, &token, args.open);
+    }
+    // The port of the last dashboard when it is free (the URL a browser
+    // has stays good), else one the system picks.
+    let wanted = match (args.port, &record) {
+        (0, Some(record)) => record.port,
+        (port, _) => port,
+    };
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", wanted)).await {
+        Err(_) if args.port == 0 => tokio::net::TcpListener::bind(("127.0.0.1", 0)).await,
+        bound => bound,
+    }
+    .map_err(Error::io("listen on", format!("127.0.0.1:{wanted}")))?;
     let port = listener
         .local_addr()
         .map_err(Error::io("listen on", "127.0.0.1"))?
         .port();
-    let url = format!("http://127.0.0.1:{port}/?token={token}");
-    crate::output::write_stdout(&format!("dashboard {url}\n"))?;
-    if args.open {
-        open(&url);
-    }
+    let served = Served {
+        port,
+        pid: std::process::id(),
+    };
+    served.write(&runtime_dir)?;
+    print_url(port, &token, args.open)?;
     let (changed, _) = tokio::sync::watch::channel(());
     // Pods starting and stopping make and remove their sockets there.
     let _watcher = watch_runtime_dir(&runtime_dir, changed.clone());
@@ -99,7 +119,10 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
                 Ok(accepted) => accepted,
                 Err(_) => continue,
             },
-            _ = signals.recv() => return Ok(ExitCode::SUCCESS),
+            _ = signals.recv() => {
+                served.forget(&runtime_dir);
+                return Ok(ExitCode::SUCCESS);
+            }
         };
         let state = state.clone();
         tokio::spawn(async move {
@@ -113,6 +136,74 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
                 .await;
         });
     }
+}
+
+/// Prints the URL of the dashboard on `port` (and opens it).
+fn print_url(port: u16, token: &str, open_it: bool) -> miette::Result<ExitCode> {
+    let url = format!("http://127.0.0.1:{port}/?token={token}");
+    crate::output::write_stdout(&format!("dashboard {url}\n"))?;
+    if open_it {
+        open(&url);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The file in the runtime dir that records where the user's dashboard
+/// serves.
+const SERVED_FILE: &str = "dashboard.json";
+
+/// Where the user's dashboard serves: the port, kept for the next one,
+/// and the pid serving it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Served {
+    port: u16,
+    pid: u32,
+}
+
+impl Served {
+    fn read(runtime_dir: &Path) -> Option<Self> {
+        let bytes = omnidev_core::fs::read_file(&runtime_dir.join(SERVED_FILE), 4096).ok()??;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn write(&self, runtime_dir: &Path) -> miette::Result<()> {
+        let path = runtime_dir.join(SERVED_FILE);
+        let text = serde_json::to_vec(self).unwrap_or_default();
+        omnidev_core::fs::write_atomic(&path, &text).map_err(Error::io("write", &path))?;
+        Ok(())
+    }
+
+    /// Removes the record while it is still this one's (the port stays
+    /// for the next dashboard).
+    fn forget(&self, runtime_dir: &Path) {
+        if Self::read(runtime_dir).is_some_and(|r| r.pid == self.pid) {
+            let stopped = Self {
+                port: self.port,
+                pid: 0,
+            };
+            let _ = stopped.write(runtime_dir);
+        }
+    }
+}
+
+/// Whether the dashboard of this user answers on `port`: only a server
+/// that holds the user's secret lists the pods for it (a port someone
+/// else took since is never trusted).
+fn answers(port: u16, token: &str) -> bool {
+    use std::io::{Read as _, Write as _};
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let asked = write!(
+        stream,
+        "GET /api/pods HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {COOKIE}={token}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let mut head = [0u8; 12];
+    asked.is_ok() && stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }
 
 /// The user's secret: the one in the runtime dir, or a new one written

@@ -221,6 +221,17 @@ fn the_dashboard_serves_its_user_only_and_acts_on_post_only() {
 
     // A stop from the CLI reaches a page that waits, unasked.
     a_stop_is_told_unasked(&ctx, &dash);
+
+    // One dashboard a user: a second one gives the first one's URL; the
+    // next one, once it is gone, serves on the same port.
+    let port = dash.port;
+    let again = ctx.run_ok(&["dashboard"]);
+    assert!(
+        again.starts_with(&format!("dashboard http://127.0.0.1:{port}/?token=")),
+        "{again}"
+    );
+    drop(dash);
+    assert_eq!(dashboard(&ctx).port, port, "the recorded port again");
 }
 
 /// `omnidev stop` of the checkout's pod is told to a page that waits on
