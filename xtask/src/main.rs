@@ -2,6 +2,8 @@
 
 mod bench;
 mod ci;
+#[cfg(test)]
+mod codemap;
 mod demo;
 mod dist;
 mod e2e;
