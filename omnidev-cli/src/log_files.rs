@@ -37,7 +37,7 @@ const PIECE: usize = 64 * 1024;
 
 /// What is done with each line read; an error (stdout closed) stops the
 /// reading.
-pub type Each<'a> = &'a mut dyn FnMut(&Source, Line) -> Result<(), Error>;
+pub type Each<'a> = &'a mut dyn FnMut(&LogReader, Line) -> Result<(), Error>;
 
 /// How much of the end of a log to read: the last `lines` complete lines,
 /// read back from the end at most `bytes` far.
@@ -60,7 +60,7 @@ impl Tail {
 }
 
 /// One log file being read.
-pub struct Source {
+pub struct LogReader {
     /// The service.
     pub name: String,
     path: PathBuf,
@@ -80,7 +80,7 @@ pub struct Line {
     pub text: String,
 }
 
-impl Source {
+impl LogReader {
     /// The log of service `name` in `dir`, not opened yet.
     pub fn new(name: &str, dir: &Path, prefix: String) -> Self {
         Self {
@@ -274,7 +274,7 @@ pub fn last_lines(
     let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
     selected(&dir, &[service.to_owned()])?;
     let mark = since_reload.then(|| read_mark(&dir)).transpose()?;
-    let mut source = Source::new(service, &dir, String::new());
+    let mut source = LogReader::new(service, &dir, String::new());
     let tail = Tail {
         lines: tail,
         bytes: max_bytes,
@@ -287,7 +287,7 @@ pub fn last_lines(
 
 /// [`read_back`] into a list.
 pub fn collect(
-    source: &mut Source,
+    source: &mut LogReader,
     mark: Option<&Mark>,
     tail: Option<Tail>,
 ) -> Result<Vec<Line>, Error> {
@@ -305,7 +305,7 @@ pub fn collect(
 /// Following goes on from exactly where this stopped; an unfinished last
 /// line is completed by what comes next.
 pub fn read_back(
-    source: &mut Source,
+    source: &mut LogReader,
     mark: Option<&Mark>,
     tail: Option<Tail>,
     each: Each,
@@ -454,7 +454,7 @@ pub fn services_with_logs(dir: &Path) -> Result<Vec<String>, Error> {
 /// every file last written after the mark (`at`) counts; following goes on
 /// from the end of the current file.
 fn since_mark(
-    source: &mut Source,
+    source: &mut LogReader,
     position: Option<&Position>,
     at: SystemTime,
 ) -> Result<Vec<Open>, Error> {
@@ -480,7 +480,7 @@ fn since_mark(
 /// open file, then every file rotated in after it, in order; a file
 /// truncated in place is read again from its start. A file that cannot be
 /// read (swapped for a link while followed) gives nothing.
-pub fn read_new(source: &mut Source, each: Each) -> Result<(), Error> {
+pub fn read_new(source: &mut LogReader, each: Each) -> Result<(), Error> {
     if let Some(mut open) = source.file.take() {
         if open.truncated() {
             open.position = 0;
@@ -526,8 +526,8 @@ mod tests {
 
     use super::*;
 
-    fn source(path: &Path) -> Source {
-        Source {
+    fn source(path: &Path) -> LogReader {
+        LogReader {
             name: "svc".into(),
             path: path.to_path_buf(),
             prefix: "svc | ".into(),
@@ -537,7 +537,7 @@ mod tests {
     }
 
     /// What `logs -f` prints at its next poll (the text form).
-    fn poll(src: &mut Source, out: &mut String) {
+    fn poll(src: &mut LogReader, out: &mut String) {
         read_new(src, &mut |src, line| {
             out.push_str(&src.prefix);
             out.push_str(&line.text);
@@ -548,12 +548,12 @@ mod tests {
     }
 
     /// What is shown before following, without a mark.
-    fn at_end(src: &mut Source, tail: Option<usize>) -> Vec<Line> {
+    fn at_end(src: &mut LogReader, tail: Option<usize>) -> Vec<Line> {
         collect(src, None, tail.map(Tail::lines)).expect("read")
     }
 
     /// The lines since `position` (a mark at `at`).
-    fn read_since(src: &mut Source, position: Option<&Position>, at: SystemTime) -> Vec<Line> {
+    fn read_since(src: &mut LogReader, position: Option<&Position>, at: SystemTime) -> Vec<Line> {
         let mut lines = Vec::new();
         for open in since_mark(src, position, at).expect("files") {
             src.read_on(open, &mut |_, line| {

@@ -28,7 +28,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 pub use app::{Action, App, PodInfo};
-pub use source::{PodSource, Source, Update};
+pub use source::{Feed, PodSource, Update};
 
 use crate::control::protocol::UrlReport;
 use crate::error::{Error, Result};
@@ -87,11 +87,7 @@ pub enum Outcome {
 /// Runs the TUI on `source` until `q`/Ctrl-C, the pod's end, or `quit`
 /// resolves (a signal), handing every other [`Action`] to the source. The
 /// terminal is restored before this returns.
-pub async fn run<S: Source>(
-    app: App,
-    source: S,
-    quit: impl Future<Output = ()>,
-) -> Result<Outcome> {
+pub async fn run<S: Feed>(app: App, source: S, quit: impl Future<Output = ()>) -> Result<Outcome> {
     // Before the terminal changes, so a SIGTSTP can never find it raw.
     let job_control = JobControl::new().map_err(Error::Terminal)?;
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
@@ -103,7 +99,7 @@ pub async fn run<S: Source>(
     result
 }
 
-async fn event_loop<S: Source>(
+async fn event_loop<S: Feed>(
     terminal: &mut ratatui::DefaultTerminal,
     mut app: App,
     mut source: S,
@@ -232,7 +228,7 @@ fn resume(terminal: &mut ratatui::DefaultTerminal) {
 
 /// Applies every update already waiting, so a burst becomes one redraw;
 /// `Some` when the UI is to leave.
-fn drain<S: Source>(app: &mut App, source: &mut S) -> Option<Outcome> {
+fn drain<S: Feed>(app: &mut App, source: &mut S) -> Option<Outcome> {
     while let Some(update) = source.try_next() {
         if let Some(end) = apply(app, update) {
             return Some(end);

@@ -320,7 +320,7 @@ fn tail(path: &Path, n: usize) -> String {
     ) else {
         return "\n".to_owned();
     };
-    let mut source = crate::log_files::Source::new(name, dir, String::new());
+    let mut source = crate::log_files::LogReader::new(name, dir, String::new());
     let lines =
         crate::log_files::collect(&mut source, None, Some(crate::log_files::Tail::lines(n)))
             .unwrap_or_default();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::LogsArgs;
 use crate::control::events::Encoder;
 use crate::log_files::{
-    Line, Source, Tail, read_back, read_mark, read_new, selected, services_with_logs,
+    Line, LogReader, Tail, read_back, read_mark, read_new, selected, services_with_logs,
 };
 use crate::output::write_sanitised;
 
@@ -31,7 +31,7 @@ enum Form {
 }
 
 impl Form {
-    fn push(&self, out: &mut String, source: &Source, line: &Line) {
+    fn push(&self, out: &mut String, source: &LogReader, line: &Line) {
         match self {
             Form::Text { colour } => {
                 out.push_str(&source.prefix);
@@ -67,9 +67,9 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
             String::new()
         }
     };
-    let mut sources: Vec<Source> = names
+    let mut sources: Vec<LogReader> = names
         .iter()
-        .map(|name| Source::new(name, &dir, prefix(name, width)))
+        .map(|name| LogReader::new(name, &dir, prefix(name, width)))
         .collect();
 
     let default_tail = (args.follow && mark.is_none()).then_some(FOLLOW_TAIL);
@@ -112,7 +112,7 @@ fn written(out: &mut String, at: usize) -> Result<(), crate::error::Error> {
 /// `joining` gives the prefix of a service whose file appears later, when
 /// every service is followed.
 fn follow(
-    sources: &mut Vec<Source>,
+    sources: &mut Vec<LogReader>,
     pod_dir: &Path,
     dir: &Path,
     form: &Form,
@@ -125,7 +125,7 @@ fn follow(
             Ok(omnidev_pod::LockState::Held { .. })
         )
     };
-    let print_new = |sources: &mut Vec<Source>| -> miette::Result<()> {
+    let print_new = |sources: &mut Vec<LogReader>| -> miette::Result<()> {
         let mut out = String::new();
         for source in sources.iter_mut() {
             read_new(source, &mut |source, line| {
@@ -162,7 +162,7 @@ fn follow(
                     break;
                 };
                 width = width.max(name.len());
-                sources.push(Source::new(&name, dir, prefix));
+                sources.push(LogReader::new(&name, dir, prefix));
             }
         }
         std::thread::sleep(FOLLOW_POLL);
@@ -186,7 +186,7 @@ mod tests {
             .open(&path)
             .and_then(|f| f.set_modified(at))
             .expect("set mtime");
-        let mut src = Source::new("svc", dir.path(), String::new());
+        let mut src = LogReader::new("svc", dir.path(), String::new());
         let lines = crate::log_files::collect(&mut src, None, None).expect("read");
         let form = Form::Json(Encoder::new(Path::new("/pod")));
         let mut out = String::new();

@@ -101,12 +101,12 @@ pub struct App {
     /// a change is waiting to be applied.
     pub profile_pending: Option<String>,
     /// The history the panes show.
-    pub output: Output,
+    pub output: Scrollback,
 }
 
 /// The history a UI's panes show.
 #[derive(Debug, Clone)]
-pub enum Output {
+pub enum Scrollback {
     /// One the UI keeps of the events it takes in (`omnidev attach`).
     Own(Arc<History>),
     /// The supervisor's (`omnidev up`): the events the UI takes in only
@@ -114,11 +114,11 @@ pub enum Output {
     Supervisor(Arc<History>),
 }
 
-impl Output {
+impl Scrollback {
     /// The history.
     pub fn history(&self) -> &Arc<History> {
         match self {
-            Output::Own(history) | Output::Supervisor(history) => history,
+            Scrollback::Own(history) | Scrollback::Supervisor(history) => history,
         }
     }
 }
@@ -190,7 +190,7 @@ impl App {
             watched,
             attached: false,
             profile_pending: None,
-            output: Output::Own(Arc::default()),
+            output: Scrollback::Own(Arc::default()),
         }
     }
 
@@ -198,7 +198,7 @@ impl App {
     /// events taken in only tell the states.
     #[must_use]
     pub fn showing(mut self, history: Arc<History>) -> Self {
-        self.output = Output::Supervisor(history);
+        self.output = Scrollback::Supervisor(history);
         self
     }
 
@@ -355,7 +355,7 @@ impl App {
 
     /// Keeps `event` in the UI's own history, when it keeps one.
     fn keep(&self, event: &Event) {
-        let Output::Own(history) = &self.output else {
+        let Scrollback::Own(history) = &self.output else {
             return;
         };
         match &event.kind {
@@ -368,7 +368,7 @@ impl App {
     /// Starts the UI's own history over for a refill (what the pod kept
     /// follows), saying `why`.
     pub fn refill(&mut self, why: String) {
-        if let Output::Own(history) = &mut self.output {
+        if let Scrollback::Own(history) = &mut self.output {
             *history = Arc::default();
             for pane in &mut self.panes {
                 pane.clear(history);

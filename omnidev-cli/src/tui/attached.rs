@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::app::{Action, App, PodInfo};
-use super::source::{Source, Update};
+use super::source::{Feed, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::Record;
 use crate::control::protocol::{PodStatus, UrlReport};
@@ -231,7 +231,7 @@ impl ControlSource {
     }
 }
 
-impl Source for ControlSource {
+impl Feed for ControlSource {
     async fn next(&mut self) -> Update {
         loop {
             if let Some((_, opening)) = &mut self.reconnecting {

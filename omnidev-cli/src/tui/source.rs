@@ -1,5 +1,5 @@
 //! Where the TUI's state comes from and where its actions go: one
-//! [`Source`] the loop reads [`Update`]s from and hands [`Action`]s to.
+//! [`Feed`] the loop reads [`Update`]s from and hands [`Action`]s to.
 //! `omnidev up` reads the supervisor in its own process ([`PodSource`]);
 //! `omnidev attach` reads a running pod over its control socket
 //! ([`ControlSource`](super::attached::ControlSource)). The app, the view and the loop are
@@ -14,7 +14,7 @@ use omnidev_core::{Event, EventKind, Follower, ServiceStatus, Supervisor};
 use super::app::Action;
 use crate::live_profile::{ApplyError, LiveProfile};
 
-/// One thing a [`Source`] tells the TUI.
+/// One thing a [`Feed`] tells the TUI.
 #[derive(Debug)]
 pub enum Update {
     /// Something happened in the pod.
@@ -47,7 +47,7 @@ pub enum Update {
 }
 
 /// A pod as the TUI sees it.
-pub trait Source {
+pub trait Feed {
     /// The next update. Cancel-safe: a call dropped before it finished
     /// loses nothing (the loop waits on it beside key presses).
     fn next(&mut self) -> impl Future<Output = Update>;
@@ -120,7 +120,7 @@ impl PodSource {
     }
 }
 
-impl Source for PodSource {
+impl Feed for PodSource {
     async fn next(&mut self) -> Update {
         if let Some(update) = self.after_gap.take() {
             return update;
