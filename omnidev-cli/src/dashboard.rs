@@ -498,11 +498,11 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
             let Ok(record) = serde_json::from_slice::<Record>(&line) else {
                 continue;
             };
-            let plain = |text: &str| crate::terminal_text::plain(text);
+            let plain = |text: &str| omnidev_core::text::plain(text);
             let (text, states) = match &record.event.kind {
                 // Colours kept, as the TUI shows them; no other control.
                 omnidev_core::EventKind::Log { line } => (
-                    crate::terminal_text::sanitise(&line.text, true).into_owned(),
+                    omnidev_core::text::sanitise(&line.text, true).into_owned(),
                     None,
                 ),
                 omnidev_core::EventKind::Status { services } => (
@@ -518,7 +518,7 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
             let value = serde_json::json!({ "text": text, "states": states, "record": record });
             let data = format!(
                 "data: {}\n\n",
-                crate::terminal_text::json_line(&value).trim_end()
+                omnidev_core::text::json_line(&value).trim_end()
             );
             // A page that does not read is dropped, never waited for.
             let waiting = holding.fetch_add(data.len(), Ordering::Relaxed);
@@ -659,7 +659,7 @@ fn text(status: StatusCode, text: &str) -> HttpResponse<Body> {
 }
 
 fn json(status: StatusCode, value: &impl serde::Serialize) -> HttpResponse<Body> {
-    let mut response = HttpResponse::new(Body::whole(crate::terminal_text::json_line(value)));
+    let mut response = HttpResponse::new(Body::whole(omnidev_core::text::json_line(value)));
     *response.status_mut() = status;
     with_type(response, "application/json")
 }

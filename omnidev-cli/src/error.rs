@@ -666,7 +666,7 @@ pub fn print(report: &miette::Report) {
     let _ = writeln!(std::io::stderr(), "{shown:?}");
 }
 
-/// A diagnostic's texts as [`crate::terminal_text::message`] shows them,
+/// A diagnostic's texts as [`omnidev_core::text::message`] shows them,
 /// owned, with its code, severity and causes (what [`print()`] renders).
 #[derive(Debug)]
 struct Shown {
@@ -681,7 +681,7 @@ struct Shown {
 
 impl Shown {
     fn text(text: &dyn std::fmt::Display) -> String {
-        crate::terminal_text::message(&text.to_string()).into_owned()
+        omnidev_core::text::message(&text.to_string()).into_owned()
     }
 
     fn of(diagnostic: &dyn miette::Diagnostic) -> Self {
@@ -692,7 +692,7 @@ impl Shown {
         Self {
             // One line: a line break in it is a path's or a name's (a
             // checkout `a\nb`), shown, never a second line of the message.
-            message: crate::terminal_text::quote(&diagnostic.to_string()).into_owned(),
+            message: omnidev_core::text::quote(&diagnostic.to_string()).into_owned(),
             code: diagnostic.code().map(|code| Self::text(&code)),
             help: diagnostic.help().map(|help| Self::text(&help)),
             url: diagnostic.url().map(|url| Self::text(&url)),
@@ -785,7 +785,7 @@ pub fn exit_code(report: &miette::Report) -> u8 {
 /// `{"error": {"code", "message", "help", "exit"}}`. `message` is the error
 /// and its causes, joined with `: `.
 pub fn json_record(report: &miette::Report) -> String {
-    crate::terminal_text::json_line(&error_value(report))
+    omnidev_core::text::json_line(&error_value(report))
 }
 
 /// [`json_record`] as a value (what `omnidev mcp` answers a failed tool
@@ -811,7 +811,7 @@ pub fn error_value(report: &miette::Report) -> serde_json::Value {
 
 /// `{"error": {…}}` with a newline.
 pub fn error_record(code: &str, message: &str, help: Option<&str>, exit: u8) -> String {
-    crate::terminal_text::json_line(&value(code, message, help, exit))
+    omnidev_core::text::json_line(&value(code, message, help, exit))
 }
 
 fn value(code: &str, message: &str, help: Option<&str>, exit: u8) -> serde_json::Value {
@@ -853,8 +853,8 @@ mod tests {
         /// control but line breaks and tabs.
         #[test]
         fn a_rendered_error_obeys_nothing_it_quotes(
-            program in crate::terminal_text::tests::hostile(),
-            cause in crate::terminal_text::tests::hostile(),
+            program in omnidev_test_support::hostile::text(),
+            cause in omnidev_test_support::hostile::text(),
         ) {
             let report = miette::Report::new(Quoting {
                 program: program.clone(),
@@ -873,7 +873,7 @@ mod tests {
                 rest = &rest[at + 1..];
             }
             prop_assert!(
-                !out.chars().any(|c| !"\x1b\n\t".contains(c) && crate::terminal_text::obeyed(c)),
+                !out.chars().any(|c| !"\x1b\n\t".contains(c) && omnidev_core::text::obeyed(c)),
                 "{out:?}"
             );
         }

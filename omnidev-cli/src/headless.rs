@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::output::{self, SERVICE_STYLES, SUPERVISOR_STYLE};
 use crate::run_options::{Front, RunOptions};
 use crate::session::{PreparedPod, banner};
-use crate::terminal_text;
+use omnidev_core::text;
 
 /// Turns events into output lines.
 #[derive(Debug, Clone)]
@@ -120,13 +120,13 @@ impl Printer {
     /// pod-wide `notice` record of it).
     pub fn line(&self, tag: &str, text: &str) -> String {
         if let Some(encoder) = &self.json {
-            return terminal_text::json_line(&encoder.notice(text));
+            return text::json_line(&encoder.notice(text));
         }
         format!(
             "{}{}{}",
             self.stamp(SystemTime::now()),
             self.prefix(tag),
-            terminal_text::message(text)
+            text::message(text)
         )
     }
 
@@ -152,12 +152,12 @@ impl Printer {
             Kept::Line(line) => (
                 line.at,
                 &line.service,
-                terminal_text::sanitise(&line.text, self.colour),
+                text::sanitise(&line.text, self.colour),
             ),
             Kept::Event(event) if event.is_shown() => (
                 event.at,
                 "omnidev",
-                Cow::Owned(terminal_text::message(&event.to_string()).into_owned()),
+                Cow::Owned(text::message(&event.to_string()).into_owned()),
             ),
             Kept::Event(_) | Kept::Partial(_) => return Ok(()),
         };
@@ -177,7 +177,7 @@ impl Printer {
                 let url = format!("{} {}", url.name, url.url);
                 out.write_all(stamp.as_bytes())?;
                 out.write_all(self.prefixes["omnidev"].as_bytes())?;
-                out.write_all(terminal_text::message(&url).as_bytes())?;
+                out.write_all(text::message(&url).as_bytes())?;
                 out.write_all(b"\n")?;
             }
         }
@@ -193,7 +193,7 @@ impl Printer {
         };
         let encoder = self.json.as_ref().expect("only called with --json");
         let now = SystemTime::now();
-        out.write_all(terminal_text::json_line(&encoder.kept(kept)).as_bytes())?;
+        out.write_all(text::json_line(&encoder.kept(kept)).as_bytes())?;
         let service = match kept {
             Kept::Event(event) => event.service.clone(),
             _ => None,
@@ -203,9 +203,7 @@ impl Printer {
                 name: url.name,
                 url: url.url,
             };
-            out.write_all(
-                terminal_text::json_line(&encoder.record(now, service.clone(), kind)).as_bytes(),
-            )?;
+            out.write_all(text::json_line(&encoder.record(now, service.clone(), kind)).as_bytes())?;
         }
         Ok(())
     }
@@ -354,7 +352,7 @@ fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
     });
     ports
         .chain(urls)
-        .map(|record| terminal_text::json_line(&record))
+        .map(|record| text::json_line(&record))
         .collect()
 }
 

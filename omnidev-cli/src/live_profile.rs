@@ -139,7 +139,7 @@ impl LiveProfile {
     /// checkout's own, the path for `--profile FILE`.
     fn shown(&self) -> String {
         if self.explicit {
-            crate::terminal_text::quote_path(&self.file)
+            omnidev_core::text::quote_path(&self.file)
         } else {
             omnidev_pod::profile::PROFILE_FILE.to_owned()
         }

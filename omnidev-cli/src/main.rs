@@ -1,6 +1,6 @@
 //! The `omnidev` binary: parse arguments, run the command, render errors.
 
-/// `eprintln!` through the one sanitiser (`terminal_text::message`: no
+/// `eprintln!` through the one sanitiser (`omnidev_core::text::message`: no
 /// escape sequence of a quoted name, path or argument is obeyed) that never
 /// panics: with stderr closed the message is lost, and the command goes on
 /// (its exit code says how it went).
@@ -8,7 +8,7 @@ macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($arg)*);
-        let _ = writeln!(std::io::stderr(), "{}", crate::terminal_text::message(&text));
+        let _ = writeln!(std::io::stderr(), "{}", omnidev_core::text::message(&text));
     }};
 }
 
@@ -25,7 +25,6 @@ mod mcp;
 mod output;
 mod run_options;
 mod session;
-mod terminal_text;
 mod tui;
 mod watch;
 

@@ -216,7 +216,7 @@ fn shown_lines(
     let raw = crate::log_files::last_lines(pod_dir, service, lines, since_reload, budget)?;
     let plain = raw
         .iter()
-        .map(|line| crate::terminal_text::plain(line))
+        .map(|line| omnidev_core::text::plain(line))
         .collect();
     Ok(within(plain, max_bytes))
 }
@@ -637,7 +637,7 @@ pub(crate) fn up_detached(
     let said = stderr
         .and_then(|reader| reader.join().ok())
         .unwrap_or_default();
-    let said = crate::terminal_text::plain(&String::from_utf8_lossy(&said));
+    let said = omnidev_core::text::plain(&String::from_utf8_lossy(&said));
     let lines: Vec<String> = said.lines().map(str::to_owned).collect();
     let (kept, _) = within(lines, limits::UP_OUTPUT_BYTES);
     let output = kept.join("\n");

@@ -7,7 +7,7 @@ use anstyle::{AnsiColor, Style};
 
 use crate::control::PodStatus;
 use crate::error::{Error, Result};
-use crate::terminal_text::{quote, quote_path};
+use omnidev_core::text::{quote, quote_path};
 
 /// Colours given to services in order, matching the TUI palette.
 pub const SERVICE_STYLES: [Style; 6] = [
@@ -53,21 +53,21 @@ pub fn clock(at: std::time::SystemTime) -> String {
 /// Pretty JSON with a trailing newline.
 pub fn json(value: &impl serde::Serialize) -> Result<String> {
     let text = serde_json::to_string_pretty(value).map_err(Error::Json)?;
-    let mut text = crate::terminal_text::json(&text).into_owned();
+    let mut text = omnidev_core::text::json(&text).into_owned();
     text.push('\n');
     Ok(text)
 }
 
 /// Writes omnidev's own text to stdout, through the one sanitiser (see
-/// [`crate::terminal_text::message`]: no escape sequence a quoted name or
+/// [`omnidev_core::text::message`]: no escape sequence a quoted name or
 /// path holds is obeyed). A closed pipe (`omnidev status | head -1`) is
 /// [`Error::OutputClosed`]: exit 1, quietly, never a panic.
 pub fn write_stdout(text: &str) -> Result<()> {
-    write_sanitised(&crate::terminal_text::message(text))
+    write_sanitised(&omnidev_core::text::message(text))
 }
 
 /// Writes service output to stdout that each line of went through
-/// [`crate::terminal_text::sanitise`] already (its colours kept), as
+/// [`omnidev_core::text::sanitise`] already (its colours kept), as
 /// [`write_stdout`] does otherwise.
 pub fn write_sanitised(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();

@@ -341,13 +341,13 @@ pub(crate) fn clean_pod(
     if own {
         remove_stale_socket(pod_dir);
     }
-    let shown = crate::terminal_text::quote_path(pod_dir);
+    let shown = omnidev_core::text::quote_path(pod_dir);
     let mut text = if removed {
         format!("omnidev: removed {shown}")
     } else {
         let kept: Vec<String> = kept
             .iter()
-            .map(|k| crate::terminal_text::quote(k).into_owned())
+            .map(|k| omnidev_core::text::quote(k).into_owned())
             .collect();
         format!(
             "omnidev: removed what omnidev made in {shown}; kept what it did not make: {} \
@@ -359,7 +359,7 @@ pub(crate) fn clean_pod(
         let _ = write!(
             text,
             " (it was a copy of the pod {}, which was not touched)",
-            crate::terminal_text::quote_path(&original)
+            omnidev_core::text::quote_path(&original)
         );
     }
     Ok(text)

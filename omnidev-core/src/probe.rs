@@ -429,7 +429,8 @@ impl LineWatch {
                     Partial::None | Partial::TooLong => continue,
                 },
             };
-            if regex.is_match(&without_escapes(&whole)) {
+            // What people see of it: the text every front-end shows.
+            if regex.is_match(&crate::text::sanitise(&whole, false)) {
                 self.matched.store(true, Ordering::Release);
                 return;
             }
@@ -440,30 +441,6 @@ impl LineWatch {
     pub fn matched(&self) -> bool {
         self.matched.load(std::sync::atomic::Ordering::Acquire)
     }
-}
-
-/// `line` without its CSI escape sequences (colours), so a pattern matches
-/// what people see.
-fn without_escapes(line: &str) -> std::borrow::Cow<'_, str> {
-    if !line.contains('\x1b') {
-        return std::borrow::Cow::Borrowed(line);
-    }
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            out.push(c);
-            continue;
-        }
-        if chars.next() == Some('[') {
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) {
-                    break;
-                }
-            }
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// Ready once a line of the service's output has matched its pattern.
@@ -852,6 +829,29 @@ mod tests {
         assert!(!watch.matched(), "readyready is one line");
         watch.offer(Stdout, &lines(&["ready"]), &[]);
         assert!(watch.matched(), "a line after it");
+    }
+
+    /// A pattern matches the line as every front-end shows it: colours
+    /// and a hyperlink's wrapper gone, other controls visible.
+    #[test]
+    fn a_line_watch_matches_the_text_people_see() {
+        use crate::event::Stream::Stdout;
+        let seen = |pattern: &str, line: &str| {
+            let watch = LineWatch::new(pattern);
+            watch.offer(Stdout, &[line.to_owned()], &[]);
+            watch.matched()
+        };
+        assert!(seen(
+            "^listening on :8000$",
+            "\x1b[32mlistening\x1b[0m on :8000"
+        ));
+        assert!(seen(
+            "^open docs$",
+            "open \x1b]8;;http://localhost/\x1b\\docs\x1b]8;;\x1b\\"
+        ));
+        // A bell is shown as `^G`, as on screen: not the bare word.
+        assert!(!seen("^ready$", "ready\x07"));
+        assert!(seen("^ready\\^G$", "ready\x07"));
     }
 
     #[tokio::test]

@@ -24,6 +24,7 @@
 pub mod alone;
 pub mod context;
 pub mod git;
+pub mod hostile;
 pub mod lines;
 pub mod poll;
 pub mod ports;

@@ -20,7 +20,6 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 /// inside (`tui::app` is `tui`'s), and imports only modules of its own
 /// layer or of those before it. Every module is in a layer.
 pub const CLI_LAYERS: &[&[&str]] = &[
-    &["terminal_text"],
     &["error"],
     &["cli"],
     &["run_options"],

@@ -19,7 +19,7 @@ pub fn run(args: &CleanArgs) -> miette::Result<ExitCode> {
         DirKind::Missing => {
             note!(
                 "omnidev: nothing to clean ({} does not exist)",
-                crate::terminal_text::quote_path(pod_dir)
+                omnidev_core::text::quote_path(pod_dir)
             );
             return Ok(ExitCode::SUCCESS);
         }

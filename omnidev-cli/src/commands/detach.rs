@@ -279,7 +279,7 @@ fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitSta
 /// Prints the pod directory and URLs; on failure, each failed service's
 /// last log lines (to stderr) and exit code 1.
 fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette::Result<ExitCode> {
-    let mut out = format!("pod {}\n", crate::terminal_text::quote_path(pod.dir()));
+    let mut out = format!("pod {}\n", omnidev_core::text::quote_path(pod.dir()));
     if let Some(status) = &response.status {
         for url in &status.urls {
             let _ = writeln!(out, "{} {}", url.name, url.url);
@@ -311,7 +311,7 @@ fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette
 }
 
 /// The last `n` lines of a file (empty when unreadable), safe for a
-/// terminal (see `terminal_text`).
+/// terminal (see `omnidev_core::text`).
 fn tail(path: &Path, n: usize) -> String {
     let (Some(dir), Some(name)) = (
         path.parent(),
@@ -326,7 +326,7 @@ fn tail(path: &Path, n: usize) -> String {
             .unwrap_or_default();
     let lines: Vec<String> = lines
         .iter()
-        .map(|l| crate::terminal_text::plain(&l.text))
+        .map(|l| omnidev_core::text::plain(&l.text))
         .collect();
     let mut out = lines.join("\n");
     out.push('\n');

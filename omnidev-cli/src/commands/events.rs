@@ -48,8 +48,8 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
             .as_ref()
             .is_some_and(|r| matches!(r.event.kind, EventKind::Lagged { .. }));
         let text = match (&record, args.json) {
-            (_, true) => crate::terminal_text::json(&line).into_owned(),
-            (None, false) => crate::terminal_text::quote(&line).into_owned(),
+            (_, true) => omnidev_core::text::json(&line).into_owned(),
+            (None, false) => omnidev_core::text::quote(&line).into_owned(),
             (Some(record), false) => human(record),
         };
         let written = writeln!(out, "{text}").and_then(|()| out.flush());
@@ -74,12 +74,9 @@ fn human(record: &Record) -> String {
         EventKind::Log { line } | EventKind::PartialLine { line } => format!(
             "{time} {} | {}",
             line.service,
-            crate::terminal_text::sanitise(&line.text, false)
+            omnidev_core::text::sanitise(&line.text, false)
         ),
-        _ => format!(
-            "{time} {}",
-            crate::terminal_text::message(&event.to_string())
-        ),
+        _ => format!("{time} {}", omnidev_core::text::message(&event.to_string())),
     }
 }
 
@@ -97,7 +94,7 @@ mod tests {
         for event in every_supervisor_event() {
             let want = match &event.kind {
                 EventKind::Log { line } | EventKind::PartialLine { line } => {
-                    let text = crate::terminal_text::sanitise(&line.text, false);
+                    let text = omnidev_core::text::sanitise(&line.text, false);
                     format!("{} | {text}", line.service)
                 }
                 _ => event.to_string(),

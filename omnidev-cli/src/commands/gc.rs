@@ -33,7 +33,7 @@ enum Verdict {
 }
 
 fn shown(path: &Path) -> String {
-    crate::terminal_text::quote_path(path)
+    omnidev_core::text::quote_path(path)
 }
 
 /// Whether `repo` is gone: only a path that does not exist counts; one

@@ -35,10 +35,10 @@ impl Form {
         match self {
             Form::Text { colour } => {
                 out.push_str(&source.prefix);
-                out.push_str(&crate::terminal_text::sanitise(&line.text, *colour));
+                out.push_str(&omnidev_core::text::sanitise(&line.text, *colour));
                 out.push('\n');
             }
-            Form::Json(encoder) => out.push_str(&crate::terminal_text::json_line(
+            Form::Json(encoder) => out.push_str(&omnidev_core::text::json_line(
                 &encoder.file_line(&source.name, &line.text, line.at),
             )),
         }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use crate::cli::LsArgs;
 use crate::control::{self, PodList};
 use crate::output::{json, write_stdout};
-use crate::terminal_text::{quote, quote_path};
+use omnidev_core::text::{quote, quote_path};
 
 /// Runs `omnidev ls`.
 pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {

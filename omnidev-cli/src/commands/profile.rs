@@ -217,9 +217,9 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
             text,
             "  {:width$}  {}\n  {:width$}  {}",
             spec.name,
-            crate::terminal_text::plain(&command.join(" ")),
+            omnidev_core::text::plain(&command.join(" ")),
             "",
-            crate::terminal_text::plain(&facts.join("; ")),
+            omnidev_core::text::plain(&facts.join("; ")),
         );
     }
     let mut out = std::io::stdout().lock();

@@ -36,7 +36,7 @@ pub fn run(args: &ReloadProfileArgs) -> miette::Result<ExitCode> {
             status: response.status.as_ref(),
         })?)?;
     } else {
-        let mut text = format!("{}\n", crate::terminal_text::message(&applied.message));
+        let mut text = format!("{}\n", omnidev_core::text::message(&applied.message));
         if let Some(status) = &response.status {
             text.push_str(&pod_status(status));
         }

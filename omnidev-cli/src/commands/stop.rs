@@ -21,7 +21,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     let LockState::Held { pid } = lock_state(pod_dir)? else {
         note!(
             "omnidev: the pod {} is not running",
-            crate::terminal_text::quote_path(pod_dir)
+            omnidev_core::text::quote_path(pod_dir)
         );
         return Ok(ExitCode::SUCCESS);
     };
@@ -42,7 +42,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     wait_stopped(pod_dir, pid, Duration::from_secs(args.timeout))?;
     note!(
         "omnidev: stopped the pod {}",
-        crate::terminal_text::quote_path(pod_dir)
+        omnidev_core::text::quote_path(pod_dir)
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use omnidev_core::history::{Cursor, History, Kept};
 
 use super::events::Encoder;
-use crate::terminal_text::json_line;
+use omnidev_core::text::json_line;
 
 /// Bytes of records a reader takes at a time (about; and the last one).
 pub const REPLAY_CHUNK: usize = 64 * 1024;

@@ -19,7 +19,7 @@ use super::protocol::{
 };
 use super::retained::{self, Filter};
 use crate::error::{Error, Result};
-use crate::terminal_text::json_line;
+use omnidev_core::text::json_line;
 
 /// How often a waiting request looks whether its client hung up (and
 /// how long a failed `accept` pauses).

@@ -15,7 +15,7 @@ use rmcp::model::{CallToolRequestParams, ClientRequest, JsonRpcMessage};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde_json::{Value, json};
 
-use crate::terminal_text::json_line;
+use omnidev_core::text::json_line;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin, Stdout};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;

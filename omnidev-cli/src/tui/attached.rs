@@ -30,7 +30,7 @@ use crate::control::events::Record;
 use crate::control::protocol::{PodStatus, UrlReport};
 use crate::control::{self, Ask, Request};
 use crate::error::{Error, Result};
-use crate::terminal_text;
+use omnidev_core::text;
 
 /// How long a restart or start from a key waits for the services to be
 /// ready (the pod's own default).
@@ -184,7 +184,7 @@ impl ControlSource {
             EventKind::Lagged { message } => {
                 let why = format!(
                     "the UI fell behind and the pod dropped it ({}): refilled from what it kept",
-                    terminal_text::quote(message)
+                    text::quote(message)
                 );
                 let pod_dir = self.pod_dir.clone();
                 let opening = tokio::task::spawn_blocking(move || Connection::open(&pod_dir));
@@ -194,7 +194,7 @@ impl ControlSource {
             EventKind::Ended { services } => {
                 let endings: Vec<String> = services
                     .iter()
-                    .map(|s| terminal_text::quote(&s.detail).into_owned())
+                    .map(|s| text::quote(&s.detail).into_owned())
                     .collect();
                 return Some(Update::Ended(format!(
                     "the pod stopped: {}",
@@ -304,7 +304,7 @@ impl Feed for ControlSource {
                 Ok(response) => format!("{} failed", response.failed.join(", ")),
                 Err(error) => error.to_string(),
             };
-            let _ = answer.try_send(Update::Message(terminal_text::quote(&said).into_owned()));
+            let _ = answer.try_send(Update::Message(text::quote(&said).into_owned()));
         });
     }
 }

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use omnidev_core::{History, Kept, Stream};
 
-use crate::terminal_text;
+use omnidev_core::text;
 
 /// A line as a pane shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub struct PaneLine {
     /// shown as a prefix in the combined pane.
     pub tag: String,
     /// The text as shown: SGR colour kept, every other control made
-    /// visible (see [`terminal_text`]).
+    /// visible (see [`text`]).
     pub raw: String,
     /// Whether the supervisor wrote it (rendered dimmed).
     pub supervisor: bool,
@@ -38,7 +38,7 @@ impl PaneLine {
     pub fn new(tag: &str, raw: &str, supervisor: bool, at: SystemTime) -> Self {
         Self {
             tag: tag.to_owned(),
-            raw: terminal_text::sanitise(raw, true).into_owned(),
+            raw: text::sanitise(raw, true).into_owned(),
             supervisor,
             at,
         }
@@ -63,7 +63,7 @@ impl PaneLine {
     /// The text without colour; what search looks at.
     pub fn plain(&self) -> std::borrow::Cow<'_, str> {
         if self.raw.contains('\x1b') {
-            std::borrow::Cow::Owned(terminal_text::plain(&self.raw))
+            std::borrow::Cow::Owned(text::plain(&self.raw))
         } else {
             std::borrow::Cow::Borrowed(&self.raw)
         }

@@ -12,7 +12,7 @@ use unicode_width::UnicodeWidthChar;
 
 use super::app::{App, Mode, ServiceView};
 use super::pane::{PaneLine, Pattern};
-use crate::terminal_text;
+use omnidev_core::text;
 
 /// Colours given to services, in order (also used by the headless printer).
 pub const PALETTE: [Color; 6] = [
@@ -53,10 +53,10 @@ pub fn render(app: &mut App, frame: &mut Frame<'_>) {
 
 /// The last guard of the screen: a cell that holds a control character
 /// (text that reached a widget without going through
-/// [`terminal_text`]) shows `?` instead of sending it to the terminal.
+/// [`text`]) shows `?` instead of sending it to the terminal.
 fn inert(buffer: &mut ratatui::buffer::Buffer) {
     for cell in &mut buffer.content {
-        if cell.symbol().chars().any(terminal_text::obeyed) {
+        if cell.symbol().chars().any(text::obeyed) {
             cell.set_symbol("?");
         }
     }
@@ -91,18 +91,18 @@ fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let first = vec![
         Span::styled("omnidev", Style::new().add_modifier(Modifier::BOLD)),
         Span::styled("  pod ", dim),
-        Span::raw(terminal_text::quote_path(&app.info.pod_dir)),
+        Span::raw(text::quote_path(&app.info.pod_dir)),
     ];
     // URLs get a line of their own so a narrow terminal does not break one.
     let mut urls = Vec::new();
     for url in &app.info.urls {
         let lead = if urls.is_empty() { "" } else { "  " };
         urls.push(Span::styled(
-            format!("{lead}{} ", terminal_text::quote(&url.name)),
+            format!("{lead}{} ", text::quote(&url.name)),
             dim,
         ));
         urls.push(Span::styled(
-            terminal_text::quote(&url.url).into_owned(),
+            text::quote(&url.url).into_owned(),
             Style::new().add_modifier(Modifier::UNDERLINED),
         ));
     }
@@ -308,10 +308,7 @@ fn footer_line(app: &App, width: usize) -> Line<'static> {
     let mut spans = Vec::new();
     let mut width = width;
     if let Some(what) = &app.profile_pending {
-        let pending = format!(
-            "P apply profile ({}) │ ",
-            crate::terminal_text::message(what)
-        );
+        let pending = format!("P apply profile ({}) │ ", omnidev_core::text::message(what));
         width = width.saturating_sub(unicode_width::UnicodeWidthStr::width(pending.as_str()));
         spans.push(Span::styled(pending, Style::new().fg(Color::Yellow)));
     }

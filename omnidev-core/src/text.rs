@@ -437,21 +437,6 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// Text a hostile service would write: escape sequences of every kind,
-    /// well- and ill-formed, between any characters at all.
-    pub(crate) fn hostile() -> impl Strategy<Value = String> {
-        let piece = prop_oneof![
-            any::<char>().prop_map(String::from),
-            "[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}]",
-            "\\x1b\\[[0-9;:]{0,80}[m@-~]?",
-            "\\x1b\\[(38|48|58)[;:][25][;:][0-9]{0,4}([;:][0-9]{0,4}){0,4}m",
-            "\\x1b\\][0-9]{0,2};[^\\x07]{0,20}(\\x07|\\x1b\\\\)?",
-            "\\x1b[P^_X][ -~]{0,10}(\\x1b\\\\)?",
-            "[ -~]{0,10}",
-        ];
-        proptest::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
-    }
-
     /// Whether a terminal reading the SGR parameters `params` would do
     /// nothing but what is allowed: written apart from [`harmless_sgr`], as
     /// a terminal reads them.
@@ -511,7 +496,7 @@ pub(crate) mod tests {
         /// escape sequence, no control character but TAB; with colour off
         /// no escape at all; a line ends with its attributes reset.
         #[test]
-        fn no_control_but_an_allowed_sgr_ever_comes_out(raw in hostile()) {
+        fn no_control_but_an_allowed_sgr_ever_comes_out(raw in omnidev_test_support::hostile::text()) {
             for colour in [true, false] {
                 let out = sanitise(&raw, colour);
                 for escape in escapes(&out) {
@@ -533,7 +518,7 @@ pub(crate) mod tests {
 
         /// Messages and quotes let no escape through at all.
         #[test]
-        fn messages_and_quotes_let_no_escape_through(raw in hostile()) {
+        fn messages_and_quotes_let_no_escape_through(raw in omnidev_test_support::hostile::text()) {
             let message = message(&raw);
             prop_assert!(!message.chars().any(|c| needs_care(c, Kind::Message)), "{message:?}");
             prop_assert!(!message.contains('\x1b'));
@@ -543,7 +528,7 @@ pub(crate) mod tests {
 
         /// JSON made safe is the same JSON value, without a control byte.
         #[test]
-        fn json_is_the_same_value_without_controls(raw in hostile()) {
+        fn json_is_the_same_value_without_controls(raw in omnidev_test_support::hostile::text()) {
             let text = serde_json::to_string(&raw).expect("encode");
             let safe = json(&text);
             prop_assert!(!safe.chars().any(|c| c.is_control() || is_bidi_control(c)), "{safe:?}");
