@@ -11,7 +11,6 @@
 //! redraws everything.
 
 pub mod app;
-pub mod attached;
 pub mod pane;
 pub mod source;
 pub mod view;

@@ -10,7 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::AttachArgs;
 use crate::error::{Error, Result};
-use crate::tui::attached::{self, Connection, ControlSource};
+use crate::tui::source::control::{self as attached, Connection, ControlSource};
 use crate::tui::{self, Outcome};
 
 /// Runs `omnidev attach`.

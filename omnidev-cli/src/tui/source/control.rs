@@ -11,9 +11,9 @@
 //! are control requests, each on a connection of its own, answered into
 //! the footer. Bounded from outside: a record line longer than
 //! [`MAX_LINE_BYTES`] is skipped (said in the footer), not buffered;
-//! lines go into the panes, bounded in lines and bytes; the pod drops a
-//! reader that falls more than its follow budget behind (Ctrl-Z for
-//! long), and then the panes are filled again from a new stream.
+//! lines and events go into the UI's own history, bounded as the pod's;
+//! the pod drops a reader that falls more than its follow budget behind
+//! (Ctrl-Z for long), and then the history starts over from a new stream.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,13 +23,13 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::app::{Action, App, PodInfo};
-use super::source::{Feed, Update};
+use super::{Feed, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::Record;
 use crate::control::protocol::{PodStatus, UrlReport};
 use crate::control::{self, Ask, Request};
 use crate::error::{Error, Result};
+use crate::tui::app::{Action, App, PodInfo};
 use omnidev_core::text;
 
 /// How long a restart or start from a key waits for the services to be
