@@ -1,0 +1,415 @@
+//! What each request does, from the supervisor's state: the answers.
+
+use std::time::Duration;
+
+use omnidev_core::spec::limits;
+use omnidev_core::{ServiceState, ServiceStatus, Until, Waited};
+
+use crate::control::protocol::{
+    ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
+    WaitFor,
+};
+
+use super::{
+    RELOAD_LOOKBACK, RESTART_DEADLINE, Shared, WAIT_DEADLINE, WAIT_READY_DEADLINE, WATCHER_CATCH_UP,
+};
+
+pub(super) fn unknown_service(shared: &Shared, name: &str) -> Response {
+    Response::refused(
+        ErrorKind::UnknownService,
+        format!(
+            "unknown service `{name}` (known: {})",
+            shared.supervisor.service_names().join(", ")
+        ),
+    )
+}
+
+pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
+    match request {
+        Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
+        // Answered by `stream_events`.
+        Request::Events { .. } => Response::error("`events` is answered as a stream"),
+        Request::Wait {
+            until,
+            services,
+            timeout_secs,
+        } => {
+            let limit = match limit(timeout_secs, WAIT_DEADLINE) {
+                Ok(limit) => limit,
+                Err(refusal) => return *refusal,
+            };
+            let services = expand(shared, &services);
+            if let Some(name) = services
+                .iter()
+                .find(|name| !shared.supervisor.service_names().contains(name))
+            {
+                return unknown_service(shared, name);
+            }
+            wait(shared, until, &services, limit).await
+        }
+        Request::WaitReady => {
+            let deadline = tokio::time::Instant::now() + WAIT_READY_DEADLINE;
+            let waited = shared.supervisor.wait_ready(&[], deadline).await;
+            outcome(shared, waited, |_| {
+                format!(
+                    "not ready after {} s; ask again to keep waiting",
+                    WAIT_READY_DEADLINE.as_secs()
+                )
+            })
+        }
+        Request::StopService { services } => {
+            stop_services(shared, &expand(shared, &services)).await
+        }
+        Request::StartService {
+            services,
+            timeout_secs,
+        } => match limit(timeout_secs, RESTART_DEADLINE) {
+            Ok(limit) => start_services(shared, &expand(shared, &services), limit).await,
+            Err(refusal) => *refusal,
+        },
+        Request::ReloadProfile { timeout_secs } => match limit(timeout_secs, RESTART_DEADLINE) {
+            Ok(limit) => reload_profile(shared, limit).await,
+            Err(refusal) => *refusal,
+        },
+        Request::Restart {
+            service,
+            all,
+            no_deps,
+            timeout_secs,
+        } => {
+            let limit = match limit(timeout_secs, RESTART_DEADLINE) {
+                Ok(limit) => limit,
+                Err(refusal) => return *refusal,
+            };
+            let target = match service {
+                Some(_) if all => {
+                    return Response::refused(
+                        ErrorKind::Usage,
+                        "`all` and `service` exclude each other",
+                    );
+                }
+                _ if all => Target::All,
+                Some(name) => match expand(shared, std::slice::from_ref(&name)).as_slice() {
+                    [one] => Target::Service(one.clone(), !no_deps),
+                    copies => Target::Replicas(copies.to_vec(), !no_deps),
+                },
+                None => Target::Watched,
+            };
+            restart(shared, target, limit).await
+        }
+    }
+}
+
+/// A request's `timeout-secs` (`default` when absent), refused beyond the
+/// maximum: a larger value would overflow the deadline's `Instant`.
+pub(super) fn limit(
+    timeout_secs: Option<u64>,
+    default: Duration,
+) -> std::result::Result<Duration, Box<Response>> {
+    let limit = timeout_secs.map_or(default, Duration::from_secs);
+    if limit > limits::MAX_REQUEST_TIMEOUT {
+        return Err(Box::new(Response::refused(
+            ErrorKind::Usage,
+            format!(
+                "`timeout-secs` is {}; it must be at most {}",
+                limit.as_secs(),
+                limits::MAX_REQUEST_TIMEOUT.as_secs()
+            ),
+        )));
+    }
+    Ok(limit)
+}
+
+/// Stops `services`, answering once each one's processes are gone.
+pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Response {
+    if let Some(refusal) = check_services(shared, services) {
+        return refusal;
+    }
+    for name in services {
+        if let Err(e) = shared.supervisor.stop_service(name).await {
+            return Response::error(e.to_string());
+        }
+    }
+    Response::ok(status(shared), Vec::new())
+}
+
+/// Starts `services`, answering once each is ready or one failed.
+pub(super) async fn start_services(
+    shared: &Shared,
+    services: &[String],
+    limit: Duration,
+) -> Response {
+    if let Some(refusal) = check_services(shared, services) {
+        return refusal;
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    let waited = shared
+        .supervisor
+        .start_until_ready(services, deadline)
+        .await;
+    outcome(shared, waited, |_| {
+        format!(
+            "{} not ready within {} s",
+            services.join(", "),
+            limit.as_secs()
+        )
+    })
+}
+
+/// The services `names` stand for: each one itself, except a service
+/// that runs as replicas, which stands for them all (`web` → `web.1`,
+/// `web.2`, in order). An unknown name stays, to be refused by its caller.
+pub(super) fn expand(shared: &Shared, names: &[String]) -> Vec<String> {
+    let running = shared.supervisor.service_names();
+    names
+        .iter()
+        .flat_map(|name| {
+            let copies = omnidev_pod::names::replicas_among(name, &running);
+            if running.contains(name) || copies.is_empty() {
+                vec![name.clone()]
+            } else {
+                copies.into_iter().cloned().collect()
+            }
+        })
+        .collect()
+}
+
+/// A refusal when `services` is empty, or names a service badly or one
+/// the pod does not have.
+pub(super) fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
+    if services.is_empty() {
+        return Some(Response::refused(ErrorKind::Usage, "no service named"));
+    }
+    for name in services {
+        if let Err(message) = omnidev_pod::names::check_service(name) {
+            return Some(Response::refused(ErrorKind::Usage, message));
+        }
+        if !shared.supervisor.service_names().contains(name) {
+            return Some(unknown_service(shared, name));
+        }
+    }
+    None
+}
+
+/// The watched services of the profile the pod runs now (a
+/// `reload-profile` may have added or removed some).
+pub(super) fn watched(shared: &Shared) -> Vec<String> {
+    shared
+        .info
+        .live
+        .as_ref()
+        .map_or_else(|| shared.info.watched.clone(), |live| live.watched())
+}
+
+/// What `restart` restarts.
+pub(super) enum Target {
+    /// The services with watch rules (every one when none has).
+    Watched,
+    /// One service; its dependents follow unless the flag is false.
+    Service(String, bool),
+    /// A service's replicas, one after another (each ready before the
+    /// next stops): the service keeps answering throughout.
+    Replicas(Vec<String>, bool),
+    /// Every service, as one reload.
+    All,
+}
+
+/// Restarts `target` and answers once it is ready again.
+pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
+    let names = match &target {
+        Target::All => shared.supervisor.service_names(),
+        Target::Service(name, _) => {
+            if let Err(message) = omnidev_pod::names::check_service(name) {
+                return Response::refused(ErrorKind::Usage, message);
+            }
+            vec![name.clone()]
+        }
+        Target::Replicas(copies, _) => copies.clone(),
+        Target::Watched => watched(shared),
+    };
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !shared.supervisor.service_names().contains(name))
+    {
+        return unknown_service(shared, unknown);
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    let dependents = !matches!(
+        target,
+        Target::Service(_, false) | Target::Replicas(_, false)
+    );
+    // Replicas one at a time, the next only once this one is ready again;
+    // anything else at once, as one reload.
+    let batches: Vec<&[String]> = if matches!(target, Target::Replicas(..)) {
+        names.chunks(1).collect()
+    } else {
+        vec![names.as_slice()]
+    };
+    let mut waited = Ok(Waited::Met);
+    for batch in batches {
+        waited = shared
+            .supervisor
+            .restart_until_ready_with(batch, dependents, deadline)
+            .await;
+        if !matches!(waited, Ok(Waited::Met)) {
+            break;
+        }
+    }
+    outcome(shared, waited, |_| {
+        format!(
+            "{} not ready again within {} s",
+            names.join(", "),
+            limit.as_secs()
+        )
+    })
+}
+
+/// Applies the profile file and answers once what it restarted and
+/// started is ready again (or one failed); an invalid file is refused with
+/// its error, the pod running on.
+pub(super) async fn reload_profile(shared: &Shared, limit: Duration) -> Response {
+    let Some(live) = &shared.info.live else {
+        return Response::error("this pod follows no profile file");
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    match live.apply(&shared.supervisor, deadline).await {
+        Err(crate::live_profile::ApplyError::Invalid(error)) => Response::refused(
+            ErrorKind::InvalidProfile,
+            format!("{error}; the pod runs on with the profile it loaded"),
+        ),
+        Err(crate::live_profile::ApplyError::Supervisor(error)) => {
+            Response::error(error.to_string())
+        }
+        Ok((applied, waited)) => {
+            let names: Vec<String> = applied
+                .restarted
+                .iter()
+                .chain(&applied.started)
+                .cloned()
+                .collect();
+            let mut response = outcome(shared, Ok(waited), |_| {
+                format!(
+                    "{} not ready within {} s of applying the profile",
+                    names.join(", "),
+                    limit.as_secs()
+                )
+            });
+            response.applied = Some(applied);
+            response
+        }
+    }
+}
+
+/// Waits until `until` holds for `services` (all when empty): the
+/// answer's `failed` names the services that failed instead.
+pub(super) async fn wait(
+    shared: &Shared,
+    until: WaitFor,
+    services: &[String],
+    limit: Duration,
+) -> Response {
+    let asked = std::time::SystemTime::now();
+    let deadline = tokio::time::Instant::now() + limit;
+    let supervisor = &shared.supervisor;
+    let waited = match until {
+        WaitFor::Ready => supervisor.wait(services, Until::Ready, deadline).await,
+        WaitFor::Exited => supervisor.wait(services, Until::Exited, deadline).await,
+        WaitFor::HealthyAfterReload => {
+            let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
+            tokio::time::sleep(WATCHER_CATCH_UP).await;
+            supervisor
+                .wait_healthy_after_reload(services, after, deadline)
+                .await
+        }
+    };
+    outcome(shared, waited, |waited| {
+        let what = match (until, waited) {
+            (_, Waited::NoReload) => {
+                "no reload began (did the change touch a watched file?), so not healthy after one"
+            }
+            (WaitFor::Ready, _) => "not ready",
+            (WaitFor::Exited, _) => "still running",
+            (WaitFor::HealthyAfterReload, _) => "not ready again after the reload",
+        };
+        let names = if services.is_empty() {
+            "the pod".to_owned()
+        } else {
+            services.join(", ")
+        };
+        format!("{names}: {what} within {} s", limit.as_secs())
+    })
+}
+
+/// The answer to a wait that ended with `waited`: the pod's status and
+/// the services that failed, or the error `late` words for a wait that
+/// did not end in time.
+pub(super) fn outcome(
+    shared: &Shared,
+    waited: omnidev_core::Result<Waited>,
+    late: impl FnOnce(&Waited) -> String,
+) -> Response {
+    match waited {
+        Ok(Waited::Met) => Response::ok(status(shared), Vec::new()),
+        Ok(Waited::Failed(failed)) => Response::ok(status(shared), failed),
+        Ok(Waited::ShutDown(_)) => Response::error("the pod stopped meanwhile"),
+        Ok(late_one @ (Waited::TimedOut(_) | Waited::NoReload)) => {
+            Response::refused(ErrorKind::Timeout, late(&late_one))
+        }
+        Err(e) => Response::error(e.to_string()),
+    }
+}
+
+pub(super) fn status(shared: &Shared) -> PodStatus {
+    let info = &shared.info;
+    let snapshot = shared.supervisor.snapshot();
+    let statuses: Vec<ServiceStatus> = if snapshot.is_empty() {
+        // Before the supervisor's first status: every service waits.
+        shared
+            .supervisor
+            .service_names()
+            .iter()
+            .map(|name| ServiceStatus::new(name, ServiceState::Waiting))
+            .collect()
+    } else {
+        snapshot.clone()
+    };
+    let addresses = info
+        .addresses
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    PodStatus {
+        schema: SCHEMA,
+        pod_dir: info.pod_dir.clone(),
+        repo: Some(info.repo.clone()),
+        running: true,
+        pid: Some(std::process::id()),
+        control: true,
+        ports: addresses.ports.clone(),
+        urls: UrlReport::shown(&addresses.urls, &snapshot),
+        containment: Some(shared.supervisor.containment().to_string()),
+        services: statuses
+            .into_iter()
+            .map(|status| {
+                let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
+                ServiceReport::new(status, log_file)
+            })
+            .collect(),
+        last_reload: last_reload(shared),
+        watched: watched(shared),
+        error: None,
+    }
+}
+
+pub(super) fn last_reload(shared: &Shared) -> Option<ReloadReport> {
+    let event = shared.supervisor.history().last_reload()?;
+    match &event.kind {
+        omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {
+            ts: crate::control::events::rfc3339(event.at),
+            services: services.clone(),
+            files: changes.paths.clone(),
+            files_total: changes.total,
+        }),
+        _ => None,
+    }
+}
