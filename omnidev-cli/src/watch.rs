@@ -29,8 +29,6 @@ mod ignores;
 
 use budget::{at_the_limit, count_dirs, is_limit, watches_held};
 pub use budget::{watch_budget, watch_limit};
-#[cfg(test)]
-use bursts::max_burst;
 use bursts::{Fired, run_bursts, spawn_reloads};
 pub use classify::matches_a_file;
 use classify::{Tracker, kind_counts, literal_base};
@@ -400,6 +398,7 @@ pub fn start_watchers(
 
 #[cfg(test)]
 mod tests {
+    use super::bursts::max_burst;
     use std::io::Read;
     use std::time::Instant;
 

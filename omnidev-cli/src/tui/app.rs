@@ -343,16 +343,6 @@ impl App {
         }
     }
 
-    /// The text of every line pane `pane` shows.
-    #[cfg(test)]
-    pub fn shown(&self, pane: usize) -> Vec<String> {
-        self.panes[pane]
-            .all(self.output.history())
-            .into_iter()
-            .map(|line| line.raw)
-            .collect()
-    }
-
     /// Keeps `event` in the UI's own history, when it keeps one.
     fn keep(&self, event: &Event) {
         let Scrollback::Own(history) = &self.output else {
@@ -499,6 +489,18 @@ impl App {
             Some(true) => Some("search wrapped around".to_owned()),
             Some(false) => None,
         };
+    }
+}
+
+#[cfg(test)]
+impl App {
+    /// The text of every line pane `pane` shows.
+    pub fn shown(&self, pane: usize) -> Vec<String> {
+        self.panes[pane]
+            .all(self.output.history())
+            .into_iter()
+            .map(|line| line.raw)
+            .collect()
     }
 }
 

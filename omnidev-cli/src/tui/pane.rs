@@ -231,15 +231,6 @@ impl Pane {
         Self::lines(kept)
     }
 
-    /// Every line shown, oldest first.
-    #[cfg(test)]
-    pub fn all(&self, history: &History) -> Vec<PaneLine> {
-        self.from(history, 0, usize::MAX)
-            .into_iter()
-            .map(|(_, line)| line)
-            .collect()
-    }
-
     /// The top line to show when not following (a line no longer shown
     /// stands for the oldest one that is).
     pub fn top(&self) -> u64 {
@@ -346,6 +337,17 @@ impl Pane {
         self.follow = false;
         let at = numbers.partition_point(|&x| x < abs);
         self.top = numbers[at.saturating_sub(self.view_height.max(1) / 3)];
+    }
+}
+
+#[cfg(test)]
+impl Pane {
+    /// Every line shown, oldest first.
+    pub fn all(&self, history: &History) -> Vec<PaneLine> {
+        self.from(history, 0, usize::MAX)
+            .into_iter()
+            .map(|(_, line)| line)
+            .collect()
     }
 }
 
