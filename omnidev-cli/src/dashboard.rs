@@ -49,6 +49,13 @@ const TOKEN_HEADER: &str = "x-omnidev-token";
 /// record longer than that is sent alone).
 pub const STREAM_BYTES: usize = 1024 * 1024;
 
+/// Connections served at once (each page holds one a pod it shows, and
+/// one for the pod list); one beyond is closed unread.
+const MAX_CONNECTIONS: usize = 256;
+
+/// How long a request's head may take to arrive.
+const HEAD_WITHIN: Duration = Duration::from_secs(10);
+
 /// The largest action body read.
 const MAX_BODY: usize = 16 * 1024;
 
@@ -113,6 +120,7 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
         allow_up: args.allow_up,
     });
     let mut signals = omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -124,6 +132,10 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
         };
+        // Beyond the connections served at once, one is closed unread.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            continue;
+        };
         let state = state.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
@@ -131,9 +143,13 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
                 async move { Ok::<_, Infallible>(state.handle(request).await) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
+            // A client that never finishes its request's head lets go.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEAD_WITHIN)
                 .serve_connection(io, service)
                 .await;
+            drop(slot);
         });
     }
 }

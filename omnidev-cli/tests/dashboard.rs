@@ -73,15 +73,21 @@ impl Dashboard {
 /// One HTTP/1.1 exchange; the status code and what came back within
 /// `read_for` (the body of a stream so far).
 fn exchange(port: u16, head: &str, body: &str, read_for: Duration) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    try_exchange(port, head, body, read_for).unwrap_or_else(|| panic!("no answer to {head:?}"))
+}
+
+/// [`exchange`], `None` when the connection is refused, reset or ends
+/// without a status line.
+fn try_exchange(port: u16, head: &str, body: &str, read_for: Duration) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     let request = format!(
         "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(request.as_bytes()).expect("send");
+    stream.write_all(request.as_bytes()).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_millis(200)))
-        .expect("timeout");
+        .ok()?;
     let mut got = Vec::new();
     let until = Instant::now() + read_for;
     let mut chunk = [0u8; 16 * 1024];
@@ -94,16 +100,12 @@ fn exchange(port: u16, head: &str, body: &str, read_for: Duration) -> (u16, Stri
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) => {}
-            Err(e) => panic!("read: {e}"),
+            Err(_) => return None,
         }
     }
     let text = String::from_utf8_lossy(&got).into_owned();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {text:?}"));
-    (code, text)
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    Some((code, text))
 }
 
 impl Dashboard {
@@ -349,4 +351,41 @@ command = ["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 
     assert_eq!(code, 200, "{said}");
     assert!(said.contains("\"ok\":true"), "{said}");
     assert_eq!(ctx.json(&["status", "--json"])["running"], true);
+}
+
+/// Connections that never send a request (a local process holding them
+/// open) take at most the dashboard's slots and are let go once their
+/// head is late: one beyond the slots is closed at once, and the user's
+/// own page is answered again soon after.
+#[test]
+fn idle_connections_are_bounded_and_let_go() {
+    let ctx = TestContext::new();
+    let dash = dashboard(&ctx);
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(("127.0.0.1", dash.port)).expect("connect"))
+        .collect();
+    // The slots are taken: one more is closed unread.
+    wait_for(
+        "a connection beyond the slots closed at once",
+        DEADLINE,
+        || {
+            let mut extra = TcpStream::connect(("127.0.0.1", dash.port)).expect("connect");
+            extra
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("timeout");
+            let mut byte = [0u8; 1];
+            matches!(extra.read(&mut byte), Ok(0))
+        },
+    );
+    // Once the idle ones' heads are late, the page is answered again.
+    wait_for("the dashboard answering again", DEADLINE, || {
+        let head = format!(
+            "GET /api/pods HTTP/1.1\r\nHost: 127.0.0.1:{}{}",
+            dash.port,
+            dash.cookie()
+        );
+        try_exchange(dash.port, &head, "", Duration::from_secs(2))
+            .is_some_and(|(code, _)| code == 200)
+    });
+    drop(idle);
 }
