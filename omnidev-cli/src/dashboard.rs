@@ -502,13 +502,23 @@ impl State {
 /// beside the record of `events --json`), its status first and at each
 /// change, every line of output; a stopped pod's stream ends at once.
 fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
-    let (sender, receiver) = mpsc::unbounded_channel();
+    let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
     let held = Arc::new(AtomicUsize::new(0));
     let holding = held.clone();
+    let hang_up = Arc::new(HangUp::default());
+    let connected = hang_up.clone();
     std::thread::spawn(move || {
         let Ok(records) = Ask::events(Request::everything(false)).stream(&pod_dir, true) else {
             return;
         };
+        // A page that goes away hangs up on the pod at once, so a quiet
+        // pod does not keep a follower's slot for it until its next record.
+        if let Ok(connection) = records.hang_up_handle() {
+            connected.set(connection);
+        }
+        if sender.is_closed() {
+            return;
+        }
         for line in records {
             let Line::Text(line) = line else { continue };
             let Ok(record) = serde_json::from_slice::<Record>(&line) else {
@@ -546,7 +556,7 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
         }
     });
     let mut response = with_type(
-        HttpResponse::new(Body::Stream(receiver, held)),
+        HttpResponse::new(Body::Stream(receiver, held, Some(hang_up))),
         "text/event-stream",
     );
     let headers = response.headers_mut();
@@ -564,7 +574,12 @@ fn changes(mut changed: tokio::sync::watch::Receiver<()>) -> HttpResponse<Body> 
     let held = Arc::new(AtomicUsize::new(0));
     let holding = held.clone();
     tokio::spawn(async move {
-        while changed.changed().await.is_ok() {
+        loop {
+            // A page that goes away ends this at once, not at the next change.
+            tokio::select! {
+                () = sender.closed() => return,
+                seen = changed.changed() => if seen.is_err() { return },
+            }
             tokio::time::sleep(CHANGES_EVERY).await;
             changed.borrow_and_update();
             // One not read yet says as much.
@@ -579,7 +594,7 @@ fn changes(mut changed: tokio::sync::watch::Receiver<()>) -> HttpResponse<Body> 
         }
     });
     with_type(
-        HttpResponse::new(Body::Stream(receiver, held)),
+        HttpResponse::new(Body::Stream(receiver, held, None)),
         "text/event-stream",
     )
 }
@@ -612,8 +627,40 @@ pub enum Body {
     /// All of it (taken once sent).
     Whole(Option<Bytes>),
     /// Chunks as they come, and the bytes sent and not yet taken; the
-    /// end when the sender is gone.
-    Stream(mpsc::UnboundedReceiver<Bytes>, Arc<AtomicUsize>),
+    /// end when the sender is gone. Dropped (the page went away, or its
+    /// stream ended), it hangs up the pod connection the chunks come from.
+    Stream(
+        mpsc::UnboundedReceiver<Bytes>,
+        Arc<AtomicUsize>,
+        Option<Arc<HangUp>>,
+    ),
+}
+
+/// The pod connection behind a page's stream, once it is made.
+#[derive(Debug, Default)]
+pub struct HangUp(std::sync::Mutex<Option<std::os::unix::net::UnixStream>>);
+
+impl HangUp {
+    fn set(&self, connection: std::os::unix::net::UnixStream) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(connection);
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Body::Stream(_, _, Some(hang_up)) = self
+            && let Some(connection) = hang_up
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+        {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
 
 impl Body {
@@ -632,7 +679,7 @@ impl HttpBody for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Body::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Body::Stream(receiver, held) => receiver.poll_recv(cx).map(|bytes| {
+            Body::Stream(receiver, held, _) => receiver.poll_recv(cx).map(|bytes| {
                 bytes.map(|bytes| {
                     held.fetch_sub(bytes.len(), Ordering::Relaxed);
                     Ok(Frame::data(bytes))

@@ -389,3 +389,41 @@ fn idle_connections_are_bounded_and_let_go() {
     });
     drop(idle);
 }
+
+/// A page that goes away lets go of its pod's follower slot at once, even
+/// on a pod that prints nothing (the pod serves 32 followers at most):
+/// after 40 pages came and went, the next one is still served.
+#[test]
+fn a_page_that_goes_away_lets_go_of_the_pods_follower() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.quiet]\ncommand = [\"sleep\", \"3600\"]\n",
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let pod = pod_name(&ctx);
+    let dash = dashboard(&ctx);
+    let page = || {
+        let head = format!(
+            "GET /api/events?pod={pod} HTTP/1.1\r\nHost: 127.0.0.1:{}{}",
+            dash.port,
+            dash.cookie()
+        );
+        // The status record comes first; the page then leaves.
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let got = try_exchange(dash.port, &head, "", Duration::from_millis(300));
+            if got.is_some_and(|(_, text)| text.contains("\"kind\":\"status\"")) {
+                return true;
+            }
+            if Instant::now() > until {
+                return false;
+            }
+        }
+    };
+    for n in 0..40 {
+        assert!(page(), "page {n} was not served");
+    }
+    assert!(page(), "a page after 40 came and went");
+}

@@ -109,6 +109,12 @@ impl Records {
         }
     }
 
+    /// A handle on the connection, to hang it up from another thread (a
+    /// read blocked on it then ends).
+    pub fn hang_up_handle(&self) -> std::io::Result<UnixStream> {
+        self.stream.try_clone()
+    }
+
     /// The connection and what was read of it and not taken yet.
     pub fn into_parts(self) -> (UnixStream, Lines) {
         (self.stream, self.lines)
