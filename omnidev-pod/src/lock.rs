@@ -113,10 +113,13 @@ impl PodLock {
             return Err(being_removed_by_another(pod_dir));
         }
         let word = removal.map_or(String::new(), |by| format!(" {}", by.word()));
+        // One write of the whole line: a reader never sees the pid without
+        // the word after it (`writeln!` writes each piece on its own).
+        let line = format!("{}{word}\n", std::process::id());
         let write = |file: &mut File| -> std::io::Result<()> {
             file.set_len(0)?;
             file.rewind()?;
-            writeln!(file, "{}{word}", std::process::id())?;
+            file.write_all(line.as_bytes())?;
             file.sync_data()
         };
         write(&mut file).map_err(Error::io("write the pid into", &path))?;
@@ -208,7 +211,8 @@ fn being_removed_by_another(pod_dir: &Path) -> Error {
 }
 
 /// The longest a lock file's holder may take to write its pid after
-/// taking the lock: an empty file is read again until then.
+/// taking the lock: a file without its whole line is read again until
+/// then.
 const HOLDER_WRITES_WITHIN: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Who holds the lock `file` (held by someone): the pid and, for a
@@ -222,8 +226,8 @@ fn holder(file: &mut File) -> LockState {
             .and_then(|()| Read::by_ref(file).take(64).read_to_string(&mut text));
         let mut words = text.split_whitespace();
         let pid = words.next().and_then(|w| w.parse().ok());
-        // Just taken, not written yet.
-        if read.is_ok() && text.is_empty() && std::time::Instant::now() < deadline {
+        // Just taken, not written (whole) yet: the line ends written.
+        if read.is_ok() && !text.ends_with('\n') && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
             continue;
         }
@@ -245,6 +249,32 @@ fn holder(file: &mut File) -> LockState {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    /// A reader that comes while the holder is writing its line (the pid
+    /// written, ` gc` not yet) waits for the whole line: a pod being
+    /// removed is never said to run.
+    #[test]
+    fn a_holder_read_mid_write_waits_for_the_whole_line() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join(LOCK_FILE);
+        let mut writer = File::create(&path).expect("create");
+        writer.try_lock().expect("lock");
+        writer.write_all(b"4242").expect("write the pid");
+        let finish = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            writer.write_all(b" gc\n").expect("write the rest");
+            writer
+        });
+        let mut reader = File::open(&path).expect("open");
+        assert_eq!(
+            holder(&mut reader),
+            LockState::Removing {
+                pid: Some(4242),
+                by: Removal::Gc
+            }
+        );
+        drop(finish.join());
+    }
 
     #[test]
     fn lock_fd_is_close_on_exec_and_pid_is_written() {
