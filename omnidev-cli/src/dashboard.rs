@@ -265,18 +265,23 @@ fn watch_runtime_dir(
 }
 
 /// Opens `url` in the user's browser (best effort: the URL is printed).
+/// The opener is waited for on a thread of its own, so it leaves no
+/// zombie behind while the dashboard runs.
 fn open(url: &str) {
     let program = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
-    let _ = std::process::Command::new(program)
+    let spawned = std::process::Command::new(program)
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
+    if let Ok(mut opener) = spawned {
+        std::thread::spawn(move || opener.wait());
+    }
 }
 
 /// What every request is served with.

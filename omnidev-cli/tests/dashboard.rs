@@ -427,3 +427,44 @@ fn a_page_that_goes_away_lets_go_of_the_pods_follower() {
     }
     assert!(page(), "a page after 40 came and went");
 }
+
+/// `--open` hands the URL to the browser opener (a stand-in `xdg-open`
+/// here) and reaps it: no zombie of it stays beside the dashboard.
+#[cfg(target_os = "linux")]
+#[test]
+fn open_hands_the_url_to_the_opener_and_reaps_it() {
+    let ctx = TestContext::new();
+    let bin = ctx.home.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let said = ctx.home.join("opened");
+    omnidev_test_support::write_script(
+        &bin.join("xdg-open"),
+        &format!("echo \"$1\" > '{}'\n", said.display()),
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = ctx.command();
+    command
+        .args(["dashboard", "--open"])
+        .env("PATH", path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let dash = Dashboard::started(command.spawn().expect("spawn"));
+    wait_for("the opener to be given the URL", DEADLINE, || {
+        std::fs::read_to_string(&said).is_ok_and(|url| {
+            url.trim() == format!("http://127.0.0.1:{}/?token={}", dash.port, dash.token)
+        })
+    });
+    // The dashboard starts no other process: once the opener is reaped,
+    // it has no child at all (a zombie would stay listed).
+    let children = || {
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", dash.child.id()))
+            .unwrap_or_default()
+    };
+    wait_for("the opener reaped", DEADLINE, || {
+        children().trim().is_empty()
+    });
+}
