@@ -93,15 +93,20 @@ impl LogFile {
 
 /// A log of text that is no service's (the detached pod's own output,
 /// `omnidev.log`), rotated as a service's log is, through the same
-/// writer: by size, checked as each line begins, so a file exceeds
-/// `max_bytes` by at most the one line that began in it, and no line is
-/// split across two files.
+/// writer: by size, checked for each whole line (a line written in
+/// several pieces is held until its end), so a file exceeds `max_bytes`
+/// only by a line longer than it alone, and no line is split across two
+/// files. A line that has not ended after 64 KiB (`HELD_MAX`) goes out as it
+/// stands.
 pub struct RotatingLog {
     file: LogFile,
-    /// The next byte written begins a line.
-    at_line_start: bool,
+    /// The start of a line whose end has not come yet.
+    held: Vec<u8>,
     rotated: Option<Box<dyn FnMut() + Send>>,
 }
+
+/// The most of an unfinished line a [`RotatingLog`] holds.
+const HELD_MAX: usize = 64 * 1024;
 
 impl std::fmt::Debug for RotatingLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -119,7 +124,7 @@ impl RotatingLog {
     pub fn open(path: PathBuf, max_bytes: u64, keep: usize) -> io::Result<Self> {
         Ok(Self {
             file: LogFile::open(path, max_bytes, keep)?,
-            at_line_start: true,
+            held: Vec::new(),
             rotated: None,
         })
     }
@@ -132,29 +137,55 @@ impl RotatingLog {
     }
 }
 
+impl RotatingLog {
+    /// Writes `line` (whole, or a piece held too long), rotating first
+    /// when it would not fit.
+    fn put(&mut self, line: &[u8]) -> io::Result<()> {
+        if self.file.make_room(line.len() as u64)?
+            && let Some(then) = &mut self.rotated
+        {
+            then();
+        }
+        self.file.out.write_all(line)?;
+        self.file.size += line.len() as u64;
+        Ok(())
+    }
+}
+
 impl Write for RotatingLog {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut rest = buf;
-        while !rest.is_empty() {
-            let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
-            let (piece, after) = rest.split_at(end);
-            let len = piece.len() as u64;
-            if self.at_line_start
-                && self.file.make_room(len)?
-                && let Some(then) = &mut self.rotated
-            {
-                then();
+        while let Some(end) = memchr::memchr(b'\n', rest) {
+            let (line, after) = rest.split_at(end + 1);
+            if self.held.is_empty() {
+                self.put(line)?;
+            } else {
+                let mut whole = std::mem::take(&mut self.held);
+                whole.extend_from_slice(line);
+                self.put(&whole)?;
             }
-            self.file.out.write_all(piece)?;
-            self.file.size += len;
-            self.at_line_start = piece.ends_with(b"\n");
             rest = after;
+        }
+        self.held.extend_from_slice(rest);
+        if self.held.len() > HELD_MAX {
+            let held = std::mem::take(&mut self.held);
+            self.put(&held)?;
         }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
+    }
+}
+
+impl Drop for RotatingLog {
+    fn drop(&mut self) {
+        if !self.held.is_empty() {
+            let held = std::mem::take(&mut self.held);
+            let _ = self.put(&held);
+        }
+        let _ = self.file.flush();
     }
 }
 
@@ -212,6 +243,25 @@ mod tests {
     /// several at once: no file holds more than its size and the line
     /// that began in it, no line is split, none is lost, and the hook
     /// runs once a rotation.
+    /// A line written in two pieces that together would pass the cap
+    /// goes whole to the next file: the full one stays within its cap.
+    #[test]
+    fn a_line_in_pieces_is_placed_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("omnidev.log");
+        let mut log = RotatingLog::open(path.clone(), 100, 3).expect("open");
+        log.write_all(&[b'a'; 79]).expect("first");
+        log.write_all(b"\n").expect("end");
+        log.write_all(&[b'b'; 10]).expect("a line begun");
+        log.flush().expect("flush");
+        log.write_all(&[b'b'; 20]).expect("its rest");
+        log.write_all(b"\n").expect("its end");
+        drop(log);
+        let full = std::fs::read(rotated_path(&path, 1)).expect("rotated");
+        assert_eq!(full.len(), 80, "the full file within its cap");
+        assert_eq!(std::fs::read(&path).expect("current").len(), 31);
+    }
+
     #[test]
     fn a_rotating_log_rotates_between_lines_only() {
         let dir = tempfile::tempdir().expect("tempdir");
