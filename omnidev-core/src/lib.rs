@@ -66,5 +66,5 @@ pub use spec::{
 pub use state::{StateFile, read_state};
 pub use supervisor::{
     Applied, Moved, PortMover, STABLE, Settled, Supervisor, SupervisorConfig, Until, Waited,
-    start_order,
+    depth_first, start_order,
 };

@@ -27,7 +27,7 @@ mod tests;
 mod wait;
 
 pub use builder::Builder;
-pub use graph::start_order;
+pub use graph::{depth_first, start_order};
 pub use service::STABLE;
 pub use wait::{Until, Waited};
 

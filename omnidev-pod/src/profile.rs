@@ -877,46 +877,18 @@ impl Profile {
     /// A dependency cycle is an error listing every edge of the cycle with
     /// the line and column where it is written.
     fn check_cycles(&self, at: &Locator<'_>) -> Result<()> {
-        #[derive(Clone, Copy, PartialEq)]
-        enum Mark {
-            New,
-            Open,
-            Done,
-        }
-        fn visit<'p>(
-            profile: &'p Profile,
-            name: &'p str,
-            marks: &mut IndexMap<&'p str, Mark>,
-            stack: &mut Vec<&'p str>,
-        ) -> Option<Vec<&'p str>> {
-            match marks.get(name).copied().unwrap_or(Mark::New) {
-                Mark::Done => return None,
-                Mark::Open => {
-                    let from = stack.iter().position(|n| *n == name).unwrap_or(0);
-                    let mut cycle = stack[from..].to_vec();
-                    cycle.push(name);
-                    return Some(cycle);
-                }
-                Mark::New => {}
-            }
-            marks.insert(name, Mark::Open);
-            stack.push(name);
-            if let Some(service) = profile.services.get(name) {
-                for dependency in service.depends_on.keys() {
-                    if let Some(cycle) = visit(profile, dependency, marks, stack) {
-                        return Some(cycle);
-                    }
-                }
-            }
-            stack.pop();
-            marks.insert(name, Mark::Done);
-            None
-        }
-        let mut marks = IndexMap::new();
-        for name in self.services.keys() {
-            let Some(cycle) = visit(self, name, &mut marks, &mut Vec::new()) else {
-                continue;
-            };
+        // Every dependency names a service (checked before).
+        let names: Vec<&str> = self.services.keys().map(String::as_str).collect();
+        let deps: Vec<Vec<usize>> = (self.services.values())
+            .map(|s| {
+                s.depends_on
+                    .keys()
+                    .filter_map(|d| self.services.get_index_of(d))
+                    .collect()
+            })
+            .collect();
+        if let Err(cycle) = omnidev_core::depth_first(&deps) {
+            let cycle: Vec<&str> = cycle.into_iter().map(|i| names[i]).collect();
             let edges: Vec<String> = cycle
                 .windows(2)
                 .map(|pair| {

@@ -32,16 +32,23 @@ pub fn start_order(specs: &[ServiceSpec]) -> Result<Vec<usize>> {
         }
         deps.push(list);
     }
-    // Depth-first: 0 = unvisited, 1 = on the stack, 2 = done.
-    let mut mark = vec![0u8; specs.len()];
-    let mut order = Vec::with_capacity(specs.len());
+    depth_first(&deps).map_err(|cycle| Error::DependencyCycle {
+        cycle: cycle.into_iter().map(|i| specs[i].name.clone()).collect(),
+    })
+}
+
+/// The nodes of a graph (each node's edges in `deps`) with every node after
+/// the ones it points at, otherwise in index order; or a cycle, as the
+/// nodes along it with the first one again at the end. The one search for
+/// cycles: the profile's check names the same cycle the
+/// supervisor would refuse.
+pub fn depth_first(deps: &[Vec<usize>]) -> std::result::Result<Vec<usize>, Vec<usize>> {
+    // 0 = unvisited, 1 = on the stack, 2 = done.
+    let mut mark = vec![0u8; deps.len()];
+    let mut order = Vec::with_capacity(deps.len());
     let mut stack = Vec::new();
-    for root in 0..specs.len() {
-        visit(root, &deps, &mut mark, &mut order, &mut stack).map_err(|cycle| {
-            Error::DependencyCycle {
-                cycle: cycle.into_iter().map(|i| specs[i].name.clone()).collect(),
-            }
-        })?;
+    for root in 0..deps.len() {
+        visit(root, deps, &mut mark, &mut order, &mut stack)?;
     }
     Ok(order)
 }
@@ -52,7 +59,7 @@ fn visit(
     mark: &mut [u8],
     order: &mut Vec<usize>,
     stack: &mut Vec<usize>,
-) -> Result<(), Vec<usize>> {
+) -> std::result::Result<(), Vec<usize>> {
     match mark[node] {
         2 => return Ok(()),
         1 => {
