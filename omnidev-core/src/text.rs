@@ -49,6 +49,16 @@ pub fn sanitise(raw: &str, colour: bool) -> Cow<'_, str> {
     render(raw, Kind::Output { colour })
 }
 
+/// At most `max` characters of `value`, and `…` when it was longer: how
+/// a value from outside (a file, a server's answer) is shortened for a
+/// message.
+pub fn clip(value: &str, max: usize) -> Cow<'_, str> {
+    match value.char_indices().nth(max) {
+        None => Cow::Borrowed(value),
+        Some((end, _)) => Cow::Owned(format!("{}…", &value[..end])),
+    }
+}
+
 /// The text of `raw` as plain characters: [`sanitise`] without colour
 /// (what search looks at).
 pub fn plain(raw: &str) -> String {

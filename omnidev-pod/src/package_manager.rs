@@ -235,14 +235,14 @@ fn parse_package_manager(value: &str, path: &Path) -> Result<(PackageManager, St
     let (name, version) = value.split_once('@').ok_or_else(|| {
         invalid(format!(
             "`packageManager` is \"{}\", not `name@version`",
-            bounded(value)
+            omnidev_core::text::clip(value, 80)
         ))
     })?;
     let manager = PackageManager::from_name(name).ok_or_else(|| {
         invalid(format!(
             "`packageManager` names \"{}\"; omnidev knows npm, pnpm, yarn and bun \
              (set `package-manager` in the profile to choose one)",
-            bounded(name)
+            omnidev_core::text::clip(name, 80)
         ))
     })?;
     let version = version.split('+').next().unwrap_or_default();
@@ -254,19 +254,10 @@ fn parse_package_manager(value: &str, path: &Path) -> Result<(PackageManager, St
     {
         return Err(invalid(format!(
             "`packageManager` has no plain version after `{name}@` (\"{}\")",
-            bounded(value)
+            omnidev_core::text::clip(value, 80)
         )));
     }
     Ok((manager, version.to_owned()))
-}
-
-/// At most 80 characters of an untrusted value, for messages.
-fn bounded(value: &str) -> String {
-    let mut out: String = value.chars().take(80).collect();
-    if out.len() < value.len() {
-        out.push('…');
-    }
-    out
 }
 
 /// The directories from `cwd` up to `repo_root`, nearest first; just `cwd`

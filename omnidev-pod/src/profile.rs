@@ -856,15 +856,8 @@ mod words {
         if let Some(text) = value.as_str() {
             return crate::names::shown(text);
         }
-        let mut text = value.to_string();
-        if text.len() > 64 {
-            let mut end = 64;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push('…');
-        }
+        let text = value.to_string();
+        let text = omnidev_core::text::clip(&text, 64);
         format!(
             "`{}`, a {}",
             crate::names::shown(&text).trim_matches('"'),

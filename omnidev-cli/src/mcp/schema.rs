@@ -117,14 +117,8 @@ pub fn check(
             ("array", _, _, None) => format!("an array of {}s", items.unwrap_or("item")),
             (t, _, _, _) => format!("a {t}"),
         };
-        let mut got = value.to_string();
-        if got.len() > 80 {
-            let mut end = 80;
-            while !got.is_char_boundary(end) {
-                end -= 1;
-            }
-            got.replace_range(end.., "…");
-        }
+        let got = value.to_string();
+        let got = omnidev_core::text::clip(&got, 80);
         return Err(format!("`{name}` is {got}; it must be {must}"));
     }
     Ok(())
@@ -205,7 +199,7 @@ mod tests {
             assert_eq!(checked(arguments), Err(said));
         }
         let long = checked(json!({"since_reload": "é".repeat(100)})).expect_err("refused");
-        assert!(long.chars().count() < 100 && long.contains('…'), "{long}");
+        assert!(long.chars().count() < 140 && long.contains('…'), "{long}");
     }
 
     #[test]

@@ -90,8 +90,12 @@ impl Source for GitHubApi {
             .text()
             .await
             .map_err(|error| failed(describe(&error)))?;
-        full_sha(body.trim())
-            .ok_or_else(|| failed(format!("expected a commit sha, got {:?}", truncate(&body))))
+        full_sha(body.trim()).ok_or_else(|| {
+            failed(format!(
+                "expected a commit sha, got {:?}",
+                omnidev_core::text::clip(&body, 80)
+            ))
+        })
     }
 }
 
@@ -108,10 +112,6 @@ fn describe(error: &reqwest::Error) -> String {
         }
         message
     }
-}
-
-fn truncate(text: &str) -> String {
-    text.chars().take(80).collect()
 }
 
 /// Percent-encodes a ref for a URL path, keeping `/` (GitHub accepts branch
