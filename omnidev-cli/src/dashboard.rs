@@ -13,6 +13,7 @@
 //! for it; a page that stops reading is dropped (its browser reconnects
 //! and the pod replays what it keeps).
 
+use omnidev_core::sync::Locked;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -647,21 +648,14 @@ pub struct HangUp(std::sync::Mutex<Option<std::os::unix::net::UnixStream>>);
 
 impl HangUp {
     fn set(&self, connection: std::os::unix::net::UnixStream) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(connection);
+        *self.0.locked() = Some(connection);
     }
 }
 
 impl Drop for Body {
     fn drop(&mut self) {
         if let Body::Stream(_, _, Some(hang_up)) = self
-            && let Some(connection) = hang_up
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
+            && let Some(connection) = hang_up.0.locked().take()
         {
             let _ = connection.shutdown(std::net::Shutdown::Both);
         }

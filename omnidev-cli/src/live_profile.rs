@@ -14,9 +14,10 @@
 //! outcome is the one last announced (a second save of the same text, a
 //! comment) says nothing.
 
+use omnidev_core::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::Watcher as _;
@@ -132,7 +133,7 @@ impl LiveProfile {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// How the file is named in notices: `omnidev.toml` for the
@@ -383,10 +384,7 @@ impl LiveProfile {
 
     /// What the control socket shows: the pod's ports and URLs now.
     fn show_addresses(&self, set_up: &PortSetUp, rendered: &RenderedPod) {
-        *self
-            .addresses
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Addresses {
+        *self.addresses.locked() = Addresses {
             ports: set_up.context.ports.0.clone(),
             urls: rendered.urls.clone(),
         };
@@ -514,12 +512,11 @@ fn follow(
     dirs: &mut BTreeSet<PathBuf>,
 ) {
     let real = std::fs::canonicalize(file).ok().filter(|r| r != file);
-    *target.lock().unwrap_or_else(PoisonError::into_inner) = real;
+    *target.locked() = real;
     for dir in watched_dirs(file) {
         if !dirs.contains(&dir)
             && watcher
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
+                .locked()
                 .watch(&dir, notify::RecursiveMode::NonRecursive)
                 .is_ok()
         {
@@ -542,7 +539,7 @@ impl ProfileWatcher {
         let handler = move |event: notify::Result<notify::Event>| {
             let relevant = match event {
                 Ok(event) => {
-                    let real = linked.lock().unwrap_or_else(PoisonError::into_inner);
+                    let real = linked.locked();
                     !matches!(event.kind, notify::EventKind::Access(_))
                         && event
                             .paths

@@ -20,12 +20,13 @@ mod framing;
 mod results;
 mod schema;
 
+use omnidev_core::sync::Locked;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -148,7 +149,7 @@ impl Connection {
     /// Keeps a handle of `stream` (hung up at once if the call was
     /// cancelled before it connected).
     fn keep(&self, stream: &UnixStream) {
-        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.0.locked();
         if state.cancelled {
             let _ = stream.shutdown(Shutdown::Both);
         } else {
@@ -159,15 +160,12 @@ impl Connection {
     /// Whether the call was cancelled (for work that looks rather than
     /// blocks on a connection).
     fn cancelled(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .cancelled
+        self.0.locked().cancelled
     }
 
     /// Hangs up, now or as soon as it connects.
     fn hang_up(&self) {
-        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.0.locked();
         state.cancelled = true;
         if let Some(stream) = state.stream.take() {
             let _ = stream.shutdown(Shutdown::Both);

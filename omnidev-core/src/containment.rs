@@ -53,6 +53,7 @@
 mod cgroup;
 mod tree;
 
+use crate::sync::Locked;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -264,9 +265,7 @@ impl Containment {
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, Vec<(String, String)>> {
-        self.slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.slots.locked()
     }
 
     /// Gives service `name`, added to the running pod, the next slot (its

@@ -53,6 +53,7 @@
 //! except its two pipes (so it never holds a lock file or a socket open).
 //! Because the pipes are close-on-exec, services never inherit them.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -126,9 +127,7 @@ impl Guard {
     }
 
     fn lock(&self) -> MutexGuard<'_, Live> {
-        self.live
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.live.locked()
     }
 
     /// The guard's process id (the current guard's, after a replacement).

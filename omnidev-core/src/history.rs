@@ -23,6 +23,7 @@
 
 mod lossless;
 
+use crate::sync::Locked;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -180,9 +181,7 @@ impl Default for History {
 
 impl History {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.locked()
     }
 
     /// Keeps `event` (dropping the oldest beyond the bounds).

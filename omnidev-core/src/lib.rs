@@ -49,6 +49,7 @@ pub mod signals;
 pub mod spec;
 pub mod state;
 pub mod supervisor;
+pub mod sync;
 pub mod text;
 
 pub use backoff::BackoffPolicy;

@@ -7,11 +7,12 @@ mod file;
 mod mark;
 mod splitter;
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 pub(crate) use capture::{Capture, spawn_capture};
@@ -25,12 +26,6 @@ pub use splitter::PARTIAL_LINE_AFTER;
 use crate::event::{Changes, Event, LogLine, Stream};
 use crate::history::History;
 use crate::spec::LogConfig;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 impl FileState {
     /// Marks an open file as failed by `error`, with `lost` lines of the
@@ -173,7 +168,7 @@ impl LogStore {
     /// has a log keeps it, its file opened again after [`Self::release`].
     pub(crate) fn add_service(&self, name: &str) -> Result<(), (PathBuf, io::Error)> {
         if let Some(log) = self.service(name) {
-            if matches!(*lock(&log.file), FileState::None) {
+            if matches!(*log.file.locked(), FileState::None) {
                 return self.open_file(name, &log);
             }
             return Ok(());
@@ -210,7 +205,7 @@ impl LogStore {
     fn open_file(&self, name: &str, log: &ServiceLog) -> Result<(), (PathBuf, io::Error)> {
         if let Some(path) = self.file_path(name) {
             let file = self.open_log(&path).map_err(|e| (path, e))?;
-            *lock(&log.file) = FileState::Open(file);
+            *log.file.locked() = FileState::Open(file);
         }
         Ok(())
     }
@@ -246,7 +241,7 @@ impl LogStore {
         let logs = self
             .all()
             .iter()
-            .filter_map(|(name, log)| match &*lock(&log.file) {
+            .filter_map(|(name, log)| match &*log.file.locked() {
                 FileState::Open(file) => Some((
                     name.clone(),
                     Position {
@@ -276,7 +271,7 @@ impl LogStore {
     pub(crate) fn flush(&self) {
         for (name, log) in &self.all() {
             let notice = {
-                let mut file = lock(&log.file);
+                let mut file = log.file.locked();
                 match &mut *file {
                     FileState::Open(f) => match f.flush() {
                         Ok(()) => None,
@@ -295,7 +290,7 @@ impl LogStore {
     /// [`REOPEN_EVERY`] has passed. Returns what people should be told (the
     /// first failure with its cause, and the resumption with the gap).
     fn write_file(&self, log: &ServiceLog, texts: &[String]) -> Option<String> {
-        let mut file = lock(&log.file);
+        let mut file = log.file.locked();
         let mut resumed = None;
         if let FileState::Failed {
             path,
@@ -373,7 +368,7 @@ impl LogStore {
     /// previous run's watch, if any, is dropped).
     pub(crate) fn watch_lines(&self, service: &str, watch: Option<Arc<crate::probe::LineWatch>>) {
         if let Some(log) = self.service(service) {
-            *lock(&log.watch) = watch;
+            *log.watch.locked() = watch;
         }
     }
 
@@ -402,10 +397,10 @@ impl LogStore {
             self.notice(service, message);
         }
         log.lines.fetch_add(texts.len() as u64, Ordering::Relaxed);
-        if let Some(watch) = lock(&log.watch).as_ref() {
+        if let Some(watch) = log.watch.locked().as_ref() {
             watch.offer(stream, texts, cuts);
         }
-        let _order = lock(&self.order);
+        let _order = self.order.locked();
         let at = SystemTime::now();
         let lines: Vec<Arc<LogLine>> = texts
             .drain(..)
@@ -433,7 +428,7 @@ impl LogStore {
             return;
         };
         // Numbered and sent in order, like every line.
-        let _order = lock(&self.order);
+        let _order = self.order.locked();
         let line = LogLine {
             service: log.name.clone(),
             stream,
@@ -449,7 +444,7 @@ impl LogStore {
     /// disk stay for `omnidev logs`.
     pub(crate) fn release(&self, service: &str) {
         if let Some(log) = self.service(service) {
-            *lock(&log.file) = FileState::None;
+            *log.file.locked() = FileState::None;
         }
     }
 }
@@ -544,7 +539,7 @@ mod tests {
         store.push_batch("svc", Stream::Stdout, &mut batch(&["before"]));
 
         // The disk fills up: the next write fails.
-        if let FileState::Open(file) = &mut *lock(&store.service("svc").expect("svc").file) {
+        if let FileState::Open(file) = &mut *store.service("svc").expect("svc").file.locked() {
             file.out = BufWriter::new(Box::new(FullDisk));
         }
         // Reopening waits for the next attempt; hold it off for now.
@@ -567,7 +562,7 @@ mod tests {
 
         // Space is back: the next line reopens the file.
         if let FileState::Failed { retry_at, .. } =
-            &mut *lock(&store.service("svc").expect("svc").file)
+            &mut *store.service("svc").expect("svc").file.locked()
         {
             *retry_at = Instant::now();
         }

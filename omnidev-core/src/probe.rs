@@ -1,6 +1,7 @@
 //! Readiness probes: HTTP GET (2xx), TCP connect, command and log line,
 //! behind the [`Probe`] trait, plus the polling loop that drives them.
 
+use crate::sync::Locked;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -406,10 +407,7 @@ impl LineWatch {
         if self.matched.load(Ordering::Relaxed) {
             return;
         }
-        let mut partials = self
-            .partial
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut partials = self.partial.locked();
         let partial = &mut partials[match stream {
             crate::event::Stream::Stdout | crate::event::Stream::Merged => 0,
             crate::event::Stream::Stderr => 1,

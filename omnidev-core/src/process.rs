@@ -4,6 +4,7 @@
 #[cfg(target_os = "linux")]
 mod into_cgroup;
 
+use crate::sync::Locked;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Stdio;
@@ -359,9 +360,7 @@ fn spawn_tokio(
 static OWN_CHILDREN: std::sync::Mutex<Vec<ProcessRecord>> = std::sync::Mutex::new(Vec::new());
 
 fn own_children() -> std::sync::MutexGuard<'static, Vec<ProcessRecord>> {
-    OWN_CHILDREN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    OWN_CHILDREN.locked()
 }
 
 /// Records `pid` (a child just forked) as one of ours, so that

@@ -4,9 +4,10 @@
 //! user's `core.excludesFile`; a path inside an ignored directory is
 //! ignored whatever its own rules say.
 
+use omnidev_core::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use ignore::Match;
@@ -161,19 +162,13 @@ fn registry() -> &'static Registry {
     REGISTRY.get_or_init(Registry::default)
 }
 
-fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Shared {
     /// The rules of the checkout at `root`, covering `bases` too (read
     /// again when they add a base).
     pub(super) fn of(root: &Path, bases: &[PathBuf], excludes_file: Option<PathBuf>) -> Arc<Self> {
         let key = (root.to_path_buf(), excludes_file.clone());
         let shared = {
-            let mut registry = locked(registry());
+            let mut registry = registry().locked();
             registry.retain(|_, shared| shared.strong_count() > 0);
             if let Some(shared) = registry.get(&key).and_then(Weak::upgrade) {
                 shared
@@ -191,7 +186,7 @@ impl Shared {
                 shared
             }
         };
-        let mut state = locked(&shared.state);
+        let mut state = shared.state.locked();
         let new: Vec<PathBuf> = bases
             .iter()
             .filter(|base| state.bases.insert((*base).clone()))
@@ -213,13 +208,13 @@ impl Shared {
 
     /// The rules now.
     pub(super) fn current(&self) -> Arc<Ignores> {
-        locked(&self.state).ignores.clone()
+        self.state.locked().ignores.clone()
     }
 
     /// Reads the rules again, unless they were read after `seen` (another
     /// watcher saw the same change first).
     pub(super) fn reread(&self, seen: Instant) {
-        let mut state = locked(&self.state);
+        let mut state = self.state.locked();
         if state.read_at < seen {
             self.read(&mut state);
         }

@@ -11,6 +11,7 @@
 //! them in order, and of several writes of one path still waiting only the
 //! newest is made.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
@@ -65,10 +66,7 @@ impl BackgroundWriter {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.shared
-            .queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shared.queue.locked()
     }
 
     /// Replaces `path` with `contents` (atomically for every reader, not
@@ -116,7 +114,7 @@ impl Drop for BackgroundWriter {
 
 /// The writing thread: the oldest path first, until closed and drained.
 fn run(shared: &Shared) {
-    let lock = || shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+    let lock = || shared.queue.locked();
     loop {
         let (path, (contents, done)) = {
             let mut queue = lock();

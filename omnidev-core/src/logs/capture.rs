@@ -5,8 +5,9 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{LineSplitter, LogStore, lock};
+use super::{LineSplitter, LogStore};
 use crate::event::Stream;
+use crate::sync::Locked;
 
 /// Pipe buffer asked for a service's stdout and stderr: 1 MiB, the default
 /// ceiling (`/proc/sys/fs/pipe-max-size`) for unprivileged processes. It
@@ -115,7 +116,7 @@ struct Pipe {
 impl Pipe {
     /// Splits `data`, read at `now`, and records its lines.
     fn feed(&self, data: &[u8], now: Instant, batch: &mut Vec<String>) {
-        let mut splitter = lock(&self.splitter);
+        let mut splitter = self.splitter.locked();
         splitter.feed(data, now, batch);
         let cuts = splitter.take_cuts();
         self.store
@@ -123,12 +124,12 @@ impl Pipe {
     }
 
     fn partial_due(&self) -> Option<Instant> {
-        lock(&self.splitter).partial_due()
+        self.splitter.locked().partial_due()
     }
 
     /// Publishes the unfinished line, if it is due at `now`.
     fn offer(&self, now: Instant) {
-        let mut splitter = lock(&self.splitter);
+        let mut splitter = self.splitter.locked();
         if let Some(text) = splitter.take_partial(now) {
             self.store.push_partial(&self.service, self.stream, text);
         }
@@ -137,7 +138,7 @@ impl Pipe {
     /// Records the unfinished line as a line.
     fn finish(&self) {
         let mut batch = Vec::new();
-        let mut splitter = lock(&self.splitter);
+        let mut splitter = self.splitter.locked();
         splitter.finish(&mut batch);
         let cuts = splitter.take_cuts();
         self.store

@@ -1,6 +1,7 @@
 //! A readiness probe that passes only while the port's listener is the
 //! service's own (the supervisor's use of [`crate::listener`]).
 
+use crate::sync::Locked;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,10 +58,7 @@ impl OwnListener {
     /// Whether this attempt looks at the owner: always when the probe
     /// passed, else when the last look is [`OWNER_LOOK_INTERVAL`] old.
     fn looks(&self, answered: bool) -> bool {
-        let mut looked = self
-            .looked
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut looked = self.looked.locked();
         let now = tokio::time::Instant::now();
         let due = answered || looked.is_none_or(|at| now - at >= OWNER_LOOK_INTERVAL);
         if due {
@@ -103,10 +101,7 @@ impl probe::Probe for OwnListener {
         match owner {
             crate::listener::Owner::Other(holder) => {
                 let holder = holder.to_string();
-                let mut last = self
-                    .last
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut last = self.last.locked();
                 if last.as_ref() != Some(&holder) {
                     (self.report)(holder.clone());
                     *last = Some(holder.clone());

@@ -1,6 +1,7 @@
 //! A service's prepare steps (e.g. `npm install` when the lockfile is
 //! newer than `node_modules`), run in order before its process starts.
 
+use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -35,9 +36,7 @@ impl StepSlot {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.locked()
     }
 
     fn set(&self, group: Option<Arc<dyn ProcessGroup>>) {

@@ -9,6 +9,7 @@
 //! [`Spawner`] here and drive its children by hand, without processes or
 //! sleeps.
 
+use crate::sync::Locked;
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -184,12 +185,7 @@ struct Group {
 impl ProcessGroup for Group {
     async fn stop(&self, signal: i32, grace: Duration) -> bool {
         let killed = self.containment.stop(&self.target, signal, grace).await;
-        let mut captures = std::mem::take(
-            &mut *self
-                .captures
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let mut captures = std::mem::take(&mut *self.captures.locked());
         // So a run is reported ended only after its last line is recorded.
         let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
         for capture in &mut captures {

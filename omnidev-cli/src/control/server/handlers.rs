@@ -1,5 +1,6 @@
 //! What each request does, from the supervisor's state: the answers.
 
+use omnidev_core::sync::Locked;
 use std::time::Duration;
 
 use omnidev_core::spec::limits;
@@ -373,11 +374,7 @@ pub(super) fn status(shared: &Shared) -> PodStatus {
     } else {
         snapshot.clone()
     };
-    let addresses = info
-        .addresses
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let addresses = info.addresses.locked().clone();
     PodStatus {
         schema: SCHEMA,
         pod_dir: info.pod_dir.clone(),

@@ -1,5 +1,6 @@
 //! The TUI's feed for `omnidev up`: the supervisor of this process.
 
+use omnidev_core::sync::Locked;
 use std::sync::Arc;
 
 use crate::control::protocol::UrlReport;
@@ -118,10 +119,7 @@ impl Feed for PodSource {
     }
 
     fn urls(&self) -> Option<Vec<UrlReport>> {
-        let addresses = self
-            .addresses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let addresses = self.addresses.locked();
         // Read in place, not copied: this runs before every redraw.
         Some(UrlReport::shown(&addresses.urls, &self.statuses.borrow()))
     }
