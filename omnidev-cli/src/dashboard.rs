@@ -491,7 +491,7 @@ impl State {
             crate::mcp::up_detached(
                 &pod,
                 ACTION_WAIT.as_secs(),
-                &crate::mcp::Connection::default(),
+                &crate::mcp::CallConnection::default(),
             )
         })
         .await;

@@ -37,7 +37,7 @@ const PIECE: usize = 64 * 1024;
 
 /// What is done with each line read; an error (stdout closed) stops the
 /// reading.
-pub type Each<'a> = &'a mut dyn FnMut(&LogReader, Line) -> Result<(), Error>;
+pub type Each<'a> = &'a mut dyn FnMut(&LogReader, FileLine) -> Result<(), Error>;
 
 /// How much of the end of a log to read: the last `lines` complete lines,
 /// read back from the end at most `bytes` far.
@@ -72,7 +72,7 @@ pub struct LogReader {
 
 /// A complete line read from a log file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
+pub struct FileLine {
     /// The file's modification time when the line was read: the line was
     /// written then or before (the files keep no time per line).
     pub at: SystemTime,
@@ -99,7 +99,7 @@ impl LogReader {
         let emit = |source: &Self, text: &[u8], each: Each| {
             let text = text.strip_suffix(b"\r").unwrap_or(text);
             let text = String::from_utf8_lossy(text).into_owned();
-            each(source, Line { at, text })
+            each(source, FileLine { at, text })
         };
         while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
             if self.partial.is_empty() {
@@ -290,7 +290,7 @@ pub fn collect(
     source: &mut LogReader,
     mark: Option<&Mark>,
     tail: Option<Tail>,
-) -> Result<Vec<Line>, Error> {
+) -> Result<Vec<FileLine>, Error> {
     let mut lines = Vec::new();
     read_back(source, mark, tail, &mut |_, line| {
         lines.push(line);
@@ -548,12 +548,16 @@ mod tests {
     }
 
     /// What is shown before following, without a mark.
-    fn at_end(src: &mut LogReader, tail: Option<usize>) -> Vec<Line> {
+    fn at_end(src: &mut LogReader, tail: Option<usize>) -> Vec<FileLine> {
         collect(src, None, tail.map(Tail::lines)).expect("read")
     }
 
     /// The lines since `position` (a mark at `at`).
-    fn read_since(src: &mut LogReader, position: Option<&Position>, at: SystemTime) -> Vec<Line> {
+    fn read_since(
+        src: &mut LogReader,
+        position: Option<&Position>,
+        at: SystemTime,
+    ) -> Vec<FileLine> {
         let mut lines = Vec::new();
         for open in since_mark(src, position, at).expect("files") {
             src.read_on(open, &mut |_, line| {
@@ -565,7 +569,7 @@ mod tests {
         lines
     }
 
-    fn texts(lines: &[Line]) -> Vec<&str> {
+    fn texts(lines: &[FileLine]) -> Vec<&str> {
         lines.iter().map(|l| l.text.as_str()).collect()
     }
 

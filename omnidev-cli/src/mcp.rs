@@ -46,8 +46,9 @@ use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
 use crate::control::{self, Ask};
 use crate::error::Error;
 use results::{
-    EventsArgs, EventsResult, FailedService, LogsArgs, LogsResult, Outcome, ReloadProfileArgs,
-    ReloadProfileResult, RestartArgs, ServiceArgs, StartArgs, UpArgs, WaitArgs,
+    ActionResult, EventsParams, EventsResult, FailedService, LogsParams, LogsResult,
+    ReloadProfileParams, ReloadProfileResult, RestartParams, ServiceParams, StartParams, UpParams,
+    WaitParams,
 };
 
 /// The bounds of every argument, and the defaults within them.
@@ -135,9 +136,9 @@ fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
 /// cancels the call: the pod then stops waiting for it at once (it sees
 /// its client gone) and frees the waiting slot, and the blocked read
 /// here ends, instead of both lasting until the request's timeout. Work
-/// without a connection (`up`'s child) looks at [`Connection::cancelled`].
+/// without a connection (`up`'s child) looks at [`CallConnection::cancelled`].
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Connection(Arc<Mutex<Hangup>>);
+pub(crate) struct CallConnection(Arc<Mutex<Hangup>>);
 
 #[derive(Debug, Default)]
 struct Hangup {
@@ -145,7 +146,7 @@ struct Hangup {
     cancelled: bool,
 }
 
-impl Connection {
+impl CallConnection {
     /// Keeps a handle of `stream` (hung up at once if the call was
     /// cancelled before it connected).
     fn keep(&self, stream: &UnixStream) {
@@ -223,14 +224,18 @@ fn shown_lines(
 /// to the running pod, and waits `timeout` (the pod's own limit) plus a
 /// margin, as the commands do, for what it came to, on a connection
 /// `connection` can hang up.
-fn acted(pod: &PodArgs, asked: &Ask, connection: &Connection) -> miette::Result<Outcome> {
+fn acted(pod: &PodArgs, asked: &Ask, connection: &CallConnection) -> miette::Result<ActionResult> {
     let (pod_dir, response) = ask(pod, asked, connection)?;
     outcome(&pod_dir, response)
 }
 
 /// [`acted`]'s request and answer, for a tool that reads more of the
 /// answer than the outcome: the pod's directory and the pod's response.
-fn ask(pod: &PodArgs, asked: &Ask, connection: &Connection) -> miette::Result<(PathBuf, Response)> {
+fn ask(
+    pod: &PodArgs,
+    asked: &Ask,
+    connection: &CallConnection,
+) -> miette::Result<(PathBuf, Response)> {
     let pod_dir = running(pod)?;
     let response = asked.send_on(&pod_dir, |stream| connection.keep(stream))?;
     Ok((pod_dir, response))
@@ -238,7 +243,7 @@ fn ask(pod: &PodArgs, asked: &Ask, connection: &Connection) -> miette::Result<(P
 
 /// What a waiting request came to: the status, and each failed service
 /// with its state and last lines.
-fn outcome(pod_dir: &Path, response: Response) -> miette::Result<Outcome> {
+fn outcome(pod_dir: &Path, response: Response) -> miette::Result<ActionResult> {
     let status = response
         .status
         .ok_or_else(|| miette::miette!("the pod's answer has no status"))?;
@@ -263,7 +268,7 @@ fn outcome(pod_dir: &Path, response: Response) -> miette::Result<Outcome> {
             }
         })
         .collect::<Vec<_>>();
-    Ok(Outcome {
+    Ok(ActionResult {
         ok: failed.is_empty(),
         failed,
         status,
@@ -278,10 +283,10 @@ impl Tools {
     async fn answer<T: Send + 'static>(
         &self,
         context: &RequestContext<RoleServer>,
-        work: impl FnOnce(&PodArgs, &Connection) -> miette::Result<T> + Send + 'static,
+        work: impl FnOnce(&PodArgs, &CallConnection) -> miette::Result<T> + Send + 'static,
     ) -> Result<Json<T>, CallToolResult> {
         let pod = self.pod.clone();
-        let connection = Connection::default();
+        let connection = CallConnection::default();
         let held = connection.clone();
         tokio::select! {
             answer = blocking(move || work(&pod, &held)) => answer.map(Json),
@@ -337,7 +342,7 @@ impl Tools {
     async fn logs(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<LogsArgs>,
+        Parameters(args): Parameters<LogsParams>,
     ) -> Result<Json<LogsResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
             let lines = args.lines.unwrap_or(limits::LOG_LINES.0);
@@ -368,8 +373,8 @@ impl Tools {
     async fn wait(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<WaitArgs>,
-    ) -> Result<Json<Outcome>, CallToolResult> {
+        Parameters(args): Parameters<WaitParams>,
+    ) -> Result<Json<ActionResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let default = match args.until {
                 WaitFor::HealthyAfterReload => limits::WAIT_SECS.0,
@@ -394,8 +399,8 @@ impl Tools {
     async fn restart(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<RestartArgs>,
-    ) -> Result<Json<Outcome>, CallToolResult> {
+        Parameters(args): Parameters<RestartParams>,
+    ) -> Result<Json<ActionResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
             let asked = Ask::restart(
@@ -421,8 +426,8 @@ impl Tools {
     async fn stop_service(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<ServiceArgs>,
-    ) -> Result<Json<Outcome>, CallToolResult> {
+        Parameters(args): Parameters<ServiceParams>,
+    ) -> Result<Json<ActionResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             acted(
                 pod,
@@ -445,8 +450,8 @@ impl Tools {
     async fn start_service(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<StartArgs>,
-    ) -> Result<Json<Outcome>, CallToolResult> {
+        Parameters(args): Parameters<StartParams>,
+    ) -> Result<Json<ActionResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
             let asked = Ask::start(vec![args.service], Duration::from_secs(secs));
@@ -467,14 +472,14 @@ impl Tools {
     async fn reload_profile(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<ReloadProfileArgs>,
+        Parameters(args): Parameters<ReloadProfileParams>,
     ) -> Result<Json<ReloadProfileResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
             let asked = Ask::reload_profile(Duration::from_secs(secs));
             let (pod_dir, mut response) = ask(pod, &asked, connection)?;
             let applied = response.applied.take().unwrap_or_default();
-            let Outcome { ok, failed, status } = outcome(&pod_dir, response)?;
+            let ActionResult { ok, failed, status } = outcome(&pod_dir, response)?;
             Ok(ReloadProfileResult {
                 applied,
                 ok,
@@ -493,7 +498,7 @@ impl Tools {
     async fn events(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<EventsArgs>,
+        Parameters(args): Parameters<EventsParams>,
     ) -> Result<Json<EventsResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
             let limit = args.limit.unwrap_or(limits::EVENTS.0) as usize;
@@ -552,8 +557,8 @@ impl Tools {
     async fn up(
         &self,
         context: RequestContext<RoleServer>,
-        Parameters(args): Parameters<UpArgs>,
-    ) -> Result<Json<Outcome>, CallToolResult> {
+        Parameters(args): Parameters<UpParams>,
+    ) -> Result<Json<ActionResult>, CallToolResult> {
         // Not routed without --allow-up: `call_tool` refuses it.
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::UP_SECS.0);
@@ -580,8 +585,8 @@ const UP_POLL: Duration = Duration::from_millis(50);
 pub(crate) fn up_detached(
     pod: &PodArgs,
     secs: u64,
-    connection: &Connection,
-) -> miette::Result<Outcome> {
+    connection: &CallConnection,
+) -> miette::Result<ActionResult> {
     // Mistakes of the checkout or profile, with their own codes.
     crate::session::resolve_checkout(pod)?;
     let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
@@ -657,7 +662,7 @@ pub(crate) fn up_detached(
         }
     }
     let pod_dir = running(pod)?;
-    Ok(Outcome {
+    Ok(ActionResult {
         ok: true,
         failed: Vec::new(),
         status: control::inspect(&pod_dir)?,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::LogsArgs;
 use crate::control::events::Encoder;
 use crate::log_files::{
-    Line, LogReader, Tail, read_back, read_mark, read_new, selected, services_with_logs,
+    FileLine, LogReader, Tail, read_back, read_mark, read_new, selected, services_with_logs,
 };
 use crate::output::write_sanitised;
 
@@ -31,7 +31,7 @@ enum Form {
 }
 
 impl Form {
-    fn push(&self, out: &mut String, source: &LogReader, line: &Line) {
+    fn push(&self, out: &mut String, source: &LogReader, line: &FileLine) {
         match self {
             Form::Text { colour } => {
                 out.push_str(&source.prefix);

@@ -14,7 +14,7 @@ use crate::control::protocol::{AppliedReport, PodStatus, WaitFor};
 /// The arguments of `logs`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LogsArgs {
+pub struct LogsParams {
     /// The service whose log to read.
     pub service: String,
     /// The last this many lines.
@@ -49,7 +49,7 @@ pub struct LogsResult {
 /// The arguments of `wait`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WaitArgs {
+pub struct WaitParams {
     /// The condition.
     pub until: WaitFor,
     /// The services it concerns; every service when empty.
@@ -66,7 +66,7 @@ pub struct WaitArgs {
 /// The arguments of `restart`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RestartArgs {
+pub struct RestartParams {
     /// The service to restart; without it, the watched services (those with
     /// watch rules, or every service when none has).
     #[serde(default)]
@@ -86,7 +86,7 @@ pub struct RestartArgs {
 /// The arguments of `stop_service`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ServiceArgs {
+pub struct ServiceParams {
     /// The service.
     pub service: String,
 }
@@ -94,7 +94,7 @@ pub struct ServiceArgs {
 /// The arguments of `start_service`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StartArgs {
+pub struct StartParams {
     /// The service.
     pub service: String,
     /// Seconds to wait for it to be ready.
@@ -106,7 +106,7 @@ pub struct StartArgs {
 /// The arguments of `reload_profile`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReloadProfileArgs {
+pub struct ReloadProfileParams {
     /// Seconds to wait for the restarted and started services to be ready.
     #[serde(default)]
     #[schemars(range(min = 1, max = RESTART_SECS.1), extend("default" = RESTART_SECS.0))]
@@ -131,7 +131,7 @@ pub struct ReloadProfileResult {
 /// The arguments of `events`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EventsArgs {
+pub struct EventsParams {
     /// Only these services' events (and the pod's own); all when empty.
     #[serde(default)]
     #[schemars(length(max = SERVICES))]
@@ -165,7 +165,7 @@ pub struct EventsResult {
 /// The arguments of `up`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpArgs {
+pub struct UpParams {
     /// Seconds for every service to be ready.
     #[serde(default)]
     #[schemars(range(min = 1, max = UP_SECS.1), extend("default" = UP_SECS.0))]
@@ -187,7 +187,7 @@ pub struct FailedService {
 
 /// What `wait`, `restart`, `stop_service`, `start_service` and `up` answer.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct Outcome {
+pub struct ActionResult {
     /// Whether it went as asked: false when a service failed.
     pub ok: bool,
     /// The services that failed, with their state and last lines.
