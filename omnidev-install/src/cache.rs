@@ -119,13 +119,13 @@ impl CheckCache {
 
     /// The update on offer, if a newer commit than the installed one is
     /// known and was not declined.
-    pub fn available_update(&self) -> Option<Update> {
+    pub fn available_update(&self) -> Option<NewerCommit> {
         let installed = self.installed_commit.as_deref()?;
         let remote = self.remote_commit.as_deref()?;
         if installed == remote || self.declined_commit.as_deref() == Some(remote) {
             return None;
         }
-        Some(Update {
+        Some(NewerCommit {
             installed: installed.to_owned(),
             available: remote.to_owned(),
             reference: self.reference.clone(),
@@ -151,7 +151,7 @@ pub fn lock_path(path: &Path) -> PathBuf {
 
 /// A newer commit than the installed one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Update {
+pub struct NewerCommit {
     /// The installed commit.
     pub installed: String,
     /// The newer commit.

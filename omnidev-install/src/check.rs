@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
-use crate::cache::{CheckCache, Update};
+use crate::cache::{CheckCache, NewerCommit};
 use crate::{Error, Paths, Result, fs};
 
 /// Environment variable naming the program started as the background
@@ -29,7 +29,7 @@ pub struct CheckReport {
     /// Whether a refresh is due.
     pub stale: bool,
     /// The update on offer, if any.
-    pub update: Option<Update>,
+    pub update: Option<NewerCommit>,
 }
 
 /// Reads the cache and decides. Reads one small file; spawns nothing.

@@ -93,7 +93,7 @@ pub mod paths;
 pub mod source;
 pub mod uv;
 
-pub use cache::{CheckCache, Update};
+pub use cache::{CheckCache, NewerCommit};
 pub use choice::{
     DEFAULT_EXTRA, DEFAULT_PYTHON, DEFAULT_REF, DEFAULT_REPO, InstallChoice, TOOL_NAME,
     validate_ref, validate_repo,

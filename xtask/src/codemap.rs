@@ -1,7 +1,9 @@
 //! The code map of `docs/architecture.md` against the tree: every path it
 //! names exists, every crate of the workspace is named, and every folder
 //! of a crate's sources is named (itself, its module file, or a folder
-//! above it). Checked as a test (`cargo test -p xtask codemap`).
+//! above it); and no two public types of the product crates share a name
+//! (each crate's `Error` and `Result`, named by their crate, apart).
+//! Checked as a test (`cargo test -p xtask codemap`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -103,6 +105,53 @@ fn is_path(token: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
 }
 
+/// The names of public types (`pub struct`, `enum`, `trait`, `type`)
+/// declared in more than one place of the `crates`' product sources (test
+/// modules and files apart), each with its places; each crate's `Error`
+/// and `Result` may repeat.
+pub fn repeated_type_names(root: &Path, crates: &[&str]) -> Vec<String> {
+    let mut places = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for krate in crates {
+        let src = root.join(krate).join("src");
+        let folders = std::iter::once(PathBuf::new()).chain(folders_below(&src));
+        for folder in folders.filter(|f| !f.iter().any(|part| part == "tests" || part == "bin")) {
+            let Ok(entries) = std::fs::read_dir(src.join(&folder)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let file = folder.join(&name);
+                if file.extension().is_none_or(|e| e != "rs") || name == "tests.rs" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                let product = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]"));
+                for line in product {
+                    let mut words = line.split_whitespace();
+                    let (Some("pub"), Some("struct" | "enum" | "trait" | "type"), Some(ty)) =
+                        (words.next(), words.next(), words.next())
+                    else {
+                        continue;
+                    };
+                    let ty: String = ty.chars().take_while(|c| c.is_alphanumeric()).collect();
+                    if ty != "Error" && ty != "Result" {
+                        let place = format!("{krate}/src/{}", file.display());
+                        places.entry(ty).or_default().push(place);
+                    }
+                }
+            }
+        }
+    }
+    places
+        .into_iter()
+        .filter(|(_, at)| at.len() > 1)
+        .map(|(ty, mut at)| {
+            at.sort();
+            format!("`{ty}` is declared in {}", at.join(", "))
+        })
+        .collect()
+}
+
 /// Every folder below `src` (relative to it), but the tests' snapshots.
 fn folders_below(src: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -155,6 +204,46 @@ mod tests {
         let crates = members(&root);
         let crates: Vec<&str> = crates.iter().map(String::as_str).collect();
         assert_eq!(mismatches(&root, &document, &crates), Vec::<String>::new());
+    }
+
+    #[test]
+    fn no_two_public_types_of_the_product_share_a_name() {
+        let root = crate::util::workspace_root();
+        let product = [
+            "omnidev-core",
+            "omnidev-pod",
+            "omnidev-install",
+            "omnidev-cli",
+        ];
+        assert_eq!(repeated_type_names(&root, &product), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_public_type_declared_twice_is_found() {
+        let tree = tempfile::tempdir().expect("tempdir");
+        for dir in ["a/src/inner", "a/src/tests", "b/src"] {
+            std::fs::create_dir_all(tree.path().join(dir)).expect("mkdir");
+        }
+        let write = |path: &str, text: &str| {
+            std::fs::write(tree.path().join(path), text).expect("write");
+        };
+        write(
+            "a/src/lib.rs",
+            "pub struct Line;\npub enum Error {}\npub(crate) struct Kept;\n",
+        );
+        write(
+            "a/src/inner/x.rs",
+            "    pub enum Line<'a> {}\nstruct Kept;\n",
+        );
+        write("a/src/tests/y.rs", "pub struct Line;\n");
+        write(
+            "b/src/lib.rs",
+            "pub enum Error {}\n#[cfg(test)]\npub struct Line;\n",
+        );
+        assert_eq!(
+            repeated_type_names(tree.path(), &["a", "b"]),
+            ["`Line` is declared in a/src/inner/x.rs, a/src/lib.rs"]
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use omnidev_install::check::{self, RefreshStart};
 use omnidev_install::hook::NO_UPDATE_CHECK_ENV;
 use omnidev_install::uv::skip_web_check_from_env;
 use omnidev_install::{
-    DefaultSource, InstallChoice, InstallOptions, Installed, Paths, Shell, Update,
+    DefaultSource, InstallChoice, InstallOptions, Installed, NewerCommit, Paths, Shell,
 };
 
 use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName, UpdateArgs};
@@ -125,7 +125,7 @@ fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
 /// answer: then the notice above is all. `y` updates now, `n` remembers
 /// the decline; anything else (an empty line, end of input) decides
 /// nothing and the question comes again next time.
-fn offer_update(paths: &Paths, update: &Update) -> miette::Result<ExitCode> {
+fn offer_update(paths: &Paths, update: &NewerCommit) -> miette::Result<ExitCode> {
     let Ok(mut tty) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
