@@ -12,9 +12,9 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
-use omnidev_core::logs::{Mark, Position};
+use omnidev_core::logs::{LineSplitter, Mark, Position};
 use omnidev_pod::layout::{DETACHED_LOG, LOG_SUFFIX};
 
 use crate::error::Error;
@@ -67,7 +67,7 @@ pub struct LogReader {
     /// What its lines are printed after (`name | `, or nothing).
     pub prefix: String,
     file: Option<Open>,
-    partial: Vec<u8>,
+    lines: LineSplitter,
 }
 
 /// A complete line read from a log file.
@@ -88,37 +88,20 @@ impl LogReader {
             path: dir.join(format!("{name}{LOG_SUFFIX}")),
             prefix,
             file: None,
-            partial: Vec::new(),
+            lines: LineSplitter::new(PIECE),
         }
     }
 
     /// Adds `bytes`, read from a file last modified at `at`, to the
     /// unfinished line and hands each complete line (or piece of
-    /// [`PIECE`]) to `each`.
-    fn take_lines(&mut self, mut bytes: &[u8], at: SystemTime, each: Each) -> Result<(), Error> {
-        let emit = |source: &Self, text: &[u8], each: Each| {
-            let text = text.strip_suffix(b"\r").unwrap_or(text);
-            let text = String::from_utf8_lossy(text).into_owned();
-            each(source, FileLine { at, text })
-        };
-        while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
-            if self.partial.is_empty() {
-                emit(self, &bytes[..end], each)?;
-            } else {
-                let mut line = std::mem::take(&mut self.partial);
-                line.extend_from_slice(&bytes[..end]);
-                emit(self, &line, each)?;
-            }
-            bytes = &bytes[end + 1..];
-        }
-        self.partial.extend_from_slice(bytes);
-        while self.partial.len() >= PIECE {
-            let mut cut = PIECE;
-            while cut > PIECE - 4 && std::str::from_utf8(&self.partial[..cut]).is_err() {
-                cut -= 1;
-            }
-            let piece: Vec<u8> = self.partial.drain(..cut).collect();
-            emit(self, &piece, each)?;
+    /// [`PIECE`]) to `each`, split as the supervisor splits a service's
+    /// output ([`LineSplitter`]).
+    fn take_lines(&mut self, bytes: &[u8], at: SystemTime, each: Each) -> Result<(), Error> {
+        let mut lines = Vec::new();
+        self.lines.feed(bytes, Instant::now(), &mut lines);
+        self.lines.take_cuts();
+        for text in lines {
+            each(self, FileLine { at, text })?;
         }
         Ok(())
     }
@@ -485,7 +468,7 @@ pub fn read_new(source: &mut LogReader, each: Each) -> Result<(), Error> {
         if open.truncated() {
             open.position = 0;
             open.tail.clear();
-            source.partial.clear();
+            source.lines = LineSplitter::new(PIECE);
         }
         source.read_on(open, each)?;
     }
@@ -532,7 +515,7 @@ mod tests {
             path: path.to_path_buf(),
             prefix: "svc | ".into(),
             file: None,
-            partial: Vec::new(),
+            lines: LineSplitter::new(PIECE),
         }
     }
 
@@ -694,6 +677,22 @@ mod tests {
         out.clear();
         poll(&mut src, &mut out);
         assert_eq!(out, "svc | 5\n");
+    }
+
+    /// A file written by someone else reads as the supervisor would have
+    /// split its output: a redrawn line is its last redraw, a line longer
+    /// than a piece comes in pieces cut between characters.
+    #[test]
+    fn a_foreign_file_splits_as_the_supervisor_splits_output() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let long = "é".repeat(PIECE);
+        append(&path, &format!("10%\r50%\r100%\r\nwindows\r\n{long}\n"));
+        let lines = at_end(&mut source(&path), None);
+        assert_eq!(texts(&lines[..2]), ["100%", "windows"]);
+        let pieces = &lines[2..];
+        assert!(pieces.len() >= 2 && pieces.iter().all(|p| p.text.len() <= PIECE));
+        assert_eq!(texts(pieces).concat(), long, "cut between characters");
     }
 
     #[test]

@@ -20,8 +20,7 @@ pub(crate) use file::LogFile;
 pub use file::{RotatingLog, rotate_away, rotated_path};
 pub use mark::{MARK_FILE, Mark, Position};
 pub(crate) use mark::{TakenMark, mark_failed};
-pub(crate) use splitter::LineSplitter;
-pub use splitter::PARTIAL_LINE_AFTER;
+pub use splitter::{LineSplitter, PARTIAL_LINE_AFTER};
 
 use crate::event::{Changes, Event, LogLine, Stream};
 use crate::history::History;

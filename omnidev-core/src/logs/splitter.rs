@@ -22,7 +22,7 @@ pub const PARTIAL_LINE_AFTER: Duration = Duration::from_millis(200);
 /// [`LineSplitter::take_partial`]); the caller passes the time, so the
 /// timing is tested without waiting.
 #[derive(Debug)]
-pub(crate) struct LineSplitter {
+pub struct LineSplitter {
     partial: Vec<u8>,
     /// A `\r` came after `partial`: the next text replaces it.
     returned: bool,
@@ -38,7 +38,8 @@ pub(crate) struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub(crate) fn new(max: usize) -> Self {
+    /// A splitter cutting lines longer than `max` bytes (at least 4).
+    pub fn new(max: usize) -> Self {
         Self {
             partial: Vec::new(),
             returned: false,
@@ -51,7 +52,7 @@ impl LineSplitter {
 
     /// The indexes, into the batch filled since the last call, of the
     /// pieces a longer line was cut into (all but its last).
-    pub(crate) fn take_cuts(&mut self) -> Vec<usize> {
+    pub fn take_cuts(&mut self) -> Vec<usize> {
         std::mem::take(&mut self.cuts)
     }
 
@@ -92,7 +93,7 @@ impl LineSplitter {
     }
 
     /// Splits `data`, read at `now`, into `out`.
-    pub(crate) fn feed(&mut self, mut data: &[u8], now: Instant, out: &mut Vec<String>) {
+    pub fn feed(&mut self, mut data: &[u8], now: Instant, out: &mut Vec<String>) {
         while !data.is_empty() {
             // After a `\r` the next text replaces the unfinished line.
             let room = if self.returned {
