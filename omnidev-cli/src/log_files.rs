@@ -243,29 +243,18 @@ fn log_files(path: &Path, back_to: Option<u64>, most: usize) -> Result<Vec<Open>
     Ok(found)
 }
 
-/// The last `tail` complete lines of `service`'s log (of those written
-/// since the pod's last reload, with `since_reload`), as written: what
-/// `omnidev logs SERVICE -n N [--since-reload]` reads (for `omnidev mcp`),
-/// read back from the end at most `max_bytes` far.
+/// The last `tail` complete lines of the log `name` in `dir` (of those
+/// written since `mark`), as written: for `omnidev mcp`'s `logs` and the
+/// lines `up --detach` shows of a failure.
 pub fn last_lines(
-    pod_dir: &Path,
-    service: &str,
-    tail: usize,
-    since_reload: bool,
-    max_bytes: u64,
-) -> miette::Result<Vec<String>> {
-    let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
-    selected(&dir, &[service.to_owned()])?;
-    let mark = since_reload.then(|| read_mark(&dir)).transpose()?;
-    let mut source = LogReader::new(service, &dir, String::new());
-    let tail = Tail {
-        lines: tail,
-        bytes: max_bytes,
-    };
-    Ok(collect(&mut source, mark.as_ref(), Some(tail))?
-        .into_iter()
-        .map(|line| line.text)
-        .collect())
+    dir: &Path,
+    name: &str,
+    mark: Option<&Mark>,
+    tail: Tail,
+) -> Result<Vec<String>, Error> {
+    let mut source = LogReader::new(name, dir, String::new());
+    let lines = collect(&mut source, mark, Some(tail))?;
+    Ok(lines.into_iter().map(|line| line.text).collect())
 }
 
 /// [`read_back`] into a list.

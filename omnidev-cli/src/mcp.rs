@@ -211,8 +211,16 @@ fn shown_lines(
 ) -> miette::Result<(Vec<String>, bool)> {
     // Read back from the end at most four times the answer's bytes (what
     // is made visible of a line may be longer or shorter than it).
-    let budget = (max_bytes as u64).saturating_mul(4);
-    let raw = crate::log_files::last_lines(pod_dir, service, lines, since_reload, budget)?;
+    let tail = crate::log_files::Tail {
+        lines,
+        bytes: (max_bytes as u64).saturating_mul(4),
+    };
+    let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
+    crate::log_files::selected(&dir, &[service.to_owned()])?;
+    let mark = since_reload
+        .then(|| crate::log_files::read_mark(&dir))
+        .transpose()?;
+    let raw = crate::log_files::last_lines(&dir, service, mark.as_ref(), tail)?;
     let plain = raw
         .iter()
         .map(|line| omnidev_core::text::plain(line))

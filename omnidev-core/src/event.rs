@@ -742,6 +742,16 @@ impl ServiceState {
         }
     }
 
+    /// It has ended and nothing starts it by itself: exited, stopped, or
+    /// failed to start (a failed one comes back only when its inputs
+    /// change or on request). What `s` in the UI starts rather than stops.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            ServiceState::Exited { .. } | ServiceState::Stopped | ServiceState::Failed { .. }
+        )
+    }
+
     /// The pid of the service's process in this state, if it has one.
     pub fn pid(&self) -> Option<u32> {
         match self {

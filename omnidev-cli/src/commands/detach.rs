@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use omnidev_core::ServiceState;
 use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
@@ -117,7 +116,9 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
     }
     drop(starting);
     let response = wait_ready(Some(&mut child), &pod_dir, &log, ready_timeout)?;
-    if !response.failed.is_empty() && response.status.as_ref().is_some_and(every_service_ended) {
+    let ended =
+        |status: &control::PodStatus| status.services.iter().all(|s| s.status.state.is_terminal());
+    if !response.failed.is_empty() && response.status.as_ref().is_some_and(ended) {
         // Nothing is left to run: the background pod is ending (headless
         // ends when every service has), so it is reported as a pod that
         // could not start, not as one that keeps running.
@@ -131,17 +132,6 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         Some(child.id()),
         "running in the background",
     )
-}
-
-/// Whether every service of `status` has ended for good (none runs,
-/// starts, waits or restarts).
-fn every_service_ended(status: &control::PodStatus) -> bool {
-    status.services.iter().all(|s| {
-        matches!(
-            s.status.state,
-            ServiceState::Exited { .. } | ServiceState::Stopped | ServiceState::Failed { .. }
-        )
-    })
 }
 
 /// A background process that exited before its pod was ready.
@@ -320,14 +310,9 @@ fn tail(path: &Path, n: usize) -> String {
     ) else {
         return "\n".to_owned();
     };
-    let mut source = crate::log_files::LogReader::new(name, dir, String::new());
-    let lines =
-        crate::log_files::collect(&mut source, None, Some(crate::log_files::Tail::lines(n)))
-            .unwrap_or_default();
-    let lines: Vec<String> = lines
-        .iter()
-        .map(|l| omnidev_core::text::plain(&l.text))
-        .collect();
+    let tail = crate::log_files::Tail::lines(n);
+    let lines = crate::log_files::last_lines(dir, name, None, tail).unwrap_or_default();
+    let lines: Vec<String> = lines.iter().map(|l| omnidev_core::text::plain(l)).collect();
     let mut out = lines.join("\n");
     out.push('\n');
     out

@@ -228,11 +228,7 @@ impl App {
             return None;
         };
         let name = view.name.clone();
-        let down = matches!(
-            view.state,
-            ServiceState::Stopped | ServiceState::Exited { .. } | ServiceState::Failed { .. }
-        );
-        Some(if down {
+        Some(if view.state.is_terminal() {
             self.message = Some(format!("starting {name}"));
             Action::Start(name)
         } else {
