@@ -577,7 +577,6 @@ pub enum Error {
         output: String,
     },
 
-    /// Writing to standard output failed.
     /// `OMNIDEV_CONTAINMENT` names no mechanism.
     #[error("{message}")]
     #[diagnostic(
@@ -602,6 +601,7 @@ pub enum Error {
         message: String,
     },
 
+    /// Writing to standard output failed.
     #[error("could not write to standard output")]
     #[diagnostic(code(omnidev::stdout))]
     Stdout(#[source] std::io::Error),

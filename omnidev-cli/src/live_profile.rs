@@ -25,7 +25,6 @@ use omnidev_core::{Applied, EventKind, ProfileApplied, ProfileChange, Supervisor
 use omnidev_pod::profile::changes::ProfileChanges;
 use omnidev_pod::{PortRequest, Profile, ProfileSource, RenderedPod};
 
-use crate::control::protocol::AppliedReport;
 use crate::session::{Addresses, Checkout, PortSetUp, PreparedPod, SharedAddresses};
 
 /// The shortest quiet time before a change to the profile file is
@@ -286,7 +285,7 @@ impl LiveProfile {
         self: &Arc<Self>,
         supervisor: &Supervisor,
         deadline: tokio::time::Instant,
-    ) -> Result<(AppliedReport, omnidev_core::Waited), ApplyError> {
+    ) -> Result<(ProfileApplied, omnidev_core::Waited), ApplyError> {
         let _one_at_a_time = self.applying.lock().await;
         let this = self.clone();
         let ready = tokio::task::spawn_blocking(move || this.ready())
@@ -314,20 +313,14 @@ impl LiveProfile {
             .apply_until_ready(services, deadline)
             .await
             .map_err(ApplyError::Supervisor)?;
-        let message = applied_message(&self.shown(), &applied, &changes);
-        supervisor.publish(EventKind::ProfileApplied(ProfileApplied {
-            restarted: applied.restarted.clone(),
-            started: applied.started.clone(),
-            stopped: applied.stopped.clone(),
-            message: message.clone(),
-        }));
-        let report = AppliedReport {
+        let report = ProfileApplied {
+            message: applied_message(&self.shown(), &applied, &changes),
             restarted: applied.restarted,
             started: applied.started,
             stopped: applied.stopped,
             kept_stopped: applied.kept_stopped,
-            message,
         };
+        supervisor.publish(EventKind::ProfileApplied(report.clone()));
         Ok((report, waited))
     }
 

@@ -176,6 +176,24 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     );
     assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
     ctx.assert(&["restart", "worker"]).code(2);
+
+    // A service stopped on request and changed stays stopped; the answer
+    // and the event say so alike.
+    ctx.run_ok(&["stop", "api"]);
+    save(&file, &profile("v3", ""));
+    nth_change(&ctx, 4);
+    let applied = report(&reload(&ctx, 0));
+    assert_eq!(
+        applied["kept-stopped"],
+        serde_json::json!(["api"]),
+        "{applied}"
+    );
+    assert_eq!(pid_of(&status(&ctx), "api"), None);
+    let event = of_kind(&records(&ctx), "profile-applied")
+        .pop()
+        .expect("event");
+    assert_eq!(event["kept-stopped"], applied["kept-stopped"], "{event}");
+    assert_eq!(event["message"], applied["message"], "{event}");
 }
 
 #[test]

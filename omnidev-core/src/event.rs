@@ -330,17 +330,25 @@ pub struct ProfileChange {
     pub message: String,
 }
 
-/// What applying a changed profile did ([`EventKind::ProfileApplied`]; the
-/// control socket's `profile-applied` record has the same fields).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// What applying a changed profile did: the `profile-applied` event
+/// ([`EventKind::ProfileApplied`]), and the `applied` of the control
+/// socket's and MCP's answer to `reload-profile`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub struct ProfileApplied {
-    /// Restarted, their rendered spec having changed.
+    /// Restarted, their rendered spec having changed (their dependents
+    /// follow).
     pub restarted: Vec<String>,
     /// Started, being new.
     pub started: Vec<String>,
     /// Stopped, the profile no longer having them.
     pub stopped: Vec<String>,
-    /// The same for people.
+    /// Changed while stopped on request: they stay stopped, and run the
+    /// new spec when started.
+    #[serde(default)]
+    pub kept_stopped: Vec<String>,
+    /// The same for people, with what is applied only when the pod starts
+    /// again.
     pub message: String,
 }
 

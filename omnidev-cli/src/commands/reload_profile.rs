@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cli::ReloadProfileArgs;
-use crate::control::protocol::{AppliedReport, PodStatus};
+use crate::control::protocol::PodStatus;
 use crate::control::{self, Ask};
 use crate::output::{json, pod_status, write_stdout};
 
@@ -16,7 +16,7 @@ use crate::output::{json, pod_status, write_stdout};
 struct Report<'a> {
     schema: u32,
     #[serde(flatten)]
-    applied: &'a AppliedReport,
+    applied: &'a omnidev_core::ProfileApplied,
     failed: &'a [String],
     status: Option<&'a PodStatus>,
 }

@@ -332,6 +332,7 @@ pub(crate) mod tests {
                 restarted: vec!["api".into()],
                 started: vec!["worker".into()],
                 stopped: Vec::new(),
+                kept_stopped: Vec::new(),
                 message: "applied omnidev.toml: restarted api; started worker".into(),
             }),
             EventKind::Ended {

@@ -182,26 +182,7 @@ pub struct Response {
     pub failed: Vec<String>,
     /// What `reload-profile` did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied: Option<AppliedReport>,
-}
-
-/// What applying a changed profile did (`reload-profile`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub struct AppliedReport {
-    /// Restarted: their rendered spec changed (their dependents follow).
-    pub restarted: Vec<String>,
-    /// Started: new in the profile.
-    pub started: Vec<String>,
-    /// Stopped: no longer in the profile.
-    pub stopped: Vec<String>,
-    /// Changed while stopped on request: they stay stopped, and run the
-    /// new spec when started.
-    #[serde(default)]
-    pub kept_stopped: Vec<String>,
-    /// The same for people, with what is applied only when the pod starts
-    /// again.
-    pub message: String,
+    pub applied: Option<omnidev_core::ProfileApplied>,
 }
 
 impl Response {

@@ -9,7 +9,7 @@ use super::limits::{
     EVENT_BYTES, EVENTS, LOG_BYTES, LOG_LINES, RESTART_SECS, SERVICES, UP_SECS, WAIT_SECS,
 };
 
-use crate::control::protocol::{AppliedReport, PodStatus, WaitFor};
+use crate::control::protocol::{PodStatus, WaitFor};
 
 /// The arguments of `logs`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -119,7 +119,7 @@ pub struct ReloadProfileResult {
     /// What was applied: the services restarted (their rendered spec
     /// changed), started (new), stopped (removed), kept stopped, and the
     /// same in words.
-    pub applied: AppliedReport,
+    pub applied: omnidev_core::ProfileApplied,
     /// Whether they all came up: false when one failed.
     pub ok: bool,
     /// The services that failed, with their state and last lines.

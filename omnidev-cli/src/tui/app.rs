@@ -590,6 +590,7 @@ pub(crate) mod tests {
                 restarted: vec!["server".into()],
                 started: vec!["worker".into()],
                 stopped: Vec::new(),
+                kept_stopped: Vec::new(),
                 message: "applied omnidev.toml: restarted server; started worker".into(),
             },
         )));
