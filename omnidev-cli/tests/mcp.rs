@@ -326,6 +326,10 @@ async fn reloads_of_edits(ctx: &TestContext, client: &RunningService<RoleClient,
         json!(["omnigent/log.py"]),
         "{healthy}"
     );
+    assert_eq!(
+        healthy["status"]["last-reload"]["files-total"], 1,
+        "{healthy}"
+    );
     let since = ok(
         "logs",
         &call(

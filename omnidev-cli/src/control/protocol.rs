@@ -12,7 +12,11 @@ pub const SCHEMA: u32 = 3;
 
 /// A request to a running pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "kebab-case")]
+#[serde(
+    tag = "cmd",
+    rename_all = "kebab-case",
+    rename_all_fields = "kebab-case"
+)]
 pub enum Request {
     /// The pod's status.
     Status,
@@ -28,19 +32,11 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         all: bool,
         /// With `service`: its dependents keep running.
-        #[serde(
-            default,
-            rename = "no-deps",
-            skip_serializing_if = "std::ops::Not::not"
-        )]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         no_deps: bool,
         /// How long to wait for the restarted services, in seconds
         /// (default 300); the client's own read timeout should match.
-        #[serde(
-            default,
-            rename = "timeout-secs",
-            skip_serializing_if = "Option::is_none"
-        )]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_secs: Option<u64>,
     },
     /// Stop these services (the pod and their dependents run on); answered
@@ -55,11 +51,7 @@ pub enum Request {
         /// The services.
         services: Vec<String>,
         /// How long to wait for them, in seconds (default 300).
-        #[serde(
-            default,
-            rename = "timeout-secs",
-            skip_serializing_if = "Option::is_none"
-        )]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_secs: Option<u64>,
     },
     /// Apply the profile file as it is now (`omnidev reload-profile`):
@@ -68,11 +60,7 @@ pub enum Request {
     /// started are ready or one failed.
     ReloadProfile {
         /// How long to wait for them, in seconds (default 300).
-        #[serde(
-            default,
-            rename = "timeout-secs",
-            skip_serializing_if = "Option::is_none"
-        )]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_secs: Option<u64>,
     },
     /// Answer once every service is ready or one has failed.
@@ -86,11 +74,7 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         services: Vec<String>,
         /// How long to wait, in seconds (default 600).
-        #[serde(
-            default,
-            rename = "timeout-secs",
-            skip_serializing_if = "Option::is_none"
-        )]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_secs: Option<u64>,
     },
     /// The kept event records, then (with `follow`) every new one: an
@@ -106,14 +90,10 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         logs: bool,
         /// Only records at most this many milliseconds old.
-        #[serde(default, rename = "since-ms", skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         since_ms: Option<u64>,
         /// Only records from the last reload on.
-        #[serde(
-            default,
-            rename = "since-reload",
-            skip_serializing_if = "std::ops::Not::not"
-        )]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         since_reload: bool,
         /// With `logs` and `follow`: unfinished lines too, as they stand
         /// (`partial-line` records).
@@ -225,26 +205,18 @@ impl Response {
     /// A successful answer.
     pub fn ok(status: PodStatus, failed: Vec<String>) -> Self {
         Self {
-            schema: SCHEMA,
-            ok: true,
-            error: None,
-            error_kind: None,
             status: Some(status),
             failed,
-            applied: None,
+            ..Self::accepted()
         }
     }
 
     /// A refusal.
     pub fn error(message: impl Into<String>) -> Self {
         Self {
-            schema: SCHEMA,
             ok: false,
             error: Some(message.into()),
-            error_kind: None,
-            status: None,
-            failed: Vec::new(),
-            applied: None,
+            ..Self::accepted()
         }
     }
 
@@ -387,10 +359,10 @@ pub struct ReloadReport {
     pub ts: String,
     /// The services reloaded.
     pub services: Vec<String>,
-    /// The changed files behind it (at most 64).
-    pub files: Vec<String>,
-    /// How many files changed in all.
-    pub files_total: usize,
+    /// The changed files behind it (`files`, at most 64) and how many
+    /// changed in all (`files-total`).
+    #[serde(flatten)]
+    pub changes: omnidev_core::Changes,
 }
 
 /// One pod in `omnidev ls`.

@@ -404,8 +404,7 @@ pub(super) fn last_reload(shared: &Shared) -> Option<ReloadReport> {
         omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {
             ts: crate::control::events::rfc3339(event.at),
             services: services.clone(),
-            files: changes.paths.clone(),
-            files_total: changes.total,
+            changes: changes.clone(),
         }),
         _ => None,
     }
