@@ -40,13 +40,10 @@ pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
                 Err(refusal) => return *refusal,
             };
             let services = expand(shared, &services);
-            if let Some(name) = services
-                .iter()
-                .find(|name| !shared.supervisor.service_names().contains(name))
-            {
-                return unknown_service(shared, name);
+            match unknown(shared, &services) {
+                Some(refusal) => refusal,
+                None => wait(shared, until, &services, limit).await,
             }
-            wait(shared, until, &services, limit).await
         }
         Request::WaitReady => {
             let deadline = tokio::time::Instant::now() + WAIT_READY_DEADLINE;
@@ -181,15 +178,20 @@ pub(super) fn check_services(shared: &Shared, services: &[String]) -> Option<Res
     if services.is_empty() {
         return Some(Response::refused(ErrorKind::Usage, "no service named"));
     }
-    for name in services {
-        if let Err(message) = omnidev_pod::names::check_service(name) {
-            return Some(Response::refused(ErrorKind::Usage, message));
-        }
-        if !shared.supervisor.service_names().contains(name) {
-            return Some(unknown_service(shared, name));
-        }
-    }
-    None
+    unknown(shared, services)
+}
+
+/// The refusal of the first of `names` that is no service name, or not
+/// one of this pod's services.
+fn unknown(shared: &Shared, names: &[String]) -> Option<Response> {
+    let known = shared.supervisor.service_names();
+    names
+        .iter()
+        .find_map(|name| match omnidev_pod::names::check_service(name) {
+            Err(message) => Some(Response::refused(ErrorKind::Usage, message)),
+            Ok(()) if !known.contains(name) => Some(unknown_service(shared, name)),
+            Ok(()) => None,
+        })
 }
 
 /// The watched services of the profile the pod runs now (a
@@ -219,20 +221,12 @@ pub(super) enum Target {
 pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
     let names = match &target {
         Target::All => shared.supervisor.service_names(),
-        Target::Service(name, _) => {
-            if let Err(message) = omnidev_pod::names::check_service(name) {
-                return Response::refused(ErrorKind::Usage, message);
-            }
-            vec![name.clone()]
-        }
+        Target::Service(name, _) => vec![name.clone()],
         Target::Replicas(copies, _) => copies.clone(),
         Target::Watched => watched(shared),
     };
-    if let Some(unknown) = names
-        .iter()
-        .find(|name| !shared.supervisor.service_names().contains(name))
-    {
-        return unknown_service(shared, unknown);
+    if let Some(refusal) = unknown(shared, &names) {
+        return refusal;
     }
     let deadline = tokio::time::Instant::now() + limit;
     let dependents = !matches!(
