@@ -654,6 +654,19 @@ impl Error {
             source,
         }
     }
+
+    /// A closure turning the error of starting (or waiting for) `program`
+    /// into [`Error::Spawn`].
+    pub fn spawn(program: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
+        let program = program.to_string();
+        move |source| Error::Spawn { program, source }
+    }
+
+    /// A closure turning an error writing `path` into [`Error::Write`].
+    pub fn write(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Write { path, source }
+    }
 }
 
 /// Prints `report` to stderr as miette renders it (with its colours on a

@@ -616,10 +616,7 @@ pub(crate) fn up_detached(
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|source| Error::Spawn {
-            program: program.display().to_string(),
-            source,
-        })?;
+        .map_err(Error::spawn(program.display()))?;
     let stderr = child
         .stderr
         .take()

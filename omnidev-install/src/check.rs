@@ -70,10 +70,7 @@ pub fn refresh_program() -> Result<PathBuf> {
     if let Some(program) = std::env::var_os(REFRESH_EXE_ENV).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(program));
     }
-    std::env::current_exe().map_err(|source| Error::Spawn {
-        program: "omnidev (current executable)".to_owned(),
-        source,
-    })
+    std::env::current_exe().map_err(Error::spawn("omnidev (current executable)"))
 }
 
 /// Starts `program refresh` detached (own session, stdio on /dev/null),
@@ -130,10 +127,7 @@ fn spawn_detached(program: &Path, lock: &File) -> Result<u32> {
             Ok(())
         });
     }
-    let child = command.spawn().map_err(|source| Error::Spawn {
-        program: program.display().to_string(),
-        source,
-    })?;
+    let child = command.spawn().map_err(Error::spawn(program.display()))?;
     // The child is not waited for: it outlives this short-lived process and
     // is reparented to init, which reaps it.
     Ok(child.id())

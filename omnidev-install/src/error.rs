@@ -225,6 +225,13 @@ impl Error {
             source,
         }
     }
+
+    /// A closure turning the error of starting `program` into an
+    /// [`Error::Spawn`].
+    pub(crate) fn spawn(program: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Self {
+        let program = program.to_string();
+        move |source| Self::Spawn { program, source }
+    }
 }
 
 /// `Result` with [`Error`] as the default error type.

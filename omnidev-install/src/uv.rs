@@ -56,10 +56,7 @@ pub fn preflight(skip_web: bool) -> Result<()> {
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
-        .map_err(|source| Error::Spawn {
-            program: node.display().to_string(),
-            source,
-        })?;
+        .map_err(Error::spawn(node.display()))?;
     let version = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     if node_major(&version).is_none_or(|major| major < MIN_NODE_MAJOR) {
         return Err(Error::NodeTooOld { found: version });
@@ -106,10 +103,7 @@ pub fn run_install(choice: &InstallChoice, reinstall: bool) -> Result<()> {
     let mut command = install_command(choice, reinstall);
     let line = describe(&command);
     command.stdin(Stdio::null());
-    let status = omnidev_core::guard::run_tied(&mut command).map_err(|source| Error::Spawn {
-        program: "uv".to_owned(),
-        source,
-    })?;
+    let status = omnidev_core::guard::run_tied(&mut command).map_err(Error::spawn("uv"))?;
     if status.success() {
         Ok(())
     } else {
@@ -135,10 +129,7 @@ pub fn tool_dir() -> Result<PathBuf> {
         .args(["tool", "dir"])
         .stdin(Stdio::null())
         .output()
-        .map_err(|source| Error::Spawn {
-            program: "uv".to_owned(),
-            source,
-        })?;
+        .map_err(Error::spawn("uv"))?;
     if !output.status.success() {
         return Err(Error::CommandFailed {
             command: "uv tool dir".to_owned(),

@@ -196,10 +196,7 @@ fn install(file: &Path, script: &str, force: bool) -> Result<&'static str, Error
         }
         omnidev_core::fs::write_atomic(path, script.as_bytes())
     };
-    write(file).map_err(|source| Error::Write {
-        path: file.to_path_buf(),
-        source,
-    })?;
+    write(file).map_err(Error::write(file))?;
     Ok(said)
 }
 
@@ -209,21 +206,12 @@ pub fn man(args: &ManArgs) -> miette::Result<ExitCode> {
     let mut pages = Vec::new();
     let mut command = crate::cli::command().disable_help_subcommand(true);
     command.build();
-    collect(command, &mut pages).map_err(|source| Error::Write {
-        path: args.dir.clone(),
-        source,
-    })?;
-    std::fs::create_dir_all(&args.dir).map_err(|source| Error::Write {
-        path: args.dir.clone(),
-        source,
-    })?;
+    collect(command, &mut pages).map_err(Error::write(&args.dir))?;
+    std::fs::create_dir_all(&args.dir).map_err(Error::write(&args.dir))?;
     let mut text = String::new();
     for (name, page) in pages {
         let path = args.dir.join(name);
-        omnidev_core::fs::write_atomic(&path, &page).map_err(|source| Error::Write {
-            path: path.clone(),
-            source,
-        })?;
+        omnidev_core::fs::write_atomic(&path, &page).map_err(Error::write(&path))?;
         text.push_str(&path.display().to_string());
         text.push('\n');
     }

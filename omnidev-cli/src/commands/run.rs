@@ -62,18 +62,12 @@ fn run_in(
     if let Some(port) = port {
         child.env("PORT", port.to_string());
     }
-    let mut child = child.spawn().map_err(|source| Error::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let mut child = child.spawn().map_err(Error::spawn(&program))?;
     // Like system(3): Ctrl-C and Ctrl-\ are for the child (it is in the
     // same foreground process group); omnidev waits for it and passes its
     // exit code on.
     ignore_interactive_signals();
-    let status = child.wait().map_err(|source| Error::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let status = child.wait().map_err(Error::spawn(&program))?;
     Ok(exit_code(status))
 }
 

@@ -74,10 +74,9 @@ impl Source for GitLsRemote {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let child = command.spawn().map_err(|source| Error::Spawn {
-            program: self.program.display().to_string(),
-            source,
-        })?;
+        let child = command
+            .spawn()
+            .map_err(Error::spawn(self.program.display()))?;
         let pgid = child.id();
         let output = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
             Ok(result) => result.map_err(|error| failed(error.to_string()))?,
