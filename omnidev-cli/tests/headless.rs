@@ -1,5 +1,5 @@
 //! Headless runs of stub services: output format, the exit rule, signals
-//! leaving no process behind, and `omnidev exec`.
+//! leaving no process behind, and `omnidev run`.
 
 #[path = "support/context.rs"]
 mod common;

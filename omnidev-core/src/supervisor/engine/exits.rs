@@ -158,7 +158,7 @@ impl Engine {
 
 /// What a service that could not be started is told to do.
 pub(super) const NOT_STARTABLE_HINT: &str = "install it, or add a `prepare` step that does, or \
-     check the PATH the service gets (`omnidev exec -- sh -c 'echo $PATH'`); \
+     check the PATH the service gets (`omnidev run -- sh -c 'echo $PATH'`); \
      `omnidev start` tries again";
 
 /// Why an exit status means the command could not be run at all, as
