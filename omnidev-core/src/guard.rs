@@ -301,18 +301,6 @@ pub(crate) struct Replaced {
 }
 
 impl Replaced {
-    /// A guard `old` that ended when no new one could be started (`why`).
-    #[cfg(test)]
-    pub(crate) fn none_started(old: u32, why: &str) -> Self {
-        Self {
-            old,
-            ended: "killed by SIGKILL".to_owned(),
-            new: Err(why.to_owned()),
-            groups: 0,
-            cgroup: false,
-        }
-    }
-
     /// Whether no new guard runs: the pod must stop, as nothing would stop
     /// its processes if omnidev died.
     pub(crate) fn lost(&self) -> bool {
@@ -647,6 +635,19 @@ unsafe fn close_from(first: libc::c_int) {
 
 #[cfg(test)]
 mod tests {
+    impl super::Replaced {
+        /// A guard `old` that ended when no new one could be started (`why`).
+        pub(crate) fn none_started(old: u32, why: &str) -> Self {
+            Self {
+                old,
+                ended: "killed by SIGKILL".to_owned(),
+                new: Err(why.to_owned()),
+                groups: 0,
+                cgroup: false,
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -338,25 +338,6 @@ impl LogStore {
         &self.history
     }
 
-    /// The texts of `service`'s lines the history keeps.
-    #[cfg(test)]
-    pub(crate) fn kept_lines(&self, service: &str) -> Vec<String> {
-        let history = self.history();
-        let read = history.read(
-            &mut history.cursor(false, false),
-            usize::MAX,
-            false,
-            |kept| matches!(kept, crate::history::Kept::Line(l) if *l.service == *service),
-        );
-        read.kept
-            .iter()
-            .filter_map(|kept| match kept {
-                crate::history::Kept::Line(line) => Some(line.text.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Lines recorded for `service` so far.
     pub(crate) fn line_count(&self, service: &str) -> u64 {
         self.service(service)
@@ -450,6 +431,26 @@ impl LogStore {
 
 #[cfg(test)]
 mod tests {
+    impl super::LogStore {
+        /// The texts of `service`'s lines the history keeps.
+        pub(crate) fn kept_lines(&self, service: &str) -> Vec<String> {
+            let history = self.history();
+            let read = history.read(
+                &mut history.cursor(false, false),
+                usize::MAX,
+                false,
+                |kept| matches!(kept, crate::history::Kept::Line(l) if *l.service == *service),
+            );
+            read.kept
+                .iter()
+                .filter_map(|kept| match kept {
+                    crate::history::Kept::Line(line) => Some(line.text.clone()),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
     use std::io::{BufWriter, Write};
     use std::os::unix::fs::MetadataExt;
 

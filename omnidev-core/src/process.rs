@@ -90,13 +90,6 @@ impl GroupChild {
         self.record.pid
     }
 
-    /// Whether it was cloned straight into its cgroup (see
-    /// [`spawn_group_in`]).
-    #[cfg(test)]
-    pub(crate) fn cloned_into_cgroup(&self) -> bool {
-        !matches!(self.exit, Exit::Tokio(_))
-    }
-
     /// Waits for it to exit and reaps it.
     pub(crate) async fn wait(mut self) -> io::Result<std::process::ExitStatus> {
         match &mut self.exit {
@@ -491,4 +484,13 @@ pub fn pid_alive(pid: u32) -> bool {
 /// does not exist or cannot be read.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     crate::platform::stat(pid).map(|s| s.start_time)
+}
+
+#[cfg(test)]
+impl GroupChild {
+    /// Whether it was cloned straight into its cgroup (see
+    /// [`spawn_group_in`]).
+    pub(crate) fn cloned_into_cgroup(&self) -> bool {
+        !matches!(self.exit, Exit::Tokio(_))
+    }
 }

@@ -70,12 +70,6 @@ impl Lines {
         }
         Some(Line::Text(line))
     }
-
-    /// Bytes held.
-    #[cfg(test)]
-    pub fn held(&self) -> usize {
-        self.pending.len()
-    }
 }
 
 /// The lines of a connection to a pod, each at most [`MAX_LINE_BYTES`]
@@ -395,6 +389,13 @@ fn exchange(
 
 #[cfg(test)]
 mod tests {
+    impl super::Lines {
+        /// Bytes held.
+        pub fn held(&self) -> usize {
+            self.pending.len()
+        }
+    }
+
     use std::io::{BufRead, BufReader};
     use std::os::unix::net::UnixListener;
 
