@@ -244,56 +244,35 @@ impl Ask {
     }
 
     /// Sends a streaming request ([`Ask::events`]) to the pod in
-    /// `pod_dir`: the lines after its answer ([`stream`]).
+    /// `pod_dir`: the lines of the connection after its answer, from the
+    /// first record on. Later reads have no timeout when `follow` (the pod
+    /// closes the stream when it stops).
     pub fn stream(&self, pod_dir: &Path, follow: bool) -> Result<Records> {
-        stream(pod_dir, &self.request, self.within, follow)
+        let (_, records) = exchange(pod_dir, &self.request, self.within, |_| {})?;
+        if follow {
+            let _ = records.stream.set_read_timeout(None);
+        }
+        Ok(records)
     }
 
-    /// Sends it to the pod in `pod_dir`; its answer ([`request`]).
+    /// Sends it to the pod in `pod_dir` and returns its answer.
+    ///
+    /// Connecting to a socket nobody listens on (missing file, or one left
+    /// by a killed supervisor) fails at once with [`Error::Unreachable`];
+    /// the answer must arrive within the request's time. An answer with
+    /// `ok: false` becomes [`Error::Refused`] (or the error its kind
+    /// names).
     pub fn send(&self, pod_dir: &Path) -> Result<Response> {
-        request(pod_dir, &self.request, self.within)
+        self.send_on(pod_dir, |_| {})
     }
 
-    /// [`Ask::send`], showing the connection to `connected` once made
-    /// ([`request_on`]).
+    /// [`Ask::send`], showing the connection to `connected` as soon as it
+    /// is made: a caller that gives up (an MCP client's cancelled call)
+    /// shuts it down through a clone, and the pod stops waiting for a
+    /// client that is gone (the read here then ends at once).
     pub fn send_on(&self, pod_dir: &Path, connected: impl FnOnce(&UnixStream)) -> Result<Response> {
-        request_on(pod_dir, &self.request, self.within, connected)
+        Ok(exchange(pod_dir, &self.request, self.within, connected)?.0)
     }
-}
-
-/// Sends `request` to the pod in `pod_dir` and returns its answer.
-///
-/// Connecting to a socket nobody listens on (missing file, or one left by a
-/// killed supervisor) fails at once with [`Error::Unreachable`]; the answer
-/// must arrive within `timeout`. An answer with `ok: false` becomes
-/// [`Error::Refused`].
-fn request(pod_dir: &Path, request: &Request, timeout: Duration) -> Result<Response> {
-    request_on(pod_dir, request, timeout, |_| {})
-}
-
-/// [`request`], showing the connection to `connected` as soon as it is
-/// made: a caller that gives up (an MCP client's cancelled call) shuts it
-/// down through a clone, and the pod stops waiting for a client that is
-/// gone (the read here then ends at once).
-fn request_on(
-    pod_dir: &Path,
-    request: &Request,
-    timeout: Duration,
-    connected: impl FnOnce(&UnixStream),
-) -> Result<Response> {
-    Ok(exchange(pod_dir, request, timeout, connected)?.0)
-}
-
-/// Sends a streaming `request` (`events`) and returns the lines of the
-/// connection after the pod's answer, from the first record on. Later
-/// reads have no timeout when `follow` (the pod closes the stream when it
-/// stops).
-fn stream(pod_dir: &Path, request: &Request, timeout: Duration, follow: bool) -> Result<Records> {
-    let (_, records) = exchange(pod_dir, request, timeout, |_| {})?;
-    if follow {
-        let _ = records.stream.set_read_timeout(None);
-    }
-    Ok(records)
 }
 
 /// The schema number of an answer, read before the rest.
@@ -394,6 +373,29 @@ mod tests {
         pub fn held(&self) -> usize {
             self.pending.len()
         }
+    }
+
+    /// Sends `request` with the time `within` for its answer.
+    fn request(pod_dir: &Path, request: &Request, within: Duration) -> Result<Response> {
+        let ask = Ask {
+            request: request.clone(),
+            within,
+        };
+        ask.send(pod_dir)
+    }
+
+    /// Sends the streaming `request` with the time `within` for its answer.
+    fn stream(
+        pod_dir: &Path,
+        request: &Request,
+        within: Duration,
+        follow: bool,
+    ) -> Result<Records> {
+        let ask = Ask {
+            request: request.clone(),
+            within,
+        };
+        ask.stream(pod_dir, follow)
     }
 
     use std::io::{BufRead, BufReader};

@@ -141,7 +141,7 @@ impl LineSplitter {
 
     /// When the unfinished line is to be offered ([`LineSplitter::take_partial`]);
     /// `None` while there is none, or it has not changed since it was.
-    pub(crate) fn partial_due(&self) -> Option<Instant> {
+    pub fn partial_due(&self) -> Option<Instant> {
         self.due
     }
 
@@ -149,7 +149,7 @@ impl LineSplitter {
     /// character still incomplete at its end left out); it is not offered
     /// again until it changes, and then not before [`PARTIAL_LINE_AFTER`]
     /// has passed.
-    pub(crate) fn take_partial(&mut self, now: Instant) -> Option<String> {
+    pub fn take_partial(&mut self, now: Instant) -> Option<String> {
         if self.due.is_none_or(|due| due > now) {
             return None;
         }
