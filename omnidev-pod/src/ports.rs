@@ -211,8 +211,6 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
     check_overrides(&given, request.bases)?;
     check_bases(request.bases)?;
     let allocation = Allocation::begin(request)?;
-
-    let mut taken: BTreeSet<u16> = request.overrides.values().copied().collect();
     let mut ports = BTreeMap::new();
     for (name, &port) in request.overrides {
         if !is_port_free(port) {
@@ -229,19 +227,18 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
         }
         ports.insert(name.clone(), port);
     }
-    for (name, base) in request.bases {
+    // A persisted port is kept while it is still usable.
+    let recorded = allocation.recorded();
+    for (name, _) in request.bases {
         if ports.contains_key(name) {
             continue;
         }
-        let persisted = allocation.own.as_ref().and_then(|r| r.ports.get(name));
-        let port = match persisted {
-            Some(p) if allocation.usable(p, &taken) => p,
-            _ => allocation.probe(name, *base, &taken)?,
-        };
-        taken.insert(port);
-        ports.insert(name.clone(), port);
+        let taken = ports.values().copied().collect();
+        if let Some(port) = recorded.get(name).filter(|p| allocation.usable(*p, &taken)) {
+            ports.insert(name.clone(), port);
+        }
     }
-    allocation.commit(Ports(ports))
+    allocation.fill(ports, BTreeSet::new())
 }
 
 /// The pod's ports for a command run beside it (`omnidev run`): those
@@ -280,17 +277,7 @@ pub fn ensure_ports(request: &PortRequest<'_>) -> Result<Ports> {
     {
         return Ok(recorded);
     }
-    let mut taken: BTreeSet<u16> = recorded.0.values().copied().collect();
-    let mut ports = recorded.0.clone();
-    for (name, base) in request.bases {
-        if ports.contains_key(name) {
-            continue;
-        }
-        let port = allocation.probe(name, *base, &taken)?;
-        taken.insert(port);
-        ports.insert(name.clone(), port);
-    }
-    allocation.commit(Ports(ports))
+    allocation.fill(recorded.0, BTreeSet::new())
 }
 
 /// The ports of a running pod whose profile changed (`omnidev
@@ -326,31 +313,13 @@ pub fn update_ports(request: &PortRequest<'_>, rebased: &BTreeSet<String>) -> Re
     check_bases(request.bases)?;
     let allocation = Allocation::begin(request)?;
     let recorded = allocation.recorded();
-    let kept = |name: &str| {
-        recorded
-            .get(name)
-            .filter(|_| !rebased.contains(name))
-            .filter(|_| request.bases.iter().any(|(n, _)| n == name))
-    };
-    let mut taken: BTreeSet<u16> = recorded
-        .iter()
-        .filter_map(|(name, _)| kept(name))
-        .chain(request.overrides.values().copied())
+    let ports = (request.bases.iter())
+        .filter_map(|(name, _)| {
+            let kept = recorded.get(name).filter(|_| !rebased.contains(name));
+            Some((name.clone(), request.overrides.get(name).copied().or(kept)?))
+        })
         .collect();
-    let mut ports = BTreeMap::new();
-    for (name, base) in request.bases {
-        let port = if let Some(&forced) = request.overrides.get(name) {
-            forced
-        } else if let Some(port) = kept(name) {
-            port
-        } else {
-            let port = allocation.probe(name, *base, &taken)?;
-            taken.insert(port);
-            port
-        };
-        ports.insert(name.clone(), port);
-    }
-    allocation.commit(Ports(ports))
+    allocation.fill(ports, BTreeSet::new())
 }
 
 /// Moves the unforced port `name` of a running pod, lost to another
@@ -375,24 +344,12 @@ pub fn update_ports(request: &PortRequest<'_>, rebased: &BTreeSet<String>) -> Re
 /// assert_eq!(omnidev_pod::read_ports(&pod).unwrap().ports.get("web"), Some(moved));
 /// ```
 pub fn relocate_port(request: &PortRequest<'_>, name: &str, holder: &str) -> Result<u16> {
-    let Some(&base) = request
-        .bases
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, b)| b)
-    else {
+    if !request.bases.iter().any(|(n, _)| n == name) {
         return Err(Error::UnknownPort {
             name: name.to_owned(),
             known: request.bases.iter().map(|(n, _)| n.clone()).collect(),
         });
-    };
-    let allocation = Allocation::begin(request)?;
-    let mut ports = allocation
-        .own
-        .as_ref()
-        .map(|record| record.ports.0.clone())
-        .unwrap_or_default();
-    let lost = ports.get(name).copied();
+    }
     if let Some(&forced) = request.overrides.get(name) {
         return Err(Error::ForcedPortTaken {
             name: name.to_owned(),
@@ -400,16 +357,12 @@ pub fn relocate_port(request: &PortRequest<'_>, name: &str, holder: &str) -> Res
             holder: holder.to_owned(),
         });
     }
-    let mut taken: BTreeSet<u16> = ports
-        .iter()
-        .filter(|(n, _)| n.as_str() != name)
-        .map(|(_, p)| *p)
-        .collect();
-    taken.extend(lost);
-    let port = allocation.probe(name, base, &taken)?;
-    ports.insert(name.to_owned(), port);
-    allocation.commit(Ports(ports))?;
-    Ok(port)
+    let allocation = Allocation::begin(request)?;
+    let mut ports = allocation.recorded().0;
+    // Probed past the lost port: its holder keeps it.
+    let lost = ports.remove(name);
+    let ports = allocation.fill(ports, lost.into_iter().collect())?;
+    Ok(ports.get(name).unwrap_or_default())
 }
 
 /// The pod directories listed in the per-user registry under
@@ -540,6 +493,21 @@ impl<'r> Allocation<'r> {
                 name: name.to_owned(),
                 base,
             })
+    }
+
+    /// `ports`, with each name of the request it lacks given the first
+    /// usable port from its base up (past every port in `ports`, those
+    /// given before it and `taken`), persisted ([`Allocation::commit`]).
+    fn fill(self, mut ports: BTreeMap<String, u16>, mut taken: BTreeSet<u16>) -> Result<Ports> {
+        taken.extend(ports.values());
+        for (name, base) in self.request.bases {
+            if !ports.contains_key(name) {
+                let port = self.probe(name, *base, &taken)?;
+                taken.insert(port);
+                ports.insert(name.clone(), port);
+            }
+        }
+        self.commit(Ports(ports))
     }
 
     /// Persists `ports` in `pod.toml` (when they changed) and the registry.

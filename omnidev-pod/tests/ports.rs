@@ -91,6 +91,27 @@ fn a_port_held_by_a_listener_is_skipped_and_persisted_busy_port_replaced() {
     drop(hold_persisted);
 }
 
+/// A name whose persisted port is taken moves; it never takes the
+/// persisted port of a name after it, which stays that name's.
+#[test]
+fn a_moving_port_never_takes_the_persisted_port_of_another_name() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let pod = cache.join("app-1");
+    std::fs::create_dir_all(&pod).expect("mkdir");
+    let held = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let lost = held.local_addr().expect("addr").port();
+    let vite = free_port();
+    let record = format!("[ports]\nserver = {lost}\nvite = {vite}\n");
+    std::fs::write(pod.join("pod.toml"), record).expect("write");
+    // The server probes from vite's port, the first free one it meets.
+    let ports = allocate(&cache, &pod, &bases(vite, vite), &BTreeMap::new()).expect("allocate");
+    assert_eq!(ports.get("vite"), Some(vite), "{ports:?}");
+    let server = ports.get("server").expect("server");
+    assert!(server != lost && server != vite, "{ports:?}");
+    drop(held);
+}
+
 #[test]
 fn ports_claimed_by_a_sibling_pod_are_skipped() {
     let tmp = tempfile::tempdir().expect("tempdir");
