@@ -75,13 +75,6 @@ impl ShutdownSignals {
     }
 }
 
-/// Resolves when SIGINT, SIGTERM, SIGHUP or SIGQUIT arrives, saying which.
-/// The handlers are installed when this is first polled; use
-/// [`ShutdownSignals::new`] to install them earlier.
-pub async fn shutdown_signal() -> io::Result<ShutdownSignal> {
-    Ok(ShutdownSignals::new()?.recv().await)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

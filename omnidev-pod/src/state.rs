@@ -1,4 +1,4 @@
-//! Atomic reading and writing of the pod's small state files (TOML and JSON).
+//! Atomic reading and writing of the pod's small TOML state files.
 
 use std::path::Path;
 
@@ -40,31 +40,6 @@ pub fn read_toml<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         .map_err(|e| Error::CorruptState {
             path: path.to_path_buf(),
             message: e.to_string().trim().to_owned(),
-        })
-}
-
-/// Serialises `value` as pretty JSON and replaces `path` atomically.
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| Error::Serialise {
-        what: "a JSON state file",
-        message: e.to_string(),
-    })?;
-    text.push(b'\n');
-    write(path, &text)?;
-    Ok(())
-}
-
-/// Reads a JSON state file: `Ok(None)` when missing, [`Error::CorruptState`]
-/// when it does not parse.
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    let Some(text) = read_optional(path)? else {
-        return Ok(None);
-    };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| Error::CorruptState {
-            path: path.to_path_buf(),
-            message: e.to_string(),
         })
 }
 
@@ -136,17 +111,5 @@ mod tests {
         let back: BTreeMap<String, i32> = read_toml(&path).expect("read").expect("present");
         assert_eq!(back["a"], 2);
         assert_eq!(std::fs::read_dir(tmp.path()).expect("ls").count(), 1);
-    }
-
-    #[test]
-    fn json_round_trips_and_missing_is_none() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let path = tmp.path().join("state.json");
-        assert!(read_json::<Vec<u32>>(&path).expect("missing").is_none());
-        write_json(&path, &vec![1_u32, 2]).expect("write");
-        assert_eq!(
-            read_json::<Vec<u32>>(&path).expect("read"),
-            Some(vec![1, 2])
-        );
     }
 }
