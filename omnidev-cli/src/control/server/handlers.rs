@@ -26,7 +26,17 @@ pub(super) fn unknown_service(shared: &Shared, name: &str) -> Response {
 }
 
 pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
-    match request {
+    answered(shared, request)
+        .await
+        .unwrap_or_else(|refusal| *refusal)
+}
+
+/// A refusal, which ends a request ([`answered`]'s `?`).
+type Refused = std::result::Result<Response, Box<Response>>;
+
+/// The answer to `request`; a refusal as the error.
+async fn answered(shared: &Shared, request: Request) -> Refused {
+    Ok(match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
         // Answered by `stream_events`.
         Request::Events { .. } => Response::error("`events` is answered as a stream"),
@@ -35,15 +45,10 @@ pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
             services,
             timeout_secs,
         } => {
-            let limit = match limit(timeout_secs, WAIT_DEADLINE) {
-                Ok(limit) => limit,
-                Err(refusal) => return *refusal,
-            };
+            let limit = limit(timeout_secs, WAIT_DEADLINE)?;
             let services = expand(shared, &services);
-            match unknown(shared, &services) {
-                Some(refusal) => refusal,
-                None => wait(shared, until, &services, limit).await,
-            }
+            unknown(shared, &services)?;
+            wait(shared, until, &services, limit).await
         }
         Request::WaitReady => {
             let deadline = tokio::time::Instant::now() + WAIT_READY_DEADLINE;
@@ -56,35 +61,29 @@ pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
             })
         }
         Request::StopService { services } => {
-            stop_services(shared, &expand(shared, &services)).await
+            stop_services(shared, &expand(shared, &services)).await?
         }
         Request::StartService {
             services,
             timeout_secs,
-        } => match limit(timeout_secs, RESTART_DEADLINE) {
-            Ok(limit) => start_services(shared, &expand(shared, &services), limit).await,
-            Err(refusal) => *refusal,
-        },
-        Request::ReloadProfile { timeout_secs } => match limit(timeout_secs, RESTART_DEADLINE) {
-            Ok(limit) => reload_profile(shared, limit).await,
-            Err(refusal) => *refusal,
-        },
+        } => {
+            let limit = limit(timeout_secs, RESTART_DEADLINE)?;
+            start_services(shared, &expand(shared, &services), limit).await?
+        }
+        Request::ReloadProfile { timeout_secs } => {
+            reload_profile(shared, limit(timeout_secs, RESTART_DEADLINE)?).await
+        }
         Request::Restart {
             service,
             all,
             no_deps,
             timeout_secs,
         } => {
-            let limit = match limit(timeout_secs, RESTART_DEADLINE) {
-                Ok(limit) => limit,
-                Err(refusal) => return *refusal,
-            };
+            let limit = limit(timeout_secs, RESTART_DEADLINE)?;
             let target = match service {
                 Some(_) if all => {
-                    return Response::refused(
-                        ErrorKind::Usage,
-                        "`all` and `service` exclude each other",
-                    );
+                    let why = "`all` and `service` exclude each other";
+                    return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
                 }
                 _ if all => Target::All,
                 Some(name) => match expand(shared, std::slice::from_ref(&name)).as_slice() {
@@ -93,9 +92,9 @@ pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
                 },
                 None => Target::Watched,
             };
-            restart(shared, target, limit).await
+            restart(shared, target, limit).await?
         }
-    }
+    })
 }
 
 /// A request's `timeout-secs` (`default` when absent), refused beyond the
@@ -119,16 +118,14 @@ pub(super) fn limit(
 }
 
 /// Stops `services`, answering once each one's processes are gone.
-pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Response {
-    if let Some(refusal) = check_services(shared, services) {
-        return refusal;
-    }
+pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Refused {
+    check_services(shared, services)?;
     for name in services {
         if let Err(e) = shared.supervisor.stop_service(name).await {
-            return Response::error(e.to_string());
+            return Ok(Response::error(e.to_string()));
         }
     }
-    Response::ok(status(shared), Vec::new())
+    Ok(Response::ok(status(shared), Vec::new()))
 }
 
 /// Starts `services`, answering once each is ready or one failed.
@@ -136,22 +133,20 @@ pub(super) async fn start_services(
     shared: &Shared,
     services: &[String],
     limit: Duration,
-) -> Response {
-    if let Some(refusal) = check_services(shared, services) {
-        return refusal;
-    }
+) -> Refused {
+    check_services(shared, services)?;
     let deadline = tokio::time::Instant::now() + limit;
     let waited = shared
         .supervisor
         .start_until_ready(services, deadline)
         .await;
-    outcome(shared, waited, |_| {
+    Ok(outcome(shared, waited, |_| {
         format!(
             "{} not ready within {} s",
             services.join(", "),
             limit.as_secs()
         )
-    })
+    }))
 }
 
 /// The services `names` stand for: each one itself, except a service
@@ -174,24 +169,28 @@ pub(super) fn expand(shared: &Shared, names: &[String]) -> Vec<String> {
 
 /// A refusal when `services` is empty, or names a service badly or one
 /// the pod does not have.
-pub(super) fn check_services(shared: &Shared, services: &[String]) -> Option<Response> {
+pub(super) fn check_services(shared: &Shared, services: &[String]) -> Result<(), Box<Response>> {
     if services.is_empty() {
-        return Some(Response::refused(ErrorKind::Usage, "no service named"));
+        return Err(Box::new(Response::refused(
+            ErrorKind::Usage,
+            "no service named",
+        )));
     }
     unknown(shared, services)
 }
 
 /// The refusal of the first of `names` that is no service name, or not
 /// one of this pod's services.
-fn unknown(shared: &Shared, names: &[String]) -> Option<Response> {
+fn unknown(shared: &Shared, names: &[String]) -> Result<(), Box<Response>> {
     let known = shared.supervisor.service_names();
-    names
+    let refusal = names
         .iter()
         .find_map(|name| match omnidev_pod::names::check_service(name) {
             Err(message) => Some(Response::refused(ErrorKind::Usage, message)),
             Ok(()) if !known.contains(name) => Some(unknown_service(shared, name)),
             Ok(()) => None,
-        })
+        });
+    refusal.map_or(Ok(()), |refusal| Err(Box::new(refusal)))
 }
 
 /// The watched services of the profile the pod runs now (a
@@ -218,16 +217,14 @@ pub(super) enum Target {
 }
 
 /// Restarts `target` and answers once it is ready again.
-pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Response {
+pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Refused {
     let names = match &target {
         Target::All => shared.supervisor.service_names(),
         Target::Service(name, _) => vec![name.clone()],
         Target::Replicas(copies, _) => copies.clone(),
         Target::Watched => watched(shared),
     };
-    if let Some(refusal) = unknown(shared, &names) {
-        return refusal;
-    }
+    unknown(shared, &names)?;
     let deadline = tokio::time::Instant::now() + limit;
     let dependents = !matches!(
         target,
@@ -250,13 +247,13 @@ pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) ->
             break;
         }
     }
-    outcome(shared, waited, |_| {
+    Ok(outcome(shared, waited, |_| {
         format!(
             "{} not ready again within {} s",
             names.join(", "),
             limit.as_secs()
         )
-    })
+    }))
 }
 
 /// Applies the profile file and answers once what it restarted and
