@@ -596,9 +596,14 @@ impl Event {
 
     /// A pod-wide event of `kind`, now.
     pub fn pod(kind: EventKind) -> Self {
+        Self::now(None, kind)
+    }
+
+    /// An event of `kind` about `service` (the pod's own without one), now.
+    pub fn now(service: Option<&str>, kind: EventKind) -> Self {
         Self {
             at: SystemTime::now(),
-            service: None,
+            service: service.map(str::to_owned),
             kind,
         }
     }

@@ -325,12 +325,8 @@ impl LogStore {
 
     /// Tells people about `service`'s log file, in order with its lines.
     fn notice(&self, service: &str, message: String) {
-        let event = Event {
-            at: std::time::SystemTime::now(),
-            service: Some(service.to_owned()),
-            kind: crate::event::EventKind::Notice { message },
-        };
-        self.history.push_event(&event);
+        let notice = crate::event::EventKind::Notice { message };
+        self.history.push_event(&Event::now(Some(service), notice));
     }
 
     /// The lines and events kept for readers with a cursor.

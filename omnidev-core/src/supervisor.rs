@@ -298,12 +298,7 @@ impl Supervisor {
     }
 
     fn publish_message(&self, kind: EventKind) {
-        let event = Event {
-            at: std::time::SystemTime::now(),
-            service: None,
-            kind,
-        };
-        self.inner.events.push_event(&event);
+        self.inner.events.push_event(&Event::pod(kind));
     }
 
     /// The names of the services, in the order they were given (those

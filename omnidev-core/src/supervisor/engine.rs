@@ -296,11 +296,8 @@ impl Engine {
             return;
         };
         for message in notices {
-            self.events.push_event(&Event {
-                at: SystemTime::now(),
-                service: None,
-                kind: EventKind::Notice { message },
-            });
+            self.events
+                .push_event(&Event::pod(EventKind::Notice { message }));
         }
         self.publish_status();
         self.write_state();
@@ -365,11 +362,7 @@ impl Engine {
     }
 
     fn emit(&self, index: Option<usize>, kind: EventKind) {
-        let event = Event {
-            at: SystemTime::now(),
-            service: index.map(|i| self.name(i).to_owned()),
-            kind,
-        };
+        let event = Event::now(index.map(|i| self.name(i)), kind);
         self.events.push_event(&event);
     }
 

@@ -1,8 +1,6 @@
 //! Port recovery: another process on a service's port while its probe
 //! runs, who holds it after a crash, and the port mover's answer.
 
-use std::time::SystemTime;
-
 use super::{Engine, Internal};
 use crate::event::{Event, EventKind};
 use crate::spec::ServiceSpec;
@@ -80,11 +78,7 @@ impl Engine {
     /// Another process listens on `index`'s port: say so, once per holder,
     /// and show it in the service's status.
     pub(super) fn port_held(&mut self, index: usize, port: u16, holder: String) {
-        let event = Event {
-            at: SystemTime::now(),
-            service: Some(self.name(index).to_owned()),
-            kind: EventKind::PortHeld { port, holder },
-        };
+        let event = Event::now(Some(self.name(index)), EventKind::PortHeld { port, holder });
         let note = event.to_string();
         if self.services[index].note.as_ref() == Some(&note) {
             return;
