@@ -303,10 +303,11 @@ fn exchange(
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
         .map_err(unreachable)?;
-    let mut line = serde_json::to_string(request).map_err(|e| Error::Protocol {
+    let protocol = |message: String| Error::Protocol {
         socket: socket.clone(),
-        message: e.to_string(),
-    })?;
+        message,
+    };
+    let mut line = serde_json::to_string(request).map_err(|e| protocol(e.to_string()))?;
     line.push('\n');
     stream.write_all(line.as_bytes()).map_err(unreachable)?;
     let mut records = Records {
@@ -317,16 +318,13 @@ fn exchange(
     let answer = match records.read().map_err(unreachable)? {
         Some(Line::Text(answer)) => answer,
         Some(Line::TooLong) => {
-            return Err(Error::Protocol {
-                socket,
-                message: format!("the answer is longer than {} KiB", MAX_LINE_BYTES / 1024),
-            });
+            let why = format!("the answer is longer than {} KiB", MAX_LINE_BYTES / 1024);
+            return Err(protocol(why));
         }
         None => {
-            return Err(Error::Protocol {
-                socket,
-                message: "the connection closed without an answer".to_owned(),
-            });
+            return Err(protocol(
+                "the connection closed without an answer".to_owned(),
+            ));
         }
     };
     // A pod run by another omnidev: a stop is understood whatever the
@@ -334,21 +332,17 @@ fn exchange(
     let other = serde_json::from_slice::<Schema>(&answer)
         .ok()
         .filter(|s| s.schema != super::protocol::SCHEMA)
-        .map(|Schema { schema }| Error::Protocol {
-            socket: socket.clone(),
-            message: format!(
+        .map(|Schema { schema }| {
+            protocol(format!(
                 "the pod answers in control schema {schema}, this omnidev reads schema {}",
                 super::protocol::SCHEMA
-            ),
+            ))
         });
     let response: Response = match serde_json::from_slice(&answer) {
         Ok(response) if other.is_none() || !matches!(request, Request::Events { .. }) => response,
         Ok(_) => return Err(other.expect("another schema")),
         Err(e) => {
-            return Err(other.unwrap_or_else(|| Error::Protocol {
-                socket,
-                message: e.to_string(),
-            }));
+            return Err(other.unwrap_or_else(|| protocol(e.to_string())));
         }
     };
     if response.ok {
