@@ -135,7 +135,7 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
 }
 
 /// A background process that exited before its pod was ready.
-fn exited(status: std::process::ExitStatus, log: &Path) -> Error {
+fn exited(status: impl std::fmt::Display, log: &Path) -> Error {
     Error::DetachExited {
         status: status.to_string(),
         tail: tail(log, FAILURE_TAIL),
@@ -205,26 +205,20 @@ fn wait_ready(
     timeout: Duration,
 ) -> miette::Result<Response> {
     let start = Instant::now();
-    let exited = |status| exited(status, log);
+    let timed_out = || Error::DetachTimeout {
+        seconds: timeout.as_secs(),
+    };
     loop {
         if let Some(Ok(Some(status))) = child.as_mut().map(|c| c.try_wait()) {
-            return Err(exited(status).into());
+            return Err(exited(status, log).into());
         }
         if child.is_none() && control::lock_state(pod_dir)? == LockState::Free {
             // Started by another `up --detach`, and ended before it was ready.
-            return Err(Error::DetachExited {
-                status: "started by another `omnidev up --detach`".to_owned(),
-                tail: tail(log, FAILURE_TAIL),
-                log: log.to_path_buf(),
-            }
-            .into());
+            return Err(exited("started by another `omnidev up --detach`", log).into());
         }
         let left = timeout.saturating_sub(start.elapsed());
         if left.is_zero() {
-            return Err(Error::DetachTimeout {
-                seconds: timeout.as_secs(),
-            }
-            .into());
+            return Err(timed_out().into());
         }
         match Ask::wait_ready(left).send(pod_dir) {
             Ok(response) => return Ok(response),
@@ -235,17 +229,12 @@ fn wait_ready(
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(Error::Unreachable { .. }) => {
-                return Err(Error::DetachTimeout {
-                    seconds: timeout.as_secs(),
-                }
-                .into());
-            }
+            Err(Error::Unreachable { .. }) => return Err(timed_out().into()),
             // The pod closed the connection without answering: it ended
             // (e.g. its only service failed) while the request waited.
             Err(e @ Error::Protocol { .. }) => {
                 return Err(match child.and_then(|c| wait_exit(c, EXIT_GRACE)) {
-                    Some(status) => exited(status).into(),
+                    Some(status) => exited(status, log).into(),
                     None => e.into(),
                 });
             }
