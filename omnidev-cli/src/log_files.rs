@@ -123,15 +123,9 @@ impl LogReader {
 }
 
 /// Opens the log file `path` for reading as every pod file is opened
-/// ([`omnidev_core::fs::Dir::open_file`]): a symbolic link planted in its
-/// place is never followed, and a FIFO or a device there (which would
-/// block the open, or never end) is refused.
+/// ([`omnidev_core::fs::open`]: no link followed, no FIFO).
 fn open_log(path: &Path) -> std::io::Result<File> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(std::io::ErrorKind::NotFound.into());
-    };
-    omnidev_core::fs::Dir::open(dir)?
-        .open_file(Path::new(name), omnidev_core::fs::OpenOptions::Read)
+    omnidev_core::fs::open(path, omnidev_core::fs::OpenOptions::Read)
 }
 
 /// An open log file and how far it has been read.

@@ -626,12 +626,13 @@ pub fn read_file(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     dir.read(name, max)
 }
 
-/// The lock file `path` (a file omnidev owns, only ever locked), opened
-/// read-write and created when missing, as [`Dir::open_file`] opens: a
-/// link planted there is refused, never followed.
-pub fn open_lock(path: &Path) -> io::Result<File> {
+/// [`Dir::open_file`] for a path given whole (a lock file, a log being
+/// read): a link planted as its last name is refused, never followed, and
+/// a FIFO or a device there (which would block the open, or never end)
+/// too.
+pub fn open(path: &Path, options: OpenOptions) -> io::Result<File> {
     let (dir, name) = split(path)?;
-    dir.open_file(name, OpenOptions::ReadWriteCreate)
+    dir.open_file(name, options)
 }
 
 /// [`read_file`] for a file of the user's (an env file, a checkout's

@@ -100,8 +100,9 @@ impl CheckCache {
         if let Some(dir) = lock_path.parent() {
             fs::create_private_dir(dir)?;
         }
-        let lock = omnidev_core::fs::open_lock(&lock_path)
-            .map_err(|source| Error::io("open", &lock_path, source))?;
+        let lock =
+            omnidev_core::fs::open(&lock_path, omnidev_core::fs::OpenOptions::ReadWriteCreate)
+                .map_err(|source| Error::io("open", &lock_path, source))?;
         lock.lock()
             .map_err(|source| Error::io("lock", &lock_path, source))?;
         let cache = change(Self::load(path));

@@ -89,7 +89,7 @@ pub fn start_background_refresh(
 ) -> Result<RefreshStart> {
     fs::create_private_dir(paths.cache_dir())?;
     let lock_path = paths.refresh_lock();
-    let lock = omnidev_core::fs::open_lock(&lock_path)
+    let lock = omnidev_core::fs::open(&lock_path, omnidev_core::fs::OpenOptions::ReadWriteCreate)
         .map_err(|source| Error::io("open", &lock_path, source))?;
     match lock.try_lock() {
         Ok(()) => {}

@@ -72,8 +72,9 @@ impl InstallLock {
         use std::io::{Read, Seek, Write};
         let path = paths.install_lock();
         crate::fs::create_private_dir(paths.cache_dir())?;
-        let mut file = omnidev_core::fs::open_lock(&path)
-            .map_err(|source| crate::Error::io("open", &path, source))?;
+        let mut file =
+            omnidev_core::fs::open(&path, omnidev_core::fs::OpenOptions::ReadWriteCreate)
+                .map_err(|source| crate::Error::io("open", &path, source))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
