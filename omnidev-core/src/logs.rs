@@ -22,7 +22,7 @@ pub use mark::{MARK_FILE, Mark, Position};
 pub(crate) use mark::{TakenMark, mark_failed};
 pub use splitter::{LineSplitter, PARTIAL_LINE_AFTER};
 
-use crate::event::{Changes, Event, LogLine, Stream};
+use crate::event::{Event, LogLine, Stream};
 use crate::history::History;
 use crate::spec::LogConfig;
 
@@ -217,14 +217,14 @@ impl LogStore {
         Ok(())
     }
 
-    /// Records where every service's log file stands now in
-    /// [`MARK_FILE`] (a reload when `changes` is given, else the pod's
-    /// start), so that `logs --since-reload` prints what comes after. Each
-    /// position is taken under its file's lock: a line is before the mark
-    /// or after it, never half. Returns what to tell people when the file
-    /// could not be written; nothing is written when logs stay in memory.
-    pub(crate) fn mark(&self, changes: Option<&Changes>) -> Option<String> {
-        let taken = self.mark_now(changes)?;
+    /// Records where every service's log file stands at the pod's start in
+    /// [`MARK_FILE`], so that `logs --since-reload` prints what comes after
+    /// (a reload's mark is written by the engine). Each position is taken
+    /// under its file's lock: a line is before the mark or after it, never
+    /// half. Returns what to tell people when the file could not be
+    /// written; nothing is written when logs stay in memory.
+    pub(crate) fn mark(&self) -> Option<String> {
+        let taken = self.mark_now()?;
         crate::fs::write_atomic_unsynced(&taken.path, &taken.mark.encode())
             .err()
             .map(|e| mark_failed(&taken.path, &e.to_string()))
@@ -234,8 +234,8 @@ impl LogStore {
     /// for a caller that writes it elsewhere (the engine's background
     /// writer), or later (a reload whose services were stopped ahead of
     /// it names its files once its burst is over). `None` when logs stay
-    /// in memory.
-    pub(crate) fn mark_now(&self, changes: Option<&Changes>) -> Option<TakenMark> {
+    /// in memory. A reload names itself in it ([`Mark::name`]).
+    pub(crate) fn mark_now(&self) -> Option<TakenMark> {
         let dir = self.config.dir.as_ref()?;
         let logs = self
             .all()
@@ -251,7 +251,7 @@ impl LogStore {
                 FileState::None | FileState::Failed { .. } => None,
             })
             .collect();
-        let mut mark = Mark {
+        let mark = Mark {
             at_ms: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
@@ -259,7 +259,6 @@ impl LogStore {
             files: Vec::new(),
             logs,
         };
-        mark.name(changes);
         Some(TakenMark {
             path: dir.join(MARK_FILE),
             mark,
@@ -487,10 +486,12 @@ mod tests {
         store.open_files().expect("open");
         let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
         store.push_batch("svc", Stream::Stdout, &mut batch(&["before 1", "before 2"]));
-        assert_eq!(
-            store.mark(Some(&Changes::of(["app/b.py", "app/a.py"]))),
-            None
-        );
+        // As the engine writes a reload's mark.
+        let mut taken = store.mark_now().expect("a mark");
+        taken
+            .mark
+            .name(Some(&crate::Changes::of(["app/b.py", "app/a.py"])));
+        crate::fs::write_atomic_unsynced(&taken.path, &taken.mark.encode()).expect("written");
         store.push_batch("svc", Stream::Stderr, &mut batch(&["after 1", "after 2"]));
 
         let mark = Mark::read(dir.path()).expect("the mark");

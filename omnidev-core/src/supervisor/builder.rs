@@ -128,7 +128,7 @@ impl Builder {
         logs.open_files()
             .map_err(|(path, source)| Error::Write { path, source })?;
         // `logs --since-reload` before any reload: this run's lines.
-        if let Some(notice) = logs.mark(None) {
+        if let Some(notice) = logs.mark() {
             notices.push(notice);
         }
         let me = ProcessRecord::of(std::process::id());

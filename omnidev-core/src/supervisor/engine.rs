@@ -468,7 +468,7 @@ impl Engine {
         // Taken before any service is stopped, so its last lines are after
         // the mark: here, unless the stops ahead of this reload took it.
         let taken = self.reload.marked_ahead.take();
-        if let Some(mut taken) = taken.or_else(|| self.logs.mark_now(None)) {
+        if let Some(mut taken) = taken.or_else(|| self.logs.mark_now()) {
             taken.mark.name(Some(&changes));
             self.write_mark(taken);
         }
@@ -522,7 +522,7 @@ impl Engine {
             return;
         }
         if self.reload.marked_ahead.is_none() {
-            self.reload.marked_ahead = self.logs.mark_now(None);
+            self.reload.marked_ahead = self.logs.mark_now();
         }
         for i in stop {
             self.services[i].intent = Intent::AwaitReload;
