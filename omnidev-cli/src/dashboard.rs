@@ -13,7 +13,6 @@
 //! for it; a page that stops reading is dropped (its browser reconnects
 //! and the pod replays what it keeps).
 
-use omnidev_core::sync::Locked;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -26,6 +25,7 @@ use std::time::Duration;
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request as HttpRequest, Response as HttpResponse, StatusCode};
+use omnidev_core::sync::Locked;
 use tokio::sync::mpsc;
 
 use crate::cli::DashboardArgs;

@@ -14,13 +14,13 @@
 //! outcome is the one last announced (a second save of the same text, a
 //! comment) says nothing.
 
-use omnidev_core::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::Watcher as _;
+use omnidev_core::sync::Locked;
 use omnidev_core::{Applied, EventKind, ProfileApplied, ProfileChange, Supervisor};
 use omnidev_pod::profile::changes::ProfileChanges;
 use omnidev_pod::{PortRequest, Profile, ProfileSource, RenderedPod};

@@ -99,6 +99,8 @@ impl LogReader {
     fn take_lines(&mut self, bytes: &[u8], at: SystemTime, each: Each) -> Result<(), Error> {
         let mut lines = Vec::new();
         self.lines.feed(bytes, Instant::now(), &mut lines);
+        // Which pieces were cut from one line matters to a log probe only;
+        // taken so the splitter does not keep them.
         self.lines.take_cuts();
         for text in lines {
             each(self, FileLine { at, text })?;

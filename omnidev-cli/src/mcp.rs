@@ -20,7 +20,6 @@ mod framing;
 mod results;
 mod schema;
 
-use omnidev_core::sync::Locked;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::net::Shutdown;
@@ -29,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use omnidev_core::sync::Locked;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;

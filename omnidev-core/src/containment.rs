@@ -53,7 +53,6 @@
 mod cgroup;
 mod tree;
 
-use crate::sync::Locked;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -65,6 +64,7 @@ use crate::process;
 use crate::spec::CommandSpec;
 pub use crate::state::Mechanism;
 use crate::state::{ProcessRecord, ServiceRecord, StateFile};
+use crate::sync::Locked;
 
 pub use tree::SERVICE_ID_ENV;
 

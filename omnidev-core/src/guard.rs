@@ -53,7 +53,6 @@
 //! except its two pipes (so it never holds a lock file or a socket open).
 //! Because the pipes are close-on-exec, services never inherit them.
 
-use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -64,6 +63,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use nix::unistd::Pid;
+
+use crate::sync::Locked;
 
 /// Groups the guard can track at once; more are not protected.
 const SLOTS: usize = 1024;

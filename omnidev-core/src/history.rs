@@ -23,13 +23,13 @@
 
 mod lossless;
 
-use crate::sync::Locked;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 pub use lossless::{Lossless, READ_CHUNK, Recv, SEGMENT_BYTES};
 
 use crate::event::{Event, EventKind, LogLine};
+use crate::sync::Locked;
 
 /// Lines kept (the oldest go first).
 pub const KEPT_LINES: usize = 10_000;

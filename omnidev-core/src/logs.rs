@@ -7,7 +7,6 @@ mod file;
 mod mark;
 mod splitter;
 
-use crate::sync::Locked;
 use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
@@ -25,6 +24,7 @@ pub use splitter::{LineSplitter, PARTIAL_LINE_AFTER};
 use crate::event::{Event, LogLine, Stream};
 use crate::history::History;
 use crate::spec::LogConfig;
+use crate::sync::Locked;
 
 impl FileState {
     /// Marks an open file as failed by `error`, with `lost` lines of the

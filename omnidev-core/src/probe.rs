@@ -1,7 +1,6 @@
 //! Readiness probes: HTTP GET (2xx), TCP connect, command and log line,
 //! behind the [`Probe`] trait, plus the polling loop that drives them.
 
-use crate::sync::Locked;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::guard::Guard;
 use crate::spec::{CommandSpec, ProbeSpec, Readiness};
+use crate::sync::Locked;
 
 /// One readiness check. Implementations must be cheap to call repeatedly
 /// and must give up on their own within a few seconds.

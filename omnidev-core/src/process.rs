@@ -4,7 +4,6 @@
 #[cfg(target_os = "linux")]
 mod into_cgroup;
 
-use crate::sync::Locked;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Stdio;
@@ -16,6 +15,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::CommandSpec;
+use crate::sync::Locked;
 
 /// A process identified by pid and start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

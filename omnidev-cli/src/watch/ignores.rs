@@ -4,7 +4,6 @@
 //! user's `core.excludesFile`; a path inside an ignored directory is
 //! ignored whatever its own rules say.
 
-use omnidev_core::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -12,6 +11,8 @@ use std::time::Instant;
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+use omnidev_core::sync::Locked;
 
 /// The name of a per-directory ignore file.
 const GITIGNORE: &str = ".gitignore";

@@ -11,13 +11,14 @@
 //! them in order, and of several writes of one path still waiting only the
 //! newest is made.
 
-use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+
+use crate::sync::Locked;
 
 /// What is told how a write went.
 type Done = Box<dyn FnOnce(io::Result<()>) + Send>;

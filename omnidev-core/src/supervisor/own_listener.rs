@@ -1,12 +1,12 @@
 //! A readiness probe that passes only while the port's listener is the
 //! service's own (the supervisor's use of [`crate::listener`]).
 
-use crate::sync::Locked;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::spawn::ProcessGroup;
 use crate::probe;
+use crate::sync::Locked;
 
 /// A readiness probe that passes only while the port's listener is a
 /// process of the service; another process's listener is reported (once

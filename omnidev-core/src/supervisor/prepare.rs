@@ -1,7 +1,6 @@
 //! A service's prepare steps (e.g. `npm install` when the lockfile is
 //! newer than `node_modules`), run in order before its process starts.
 
-use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -11,6 +10,7 @@ use crate::event::{EventKind, Stream};
 use crate::history::{Cursor, Kept};
 use crate::logs::LogStore;
 use crate::spec::{PrepareStep, PrepareWhen};
+use crate::sync::Locked;
 
 /// The group of the step running now, so that stopping the service can kill
 /// it outright (a prepare step is not a service: no stop signal, no grace),

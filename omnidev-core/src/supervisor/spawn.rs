@@ -9,7 +9,6 @@
 //! [`Spawner`] here and drive its children by hand, without processes or
 //! sleeps.
 
-use crate::sync::Locked;
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -25,6 +24,7 @@ use crate::guard::Guard;
 use crate::logs::{self, LogStore};
 use crate::process;
 use crate::spec::CommandSpec;
+use crate::sync::Locked;
 
 /// How long a run's output readers may take to finish once its group is
 /// empty. A reader kept open by a process outside the group is left

@@ -1,9 +1,9 @@
 //! What each request does, from the supervisor's state: the answers.
 
-use omnidev_core::sync::Locked;
 use std::time::Duration;
 
 use omnidev_core::spec::limits;
+use omnidev_core::sync::Locked;
 use omnidev_core::{ServiceState, ServiceStatus, Until, Waited};
 
 use crate::control::protocol::{
@@ -31,11 +31,11 @@ pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
         .unwrap_or_else(|refusal| *refusal)
 }
 
-/// A refusal, which ends a request ([`answered`]'s `?`).
-type Refused = std::result::Result<Response, Box<Response>>;
+/// A request's answer, or the refusal that ended it early (`?`).
+type Answered = std::result::Result<Response, Box<Response>>;
 
 /// The answer to `request`; a refusal as the error.
-async fn answered(shared: &Shared, request: Request) -> Refused {
+async fn answered(shared: &Shared, request: Request) -> Answered {
     Ok(match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
         // Answered by `stream_events`.
@@ -118,7 +118,7 @@ pub(super) fn limit(
 }
 
 /// Stops `services`, answering once each one's processes are gone.
-pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Refused {
+pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Answered {
     check_services(shared, services)?;
     for name in services {
         if let Err(e) = shared.supervisor.stop_service(name).await {
@@ -133,7 +133,7 @@ pub(super) async fn start_services(
     shared: &Shared,
     services: &[String],
     limit: Duration,
-) -> Refused {
+) -> Answered {
     check_services(shared, services)?;
     let deadline = tokio::time::Instant::now() + limit;
     let waited = shared
@@ -217,7 +217,7 @@ pub(super) enum Target {
 }
 
 /// Restarts `target` and answers once it is ready again.
-pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Refused {
+pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Answered {
     let names = match &target {
         Target::All => shared.supervisor.service_names(),
         Target::Service(name, _) => vec![name.clone()],

@@ -1,9 +1,9 @@
 //! The TUI's feed for `omnidev up`: the supervisor of this process.
 
-use omnidev_core::sync::Locked;
 use std::sync::Arc;
 
 use crate::control::protocol::UrlReport;
+use omnidev_core::sync::Locked;
 use omnidev_core::{Event, EventKind, Follower, ServiceStatus, Supervisor};
 
 use super::{Feed, Update};
