@@ -124,12 +124,6 @@ impl LogReader {
     }
 }
 
-/// Opens the log file `path` for reading as every pod file is opened
-/// ([`omnidev_core::fs::open`]: no link followed, no FIFO).
-fn open_log(path: &Path) -> std::io::Result<File> {
-    omnidev_core::fs::open(path, omnidev_core::fs::OpenOptions::Read)
-}
-
 /// An open log file and how far it has been read.
 struct Open {
     file: File,
@@ -140,14 +134,15 @@ struct Open {
 }
 
 impl Open {
-    /// The log file `path`, opened as [`open_log`] does; `None` when it
-    /// does not exist, an error naming it when it cannot be read.
+    /// The log file `path`, opened as every pod file is opened
+    /// ([`omnidev_core::fs::open`]: no link followed, no FIFO); `None` when
+    /// it does not exist, an error naming it when it cannot be read.
     fn at(path: &Path) -> Result<Option<Self>, Error> {
         let unreadable = |source| Error::LogUnreadable {
             path: path.to_path_buf(),
             source,
         };
-        let file = match open_log(path) {
+        let file = match omnidev_core::fs::open(path, omnidev_core::fs::OpenOptions::Read) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             opened => opened.map_err(unreadable)?,
         };
@@ -248,20 +243,10 @@ pub fn last_lines(
     mark: Option<&Mark>,
     tail: Tail,
 ) -> Result<Vec<String>, Error> {
-    let mut source = LogReader::new(name, dir, String::new());
-    let lines = collect(&mut source, mark, Some(tail))?;
-    Ok(lines.into_iter().map(|line| line.text).collect())
-}
-
-/// [`read_back`] into a list.
-pub fn collect(
-    source: &mut LogReader,
-    mark: Option<&Mark>,
-    tail: Option<Tail>,
-) -> Result<Vec<FileLine>, Error> {
     let mut lines = Vec::new();
-    read_back(source, mark, tail, &mut |_, line| {
-        lines.push(line);
+    let mut source = LogReader::new(name, dir, String::new());
+    read_back(&mut source, mark, Some(tail), &mut |_, line| {
+        lines.push(line.text);
         Ok(())
     })?;
     Ok(lines)
@@ -404,9 +389,9 @@ pub fn services_with_logs(dir: &Path) -> Result<Vec<String>, Error> {
             continue;
         }
         if !entry.file_type().is_ok_and(|kind| kind.is_file()) {
-            let source = open_log(&entry.path()).err().unwrap_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is not a regular file")
-            });
+            // Refused by the open (a link, a FIFO) with its reason.
+            Open::at(&entry.path())?;
+            let source = std::io::Error::other("it is not a regular file");
             return Err(unreadable(entry.path(), source));
         }
         names.push(service.to_owned());
@@ -488,7 +473,7 @@ fn newer_files(path: &Path, known: Option<u64>) -> Vec<Open> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Write;
     use std::time::Duration;
 
@@ -513,6 +498,20 @@ mod tests {
             Ok(())
         })
         .expect("read");
+    }
+
+    /// [`read_back`] into a list.
+    pub(crate) fn collect(
+        source: &mut LogReader,
+        mark: Option<&Mark>,
+        tail: Option<Tail>,
+    ) -> Result<Vec<FileLine>, Error> {
+        let mut lines = Vec::new();
+        read_back(source, mark, tail, &mut |_, line| {
+            lines.push(line);
+            Ok(())
+        })?;
+        Ok(lines)
     }
 
     /// What is shown before following, without a mark.

@@ -70,7 +70,7 @@ pub(crate) struct LogStore {
     config: LogConfig,
     /// Each service's log, by name (a service added to a running pod
     /// gets one then: [`LogStore::add_service`]).
-    services: std::sync::RwLock<HashMap<String, Arc<ServiceLog>>>,
+    services: Mutex<HashMap<String, Arc<ServiceLog>>>,
     /// Held while lines are numbered and published, so every reader sees
     /// them in number order.
     order: Mutex<()>,
@@ -133,7 +133,7 @@ impl LogStore {
             .collect();
         Self {
             order: Mutex::new(()),
-            services: std::sync::RwLock::new(services),
+            services: Mutex::new(services),
             seq: AtomicU64::new(0),
             history,
             config,
@@ -141,21 +141,15 @@ impl LogStore {
         }
     }
 
-    /// The services' logs, read.
-    fn services(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<ServiceLog>>> {
-        self.services
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// The log of `service`, if it has one.
     fn service(&self, service: &str) -> Option<Arc<ServiceLog>> {
-        self.services().get(service).cloned()
+        self.services.locked().get(service).cloned()
     }
 
     /// Every service's log.
     fn all(&self) -> Vec<(String, Arc<ServiceLog>)> {
-        self.services()
+        self.services
+            .locked()
             .iter()
             .map(|(name, log)| (name.clone(), log.clone()))
             .collect()
@@ -175,8 +169,7 @@ impl LogStore {
         let log = ServiceLog::new(name);
         let result = self.open_file(name, &log);
         self.services
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .locked()
             .insert(name.to_owned(), Arc::new(log));
         result
     }
@@ -347,18 +340,29 @@ impl LogStore {
         }
     }
 
-    fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::Relaxed)
+    /// `text` as `log`'s next line, numbered now (under `order`).
+    fn line(&self, log: &ServiceLog, stream: Stream, text: String, at: SystemTime) -> Arc<LogLine> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let service = log.name.clone();
+        Arc::new(LogLine {
+            service,
+            stream,
+            text,
+            seq,
+            at,
+        })
     }
 
-    /// Records a batch of lines of `service`, leaving `texts` empty.
-    pub(crate) fn push_batch(&self, service: &str, stream: Stream, texts: &mut Vec<String>) {
-        self.push_pieces(service, stream, texts, &[]);
-    }
-
-    /// [`LogStore::push_batch`] of output split by a [`LineSplitter`]:
-    /// `cuts` names the pieces that do not end their line.
-    fn push_pieces(&self, service: &str, stream: Stream, texts: &mut Vec<String>, cuts: &[usize]) {
+    /// Records a batch of lines of `service`, leaving `texts` empty; split
+    /// by a [`LineSplitter`], `cuts` names the pieces that do not end their
+    /// line.
+    pub(crate) fn push_batch(
+        &self,
+        service: &str,
+        stream: Stream,
+        texts: &mut Vec<String>,
+        cuts: &[usize],
+    ) {
         if texts.is_empty() {
             return;
         }
@@ -377,17 +381,9 @@ impl LogStore {
         }
         let _order = self.order.locked();
         let at = SystemTime::now();
-        let lines: Vec<Arc<LogLine>> = texts
+        let lines: Vec<_> = texts
             .drain(..)
-            .map(|text| {
-                Arc::new(LogLine {
-                    service: log.name.clone(),
-                    stream,
-                    text,
-                    seq: self.next_seq(),
-                    at,
-                })
-            })
+            .map(|text| self.line(&log, stream, text, at))
             .collect();
         // Published in order, so every reader sees lines in number order.
         self.history.push_lines(&lines);
@@ -404,14 +400,8 @@ impl LogStore {
         };
         // Numbered and sent in order, like every line.
         let _order = self.order.locked();
-        let line = LogLine {
-            service: log.name.clone(),
-            stream,
-            text,
-            seq: self.next_seq(),
-            at: SystemTime::now(),
-        };
-        self.history.push_partial(Arc::new(line));
+        let line = self.line(&log, stream, text, SystemTime::now());
+        self.history.push_partial(line);
     }
 
     /// Lets go of what the log of a service removed from the pod holds:
@@ -485,14 +475,24 @@ mod tests {
         let store = LogStore::new(config, ["svc", "idle"], Arc::default());
         store.open_files().expect("open");
         let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
-        store.push_batch("svc", Stream::Stdout, &mut batch(&["before 1", "before 2"]));
+        store.push_batch(
+            "svc",
+            Stream::Stdout,
+            &mut batch(&["before 1", "before 2"]),
+            &[],
+        );
         // As the engine writes a reload's mark.
         let mut taken = store.mark_now().expect("a mark");
         taken
             .mark
             .name(Some(&crate::Changes::of(["app/b.py", "app/a.py"])));
         crate::fs::write_atomic_unsynced(&taken.path, &taken.mark.encode()).expect("written");
-        store.push_batch("svc", Stream::Stderr, &mut batch(&["after 1", "after 2"]));
+        store.push_batch(
+            "svc",
+            Stream::Stderr,
+            &mut batch(&["after 1", "after 2"]),
+            &[],
+        );
 
         let mark = Mark::read(dir.path()).expect("the mark");
         assert!(mark.reload);
@@ -533,7 +533,7 @@ mod tests {
         store.reopen_every = Duration::ZERO;
         store.open_files().expect("open");
         let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
-        store.push_batch("svc", Stream::Stdout, &mut batch(&["before"]));
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["before"]), &[]);
 
         // The disk fills up: the next write fails.
         if let FileState::Open(file) = &mut *store.service("svc").expect("svc").file.locked() {
@@ -541,8 +541,13 @@ mod tests {
         }
         // Reopening waits for the next attempt; hold it off for now.
         store.reopen_every = Duration::from_secs(3600);
-        store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 1", "lost 2"]));
-        store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 3"]));
+        store.push_batch(
+            "svc",
+            Stream::Stdout,
+            &mut batch(&["lost 1", "lost 2"]),
+            &[],
+        );
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 3"]), &[]);
         store.flush();
         let said = notices(&mut events);
         assert_eq!(said.len(), 1, "{said:?}");
@@ -563,7 +568,7 @@ mod tests {
         {
             *retry_at = Instant::now();
         }
-        store.push_batch("svc", Stream::Stdout, &mut batch(&["after"]));
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["after"]), &[]);
         let said = notices(&mut events);
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(

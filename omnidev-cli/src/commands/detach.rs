@@ -14,12 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use omnidev_pod::layout::LOG_SUFFIX;
 use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
 use crate::control::protocol::Response;
 use crate::control::{self, Ask};
 use crate::error::Error;
+use crate::log_files::{Tail, last_lines};
 use crate::output::write_stdout;
 use crate::run_options::RunOptions;
 
@@ -289,20 +291,18 @@ fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette
     Ok(ExitCode::FAILURE)
 }
 
-/// The last `n` lines of a file (empty when unreadable), safe for a
-/// terminal (see `omnidev_core::text`).
+/// The last `n` lines of a log file (none when unreadable), each ending
+/// in a line break, safe for a terminal (see `omnidev_core::text`).
 fn tail(path: &Path, n: usize) -> String {
-    let (Some(dir), Some(name)) = (
-        path.parent(),
-        path.file_name()
-            .and_then(|f| f.to_str()?.strip_suffix(omnidev_pod::layout::LOG_SUFFIX)),
-    ) else {
-        return "\n".to_owned();
+    let name = path
+        .file_name()
+        .and_then(|f| f.to_str()?.strip_suffix(LOG_SUFFIX));
+    let lines = match (path.parent(), name) {
+        (Some(dir), Some(name)) => last_lines(dir, name, None, Tail::lines(n)).unwrap_or_default(),
+        _ => Vec::new(),
     };
-    let tail = crate::log_files::Tail::lines(n);
-    let lines = crate::log_files::last_lines(dir, name, None, tail).unwrap_or_default();
-    let lines: Vec<String> = lines.iter().map(|l| omnidev_core::text::plain(l)).collect();
-    let mut out = lines.join("\n");
-    out.push('\n');
-    out
+    lines
+        .iter()
+        .map(|line| omnidev_core::text::plain(line) + "\n")
+        .collect()
 }

@@ -187,7 +187,7 @@ mod tests {
             .and_then(|f| f.set_modified(at))
             .expect("set mtime");
         let mut src = LogReader::new("svc", dir.path(), String::new());
-        let lines = crate::log_files::collect(&mut src, None, None).expect("read");
+        let lines = crate::log_files::tests::collect(&mut src, None, None).expect("read");
         let form = Form::Json(Encoder::new(Path::new("/pod")));
         let mut out = String::new();
         for line in &lines {

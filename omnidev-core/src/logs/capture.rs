@@ -120,7 +120,7 @@ impl Pipe {
         splitter.feed(data, now, batch);
         let cuts = splitter.take_cuts();
         self.store
-            .push_pieces(&self.service, self.stream, batch, &cuts);
+            .push_batch(&self.service, self.stream, batch, &cuts);
     }
 
     fn partial_due(&self) -> Option<Instant> {
@@ -142,7 +142,7 @@ impl Pipe {
         splitter.finish(&mut batch);
         let cuts = splitter.take_cuts();
         self.store
-            .push_pieces(&self.service, self.stream, &mut batch, &cuts);
+            .push_batch(&self.service, self.stream, &mut batch, &cuts);
     }
 }
 

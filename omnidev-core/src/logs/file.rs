@@ -135,9 +135,7 @@ impl RotatingLog {
         self.rotated = Some(Box::new(then));
         self
     }
-}
 
-impl RotatingLog {
     /// Writes `line` (whole, or a piece held too long), rotating first
     /// when it would not fit.
     fn put(&mut self, line: &[u8]) -> io::Result<()> {

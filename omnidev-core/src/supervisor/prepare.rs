@@ -170,7 +170,7 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Resul
                                     step.name,
                                     started.elapsed().as_secs()
                                 );
-                                logs.push_batch(service, Stream::Supervisor, &mut vec![text]);
+                                logs.push_batch(service, Stream::Supervisor, &mut vec![text], &[]);
                             }
                             seen = logs.line_count(service);
                         }

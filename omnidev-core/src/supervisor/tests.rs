@@ -521,7 +521,7 @@ fn serve(supervisor: &Supervisor) {
     supervisor
         .inner
         .logs
-        .push_batch("server", crate::event::Stream::Stdout, &mut line);
+        .push_batch("server", crate::event::Stream::Stdout, &mut line, &[]);
 }
 
 fn changed(path: &str) -> crate::event::Changes {
