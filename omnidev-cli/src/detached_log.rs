@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use omnidev_core::fs::Kind;
 use omnidev_pod::Pod;
 
 /// The pod directory of this process when it is a detached pod's
@@ -20,12 +21,10 @@ pub fn open(pod: &Pod, rotate_first: bool) -> std::io::Result<std::fs::File> {
         .create_dir_all(Path::new(omnidev_pod::layout::LOGS_DIR), 0o700)?;
     let name = Path::new(omnidev_pod::layout::DETACHED_LOG);
     let keep = omnidev_core::LogConfig::default().keep_files;
+    // Anything but a file there is refused by the open below, never
+    // rotated away or written through.
     let existing = logs.stat(name)?;
-    if existing.is_some_and(|e| e.kind != omnidev_core::fs::Kind::File) {
-        // Refused, never rotated away or written through.
-        return logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate);
-    }
-    if rotate_first && existing.is_some_and(|e| e.size > 0) {
+    if rotate_first && existing.is_some_and(|e| e.kind == Kind::File && e.size > 0) {
         omnidev_core::logs::rotate_away(&logs, name, keep)?;
     }
     logs.open_file(name, omnidev_core::fs::OpenOptions::AppendCreate)
@@ -34,20 +33,14 @@ pub fn open(pod: &Pod, rotate_first: bool) -> std::io::Result<std::fs::File> {
 /// Marks this process as the detached pod of `pod_dir` when its stdout is
 /// that pod's `logs/omnidev.log` ([`own`]).
 pub fn follow(pod_dir: PathBuf) {
-    let pod = Pod::at(pod_dir);
-    let stdout = nix::sys::stat::fstat(std::io::stdout()).ok();
-    let log = omnidev_core::fs::Dir::open(pod.dir())
-        .and_then(|d| d.sub(Path::new(omnidev_pod::layout::LOGS_DIR)))
-        .ok()
-        .and_then(|logs| {
-            logs.stat(Path::new(omnidev_pod::layout::DETACHED_LOG))
-                .ok()
-                .flatten()
-        });
-    if let (Some(stdout), Some(log)) = (stdout, log)
+    let log = omnidev_core::fs::Dir::open(&pod_dir).and_then(|pod| {
+        pod.sub(Path::new(omnidev_pod::layout::LOGS_DIR))?
+            .stat(Path::new(omnidev_pod::layout::DETACHED_LOG))
+    });
+    if let (Ok(stdout), Ok(Some(log))) = (nix::sys::stat::fstat(std::io::stdout()), log)
         && stdout.st_ino == log.ino
     {
-        let _ = OWN_LOG.set(pod.dir().to_path_buf());
+        let _ = OWN_LOG.set(pod_dir);
     }
 }
 

@@ -92,32 +92,25 @@ impl LogReader {
         }
     }
 
-    /// Adds `bytes`, read from a file last modified at `at`, to the
-    /// unfinished line and hands each complete line (or piece of
-    /// [`PIECE`]) to `each`, split as the supervisor splits a service's
-    /// output ([`LineSplitter`]).
-    fn take_lines(&mut self, bytes: &[u8], at: SystemTime, each: Each) -> Result<(), Error> {
-        let mut lines = Vec::new();
-        self.lines.feed(bytes, Instant::now(), &mut lines);
-        // Which pieces were cut from one line matters to a log probe only;
-        // taken so the splitter does not keep them.
-        self.lines.take_cuts();
-        for text in lines {
-            each(self, FileLine { at, text })?;
-        }
-        Ok(())
-    }
-
-    /// Reads `open` from its position to its end, handing on its lines,
-    /// and keeps it as the file followed.
+    /// Reads `open` from its position to its end, handing each complete
+    /// line (or piece of [`PIECE`]) to `each`, split as the supervisor
+    /// splits a service's output ([`LineSplitter`]), and keeps it as the
+    /// file followed.
     fn read_on(&mut self, mut open: Open, each: Each) -> Result<(), Error> {
         let mut chunk = vec![0u8; CHUNK];
+        let mut lines = Vec::new();
         loop {
             let (n, at) = open.read_chunk(&mut chunk);
             if n == 0 {
                 break;
             }
-            self.take_lines(&chunk[..n], at, each)?;
+            self.lines.feed(&chunk[..n], Instant::now(), &mut lines);
+            // Which pieces were cut from one line matters to a log probe
+            // only; taken so the splitter does not keep them.
+            self.lines.take_cuts();
+            for text in lines.drain(..) {
+                each(self, FileLine { at, text })?;
+            }
         }
         self.file = Some(open);
         Ok(())
@@ -172,14 +165,10 @@ impl Open {
     fn read_chunk(&mut self, chunk: &mut [u8]) -> (usize, SystemTime) {
         let n = self.file.read_at(chunk, self.position).unwrap_or(0);
         self.position += n as u64;
-        let bytes = &chunk[..n];
-        if bytes.len() >= TAIL_CHECK {
-            self.tail = bytes[bytes.len() - TAIL_CHECK..].to_vec();
-        } else {
-            self.tail.extend_from_slice(bytes);
-            let excess = self.tail.len().saturating_sub(TAIL_CHECK);
-            self.tail.drain(..excess);
-        }
+        self.tail
+            .extend_from_slice(&chunk[n.saturating_sub(TAIL_CHECK)..n]);
+        let excess = self.tail.len().saturating_sub(TAIL_CHECK);
+        self.tail.drain(..excess);
         (n, self.modified())
     }
 
@@ -323,17 +312,12 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
         return Ok(available);
     }
     let mut chosen: Vec<String> = Vec::new();
-    for name in named {
-        omnidev_pod::names::check_service(name).map_err(|message| Error::BadName { message })?;
-        // A service that ran as replicas: each replica's log.
-        let found = if available.contains(name) {
-            vec![name]
-        } else {
-            omnidev_pod::names::replicas_among(name, &available)
-        };
-        if found.is_empty() {
+    // A service that ran as replicas: each replica's log.
+    for name in omnidev_pod::names::expand(named, &available) {
+        omnidev_pod::names::check_service(&name).map_err(|message| Error::BadName { message })?;
+        if !available.contains(&name) {
             return Err(Error::NoLog {
-                service: name.clone(),
+                service: name,
                 dir: dir.to_path_buf(),
                 known: if available.is_empty() {
                     "none yet (start the pod with `omnidev up`)".to_owned()
@@ -343,10 +327,8 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
             }
             .into());
         }
-        for name in found {
-            if !chosen.contains(name) {
-                chosen.push(name.clone());
-            }
+        if !chosen.contains(&name) {
+            chosen.push(name);
         }
     }
     Ok(chosen)

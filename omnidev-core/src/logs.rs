@@ -261,17 +261,12 @@ impl LogStore {
     /// Flushes every log file.
     pub(crate) fn flush(&self) {
         for (name, log) in &self.all() {
-            let notice = {
-                let mut file = log.file.locked();
-                match &mut *file {
-                    FileState::Open(f) => match f.flush() {
-                        Ok(()) => None,
-                        Err(e) => Some(file.fail(&e, 0, self.reopen_every)),
-                    },
-                    FileState::None | FileState::Failed { .. } => None,
-                }
-            };
-            if let Some(message) = notice {
+            let mut file = log.file.locked();
+            if let FileState::Open(f) = &mut *file
+                && let Err(e) = f.flush()
+            {
+                let message = file.fail(&e, 0, self.reopen_every);
+                drop(file);
                 self.notice(name, message);
             }
         }

@@ -61,18 +61,28 @@ pub fn replica_of(name: &str) -> Option<(&str, u32)> {
     .then_some((service, number))
 }
 
-/// The names among `names` that are replicas of `service` (`web` →
-/// `web.1`, `web.2`), in their order: what `service` stands for in a pod
-/// that runs it as copies.
+/// The services `names` stand for among the pod's `services`: each one
+/// itself, except a service that runs as replicas, which stands for them
+/// all (`web` → `web.1`, `web.2`, in their order). An unknown name stays,
+/// for its caller to refuse.
 ///
 /// ```
-/// let names = ["web.1", "api", "web.2", "webx.1"].map(String::from);
-/// assert_eq!(omnidev_pod::names::replicas_among("web", &names), ["web.1", "web.2"]);
+/// let services = ["web.1", "api", "web.2", "webx.1"].map(String::from);
+/// let asked = ["web", "api", "nope"].map(String::from);
+/// let expanded = omnidev_pod::names::expand(&asked, &services);
+/// assert_eq!(expanded, ["web.1", "web.2", "api", "nope"]);
 /// ```
-pub fn replicas_among<'a>(service: &str, names: &'a [String]) -> Vec<&'a String> {
+pub fn expand(names: &[String], services: &[String]) -> Vec<String> {
+    let replicas = |of: &str| {
+        let of_it = |name: &&String| replica_of(name).is_some_and(|(service, _)| service == of);
+        services.iter().filter(of_it).cloned().collect::<Vec<_>>()
+    };
     names
         .iter()
-        .filter(|name| replica_of(name).is_some_and(|(of, _)| of == service))
+        .flat_map(|name| match replicas(name) {
+            copies if !services.contains(name) && !copies.is_empty() => copies,
+            _ => vec![name.clone()],
+        })
         .collect()
 }
 

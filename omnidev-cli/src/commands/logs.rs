@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use crate::cli::LogsArgs;
 use crate::control::events::Encoder;
+use crate::error::Error;
 use crate::log_files::{
-    FileLine, LogReader, Tail, read_back, read_mark, read_new, selected, services_with_logs,
+    Each, FileLine, LogReader, Tail, read_back, read_mark, read_new, selected, services_with_logs,
 };
 use crate::output::write_sanitised;
 
@@ -74,14 +75,9 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
 
     let default_tail = (args.follow && mark.is_none()).then_some(FOLLOW_TAIL);
     let tail = args.lines.or(default_tail).map(Tail::lines);
-    let mut out = String::new();
-    for source in &mut sources {
-        read_back(source, mark.as_ref(), tail, &mut |source, line| {
-            form.push(&mut out, source, &line);
-            written(&mut out, WRITE_EVERY)
-        })?;
-    }
-    written(&mut out, 0)?;
+    print(&mut sources, &form, |source, each| {
+        read_back(source, mark.as_ref(), tail, each)
+    })?;
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -96,13 +92,25 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     )
 }
 
-/// Writes `out` once it holds more than `at` bytes (all of it at 0).
-fn written(out: &mut String, at: usize) -> Result<(), crate::error::Error> {
-    if out.len() > at || (at == 0 && !out.is_empty()) {
-        write_sanitised(out)?;
-        out.clear();
+/// Prints the lines `read` gives of each source, written out in pieces of
+/// [`WRITE_EVERY`] bytes.
+fn print(
+    sources: &mut [LogReader],
+    form: &Form,
+    mut read: impl FnMut(&mut LogReader, Each) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut out = String::new();
+    for source in sources {
+        read(source, &mut |source, line| {
+            form.push(&mut out, source, &line);
+            if out.len() > WRITE_EVERY {
+                write_sanitised(&out)?;
+                out.clear();
+            }
+            Ok(())
+        })?;
     }
-    Ok(())
+    write_sanitised(&out)
 }
 
 /// Prints lines appended to the files until interrupted or until the pod
@@ -125,16 +133,7 @@ fn follow(
             Ok(omnidev_pod::LockState::Held { .. })
         )
     };
-    let print_new = |sources: &mut Vec<LogReader>| -> miette::Result<()> {
-        let mut out = String::new();
-        for source in sources.iter_mut() {
-            read_new(source, &mut |source, line| {
-                form.push(&mut out, source, &line);
-                written(&mut out, WRITE_EVERY)
-            })?;
-        }
-        Ok(written(&mut out, 0)?)
-    };
+    let print_new = |sources: &mut Vec<LogReader>| print(sources, form, read_new);
     if !running() {
         // What was written before it stopped is printed above.
         print_new(sources)?;

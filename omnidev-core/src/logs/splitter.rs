@@ -56,13 +56,6 @@ impl LineSplitter {
         std::mem::take(&mut self.cuts)
     }
 
-    fn text(bytes: &[u8]) -> String {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => text.to_owned(),
-            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-        }
-    }
-
     /// Adds text to the unfinished line (starting it over after a `\r`).
     fn append(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {
@@ -82,10 +75,10 @@ impl LineSplitter {
         }
         self.returned = false;
         if self.partial.is_empty() {
-            out.push(Self::text(rest));
+            out.push(String::from_utf8_lossy(rest).into_owned());
         } else {
             self.partial.extend_from_slice(rest);
-            out.push(Self::text(&self.partial));
+            out.push(String::from_utf8_lossy(&self.partial).into_owned());
             self.partial.clear();
         }
         self.changed = false;
@@ -164,7 +157,7 @@ impl LineSplitter {
 
     pub(crate) fn finish(&mut self, out: &mut Vec<String>) {
         if !self.partial.is_empty() {
-            out.push(Self::text(&self.partial));
+            out.push(String::from_utf8_lossy(&self.partial).into_owned());
             self.partial.clear();
         }
         self.returned = false;

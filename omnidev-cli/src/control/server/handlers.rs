@@ -149,22 +149,9 @@ pub(super) async fn start_services(
     }))
 }
 
-/// The services `names` stand for: each one itself, except a service
-/// that runs as replicas, which stands for them all (`web` → `web.1`,
-/// `web.2`, in order). An unknown name stays, to be refused by its caller.
+/// The services `names` stand for ([`omnidev_pod::names::expand`]).
 pub(super) fn expand(shared: &Shared, names: &[String]) -> Vec<String> {
-    let running = shared.supervisor.service_names();
-    names
-        .iter()
-        .flat_map(|name| {
-            let copies = omnidev_pod::names::replicas_among(name, &running);
-            if running.contains(name) || copies.is_empty() {
-                vec![name.clone()]
-            } else {
-                copies.into_iter().cloned().collect()
-            }
-        })
-        .collect()
+    omnidev_pod::names::expand(names, &shared.supervisor.service_names())
 }
 
 /// A refusal when `services` is empty, or names a service badly or one
