@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
+use clap::{Args, Subcommand};
 use clap_complete::Shell;
 use omnidev_core::spec::limits;
 use omnidev_install::{DEFAULT_EXTRA, DEFAULT_PYTHON, DEFAULT_REF, DEFAULT_REPO, InstallChoice};
@@ -298,23 +299,13 @@ pub struct CheckArgs {
     pub quiet: bool,
 }
 
-/// A shell for `omnidev shell-hook`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ShellName {
-    /// bash
-    Bash,
-    /// zsh
-    Zsh,
-    /// fish
-    Fish,
-}
-
 /// Arguments of `omnidev shell-hook`.
 #[derive(Debug, Args, Clone)]
 pub struct ShellHookArgs {
     /// The shell (default: from `$SHELL`, else bash).
-    #[arg(value_enum)]
-    pub shell: Option<ShellName>,
+    #[arg(value_parser = PossibleValuesParser::new(["bash", "zsh", "fish"])
+        .map(|name| omnidev_install::Shell::from_path(&name).expect("a listed shell")))]
+    pub shell: Option<omnidev_install::Shell>,
 }
 
 /// Arguments of `omnidev logs`.

@@ -14,7 +14,7 @@ use omnidev_install::{
     DefaultSource, InstallChoice, InstallOptions, Installed, NewerCommit, Paths, Shell,
 };
 
-use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, ShellName, UpdateArgs};
+use crate::cli::{CheckArgs, InstallArgs, ShellHookArgs, UpdateArgs};
 use crate::output::write_stdout;
 
 /// `omnidev install`.
@@ -221,15 +221,8 @@ pub fn refresh() -> miette::Result<ExitCode> {
 
 /// `omnidev shell-hook`.
 pub fn shell_hook(args: &ShellHookArgs) -> miette::Result<ExitCode> {
-    let shell = match args.shell {
-        Some(ShellName::Bash) => Shell::Bash,
-        Some(ShellName::Zsh) => Shell::Zsh,
-        Some(ShellName::Fish) => Shell::Fish,
-        None => std::env::var("SHELL")
-            .ok()
-            .and_then(|shell| Shell::from_path(&shell))
-            .unwrap_or(Shell::Bash),
-    };
+    let from_env = || Shell::from_path(&std::env::var("SHELL").ok()?);
+    let shell = args.shell.or_else(from_env).unwrap_or(Shell::Bash);
     write_stdout(shell.snippet())?;
     Ok(ExitCode::SUCCESS)
 }
