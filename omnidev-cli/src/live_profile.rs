@@ -203,25 +203,24 @@ impl LiveProfile {
     }
 
     fn changed_event(&self, next: omnidev_pod::Result<Next>) -> EventKind {
-        let file = self.file.display().to_string();
-        match next {
-            Ok(next) => EventKind::ProfileChanged(ProfileChange {
-                file,
-                message: changed_message(&self.shown(), &next.changes, self.tui),
-                changed: next.changes.changed.into_iter().map(|(n, _)| n).collect(),
-                added: next.changes.added,
-                removed: next.changes.removed,
-                error: None,
-            }),
-            Err(error) => EventKind::ProfileChanged(ProfileChange {
-                file,
-                message: invalid_message(&self.shown(), &error),
-                changed: Vec::new(),
-                added: Vec::new(),
-                removed: Vec::new(),
-                error: Some(error.to_string()),
-            }),
-        }
+        let (message, changes, error) = match next {
+            Ok(next) => {
+                let message = changed_message(&self.shown(), &next.changes, self.tui);
+                (message, next.changes, None)
+            }
+            Err(error) => {
+                let message = invalid_message(&self.shown(), &error);
+                (message, ProfileChanges::default(), Some(error.to_string()))
+            }
+        };
+        EventKind::ProfileChanged(ProfileChange {
+            file: self.file.display().to_string(),
+            message,
+            changed: changes.changed.into_iter().map(|(n, _)| n).collect(),
+            added: changes.added,
+            removed: changes.removed,
+            error,
+        })
     }
 
     /// Allocates the ports of the file's profile (a new port name gets a
