@@ -54,66 +54,15 @@ pub(super) struct Parts {
     pub(super) port_mover: Option<Arc<dyn PortMover>>,
 }
 
-/// Messages from the engine's helper tasks, tagged with the generation of
-/// the service they concern so reports about a replaced run are ignored.
+/// Messages from the engine's helper tasks.
 #[derive(Debug)]
 enum Internal {
-    Prepared {
+    /// A report about run `generation` of service `index`: ignored once
+    /// that run is replaced (a report about a replaced run is stale).
+    Run {
         index: usize,
         generation: u64,
-        outcome: Result<(), Box<prepare::Failure>>,
-    },
-    InputsChanged {
-        index: usize,
-        generation: u64,
-    },
-    Exited {
-        index: usize,
-        generation: u64,
-        status: ExitStatus,
-    },
-    GroupEmpty {
-        index: usize,
-        generation: u64,
-    },
-    /// A probe-less run has kept running for [`super::STABLE`].
-    Stable {
-        index: usize,
-        generation: u64,
-    },
-    Ready {
-        index: usize,
-        generation: u64,
-    },
-    /// The readiness probe found another process listening on the port.
-    PortHeld {
-        index: usize,
-        generation: u64,
-        port: u16,
-        holder: String,
-    },
-    /// Who listened on the port once the service had crashed.
-    CheckedAfterExit {
-        index: usize,
-        generation: u64,
-        port: u16,
-        holder: Option<String>,
-    },
-    /// The port mover's answer.
-    PortMoved {
-        index: usize,
-        generation: u64,
-        port: u16,
-        outcome: Result<Moved, String>,
-    },
-    ProbeTimedOut {
-        index: usize,
-        generation: u64,
-        after: Duration,
-    },
-    BackoffElapsed {
-        index: usize,
-        generation: u64,
+        report: RunReport,
     },
     Emit {
         index: usize,
@@ -124,6 +73,47 @@ enum Internal {
         file: state_file::Written,
         result: Result<(), String>,
     },
+}
+
+impl Internal {
+    /// [`Internal::Run`].
+    fn run(index: usize, generation: u64, report: RunReport) -> Self {
+        Self::Run {
+            index,
+            generation,
+            report,
+        }
+    }
+}
+
+/// What a helper task reports about one run of a service.
+#[derive(Debug)]
+enum RunReport {
+    Prepared(Result<(), Box<prepare::Failure>>),
+    InputsChanged,
+    Exited(ExitStatus),
+    GroupEmpty,
+    /// A probe-less run has kept running for [`super::STABLE`].
+    Stable,
+    Ready,
+    /// The readiness probe found another process listening on the port.
+    PortHeld {
+        port: u16,
+        holder: String,
+    },
+    /// Who listened on the port once the service had crashed.
+    CheckedAfterExit {
+        port: u16,
+        holder: Option<String>,
+    },
+    /// The port mover's answer.
+    PortMoved {
+        port: u16,
+        outcome: Result<Moved, String>,
+    },
+    /// The readiness probe has not passed within this timeout.
+    ProbeTimedOut(Duration),
+    BackoffElapsed,
 }
 
 /// Whether the engine supervises on or shuts down.
@@ -566,7 +556,7 @@ impl Engine {
                             },
                         });
                     }
-                    let _ = tx.send(Internal::GroupEmpty { index, generation });
+                    let _ = tx.send(Internal::run(index, generation, RunReport::GroupEmpty));
                 });
                 self.enter(index, Phase::Stopping { process, then });
             }
@@ -614,38 +604,32 @@ impl Engine {
         match message {
             Internal::Emit { index, kind } => self.emit(Some(index), kind),
             Internal::Written { file, result } => self.written(file, result),
-            Internal::Prepared {
+            Internal::Run {
                 index,
                 generation,
-                outcome,
-            } => {
-                if self.current(index, generation)
-                    && matches!(self.services[index].phase, Phase::Preparing { .. })
-                {
-                    match outcome {
-                        _ if self.shutting_down() => self.enter(index, Phase::Stopped),
-                        Ok(()) => self.spawn(index),
-                        Err(failure) => self.prepare_failed(index, generation, &failure),
-                    }
+                report,
+            } if self.current(index, generation) => self.on_run(index, generation, report),
+            Internal::Run { .. } => {}
+        }
+    }
+
+    /// A report about the current run of `index`.
+    fn on_run(&mut self, index: usize, generation: u64, report: RunReport) {
+        let phase = &mut self.services[index].phase;
+        match report {
+            RunReport::Prepared(outcome) if matches!(phase, Phase::Preparing { .. }) => {
+                match outcome {
+                    _ if self.shutting_down() => self.enter(index, Phase::Stopped),
+                    Ok(()) => self.spawn(index),
+                    Err(failure) => self.prepare_failed(index, generation, &failure),
                 }
             }
-            Internal::InputsChanged { index, generation } => {
-                if self.current(index, generation)
-                    && matches!(self.services[index].phase, Phase::Failed { .. })
-                {
-                    let message = "its inputs changed; trying again".to_owned();
-                    self.emit(Some(index), EventKind::Notice { message });
-                    self.enter(index, Phase::Waiting);
-                }
+            RunReport::InputsChanged if matches!(phase, Phase::Failed { .. }) => {
+                let message = "its inputs changed; trying again".to_owned();
+                self.emit(Some(index), EventKind::Notice { message });
+                self.enter(index, Phase::Waiting);
             }
-            Internal::Exited {
-                index,
-                generation,
-                status,
-            } => {
-                if !self.current(index, generation) {
-                    return;
-                }
+            RunReport::Exited(status) => {
                 let s = &mut self.services[index];
                 let stopping = matches!(s.phase, Phase::Stopping { .. });
                 let Some(process) = s.process_mut() else {
@@ -660,23 +644,19 @@ impl Engine {
                     let tx = self.internal_tx.clone();
                     tokio::spawn(async move {
                         group.stop(libc::SIGKILL, Duration::ZERO).await;
-                        let _ = tx.send(Internal::GroupEmpty { index, generation });
+                        let _ = tx.send(Internal::run(index, generation, RunReport::GroupEmpty));
                     });
                 }
                 self.try_finish(index);
             }
-            Internal::GroupEmpty { index, generation } => {
-                if self.current(index, generation)
-                    && let Some(process) = self.services[index].process_mut()
-                {
+            RunReport::GroupEmpty => {
+                if let Some(process) = self.services[index].process_mut() {
                     process.group_empty = true;
                     self.try_finish(index);
                 }
             }
-            Internal::Ready { index, generation } => {
-                let current = self.current(index, generation);
-                if current
-                    && let Phase::Running(process) = &mut self.services[index].phase
+            RunReport::Ready => {
+                if let Phase::Running(process) = phase
                     && process.is_alive()
                 {
                     process.readiness = ProbeState::Probed;
@@ -689,16 +669,10 @@ impl Engine {
                     self.write_state();
                 }
             }
-            Internal::Stable { index, generation } => self.stable(index, generation),
-            Internal::ProbeTimedOut {
-                index,
-                generation,
-                after,
-            } => self.probe_timed_out(index, generation, after),
-            Internal::BackoffElapsed { index, generation } => {
-                if self.current(index, generation)
-                    && let Phase::Backoff { port, .. } = &mut self.services[index].phase
-                {
+            RunReport::Stable => self.stable(index),
+            RunReport::ProbeTimedOut(after) => self.probe_timed_out(index, after),
+            RunReport::BackoffElapsed => {
+                if let Phase::Backoff { port, .. } = phase {
                     match *port {
                         // Its port is being looked at or moved: start after.
                         PortRecovery::Looking { port: p } => {
@@ -709,17 +683,21 @@ impl Engine {
                     }
                 }
             }
-            message @ (Internal::PortHeld { .. }
-            | Internal::CheckedAfterExit { .. }
-            | Internal::PortMoved { .. }) => self.on_port_report(message),
+            RunReport::PortHeld { port, holder } if matches!(phase, Phase::Running(_)) => {
+                self.port_held(index, port, holder);
+            }
+            RunReport::CheckedAfterExit { port, holder } => {
+                self.checked_after_exit(index, generation, port, holder);
+            }
+            RunReport::PortMoved { port, outcome } => self.port_moved(index, port, outcome),
+            RunReport::Prepared(_) | RunReport::InputsChanged | RunReport::PortHeld { .. } => {}
         }
     }
 
     /// A probe-less run has kept running for [`super::STABLE`]: it counts
     /// as ready now, and says so as a passed probe does.
-    fn stable(&mut self, index: usize, generation: u64) {
-        if self.current(index, generation)
-            && let Phase::Running(process) = &mut self.services[index].phase
+    fn stable(&mut self, index: usize) {
+        if let Phase::Running(process) = &mut self.services[index].phase
             && matches!(process.readiness, ProbeState::Assumed)
             && process.is_alive()
         {
@@ -738,9 +716,8 @@ impl Engine {
 
     /// A run's probe has not passed within `after`: say so, and show it in
     /// its status (waiting for it ends there; polling goes on).
-    fn probe_timed_out(&mut self, index: usize, generation: u64, after: Duration) {
-        if self.current(index, generation)
-            && let Some(process) = self.services[index].process_mut()
+    fn probe_timed_out(&mut self, index: usize, after: Duration) {
+        if let Some(process) = self.services[index].process_mut()
             && let ProbeState::Probing { timed_out, .. } = &mut process.readiness
         {
             *timed_out = true;

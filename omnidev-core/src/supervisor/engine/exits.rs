@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Engine, Internal, SPAWN_FAILED};
+use super::{Engine, Internal, RunReport, SPAWN_FAILED};
 use crate::event::{EventKind, ExitStatus};
 use crate::spec::RestartPolicy;
 use crate::supervisor::service::{AfterStop, Intent, Phase, PortRecovery};
@@ -89,7 +89,7 @@ impl Engine {
             let tx = self.internal_tx.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(after).await;
-                let _ = tx.send(Internal::BackoffElapsed { index, generation });
+                let _ = tx.send(Internal::run(index, generation, RunReport::BackoffElapsed));
             });
             for d in self.transitive_dependents(index) {
                 if self.services[d].has_process() {
@@ -128,12 +128,8 @@ impl Engine {
                         crate::listener::Owner::Other(holder) => Some(holder.to_string()),
                         _ => None,
                     };
-                    let _ = tx.send(Internal::CheckedAfterExit {
-                        index,
-                        generation,
-                        port,
-                        holder,
-                    });
+                    let report = RunReport::CheckedAfterExit { port, holder };
+                    let _ = tx.send(Internal::run(index, generation, report));
                 });
             }
         } else {

@@ -1,47 +1,13 @@
 //! Port recovery: another process on a service's port while its probe
 //! runs, who holds it after a crash, and the port mover's answer.
 
-use super::{Engine, Internal};
+use super::{Engine, Internal, RunReport};
 use crate::event::{Event, EventKind};
 use crate::spec::ServiceSpec;
 use crate::supervisor::Moved;
 use crate::supervisor::service::{Intent, Phase, PortRecovery};
 
 impl Engine {
-    /// Reports about a service's port: another process on it while the
-    /// probe runs, after a crash, and the mover's answer.
-    pub(super) fn on_port_report(&mut self, message: Internal) {
-        match message {
-            Internal::PortHeld {
-                index,
-                generation,
-                port,
-                holder,
-            } if self.current(index, generation)
-                && matches!(self.services[index].phase, Phase::Running(_)) =>
-            {
-                self.port_held(index, port, holder);
-            }
-            Internal::CheckedAfterExit {
-                index,
-                generation,
-                port,
-                holder,
-            } if self.current(index, generation) => {
-                self.checked_after_exit(index, generation, port, holder);
-            }
-            Internal::PortMoved {
-                index,
-                generation,
-                port,
-                outcome,
-            } if self.current(index, generation) => {
-                self.port_moved(index, port, outcome);
-            }
-            _ => {}
-        }
-    }
-
     /// Who listened on a crashed service's port: another process means
     /// the service lost its port; the mover (if any) is asked to move it.
     pub(super) fn checked_after_exit(
@@ -58,12 +24,8 @@ impl Engine {
                 let tx = self.internal_tx.clone();
                 tokio::task::spawn_blocking(move || {
                     let outcome = mover.move_port(&name, port, &holder);
-                    let _ = tx.send(Internal::PortMoved {
-                        index,
-                        generation,
-                        port,
-                        outcome,
-                    });
+                    let report = RunReport::PortMoved { port, outcome };
+                    let _ = tx.send(Internal::run(index, generation, report));
                 });
             }
             (holder, _) => {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Engine, Internal, RETRY_POLL, SPAWN_FAILED};
+use super::{Engine, Internal, RETRY_POLL, RunReport, SPAWN_FAILED};
 use crate::event::EventKind;
 use crate::probe;
 use crate::supervisor::own_listener::OwnListener;
@@ -48,11 +48,11 @@ impl Engine {
             })
             .await
             .map_err(Box::new);
-            let _ = tx.send(Internal::Prepared {
+            let _ = tx.send(Internal::run(
                 index,
                 generation,
-                outcome,
-            });
+                RunReport::Prepared(outcome),
+            ));
         });
         self.enter(index, Phase::Preparing { task, step });
     }
@@ -96,11 +96,7 @@ impl Engine {
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let status = exit.await;
-            let _ = tx.send(Internal::Exited {
-                index,
-                generation,
-                status,
-            });
+            let _ = tx.send(Internal::run(index, generation, RunReport::Exited(status)));
         });
         let readiness = if let Some(readiness) = spec.readiness.clone() {
             self.probe_task(index, generation, readiness, watch, group.clone())
@@ -108,7 +104,7 @@ impl Engine {
             let tx = self.internal_tx.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(STABLE).await;
-                let _ = tx.send(Internal::Stable { index, generation });
+                let _ = tx.send(Internal::run(index, generation, RunReport::Stable));
             });
             ProbeState::Assumed
         };
@@ -158,12 +154,8 @@ impl Engine {
                     port,
                     listener_group,
                     Box::new(move |holder| {
-                        let _ = tx.send(Internal::PortHeld {
-                            index,
-                            generation,
-                            port,
-                            holder,
-                        });
+                        let report = RunReport::PortHeld { port, holder };
+                        let _ = tx.send(Internal::run(index, generation, report));
                     }),
                 ));
             }
@@ -189,12 +181,13 @@ impl Engine {
                             kind: EventKind::Debug { message },
                         }
                     }
-                    probe::ProbeOutcome::Ready => Internal::Ready { index, generation },
-                    probe::ProbeOutcome::TimedOut => Internal::ProbeTimedOut {
-                        index,
-                        generation,
-                        after: readiness.timeout,
-                    },
+                    probe::ProbeOutcome::Ready => {
+                        Internal::run(index, generation, RunReport::Ready)
+                    }
+                    probe::ProbeOutcome::TimedOut => {
+                        let report = RunReport::ProbeTimedOut(readiness.timeout);
+                        Internal::run(index, generation, report)
+                    }
                 };
                 let _ = tx.send(message);
             })
@@ -223,7 +216,7 @@ impl Engine {
             let tx = self.internal_tx.clone();
             AbortOnDrop(tokio::spawn(async move {
                 prepare::wait_for_change(inputs, RETRY_POLL).await;
-                let _ = tx.send(Internal::InputsChanged { index, generation });
+                let _ = tx.send(Internal::run(index, generation, RunReport::InputsChanged));
             }))
         });
         let reason = failure.reason(self.name(index));
