@@ -177,9 +177,9 @@ pub(crate) type StartsAck = Option<oneshot::Sender<Vec<u32>>>;
 /// Requests from handles to the task.
 #[derive(Debug)]
 pub(crate) enum Order {
-    Restart(usize, StartsAck),
-    /// A restart that leaves the service's dependents running.
-    RestartAlone(usize, StartsAck),
+    /// A restart, of the service's dependents too when the flag is set
+    /// (else they keep running).
+    Restart(usize, bool, StartsAck),
     Reload(Vec<usize>, Changes, StartsAck),
     /// A watcher saw the first change of a burst that will reload these
     /// services: stop them now, start them with the reload.
@@ -407,7 +407,7 @@ impl Supervisor {
     /// the request is queued.
     pub async fn restart(&self, name: &str) -> Result<()> {
         let index = self.index(name)?;
-        self.send(Order::Restart(index, None))
+        self.send(Order::Restart(index, true, None))
     }
 
     /// Starts a service that was stopped or has exited (a no-op for one that

@@ -286,8 +286,7 @@ impl Supervisor {
             .collect::<Result<Vec<_>>>()?;
         let (ack, starts) = oneshot::channel();
         match indexes.as_slice() {
-            [one] if !dependents => self.send(Order::RestartAlone(*one, Some(ack)))?,
-            [one] => self.send(Order::Restart(*one, Some(ack)))?,
+            [one] => self.send(Order::Restart(*one, dependents, Some(ack)))?,
             many => self.send(Order::Reload(many.to_vec(), Changes::default(), Some(ack)))?,
         }
         let after = starts.await.map_err(|_| Error::ShutDown)?;

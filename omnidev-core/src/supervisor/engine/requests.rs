@@ -14,17 +14,14 @@ use crate::supervisor::service::{AfterStop, Intent, Phase};
 impl Engine {
     pub(super) fn on_request(&mut self, request: Order) {
         match request {
-            Order::Restart(index, ack) => {
+            Order::Restart(index, dependents, ack) => {
                 let starts = self.starts();
                 if !self.shutting_down() && !self.removed[index] {
-                    self.restart(index, true);
-                }
-                answer(ack, starts);
-            }
-            Order::RestartAlone(index, ack) => {
-                let starts = self.starts();
-                if !self.shutting_down() && !self.removed[index] {
-                    self.restart_alone(index, true);
+                    if dependents {
+                        self.restart(index, true);
+                    } else {
+                        self.restart_alone(index, true);
+                    }
                 }
                 answer(ack, starts);
             }
