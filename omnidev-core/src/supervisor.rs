@@ -44,6 +44,7 @@ use crate::guard::Guard;
 use crate::history::{Follower, History};
 use crate::logs::LogStore;
 use crate::spec::{LogConfig, ServiceSpec};
+use crate::sync::Locked;
 
 /// Everything a supervisor is started from.
 #[derive(Debug, Clone, Default)]
@@ -218,7 +219,7 @@ struct Inner {
     /// When a front-end's watcher last saw a source change it will reload
     /// for ([`Supervisor::saw_change`]).
     change_seen: watch::Sender<Option<std::time::SystemTime>>,
-    names: std::sync::RwLock<Names>,
+    names: std::sync::Mutex<Names>,
     guard: Option<Arc<Guard>>,
     containment: Arc<Containment>,
 }
@@ -227,11 +228,8 @@ struct Inner {
 // need no change if queuing ever applies back-pressure.
 #[allow(clippy::unused_async)]
 impl Supervisor {
-    fn names(&self) -> std::sync::RwLockReadGuard<'_, Names> {
-        self.inner
-            .names
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn names(&self) -> std::sync::MutexGuard<'_, Names> {
+        self.inner.names.locked()
     }
 
     /// How many services the supervisor has ever had (those removed by
@@ -331,11 +329,7 @@ impl Supervisor {
         let (tx, rx) = oneshot::channel();
         self.send(Order::Apply(services, tx))?;
         let (applied, names, starts) = rx.await.map_err(|_| Error::ShutDown)?;
-        *self
-            .inner
-            .names
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = names;
+        *self.inner.names.locked() = names;
         Ok((applied, starts))
     }
 

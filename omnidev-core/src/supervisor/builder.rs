@@ -188,7 +188,7 @@ impl Builder {
                 finished,
                 reloading,
                 change_seen: watch::Sender::new(None),
-                names: std::sync::RwLock::new(super::Names::of(names)),
+                names: std::sync::Mutex::new(super::Names::of(names)),
                 guard,
                 containment,
             }),
