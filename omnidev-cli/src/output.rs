@@ -9,7 +9,8 @@ use crate::control::PodStatus;
 use crate::error::{Error, Result};
 use omnidev_core::text::{quote, quote_path};
 
-/// Colours given to services in order, matching the TUI palette.
+/// Colours given to services in order, by every front-end (the TUI's
+/// tabs too).
 pub const SERVICE_STYLES: [Style; 6] = [
     AnsiColor::Cyan.on_default(),
     AnsiColor::Magenta.on_default(),

@@ -14,16 +14,6 @@ use super::app::{App, Mode, ServiceView};
 use super::pane::{PaneLine, Pattern};
 use omnidev_core::text;
 
-/// Colours given to services, in order (also used by the headless printer).
-pub const PALETTE: [Color; 6] = [
-    Color::Cyan,
-    Color::Magenta,
-    Color::Yellow,
-    Color::Green,
-    Color::Blue,
-    Color::LightRed,
-];
-
 const MATCH: Style = Style::new().add_modifier(Modifier::REVERSED);
 const CURRENT_MATCH: Style = Style::new().fg(Color::Black).bg(Color::Yellow);
 
@@ -62,8 +52,11 @@ fn inert(buffer: &mut ratatui::buffer::Buffer) {
     }
 }
 
+/// The colour of the service at `index`: the headless printer's
+/// ([`crate::output::SERVICE_STYLES`]).
 fn service_colour(index: usize) -> Color {
-    PALETTE[index % PALETTE.len()]
+    let style = crate::output::SERVICE_STYLES[index % crate::output::SERVICE_STYLES.len()];
+    style.get_fg_color().map_or(Color::Reset, Color::from)
 }
 
 fn state_style(state: &ServiceState) -> Style {
@@ -638,6 +631,23 @@ pub(crate) mod tests {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
         terminal.draw(|f| render(app, f)).expect("draw");
         terminal
+    }
+
+    #[test]
+    fn services_are_coloured_as_the_headless_printer_colours_them() {
+        let tui: Vec<Color> = (0..7).map(service_colour).collect();
+        assert_eq!(
+            tui,
+            [
+                Color::Cyan,
+                Color::Magenta,
+                Color::Yellow,
+                Color::Green,
+                Color::Blue,
+                Color::LightRed,
+                Color::Cyan,
+            ]
+        );
     }
 
     #[test]
