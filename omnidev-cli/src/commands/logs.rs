@@ -63,7 +63,7 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let width = names.iter().map(String::len).max().unwrap_or(0);
     let prefix = |name: &str, width: usize| {
         if prefixed {
-            format!("{name:<width$} | ")
+            crate::output::prefix(name, width, None)
         } else {
             String::new()
         }
