@@ -79,6 +79,15 @@ pub fn write_sanitised(text: &str) -> Result<()> {
     }
 }
 
+/// A pod's ports as people read them: `server=6767 vite=5173`.
+pub fn ports(ports: &std::collections::BTreeMap<String, u16>) -> String {
+    let each: Vec<String> = ports
+        .iter()
+        .map(|(name, port)| format!("{name}={port}"))
+        .collect();
+    each.join(" ")
+}
+
 /// The human form of a status.
 pub fn pod_status(status: &PodStatus) -> String {
     use std::fmt::Write as _;
@@ -98,12 +107,7 @@ pub fn pod_status(status: &PodStatus) -> String {
         let _ = writeln!(out, "error   {}", quote(error));
     }
     if !status.ports.is_empty() {
-        let ports: Vec<String> = status
-            .ports
-            .iter()
-            .map(|(name, port)| format!("{name}={port}"))
-            .collect();
-        let _ = writeln!(out, "ports   {}", ports.join(" "));
+        let _ = writeln!(out, "ports   {}", ports(&status.ports));
     }
     if let Some(containment) = &status.containment {
         let _ = writeln!(out, "contain {containment}");

@@ -27,61 +27,31 @@ pub fn render(list: &PodList) -> String {
     if list.pods.is_empty() {
         return format!("no pods under {}\n", quote_path(&list.cache_root));
     }
-    let rows: Vec<[String; 4]> = list
-        .pods
-        .iter()
-        .map(|pod| {
-            let name = pod.pod_dir.file_name().map_or_else(
-                || quote_path(&pod.pod_dir),
-                |n| quote_path(std::path::Path::new(n)),
-            );
-            let state = match (pod.running, pod.pid) {
-                (true, Some(pid)) => format!("running pid {pid}"),
-                (true, None) => "running".to_owned(),
-                (false, _) => "stopped".to_owned(),
-            };
-            let ports: Vec<String> = pod
-                .ports
-                .iter()
-                .map(|(name, port)| format!("{name}={port}"))
-                .collect();
-            let repo = match (&pod.error, &pod.repo) {
-                (Some(error), _) => format!("error: {}", quote(error)),
-                (None, Some(repo)) if pod.repo_gone => format!("{} (gone)", quote_path(repo)),
-                (None, Some(repo)) => quote_path(repo),
-                (None, None) => "?".to_owned(),
-            };
-            [name, state, ports.join(" "), repo]
-        })
-        .collect();
-    let widths: Vec<usize> = (0..3)
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain(std::iter::once(["POD", "STATE", "PORTS"][i].len()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<w0$}  {:<w1$}  {:<w2$}  REPO",
-        "POD",
-        "STATE",
-        "PORTS",
-        w0 = widths[0],
-        w1 = widths[1],
-        w2 = widths[2]
-    );
-    for [name, state, ports, repo] in rows {
-        let _ = writeln!(
-            out,
-            "{name:<w0$}  {state:<w1$}  {ports:<w2$}  {repo}",
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2]
+    let header = ["POD", "STATE", "PORTS", "REPO"].map(str::to_owned);
+    let rows = list.pods.iter().map(|pod| {
+        let name = pod.pod_dir.file_name().map_or_else(
+            || quote_path(&pod.pod_dir),
+            |n| quote_path(std::path::Path::new(n)),
         );
+        let state = match (pod.running, pod.pid) {
+            (true, Some(pid)) => format!("running pid {pid}"),
+            (true, None) => "running".to_owned(),
+            (false, _) => "stopped".to_owned(),
+        };
+        let repo = match (&pod.error, &pod.repo) {
+            (Some(error), _) => format!("error: {}", quote(error)),
+            (None, Some(repo)) if pod.repo_gone => format!("{} (gone)", quote_path(repo)),
+            (None, Some(repo)) => quote_path(repo),
+            (None, None) => "?".to_owned(),
+        };
+        [name, state, crate::output::ports(&pod.ports), repo]
+    });
+    let rows: Vec<[String; 4]> = std::iter::once(header).chain(rows).collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut out = String::new();
+    for [name, state, ports, repo] in &rows {
+        let _ = writeln!(out, "{name:<w0$}  {state:<w1$}  {ports:<w2$}  {repo}");
     }
     let gone: Vec<_> = list
         .pods
