@@ -65,12 +65,7 @@ const ACTION_WAIT: Duration = Duration::from_secs(300);
 
 /// Runs `omnidev dashboard` until interrupted.
 pub fn run(args: &DashboardArgs) -> miette::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)?;
-    runtime.block_on(serve(args))
+    crate::commands::runtime(true)?.block_on(serve(args))
 }
 
 async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {

@@ -199,11 +199,7 @@ fn pending_input(tty: &std::fs::File) -> bool {
 pub fn refresh() -> miette::Result<ExitCode> {
     check::adopt_inherited_lock();
     let paths = Paths::from_env()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| miette::miette!("could not start the async runtime: {error}"))?;
-    let cache = runtime.block_on(async {
+    let cache = super::runtime(false)?.block_on(async {
         let source = DefaultSource::from_env()?;
         omnidev_install::refresh(&paths, &source, SystemTime::now()).await
     })?;

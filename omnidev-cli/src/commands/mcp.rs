@@ -4,15 +4,10 @@
 use std::process::ExitCode;
 
 use crate::cli::McpArgs;
-use crate::error::Error;
 
 /// Runs `omnidev mcp` until the client closes its end (exit 0). Nothing but
 /// protocol messages is written to stdout.
 pub fn run(args: &McpArgs) -> miette::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)?;
-    runtime.block_on(crate::mcp::serve(args.pod.clone(), args.allow_up))?;
+    super::runtime(false)?.block_on(crate::mcp::serve(args.pod.clone(), args.allow_up))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -24,12 +24,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode> {
         });
     }
     let prepared = session::prepare(checkout, options)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)?;
-    runtime.block_on(run_pod(prepared, options))
+    super::runtime(true)?.block_on(run_pod(prepared, options))
 }
 
 /// What the front-end reads: the TUI the supervisor's history through a
