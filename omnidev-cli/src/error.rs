@@ -805,13 +805,7 @@ pub fn json_record(report: &miette::Report) -> String {
 /// call with).
 pub fn error_value(report: &miette::Report) -> serde_json::Value {
     let diagnostic: &dyn miette::Diagnostic = report.as_ref();
-    let mut message = diagnostic.to_string();
-    let mut cause = std::error::Error::source(diagnostic);
-    while let Some(error) = cause {
-        message.push_str(": ");
-        message.push_str(&error.to_string());
-        cause = error.source();
-    }
+    let message = omnidev_core::text::with_causes(diagnostic);
     value(
         &diagnostic
             .code()

@@ -105,20 +105,6 @@ pub fn warm_http() {
     drop(http_client());
 }
 
-/// An error with its causes: `error sending request …: connection refused`.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
-}
-
 impl HttpProbe {
     /// A probe of `url`, sending `host` as the `Host` header when given.
     pub fn new(url: impl Into<String>, host: Option<String>) -> Self {
@@ -152,7 +138,7 @@ impl Probe for HttpProbe {
         let response = request.send().await.map_err(|e| {
             // A connection that was never made carried no request.
             self.reached.set(!e.is_connect());
-            with_causes(&e)
+            crate::text::with_causes(&e)
         })?;
         self.reached.set(true);
         let status = response.status();

@@ -59,6 +59,22 @@ pub fn clip(value: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
+/// `error` with its causes, each after a `: ` (one its text already says is
+/// left out): `error sending request …: connection refused`. The one way
+/// an error chain becomes a line, for a message or a record.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// The text of `raw` as plain characters: [`sanitise`] without colour
 /// (what search looks at).
 pub fn plain(raw: &str) -> String {
@@ -322,6 +338,34 @@ fn osc8_len(text: &str) -> Option<usize> {
 pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_error_reads_with_its_causes_each_said_once() {
+        #[derive(Debug)]
+        struct Layer(&'static str, Option<Box<Layer>>);
+        impl std::fmt::Display for Layer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Layer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1
+                    .as_deref()
+                    .map(|l| l as &(dyn std::error::Error + 'static))
+            }
+        }
+        let refused = Layer("connection refused", None);
+        let connect = Layer(
+            "connect failed: connection refused",
+            Some(Box::new(refused)),
+        );
+        let top = Layer("could not reach the pod", Some(Box::new(connect)));
+        assert_eq!(
+            with_causes(&top),
+            "could not reach the pod: connect failed: connection refused"
+        );
+    }
 
     #[test]
     fn colour_passes_only_when_colouring_and_is_reset_at_the_end() {

@@ -47,13 +47,7 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     let state = match omnidev_core::read_state(&pod.state_file()) {
         Ok(state) => state,
         Err(e) => {
-            let mut text = e.to_string();
-            let mut cause = std::error::Error::source(&e);
-            while let Some(c) = cause {
-                text = format!("{text}: {c}");
-                cause = c.source();
-            }
-            error.get_or_insert(text);
+            error.get_or_insert(omnidev_core::text::with_causes(&e));
             None
         }
     };

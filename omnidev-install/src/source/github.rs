@@ -103,14 +103,7 @@ fn describe(error: &reqwest::Error) -> String {
     if error.is_timeout() {
         "timed out".to_owned()
     } else {
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(inner) = source {
-            message.push_str(": ");
-            message.push_str(&inner.to_string());
-            source = inner.source();
-        }
-        message
+        omnidev_core::text::with_causes(error)
     }
 }
 
