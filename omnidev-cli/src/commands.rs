@@ -61,23 +61,6 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
     }
 }
 
-/// The async runtime a command runs on, its I/O and timers on: with two
-/// worker threads (`up`, `dashboard`: supervising or serving pages beside
-/// a busy UI), else on this thread alone.
-pub fn runtime(workers: bool) -> Result<tokio::runtime::Runtime, crate::error::Error> {
-    let mut builder = if workers {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(2);
-        builder
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-    };
-    builder
-        .enable_all()
-        .build()
-        .map_err(crate::error::Error::Runtime)
-}
-
 /// `omnidev up`, in the foreground or (`--detach`) in the background.
 fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
     let options = RunOptions::from_args(args)?;

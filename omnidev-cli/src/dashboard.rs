@@ -65,7 +65,7 @@ const ACTION_WAIT: Duration = Duration::from_secs(300);
 
 /// Runs `omnidev dashboard` until interrupted.
 pub fn run(args: &DashboardArgs) -> miette::Result<ExitCode> {
-    crate::commands::runtime(true)?.block_on(serve(args))
+    crate::session::runtime(true)?.block_on(serve(args))
 }
 
 async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {

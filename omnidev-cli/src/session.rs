@@ -1,7 +1,8 @@
 //! Setting up a checkout's pod, shared by every command that acts on one:
 //! find the checkout and its profile, then (for `up`) lock the pod
 //! directory, allocate ports, seed config and render the profile; and
-//! stopping a pod's supervisor on the shutdown signals.
+//! stopping a pod's supervisor on the shutdown signals; and the async
+//! runtime a command runs on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -31,6 +32,20 @@ pub struct Checkout {
     pub cache_root: PathBuf,
     /// This checkout's pod directory.
     pub pod_dir: PathBuf,
+}
+
+/// The async runtime a command runs on, its I/O and timers on: with two
+/// worker threads (`up`, `dashboard`: supervising or serving pages beside
+/// a busy UI), else on this thread alone.
+pub fn runtime(workers: bool) -> Result<tokio::runtime::Runtime> {
+    let mut builder = if workers {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build().map_err(Error::Runtime)
 }
 
 /// The process's working directory.

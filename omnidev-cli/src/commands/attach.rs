@@ -21,7 +21,7 @@ pub fn run(args: &AttachArgs) -> Result<ExitCode> {
             same_pod: args.pod.same_pod(),
         });
     }
-    let runtime = super::runtime(false)?;
+    let runtime = crate::session::runtime(false)?;
     let outcome = runtime.block_on(attach(&pod_dir, args.timestamps));
     // Not waiting for requests still out (a restart waits until the
     // service is ready, up to 300 s): the pod ends each one as its

@@ -199,7 +199,7 @@ fn pending_input(tty: &std::fs::File) -> bool {
 pub fn refresh() -> miette::Result<ExitCode> {
     check::adopt_inherited_lock();
     let paths = Paths::from_env()?;
-    let cache = super::runtime(false)?.block_on(async {
+    let cache = crate::session::runtime(false)?.block_on(async {
         let source = DefaultSource::from_env()?;
         omnidev_install::refresh(&paths, &source, SystemTime::now()).await
     })?;

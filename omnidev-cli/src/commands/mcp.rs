@@ -8,6 +8,6 @@ use crate::cli::McpArgs;
 /// Runs `omnidev mcp` until the client closes its end (exit 0). Nothing but
 /// protocol messages is written to stdout.
 pub fn run(args: &McpArgs) -> miette::Result<ExitCode> {
-    super::runtime(false)?.block_on(crate::mcp::serve(args.pod.clone(), args.allow_up))?;
+    crate::session::runtime(false)?.block_on(crate::mcp::serve(args.pod.clone(), args.allow_up))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -24,7 +24,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode> {
         });
     }
     let prepared = session::prepare(checkout, options)?;
-    super::runtime(true)?.block_on(run_pod(prepared, options))
+    crate::session::runtime(true)?.block_on(run_pod(prepared, options))
 }
 
 /// What the front-end reads: the TUI the supervisor's history through a
