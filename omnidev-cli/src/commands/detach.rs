@@ -281,8 +281,7 @@ fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette
     let mut report = String::new();
     for (failure, name) in response.failures().iter().zip(&response.failed) {
         let _ = writeln!(report, "omnidev: {failure}; its last lines:");
-        let service_log = pod.logs_dir().join(format!("{name}.log"));
-        for line in tail(&service_log, FAILURE_TAIL).lines() {
+        for line in tail(&pod.log_file(name), FAILURE_TAIL).lines() {
             let _ = writeln!(report, "  {name} | {line}");
         }
     }
