@@ -73,15 +73,15 @@ pub fn replica_of(name: &str) -> Option<(&str, u32)> {
 /// assert_eq!(expanded, ["web.1", "web.2", "api", "nope"]);
 /// ```
 pub fn expand(names: &[String], services: &[String]) -> Vec<String> {
-    let replicas = |of: &str| {
-        let of_it = |name: &&String| replica_of(name).is_some_and(|(service, _)| service == of);
-        services.iter().filter(of_it).cloned().collect::<Vec<_>>()
+    let replicas = |name: &String| -> Vec<String> {
+        let of_name = |s: &&String| replica_of(s).is_some_and(|(of, _)| of == name);
+        services.iter().filter(of_name).cloned().collect()
     };
     names
         .iter()
         .flat_map(|name| match replicas(name) {
-            copies if !services.contains(name) && !copies.is_empty() => copies,
-            _ => vec![name.clone()],
+            copies if services.contains(name) || copies.is_empty() => vec![name.clone()],
+            copies => copies,
         })
         .collect()
 }
