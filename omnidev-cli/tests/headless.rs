@@ -327,6 +327,9 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
     let mut pod = ctx.spawn(&["--headless"]);
     let helpers = helper_pids(&file);
     let guard = guard_pid(&ctx);
+    // omnidev is stopped first: running, it would see its guard die and
+    // start another (or stop the pod) before its own SIGKILL arrived.
+    signal(pod.id(), Signal::SIGSTOP);
     signal(guard.unsigned_abs(), Signal::SIGKILL);
     pod.kill().expect("kill -9");
     pod.wait().expect("reap");
