@@ -229,13 +229,7 @@ fn token(runtime_dir: &Path) -> miette::Result<String> {
     {
         return Ok(text);
     }
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| Error::io("make", "a secret")(std::io::Error::other(e.to_string())))?;
-    let text = bytes.iter().fold(String::new(), |mut text, b| {
-        let _ = std::fmt::Write::write_fmt(&mut text, format_args!("{b:02x}"));
-        text
-    });
+    let text = omnidev_pod::pod::random_hex(32).map_err(Error::io("make", "a secret"))?;
     omnidev_core::fs::write_atomic(&path, text.as_bytes()).map_err(Error::io("write", &path))?;
     Ok(text)
 }

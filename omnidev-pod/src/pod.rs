@@ -1,7 +1,6 @@
 //! The pod directory: where one checkout's state lives, and its layout.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -59,13 +58,32 @@ pub fn cache_root() -> Result<PathBuf> {
 /// assert_eq!(omnidev_pod::pod::hash8(std::path::Path::new("/")).len(), 8);
 /// ```
 pub fn hash8(path: &Path) -> String {
+    path_hash(path, 4)
+}
+
+/// The first `bytes` bytes of the SHA-256 of a path's bytes, as hex: the
+/// names omnidev gives a checkout's pod directory and a pod's socket
+/// directory.
+pub fn path_hash(path: &Path, bytes: usize) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let digest = Sha256::digest(path.as_os_str().as_bytes());
-    let mut out = String::with_capacity(8);
-    for byte in &digest[..4] {
+    hex(&Sha256::digest(path.as_os_str().as_bytes())[..bytes])
+}
+
+/// Bytes as lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut out, byte| {
         let _ = write!(out, "{byte:02x}");
-    }
-    out
+        out
+    })
+}
+
+/// `bytes` random bytes from the system's source, as hex: a pod's id, the
+/// dashboard's secret.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
+    let mut random = vec![0; bytes];
+    getrandom::fill(&mut random)?;
+    Ok(hex(&random))
 }
 
 /// The longest checkout name kept in a pod directory's name, in bytes
@@ -213,16 +231,9 @@ impl Marker {
     }
 }
 
-/// A new random pod id (32 hex digits from the kernel's random source).
+/// A new random pod id (32 hex digits).
 fn new_id() -> Result<String> {
-    let mut bytes = [0_u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .map_err(Error::io("read", "/dev/urandom"))?;
-    Ok(bytes.iter().fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    }))
+    random_hex(16).map_err(Error::io("read", "the system's random source"))
 }
 
 /// Whose pod a directory carrying omnidev's marker is.

@@ -17,8 +17,6 @@ use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use crate::error::{Error, Result};
 
 /// The longest path a Unix domain socket can be bound at on every
@@ -178,20 +176,8 @@ pub fn check_private(dir: &Path, holds: Private) -> Result<()> {
     })
 }
 
-/// A 16-hex-digit hash of a path's bytes (the first 8 bytes of its
-/// SHA-256): the name of a pod's socket directory.
-fn hash16(path: &Path) -> String {
-    use std::fmt::Write as _;
-    use std::os::unix::ffi::OsStrExt;
-    let digest = Sha256::digest(path.as_os_str().as_bytes());
-    digest[..8].iter().fold(String::new(), |mut out, byte| {
-        let _ = write!(out, "{byte:02x}");
-        out
-    })
-}
-
 /// Where the control socket of the pod at `pod_dir` lives:
-/// `<runtime>/<hash16 of the pod directory>/control.sock`.
+/// `<runtime>/<16 hex digits of the pod directory's SHA-256>/control.sock`.
 ///
 /// ```
 /// use std::path::Path;
@@ -202,7 +188,9 @@ fn hash16(path: &Path) -> String {
 /// assert!(socket.as_os_str().len() <= omnidev_pod::runtime::MAX_SOCKET_PATH);
 /// ```
 pub fn socket_path(runtime: &Path, pod_dir: &Path) -> PathBuf {
-    runtime.join(hash16(pod_dir)).join(SOCKET_NAME)
+    runtime
+        .join(crate::pod::path_hash(pod_dir, 8))
+        .join(SOCKET_NAME)
 }
 
 /// Checks that `path` fits a Unix socket address.
