@@ -323,9 +323,23 @@ impl LiveProfile {
         Ok((report, waited))
     }
 
+    /// What the control socket shows: the pod's ports and URLs now.
+    fn show_addresses(&self, set_up: &PortSetUp, rendered: &RenderedPod) {
+        *self.addresses.locked() = Addresses {
+            ports: set_up.context.ports.0.clone(),
+            urls: rendered.urls.clone(),
+        };
+    }
+}
+
+/// Moves a port lost to another process before its service bound it:
+/// re-allocates it under the per-user lock, persists it in `pod.toml`,
+/// renders the running profile again and updates what the control socket
+/// shows. A forced port is refused, naming the holder.
+impl omnidev_core::PortMover for LiveProfile {
     /// Moves the port `service` lost to another process (see
     /// [`omnidev_core::PortMover`]) and renders the running profile with it.
-    fn moved_port(
+    fn move_port(
         &self,
         service: &str,
         port: u16,
@@ -372,29 +386,6 @@ impl LiveProfile {
             port: moved,
             services: rendered.services,
         })
-    }
-
-    /// What the control socket shows: the pod's ports and URLs now.
-    fn show_addresses(&self, set_up: &PortSetUp, rendered: &RenderedPod) {
-        *self.addresses.locked() = Addresses {
-            ports: set_up.context.ports.0.clone(),
-            urls: rendered.urls.clone(),
-        };
-    }
-}
-
-/// Moves a port lost to another process before its service bound it:
-/// re-allocates it under the per-user lock, persists it in `pod.toml`,
-/// renders the running profile again and updates what the control socket
-/// shows. A forced port is refused, naming the holder.
-impl omnidev_core::PortMover for LiveProfile {
-    fn move_port(
-        &self,
-        service: &str,
-        port: u16,
-        holder: &str,
-    ) -> std::result::Result<omnidev_core::Moved, String> {
-        self.moved_port(service, port, holder)
     }
 }
 

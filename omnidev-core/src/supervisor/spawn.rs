@@ -107,24 +107,15 @@ impl ProcessSpawner {
         child: &mut process::GroupChild,
         service: &str,
     ) -> io::Result<Vec<logs::Capture>> {
-        let mut captures = Vec::new();
-        if let Some(fd) = child.stdout.take() {
-            captures.push(logs::spawn_capture(
-                fd,
-                self.logs.clone(),
-                service,
-                Stream::Stdout,
-            )?);
-        }
-        if let Some(fd) = child.stderr.take() {
-            captures.push(logs::spawn_capture(
-                fd,
-                self.logs.clone(),
-                service,
-                Stream::Stderr,
-            )?);
-        }
-        Ok(captures)
+        [
+            (child.stdout.take(), Stream::Stdout),
+            (child.stderr.take(), Stream::Stderr),
+        ]
+        .into_iter()
+        .filter_map(|(fd, stream)| {
+            Some(logs::spawn_capture(fd?, self.logs.clone(), service, stream))
+        })
+        .collect()
     }
 
     fn start(&self, command: &CommandSpec, service: &str, step: bool) -> io::Result<Spawned> {
