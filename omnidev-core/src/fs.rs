@@ -654,6 +654,36 @@ pub fn text(bytes: Option<Vec<u8>>) -> io::Result<Option<String>> {
         .transpose()
 }
 
+/// An absolute, non-empty value of an XDG variable; anything else is
+/// ignored (the XDG base directory specification says relative paths are
+/// invalid and must be ignored).
+///
+/// ```
+/// use omnidev_core::fs::xdg_dir;
+/// assert_eq!(xdg_dir(Some("/run/user/1000".into())), Some("/run/user/1000".into()));
+/// assert_eq!(xdg_dir(Some("relative/cache".into())), None);
+/// assert_eq!(xdg_dir(Some("".into())), None);
+/// assert_eq!(xdg_dir(None), None);
+/// ```
+pub fn xdg_dir(value: Option<OsString>) -> Option<PathBuf> {
+    value.map(PathBuf::from).filter(|path| path.is_absolute())
+}
+
+/// An XDG base directory: the variable's `value` when it is usable
+/// ([`xdg_dir`]), else `default` under `home` when that is absolute (the
+/// user's cache, config and data directories omnidev writes in).
+///
+/// ```
+/// use omnidev_core::fs::xdg_home;
+/// let home = || Some("/home/ada".into());
+/// assert_eq!(xdg_home(Some("/x".into()), home(), ".cache"), Some("/x".into()));
+/// assert_eq!(xdg_home(Some("rel".into()), home(), ".cache"), Some("/home/ada/.cache".into()));
+/// assert_eq!(xdg_home(None, Some("rel".into()), ".cache"), None);
+/// ```
+pub fn xdg_home(value: Option<OsString>, home: Option<OsString>, default: &str) -> Option<PathBuf> {
+    xdg_dir(value).or_else(|| Some(xdg_dir(home)?.join(default)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,7 +87,7 @@ pub fn start_background_refresh(
     program: &Path,
     now: SystemTime,
 ) -> Result<RefreshStart> {
-    fs::create_private_dir(paths.cache_dir())?;
+    fs::create_private_dir(&paths.cache_dir)?;
     let lock_path = paths.refresh_lock();
     let lock = omnidev_core::fs::open(&lock_path, omnidev_core::fs::OpenOptions::ReadWriteCreate)
         .map_err(|source| Error::io("open", &lock_path, source))?;
@@ -197,7 +197,7 @@ mod tests {
     fn held_lock_means_already_running() {
         let dir = tempfile::tempdir().expect("temp dir");
         let paths = paths(dir.path());
-        fs::create_private_dir(paths.cache_dir()).expect("dir");
+        fs::create_private_dir(&paths.cache_dir).expect("dir");
         let held = File::create(paths.refresh_lock()).expect("lock file");
         held.lock().expect("lock");
         let outcome =

@@ -71,7 +71,7 @@ impl InstallLock {
     fn take(paths: &Paths) -> Result<Self> {
         use std::io::{Read, Seek, Write};
         let path = paths.install_lock();
-        crate::fs::create_private_dir(paths.cache_dir())?;
+        crate::fs::create_private_dir(&paths.cache_dir)?;
         let mut file =
             omnidev_core::fs::open(&path, omnidev_core::fs::OpenOptions::ReadWriteCreate)
                 .map_err(|source| crate::Error::io("open", &path, source))?;

@@ -1,7 +1,7 @@
 //! Where omnidev keeps the install choice, the update-check cache and its lock.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::{Error, Result};
 
@@ -24,23 +24,14 @@ impl Paths {
     /// Resolves the locations from `lookup` (an environment stand-in).
     /// Empty or relative `XDG_*` values are ignored, as the XDG spec asks.
     pub fn from_vars(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Self> {
-        let absolute = |name: &str| {
-            lookup(name)
-                .map(PathBuf::from)
-                .filter(|path| path.is_absolute())
-        };
-        let home = || absolute("HOME").ok_or(Error::NoHome);
-        let config_root = match absolute("XDG_CONFIG_HOME") {
-            Some(path) => path,
-            None => home()?.join(".config"),
-        };
-        let cache_root = match absolute("XDG_CACHE_HOME") {
-            Some(path) => path,
-            None => home()?.join(".cache"),
+        let dir = |variable: &str, default: &str| {
+            omnidev_core::fs::xdg_home(lookup(variable), lookup("HOME"), default)
+                .map(|root| root.join("omnidev"))
+                .ok_or(Error::NoHome)
         };
         Ok(Self {
-            config_dir: config_root.join("omnidev"),
-            cache_dir: cache_root.join("omnidev"),
+            config_dir: dir("XDG_CONFIG_HOME", ".config")?,
+            cache_dir: dir("XDG_CACHE_HOME", ".cache")?,
         })
     }
 
@@ -63,16 +54,12 @@ impl Paths {
     pub fn install_lock(&self) -> PathBuf {
         self.cache_dir.join("omnigent-install.lock")
     }
-
-    /// The directory both live in, for messages.
-    pub fn cache_dir(&self) -> &Path {
-        &self.cache_dir
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
         let pairs: Vec<(String, String)> = pairs

@@ -32,11 +32,8 @@ pub fn cache_root_from(
     xdg_cache_home: Option<OsString>,
     home: Option<OsString>,
 ) -> Result<PathBuf> {
-    if let Some(xdg) = crate::runtime::xdg_dir(xdg_cache_home) {
-        return Ok(xdg.join("omnidev"));
-    }
-    home.filter(|v| !v.is_empty())
-        .map(|home| PathBuf::from(home).join(".cache").join("omnidev"))
+    omnidev_core::fs::xdg_home(xdg_cache_home, home, ".cache")
+        .map(|cache| cache.join("omnidev"))
         .ok_or(Error::NoCacheDir)
 }
 

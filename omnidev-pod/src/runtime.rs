@@ -27,21 +27,6 @@ pub const MAX_SOCKET_PATH: usize = 103;
 /// The socket file's name inside its directory.
 const SOCKET_NAME: &str = "control.sock";
 
-/// An absolute, non-empty value of an XDG variable; anything else is
-/// ignored (the XDG base directory specification says relative paths are
-/// invalid and must be ignored).
-///
-/// ```
-/// use omnidev_pod::runtime::xdg_dir;
-/// assert_eq!(xdg_dir(Some("/run/user/1000".into())), Some("/run/user/1000".into()));
-/// assert_eq!(xdg_dir(Some("relative/cache".into())), None);
-/// assert_eq!(xdg_dir(Some("".into())), None);
-/// assert_eq!(xdg_dir(None), None);
-/// ```
-pub fn xdg_dir(value: Option<OsString>) -> Option<PathBuf> {
-    value.map(PathBuf::from).filter(|path| path.is_absolute())
-}
-
 /// The runtime directory for `xdg_runtime_dir` (the variable's value) and
 /// user `uid`, without touching anything (see the module docs). An
 /// `XDG_RUNTIME_DIR` that does not exist is passed over.
@@ -55,7 +40,7 @@ pub fn xdg_dir(value: Option<OsString>) -> Option<PathBuf> {
 /// assert_eq!(dir, tmp.path().join("omnidev"));
 /// ```
 pub fn runtime_dir_from(xdg_runtime_dir: Option<OsString>, uid: u32) -> PathBuf {
-    match xdg_dir(xdg_runtime_dir).filter(|dir| dir.is_dir()) {
+    match omnidev_core::fs::xdg_dir(xdg_runtime_dir).filter(|dir| dir.is_dir()) {
         Some(dir) => dir.join("omnidev"),
         None => PathBuf::from(format!("/tmp/omnidev-{uid}")),
     }
@@ -72,7 +57,7 @@ pub const OWN_RUNTIME_DIR: &str = "OMNIDEV_RUNTIME_DIR";
 /// `XDG_RUNTIME_DIR` ([`runtime_dir_from`]). Either is held to the same
 /// checks ([`check_private`]) before use.
 pub fn runtime_dir() -> PathBuf {
-    if let Some(dir) = xdg_dir(std::env::var_os(OWN_RUNTIME_DIR)) {
+    if let Some(dir) = omnidev_core::fs::xdg_dir(std::env::var_os(OWN_RUNTIME_DIR)) {
         return dir;
     }
     let uid = nix::unistd::getuid().as_raw();

@@ -55,8 +55,11 @@ fn marked(shell: Shell) -> String {
     }
 }
 
-/// The environment variables that decide where scripts go.
-#[derive(Debug, Default)]
+/// Where scripts go, from the environment: `XDG_DATA_HOME` and
+/// `XDG_CONFIG_HOME` (else their defaults under `HOME`), bash-completion's
+/// own directory, zsh's `ZDOTDIR`; relative values are ignored, as the XDG
+/// spec says.
+#[derive(Debug)]
 pub struct Dirs {
     home: Option<PathBuf>,
     data: Option<PathBuf>,
@@ -66,31 +69,15 @@ pub struct Dirs {
 }
 
 impl Dirs {
-    /// Read through `var` (`std::env::var_os` outside tests); relative
-    /// values are ignored, as the XDG spec says.
+    /// Read through `var` (`std::env::var_os` outside tests).
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Self {
-        let absolute = |name: &str| {
-            var(name)
-                .map(PathBuf::from)
-                .filter(|path| path.is_absolute())
-        };
+        use omnidev_core::fs::{xdg_dir, xdg_home};
         Self {
-            home: absolute("HOME"),
-            data: absolute("XDG_DATA_HOME"),
-            config: absolute("XDG_CONFIG_HOME"),
-            bash_user_dir: absolute("BASH_COMPLETION_USER_DIR"),
-            zdotdir: absolute("ZDOTDIR"),
-        }
-    }
-
-    fn home(&self) -> Result<&Path, Error> {
-        self.home.as_deref().ok_or(Error::NoHome)
-    }
-
-    fn data(&self) -> Result<PathBuf, Error> {
-        match &self.data {
-            Some(dir) => Ok(dir.clone()),
-            None => Ok(self.home()?.join(".local/share")),
+            home: xdg_dir(var("HOME")),
+            data: xdg_home(var("XDG_DATA_HOME"), var("HOME"), ".local/share"),
+            config: xdg_home(var("XDG_CONFIG_HOME"), var("HOME"), ".config"),
+            bash_user_dir: xdg_dir(var("BASH_COMPLETION_USER_DIR")),
+            zdotdir: xdg_dir(var("ZDOTDIR")),
         }
     }
 }
@@ -105,20 +92,19 @@ pub struct Place {
 
 /// The file `shell` loads omnidev's completions from.
 pub fn place(shell: Shell, env: &Dirs) -> Result<Place, Error> {
+    let data = || env.data.as_deref().ok_or(Error::NoHome);
+    let config = || env.config.as_deref().ok_or(Error::NoHome);
     let file = match shell {
         // bash-completion 2 looks in $BASH_COMPLETION_USER_DIR/completions,
         // else $XDG_DATA_HOME/bash-completion/completions, by command name.
         Shell::Bash => match &env.bash_user_dir {
             Some(dir) => dir.join("completions/omnidev"),
-            None => env.data()?.join("bash-completion/completions/omnidev"),
+            None => data()?.join("bash-completion/completions/omnidev"),
         },
-        Shell::Fish => match &env.config {
-            Some(dir) => dir.join("fish/completions/omnidev.fish"),
-            None => env.home()?.join(".config/fish/completions/omnidev.fish"),
-        },
+        Shell::Fish => config()?.join("fish/completions/omnidev.fish"),
         // zsh has no per-user default: a directory of its functions that
         // `.zshrc` adds to fpath.
-        Shell::Zsh => env.data()?.join("zsh/site-functions/_omnidev"),
+        Shell::Zsh => data()?.join("zsh/site-functions/_omnidev"),
         other => {
             return Err(Error::CompletionsShell {
                 shell: other.to_string(),
@@ -340,10 +326,7 @@ mod tests {
     #[test]
     fn the_zsh_hint_names_the_fpath_line_until_zshrc_has_it() {
         let home = tempfile::tempdir().expect("temp dir");
-        let env = Dirs {
-            home: Some(home.path().to_path_buf()),
-            ..Dirs::default()
-        };
+        let env = dirs(&[("HOME", home.path().to_str().expect("a UTF-8 temp dir"))]);
         let place = place(Shell::Zsh, &env).expect("place");
         let hint = place.hint(&env).expect("hint");
         assert!(hint.contains("fpath=("), "{hint}");

@@ -240,7 +240,7 @@ mod hook_error {
     /// hash of the cache root and the fault.
     fn stamp(line: &str) -> PathBuf {
         let uid = nix::unistd::getuid().as_raw();
-        let cache = omnidev_install::Paths::from_env().map(|paths| paths.cache_dir().to_owned());
+        let cache = omnidev_install::Paths::from_env().map(|paths| paths.cache_dir);
         let mut hasher = std::hash::DefaultHasher::new();
         (cache.ok(), line).hash(&mut hasher);
         std::env::temp_dir().join(format!(
