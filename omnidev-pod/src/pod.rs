@@ -112,6 +112,24 @@ pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
     cache_root.join(format!("{}-{}", &base[..cut], hash8(repo_root)))
 }
 
+/// The directories in the cache root, where pods are made by default (a
+/// link there is not followed: the cache root is omnidev's own); none
+/// while it does not exist.
+pub fn cache_dirs(cache_root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(cache_root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        entries => entries?,
+    };
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            dirs.push(entry.path());
+        }
+    }
+    Ok(dirs)
+}
+
 /// Lexically normalises `value`, a path meant to stay inside a base
 /// directory (the pod, or the checkout for a service's `cwd`): `.` parts
 /// are dropped and `a/..` pairs folded. Refused, with the reason: an
@@ -752,6 +770,17 @@ impl Pod {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn cache_dirs_are_its_directories_never_a_link_or_a_file() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let root = tmp.path().join("cache");
+        assert!(cache_dirs(&root).expect("a missing root").is_empty());
+        std::fs::create_dir_all(root.join("pod-1")).expect("dir");
+        std::fs::write(root.join("file"), "").expect("file");
+        std::os::unix::fs::symlink(tmp.path(), root.join("link")).expect("link");
+        assert_eq!(cache_dirs(&root).expect("listed"), [root.join("pod-1")]);
+    }
 
     #[test]
     fn hash8_is_pinned() {

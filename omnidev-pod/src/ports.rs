@@ -531,15 +531,10 @@ fn canonical(dir: &Path) -> PathBuf {
 
 /// Every other pod directory under `cache_root`.
 fn sibling_pods(cache_root: &Path, own: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(cache_root) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(std::result::Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .map(|p| canonical(&p))
-        .filter(|p| p != own)
+    let dirs = crate::pod::cache_dirs(cache_root).unwrap_or_default();
+    dirs.iter()
+        .map(|dir| canonical(dir))
+        .filter(|dir| dir != own)
         .collect()
 }
 

@@ -125,19 +125,10 @@ fn judge_files(dir: &Path) -> Verdict {
 /// Every pod directory to look at: those under the cache root and those
 /// the registry lists, each once.
 fn candidates(cache_root: &Path, runtime_dir: &Path) -> Result<BTreeSet<PathBuf>, Error> {
-    let mut dirs = BTreeSet::new();
-    match std::fs::read_dir(cache_root) {
-        Ok(entries) => {
-            for entry in entries {
-                let entry = entry.map_err(Error::io("list", cache_root))?;
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    dirs.insert(entry.path());
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("list", cache_root)(e)),
-    }
+    let mut dirs: BTreeSet<PathBuf> = omnidev_pod::pod::cache_dirs(cache_root)
+        .map_err(Error::io("list", cache_root))?
+        .into_iter()
+        .collect();
     let known: BTreeSet<PathBuf> = dirs.iter().filter_map(|d| d.canonicalize().ok()).collect();
     for dir in omnidev_pod::ports::registered_pods(runtime_dir)? {
         if !known.contains(&dir) {

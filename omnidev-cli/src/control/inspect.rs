@@ -113,24 +113,11 @@ fn read_record(
 /// directory, with whether each runs. Cheap: reads files and locks only.
 pub fn list_pods(cache_root: &Path) -> Result<PodList> {
     let mut pods = Vec::new();
-    let entries = match std::fs::read_dir(cache_root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(PodList {
-                schema: SCHEMA,
-                cache_root: cache_root.to_path_buf(),
-                pods,
-            });
-        }
-        Err(e) => return Err(Error::io("list", cache_root)(e)),
-    };
-    for entry in entries {
-        let dir = entry.map_err(Error::io("list", cache_root))?.path();
+    let dirs = omnidev_pod::pod::cache_dirs(cache_root).map_err(Error::io("list", cache_root))?;
+    for dir in dirs {
         let pod_toml = omnidev_pod::Pod::at(&dir).pod_toml();
         match std::fs::symlink_metadata(&pod_toml) {
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                continue;
-            }
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("look at", &pod_toml)(e)),
             Ok(_) => {}
         }
