@@ -600,17 +600,9 @@ const CHANGES_EVERY: Duration = Duration::from_millis(250);
 /// The branch checked out in `repo` (a worktree's too), or the commit
 /// when it is detached; `None` when it cannot be read.
 fn branch(repo: &Path) -> Option<String> {
-    let read = |path: &Path| {
-        let bytes = omnidev_core::fs::read_file(path, 4096).ok()??;
-        Some(String::from_utf8_lossy(&bytes).trim().to_owned())
-    };
-    let dot_git = repo.join(".git");
-    let git_dir = match read(&dot_git) {
-        // A worktree's `.git` is a file naming its git dir.
-        Some(text) => PathBuf::from(text.strip_prefix("gitdir: ")?),
-        None => dot_git,
-    };
-    let head = read(&git_dir.join("HEAD"))?;
+    let git_dir = omnidev_pod::root::git_dir(repo)?;
+    let head = omnidev_pod::root::short_text(&git_dir.join("HEAD"))?;
+    let head = head.trim();
     Some(match head.strip_prefix("ref: refs/heads/") {
         Some(branch) => branch.to_owned(),
         None => head.chars().take(12).collect(),

@@ -32,6 +32,35 @@ pub fn find_repo_root(start: &Path) -> Result<PathBuf> {
     }
 }
 
+/// The git directory of the checkout at `root`: its `.git` directory, or
+/// the one a `.git` file (a worktree's, a submodule's) names with
+/// `gitdir:`, relative to the checkout unless absolute. `None` when there
+/// is neither.
+///
+/// ```
+/// let tmp = tempfile::tempdir().unwrap();
+/// std::fs::write(tmp.path().join(".git"), "gitdir: ../main/.git/worktrees/a\n").unwrap();
+/// let dir = omnidev_pod::root::git_dir(tmp.path()).unwrap();
+/// assert_eq!(dir, tmp.path().join("../main/.git/worktrees/a"));
+/// ```
+pub fn git_dir(root: &Path) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    if std::fs::symlink_metadata(&dot_git).ok()?.is_dir() {
+        return Some(dot_git);
+    }
+    let text = short_text(&dot_git)?;
+    Some(root.join(text.trim().strip_prefix("gitdir:")?.trim()))
+}
+
+/// A git file of one short line (`.git`, `HEAD`, `commondir`); a bigger
+/// one is not git's.
+pub fn short_text(path: &Path) -> Option<String> {
+    omnidev_core::fs::read_linked(path, 4096)
+        .and_then(omnidev_core::fs::text)
+        .ok()
+        .flatten()
+}
+
 /// The checkout root to use: `explicit` (from `--repo DIR`) taken as given
 /// (canonicalised, not walked up, so a checkout nested in another repository
 /// can be run), otherwise [`find_repo_root`] from `cwd`.

@@ -286,21 +286,8 @@ fn chain(root: &Path, base: &Path) -> Vec<PathBuf> {
 /// worktree (`.git` is a file saying `gitdir: …`) the directory its
 /// `commondir` names.
 fn git_common_dir(root: &Path) -> Option<PathBuf> {
-    let dot_git = root.join(".git");
-    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
-    if meta.is_dir() {
-        return Some(dot_git);
-    }
-    // A `.git` file is one short line; a bigger one is not git's.
-    let read = |path: &Path| {
-        omnidev_core::fs::read_linked(path, 4096)
-            .and_then(omnidev_core::fs::text)
-            .ok()
-            .flatten()
-    };
-    let text = read(&dot_git)?;
-    let git_dir = root.join(text.trim().strip_prefix("gitdir:")?.trim());
-    let common = read(&git_dir.join("commondir"))
+    let git_dir = omnidev_pod::root::git_dir(root)?;
+    let common = omnidev_pod::root::short_text(&git_dir.join("commondir"))
         .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
     // Canonical, so event paths (from a canonical root) compare equal.
     std::fs::canonicalize(common).ok()
