@@ -23,7 +23,7 @@ pub enum Error {
     },
 
     /// Neither `XDG_*_HOME` nor `HOME` says where to keep files.
-    #[error("cannot find the home directory: HOME is not set")]
+    #[error("cannot find the home directory: HOME is not set (or not an absolute path)")]
     #[diagnostic(
         code(omnidev::install::no_home),
         help("set HOME (or XDG_CONFIG_HOME and XDG_CACHE_HOME) to a directory you own")

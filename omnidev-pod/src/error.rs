@@ -77,11 +77,11 @@ pub enum Error {
         expected: Vec<String>,
     },
 
-    /// Neither `XDG_CACHE_HOME` nor `HOME` is set.
-    #[error("cannot find a cache directory: neither XDG_CACHE_HOME nor HOME is set")]
+    /// Neither `XDG_CACHE_HOME` nor `HOME` is an absolute path.
+    #[error("cannot find a cache directory: neither XDG_CACHE_HOME nor HOME is an absolute path")]
     #[diagnostic(
         code(omnidev::pod::no_cache_dir),
-        help("set HOME (or XDG_CACHE_HOME), or pass `--pod-dir PATH`")
+        help("set HOME (or XDG_CACHE_HOME) to an absolute path, or pass `--pod-dir PATH`")
     )]
     NoCacheDir,
 
