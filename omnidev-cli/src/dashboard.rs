@@ -229,7 +229,7 @@ fn token(runtime_dir: &Path) -> miette::Result<String> {
     {
         return Ok(text);
     }
-    let text = omnidev_pod::pod::random_hex(32).map_err(Error::io("make", "a secret"))?;
+    let text = omnidev_pod::ids::random_hex(32).map_err(Error::io("make", "a secret"))?;
     omnidev_core::fs::write_atomic(&path, text.as_bytes()).map_err(Error::io("write", &path))?;
     Ok(text)
 }

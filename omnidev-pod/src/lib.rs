@@ -83,6 +83,7 @@
 
 pub mod env_file;
 pub mod error;
+pub mod ids;
 pub mod init;
 pub mod lan;
 pub mod layout;

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use omnidev_core::fs::{Dir, Kind};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::layout::{
@@ -55,32 +54,7 @@ pub fn cache_root() -> Result<PathBuf> {
 /// assert_eq!(omnidev_pod::pod::hash8(std::path::Path::new("/")).len(), 8);
 /// ```
 pub fn hash8(path: &Path) -> String {
-    path_hash(path, 4)
-}
-
-/// The first `bytes` bytes of the SHA-256 of a path's bytes, as hex: the
-/// names omnidev gives a checkout's pod directory and a pod's socket
-/// directory.
-pub fn path_hash(path: &Path, bytes: usize) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    hex(&Sha256::digest(path.as_os_str().as_bytes())[..bytes])
-}
-
-/// Bytes as lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut out, byte| {
-        let _ = write!(out, "{byte:02x}");
-        out
-    })
-}
-
-/// `bytes` random bytes from the system's source, as hex: a pod's id, the
-/// dashboard's secret.
-pub fn random_hex(bytes: usize) -> std::io::Result<String> {
-    let mut random = vec![0; bytes];
-    getrandom::fill(&mut random)?;
-    Ok(hex(&random))
+    crate::ids::path_hash(path, 4)
 }
 
 /// The longest checkout name kept in a pod directory's name, in bytes
@@ -248,7 +222,7 @@ impl Marker {
 
 /// A new random pod id (32 hex digits).
 fn new_id() -> Result<String> {
-    random_hex(16).map_err(Error::io("read", "the system's random source"))
+    crate::ids::random_hex(16).map_err(Error::io("read", "the system's random source"))
 }
 
 /// Whose pod a directory carrying omnidev's marker is.

@@ -174,7 +174,7 @@ pub fn check_private(dir: &Path, holds: Private) -> Result<()> {
 /// ```
 pub fn socket_path(runtime: &Path, pod_dir: &Path) -> PathBuf {
     runtime
-        .join(crate::pod::path_hash(pod_dir, 8))
+        .join(crate::ids::path_hash(pod_dir, 8))
         .join(SOCKET_NAME)
 }
 

@@ -31,11 +31,6 @@ const DOOR_AND_KERNEL: &[&str] = &[
 /// The few opens elsewhere, each with why the door is not for it.
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
     (
-        "omnidev-pod/src/pod.rs",
-        "File::open(\"/dev/urandom\")",
-        "the kernel's random device",
-    ),
-    (
         "omnidev-cli/src/commands/install.rs",
         "OpenOptions::new(",
         "the controlling terminal, /dev/tty, for the prompt",
