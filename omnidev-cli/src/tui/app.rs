@@ -165,21 +165,10 @@ impl App {
     /// the lines and events it takes in ([`App::showing`] shows the
     /// supervisor's instead).
     pub fn new(info: PodInfo, services: Vec<String>, watched: Vec<String>) -> Self {
-        let panes = std::iter::once(Pane::new(None))
-            .chain(services.iter().map(|name| Pane::new(Some(name))))
-            .collect();
-        Self {
+        let mut app = Self {
             info,
-            services: services
-                .into_iter()
-                .map(|name| ServiceView {
-                    name,
-                    state: ServiceState::Waiting,
-                    restarts: 0,
-                    main_pid: None,
-                })
-                .collect(),
-            panes,
+            services: Vec::new(),
+            panes: vec![Pane::new(None)],
             focus: 0,
             wrap: false,
             timestamps: false,
@@ -191,7 +180,11 @@ impl App {
             attached: false,
             profile_pending: None,
             output: Scrollback::Own(Arc::default()),
+        };
+        for name in services {
+            app.add_service(&name);
         }
+        app
     }
 
     /// Shows `history`, which the supervisor keeps (`omnidev up`): the
@@ -267,16 +260,22 @@ impl App {
     /// not know yet gets its pane).
     pub fn apply_snapshot(&mut self, statuses: &[ServiceStatus]) {
         for status in statuses {
-            let i = self
-                .service_index(&status.name)
-                .unwrap_or_else(|| self.add_service(&status.name));
-            let service = &mut self.services[i];
-            if service.state.pid() != status.state.pid() {
-                service.main_pid = None;
-            }
-            service.state = status.state.clone();
-            service.restarts = status.restarts;
+            self.set_state(&status.name, &status.state).restarts = status.restarts;
         }
+    }
+
+    /// Sets the state of `name` (a service the UI did not know yet gets a
+    /// pane); its main process is looked for again when its pid changed.
+    fn set_state(&mut self, name: &str, state: &ServiceState) -> &mut ServiceView {
+        let i = self
+            .service_index(name)
+            .unwrap_or_else(|| self.add_service(name));
+        let service = &mut self.services[i];
+        if service.state.pid() != state.pid() {
+            service.main_pid = None;
+        }
+        service.state = state.clone();
+        service
     }
 
     /// Takes in one supervisor event.
@@ -287,16 +286,8 @@ impl App {
                 return;
             }
             EventKind::State { state } => {
-                let index = event
-                    .service
-                    .as_deref()
-                    .map(|n| self.service_index(n).unwrap_or_else(|| self.add_service(n)));
-                if let Some(i) = index {
-                    let service = &mut self.services[i];
-                    if service.state.pid() != state.pid() {
-                        service.main_pid = None;
-                    }
-                    service.state = state.clone();
+                if let Some(name) = event.service.as_deref() {
+                    self.set_state(name, state);
                 }
             }
             EventKind::ProfileChanged(omnidev_core::ProfileChange {
@@ -422,15 +413,13 @@ impl App {
             KeyCode::Char('f' | 'F') => self.panes[self.focus].toggle_follow(),
             KeyCode::Char('w') => self.wrap = !self.wrap,
             KeyCode::Char('t') => self.timestamps = !self.timestamps,
-            KeyCode::Char('/') => {
+            KeyCode::Char(c @ ('/' | '?')) => {
                 self.mode = Mode::Search {
-                    direction: Direction::Forward,
-                    input: String::new(),
-                };
-            }
-            KeyCode::Char('?') => {
-                self.mode = Mode::Search {
-                    direction: Direction::Backward,
+                    direction: if c == '/' {
+                        Direction::Forward
+                    } else {
+                        Direction::Backward
+                    },
                     input: String::new(),
                 };
             }

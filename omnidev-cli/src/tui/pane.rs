@@ -129,17 +129,6 @@ impl Pattern {
             .map(|(start, m)| start..start + m.len())
             .collect()
     }
-
-    /// Whether `haystack` contains a match.
-    pub fn is_match(&self, haystack: &str) -> bool {
-        if self.ignore_case {
-            haystack
-                .to_ascii_lowercase()
-                .contains(&self.text.to_ascii_lowercase())
-        } else {
-            haystack.contains(&self.text)
-        }
-    }
 }
 
 /// A view of the lines of one service (or of the whole pod) in a history;
@@ -308,7 +297,7 @@ impl Pane {
         let numbers: Vec<u64> = lines.iter().map(|(n, _)| *n).collect();
         let matches: Vec<u64> = lines
             .iter()
-            .filter(|(_, line)| pattern.is_match(&line.plain()))
+            .filter(|(_, line)| !pattern.find_all(&line.plain()).is_empty())
             .map(|(n, _)| *n)
             .collect();
         let found = match (self.current_match, direction) {
@@ -419,10 +408,10 @@ mod tests {
     #[test]
     fn smart_case() {
         let p = Pattern::new("err").expect("pattern");
-        assert!(p.is_match("ERROR here"));
+        assert_eq!(p.find_all("ERROR here"), vec![0..3]);
         assert_eq!(p.find_all("Err err"), vec![0..3, 4..7]);
         let p = Pattern::new("Err").expect("pattern");
-        assert!(!p.is_match("error"));
+        assert!(p.find_all("error").is_empty());
     }
 
     #[test]

@@ -86,10 +86,7 @@ async fn answered(shared: &Shared, request: Request) -> Answered {
                     return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
                 }
                 _ if all => Target::All,
-                Some(name) => match expand(shared, std::slice::from_ref(&name)).as_slice() {
-                    [one] => Target::Service(one.clone(), !no_deps),
-                    copies => Target::Replicas(copies.to_vec(), !no_deps),
-                },
+                Some(name) => Target::Service(expand(shared, &[name]), !no_deps),
                 None => Target::Watched,
             };
             restart(shared, target, limit).await?
@@ -194,11 +191,10 @@ pub(super) fn watched(shared: &Shared) -> Vec<String> {
 pub(super) enum Target {
     /// The services with watch rules (every one when none has).
     Watched,
-    /// One service; its dependents follow unless the flag is false.
-    Service(String, bool),
-    /// A service's replicas, one after another (each ready before the
-    /// next stops): the service keeps answering throughout.
-    Replicas(Vec<String>, bool),
+    /// One service, or its replicas one after another (each ready before
+    /// the next stops: the service keeps answering throughout); its
+    /// dependents follow unless the flag is false.
+    Service(Vec<String>, bool),
     /// Every service, as one reload.
     All,
 }
@@ -207,19 +203,15 @@ pub(super) enum Target {
 pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Answered {
     let names = match &target {
         Target::All => shared.supervisor.service_names(),
-        Target::Service(name, _) => vec![name.clone()],
-        Target::Replicas(copies, _) => copies.clone(),
+        Target::Service(copies, _) => copies.clone(),
         Target::Watched => watched(shared),
     };
     unknown(shared, &names)?;
     let deadline = tokio::time::Instant::now() + limit;
-    let dependents = !matches!(
-        target,
-        Target::Service(_, false) | Target::Replicas(_, false)
-    );
-    // Replicas one at a time, the next only once this one is ready again;
-    // anything else at once, as one reload.
-    let batches: Vec<&[String]> = if matches!(target, Target::Replicas(..)) {
+    let dependents = !matches!(target, Target::Service(_, false));
+    // A service's replicas one at a time, the next only once this one is
+    // ready again; anything else at once, as one reload.
+    let batches: Vec<&[String]> = if matches!(target, Target::Service(..)) {
         names.chunks(1).collect()
     } else {
         vec![names.as_slice()]
