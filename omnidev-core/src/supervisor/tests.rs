@@ -308,13 +308,13 @@ async fn a_restart_waits_for_its_own_service_whatever_the_status_order() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     for _ in 0..2 {
         let waited = supervisor
-            .restart_until_ready_with(&["a".to_owned()], false, deadline)
+            .restart_until_ready(&["a".to_owned()], false, deadline)
             .await
             .expect("restart a");
         assert_eq!(waited, Waited::Met);
     }
     let waited = supervisor
-        .restart_until_ready_with(&["b".to_owned()], false, deadline)
+        .restart_until_ready(&["b".to_owned()], false, deadline)
         .await
         .expect("restart b");
     assert_eq!(waited, Waited::Met, "b's restart judged by a's start count");

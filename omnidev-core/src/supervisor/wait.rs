@@ -253,28 +253,14 @@ impl Supervisor {
     /// [`Supervisor::wait_ready`]. One service restarts as
     /// [`Supervisor::restart`] does (its crash backoff reset), several as
     /// one [`Supervisor::reload`]; dependents restart after them on their
-    /// own, unwaited.
+    /// own, unwaited, unless `dependents` is false (`restart --no-deps`,
+    /// of one service).
     ///
     /// # Errors
     ///
     /// [`Error::UnknownService`] for a name the supervisor does not run;
     /// [`Error::ShutDown`] when it has finished.
     pub async fn restart_until_ready(
-        &self,
-        services: &[String],
-        deadline: Instant,
-    ) -> Result<Waited> {
-        self.restart_until_ready_with(services, true, deadline)
-            .await
-    }
-
-    /// [`Supervisor::restart_until_ready`] of one service whose dependents
-    /// keep running (`restart --no-deps`) when `dependents` is false.
-    ///
-    /// # Errors
-    ///
-    /// As [`Supervisor::restart_until_ready`].
-    pub async fn restart_until_ready_with(
         &self,
         services: &[String],
         dependents: bool,
@@ -383,26 +369,20 @@ impl Supervisor {
         };
         let total = self.slots();
         let mut status = self.inner.status.clone();
+        let mut gone = false;
         loop {
-            let verdict = judge.verdict(&status.borrow_and_update(), total);
-            match verdict {
+            match judge.verdict(&status.borrow_and_update(), total) {
                 Verdict::Met => return Waited::Met,
                 Verdict::Failed(failed) => return Waited::Failed(failed),
+                // The supervisor has stopped: its last status is final.
+                Verdict::Pending(pending) if gone => return Waited::ShutDown(pending),
                 Verdict::Pending(pending) if Instant::now() >= deadline => {
                     return Waited::TimedOut(pending);
                 }
                 Verdict::Pending(_) => {}
             }
             tokio::select! {
-                changed = status.changed() => {
-                    if changed.is_err() {
-                        return match judge.verdict(&status.borrow(), total) {
-                            Verdict::Met => Waited::Met,
-                            Verdict::Failed(failed) => Waited::Failed(failed),
-                            Verdict::Pending(pending) => Waited::ShutDown(pending),
-                        };
-                    }
-                }
+                changed = status.changed() => gone = changed.is_err(),
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }

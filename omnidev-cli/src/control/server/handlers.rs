@@ -220,7 +220,7 @@ pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) ->
     for batch in batches {
         waited = shared
             .supervisor
-            .restart_until_ready_with(batch, dependents, deadline)
+            .restart_until_ready(batch, dependents, deadline)
             .await;
         if !matches!(waited, Ok(Waited::Met)) {
             break;

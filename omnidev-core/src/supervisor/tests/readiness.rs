@@ -135,7 +135,7 @@ async fn a_restart_is_waited_for_until_its_new_run_is_ready() {
     let waiter = supervisor.clone();
     let wait = tokio::spawn(async move {
         waiter
-            .restart_until_ready(&names(&["server"]), later(600))
+            .restart_until_ready(&names(&["server"]), true, later(600))
             .await
     });
     until("the new server", || spawner.spawns("server", "server") == 2).await;
@@ -335,7 +335,7 @@ async fn a_restart_whose_dependency_is_stopped_fails_at_once_blocked() {
     // The host runs on without it; restarted, it waits for it for good.
     let asked = Instant::now();
     let waited = supervisor
-        .restart_until_ready(&names(&["host"]), later(600))
+        .restart_until_ready(&names(&["host"]), true, later(600))
         .await
         .expect("known");
     assert_eq!(waited, Waited::Failed(names(&["host"])));
