@@ -91,10 +91,11 @@ impl std::fmt::Display for ExitStatus {
 }
 
 /// The state of one service, carrying its data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "state")]
 pub enum ServiceState {
     /// Not started yet: waiting for dependencies.
+    #[default]
     Waiting,
     /// Not started, and nothing will start it by itself: a dependency ended
     /// (exited non-zero, was stopped, failed to start) and will not come

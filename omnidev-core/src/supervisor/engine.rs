@@ -243,7 +243,7 @@ impl Engine {
         let (dependencies, dependents) = graph_of(&parts.specs);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         Self {
-            services: parts.specs.iter().map(|_| Service::new()).collect(),
+            services: parts.specs.iter().map(|_| Service::default()).collect(),
             removed: vec![false; parts.specs.len()],
             specs: parts.specs,
             order: parts.order,

@@ -15,9 +15,10 @@ use crate::event::{ExitStatus, ServiceState, ServiceStatus};
 use crate::state::ServiceRecord;
 
 /// What a service is doing.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) enum Phase {
     /// Not started: waiting for its dependencies (or held, see [`Intent`]).
+    #[default]
     Waiting,
     /// Its prepare steps run in `task`; `step` holds the running step's
     /// group so a stop can kill it.
@@ -84,9 +85,10 @@ pub(super) enum AfterStop {
 }
 
 /// What is meant to happen to a service besides what its phase does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) enum Intent {
     /// Run it whenever its dependencies allow.
+    #[default]
     Keep,
     /// Leave it as it is: stopped or exited, not to be started by
     /// reconciliation until a start or restart request.
@@ -162,8 +164,8 @@ impl Process {
     }
 }
 
-/// One service's runtime data.
-#[derive(Debug)]
+/// One service's runtime data; a new one waits.
+#[derive(Debug, Default)]
 pub(super) struct Service {
     pub(super) phase: Phase,
     pub(super) intent: Intent,
@@ -192,23 +194,6 @@ pub(super) struct Service {
 }
 
 impl Service {
-    pub(super) fn new() -> Self {
-        Self {
-            phase: Phase::Waiting,
-            intent: Intent::Keep,
-            published: ServiceState::Waiting,
-            generation: 0,
-            attempt: 0,
-            restarts: 0,
-            starts: 0,
-            stop_waiters: Vec::new(),
-            prepare_failed: false,
-            last_exit: None,
-            note: None,
-            background: false,
-        }
-    }
-
     /// Whether it is on its way to ready: preparing, or running with its
     /// probe neither passed nor timed out.
     pub(super) fn getting_ready(&self) -> bool {

@@ -92,7 +92,7 @@ impl Engine {
     fn add(&mut self, spec: ServiceSpec) {
         self.containment.add(&spec.name);
         self.specs.push(spec);
-        self.services.push(Service::new());
+        self.services.push(Service::default());
         self.removed.push(false);
         self.open_log(self.specs.len() - 1);
         self.publish_status();
