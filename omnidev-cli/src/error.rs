@@ -681,7 +681,7 @@ pub fn print(report: &miette::Report) {
 
 /// A diagnostic's texts as [`omnidev_core::text::message`] shows them,
 /// owned, with its code, severity and causes (what [`print()`] renders).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Shown {
     message: String,
     code: Option<String>,
@@ -721,12 +721,8 @@ impl Shown {
     fn of_error(error: &(dyn std::error::Error + 'static)) -> Self {
         Self {
             message: Self::text(&error),
-            code: None,
-            help: None,
-            url: None,
-            severity: None,
             cause: error.source().map(|cause| Box::new(Self::of_error(cause))),
-            related: Vec::new(),
+            ..Self::default()
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::session::{PreparedPod, banner};
 use omnidev_core::text;
 
 /// Turns events into output lines.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Printer {
     width: usize,
     colour: bool,
@@ -62,10 +62,7 @@ impl Printer {
             width,
             colour,
             colours,
-            prefixes: HashMap::new(),
-            printed: HashSet::new(),
-            json: None,
-            stamps: false,
+            ..Self::default()
         }
     }
 

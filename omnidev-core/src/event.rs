@@ -613,7 +613,7 @@ impl Event {
 /// A service's current status, as returned by a snapshot. Serialised as
 /// one object: its name, its state's `state` word and fields (`pid` while
 /// it runs), then the rest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ServiceStatus {
     /// Service name.
@@ -656,13 +656,7 @@ impl ServiceStatus {
         Self {
             name: name.into(),
             state,
-            restarts: 0,
-            ready: false,
-            last_exit: None,
-            note: None,
-            starts: 0,
-            probe_timed_out: false,
-            urls: Vec::new(),
+            ..Self::default()
         }
     }
 

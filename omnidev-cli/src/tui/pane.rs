@@ -133,7 +133,7 @@ impl Pattern {
 
 /// A view of the lines of one service (or of the whole pod) in a history;
 /// lines are known by their numbers there, which never change.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Pane {
     /// Its service; `None`: the combined pane.
     service: Option<String>,
@@ -158,13 +158,9 @@ impl Pane {
     pub fn new(service: Option<&str>) -> Self {
         Self {
             service: service.map(str::to_owned),
-            cleared: 0,
             follow: true,
-            top: 0,
-            current_match: None,
             view_height: 1,
-            view_top: 0,
-            view_bottom: 0,
+            ..Self::default()
         }
     }
 
