@@ -589,11 +589,7 @@ impl Pod {
                 path,
                 reason: "the path is not a plain relative path".to_owned(),
             }),
-            Err(error) => Err(Error::Io {
-                action: "create the pod sub-directory",
-                path,
-                error,
-            }),
+            Err(error) => Err(Error::io("create the pod sub-directory", path)(error)),
         }
     }
 

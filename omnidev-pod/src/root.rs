@@ -85,14 +85,8 @@ pub fn resolve_repo_root(cwd: &Path, explicit: Option<&Path>) -> Result<PathBuf>
                 .canonicalize()
                 .map_err(Error::io("open the checkout given with --repo", &dir))?;
             if !canonical.is_dir() {
-                return Err(Error::Io {
-                    action: "use the checkout given with --repo",
-                    path: canonical,
-                    error: std::io::Error::new(
-                        std::io::ErrorKind::NotADirectory,
-                        "not a directory",
-                    ),
-                });
+                let use_it = Error::io("use the checkout given with --repo", canonical);
+                return Err(use_it(std::io::ErrorKind::NotADirectory.into()));
             }
             Ok(canonical)
         }

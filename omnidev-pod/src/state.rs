@@ -24,8 +24,10 @@ pub fn write_toml<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         what: "a TOML state file",
         message: e.to_string(),
     })?;
-    write(path, text.as_bytes())?;
-    Ok(())
+    omnidev_core::fs::write_atomic(path, text.as_bytes()).map_err(|source| Error::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Reads a TOML state file: `Ok(None)` when it does not exist, an
@@ -51,12 +53,8 @@ pub const MAX_STATE_BYTES: u64 = 4 << 20;
 /// as its name, or anything but a regular file, is an error, never followed;
 /// `None` when missing.
 fn read_optional(path: &Path) -> Result<Option<String>> {
-    let io_error = |error| Error::Io {
-        action: "read",
-        path: path.to_path_buf(),
-        error,
-    };
-    let Some(bytes) = omnidev_core::fs::read_file(path, MAX_STATE_BYTES).map_err(io_error)? else {
+    let read = omnidev_core::fs::read_file(path, MAX_STATE_BYTES).map_err(Error::io("read", path));
+    let Some(bytes) = read? else {
         return Ok(None);
     };
     String::from_utf8(bytes)
@@ -65,13 +63,6 @@ fn read_optional(path: &Path) -> Result<Option<String>> {
             path: path.to_path_buf(),
             message: "it is not UTF-8 text".to_owned(),
         })
-}
-
-fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    omnidev_core::fs::write_atomic(path, bytes).map_err(|source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 #[cfg(test)]
