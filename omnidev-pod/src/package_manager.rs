@@ -295,7 +295,7 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
     let mut declared: Option<(PackageManager, String, PathBuf)> = None;
     let mut inputs = Vec::new();
     let mut engines = Vec::new();
-    let mut found: Option<(PathBuf, Option<&'static str>, bool)> = None;
+    let mut found = None;
     for dir in levels(cwd, repo_root) {
         let manifest_path = dir.join("package.json");
         let manifest = read_manifest(&manifest_path)?;
@@ -312,8 +312,8 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
         }
         let lockfile = LOCKFILES
             .iter()
-            .map(|(name, _)| *name)
-            .find(|name| dir.join(name).is_file());
+            .copied()
+            .find(|(name, _)| dir.join(name).is_file());
         let pnpm_workspace = dir.join("pnpm-workspace.yaml").is_file();
         if lockfile.is_some() || pnpm_workspace || manifest.workspaces {
             found = Some((dir, lockfile, pnpm_workspace));
@@ -323,11 +323,7 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
     let root = found
         .as_ref()
         .map_or_else(|| cwd.to_path_buf(), |(dir, _, _)| dir.clone());
-    let from_lockfile = found.as_ref().and_then(|(_, lockfile, _)| {
-        let name = (*lockfile)?;
-        let (_, manager) = LOCKFILES.iter().find(|(n, _)| *n == name)?;
-        Some((*manager, name))
-    });
+    let from_lockfile = found.as_ref().and_then(|(_, lockfile, _)| *lockfile);
     let pnpm_workspace = found.as_ref().is_some_and(|(_, _, pnpm)| *pnpm);
     let (manager, version, reason) = if let Some(manager) = explicit {
         (manager, None, "`package-manager` in the profile".to_owned())
@@ -338,7 +334,7 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
             path.display()
         );
         (manager, Some(version), reason)
-    } else if let Some((manager, name)) = from_lockfile {
+    } else if let Some((name, manager)) = from_lockfile {
         (manager, None, format!("{}", root.join(name).display()))
     } else if pnpm_workspace {
         (
