@@ -98,6 +98,24 @@ pub fn quote_path(path: &std::path::Path) -> String {
     quote(&path.to_string_lossy()).into_owned()
 }
 
+/// `word` as one word of a POSIX shell command line: as it is when it
+/// holds only characters the shell takes literally, else single-quoted.
+///
+/// ```
+/// use omnidev_core::text::shell_word;
+/// assert_eq!(shell_word("/src/app-1"), "/src/app-1");
+/// assert_eq!(shell_word("it's ~"), r"'it'\''s ~'");
+/// assert_eq!(shell_word(""), "''");
+/// ```
+pub fn shell_word(word: &str) -> Cow<'_, str> {
+    let literal = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !word.is_empty() && word.chars().all(literal) {
+        Cow::Borrowed(word)
+    } else {
+        Cow::Owned(format!("'{}'", word.replace('\'', r"'\''")))
+    }
+}
+
 /// The one JSON line encoder (newline included) of every record, error
 /// record and socket answer: `value` as serde_json writes it, then [`json`]
 /// (DEL, C1 and bidi controls as `\u` escapes).

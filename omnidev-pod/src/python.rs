@@ -113,7 +113,7 @@ fn recipe(cwd: &Path) -> Option<Recipe> {
     let mut script = format!("uv venv --allow-existing {VENV} && uv pip install --python {VENV}");
     for name in &requirements {
         script.push_str(" -r ");
-        script.push_str(&shell_word(name));
+        script.push_str(&omnidev_core::text::shell_word(name));
     }
     Some(Recipe {
         name: "uv pip install",
@@ -145,18 +145,6 @@ fn requirements_files(dir: &Path) -> Vec<String> {
 /// for: a `pyproject.toml`, a `uv.lock` or a `requirements*.txt`.
 pub fn is_project(dir: &Path) -> bool {
     recipe(dir).is_some()
-}
-
-/// `word` quoted for `sh` when it holds anything but plain name characters.
-fn shell_word(word: &str) -> String {
-    if word
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
-    {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
 }
 
 /// `python-deps = true` of service `name` running in `cwd` with `env`: its

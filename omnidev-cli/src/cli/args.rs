@@ -605,16 +605,8 @@ impl PodArgs {
         let mut flags = String::new();
         for (flag, path) in [("--repo", &self.repo), ("--pod-dir", &self.pod_dir)] {
             if let Some(path) = path {
-                let path = path.to_string_lossy();
-                let plain = !path.is_empty()
-                    && path
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%~".contains(c));
-                if plain {
-                    let _ = write!(flags, " {flag} {path}");
-                } else {
-                    let _ = write!(flags, " {flag} '{}'", path.replace('\'', "'\\''"));
-                }
+                let path = omnidev_core::text::shell_word(&path.to_string_lossy()).into_owned();
+                let _ = write!(flags, " {flag} {path}");
             }
         }
         flags
