@@ -86,22 +86,22 @@ pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
     cache_root.join(format!("{}-{}", &base[..cut], hash8(repo_root)))
 }
 
-/// The directories in the cache root, where pods are made by default (a
-/// link there is not followed: the cache root is omnidev's own); none
-/// while it does not exist.
+/// The directories in the cache root, where pods are made by default, in
+/// name order, read through its [`Dir`] handle (a link there is not
+/// followed: the cache root is omnidev's own); none while it does not
+/// exist.
 pub fn cache_dirs(cache_root: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let entries = match std::fs::read_dir(cache_root) {
+    let root = match Dir::open(cache_root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        entries => entries?,
+        root => root?,
     };
-    let mut dirs = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            dirs.push(entry.path());
-        }
-    }
-    Ok(dirs)
+    let is_dir = |name: &OsString| matches!(root.stat(Path::new(name)), Ok(Some(entry)) if entry.kind == Kind::Dir);
+    Ok(root
+        .entries()?
+        .into_iter()
+        .filter(is_dir)
+        .map(|name| cache_root.join(name))
+        .collect())
 }
 
 /// Lexically normalises `value`, a path meant to stay inside a base
