@@ -135,9 +135,9 @@ impl Open {
             path: path.to_path_buf(),
             source,
         };
-        let file = match omnidev_core::fs::open(path, omnidev_core::fs::OpenOptions::Read) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            opened => opened.map_err(unreadable)?,
+        let opened = omnidev_core::fs::open(path, omnidev_core::fs::OpenOptions::Read);
+        let Some(file) = omnidev_core::fs::found(opened).map_err(unreadable)? else {
+            return Ok(None);
         };
         let inode = file.metadata().map_err(unreadable)?.ino();
         Ok(Some(Self {

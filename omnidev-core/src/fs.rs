@@ -131,6 +131,24 @@ pub fn components(path: &Path) -> io::Result<Vec<&OsStr>> {
     Ok(out)
 }
 
+/// `None` where `result` failed because nothing is there.
+///
+/// ```
+/// use std::io;
+/// let missing: io::Result<u8> = Err(io::ErrorKind::NotFound.into());
+/// assert_eq!(omnidev_core::fs::found(missing).unwrap(), None);
+/// assert_eq!(omnidev_core::fs::found(Ok(7)).unwrap(), Some(7));
+/// let denied: io::Result<u8> = Err(io::ErrorKind::PermissionDenied.into());
+/// assert!(omnidev_core::fs::found(denied).is_err());
+/// ```
+pub fn found<T>(result: io::Result<T>) -> io::Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn invalid(path: &Path, reason: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
@@ -185,11 +203,7 @@ impl Dir {
 
     /// [`Dir::parent_of`], with a missing parent as `None`.
     fn existing_parent_of<'p>(&self, relative: &'p Path) -> io::Result<Option<(Dir, &'p OsStr)>> {
-        match self.parent_of(relative) {
-            Ok(found) => Ok(Some(found)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        found(self.parent_of(relative))
     }
 
     /// The directory holding the last name of `relative`, and that name.
@@ -269,11 +283,7 @@ impl Dir {
         let Some((dir, last)) = self.existing_parent_of(relative)? else {
             return Ok(None);
         };
-        match dir.stat_here(last) {
-            Ok(entry) => Ok(Some(entry)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        found(dir.stat_here(last))
     }
 
     /// Opens the regular file `relative` as `options` say. A link is never
@@ -417,15 +427,7 @@ impl Dir {
         let Some((dir, last)) = self.existing_parent_of(relative)? else {
             return Ok(false);
         };
-        match nix::unistd::unlinkat(dir.fd.as_fd(), last, UnlinkatFlags::NoRemoveDir) {
-            Ok(()) => Ok(true),
-            Err(Errno::ENOENT) => Ok(false),
-            Err(Errno::EISDIR) => Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "it is a directory",
-            )),
-            Err(errno) => Err(os_error(errno)),
-        }
+        dir.unlink(last, UnlinkatFlags::NoRemoveDir)
     }
 
     /// Removes the empty directory `relative`. `false` when it was missing.
@@ -433,11 +435,7 @@ impl Dir {
         let Some((dir, last)) = self.existing_parent_of(relative)? else {
             return Ok(false);
         };
-        match nix::unistd::unlinkat(dir.fd.as_fd(), last, UnlinkatFlags::RemoveDir) {
-            Ok(()) => Ok(true),
-            Err(Errno::ENOENT) => Ok(false),
-            Err(errno) => Err(os_error(errno)),
-        }
+        dir.unlink(last, UnlinkatFlags::RemoveDir)
     }
 
     /// Removes `relative` and, when it is a directory, everything in it,
@@ -451,29 +449,29 @@ impl Dir {
     }
 
     fn remove_tree_here(&self, name: &OsStr) -> io::Result<bool> {
-        match self.stat_here(name) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e),
-            Ok(entry) if entry.kind != Kind::Dir => {
-                return match nix::unistd::unlinkat(
-                    self.fd.as_fd(),
-                    name,
-                    UnlinkatFlags::NoRemoveDir,
-                ) {
-                    Ok(()) => Ok(true),
-                    Err(Errno::ENOENT) => Ok(false),
-                    Err(errno) => Err(os_error(errno)),
-                };
+        match found(self.stat_here(name))? {
+            None => return Ok(false),
+            Some(entry) if entry.kind != Kind::Dir => {
+                return self.unlink(name, UnlinkatFlags::NoRemoveDir);
             }
-            Ok(_) => {}
+            Some(_) => {}
         }
         let sub = self.open_here(name)?;
         for child in sub.entries()? {
             sub.remove_tree_here(&child)?;
         }
-        match nix::unistd::unlinkat(self.fd.as_fd(), name, UnlinkatFlags::RemoveDir) {
+        self.unlink(name, UnlinkatFlags::RemoveDir)
+    }
+
+    /// Removes `name` here: whether it was there.
+    fn unlink(&self, name: &OsStr, flags: UnlinkatFlags) -> io::Result<bool> {
+        match nix::unistd::unlinkat(self.fd.as_fd(), name, flags) {
             Ok(()) => Ok(true),
             Err(Errno::ENOENT) => Ok(false),
+            Err(Errno::EISDIR) => Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "it is a directory",
+            )),
             Err(errno) => Err(os_error(errno)),
         }
     }
@@ -562,10 +560,8 @@ fn regular(opened: nix::Result<OwnedFd>) -> io::Result<File> {
 /// At most `max` bytes of the file `opened`; `None` when it did not exist,
 /// an error when it holds more.
 fn read_bounded(opened: io::Result<File>, max: u64) -> io::Result<Option<Vec<u8>>> {
-    let file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(file) = found(opened)? else {
+        return Ok(None);
     };
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
@@ -618,10 +614,8 @@ pub fn write_atomic_unsynced(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// most `max`), `None` when missing; a link as the last name is refused.
 /// For the files omnidev owns (state, install state, stamps).
 pub fn read_file(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
-    let (dir, name) = match split(path) {
-        Ok(found) => found,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some((dir, name)) = found(split(path))? else {
+        return Ok(None);
     };
     dir.read(name, max)
 }

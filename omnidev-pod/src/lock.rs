@@ -133,10 +133,9 @@ impl PodLock {
         let opened = Dir::open(pod_dir).and_then(|dir| {
             dir.open_file(Path::new(LOCK_FILE), omnidev_core::fs::OpenOptions::Read)
         });
-        let mut file = match opened {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
-            Err(e) => return Err(Error::io("open", &path)(e)),
+        let Some(mut file) = omnidev_core::fs::found(opened).map_err(Error::io("open", &path))?
+        else {
+            return Ok(LockState::Free);
         };
         match file.try_lock_shared() {
             Ok(()) => Ok(LockState::Free),
@@ -178,13 +177,14 @@ fn open(pod_dir: &Path, path: &Path) -> Result<File> {
 /// at once.
 fn open_for_removal(pod_dir: &Path, path: &Path) -> Result<File> {
     let dir = Dir::open(pod_dir).map_err(Error::io("open the pod lock", path))?;
-    match dir.open_file(
+    let opened = dir.open_file(
         Path::new(LOCK_FILE),
         omnidev_core::fs::OpenOptions::ReadWrite,
-    ) {
-        Ok(file) => return Ok(file),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("open the pod lock", path)(e)),
+    );
+    if let Some(file) =
+        omnidev_core::fs::found(opened).map_err(Error::io("open the pod lock", path))?
+    {
+        return Ok(file);
     }
     match dir.stat(Path::new(crate::layout::MARKER)) {
         Ok(Some(_)) => open(pod_dir, path),

@@ -91,9 +91,8 @@ pub fn default_pod_dir(cache_root: &Path, repo_root: &Path) -> PathBuf {
 /// followed: the cache root is omnidev's own); none while it does not
 /// exist.
 pub fn cache_dirs(cache_root: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let root = match Dir::open(cache_root) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        root => root?,
+    let Some(root) = omnidev_core::fs::found(Dir::open(cache_root))? else {
+        return Ok(Vec::new());
     };
     let is_dir = |name: &OsString| matches!(root.stat(Path::new(name)), Ok(Some(entry)) if entry.kind == Kind::Dir);
     Ok(root
@@ -271,10 +270,10 @@ pub enum DirKind {
 /// assert!(matches!(examine(tmp.path()).unwrap(), DirKind::Other(_)));
 /// ```
 pub fn examine(dir: &Path) -> Result<DirKind> {
-    let meta = match std::fs::metadata(dir) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DirKind::Missing),
-        Err(e) => return Err(Error::io("examine", dir)(e)),
+    let Some(meta) =
+        omnidev_core::fs::found(std::fs::metadata(dir)).map_err(Error::io("examine", dir))?
+    else {
+        return Ok(DirKind::Missing);
     };
     if !meta.is_dir() {
         return Ok(DirKind::Other("it is not a directory".to_owned()));
@@ -671,11 +670,8 @@ impl Pod {
         remove(Path::new(MARKER))?;
         remove(Path::new(LOCK_FILE))?;
         drop(handle);
-        match std::fs::remove_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove the pod directory", dir)(e)),
-        }
+        omnidev_core::fs::found(std::fs::remove_dir(dir))
+            .map_err(Error::io("remove the pod directory", dir))?;
         Ok(Cleaned {
             removed: true,
             kept,

@@ -392,8 +392,10 @@ pub fn registered_pods(runtime_dir: &Path) -> Result<BTreeSet<PathBuf>> {
 /// ```
 pub fn unregister(runtime_dir: &Path, pod_dirs: &[PathBuf]) -> Result<()> {
     let path = runtime_dir.join(REGISTRY);
-    if matches!(std::fs::symlink_metadata(runtime_dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-    {
+    if matches!(
+        omnidev_core::fs::found(std::fs::symlink_metadata(runtime_dir)),
+        Ok(None)
+    ) {
         return Ok(());
     }
     let _lock = AllocationLock::acquire(runtime_dir)?;
@@ -443,10 +445,13 @@ impl<'r> Allocation<'r> {
         let own_dir = canonical(request.pod_dir);
         // A listed pod whose `pod.toml` is gone holds no port any more; one
         // that cannot be looked at keeps its place.
-        registry.pods.retain(|dir| {
-            !matches!(std::fs::symlink_metadata(dir.join(POD_TOML)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        });
+        let gone = |dir: &PathBuf| {
+            matches!(
+                omnidev_core::fs::found(std::fs::symlink_metadata(dir.join(POD_TOML))),
+                Ok(None)
+            )
+        };
+        registry.pods.retain(|dir| !gone(dir));
         let mut others: BTreeSet<PathBuf> = registry
             .pods
             .iter()
@@ -541,7 +546,7 @@ fn sibling_pods(cache_root: &Path, own: &Path) -> Vec<PathBuf> {
 /// The per-user allocation lock, held for the duration of one allocation.
 #[derive(Debug)]
 struct AllocationLock {
-    file: std::fs::File,
+    _held: std::fs::File,
 }
 
 impl AllocationLock {
@@ -558,12 +563,6 @@ impl AllocationLock {
             })
             .map_err(Error::io("open the port allocation lock", &path))?;
         file.lock().map_err(Error::io("lock", &path))?;
-        Ok(Self { file })
-    }
-}
-
-impl Drop for AllocationLock {
-    fn drop(&mut self) {
-        let _ = self.file.unlock();
+        Ok(Self { _held: file })
     }
 }

@@ -123,10 +123,8 @@ pub fn check_private(dir: &Path, holds: Private) -> Result<()> {
         Private::Runtime => std::fs::symlink_metadata(dir),
         Private::CacheRoot | Private::Pod => std::fs::metadata(dir),
     };
-    let meta = match meta {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("examine", dir)(e)),
+    let Some(meta) = omnidev_core::fs::found(meta).map_err(Error::io("examine", dir))? else {
+        return Ok(());
     };
     let uid = nix::unistd::getuid().as_raw();
     let shown = dir.display();

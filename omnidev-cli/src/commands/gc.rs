@@ -39,11 +39,7 @@ fn shown(path: &Path) -> String {
 /// Whether `repo` is gone: only a path that does not exist counts; one
 /// that cannot be looked at is not taken for gone.
 fn gone(repo: &Path) -> Result<bool, std::io::Error> {
-    match std::fs::symlink_metadata(repo) {
-        Ok(_) => Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
-        Err(e) => Err(e),
-    }
+    Ok(omnidev_core::fs::found(std::fs::symlink_metadata(repo))?.is_none())
 }
 
 /// What another removal (`by`, the command) holding the pod's lock is

@@ -2,7 +2,6 @@
 //! socket says how it is doing, `pod.toml` and `state.json` say the rest
 //! when nothing answers.
 
-use std::io::ErrorKind;
 use std::path::Path;
 
 use omnidev_core::{ServiceState, ServiceStatus};
@@ -116,10 +115,9 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
     let dirs = omnidev_pod::pod::cache_dirs(cache_root).map_err(Error::io("list", cache_root))?;
     for dir in dirs {
         let pod_toml = omnidev_pod::Pod::at(&dir).pod_toml();
-        match std::fs::symlink_metadata(&pod_toml) {
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("look at", &pod_toml)(e)),
-            Ok(_) => {}
+        let here = omnidev_core::fs::found(std::fs::symlink_metadata(&pod_toml));
+        if here.map_err(Error::io("look at", &pod_toml))?.is_none() {
+            continue;
         }
         // A record that does not parse is reported (as a pod in error); one
         // that cannot be read (a FIFO, a directory) fails the listing.
