@@ -31,6 +31,18 @@ mod darwin;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("omnidev runs on Linux and macOS only (see omnidev_core::platform)");
 
+// Each system's module gives the same functions and constants, used
+// through these names; each is documented where Linux implements it
+// (`linux.rs`), and `macos.rs` says where macOS answers differently.
+pub use os::{
+    HAS_SUBREAPER, become_subreaper, children, cmdline, cpu_time, env_var, in_background, name,
+    open_fds, open_paths, peak_rss_kib, pids, rss_kib, set_background, stat, threads, watch_limit,
+    watches_held,
+};
+// The text of this process's mount table and of its cgroup membership
+// (Linux), or why there are none.
+pub(crate) use os::own_cgroup_files;
+
 /// What omnidev knows of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessStat {
@@ -58,137 +70,9 @@ impl ProcessStat {
     }
 }
 
-/// Whether [`become_subreaper`] can take effect here: true on Linux,
-/// false on macOS (which has no subreaper; orphans go to launchd).
-pub const HAS_SUBREAPER: bool = os::HAS_SUBREAPER;
-
-/// The stat of process `pid`, or `None` when it does not exist or cannot
-/// be read.
-pub fn stat(pid: u32) -> Option<ProcessStat> {
-    os::stat(pid)
-}
-
-/// The pid of every process (empty where the system does not list them).
-pub fn pids() -> Vec<u32> {
-    os::pids()
-}
-
 /// The stat of every process (empty where the system does not list them).
 pub fn table() -> Vec<ProcessStat> {
     pids().into_iter().filter_map(stat).collect()
-}
-
-/// The value of variable `name` in process `pid`'s environment as it was
-/// at `exec` (lossy UTF-8), when it is set and readable (a process of
-/// another user usually is not).
-pub fn env_var(pid: u32, name: &str) -> Option<String> {
-    os::env_var(pid, name)
-}
-
-/// Process `pid`'s command line, arguments joined by spaces (empty when
-/// unreadable).
-pub fn cmdline(pid: u32) -> String {
-    os::cmdline(pid)
-}
-
-/// The name of the program process `pid` runs (at most 15 bytes on
-/// Linux, 16 on macOS), when readable.
-pub fn name(pid: u32) -> Option<String> {
-    os::name(pid)
-}
-
-/// The children of `pid` (empty when it has none or they cannot be
-/// listed).
-pub fn children(pid: u32) -> Vec<u32> {
-    os::children(pid)
-}
-
-/// Makes this process a reaper of orphans among its descendants, so that
-/// a daemon that double-forked away from a service is re-parented to it
-/// (and can still be found by parentage) instead of to init. Returns
-/// whether it took effect: Linux has `PR_SET_CHILD_SUBREAPER`; macOS has
-/// no such thing, and the answer is false.
-pub fn become_subreaper() -> bool {
-    os::become_subreaper()
-}
-
-/// Puts a run in the background, or back in the foreground: the run led
-/// by `leader`, which leads its own session and process group (every
-/// service run and prepare step omnidev starts does). Returns whether the
-/// system took all of it.
-///
-/// On Linux, the session's scheduling group (its autogroup, through
-/// which the scheduler shares the CPU between sessions) gets nice 19, and
-/// the process group's I/O the idle class; back in the foreground, nice 0
-/// and the default class, which an unprivileged user may both set again.
-/// (Where autogroups are turned off, the CPU half has no effect: a
-/// process's own nice, once raised, cannot be lowered without privilege,
-/// so it is left alone.) On macOS the leader enters the Darwin background
-/// band (`PRIO_DARWIN_BG`: lowest CPU priority and throttled I/O) and
-/// leaves it again.
-pub fn set_background(leader: u32, on: bool) -> bool {
-    os::set_background(leader, on)
-}
-
-/// Whether process `pid` runs in the background as [`set_background`]
-/// puts it there (on Linux, both halves), when readable.
-pub fn in_background(pid: u32) -> Option<bool> {
-    os::in_background(pid)
-}
-
-/// The CPU time (user plus system) process `pid` has used, when readable.
-pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
-    os::cpu_time(pid)
-}
-
-/// How many descriptors process `pid` has open, when readable.
-pub fn open_fds(pid: u32) -> Option<usize> {
-    os::open_fds(pid)
-}
-
-/// The paths process `pid`'s descriptors refer to (files, terminals),
-/// when readable; for diagnostics.
-pub fn open_paths(pid: u32) -> Option<Vec<std::path::PathBuf>> {
-    os::open_paths(pid)
-}
-
-/// The resident memory of process `pid` now, in KiB, when readable.
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    os::rss_kib(pid)
-}
-
-/// The peak resident memory of process `pid` so far, in KiB, when the
-/// system tracks it per process image.
-pub fn peak_rss_kib(pid: u32) -> Option<u64> {
-    os::peak_rss_kib(pid)
-}
-
-/// One line per thread of process `pid` (its id, name, state and what it
-/// waits in), when the system shows them; for diagnostics of a hang.
-pub fn threads(pid: u32) -> Option<Vec<String>> {
-    os::threads(pid)
-}
-
-/// How many directories one user may watch for file changes, where the
-/// system has such a limit (on Linux the lower of
-/// `fs.inotify.max_user_watches` and the user namespace's
-/// `user.max_inotify_watches`; macOS's FSEvents watches a tree with one
-/// stream and has none).
-pub fn watch_limit() -> Option<usize> {
-    os::watch_limit()
-}
-
-/// How many of those watches this process holds now, where the system
-/// counts them (Linux: the `inotify wd:` lines of its descriptors'
-/// fdinfo).
-pub fn watches_held() -> Option<usize> {
-    os::watches_held()
-}
-
-/// The text of this process's mount table and of its cgroup membership
-/// (Linux), or why there are none.
-pub(crate) fn own_cgroup_files() -> Result<(String, String), String> {
-    os::own_cgroup_files()
 }
 
 /// Programs that start the real service as their one child and wait for

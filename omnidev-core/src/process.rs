@@ -369,17 +369,6 @@ fn forget_own_child(record: ProcessRecord) {
     own_children().retain(|r| *r != record);
 }
 
-/// Makes this process a child subreaper where the system has them
-/// ([`crate::platform::become_subreaper`]): orphans among its descendants
-/// are re-parented to it instead of to init, so a daemon that
-/// double-forked away from a service can still be found (its parent is
-/// us) and killed. Their exit statuses are collected by [`reap_adopted`].
-/// Returns whether it took effect. The supervisor does this itself when it
-/// starts; not for embedding programs.
-pub(crate) fn become_subreaper() -> bool {
-    crate::platform::become_subreaper()
-}
-
 /// Reaps zombie children that this process did not spawn itself: orphans
 /// adopted as a subreaper. A zombie is only reaped when it was not spawned
 /// through `spawn_group_in` and is not in this process's own session (a

@@ -12,9 +12,13 @@ use std::time::Duration;
 use super::ProcessStat;
 use super::net::TcpSocket;
 
-pub(super) const HAS_SUBREAPER: bool = true;
+/// Whether [`become_subreaper`] can take effect here: true on Linux,
+/// false on macOS (which has no subreaper; orphans go to launchd).
+pub const HAS_SUBREAPER: bool = true;
 
-pub(super) fn stat(pid: u32) -> Option<ProcessStat> {
+/// The stat of process `pid`, or `None` when it does not exist or cannot
+/// be read.
+pub fn stat(pid: u32) -> Option<ProcessStat> {
     Some(stat_and_ticks(pid)?.0)
 }
 
@@ -45,7 +49,8 @@ fn parse_stat(text: &str) -> Option<(ProcessStat, u64)> {
     Some((stat, ticks))
 }
 
-pub(super) fn pids() -> Vec<u32> {
+/// The pid of every process (empty where the system does not list them).
+pub fn pids() -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -54,7 +59,10 @@ pub(super) fn pids() -> Vec<u32> {
         .collect()
 }
 
-pub(super) fn env_var(pid: u32, name: &str) -> Option<String> {
+/// The value of variable `name` in process `pid`'s environment as it was
+/// at `exec` (lossy UTF-8), when it is set and readable (a process of
+/// another user usually is not).
+pub fn env_var(pid: u32, name: &str) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     environ.split(|b| *b == 0).find_map(|var| {
         var.strip_prefix(name.as_bytes())?
@@ -63,7 +71,9 @@ pub(super) fn env_var(pid: u32, name: &str) -> Option<String> {
     })
 }
 
-pub(super) fn cmdline(pid: u32) -> String {
+/// Process `pid`'s command line, arguments joined by spaces (empty when
+/// unreadable).
+pub fn cmdline(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     String::from_utf8_lossy(&raw)
         .replace('\0', " ")
@@ -71,16 +81,21 @@ pub(super) fn cmdline(pid: u32) -> String {
         .to_owned()
 }
 
-pub(super) fn name(pid: u32) -> Option<String> {
+/// The name of the program process `pid` runs (at most 15 bytes on
+/// Linux, 16 on macOS), when readable.
+pub fn name(pid: u32) -> Option<String> {
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     Some(comm.trim_end_matches('\n').to_owned())
 }
 
+/// The children of `pid` (empty when it has none or they cannot be
+/// listed).
+///
 /// From each of its threads' `/proc/<pid>/task/<tid>/children` (a child
 /// belongs to the thread that forked it, and `uv` forks from a worker
 /// thread), or from the process table where the kernel does not have
 /// those files.
-pub(super) fn children(pid: u32) -> Vec<u32> {
+pub fn children(pid: u32) -> Vec<u32> {
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         let mut children = Vec::new();
         let mut readable = false;
@@ -104,7 +119,12 @@ pub(super) fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-pub(super) fn become_subreaper() -> bool {
+/// Makes this process a reaper of orphans among its descendants, so that
+/// a daemon that double-forked away from a service is re-parented to it
+/// (and can still be found by parentage) instead of to init. Returns
+/// whether it took effect: Linux has `PR_SET_CHILD_SUBREAPER`; macOS has
+/// no such thing, and the answer is false.
+pub fn become_subreaper() -> bool {
     nix::sys::prctl::set_child_subreaper(true).is_ok()
 }
 
@@ -115,7 +135,21 @@ const IOPRIO_WHO_PGRP: libc::c_int = 2;
 const IOPRIO_CLASS_IDLE: libc::c_int = 3;
 const IOPRIO_CLASS_SHIFT: libc::c_int = 13;
 
-pub(super) fn set_background(leader: u32, on: bool) -> bool {
+/// Puts a run in the background, or back in the foreground: the run led
+/// by `leader`, which leads its own session and process group (every
+/// service run and prepare step omnidev starts does). Returns whether the
+/// system took all of it.
+///
+/// On Linux, the session's scheduling group (its autogroup, through
+/// which the scheduler shares the CPU between sessions) gets nice 19, and
+/// the process group's I/O the idle class; back in the foreground, nice 0
+/// and the default class, which an unprivileged user may both set again.
+/// (Where autogroups are turned off, the CPU half has no effect: a
+/// process's own nice, once raised, cannot be lowered without privilege,
+/// so it is left alone.) On macOS the leader enters the Darwin background
+/// band (`PRIO_DARWIN_BG`: lowest CPU priority and throttled I/O) and
+/// leaves it again.
+pub fn set_background(leader: u32, on: bool) -> bool {
     let cpu = std::fs::write(
         format!("/proc/{leader}/autogroup"),
         if on { "19" } else { "0" },
@@ -131,7 +165,9 @@ pub(super) fn set_background(leader: u32, on: bool) -> bool {
     cpu && io
 }
 
-pub(super) fn in_background(pid: u32) -> Option<bool> {
+/// Whether process `pid` runs in the background as [`set_background`]
+/// puts it there (on Linux, both halves), when readable.
+pub fn in_background(pid: u32) -> Option<bool> {
     // "/autogroup-123 nice 19"
     let group = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
     let nice: i32 = group.split_whitespace().last()?.parse().ok()?;
@@ -141,7 +177,8 @@ pub(super) fn in_background(pid: u32) -> Option<bool> {
     Some(nice == 19 && class == IOPRIO_CLASS_IDLE)
 }
 
-pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
+/// The CPU time (user plus system) process `pid` has used, when readable.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
     let (_, ticks) = stat_and_ticks(pid)?;
     // SAFETY: sysconf has no preconditions.
     let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
@@ -150,11 +187,14 @@ pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 1000 / per_second))
 }
 
-pub(super) fn open_fds(pid: u32) -> Option<usize> {
+/// How many descriptors process `pid` has open, when readable.
+pub fn open_fds(pid: u32) -> Option<usize> {
     Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
-pub(super) fn open_paths(pid: u32) -> Option<Vec<PathBuf>> {
+/// The paths process `pid`'s descriptors refer to (files, terminals),
+/// when readable; for diagnostics.
+pub fn open_paths(pid: u32) -> Option<Vec<PathBuf>> {
     let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     Some(
         entries
@@ -164,11 +204,14 @@ pub(super) fn open_paths(pid: u32) -> Option<Vec<PathBuf>> {
     )
 }
 
-pub(super) fn rss_kib(pid: u32) -> Option<u64> {
+/// The resident memory of process `pid` now, in KiB, when readable.
+pub fn rss_kib(pid: u32) -> Option<u64> {
     status_kib(pid, "VmRSS")
 }
 
-pub(super) fn peak_rss_kib(pid: u32) -> Option<u64> {
+/// The peak resident memory of process `pid` so far, in KiB, when the
+/// system tracks it per process image.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
     status_kib(pid, "VmHWM")
 }
 
@@ -185,7 +228,9 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
-pub(super) fn threads(pid: u32) -> Option<Vec<String>> {
+/// One line per thread of process `pid` (its id, name, state and what it
+/// waits in), when the system shows them; for diagnostics of a hang.
+pub fn threads(pid: u32) -> Option<Vec<String>> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     Some(
         tasks
@@ -206,7 +251,12 @@ pub(super) fn threads(pid: u32) -> Option<Vec<String>> {
     )
 }
 
-pub(super) fn watch_limit() -> Option<usize> {
+/// How many directories one user may watch for file changes, where the
+/// system has such a limit (on Linux the lower of
+/// `fs.inotify.max_user_watches` and the user namespace's
+/// `user.max_inotify_watches`; macOS's FSEvents watches a tree with one
+/// stream and has none).
+pub fn watch_limit() -> Option<usize> {
     [
         "/proc/sys/fs/inotify/max_user_watches",
         "/proc/sys/user/max_inotify_watches",
@@ -216,7 +266,10 @@ pub(super) fn watch_limit() -> Option<usize> {
     .min()
 }
 
-pub(super) fn watches_held() -> Option<usize> {
+/// How many of those watches this process holds now, where the system
+/// counts them (Linux: the `inotify wd:` lines of its descriptors'
+/// fdinfo).
+pub fn watches_held() -> Option<usize> {
     let fds = std::fs::read_dir("/proc/self/fdinfo").ok()?;
     Some(
         fds.filter_map(Result::ok)
@@ -230,7 +283,7 @@ pub(super) fn watches_held() -> Option<usize> {
     )
 }
 
-pub(super) fn own_cgroup_files() -> Result<(String, String), String> {
+pub(crate) fn own_cgroup_files() -> Result<(String, String), String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let cgroup = std::fs::read_to_string("/proc/self/cgroup")
@@ -238,13 +291,20 @@ pub(super) fn own_cgroup_files() -> Result<(String, String), String> {
     Ok((mountinfo, cgroup))
 }
 
+/// Whether listeners of other users can be seen ([`listeners`] lists
+/// every listener of the machine on Linux, only those of processes this
+/// one may inspect on macOS).
+///
 /// Every listener of the machine is in the socket diagnostics (and in
 /// `/proc/net/tcp{,6}`).
-pub(super) const SEES_OTHER_USERS: bool = true;
+pub const SEES_OTHER_USERS: bool = true;
 
+/// The listening sockets on `port` (IPv4 and IPv6), or `None` when the
+/// system does not say.
+///
 /// From the kernel's socket diagnostics (a dump of listeners only), else
 /// from `/proc/net/tcp` and `/proc/net/tcp6`; `None` when neither answers.
-pub(super) fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
+pub fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
     sock_diag::listeners(port).or_else(|| listeners_from_proc(port))
 }
 
@@ -260,14 +320,17 @@ fn listeners_from_proc(port: u16) -> Option<Vec<TcpSocket>> {
         found.get_or_insert_with(Vec::new).extend(
             tcp::parse(&text)
                 .into_iter()
-                .filter(|s| s.port == port && s.is_listening()),
+                .filter(|s| s.port == port && s.listening),
         );
     }
     found
 }
 
+/// The [`TcpSocket::id`]s of the sockets process `pid` holds open (empty
+/// when its descriptors cannot be read: gone, or another user's).
+///
 /// The socket inodes of `/proc/<pid>/fd` (links read `socket:[inode]`).
-pub(super) fn socket_ids(pid: u32) -> BTreeSet<u64> {
+pub fn socket_ids(pid: u32) -> BTreeSet<u64> {
     let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return BTreeSet::new();
     };

@@ -23,7 +23,8 @@ use super::ProcessStat;
 use super::darwin;
 use super::net::TcpSocket;
 
-pub(super) const HAS_SUBREAPER: bool = false;
+/// macOS has no subreaper: orphans go to launchd.
+pub const HAS_SUBREAPER: bool = false;
 
 /// A pid as the system calls take it; pid 0 (the kernel) is no process of
 /// anyone's.
@@ -31,7 +32,8 @@ fn raw(pid: u32) -> Option<i32> {
     i32::try_from(pid).ok().filter(|&p| p > 0)
 }
 
-pub(super) fn stat(pid: u32) -> Option<ProcessStat> {
+/// From `sysctl(KERN_PROC_PID)`; the session from `getsid`.
+pub fn stat(pid: u32) -> Option<ProcessStat> {
     let p = raw(pid)?;
     let info = kproc_info_raw(p).ok()?;
     if info.kp_proc.p_pid != p {
@@ -50,7 +52,8 @@ pub(super) fn stat(pid: u32) -> Option<ProcessStat> {
     })
 }
 
-pub(super) fn pids() -> Vec<u32> {
+/// From `proc_listpids`.
+pub fn pids() -> Vec<u32> {
     pids_by_type(ProcFilter::All)
         .unwrap_or_default()
         .into_iter()
@@ -110,35 +113,42 @@ fn procargs(pid: u32) -> Option<Vec<u8>> {
     Some(buffer)
 }
 
-pub(super) fn env_var(pid: u32, name: &str) -> Option<String> {
+/// From `KERN_PROCARGS2` (the user's own processes only).
+pub fn env_var(pid: u32, name: &str) -> Option<String> {
     darwin::parse_procargs(&procargs(pid)?)?.var(name)
 }
 
-pub(super) fn cmdline(pid: u32) -> String {
+/// From `KERN_PROCARGS2` (the user's own processes only).
+pub fn cmdline(pid: u32) -> String {
     procargs(pid)
         .and_then(|buffer| Some(darwin::parse_procargs(&buffer)?.command_line()))
         .unwrap_or_default()
 }
 
-pub(super) fn name(pid: u32) -> Option<String> {
+/// From `proc_name` (at most 16 bytes).
+pub fn name(pid: u32) -> Option<String> {
     libproc::libproc::proc_pid::name(raw(pid)?).ok()
 }
 
-pub(super) fn children(pid: u32) -> Vec<u32> {
+/// From `proc_listpids` by parent.
+pub fn children(pid: u32) -> Vec<u32> {
     pids_by_type(ProcFilter::ByParentProcess { ppid: pid }).unwrap_or_default()
 }
 
-pub(super) fn become_subreaper() -> bool {
+/// Always false: macOS has no subreaper.
+pub fn become_subreaper() -> bool {
     false
 }
 
-pub(super) fn set_background(leader: u32, on: bool) -> bool {
+/// The Darwin background band (`PRIO_DARWIN_BG`) of the leader.
+pub fn set_background(leader: u32, on: bool) -> bool {
     let band = if on { libc::PRIO_DARWIN_BG } else { 0 };
     // SAFETY: setpriority takes three integers and reads no memory of ours.
     unsafe { libc::setpriority(libc::PRIO_DARWIN_PROCESS, leader, band) == 0 }
 }
 
-pub(super) fn in_background(pid: u32) -> Option<bool> {
+/// Whether the process is in the Darwin background band.
+pub fn in_background(pid: u32) -> Option<bool> {
     // SAFETY: errno is this thread's; getpriority takes two integers.
     unsafe {
         *libc::__error() = 0;
@@ -154,17 +164,19 @@ fn fds(pid: u32) -> Option<Vec<ProcFDInfo>> {
     listpidinfo::<ListFDs>(p, info.pbi_nfiles as usize).ok()
 }
 
-pub(super) fn open_fds(pid: u32) -> Option<usize> {
+/// From `proc_pidinfo` (the user's own processes).
+pub fn open_fds(pid: u32) -> Option<usize> {
     Some(fds(pid)?.len())
 }
 
 /// Not asked of macOS (it would take a `proc_pidfdinfo` per descriptor
 /// for diagnostics only).
-pub(super) fn open_paths(_pid: u32) -> Option<Vec<PathBuf>> {
+pub fn open_paths(_pid: u32) -> Option<Vec<PathBuf>> {
     None
 }
 
-pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
+/// From `proc_pidinfo(PROC_PIDTASKINFO)`, in Mach time units.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
     let info = pidinfo::<TaskInfo>(raw(pid)?, 0).ok()?;
     let units = info.pti_total_user.saturating_add(info.pti_total_system);
     let (numer, denom) = timebase();
@@ -184,37 +196,39 @@ fn timebase() -> (u32, u32) {
     (info.numer, info.denom)
 }
 
-pub(super) fn rss_kib(pid: u32) -> Option<u64> {
+/// From `proc_pidinfo(PROC_PIDTASKINFO)`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
     let info = pidinfo::<TaskInfo>(raw(pid)?, 0).ok()?;
     Some(info.pti_resident_size / 1024)
 }
 
 /// macOS keeps no per-process peak of resident memory.
-pub(super) fn peak_rss_kib(_pid: u32) -> Option<u64> {
+pub fn peak_rss_kib(_pid: u32) -> Option<u64> {
     None
 }
 
 /// Not asked of macOS (diagnostics only).
-pub(super) fn threads(_pid: u32) -> Option<Vec<String>> {
+pub fn threads(_pid: u32) -> Option<Vec<String>> {
     None
 }
 
 /// FSEvents watches a tree with one stream: there is no per-user limit.
-pub(super) fn watch_limit() -> Option<usize> {
+pub fn watch_limit() -> Option<usize> {
     None
 }
 
-pub(super) fn watches_held() -> Option<usize> {
+/// There is no per-user limit to count against.
+pub fn watches_held() -> Option<usize> {
     None
 }
 
-pub(super) fn own_cgroup_files() -> Result<(String, String), String> {
+pub(crate) fn own_cgroup_files() -> Result<(String, String), String> {
     Err("cgroups are Linux-only".to_owned())
 }
 
 /// Only the descriptors of processes this one may inspect (the user's
 /// own) can be read.
-pub(super) const SEES_OTHER_USERS: bool = false;
+pub const SEES_OTHER_USERS: bool = false;
 
 /// The TCP sockets `pid` holds, with their ids (`soi_so`).
 fn tcp_sockets(pid: u32) -> Vec<TcpSocket> {
@@ -251,19 +265,19 @@ fn tcp_sockets(pid: u32) -> Vec<TcpSocket> {
 /// read; one socket held by several processes is listed once. Always an
 /// answer (the seam's `None` is for a Linux whose `/proc/net` is hidden).
 #[allow(clippy::unnecessary_wraps)]
-pub(super) fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
+pub fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
     let mut seen = BTreeSet::new();
     Some(
         pids()
             .into_iter()
             .flat_map(tcp_sockets)
-            .filter(|s| s.port == port && s.is_listening() && seen.insert(s.id))
+            .filter(|s| s.port == port && s.listening && seen.insert(s.id))
             .collect(),
     )
 }
 
 /// Every socket `pid` holds (TCP or not), by `soi_so`.
-pub(super) fn socket_ids(pid: u32) -> BTreeSet<u64> {
+pub fn socket_ids(pid: u32) -> BTreeSet<u64> {
     let (Some(p), Some(fds)) = (raw(pid), fds(pid)) else {
         return BTreeSet::new();
     };

@@ -3,10 +3,9 @@
 //! and each process's descriptors; macOS asks `proc_pidfdinfo` for the
 //! socket descriptors of every process it may look at (the user's own).
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use super::os;
+pub use super::os::{SEES_OTHER_USERS, listeners, socket_ids};
 
 /// One TCP socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,30 +21,6 @@ pub struct TcpSocket {
     /// What identifies the socket among every process's descriptors: its
     /// inode on Linux, the kernel's address of it on macOS.
     pub id: u64,
-}
-
-impl TcpSocket {
-    /// Whether it is a listening socket.
-    pub fn is_listening(&self) -> bool {
-        self.listening
-    }
-}
-
-/// Whether listeners of other users can be seen ([`listeners`] lists
-/// every listener of the machine on Linux, only those of processes this
-/// one may inspect on macOS).
-pub const SEES_OTHER_USERS: bool = os::SEES_OTHER_USERS;
-
-/// The listening sockets on `port` (IPv4 and IPv6), or `None` when the
-/// system does not say.
-pub fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
-    os::listeners(port)
-}
-
-/// The [`TcpSocket::id`]s of the sockets process `pid` holds open (empty
-/// when its descriptors cannot be read: gone, or another user's).
-pub fn socket_ids(pid: u32) -> BTreeSet<u64> {
-    os::socket_ids(pid)
 }
 
 /// The processes holding socket `id` open, among every process whose

@@ -141,7 +141,7 @@ impl Builder {
             let (containment, guard) = contain(&config.containment, &names, me, &mut notices)?;
             // Orphans of services come to this process, to be found and
             // reaped.
-            if crate::process::become_subreaper() {
+            if crate::platform::become_subreaper() {
                 tokio::spawn(reap_adopted_until(finished.clone()));
             }
             let spawner: Arc<dyn Spawner> = Arc::new(spawn::ProcessSpawner {

@@ -126,20 +126,12 @@ impl ProcessSpawner {
         let pid = child.id();
         let pgid = pid as i32;
         self.guard.register(pgid);
-        let captures = self.capture_output(&mut child, service);
-        let captures = match captures {
-            Ok(captures) => captures,
-            Err(e) => {
-                // No reader, no run: a child whose output nobody drains
-                // would block on a full pipe, so it is not left running.
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pgid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                self.guard.unregister(pgid);
-                return Err(e);
-            }
-        };
+        let captures = self.capture_output(&mut child, service).inspect_err(|_| {
+            // No reader, no run: a child whose output nobody drains would
+            // block on a full pipe, so it is not left running.
+            process::signal_group(pgid, libc::SIGKILL);
+            self.guard.unregister(pgid);
+        })?;
         let exit = Box::pin(async move {
             match child.wait().await {
                 Ok(status) => exit_status(status),

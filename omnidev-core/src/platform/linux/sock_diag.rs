@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found, from_proc, "the same as /proc/net/tcp says");
         assert_eq!(found[0].address, IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert!(found[0].is_listening());
+        assert!(found[0].listening);
         assert_eq!(found[0].uid, nix::unistd::getuid().as_raw());
         let ids = super::super::socket_ids(std::process::id());
         assert!(ids.contains(&found[0].id), "the inode of our descriptor");

@@ -81,7 +81,7 @@ mod tests {
             "::ffff:127.0.0.1",
             "an IPv4-mapped address"
         );
-        assert!(!sockets[2].is_listening(), "an established connection");
+        assert!(!sockets[2].listening, "an established connection");
     }
 
     #[test]
@@ -94,7 +94,7 @@ mod tests {
             (sockets[0].port, sockets[0].uid, sockets[0].id),
             (6767, 1000, 424_242)
         );
-        assert!(sockets[0].is_listening());
+        assert!(sockets[0].listening);
     }
 
     #[test]
