@@ -27,8 +27,8 @@ mod bursts;
 mod classify;
 mod ignores;
 
-use budget::{at_the_limit, count_dirs, is_limit, watches_held};
-pub use budget::{watch_budget, watch_limit};
+pub use budget::watch_budget;
+use budget::{at_the_limit, count_dirs, is_limit};
 use bursts::{Fired, run_bursts, spawn_reloads};
 pub use classify::matches_a_file;
 use classify::{Tracker, kind_counts, literal_base};
@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher as _};
 
+use omnidev_core::platform::{watch_limit, watches_held};
 use omnidev_core::{Changes, Supervisor};
 
 use crate::error::{Error, Result};
@@ -245,7 +246,7 @@ impl Watcher {
             path: root.clone(),
             source,
         })?;
-        let held = watches_held();
+        let held = watches_held().unwrap_or(0);
         // Dropping `inner` on an error closes its descriptor: every watch
         // it added goes with it.
         plan.set_up(&mut inner)

@@ -3,27 +3,16 @@
 
 use std::path::Path;
 
+use omnidev_core::platform::{watch_limit, watches_held};
+
 use super::WatchConfig;
 use crate::error::Error;
-
-/// The system's limit of watches for this user
-/// ([`omnidev_core::platform::watch_limit`]; `None` where it cannot be
-/// read or there is none, as with macOS's FSEvents).
-pub fn watch_limit() -> Option<usize> {
-    omnidev_core::platform::watch_limit()
-}
 
 /// Directories all the watch rules of a pod may watch together: half of
 /// [`watch_limit`] (the rest is left to editors and other pods), or 4,096
 /// when it cannot be read.
 pub fn watch_budget() -> usize {
     watch_limit().map_or(4096, |limit| limit / 2)
-}
-
-/// The watches this process holds now
-/// ([`omnidev_core::platform::watches_held`]; 0 where it cannot be told).
-pub(super) fn watches_held() -> usize {
-    omnidev_core::platform::watches_held().unwrap_or(0)
 }
 
 /// `error` of setting up `needed` watches, when this process held `held`
@@ -36,7 +25,7 @@ pub(super) fn at_the_limit(
 ) -> Error {
     match &error {
         Error::Watch { source, .. } if is_limit(source) => {
-            let added = watches_held().saturating_sub(held);
+            let added = watches_held().unwrap_or(0).saturating_sub(held);
             let limit = watch_limit().unwrap_or_default();
             Error::WatchLimit {
                 patterns: config.patterns.join(", "),
