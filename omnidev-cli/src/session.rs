@@ -59,26 +59,19 @@ pub fn current_dir() -> Result<PathBuf> {
     })
 }
 
-fn absolute(cwd: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        cwd.join(path)
-    }
-}
-
 /// Repo root (`--repo` verbatim, else the surrounding checkout) → profile
 /// (`--profile`, `omnidev.toml`, embedded) → shape check → pod directory
 /// (`--pod-dir`, else the default under the cache root).
 pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
     let cwd = current_dir()?;
     let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
-    let profile_file = args.profile.as_deref().map(|p| absolute(&cwd, p));
+    let profile_file = args.profile.as_deref().map(|p| cwd.join(p));
     let (profile, source) = Profile::load(&repo, profile_file.as_deref())?;
     profile.check_repo(&repo)?;
     let cache_root = omnidev_pod::pod::cache_root()?;
     let pod_dir = match &args.pod_dir {
-        Some(dir) => absolute(&cwd, dir),
+        // An absolute path stays as it is.
+        Some(dir) => cwd.join(dir),
         None => omnidev_pod::pod::default_pod_dir(&cache_root, &repo),
     };
     Ok(Checkout {
@@ -103,7 +96,7 @@ pub fn pod_dir(args: &PodArgs) -> Result<PathBuf> {
         let cache_root = omnidev_pod::pod::cache_root()?;
         return Ok(omnidev_pod::pod::default_pod_dir(&cache_root, &repo));
     };
-    let pod_dir = absolute(&current_dir()?, dir);
+    let pod_dir = current_dir()?.join(dir);
     let what = match omnidev_pod::pod::examine(&pod_dir)? {
         omnidev_pod::pod::DirKind::Pod(_) | omnidev_pod::pod::DirKind::Unmarked => {
             return Ok(pod_dir);

@@ -69,13 +69,11 @@ fn state_style(state: &ServiceState) -> Style {
             Style::new().fg(Color::Yellow)
         }
         ServiceState::Restarting { .. } => Style::new().fg(Color::LightRed),
-        ServiceState::Exited { status } if !status.success() => {
-            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
-        }
-        ServiceState::Failed { .. } | ServiceState::Blocked { .. } => {
-            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
-        }
-        ServiceState::Exited { .. } | ServiceState::Stopped => Style::new().fg(Color::DarkGray),
+        ServiceState::Exited { status } if status.success() => Style::new().fg(Color::DarkGray),
+        ServiceState::Exited { .. }
+        | ServiceState::Failed { .. }
+        | ServiceState::Blocked { .. } => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        ServiceState::Stopped => Style::new().fg(Color::DarkGray),
     }
 }
 
@@ -135,11 +133,9 @@ fn tabs_line(app: &App, width: usize) -> Line<'static> {
         }
         tabs
     };
-    let units_width = |tabs: &[Vec<Span<'static>>]| -> usize {
-        tabs.iter()
-            .map(|tab| tab.iter().map(Span::width).sum::<usize>())
-            .sum::<usize>()
-            + tabs.len().saturating_sub(1)
+    let tab_width = |tab: &Vec<Span<'static>>| tab.iter().map(Span::width).sum::<usize>();
+    let units_width = |tabs: &[Vec<Span<'static>>]| {
+        tabs.iter().map(tab_width).sum::<usize>() + tabs.len().saturating_sub(1)
     };
     for detail in [TabDetail::Full, TabDetail::Word, TabDetail::Icon] {
         let tabs = build(detail);
@@ -149,7 +145,6 @@ fn tabs_line(app: &App, width: usize) -> Line<'static> {
     }
     // Whole tabs, in order, keeping the focused one and room for `+N`.
     let tabs = build(TabDetail::Icon);
-    let tab_width = |tab: &Vec<Span<'static>>| tab.iter().map(Span::width).sum::<usize>();
     let room = width.saturating_sub(4);
     let mut used = tab_width(&tabs[app.focus.min(tabs.len() - 1)]);
     let mut keep = vec![false; tabs.len()];
