@@ -8,7 +8,6 @@ use crate::run_options::RunOptions;
 pub mod attach;
 pub mod clean;
 pub mod completions;
-pub mod detach;
 pub mod events;
 pub mod gc;
 pub mod init;
@@ -31,7 +30,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
     match cli.command {
         Some(Command::Up(args)) => up_or_detach(&args),
         None => up_or_detach(&cli.up),
-        Some(Command::Detached) => Ok(up::run(&detach::background_options()?)?),
+        Some(Command::Detached) => Ok(up::run(&crate::detach::background_options()?)?),
         Some(Command::Run(args)) => Ok(run::run(&args)?),
         Some(Command::Omnigent(args)) => Ok(run::run_omnigent(&args.pod, &args.args)?),
         Some(Command::Init(args)) => Ok(init::run(&args)?),
@@ -65,7 +64,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
 fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
     let options = RunOptions::from_args(args)?;
     match options.detach {
-        Some(ready_timeout) => detach::run(&options, ready_timeout),
+        Some(ready_timeout) => crate::detach::run(&options, ready_timeout),
         None => Ok(up::run(&options)?),
     }
 }

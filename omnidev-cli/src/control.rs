@@ -66,7 +66,7 @@ pub mod server;
 
 use std::path::{Path, PathBuf};
 
-pub use client::Ask;
+pub use client::{Ask, CallConnection};
 pub use inspect::{inspect, list_pods, lock_state};
 pub use protocol::{PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};

@@ -480,7 +480,7 @@ impl State {
             crate::mcp::up_detached(
                 &pod,
                 ACTION_WAIT.as_secs(),
-                &crate::mcp::CallConnection::default(),
+                &crate::control::CallConnection::default(),
             )
         })
         .await;

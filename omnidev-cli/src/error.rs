@@ -564,19 +564,6 @@ pub enum Error {
     )]
     UpNotAllowed,
 
-    /// `omnidev up --detach`, run by the `up` tool, failed.
-    #[error("`omnidev up --detach` failed (exit code {code}): {output}")]
-    #[diagnostic(
-        code(omnidev::mcp::up_failed),
-        help("the pod's own output is in <pod>/logs/omnidev.log; `omnidev status` shows the pod")
-    )]
-    UpFailed {
-        /// Its exit code (-1 when killed by a signal).
-        code: i32,
-        /// The end of what it said on stderr.
-        output: String,
-    },
-
     /// `OMNIDEV_CONTAINMENT` names no mechanism.
     #[error("{message}")]
     #[diagnostic(

@@ -16,6 +16,7 @@ mod cli;
 mod commands;
 mod control;
 mod dashboard;
+mod detach;
 mod detached_log;
 mod error;
 mod headless;

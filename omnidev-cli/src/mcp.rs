@@ -4,8 +4,8 @@
 //!
 //! Every tool does what a command does, through the same code: the control
 //! socket client for `status`, `wait`, `restart`, `stop`/`start SERVICE`
-//! and `events`, the log files as `omnidev logs` reads them, `omnidev up
-//! --detach` for `up`. A failure is a tool error (`isError`) whose text is
+//! and `events`, the log files as `omnidev logs` reads them, `up
+//! --detach`'s start of a background pod for `up`. A failure is a tool error (`isError`) whose text is
 //! the command's `--json` error record (`{"error": {"code", "message",
 //! "help", "exit"}}`); a success carries `structuredContent` that its
 //! output schema describes (each tool returns `Result<Json<T>,
@@ -13,22 +13,17 @@
 //! that very type). Every argument is bounded ([`limits`]) by the tool's
 //! input schema, which each call is checked against ([`schema::check`]);
 //! what is no message is answered as JSON-RPC says ([`framing`]). stdout
-//! carries protocol messages only: nothing here prints, and the `up` tool's
-//! child's stdout is discarded and its stderr kept (its end) for its error.
+//! carries protocol messages only: nothing here prints.
 
 mod framing;
 mod results;
 mod schema;
 
 use std::collections::VecDeque;
-use std::io::Read;
-use std::net::Shutdown;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use omnidev_core::sync::Locked;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
@@ -43,7 +38,7 @@ use rmcp::{
 
 use crate::cli::PodArgs;
 use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
-use crate::control::{self, Ask};
+use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use results::{
     ActionResult, EventsParams, EventsResult, FailedService, LogsParams, LogsResult,
@@ -74,8 +69,6 @@ pub mod limits {
     pub const FAILURE_LINES: usize = 20;
     /// See [`FAILURE_LINES`].
     pub const FAILURE_BYTES: usize = 8 * 1024;
-    /// What `up --detach` said on stderr, kept for its error (its end).
-    pub const UP_OUTPUT_BYTES: usize = 8 * 1024;
     /// `events`: bytes read from the pod at most (its kept records are
     /// bounded too; this bounds what a misbehaving pod could send).
     pub const EVENTS_READ_BYTES: usize = 64 * 1024 * 1024;
@@ -130,48 +123,6 @@ async fn blocking<T: Send + 'static>(
 /// command that asks a running pod checks first).
 fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
     Ok(crate::session::running_pod_dir(pod)?)
-}
-
-/// The connection of a tool's request to the pod, hung up when the client
-/// cancels the call: the pod then stops waiting for it at once (it sees
-/// its client gone) and frees the waiting slot, and the blocked read
-/// here ends, instead of both lasting until the request's timeout. Work
-/// without a connection (`up`'s child) looks at [`CallConnection::cancelled`].
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CallConnection(Arc<Mutex<Hangup>>);
-
-#[derive(Debug, Default)]
-struct Hangup {
-    stream: Option<UnixStream>,
-    cancelled: bool,
-}
-
-impl CallConnection {
-    /// Keeps a handle of `stream` (hung up at once if the call was
-    /// cancelled before it connected).
-    fn keep(&self, stream: &UnixStream) {
-        let mut state = self.0.locked();
-        if state.cancelled {
-            let _ = stream.shutdown(Shutdown::Both);
-        } else {
-            state.stream = stream.try_clone().ok();
-        }
-    }
-
-    /// Whether the call was cancelled (for work that looks rather than
-    /// blocks on a connection).
-    fn cancelled(&self) -> bool {
-        self.0.locked().cancelled
-    }
-
-    /// Hangs up, now or as soon as it connects.
-    fn hang_up(&self) {
-        let mut state = self.0.locked();
-        state.cancelled = true;
-        if let Some(stream) = state.stream.take() {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
 }
 
 /// `lines`, the last of them first kept, within `max_bytes` (a line longer
@@ -576,123 +527,22 @@ impl Tools {
     }
 }
 
-/// How long the `up --detach` child may run past its own ready timeout
-/// (it gives a pod that failed 10 s to exit) before it is killed.
-const UP_MARGIN: Duration = Duration::from_secs(30);
-
-/// How often the `up --detach` child is looked at while it runs.
-const UP_POLL: Duration = Duration::from_millis(50);
-
-/// Runs `omnidev up --detach` (this binary) for `pod`, then reads the
-/// pod's status. The child's stdout (the pod directory and URLs, read from
-/// the status instead) goes nowhere and its stderr is kept for its error
-/// (its last [`limits::UP_OUTPUT_BYTES`]), never this server's stdout. It
-/// is killed, and reaped, when the call is cancelled or when it outlives
-/// its ready timeout by [`UP_MARGIN`]; the pod it started in the
-/// background runs on, as after Ctrl-C of `omnidev up --detach`.
+/// Starts `pod` in the background as `omnidev up --detach` does (the same
+/// code, in this process) and waits until every service is ready, at
+/// most `secs`; what failed is answered as the other tools answer it.
 pub(crate) fn up_detached(
     pod: &PodArgs,
     secs: u64,
     connection: &CallConnection,
 ) -> miette::Result<ActionResult> {
-    // Mistakes of the checkout or profile, with their own codes.
-    crate::session::resolve_checkout(pod)?;
-    let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
-    let mut command = std::process::Command::new(&program);
-    command
-        .args(["up", "--detach", "--ready-timeout"])
-        .arg(secs.to_string());
-    for (flag, value) in [
-        ("--repo", &pod.repo),
-        ("--profile", &pod.profile),
-        ("--pod-dir", &pod.pod_dir),
-    ] {
-        if let Some(value) = value {
-            command.arg(flag).arg(value);
-        }
-    }
-    let mut child = command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(Error::spawn(program.display()))?;
-    let stderr = child
-        .stderr
-        .take()
-        .map(|pipe| std::thread::spawn(move || last_bytes(pipe, limits::UP_OUTPUT_BYTES)));
-    let deadline = Instant::now() + Duration::from_secs(secs) + UP_MARGIN;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) if connection.cancelled() => break Err("the call was cancelled".to_owned()),
-            Ok(None) if Instant::now() >= deadline => {
-                break Err(format!(
-                    "it was still running {} s after its ready timeout",
-                    UP_MARGIN.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(UP_POLL),
-            Err(e) => break Err(format!("waiting for it failed: {e}")),
-        }
+    let args = crate::cli::UpArgs {
+        pod: pod.clone(),
+        detach: true,
+        ..crate::cli::UpArgs::default()
     };
-    if status.is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    // The child is gone, so its stderr has ended (the background pod
-    // writes to its own log file).
-    let said = stderr
-        .and_then(|reader| reader.join().ok())
-        .unwrap_or_default();
-    let said = omnidev_core::text::plain(&String::from_utf8_lossy(&said));
-    let lines: Vec<String> = said.lines().map(str::to_owned).collect();
-    let (kept, _) = within(lines, limits::UP_OUTPUT_BYTES);
-    let output = kept.join("\n");
-    match status {
-        Ok(status) if status.success() => {}
-        Ok(status) => {
-            return Err(Error::UpFailed {
-                code: status.code().unwrap_or(-1),
-                output,
-            }
-            .into());
-        }
-        Err(why) => {
-            return Err(Error::UpFailed {
-                code: -1,
-                output: format!("killed: {why}\n{output}").trim_end().to_owned(),
-            }
-            .into());
-        }
-    }
-    let pod_dir = running(pod)?;
-    Ok(ActionResult {
-        ok: true,
-        failed: Vec::new(),
-        status: control::inspect(&pod_dir)?,
-    })
-}
-
-/// Everything `reader` gives until its end, of which the last `max` bytes
-/// are kept (never more than twice that in memory).
-fn last_bytes(mut reader: impl Read, max: usize) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match reader.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => kept.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
-        if kept.len() > 2 * max {
-            kept.drain(..kept.len() - max);
-        }
-    }
-    let excess = kept.len().saturating_sub(max);
-    kept.drain(..excess);
-    kept
+    let options = crate::run_options::RunOptions::from_args(&args)?;
+    let started = crate::detach::start(&options, Duration::from_secs(secs), connection)?;
+    outcome(started.pod.dir(), started.response)
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -754,17 +604,6 @@ mod tests {
         // One line longer than the bytes: its start, cut at a character.
         assert_eq!(within(lines(&["ééé"]), 3), (lines(&["é"]), true));
         assert_eq!(within(Vec::new(), 3), (Vec::new(), false));
-    }
-
-    #[test]
-    fn of_a_long_output_only_its_last_bytes_are_kept() {
-        // 1 MiB then a last line: the end, within the bytes.
-        let mut said = vec![b'x'; 1 << 20];
-        said.extend_from_slice(b"\nthe reason\n");
-        let kept = last_bytes(said.as_slice(), 64);
-        assert_eq!(kept.len(), 64);
-        assert!(kept.ends_with(b"x\nthe reason\n"), "{kept:?}");
-        assert_eq!(last_bytes(&b"short\n"[..], 64), b"short\n");
     }
 
     #[test]

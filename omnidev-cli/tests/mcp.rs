@@ -542,11 +542,12 @@ async fn two_servers_calling_up_at_once_both_answer_ok() {
     second.cancel().await.expect("close");
 }
 
-/// A cancelled `up` kills its `omnidev up --detach` child and reaps it,
-/// instead of leaving it to wait out its ready timeout (here 30 minutes);
-/// the pod it started runs on, as after Ctrl-C of `omnidev up --detach`.
+/// `up` starts the pod in the server's own process (no `omnidev up
+/// --detach` between them: the pod's process is the server's only child);
+/// a cancelled `up` leaves the pod running, as after Ctrl-C of `omnidev up
+/// --detach`, and the server reaps the pod's process once it stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_up_leaves_no_child_behind() {
+async fn a_cancelled_up_leaves_the_pod_running_and_its_process_is_reaped() {
     let ctx = TestContext::new();
     ctx.omnigent_shape();
     ctx.write(
@@ -584,7 +585,7 @@ grace-ms = 1000
         );
         peer.call_tool(params).await
     });
-    // The pod runs, its service not ready: `up` waits on its child.
+    // The pod runs, its service not ready: `up` waits for it.
     common::wait_for("the pod to run", CALL, || {
         ctx.run(&["status"]).status.code() == Some(0)
     });
@@ -592,20 +593,21 @@ grace-ms = 1000
         !up.is_finished(),
         "up answered before its service was ready"
     );
-    let children = omnidev_core::platform::children(server);
+    let status = ctx.json(&["status", "--json"]);
+    let pod = u32::try_from(status["pid"].as_u64().expect("the pod's pid")).expect("a pid");
     assert_eq!(
-        children.len(),
-        1,
-        "up --detach is the server's child: {children:?}"
+        omnidev_core::platform::children(server),
+        [pod],
+        "the pod's process is the server's only child"
     );
     // Dropped by the client: the SDK sends notifications/cancelled.
     up.abort();
-    common::wait_for("up's child to be killed and reaped", CALL, || {
+    ctx.assert(&["status"]).success();
+    ctx.run_ok(&["stop"]);
+    common::wait_for("the stopped pod's process to be reaped", CALL, || {
         omnidev_core::platform::children(server).is_empty()
     });
-    ctx.assert(&["status"]).success();
     client.cancel().await.expect("close");
-    ctx.run_ok(&["stop"]);
 }
 
 #[test]

@@ -36,7 +36,7 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         "the controlling terminal, /dev/tty, for the prompt",
     ),
     (
-        "omnidev-cli/src/commands/detach.rs",
+        "omnidev-cli/src/detach.rs",
         "File::open(pod.dir())",
         "the pod directory itself, opened only to lock it",
     ),

@@ -29,6 +29,8 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     // Asking a pod, and reading its log files.
     &["control::client", "control::inspect", "log_files"],
     &["session"],
+    // Starting a pod in the background (`up --detach`, MCP and dashboard `up`).
+    &["detach"],
     // Running a pod: the watchers and the front-ends.
     &[
         "watch",

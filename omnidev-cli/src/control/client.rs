@@ -4,9 +4,13 @@
 //! at most [`MAX_LINE_BYTES`] each.
 
 use std::io::{Read, Write};
+use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use omnidev_core::sync::Locked;
 
 use super::protocol::{ErrorKind, Request, Response};
 use crate::error::{Error, Result};
@@ -358,6 +362,49 @@ fn exchange(
         Some(ErrorKind::InvalidProfile) => Error::InvalidProfile { message },
         None => Error::Refused { message },
     })
+}
+
+/// The connection of a tool's request to the pod, hung up when the client
+/// cancels the call: the pod then stops waiting for it at once (it sees
+/// its client gone) and frees the waiting slot, and the blocked read
+/// here ends, instead of both lasting until the request's timeout. Work
+/// between connections (`up --detach` waiting for the socket) looks at
+/// [`CallConnection::cancelled`].
+#[derive(Debug, Clone, Default)]
+pub struct CallConnection(Arc<Mutex<Hangup>>);
+
+#[derive(Debug, Default)]
+struct Hangup {
+    stream: Option<UnixStream>,
+    cancelled: bool,
+}
+
+impl CallConnection {
+    /// Keeps a handle of `stream` (hung up at once if the call was
+    /// cancelled before it connected).
+    pub fn keep(&self, stream: &UnixStream) {
+        let mut state = self.0.locked();
+        if state.cancelled {
+            let _ = stream.shutdown(Shutdown::Both);
+        } else {
+            state.stream = stream.try_clone().ok();
+        }
+    }
+
+    /// Whether the call was cancelled (for work that looks rather than
+    /// blocks on a connection).
+    pub fn cancelled(&self) -> bool {
+        self.0.locked().cancelled
+    }
+
+    /// Hangs up, now or as soon as it connects.
+    pub fn hang_up(&self) {
+        let mut state = self.0.locked();
+        state.cancelled = true;
+        if let Some(stream) = state.stream.take() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! `omnidev up --detach`: run the pod in the background (a new session,
 //! output to `<pod>/logs/omnidev.log`), return once every service is ready
-//! or one has failed, and print the pod directory and URLs.
+//! or one has failed, and print the pod directory and URLs. The MCP and
+//! dashboard `up` start a pod the same way ([`start`]), in their own
+//! process.
 //!
 //! The background process is `omnidev detached`, which reads what to run
 //! from its standard input: the options of this `up`, as data
@@ -19,7 +21,7 @@ use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
 use crate::control::protocol::Response;
-use crate::control::{self, Ask};
+use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files::{Tail, last_lines};
 use crate::output::write_stdout;
@@ -67,6 +69,34 @@ pub fn background_options() -> Result<RunOptions, Error> {
 
 /// Runs `omnidev up --detach`, waiting `ready_timeout` for readiness.
 pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<ExitCode> {
+    let started = start(options, ready_timeout, &CallConnection::default())?;
+    report(&started)
+}
+
+/// A pod running in the background, with the answer to the wait for its
+/// services' readiness.
+#[derive(Debug)]
+pub struct Started {
+    /// The answer of the wait: the pod's status, the services that failed.
+    pub response: Response,
+    /// The pod.
+    pub pod: Pod,
+    /// The background process, when known.
+    pub pid: Option<u32>,
+    /// Whether this call started it or found it running.
+    pub how: &'static str,
+}
+
+/// Starts the pod in the background (or finds it running) and waits until
+/// every service is ready or one failed, at most `ready_timeout`; a
+/// cancelled `connection` stops the wait at once (the pod runs on). The
+/// background process is reaped when it ends, by a thread of this process
+/// (a server that starts pods lives on after them).
+pub fn start(
+    options: &RunOptions,
+    ready_timeout: Duration,
+    connection: &CallConnection,
+) -> miette::Result<Started> {
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
     let checkout = crate::session::resolve_checkout(&options.pod)?;
@@ -83,7 +113,7 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         if options.clean {
             return Err(Error::Pod(omnidev_pod::Error::AlreadyRunning { pod_dir, pid }).into());
         }
-        return already_running(&pod_dir, pid, ready_timeout);
+        return already_running(&pod_dir, pid, ready_timeout, connection);
     }
     if options.clean {
         // Done here, not in the background process, whose output file lives
@@ -101,7 +131,7 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         .map_err(Error::io("lock", pod.dir()))?;
     if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
         drop(starting);
-        return already_running(&pod_dir, pid, ready_timeout);
+        return already_running(&pod_dir, pid, ready_timeout, connection);
     }
     let log = pod.detached_log();
     let output = crate::detached_log::open(&pod, true).map_err(Error::io("create", &log))?;
@@ -117,23 +147,33 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
         std::thread::sleep(Duration::from_millis(10));
     }
     drop(starting);
-    let response = wait_ready(Some(&mut child), &pod_dir, &log, ready_timeout)?;
+    let waited = wait_ready(Some(&mut child), &pod_dir, &log, ready_timeout, connection);
+    let pid = child.id();
     let ended =
         |status: &control::PodStatus| status.services.iter().all(|s| s.status.state.is_terminal());
-    if !response.failed.is_empty() && response.status.as_ref().is_some_and(ended) {
+    let exit = match &waited {
         // Nothing is left to run: the background pod is ending (headless
         // ends when every service has), so it is reported as a pod that
         // could not start, not as one that keeps running.
-        if let Some(status) = wait_exit(&mut child, EXIT_GRACE) {
-            return Err(exited(status, &log).into());
+        Ok(response)
+            if !response.failed.is_empty() && response.status.as_ref().is_some_and(ended) =>
+        {
+            wait_exit(&mut child, EXIT_GRACE)
         }
+        _ => None,
+    };
+    if exit.is_none() {
+        std::thread::spawn(move || child.wait());
     }
-    report(
-        &response,
-        &pod,
-        Some(child.id()),
-        "running in the background",
-    )
+    if let Some(status) = exit {
+        return Err(exited(status, &log).into());
+    }
+    Ok(Started {
+        response: waited?,
+        pod,
+        pid: Some(pid),
+        how: "running in the background",
+    })
 }
 
 /// A background process that exited before its pod was ready.
@@ -153,10 +193,16 @@ fn already_running(
     pod_dir: &Path,
     pid: Option<u32>,
     timeout: Duration,
-) -> miette::Result<ExitCode> {
+    connection: &CallConnection,
+) -> miette::Result<Started> {
     let pod = Pod::at(pod_dir);
-    let response = wait_ready(None, pod_dir, &pod.detached_log(), timeout)?;
-    report(&response, &pod, pid, "already running")
+    let response = wait_ready(None, pod_dir, &pod.detached_log(), timeout, connection)?;
+    Ok(Started {
+        response,
+        pod,
+        pid,
+        how: "already running",
+    })
 }
 
 /// Starts this binary as `omnidev detached` in a new session, with
@@ -205,6 +251,7 @@ fn wait_ready(
     pod_dir: &Path,
     log: &Path,
     timeout: Duration,
+    connection: &CallConnection,
 ) -> miette::Result<Response> {
     let start = Instant::now();
     let timed_out = || Error::DetachTimeout {
@@ -222,7 +269,11 @@ fn wait_ready(
         if left.is_zero() {
             return Err(timed_out().into());
         }
-        match Ask::wait_ready(left).send(pod_dir) {
+        let answer = Ask::wait_ready(left).send_on(pod_dir, |stream| connection.keep(stream));
+        if connection.cancelled() {
+            return Err(miette::miette!("the call was cancelled"));
+        }
+        match answer {
             Ok(response) => return Ok(response),
             // Not listening yet: the pod is still preparing.
             Err(Error::Unreachable { source, .. })
@@ -259,7 +310,13 @@ fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitSta
 
 /// Prints the pod directory and URLs; on failure, each failed service's
 /// last log lines (to stderr) and exit code 1.
-fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette::Result<ExitCode> {
+fn report(started: &Started) -> miette::Result<ExitCode> {
+    let Started {
+        response,
+        pod,
+        pid,
+        how,
+    } = started;
     let mut out = format!("pod {}\n", omnidev_core::text::quote_path(pod.dir()));
     if let Some(status) = &response.status {
         for url in &status.urls {
@@ -267,7 +324,7 @@ fn report(response: &Response, pod: &Pod, pid: Option<u32>, how: &str) -> miette
         }
         let pid = status
             .pid
-            .or(pid)
+            .or(*pid)
             .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
         let _ = writeln!(
             out,
