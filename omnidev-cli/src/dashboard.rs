@@ -25,13 +25,12 @@ use std::time::Duration;
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request as HttpRequest, Response as HttpResponse, StatusCode};
-use omnidev_core::sync::Locked;
 use tokio::sync::mpsc;
 
 use crate::cli::DashboardArgs;
 use crate::control::client::Line;
 use crate::control::events::Record;
-use crate::control::{Ask, Request};
+use crate::control::{Ask, CallConnection, Request};
 use crate::error::Error;
 
 /// The page, with the secret for its actions put in at `{{TOKEN}}`.
@@ -477,11 +476,7 @@ impl State {
             pod_dir: Some(pod_dir),
         };
         let started = tokio::task::spawn_blocking(move || {
-            crate::mcp::up_detached(
-                &pod,
-                ACTION_WAIT.as_secs(),
-                &crate::control::CallConnection::default(),
-            )
+            crate::mcp::up_detached(&pod, ACTION_WAIT.as_secs(), &CallConnection::default())
         })
         .await;
         match started {
@@ -500,7 +495,7 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
     let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
     let held = Arc::new(AtomicUsize::new(0));
     let holding = held.clone();
-    let hang_up = Arc::new(HangUp::default());
+    let hang_up = CallConnection::default();
     let connected = hang_up.clone();
     std::thread::spawn(move || {
         let Ok(records) = Ask::events(Request::everything(false)).stream(&pod_dir, true) else {
@@ -509,7 +504,7 @@ fn events(pod_dir: PathBuf) -> HttpResponse<Body> {
         // A page that goes away hangs up on the pod at once, so a quiet
         // pod does not keep a follower's slot for it until its next record.
         if let Ok(connection) = records.hang_up_handle() {
-            connected.set(connection);
+            connected.keep(&connection);
         }
         if sender.is_closed() {
             return;
@@ -619,26 +614,14 @@ pub enum Body {
     Stream(
         mpsc::UnboundedReceiver<Bytes>,
         Arc<AtomicUsize>,
-        Option<Arc<HangUp>>,
+        Option<CallConnection>,
     ),
-}
-
-/// The pod connection behind a page's stream, once it is made.
-#[derive(Debug, Default)]
-pub struct HangUp(std::sync::Mutex<Option<std::os::unix::net::UnixStream>>);
-
-impl HangUp {
-    fn set(&self, connection: std::os::unix::net::UnixStream) {
-        *self.0.locked() = Some(connection);
-    }
 }
 
 impl Drop for Body {
     fn drop(&mut self) {
-        if let Body::Stream(_, _, Some(hang_up)) = self
-            && let Some(connection) = hang_up.0.locked().take()
-        {
-            let _ = connection.shutdown(std::net::Shutdown::Both);
+        if let Body::Stream(_, _, Some(hang_up)) = self {
+            hang_up.hang_up();
         }
     }
 }
