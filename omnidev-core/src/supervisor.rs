@@ -144,6 +144,16 @@ impl Applied {
             && self.stopped.is_empty()
             && self.kept_stopped.is_empty()
     }
+
+    /// The services that run anew and are waited for: those restarted,
+    /// then those started.
+    pub fn coming_up(&self) -> Vec<String> {
+        self.restarted
+            .iter()
+            .chain(&self.started)
+            .cloned()
+            .collect()
+    }
 }
 
 /// The services' names by index, and which were removed from the pod (a

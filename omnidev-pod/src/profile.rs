@@ -453,7 +453,7 @@ impl Profile {
     /// Parses and validates profile text. `origin` names it in errors
     /// (`origin:line:column: message`).
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
-        let profile: Self = toml::from_str(text).map_err(|e| {
+        let unreadable = |e: toml::de::Error| {
             let (line, column) = e
                 .span()
                 .map_or((1, 1), |span| line_column(text, span.start));
@@ -463,13 +463,9 @@ impl Profile {
                 column,
                 message: e.message().trim().to_owned(),
             }
-        })?;
-        let document = DeTable::parse(text).map_err(|e| Error::Profile {
-            origin: origin.to_owned(),
-            line: 1,
-            column: 1,
-            message: e.message().to_owned(),
-        })?;
+        };
+        let profile: Self = toml::from_str(text).map_err(unreadable)?;
+        let document = DeTable::parse(text).map_err(unreadable)?;
         let locator = Locator {
             text,
             origin,

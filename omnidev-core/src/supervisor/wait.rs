@@ -329,12 +329,7 @@ impl Supervisor {
         deadline: Instant,
     ) -> Result<(Applied, Waited)> {
         let (applied, starts) = self.apply_counting(services).await?;
-        let waited_on: Vec<String> = applied
-            .restarted
-            .iter()
-            .chain(&applied.started)
-            .cloned()
-            .collect();
+        let waited_on = applied.coming_up();
         if waited_on.is_empty() {
             return Ok((applied, Waited::Met));
         }
