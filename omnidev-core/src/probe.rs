@@ -461,15 +461,10 @@ impl Probe for LogProbe {
     }
 }
 
-/// Builds the probe described by `spec`. A log probe built here sees no
-/// lines (nothing offers it any); the supervisor builds its own, fed by the
-/// service's output.
-pub fn probe_for(spec: &ProbeSpec) -> Box<dyn Probe> {
-    probe_with_guard(spec, None, None)
-}
-
-/// [`probe_for`], with command checks registered with the supervisor's
-/// orphan guard and, with cgroups, run in the pod's `cgroup`.
+/// Builds the probe described by `spec`, with command checks registered
+/// with the supervisor's orphan guard and, with cgroups, run in the pod's
+/// `cgroup`. A log probe built here sees no lines (nothing offers it any);
+/// the supervisor builds its own, fed by the service's output.
 pub(crate) fn probe_with_guard(
     spec: &ProbeSpec,
     guard: Option<Arc<Guard>>,

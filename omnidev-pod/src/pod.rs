@@ -463,7 +463,7 @@ pub struct Cleaned {
 /// let tmp = tempfile::tempdir().unwrap();
 /// let pod = omnidev_pod::Pod::create(tmp.path().join("pod"), &["logs".into()]).unwrap();
 /// assert!(pod.dir().join("logs").is_dir());
-/// assert_eq!(pod.lock_file(), tmp.path().join("pod/omnidev.lock"));
+/// assert_eq!(pod.state_file(), tmp.path().join("pod/state.json"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
@@ -687,11 +687,6 @@ impl Pod {
     /// `<pod>/pod.toml`: the allocated ports and the repo path.
     pub fn pod_toml(&self) -> PathBuf {
         self.dir.join(POD_TOML)
-    }
-
-    /// `<pod>/omnidev.lock`: the single-instance lock.
-    pub fn lock_file(&self) -> PathBuf {
-        self.dir.join(LOCK_FILE)
     }
 
     /// `<pod>/state.json`: the supervisor's record of running processes.
