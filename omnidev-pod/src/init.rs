@@ -68,31 +68,16 @@ const SOURCE_EXTENSIONS: &[&str] = &[
 impl Layout {
     /// The layout of the checkout `repo`.
     pub fn of(repo: &Path) -> Self {
-        let file = |name: &str| repo.join(name).is_file();
-        let entries: Vec<(String, bool)> = std::fs::read_dir(repo)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| {
-                        let e = e.ok()?;
-                        let dir = e.file_type().ok()?.is_dir();
-                        Some((e.file_name().into_string().ok()?, dir))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let python = crate::python::is_project(repo);
-        let mut sources: Vec<String> = entries
-            .iter()
-            .filter(|(name, dir)| {
-                *dir && !name.starts_with('.') && !NOT_SOURCES.contains(&name.as_str())
-            })
-            .filter(|(name, _)| holds_sources(&repo.join(name), 2))
-            .map(|(name, _)| name.clone())
+        let mut sources: Vec<String> = (std::fs::read_dir(repo).into_iter().flatten().flatten())
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| !name.starts_with('.') && !NOT_SOURCES.contains(&name.as_str()))
+            .filter(|name| holds_sources(&repo.join(name), 2))
             .collect();
         sources.sort();
         Self {
-            dotenv: file(".env"),
-            python,
+            dotenv: repo.join(".env").is_file(),
+            python: crate::python::is_project(repo),
             sources,
         }
     }
