@@ -162,12 +162,10 @@ pub fn start(
         }
         _ => None,
     };
-    if exit.is_none() {
-        std::thread::spawn(move || child.wait());
-    }
     if let Some(status) = exit {
         return Err(exited(status, &log).into());
     }
+    std::thread::spawn(move || child.wait());
     Ok(Started {
         response: waited?,
         pod,

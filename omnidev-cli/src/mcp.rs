@@ -5,12 +5,12 @@
 //! Every tool does what a command does, through the same code: the control
 //! socket client for `status`, `wait`, `restart`, `stop`/`start SERVICE`
 //! and `events`, the log files as `omnidev logs` reads them, `up
-//! --detach`'s start of a background pod for `up`. A failure is a tool error (`isError`) whose text is
-//! the command's `--json` error record (`{"error": {"code", "message",
-//! "help", "exit"}}`); a success carries `structuredContent` that its
-//! output schema describes (each tool returns `Result<Json<T>,
-//! CallToolResult>`, written out: the SDK derives the output schema from
-//! that very type). Every argument is bounded ([`limits`]) by the tool's
+//! --detach`'s start of a background pod for `up`. A failure is a tool
+//! error (`isError`) whose text is the command's `--json` error record
+//! (`{"error": {"code", "message", "help", "exit"}}`); a success carries
+//! `structuredContent` that its output schema describes (each tool
+//! returns `Result<Json<T>, CallToolResult>`, written out: the SDK derives
+//! the output schema from that very type). Every argument is bounded ([`limits`]) by the tool's
 //! input schema, which each call is checked against ([`schema::check`]);
 //! what is no message is answered as JSON-RPC says ([`framing`]). stdout
 //! carries protocol messages only: nothing here prints.

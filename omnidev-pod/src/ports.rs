@@ -392,10 +392,8 @@ pub fn registered_pods(runtime_dir: &Path) -> Result<BTreeSet<PathBuf>> {
 /// ```
 pub fn unregister(runtime_dir: &Path, pod_dirs: &[PathBuf]) -> Result<()> {
     let path = runtime_dir.join(REGISTRY);
-    if matches!(
-        omnidev_core::fs::found(std::fs::symlink_metadata(runtime_dir)),
-        Ok(None)
-    ) {
+    if matches!(std::fs::symlink_metadata(runtime_dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    {
         return Ok(());
     }
     let _lock = AllocationLock::acquire(runtime_dir)?;
@@ -445,13 +443,10 @@ impl<'r> Allocation<'r> {
         let own_dir = canonical(request.pod_dir);
         // A listed pod whose `pod.toml` is gone holds no port any more; one
         // that cannot be looked at keeps its place.
-        let gone = |dir: &PathBuf| {
-            matches!(
-                omnidev_core::fs::found(std::fs::symlink_metadata(dir.join(POD_TOML))),
-                Ok(None)
-            )
-        };
-        registry.pods.retain(|dir| !gone(dir));
+        registry.pods.retain(|dir| {
+            !matches!(std::fs::symlink_metadata(dir.join(POD_TOML)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        });
         let mut others: BTreeSet<PathBuf> = registry
             .pods
             .iter()
