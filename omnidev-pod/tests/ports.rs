@@ -335,7 +335,13 @@ fn pods_of_different_cache_roots_see_each_other_through_the_registry() {
     // A pod that is gone no longer claims anything, and leaves the registry.
     std::fs::remove_dir_all(&pod_a).expect("remove a");
     let b_again = request(&cache_b, &pod_b).expect("b again");
-    assert_eq!(b_again, b);
+    // b keeps its port, unless a process outside the test (this is a shared
+    // machine) holds it now.
+    let b_port = b.get("server").expect("b's port");
+    assert!(
+        b_again == b || !omnidev_pod::ports::is_port_free(b_port),
+        "b moved from its port, which is free: {b:?} then {b_again:?}"
+    );
     let registry = std::fs::read_to_string(runtime.join("pods.toml")).expect("registry");
     assert!(!registry.contains(&*pod_a.to_string_lossy()), "{registry}");
     assert_eq!(registry.matches("app-1").count(), 1, "{registry}");
