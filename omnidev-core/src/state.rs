@@ -155,15 +155,12 @@ pub const MAX_STATE_BYTES: u64 = 16 << 20;
 /// error, never followed; at most [`MAX_STATE_BYTES`]); `Ok(None)` when the
 /// file does not exist.
 pub fn read_state(path: &Path) -> Result<Option<StateFile>> {
-    let bytes = match crate::fs::read_file(path, MAX_STATE_BYTES) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => return Ok(None),
-        Err(source) => {
-            return Err(Error::Read {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+    let read = crate::fs::read_file(path, MAX_STATE_BYTES).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    });
+    let Some(bytes) = read? else {
+        return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)

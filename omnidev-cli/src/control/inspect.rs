@@ -82,14 +82,11 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         repo: record.as_ref().and_then(|r| r.repo.clone()),
         running,
         pid,
-        control: false,
         ports: record.map(|r| r.ports.0).unwrap_or_default(),
-        urls: Vec::new(),
         containment,
         services,
-        last_reload: None,
-        watched: Vec::new(),
         error,
+        ..PodStatus::default()
     })
 }
 

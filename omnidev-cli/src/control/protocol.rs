@@ -140,7 +140,7 @@ pub enum WaitFor {
 }
 
 /// The answer to a [`Request`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Response {
     /// [`SCHEMA`].
@@ -194,11 +194,7 @@ impl Response {
         Self {
             schema: SCHEMA,
             ok: true,
-            error: None,
-            error_kind: None,
-            status: None,
-            failed: Vec::new(),
-            applied: None,
+            ..Self::default()
         }
     }
 
@@ -306,7 +302,7 @@ impl ServiceReport {
 
 /// A pod's status: `omnidev status --json`, and the `status` field of
 /// every successful [`Response`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct PodStatus {
     /// [`SCHEMA`].

@@ -88,14 +88,12 @@ impl ServerInfo {
         prepared: &crate::session::PreparedPod,
         addresses: crate::session::SharedAddresses,
     ) -> Self {
-        let socket = prepared.control_socket.clone();
-        let watched = prepared.rendered.watched();
         Self {
             pod_dir: prepared.pod.dir().to_owned(),
-            socket,
+            socket: prepared.control_socket.clone(),
             repo: prepared.checkout.repo.clone(),
             addresses,
-            watched,
+            watched: prepared.rendered.watched(),
             live: None,
         }
     }
@@ -107,7 +105,7 @@ impl ServerInfo {
 pub struct ControlServer {
     path: PathBuf,
     pointer: PathBuf,
-    tasks: Vec<JoinHandle<()>>,
+    acceptor: JoinHandle<()>,
     /// The `events` slots: all free once every follower has finished.
     following: Arc<tokio::sync::Semaphore>,
 }
@@ -204,7 +202,7 @@ impl ControlServer {
         Ok(Self {
             path,
             pointer,
-            tasks: vec![acceptor],
+            acceptor,
             following,
         })
     }
@@ -224,9 +222,7 @@ const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
+        self.acceptor.abort();
         let _ = std::fs::remove_file(&self.path);
         if self.pointer != self.path {
             // Only the pointer to this server's socket: a newer one is not ours.
@@ -241,10 +237,7 @@ impl Drop for ControlServer {
 }
 
 fn remove_if_present(path: &std::path::Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    omnidev_core::fs::found(std::fs::remove_file(path)).map(drop)
 }
 
 /// Makes `pointer` a symbolic link to `target`, replacing whatever file or
