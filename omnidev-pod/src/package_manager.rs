@@ -320,11 +320,8 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
             break;
         }
     }
-    let root = found
-        .as_ref()
-        .map_or_else(|| cwd.to_path_buf(), |(dir, _, _)| dir.clone());
-    let from_lockfile = found.as_ref().and_then(|(_, lockfile, _)| *lockfile);
-    let pnpm_workspace = found.as_ref().is_some_and(|(_, _, pnpm)| *pnpm);
+    let (root, from_lockfile, pnpm_workspace) =
+        found.unwrap_or_else(|| (cwd.to_path_buf(), None, false));
     let (manager, version, reason) = if let Some(manager) = explicit {
         (manager, None, "`package-manager` in the profile".to_owned())
     } else if let Some((manager, version, path)) = declared {

@@ -94,22 +94,19 @@ pub fn ensure_private(dir: &Path) -> Result<()> {
 /// checks an existing one ([`check_private`]) and tightens its mode to
 /// 0700.
 pub fn make_private(dir: &Path, holds: Private) -> Result<()> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // A parent is missing (a new `$XDG_RUNTIME_DIR/omnidev/<hash>`).
-            if let Some(parent) = dir.parent() {
-                make_private(parent, holds)?;
-            }
-            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io("create the directory", dir)(e)),
-            }
-        }
-        Err(e) => return Err(Error::io("create the directory", dir)(e)),
+    let create = || match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        created => created,
+    };
+    let mut created = create();
+    if let (Err(e), Some(parent)) = (&created, dir.parent())
+        && e.kind() == std::io::ErrorKind::NotFound
+    {
+        // A parent is missing (a new `$XDG_RUNTIME_DIR/omnidev/<hash>`).
+        make_private(parent, holds)?;
+        created = create();
     }
+    created.map_err(Error::io("create the directory", dir))?;
     check_private(dir, holds)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(Error::io("set the mode of", dir))
