@@ -131,6 +131,28 @@ pub fn components(path: &Path) -> io::Result<Vec<&OsStr>> {
     Ok(out)
 }
 
+/// The first executable file called `name` in the `PATH`-style list
+/// `path`, found without starting a process.
+///
+/// ```
+/// use std::ffi::OsStr;
+/// let sh = omnidev_core::fs::which("sh", OsStr::new("/nonexistent:/bin:/usr/bin"));
+/// assert!(sh.is_some_and(|sh| sh.ends_with("sh")));
+/// assert_eq!(omnidev_core::fs::which("sh", OsStr::new("")), None);
+/// ```
+pub fn which(name: &str, path: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// Whether `path` is a file (through links) that someone may execute.
+pub fn is_executable(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.mode() & 0o111 != 0)
+}
+
 /// `None` where `result` failed because nothing is there.
 ///
 /// ```

@@ -59,12 +59,8 @@ impl CheckCache {
         let stamp = quiet_stamp(path);
         let offers = self.available_update().is_some();
         if offers {
-            match std::fs::remove_file(&stamp) {
-                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io("remove", &stamp, error));
-                }
-                _ => {}
-            }
+            omnidev_core::fs::found(std::fs::remove_file(&stamp))
+                .map_err(|error| Error::io("remove", &stamp, error))?;
         }
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
@@ -132,9 +128,7 @@ impl CheckCache {
             reference: self.reference.clone(),
         })
     }
-}
 
-impl CheckCache {
     /// A newer commit than the installed one that the user declined: it
     /// is not offered again, but it is not "up to date" either.
     pub fn declined_update(&self) -> Option<&str> {

@@ -21,25 +21,12 @@ pub fn skip_web_check_from_env() -> bool {
     std::env::var_os(SKIP_WEB_CHECK_ENV).is_some_and(|value| !value.is_empty() && value != "0")
 }
 
-/// The first executable `program` in the directories of `$PATH`, found
-/// without starting a process.
-pub fn find_on_path(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            candidate
-                .metadata()
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        })
-}
-
 /// Checks that `uv` is on PATH and, unless `skip_web`, that Node ≥ 22 and
 /// npm or pnpm are, so an install fails early with a clear message instead
 /// of half-way through a build.
 pub fn preflight(skip_web: bool) -> Result<()> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let find_on_path = |program| omnidev_core::fs::which(program, &path);
     find_on_path("uv").ok_or(Error::MissingProgram {
         program: "uv",
         help: "install uv (https://docs.astral.sh/uv/getting-started/installation/) and make sure it is on PATH",

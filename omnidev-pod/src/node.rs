@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::package_manager::{Detection, which};
+use omnidev_core::fs::which;
+
+use crate::package_manager::Detection;
 
 /// How long `node --version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);

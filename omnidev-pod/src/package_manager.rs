@@ -15,6 +15,8 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use omnidev_core::fs::which;
+
 use crate::error::{Error, Result};
 
 /// A JavaScript package manager.
@@ -420,21 +422,6 @@ impl Invocation {
     pub fn program_string(&self) -> String {
         self.program.to_string_lossy().into_owned()
     }
-}
-
-/// The first executable file called `name` in the `PATH`-style list `path`.
-pub fn which(name: &str, path: &OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-/// Whether `path` is a file (through links) that someone may execute.
-pub fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
 /// (`sh -c '…'`, what `omnidev init` writes for a Procfile line), the
 /// program is the script's first word when that is plainly one.
 fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Option<String> {
-    use omnidev_pod::package_manager::{is_executable, which};
+    use omnidev_core::fs::{is_executable, which};
     let program = script_program(command).unwrap_or(&command.program);
     let found = if program.contains('/') {
         is_executable(&command.cwd.join(program))
