@@ -233,9 +233,7 @@ fn drain<S: Feed>(app: &mut App, source: &mut S) -> Option<Outcome> {
             return Some(end);
         }
     }
-    if let Some(urls) = source.urls()
-        && urls != app.info.urls
-    {
+    if let Some(urls) = source.urls() {
         app.info.urls = urls;
     }
     None
