@@ -20,24 +20,39 @@ const PRESENT: &[&str] = &[
     "chromedriver",
 ];
 
+/// Programs the check uses where this machine has them: rustup and its
+/// rustc, whose prebuilt standard library the macOS step takes (without
+/// them, that step looks for Debian's toolchain and apt-get, which a PATH
+/// of symlinks lacks).
+const WHERE_PRESENT: &[&str] = &["rustup", "rustc"];
+
 /// The real executable of `program` on this machine's PATH.
-fn real(program: &str) -> std::path::PathBuf {
+fn find(program: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
+}
+
+/// A PATH of symlinks to `programs` only (and those of [`WHERE_PRESENT`]
+/// this machine has).
+fn path_of(programs: &[&str]) -> tempfile::TempDir {
+    let bin = tempfile::tempdir().expect("temp dir");
+    let link = |real: std::path::PathBuf, program: &str| {
+        std::os::unix::fs::symlink(real, bin.path().join(program)).expect("symlink");
+    };
+    for program in programs {
+        let real = find(program).unwrap_or_else(|| {
             panic!(
                 "`{program}` is not on PATH; `cargo xtask ci` checks for it before this test runs"
             )
-        })
-}
-
-/// A PATH of symlinks to `programs` only.
-fn path_of(programs: &[&str]) -> tempfile::TempDir {
-    let bin = tempfile::tempdir().expect("temp dir");
-    for program in programs {
-        std::os::unix::fs::symlink(real(program), bin.path().join(program)).expect("symlink");
+        });
+        link(real, program);
+    }
+    for program in WHERE_PRESENT {
+        if let Some(real) = find(program) {
+            link(real, program);
+        }
     }
     bin
 }
