@@ -107,7 +107,7 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
     let (changed, _) = tokio::sync::watch::channel(());
     // Pods starting and stopping make and remove their sockets there.
     let _watcher = watch_runtime_dir(&runtime_dir, changed.clone());
-    let state = Arc::new(State {
+    let state = Arc::new(Dashboard {
         token,
         port,
         cache_root,
@@ -274,7 +274,7 @@ fn open(url: &str) {
 }
 
 /// What every request is served with.
-struct State {
+struct Dashboard {
     token: String,
     port: u16,
     cache_root: PathBuf,
@@ -303,7 +303,7 @@ pub enum Refused {
     Token,
 }
 
-impl State {
+impl Dashboard {
     /// Whether `request` may be served: see the module docs.
     fn allowed<B>(&self, request: &HttpRequest<B>) -> Result<(), Refused> {
         let headers = request.headers();
@@ -457,7 +457,7 @@ impl State {
     }
 }
 
-impl State {
+impl Dashboard {
     /// `up` of the stopped pod in `pod_dir`: `omnidev up --detach` of its
     /// checkout, as MCP's `up` runs it; only with `--allow-up`.
     async fn up(&self, pod_dir: PathBuf) -> HttpResponse<Body> {
@@ -720,8 +720,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn state() -> State {
-        State {
+    fn state() -> Dashboard {
+        Dashboard {
             token: "ab".repeat(32),
             port: 4321,
             cache_root: PathBuf::from("/nonexistent"),
@@ -800,7 +800,7 @@ mod tests {
         let pod = dir.path().join("repo-1234");
         std::fs::create_dir(&pod).expect("mkdir");
         std::fs::write(omnidev_pod::Pod::at(&pod).pod_toml(), "").expect("pod.toml");
-        let state = State {
+        let state = Dashboard {
             cache_root: dir.path().to_owned(),
             ..state()
         };

@@ -251,7 +251,7 @@ pub async fn run_pod(
                 // The detached pod's own log is rotated as it is written.
                 let alive = if let Some(log) = crate::detached_log::own() {
                     write_all(
-                        Output::new(log, logs_dir),
+                        StdoutSink::new(log, logs_dir),
                         &first,
                         reader,
                         printer,
@@ -259,7 +259,7 @@ pub async fn run_pod(
                     )
                 } else {
                     let stdout = std::io::stdout();
-                    let out = Output::new(stdout.lock(), logs_dir);
+                    let out = StdoutSink::new(stdout.lock(), logs_dir);
                     write_all(out, &first, reader, printer, &abandon)
                 };
                 let _ = done_tx.send(alive);
@@ -317,7 +317,7 @@ pub async fn run_pod(
 /// Writes the `first` lines, then everything `reader` reads, to `out`;
 /// whether `out` took every line.
 fn write_all<W: Write>(
-    mut out: Output<W>,
+    mut out: StdoutSink<W>,
     first: &[String],
     reader: Lossless,
     printer: Printer,
@@ -356,13 +356,13 @@ fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
 /// Stdout, buffered, and what happens when it goes away: one message on
 /// stderr, then output is discarded (the pod keeps running; the log files
 /// have every line).
-struct Output<W: Write> {
+struct StdoutSink<W: Write> {
     out: std::io::BufWriter<W>,
     closed: bool,
     logs_dir: std::path::PathBuf,
 }
 
-impl<W: Write> Output<W> {
+impl<W: Write> StdoutSink<W> {
     fn new(out: W, logs_dir: std::path::PathBuf) -> Self {
         Self {
             out: std::io::BufWriter::with_capacity(64 * 1024, out),
@@ -416,7 +416,7 @@ const MAX_HOLD: Duration = Duration::from_millis(10);
 fn pump<W: Write>(
     mut reader: Lossless,
     mut printer: Printer,
-    out: &mut Output<W>,
+    out: &mut StdoutSink<W>,
     abandon: &AtomicBool,
 ) {
     let mut batch = Vec::new();
@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn a_closed_stdout_stops_output_once() {
-        let mut out = Output::new(Closed, "/pod/logs".into());
+        let mut out = StdoutSink::new(Closed, "/pod/logs".into());
         out.write(|w| w.write_all(&vec![b'x'; 100_000]));
         assert!(!out.alive());
         // Later writes are discarded without trying again.

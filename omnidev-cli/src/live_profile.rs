@@ -46,14 +46,14 @@ pub struct LiveProfile {
     pod_dir: PathBuf,
     /// Whether the TUI runs the pod (its notices name its key).
     tui: bool,
-    state: Mutex<State>,
+    state: Mutex<Running>,
     addresses: SharedAddresses,
     /// Held while a change is applied: one at a time.
     applying: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]
-struct State {
+struct Running {
     checkout: Checkout,
     set_up: PortSetUp,
     rendered: RenderedPod,
@@ -72,7 +72,7 @@ struct Next {
 
 /// The file's profile made ready to apply: its ports allocated, rendered.
 #[derive(Debug)]
-struct Ready {
+struct Applicable {
     profile: Profile,
     set_up: PortSetUp,
     rendered: RenderedPod,
@@ -109,7 +109,7 @@ impl LiveProfile {
             embedded,
             pod_dir: prepared.pod.dir().to_owned(),
             tui,
-            state: Mutex::new(State {
+            state: Mutex::new(Running {
                 checkout,
                 set_up: prepared.ports.clone(),
                 rendered: prepared.rendered.clone(),
@@ -131,7 +131,7 @@ impl LiveProfile {
         self.state().rendered.watched()
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> std::sync::MutexGuard<'_, Running> {
         self.state.locked()
     }
 
@@ -226,7 +226,7 @@ impl LiveProfile {
     /// Allocates the ports of the file's profile (a new port name gets a
     /// port, one whose base changed is probed again from it, the others
     /// keep theirs) and renders it with them.
-    fn ready(&self) -> omnidev_pod::Result<Ready> {
+    fn ready(&self) -> omnidev_pod::Result<Applicable> {
         let Next { profile, .. } = self.load()?;
         let state = self.state();
         let bases = profile.port_bases(&state.set_up.context.scale);
@@ -255,7 +255,7 @@ impl LiveProfile {
         set_up.context.ports = ports;
         let rendered = profile.render(&set_up.context)?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
-        Ok(Ready {
+        Ok(Applicable {
             profile,
             set_up,
             rendered,
@@ -291,7 +291,7 @@ impl LiveProfile {
             .await
             .map_err(|_| ApplyError::Supervisor(omnidev_core::Error::ShutDown))?
             .map_err(ApplyError::Invalid)?;
-        let Ready {
+        let Applicable {
             profile,
             set_up,
             rendered,
@@ -484,13 +484,13 @@ fn concerns(path: &Path, file: &Path, real: Option<&Path>) -> bool {
 /// What a symbolic link at the profile's place names now (`None`: no
 /// link, or one that names nothing), shared by the watcher's handler and
 /// its task.
-type Target = Arc<Mutex<Option<PathBuf>>>;
+type LinkTarget = Arc<Mutex<Option<PathBuf>>>;
 
 /// Points `target` at what `file` names now and watches its directory
 /// too when it is new (a link made or moved after the start).
 fn follow(
     file: &Path,
-    target: &Target,
+    target: &LinkTarget,
     watcher: &Mutex<notify::RecommendedWatcher>,
     dirs: &mut BTreeSet<PathBuf>,
 ) {
@@ -516,7 +516,7 @@ impl ProfileWatcher {
     pub fn start(live: Arc<LiveProfile>, supervisor: &Supervisor, quiet: Duration) -> Option<Self> {
         let quiet = quiet.max(MIN_QUIET);
         let file = live.file().to_path_buf();
-        let target: Target = Arc::default();
+        let target: LinkTarget = Arc::default();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         let (profile_file, linked) = (file.clone(), target.clone());
         let handler = move |event: notify::Result<notify::Event>| {

@@ -177,9 +177,9 @@ pub(crate) struct Containment {
 
 /// What a stop acts on: one run of one service.
 #[derive(Debug, Clone)]
-pub(crate) struct Target {
+pub(crate) struct Confined {
     leaf: Option<PathBuf>,
-    identity: tree::Identity,
+    identity: tree::GroupIdentity,
 }
 
 impl Containment {
@@ -300,7 +300,7 @@ impl Containment {
         slot: usize,
         command: &CommandSpec,
         step: bool,
-    ) -> io::Result<(process::GroupChild, Target)> {
+    ) -> io::Result<(process::GroupChild, Confined)> {
         let leaf = self.leaf(slot).map(|leaf| {
             if !step {
                 return leaf;
@@ -342,10 +342,10 @@ impl Containment {
     }
 
     /// The processes of service `slot` whose leader is `leader`.
-    fn target(&self, slot: usize, leader: ProcessRecord) -> Target {
-        Target {
+    fn target(&self, slot: usize, leader: ProcessRecord) -> Confined {
+        Confined {
             leaf: self.leaf(slot),
-            identity: tree::Identity {
+            identity: tree::GroupIdentity {
                 leader: Some(leader.pid),
                 since: leader.start_time,
                 service_id: self.service_id(slot),
@@ -364,7 +364,7 @@ impl Containment {
     /// is left until nothing is. The caller reaps the leader.
     /// True when the grace ran out (or a shutdown hurried it) and what was
     /// left was killed with SIGKILL.
-    pub(crate) async fn stop(&self, target: &Target, signal: i32, grace: Duration) -> bool {
+    pub(crate) async fn stop(&self, target: &Confined, signal: i32, grace: Duration) -> bool {
         let hurry = self.hurry.subscribe();
         stop_target(target, signal, grace, LIVE_SEARCH, &hurry).await
     }
@@ -420,7 +420,7 @@ const LIVE_SEARCH: Search = if crate::platform::HAS_SUBREAPER {
 /// cgroups) its session, group, descendants and orphans carrying its
 /// service id ([`LIVE_SEARCH`]). Used to tell whether a listener is the
 /// service's.
-pub(crate) fn members(target: &Target) -> Vec<u32> {
+pub(crate) fn members(target: &Confined) -> Vec<u32> {
     if let Some(leaf) = &target.leaf {
         return cgroup::members(leaf);
     }
@@ -472,7 +472,7 @@ fn leaf_name(name: &str) -> String {
 }
 
 async fn stop_target(
-    target: &Target,
+    target: &Confined,
     signal: i32,
     grace: Duration,
     search: Search,
@@ -656,7 +656,7 @@ async fn stop_leftover_processes(
         };
         process::pid_alive(pid) && !leader.is_alive()
     });
-    let identity = tree::Identity {
+    let identity = tree::GroupIdentity {
         // The session is only trusted when the leader's start time is known
         // and the pid does not now belong to another process.
         leader: record
@@ -670,7 +670,7 @@ async fn stop_leftover_processes(
     if stopped || (identity.leader.is_none() && identity.service_id.is_empty() && !recycled) {
         return None;
     }
-    let target = Target {
+    let target = Confined {
         leaf: None,
         identity: identity.clone(),
     };
@@ -722,9 +722,9 @@ async fn stop_leftover_cgroup(
             path.display()
         )
     });
-    let cgroup_target = |leaf: PathBuf| Target {
+    let cgroup_target = |leaf: PathBuf| Confined {
         leaf: Some(leaf),
-        identity: tree::Identity {
+        identity: tree::GroupIdentity {
             leader: None,
             since: None,
             service_id: String::new(),

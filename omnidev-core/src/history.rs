@@ -135,7 +135,7 @@ impl Read {
 type Reserve = (VecDeque<(u64, Kept, usize)>, usize);
 
 #[derive(Debug, Default)]
-struct Inner {
+struct Entries {
     lines: VecDeque<(u64, Arc<LogLine>)>,
     line_bytes: usize,
     lines_dropped: u64,
@@ -162,7 +162,7 @@ struct Inner {
 /// The kept lines and events; see the module docs.
 #[derive(Debug)]
 pub struct History {
-    inner: Mutex<Inner>,
+    inner: Mutex<Entries>,
     /// Changed at everything kept, and at the end: wakes the readers.
     wake: tokio::sync::watch::Sender<()>,
     /// Notified at the same moments: wakes lossless readers' threads.
@@ -180,7 +180,7 @@ impl Default for History {
 }
 
 impl History {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Entries> {
         self.inner.locked()
     }
 
@@ -240,7 +240,7 @@ impl History {
     }
 
     /// Wakes the readers once something was kept.
-    fn kept(&self, inner: MutexGuard<'_, Inner>) {
+    fn kept(&self, inner: MutexGuard<'_, Entries>) {
         let lossless = !inner.spills.is_empty();
         drop(inner);
         if lossless {
@@ -397,7 +397,7 @@ impl History {
     }
 }
 
-impl Inner {
+impl Entries {
     /// Keeps `kept`, just dropped from the window as number `seq`, in its
     /// service's reserve (the pod's own events have none).
     fn reserve(&mut self, seq: u64, kept: Kept, cost: usize) {

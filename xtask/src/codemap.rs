@@ -1,8 +1,9 @@
 //! The code map of `docs/architecture.md` against the tree: every path it
 //! names exists, every crate of the workspace is named, and every folder
 //! of a crate's sources is named (itself, its module file, or a folder
-//! above it); and no two public types of the product crates share a name
-//! (each crate's `Error` and `Result`, named by their crate, apart).
+//! above it); and no two types of the product crates share a name, private
+//! ones too (each crate's `Error` and `Result`, named by their crate,
+//! apart).
 //! Checked as a test (`cargo test -p xtask codemap`).
 
 use std::collections::BTreeSet;
@@ -105,10 +106,11 @@ fn is_path(token: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
 }
 
-/// The names of public types (`pub struct`, `enum`, `trait`, `type`)
-/// declared in more than one place of the `crates`' product sources (test
-/// modules and files apart), each with its places; each crate's `Error`
-/// and `Result` may repeat.
+/// The names of types (`struct`, `enum`, `trait`, `type`, of any
+/// visibility; a trait's or impl's associated `type` apart) declared in
+/// more than one place of the `crates`' product sources (test modules and
+/// files apart), each with its places; each crate's `Error` and `Result`
+/// may repeat.
 pub fn repeated_type_names(root: &Path, crates: &[&str]) -> Vec<String> {
     let mut places = std::collections::BTreeMap::<String, Vec<String>>::new();
     for krate in crates {
@@ -127,12 +129,17 @@ pub fn repeated_type_names(root: &Path, crates: &[&str]) -> Vec<String> {
                 let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
                 let product = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]"));
                 for line in product {
-                    let mut words = line.split_whitespace();
-                    let (Some("pub"), Some("struct" | "enum" | "trait" | "type"), Some(ty)) =
-                        (words.next(), words.next(), words.next())
+                    let mut words = line.split_whitespace().peekable();
+                    words.next_if(|w| w.starts_with("pub"));
+                    let (Some(kind @ ("struct" | "enum" | "trait" | "type")), Some(ty)) =
+                        (words.next(), words.next())
                     else {
                         continue;
                     };
+                    // An associated type is indented in its trait or impl.
+                    if kind == "type" && line.starts_with(' ') {
+                        continue;
+                    }
                     let ty: String = ty.chars().take_while(|c| c.is_alphanumeric()).collect();
                     if ty != "Error" && ty != "Result" {
                         let place = format!("{krate}/src/{}", file.display());
@@ -207,7 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn no_two_public_types_of_the_product_share_a_name() {
+    fn no_two_types_of_the_product_share_a_name() {
         let root = crate::util::workspace_root();
         let product = [
             "omnidev-core",
@@ -219,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn a_public_type_declared_twice_is_found() {
+    fn a_type_declared_twice_is_found() {
         let tree = tempfile::tempdir().expect("tempdir");
         for dir in ["a/src/inner", "a/src/tests", "b/src"] {
             std::fs::create_dir_all(tree.path().join(dir)).expect("mkdir");
@@ -233,16 +240,19 @@ mod tests {
         );
         write(
             "a/src/inner/x.rs",
-            "    pub enum Line<'a> {}\nstruct Kept;\n",
+            "    pub enum Line<'a> {}\nstruct Kept;\nimpl I for X {\n    type Item = u8;\n}\n",
         );
         write("a/src/tests/y.rs", "pub struct Line;\n");
         write(
             "b/src/lib.rs",
-            "pub enum Error {}\n#[cfg(test)]\npub struct Line;\n",
+            "pub enum Error {}\ntype Item = u8;\n#[cfg(test)]\npub struct Line;\n",
         );
         assert_eq!(
             repeated_type_names(tree.path(), &["a", "b"]),
-            ["`Line` is declared in a/src/inner/x.rs, a/src/lib.rs"]
+            [
+                "`Kept` is declared in a/src/inner/x.rs, a/src/lib.rs",
+                "`Line` is declared in a/src/inner/x.rs, a/src/lib.rs",
+            ]
         );
     }
 

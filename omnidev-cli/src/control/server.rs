@@ -110,7 +110,7 @@ pub struct ControlServer {
     following: Arc<tokio::sync::Semaphore>,
 }
 
-struct Shared {
+struct ServerState {
     info: ServerInfo,
     supervisor: Supervisor,
     /// Slots for requests that wait ([`MAX_WAITING`]).
@@ -167,7 +167,7 @@ impl ControlServer {
 
         let encoder = Encoder::new(&info.pod_dir);
         let following = Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING));
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ServerState {
             info,
             supervisor,
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),

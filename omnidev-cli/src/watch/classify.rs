@@ -55,7 +55,7 @@ pub(super) struct Tracker {
     pub(super) bases: Vec<PathBuf>,
     pub(super) wanted: Override,
     /// The checkout's rules, shared with its other watchers.
-    pub(super) ignores: Arc<ignores::Shared>,
+    pub(super) ignores: Arc<ignores::RepoIgnores>,
     pub(super) known: BTreeSet<PathBuf>,
     pub(super) max_dirs: usize,
     pub(super) decisions: Option<Decisions>,
@@ -120,7 +120,7 @@ impl Tracker {
         let wanted = wanted(root, &config.patterns)?;
         let mut tracker = Self {
             root: root.to_path_buf(),
-            ignores: ignores::Shared::of(root, &bases, config.excludes_file.clone()),
+            ignores: ignores::RepoIgnores::of(root, &bases, config.excludes_file.clone()),
             bases,
             wanted,
             known: BTreeSet::new(),

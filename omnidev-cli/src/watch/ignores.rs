@@ -141,14 +141,14 @@ impl Ignores {
 /// proportion to their number (the `ignore` crate makes a matcher of each
 /// glob), so a pod holds them once, not once per watch rule.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(super) struct RepoIgnores {
     root: PathBuf,
     excludes_file: Option<PathBuf>,
-    state: Mutex<State>,
+    state: Mutex<IgnoresRead>,
 }
 
 #[derive(Debug)]
-struct State {
+struct IgnoresRead {
     bases: BTreeSet<PathBuf>,
     ignores: Arc<Ignores>,
     /// When the rules in `ignores` began to be read.
@@ -156,14 +156,14 @@ struct State {
 }
 
 /// Every checkout's shared rules, while a watcher holds them.
-type Registry = Mutex<HashMap<(PathBuf, Option<PathBuf>), Weak<Shared>>>;
+type Registered = Mutex<HashMap<(PathBuf, Option<PathBuf>), Weak<RepoIgnores>>>;
 
-fn registry() -> &'static Registry {
-    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(Registry::default)
+fn registry() -> &'static Registered {
+    static REGISTRY: std::sync::OnceLock<Registered> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(Registered::default)
 }
 
-impl Shared {
+impl RepoIgnores {
     /// The rules of the checkout at `root`, covering `bases` too (read
     /// again when they add a base).
     pub(super) fn of(root: &Path, bases: &[PathBuf], excludes_file: Option<PathBuf>) -> Arc<Self> {
@@ -177,7 +177,7 @@ impl Shared {
                 let shared = Arc::new(Self {
                     root: root.to_path_buf(),
                     excludes_file,
-                    state: Mutex::new(State {
+                    state: Mutex::new(IgnoresRead {
                         bases: BTreeSet::new(),
                         ignores: Arc::new(Ignores::empty(root)),
                         read_at: Instant::now(),
@@ -221,7 +221,7 @@ impl Shared {
         }
     }
 
-    fn read(&self, state: &mut State) {
+    fn read(&self, state: &mut IgnoresRead) {
         // The old rules go first: never two sets at once.
         state.ignores = Arc::new(Ignores::empty(&self.root));
         state.read_at = Instant::now();
@@ -368,8 +368,8 @@ mod tests {
         let root = dir.path();
         write(&root.join(".gitignore"), "*.gen.py\n");
         write(&root.join("b/.gitignore"), "local.py\n");
-        let a = Shared::of(root, &[root.join("a")], None);
-        let b = Shared::of(root, &[root.join("b")], None);
+        let a = RepoIgnores::of(root, &[root.join("a")], None);
+        let b = RepoIgnores::of(root, &[root.join("b")], None);
         assert!(Arc::ptr_eq(&a, &b), "one set per checkout");
         // The second watcher's base was read in.
         assert!(a.current().is_ignored(&root.join("b/local.py"), false));
@@ -384,7 +384,7 @@ mod tests {
         b.reread(seen);
         assert!(Arc::ptr_eq(&after, &b.current()));
         drop((a, b, before, after));
-        let fresh = Shared::of(root, &[root.join("a")], None);
+        let fresh = RepoIgnores::of(root, &[root.join("a")], None);
         assert!(!fresh.current().is_ignored(&root.join("b/local.py"), false));
     }
 

@@ -13,7 +13,7 @@ pub const SERVICE_ID_ENV: &str = "OMNIDEV_SERVICE_ID";
 
 /// What identifies one service's processes without a cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Identity {
+pub(crate) struct GroupIdentity {
     /// The leader's pid, which is also its session and group id; `None`
     /// when the pid now belongs to someone else (then only the service id
     /// identifies its processes).
@@ -39,7 +39,7 @@ pub(crate) enum Search {
 /// their descendants. `me` and pid 1 are never included.
 pub(crate) fn members(
     table: &[ProcessStat],
-    identity: &Identity,
+    identity: &GroupIdentity,
     me: u32,
     search: Search,
     service_id_of: impl Fn(u32) -> Option<String>,
@@ -112,7 +112,7 @@ mod tests {
             12 => Some("7.9.0.1 ".to_owned()),
             _ => None,
         };
-        let identity = Identity {
+        let identity = GroupIdentity {
             leader: None,
             since: None,
             service_id: "7.9.0.1".to_owned(),
@@ -153,7 +153,7 @@ mod tests {
             // An adopted orphan of another service.
             p(108, me, 108, 108, 61),
         ];
-        let identity = Identity {
+        let identity = GroupIdentity {
             leader: Some(100),
             since: Some(50),
             service_id: "9.1.0".into(),
@@ -174,7 +174,7 @@ mod tests {
             p(103, 1, 103, 103, 53),
             p(104, 103, 103, 103, 54),
         ];
-        let identity = Identity {
+        let identity = GroupIdentity {
             leader: Some(100),
             since: Some(50),
             service_id: "9.1.0".into(),

@@ -25,12 +25,12 @@ type Done = Box<dyn FnOnce(io::Result<()>) + Send>;
 
 /// The writing thread and what waits for it.
 pub(crate) struct BackgroundWriter {
-    shared: Arc<Shared>,
+    shared: Arc<Pending>,
     thread: Option<JoinHandle<()>>,
 }
 
 #[derive(Default)]
-struct Shared {
+struct Pending {
     queue: Mutex<Queue>,
     changed: Condvar,
 }
@@ -57,7 +57,7 @@ impl BackgroundWriter {
     /// Starts the thread; where no thread can be started, every write is
     /// made by the caller at once.
     pub(crate) fn new() -> Self {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Pending::default());
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
             .name("omnidev-writer".into())
@@ -114,7 +114,7 @@ impl Drop for BackgroundWriter {
 }
 
 /// The writing thread: the oldest path first, until closed and drained.
-fn run(shared: &Shared) {
+fn run(shared: &Pending) {
     let lock = || shared.queue.locked();
     loop {
         let (path, (contents, done)) = {

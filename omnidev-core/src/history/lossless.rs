@@ -44,7 +44,7 @@ pub(super) struct Spill {
     pub(super) spooling: bool,
     dir: PathBuf,
     segment_bytes: u64,
-    segments: VecDeque<Segment>,
+    segments: VecDeque<SpoolSegment>,
     lost: u64,
     lost_reason: String,
     encode: Vec<u8>,
@@ -52,7 +52,7 @@ pub(super) struct Spill {
 
 /// One spool file.
 #[derive(Debug)]
-struct Segment {
+struct SpoolSegment {
     file: Arc<File>,
     /// Bytes written (and readable) so far.
     written: u64,
@@ -102,7 +102,7 @@ impl Spill {
             .is_none_or(|s| s.written >= self.segment_bytes)
         {
             let file = tempfile::tempfile_in(&self.dir)?;
-            self.segments.push_back(Segment {
+            self.segments.push_back(SpoolSegment {
                 file: Arc::new(file),
                 written: 0,
             });

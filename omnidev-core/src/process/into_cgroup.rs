@@ -45,7 +45,7 @@ struct CloneArgs {
 }
 
 /// A child started in its cgroup.
-pub(super) struct Started {
+pub(super) struct ChildStarted {
     pub(super) pid: u32,
     pub(super) pidfd: OwnedFd,
     pub(super) stdout: OwnedFd,
@@ -54,7 +54,7 @@ pub(super) struct Started {
 
 /// What became of an attempt.
 pub(super) enum Attempt {
-    Started(Started),
+    Started(ChildStarted),
     /// The kernel (or a seccomp filter) refuses `clone3` or one of its
     /// flags: the fallback is used from now on.
     Unsupported,
@@ -214,7 +214,7 @@ pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>) -> Attempt {
     drop((null, out_w, err_w, report_w));
     let pid = pid as u32;
     match exec_report(&report_r) {
-        None => Attempt::Started(Started {
+        None => Attempt::Started(ChildStarted {
             pid,
             pidfd,
             stdout: out_r,

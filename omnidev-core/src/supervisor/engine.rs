@@ -18,7 +18,7 @@ mod start;
 mod state_file;
 
 use super::prepare;
-use super::service::{AfterStop, Intent, Phase, PortRecovery, ProbeState, Service};
+use super::service::{AfterStop, Intent, Phase, PortRecovery, ProbeState, Supervised};
 use super::spawn::Spawner;
 use super::{Moved, Order, PortMover, Reloads, Settled};
 use crate::backoff::BackoffPolicy;
@@ -70,7 +70,7 @@ enum Internal {
     },
     /// How a write of `state.json` or the reload mark went.
     Written {
-        file: state_file::Written,
+        file: state_file::WrittenFile,
         result: Result<(), String>,
     },
 }
@@ -163,7 +163,7 @@ pub(super) struct Engine {
     dependencies: Vec<Vec<(usize, Condition)>>,
     /// Direct dependents of each service.
     dependents: Vec<Vec<usize>>,
-    services: Vec<Service>,
+    services: Vec<Supervised>,
     /// Services a changed set of specs no longer has (see
     /// [`Engine::apply`]): stopped, kept so no index moves.
     removed: Vec<bool>,
@@ -243,7 +243,7 @@ impl Engine {
         let (dependencies, dependents) = graph_of(&parts.specs);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         Self {
-            services: parts.specs.iter().map(|_| Service::default()).collect(),
+            services: parts.specs.iter().map(|_| Supervised::default()).collect(),
             removed: vec![false; parts.specs.len()],
             specs: parts.specs,
             order: parts.order,
@@ -483,7 +483,7 @@ impl Engine {
         self.writer
             .submit(taken.path, taken.mark.encode(), move |result| {
                 let _ = tx.send(Internal::Written {
-                    file: state_file::Written::Mark(file),
+                    file: state_file::WrittenFile::Mark(file),
                     result: result.map_err(|e| e.to_string()),
                 });
             });

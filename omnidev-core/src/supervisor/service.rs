@@ -27,9 +27,12 @@ pub(super) enum Phase {
         step: Arc<StepSlot>,
     },
     /// Its process runs (or has just exited and its group is being emptied).
-    Running(Process),
+    Running(LiveProcess),
     /// Its process is being stopped on request; `then` says what follows.
-    Stopping { process: Process, then: AfterStop },
+    Stopping {
+        process: LiveProcess,
+        then: AfterStop,
+    },
     /// It crashed and waits out a backoff before starting again; `port`
     /// is what it learns about its port meanwhile.
     Backoff {
@@ -104,7 +107,7 @@ pub(super) enum Intent {
 
 /// A running process of a service, from spawn until its group is empty.
 #[derive(Debug)]
-pub(super) struct Process {
+pub(super) struct LiveProcess {
     pub(super) pid: u32,
     pub(super) start_time: Option<u64>,
     pub(super) spawned_at: Instant,
@@ -141,7 +144,7 @@ pub(super) enum ProbeState {
 /// it counts as ready ([`ServiceStatus::ready`]).
 pub const STABLE: Duration = Duration::from_secs(1);
 
-impl Process {
+impl LiveProcess {
     /// Whether its dependents may count it as ready.
     pub(super) fn is_ready(&self) -> bool {
         matches!(
@@ -166,7 +169,7 @@ impl Process {
 
 /// One service's runtime data; a new one waits.
 #[derive(Debug, Default)]
-pub(super) struct Service {
+pub(super) struct Supervised {
     pub(super) phase: Phase,
     pub(super) intent: Intent,
     /// The state last published; events are sent when it changes.
@@ -193,7 +196,7 @@ pub(super) struct Service {
     pub(super) background: bool,
 }
 
-impl Service {
+impl Supervised {
     /// Whether it is on its way to ready: preparing, or running with its
     /// probe neither passed nor timed out.
     pub(super) fn getting_ready(&self) -> bool {
@@ -224,7 +227,7 @@ impl Service {
     }
 
     /// Its process, while one exists (running or being stopped).
-    pub(super) fn process(&self) -> Option<&Process> {
+    pub(super) fn process(&self) -> Option<&LiveProcess> {
         match &self.phase {
             Phase::Running(process) | Phase::Stopping { process, .. } => Some(process),
             _ => None,
@@ -232,7 +235,7 @@ impl Service {
     }
 
     /// Its process, while one exists.
-    pub(super) fn process_mut(&mut self) -> Option<&mut Process> {
+    pub(super) fn process_mut(&mut self) -> Option<&mut LiveProcess> {
         match &mut self.phase {
             Phase::Running(process) | Phase::Stopping { process, .. } => Some(process),
             _ => None,
@@ -251,7 +254,7 @@ impl Service {
 
     /// Its dependents may count it as ready.
     pub(super) fn is_ready(&self) -> bool {
-        self.process().is_some_and(Process::is_ready)
+        self.process().is_some_and(LiveProcess::is_ready)
     }
 
     /// It counts as ready to the world ([`ServiceStatus::ready`]): its

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::containment::{Containment, Target};
+use crate::containment::{Confined, Containment};
 use crate::event::{ExitStatus, Stream};
 use crate::guard::Guard;
 use crate::logs::{self, LogStore};
@@ -157,7 +157,7 @@ impl ProcessSpawner {
 #[derive(Debug)]
 struct Group {
     pgid: i32,
-    target: Target,
+    target: Confined,
     containment: Arc<Containment>,
     guard: Arc<Guard>,
     /// The run's output readers.

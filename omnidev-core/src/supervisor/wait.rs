@@ -44,7 +44,7 @@ pub enum Waited {
 }
 
 /// The judgement of one status snapshot.
-enum Verdict {
+enum WaitVerdict {
     Met,
     Failed(Vec<String>),
     Pending(Vec<String>),
@@ -62,10 +62,10 @@ struct Judge {
 }
 
 impl Judge {
-    fn verdict(&self, snapshot: &[ServiceStatus], total: usize) -> Verdict {
+    fn verdict(&self, snapshot: &[ServiceStatus], total: usize) -> WaitVerdict {
         if snapshot.len() < total {
             // The supervisor has not published its first status yet.
-            return Verdict::Pending(self.names.clone());
+            return WaitVerdict::Pending(self.names.clone());
         }
         let mut failed = Vec::new();
         let mut pending = Vec::new();
@@ -103,11 +103,11 @@ impl Judge {
             }
         }
         if !failed.is_empty() {
-            Verdict::Failed(failed)
+            WaitVerdict::Failed(failed)
         } else if pending.is_empty() {
-            Verdict::Met
+            WaitVerdict::Met
         } else {
-            Verdict::Pending(pending)
+            WaitVerdict::Pending(pending)
         }
     }
 }
@@ -367,14 +367,14 @@ impl Supervisor {
         let mut gone = false;
         loop {
             match judge.verdict(&status.borrow_and_update(), total) {
-                Verdict::Met => return Waited::Met,
-                Verdict::Failed(failed) => return Waited::Failed(failed),
+                WaitVerdict::Met => return Waited::Met,
+                WaitVerdict::Failed(failed) => return Waited::Failed(failed),
                 // The supervisor has stopped: its last status is final.
-                Verdict::Pending(pending) if gone => return Waited::ShutDown(pending),
-                Verdict::Pending(pending) if Instant::now() >= deadline => {
+                WaitVerdict::Pending(pending) if gone => return Waited::ShutDown(pending),
+                WaitVerdict::Pending(pending) if Instant::now() >= deadline => {
                     return Waited::TimedOut(pending);
                 }
-                Verdict::Pending(_) => {}
+                WaitVerdict::Pending(_) => {}
             }
             tokio::select! {
                 changed = status.changed() => gone = changed.is_err(),

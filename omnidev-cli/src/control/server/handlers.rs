@@ -12,10 +12,11 @@ use crate::control::protocol::{
 };
 
 use super::{
-    RELOAD_LOOKBACK, RESTART_DEADLINE, Shared, WAIT_DEADLINE, WAIT_READY_DEADLINE, WATCHER_CATCH_UP,
+    RELOAD_LOOKBACK, RESTART_DEADLINE, ServerState, WAIT_DEADLINE, WAIT_READY_DEADLINE,
+    WATCHER_CATCH_UP,
 };
 
-pub(super) fn unknown_service(shared: &Shared, name: &str) -> Response {
+pub(super) fn unknown_service(shared: &ServerState, name: &str) -> Response {
     Response::refused(
         ErrorKind::UnknownService,
         format!(
@@ -25,7 +26,7 @@ pub(super) fn unknown_service(shared: &Shared, name: &str) -> Response {
     )
 }
 
-pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
+pub(super) async fn answer(shared: &ServerState, request: Request) -> Response {
     answered(shared, request)
         .await
         .unwrap_or_else(|refusal| *refusal)
@@ -35,7 +36,7 @@ pub(super) async fn answer(shared: &Shared, request: Request) -> Response {
 type Answered = std::result::Result<Response, Box<Response>>;
 
 /// The answer to `request`; a refusal as the error.
-async fn answered(shared: &Shared, request: Request) -> Answered {
+async fn answered(shared: &ServerState, request: Request) -> Answered {
     Ok(match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
         // Answered by `stream_events`.
@@ -85,9 +86,9 @@ async fn answered(shared: &Shared, request: Request) -> Answered {
                     let why = "`all` and `service` exclude each other";
                     return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
                 }
-                _ if all => Target::All,
-                Some(name) => Target::Service(expand(shared, &[name]), !no_deps),
-                None => Target::Watched,
+                _ if all => RestartTarget::All,
+                Some(name) => RestartTarget::Service(expand(shared, &[name]), !no_deps),
+                None => RestartTarget::Watched,
             };
             restart(shared, target, limit).await?
         }
@@ -115,7 +116,7 @@ pub(super) fn limit(
 }
 
 /// Stops `services`, answering once each one's processes are gone.
-pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Answered {
+pub(super) async fn stop_services(shared: &ServerState, services: &[String]) -> Answered {
     check_services(shared, services)?;
     for name in services {
         if let Err(e) = shared.supervisor.stop_service(name).await {
@@ -127,7 +128,7 @@ pub(super) async fn stop_services(shared: &Shared, services: &[String]) -> Answe
 
 /// Starts `services`, answering once each is ready or one failed.
 pub(super) async fn start_services(
-    shared: &Shared,
+    shared: &ServerState,
     services: &[String],
     limit: Duration,
 ) -> Answered {
@@ -147,13 +148,16 @@ pub(super) async fn start_services(
 }
 
 /// The services `names` stand for ([`omnidev_pod::names::expand`]).
-pub(super) fn expand(shared: &Shared, names: &[String]) -> Vec<String> {
+pub(super) fn expand(shared: &ServerState, names: &[String]) -> Vec<String> {
     omnidev_pod::names::expand(names, &shared.supervisor.service_names())
 }
 
 /// A refusal when `services` is empty, or names a service badly or one
 /// the pod does not have.
-pub(super) fn check_services(shared: &Shared, services: &[String]) -> Result<(), Box<Response>> {
+pub(super) fn check_services(
+    shared: &ServerState,
+    services: &[String],
+) -> Result<(), Box<Response>> {
     if services.is_empty() {
         return Err(Box::new(Response::refused(
             ErrorKind::Usage,
@@ -165,7 +169,7 @@ pub(super) fn check_services(shared: &Shared, services: &[String]) -> Result<(),
 
 /// The refusal of the first of `names` that is no service name, or not
 /// one of this pod's services.
-fn unknown(shared: &Shared, names: &[String]) -> Result<(), Box<Response>> {
+fn unknown(shared: &ServerState, names: &[String]) -> Result<(), Box<Response>> {
     let known = shared.supervisor.service_names();
     let refusal = names
         .iter()
@@ -179,7 +183,7 @@ fn unknown(shared: &Shared, names: &[String]) -> Result<(), Box<Response>> {
 
 /// The watched services of the profile the pod runs now (a
 /// `reload-profile` may have added or removed some).
-pub(super) fn watched(shared: &Shared) -> Vec<String> {
+pub(super) fn watched(shared: &ServerState) -> Vec<String> {
     shared
         .info
         .live
@@ -188,7 +192,7 @@ pub(super) fn watched(shared: &Shared) -> Vec<String> {
 }
 
 /// What `restart` restarts.
-pub(super) enum Target {
+pub(super) enum RestartTarget {
     /// The services with watch rules (every one when none has).
     Watched,
     /// One service, or its replicas one after another (each ready before
@@ -200,18 +204,22 @@ pub(super) enum Target {
 }
 
 /// Restarts `target` and answers once it is ready again.
-pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) -> Answered {
+pub(super) async fn restart(
+    shared: &ServerState,
+    target: RestartTarget,
+    limit: Duration,
+) -> Answered {
     let names = match &target {
-        Target::All => shared.supervisor.service_names(),
-        Target::Service(copies, _) => copies.clone(),
-        Target::Watched => watched(shared),
+        RestartTarget::All => shared.supervisor.service_names(),
+        RestartTarget::Service(copies, _) => copies.clone(),
+        RestartTarget::Watched => watched(shared),
     };
     unknown(shared, &names)?;
     let deadline = tokio::time::Instant::now() + limit;
-    let dependents = !matches!(target, Target::Service(_, false));
+    let dependents = !matches!(target, RestartTarget::Service(_, false));
     // A service's replicas one at a time, the next only once this one is
     // ready again; anything else at once, as one reload.
-    let batches: Vec<&[String]> = if matches!(target, Target::Service(..)) {
+    let batches: Vec<&[String]> = if matches!(target, RestartTarget::Service(..)) {
         names.chunks(1).collect()
     } else {
         vec![names.as_slice()]
@@ -238,7 +246,7 @@ pub(super) async fn restart(shared: &Shared, target: Target, limit: Duration) ->
 /// Applies the profile file and answers once what it restarted and
 /// started is ready again (or one failed); an invalid file is refused with
 /// its error, the pod running on.
-pub(super) async fn reload_profile(shared: &Shared, limit: Duration) -> Response {
+pub(super) async fn reload_profile(shared: &ServerState, limit: Duration) -> Response {
     let Some(live) = &shared.info.live else {
         return Response::error("this pod follows no profile file");
     };
@@ -274,7 +282,7 @@ pub(super) async fn reload_profile(shared: &Shared, limit: Duration) -> Response
 /// Waits until `until` holds for `services` (all when empty): the
 /// answer's `failed` names the services that failed instead.
 pub(super) async fn wait(
-    shared: &Shared,
+    shared: &ServerState,
     until: WaitFor,
     services: &[String],
     limit: Duration,
@@ -315,7 +323,7 @@ pub(super) async fn wait(
 /// the services that failed, or the error `late` words for a wait that
 /// did not end in time.
 pub(super) fn outcome(
-    shared: &Shared,
+    shared: &ServerState,
     waited: omnidev_core::Result<Waited>,
     late: impl FnOnce(&Waited) -> String,
 ) -> Response {
@@ -330,7 +338,7 @@ pub(super) fn outcome(
     }
 }
 
-pub(super) fn status(shared: &Shared) -> PodStatus {
+pub(super) fn status(shared: &ServerState) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
     let statuses: Vec<ServiceStatus> = if snapshot.is_empty() {
@@ -368,7 +376,7 @@ pub(super) fn status(shared: &Shared) -> PodStatus {
     }
 }
 
-pub(super) fn last_reload(shared: &Shared) -> Option<ReloadReport> {
+pub(super) fn last_reload(shared: &ServerState) -> Option<ReloadReport> {
     let event = shared.supervisor.history().last_reload()?;
     match &event.kind {
         omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::{Engine, graph_of};
 use crate::event::EventKind;
 use crate::spec::ServiceSpec;
-use crate::supervisor::service::{AfterStop, Intent, Phase, Service};
+use crate::supervisor::service::{AfterStop, Intent, Phase, Supervised};
 use crate::supervisor::{Applied, Names};
 
 /// The note a removed service carries in its status.
@@ -92,7 +92,7 @@ impl Engine {
     fn add(&mut self, spec: ServiceSpec) {
         self.containment.add(&spec.name);
         self.specs.push(spec);
-        self.services.push(Service::default());
+        self.services.push(Supervised::default());
         self.removed.push(false);
         self.open_log(self.specs.len() - 1);
         self.publish_status();

@@ -8,7 +8,7 @@ use crate::event::EventKind;
 use crate::probe;
 use crate::supervisor::own_listener::OwnListener;
 use crate::supervisor::prepare::{self, Prepare, StepSlot};
-use crate::supervisor::service::{AbortOnDrop, Phase, ProbeState, Process, STABLE};
+use crate::supervisor::service::{AbortOnDrop, LiveProcess, Phase, ProbeState, STABLE};
 use crate::supervisor::spawn::{ProcessGroup, Spawned};
 
 impl Engine {
@@ -109,7 +109,7 @@ impl Engine {
             ProbeState::Assumed
         };
         self.services[index].note = None;
-        let process = Process {
+        let process = LiveProcess {
             pid,
             start_time,
             spawned_at: std::time::Instant::now(),

@@ -31,7 +31,7 @@ impl Engine {
         let tx = self.internal_tx.clone();
         self.writer.submit(path, text, move |result| {
             let _ = tx.send(Internal::Written {
-                file: Written::State,
+                file: WrittenFile::State,
                 result: result.map_err(|e| e.to_string()),
             });
         });
@@ -43,7 +43,7 @@ impl Engine {
         self.writer.flush();
         if let Some((path, text)) = self.state_contents() {
             let result = crate::fs::write_atomic_unsynced(&path, &text).map_err(|e| e.to_string());
-            self.written(Written::State, result);
+            self.written(WrittenFile::State, result);
         }
     }
 
@@ -77,15 +77,15 @@ impl Engine {
     /// How a write of a pod file went. For `state.json`: said once per
     /// failure, with its cause, and again when it works; for the reload
     /// mark: each failure.
-    pub(super) fn written(&mut self, file: Written, result: Result<(), String>) {
+    pub(super) fn written(&mut self, file: WrittenFile, result: Result<(), String>) {
         match file {
-            Written::Mark(path) => {
+            WrittenFile::Mark(path) => {
                 if let Err(cause) = result {
                     let message = crate::logs::mark_failed(&path, &cause);
                     self.emit(None, EventKind::Notice { message });
                 }
             }
-            Written::State => {
+            WrittenFile::State => {
                 let path = self.state.path.clone().unwrap_or_default();
                 match result {
                     Err(cause) if !self.state.error_reported => {
@@ -119,7 +119,7 @@ impl Engine {
 
 /// Which pod file a write was of.
 #[derive(Debug)]
-pub(super) enum Written {
+pub(super) enum WrittenFile {
     State,
     /// The reload mark, at this path.
     Mark(PathBuf),
