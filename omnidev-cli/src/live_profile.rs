@@ -70,15 +70,6 @@ struct Next {
     changes: ProfileChanges,
 }
 
-/// The file's profile made ready to apply: its ports allocated, rendered.
-#[derive(Debug)]
-struct Applicable {
-    profile: Profile,
-    set_up: PortSetUp,
-    rendered: RenderedPod,
-    changes: ProfileChanges,
-}
-
 /// Why a profile file was not applied.
 #[derive(Debug)]
 pub enum ApplyError {
@@ -226,7 +217,7 @@ impl LiveProfile {
     /// Allocates the ports of the file's profile (a new port name gets a
     /// port, one whose base changed is probed again from it, the others
     /// keep theirs) and renders it with them.
-    fn ready(&self) -> omnidev_pod::Result<Applicable> {
+    fn ready(&self) -> omnidev_pod::Result<(Next, PortSetUp)> {
         let Next { profile, .. } = self.load()?;
         let state = self.state();
         let bases = profile.port_bases(&state.set_up.context.scale);
@@ -255,12 +246,14 @@ impl LiveProfile {
         set_up.context.ports = ports;
         let rendered = profile.render(&set_up.context)?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
-        Ok(Applicable {
-            profile,
+        Ok((
+            Next {
+                profile,
+                rendered,
+                changes,
+            },
             set_up,
-            rendered,
-            changes,
-        })
+        ))
     }
 
     /// Applies the file as it is now (`omnidev reload-profile`, the TUI's
@@ -287,25 +280,19 @@ impl LiveProfile {
     ) -> Result<(ProfileApplied, omnidev_core::Waited), ApplyError> {
         let _one_at_a_time = self.applying.lock().await;
         let this = self.clone();
-        let ready = tokio::task::spawn_blocking(move || this.ready())
+        let (next, set_up) = tokio::task::spawn_blocking(move || this.ready())
             .await
             .map_err(|_| ApplyError::Supervisor(omnidev_core::Error::ShutDown))?
             .map_err(ApplyError::Invalid)?;
-        let Applicable {
-            profile,
-            set_up,
-            rendered,
-            changes,
-        } = ready;
-        let services = rendered.services.clone();
+        let services = next.rendered.services.clone();
         {
             // Refused only by a supervisor shutting down, whose profile no
             // longer matters.
             let mut state = self.state();
-            state.checkout.profile = profile;
+            state.checkout.profile = next.profile;
             state.set_up = set_up;
-            state.rendered = rendered.clone();
-            state.announced = Ok(rendered);
+            state.rendered = next.rendered.clone();
+            state.announced = Ok(next.rendered);
             self.show_addresses(&state.set_up, &state.rendered);
         }
         let (applied, waited) = supervisor
@@ -313,11 +300,8 @@ impl LiveProfile {
             .await
             .map_err(ApplyError::Supervisor)?;
         let report = ProfileApplied {
-            message: applied_message(&self.shown(), &applied, &changes),
-            restarted: applied.restarted,
-            started: applied.started,
-            stopped: applied.stopped,
-            kept_stopped: applied.kept_stopped,
+            message: applied_message(&self.shown(), &applied, &next.changes),
+            applied,
         };
         supervisor.publish(EventKind::ProfileApplied(report.clone()));
         Ok((report, waited))

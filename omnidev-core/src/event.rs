@@ -337,17 +337,9 @@ pub struct ProfileChange {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ProfileApplied {
-    /// Restarted, their rendered spec having changed (their dependents
-    /// follow).
-    pub restarted: Vec<String>,
-    /// Started, being new.
-    pub started: Vec<String>,
-    /// Stopped, the profile no longer having them.
-    pub stopped: Vec<String>,
-    /// Changed while stopped on request: they stay stopped, and run the
-    /// new spec when started.
-    #[serde(default)]
-    pub kept_stopped: Vec<String>,
+    /// What was restarted, started and stopped.
+    #[serde(flatten)]
+    pub applied: crate::Applied,
     /// The same for people, with what is applied only when the pod starts
     /// again.
     pub message: String,

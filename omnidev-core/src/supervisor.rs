@@ -122,7 +122,10 @@ pub(crate) struct Reloads {
 }
 
 /// What applying a changed set of specs did ([`Supervisor::apply`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
 pub struct Applied {
     /// Services restarted because their spec changed (their dependents
     /// follow, as after a restart).
@@ -133,6 +136,7 @@ pub struct Applied {
     pub stopped: Vec<String>,
     /// Services whose spec changed while they were stopped on request:
     /// they stay stopped, and run the new spec when started.
+    #[serde(default)]
     pub kept_stopped: Vec<String>,
 }
 

@@ -329,10 +329,11 @@ pub(crate) mod tests {
                 message: "omnidev.toml changed but cannot be applied".into(),
             }),
             EventKind::ProfileApplied(ProfileApplied {
-                restarted: vec!["api".into()],
-                started: vec!["worker".into()],
-                stopped: Vec::new(),
-                kept_stopped: Vec::new(),
+                applied: omnidev_core::Applied {
+                    restarted: vec!["api".into()],
+                    started: vec!["worker".into()],
+                    ..Default::default()
+                },
                 message: "applied omnidev.toml: restarted api; started worker".into(),
             }),
             EventKind::Ended {

@@ -576,10 +576,11 @@ pub(crate) mod tests {
         assert_eq!(app.shown(3).len(), 2, "its start and its line");
         app.apply(&pod(EventKind::ProfileApplied(
             omnidev_core::ProfileApplied {
-                restarted: vec!["server".into()],
-                started: vec!["worker".into()],
-                stopped: Vec::new(),
-                kept_stopped: Vec::new(),
+                applied: omnidev_core::Applied {
+                    restarted: vec!["server".into()],
+                    started: vec!["worker".into()],
+                    ..Default::default()
+                },
                 message: "applied omnidev.toml: restarted server; started worker".into(),
             },
         )));

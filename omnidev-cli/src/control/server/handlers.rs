@@ -260,12 +260,7 @@ pub(super) async fn reload_profile(shared: &ServerState, limit: Duration) -> Res
             Response::error(error.to_string())
         }
         Ok((applied, waited)) => {
-            let names: Vec<String> = applied
-                .restarted
-                .iter()
-                .chain(&applied.started)
-                .cloned()
-                .collect();
+            let names = applied.applied.coming_up();
             let mut response = outcome(shared, Ok(waited), |_| {
                 format!(
                     "{} not ready within {} s of applying the profile",
