@@ -156,23 +156,25 @@ impl Builder {
         let (status_tx, status) = watch::channel(Vec::new());
         let (settled_tx, settled) = watch::channel(None);
         let (reloading_tx, reloading) = watch::channel(Reloads::default());
-        let engine = engine::Engine::new(engine::Parts {
-            specs: config.services,
+        let engine = engine::Engine::new(
+            config.services,
             order,
-            logs: logs.clone(),
-            events: events.clone(),
-            guard: guard.clone(),
-            state_file: config.state_file,
-            backoff: config.backoff,
-            status: status_tx,
-            settled: settled_tx,
-            reloading: reloading_tx,
-            supervisor: me,
-            spawner,
-            containment: containment.clone(),
-            debug: config.debug,
-            port_mover: config.port_mover,
-        });
+            engine::Parts {
+                logs: logs.clone(),
+                events: events.clone(),
+                guard: guard.clone(),
+                state_file: config.state_file,
+                backoff: config.backoff,
+                status: status_tx,
+                settled: settled_tx,
+                reloading: reloading_tx,
+                supervisor: me,
+                spawner,
+                containment: containment.clone(),
+                debug: config.debug,
+                port_mover: config.port_mover,
+            },
+        );
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));
         if let Some(guard) = &guard {
             tokio::spawn(watch_guard(guard.clone(), requests.downgrade()));

@@ -35,10 +35,9 @@ const SPAWN_FAILED: ExitStatus = ExitStatus::Code(127);
 /// How often a failed service's prepare inputs are checked for a change.
 const RETRY_POLL: Duration = Duration::from_millis(500);
 
-/// What the engine is built from.
+/// What the engine is wired to: the stores it writes, the channels it
+/// publishes on, the spawner, containment and guard it acts through.
 pub(super) struct Parts {
-    pub(super) specs: Vec<ServiceSpec>,
-    pub(super) order: Vec<usize>,
     pub(super) logs: Arc<LogStore>,
     pub(super) events: Arc<History>,
     pub(super) guard: Option<Arc<Guard>>,
@@ -149,7 +148,6 @@ struct ReloadState {
 /// Where `state.json` goes and how its writes stand.
 #[derive(Debug)]
 struct StateWrites {
-    path: Option<PathBuf>,
     /// The last write failed and said so.
     error_reported: bool,
     /// The file is behind; written at the end of the turn.
@@ -157,6 +155,7 @@ struct StateWrites {
 }
 
 pub(super) struct Engine {
+    parts: Parts,
     specs: Vec<ServiceSpec>,
     order: Vec<usize>,
     /// Direct dependencies of each service, with their conditions.
@@ -167,20 +166,9 @@ pub(super) struct Engine {
     /// Services a changed set of specs no longer has (see
     /// [`Engine::apply`]): stopped, kept so no index moves.
     removed: Vec<bool>,
-    logs: Arc<LogStore>,
-    events: Arc<History>,
-    /// The orphan guard (none with a test's spawner).
-    guard: Option<Arc<Guard>>,
-    spawner: Arc<dyn Spawner>,
-    containment: Arc<Containment>,
     state: StateWrites,
     /// Writes `state.json` and the reload mark off the engine's turns.
     writer: crate::fs::BackgroundWriter,
-    backoff: BackoffPolicy,
-    status: watch::Sender<Vec<ServiceStatus>>,
-    settled: watch::Sender<Option<Settled>>,
-    reloading: watch::Sender<Reloads>,
-    supervisor: ProcessRecord,
     internal_tx: mpsc::UnboundedSender<Internal>,
     internal_rx: Option<mpsc::UnboundedReceiver<Internal>>,
     life: Life,
@@ -188,10 +176,6 @@ pub(super) struct Engine {
     /// Prepare steps killed mid-run, until their groups are empty: shutdown
     /// waits for them, so it never returns while one is still dying.
     dying_prepares: Vec<tokio::task::JoinHandle<()>>,
-    /// Publish each readiness attempt as a debug event.
-    debug: bool,
-    /// Moves a port lost to another process (the pod layer).
-    port_mover: Option<Arc<dyn PortMover>>,
     /// A service was stopped on request: from then on the pod never
     /// settles on its own, only a shutdown ends it.
     stop_requested: bool,
@@ -239,40 +223,28 @@ fn graph_of(specs: &[ServiceSpec]) -> (Vec<Dependencies>, Vec<Vec<usize>>) {
 }
 
 impl Engine {
-    pub(super) fn new(parts: Parts) -> Self {
-        let (dependencies, dependents) = graph_of(&parts.specs);
+    pub(super) fn new(specs: Vec<ServiceSpec>, order: Vec<usize>, parts: Parts) -> Self {
+        let (dependencies, dependents) = graph_of(&specs);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         Self {
-            services: parts.specs.iter().map(|_| Supervised::default()).collect(),
-            removed: vec![false; parts.specs.len()],
-            specs: parts.specs,
-            order: parts.order,
+            services: specs.iter().map(|_| Supervised::default()).collect(),
+            removed: vec![false; specs.len()],
+            specs,
+            order,
             dependencies,
             dependents,
-            logs: parts.logs,
-            events: parts.events,
-            guard: parts.guard,
-            spawner: parts.spawner,
-            containment: parts.containment,
             state: StateWrites {
-                path: parts.state_file,
                 error_reported: false,
                 dirty: false,
             },
             writer: crate::fs::BackgroundWriter::new(),
-            backoff: parts.backoff,
-            status: parts.status,
-            settled: parts.settled,
-            reloading: parts.reloading,
-            supervisor: parts.supervisor,
             internal_tx,
             internal_rx: Some(internal_rx),
             life: Life::Running,
             reload: ReloadState::default(),
             stop_requested: false,
             dying_prepares: Vec::new(),
-            debug: parts.debug,
-            port_mover: parts.port_mover,
+            parts,
         }
     }
 
@@ -286,7 +258,8 @@ impl Engine {
             return;
         };
         for message in notices {
-            self.events
+            self.parts
+                .events
                 .push_event(&Event::pod(EventKind::Notice { message }));
         }
         self.publish_status();
@@ -319,11 +292,14 @@ impl Engine {
             let _ = dying.await;
         }
         let grace = self.specs.iter().map(|s| s.stop.grace).max();
-        self.containment.sweep(grace.unwrap_or_default()).await;
-        self.containment.close();
-        self.logs.flush();
+        self.parts
+            .containment
+            .sweep(grace.unwrap_or_default())
+            .await;
+        self.parts.containment.close();
+        self.parts.logs.flush();
         self.write_state_now();
-        if let Some(guard) = &self.guard {
+        if let Some(guard) = &self.parts.guard {
             guard.close();
         }
         if let Life::ShuttingDown { waiters } = &mut self.life {
@@ -353,7 +329,7 @@ impl Engine {
 
     fn emit(&self, index: Option<usize>, kind: EventKind) {
         let event = Event::now(index.map(|i| self.name(i)), kind);
-        self.events.push_event(&event);
+        self.parts.events.push_event(&event);
     }
 
     /// Puts the services that yield ([`crate::spec::ServiceSpec::yields`])
@@ -378,7 +354,7 @@ impl Engine {
         // A removed service at rest never runs again unless it is added
         // back: what its log holds is let go of.
         if self.removed[index] && matches!(phase, Phase::Stopped) {
-            self.logs.release(self.name(index));
+            self.parts.logs.release(self.name(index));
         }
         self.services[index].phase = phase;
         self.publish(index);
@@ -409,7 +385,7 @@ impl Engine {
             .iter()
             .map(|&i| self.services[i].status(self.name(i), &self.specs[i].urls))
             .collect();
-        self.status.send_replace(snapshot);
+        self.parts.status.send_replace(snapshot);
     }
 
     fn transitive_dependents(&self, index: usize) -> BTreeSet<usize> {
@@ -458,7 +434,7 @@ impl Engine {
         // Taken before any service is stopped, so its last lines are after
         // the mark: here, unless the stops ahead of this reload took it.
         let taken = self.reload.marked_ahead.take();
-        if let Some(mut taken) = taken.or_else(|| self.logs.mark_now()) {
+        if let Some(mut taken) = taken.or_else(|| self.parts.logs.mark_now()) {
             taken.mark.name(Some(&changes));
             self.write_mark(taken);
         }
@@ -512,7 +488,7 @@ impl Engine {
             return;
         }
         if self.reload.marked_ahead.is_none() {
-            self.reload.marked_ahead = self.logs.mark_now();
+            self.reload.marked_ahead = self.parts.logs.mark_now();
         }
         for i in stop {
             self.services[i].intent = Intent::AwaitReload;

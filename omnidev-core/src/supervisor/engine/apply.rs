@@ -90,7 +90,7 @@ impl Engine {
     /// (the same index) and its state; it starts once its dependencies
     /// allow.
     fn add(&mut self, spec: ServiceSpec) {
-        self.containment.add(&spec.name);
+        self.parts.containment.add(&spec.name);
         self.specs.push(spec);
         self.services.push(Supervised::default());
         self.removed.push(false);
@@ -101,7 +101,7 @@ impl Engine {
     /// Gives service `index` its log (again), a file that cannot be
     /// opened said in a notice.
     fn open_log(&mut self, index: usize) {
-        if let Err((path, error)) = self.logs.add_service(self.name(index)) {
+        if let Err((path, error)) = self.parts.logs.add_service(self.name(index)) {
             let message = format!(
                 "could not open {}: {error}; its lines are kept in memory only",
                 path.display()

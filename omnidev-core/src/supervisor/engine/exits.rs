@@ -80,10 +80,10 @@ impl Engine {
                 RestartPolicy::Never => false,
             };
         if restart {
-            s.attempt = self.backoff.next_attempt(s.attempt, ran_for);
+            s.attempt = self.parts.backoff.next_attempt(s.attempt, ran_for);
             s.restarts += 1;
             let attempt = s.attempt;
-            let after = self.backoff.delay(attempt);
+            let after = self.parts.backoff.delay(attempt);
             s.generation += 1;
             let generation = s.generation;
             let tx = self.internal_tx.clone();

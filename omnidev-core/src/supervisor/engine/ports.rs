@@ -17,7 +17,7 @@ impl Engine {
         port: u16,
         holder: Option<String>,
     ) {
-        match (holder, self.port_mover.clone()) {
+        match (holder, self.parts.port_mover.clone()) {
             (Some(holder), Some(mover)) => {
                 self.port_held(index, port, holder.clone());
                 let name = self.name(index).to_owned();

@@ -83,7 +83,7 @@ impl Engine {
                 self.publish(index);
             }
         }
-        self.reloading.send_if_modified(|current| {
+        self.parts.reloading.send_if_modified(|current| {
             let changed = *current != reloads;
             *current = reloads;
             changed
@@ -226,7 +226,7 @@ impl Engine {
             success: failed.is_empty(),
             failed,
         });
-        self.settled.send_if_modified(|current| {
+        self.parts.settled.send_if_modified(|current| {
             if *current == value {
                 false
             } else {

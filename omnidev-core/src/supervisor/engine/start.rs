@@ -29,8 +29,8 @@ impl Engine {
             return;
         }
         let tx = self.internal_tx.clone();
-        let logs = self.logs.clone();
-        let spawner = self.spawner.clone();
+        let logs = self.parts.logs.clone();
+        let spawner = self.parts.spawner.clone();
         let step = Arc::new(StepSlot::new(self.services[index].background));
         let slot = step.clone();
         let name = self.specs[index].name.clone();
@@ -68,13 +68,13 @@ impl Engine {
                 _ => probe::LineWatch::output_only(),
             })
         });
-        self.logs.watch_lines(&spec.name, watch.clone());
+        self.parts.logs.watch_lines(&spec.name, watch.clone());
         let Spawned {
             pid,
             start_time,
             exit,
             group,
-        } = match self.spawner.spawn(&spec.command, &spec.name) {
+        } = match self.parts.spawner.spawn(&spec.command, &spec.name) {
             Ok(spawned) => spawned,
             Err(e) => {
                 // Starting it again would fail the same way: no restart
@@ -133,13 +133,14 @@ impl Engine {
         group: Arc<dyn ProcessGroup>,
     ) -> ProbeState {
         let tx = self.internal_tx.clone();
-        let guard = self.guard.clone();
+        let guard = self.parts.guard.clone();
         let cgroup = self
+            .parts
             .containment
             .pod_cgroup()
             .map(std::path::Path::to_path_buf);
         let listener_group = group;
-        let debug = self.debug;
+        let debug = self.parts.debug;
         let task = tokio::spawn(async move {
             let mut probe: Box<dyn probe::Probe> = match (&readiness.probe, &watch) {
                 (crate::spec::ProbeSpec::Log { .. }, Some(watch)) => {

@@ -49,20 +49,20 @@ impl Engine {
 
     /// Where `state.json` goes and what it says now.
     fn state_contents(&self) -> Option<(PathBuf, Vec<u8>)> {
-        let path = self.state.path.clone()?;
+        let path = self.parts.state_file.clone()?;
         let state = StateFile {
             version: STATE_VERSION,
-            supervisor: self.supervisor,
-            guard_pid: self.guard.as_ref().map(|g| g.pid()),
-            containment: Some(self.containment.mechanism().clone()),
+            supervisor: self.parts.supervisor,
+            guard_pid: self.parts.guard.as_ref().map(|g| g.pid()),
+            containment: Some(self.parts.containment.mechanism().clone()),
             services: self
                 .services
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
                     let record = ServiceRecord {
-                        cgroup: self.containment.leaf(i),
-                        service_id: Some(self.containment.service_id(i)),
+                        cgroup: self.parts.containment.leaf(i),
+                        service_id: Some(self.parts.containment.service_id(i)),
                         ..s.record()
                     };
                     (self.name(i).to_owned(), record)
@@ -86,7 +86,7 @@ impl Engine {
                 }
             }
             WrittenFile::State => {
-                let path = self.state.path.clone().unwrap_or_default();
+                let path = self.parts.state_file.clone().unwrap_or_default();
                 match result {
                     Err(cause) if !self.state.error_reported => {
                         self.state.error_reported = true;
