@@ -1,5 +1,5 @@
 //! The TUI's state: panes over the pod's history, the services' states
-//! taken from its events, focus, search, wrap, and the key table. Pure:
+//! as core's status gives them, focus, search, wrap, and the key table. Pure:
 //! side effects are returned as [`Action`]s.
 
 use std::path::PathBuf;
@@ -278,18 +278,12 @@ impl App {
         service
     }
 
-    /// Takes in one supervisor event.
+    /// Takes in one supervisor event: its line is shown, and a changed
+    /// profile waiting to be applied is noted. The services' states and
+    /// restarts are core's, from its status ([`App::apply_snapshot`]):
+    /// nothing of them is derived from events here.
     pub fn apply(&mut self, event: &Event) {
         match &event.kind {
-            EventKind::Log { .. } | EventKind::PartialLine { .. } => {
-                self.keep(event);
-                return;
-            }
-            EventKind::State { state } => {
-                if let Some(name) = event.service.as_deref() {
-                    self.set_state(name, state);
-                }
-            }
             EventKind::ProfileChanged(omnidev_core::ProfileChange {
                 changed,
                 added,
@@ -307,27 +301,9 @@ impl App {
                 });
             }
             EventKind::ProfileApplied(_) => self.profile_pending = None,
-            EventKind::Crashed { attempt, .. } if *attempt > 0 => {
-                if let Some(i) = event.service.as_deref().and_then(|n| self.service_index(n)) {
-                    self.services[i].restarts += 1;
-                }
-            }
             _ => {}
         }
         self.keep(event);
-    }
-
-    /// Takes in an event whose states come another way (`omnidev
-    /// attach`: the pod's status records): its line is shown, and a
-    /// changed profile waiting to be applied is noted.
-    pub fn show(&mut self, event: &Event) {
-        match &event.kind {
-            EventKind::Log { .. }
-            | EventKind::PartialLine { .. }
-            | EventKind::ProfileChanged(_)
-            | EventKind::ProfileApplied(_) => self.apply(event),
-            _ => self.keep(event),
-        }
     }
 
     /// Keeps `event` in the UI's own history, when it keeps one.
@@ -518,23 +494,17 @@ pub(crate) mod tests {
     #[test]
     fn a_main_pid_is_looked_for_only_until_known_and_again_after_a_restart() {
         let mut app = app();
-        let running = |pid| Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: Some("host".into()),
-            kind: EventKind::State {
-                state: ServiceState::Running { pid },
-            },
-        };
+        let running = |pid| [status("host", ServiceState::Running { pid }, 0)];
         assert!(!app.looking_for_main_pids(), "nothing runs yet");
         // This test process is no wrapper: one look settles it on itself.
         let own = std::process::id();
-        app.apply(&running(own));
+        app.apply_snapshot(&running(own));
         assert!(app.looking_for_main_pids());
         app.look_for_main_pids();
         assert_eq!(app.services[1].main_pid, Some(own));
         assert!(!app.looking_for_main_pids(), "no more reads once known");
         // A new pid (a restart) is looked at afresh.
-        app.apply(&running(own + 1));
+        app.apply_snapshot(&running(own + 1));
         assert_eq!(app.services[1].main_pid, None);
         assert!(app.looking_for_main_pids());
     }
@@ -562,18 +532,12 @@ pub(crate) mod tests {
         assert_eq!(app.handle_key(key('P')), Some(Action::ReloadProfile));
         // The notice is shown like any other.
         assert_eq!(app.shown(0).len(), 1);
-        app.apply(&Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: Some("worker".into()),
-            kind: EventKind::State {
-                state: ServiceState::Running { pid: 9 },
-            },
-        });
+        app.apply_snapshot(&[status("worker", ServiceState::Running { pid: 9 }, 0)]);
         assert_eq!(app.services.len(), 3);
         assert_eq!(app.panes.len(), 4);
         assert_eq!(app.pane_title(3), "worker");
         app.apply(&log("worker", "up", 5));
-        assert_eq!(app.shown(3).len(), 2, "its start and its line");
+        assert_eq!(app.shown(3), ["up"]);
         app.apply(&pod(EventKind::ProfileApplied(
             omnidev_core::ProfileApplied {
                 applied: omnidev_core::Applied {
@@ -730,8 +694,20 @@ pub(crate) mod tests {
         assert_eq!(app.message.as_deref(), Some("pattern not found: nothing"));
     }
 
+    /// A service's status as core publishes it.
+    pub(crate) fn status(name: &str, state: ServiceState, restarts: u32) -> ServiceStatus {
+        ServiceStatus {
+            name: name.into(),
+            state,
+            restarts,
+            ..ServiceStatus::default()
+        }
+    }
+
+    /// A crash is a supervisor line in the service's pane; the restarts
+    /// shown are core's count, not one kept by counting crash events.
     #[test]
-    fn crash_counts_restarts_and_writes_a_supervisor_line() {
+    fn a_crash_is_a_supervisor_line_and_restarts_are_cores() {
         let mut app = app();
         app.apply(&Event {
             at: SystemTime::UNIX_EPOCH,
@@ -742,8 +718,10 @@ pub(crate) mod tests {
                 backoff: std::time::Duration::from_secs(1),
             },
         });
-        assert_eq!(app.services[0].restarts, 1);
+        assert_eq!(app.services[0].restarts, 0, "not counted from events");
         let shown = app.panes[1].all(app.output.history());
         assert!(shown.len() == 1 && shown[0].supervisor, "{shown:?}");
+        app.apply_snapshot(&[status("server", ServiceState::Stopped, 3)]);
+        assert_eq!(app.services[0].restarts, 3);
     }
 }

@@ -20,20 +20,18 @@ pub use pod::PodSource;
 /// One thing a [`Feed`] tells the TUI.
 #[derive(Debug)]
 pub enum Update {
-    /// Something happened in the pod.
+    /// Something happened in the pod: its line is shown. The header
+    /// (states, restarts, URLs) does not take it in: [`Update::Status`]
+    /// brings those, from both sources.
     Event(Event),
-    /// Something that happened whose line is shown; the header (states,
-    /// restarts) does not take it in: [`Update::Status`] brings those
-    /// (`omnidev attach`).
-    Shown(Event),
     /// The UI fell too far behind to fill the gap: the panes start over
     /// from what the pod kept, which follows.
     Refill {
         /// Why, for the footer.
         why: String,
     },
-    /// Every service's status as core has it now, and the URLs the pod
-    /// shows.
+    /// Every service's status as core has it now (sent at each change),
+    /// and the URLs the pod shows.
     Status {
         /// Every service.
         statuses: Vec<ServiceStatus>,
@@ -61,11 +59,4 @@ pub trait Feed {
     /// Carries out `action` ([`Action::Quit`] and [`Action::Suspend`] are
     /// the loop's own).
     fn act(&mut self, action: Action);
-
-    /// The URLs the pod shows now, when they may have changed without an
-    /// update (a service became ready, a port moved in this process);
-    /// `None` when they come as [`Update::Status`].
-    fn urls(&self) -> Option<Vec<UrlReport>> {
-        None
-    }
 }

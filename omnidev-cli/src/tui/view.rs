@@ -560,7 +560,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::tui::app::PodInfo;
-    use crate::tui::app::tests::log;
+    use crate::tui::app::tests::{log, status};
 
     fn state(service: &str, state: ServiceState) -> Event {
         Event {
@@ -601,6 +601,14 @@ pub(crate) mod tests {
                 status: ExitStatus::Code(1),
             },
         ));
+        let exited = ServiceState::Exited {
+            status: ExitStatus::Code(1),
+        };
+        app.apply_snapshot(&[
+            status("server", ServiceState::Ready { pid: 4242 }, 0),
+            status("host", ServiceState::Running { pid: 4250 }, 0),
+            status("vite", exited, 1),
+        ]);
         let mut seq = 0;
         let mut next = || {
             seq += 1;

@@ -5,7 +5,7 @@
 //! pod kept (its last lines and events: the panes are filled from them),
 //! then every new one, and core's status of every service at the start
 //! and at each change. The panes show the events' lines
-//! ([`Update::Shown`]); the header's states, restarts and URLs come
+//! ([`Update::Event`]); the header's states, restarts and URLs come
 //! from the status records alone ([`Update::Status`]), as core decides
 //! them: nothing is rebuilt from events, and nothing is polled. Actions
 //! are control requests, each on a connection of its own, answered into
@@ -209,7 +209,7 @@ impl ControlSource {
             }
             _ => {}
         }
-        Some(Update::Shown(event))
+        Some(Update::Event(event))
     }
 
     /// Takes in the new stream once it is open.
@@ -417,7 +417,7 @@ mod tests {
     /// deadline; the updates the UI would have left on.
     async fn pump(
         app: &mut App,
-        source: &mut ControlSource,
+        source: &mut impl Feed,
         what: &str,
         done: impl Fn(&App) -> bool,
     ) -> Option<crate::tui::Outcome> {
@@ -790,7 +790,11 @@ mod tests {
         )
         .await;
         // The local UI, as `up` makes it.
-        let mut events = supervisor.subscribe();
+        let mut own = crate::tui::source::PodSource::new(
+            supervisor.clone(),
+            crate::session::SharedAddresses::default(),
+            None,
+        );
         let mut local = App::new(
             PodInfo {
                 pod_dir: dir.path().to_owned(),
@@ -807,14 +811,7 @@ mod tests {
             app.services[0].restarts == 1
                 && matches!(app.services[0].state, ServiceState::Restarting { .. })
         };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while !waiting(&local) {
-            let event = tokio::time::timeout_at(deadline, events.recv())
-                .await
-                .expect("the local UI sees the crash within 60 s")
-                .expect("an event");
-            local.apply(&event);
-        }
+        pump(&mut local, &mut own, "the crash, locally", waiting).await;
         pump(&mut attached, &mut source, "the crash", waiting).await;
         assert_eq!(
             attached.services[0].state,

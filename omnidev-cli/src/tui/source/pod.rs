@@ -4,20 +4,20 @@ use std::sync::Arc;
 
 use crate::control::protocol::UrlReport;
 use omnidev_core::sync::Locked;
-use omnidev_core::{Event, EventKind, Follower, ServiceStatus, Supervisor};
+use omnidev_core::{Follower, ServiceStatus, Supervisor};
 
 use super::{Feed, Update};
 use crate::live_profile::{ApplyError, LiveProfile};
 use crate::tui::app::Action;
 
 /// The pod of this process: `omnidev up`'s supervisor, whose history it
-/// follows from the first event it kept. `q` stops it.
+/// follows from the first event it kept, and whose status it hands on at
+/// each change, as the control socket does for `omnidev attach`. `q`
+/// stops it.
 pub struct PodSource {
     supervisor: Supervisor,
     /// Where it is in the supervisor's history.
     follower: Follower,
-    /// The status to take after a gap, not yet handed out.
-    after_gap: Option<Update>,
     /// The pod's current ports and URLs (a port lost before its service
     /// bound it moves): the header follows them.
     addresses: crate::session::SharedAddresses,
@@ -42,7 +42,6 @@ impl PodSource {
         let history = supervisor.history();
         Self {
             follower: history.follow_from(history.cursor(false, true)),
-            after_gap: None,
             statuses: supervisor.watch_status(),
             supervisor,
             addresses,
@@ -50,36 +49,27 @@ impl PodSource {
         }
     }
 
-    /// The update of `event`, the next one read. A gap (the UI fell
-    /// behind what is kept) is a line where it is, and the header is then
-    /// taken anew from core's status.
-    fn update(&mut self, event: Event) -> Update {
-        if matches!(event.kind, EventKind::Lost { .. }) {
-            let statuses = self.supervisor.snapshot();
-            let urls = self.urls().unwrap_or_default();
-            self.after_gap = Some(Update::Status { statuses, urls });
-        }
-        Update::Event(event)
+    /// Core's status as it is now, with the URLs it shows.
+    fn status(&mut self) -> Update {
+        let statuses = self.statuses.borrow_and_update().clone();
+        let urls = UrlReport::shown(&self.addresses.locked().urls, &statuses);
+        Update::Status { statuses, urls }
     }
 }
 
 impl Feed for PodSource {
     async fn next(&mut self) -> Update {
-        if let Some(update) = self.after_gap.take() {
-            return update;
-        }
-        match self.follower.recv().await {
-            Some(event) => self.update(event),
-            None => Update::Closed,
+        tokio::select! {
+            Ok(()) = self.statuses.changed() => self.status(),
+            event = self.follower.recv() => event.map_or(Update::Closed, Update::Event),
         }
     }
 
     fn try_next(&mut self) -> Option<Update> {
-        if let Some(update) = self.after_gap.take() {
-            return Some(update);
+        if self.statuses.has_changed().unwrap_or(false) {
+            return Some(self.status());
         }
-        let event = self.follower.try_recv()?;
-        Some(self.update(event))
+        self.follower.try_recv().map(Update::Event)
     }
 
     fn act(&mut self, action: Action) {
@@ -116,11 +106,5 @@ impl Feed for PodSource {
                 Action::Quit | Action::Suspend => Ok(()),
             };
         });
-    }
-
-    fn urls(&self) -> Option<Vec<UrlReport>> {
-        let addresses = self.addresses.locked();
-        // Read in place, not copied: this runs before every redraw.
-        Some(UrlReport::shown(&addresses.urls, &self.statuses.borrow()))
     }
 }
