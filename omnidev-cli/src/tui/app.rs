@@ -265,13 +265,17 @@ impl App {
     }
 
     /// Sets the state of `name` (a service the UI did not know yet gets a
-    /// pane); its main process is looked for again when its pid changed.
+    /// pane); its main process is looked for again when its state changed:
+    /// a wrapper starting (`uv run` resolving, probing interpreters) may
+    /// have several children or a passing one, so a look made before the
+    /// service was ready is made again once it is, and every UI of the
+    /// pod, whenever it began, settles on the same process.
     fn set_state(&mut self, name: &str, state: &ServiceState) -> &mut ServiceView {
         let i = self
             .service_index(name)
             .unwrap_or_else(|| self.add_service(name));
         let service = &mut self.services[i];
-        if service.state.pid() != state.pid() {
+        if service.state != *state {
             service.main_pid = None;
         }
         service.state = state.clone();
@@ -492,7 +496,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_main_pid_is_looked_for_only_until_known_and_again_after_a_restart() {
+    fn a_main_pid_is_looked_for_until_known_and_again_after_a_restart_or_once_ready() {
         let mut app = app();
         let running = |pid| [status("host", ServiceState::Running { pid }, 0)];
         assert!(!app.looking_for_main_pids(), "nothing runs yet");
@@ -506,6 +510,15 @@ pub(crate) mod tests {
         // A new pid (a restart) is looked at afresh.
         app.apply_snapshot(&running(own + 1));
         assert_eq!(app.services[1].main_pid, None);
+        assert!(app.looking_for_main_pids());
+        // So is the same pid once it is ready: a look while it started
+        // may have seen a wrapper's passing children.
+        app.look_for_main_pids();
+        assert!(!app.looking_for_main_pids());
+        app.apply_snapshot(&running(own + 1));
+        assert!(!app.looking_for_main_pids(), "an unchanged state keeps it");
+        let ready = [status("host", ServiceState::Ready { pid: own + 1 }, 0)];
+        app.apply_snapshot(&ready);
         assert!(app.looking_for_main_pids());
     }
 
