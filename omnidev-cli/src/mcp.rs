@@ -438,13 +438,8 @@ impl Tools {
             let asked = Ask::reload_profile(Duration::from_secs(secs));
             let (pod_dir, mut response) = ask(pod, &asked, connection)?;
             let applied = response.applied.take().unwrap_or_default();
-            let ActionResult { ok, failed, status } = outcome(&pod_dir, response)?;
-            Ok(ReloadProfileResult {
-                applied,
-                ok,
-                failed,
-                status,
-            })
+            let outcome = outcome(&pod_dir, response)?;
+            Ok(ReloadProfileResult { applied, outcome })
         })
         .await
     }

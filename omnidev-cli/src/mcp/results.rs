@@ -120,12 +120,10 @@ pub struct ReloadProfileResult {
     /// changed), started (new), stopped (removed), kept stopped, and the
     /// same in words.
     pub applied: omnidev_core::ProfileApplied,
-    /// Whether they all came up: false when one failed.
-    pub ok: bool,
-    /// The services that failed, with their state and last lines.
-    pub failed: Vec<FailedService>,
-    /// The pod's status afterwards (new ports and URLs included).
-    pub status: PodStatus,
+    /// Whether they came up, and the pod's status afterwards (new ports
+    /// and URLs included).
+    #[serde(flatten)]
+    pub outcome: ActionResult,
 }
 
 /// The arguments of `events`.
