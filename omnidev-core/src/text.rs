@@ -33,7 +33,7 @@ const RESET: &str = "\x1b[0m";
 
 /// What the text is, and so what of it may reach the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TextKind {
+enum Origin {
     /// A service's output line, colour kept or not.
     Output { colour: bool },
     /// omnidev's own text quoting outside text: line breaks and tabs kept.
@@ -46,7 +46,7 @@ enum TextKind {
 /// kept when `colour` (dropped otherwise) and reset at the end, OSC 8 link
 /// wrappers dropped, every other control rendered visibly.
 pub fn sanitise(raw: &str, colour: bool) -> Cow<'_, str> {
-    render(raw, TextKind::Output { colour })
+    render(raw, Origin::Output { colour })
 }
 
 /// At most `max` characters of `value`, and `…` when it was longer: how
@@ -84,13 +84,13 @@ pub fn plain(raw: &str) -> String {
 /// omnidev's own message `text` (which may quote outside text) made safe
 /// for a terminal: every control but line break and tab shown visibly.
 pub fn message(text: &str) -> Cow<'_, str> {
-    render(text, TextKind::Message)
+    render(text, Origin::Message)
 }
 
 /// One quoted piece of outside text (a name, a path, an argument): every
 /// control shown visibly, line breaks and tabs included.
 pub fn quote(text: &str) -> Cow<'_, str> {
-    render(text, TextKind::Quote)
+    render(text, Origin::Quote)
 }
 
 /// A path as [`quote`] shows it.
@@ -133,12 +133,12 @@ pub fn json_line(value: &impl serde::Serialize) -> String {
 /// JSON value, no control byte.
 pub fn json(json: &str) -> Cow<'_, str> {
     // serde_json escapes every C0 control: ASCII needs nothing more.
-    if json.bytes().all(|b| b < 0x7f) || !json.chars().any(|c| needs_care(c, TextKind::Message)) {
+    if json.bytes().all(|b| b < 0x7f) || !json.chars().any(|c| needs_care(c, Origin::Message)) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if needs_care(c, TextKind::Message) {
+        if needs_care(c, Origin::Message) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 let _ = write!(out, "\\u{unit:04x}");
@@ -153,14 +153,14 @@ pub fn json(json: &str) -> Cow<'_, str> {
 /// Whether a terminal would obey `c` (a control character or a
 /// bidirectional control): what none of the above lets through raw.
 pub fn obeyed(c: char) -> bool {
-    needs_care(c, TextKind::Quote)
+    needs_care(c, Origin::Quote)
 }
 
-fn render(raw: &str, kind: TextKind) -> Cow<'_, str> {
+fn render(raw: &str, kind: Origin) -> Cow<'_, str> {
     // Most text is printable ASCII: a byte scan settles it.
     let plain_ascii = raw
         .bytes()
-        .all(|b| (0x20..0x7f).contains(&b) || (b == b'\t' && kind != TextKind::Quote));
+        .all(|b| (0x20..0x7f).contains(&b) || (b == b'\t' && kind != Origin::Quote));
     if plain_ascii || !raw.chars().any(|c| needs_care(c, kind)) {
         return Cow::Borrowed(raw);
     }
@@ -170,7 +170,7 @@ fn render(raw: &str, kind: TextKind) -> Cow<'_, str> {
     let mut rest = raw;
     while let Some(c) = rest.chars().next() {
         if c == '\x1b'
-            && let TextKind::Output { colour } = kind
+            && let Origin::Output { colour } = kind
         {
             if let Some(len) = sgr_len(rest) {
                 if colour && let Some(kept) = harmless_sgr(&rest[2..len - 1]) {
@@ -196,11 +196,11 @@ fn render(raw: &str, kind: TextKind) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-fn needs_care(c: char, kind: TextKind) -> bool {
+fn needs_care(c: char, kind: Origin) -> bool {
     let kept = match kind {
-        TextKind::Output { .. } => c == '\t',
-        TextKind::Message => c == '\t' || c == '\n',
-        TextKind::Quote => false,
+        Origin::Output { .. } => c == '\t',
+        Origin::Message => c == '\t' || c == '\n',
+        Origin::Quote => false,
     };
     !kept && (c.is_control() || is_bidi_control(c))
 }
@@ -210,7 +210,7 @@ fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-fn push_visible(out: &mut String, c: char, kind: TextKind) {
+fn push_visible(out: &mut String, c: char, kind: Origin) {
     let code = u32::from(c);
     if !needs_care(c, kind) {
         out.push(c);
@@ -473,7 +473,7 @@ pub(crate) mod tests {
         let text = serde_json::to_string(&value).expect("encode");
         let safe = json(&text);
         assert!(
-            !safe.chars().any(|c| needs_care(c, TextKind::Quote)),
+            !safe.chars().any(|c| needs_care(c, Origin::Quote)),
             "{safe}"
         );
         let back: serde_json::Value = serde_json::from_str(&safe).expect("decode");
@@ -581,7 +581,7 @@ pub(crate) mod tests {
                     prop_assert!(allowed(params), "SGR {params:?} passed in {out:?}");
                 }
                 prop_assert!(
-                    !out.chars().any(|c| c != '\x1b' && needs_care(c, TextKind::Output { colour })),
+                    !out.chars().any(|c| c != '\x1b' && needs_care(c, Origin::Output { colour })),
                     "a control passed: {out:?}"
                 );
                 let last = escapes(&out).into_iter().next_back();
@@ -595,7 +595,7 @@ pub(crate) mod tests {
         #[test]
         fn messages_and_quotes_let_no_escape_through(raw in omnidev_test_support::hostile::text()) {
             let message = message(&raw);
-            prop_assert!(!message.chars().any(|c| needs_care(c, TextKind::Message)), "{message:?}");
+            prop_assert!(!message.chars().any(|c| needs_care(c, Origin::Message)), "{message:?}");
             prop_assert!(!message.contains('\x1b'));
             let quoted = quote(&raw);
             prop_assert!(!quoted.chars().any(|c| c.is_control() || is_bidi_control(c)), "{quoted:?}");

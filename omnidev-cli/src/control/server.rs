@@ -110,7 +110,9 @@ pub struct ControlServer {
     following: Arc<tokio::sync::Semaphore>,
 }
 
-struct ServerState {
+/// What every connection of the server shares: the pod's supervisor and
+/// what it reports, and the bounds on connections and waits.
+struct Server {
     info: ServerInfo,
     supervisor: Supervisor,
     /// Slots for requests that wait ([`MAX_WAITING`]).
@@ -167,7 +169,7 @@ impl ControlServer {
 
         let encoder = Encoder::new(&info.pod_dir);
         let following = Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWING));
-        let shared = Arc::new(ServerState {
+        let shared = Arc::new(Server {
             info,
             supervisor,
             waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING)),

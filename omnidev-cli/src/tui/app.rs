@@ -1,6 +1,6 @@
 //! The TUI's state: panes over the pod's history, the services' states
-//! as core's status gives them, focus, search, wrap, and the key table. Pure:
-//! side effects are returned as [`Action`]s.
+//! as core's status gives them, focus, search, wrap, and the key table.
+//! Pure: side effects are returned as [`Action`]s.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -40,7 +40,9 @@ const RETRY_POLL: Duration = Duration::from_millis(500);
 pub(super) struct Parts {
     pub(super) logs: Arc<LogStore>,
     pub(super) events: Arc<History>,
+    /// The orphan guard (none with a test's spawner).
     pub(super) guard: Option<Arc<Guard>>,
+    /// Where `state.json` goes (none: it is not written).
     pub(super) state_file: Option<PathBuf>,
     pub(super) backoff: BackoffPolicy,
     pub(super) status: watch::Sender<Vec<ServiceStatus>>,
@@ -49,7 +51,9 @@ pub(super) struct Parts {
     pub(super) supervisor: ProcessRecord,
     pub(super) spawner: Arc<dyn Spawner>,
     pub(super) containment: Arc<Containment>,
+    /// Publish each readiness attempt as a debug event.
     pub(super) debug: bool,
+    /// Moves a port lost to another process (the pod layer).
     pub(super) port_mover: Option<Arc<dyn PortMover>>,
 }
 
@@ -145,7 +149,7 @@ struct ReloadState {
     marked_ahead: Option<crate::logs::TakenMark>,
 }
 
-/// Where `state.json` goes and how its writes stand.
+/// How the writes of `state.json` stand.
 #[derive(Debug)]
 struct StateWrites {
     /// The last write failed and said so.

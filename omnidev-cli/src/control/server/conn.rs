@@ -13,7 +13,7 @@ use crate::control::retained::{self, Filter};
 use omnidev_core::text::json_line;
 
 use super::handlers::{answer, unknown_service};
-use super::{MAX_CONNECTIONS, MAX_FOLLOWING, MAX_REQUEST, MAX_WAITING, POLL, ServerState};
+use super::{MAX_CONNECTIONS, MAX_FOLLOWING, MAX_REQUEST, MAX_WAITING, POLL, Server};
 
 pub(super) fn busy_answer() -> String {
     json_line(&busy(MAX_CONNECTIONS))
@@ -47,7 +47,7 @@ pub(super) async fn hang_up(fd: std::os::fd::BorrowedFd<'_>) {
     }
 }
 
-pub(super) async fn serve(stream: UnixStream, shared: Arc<ServerState>) {
+pub(super) async fn serve(stream: UnixStream, shared: Arc<Server>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
     let mut line = String::new();
@@ -133,7 +133,7 @@ pub(super) async fn changed(
 }
 
 /// The `status` record of `services`, as a line.
-pub(super) fn status_line(shared: &ServerState, services: Vec<ServiceStatus>) -> String {
+pub(super) fn status_line(shared: &Server, services: Vec<ServiceStatus>) -> String {
     json_line(&shared.encoder.record(
         std::time::SystemTime::now(),
         None,
@@ -172,7 +172,7 @@ pub(super) async fn send(
 /// nothing for [`REQUEST_DEADLINE`](super::REQUEST_DEADLINE) gets a last `lagged` record and is
 /// closed. The pod never waits for a reader.
 pub(super) async fn stream_events(
-    shared: &ServerState,
+    shared: &Server,
     mut write: tokio::net::unix::OwnedWriteHalf,
     fd: std::os::fd::BorrowedFd<'_>,
     filter: Filter,

@@ -12,11 +12,10 @@ use crate::control::protocol::{
 };
 
 use super::{
-    RELOAD_LOOKBACK, RESTART_DEADLINE, ServerState, WAIT_DEADLINE, WAIT_READY_DEADLINE,
-    WATCHER_CATCH_UP,
+    RELOAD_LOOKBACK, RESTART_DEADLINE, Server, WAIT_DEADLINE, WAIT_READY_DEADLINE, WATCHER_CATCH_UP,
 };
 
-pub(super) fn unknown_service(shared: &ServerState, name: &str) -> Response {
+pub(super) fn unknown_service(shared: &Server, name: &str) -> Response {
     Response::refused(
         ErrorKind::UnknownService,
         format!(
@@ -26,7 +25,7 @@ pub(super) fn unknown_service(shared: &ServerState, name: &str) -> Response {
     )
 }
 
-pub(super) async fn answer(shared: &ServerState, request: Request) -> Response {
+pub(super) async fn answer(shared: &Server, request: Request) -> Response {
     answered(shared, request)
         .await
         .unwrap_or_else(|refusal| *refusal)
@@ -36,7 +35,7 @@ pub(super) async fn answer(shared: &ServerState, request: Request) -> Response {
 type Answered = std::result::Result<Response, Box<Response>>;
 
 /// The answer to `request`; a refusal as the error.
-async fn answered(shared: &ServerState, request: Request) -> Answered {
+async fn answered(shared: &Server, request: Request) -> Answered {
     Ok(match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
         // Answered by `stream_events`.
@@ -86,9 +85,9 @@ async fn answered(shared: &ServerState, request: Request) -> Answered {
                     let why = "`all` and `service` exclude each other";
                     return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
                 }
-                _ if all => RestartTarget::All,
-                Some(name) => RestartTarget::Service(expand(shared, &[name]), !no_deps),
-                None => RestartTarget::Watched,
+                _ if all => Restart::All,
+                Some(name) => Restart::Service(expand(shared, &[name]), !no_deps),
+                None => Restart::Watched,
             };
             restart(shared, target, limit).await?
         }
@@ -116,7 +115,7 @@ pub(super) fn limit(
 }
 
 /// Stops `services`, answering once each one's processes are gone.
-pub(super) async fn stop_services(shared: &ServerState, services: &[String]) -> Answered {
+pub(super) async fn stop_services(shared: &Server, services: &[String]) -> Answered {
     check_services(shared, services)?;
     for name in services {
         if let Err(e) = shared.supervisor.stop_service(name).await {
@@ -128,7 +127,7 @@ pub(super) async fn stop_services(shared: &ServerState, services: &[String]) -> 
 
 /// Starts `services`, answering once each is ready or one failed.
 pub(super) async fn start_services(
-    shared: &ServerState,
+    shared: &Server,
     services: &[String],
     limit: Duration,
 ) -> Answered {
@@ -148,16 +147,13 @@ pub(super) async fn start_services(
 }
 
 /// The services `names` stand for ([`omnidev_pod::names::expand`]).
-pub(super) fn expand(shared: &ServerState, names: &[String]) -> Vec<String> {
+pub(super) fn expand(shared: &Server, names: &[String]) -> Vec<String> {
     omnidev_pod::names::expand(names, &shared.supervisor.service_names())
 }
 
 /// A refusal when `services` is empty, or names a service badly or one
 /// the pod does not have.
-pub(super) fn check_services(
-    shared: &ServerState,
-    services: &[String],
-) -> Result<(), Box<Response>> {
+pub(super) fn check_services(shared: &Server, services: &[String]) -> Result<(), Box<Response>> {
     if services.is_empty() {
         return Err(Box::new(Response::refused(
             ErrorKind::Usage,
@@ -169,7 +165,7 @@ pub(super) fn check_services(
 
 /// The refusal of the first of `names` that is no service name, or not
 /// one of this pod's services.
-fn unknown(shared: &ServerState, names: &[String]) -> Result<(), Box<Response>> {
+fn unknown(shared: &Server, names: &[String]) -> Result<(), Box<Response>> {
     let known = shared.supervisor.service_names();
     let refusal = names
         .iter()
@@ -183,7 +179,7 @@ fn unknown(shared: &ServerState, names: &[String]) -> Result<(), Box<Response>> 
 
 /// The watched services of the profile the pod runs now (a
 /// `reload-profile` may have added or removed some).
-pub(super) fn watched(shared: &ServerState) -> Vec<String> {
+pub(super) fn watched(shared: &Server) -> Vec<String> {
     shared
         .info
         .live
@@ -192,7 +188,7 @@ pub(super) fn watched(shared: &ServerState) -> Vec<String> {
 }
 
 /// What `restart` restarts.
-pub(super) enum RestartTarget {
+pub(super) enum Restart {
     /// The services with watch rules (every one when none has).
     Watched,
     /// One service, or its replicas one after another (each ready before
@@ -204,22 +200,18 @@ pub(super) enum RestartTarget {
 }
 
 /// Restarts `target` and answers once it is ready again.
-pub(super) async fn restart(
-    shared: &ServerState,
-    target: RestartTarget,
-    limit: Duration,
-) -> Answered {
+pub(super) async fn restart(shared: &Server, target: Restart, limit: Duration) -> Answered {
     let names = match &target {
-        RestartTarget::All => shared.supervisor.service_names(),
-        RestartTarget::Service(copies, _) => copies.clone(),
-        RestartTarget::Watched => watched(shared),
+        Restart::All => shared.supervisor.service_names(),
+        Restart::Service(copies, _) => copies.clone(),
+        Restart::Watched => watched(shared),
     };
     unknown(shared, &names)?;
     let deadline = tokio::time::Instant::now() + limit;
-    let dependents = !matches!(target, RestartTarget::Service(_, false));
+    let dependents = !matches!(target, Restart::Service(_, false));
     // A service's replicas one at a time, the next only once this one is
     // ready again; anything else at once, as one reload.
-    let batches: Vec<&[String]> = if matches!(target, RestartTarget::Service(..)) {
+    let batches: Vec<&[String]> = if matches!(target, Restart::Service(..)) {
         names.chunks(1).collect()
     } else {
         vec![names.as_slice()]
@@ -246,7 +238,7 @@ pub(super) async fn restart(
 /// Applies the profile file and answers once what it restarted and
 /// started is ready again (or one failed); an invalid file is refused with
 /// its error, the pod running on.
-pub(super) async fn reload_profile(shared: &ServerState, limit: Duration) -> Response {
+pub(super) async fn reload_profile(shared: &Server, limit: Duration) -> Response {
     let Some(live) = &shared.info.live else {
         return Response::error("this pod follows no profile file");
     };
@@ -277,7 +269,7 @@ pub(super) async fn reload_profile(shared: &ServerState, limit: Duration) -> Res
 /// Waits until `until` holds for `services` (all when empty): the
 /// answer's `failed` names the services that failed instead.
 pub(super) async fn wait(
-    shared: &ServerState,
+    shared: &Server,
     until: WaitFor,
     services: &[String],
     limit: Duration,
@@ -318,7 +310,7 @@ pub(super) async fn wait(
 /// the services that failed, or the error `late` words for a wait that
 /// did not end in time.
 pub(super) fn outcome(
-    shared: &ServerState,
+    shared: &Server,
     waited: omnidev_core::Result<Waited>,
     late: impl FnOnce(&Waited) -> String,
 ) -> Response {
@@ -333,7 +325,7 @@ pub(super) fn outcome(
     }
 }
 
-pub(super) fn status(shared: &ServerState) -> PodStatus {
+pub(super) fn status(shared: &Server) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
     let statuses: Vec<ServiceStatus> = if snapshot.is_empty() {
@@ -371,7 +363,7 @@ pub(super) fn status(shared: &ServerState) -> PodStatus {
     }
 }
 
-pub(super) fn last_reload(shared: &ServerState) -> Option<ReloadReport> {
+pub(super) fn last_reload(shared: &Server) -> Option<ReloadReport> {
     let event = shared.supervisor.history().last_reload()?;
     match &event.kind {
         omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {
