@@ -141,14 +141,6 @@ pub struct Applied {
 }
 
 impl Applied {
-    /// Nothing was restarted, started or stopped.
-    pub fn is_empty(&self) -> bool {
-        self.restarted.is_empty()
-            && self.started.is_empty()
-            && self.stopped.is_empty()
-            && self.kept_stopped.is_empty()
-    }
-
     /// The services that run anew and are waited for: those restarted,
     /// then those started.
     pub fn coming_up(&self) -> Vec<String> {
