@@ -9,7 +9,7 @@ use crate::cli::EventsArgs;
 use crate::control::client::{Line, MAX_LINE_BYTES};
 use omnidev_core::EventKind;
 
-use crate::control::events::{Record, rfc3339};
+use crate::control::events::Record;
 use crate::control::{Ask, Request};
 use crate::error::Error;
 
@@ -64,12 +64,12 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `14:18:38.123 server crashed (exit code 1); restart #1 in 1s`: each
-/// event in core's wording (the `Display` of its [`omnidev_core::Event`]).
+/// `14:18:38 server crashed (exit code 1); restart #1 in 1s`: each event
+/// in core's wording (the `Display` of its [`omnidev_core::Event`]) after
+/// the local time, as `--timestamps` shows it everywhere else.
 fn human(record: &Record) -> String {
     let event = &record.event;
-    let ts = rfc3339(event.at);
-    let time = ts.get(11..23).unwrap_or(&ts);
+    let time = crate::output::clock(event.at);
     match &event.kind {
         EventKind::Log { line } | EventKind::PartialLine { line } => format!(
             "{time} {} | {}",
@@ -100,7 +100,7 @@ mod tests {
                 _ => event.to_string(),
             };
             let text = human(&encoder.event(event.clone()));
-            assert_eq!(text.get(13..), Some(want.as_str()), "{event:?}");
+            assert_eq!(text.get(9..), Some(want.as_str()), "{event:?}");
         }
     }
 }
