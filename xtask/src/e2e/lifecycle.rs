@@ -179,10 +179,14 @@ pub fn killed_guard_is_replaced_then_kill9_leaves_no_process(ctx: &mut Ctx) -> R
                 rest.split(')').next()?.parse::<u32>().ok()
             })
             .with_context(|| format!("after kill -9 of the guard ({containment})"))?;
-        ensure!(
-            guard_of_pod(ctx) == Some(new),
-            "the pod's guard is not the announced pid {new} ({containment})"
-        );
+        // Announced once forked: the new guard names itself a moment
+        // later, when it first runs.
+        crate::util::wait_for("the announced guard", SOON, || {
+            Ok((guard_of_pod(ctx) == Some(new)).then_some(()))
+        })
+        .with_context(|| {
+            format!("the pod's guard is not the announced pid {new} ({containment})")
+        })?;
         pod.signal("KILL")?;
         let killed = Instant::now();
         pod.wait_exit(SOON)?;
