@@ -347,8 +347,8 @@ impl Supervisor {
 
     /// A watch of every service's status ([`Supervisor::snapshot`]),
     /// changed whenever a state, a readiness or a note changes; it closes
-    /// once the supervisor has finished. Empty until the supervisor's task
-    /// has published its first status.
+    /// once the supervisor has finished. Every service is `waiting` until
+    /// the supervisor's task has published its first status.
     pub fn watch_status(&self) -> watch::Receiver<Vec<ServiceStatus>> {
         self.inner.status.clone()
     }

@@ -153,7 +153,11 @@ impl Builder {
         };
 
         let (requests, requests_rx) = mpsc::unbounded_channel();
-        let (status_tx, status) = watch::channel(Vec::new());
+        // Every service waits until the engine's first turn says more.
+        let waiting = order.iter().map(|&i| {
+            crate::ServiceStatus::new(&config.services[i].name, crate::ServiceState::Waiting)
+        });
+        let (status_tx, status) = watch::channel(waiting.collect());
         let (settled_tx, settled) = watch::channel(None);
         let (reloading_tx, reloading) = watch::channel(Reloads::default());
         let engine = engine::Engine::new(

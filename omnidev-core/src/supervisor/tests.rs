@@ -202,14 +202,12 @@ async fn start(services: Vec<ServiceSpec>, spawner: &Arc<FakeSpawner>) -> Superv
         services,
         ..SupervisorConfig::default()
     };
-    let supervisor = Supervisor::builder(config)
+    Supervisor::builder(config)
         .expect("a valid graph")
         .spawner(Arc::new(spawner.clone()))
         .run()
         .await
-        .expect("start");
-    until("the first status", || !supervisor.snapshot().is_empty()).await;
-    supervisor
+        .expect("start")
 }
 
 fn state(supervisor: &Supervisor, name: &str) -> ServiceState {
@@ -270,7 +268,9 @@ fn install_step(service: &ServiceSpec, when: PrepareWhen) -> PrepareStep {
 /// the paused clock: after a failed install nothing runs again by itself,
 /// however long it waits; a change of the install's inputs does.
 /// The status lists services in start order, whatever order the profile
-/// gives them in: a dependent after what it waits for.
+/// gives them in: a dependent after what it waits for; and it lists every
+/// one from the start, waiting until the engine's first turn (a reader
+/// never sees a pod without services).
 #[tokio::test(start_paused = true)]
 async fn the_status_lists_services_in_start_order() {
     let spawner = FakeSpawner::new();
@@ -286,6 +286,11 @@ async fn the_status_lists_services_in_start_order() {
     .await;
     let names = |s: &Supervisor| s.snapshot().into_iter().map(|s| s.name).collect::<Vec<_>>();
     assert_eq!(names(&supervisor), ["db", "api", "web", "cron"]);
+    let first = supervisor.snapshot();
+    assert!(
+        first.iter().all(|s| s.state == ServiceState::Waiting),
+        "{first:?}"
+    );
     until("all running", || {
         supervisor.snapshot().iter().all(|s| is_running(&s.state))
     })

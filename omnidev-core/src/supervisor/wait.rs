@@ -64,7 +64,8 @@ struct Judge {
 impl Judge {
     fn verdict(&self, snapshot: &[ServiceStatus], total: usize) -> WaitVerdict {
         if snapshot.len() < total {
-            // The supervisor has not published its first status yet.
+            // The status does not list every service yet (one added by
+            // an apply comes with the next status).
             return WaitVerdict::Pending(self.names.clone());
         }
         let mut failed = Vec::new();

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use omnidev_core::spec::limits;
 use omnidev_core::sync::Locked;
-use omnidev_core::{ServiceState, ServiceStatus, Until, Waited};
+use omnidev_core::{Until, Waited};
 
 use crate::control::protocol::{
     ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
@@ -328,17 +328,6 @@ pub(super) fn outcome(
 pub(super) fn status(shared: &Server) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
-    let statuses: Vec<ServiceStatus> = if snapshot.is_empty() {
-        // Before the supervisor's first status: every service waits.
-        shared
-            .supervisor
-            .service_names()
-            .iter()
-            .map(|name| ServiceStatus::new(name, ServiceState::Waiting))
-            .collect()
-    } else {
-        snapshot.clone()
-    };
     let addresses = info.addresses.locked().clone();
     PodStatus {
         schema: SCHEMA,
@@ -350,7 +339,7 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         ports: addresses.ports.clone(),
         urls: UrlReport::shown(&addresses.urls, &snapshot),
         containment: Some(shared.supervisor.containment().to_string()),
-        services: statuses
+        services: snapshot
             .into_iter()
             .map(|status| {
                 let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
