@@ -415,7 +415,19 @@ fn since_mark(
 /// open file, then every file rotated in after it, in order; a file
 /// truncated in place is read again from its start. A file that cannot be
 /// read (swapped for a link while followed) gives nothing.
+///
+/// Whether the open file was rotated away is looked at before it is read:
+/// the writer flushes a file before it renames it (up to a whole file of
+/// lines can wait in its buffer), so a file seen replaced is whole, and
+/// read to its end nothing of it is lost; one rotated after the look is
+/// finished at the next call.
 pub fn read_new(source: &mut LogReader, each: Each) -> Result<(), Error> {
+    let replaced = std::fs::symlink_metadata(&source.path).is_ok_and(|meta| {
+        source
+            .file
+            .as_ref()
+            .is_none_or(|open| open.inode != meta.ino())
+    });
     if let Some(mut open) = source.file.take() {
         if open.truncated() {
             open.position = 0;
@@ -424,12 +436,6 @@ pub fn read_new(source: &mut LogReader, each: Each) -> Result<(), Error> {
         }
         source.read_on(open, each)?;
     }
-    let replaced = std::fs::symlink_metadata(&source.path).is_ok_and(|meta| {
-        source
-            .file
-            .as_ref()
-            .is_none_or(|open| open.inode != meta.ino())
-    });
     if replaced {
         let known = source.file.as_ref().map(|open| open.inode);
         for open in newer_files(&source.path, known) {
@@ -548,6 +554,45 @@ pub(crate) mod tests {
             }
         }
         std::fs::rename(path, rotated_path(path, 1)).expect("rename");
+    }
+
+    /// `logs -f` beside core's own rotating writer, which holds up to a
+    /// file's worth of lines in its buffer and flushes them only as it
+    /// rotates: a follower polling as fast as it can, while 20,000 lines
+    /// go through 28 files, gets every line once, in order (a file
+    /// rotated away between reading it to its end and looking for newer
+    /// ones used to lose what the rotation flushed into it).
+    #[test]
+    fn follow_beside_the_rotating_writer_loses_no_line() {
+        use std::io::Write as _;
+        const LINES: u64 = 20_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("svc.log");
+        let mut log =
+            omnidev_core::logs::RotatingLog::open(path.clone(), 64 * 1024, 100).expect("open");
+        // Following from the empty file, as `logs -f` follows from where
+        // its read back ended.
+        let mut src = source(&path);
+        read_new(&mut src, &mut |_, _| Ok(())).expect("open");
+        let writer = std::thread::spawn(move || {
+            for i in 0..LINES {
+                writeln!(log, "{i:09} {}", "x".repeat(80)).expect("write");
+            }
+            log.flush().expect("flush");
+        });
+        let mut expected = 0u64;
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while expected < LINES && std::time::Instant::now() < deadline {
+            read_new(&mut src, &mut |_, line| {
+                let number: u64 = line.text[..9].parse().expect("a numbered line");
+                assert_eq!(number, expected, "line {number} where {expected} was due");
+                expected += 1;
+                Ok(())
+            })
+            .expect("read");
+        }
+        writer.join().expect("writer");
+        assert_eq!(expected, LINES);
     }
 
     #[test]
