@@ -417,10 +417,10 @@ fn since_mark(
 /// read (swapped for a link while followed) gives nothing.
 ///
 /// Whether the open file was rotated away is looked at before it is read:
-/// the writer flushes a file before it renames it (up to a whole file of
-/// lines can wait in its buffer), so a file seen replaced is whole, and
-/// read to its end nothing of it is lost; one rotated after the look is
-/// finished at the next call.
+/// the writer flushes a file before it renames it (up to 64 KiB of lines
+/// can wait in its buffer), so a file seen replaced is whole, and read to
+/// its end nothing of it is lost; one rotated after the look is finished
+/// at the next call.
 pub fn read_new(source: &mut LogReader, each: Each) -> Result<(), Error> {
     let replaced = std::fs::symlink_metadata(&source.path).is_ok_and(|meta| {
         source

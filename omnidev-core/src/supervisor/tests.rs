@@ -264,9 +264,6 @@ fn install_step(service: &ServiceSpec, when: PrepareWhen) -> PrepareStep {
     }
 }
 
-/// What `tests/supervision.rs` shows with real processes, with time on
-/// the paused clock: after a failed install nothing runs again by itself,
-/// however long it waits; a change of the install's inputs does.
 /// The status lists services in start order, whatever order the profile
 /// gives them in: a dependent after what it waits for; and it lists every
 /// one from the start, waiting until the engine's first turn (a reader
@@ -326,6 +323,9 @@ async fn a_restart_waits_for_its_own_service_whatever_the_status_order() {
     supervisor.shutdown().await.expect("shutdown");
 }
 
+/// What `tests/supervision.rs` shows with real processes, with time on
+/// the paused clock: after a failed install nothing runs again by itself,
+/// however long it waits; a change of the install's inputs does.
 #[tokio::test(start_paused = true)]
 async fn a_failed_prepare_step_waits_for_its_inputs_however_long() {
     let dir = tempfile::tempdir().expect("tempdir");

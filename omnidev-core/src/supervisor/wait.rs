@@ -64,8 +64,8 @@ struct Judge {
 impl Judge {
     fn verdict(&self, snapshot: &[ServiceStatus], total: usize) -> WaitVerdict {
         if snapshot.len() < total {
-            // The status does not list every service yet (one added by
-            // an apply comes with the next status).
+            // Not every service is in the status: the ones it lists must
+            // not meet a wait on their own.
             return WaitVerdict::Pending(self.names.clone());
         }
         let mut failed = Vec::new();
