@@ -978,20 +978,9 @@ fn check_duration(at: &Locator<'_>, path: &[&str], ms: u64, max: Duration) -> Re
         path,
         format!(
             "`{key}` is {ms}; it must be at most {max_ms} ({})",
-            human(max)
+            omnidev_core::event::format_duration(max)
         ),
     ))
-}
-
-/// `600 s` as `10 minutes`, and so on.
-fn human(d: Duration) -> String {
-    let secs = d.as_secs();
-    let (n, unit) = match secs {
-        s if s >= 3600 && s % 3600 == 0 => (s / 3600, "hour"),
-        s if s >= 60 && s % 60 == 0 => (s / 60, "minute"),
-        s => (s, "second"),
-    };
-    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Checks every string value of the document for valid placeholders, and
@@ -1241,7 +1230,7 @@ mod tests {
         let (line, column, message) =
             profile_error("[services.a]\ncommand = [\"x\"]\ngrace-ms = 600001\n");
         assert_eq!((line, column), (3, 12), "{message}");
-        assert!(message.contains("at most 600000"), "{message}");
+        assert!(message.contains("at most 600000 (600s)"), "{message}");
         let (line, _, message) = profile_error(
             "[services.a]\ncommand = [\"x\"]\nready = { tcp = \"h:1\", timeout-ms = 99999999999 }\n",
         );
