@@ -117,13 +117,24 @@ pub fn check(what: &str, name: &str) -> Result<(), String> {
     }
 }
 
-/// `value` quoted with control characters escaped and cut to 80
-/// characters: safe to put in an error message.
+/// `value` quoted, cut to 80 characters and shown as core shows outside
+/// text ([`omnidev_core::text::quote`]): safe to put in an error message.
 pub(crate) fn shown(value: &str) -> String {
-    let cut: String = value.chars().take(80).collect();
-    let mut text = format!("{cut:?}");
-    if cut.len() < value.len() {
-        text.push('…');
+    let cut = omnidev_core::text::clip(value, 80);
+    format!("\"{}\"", omnidev_core::text::quote(&cut))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_hostile_name_is_shown_quoted_cut_and_never_obeyed() {
+        let name = format!("x\x1b]0;title\x07\u{202e}\n{}", "y".repeat(200));
+        let err = super::check("service name", &name).expect_err("an invalid name");
+        assert!(!err.chars().any(omnidev_core::text::obeyed), "{err:?}");
+        assert!(err.contains("\"x") && err.contains("…\""), "{err:?}");
+        assert!(
+            !err.contains(&"y".repeat(80)),
+            "cut to 80 characters: {err:?}"
+        );
     }
-    text
 }

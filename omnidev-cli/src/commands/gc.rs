@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use omnidev_core::text::quote_path;
 use omnidev_pod::pod::{DirKind, Identity};
 use omnidev_pod::{LockState, PodLock};
 
@@ -30,10 +31,6 @@ enum Verdict {
     /// Kept because something in it cannot be read: said, and gc exits 1
     /// (an unreadable file is never taken for an absent one).
     Fault(String),
-}
-
-fn shown(path: &Path) -> String {
-    omnidev_core::text::quote_path(path)
 }
 
 /// Whether `repo` is gone: only a path that does not exist counts; one
@@ -95,12 +92,12 @@ fn judge_files(dir: &Path) -> Verdict {
         return Verdict::Keep("it records no checkout".to_owned());
     };
     match gone(&repo) {
-        Ok(false) => return Verdict::Keep(format!("its checkout {} exists", shown(&repo))),
+        Ok(false) => return Verdict::Keep(format!("its checkout {} exists", quote_path(&repo))),
         Ok(true) => {}
         Err(e) => {
             return Verdict::Fault(format!(
                 "its checkout {} cannot be looked at: {e}",
-                shown(&repo)
+                quote_path(&repo)
             ));
         }
     }
@@ -110,8 +107,8 @@ fn judge_files(dir: &Path) -> Verdict {
             "it runs{} although its checkout {} is gone: `omnidev stop --pod-dir {}`, then \
              `omnidev gc`",
             pid.map_or_else(String::new, |p| format!(" (pid {p})")),
-            shown(&repo),
-            shown(dir)
+            quote_path(&repo),
+            quote_path(dir)
         )),
         Ok(LockState::Removing { pid, by }) => Verdict::Keep(being_removed(pid, by.word())),
         Err(e) => Verdict::Fault(format!("its lock cannot be read: {e}")),
@@ -144,18 +141,18 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
     for dir in candidates(&cache_root, &runtime_dir)? {
         match judge(&dir) {
             Verdict::Keep(reason) => {
-                let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
+                let _ = writeln!(out, "kept     {}: {reason}", quote_path(&dir));
             }
             Verdict::Fault(reason) => {
                 failed = true;
-                let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
+                let _ = writeln!(out, "kept     {}: {reason}", quote_path(&dir));
             }
             Verdict::Remove { repo, .. } if args.dry_run => {
                 let _ = writeln!(
                     out,
                     "would remove {} (stopped; its checkout {} is gone)",
-                    shown(&dir),
-                    shown(&repo)
+                    quote_path(&dir),
+                    quote_path(&repo)
                 );
             }
             Verdict::Remove { identity, repo } => {
@@ -174,7 +171,7 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
                                 e.to_string()
                             }
                         };
-                        let _ = writeln!(out, "kept     {}: {reason}", shown(&dir));
+                        let _ = writeln!(out, "kept     {}: {reason}", quote_path(&dir));
                         continue;
                     }
                 };
@@ -187,13 +184,13 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
                         let _ = writeln!(
                             out,
                             "removed  {} (its checkout {} is gone): {said}",
-                            shown(&dir),
-                            shown(&repo)
+                            quote_path(&dir),
+                            quote_path(&repo)
                         );
                     }
                     Err(e) => {
                         failed = true;
-                        let _ = writeln!(out, "kept     {}: {e}", shown(&dir));
+                        let _ = writeln!(out, "kept     {}: {e}", quote_path(&dir));
                     }
                 }
             }
@@ -203,7 +200,7 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
         omnidev_pod::ports::unregister(&runtime_dir, &freed).map_err(Error::Pod)?;
     }
     if out.is_empty() {
-        let _ = writeln!(out, "no pods under {}", shown(&cache_root));
+        let _ = writeln!(out, "no pods under {}", quote_path(&cache_root));
     }
     write_stdout(&out)?;
     Ok(if failed {
