@@ -136,11 +136,6 @@ async fn event_loop<S: Feed>(
                 // The input thread is gone (no terminal any more).
                 None => return Ok(Outcome::Quit),
             },
-            // Only while a wrapper (uv run) has not started its child yet:
-            // an idle UI reads nothing.
-            () = tokio::time::sleep(app::MAIN_PID_LOOK_EVERY), if app.looking_for_main_pids() => {
-                app.look_for_main_pids();
-            }
             _ = job_control.stop.recv() => suspend(terminal),
             // Also after a stop omnidev did not see (SIGSTOP), or a `bg`
             // that left the terminal to the shell: take it again.

@@ -639,6 +639,12 @@ pub struct ServiceStatus {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub urls: Vec<crate::NamedUrl>,
+    /// The process people mean by its pid, once known: the one its own
+    /// log prints. The pid itself, or the child of a wrapper such as `uv
+    /// run` ([`crate::platform::main_process`]); looked for again once the
+    /// service is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_pid: Option<u32>,
 }
 
 impl ServiceStatus {
@@ -662,8 +668,17 @@ impl ServiceStatus {
     /// by …`.
     pub fn detail(&self) -> String {
         match &self.note {
-            Some(note) => format!("{}: {note}", self.state.label()),
-            None => self.state.label(),
+            Some(note) => format!("{}: {note}", self.label()),
+            None => self.label(),
+        }
+    }
+
+    /// Its state's label with its main process for the pid, once known:
+    /// `ready pid 12` where 12 is the Python that `uv run` started.
+    pub fn label(&self) -> String {
+        match (self.state.pid(), self.main_pid) {
+            (Some(_), Some(main)) => format!("{} pid {main}", self.state.word()),
+            _ => self.state.label(),
         }
     }
 
@@ -1005,17 +1020,25 @@ mod tests {
     }
 
     #[test]
+    fn a_status_names_its_main_process_while_it_runs() {
+        let ready = ServiceStatus::new("server", ServiceState::Ready { pid: 7 });
+        assert_eq!(ready.label(), "ready pid 7", "its own pid until known");
+        let mut status = ServiceStatus {
+            main_pid: Some(9),
+            note: Some("port 6767 is held by pid 4".into()),
+            ..ready
+        };
+        assert_eq!(status.detail(), "ready pid 9: port 6767 is held by pid 4");
+        status.state = ServiceState::Stopped;
+        assert_eq!(status.label(), "stopped", "no pid once it is down");
+    }
+
+    #[test]
     fn endings_say_how_each_service_ended() {
         let status = |state, last_exit| ServiceStatus {
-            name: "server".into(),
-            state,
-            restarts: 0,
-            ready: false,
             last_exit,
-            note: None,
             starts: 1,
-            probe_timed_out: false,
-            urls: Vec::new(),
+            ..ServiceStatus::new("server", state)
         };
         let stopped = status(ServiceState::Stopped, Some(ExitStatus::Signal(15)));
         assert_eq!(stopped.ending(), "server stopped (signal 15)");

@@ -81,23 +81,27 @@ pub const WRAPPERS: [&str; 2] = ["uv", "uvx"];
 
 /// The process people mean by a service's pid: `pid` itself, or, while it
 /// is one of the [`WRAPPERS`] with exactly one child, that child (followed
-/// at most three levels). Where the system cannot tell, `pid`.
-pub fn main_process(pid: u32) -> u32 {
+/// at most three levels). `None` while `pid` is a wrapper that has started
+/// no child yet (a first `uv run` syncs the environment for many seconds
+/// before it starts Python); `pid` for a wrapper with several children,
+/// or where the system cannot tell.
+pub fn main_process(pid: u32) -> Option<u32> {
     let mut current = pid;
     for _ in 0..3 {
         if !is_wrapper(current) {
             break;
         }
         match children(current).as_slice() {
+            [] if current == pid => return None,
             [only] => current = *only,
             _ => break,
         }
     }
-    current
+    Some(current)
 }
 
 /// Whether process `pid` runs one of the [`WRAPPERS`].
-pub fn is_wrapper(pid: u32) -> bool {
+fn is_wrapper(pid: u32) -> bool {
     name(pid).is_some_and(|name| WRAPPERS.contains(&name.as_str()))
 }
 
@@ -108,28 +112,44 @@ mod tests {
     #[test]
     fn a_wrapper_is_seen_through_to_its_one_child() {
         // A real `uv run` would need a project; a program named `uv` that
-        // starts one child and waits shows the same shape.
+        // starts one child and waits shows the same shape. It starts none
+        // until told to, through a fifo.
         let dir = tempfile::tempdir().expect("tempdir");
-        let uv = dir.path().join("uv");
-        omnidev_test_support::write_script(&uv, "sleep 30 &\nwait\n");
+        let (uv, go) = (dir.path().join("uv"), dir.path().join("go"));
+        nix::unistd::mkfifo(&go, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let script = format!("read x < '{}'\nsleep 30 &\nwait\n", go.display());
+        omnidev_test_support::write_script(&uv, &script);
         let mut wrapper = std::process::Command::new(&uv).spawn().expect("spawn");
         let pid = wrapper.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let mut main = pid;
-        while main == pid && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            main = main_process(pid);
+        let wait_for = |want: &dyn Fn(Option<u32>) -> bool| {
+            let mut main = main_process(pid);
+            while !want(main) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                main = main_process(pid);
+            }
+            main
+        };
+        let before = wait_for(&|main| main.is_none());
+        std::fs::write(&go, "go\n").expect("tell it to start its child");
+        let main = wait_for(&|main| main.is_some_and(|m| m != pid));
+        let child_name = main.and_then(name).unwrap_or_default();
+        if let Some(main) = main {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(main.cast_signed()),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
-        let child_name = name(main).unwrap_or_default();
-        let _ = std::process::Command::new("kill")
-            .arg(main.to_string())
-            .status();
         let _ = wrapper.kill();
         let _ = wrapper.wait();
-        assert_ne!(main, pid, "the wrapper's child is the main process");
-        assert_eq!(child_name, "sleep");
+        assert_eq!(before, None, "a wrapper without a child: not known yet");
+        assert_eq!(
+            child_name, "sleep",
+            "the wrapper's child is the main process"
+        );
         // Not a wrapper: the pid itself.
-        assert_eq!(main_process(std::process::id()), std::process::id());
+        let own = std::process::id();
+        assert_eq!(main_process(own), Some(own));
     }
 
     #[test]

@@ -161,6 +161,57 @@ async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
     );
 }
 
+/// Core's status names the process a wrapper (`uv run`) started as the
+/// service's main process once there is one, and a program that is no
+/// wrapper by its own pid: every front-end shows the one its log prints.
+#[tokio::test]
+async fn the_status_names_the_process_a_wrapper_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A program named `uv` that starts one child once told to, through a
+    // fifo (a real `uv run` would need a project).
+    let (uv, go) = (dir.path().join("uv"), dir.path().join("go"));
+    nix::unistd::mkfifo(&go, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    omnidev_test_support::write_script(&uv, "read x < go\nsleep 30 &\nwait\n");
+    let wrapped = ServiceSpec::new(
+        "wrapped",
+        uv.to_string_lossy(),
+        Vec::<String>::new(),
+        dir.path(),
+    );
+    let supervisor = start(vec![wrapped, sh("plain", "sleep 30", dir.path())]).await;
+    let status = |name: &str| {
+        let statuses = supervisor.snapshot();
+        statuses
+            .into_iter()
+            .find(|s| s.name == name)
+            .expect("listed")
+    };
+    wait_until("both run, plain's main process is its own pid", || {
+        let plain = status("plain");
+        let started = status("wrapped").pid().is_some();
+        started && plain.main_pid.is_some() && plain.main_pid == plain.pid()
+    })
+    .await;
+    let waiting = status("wrapped");
+    std::fs::write(&go, "go\n").expect("tell the wrapper to start its child");
+    wait_until("the wrapper's child is its main process", || {
+        let wrapped = status("wrapped");
+        wrapped
+            .main_pid
+            .is_some_and(|main| Some(main) != wrapped.pid())
+    })
+    .await;
+    let main = status("wrapped").main_pid.expect("known");
+    let name = std::fs::read_to_string(format!("/proc/{main}/comm")).unwrap_or_default();
+    supervisor.shutdown().await.expect("shutdown");
+    assert_eq!(
+        waiting.main_pid, None,
+        "a wrapper without a child: not known yet"
+    );
+    assert_eq!(name.trim(), "sleep");
+    assert_eq!(status("wrapped").label(), "stopped", "no pid once down");
+}
+
 #[tokio::test]
 async fn crash_restarts_follow_the_backoff_schedule() {
     let dir = tempfile::tempdir().expect("tempdir");

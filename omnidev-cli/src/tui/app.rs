@@ -20,21 +20,6 @@ pub struct PodInfo {
     pub urls: Vec<crate::control::protocol::UrlReport>,
 }
 
-/// A service as the TUI knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceView {
-    /// Its name.
-    pub name: String,
-    /// Latest known state.
-    pub state: ServiceState,
-    /// Restarts after crashes.
-    pub restarts: u32,
-    /// The main process of the current pid, once known (the child of a
-    /// wrapper such as `uv run`, or the pid itself); `None` while it is
-    /// still being looked for.
-    pub main_pid: Option<u32>,
-}
-
 /// A side effect the front-end loop must carry out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -74,8 +59,9 @@ pub enum Mode {
 pub struct App {
     /// Header data.
     pub info: PodInfo,
-    /// Services in display order (pane `i + 1` is `services[i]`).
-    pub services: Vec<ServiceView>,
+    /// Services in display order (pane `i + 1` is `services[i]`), each
+    /// as core's status last gave it.
+    pub services: Vec<ServiceStatus>,
     /// Pane 0 is the combined one; then one per service.
     pub panes: Vec<Pane>,
     /// Focused pane index.
@@ -123,44 +109,7 @@ impl Scrollback {
     }
 }
 
-/// How often the UI looks in `/proc` while a service's main process is not
-/// known yet: while a wrapper has no child (a first `uv run` syncs the
-/// environment for many seconds before it starts Python). Never otherwise:
-/// the render loop reads no files.
-pub const MAIN_PID_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
-
 impl App {
-    /// Whether some running service's main process is still unknown.
-    pub fn looking_for_main_pids(&self) -> bool {
-        self.services
-            .iter()
-            .any(|s| s.main_pid.is_none() && s.state.pid().is_some())
-    }
-
-    /// One look in `/proc` for each service whose main process is unknown;
-    /// whether a shown pid changed.
-    pub fn look_for_main_pids(&mut self) -> bool {
-        let mut changed = false;
-        for service in &mut self.services {
-            let Some(pid) = service.state.pid().filter(|_| service.main_pid.is_none()) else {
-                continue;
-            };
-            if !omnidev_core::platform::is_wrapper(pid) {
-                service.main_pid = Some(pid);
-                continue;
-            }
-            let main = omnidev_core::platform::main_process(pid);
-            if main != pid {
-                service.main_pid = Some(main);
-                changed = true;
-            } else if !omnidev_core::platform::children(pid).is_empty() {
-                // Several children: no single main process to show.
-                service.main_pid = Some(pid);
-            }
-        }
-        changed
-    }
-
     /// A fresh state for these services, keeping a history of its own of
     /// the lines and events it takes in ([`App::showing`] shows the
     /// supervisor's instead).
@@ -198,12 +147,8 @@ impl App {
     /// Gives a service added by an applied profile its view and pane
     /// (last; it keeps its number while the UI runs).
     fn add_service(&mut self, name: &str) -> usize {
-        self.services.push(ServiceView {
-            name: name.to_owned(),
-            state: ServiceState::Waiting,
-            restarts: 0,
-            main_pid: None,
-        });
+        self.services
+            .push(ServiceStatus::new(name, ServiceState::Waiting));
         self.panes.push(Pane::new(Some(name)));
         self.services.len() - 1
     }
@@ -260,26 +205,11 @@ impl App {
     /// not know yet gets its pane).
     pub fn apply_snapshot(&mut self, statuses: &[ServiceStatus]) {
         for status in statuses {
-            self.set_state(&status.name, &status.state).restarts = status.restarts;
+            let i = self
+                .service_index(&status.name)
+                .unwrap_or_else(|| self.add_service(&status.name));
+            self.services[i].clone_from(status);
         }
-    }
-
-    /// Sets the state of `name` (a service the UI did not know yet gets a
-    /// pane); its main process is looked for again when its state changed:
-    /// a wrapper starting (`uv run` resolving, probing interpreters) may
-    /// have several children or a passing one, so a look made before the
-    /// service was ready is made again once it is, and every UI of the
-    /// pod, whenever it began, settles on the same process.
-    fn set_state(&mut self, name: &str, state: &ServiceState) -> &mut ServiceView {
-        let i = self
-            .service_index(name)
-            .unwrap_or_else(|| self.add_service(name));
-        let service = &mut self.services[i];
-        if service.state != *state {
-            service.main_pid = None;
-        }
-        service.state = state.clone();
-        service
     }
 
     /// Takes in one supervisor event: its line is shown, and a changed
@@ -493,33 +423,6 @@ pub(crate) mod tests {
     /// by the TUI and headless tests).
     pub(crate) fn log(service: &str, text: &str, seq: u64) -> Event {
         Event::log(LogLine::new(service, Stream::Stdout, text, seq))
-    }
-
-    #[test]
-    fn a_main_pid_is_looked_for_until_known_and_again_after_a_restart_or_once_ready() {
-        let mut app = app();
-        let running = |pid| [status("host", ServiceState::Running { pid }, 0)];
-        assert!(!app.looking_for_main_pids(), "nothing runs yet");
-        // This test process is no wrapper: one look settles it on itself.
-        let own = std::process::id();
-        app.apply_snapshot(&running(own));
-        assert!(app.looking_for_main_pids());
-        app.look_for_main_pids();
-        assert_eq!(app.services[1].main_pid, Some(own));
-        assert!(!app.looking_for_main_pids(), "no more reads once known");
-        // A new pid (a restart) is looked at afresh.
-        app.apply_snapshot(&running(own + 1));
-        assert_eq!(app.services[1].main_pid, None);
-        assert!(app.looking_for_main_pids());
-        // So is the same pid once it is ready: a look while it started
-        // may have seen a wrapper's passing children.
-        app.look_for_main_pids();
-        assert!(!app.looking_for_main_pids());
-        app.apply_snapshot(&running(own + 1));
-        assert!(!app.looking_for_main_pids(), "an unchanged state keeps it");
-        let ready = [status("host", ServiceState::Ready { pid: own + 1 }, 0)];
-        app.apply_snapshot(&ready);
-        assert!(app.looking_for_main_pids());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (ANSI colours, wrap, search highlights) and a footer.
 
 use ansi_to_tui::IntoText;
-use omnidev_core::ServiceState;
+use omnidev_core::{ServiceState, ServiceStatus};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use unicode_width::UnicodeWidthChar;
 
-use super::app::{App, Mode, ServiceView};
+use super::app::{App, Mode};
 use super::pane::{PaneLine, Pattern};
 use omnidev_core::text;
 
@@ -179,22 +179,6 @@ fn join_tabs(tabs: Vec<Vec<Span<'static>>>) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The state with its data; the pid is the service's main process when
-/// the UI has found it (the child of `uv run`, see
-/// [`App::look_for_main_pids`]), the one its own log prints.
-fn full_label(service: &ServiceView) -> String {
-    match (&service.state, service.main_pid) {
-        (
-            ServiceState::Starting { .. }
-            | ServiceState::Running { .. }
-            | ServiceState::Ready { .. }
-            | ServiceState::Stopping { .. },
-            Some(main),
-        ) => format!("{} pid {main}", service.state.word()),
-        _ => service.state.label(),
-    }
-}
-
 /// One glyph per state, for the narrowest tabs.
 fn state_icon(state: &ServiceState) -> &'static str {
     match state {
@@ -213,12 +197,12 @@ fn state_icon(state: &ServiceState) -> &'static str {
 
 fn service_tab(
     index: usize,
-    service: &ServiceView,
+    service: &ServiceStatus,
     base: Style,
     detail: TabDetail,
 ) -> Vec<Span<'static>> {
     let state = match detail {
-        TabDetail::Full => full_label(service),
+        TabDetail::Full => service.label(),
         TabDetail::Word => service.state.word().to_owned(),
         TabDetail::Icon => state_icon(&service.state).to_owned(),
     };

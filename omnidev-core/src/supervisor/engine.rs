@@ -117,6 +117,8 @@ enum RunReport {
     /// The readiness probe has not passed within this timeout.
     ProbeTimedOut(Duration),
     BackoffElapsed,
+    /// The run's main process ([`crate::platform::main_process`]).
+    MainProcess(u32),
 }
 
 /// Whether the engine supervises on or shuts down.
@@ -670,6 +672,12 @@ impl Engine {
                 self.checked_after_exit(index, generation, port, holder);
             }
             RunReport::PortMoved { port, outcome } => self.port_moved(index, port, outcome),
+            RunReport::MainProcess(main) => {
+                if let Some(process) = self.services[index].process_mut() {
+                    process.main_pid = Some(main);
+                    self.publish_status();
+                }
+            }
             RunReport::Prepared(_) | RunReport::InputsChanged | RunReport::PortHeld { .. } => {}
         }
     }
@@ -688,10 +696,15 @@ impl Engine {
         }
     }
 
-    /// Says the service counts as ready now, with the URLs it shows.
+    /// Says the service counts as ready now, with the URLs it shows, and
+    /// looks for its main process again: a wrapper starting (`uv run`
+    /// resolving, probing interpreters) may have had a passing child.
     fn emit_ready(&self, index: usize) {
         let urls = self.specs[index].urls.clone();
         self.emit(Some(index), EventKind::Ready { urls });
+        if let Some(process) = self.services[index].process() {
+            self.look_for_main(index, process.pid);
+        }
     }
 
     /// A run's probe has not passed within `after`: say so, and show it in

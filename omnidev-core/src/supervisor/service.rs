@@ -117,6 +117,8 @@ pub(super) struct LiveProcess {
     /// empty too.
     pub(super) exit: Option<ExitStatus>,
     pub(super) group_empty: bool,
+    /// Its main process, once looked up ([`crate::platform::main_process`]).
+    pub(super) main_pid: Option<u32>,
 }
 
 /// Whether a process counts as ready.
@@ -356,6 +358,7 @@ impl Supervised {
             } else {
                 Vec::new()
             },
+            main_pid: self.process().and_then(|p| p.main_pid),
         }
     }
 

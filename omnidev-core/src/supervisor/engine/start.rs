@@ -11,6 +11,10 @@ use crate::supervisor::prepare::{self, Prepare, StepSlot};
 use crate::supervisor::service::{AbortOnDrop, LiveProcess, Phase, ProbeState, STABLE};
 use crate::supervisor::spawn::{ProcessGroup, Spawned};
 
+/// How often a wrapper that has not started its child yet is looked at
+/// again (a first `uv run` may sync the environment for many seconds).
+const MAIN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl Engine {
     pub(super) fn begin_start(&mut self, index: usize) {
         let s = &mut self.services[index];
@@ -117,9 +121,32 @@ impl Engine {
             readiness,
             exit: None,
             group_empty: false,
+            main_pid: None,
         };
         self.enter(index, Phase::Running(process));
         self.write_state();
+        self.look_for_main(index, pid);
+    }
+
+    /// Looks for the main process of `pid`, the current run of `index`,
+    /// until it is known (while a wrapper has not started its child yet,
+    /// every [`MAIN_LOOK_EVERY`]; at once otherwise), and reports it.
+    pub(super) fn look_for_main(&self, index: usize, pid: u32) {
+        let generation = self.services[index].generation;
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let main = loop {
+                if let Some(main) = crate::platform::main_process(pid) {
+                    break main;
+                }
+                tokio::time::sleep(MAIN_LOOK_EVERY).await;
+            };
+            let _ = tx.send(Internal::run(
+                index,
+                generation,
+                RunReport::MainProcess(main),
+            ));
+        });
     }
 
     /// The task polling a run's readiness probe (behind the listener-owner
