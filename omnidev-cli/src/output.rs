@@ -124,10 +124,10 @@ pub fn pod_status(status: &PodStatus) -> String {
             .unwrap_or(0);
         out.push_str("services\n");
         for s in &status.services {
-            let restarts = if s.status.restarts > 0 {
-                format!(" ({} restarts)", s.status.restarts)
-            } else {
-                String::new()
+            let restarts = match s.status.restarts {
+                0 => String::new(),
+                1 => " (1 restart)".to_owned(),
+                n => format!(" ({n} restarts)"),
             };
             let _ = writeln!(out, "  {:<width$}  {}{restarts}", s.status.name, s.detail);
         }
@@ -138,6 +138,31 @@ pub fn pod_status(status: &PodStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_counts_restarts_in_words() {
+        let report = |restarts| {
+            let status = omnidev_core::ServiceStatus {
+                restarts,
+                ..omnidev_core::ServiceStatus::new("host", omnidev_core::ServiceState::Stopped)
+            };
+            crate::control::protocol::ServiceReport::new(status, None)
+        };
+        let status = PodStatus {
+            services: vec![report(0), report(1), report(2)],
+            ..PodStatus::default()
+        };
+        let text = pod_status(&status);
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("host")).collect();
+        assert_eq!(
+            lines,
+            [
+                "  host  stopped",
+                "  host  stopped (1 restart)",
+                "  host  stopped (2 restarts)"
+            ]
+        );
+    }
 
     #[test]
     fn prefixes_pad_and_colour() {
