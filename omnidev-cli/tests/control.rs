@@ -1403,7 +1403,17 @@ grace-ms = 2000
     ];
     assert_ne!(ports[0], ports[1]);
     for port in ports {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port as u16)).expect("connect");
+        let connected = std::net::TcpStream::connect(("127.0.0.1", port as u16));
+        // A refusal right after `up` said ready: what the pod says now and
+        // what its replicas wrote tell why.
+        let mut stream = connected.unwrap_or_else(|e| {
+            let now = String::from_utf8_lossy(&ctx.run(&["status", "--json"]).stdout).into_owned();
+            let logs =
+                String::from_utf8_lossy(&ctx.run(&["logs", "web", "-n", "40"]).stdout).into_owned();
+            let events = ctx.run(&["events"]);
+            let events = String::from_utf8_lossy(&events.stdout).into_owned();
+            panic!("connect to {port}: {e}\nstatus at `up`: {status}\nnow: {now}\n{logs}\n{events}")
+        });
         std::io::Write::write_all(&mut stream, b"GET / HTTP/1.0\r\n\r\n").expect("send");
         let mut answer = String::new();
         std::io::Read::read_to_string(&mut stream, &mut answer).expect("read");
