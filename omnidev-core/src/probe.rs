@@ -180,12 +180,28 @@ impl Probe for TcpProbe {
     async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
         let connect = tokio::net::TcpStream::connect(&self.address);
         let outcome = match tokio::time::timeout(Duration::from_secs(2), connect).await {
-            Ok(Ok(stream)) => Ok(stream.peer_addr().ok()),
+            Ok(Ok(stream)) => answered(&stream),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("connect timed out".to_owned()),
         };
         self.reached.set(outcome.is_ok());
         outcome
+    }
+}
+
+/// Where a connected `stream` reached, unless it reached itself: a connect
+/// to a local port nobody listens on meets itself when the kernel picks
+/// that very port as its source (TCP's simultaneous open), which a port
+/// in the ephemeral range allows. That is nobody answering, and taking it
+/// for a listener made a service ready before it had bound its port (and
+/// the probe's socket then held the port the service went on to bind).
+fn answered(stream: &tokio::net::TcpStream) -> Result<Option<std::net::SocketAddr>, String> {
+    let peer = stream.peer_addr().ok();
+    match stream.local_addr() {
+        Ok(local) if Some(local) == peer => Err(format!(
+            "nothing listens on {local} (the connection met itself)"
+        )),
+        _ => Ok(peer),
     }
 }
 
@@ -847,6 +863,29 @@ mod tests {
         );
         drop(listener);
         assert!(TcpProbe::new(address).check().await.is_err());
+    }
+
+    /// A socket bound to a port and connected to that same port meets
+    /// itself, as a probe's connect does when the kernel picks the probed
+    /// port as its source: nobody listens, so it is no answer.
+    #[tokio::test]
+    async fn a_connection_that_met_itself_is_no_answer() {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("addr"))
+            .expect("bind");
+        let own = socket.local_addr().expect("addr");
+        let stream = socket.connect(own).await.expect("a connect to itself");
+        assert_eq!(stream.peer_addr().ok(), Some(own), "it met itself");
+        let said = answered(&stream).expect_err("no listener answered");
+        assert!(said.contains("met itself"), "{said}");
+        // A real listener's answer is where it was reached.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let at = listener.local_addr().expect("addr");
+        let stream = tokio::net::TcpStream::connect(at).await.expect("connect");
+        assert_eq!(answered(&stream), Ok(Some(at)));
     }
 
     #[tokio::test]
