@@ -673,7 +673,11 @@ impl Engine {
             }
             RunReport::PortMoved { port, outcome } => self.port_moved(index, port, outcome),
             RunReport::MainProcess(main) => {
-                if let Some(process) = self.services[index].process_mut() {
+                // The look again once ready mostly finds the same process:
+                // only a new one is worth a status to every reader.
+                if let Some(process) = self.services[index].process_mut()
+                    && process.main_pid != Some(main)
+                {
                     process.main_pid = Some(main);
                     self.publish_status();
                 }
