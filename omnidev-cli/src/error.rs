@@ -784,9 +784,8 @@ pub fn json_record(report: &miette::Report) -> String {
     omnidev_core::text::json_line(&error_value(report))
 }
 
-/// [`json_record`] as a value (what `omnidev mcp` answers a failed tool
-/// call with).
-pub fn error_value(report: &miette::Report) -> serde_json::Value {
+/// [`json_record`] as a value.
+fn error_value(report: &miette::Report) -> serde_json::Value {
     let diagnostic: &dyn miette::Diagnostic = report.as_ref();
     let message = omnidev_core::text::with_causes(diagnostic);
     value(

@@ -10,7 +10,8 @@
 //! (`{"error": {"code", "message", "help", "exit"}}`); a success carries
 //! `structuredContent` that its output schema describes (each tool
 //! returns `Result<Json<T>, CallToolResult>`, written out: the SDK derives
-//! the output schema from that very type). Every argument is bounded ([`limits`]) by the tool's
+//! the output schema from that very type), and as its text the same value
+//! through the one JSON encoder ([`results::Json`]). Every argument is bounded ([`limits`]) by the tool's
 //! input schema, which each call is checked against ([`schema::check`]);
 //! what is no message is answered as JSON-RPC says ([`framing`]). stdout
 //! carries protocol messages only: nothing here prints.
@@ -19,6 +20,7 @@ mod framing;
 mod results;
 mod schema;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,16 +34,15 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::{
-    ErrorData, Json, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router,
-};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::cli::PodArgs;
 use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
+use crate::log_files;
 use results::{
-    ActionResult, EventsParams, EventsResult, FailedService, LogsParams, LogsResult,
+    ActionResult, EventsParams, EventsResult, FailedService, Json, LogsParams, LogsResult,
     ReloadProfileParams, ReloadProfileResult, RestartParams, ServiceParams, StartParams, UpParams,
     WaitParams,
 };
@@ -101,8 +102,8 @@ pub struct Tools {
 /// The tool error of `report`: its `--json` error record as the text (no
 /// `structuredContent`: it would not match the tool's output schema).
 fn refusal(report: &miette::Report) -> CallToolResult {
-    let record = crate::error::error_value(report).to_string();
-    CallToolResult::error(vec![ContentBlock::text(record)])
+    let record = crate::error::json_record(report);
+    CallToolResult::error(vec![ContentBlock::text(record.trim_end())])
 }
 
 /// Runs `work` (which blocks on the pod's socket or files) off the
@@ -125,34 +126,68 @@ fn running(pod: &PodArgs) -> miette::Result<PathBuf> {
     Ok(crate::session::running_pod_dir(pod)?)
 }
 
-/// `lines`, the last of them first kept, within `max_bytes` (a line longer
-/// than that alone is cut at a character boundary); whether any was left
-/// out or cut.
-fn within(lines: Vec<String>, max_bytes: usize) -> (Vec<String>, bool) {
-    let mut kept = VecDeque::new();
-    let mut bytes = 0usize;
-    let mut cut = false;
-    for line in lines.into_iter().rev() {
-        let size = line.len() + 1;
-        if bytes + size > max_bytes {
-            cut = true;
-            if kept.is_empty() {
-                let mut end = max_bytes.min(line.len());
-                while !line.is_char_boundary(end) {
-                    end -= 1;
-                }
-                kept.push_front(line[..end].to_owned());
-            }
-            break;
+/// The newest lines pushed, at most `count` of them within `max_bytes`
+/// (each line with its newline; a newest line longer than that alone is
+/// kept cut at a character boundary): what `logs` and `events` keep while
+/// they read, so that neither holds more than it answers, however much
+/// the file or the pod gives.
+#[derive(Debug)]
+struct Newest {
+    lines: VecDeque<String>,
+    bytes: usize,
+    count: usize,
+    max_bytes: usize,
+    /// Whether any line pushed was left out, or cut.
+    left_out: bool,
+}
+
+impl Newest {
+    fn new(count: usize, max_bytes: usize) -> Self {
+        Self {
+            lines: VecDeque::new(),
+            bytes: 0,
+            count,
+            max_bytes,
+            left_out: false,
         }
-        bytes += size;
-        kept.push_front(line);
     }
-    (kept.into(), cut)
+
+    /// Keeps `line` as the newest, leaving out the oldest ones that no
+    /// longer fit. A line over `max_bytes` alone leaves out every older
+    /// one and is kept cut, filling the bytes: any newer line replaces it.
+    /// The lines kept are always the newest ones, without a gap.
+    fn push(&mut self, mut line: String) {
+        let size = line.len() + 1;
+        if size > self.max_bytes {
+            let mut end = self.max_bytes.min(line.len());
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+            line.shrink_to_fit();
+            self.lines.clear();
+            self.lines.push_back(line);
+            self.bytes = self.max_bytes;
+            self.left_out = true;
+            return;
+        }
+        self.bytes += size;
+        self.lines.push_back(line);
+        while self.bytes > self.max_bytes || self.lines.len() > self.count {
+            let oldest = self.lines.pop_front().expect("over a bound: not empty");
+            self.bytes -= (oldest.len() + 1).min(self.bytes);
+            self.left_out = true;
+        }
+    }
+
+    /// The lines kept, oldest first, and whether any was left out or cut.
+    fn into_lines(self) -> (Vec<String>, bool) {
+        (self.lines.into(), self.left_out)
+    }
 }
 
 /// The last lines of `service`'s log, safe to show (escape sequences and
-/// controls made visible), within `max_bytes`.
+/// controls made visible), within `max_bytes`; whether any was left out.
 fn shown_lines(
     pod_dir: &Path,
     service: &str,
@@ -161,22 +196,28 @@ fn shown_lines(
     max_bytes: usize,
 ) -> miette::Result<(Vec<String>, bool)> {
     // Read back from the end at most four times the answer's bytes (what
-    // is made visible of a line may be longer or shorter than it).
-    let tail = crate::log_files::Tail {
+    // is made visible of a line may be longer or shorter than it), each
+    // line made visible as it is read: never more held than answered.
+    let tail = log_files::Tail {
         lines,
         bytes: (max_bytes as u64).saturating_mul(4),
     };
     let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
-    crate::log_files::selected(&dir, &[service.to_owned()])?;
+    log_files::selected(&dir, &[service.to_owned()])?;
     let mark = since_reload
-        .then(|| crate::log_files::read_mark(&dir))
+        .then(|| log_files::read_mark(&dir))
         .transpose()?;
-    let raw = crate::log_files::last_lines(&dir, service, mark.as_ref(), tail)?;
-    let plain = raw
-        .iter()
-        .map(|line| omnidev_core::text::plain(line))
-        .collect();
-    Ok(within(plain, max_bytes))
+    let mut newest = Newest::new(lines, max_bytes);
+    let mut source = log_files::LogReader::new(service, &dir, String::new());
+    log_files::read_back(&mut source, mark.as_ref(), Some(tail), &mut |_, line| {
+        let shown = match omnidev_core::text::sanitise(&line.text, false) {
+            Cow::Owned(shown) => Some(shown),
+            Cow::Borrowed(_) => None,
+        };
+        newest.push(shown.unwrap_or(line.text));
+        Ok(())
+    })?;
+    Ok(newest.into_lines())
 }
 
 /// Sends `request`, which the pod answers once it has acted (or waited),
@@ -469,32 +510,29 @@ impl Tools {
                 status: false,
             };
             let records = Ask::events(request).stream(&pod_dir, false)?;
-            let mut newest: VecDeque<String> = VecDeque::new();
-            let (mut seen, mut read) = (0usize, 0usize);
+            let mut newest = Newest::new(limit, max_bytes);
+            let mut read = 0usize;
             for line in records {
-                seen += 1;
                 // A line over the socket's bound is skipped (and counted).
                 let control::client::Line::Text(line) = line else {
+                    newest.left_out = true;
                     continue;
                 };
                 read += line.len() + 1;
                 if read > limits::EVENTS_READ_BYTES {
+                    newest.left_out = true;
                     break;
                 }
-                newest.push_back(String::from_utf8_lossy(&line).into_owned());
-                if newest.len() > limit {
-                    newest.pop_front();
-                }
+                newest.push(String::from_utf8_lossy(&line).into_owned());
             }
-            let (lines, cut) = within(newest.into(), max_bytes);
+            let (lines, mut truncated) = newest.into_lines();
+            // A line cut to fit is no record: left out.
             let events: Vec<serde_json::Value> = lines
                 .iter()
                 .filter_map(|line| serde_json::from_str(line).ok())
                 .collect();
-            Ok(EventsResult {
-                truncated: cut || events.len() < seen,
-                events,
-            })
+            truncated |= events.len() < lines.len();
+            Ok(EventsResult { events, truncated })
         })
         .await
     }
@@ -585,20 +623,36 @@ impl ServerHandler for Tools {
 mod tests {
     use super::*;
 
+    /// The lines `push`ed into a [`Newest`] of `count` and `max_bytes`.
+    fn newest(count: usize, max_bytes: usize, pushed: &[&str]) -> (Vec<String>, bool) {
+        let mut newest = Newest::new(count, max_bytes);
+        for line in pushed {
+            newest.push((*line).to_owned());
+        }
+        newest.into_lines()
+    }
+
     #[test]
-    fn lines_are_kept_newest_first_within_the_bytes() {
+    fn the_newest_lines_are_kept_within_both_bounds_as_they_are_read() {
         let lines = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // By count.
+        assert_eq!(newest(2, 100, &["a", "b", "c"]), (lines(&["b", "c"]), true));
+        // By bytes, each line with its newline: "bb" and "cc" make 6.
         assert_eq!(
-            within(lines(&["a", "bb", "cc"]), 6),
+            newest(10, 6, &["a", "bb", "cc"]),
             (lines(&["bb", "cc"]), true)
         );
+        assert_eq!(newest(10, 100, &["a", "bb"]), (lines(&["a", "bb"]), false));
+        assert_eq!(newest(10, 3, &[]), (Vec::new(), false));
+        // The newest line longer than the bytes alone: its start, cut at a
+        // character, and nothing older.
+        assert_eq!(newest(10, 3, &["a", "ééé"]), (lines(&["é"]), true));
+        // A long line then newer ones: the newer ones, no gap.
+        assert_eq!(newest(10, 4, &["a", "toolong", "b"]), (lines(&["b"]), true));
         assert_eq!(
-            within(lines(&["a", "bb"]), 100),
-            (lines(&["a", "bb"]), false)
+            newest(10, 4, &["a", "toolong", "b", "c"]),
+            (lines(&["b", "c"]), true)
         );
-        // One line longer than the bytes: its start, cut at a character.
-        assert_eq!(within(lines(&["ééé"]), 3), (lines(&["é"]), true));
-        assert_eq!(within(Vec::new(), 3), (Vec::new(), false));
     }
 
     #[test]

@@ -700,36 +700,67 @@ fn events_carry_no_raw_control_a_service_printed() {
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "events", "arguments": {"logs": true, "limit": 1000}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "logs", "arguments": {"service": "noisy"}}}),
     ] {
         writeln!(stdin, "{request}").expect("send");
     }
     let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut answers = Vec::new();
         for line in stdout.split(b'\n') {
             let line = String::from_utf8(line.expect("read")).expect("UTF-8");
             let message: Value = serde_json::from_str(&line).expect("JSON");
-            if message["id"] == 2 {
-                let _ = tx.send((line, message));
+            if message["id"] == 2 || message["id"] == 3 {
+                answers.push((line, message));
+            }
+            if answers.len() == 2 {
+                let _ = tx.send(answers);
                 return;
             }
         }
     });
-    let Ok((line, message)) = rx.recv_timeout(CALL) else {
+    let Ok(mut answers) = rx.recv_timeout(CALL) else {
         let _ = child.kill();
-        panic!("no answer to events within {CALL:?}");
+        panic!("no answer to events and logs within {CALL:?}");
     };
     drop(stdin);
     let _ = child.wait();
-    let logged = message["result"]["structuredContent"]["events"]
+    answers.sort_by_key(|(_, message)| message["id"].as_u64());
+    let [(events_line, events), (logs_line, logs)] = &answers[..] else {
+        unreachable!("two answers");
+    };
+    // The structured value is the line the service printed, decoded.
+    let logged = events["result"]["structuredContent"]["events"]
         .as_array()
         .expect("events")
         .iter()
         .any(|e| e["line"] == "evil \u{1b}[31m \u{7f} \u{9b} \u{202e} end");
-    assert!(logged, "{line}");
+    assert!(logged, "{events_line}");
     let raw = ['\u{1b}', '\u{7f}', '\u{9b}', '\u{202e}'];
+    for (line, message) in &answers {
+        // On the wire: only escapes.
+        for c in raw {
+            assert!(!line.contains(c), "{c:?} raw in {line:?}");
+        }
+        // The text a client prints, decoded from the message: only escapes.
+        let text = message["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no text content: {line}"));
+        assert!(text.contains("end"), "{text}");
+        for c in raw {
+            assert!(!text.contains(c), "{c:?} raw in the text {text:?}");
+        }
+    }
+    // `logs` shows the controls visibly in its structured lines too.
+    let shown = lines(&logs["result"]["structuredContent"]);
+    let line = shown
+        .iter()
+        .find(|l| l.contains("evil"))
+        .unwrap_or_else(|| panic!("no hostile line: {logs_line}"));
     for c in raw {
-        assert!(!line.contains(c), "{c:?} raw in {line:?}");
+        assert!(!line.contains(c), "{c:?} raw in the log line {line:?}");
     }
     // The CLI's JSON: the same value, the same escapes.
     for args in [

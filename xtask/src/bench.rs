@@ -59,8 +59,13 @@ pub fn run(options: &Bench) -> Result<()> {
     }
     if wanted("budget") || wanted("rss") {
         rows.extend(budgets::rows(&omnidev, &scratch.join("budgets")));
-    } else if wanted("dashboard") {
-        rows.push(budgets::dashboard(&omnidev, &scratch.join("budgets")));
+    } else {
+        if wanted("dashboard") {
+            rows.push(budgets::dashboard(&omnidev, &scratch.join("budgets")));
+        }
+        if wanted("mcp") {
+            rows.push(budgets::mcp_flood(&omnidev, &scratch.join("budgets")));
+        }
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(

@@ -3,6 +3,9 @@
 //! and default from [`super::limits`]) the tools advertise, and which
 //! the arguments are checked against ([`super::schema::check`]).
 
+use rmcp::ErrorData;
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use serde::{Deserialize, Serialize};
 
 use super::limits::{
@@ -10,6 +13,27 @@ use super::limits::{
 };
 
 use crate::control::protocol::{PodStatus, WaitFor};
+
+/// A tool's answer: `T` as the result's `structuredContent`, and as its
+/// text the same value through the one JSON encoder
+/// ([`omnidev_core::text::json_line`]), so that the text a client prints
+/// holds no DEL, C1 or bidi control a service printed, only `\u` escapes
+/// (the SDK's own `Json` writes them raw). Named `Json`, as the SDK's is,
+/// for `#[tool]` to derive the output schema from `T`.
+#[derive(Debug)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoCallToolResult for Json<T> {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
+        let value = serde_json::to_value(self.0).map_err(|e| {
+            ErrorData::internal_error(format!("the result does not encode: {e}"), None)
+        })?;
+        let text = omnidev_core::text::json_line(&value);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text.trim_end())]);
+        result.structured_content = Some(value);
+        Ok(result.into())
+    }
+}
 
 /// The arguments of `logs`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
