@@ -12,7 +12,7 @@ use xshell::cmd;
 
 use crate::flags::Ci;
 use crate::prereqs::Step;
-use crate::{e2e, install, macos, prereqs, util};
+use crate::{e2e, install, macos, prereqs, suite, util};
 
 /// Run the CI steps in order, stopping at the first failure.
 pub fn run(options: &Ci) -> Result<()> {
@@ -59,17 +59,24 @@ pub fn run(options: &Ci) -> Result<()> {
     // the processes they start), the macOS clippy builds in a target dir
     // of its own beside them (the suite holds beside busy loops; `cargo
     // xtask stress` checks that). Beside the build it only slowed both.
-    foreground(
+    let binaries = step(
         "test-build",
-        &cmd!(sh, "cargo test --workspace --no-run"),
+        "cargo test --workspace --no-run",
         dry_run,
+        suite::build,
     )?;
     println!("ci: macos: clippy for {}", macos::TARGET);
     let macos = macos::command(!options.no_install, dry_run)
         .context("ci step `macos` failed")?
         .map(|command| Beside::start("macos", command, &logs))
         .transpose()?;
-    foreground("test", &cmd!(sh, "cargo test --workspace"), dry_run)?;
+    let what = format!(
+        "the test binaries, {} at a time, then cargo test --workspace --doc",
+        suite::JOBS
+    );
+    step("test", &what, dry_run, || {
+        suite::run(&binaries.unwrap_or_default(), suite::JOBS)
+    })?;
     if let Some(macos) = macos {
         macos.join()?;
     }
@@ -100,7 +107,14 @@ pub fn run(options: &Ci) -> Result<()> {
     } else {
         let start = Instant::now();
         println!("ci: e2e");
-        e2e::run(&crate::flags::TestE2e::default()).context("ci step `e2e` failed")?;
+        // The binary the test-build made (the one the integration tests
+        // ran): building it again alone would compile the workspace's
+        // crates a second time, for other features of their dependencies.
+        let e2e = crate::flags::TestE2e {
+            omnidev: Some(target.join("debug/omnidev")),
+            ..crate::flags::TestE2e::default()
+        };
+        e2e::run(&e2e).context("ci step `e2e` failed")?;
         println!("ci: e2e ok in {:.0}s", start.elapsed().as_secs_f64());
     }
     if let Some(package) = package {
@@ -149,16 +163,26 @@ fn start_package(
 
 /// Runs a step in the foreground (a dry run prints it).
 fn foreground(name: &str, step: &xshell::Cmd<'_>, dry_run: bool) -> Result<()> {
+    self::step(name, &step.to_string(), dry_run, || Ok(step.run()?)).map(|_| ())
+}
+
+/// Runs the step `name`, which does `what`, in the foreground, saying how
+/// long it took; a dry run prints it instead (and has no value).
+fn step<T>(
+    name: &str,
+    what: &str,
+    dry_run: bool,
+    work: impl FnOnce() -> Result<T>,
+) -> Result<Option<T>> {
     if dry_run {
-        println!("ci: would run {step}");
-        return Ok(());
+        println!("ci: would run {what}");
+        return Ok(None);
     }
     let start = Instant::now();
-    println!("ci: {name}: {step}");
-    step.run()
-        .with_context(|| format!("ci step `{name}` failed"))?;
+    println!("ci: {name}: {what}");
+    let value = work().with_context(|| format!("ci step `{name}` failed"))?;
     println!("ci: {name} ok in {:.0}s", start.elapsed().as_secs_f64());
-    Ok(())
+    Ok(Some(value))
 }
 
 /// A step run beside the foreground ones: its output goes to

@@ -37,26 +37,42 @@ fn host_target(sh: &xshell::Shell) -> Result<String> {
         .context("`rustc -vV` printed no `host:` line")
 }
 
+/// The name of the tarball's top directory (`omnidev-VERSION-TARGET`), and
+/// where the tarball and its checksum go (`target/dist`).
+fn artifacts(sh: &xshell::Shell) -> Result<(String, Artifacts)> {
+    let name = format!("omnidev-{VERSION}-{}", host_target(sh)?);
+    let dist_dir = util::target_dir().join("dist");
+    let artifacts = Artifacts {
+        tarball: dist_dir.join(format!("{name}.tar.gz")),
+        checksum: dist_dir.join(format!("{name}.tar.gz.sha256")),
+    };
+    Ok((name, artifacts))
+}
+
 /// Build and pack.
 pub fn run(options: &Dist) -> Result<Artifacts> {
     let sh = util::shell()?;
-    let target = host_target(&sh)?;
-    let name = format!("omnidev-{VERSION}-{target}");
-    let dist_dir = util::target_dir().join("dist");
-    let tarball = dist_dir.join(format!("{name}.tar.gz"));
-    let checksum = dist_dir.join(format!("{name}.tar.gz.sha256"));
     if options.dry_run {
+        let (_, artifacts) = artifacts(&sh)?;
         let profile = &options.profile;
         println!("dist: would run cargo build --profile {profile} -p omnidev-cli --bin omnidev");
         println!(
             "dist: would write {} and {}",
-            tarball.display(),
-            checksum.display()
+            artifacts.tarball.display(),
+            artifacts.checksum.display()
         );
-        return Ok(Artifacts { tarball, checksum });
+        return Ok(artifacts);
     }
     let binary = util::build_omnidev(&sh, &options.profile)?;
-    fs::create_dir_all(&dist_dir)?;
+    pack_binary(&sh, &binary)
+}
+
+/// Packs `binary` (an omnidev already built) as [`run`] does after its
+/// build: the tarball and its sha256 in `target/dist`.
+pub fn pack_binary(sh: &xshell::Shell, binary: &Path) -> Result<Artifacts> {
+    let (name, Artifacts { tarball, checksum }) = artifacts(sh)?;
+    let dist_dir = tarball.parent().context("the tarball's directory")?;
+    fs::create_dir_all(dist_dir)?;
     let man = dist_dir.join(format!("{name}-man"));
     if man.exists() {
         fs::remove_dir_all(&man)?;
@@ -69,7 +85,7 @@ pub fn run(options: &Dist) -> Result<Artifacts> {
     let pages = man_pages(&man)?;
     let readme = util::workspace_root().join("README.md");
     let mut files = vec![
-        (binary.clone(), "omnidev".to_string()),
+        (binary.to_path_buf(), "omnidev".to_string()),
         (readme, "README.md".to_string()),
     ];
     files.extend(

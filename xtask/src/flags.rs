@@ -118,7 +118,7 @@ pub struct TestE2e {
 /// Flags of `cargo xtask dist`.
 #[derive(Debug, Args)]
 pub struct Dist {
-    /// Cargo profile to build with (`release` for users; the e2e uses `dev`).
+    /// Cargo profile to build with (`release` for users).
     #[arg(long, value_name = "NAME", default_value = "release")]
     pub profile: String,
     /// Print what would be built and written instead of doing it.

@@ -16,6 +16,7 @@ mod install;
 mod macos;
 mod prereqs;
 mod stress;
+mod suite;
 mod util;
 
 use std::fmt::Write as _;

@@ -8,13 +8,11 @@ use anyhow::{Context, Result, ensure};
 use super::Ctx;
 use crate::dist;
 
-/// Pack with the dev profile (the release build is the same code, slower to
-/// compile), verify the checksum, unpack, run `omnidev --version`.
+/// Pack the binary under test (the release build is the same code, slower
+/// to compile; `cargo xtask dist` only builds before it packs), verify the
+/// checksum, unpack, run `omnidev --version`.
 pub fn dist_tarball_sha256_and_version(ctx: &mut Ctx) -> Result<()> {
-    let artifacts = dist::run(&crate::flags::Dist {
-        profile: "dev".into(),
-        dry_run: false,
-    })?;
+    let artifacts = dist::pack_binary(&crate::util::shell()?, ctx.omnidev_path())?;
     let dir = artifacts.tarball.parent().context("tarball dir")?;
     let check = Command::new("sha256sum")
         .arg("-c")
