@@ -39,13 +39,6 @@ pub fn run(options: &Ci) -> Result<()> {
     let sh = util::shell()?;
     let target = util::target_dir();
     let users = "examples/library-users/Cargo.toml";
-    // The package step's own build dir: cargo verifies a package by
-    // building it in the target dir with this workspace's crates taken
-    // from a local registry, and a registry crate once built there counts
-    // as built for good, so a second run in the same checkout verified
-    // against the first run's omnidev-core. Their builds are removed
-    // before it runs; the dependencies' stay for the next run.
-    let packages = target.join("package-check");
     let dry_run = options.dry_run;
     let logs = target.join("ci-logs");
     let total = Instant::now();
@@ -87,7 +80,6 @@ pub fn run(options: &Ci) -> Result<()> {
             .env("RUSTDOCFLAGS", "-D warnings"),
         dry_run,
     )?;
-    let package = start_package(&sh, &packages, &logs, dry_run)?;
     // Programs outside the workspace that use omnidev-pod and omnidev-core
     // as dependencies, built and run.
     foreground(
@@ -101,17 +93,27 @@ pub fn run(options: &Ci) -> Result<()> {
     if !dry_run {
         library_users(&sh, &target.join("debug"))?;
     }
+    // The e2e runs the binary the test-build made (the one the integration
+    // tests ran): building it again alone would compile the workspace's
+    // crates a second time, for other features of their dependencies. A
+    // link of its own, since the package step builds `omnidev` again, from
+    // its package, into the same place.
+    let omnidev = target.join("ci-e2e/omnidev");
+    if !dry_run {
+        let _ = std::fs::remove_file(&omnidev);
+        std::fs::create_dir_all(target.join("ci-e2e"))?;
+        std::fs::hard_link(target.join("debug/omnidev"), &omnidev)
+            .with_context(|| format!("linking {}", omnidev.display()))?;
+    }
+    let package = start_package(&sh, &target, &logs, dry_run)?;
     if options.skip_e2e {
     } else if dry_run {
         println!("ci: would run cargo xtask test-e2e");
     } else {
         let start = Instant::now();
         println!("ci: e2e");
-        // The binary the test-build made (the one the integration tests
-        // ran): building it again alone would compile the workspace's
-        // crates a second time, for other features of their dependencies.
         let e2e = crate::flags::TestE2e {
-            omnidev: Some(target.join("debug/omnidev")),
+            omnidev: Some(omnidev),
             ..crate::flags::TestE2e::default()
         };
         e2e::run(&e2e).context("ci step `e2e` failed")?;
@@ -130,12 +132,16 @@ pub fn run(options: &Ci) -> Result<()> {
 }
 
 /// Each library crate packs and builds from its package alone, as
-/// crates.io would hold it (path dependencies resolved by version), in its
-/// own target dir `packages`: beside the library users and the e2e, which
-/// mostly wait on pods. `None` on a dry run, which prints it.
+/// crates.io would hold it (path dependencies resolved by version), beside
+/// the e2e, which mostly waits on pods. Cargo verifies a package by
+/// building it in `target` with this workspace's crates taken from a
+/// local registry, with the dependencies this workspace's tests built
+/// (the same debuginfo setting as the workspace's own profile, which a
+/// package does not carry: otherwise every dependency is built again).
+/// `None` on a dry run, which prints it.
 fn start_package(
     sh: &xshell::Shell,
-    packages: &Path,
+    target: &Path,
     logs: &Path,
     dry_run: bool,
 ) -> Result<Option<Beside>> {
@@ -143,20 +149,25 @@ fn start_package(
     package
         .args([
             "package",
+            "--config",
+            "profile.dev.package.\"*\".debug=false",
             "--workspace",
             "--exclude",
             "xtask",
+            // A dev-dependency only, never published.
+            "--exclude",
+            "omnidev-test-support",
             "--allow-dirty",
         ])
         .arg("--target-dir")
-        .arg(packages)
+        .arg(target)
         .current_dir(util::workspace_root());
     if dry_run {
         println!("ci: would run {package:?}");
         return Ok(None);
     }
     let crates = workspace_crates(sh)?;
-    forget_packaged_builds(&packages.join("debug"), &crates)?;
+    forget_packaged_builds(&target.join("debug"), &crates)?;
     forget_packaged_sources(&crates)?;
     Ok(Some(Beside::start("package", package, logs)?))
 }
@@ -322,59 +333,55 @@ fn workspace_crates(sh: &xshell::Shell) -> Result<Vec<(String, String)>> {
         .collect())
 }
 
-/// Removes what an earlier package step built of this workspace's own
-/// crates in `profile_dir` (`target/package-check/debug`): their
-/// fingerprints, build-script runs and artifacts, so that cargo builds
-/// them from this run's packages. The dependencies' builds stay.
+/// Makes cargo forget what an earlier package step built of this
+/// workspace's own crates in `profile_dir` (`target/debug`), so that it
+/// builds them from this run's packages: their fingerprints go (cargo
+/// then builds the unit again, over its artifacts). The workspace's own
+/// builds of the same crates and the dependencies' builds stay.
 fn forget_packaged_builds(profile_dir: &Path, crates: &[(String, String)]) -> Result<()> {
     for stale in stale_package_builds(profile_dir, crates) {
-        let removed = if stale.is_dir() {
-            std::fs::remove_dir_all(&stale)
-        } else {
-            std::fs::remove_file(&stale)
-        };
-        removed.with_context(|| format!("removing {}", stale.display()))?;
+        std::fs::remove_dir_all(&stale).with_context(|| format!("removing {}", stale.display()))?;
     }
     Ok(())
 }
 
-/// The entries of `profile_dir`'s `.fingerprint`, `build` and `deps` that
-/// belong to `crates`: `NAME-HASH` (a fingerprint or build-script run),
-/// `libNAME_-HASH.rlib`/`.rmeta` and `NAME_-HASH.d` (the crate name with
-/// `_` for `-`).
+/// The fingerprints (`.fingerprint/NAME-HASH`) of `crates` in
+/// `profile_dir` that were built from a package: their dep-info
+/// (`deps/*-HASH.d`, a library's or a program's) names sources in one of
+/// cargo's local registries (`registry/src/-…`), where a package is
+/// unpacked to be verified. Such a build counts as done for good, as any
+/// registry crate's does, even once the package holds other code.
 fn stale_package_builds(
     profile_dir: &Path,
     crates: &[(String, String)],
 ) -> Vec<std::path::PathBuf> {
-    let prefixes: Vec<String> = crates
-        .iter()
-        .flat_map(|(name, _)| {
-            let underscored = name.replace('-', "_");
-            [
-                format!("{name}-"),
-                format!("lib{underscored}-"),
-                format!("{underscored}-"),
-            ]
-        })
+    let Ok(fingerprints) = std::fs::read_dir(profile_dir.join(".fingerprint")) else {
+        return Vec::new();
+    };
+    let dep_infos: Vec<std::path::PathBuf> = std::fs::read_dir(profile_dir.join("deps"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "d"))
         .collect();
     let mut found = Vec::new();
-    for dir in [".fingerprint", "build", "deps"] {
-        let Ok(entries) = std::fs::read_dir(profile_dir.join(dir)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // `omnidev-core-1a2b…` but not `omnidev-core-extra-1a2b…`: the
-            // rest after the prefix is the hash alone.
-            let ours = prefixes.iter().any(|prefix| {
-                name.strip_prefix(prefix.as_str()).is_some_and(|rest| {
-                    let hash = rest.split('.').next().unwrap_or(rest);
-                    !hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit())
-                })
-            });
-            if ours {
-                found.push(entry.path());
-            }
+    for entry in fingerprints.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `omnidev-core-1a2b…` but not `omnidev-core-extra-1a2b…`: the
+        // rest after the name is the hash alone.
+        let hash = crates.iter().find_map(|(krate, _)| {
+            let hash = name.strip_prefix(krate.as_str())?.strip_prefix('-')?;
+            (!hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit())).then_some(hash)
+        });
+        let Some(hash) = hash else { continue };
+        let suffix = format!("-{hash}.d");
+        let packaged = dep_infos.iter().any(|path| {
+            path.to_string_lossy().ends_with(&suffix)
+                && std::fs::read_to_string(path).is_ok_and(|text| text.contains("/registry/src/-"))
+        });
+        if packaged {
+            found.push(entry.path());
         }
     }
     found.sort();
@@ -447,25 +454,53 @@ mod tests {
     use super::{stale_package_builds, stale_package_sources};
 
     #[test]
-    fn only_this_workspaces_crates_builds_are_stale() {
+    fn only_builds_of_this_workspaces_packages_are_stale() {
         let target = tempfile::tempdir().expect("temp dir");
         let debug = target.path();
+        let registry = "/root/.cargo/registry/src/-88b6652648f7a036/omnidev-core-0.1.0/src/lib.rs";
+        let crates_io =
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.0/src/lib.rs";
         let entries = [
-            ".fingerprint/omnidev-core-0123abcd",
-            ".fingerprint/omnidev-core-extra-0123abcd",
-            ".fingerprint/serde-0123abcd",
-            "build/omnidev-cli-89ef0123",
-            "deps/libomnidev_core-0123abcd.rlib",
-            "deps/libomnidev_core-0123abcd.rmeta",
-            "deps/omnidev_core-0123abcd.d",
-            "deps/libomnidev_corex-0123abcd.rlib",
-            "deps/libserde-0123abcd.rlib",
-            "deps/omnidev_cli-0123abcd",
+            // Built from the package: stale.
+            (
+                ".fingerprint/omnidev-core-0123abcd/lib-omnidev_core.json",
+                String::new(),
+            ),
+            ("deps/omnidev_core-0123abcd.d", format!("x.d: {registry}")),
+            // The package's program (named `omnidev`, of omnidev-cli).
+            (
+                ".fingerprint/omnidev-cli-4567abcd/bin-omnidev.json",
+                String::new(),
+            ),
+            ("deps/omnidev-4567abcd.d", format!("x.d: {registry}")),
+            // The workspace's own build of it: kept.
+            (
+                ".fingerprint/omnidev-core-89ef0123/lib-omnidev_core.json",
+                String::new(),
+            ),
+            ("deps/omnidev_core-89ef0123.d", "x.d: src/lib.rs".to_owned()),
+            // Its docs (no dep-info in deps): kept.
+            (
+                ".fingerprint/omnidev-core-aaaa0000/doc-lib-omnidev_core.json",
+                String::new(),
+            ),
+            // Another crate, from crates.io, and one whose name only starts
+            // like ours: kept.
+            (".fingerprint/serde-0123abcd/lib-serde.json", String::new()),
+            ("deps/serde-0123abcd.d", format!("x.d: {crates_io}")),
+            (
+                ".fingerprint/omnidev-core-extra-bbbb0000/lib.json",
+                String::new(),
+            ),
+            (
+                "deps/omnidev_core_extra-bbbb0000.d",
+                format!("x.d: {registry}"),
+            ),
         ];
-        for entry in entries {
+        for (entry, text) in entries {
             let path = debug.join(entry);
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, "").expect("write");
+            std::fs::write(path, text).expect("write");
         }
         let crates = [
             ("omnidev-core".to_owned(), "0.1.0".to_owned()),
@@ -483,12 +518,8 @@ mod tests {
         assert_eq!(
             found,
             [
+                ".fingerprint/omnidev-cli-4567abcd",
                 ".fingerprint/omnidev-core-0123abcd",
-                "build/omnidev-cli-89ef0123",
-                "deps/libomnidev_core-0123abcd.rlib",
-                "deps/libomnidev_core-0123abcd.rmeta",
-                "deps/omnidev_cli-0123abcd",
-                "deps/omnidev_core-0123abcd.d",
             ]
         );
         assert!(stale_package_builds(&debug.join("absent"), &crates).is_empty());
