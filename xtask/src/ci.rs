@@ -114,6 +114,7 @@ pub fn run(options: &Ci) -> Result<()> {
         println!("ci: e2e");
         let e2e = crate::flags::TestE2e {
             omnidev: Some(omnidev),
+            jobs: 2,
             ..crate::flags::TestE2e::default()
         };
         e2e::run(&e2e).context("ci step `e2e` failed")?;

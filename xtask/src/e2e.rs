@@ -91,6 +91,50 @@ const CASES: &[Case] = &[
     case!(dist::dist_tarball_sha256_and_version),
 ];
 
+/// Runs one case, the `index`th, and prints how it went (with the tails
+/// of its outputs when it failed, under one lock of stdout so that the
+/// lines of a case running beside it do not come between); whether it
+/// passed.
+fn run_case(harness: &Harness, index: usize, case: &Case) -> bool {
+    let start = Instant::now();
+    let mut ctx = match Ctx::new(harness, index, case.name) {
+        Ok(ctx) => ctx,
+        Err(error) => {
+            println!("FAIL {} (set-up): {error:#}", case.name);
+            return false;
+        }
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (case.run)(&mut ctx)))
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(ToString::to_string))
+                .unwrap_or_default();
+            Err(anyhow!("the case panicked: {message}"))
+        });
+    let leftovers = ctx.cleanup();
+    let outcome = outcome.and_then(|()| match leftovers {
+        Some(list) => Err(anyhow!(
+            "the case passed but left processes running (killed now):\n{list}"
+        )),
+        None => Ok(()),
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let _whole = std::io::stdout().lock();
+    match outcome {
+        Ok(()) => {
+            println!("ok   {} ({seconds:.1}s){}", case.name, ctx.notes());
+            true
+        }
+        Err(error) => {
+            println!("FAIL {} ({seconds:.1}s): {error:#}", case.name);
+            ctx.print_output_tails();
+            false
+        }
+    }
+}
+
 /// Run the selected cases; fails when any case fails.
 pub fn run(options: &TestE2e) -> Result<()> {
     let cases: Vec<&Case> = CASES
@@ -129,46 +173,40 @@ pub fn run(options: &TestE2e) -> Result<()> {
     };
     let harness = Harness::new(omnidev)?;
     println!(
-        "e2e: {} case(s) against {} (temp dir {})",
+        "e2e: {} case(s), {} at a time, against {} (temp dir {})",
         cases.len(),
+        options.jobs.max(1),
         harness.omnidev.display(),
         harness.root.display()
     );
 
-    let (mut passed, mut failed) = (0, 0);
-    for (index, case) in cases.iter().enumerate() {
-        let start = Instant::now();
-        let mut ctx = Ctx::new(&harness, index, case.name)?;
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (case.run)(&mut ctx)))
-                .unwrap_or_else(|panic| {
-                    let message = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(ToString::to_string))
-                        .unwrap_or_default();
-                    Err(anyhow!("the case panicked: {message}"))
-                });
-        let leftovers = ctx.cleanup();
-        let outcome = outcome.and_then(|()| match leftovers {
-            Some(list) => Err(anyhow!(
-                "the case passed but left processes running (killed now):\n{list}"
-            )),
-            None => Ok(()),
-        });
-        let seconds = start.elapsed().as_secs_f64();
-        match outcome {
-            Ok(()) => {
-                passed += 1;
-                println!("ok   {} ({seconds:.1}s){}", case.name, ctx.notes());
-            }
-            Err(error) => {
-                failed += 1;
-                println!("FAIL {} ({seconds:.1}s): {error:#}", case.name);
-                ctx.print_output_tails();
-            }
+    // Cases run `jobs` at a time: most of a case's time is spent waiting
+    // on its pod. They share one runtime dir, as one user's pods do, so
+    // pods of cases running at once are given distinct ports.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes = std::sync::Mutex::new((0, 0));
+    std::thread::scope(|scope| {
+        for _ in 0..options.jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(case) = cases.get(index) else { return };
+                    let ok = run_case(&harness, index, case);
+                    let mut counts = outcomes
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if ok {
+                        counts.0 += 1;
+                    } else {
+                        counts.1 += 1;
+                    }
+                }
+            });
         }
-    }
+    });
+    let (passed, failed) = outcomes
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     println!("{passed} passed, {failed} failed");
     if failed > 0 {
         println!("e2e: temp files kept in {}", harness.root.display());

@@ -113,6 +113,9 @@ pub struct TestE2e {
     /// Test this binary instead of building target/debug/omnidev.
     #[arg(long, value_name = "PATH")]
     pub omnidev: Option<PathBuf>,
+    /// Cases run at once.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub jobs: usize,
 }
 
 /// Flags of `cargo xtask dist`.

@@ -35,7 +35,7 @@ impl Harness {
         if root.exists() {
             fs::remove_dir_all(&root)?;
         }
-        fs::create_dir_all(&root)?;
+        fs::create_dir_all(root.join("run"))?;
         let example = util::workspace_root().join("examples/omnigent-example");
         let shared = util::target_dir().join("e2e-cache");
         let mut env = vec![
@@ -104,7 +104,7 @@ impl<'h> Ctx<'h> {
     pub(super) fn new(harness: &'h Harness, index: usize, name: &str) -> Result<Self> {
         let dir = harness.root.join(format!("c{index:02}"));
         let home = dir.join("h");
-        for sub in [".cache", ".config", ".local/share", ".local/state", "run"] {
+        for sub in [".cache", ".config", ".local/share", ".local/state"] {
             fs::create_dir_all(home.join(sub))?;
         }
         let tag = format!("{}-{index:02}-{name}", std::process::id());
@@ -130,9 +130,11 @@ impl<'h> Ctx<'h> {
     }
 
     /// `XDG_RUNTIME_DIR` of this case (the port registry and the control
-    /// sockets of its pods, whatever their cache root).
+    /// sockets of its pods, whatever their cache root): one for every case,
+    /// as one user's pods share it, so that pods of cases running at once
+    /// never race for a port.
     pub fn runtime_home(&self) -> PathBuf {
-        self.home.join("run")
+        self.harness.root.join("run")
     }
 
     /// `XDG_CONFIG_HOME` of this case.
