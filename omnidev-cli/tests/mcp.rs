@@ -670,6 +670,72 @@ fn stdout_carries_protocol_messages_only() {
 }
 
 #[test]
+fn heavy_calls_take_turns_and_a_cancelled_one_gives_its_turn_back() {
+    // `logs` and `events` are answered at most two at a time: twelve sent
+    // at once, two of them cancelled at once, are all answered (but those
+    // the SDK dropped for their cancel), and a `status` sent last too.
+    let ctx = TestContext::new();
+    example(&ctx);
+    let mut child = ctx
+        .command()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut requests = vec![
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for id in 10..22 {
+        let call = if id % 2 == 0 {
+            json!({"name": "events", "arguments": {"limit": 1000, "logs": true}})
+        } else {
+            json!({"name": "logs", "arguments": {"service": "server", "lines": 5000}})
+        };
+        requests.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
+        if id < 12 {
+            requests.push(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "test"}}),
+            );
+        }
+    }
+    requests.push(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+        "params": {"name": "status", "arguments": {}}}));
+    for request in &requests {
+        writeln!(stdin, "{request}").expect("send");
+    }
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let message: Value = serde_json::from_str(&line.expect("read")).expect("JSON");
+            if let Some(id) = message["id"].as_u64() {
+                let _ = tx.send(id);
+            }
+        }
+    });
+    let mut answered = Vec::new();
+    let deadline = std::time::Instant::now() + CALL;
+    while !(12..22).chain([1, 99]).all(|id| answered.contains(&id)) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(id) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            panic!("not every call was answered within {CALL:?}: {answered:?}");
+        };
+        answered.push(id);
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
 fn events_carry_no_raw_control_a_service_printed() {
     // ESC, DEL, a C1 control (U+009B) and a bidi override (U+202E) from a
     // service's output reach the JSON-RPC line, and the CLI's JSON, only

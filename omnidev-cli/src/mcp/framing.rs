@@ -7,7 +7,14 @@
 //! otherwise). The next line is read at once: a bad line never keeps a
 //! client waiting. (The SDK's own transport drops all of these silently.)
 //! Every line goes out through the one JSON line encoder.
+//!
+//! Calls of [`HEAVY`] tools, whose answers are up to a few MiB, take turns:
+//! at most [`HEAVY_AT_ONCE`] are being answered (made, then written) at a
+//! time, and a further one waits, with stdin left unread meanwhile, until
+//! an answer is written. The server's memory is then bounded by what those
+//! answers hold, however many calls a client sends at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::RoleServer;
@@ -17,7 +24,7 @@ use serde_json::{Value, json};
 
 use omnidev_core::text::json_line;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin, Stdout};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// The longest line read (a request of any tool is a few KiB); a longer
@@ -37,6 +44,12 @@ const SERVED: &[&str] = &[
     "tools/call",
 ];
 
+/// The tools whose answers take turns.
+const HEAVY: &[&str] = &["logs", "events"];
+
+/// Answers of [`HEAVY`] tools made or written at once.
+const HEAVY_AT_ONCE: usize = 2;
+
 /// The transport of `omnidev mcp`.
 #[derive(Debug)]
 pub struct Framing {
@@ -49,6 +62,13 @@ pub struct Framing {
     write: Arc<Mutex<Stdout>>,
     /// Error answers being written.
     answering: Vec<JoinHandle<()>>,
+    /// The turns of [`HEAVY`] calls.
+    heavy: Arc<Semaphore>,
+    /// A heavy call read, waiting for its turn, with its id's JSON.
+    waiting: Option<(RxJsonRpcMessage<RoleServer>, String)>,
+    /// The turns taken, by the JSON of their call's id, held until its
+    /// answer is written (or the client cancels the call).
+    turns: HashMap<String, OwnedSemaphorePermit>,
 }
 
 impl Framing {
@@ -60,6 +80,9 @@ impl Framing {
             skipped: None,
             write: Arc::new(Mutex::new(tokio::io::stdout())),
             answering: Vec::new(),
+            heavy: Arc::new(Semaphore::new(HEAVY_AT_ONCE)),
+            waiting: None,
+            turns: HashMap::new(),
         }
     }
 
@@ -87,9 +110,11 @@ impl Framing {
         }));
     }
 
-    /// The message of a whole line, or `None` (refused, or nothing to
-    /// answer: an empty line, a notification that is none).
-    fn message(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    /// The message of a whole line, with its id's JSON when it is a call
+    /// of a [`HEAVY`] tool; or `None` (refused, or nothing to answer: an
+    /// empty line, a notification that is none). A cancelled call gives
+    /// its turn back.
+    fn message(&mut self, line: &[u8]) -> Option<(RxJsonRpcMessage<RoleServer>, Option<String>)> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -128,7 +153,17 @@ impl Framing {
                 };
                 invalid_params(why)
             }
-            Ok(message) => return Some(message),
+            Ok(message) => {
+                let tool = value.pointer("/params/name").and_then(Value::as_str);
+                let heavy = method == "tools/call" && tool.is_some_and(|t| HEAVY.contains(&t));
+                if method == "notifications/cancelled"
+                    && let Some(called) = value.pointer("/params/requestId")
+                {
+                    // The SDK writes no answer to a cancelled call.
+                    self.turns.remove(&called.to_string());
+                }
+                return Some((message, id.filter(|_| heavy).map(|id| id.to_string())));
+            }
             // A notification is never answered.
             Err(_) if id.is_none() && !method.is_empty() => return None,
             Err(e) if served => invalid_params(e.to_string()),
@@ -146,13 +181,33 @@ impl rmcp::transport::Transport<RoleServer> for Framing {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
-        self.write_line(json_line(&item))
+        let id = match &item {
+            JsonRpcMessage::Response(response) => serde_json::to_string(&response.id).ok(),
+            JsonRpcMessage::Error(error) => serde_json::to_string(&error.id).ok(),
+            _ => None,
+        };
+        let turn = id.and_then(|id| self.turns.remove(&id));
+        let written = self.write_line(json_line(&item));
+        async move {
+            let written = written.await;
+            drop(turn);
+            written
+        }
     }
 
     /// Cancel-safe (the service polls it beside its answers): what was
     /// read stays in `self` until its line is whole.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if self.waiting.is_some() {
+                // Cancelled here, the call stays waiting.
+                let Ok(turn) = Arc::clone(&self.heavy).acquire_owned().await else {
+                    return None;
+                };
+                let (message, id) = self.waiting.take().expect("checked above");
+                self.turns.insert(id, turn);
+                return Some(message);
+            }
             let available = match self.read.fill_buf().await {
                 Ok([]) | Err(_) => {
                     // The client left: what it is owed is written first.
@@ -186,8 +241,11 @@ impl rmcp::transport::Transport<RoleServer> for Framing {
                      server reads; it was not read"
                 );
                 self.refuse(&leading_id(&line), -32600, &message);
-            } else if let Some(message) = self.message(&line) {
-                return Some(message);
+            } else if let Some((message, heavy)) = self.message(&line) {
+                match heavy {
+                    Some(id) => self.waiting = Some((message, id)),
+                    None => return Some(message),
+                }
             }
         }
     }
