@@ -610,31 +610,43 @@ grace-ms = 1000
     client.cancel().await.expect("close");
 }
 
+/// `omnidev mcp` for `ctx`'s checkout, its stdin and stdout piped for a
+/// raw JSON-RPC session.
+fn raw_server(ctx: &TestContext, stderr: Stdio) -> std::process::Child {
+    ctx.command()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn")
+}
+
+/// What a raw session sends first: `initialize` (id 1), `initialized`.
+fn handshake() -> [Value; 2] {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+}
+
 #[test]
 fn stdout_carries_protocol_messages_only() {
     // A raw session: every line the server writes is a JSON-RPC message,
     // answers to each request included, even for a tool that fails.
     let ctx = TestContext::new();
     example(&ctx);
-    let mut child = ctx
-        .command()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let requests = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    let mut child = raw_server(&ctx, Stdio::piped());
+    let mut requests = handshake().to_vec();
+    requests.extend([
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "logs", "arguments": {"service": "server"}}}),
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
             "params": {"name": "status", "arguments": {}}}),
-    ];
+    ]);
     let mut stdin = child.stdin.take().expect("stdin");
     for request in &requests {
         writeln!(stdin, "{request}").expect("send");
@@ -676,21 +688,9 @@ fn heavy_calls_take_turns_and_a_cancelled_one_gives_its_turn_back() {
     // the SDK dropped for their cancel), and a `status` sent last too.
     let ctx = TestContext::new();
     example(&ctx);
-    let mut child = ctx
-        .command()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut child = raw_server(&ctx, Stdio::null());
     let mut stdin = child.stdin.take().expect("stdin");
-    let mut requests = vec![
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    ];
+    let mut requests = handshake().to_vec();
     for id in 10..22 {
         let call = if id % 2 == 0 {
             json!({"name": "events", "arguments": {"limit": 1000, "logs": true}})
@@ -750,25 +750,16 @@ fn events_carry_no_raw_control_a_service_printed() {
     common::wait_for("the hostile line", CALL, || {
         ctx.run_ok(&["logs", "noisy"]).contains("end")
     });
-    let mut child = ctx
-        .command()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut child = raw_server(&ctx, Stdio::null());
     let mut stdin = child.stdin.take().expect("stdin");
-    for request in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    let mut requests = handshake().to_vec();
+    requests.extend([
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "events", "arguments": {"logs": true, "limit": 1000}}}),
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "logs", "arguments": {"service": "noisy"}}}),
-    ] {
+    ]);
+    for request in requests {
         writeln!(stdin, "{request}").expect("send");
     }
     let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
@@ -928,14 +919,7 @@ async fn tool_schemas_are_plain_json_schema_and_arguments_are_checked() {
 #[test]
 fn bad_lines_get_json_rpc_errors_and_block_nothing() {
     let ctx = TestContext::new();
-    let mut child = ctx
-        .command()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut child = raw_server(&ctx, Stdio::null());
     let mut stdin = child.stdin.take().expect("stdin");
     let writer = std::thread::spawn(move || {
         let call = |id: u32, params: &str| {
