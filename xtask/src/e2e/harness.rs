@@ -345,9 +345,25 @@ impl<'h> Ctx<'h> {
     }
 
     /// Wait until no process of the pod is left, or fail listing them.
+    ///
+    /// A process counts as gone once it has wholly exited (no entry, or a
+    /// zombie), not once its environment can no longer be read: a killed
+    /// process loses that first and holds its files (a pod lock) a moment
+    /// longer. So each process seen tagged is followed to its end, known
+    /// by its pid and start time across pid reuse.
     pub fn wait_no_pod_process(&self, timeout: Duration) -> Result<()> {
+        use omnidev_core::platform::stat;
+        let mut seen = std::collections::BTreeMap::new();
         let waited = util::wait_for("no process of the pod to remain", timeout, || {
-            Ok(self.pod_processes().is_empty().then_some(()))
+            for (pid, _) in self.pod_processes() {
+                if let Some(process) = stat(pid) {
+                    seen.insert(pid, process.start_time);
+                }
+            }
+            seen.retain(|&pid, started| {
+                stat(pid).is_some_and(|p| p.start_time == *started && !p.is_zombie())
+            });
+            Ok(seen.is_empty().then_some(()))
         });
         waited.map_err(|error| {
             anyhow!(
