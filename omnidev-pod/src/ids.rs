@@ -15,7 +15,7 @@ pub fn path_hash(path: &Path, bytes: usize) -> String {
 }
 
 /// Bytes as lower-case hex.
-fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut out, byte| {
         let _ = write!(out, "{byte:02x}");

@@ -622,8 +622,7 @@ fn page_stream(port: u16, token: &str, name: &str) -> Result<std::thread::JoinHa
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
     write!(
         stream,
-        "GET /api/events?pod={name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
-         Cookie: omnidev-dashboard={token}\r\n\r\n"
+        "GET /api/events?pod={name}&token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
     )?;
     Ok(std::thread::spawn(move || {
         let mut chunk = vec![0u8; 64 * 1024];

@@ -2,7 +2,8 @@
 //! ChromeDriver (the W3C WebDriver protocol, spoken over a plain socket):
 //! two running pods of two worktrees with their services and URLs, a line
 //! a service prints shown within a second, the restart button giving a
-//! new pid, a pod stopped from the CLI shown stopped without a reload.
+//! new pid, a pod stopped from the CLI shown stopped without a reload, and
+//! the browser sending no secret to another server on 127.0.0.1.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -281,10 +282,57 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
             names[1]
         ),
     )?;
+    no_secret_reaches_another_port(&browser, &url)?;
     drop(browser);
     drop(dashboard);
     omnidev_ok(ctx, &repos[0], &["stop"], SOON)?;
     ctx.wait_no_pod_process(SOON)
+}
+
+/// The browser that has the dashboard open goes to another server on
+/// 127.0.0.1 (another user's, say): what it sends there carries no secret
+/// (a cookie would: cookies are not bound to a port).
+fn no_secret_reaches_another_port(browser: &Browser, url: &str) -> Result<()> {
+    let token = url
+        .rsplit_once("token=")
+        .context("a secret in the URL")?
+        .1
+        .to_owned();
+    let other = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    let port = other.local_addr()?.port();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let ear = heard.clone();
+    std::thread::spawn(move || {
+        for stream in other.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut request = [0u8; 16 * 1024];
+            let n = stream.read(&mut request).unwrap_or(0);
+            if let Ok(mut heard) = ear.lock() {
+                heard.push_str(&String::from_utf8_lossy(&request[..n]));
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 22\r\n\
+                  Connection: close\r\n\r\n<title>other</title>ok",
+            );
+        }
+    });
+    browser.open(&format!("http://127.0.0.1:{port}/"))?;
+    browser.wait(
+        "the other server's page",
+        SOON,
+        "return document.title === \"other\";",
+    )?;
+    let heard = heard.lock().map(|h| h.clone()).unwrap_or_default();
+    ensure!(
+        heard.starts_with("GET / "),
+        "the other server heard: {heard:?}"
+    );
+    ensure!(
+        !heard.contains(&token),
+        "the browser sent the dashboard's secret to another port: {heard:?}"
+    );
+    Ok(())
 }
 
 /// A line the server of pod `name` prints (it logs each request) is on the

@@ -1,0 +1,178 @@
+//! The dashboard's event streams (server-sent events): a pod's records,
+//! and a word each time pods may have started or stopped. Bounded: a
+//! stream holds at most [`STREAM_BYTES`] its page has not taken; a page
+//! that stops reading is dropped (its browser reconnects and the pod
+//! replays what it keeps), and one that goes away hangs up on its pod.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use hyper::body::{Body as HttpBody, Bytes, Frame};
+use tokio::sync::mpsc;
+
+use crate::control::client::Line;
+use crate::control::events::Record;
+use crate::control::{Ask, CallConnection, Request};
+
+/// Bytes a page's event stream holds while the page does not read (a
+/// record longer than that is sent alone).
+pub const STREAM_BYTES: usize = 1024 * 1024;
+
+/// `GET /api/events?pod=NAME`: the pod's records as server-sent events,
+/// each `{"text", "record"}` (core's wording, or the line as plain text,
+/// beside the record of `events --json`), its status first and at each
+/// change, every line of output; a stopped pod's stream ends at once.
+pub fn events(pod_dir: PathBuf) -> Response {
+    let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
+    let held = Arc::new(AtomicUsize::new(0));
+    let holding = held.clone();
+    let hang_up = CallConnection::default();
+    let connected = hang_up.clone();
+    std::thread::spawn(move || {
+        let Ok(records) = Ask::events(Request::everything(false)).stream(&pod_dir, true) else {
+            return;
+        };
+        // A page that goes away hangs up on the pod at once, so a quiet
+        // pod does not keep a follower's slot for it until its next record.
+        if let Ok(connection) = records.hang_up_handle() {
+            connected.keep(&connection);
+        }
+        if sender.is_closed() {
+            return;
+        }
+        for line in records {
+            let Line::Text(line) = line else { continue };
+            let Ok(record) = serde_json::from_slice::<Record>(&line) else {
+                continue;
+            };
+            let plain = |text: &str| omnidev_core::text::plain(text);
+            let (text, states) = match &record.event.kind {
+                // Colours kept, as the TUI shows them; no other control.
+                omnidev_core::EventKind::Log { line } => (
+                    omnidev_core::text::sanitise(&line.text, true).into_owned(),
+                    None,
+                ),
+                omnidev_core::EventKind::Status { services } => (
+                    String::new(),
+                    Some(
+                        (services.iter())
+                            .map(|s| (s.name.clone(), plain(&s.state.to_string())))
+                            .collect::<std::collections::BTreeMap<_, _>>(),
+                    ),
+                ),
+                _ => (plain(&record.event.to_string()), None),
+            };
+            let value = serde_json::json!({ "text": text, "states": states, "record": record });
+            let data = format!(
+                "data: {}\n\n",
+                omnidev_core::text::json_line(&value).trim_end()
+            );
+            // A page that does not read is dropped, never waited for.
+            let waiting = holding.fetch_add(data.len(), Ordering::Relaxed);
+            if (waiting > 0 && waiting + data.len() > STREAM_BYTES)
+                || sender.send(Bytes::from(data)).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut response = event_stream(Body {
+        chunks: receiver,
+        held,
+        hang_up: Some(hang_up),
+    });
+    // A dropped stream ends its connection: the browser opens another.
+    (response.headers_mut()).insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// `GET /api/pods/changes`: an event each time pods may have started or
+/// stopped (at most every [`CHANGES_EVERY`]), for the page to list them
+/// again; nothing while nothing changes.
+pub fn changes(mut changed: tokio::sync::watch::Receiver<()>) -> Response {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let held = Arc::new(AtomicUsize::new(0));
+    let holding = held.clone();
+    tokio::spawn(async move {
+        loop {
+            // A page that goes away ends this at once, not at the next change.
+            tokio::select! {
+                () = sender.closed() => return,
+                seen = changed.changed() => if seen.is_err() { return },
+            }
+            tokio::time::sleep(CHANGES_EVERY).await;
+            changed.borrow_and_update();
+            // One not read yet says as much.
+            if holding.load(Ordering::Relaxed) > 0 {
+                continue;
+            }
+            let data = Bytes::from_static(b"data: changed\n\n");
+            holding.fetch_add(data.len(), Ordering::Relaxed);
+            if sender.send(data).is_err() {
+                return;
+            }
+        }
+    });
+    event_stream(Body {
+        chunks: receiver,
+        held,
+        hang_up: None,
+    })
+}
+
+fn event_stream(body: Body) -> Response {
+    let mut response = Response::new(axum::body::Body::new(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// How often the page is told to list the pods again, at most.
+const CHANGES_EVERY: Duration = Duration::from_millis(250);
+
+/// A stream's body: chunks as they come (the end when the sender is
+/// gone), and the bytes sent and not yet taken. Dropped (the page went
+/// away, or its stream ended), it hangs up the pod connection the chunks
+/// come from.
+struct Body {
+    chunks: mpsc::UnboundedReceiver<Bytes>,
+    held: Arc<AtomicUsize>,
+    hang_up: Option<CallConnection>,
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Some(hang_up) = &self.hang_up {
+            hang_up.hang_up();
+        }
+    }
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let body = self.get_mut();
+        body.chunks.poll_recv(cx).map(|bytes| {
+            bytes.map(|bytes| {
+                body.held.fetch_sub(bytes.len(), Ordering::Relaxed);
+                Ok(Frame::data(bytes))
+            })
+        })
+    }
+}
