@@ -401,6 +401,7 @@ fn open_sockets(pid: u32) -> usize {
 }
 
 /// CPU time `pid` has used, in clock ticks.
+#[cfg(target_os = "linux")]
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
     let after = stat.rsplit_once(')').expect("a stat line").1;

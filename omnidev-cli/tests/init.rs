@@ -184,10 +184,15 @@ fn a_procfile_apps_env_file_and_python_requirements_reach_its_service() {
     let ctx = TestContext::new();
     let wheel = greeter_wheel(&ctx.repo.join("wheels"));
     ctx.write("requirements.txt", &format!("./wheels/{wheel}\n"));
-    ctx.write(".env", "TIMES=2\nUV_OFFLINE=1\n");
+    // Values with `$` as foreman and honcho keep them.
+    ctx.write(
+        ".env",
+        "TIMES=2\nUV_OFFLINE=1\nPASSWORD=pa$$word\nFIVE=$5\nBANG=\"abc$!def\"\nHOME_AS_IS='$HOME'\n",
+    );
     ctx.write(
         "Procfile",
-        "web: echo \"times=$TIMES venv=$VIRTUAL_ENV\"; omnidev-greeter; \
+        "web: echo \"times=$TIMES venv=$VIRTUAL_ENV\"; \
+         echo \"pw=$PASSWORD five=$FIVE bang=$BANG home=$HOME_AS_IS\"; omnidev-greeter; \
          exec python3 -m http.server $PORT --bind 127.0.0.1\n",
     );
     ctx.run_ok(&["init"]);
@@ -208,8 +213,30 @@ fn a_procfile_apps_env_file_and_python_requirements_reach_its_service() {
         logs.contains(&format!("times=2 venv={}", venv.display())),
         "{logs}"
     );
+    assert!(
+        logs.contains("pw=pa$$word five=$5 bang=abc$!def home=$HOME\n"),
+        "{logs}"
+    );
     assert!(logs.contains("hello from the venv"), "{logs}");
     assert!(venv.join("bin/omnidev-greeter").is_file());
+}
+
+/// A `.env` line the other dotenv readers would take differently (a
+/// `$NAME` they expand) is an error naming the file, the line and the
+/// fix, before anything starts.
+#[test]
+fn an_env_line_read_differently_elsewhere_is_an_error_with_its_line() {
+    let ctx = TestContext::new();
+    ctx.write(".env", "A=1\nURL=http://$HOST:8000/\n");
+    ctx.write("Procfile", "web: python3 -m http.server $PORT\n");
+    ctx.run_ok(&["init"]);
+    let refused = ctx.cmd().args(["profile", "check"]).assert().failure();
+    let error = stderr(&refused);
+    for said in [".env", "line 2", "\"$HOST\"", "'single quotes'"] {
+        assert!(error.contains(said), "{said}: {error}");
+    }
+    ctx.write(".env", "A=1\nURL='http://$HOST:8000/'\n");
+    ctx.run_ok(&["profile", "check"]);
 }
 
 /// `Procfile.dev` is read before `Procfile` (and said); `-f FILE` reads

@@ -263,8 +263,9 @@ pub enum Error {
     #[diagnostic(
         code(omnidev::pod::env_file),
         help(
-            "env files use dotenv syntax: `KEY=value` or `export KEY=value` per line, \
-             `#` comments, 'single' or \"double\" quotes"
+            "env files are read as foreman and honcho read `.env`: `KEY=value` or \
+             `export KEY=value` per line, `#` comments, 'single' (as written) or \
+             \"double\" quotes (`\\n`, `\\t`, `\\\"`, `\\\\`, `\\$`), and `$` is literal"
         )
     )]
     EnvFile {
