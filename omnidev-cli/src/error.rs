@@ -159,16 +159,16 @@ pub enum Error {
 
     /// The command of `omnidev run` could not be started.
     #[error("could not run `{program}`")]
-    #[diagnostic(
-        code(omnidev::run::spawn),
-        help("check that `{program}` is installed and on PATH")
-    )]
+    #[diagnostic(code(omnidev::run::spawn))]
     Spawn {
         /// The program.
         program: String,
         /// The OS error.
         #[source]
         source: std::io::Error,
+        /// What to do, by the real cause.
+        #[help]
+        help: String,
     },
 
     /// `completions --install` for a shell without a known place.
@@ -646,13 +646,44 @@ impl Error {
     /// into [`Error::Spawn`].
     pub fn spawn(program: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
         let program = program.to_string();
-        move |source| Error::Spawn { program, source }
+        move |source| {
+            let help = spawn_help(&program, &source);
+            Error::Spawn {
+                program,
+                source,
+                help,
+            }
+        }
     }
 
     /// A closure turning an error writing `path` into [`Error::Write`].
     pub fn write(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Write { path, source }
+    }
+}
+
+/// What to do when `program` could not be started, by the real cause:
+/// a program missing is one cause among several.
+fn spawn_help(program: &str, error: &std::io::Error) -> String {
+    let environment: usize = std::env::vars_os()
+        .map(|(name, value)| name.len() + value.len() + 2)
+        .sum();
+    match error.kind() {
+        _ if error.raw_os_error() == Some(libc::E2BIG) => format!(
+            "its arguments and environment are too large for the system to start it \
+             (E2BIG; this environment alone holds {environment} bytes, and the pod's \
+             env files and [env] add theirs): unset large variables or shorten them"
+        ),
+        std::io::ErrorKind::InvalidInput => "an argument or an environment variable holds a \
+             NUL byte, which no program can be given: look in the command, the env files \
+             and the profile's [env]"
+            .to_owned(),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("`{program}` is there but may not be run: check its mode and its directory's")
+        }
+        std::io::ErrorKind::NotFound => format!("check that `{program}` is installed and on PATH"),
+        _ => format!("the system refused to start `{program}` (the error above says why)"),
     }
 }
 

@@ -1292,6 +1292,101 @@ grace-ms = 1000
     assert!(stderr.contains("web, worker"), "{stderr}");
 }
 
+/// SIGTERM, SIGHUP and SIGINT sent to `omnidev run` reach its command
+/// (which ended omnidev alone and left the command to pid 1): omnidev
+/// exits with the command's status and no process of it stays.
+#[test]
+fn run_forwards_the_signals_that_would_end_it() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", "[services.idle]\ncommand = [\"true\"]\n");
+    for (sig, code) in [
+        (Signal::SIGTERM, 143),
+        (Signal::SIGHUP, 129),
+        (Signal::SIGINT, 130),
+    ] {
+        let mut run = ctx
+            .command()
+            .args(["run", "--", "sh", "-c", "echo $$; exec sleep 300"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        BufReader::new(run.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the command's pid");
+        let command: i32 = line.trim().parse().expect("a pid");
+        signal(run.id(), sig);
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || sender.send(run.wait()));
+        let status = receiver
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("omnidev run outlived {sig}"))
+            .expect("wait");
+        assert_eq!(status.code(), Some(code), "{sig}: {status:?}");
+        wait_for(&format!("the command gone after {sig}"), DEADLINE, || {
+            !alive(command)
+        });
+    }
+}
+
+/// `omnidev run` says why a command did not start, by the real cause: an
+/// environment too large for exec, a NUL in it (refused with its place in
+/// the profile, before anything runs), a program missing.
+#[test]
+fn run_names_the_real_cause_when_a_command_cannot_start() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", "[env]\nBAD = \"a\\u0000b\"\n");
+    let said = |command: &mut std::process::Command| {
+        let out = command.output().expect("run");
+        assert!(!out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let nul = said(ctx.command().args(["run", "--", "true"]));
+    assert!(
+        nul.contains("NUL byte") && !nul.contains("installed"),
+        "{nul}"
+    );
+    // Under an 8 MiB stack, exec takes 2 MiB of arguments and environment:
+    // omnidev starts with 1.5 MB of it, its command would get 2.4 MB.
+    let chunk = "x".repeat(100_000);
+    ctx.write(
+        ".env",
+        &(0..9).fold(String::new(), |text, i| {
+            text + &format!("POD_{i}={chunk}\n")
+        }),
+    );
+    ctx.write(
+        "omnidev.toml",
+        "[pod]\nenv-files = [\".env\"]\n[services.idle]\ncommand = [\"true\"]\n",
+    );
+    let mut big = ctx.command();
+    big.args(["run", "--", "true"]);
+    for i in 0..15 {
+        big.env(format!("USER_{i}"), &chunk);
+    }
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut big, || {
+            let limit = libc::rlimit {
+                rlim_cur: 8 << 20,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_STACK, &raw const limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let big = said(&mut big);
+    assert!(big.contains("E2BIG") && !big.contains("installed"), "{big}");
+    let said = |args: &[&str]| said(ctx.command().args(args));
+    let missing = said(&["run", "--", "no-such-program-here"]);
+    assert!(missing.contains("installed and on PATH"), "{missing}");
+}
+
 /// Two pods' services each get their own `XDG_RUNTIME_DIR` and `TMPDIR`
 /// (0700, inside the pod, neither the user's): both bind a socket of the
 /// same name, as two gunicorns' `gunicorn.ctl` would; and an omnidev run

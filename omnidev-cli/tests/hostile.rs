@@ -295,17 +295,42 @@ fn open_fds(pid: u32) -> usize {
 
 /// One request on the control socket, answered within the test's deadline.
 fn ask(socket: &Path, request: &str) -> String {
+    ask_bytes(socket, request.as_bytes())
+}
+
+/// [`ask`] with any bytes.
+fn ask_bytes(socket: &Path, request: &[u8]) -> String {
     use std::io::{BufRead, Write};
     let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .expect("timeout");
-    stream.write_all(request.as_bytes()).expect("send");
+    stream.write_all(request).expect("send");
     let mut answer = String::new();
     std::io::BufReader::new(stream)
         .read_line(&mut answer)
         .expect("answer");
     answer
+}
+
+/// A request that is not UTF-8 is answered, as any bad request, with
+/// what is wrong (it closed the socket with no answer).
+#[test]
+fn a_request_that_is_not_utf8_is_answered() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.idle]\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let socket = ctx.pod_dir().expect("pod").join("control.sock");
+    for request in [&b"{\"cmd\":\"sta\xfftus\"}\n"[..], b"\xff\xfe\n"] {
+        let answer = ask_bytes(&socket, request);
+        assert!(answer.contains("\"ok\":false"), "{answer}");
+        assert!(answer.contains("not UTF-8"), "{answer}");
+    }
+    assert!(ask(&socket, "{\"cmd\":\"status\"}\n").contains("\"ok\":true"));
 }
 
 #[test]

@@ -160,6 +160,12 @@ pub fn parse_procfile(text: &str, path: &Path) -> Result<Vec<Process>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
+        if line.contains('\0') {
+            return Err(error(
+                number,
+                "holds a NUL byte, which no command can be given".to_owned(),
+            ));
+        }
         let Some((name, command)) = line.split_once(':') else {
             return Err(error(
                 number,
@@ -466,6 +472,10 @@ mod tests {
             (
                 "release: ./m\n",
                 "Procfile: declares only a `release` process",
+            ),
+            (
+                "a: x\nweb: echo a\0b\n",
+                "Procfile:2: holds a NUL byte, which no command can be given",
             ),
         ];
         for (text, want) in cases {

@@ -1015,6 +1015,16 @@ fn check_value<'a>(
             let raw = at.text.get(span.clone()).unwrap_or_default();
             let offset_of =
                 |snippet: &str| raw.find(snippet).map_or(span.start, |i| span.start + i);
+            if text.contains('\0') {
+                return Err(at.error_at(
+                    offset_of("\\u0000"),
+                    format!(
+                        "in `{}`: a NUL byte cannot reach a program (a command, its \
+                         arguments and its environment are C strings)",
+                        path.join(".")
+                    ),
+                ));
+            }
             let segments = template::parse(text, ports).map_err(|e| {
                 at.error_at(
                     offset_of(&e.snippet),
@@ -1182,6 +1192,16 @@ mod tests {
             profile_error("[ports]\nweb = 70000\n\n[services.web]\ncommand = [\"x\"]\n");
         assert_eq!(line, 2, "{message}");
         assert!(message.contains("70000"), "{message}");
+    }
+
+    #[test]
+    fn a_nul_in_a_string_is_refused_with_its_place() {
+        let (line, column, message) = profile_error(
+            "[env]\nA = \"x\"\n\n[services.web]\ncommand = [\"echo\", \"a\\u0000b\"]\n",
+        );
+        assert_eq!((line, column), (5, 22), "{message}");
+        assert!(message.contains("services.web.command.1"), "{message}");
+        assert!(message.contains("NUL byte"), "{message}");
     }
 
     #[test]

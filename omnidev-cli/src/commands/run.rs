@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 
 /// Runs the command in the foreground with the pod's environment (and,
 /// with `--port NAME`, `PORT` set to that port); returns its exit code
-/// (128 + N when killed by signal N).
+/// (128 + N when killed by signal N). Signals sent to omnidev are passed
+/// on to it (see [`run_forwarding`]).
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(&args.pod)?;
     run_in(&checkout, &args.command, &[], args.port.as_deref())
@@ -49,7 +50,7 @@ fn run_in(
     let Some((program, args)) = command.split_first() else {
         return Ok(ExitCode::SUCCESS);
     };
-    let mut child = std::process::Command::new(program);
+    let mut child = tokio::process::Command::new(program);
     child
         .args(args)
         .envs(
@@ -62,13 +63,54 @@ fn run_in(
     if let Some(port) = port {
         child.env("PORT", port.to_string());
     }
-    let mut child = child.spawn().map_err(Error::spawn(&program))?;
-    // Like system(3): Ctrl-C and Ctrl-\ are for the child (it is in the
-    // same foreground process group); omnidev waits for it and passes its
-    // exit code on.
-    ignore_interactive_signals();
-    let status = child.wait().map_err(Error::spawn(&program))?;
+    let status = crate::session::runtime(false)?
+        .block_on(run_forwarding(child))
+        .map_err(Error::spawn(&program))?;
     Ok(exit_code(status))
+}
+
+/// Runs `command` to its end, forwarding the signals that would end
+/// omnidev to it (omnidev ends when it does, with its status; it never
+/// leaves the command behind).
+///
+/// SIGTERM and SIGHUP are always passed on. SIGINT and SIGQUIT too, unless
+/// omnidev runs in the terminal's foreground: then Ctrl-C and Ctrl-\
+/// reached the command already (it is in the same process group), as
+/// under system(3), and it decides.
+async fn run_forwarding(
+    mut command: tokio::process::Command,
+) -> std::io::Result<std::process::ExitStatus> {
+    use nix::sys::signal::Signal;
+    use tokio::signal::unix::{SignalKind, signal};
+    // Listening before the command starts: no moment where a signal
+    // would end omnidev alone.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut quit = signal(SignalKind::quit())?;
+    let mut child = command.spawn()?;
+    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+    let forward = |sig: Signal| {
+        // Not reaped before `wait` returns: the pid is still the child's.
+        if let Some(pid) = pid {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+    };
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            _ = term.recv() => forward(Signal::SIGTERM),
+            _ = hup.recv() => forward(Signal::SIGHUP),
+            _ = int.recv() => if !terminal_signals_it() { forward(Signal::SIGINT) },
+            _ = quit.recv() => if !terminal_signals_it() { forward(Signal::SIGQUIT) },
+        }
+    }
+}
+
+/// Whether omnidev (and so its command) is in the foreground process
+/// group of the terminal on its stdin: the terminal's Ctrl-C reaches both.
+fn terminal_signals_it() -> bool {
+    nix::unistd::tcgetpgrp(std::io::stdin()).is_ok_and(|group| group == nix::unistd::getpgrp())
 }
 
 /// `omnidev omnigent ARGS…` = `omnidev run -- uv run --python PIN
@@ -91,15 +133,6 @@ pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
         &[("OMNIGENT_SKIP_WEB_UI", "true")],
         None,
     )
-}
-
-fn ignore_interactive_signals() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    for sig in [Signal::SIGINT, Signal::SIGQUIT] {
-        // SAFETY: installing SIG_IGN runs no handler code; no other thread
-        // is manipulating signal dispositions at this point.
-        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
-    }
 }
 
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {

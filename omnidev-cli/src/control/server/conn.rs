@@ -50,14 +50,17 @@ pub(super) async fn hang_up(fd: std::os::fd::BorrowedFd<'_>) {
 pub(super) async fn serve(stream: UnixStream, shared: Arc<Server>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
-    let mut line = String::new();
+    let mut line = Vec::new();
     // A client that connects and never sends its request line must not
     // hold a task for the life of the pod.
-    match tokio::time::timeout(shared.request_deadline, reader.read_line(&mut line)).await {
+    match tokio::time::timeout(shared.request_deadline, reader.read_until(b'\n', &mut line)).await {
         Ok(Ok(_)) => {}
         Ok(Err(_)) | Err(_) => return,
     }
-    let request = serde_json::from_str::<Request>(&line);
+    // Bytes that are not UTF-8 are answered as any other bad request.
+    let request = std::str::from_utf8(&line)
+        .map_err(|e| format!("it is not UTF-8 (byte {} is not)", e.valid_up_to() + 1))
+        .and_then(|line| serde_json::from_str::<Request>(line).map_err(|e| e.to_string()));
     let stop = matches!(request, Ok(Request::Stop));
     if let Ok(Request::Events {
         follow,
