@@ -528,6 +528,38 @@ grace-ms = 1000
     ctx.run_ok(&["stop"]);
 }
 
+/// Every `restart --json` answer shows the state it waited for: the
+/// service ready, in its state as in its readiness (one in three said
+/// `starting` beside `"ready":true`).
+#[test]
+fn restart_json_reports_the_state_it_waited_for() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.web]
+command = ["sh", "-c", "echo up; exec sleep 300"]
+ready = { log = "up" }
+grace-ms = 1000
+"#,
+    );
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let mut pids = std::collections::BTreeSet::new();
+    for run in 0..50 {
+        let output = run_within(&ctx, &["restart", "web", "--json"], Duration::from_secs(30));
+        assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
+        let status: Value = serde_json::from_slice(&output.stdout).expect("json");
+        let web = service(&status, "web");
+        assert!(
+            web["state"] == "ready" && web["ready"] == true,
+            "run {run}: {status}"
+        );
+        pids.insert(pid_of(&status, "web"));
+    }
+    assert_eq!(pids.len(), 50, "a new run each time");
+}
+
 #[test]
 fn restart_gives_up_after_its_timeout() {
     // `never` is never ready: its probe targets a port nobody listens on,

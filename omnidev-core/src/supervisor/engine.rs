@@ -369,18 +369,28 @@ impl Engine {
     /// Publishes a service's state if its phase (or, for a waiting one,
     /// whether a dependency blocks it) changed it.
     fn publish(&mut self, index: usize) {
+        if let Some(state) = self.refresh_published(index) {
+            // The status first: whoever reads the event and then asks for
+            // the status (`omnidev attach` for its URLs) finds it as new.
+            self.publish_status();
+            self.emit(Some(index), EventKind::State { state });
+        }
+    }
+
+    /// Sets the state a service's status shows from its phase (and
+    /// whether a dependency blocks it); the new state when it changed. A
+    /// status is only published after this, so its state and its
+    /// readiness always say the same.
+    fn refresh_published(&mut self, index: usize) -> Option<crate::event::ServiceState> {
         let state = match self.block_reason(index, 0) {
             Some(reason) => crate::event::ServiceState::Blocked { reason },
             None => self.services[index].state(),
         };
         if self.services[index].published == state {
-            return;
+            return None;
         }
         self.services[index].published = state.clone();
-        // The status first: whoever reads the event and then asks for the
-        // status (`omnidev attach` for its URLs) finds it as new.
-        self.publish_status();
-        self.emit(Some(index), EventKind::State { state });
+        Some(state)
     }
 
     /// Publishes every service's status, in start order (each dependency
@@ -643,11 +653,15 @@ impl Engine {
                 {
                     process.readiness = ProbeState::Probed;
                     self.services[index].note = None;
-                    // The status first: whoever reads the event and then
-                    // asks for the status finds the URLs shown.
+                    // The state and the readiness in one status, published
+                    // first: whoever reads the event (or wakes on the
+                    // status) and then asks finds both new, with the URLs.
+                    let changed = self.refresh_published(index);
                     self.publish_status();
                     self.emit_ready(index);
-                    self.publish(index);
+                    if let Some(state) = changed {
+                        self.emit(Some(index), EventKind::State { state });
+                    }
                     self.write_state();
                 }
             }
