@@ -298,27 +298,37 @@ fn start_of_tail(files: &mut Vec<Open>, tail: Tail) {
     }
 }
 
-/// The services to read: those named (each checked), or every one with a
-/// log file.
-pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
+/// The services of the pod in `pod_dir` to read: those named (each
+/// checked; a service that runs as replicas stands for them all), or every
+/// one with a log file.
+///
+/// Which name is a service is what the pod's last run says (`state.json`):
+/// a service that went from one copy to replicas keeps its old log beside
+/// theirs, and `web` is then `web.1`, `web.2`…, not the old file. Without a
+/// record, the log files say.
+pub fn selected(pod_dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
+    let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
     if !dir.is_dir() {
-        return Err(Error::NoLogs {
-            dir: dir.to_path_buf(),
-        }
-        .into());
+        return Err(Error::NoLogs { dir }.into());
     }
-    let available = services_with_logs(dir)?;
+    let available = services_with_logs(&dir)?;
     if named.is_empty() {
         return Ok(available);
     }
+    let last_run = omnidev_core::read_state(&omnidev_pod::Pod::at(pod_dir).state_file())
+        .ok()
+        .flatten()
+        .map(|state| state.services.into_keys().collect::<Vec<_>>())
+        .filter(|services| !services.is_empty());
+    let services = last_run.as_ref().unwrap_or(&available);
     let mut chosen: Vec<String> = Vec::new();
-    // A service that ran as replicas: each replica's log.
-    for name in omnidev_pod::names::expand(named, &available) {
+    for name in omnidev_pod::names::expand(named, services) {
         omnidev_pod::names::check_service(&name).map_err(|message| Error::BadName { message })?;
-        if !available.contains(&name) {
+        // A replica of the last run with no output yet has no file.
+        if !available.contains(&name) && !services.contains(&name) {
             return Err(Error::NoLog {
                 service: name,
-                dir: dir.to_path_buf(),
+                dir,
                 known: if available.is_empty() {
                     "none yet (start the pod with `omnidev up`)".to_owned()
                 } else {
@@ -327,9 +337,17 @@ pub fn selected(dir: &Path, named: &[String]) -> miette::Result<Vec<String>> {
             }
             .into());
         }
-        if !chosen.contains(&name) {
+        if available.contains(&name) && !chosen.contains(&name) {
             chosen.push(name);
         }
+    }
+    if chosen.is_empty() {
+        return Err(Error::NoLog {
+            service: named.join(", "),
+            dir,
+            known: available.join(", "),
+        }
+        .into());
     }
     Ok(chosen)
 }
@@ -829,7 +847,7 @@ pub(crate) mod tests {
         std::fs::write(logs.join("real.log"), "a line\n").expect("write");
 
         for name in ["linked", "zero", "fifo"] {
-            let error = selected(&logs, &[name.to_owned()]).expect_err(name);
+            let error = selected(dir.path(), &[name.to_owned()]).expect_err(name);
             let Some(Error::LogUnreadable { path, .. }) = error.downcast_ref::<Error>() else {
                 panic!("{name}: {error:?}");
             };

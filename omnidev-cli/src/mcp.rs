@@ -186,8 +186,10 @@ impl Newest {
     }
 }
 
-/// The last lines of `service`'s log, safe to show (escape sequences and
-/// controls made visible), within `max_bytes`; whether any was left out.
+/// The last lines of `service`'s log (each of its replicas', prefixed
+/// `web.1 | `, sharing the bounds, when it runs as replicas), safe to show
+/// (escape sequences and controls made visible), within `max_bytes`;
+/// whether any was left out.
 fn shown_lines(
     pod_dir: &Path,
     service: &str,
@@ -195,29 +197,46 @@ fn shown_lines(
     since_reload: bool,
     max_bytes: usize,
 ) -> miette::Result<(Vec<String>, bool)> {
-    // Read back from the end at most four times the answer's bytes (what
-    // is made visible of a line may be longer or shorter than it), each
-    // line made visible as it is read: never more held than answered.
-    let tail = log_files::Tail {
-        lines,
-        bytes: (max_bytes as u64).saturating_mul(4),
-    };
+    let names = log_files::selected(pod_dir, &[service.to_owned()])?;
     let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
-    log_files::selected(&dir, &[service.to_owned()])?;
     let mark = since_reload
         .then(|| log_files::read_mark(&dir))
         .transpose()?;
-    let mut newest = Newest::new(lines, max_bytes);
-    let mut source = log_files::LogReader::new(service, &dir, String::new());
-    log_files::read_back(&mut source, mark.as_ref(), Some(tail), &mut |_, line| {
-        let shown = match omnidev_core::text::sanitise(&line.text, false) {
-            Cow::Owned(shown) => Some(shown),
-            Cow::Borrowed(_) => None,
+    let (mut shown, mut left_out) = (Vec::new(), false);
+    for name in &names {
+        let (lines, max_bytes) = (lines / names.len(), max_bytes / names.len());
+        // Read back from the end at most four times the answer's bytes
+        // (what is made visible of a line may be longer or shorter than
+        // it), each line made visible as it is read: never more held than
+        // answered.
+        let tail = log_files::Tail {
+            lines,
+            bytes: (max_bytes as u64).saturating_mul(4),
         };
-        newest.push(shown.unwrap_or(line.text));
-        Ok(())
-    })?;
-    Ok(newest.into_lines())
+        let prefix = if names.len() > 1 {
+            format!("{name} | ")
+        } else {
+            String::new()
+        };
+        let mut newest = Newest::new(lines, max_bytes);
+        let mut source = log_files::LogReader::new(name, &dir, String::new());
+        log_files::read_back(&mut source, mark.as_ref(), Some(tail), &mut |_, line| {
+            let text = match omnidev_core::text::sanitise(&line.text, false) {
+                Cow::Owned(text) => text,
+                Cow::Borrowed(_) => line.text,
+            };
+            newest.push(if prefix.is_empty() {
+                text
+            } else {
+                format!("{prefix}{text}")
+            });
+            Ok(())
+        })?;
+        let (lines, cut) = newest.into_lines();
+        shown.extend(lines);
+        left_out |= cut;
+    }
+    Ok((shown, left_out))
 }
 
 /// Sends `request`, which the pod answers once it has acted (or waited),

@@ -1497,6 +1497,58 @@ grace-ms = 1000
     }
 }
 
+/// A service that ran as one copy and now runs as two is one name for
+/// `logs`, `logs -f` and `events`: every replica's lines, prefixed, and not
+/// the old `web.log` (only it was shown, and `events web` was refused).
+#[test]
+fn a_service_with_replicas_is_one_name_for_logs_and_events() {
+    let ctx = TestContext::new();
+    let text = |replicas: &str| {
+        format!(
+            "[services.web]\ncommand = [\"sh\", \"-c\", \"echo copy; exec sleep 300\"]\n\
+             {replicas}grace-ms = 1000\n"
+        )
+    };
+    ctx.write("omnidev.toml", &text(""));
+    let _pods = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    wait_for("the one copy's line", DEADLINE, || {
+        ctx.run_ok(&["logs", "web"]).contains("copy")
+    });
+    ctx.run_ok(&["stop"]);
+    ctx.write("omnidev.toml", &text("replicas = 2\n"));
+    ctx.run_ok(&["up", "--detach"]);
+    let both = |text: &str| text.contains("web.1 | copy") && text.contains("web.2 | copy");
+    let mut logs = String::new();
+    wait_for("both replicas' lines in `logs web`", DEADLINE, || {
+        logs = ctx.run_ok(&["logs", "web"]);
+        both(&logs)
+    });
+    assert!(
+        !logs.lines().any(|l| l.starts_with("web ")),
+        "the old web.log: {logs}"
+    );
+
+    let mut follow = ctx.spawn(&["logs", "web", "-f"]);
+    let mut lines = omnidev_test_support::Lines::new(follow.stdout.take().expect("stdout"));
+    lines.wait_for("web.1's line in `logs -f web`", DEADLINE, |l| {
+        l.starts_with("web.1 | copy")
+    });
+    lines.wait_for("web.2's line in `logs -f web`", DEADLINE, |l| {
+        l.starts_with("web.2 | copy")
+    });
+    let _ = follow.kill();
+    let _ = follow.wait();
+
+    let events = ctx.run_ok(&["events", "web", "--json"]);
+    for replica in ["web.1", "web.2"] {
+        assert!(
+            events.contains(&format!("\"service\":\"{replica}\"")),
+            "{replica}: {events}"
+        );
+    }
+}
+
 /// `replicas = 2`: `web.1` and `web.2` each answer on a port of their own;
 /// `restart web.2` restarts that one alone; `restart web` restarts both,
 /// one after another (the second stops only once the first is ready

@@ -435,6 +435,46 @@ async fn services_events_and_errors(client: &RunningService<RoleClient, ()>) {
     assert_eq!(range["error"]["code"], "omnidev::mcp::argument");
 }
 
+/// MCP's `logs` and `events` of a service with replicas give every
+/// replica's lines and records, each line prefixed with its replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_events_of_a_service_with_replicas_cover_every_replica() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[services.web]\ncommand = [\"sh\", \"-c\", \"echo copy; exec sleep 300\"]\n\
+         replicas = 2\ngrace-ms = 1000\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let client = connect(&ctx, &[]).await;
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = lines(&ok(
+            "logs",
+            &call(&client, "logs", json!({"service": "web"})).await,
+        ));
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, ["web.1 | copy", "web.2 | copy"]);
+    let events = ok(
+        "events",
+        &call(&client, "events", json!({"services": ["web"]})).await,
+    );
+    for replica in ["web.1", "web.2"] {
+        assert!(
+            events
+                .to_string()
+                .contains(&format!("\"service\":\"{replica}\"")),
+            "{replica}: {events}"
+        );
+    }
+    client.cancel().await.expect("close");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     let ctx = TestContext::new();

@@ -564,3 +564,33 @@ fn an_added_replica_its_dependent_waits_for_is_answered_once_ready() {
         "{report}"
     );
 }
+
+/// Scaling down from three replicas to one stops `web.2` and `web.3`
+/// only: `web.1` keeps its process throughout (it once stopped all three
+/// and started a fresh `web`).
+#[test]
+fn scaling_down_stops_only_the_replicas_that_go() {
+    let ctx = TestContext::new();
+    let text = |replicas: u32| {
+        format!(
+            "[services.web]\ncommand = [\"sleep\", \"300\"]\nreplicas = {replicas}\ngrace-ms = 1000\n"
+        )
+    };
+    let file = ctx.write("omnidev.toml", &text(3));
+    let _pod = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let before = ctx.json(&["status", "--json"]);
+    let pid = |status: &Value, name: &str| service(status, name)["pid"].as_u64().expect("a pid");
+    let (one, two) = (pid(&before, "web.1"), pid(&before, "web.2"));
+    save(&file, &text(1));
+    let report = report(&reload(&ctx, 0));
+    assert_eq!(
+        report["stopped"],
+        serde_json::json!(["web.2", "web.3"]),
+        "{report}"
+    );
+    assert_eq!(report["restarted"], serde_json::json!([]), "{report}");
+    assert_eq!(pid(&report["status"], "web.1"), one, "web.1 kept: {report}");
+    assert!(alive(one as i32), "{report}");
+    wait_for("web.2 gone", DEADLINE, || !alive(two as i32));
+}

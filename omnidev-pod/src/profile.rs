@@ -539,15 +539,22 @@ impl Profile {
             .unwrap_or(1)
     }
 
-    /// The names `service` runs under: its own, or with N > 1 copies
-    /// `service.1` … `service.N`.
+    /// The names `service` runs under: its own, or, when it has
+    /// `replicas` (or `--scale` names it), `service.1` … `service.N`, also
+    /// when N is 1: scaling down to one keeps `service.1` running and
+    /// stops only the replicas that go.
     pub fn running_names(&self, service: &str, scale: &BTreeMap<String, u32>) -> Vec<String> {
-        match self.replicas(service, scale) {
-            0 | 1 => vec![service.to_owned()],
-            count => (1..=count)
-                .map(|index| crate::names::replica(service, index))
-                .collect(),
+        let replicated = scale.contains_key(service)
+            || self
+                .services
+                .get(service)
+                .is_some_and(|s| s.replicas.is_some());
+        if !replicated {
+            return vec![service.to_owned()];
         }
+        (1..=self.replicas(service, scale).max(1))
+            .map(|index| crate::names::replica(service, index))
+            .collect()
     }
 
     /// Port names with their bases, in profile order (for

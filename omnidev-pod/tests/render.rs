@@ -828,12 +828,20 @@ depends-on = { web = "ready" }
     let watched: Vec<&str> = rendered.watch.iter().map(|w| w.service.as_str()).collect();
     assert_eq!(watched, ["web.1", "web.2"]);
 
-    // `--scale` over `replicas`; one copy keeps the plain name.
+    // `--scale` over `replicas`; one copy is still `web.1` (going from
+    // two to one stops `web.2` alone), with the same URL and port.
     ctx.scale = BTreeMap::from([("web".to_owned(), 1)]);
     let rendered = profile.render(&ctx).expect("render");
     let names: Vec<&str> = rendered.services.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["web", "client"]);
-    assert_eq!(service(&rendered.services, "web").urls[0].name, "web");
+    assert_eq!(names, ["web.1", "client"]);
+    let alone = service(&rendered.services, "web.1");
+    assert_eq!(alone, one, "replica 1 unchanged");
+    // Without `replicas` or `--scale`, the plain name.
+    let plain =
+        Profile::parse("[services.web]\ncommand = [\"x\"]\n", "omnidev.toml").expect("parse");
+    ctx.scale.clear();
+    let rendered = plain.render(&ctx).expect("render");
+    assert_eq!(rendered.services[0].name, "web");
 
     let err = profile
         .check_scale(&BTreeMap::from([("web".to_owned(), 65)]))

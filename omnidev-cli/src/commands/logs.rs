@@ -50,7 +50,7 @@ impl Form {
 pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let pod_dir = crate::session::pod_dir(&args.pod)?;
     let dir = omnidev_pod::Pod::at(&pod_dir).logs_dir();
-    let names = selected(&dir, &args.services)?;
+    let names = selected(&pod_dir, &args.services)?;
     let mark = args.since_reload.then(|| read_mark(&dir)).transpose()?;
     let form = if args.json {
         Form::Json(Encoder::new(&pod_dir))

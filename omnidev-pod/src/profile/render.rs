@@ -325,10 +325,10 @@ impl Profile {
                 for (url_name, url) in &self.urls {
                     if url.service(url_name, self) == Some(name.as_str()) {
                         spec.urls.push(NamedUrl {
-                            name: if copies.len() > 1 {
-                                crate::names::replica(url_name, index)
-                            } else {
+                            name: if copies[0] == *name {
                                 url_name.clone()
+                            } else {
+                                crate::names::replica(url_name, index)
                             },
                             url: render_text(url.template(), &values)?,
                         });

@@ -73,7 +73,8 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Server>) {
     }) = request
     {
         let filter = Filter {
-            services,
+            // A service that runs as replicas stands for them all.
+            services: super::handlers::expand(&shared, &services),
             logs,
             since: since_ms
                 .and_then(|ms| std::time::SystemTime::now().checked_sub(Duration::from_millis(ms))),
