@@ -3,7 +3,8 @@
 //! two running pods of two worktrees with their services and URLs, a line
 //! a service prints shown within a second, the restart button giving a
 //! new pid, a pod stopped from the CLI shown stopped without a reload, and
-//! the browser sending no secret to another server on 127.0.0.1.
+//! the browser sending no secret to another server on 127.0.0.1, and the
+//! page retrying a stream that keeps failing after a growing pause.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -283,6 +284,7 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
         ),
     )?;
     no_secret_reaches_another_port(&browser, &url)?;
+    a_failing_stream_is_retried_after_a_growing_pause(ctx, &browser)?;
     drop(browser);
     drop(dashboard);
     omnidev_ok(ctx, &repos[0], &["stop"], SOON)?;
@@ -388,6 +390,68 @@ fn the_restart_button_gives_a_new_pid(
     ensure!(
         shown == Value::String(after.to_string()),
         "page {shown}, CLI {after}"
+    );
+    Ok(())
+}
+
+/// The dashboard's page, served by a stand-in server whose one pod runs
+/// but whose event stream always fails: the page asks for it again after
+/// a pause that grows, never in a loop (it once asked 50 times a second).
+fn a_failing_stream_is_retried_after_a_growing_pause(
+    ctx: &mut Ctx,
+    browser: &Browser,
+) -> Result<()> {
+    const PAGE: &str = include_str!("../../../omnidev-cli/src/dashboard/page.html");
+    let server = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    let port = server.local_addr()?.port();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked.clone();
+    std::thread::spawn(move || {
+        for stream in server.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut head = [0u8; 8192];
+            let n = stream.read(&mut head).unwrap_or(0);
+            let head = String::from_utf8_lossy(&head[..n]);
+            let path = head.split(' ').nth(1).unwrap_or_default();
+            let (status, kind, body) = if path.starts_with("/?token=") {
+                let page = PAGE
+                    .replace("{{TOKEN}}", "00")
+                    .replace("{{ALLOW_UP}}", "no");
+                ("200 OK", "text/html", page)
+            } else if path.starts_with("/api/pods?") || path == "/api/pods" {
+                let pods = r#"{"list":{"pods":[{"pod-dir":"/nowhere/stub-pod","repo":"/nowhere/stub","running":true}]},"branches":{}}"#;
+                ("200 OK", "application/json", pods.to_owned())
+            } else {
+                if path.starts_with("/api/events") {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                ("404 Not Found", "text/plain", "no such pod\n".to_owned())
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    browser.open(&format!("http://127.0.0.1:{port}/?token=00"))?;
+    browser.wait(
+        "the stand-in pod listed",
+        SOON,
+        r#"return document.querySelector('[data-pod="stub-pod"]') !== null;"#,
+    )?;
+    let watched = Duration::from_secs(6);
+    std::thread::sleep(watched);
+    let asked = asked.load(std::sync::atomic::Ordering::Relaxed);
+    ctx.note(format!(
+        "a failing stream was asked for {asked} times in {watched:?}"
+    ));
+    // At 0, 1, 3 s (and 7 s): a few, whatever the machine's speed.
+    ensure!(
+        (1..=5).contains(&asked),
+        "a failing stream asked for {asked} times in {watched:?}"
     );
     Ok(())
 }
