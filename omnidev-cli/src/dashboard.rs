@@ -12,8 +12,10 @@
 //! private file); strangers' connections cannot starve the owner's
 //! (`door`); event streams are bounded (`stream`).
 
+mod actions;
 mod door;
 mod guard;
+mod page;
 mod secret;
 mod stream;
 
@@ -23,18 +25,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Json, Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use tower::ServiceExt as _;
 
 use crate::cli::DashboardArgs;
-use crate::control::{Ask, CallConnection};
 use crate::error::Error;
-
-/// The page, with the secret for its requests put in at `{{TOKEN}}`.
-const PAGE: &str = include_str!("dashboard/page.html");
 
 /// Where a dashboard proves it holds the secret (see `secret`).
 pub const PROVE_PATH: &str = "/api/prove";
@@ -48,9 +46,6 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// The largest action body read.
 const MAX_BODY: usize = 16 * 1024;
-
-/// How long an action lets the pod take (a restart waits for readiness).
-const ACTION_WAIT: Duration = Duration::from_secs(300);
 
 /// Runs `omnidev dashboard` until interrupted.
 pub fn run(args: &DashboardArgs) -> miette::Result<ExitCode> {
@@ -154,11 +149,11 @@ async fn connection(stream: tokio::net::TcpStream, visit: Arc<door::Visit>, app:
 /// only to a request it lets through).
 fn router(state: Arc<Dashboard>, policy: Arc<guard::Policy>) -> Router {
     Router::new()
-        .route("/", get(page))
+        .route("/", get(page::page))
         .route("/api/pods", get(pods))
         .route("/api/pods/changes", get(changes))
         .route("/api/events", get(events))
-        .route("/api/act", post(act))
+        .route("/api/act", post(actions::act))
         .route(PROVE_PATH, get(prove))
         .fallback(|| async { text(StatusCode::NOT_FOUND, "no such page") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -265,30 +260,6 @@ struct Dashboard {
     allow_up: bool,
 }
 
-/// `GET /?token=`: the page (it holds the secret: never cached, never
-/// framed, and it loads nothing from elsewhere).
-async fn page(State(state): State<Arc<Dashboard>>) -> Response {
-    let page = PAGE
-        .replace("{{TOKEN}}", &state.token)
-        .replace("{{ALLOW_UP}}", if state.allow_up { "yes" } else { "no" });
-    let mut response = page.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-             connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
-             frame-ancestors 'none'",
-        ),
-    );
-    response
-}
-
 /// `GET /api/prove?challenge=HEX`: the proof that this server holds the
 /// secret (see `secret`).
 async fn prove(State(state): State<Arc<Dashboard>>, Query(asked): Query<Challenge>) -> Response {
@@ -355,45 +326,6 @@ async fn changes(State(state): State<Arc<Dashboard>>) -> Response {
     stream::changes(state.changed.subscribe())
 }
 
-/// `POST /api/act` `{"pod", "action", "service"}`: what the CLI's
-/// `restart`, `stop`, `start`, `reload-profile` and `stop` (of the pod)
-/// ask; the pod's answer as it gives it.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Act {
-    pod: String,
-    action: String,
-    service: Option<String>,
-}
-
-async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act>) -> Response {
-    let Some(pod_dir) = state.pod_named(&act.pod) else {
-        return no_pod();
-    };
-    if act.action == "up" && act.service.is_none() {
-        return state.up(pod_dir).await;
-    }
-    let services = act.service.clone().into_iter().collect::<Vec<_>>();
-    let ask = match (act.action.as_str(), act.service) {
-        ("restart", Some(service)) => Ask::restart(Some(service), false, false, ACTION_WAIT),
-        ("stop", Some(_)) => Ask::stop(services, ACTION_WAIT),
-        ("start", Some(_)) => Ask::start(services, ACTION_WAIT),
-        ("stop", None) => Ask::stop_pod(),
-        ("reload-profile", None) => Ask::reload_profile(ACTION_WAIT),
-        _ => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "actions: restart, stop, start (of a service), stop (of the pod), reload-profile, up",
-            );
-        }
-    };
-    match tokio::task::spawn_blocking(move || ask.send(&pod_dir)).await {
-        Ok(Ok(response)) => json(StatusCode::OK, &response),
-        Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
-        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the action failed"),
-    }
-}
-
 impl Dashboard {
     /// The directory of the pod named `name`: a pod under the cache root,
     /// by its directory's name (nothing else: no path).
@@ -401,36 +333,6 @@ impl Dashboard {
         let plain = !name.is_empty() && Path::new(name).file_name() == Some(name.as_ref());
         let dir = self.cache_root.join(name);
         (plain && omnidev_pod::Pod::at(&dir).pod_toml().is_file()).then_some(dir)
-    }
-}
-
-impl Dashboard {
-    /// `up` of the stopped pod in `pod_dir`: `omnidev up --detach` of its
-    /// checkout, as MCP's `up` runs it; only with `--allow-up`.
-    async fn up(&self, pod_dir: PathBuf) -> Response {
-        if !self.allow_up {
-            return text(
-                StatusCode::FORBIDDEN,
-                "`up` is offered only by `omnidev dashboard --allow-up`",
-            );
-        }
-        let Ok(record) = omnidev_pod::read_ports(&pod_dir) else {
-            return text(StatusCode::CONFLICT, "the pod records no checkout");
-        };
-        let pod = crate::cli::PodArgs {
-            repo: record.repo,
-            profile: None,
-            pod_dir: Some(pod_dir),
-        };
-        let started = tokio::task::spawn_blocking(move || {
-            crate::mcp::up_detached(&pod, ACTION_WAIT.as_secs(), &CallConnection::default())
-        })
-        .await;
-        match started {
-            Ok(Ok(outcome)) => json(StatusCode::OK, &outcome),
-            Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
-            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "up failed"),
-        }
     }
 }
 

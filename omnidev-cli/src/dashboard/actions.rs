@@ -1,0 +1,85 @@
+//! The dashboard's buttons: `POST /api/act`, which asks a pod what the
+//! CLI asks it, and `up` of a stopped pod (with `--allow-up` only).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Json, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::{Dashboard, json, no_pod, text};
+use crate::control::{Ask, CallConnection};
+
+/// How long an action lets the pod take (a restart waits for readiness).
+const ACTION_WAIT: Duration = Duration::from_secs(300);
+
+/// `POST /api/act` `{"pod", "action", "service"}`: what the CLI's
+/// `restart`, `stop`, `start`, `reload-profile` and `stop` (of the pod)
+/// ask; the pod's answer as it gives it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Act {
+    pod: String,
+    action: String,
+    service: Option<String>,
+}
+
+pub(super) async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act>) -> Response {
+    let Some(pod_dir) = state.pod_named(&act.pod) else {
+        return no_pod();
+    };
+    if act.action == "up" && act.service.is_none() {
+        return state.up(pod_dir).await;
+    }
+    let services = act.service.clone().into_iter().collect::<Vec<_>>();
+    let ask = match (act.action.as_str(), act.service) {
+        ("restart", Some(service)) => Ask::restart(Some(service), false, false, ACTION_WAIT),
+        ("stop", Some(_)) => Ask::stop(services, ACTION_WAIT),
+        ("start", Some(_)) => Ask::start(services, ACTION_WAIT),
+        ("stop", None) => Ask::stop_pod(),
+        ("reload-profile", None) => Ask::reload_profile(ACTION_WAIT),
+        _ => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "actions: restart, stop, start (of a service), stop (of the pod), reload-profile, up",
+            );
+        }
+    };
+    match tokio::task::spawn_blocking(move || ask.send(&pod_dir)).await {
+        Ok(Ok(response)) => json(StatusCode::OK, &response),
+        Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
+        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the action failed"),
+    }
+}
+
+impl Dashboard {
+    /// `up` of the stopped pod in `pod_dir`: `omnidev up --detach` of its
+    /// checkout, as MCP's `up` runs it; only with `--allow-up`.
+    async fn up(&self, pod_dir: PathBuf) -> Response {
+        if !self.allow_up {
+            return text(
+                StatusCode::FORBIDDEN,
+                "`up` is offered only by `omnidev dashboard --allow-up`",
+            );
+        }
+        let Ok(record) = omnidev_pod::read_ports(&pod_dir) else {
+            return text(StatusCode::CONFLICT, "the pod records no checkout");
+        };
+        let pod = crate::cli::PodArgs {
+            repo: record.repo,
+            profile: None,
+            pod_dir: Some(pod_dir),
+        };
+        let started = tokio::task::spawn_blocking(move || {
+            crate::mcp::up_detached(&pod, ACTION_WAIT.as_secs(), &CallConnection::default())
+        })
+        .await;
+        match started {
+            Ok(Ok(outcome)) => json(StatusCode::OK, &outcome),
+            Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
+            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "up failed"),
+        }
+    }
+}
