@@ -8,6 +8,7 @@ use crate::run_options::RunOptions;
 pub mod attach;
 pub mod clean;
 pub mod completions;
+pub mod db;
 pub mod events;
 pub mod gc;
 pub mod init;
@@ -32,6 +33,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         None => up_or_detach(&cli.up),
         Some(Command::Detached) => Ok(up::run(&crate::detach::background_options()?)?),
         Some(Command::Run(args)) => Ok(run::run(&args)?),
+        Some(Command::Db(args)) => Ok(db::run(&args)?),
         Some(Command::Omnigent(args)) => Ok(run::run_omnigent(&args.pod, &args.args)?),
         Some(Command::Init(args)) => Ok(init::run(&args)?),
         Some(Command::Profile(ProfileCommand::Show(args))) => Ok(profile::show(&args)?),

@@ -100,6 +100,7 @@ pub fn start(
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
     let checkout = crate::session::resolve_checkout(&options.pod)?;
+    crate::session::check_databases(&checkout)?;
     options
         .selection
         .to_run(&checkout.profile)

@@ -157,6 +157,20 @@ pub enum Error {
         message: String,
     },
 
+    /// `omnidev db` of a database the profile does not declare.
+    #[error("{message}")]
+    #[diagnostic(
+        code(omnidev::db::unknown),
+        help(
+            "a database is declared in the profile: `[databases.main] engine = \"postgres\"` \
+             (or \"sqlite\"); `omnidev help profile` describes it"
+        )
+    )]
+    UnknownDatabase {
+        /// Which, and the ones there are.
+        message: String,
+    },
+
     /// The command of `omnidev run` could not be started.
     #[error("could not run `{program}`")]
     #[diagnostic(code(omnidev::run::spawn))]
@@ -619,11 +633,13 @@ impl Error {
             | Error::BadName { .. }
             | Error::HostForcedTwice { .. }
             | Error::ToolArgument { .. }
+            | Error::UnknownDatabase { .. }
             | Error::Pod(
                 omnidev_pod::Error::NotAPod { .. }
                 | omnidev_pod::Error::UnknownPort { .. }
                 | omnidev_pod::Error::UnknownService { .. }
-                | omnidev_pod::Error::BadScale { .. },
+                | omnidev_pod::Error::BadScale { .. }
+                | omnidev_pod::Error::DatabaseAsRoot { .. },
             ) => exit::USAGE,
             _ => exit::FAILED,
         }

@@ -83,6 +83,14 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
     })
 }
 
+/// Whether the checkout's server databases can run here (not as root,
+/// their programs installed): asked before anything starts.
+pub fn check_databases(checkout: &Checkout) -> Result<()> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    omnidev_pod::database::check_can_run(&checkout.profile.databases, &path)?;
+    Ok(())
+}
+
 /// The pod directory `args` names: `--pod-dir` as given (no checkout
 /// needed, so a pod whose worktree was deleted can still be stopped,
 /// inspected or cleaned), else the checkout's own. A `--pod-dir` that is
@@ -399,6 +407,8 @@ pub struct Beside {
     pub rendered: RenderedPod,
     /// The pod's ports.
     pub ports: BTreeMap<String, u16>,
+    /// What each database's `{db.NAME.PART}` stands for.
+    pub databases: BTreeMap<String, omnidev_pod::database::Parts>,
     /// What seeding the pod's files had to say.
     pub notices: Vec<String>,
 }
@@ -425,12 +435,16 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
     // Only the environment is needed: leave every service out, so no
     // package manager is looked up.
     ctx.selection = Selection {
-        skip: profile.services.keys().cloned().collect(),
+        skip: (profile.services.keys())
+            .chain(profile.databases.keys())
+            .cloned()
+            .collect(),
         ..Selection::default()
     };
     let notices = seed(profile, &ctx);
     Ok(Beside {
         rendered: profile.render(&ctx)?,
+        databases: profile.databases_of(&ctx),
         ports: ctx.ports.0.clone(),
         notices,
     })

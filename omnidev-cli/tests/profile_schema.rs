@@ -234,6 +234,22 @@ fn everything() -> Profile {
             ..Service::default()
         },
     );
+    profile.databases.insert(
+        "main".into(),
+        omnidev_pod::database::Database {
+            engine: omnidev_pod::database::Engine::Postgres,
+            scheme: Some("postgresql+psycopg".into()),
+            path: None,
+        },
+    );
+    profile.databases.insert(
+        "files".into(),
+        omnidev_pod::database::Database {
+            engine: omnidev_pod::database::Engine::Sqlite,
+            scheme: None,
+            path: Some("data/files.db".into()),
+        },
+    );
     profile
 }
 

@@ -258,6 +258,38 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A server database would run as root, which Postgres and MariaDB
+    /// refuse.
+    #[error("database `{name}` ({engine}) cannot run as root: its server refuses to")]
+    #[diagnostic(
+        code(omnidev::pod::database_as_root),
+        help(
+            "run omnidev as an unprivileged user (`runuser -u USER -- omnidev up`, or a \
+             login of your own); an `engine = \"sqlite\"` database runs as anyone"
+        )
+    )]
+    DatabaseAsRoot {
+        /// The database.
+        name: String,
+        /// Its engine.
+        engine: &'static str,
+    },
+
+    /// A server database's programs are not installed.
+    #[error("`{program}` is not installed (looked on PATH and in /usr/lib/postgresql/*/bin)")]
+    #[diagnostic(
+        code(omnidev::pod::database_missing),
+        help(
+            "install it: `apt install {package}` on Debian and Ubuntu, `brew install {package}` on macOS"
+        )
+    )]
+    DatabaseProgramMissing {
+        /// The server program.
+        program: &'static str,
+        /// The package that has it.
+        package: &'static str,
+    },
+
     /// An env file (`env-files`) could not be parsed or is unusable.
     #[error("env file {}: {message}", path.display())]
     #[diagnostic(

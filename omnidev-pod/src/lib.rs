@@ -81,6 +81,7 @@
 //! [`package_manager`] and [`state`] (atomic state files).
 #![warn(missing_docs)]
 
+pub mod database;
 pub mod env_file;
 pub mod error;
 pub mod ids;

@@ -93,6 +93,9 @@ pub struct Profile {
     /// The services, in order.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub services: IndexMap<String, Service>,
+    /// The pod's databases ([`crate::database`]), in order.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub databases: IndexMap<String, crate::database::Database>,
     /// Where the text puts each `{env.NAME}` without a default, for an
     /// error with line and column when NAME is unset at render time.
     #[serde(skip)]
@@ -565,6 +568,11 @@ impl Profile {
     pub fn port_bases(&self, scale: &BTreeMap<String, u32>) -> Vec<(String, u16)> {
         let mut bases: Vec<(String, u16)> =
             self.ports.iter().map(|(n, p)| (n.clone(), *p)).collect();
+        // A server database's port is named like it.
+        bases.extend(
+            (self.databases.iter())
+                .filter_map(|(name, database)| Some((name.clone(), database.engine.base_port()?))),
+        );
         for (name, base) in &self.ports {
             let base = *base;
             for index in 2..=self.replicas(name, scale) {
@@ -631,9 +639,7 @@ impl Profile {
     /// Validates the profile; returns where its `{env.NAME}`s without a
     /// default are written (found by the same walk that checks placeholders).
     fn validate(&self, at: &Locator<'_>) -> Result<Vec<EnvUse>> {
-        let port_names: Vec<&str> = self.ports.keys().map(String::as_str).collect();
-        let mut uses = Vec::new();
-        check_placeholders(at, at.root, &mut Vec::new(), &port_names, &mut uses)?;
+        let uses = self.check_databases_and_placeholders(at)?;
         self.validate_names_and_paths(at)?;
         if let Some(lan) = &self.lan_origins
             && !self.ports.contains_key(&lan.port)
@@ -643,7 +649,7 @@ impl Profile {
                 format!(
                     "unknown port `{}`: the [ports] table declares {}",
                     lan.port,
-                    port_names.join(", ")
+                    self.ports.keys().cloned().collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
@@ -730,6 +736,100 @@ impl Profile {
     /// Service and port names follow [`crate::names::NAME_SYNTAX`]; paths
     /// omnidev writes in the pod stay in it; a service's `cwd` stays in the
     /// checkout unless `cwd-outside-repo` says otherwise.
+    /// Checks the databases, then every placeholder against the ports (a
+    /// server database's among them) and databases; where the `{env.NAME}`s
+    /// without a default are.
+    fn check_databases_and_placeholders(&self, at: &Locator<'_>) -> Result<Vec<EnvUse>> {
+        self.validate_databases(at)?;
+        let port_names: Vec<&str> = (self.ports.keys())
+            .chain(
+                (self.databases.iter())
+                    .filter(|(_, d)| d.engine.is_server())
+                    .map(|(n, _)| n),
+            )
+            .map(String::as_str)
+            .collect();
+        let database_names: Vec<&str> = self.databases.keys().map(String::as_str).collect();
+        let known = Known {
+            ports: &port_names,
+            databases: &database_names,
+        };
+        let mut uses = Vec::new();
+        check_placeholders(at, at.root, &mut Vec::new(), &known, &mut uses)?;
+        Ok(uses)
+    }
+
+    /// A database's name is a service's name no service has (a server's
+    /// is its service and port), its scheme a URL scheme, an SQLite file a
+    /// path inside the pod.
+    fn validate_databases(&self, at: &Locator<'_>) -> Result<()> {
+        for (name, database) in &self.databases {
+            let path = ["databases", name.as_str()];
+            crate::names::check("database name", name).map_err(|m| at.error(&path, m))?;
+            if database.engine.is_server() {
+                let clash = if self.services.contains_key(name) {
+                    Some("service")
+                } else if self.ports.contains_key(name) {
+                    Some("port")
+                } else {
+                    None
+                };
+                if let Some(what) = clash {
+                    return Err(at.error(
+                        &path,
+                        format!(
+                            "database `{name}` runs as a service with a port of its name, \
+                             and a {what} is named `{name}` too: rename one"
+                        ),
+                    ));
+                }
+            }
+            if let Some(scheme) = &database.scheme {
+                let fits = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+                if !fits {
+                    return Err(at.error(
+                        &["databases", name, "scheme"],
+                        format!(
+                            "`scheme` = {} is no URL scheme (letters, digits, `+`, `-`, `.`)",
+                            crate::names::shown(scheme)
+                        ),
+                    ));
+                }
+            }
+            match (&database.path, database.engine) {
+                (Some(_), engine) if engine.is_server() => {
+                    return Err(at.error(
+                        &["databases", name, "path"],
+                        "`path` is an SQLite file's; a server keeps its data in `data/NAME`"
+                            .to_owned(),
+                    ));
+                }
+                (Some(file), _) => {
+                    crate::pod::relative_inside(file)
+                        .ok()
+                        .filter(|relative| {
+                            relative.parent().is_some_and(|p| !p.as_os_str().is_empty())
+                                || relative.file_name().is_some()
+                        })
+                        .ok_or_else(|| {
+                            at.error(
+                                &["databases", name, "path"],
+                                format!(
+                                    "`path` = {} must be a file inside the pod directory",
+                                    crate::names::shown(file)
+                                ),
+                            )
+                        })?;
+                }
+                (None, _) => {}
+            }
+        }
+        Ok(())
+    }
+
     fn validate_names_and_paths(&self, at: &Locator<'_>) -> Result<()> {
         for (name, base) in &self.ports {
             crate::names::check("port name", name).map_err(|m| at.error(&["ports", name], m))?;
@@ -992,11 +1092,18 @@ fn check_duration(at: &Locator<'_>, path: &[&str], ms: u64, max: Duration) -> Re
 
 /// Checks every string value of the document for valid placeholders, and
 /// records each `{env.NAME}` without a default with its position in `uses`.
+/// The names a placeholder may use: ports (a server database's among
+/// them) and databases.
+struct Known<'k> {
+    ports: &'k [&'k str],
+    databases: &'k [&'k str],
+}
+
 fn check_placeholders<'a>(
     at: &Locator<'_>,
     table: &'a DeTable<'a>,
     path: &mut Vec<String>,
-    ports: &[&str],
+    ports: &Known<'_>,
     uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     for (key, value) in table {
@@ -1011,7 +1118,7 @@ fn check_value<'a>(
     at: &Locator<'_>,
     value: &'a toml::Spanned<DeValue<'a>>,
     path: &mut Vec<String>,
-    ports: &[&str],
+    ports: &Known<'_>,
     uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     match value.get_ref() {
@@ -1032,12 +1139,13 @@ fn check_value<'a>(
                     ),
                 ));
             }
-            let segments = template::parse(text, ports).map_err(|e| {
-                at.error_at(
-                    offset_of(&e.snippet),
-                    format!("in `{}`: {}", path.join("."), e.message),
-                )
-            })?;
+            let segments =
+                template::parse_known(text, ports.ports, ports.databases).map_err(|e| {
+                    at.error_at(
+                        offset_of(&e.snippet),
+                        format!("in `{}`: {}", path.join("."), e.message),
+                    )
+                })?;
             for segment in segments {
                 if let template::Segment::Placeholder(template::Placeholder::Env {
                     name,

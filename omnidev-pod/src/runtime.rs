@@ -168,9 +168,14 @@ pub fn check_private(dir: &Path, holds: Private) -> Result<()> {
 /// assert!(socket.as_os_str().len() <= omnidev_pod::runtime::MAX_SOCKET_PATH);
 /// ```
 pub fn socket_path(runtime: &Path, pod_dir: &Path) -> PathBuf {
-    runtime
-        .join(crate::ids::path_hash(pod_dir, 8))
-        .join(SOCKET_NAME)
+    socket_dir(runtime, pod_dir).join(SOCKET_NAME)
+}
+
+/// The pod's socket directory in `runtime`: its control socket's, and its
+/// database servers' (`<runtime>/<16 hex digits>`; `pod_dir` as
+/// [`socket_path`] takes it, canonical).
+pub fn socket_dir(runtime: &Path, pod_dir: &Path) -> PathBuf {
+    runtime.join(crate::ids::path_hash(pod_dir, 8))
 }
 
 /// Checks that `path` fits a Unix socket address.

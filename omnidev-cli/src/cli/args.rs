@@ -130,6 +130,35 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
+/// Arguments of `omnidev db`.
+#[derive(Debug, Args, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct DbArgs {
+    /// `url`: print the database's URL instead.
+    #[command(subcommand)]
+    pub action: Option<DbAction>,
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The database (the profile's first when omitted).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+/// What `omnidev db` does besides opening the shell.
+#[derive(Debug, Subcommand, Clone)]
+pub enum DbAction {
+    /// Print the database's URL (`{db.NAME.url}`).
+    Url {
+        /// Checkout, profile and pod directory.
+        #[command(flatten)]
+        pod: PodArgs,
+        /// The database (the profile's first when omitted).
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+    },
+}
+
 /// Arguments of `omnidev omnigent`.
 #[derive(Debug, Args, Clone)]
 pub struct OmnigentArgs {

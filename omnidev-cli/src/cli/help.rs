@@ -25,6 +25,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "stop",
             "start",
             "run",
+            "db",
             "omnigent",
             "clean",
             "gc",

@@ -64,7 +64,10 @@ impl Selection {
     pub fn apply(&self, profile: &Profile) -> Result<Vec<String>> {
         let known: Vec<String> = profile.services.keys().cloned().collect();
         for name in self.only.iter().chain(&self.skip) {
-            if !profile.services.contains_key(name) {
+            // A database left out is no service yet (`omnidev run`).
+            let left_out_database =
+                profile.databases.contains_key(name) && self.skip.contains(name);
+            if !profile.services.contains_key(name) && !left_out_database {
                 return Err(Error::UnknownService {
                     name: name.clone(),
                     known,
@@ -193,7 +196,11 @@ impl RenderContext {
         env
     }
 
-    fn values_with<'a>(&'a self, env: &'a BTreeMap<String, String>) -> Values<'a> {
+    fn values_with<'a>(
+        &'a self,
+        env: &'a BTreeMap<String, String>,
+        databases: &'a BTreeMap<String, crate::database::Parts>,
+    ) -> Values<'a> {
         Values {
             pod: &self.pod_dir,
             repo: &self.repo,
@@ -201,6 +208,20 @@ impl RenderContext {
             hosts: &self.hosts,
             env,
             python: self.python.0.as_deref().map_err(String::as_str),
+            databases,
+        }
+    }
+
+    /// The pod's socket directory: under omnidev's runtime directory (a
+    /// short path, 0700), else `<pod>/run`.
+    fn socket_dir(&self) -> PathBuf {
+        match &self.runtime_dir {
+            Some(runtime) => {
+                let canonical =
+                    (self.pod_dir.canonicalize()).unwrap_or_else(|_| self.pod_dir.clone());
+                crate::runtime::socket_dir(runtime, &canonical)
+            }
+            None => self.pod_dir.join(crate::layout::RUN_DIR),
         }
     }
 }
@@ -264,9 +285,84 @@ impl Profile {
     /// assert_eq!(urls[0].url, "http://localhost:6767");
     /// ```
     pub fn render(&self, ctx: &RenderContext) -> Result<RenderedPod> {
+        let socket_dir = ctx.socket_dir();
+        let place = crate::database::Place {
+            pod_dir: &ctx.pod_dir,
+            socket_dir: &socket_dir,
+            ports: &ctx.ports,
+        };
+        let databases = self.database_parts(&place);
+        // A server left out (`omnidev run` leaves every service out) is
+        // neither looked for nor refused.
+        let servers = (self.databases.iter())
+            .any(|(name, d)| d.engine.is_server() && !ctx.selection.skip.contains(name));
+        if servers {
+            return self
+                .with_database_services(ctx, &place)?
+                .render_with(ctx, &databases);
+        }
+        self.render_with(ctx, &databases)
+    }
+
+    /// What each database's `{db.NAME.PART}` stands for in the pod `ctx`
+    /// renders (`omnidev db url` prints its `url`).
+    pub fn databases_of(&self, ctx: &RenderContext) -> BTreeMap<String, crate::database::Parts> {
+        let socket_dir = ctx.socket_dir();
+        self.database_parts(&crate::database::Place {
+            pod_dir: &ctx.pod_dir,
+            socket_dir: &socket_dir,
+            ports: &ctx.ports,
+        })
+    }
+
+    fn database_parts(
+        &self,
+        place: &crate::database::Place<'_>,
+    ) -> BTreeMap<String, crate::database::Parts> {
+        (self.databases.iter())
+            .map(|(name, database)| (name.clone(), database.parts(name, place)))
+            .collect()
+    }
+
+    /// This profile with a service for each server database, first, and
+    /// each service that uses a database (every one when the pod's `[env]`
+    /// does) waiting for it to be ready.
+    fn with_database_services(
+        &self,
+        ctx: &RenderContext,
+        place: &crate::database::Place<'_>,
+    ) -> Result<Profile> {
+        let mut services = crate::database::services(&self.databases, place, |engine| {
+            crate::database::find_bin_dir(engine, &ctx.path)
+        })?;
+        let servers: Vec<String> = services.keys().cloned().collect();
+        let mut profile = self.clone();
+        for name in &servers {
+            let mention = format!("{{db.{name}.");
+            let pod_wide = self.env.values().any(|value| value.contains(&mention));
+            for service in profile.services.values_mut() {
+                let uses = toml::to_string(service).is_ok_and(|text| text.contains(&mention));
+                if pod_wide || uses {
+                    service
+                        .depends_on
+                        .entry(name.clone())
+                        .or_insert(omnidev_core::Condition::Ready);
+                }
+            }
+        }
+        services.extend(profile.services);
+        profile.services = services;
+        Ok(profile)
+    }
+
+    fn render_with(
+        &self,
+        ctx: &RenderContext,
+        databases: &BTreeMap<String, crate::database::Parts>,
+    ) -> Result<RenderedPod> {
         let pod_files = crate::env_file::load(&ctx.repo, &self.pod.env_files)?;
         let template_env = ctx.template_env(&pod_files);
-        let values = ctx.values_with(&template_env);
+        let values = ctx.values_with(&template_env, databases);
         let text = |s: &str| render_text(s, &values);
         let selected = ctx.selection.apply(self)?;
         self.check_env_set(&template_env, &selected)?;
@@ -498,7 +594,8 @@ impl Profile {
         // with the inherited environment alone.
         let pod_files = crate::env_file::load(&ctx.repo, &self.pod.env_files).unwrap_or_default();
         let template_env = ctx.template_env(&pod_files);
-        let values = ctx.values_with(&template_env);
+        let databases = BTreeMap::new();
+        let values = ctx.values_with(&template_env, &databases);
         self.seed
             .iter()
             .map(|seed| {
@@ -699,6 +796,7 @@ fn render_text(text: &str, values: &Values<'_>) -> Result<String> {
             Unresolved::Env(name) => format!("`{name}` is not set (used in `{text}`)"),
             Unresolved::Syntax(message) => format!("in `{text}`: {message}"),
             Unresolved::Python(reason) => format!("`{{python}}` (used in `{text}`): {reason}"),
+            Unresolved::Db(part) => format!("no database part `{part}` (used in `{text}`)"),
         },
     })
 }

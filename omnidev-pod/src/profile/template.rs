@@ -45,6 +45,14 @@ pub enum Placeholder {
     /// `{python}`: the checkout's pinned Python version (see
     /// [`crate::python`]).
     Python,
+    /// `{db.NAME.PART}`: a part of a database of the pod (its `url`,
+    /// `port`… see [`crate::database::PARTS`]).
+    Db {
+        /// The database.
+        name: String,
+        /// The part.
+        part: String,
+    },
 }
 
 /// A template error: where in the string (byte offset of the offending
@@ -69,11 +77,23 @@ pub struct TemplateError {
 /// assert!(parse("{nope}", &["web"]).is_err());
 /// ```
 pub fn parse(text: &str, ports: &[&str]) -> Result<Vec<Segment>, TemplateError> {
-    parse_with(text, Some(ports))
+    parse_with(text, Some((ports, &[])))
 }
 
-/// Parses `text`; `ports: None` accepts any port name.
-fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, TemplateError> {
+/// [`parse`], with the declared database names for `{db.NAME.PART}`.
+pub fn parse_known(
+    text: &str,
+    ports: &[&str],
+    databases: &[&str],
+) -> Result<Vec<Segment>, TemplateError> {
+    parse_with(text, Some((ports, databases)))
+}
+
+/// The declared port and database names (`None`: any name).
+type Known<'k> = Option<(&'k [&'k str], &'k [&'k str])>;
+
+/// Parses `text` against `known` names.
+fn parse_with(text: &str, known: Known<'_>) -> Result<Vec<Segment>, TemplateError> {
     let mut segments = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
@@ -104,7 +124,7 @@ fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, Templa
         };
         let inner = &brace[1..end];
         let snippet = &brace[..=end];
-        let placeholder = placeholder(inner, ports).map_err(|message| TemplateError {
+        let placeholder = placeholder(inner, known).map_err(|message| TemplateError {
             offset: at,
             snippet: snippet.to_owned(),
             message,
@@ -123,7 +143,9 @@ fn parse_with(text: &str, ports: Option<&[&str]>) -> Result<Vec<Segment>, Templa
     Ok(segments)
 }
 
-fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, String> {
+fn placeholder(inner: &str, names: Known<'_>) -> Result<Placeholder, String> {
+    let ports = names.map(|(ports, _)| ports);
+    let databases = names.map(|(_, databases)| databases);
     let known = || {
         let fixed = [
             "{pod}",
@@ -141,6 +163,12 @@ fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, Strin
                     .iter()
                     .map(|p| format!("{{port.{p}}}, {{host.{p}}}")),
             )
+            .chain(databases.unwrap_or_default().iter().map(|d| {
+                format!(
+                    "{{db.{d}.url}} (and .{})",
+                    crate::database::PARTS[1..].join(", .")
+                )
+            }))
             .collect();
         format!("known placeholders: {}", all.join(", "))
     };
@@ -167,6 +195,36 @@ fn placeholder(inner: &str, ports: Option<&[&str]>) -> Result<Placeholder, Strin
         None if inner == "python" => Ok(Placeholder::Python),
         Some(("port", name)) => port_name(name).map(Placeholder::Port),
         Some(("host", name)) => port_name(name).map(Placeholder::Host),
+        Some(("db", rest)) => {
+            let Some((name, part)) = rest.rsplit_once('.') else {
+                return Err(format!(
+                    "`{{{inner}}}` names no part: write `{{db.NAME.url}}`; {}",
+                    known()
+                ));
+            };
+            if !crate::database::PARTS.contains(&part) {
+                return Err(format!(
+                    "unknown part `{part}` in `{{{inner}}}`: a database has {}",
+                    crate::database::PARTS.join(", ")
+                ));
+            }
+            if let Some(databases) = databases
+                && !databases.contains(&name)
+            {
+                return Err(format!(
+                    "unknown database `{name}` in `{{{inner}}}`: the [databases] table declares {}",
+                    if databases.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        databases.join(", ")
+                    }
+                ));
+            }
+            Ok(Placeholder::Db {
+                name: name.to_owned(),
+                part: part.to_owned(),
+            })
+        }
         Some(("env", rest)) => {
             let (name, default) = match rest.split_once(":-") {
                 Some((name, default)) => (name, Some(default.to_owned())),
@@ -203,6 +261,8 @@ pub struct Values<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// `{python}`, or why it cannot be known.
     pub python: Result<&'a str, &'a str>,
+    /// `{db.NAME.PART}`: each database's parts.
+    pub databases: &'a BTreeMap<String, crate::database::Parts>,
 }
 
 /// Why a template could not be rendered.
@@ -217,6 +277,8 @@ pub enum Unresolved {
     Syntax(String),
     /// `{python}` when `.python-version` cannot give a version: why.
     Python(String),
+    /// `{db.NAME.PART}` of a database the pod does not have.
+    Db(String),
 }
 
 /// Renders `text`. With `strict_env`, an unset `{env.NAME}` without a
@@ -227,7 +289,8 @@ pub enum Unresolved {
 /// let mut ports = omnidev_pod::Ports::default();
 /// ports.0.insert("web".into(), 8080);
 /// let (hosts, env) = Default::default();
-/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env, python: Ok("3.12") };
+/// let databases = Default::default();
+/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env, python: Ok("3.12"), databases: &databases };
 /// assert_eq!(render("{repo}:{host.web}:{port.web}", &values, false).unwrap(), "/r:127.0.0.1:8080");
 /// ```
 pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<String, Unresolved> {
@@ -246,6 +309,13 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
             }
             Segment::Placeholder(Placeholder::Host(name)) => {
                 out.push_str(values.hosts.get(&name).map_or("127.0.0.1", String::as_str));
+            }
+            Segment::Placeholder(Placeholder::Db { name, part }) => {
+                let value = values
+                    .databases
+                    .get(&name)
+                    .and_then(|parts| parts.get(&part));
+                out.push_str(value.ok_or(Unresolved::Db(format!("{name}.{part}")))?);
             }
             Segment::Placeholder(Placeholder::Python) => match values.python {
                 Ok(version) => out.push_str(version),
@@ -289,6 +359,27 @@ mod tests {
     }
 
     #[test]
+    fn database_placeholders_name_a_declared_database_and_a_part() {
+        let segs = parse_known("{db.main.url}", &[], &["main"]).expect("parse");
+        assert_eq!(
+            segs,
+            [Segment::Placeholder(Placeholder::Db {
+                name: "main".into(),
+                part: "url".into()
+            })]
+        );
+        let err = parse_known("{db.other.url}", &[], &["main"]).expect_err("unknown");
+        assert!(err.message.contains("declares main"), "{}", err.message);
+        let err = parse_known("{db.main.colour}", &[], &["main"]).expect_err("part");
+        assert!(
+            err.message.contains("unknown part `colour`"),
+            "{}",
+            err.message
+        );
+        assert!(parse_known("{db.main}", &[], &["main"]).is_err());
+    }
+
+    #[test]
     fn errors_carry_offsets() {
         let err = parse("abc{port.nope}", &["web"]).expect_err("unknown port");
         assert_eq!(err.offset, 3);
@@ -306,6 +397,10 @@ mod tests {
     fn env_strictness() {
         let ports = crate::Ports::default();
         let (hosts, env) = (BTreeMap::new(), BTreeMap::new());
+        let databases = BTreeMap::from([(
+            "main".to_owned(),
+            crate::database::Parts::from([("url".to_owned(), "postgresql://u@/main".to_owned())]),
+        )]);
         let values = Values {
             pod: Path::new("/p"),
             repo: Path::new("/r"),
@@ -313,7 +408,16 @@ mod tests {
             hosts: &hosts,
             env: &env,
             python: Err("bad .python-version"),
+            databases: &databases,
         };
+        assert_eq!(
+            render("url={db.main.url}", &values, true).expect("a database"),
+            "url=postgresql://u@/main"
+        );
+        assert_eq!(
+            render("{db.other.url}", &values, true),
+            Err(Unresolved::Db("other.url".into()))
+        );
         assert_eq!(render("a{env.NOPE}b", &values, false), Ok("ab".into()));
         assert_eq!(
             render("uv run --python {python}", &values, false),

@@ -1,0 +1,71 @@
+//! `omnidev db [NAME]`: the engine's own shell on a database of the pod
+//! (`psql` on its socket, `sqlite3` on its file); `omnidev db url [NAME]`:
+//! its URL, as `{db.NAME.url}` gives it to the services.
+
+use std::process::ExitCode;
+
+use omnidev_pod::database::{Engine, Parts};
+
+use crate::cli::{DbAction, DbArgs, PodArgs};
+use crate::error::{Error, Result};
+
+/// Runs `omnidev db`.
+pub fn run(args: &DbArgs) -> Result<ExitCode> {
+    let (pod, name, url) = match &args.action {
+        Some(DbAction::Url { pod, name }) => (pod, name, true),
+        None => (&args.pod, &args.name, false),
+    };
+    let (engine, parts) = database(pod, name.as_deref())?;
+    if url {
+        crate::output::write_stdout(&format!("{}\n", parts["url"]))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut shell = match engine {
+        Engine::Postgres => {
+            let mut psql = std::process::Command::new("psql");
+            psql.args(["-h", &parts["socket-dir"], "-p", &parts["port"]])
+                .args(["-U", &parts["user"], "-d", &parts["name"]]);
+            psql
+        }
+        Engine::Sqlite => {
+            let mut sqlite = std::process::Command::new("sqlite3");
+            sqlite.arg(&parts["path"]);
+            sqlite
+        }
+    };
+    let program = shell.get_program().to_string_lossy().into_owned();
+    // The shell takes the terminal: omnidev is replaced by it.
+    let error = std::os::unix::process::CommandExt::exec(&mut shell);
+    Err(Error::spawn(program)(error))
+}
+
+/// The engine and parts of database `name` (the profile's first when
+/// `None`) of the checkout's pod.
+fn database(pod: &PodArgs, name: Option<&str>) -> Result<(Engine, Parts)> {
+    let checkout = crate::session::resolve_checkout(pod)?;
+    let declared: Vec<String> = checkout.profile.databases.keys().cloned().collect();
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => declared
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::UnknownDatabase {
+                message: "the profile declares no database".to_owned(),
+            })?,
+    };
+    let Some(engine) = checkout.profile.databases.get(&name).map(|d| d.engine) else {
+        return Err(Error::UnknownDatabase {
+            message: format!(
+                "the profile declares no database `{name}` (it declares {})",
+                if declared.is_empty() {
+                    "none".to_owned()
+                } else {
+                    declared.join(", ")
+                }
+            ),
+        });
+    };
+    let mut beside = crate::session::prepare_beside(&checkout)?;
+    let parts = beside.databases.remove(&name).unwrap_or_default();
+    Ok((engine, parts))
+}
