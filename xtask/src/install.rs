@@ -199,6 +199,16 @@ impl Plan {
         .concat();
         self.actions
             .push(install(packages.join(", "), argv(&command), None));
+        // Debian starts a packaged database server on install; omnidev's
+        // tests run their own and never use it.
+        if packages.contains(&"postgresql") {
+            let stop = [sudo, &["sh", "-c", "service postgresql stop || true"]].concat();
+            self.actions.push(install(
+                "Debian's own postgresql stopped",
+                argv(&stop),
+                None,
+            ));
+        }
         true
     }
 

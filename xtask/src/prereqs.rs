@@ -146,6 +146,15 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         steps: &[E2e],
     },
     Prerequisite {
+        name: "postgresql",
+        program: "pg_ctlcluster",
+        probe: None,
+        used_by: "the database e2e (a pod's own Postgres, from Debian's server)",
+        install: "apt-get install postgresql (then `service postgresql stop`: omnidev runs its own)",
+        source: Source::Apt("postgresql"),
+        steps: &[E2e],
+    },
+    Prerequisite {
         name: "chromium",
         program: "chromium",
         probe: None,

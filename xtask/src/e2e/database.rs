@@ -1,0 +1,289 @@
+//! Case: a Postgres of each pod's own, on the machine's real server, run
+//! as an unprivileged user (Postgres refuses root; as root the case makes
+//! the user `omnidev-e2e` and runs omnidev through `runuser`): two
+//! checkouts, each its own server, port and data; a row written through
+//! one not seen through the other; data kept across `restart` and
+//! `stop`/`up` with no crash recovery; SIGKILL of omnidev leaves no
+//! `postgres` of the pod.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+use super::{Ctx, SOON, UP, send_signal};
+
+/// The user the servers run as when the case runs as root.
+const USER: &str = "omnidev-e2e";
+
+/// A pod's profile: a Postgres named `main`, and a service that waits
+/// for it and reaches it through its URL.
+const PROFILE: &str = r#"
+[databases.main]
+engine = "postgres"
+
+[env]
+DATABASE_URL = "{db.main.url}"
+
+[services.app]
+command = ["sh", "-c", "psql \"$DATABASE_URL\" -tAc 'select 1' && exec sleep 3600"]
+ready = { log = "^1$" }
+"#;
+
+/// Who runs omnidev here, and the directory of theirs everything is in.
+struct Unprivileged {
+    /// `runuser -u USER` when the case runs as root.
+    user: Option<&'static str>,
+    dir: PathBuf,
+    omnidev: PathBuf,
+}
+
+impl Unprivileged {
+    fn new(ctx: &Ctx) -> Result<Self> {
+        let root = nix::unistd::geteuid().is_root();
+        let dir = std::env::temp_dir().join(format!("omnidev-e2e-db-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let omnidev = dir.join("omnidev");
+        // The user may not reach the build's directory: a link (or a copy)
+        // of the binary in a directory of theirs.
+        if std::fs::hard_link(ctx.omnidev_path(), &omnidev).is_err() {
+            std::fs::copy(ctx.omnidev_path(), &omnidev)?;
+        }
+        if !root {
+            return Ok(Self {
+                user: None,
+                dir,
+                omnidev,
+            });
+        }
+        let known = Command::new("id")
+            .arg(USER)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if !known.success() {
+            let made = Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    USER,
+                ])
+                .status()?;
+            ensure!(made.success(), "useradd {USER} failed");
+        }
+        let owned = Command::new("chown")
+            .args(["-R", USER])
+            .arg(&dir)
+            .status()?;
+        ensure!(owned.success(), "chown of {} failed", dir.display());
+        Ok(Self {
+            user: Some(USER),
+            dir,
+            omnidev,
+        })
+    }
+
+    /// `omnidev ARGS` in `repo`, as the user, with the case's tag and
+    /// directories of the user's own.
+    fn omnidev(&self, ctx: &Ctx, repo: &Path, args: &[&str]) -> Command {
+        let base = ctx.command(&self.omnidev);
+        let mut env: Vec<(String, String)> = base
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
+            .collect();
+        let home = self.dir.join("home");
+        let mine = [
+            ("HOME", home.clone()),
+            ("XDG_CACHE_HOME", home.join(".cache")),
+            ("XDG_CONFIG_HOME", home.join(".config")),
+            ("XDG_DATA_HOME", home.join(".local/share")),
+            ("XDG_STATE_HOME", home.join(".local/state")),
+            ("XDG_RUNTIME_DIR", self.dir.join("run")),
+        ];
+        for (name, value) in &mine {
+            env.retain(|(k, _)| k != name);
+            env.push(((*name).to_owned(), value.to_string_lossy().into_owned()));
+        }
+        env.push(("PATH".into(), std::env::var("PATH").unwrap_or_default()));
+        let mut command = if let Some(user) = self.user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", user, "--", "env"]);
+            command.args(env.iter().map(|(k, v)| format!("{k}={v}")));
+            command.arg(&self.omnidev);
+            command
+        } else {
+            let mut command = Command::new(&self.omnidev);
+            command.envs(env);
+            command
+        };
+        command.args(args).current_dir(repo).stdin(Stdio::null());
+        command
+    }
+
+    /// A checkout of the user's with the profile.
+    fn checkout(&self, name: &str) -> Result<PathBuf> {
+        let repo = self.dir.join(name);
+        std::fs::create_dir_all(repo.join(".git"))?;
+        std::fs::write(repo.join("omnidev.toml"), PROFILE)?;
+        for dir in ["home/.cache", "home/.config", "run"] {
+            std::fs::create_dir_all(self.dir.join(dir))?;
+        }
+        if let Some(user) = self.user {
+            let owned = Command::new("chown")
+                .args(["-R", user])
+                .arg(&self.dir)
+                .status()?;
+            ensure!(owned.success(), "chown failed");
+        }
+        std::fs::set_permissions(
+            self.dir.join("run"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
+        Ok(repo)
+    }
+
+    /// `omnidev ARGS` in `repo` to its end; its output, which it must
+    /// have exited 0 with.
+    fn ok(&self, ctx: &mut Ctx, repo: &Path, args: &[&str], timeout: Duration) -> Result<String> {
+        let (status, out) =
+            ctx.run_to_end(self.omnidev(ctx, repo, args), &args.join("-"), timeout)?;
+        ensure!(
+            status.success(),
+            "omnidev {args:?} failed ({status}):\n{out}"
+        );
+        Ok(out)
+    }
+
+    /// What `psql` says to `sql` on the pod's database (`omnidev db`).
+    fn sql(&self, ctx: &mut Ctx, repo: &Path, sql: &str) -> Result<String> {
+        let mut command = self.omnidev(ctx, repo, &["db"]);
+        let input = self.dir.join("input.sql");
+        std::fs::write(&input, format!("\\set ON_ERROR_STOP 1\n{sql}\n"))?;
+        command.stdin(std::fs::File::open(&input)?);
+        let (status, out) = ctx.run_to_end(command, "psql", SOON)?;
+        ensure!(status.success(), "psql {sql:?} failed ({status}):\n{out}");
+        Ok(out)
+    }
+}
+
+impl Drop for Unprivileged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn postgres_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<()> {
+    let user = Unprivileged::new(ctx)?;
+    let (a, b) = (user.checkout("a")?, user.checkout("b")?);
+    let started = Instant::now();
+    user.ok(ctx, &a, &["up", "--detach"], UP)?;
+    ctx.note(format!(
+        "a new pod's Postgres (initdb included) ready, and its app, in {:?}",
+        started.elapsed()
+    ));
+    user.ok(ctx, &b, &["up", "--detach"], UP)?;
+    let status = |ctx: &mut Ctx, repo: &Path| -> Result<Value> {
+        Ok(serde_json::from_str(&user.ok(
+            ctx,
+            repo,
+            &["status", "--json"],
+            SOON,
+        )?)?)
+    };
+    let (sa, sb) = (status(ctx, &a)?, status(ctx, &b)?);
+    ensure!(
+        sa["ports"]["main"] != sb["ports"]["main"],
+        "one port for two pods: {sa} {sb}"
+    );
+    let urls = (
+        user.ok(ctx, &a, &["db", "url"], SOON)?,
+        user.ok(ctx, &b, &["db", "url"], SOON)?,
+    );
+    ensure!(urls.0 != urls.1, "one URL for two pods: {urls:?}");
+
+    // A row through one is not seen through the other.
+    user.sql(
+        ctx,
+        &a,
+        "create table notes(body text); insert into notes values ('written in a');",
+    )?;
+    user.sql(ctx, &b, "create table notes(body text);")?;
+    let count = |ctx: &mut Ctx, repo: &Path| -> Result<String> {
+        Ok(user
+            .sql(
+                ctx,
+                repo,
+                "\\pset tuples_only on\nselect count(*) from notes;",
+            )?
+            .trim()
+            .to_owned())
+    };
+    ensure!(count(ctx, &a)?.ends_with('1'), "a's row");
+    ensure!(count(ctx, &b)?.ends_with('0'), "a's row seen through b");
+
+    // Kept across a restart of the server and a stop and up of the pod,
+    // each a clean shutdown.
+    user.ok(ctx, &a, &["restart", "main"], UP)?;
+    ensure!(
+        count(ctx, &a)?.ends_with('1'),
+        "the row after `restart main`"
+    );
+    user.ok(ctx, &a, &["stop"], UP)?;
+    user.ok(ctx, &a, &["up", "--detach"], UP)?;
+    ensure!(count(ctx, &a)?.ends_with('1'), "the row after stop and up");
+    let log = user.ok(ctx, &a, &["logs", "main"], SOON)?;
+    ensure!(
+        !log.contains("not properly shut down"),
+        "crash recovery after a clean stop:\n{log}"
+    );
+
+    // SIGKILL of omnidev: no postgres of the pod stays.
+    let data = serde_json::from_str::<Value>(&user.ok(ctx, &a, &["status", "--json"], SOON)?)?;
+    let supervisor = data["pid"].as_u64().context("the pod's pid")?;
+    let data_dir = format!("{}/data/main", data["pod-dir"].as_str().context("pod-dir")?);
+    ensure!(
+        !postgres_of(&data_dir).is_empty(),
+        "no postgres of {data_dir} before the kill"
+    );
+    send_signal(u32::try_from(supervisor)?, "KILL")?;
+    let deadline = Instant::now() + SOON;
+    loop {
+        let left = postgres_of(&data_dir);
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("postgres of {data_dir} left after SIGKILL of omnidev: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ensure!(count(ctx, &b)?.ends_with('0'), "b untouched");
+    user.ok(ctx, &b, &["stop"], UP)?;
+    ctx.wait_no_pod_process(SOON)
+}
+
+/// The pids of the processes whose arguments name `data_dir` (a postgres
+/// of that pod: its postmaster is given it with `-D`, and its children
+/// show it in their titles only when asked; the postmaster is enough).
+fn postgres_of(data_dir: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let named = args
+                .windows(2)
+                .any(|w| w[0] == b"-D" && w[1] == data_dir.as_bytes());
+            let postgres = args.first().is_some_and(|a| a.ends_with(b"/postgres"));
+            (named && postgres).then_some(pid)
+        })
+        .collect()
+}
