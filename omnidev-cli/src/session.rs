@@ -408,7 +408,7 @@ pub struct Beside {
     /// The pod's ports.
     pub ports: BTreeMap<String, u16>,
     /// What each database's `{db.NAME.PART}` stands for.
-    pub databases: BTreeMap<String, omnidev_pod::database::Parts>,
+    pub databases: BTreeMap<String, omnidev_pod::database::DbParts>,
     /// What seeding the pod's files had to say.
     pub notices: Vec<String>,
 }
@@ -444,7 +444,7 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
     let notices = seed(profile, &ctx);
     Ok(Beside {
         rendered: profile.render(&ctx)?,
-        databases: profile.databases_of(&ctx),
+        databases: profile.databases_of(&ctx)?,
         ports: ctx.ports.0.clone(),
         notices,
     })

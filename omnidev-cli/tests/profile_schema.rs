@@ -237,7 +237,7 @@ fn everything() -> Profile {
     profile.databases.insert(
         "main".into(),
         omnidev_pod::database::Database {
-            engine: omnidev_pod::database::Engine::Postgres,
+            engine: omnidev_pod::database::DbEngine::Postgres,
             scheme: Some("postgresql+psycopg".into()),
             path: None,
         },
@@ -245,7 +245,7 @@ fn everything() -> Profile {
     profile.databases.insert(
         "files".into(),
         omnidev_pod::database::Database {
-            engine: omnidev_pod::database::Engine::Sqlite,
+            engine: omnidev_pod::database::DbEngine::Sqlite,
             scheme: None,
             path: Some("data/files.db".into()),
         },

@@ -1,6 +1,6 @@
 //! A pod's databases (`[databases.NAME] engine = "…"`): SQLite, a file in
-//! the pod, and Postgres, a server of the pod's own run from the machine's
-//! binaries.
+//! the pod, and Postgres, MariaDB and Redis, servers of the pod's own run
+//! from the machine's binaries.
 //!
 //! A server database is an ordinary service of the rendered pod, named
 //! like the database, with a port of the same name: it is supervised,
@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Database {
     /// What runs it.
-    pub engine: Engine,
+    pub engine: DbEngine,
     /// The scheme of `{db.NAME.url}` instead of the engine's own, for a
     /// driver that wants one (`postgresql+psycopg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,32 +45,59 @@ pub struct Database {
 /// A database engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Engine {
+pub enum DbEngine {
     /// A file in the pod; no server.
     Sqlite,
     /// A Postgres server of the pod's own.
     Postgres,
+    /// A MariaDB (MySQL) server of the pod's own.
+    Mariadb,
+    /// A Redis server of the pod's own.
+    Redis,
 }
 
-impl Engine {
+impl DbEngine {
     /// Whether it runs a server (a service and a port of the pod).
     pub fn is_server(self) -> bool {
-        !matches!(self, Engine::Sqlite)
+        !matches!(self, DbEngine::Sqlite)
     }
 
     /// The port its server prefers.
     pub fn base_port(self) -> Option<u16> {
         match self {
-            Engine::Sqlite => None,
-            Engine::Postgres => Some(5432),
+            DbEngine::Sqlite => None,
+            DbEngine::Postgres => Some(5432),
+            DbEngine::Mariadb => Some(3306),
+            DbEngine::Redis => Some(6379),
         }
     }
 
     fn word(self) -> &'static str {
         match self {
-            Engine::Sqlite => "sqlite",
-            Engine::Postgres => "postgres",
+            DbEngine::Sqlite => "sqlite",
+            DbEngine::Postgres => "postgres",
+            DbEngine::Mariadb => "mariadb",
+            DbEngine::Redis => "redis",
         }
+    }
+
+    /// The programs its server needs, the server first, and the Debian
+    /// package that has them.
+    pub fn programs(self) -> (&'static [&'static str], &'static str) {
+        match self {
+            DbEngine::Sqlite => (&[], "sqlite3"),
+            DbEngine::Postgres => (&["postgres", "initdb", "pg_isready"], "postgresql"),
+            DbEngine::Mariadb => (
+                &["mariadbd", "mariadb-install-db", "mariadb-admin"],
+                "mariadb-server",
+            ),
+            DbEngine::Redis => (&["redis-server", "redis-cli"], "redis-server"),
+        }
+    }
+
+    /// Whether its server refuses to run as root.
+    fn refuses_root(self) -> bool {
+        matches!(self, DbEngine::Postgres | DbEngine::Mariadb)
     }
 }
 
@@ -83,6 +110,7 @@ pub const PARTS: &[&str] = &[
     "host",
     "port",
     "socket-dir",
+    "socket",
     "user",
     "name",
     "path",
@@ -90,11 +118,11 @@ pub const PARTS: &[&str] = &[
 ];
 
 /// What `{db.NAME.PART}` stands for in one pod: each part's text.
-pub type Parts = BTreeMap<String, String>;
+pub type DbParts = BTreeMap<String, String>;
 
 /// Where a pod's databases live and are reached.
 #[derive(Debug, Clone, Copy)]
-pub struct Place<'a> {
+pub struct DbPlace<'a> {
     /// The pod directory.
     pub pod_dir: &'a Path,
     /// The pod's socket directory (short: a unix socket's path must fit).
@@ -108,11 +136,13 @@ impl Database {
     /// directory (SQLite).
     pub fn data_dir(&self, name: &str, pod_dir: &Path) -> PathBuf {
         match self.engine {
-            Engine::Sqlite => self
+            DbEngine::Sqlite => self
                 .sqlite_file(name, pod_dir)
                 .parent()
                 .map_or_else(|| pod_dir.to_path_buf(), Path::to_path_buf),
-            Engine::Postgres => pod_dir.join("data").join(name),
+            DbEngine::Postgres | DbEngine::Mariadb | DbEngine::Redis => {
+                pod_dir.join("data").join(name)
+            }
         }
     }
 
@@ -123,49 +153,107 @@ impl Database {
         }
     }
 
-    /// What each `{db.NAME.PART}` stands for.
-    pub fn parts(&self, name: &str, place: &Place<'_>) -> Parts {
+    /// What each `{db.NAME.PART}` stands for. A server's password (for
+    /// TCP; Redis asks for it on the socket too, so its URL carries it) is
+    /// made here on first use, 0600 beside its data.
+    pub fn parts(&self, name: &str, place: &DbPlace<'_>) -> Result<DbParts> {
         let text = |p: &Path| p.to_string_lossy().into_owned();
-        let mut parts = Parts::new();
-        match self.engine {
-            Engine::Sqlite => {
+        let mut parts = DbParts::new();
+        let port = (place.ports.get(name)).map_or_else(String::new, |p| p.to_string());
+        let socket_dir = text(place.socket_dir);
+        let mut common = |user: String| {
+            parts.insert("host".into(), "127.0.0.1".into());
+            parts.insert("port".into(), port.clone());
+            parts.insert("socket-dir".into(), socket_dir.clone());
+            parts.insert("user".into(), user);
+            parts.insert("name".into(), name.to_owned());
+            parts.insert(
+                "password-file".into(),
+                text(&password_file(name, place.pod_dir)),
+            );
+        };
+        // Every server's password file exists before it first starts.
+        let password = if self.engine.is_server() {
+            password(name, place.pod_dir)?
+        } else {
+            String::new()
+        };
+        let url = match self.engine {
+            DbEngine::Sqlite => {
                 let file = self.sqlite_file(name, place.pod_dir);
-                let scheme = self.scheme.as_deref().unwrap_or("sqlite");
-                parts.insert("url".into(), format!("{scheme}:///{}", text(&file)));
                 parts.insert("path".into(), text(&file));
                 parts.insert("name".into(), name.to_owned());
+                format!(
+                    "{}:///{}",
+                    self.scheme.as_deref().unwrap_or("sqlite"),
+                    text(&file)
+                )
             }
-            Engine::Postgres => {
-                let port = place
-                    .ports
-                    .get(name)
-                    .map_or_else(String::new, |p| p.to_string());
-                let socket_dir = text(place.socket_dir);
-                let scheme = self.scheme.as_deref().unwrap_or("postgresql");
-                parts.insert(
-                    "url".into(),
-                    format!(
-                        "{scheme}://{USER}@/{name}?host={}&port={port}",
-                        percent_encode(&socket_dir)
-                    ),
-                );
-                parts.insert("host".into(), "127.0.0.1".into());
-                parts.insert("port".into(), port);
-                parts.insert("socket-dir".into(), socket_dir);
-                parts.insert("user".into(), USER.into());
-                parts.insert("name".into(), name.to_owned());
-                parts.insert(
-                    "password-file".into(),
-                    text(&password_file(name, place.pod_dir)),
-                );
+            DbEngine::Postgres => {
+                common(USER.to_owned());
+                let socket = place.socket_dir.join(format!(".s.PGSQL.{port}"));
+                parts.insert("socket".into(), text(&socket));
+                format!(
+                    "{}://{USER}@/{name}?host={}&port={port}",
+                    self.scheme.as_deref().unwrap_or("postgresql"),
+                    percent_encode(&socket_dir)
+                )
             }
-        }
-        parts
+            DbEngine::Mariadb => {
+                // The socket's account is the user's own (unix_socket).
+                let user = os_user();
+                common(user.clone());
+                let socket = place.socket_dir.join(format!("{name}.mariadb.sock"));
+                parts.insert("socket".into(), text(&socket));
+                format!(
+                    "{}://{user}@localhost/{name}?unix_socket={}",
+                    self.scheme.as_deref().unwrap_or("mysql"),
+                    percent_encode(&text(&socket))
+                )
+            }
+            DbEngine::Redis => {
+                common(String::new());
+                let socket = place.socket_dir.join(format!("{name}.redis.sock"));
+                parts.insert("socket".into(), text(&socket));
+                format!(
+                    "{}://:{password}@127.0.0.1:{port}/0",
+                    self.scheme.as_deref().unwrap_or("redis")
+                )
+            }
+        };
+        parts.insert("url".into(), url);
+        Ok(parts)
     }
 }
 
+/// The name of the user omnidev runs as.
+fn os_user() -> String {
+    let uid = nix::unistd::getuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |user| user.name)
+}
+
+/// The password of database `name` of the pod: the one in its file, or a
+/// new one written there (0600, atomically).
+fn password(name: &str, pod_dir: &Path) -> Result<String> {
+    let path = password_file(name, pod_dir);
+    let read = omnidev_core::fs::read_file(&path, 1024).map_err(Error::io("read", &path))?;
+    if let Some(text) = read.and_then(|bytes| String::from_utf8(bytes).ok())
+        && !text.trim().is_empty()
+    {
+        return Ok(text.trim().to_owned());
+    }
+    let text = crate::ids::random_hex(24).map_err(Error::io("make", &path))?;
+    std::fs::create_dir_all(pod_dir.join("data"))
+        .map_err(Error::io("create", pod_dir.join("data")))?;
+    omnidev_core::fs::write_atomic(&path, text.as_bytes()).map_err(Error::io("write", &path))?;
+    Ok(text)
+}
+
 /// The file holding the password a server database takes over TCP (0600).
-fn password_file(name: &str, pod_dir: &Path) -> PathBuf {
+pub(crate) fn password_file(name: &str, pod_dir: &Path) -> PathBuf {
     pod_dir.join("data").join(format!("{name}.password"))
 }
 
@@ -181,38 +269,19 @@ fn percent_encode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
 }
 
-/// The services of a profile's server databases, named like them, ready
-/// to render as any other: `bin_dir` finds an engine's programs.
-pub fn services(
-    databases: &IndexMap<String, Database>,
-    place: &Place<'_>,
-    bin_dir: impl Fn(Engine) -> Result<PathBuf>,
-) -> Result<IndexMap<String, crate::profile::Service>> {
-    let mut services = IndexMap::new();
-    for (name, database) in databases {
-        if !database.engine.is_server() {
-            continue;
-        }
-        refuse_root(name, database.engine)?;
-        let bin = bin_dir(database.engine)?;
-        services.insert(name.clone(), postgres(name, database, place, &bin));
-    }
-    Ok(services)
-}
-
 /// Whether the server databases of a profile can run here: not as root
 /// (Postgres refuses), and their programs installed. Asked before anything
 /// starts (`up`, `up --detach`); an error says why and what to do.
 pub fn check_can_run(databases: &IndexMap<String, Database>, path: &std::ffi::OsStr) -> Result<()> {
     for (name, database) in databases.iter().filter(|(_, d)| d.engine.is_server()) {
         refuse_root(name, database.engine)?;
-        find_bin_dir(database.engine, path)?;
+        find_programs(database.engine, path)?;
     }
     Ok(())
 }
 
-fn refuse_root(name: &str, engine: Engine) -> Result<()> {
-    if nix::unistd::geteuid().is_root() {
+pub(crate) fn refuse_root(name: &str, engine: DbEngine) -> Result<()> {
+    if engine.refuses_root() && nix::unistd::geteuid().is_root() {
         return Err(Error::DatabaseAsRoot {
             name: name.to_owned(),
             engine: engine.word(),
@@ -221,97 +290,13 @@ fn refuse_root(name: &str, engine: Engine) -> Result<()> {
     Ok(())
 }
 
-/// The script that starts a pod's Postgres: the data directory made once
-/// (in `DATA.init`, moved into place when complete; a directory there that
-/// is not Postgres's is never touched), then the server in its place.
-const POSTGRES_SCRIPT: &str = r#"set -eu
-bin=$1 data=$2 sock=$3 port=$4 name=$5 secret=$6
-umask 077
-if [ ! -f "$data/PG_VERSION" ]; then
-  if [ -e "$data" ]; then
-    echo "omnidev: $data exists but holds no Postgres data; move it away to start afresh" >&2
-    exit 1
-  fi
-  rm -rf "$data.init"
-  mkdir -p "$(dirname "$data")"
-  if [ ! -s "$secret" ]; then
-    od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > "$secret.tmp" && mv "$secret.tmp" "$secret"
-  fi
-  "$bin/initdb" -D "$data.init" -U omnidev -E UTF8 --no-locale --auth-local=trust \
-    --auth-host=scram-sha-256 --pwfile="$secret" >/dev/null
-  echo "CREATE DATABASE \"$name\";" | "$bin/postgres" --single -D "$data.init" postgres >/dev/null
-  mv "$data.init" "$data"
-  echo "omnidev: made the Postgres data directory $data"
-fi
-mkdir -p "$sock"
-exec "$bin/postgres" -D "$data" -k "$sock" -p "$port" -h 127.0.0.1 \
-  -c unix_socket_permissions=0700 -c listen_addresses=127.0.0.1
-"#;
-
-fn postgres(
-    name: &str,
-    database: &Database,
-    place: &Place<'_>,
-    bin: &Path,
-) -> crate::profile::Service {
-    let text = |p: &Path| p.to_string_lossy().into_owned();
-    let data = database.data_dir(name, place.pod_dir);
-    let socket_dir = text(place.socket_dir);
-    let port = format!("{{port.{name}}}");
-    // Braces in paths are doubled: the command is a template.
-    let literal = |s: String| s.replace('{', "{{").replace('}', "}}");
-    let command = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        literal(POSTGRES_SCRIPT.to_owned()),
-        "omnidev-postgres".to_owned(),
-        literal(text(bin)),
-        literal(text(&data)),
-        literal(socket_dir.clone()),
-        port.clone(),
-        literal(name.to_owned()),
-        literal(text(&password_file(name, place.pod_dir))),
-    ];
-    let probe = vec![
-        literal(text(&bin.join("pg_isready"))),
-        "-q".to_owned(),
-        "-h".to_owned(),
-        literal(socket_dir),
-        "-p".to_owned(),
-        port,
-        "-U".to_owned(),
-        USER.to_owned(),
-        "-d".to_owned(),
-        literal(name.to_owned()),
-    ];
-    crate::profile::Service {
-        command: Some(command),
-        restart: Some(omnidev_core::RestartPolicy::Always),
-        // A fast shutdown: clients are disconnected, a checkpoint written.
-        stop_signal: Some("SIGINT".to_owned()),
-        grace_ms: Some(30_000),
-        ready: Some(crate::profile::Ready {
-            command: Some(probe),
-            interval_ms: Some(100),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// The directory of an engine's server programs: the one on `path` that
-/// holds them, else the newest Debian puts under `/usr/lib/postgresql`;
-/// an error naming the package when there is none.
-pub fn find_bin_dir(engine: Engine, path: &std::ffi::OsStr) -> Result<PathBuf> {
-    let (program, package) = match engine {
-        Engine::Sqlite => return Ok(PathBuf::new()),
-        Engine::Postgres => ("postgres", "postgresql"),
-    };
-    let needed = ["postgres", "initdb", "pg_isready"];
-    let has_all = |dir: &Path| needed.iter().all(|p| dir.join(p).is_file());
-    if let Some(dir) = std::env::split_paths(path).find(|dir| has_all(dir)) {
-        return Ok(dir);
-    }
+/// An engine's programs, in the order [`DbEngine::programs`] names them:
+/// on `path`, else where Debian puts them (the newest
+/// `/usr/lib/postgresql/*/bin`, all of Postgres's from one; `/usr/sbin`,
+/// off a user's `PATH`); an error naming the package when one is missing.
+pub fn find_programs(engine: DbEngine, path: &std::ffi::OsStr) -> Result<Vec<PathBuf>> {
+    let (needed, package) = engine.programs();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(path).collect();
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
         .flatten()
@@ -320,21 +305,39 @@ pub fn find_bin_dir(engine: Engine, path: &std::ffi::OsStr) -> Result<PathBuf> {
             let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
             Some((version, entry.path().join("bin")))
         })
-        .filter(|(_, dir)| has_all(dir))
         .collect();
     versions.sort();
-    versions
-        .pop()
-        .map(|(_, dir)| dir)
-        .ok_or(Error::DatabaseProgramMissing { program, package })
+    dirs.extend(versions.into_iter().rev().map(|(_, dir)| dir));
+    dirs.extend([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")]);
+    let has = |dir: &Path, program: &str| dir.join(program).is_file();
+    let missing = || Error::DatabaseProgramMissing {
+        program: needed[0],
+        package,
+    };
+    if engine == DbEngine::Postgres {
+        // initdb's data directory is for its own server's version.
+        let dir = (dirs.iter())
+            .find(|dir| needed.iter().all(|p| has(dir, p)))
+            .ok_or_else(missing)?;
+        return Ok(needed.iter().map(|p| dir.join(p)).collect());
+    }
+    needed
+        .iter()
+        .map(|program| {
+            (dirs.iter())
+                .find(|dir| has(dir, program))
+                .map(|dir| dir.join(program))
+                .ok_or_else(missing)
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn place<'a>(pod: &'a Path, ports: &'a crate::Ports) -> Place<'a> {
-        Place {
+    fn place<'a>(pod: &'a Path, ports: &'a crate::Ports) -> DbPlace<'a> {
+        DbPlace {
             pod_dir: pod,
             socket_dir: Path::new("/run/user/1000/omnidev/0123456789abcdef"),
             ports,
@@ -347,11 +350,13 @@ mod tests {
         allocated.0.insert("main".into(), 5433);
         let pod = Path::new("/pods/app-1");
         let postgres = Database {
-            engine: Engine::Postgres,
+            engine: DbEngine::Postgres,
             scheme: Some("postgresql+psycopg".into()),
             path: None,
         };
-        let parts = postgres.parts("main", &place(pod, &allocated));
+        let parts = postgres
+            .parts("main", &place(pod, &allocated))
+            .expect("parts");
         assert_eq!(
             parts["url"],
             "postgresql+psycopg://omnidev@/main?host=/run/user/1000/omnidev/0123456789abcdef&port=5433"
@@ -359,11 +364,13 @@ mod tests {
         assert_eq!(parts["port"], "5433");
         assert_eq!(parts["password-file"], "/pods/app-1/data/main.password");
         let sqlite = Database {
-            engine: Engine::Sqlite,
+            engine: DbEngine::Sqlite,
             scheme: None,
             path: Some("data/omnigent/chat.db".into()),
         };
-        let parts = sqlite.parts("omnigent", &place(pod, &allocated));
+        let parts = sqlite
+            .parts("omnigent", &place(pod, &allocated))
+            .expect("parts");
         assert_eq!(parts["url"], "sqlite:////pods/app-1/data/omnigent/chat.db");
         assert_eq!(parts["path"], "/pods/app-1/data/omnigent/chat.db");
         for part in parts.keys() {
@@ -374,11 +381,13 @@ mod tests {
     #[test]
     fn a_missing_server_names_its_package() {
         let empty = tempfile::tempdir().expect("tempdir");
-        let found = find_bin_dir(Engine::Postgres, empty.path().as_os_str());
-        // Where Debian's packages are installed, they are found instead.
-        match found {
-            Ok(dir) => assert!(dir.join("postgres").is_file(), "{dir:?}"),
-            Err(error) => assert!(error.to_string().contains("postgresql"), "{error}"),
+        for engine in [DbEngine::Postgres, DbEngine::Mariadb, DbEngine::Redis] {
+            let found = find_programs(engine, empty.path().as_os_str());
+            // Where Debian's packages are installed, they are found instead.
+            match found {
+                Ok(programs) => assert!(programs.iter().all(|p| p.is_file()), "{programs:?}"),
+                Err(error) => assert!(error.to_string().contains(engine.programs().1), "{error}"),
+            }
         }
     }
 }

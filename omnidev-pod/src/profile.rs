@@ -7,6 +7,7 @@
 
 pub mod changes;
 pub mod render;
+mod servers;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -750,7 +751,7 @@ impl Profile {
             .map(String::as_str)
             .collect();
         let database_names: Vec<&str> = self.databases.keys().map(String::as_str).collect();
-        let known = Known {
+        let known = KnownNames {
             ports: &port_names,
             databases: &database_names,
         };
@@ -1094,7 +1095,7 @@ fn check_duration(at: &Locator<'_>, path: &[&str], ms: u64, max: Duration) -> Re
 /// records each `{env.NAME}` without a default with its position in `uses`.
 /// The names a placeholder may use: ports (a server database's among
 /// them) and databases.
-struct Known<'k> {
+struct KnownNames<'k> {
     ports: &'k [&'k str],
     databases: &'k [&'k str],
 }
@@ -1103,7 +1104,7 @@ fn check_placeholders<'a>(
     at: &Locator<'_>,
     table: &'a DeTable<'a>,
     path: &mut Vec<String>,
-    ports: &Known<'_>,
+    ports: &KnownNames<'_>,
     uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     for (key, value) in table {
@@ -1118,7 +1119,7 @@ fn check_value<'a>(
     at: &Locator<'_>,
     value: &'a toml::Spanned<DeValue<'a>>,
     path: &mut Vec<String>,
-    ports: &Known<'_>,
+    ports: &KnownNames<'_>,
     uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     match value.get_ref() {

@@ -77,7 +77,7 @@ const CASES: &[Case] = &[
     case!(control::control_socket_modes_stale_socket_clean),
     case!(mcp::inspector_cli_lists_and_calls_the_tools),
     case!(dashboard::dashboard_in_chromium_two_worktrees),
-    case!(database::postgres_per_checkout_as_an_unprivileged_user),
+    case!(database::databases_per_checkout_as_an_unprivileged_user),
     case!(ports::long_pod_path_detach_status_stop),
     case!(ports::foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves),
     case!(ports::six_cache_roots_at_once_get_distinct_ports),

@@ -201,13 +201,20 @@ impl Plan {
             .push(install(packages.join(", "), argv(&command), None));
         // Debian starts a packaged database server on install; omnidev's
         // tests run their own and never use it.
-        if packages.contains(&"postgresql") {
-            let stop = [sudo, &["sh", "-c", "service postgresql stop || true"]].concat();
-            self.actions.push(install(
-                "Debian's own postgresql stopped",
-                argv(&stop),
-                None,
-            ));
+        for (package, service) in [
+            ("postgresql", "postgresql"),
+            ("mariadb-server", "mariadb"),
+            ("redis-server", "redis-server"),
+        ] {
+            if packages.contains(&package) {
+                let script = format!("service {service} stop || true");
+                let stop = [sudo, &["sh", "-c", script.as_str()]].concat();
+                self.actions.push(install(
+                    format!("Debian's own {service} stopped"),
+                    argv(&stop),
+                    None,
+                ));
+            }
         }
         true
     }

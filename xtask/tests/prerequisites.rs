@@ -18,6 +18,9 @@ const PRESENT: &[&str] = &[
     "pnpm",
     "chromium",
     "chromedriver",
+    "pg_ctlcluster",
+    "mariadb-install-db",
+    "redis-server",
 ];
 
 /// Programs the check uses where this machine has them: rustup and its

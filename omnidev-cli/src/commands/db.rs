@@ -1,10 +1,11 @@
 //! `omnidev db [NAME]`: the engine's own shell on a database of the pod
-//! (`psql` on its socket, `sqlite3` on its file); `omnidev db url [NAME]`:
+//! (`psql`, `mariadb`, `redis-cli` on its socket, `sqlite3` on its file);
+//! `omnidev db url [NAME]`:
 //! its URL, as `{db.NAME.url}` gives it to the services.
 
 use std::process::ExitCode;
 
-use omnidev_pod::database::{Engine, Parts};
+use omnidev_pod::database::{DbEngine, DbParts};
 
 use crate::cli::{DbAction, DbArgs, PodArgs};
 use crate::error::{Error, Result};
@@ -21,13 +22,34 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut shell = match engine {
-        Engine::Postgres => {
+        DbEngine::Postgres => {
             let mut psql = std::process::Command::new("psql");
             psql.args(["-h", &parts["socket-dir"], "-p", &parts["port"]])
                 .args(["-U", &parts["user"], "-d", &parts["name"]]);
             psql
         }
-        Engine::Sqlite => {
+        DbEngine::Mariadb => {
+            let mut mariadb = std::process::Command::new("mariadb");
+            mariadb
+                .arg("--no-defaults")
+                .arg(format!("--socket={}", parts["socket"]))
+                .arg(&parts["name"]);
+            mariadb
+        }
+        DbEngine::Redis => {
+            // The password through the environment, on no command line.
+            let file = std::path::Path::new(&parts["password-file"]);
+            let password = omnidev_core::fs::read_file(file, 1024)
+                .ok()
+                .flatten()
+                .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+                .unwrap_or_default();
+            let mut cli = std::process::Command::new("redis-cli");
+            cli.args(["-s", &parts["socket"]])
+                .env("REDISCLI_AUTH", password);
+            cli
+        }
+        DbEngine::Sqlite => {
             let mut sqlite = std::process::Command::new("sqlite3");
             sqlite.arg(&parts["path"]);
             sqlite
@@ -41,7 +63,7 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
 
 /// The engine and parts of database `name` (the profile's first when
 /// `None`) of the checkout's pod.
-fn database(pod: &PodArgs, name: Option<&str>) -> Result<(Engine, Parts)> {
+fn database(pod: &PodArgs, name: Option<&str>) -> Result<(DbEngine, DbParts)> {
     let checkout = crate::session::resolve_checkout(pod)?;
     let declared: Vec<String> = checkout.profile.databases.keys().cloned().collect();
     let name = match name {

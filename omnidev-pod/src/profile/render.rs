@@ -199,7 +199,7 @@ impl RenderContext {
     fn values_with<'a>(
         &'a self,
         env: &'a BTreeMap<String, String>,
-        databases: &'a BTreeMap<String, crate::database::Parts>,
+        databases: &'a BTreeMap<String, crate::database::DbParts>,
     ) -> Values<'a> {
         Values {
             pod: &self.pod_dir,
@@ -286,12 +286,12 @@ impl Profile {
     /// ```
     pub fn render(&self, ctx: &RenderContext) -> Result<RenderedPod> {
         let socket_dir = ctx.socket_dir();
-        let place = crate::database::Place {
+        let place = crate::database::DbPlace {
             pod_dir: &ctx.pod_dir,
             socket_dir: &socket_dir,
             ports: &ctx.ports,
         };
-        let databases = self.database_parts(&place);
+        let databases = self.database_parts(&place)?;
         // A server left out (`omnidev run` leaves every service out) is
         // neither looked for nor refused.
         let servers = (self.databases.iter())
@@ -306,9 +306,12 @@ impl Profile {
 
     /// What each database's `{db.NAME.PART}` stands for in the pod `ctx`
     /// renders (`omnidev db url` prints its `url`).
-    pub fn databases_of(&self, ctx: &RenderContext) -> BTreeMap<String, crate::database::Parts> {
+    pub fn databases_of(
+        &self,
+        ctx: &RenderContext,
+    ) -> Result<BTreeMap<String, crate::database::DbParts>> {
         let socket_dir = ctx.socket_dir();
-        self.database_parts(&crate::database::Place {
+        self.database_parts(&crate::database::DbPlace {
             pod_dir: &ctx.pod_dir,
             socket_dir: &socket_dir,
             ports: &ctx.ports,
@@ -317,10 +320,10 @@ impl Profile {
 
     fn database_parts(
         &self,
-        place: &crate::database::Place<'_>,
-    ) -> BTreeMap<String, crate::database::Parts> {
+        place: &crate::database::DbPlace<'_>,
+    ) -> Result<BTreeMap<String, crate::database::DbParts>> {
         (self.databases.iter())
-            .map(|(name, database)| (name.clone(), database.parts(name, place)))
+            .map(|(name, database)| Ok((name.clone(), database.parts(name, place)?)))
             .collect()
     }
 
@@ -330,10 +333,10 @@ impl Profile {
     fn with_database_services(
         &self,
         ctx: &RenderContext,
-        place: &crate::database::Place<'_>,
+        place: &crate::database::DbPlace<'_>,
     ) -> Result<Profile> {
-        let mut services = crate::database::services(&self.databases, place, |engine| {
-            crate::database::find_bin_dir(engine, &ctx.path)
+        let mut services = super::servers::services(&self.databases, place, |engine| {
+            crate::database::find_programs(engine, &ctx.path)
         })?;
         let servers: Vec<String> = services.keys().cloned().collect();
         let mut profile = self.clone();
@@ -358,7 +361,7 @@ impl Profile {
     fn render_with(
         &self,
         ctx: &RenderContext,
-        databases: &BTreeMap<String, crate::database::Parts>,
+        databases: &BTreeMap<String, crate::database::DbParts>,
     ) -> Result<RenderedPod> {
         let pod_files = crate::env_file::load(&ctx.repo, &self.pod.env_files)?;
         let template_env = ctx.template_env(&pod_files);

@@ -90,10 +90,10 @@ pub fn parse_known(
 }
 
 /// The declared port and database names (`None`: any name).
-type Known<'k> = Option<(&'k [&'k str], &'k [&'k str])>;
+type Declared<'k> = Option<(&'k [&'k str], &'k [&'k str])>;
 
 /// Parses `text` against `known` names.
-fn parse_with(text: &str, known: Known<'_>) -> Result<Vec<Segment>, TemplateError> {
+fn parse_with(text: &str, known: Declared<'_>) -> Result<Vec<Segment>, TemplateError> {
     let mut segments = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
@@ -143,7 +143,7 @@ fn parse_with(text: &str, known: Known<'_>) -> Result<Vec<Segment>, TemplateErro
     Ok(segments)
 }
 
-fn placeholder(inner: &str, names: Known<'_>) -> Result<Placeholder, String> {
+fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> {
     let ports = names.map(|(ports, _)| ports);
     let databases = names.map(|(_, databases)| databases);
     let known = || {
@@ -262,7 +262,7 @@ pub struct Values<'a> {
     /// `{python}`, or why it cannot be known.
     pub python: Result<&'a str, &'a str>,
     /// `{db.NAME.PART}`: each database's parts.
-    pub databases: &'a BTreeMap<String, crate::database::Parts>,
+    pub databases: &'a BTreeMap<String, crate::database::DbParts>,
 }
 
 /// Why a template could not be rendered.
@@ -399,7 +399,7 @@ mod tests {
         let (hosts, env) = (BTreeMap::new(), BTreeMap::new());
         let databases = BTreeMap::from([(
             "main".to_owned(),
-            crate::database::Parts::from([("url".to_owned(), "postgresql://u@/main".to_owned())]),
+            crate::database::DbParts::from([("url".to_owned(), "postgresql://u@/main".to_owned())]),
         )]);
         let values = Values {
             pod: Path::new("/p"),

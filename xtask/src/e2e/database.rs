@@ -1,10 +1,10 @@
-//! Case: a Postgres of each pod's own, on the machine's real server, run
-//! as an unprivileged user (Postgres refuses root; as root the case makes
-//! the user `omnidev-e2e` and runs omnidev through `runuser`): two
-//! checkouts, each its own server, port and data; a row written through
-//! one not seen through the other; data kept across `restart` and
-//! `stop`/`up` with no crash recovery; SIGKILL of omnidev leaves no
-//! `postgres` of the pod.
+//! Case: a Postgres, a MariaDB and a Redis of each pod's own, on the
+//! machine's real servers, run as an unprivileged user (Postgres and
+//! MariaDB refuse root; as root the case makes the user `omnidev-e2e` and
+//! runs omnidev through `runuser`): two checkouts, each its own servers,
+//! ports and data; a row (a key) written through one not seen through the
+//! other; data kept across `restart` and `stop`/`up` with no crash
+//! recovery; SIGKILL of omnidev leaves no server of the pod.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,11 +18,17 @@ use super::{Ctx, SOON, UP, send_signal};
 /// The user the servers run as when the case runs as root.
 const USER: &str = "omnidev-e2e";
 
-/// A pod's profile: a Postgres named `main`, and a service that waits
-/// for it and reaches it through its URL.
+/// A pod's profile: a Postgres named `main`, a MariaDB and a Redis, and
+/// a service that waits for Postgres and reaches it through its URL.
 const PROFILE: &str = r#"
 [databases.main]
 engine = "postgres"
+
+[databases.maria]
+engine = "mariadb"
+
+[databases.cache]
+engine = "redis"
 
 [env]
 DATABASE_URL = "{db.main.url}"
@@ -31,6 +37,25 @@ DATABASE_URL = "{db.main.url}"
 command = ["sh", "-c", "psql \"$DATABASE_URL\" -tAc 'select 1' && exec sleep 3600"]
 ready = { log = "^1$" }
 "#;
+
+/// Per database: what writes a row (a key) through checkout a, what
+/// makes the same empty place in b, and what counts it (the answer ends
+/// with the count).
+const STORES: &[(&str, &str, &str, &str)] = &[
+    (
+        "main",
+        "create table notes(body text); insert into notes values ('written in a');",
+        "create table notes(body text);",
+        "\\pset tuples_only on\nselect count(*) from notes;",
+    ),
+    (
+        "maria",
+        "create table notes(body text); insert into notes values ('written in a');",
+        "create table notes(body text);",
+        "select count(*) from notes;",
+    ),
+    ("cache", "SET note written-in-a", "PING", "EXISTS note"),
+];
 
 /// Who runs omnidev here, and the directory of theirs everything is in.
 struct Unprivileged {
@@ -158,15 +183,35 @@ impl Unprivileged {
         Ok(out)
     }
 
-    /// What `psql` says to `sql` on the pod's database (`omnidev db`).
-    fn sql(&self, ctx: &mut Ctx, repo: &Path, sql: &str) -> Result<String> {
-        let mut command = self.omnidev(ctx, repo, &["db"]);
-        let input = self.dir.join("input.sql");
-        std::fs::write(&input, format!("\\set ON_ERROR_STOP 1\n{sql}\n"))?;
-        command.stdin(std::fs::File::open(&input)?);
-        let (status, out) = ctx.run_to_end(command, "psql", SOON)?;
-        ensure!(status.success(), "psql {sql:?} failed ({status}):\n{out}");
+    /// What the shell of database `name` (`omnidev db NAME`) says to
+    /// `input`.
+    fn db(&self, ctx: &mut Ctx, repo: &Path, name: &str, input: &str) -> Result<String> {
+        let mut command = self.omnidev(ctx, repo, &["db", name]);
+        let file = self.dir.join("input");
+        let input = if name == "main" {
+            format!("\\set ON_ERROR_STOP 1\n{input}\n")
+        } else {
+            format!("{input}\n")
+        };
+        std::fs::write(&file, input)?;
+        command.stdin(std::fs::File::open(&file)?);
+        let (status, out) = ctx.run_to_end(command, &format!("db-{name}"), SOON)?;
+        ensure!(
+            status.success(),
+            "omnidev db {name} failed ({status}):\n{out}"
+        );
+        ensure!(!out.contains("ERR"), "omnidev db {name}:\n{out}");
         Ok(out)
+    }
+
+    /// The count each database gives in `repo`, in [`STORES`]' order.
+    fn counts(&self, ctx: &mut Ctx, repo: &Path) -> Result<String> {
+        let mut counts = String::new();
+        for (name, _, _, count) in STORES {
+            let out = self.db(ctx, repo, name, count)?;
+            counts.push(out.trim().chars().last().unwrap_or('?'));
+        }
+        Ok(counts)
     }
 }
 
@@ -176,13 +221,13 @@ impl Drop for Unprivileged {
     }
 }
 
-pub fn postgres_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<()> {
+pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<()> {
     let user = Unprivileged::new(ctx)?;
     let (a, b) = (user.checkout("a")?, user.checkout("b")?);
     let started = Instant::now();
     user.ok(ctx, &a, &["up", "--detach"], UP)?;
     ctx.note(format!(
-        "a new pod's Postgres (initdb included) ready, and its app, in {:?}",
+        "a new pod's Postgres, MariaDB and Redis (their data made) ready, and its app, in {:?}",
         started.elapsed()
     ));
     user.ok(ctx, &b, &["up", "--detach"], UP)?;
@@ -195,55 +240,52 @@ pub fn postgres_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<()
         )?)?)
     };
     let (sa, sb) = (status(ctx, &a)?, status(ctx, &b)?);
-    ensure!(
-        sa["ports"]["main"] != sb["ports"]["main"],
-        "one port for two pods: {sa} {sb}"
-    );
+    for (name, ..) in STORES {
+        ensure!(
+            sa["ports"][name] != sb["ports"][name],
+            "one {name} port for two pods: {sa} {sb}"
+        );
+    }
     let urls = (
         user.ok(ctx, &a, &["db", "url"], SOON)?,
         user.ok(ctx, &b, &["db", "url"], SOON)?,
     );
     ensure!(urls.0 != urls.1, "one URL for two pods: {urls:?}");
 
-    // A row through one is not seen through the other.
-    user.sql(
-        ctx,
-        &a,
-        "create table notes(body text); insert into notes values ('written in a');",
-    )?;
-    user.sql(ctx, &b, "create table notes(body text);")?;
-    let count = |ctx: &mut Ctx, repo: &Path| -> Result<String> {
-        Ok(user
-            .sql(
-                ctx,
-                repo,
-                "\\pset tuples_only on\nselect count(*) from notes;",
-            )?
-            .trim()
-            .to_owned())
-    };
-    ensure!(count(ctx, &a)?.ends_with('1'), "a's row");
-    ensure!(count(ctx, &b)?.ends_with('0'), "a's row seen through b");
+    // A row (a key) through one is not seen through the other.
+    for (name, write, empty, _) in STORES {
+        user.db(ctx, &a, name, write)?;
+        user.db(ctx, &b, name, empty)?;
+    }
+    ensure!(user.counts(ctx, &a)? == "111", "a's rows");
+    ensure!(user.counts(ctx, &b)? == "000", "a's rows seen through b");
 
-    // Kept across a restart of the server and a stop and up of the pod,
+    // Kept across a restart of each server and a stop and up of the pod,
     // each a clean shutdown.
-    user.ok(ctx, &a, &["restart", "main"], UP)?;
-    ensure!(
-        count(ctx, &a)?.ends_with('1'),
-        "the row after `restart main`"
-    );
+    for (name, ..) in STORES {
+        user.ok(ctx, &a, &["restart", name], UP)?;
+    }
+    ensure!(user.counts(ctx, &a)? == "111", "the rows after restarts");
     user.ok(ctx, &a, &["stop"], UP)?;
     user.ok(ctx, &a, &["up", "--detach"], UP)?;
-    ensure!(count(ctx, &a)?.ends_with('1'), "the row after stop and up");
-    let log = user.ok(ctx, &a, &["logs", "main"], SOON)?;
-    ensure!(
-        !log.contains("not properly shut down"),
-        "crash recovery after a clean stop:\n{log}"
-    );
+    ensure!(user.counts(ctx, &a)? == "111", "the rows after stop and up");
+    let log = user.ok(ctx, &a, &["logs", "main", "maria"], SOON)?;
+    for recovered in ["not properly shut down", "crash recovery"] {
+        ensure!(
+            !log.contains(recovered),
+            "a recovery after a clean stop:\n{log}"
+        );
+    }
 
-    // SIGKILL of omnidev: no postgres of the pod stays.
+    // SIGKILL of omnidev: no server of the pod stays.
     let data = serde_json::from_str::<Value>(&user.ok(ctx, &a, &["status", "--json"], SOON)?)?;
     let supervisor = data["pid"].as_u64().context("the pod's pid")?;
+    let servers: Vec<u64> = (data["services"].as_array().context("services")?)
+        .iter()
+        .filter(|s| STORES.iter().any(|(name, ..)| s["name"] == *name))
+        .filter_map(|s| s["pid"].as_u64())
+        .collect();
+    ensure!(servers.len() == STORES.len(), "the servers' pids: {data}");
     let data_dir = format!("{}/data/main", data["pod-dir"].as_str().context("pod-dir")?);
     ensure!(
         !postgres_of(&data_dir).is_empty(),
@@ -252,16 +294,19 @@ pub fn postgres_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<()
     send_signal(u32::try_from(supervisor)?, "KILL")?;
     let deadline = Instant::now() + SOON;
     loop {
-        let left = postgres_of(&data_dir);
+        let left: Vec<u64> = (servers.iter().copied())
+            .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            .chain(postgres_of(&data_dir).into_iter().map(u64::from))
+            .collect();
         if left.is_empty() {
             break;
         }
         if Instant::now() > deadline {
-            bail!("postgres of {data_dir} left after SIGKILL of omnidev: {left:?}");
+            bail!("servers of pod a left after SIGKILL of omnidev: {left:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    ensure!(count(ctx, &b)?.ends_with('0'), "b untouched");
+    ensure!(user.counts(ctx, &b)? == "000", "b untouched");
     user.ok(ctx, &b, &["stop"], UP)?;
     ctx.wait_no_pod_process(SOON)
 }
