@@ -58,8 +58,8 @@ pub enum Command {
     /// Run a one-off command with the pod's environment and persisted ports.
     #[command(visible_alias = "exec")]
     Run(RunArgs),
-    /// Open the engine's shell on a database of the pod (psql, sqlite3);
-    /// `omnidev db url` prints its URL.
+    /// Open the engine's shell on a database of the pod (psql, mariadb,
+    /// redis-cli, sqlite3); `omnidev db url` prints its URL.
     Db(DbArgs),
     /// Shorthand for `omnidev run -- uv run omnigent ARGS…`.
     Omnigent(OmnigentArgs),

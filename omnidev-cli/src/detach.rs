@@ -99,8 +99,8 @@ pub fn start(
 ) -> miette::Result<Started> {
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
-    let checkout = crate::session::resolve_checkout(&options.pod)?;
-    crate::session::check_databases(&checkout)?;
+    let mut checkout = crate::session::resolve_checkout(&options.pod)?;
+    crate::session::check_databases(&mut checkout, options.db)?;
     options
         .selection
         .to_run(&checkout.profile)
@@ -123,7 +123,7 @@ pub fn start(
             note!("{said}");
         }
     }
-    let pod = Pod::create(&pod_dir, &checkout.profile.pod.dirs).map_err(Error::from)?;
+    let pod = Pod::create(&pod_dir, &checkout.profile.pod_dirs()).map_err(Error::from)?;
     // One `up --detach` starts the pod at a time (a lock on its directory,
     // held until its background process holds the pod's lock); one that
     // waited here finds it running.

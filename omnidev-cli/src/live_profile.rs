@@ -143,7 +143,7 @@ impl LiveProfile {
     /// its new base: nothing is allocated by a check).
     fn load(&self) -> omnidev_pod::Result<Next> {
         let state = self.state();
-        let profile = if self.embedded && std::fs::symlink_metadata(&self.file).is_err() {
+        let mut profile = if self.embedded && std::fs::symlink_metadata(&self.file).is_err() {
             Profile::omnigent()
         } else {
             Profile::from_file(&self.file)?
@@ -151,6 +151,10 @@ impl LiveProfile {
         let repo = &state.checkout.repo;
         profile.check_repo(repo)?;
         let mut context = state.set_up.context.clone();
+        // The engine `up --db` chose holds for the profile as edited.
+        if let Some(engine) = context.db {
+            profile.choose_engine(engine)?;
+        }
         let selected = context.selection.to_run(&profile)?;
         let path = std::env::var_os("PATH").unwrap_or_default();
         profile.check_tools(repo, &selected, &path)?;

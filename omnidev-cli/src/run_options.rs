@@ -42,6 +42,9 @@ pub struct RunOptions {
     /// `--scale NAME=N` (the last one given for a name wins).
     #[serde(default)]
     pub scale: BTreeMap<String, u32>,
+    /// `--db ENGINE`: the engine the profile's databases run on.
+    #[serde(default)]
+    pub db: Option<omnidev_pod::database::DbEngine>,
     /// `--timestamps` (the profile's `[pod] timestamps` also turns them
     /// on: see `PreparedPod::timestamps`).
     #[serde(default)]
@@ -144,6 +147,7 @@ impl RunOptions {
             front,
             debounce: args.debounce.map(Duration::from_millis),
             scale: args.scale.iter().cloned().collect(),
+            db: args.db,
             timestamps: args.timestamps,
             debug: args.debug
                 || around

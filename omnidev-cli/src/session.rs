@@ -32,6 +32,9 @@ pub struct Checkout {
     pub cache_root: PathBuf,
     /// This checkout's pod directory.
     pub pod_dir: PathBuf,
+    /// The engine its databases run on by `--db` (or as the pod last
+    /// recorded it), already applied to `profile`.
+    pub db: Option<omnidev_pod::database::DbEngine>,
 }
 
 /// The async runtime a command runs on, its I/O and timers on: with two
@@ -80,12 +83,21 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
         source,
         cache_root,
         pod_dir,
+        db: None,
     })
 }
 
-/// Whether the checkout's server databases can run here (not as root,
-/// their programs installed): asked before anything starts.
-pub fn check_databases(checkout: &Checkout) -> Result<()> {
+/// Moves the checkout's databases to the engine `--db` chose (else the
+/// one the pod recorded), then asks whether its server databases can run
+/// here (not as root, their programs installed): before anything starts.
+pub fn check_databases(
+    checkout: &mut Checkout,
+    db: Option<omnidev_pod::database::DbEngine>,
+) -> Result<()> {
+    checkout.db = db.or_else(|| Pod::at(&checkout.pod_dir).db_engine());
+    if let Some(engine) = checkout.db {
+        checkout.profile.choose_engine(engine)?;
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     omnidev_pod::database::check_can_run(&checkout.profile.databases, &path)?;
     Ok(())
@@ -232,8 +244,11 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         }
         notices.extend(clean_before_up(&checkout.pod_dir)?);
     }
-    let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
+    let pod = Pod::create(&checkout.pod_dir, &profile.pod_dirs())?;
     let lock = PodLock::acquire(pod.dir())?;
+    if let Some(engine) = checkout.db {
+        pod.set_db_engine(engine)?;
+    }
     let control_socket = crate::control::serving_path(pod.dir())?;
     if pod.socket_room() < SOCKET_NAME_ROOM {
         notices.push(format!(
@@ -267,6 +282,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
     ctx.scale.clone_from(&options.scale);
+    ctx.db = checkout.db;
     if options.trust_lan_origins {
         match profile.lan_origin_port().and_then(|name| ports.get(name)) {
             Some(port) => {
@@ -419,8 +435,16 @@ pub struct Beside {
 /// only when there are none), its files seeded, and the profile rendered
 /// for the environment alone. Takes no pod lock: the pod may be running.
 pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
-    let profile = &checkout.profile;
-    let pod = Pod::create(&checkout.pod_dir, &profile.pod.dirs)?;
+    // The engine the pod runs its databases on (`up --db`).
+    let mut chosen = None;
+    if let Some(engine) = Pod::at(&checkout.pod_dir).db_engine() {
+        let mut moved = checkout.profile.clone();
+        if moved.choose_engine(engine).is_ok() {
+            chosen = Some(moved);
+        }
+    }
+    let profile = chosen.as_ref().unwrap_or(&checkout.profile);
+    let pod = Pod::create(&checkout.pod_dir, &profile.pod_dirs())?;
     let runtime_dir = omnidev_pod::runtime::runtime_dir();
     let ports = omnidev_pod::ports::ensure_ports(&PortRequest {
         cache_root: &checkout.cache_root,

@@ -239,15 +239,24 @@ fn everything() -> Profile {
         omnidev_pod::database::Database {
             engine: omnidev_pod::database::DbEngine::Postgres,
             scheme: Some("postgresql+psycopg".into()),
-            path: None,
+            driver: Some("psycopg[binary]>=3.1,<4".into()),
+            ..Default::default()
         },
     );
     profile.databases.insert(
         "files".into(),
         omnidev_pod::database::Database {
             engine: omnidev_pod::database::DbEngine::Sqlite,
-            scheme: None,
             path: Some("data/files.db".into()),
+            engines: [(
+                omnidev_pod::database::DbEngine::Mariadb,
+                omnidev_pod::database::EngineChoice {
+                    scheme: Some("mysql+pymysql".into()),
+                    driver: Some("pymysql>=1.1,<2".into()),
+                },
+            )]
+            .into(),
+            ..Default::default()
         },
     );
     profile

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// `[databases.NAME]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Database {
     /// What runs it.
@@ -40,13 +40,52 @@ pub struct Database {
     /// `data/NAME/NAME.db`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// `{db.NAME.driver}`: the client package a program needs for this
+    /// engine (`psycopg[binary]>=3.1,<4`), empty when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// The other engines it can run on (`omnidev up --db ENGINE`), each
+    /// with the scheme and driver it takes there.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub engines: IndexMap<DbEngine, EngineChoice>,
+}
+
+/// What a database takes on another engine (`[databases.NAME.engines]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EngineChoice {
+    /// The scheme of its URL there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// The driver there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+}
+
+impl Database {
+    /// This database on `engine`, when it lists it among its `engines`
+    /// (or runs on it already).
+    pub fn on(&self, engine: DbEngine) -> Option<Self> {
+        if self.engine == engine {
+            return Some(self.clone());
+        }
+        let choice = self.engines.get(&engine)?;
+        Some(Self {
+            engine,
+            scheme: choice.scheme.clone(),
+            path: None,
+            driver: choice.driver.clone(),
+            engines: self.engines.clone(),
+        })
+    }
 }
 
 /// A database engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DbEngine {
     /// A file in the pod; no server.
+    #[default]
     Sqlite,
     /// A Postgres server of the pod's own.
     Postgres,
@@ -72,7 +111,15 @@ impl DbEngine {
         }
     }
 
-    fn word(self) -> &'static str {
+    /// The engine a word names (`postgres`, `mariadb`, `redis`, `sqlite`).
+    pub fn from_word(word: &str) -> Option<Self> {
+        [Self::Sqlite, Self::Postgres, Self::Mariadb, Self::Redis]
+            .into_iter()
+            .find(|engine| engine.word() == word)
+    }
+
+    /// Its word in a profile.
+    pub fn word(self) -> &'static str {
         match self {
             DbEngine::Sqlite => "sqlite",
             DbEngine::Postgres => "postgres",
@@ -115,6 +162,7 @@ pub const PARTS: &[&str] = &[
     "name",
     "path",
     "password-file",
+    "driver",
 ];
 
 /// What `{db.NAME.PART}` stands for in one pod: each part's text.
@@ -222,6 +270,7 @@ impl Database {
             }
         };
         parts.insert("url".into(), url);
+        parts.insert("driver".into(), self.driver.clone().unwrap_or_default());
         Ok(parts)
     }
 }
@@ -352,7 +401,7 @@ mod tests {
         let postgres = Database {
             engine: DbEngine::Postgres,
             scheme: Some("postgresql+psycopg".into()),
-            path: None,
+            ..Database::default()
         };
         let parts = postgres
             .parts("main", &place(pod, &allocated))
@@ -365,8 +414,8 @@ mod tests {
         assert_eq!(parts["password-file"], "/pods/app-1/data/main.password");
         let sqlite = Database {
             engine: DbEngine::Sqlite,
-            scheme: None,
             path: Some("data/omnigent/chat.db".into()),
+            ..Database::default()
         };
         let parts = sqlite
             .parts("omnigent", &place(pod, &allocated))

@@ -275,6 +275,22 @@ pub enum Error {
         engine: &'static str,
     },
 
+    /// `--db ENGINE` for a profile whose databases cannot run on it.
+    #[error("no database of the profile runs on {engine} (it declares: {declared})")]
+    #[diagnostic(
+        code(omnidev::pod::no_database_for),
+        help(
+            "a database lists the engines `--db` may move it to: \
+             `[databases.NAME.engines.{engine}]` with the URL `scheme` and `driver` it takes there"
+        )
+    )]
+    NoDatabaseFor {
+        /// The engine asked for.
+        engine: &'static str,
+        /// The databases there are.
+        declared: String,
+    },
+
     /// A server database's programs are not installed.
     #[error("`{program}` is not installed (looked on PATH and in /usr/lib/postgresql/*/bin)")]
     #[diagnostic(

@@ -11,6 +11,9 @@ pub const LOCK_FILE: &str = "omnidev.lock";
 /// The supervisor's record of running processes (`<pod>/state.json`).
 pub const STATE_FILE: &str = "state.json";
 
+/// The engine `omnidev up --db` chose for the pod's databases.
+pub const DB_ENGINE_FILE: &str = "db-engine";
+
 /// The pointer to a running pod's control socket (`<pod>/control.sock`): a
 /// symbolic link to the socket in the per-user runtime directory.
 pub const CONTROL_SOCKET: &str = "control.sock";

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    CONTROL_SOCKET, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER, POD_TOML, RUN_DIR,
-    STATE_FILE, TMP_DIR,
+    CONTROL_SOCKET, DB_ENGINE_FILE, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER,
+    POD_TOML, RUN_DIR, STATE_FILE, TMP_DIR,
 };
 use crate::runtime::Private;
 
@@ -436,7 +436,14 @@ fn not_a_pod(dir: &Path, reason: impl Into<String>) -> Error {
 
 /// The names at the top of a pod that omnidev itself makes (besides the
 /// `made` sub-directories its marker lists): all `omnidev clean` removes.
-const LAYOUT: &[&str] = &[POD_TOML, LOCK_FILE, STATE_FILE, CONTROL_SOCKET, LOGS_DIR];
+const LAYOUT: &[&str] = &[
+    POD_TOML,
+    LOCK_FILE,
+    STATE_FILE,
+    CONTROL_SOCKET,
+    LOGS_DIR,
+    DB_ENGINE_FILE,
+];
 
 /// Whether `name`, at the top of a pod, is a temporary file omnidev left
 /// (an atomic write's, or the control socket pointer's being replaced).
@@ -687,6 +694,21 @@ impl Pod {
     /// `<pod>/pod.toml`: the allocated ports and the repo path.
     pub fn pod_toml(&self) -> PathBuf {
         self.dir.join(POD_TOML)
+    }
+
+    /// The engine `omnidev up --db` last chose for the pod's databases
+    /// (`<pod>/db-engine`): the pod keeps it, so a later `up`, `db` and
+    /// `run` reach the same data until another `--db` changes it.
+    pub fn db_engine(&self) -> Option<crate::database::DbEngine> {
+        let bytes = omnidev_core::fs::read_file(&self.dir.join(DB_ENGINE_FILE), 64).ok()??;
+        crate::database::DbEngine::from_word(String::from_utf8_lossy(&bytes).trim())
+    }
+
+    /// Records `engine` as the pod's ([`Pod::db_engine`]).
+    pub fn set_db_engine(&self, engine: crate::database::DbEngine) -> Result<()> {
+        let path = self.dir.join(DB_ENGINE_FILE);
+        omnidev_core::fs::write_atomic(&path, format!("{}\n", engine.word()).as_bytes())
+            .map_err(Error::io("write", &path))
     }
 
     /// `<pod>/state.json`: the supervisor's record of running processes.

@@ -737,6 +737,58 @@ impl Profile {
     /// Service and port names follow [`crate::names::NAME_SYNTAX`]; paths
     /// omnidev writes in the pod stay in it; a service's `cwd` stays in the
     /// checkout unless `cwd-outside-repo` says otherwise.
+    /// The sub-directories a pod of this profile is made with: `[pod]
+    /// dirs`, and where its databases keep their data (`data` for a
+    /// server's, an SQLite file's directory), so that they are the pod's
+    /// own and `clean` removes them with it.
+    pub fn pod_dirs(&self) -> Vec<String> {
+        let mut dirs = self.pod.dirs.clone();
+        for (name, database) in &self.databases {
+            let dir = if database.engine.is_server() {
+                "data".to_owned()
+            } else {
+                let file = database
+                    .path
+                    .clone()
+                    .unwrap_or_else(|| format!("data/{name}/{name}.db"));
+                match file.rsplit_once('/') {
+                    Some((dir, _)) => dir.to_owned(),
+                    None => continue,
+                }
+            };
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        dirs
+    }
+
+    /// Runs the profile's databases on `engine` (`omnidev up --db
+    /// ENGINE`): each that lists it among its `engines` (or runs on it
+    /// already) moves there; an error when none can.
+    pub fn choose_engine(&mut self, engine: crate::database::DbEngine) -> Result<()> {
+        let mut moved = false;
+        for database in self.databases.values_mut() {
+            if let Some(there) = database.on(engine) {
+                *database = there;
+                moved = true;
+            }
+        }
+        if moved {
+            Ok(())
+        } else {
+            Err(Error::NoDatabaseFor {
+                engine: engine.word(),
+                declared: self
+                    .databases
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+    }
+
     /// Checks the databases, then every placeholder against the ports (a
     /// server database's among them) and databases; where the `{env.NAME}`s
     /// without a default are.

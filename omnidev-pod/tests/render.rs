@@ -156,10 +156,13 @@ fn the_backend_runs_on_the_checkouts_python_whatever_uv_python_says() {
     ctx.selection.skip = vec!["vite".into()];
     ctx.inherited_env.insert("UV_PYTHON".into(), "3.11".into());
     let rendered = Profile::omnigent().render(&ctx).expect("render");
-    for name in ["server", "host"] {
-        let args = &service(&rendered.services, name).command.args;
-        assert_eq!(args[..4], ["run", "--python", "3.13", "omnigent"], "{name}");
-    }
+    let server = &service(&rendered.services, "server").command.args;
+    assert_eq!(
+        server[..5],
+        ["run", "--python", "3.13", "--with=", "omnigent"]
+    );
+    let host = &service(&rendered.services, "host").command.args;
+    assert_eq!(host[..4], ["run", "--python", "3.13", "omnigent"]);
     std::fs::write(f.repo.join(".python-version"), "3.13 --oops\n").expect("write");
     let ctx = RenderContext {
         python: omnidev_pod::python::PythonPin::of_checkout(&f.repo),
@@ -193,6 +196,7 @@ fn omnigent_services_commands_and_dependencies() {
             "run",
             "--python",
             "3.12",
+            "--with=",
             "omnigent",
             "--log-to-stderr",
             "server",
@@ -853,4 +857,44 @@ depends-on = { web = "ready" }
     )
     .expect_err("no copy");
     assert!(err.to_string().contains("replicas"), "{err}");
+}
+
+/// `up --db postgres` (or mariadb) moves the Omnigent profile's database
+/// to a server of the pod's own, with the URL scheme and the Python driver
+/// Omnigent takes there and a port of the database's name; an engine it
+/// does not list is refused, naming where a profile lists them.
+#[test]
+fn omnigent_moves_its_database_to_a_server_with_its_driver() {
+    use omnidev_pod::database::DbEngine;
+    let f = fixture();
+    let mut ctx = context(&f);
+    ctx.ports.0.insert("db".into(), 5440);
+    let sqlite = Profile::omnigent().databases_of(&ctx).expect("parts");
+    assert_eq!(sqlite["db"]["driver"], "");
+    for (engine, scheme, driver) in [
+        (
+            DbEngine::Postgres,
+            "postgresql+psycopg://omnidev@/db?host=",
+            "psycopg[binary]>=3.1,<4",
+        ),
+        (DbEngine::Mariadb, "mysql+pymysql://", "pymysql>=1.1,<2"),
+    ] {
+        let mut profile = Profile::omnigent();
+        profile.choose_engine(engine).expect("a server");
+        let parts = &profile.databases_of(&ctx).expect("parts")["db"];
+        assert!(parts["url"].starts_with(scheme), "{}", parts["url"]);
+        assert_eq!(parts["driver"], driver);
+        assert_eq!(parts["port"], "5440");
+        let bases = profile.port_bases(&BTreeMap::new());
+        assert!(bases.iter().any(|(name, _)| name == "db"), "{bases:?}");
+    }
+    let error = Profile::omnigent()
+        .choose_engine(DbEngine::Redis)
+        .expect_err("no redis");
+    assert!(
+        error
+            .to_string()
+            .contains("no database of the profile runs on redis"),
+        "{error}"
+    );
 }

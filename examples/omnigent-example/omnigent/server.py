@@ -1,10 +1,13 @@
-"""The backend: `/health`, `/env`, a sqlite database and an artifacts directory."""
+"""The backend: `/health`, `/env`, a database (an SQLite file, or a Postgres
+or MariaDB server through the driver `uv run --with` brought) and an
+artifacts directory."""
 
 import json
 import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from omnigent.log import Stop, log
@@ -28,15 +31,49 @@ def database_path(uri: str) -> str:
     return uri[len(prefix):]
 
 
+def connect(uri: str):
+    """A connection to the database `uri` names, its parameter mark, and
+    what `/env` says of it: SQLite (`sqlite:///PATH`), Postgres
+    (`postgresql+psycopg://…`, psycopg 3) or MariaDB (`mysql+pymysql://…`
+    with `?unix_socket=`), as Omnigent's own URLs name them."""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0]
+    if scheme == "sqlite":
+        path = database_path(uri)
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return sqlite3.connect(path, check_same_thread=False), "?", os.path.abspath(path)
+    if scheme in ("postgresql", "postgres"):
+        import psycopg
+
+        conn = psycopg.connect("postgresql://" + uri.split("://", 1)[1], autocommit=True)
+        return conn, "%s", "postgres"
+    if scheme == "mysql":
+        import pymysql
+
+        url = urllib.parse.urlsplit(uri)
+        query = urllib.parse.parse_qs(url.query)
+        conn = pymysql.connect(
+            user=urllib.parse.unquote(url.username or ""),
+            database=url.path.lstrip("/"),
+            unix_socket=query["unix_socket"][0],
+            autocommit=True,
+        )
+        return conn, "%s", "mariadb"
+    raise SystemExit(f"omnigent-server: unsupported --database-uri {uri!r}")
+
+
 def run(args) -> int:
-    db_path = database_path(args.database_uri)
-    if os.path.dirname(db_path):
-        os.makedirs(os.path.dirname(db_path), exist_ok=True)
+    db, mark, where = connect(args.database_uri)
     os.makedirs(args.artifact_location, exist_ok=True)
     lock = threading.Lock()
-    db = sqlite3.connect(db_path, check_same_thread=False)
-    db.execute("CREATE TABLE IF NOT EXISTS starts (pid INTEGER, at REAL)")
-    db.execute("INSERT INTO starts VALUES (?, ?)", (os.getpid(), time.time()))
+
+    def execute(sql: str, params=()):
+        cursor = db.cursor()
+        cursor.execute(sql.replace("?", mark), params)
+        return cursor
+
+    execute("CREATE TABLE IF NOT EXISTS starts (pid INTEGER, at REAL)")
+    execute("INSERT INTO starts VALUES (?, ?)", (os.getpid(), time.time()))
     db.commit()
 
     class Handler(BaseHTTPRequestHandler):
@@ -53,11 +90,11 @@ def run(args) -> int:
                 self._json(200, {"status": "ok", "pid": os.getpid()})
             elif self.path == "/env":
                 with lock:
-                    starts = db.execute("SELECT COUNT(*) FROM starts").fetchone()[0]
+                    starts = execute("SELECT COUNT(*) FROM starts").fetchone()[0]
                 self._json(200, {
                     "pid": os.getpid(),
                     "env": {name: os.environ.get(name) for name in ENV_CONTRACT},
-                    "database": os.path.abspath(db_path),
+                    "database": where,
                     "starts": starts,
                     "artifacts": os.path.abspath(args.artifact_location),
                 })
@@ -77,7 +114,7 @@ def run(args) -> int:
         time.sleep(delay)
     httpd = ThreadingHTTPServer((args.host, args.port), Handler)
     httpd.daemon_threads = True
-    log("server", f"listening on http://{args.host}:{args.port} pid={os.getpid()} database={os.path.abspath(db_path)}")
+    log("server", f"listening on http://{args.host}:{args.port} pid={os.getpid()} database={where}")
     try:
         httpd.serve_forever(poll_interval=0.2)
     except (Stop, KeyboardInterrupt):

@@ -77,6 +77,11 @@ pub struct UpArgs {
     /// own process, log and port), over its `replicas`. Repeatable.
     #[arg(long, value_name = "SERVICE=N", value_parser = parse_scale)]
     pub scale: Vec<(String, u32)>,
+    /// Run the profile's database on ENGINE (`postgres`, `mariadb`,
+    /// `sqlite`…): a server of the pod's own (the pod keeps the choice;
+    /// the Omnigent profile's database may go to postgres or mariadb).
+    #[arg(long, value_name = "ENGINE", value_parser = parse_engine)]
+    pub db: Option<omnidev_pod::database::DbEngine>,
     /// Remove the pod directory before starting.
     #[arg(long)]
     pub clean: bool,
@@ -608,6 +613,11 @@ pub(super) fn parse_port_override(value: &str) -> Result<(String, u16), String> 
         return Err("port 0 is not allowed".to_owned());
     }
     Ok((name.to_owned(), port))
+}
+
+pub(super) fn parse_engine(value: &str) -> Result<omnidev_pod::database::DbEngine, String> {
+    omnidev_pod::database::DbEngine::from_word(value)
+        .ok_or_else(|| "give `postgres`, `mariadb`, `redis` or `sqlite`".to_owned())
 }
 
 pub(super) fn parse_scale(value: &str) -> Result<(String, u32), String> {

@@ -64,7 +64,11 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
 /// The engine and parts of database `name` (the profile's first when
 /// `None`) of the checkout's pod.
 fn database(pod: &PodArgs, name: Option<&str>) -> Result<(DbEngine, DbParts)> {
-    let checkout = crate::session::resolve_checkout(pod)?;
+    let mut checkout = crate::session::resolve_checkout(pod)?;
+    // On the engine the pod runs them on (`up --db`).
+    if let Some(engine) = omnidev_pod::Pod::at(&checkout.pod_dir).db_engine() {
+        let _ = checkout.profile.choose_engine(engine);
+    }
     let declared: Vec<String> = checkout.profile.databases.keys().cloned().collect();
     let name = match name {
         Some(name) => name.to_owned(),

@@ -15,8 +15,8 @@ use crate::{headless, tui, watch};
 /// Runs `omnidev up` in the foreground (and, headless, as the background
 /// process of `up --detach`).
 pub fn run(options: &RunOptions) -> Result<ExitCode> {
-    let checkout = session::resolve_checkout(&options.pod)?;
-    session::check_databases(&checkout)?;
+    let mut checkout = session::resolve_checkout(&options.pod)?;
+    session::check_databases(&mut checkout, options.db)?;
     if let omnidev_pod::LockState::Held { pid } = crate::control::lock_state(&checkout.pod_dir)? {
         return Err(Error::UpRunning {
             pod_dir: checkout.pod_dir,

@@ -146,6 +146,9 @@ pub struct RenderContext {
     pub runtime_dir: Option<PathBuf>,
     /// `--scale NAME=N`: copies of a service, over its `replicas`.
     pub scale: BTreeMap<String, u32>,
+    /// `--db ENGINE`: the engine the profile's databases run on, applied
+    /// to the profile when it is loaded again (`reload-profile`).
+    pub db: Option<crate::database::DbEngine>,
 }
 
 impl RenderContext {

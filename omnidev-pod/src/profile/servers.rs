@@ -216,8 +216,7 @@ mod tests {
     fn database(engine: DbEngine) -> Database {
         Database {
             engine,
-            scheme: None,
-            path: None,
+            ..Database::default()
         }
     }
 

@@ -4,7 +4,8 @@
 //! runs omnidev through `runuser`): two checkouts, each its own servers,
 //! ports and data; a row (a key) written through one not seen through the
 //! other; data kept across `restart` and `stop`/`up` with no crash
-//! recovery; SIGKILL of omnidev leaves no server of the pod.
+//! recovery; SIGKILL of omnidev leaves no server of the pod. Then the
+//! bundled example on its pod's own Postgres (`up --db postgres`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -68,14 +69,16 @@ struct Unprivileged {
 impl Unprivileged {
     fn new(ctx: &Ctx) -> Result<Self> {
         let root = nix::unistd::geteuid().is_root();
-        let dir = std::env::temp_dir().join(format!("omnidev-e2e-db-{}", std::process::id()));
+        // One of its own for each case (they run side by side), short: the
+        // sockets under it must fit a socket's address.
+        let case: String = ctx.tag.splitn(3, '-').take(2).collect::<Vec<_>>().join("-");
+        let dir = std::env::temp_dir().join(format!("omnidev-db-{case}"));
         std::fs::create_dir_all(&dir)?;
         let omnidev = dir.join("omnidev");
-        // The user may not reach the build's directory: a link (or a copy)
-        // of the binary in a directory of theirs.
-        if std::fs::hard_link(ctx.omnidev_path(), &omnidev).is_err() {
-            std::fs::copy(ctx.omnidev_path(), &omnidev)?;
-        }
+        // The user may not reach the build's directory: a copy of the
+        // binary in a directory of theirs (never a hard link: giving the
+        // directory to the user would give the build's file too).
+        std::fs::copy(ctx.omnidev_path(), &omnidev)?;
         if !root {
             return Ok(Self {
                 user: None,
@@ -133,7 +136,17 @@ impl Unprivileged {
             env.retain(|(k, _)| k != name);
             env.push(((*name).to_owned(), value.to_string_lossy().into_owned()));
         }
-        env.push(("PATH".into(), std::env::var("PATH").unwrap_or_default()));
+        // The harness's shared caches are root's: the user has its own.
+        env.retain(|(k, _)| !k.starts_with("UV_") && !k.starts_with("npm_config"));
+        // The user's own copy of uv first; Python from the machine (the
+        // user cannot reach the one uv fetched for this user, nor fetch).
+        let path = format!(
+            "{}:{}",
+            self.dir.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        env.push(("PATH".into(), path));
+        env.push(("UV_PYTHON_DOWNLOADS".into(), "never".into()));
         let mut command = if let Some(user) = self.user {
             let mut command = Command::new("runuser");
             command.args(["-u", user, "--", "env"]);
@@ -154,6 +167,38 @@ impl Unprivileged {
         let repo = self.dir.join(name);
         std::fs::create_dir_all(repo.join(".git"))?;
         std::fs::write(repo.join("omnidev.toml"), PROFILE)?;
+        self.give(&repo)?;
+        Ok(repo)
+    }
+
+    /// A checkout of the bundled example of the user's, pinned to the
+    /// machine's Python, and uv beside it.
+    fn example(&self, ctx: &Ctx) -> Result<PathBuf> {
+        let ours = ctx.checkout("example")?;
+        let repo = self.dir.join("example");
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(&ours)
+            .arg(&repo)
+            .status()?;
+        ensure!(copied.success(), "cp -a {}", ours.display());
+        let version = Command::new("python3")
+            .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+            .output()?;
+        std::fs::write(repo.join(".python-version"), &version.stdout)?;
+        let uv = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join("uv"))
+            .find(|uv| uv.is_file())
+            .context("uv on PATH")?;
+        std::fs::create_dir_all(self.dir.join("bin"))?;
+        std::fs::copy(uv, self.dir.join("bin/uv"))?;
+        self.give(&repo)?;
+        Ok(repo)
+    }
+
+    /// Makes the user's directories and gives them (and `repo`) to the
+    /// user.
+    fn give(&self, repo: &Path) -> Result<()> {
         for dir in ["home/.cache", "home/.config", "run"] {
             std::fs::create_dir_all(self.dir.join(dir))?;
         }
@@ -168,7 +213,12 @@ impl Unprivileged {
             self.dir.join("run"),
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )?;
-        Ok(repo)
+        ensure!(
+            repo.starts_with(&self.dir),
+            "{} is not the user's",
+            repo.display()
+        );
+        Ok(())
     }
 
     /// `omnidev ARGS` in `repo` to its end; its output, which it must
@@ -308,7 +358,10 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
     }
     ensure!(user.counts(ctx, &b)? == "000", "b untouched");
     user.ok(ctx, &b, &["stop"], UP)?;
-    ctx.wait_no_pod_process(SOON)
+    ctx.wait_no_pod_process(SOON)?;
+    // In the same case: pods of this user beside another case's pods of
+    // root would share no port registry.
+    example_runs_on_its_pods_postgres(ctx, &user)
 }
 
 /// The pids of the processes whose arguments name `data_dir` (a postgres
@@ -331,4 +384,75 @@ fn postgres_of(data_dir: &str) -> Vec<u32> {
             (named && postgres).then_some(pid)
         })
         .collect()
+}
+
+/// The bundled example on its pod's own Postgres (`up --db postgres`):
+/// its server stores a row at each start through psycopg (the driver the
+/// profile names, brought by `uv run --with`) and reads the count back;
+/// `status` says which engine the pod runs on, and keeps it for the next
+/// `up`. Its server's port is one the system gave: the root cases beside
+/// this one allocate from another registry.
+fn example_runs_on_its_pods_postgres(ctx: &mut Ctx, user: &Unprivileged) -> Result<()> {
+    let repo = user.example(ctx)?;
+    let free = std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port();
+    let server = format!("server={free}");
+    user.ok(
+        ctx,
+        &repo,
+        &[
+            "up",
+            "--detach",
+            "--no-vite",
+            "--db",
+            "postgres",
+            "--port",
+            &server,
+        ],
+        UP,
+    )?;
+    let status: Value = serde_json::from_str(&user.ok(ctx, &repo, &["status", "--json"], SOON)?)?;
+    let port = u16::try_from(
+        status["ports"]["server"]
+            .as_u64()
+            .context("the server's port")?,
+    )?;
+    let env = |ctx: &mut Ctx| -> Result<Value> {
+        let (code, body) = crate::util::http_get(port, "/env")?;
+        ensure!(code == 200, "GET /env: {code} {body}");
+        let env: Value = serde_json::from_str(&body)?;
+        ctx.note(format!(
+            "the example's /env: database {} starts {}",
+            env["database"], env["starts"]
+        ));
+        Ok(env)
+    };
+    let first = env(ctx)?;
+    ensure!(first["database"] == "postgres", "{first}");
+    ensure!(
+        first["env"]["OMNIGENT_DATABASE_URI"]
+            .as_str()
+            .is_some_and(|uri| uri.starts_with("postgresql+psycopg://omnidev@/db?host=")),
+        "{first}"
+    );
+    ensure!(first["starts"] == 1, "{first}");
+    user.ok(ctx, &repo, &["restart", "server"], UP)?;
+    ensure!(
+        env(ctx)?["starts"] == 2,
+        "the row of the first start, read back"
+    );
+    user.ok(ctx, &repo, &["stop"], UP)?;
+    // The pod keeps its engine: `up` alone comes back to the same rows.
+    user.ok(
+        ctx,
+        &repo,
+        &["up", "--detach", "--no-vite", "--port", &server],
+        UP,
+    )?;
+    ensure!(env(ctx)?["starts"] == 3, "the rows after stop and up");
+    let said = user.ok(ctx, &repo, &["status"], SOON)?;
+    ensure!(said.contains("db      postgres"), "{said}");
+    user.ok(ctx, &repo, &["stop"], UP)?;
+    ctx.wait_no_pod_process(SOON)
 }
