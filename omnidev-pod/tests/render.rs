@@ -361,6 +361,30 @@ fn selection_drops_dangling_dependencies_and_rejects_unknown_names() {
     );
 }
 
+#[test]
+fn a_pod_of_only_a_database_server_runs_that_server() {
+    let parse = |text: &str| Profile::parse(text, "omnidev.toml").expect("parse");
+    let server = parse("[databases.main]\nengine = \"postgres\"\n");
+    let selected = Selection::default()
+        .to_run(&server)
+        .expect("the server runs");
+    assert!(selected.is_empty(), "{selected:?}");
+    let skipped = Selection {
+        skip: vec!["main".into()],
+        ..Default::default()
+    };
+    assert!(matches!(
+        skipped.to_run(&server),
+        Err(Error::NothingToRun { .. })
+    ));
+    // A file is no server: nothing would run.
+    let file = parse("[databases.main]\nengine = \"sqlite\"\n");
+    assert!(matches!(
+        Selection::default().to_run(&file),
+        Err(Error::NothingToRun { .. })
+    ));
+}
+
 /// Renders `profile` (the checkout's `omnidev.toml`) with port `api` at 7001.
 fn render_with_api_port(f: &Fixture, profile: &str) -> omnidev_pod::RenderedPod {
     std::fs::write(f.repo.join("omnidev.toml"), profile).expect("write");

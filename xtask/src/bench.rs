@@ -4,6 +4,7 @@
 //! a number.
 
 mod budgets;
+mod databases;
 mod headless;
 mod reload;
 mod worktree;
@@ -73,6 +74,9 @@ pub fn run(options: &Bench) -> Result<()> {
             &scratch.join("pod"),
             options.edits,
         ));
+    }
+    if wanted("database") || wanted("postgres") {
+        rows.push(databases::row(&omnidev, &scratch.join("db")));
     }
     if wanted("worktree") {
         rows.push(worktree::row(

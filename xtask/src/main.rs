@@ -1,5 +1,6 @@
 //! Project automation: `cargo xtask ci | test-e2e | dist | bench | demo`.
 
+mod as_user;
 mod bench;
 mod ci;
 #[cfg(test)]

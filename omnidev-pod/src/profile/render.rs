@@ -101,13 +101,19 @@ impl Selection {
     /// give alike (a profile without services included).
     pub fn to_run(&self, profile: &Profile) -> Result<Vec<String>> {
         let selected = self.apply(profile)?;
-        if !selected.is_empty() {
+        // A pod of only a database server (a Postgres per checkout) runs
+        // that server.
+        let server_left = self.only.is_empty()
+            && (profile.databases.iter())
+                .any(|(name, d)| d.engine.is_server() && !self.skip.contains(name));
+        if !selected.is_empty() || server_left {
             return Ok(selected);
         }
         Err(if profile.services.is_empty() {
             Error::NothingToRun {
                 reason: "the profile defines no service",
-                help: "add a `[services.NAME]` table with its `command` (`omnidev help profile`)",
+                help: "add a `[services.NAME]` table with its `command`, or a \
+                       `[databases.NAME]` with a server `engine` (`omnidev help profile`)",
             }
         } else {
             Error::NothingToRun {

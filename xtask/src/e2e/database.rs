@@ -8,16 +8,14 @@
 //! bundled example on its pod's own Postgres (`up --db postgres`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
 use super::{Ctx, SOON, UP, send_signal};
-
-/// The user the servers run as when the case runs as root.
-const USER: &str = "omnidev-e2e";
+use crate::as_user::AsUser;
 
 /// A pod's profile: a Postgres named `main`, a MariaDB and a Redis, and
 /// a service that waits for Postgres and reaches it through its URL.
@@ -58,108 +56,34 @@ const STORES: &[(&str, &str, &str, &str)] = &[
     ("cache", "SET note written-in-a", "PING", "EXISTS note"),
 ];
 
-/// Who runs omnidev here, and the directory of theirs everything is in.
-struct Unprivileged {
-    /// `runuser -u USER` when the case runs as root.
-    user: Option<&'static str>,
-    dir: PathBuf,
-    omnidev: PathBuf,
+/// Who runs omnidev here: [`AsUser`], in a directory of the case's.
+struct Unprivileged(AsUser);
+
+impl std::ops::Deref for Unprivileged {
+    type Target = AsUser;
+
+    fn deref(&self) -> &AsUser {
+        &self.0
+    }
 }
 
 impl Unprivileged {
     fn new(ctx: &Ctx) -> Result<Self> {
-        let root = nix::unistd::geteuid().is_root();
         // One of its own for each case (they run side by side), short: the
         // sockets under it must fit a socket's address.
         let case: String = ctx.tag.splitn(3, '-').take(2).collect::<Vec<_>>().join("-");
         let dir = std::env::temp_dir().join(format!("omnidev-db-{case}"));
-        std::fs::create_dir_all(&dir)?;
-        let omnidev = dir.join("omnidev");
-        // The user may not reach the build's directory: a copy of the
-        // binary in a directory of theirs (never a hard link: giving the
-        // directory to the user would give the build's file too).
-        std::fs::copy(ctx.omnidev_path(), &omnidev)?;
-        if !root {
-            return Ok(Self {
-                user: None,
-                dir,
-                omnidev,
-            });
-        }
-        let known = Command::new("id")
-            .arg(USER)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        if !known.success() {
-            let made = Command::new("useradd")
-                .args([
-                    "--system",
-                    "--no-create-home",
-                    "--shell",
-                    "/usr/sbin/nologin",
-                    USER,
-                ])
-                .status()?;
-            ensure!(made.success(), "useradd {USER} failed");
-        }
-        let owned = Command::new("chown")
-            .args(["-R", USER])
-            .arg(&dir)
-            .status()?;
-        ensure!(owned.success(), "chown of {} failed", dir.display());
-        Ok(Self {
-            user: Some(USER),
-            dir,
-            omnidev,
-        })
+        Ok(Self(AsUser::new(dir, ctx.omnidev_path())?))
     }
 
-    /// `omnidev ARGS` in `repo`, as the user, with the case's tag and
-    /// directories of the user's own.
+    /// `omnidev ARGS` in `repo`, as the user, with the case's tag.
     fn omnidev(&self, ctx: &Ctx, repo: &Path, args: &[&str]) -> Command {
-        let base = ctx.command(&self.omnidev);
-        let mut env: Vec<(String, String)> = base
+        let base = ctx.command(self.0.omnidev_path());
+        let env: Vec<(String, String)> = base
             .get_envs()
             .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
             .collect();
-        let home = self.dir.join("home");
-        let mine = [
-            ("HOME", home.clone()),
-            ("XDG_CACHE_HOME", home.join(".cache")),
-            ("XDG_CONFIG_HOME", home.join(".config")),
-            ("XDG_DATA_HOME", home.join(".local/share")),
-            ("XDG_STATE_HOME", home.join(".local/state")),
-            ("XDG_RUNTIME_DIR", self.dir.join("run")),
-        ];
-        for (name, value) in &mine {
-            env.retain(|(k, _)| k != name);
-            env.push(((*name).to_owned(), value.to_string_lossy().into_owned()));
-        }
-        // The harness's shared caches are root's: the user has its own.
-        env.retain(|(k, _)| !k.starts_with("UV_") && !k.starts_with("npm_config"));
-        // The user's own copy of uv first; Python from the machine (the
-        // user cannot reach the one uv fetched for this user, nor fetch).
-        let path = format!(
-            "{}:{}",
-            self.dir.join("bin").display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        env.push(("PATH".into(), path));
-        env.push(("UV_PYTHON_DOWNLOADS".into(), "never".into()));
-        let mut command = if let Some(user) = self.user {
-            let mut command = Command::new("runuser");
-            command.args(["-u", user, "--", "env"]);
-            command.args(env.iter().map(|(k, v)| format!("{k}={v}")));
-            command.arg(&self.omnidev);
-            command
-        } else {
-            let mut command = Command::new(&self.omnidev);
-            command.envs(env);
-            command
-        };
-        command.args(args).current_dir(repo).stdin(Stdio::null());
-        command
+        self.0.omnidev(env, repo, args)
     }
 
     /// A checkout of the user's with the profile.
@@ -167,7 +91,7 @@ impl Unprivileged {
         let repo = self.dir.join(name);
         std::fs::create_dir_all(repo.join(".git"))?;
         std::fs::write(repo.join("omnidev.toml"), PROFILE)?;
-        self.give(&repo)?;
+        self.0.give(&repo)?;
         Ok(repo)
     }
 
@@ -192,33 +116,8 @@ impl Unprivileged {
             .context("uv on PATH")?;
         std::fs::create_dir_all(self.dir.join("bin"))?;
         std::fs::copy(uv, self.dir.join("bin/uv"))?;
-        self.give(&repo)?;
+        self.0.give(&repo)?;
         Ok(repo)
-    }
-
-    /// Makes the user's directories and gives them (and `repo`) to the
-    /// user.
-    fn give(&self, repo: &Path) -> Result<()> {
-        for dir in ["home/.cache", "home/.config", "run"] {
-            std::fs::create_dir_all(self.dir.join(dir))?;
-        }
-        if let Some(user) = self.user {
-            let owned = Command::new("chown")
-                .args(["-R", user])
-                .arg(&self.dir)
-                .status()?;
-            ensure!(owned.success(), "chown failed");
-        }
-        std::fs::set_permissions(
-            self.dir.join("run"),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )?;
-        ensure!(
-            repo.starts_with(&self.dir),
-            "{} is not the user's",
-            repo.display()
-        );
-        Ok(())
     }
 
     /// `omnidev ARGS` in `repo` to its end; its output, which it must
@@ -262,12 +161,6 @@ impl Unprivileged {
             counts.push(out.trim().chars().last().unwrap_or('?'));
         }
         Ok(counts)
-    }
-}
-
-impl Drop for Unprivileged {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
