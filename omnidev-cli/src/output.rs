@@ -112,6 +112,9 @@ pub fn pod_status(status: &PodStatus) -> String {
     if let Some(containment) = &status.containment {
         let _ = writeln!(out, "contain {containment}");
     }
+    if let Some(engine) = &status.db_engine {
+        let _ = writeln!(out, "db      {engine} (`omnidev up --db`)");
+    }
     for url in &status.urls {
         let _ = writeln!(out, "{:<7} {}", url.name, url.url);
     }

@@ -1,7 +1,6 @@
 //! `omnidev status [--json]`: the current checkout's pod — directory,
 //! ports, whether it runs, each service's state and pid.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::StatusArgs;
@@ -16,12 +15,7 @@ pub fn run(args: &StatusArgs) -> miette::Result<ExitCode> {
     let text = if args.json {
         json(&status)?
     } else {
-        let mut text = pod_status(&status);
-        // The engine `up --db` chose for the pod's databases.
-        if let Some(engine) = omnidev_pod::Pod::at(&status.pod_dir).db_engine() {
-            let _ = writeln!(text, "db      {} (`omnidev up --db`)", engine.word());
-        }
-        text
+        pod_status(&status)
     };
     write_stdout(&text)?;
     Ok(if status.running {

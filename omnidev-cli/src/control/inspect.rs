@@ -84,10 +84,17 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
         pid,
         ports: record.map(|r| r.ports.0).unwrap_or_default(),
         containment,
+        db_engine: db_engine(pod_dir),
         services,
         error,
         ..PodStatus::default()
     })
+}
+
+/// The engine the pod keeps for its databases (`PodStatus::db_engine`).
+pub(crate) fn db_engine(pod_dir: &std::path::Path) -> Option<String> {
+    let engine = omnidev_pod::Pod::at(pod_dir).db_engine()?;
+    Some(engine.word().to_owned())
 }
 
 /// A pod's `pod.toml`, or why it does not parse (`None` for a pod that

@@ -330,6 +330,11 @@ pub struct PodStatus {
     /// Linux-only)` (macOS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// The engine `omnidev up --db` moved the pod's databases to (`sqlite`,
+    /// `postgres`, `mariadb`, `redis`), kept by the pod; absent when the
+    /// profile's own engines hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_engine: Option<String>,
     /// Every service, in start order (from `state.json`, sorted by name,
     /// when the control socket did not answer).
     pub services: Vec<ServiceReport>,

@@ -346,6 +346,9 @@ fn example_runs_on_its_pods_postgres(ctx: &mut Ctx, user: &Unprivileged) -> Resu
     ensure!(env(ctx)?["starts"] == 3, "the rows after stop and up");
     let said = user.ok(ctx, &repo, &["status"], SOON)?;
     ensure!(said.contains("db      postgres"), "{said}");
+    let said = user.ok(ctx, &repo, &["status", "--json"], SOON)?;
+    let said: serde_json::Value = serde_json::from_str(&said)?;
+    ensure!(said["db-engine"] == "postgres", "{said}");
     user.ok(ctx, &repo, &["stop"], UP)?;
     ctx.wait_no_pod_process(SOON)
 }

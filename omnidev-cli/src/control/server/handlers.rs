@@ -339,6 +339,7 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         ports: addresses.ports.clone(),
         urls: UrlReport::shown(&addresses.urls, &snapshot),
         containment: Some(shared.supervisor.containment().to_string()),
+        db_engine: crate::control::inspect::db_engine(&info.pod_dir),
         services: snapshot
             .into_iter()
             .map(|status| {
