@@ -250,6 +250,11 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
         std::thread::sleep(Duration::from_millis(50));
     }
     ensure!(user.counts(ctx, &b)? == "000", "b untouched");
+    // `clean` takes a's data with its pod, and nothing of b's.
+    user.ok(ctx, &a, &["clean"], SOON)?;
+    let pod_a = Path::new(data["pod-dir"].as_str().context("pod-dir")?);
+    ensure!(!pod_a.exists(), "{} left after clean", pod_a.display());
+    ensure!(user.counts(ctx, &b)? == "000", "b's data after a's clean");
     user.ok(ctx, &b, &["stop"], UP)?;
     ctx.wait_no_pod_process(SOON)?;
     // In the same case: pods of this user beside another case's pods of
