@@ -81,7 +81,35 @@ fn the_shipped_and_written_profiles_follow_the_schema() {
         let text = std::fs::read_to_string(file).expect("read");
         assert_valid(&validator, &file.display().to_string(), &text);
     }
-    assert_valid(&validator, "init, generic", &omnidev_pod::init::generic());
+    // What init makes of a compose file and an example dotenv file.
+    let app = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        app.path().join("compose.yaml"),
+        "services:\n  db:\n    image: postgres:16\n    environment: [POSTGRES_DB=app]\n",
+    )
+    .expect("write");
+    std::fs::write(
+        app.path().join(".env.example"),
+        "DATABASE_URL=postgres://localhost/app\nREDIS_URL=redis://localhost/1\nSECRET=x\n",
+    )
+    .expect("write");
+    let names = ["release", "web", "worker"].map(String::from);
+    let wiring = omnidev_pod::init::wiring::Wiring::of(app.path(), &names);
+    assert_eq!(wiring.databases.len(), 2, "{wiring:?}");
+    let layout = omnidev_pod::init::Layout {
+        wiring,
+        ..omnidev_pod::init::Layout::default()
+    };
+    assert_valid(
+        &validator,
+        "init, generic",
+        &omnidev_pod::init::generic(&omnidev_pod::init::Layout::default()),
+    );
+    assert_valid(
+        &validator,
+        "init, generic with databases",
+        &omnidev_pod::init::generic(&layout),
+    );
     let processes = omnidev_pod::init::parse_procfile(
         "release: ./migrate\nweb: ./web --port $PORT\nworker: ./work\n",
         "Procfile".as_ref(),
@@ -96,6 +124,7 @@ fn the_shipped_and_written_profiles_follow_the_schema() {
                 dotenv: true,
                 python: true,
                 sources: vec!["app".into()],
+                ..layout
             },
         ),
     );
@@ -182,6 +211,7 @@ fn everything() -> Profile {
     profile.pod = PodSection {
         dirs: strings(&["data"]),
         env_files: strings(&[".env"]),
+        expected_env: strings(&["SECRET_KEY"]),
         timestamps: true,
     };
     profile.lan_origins = Some(LanOrigins {

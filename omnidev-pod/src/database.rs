@@ -40,6 +40,11 @@ pub struct Database {
     /// `data/NAME/NAME.db`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Postgres, MariaDB: the database the server makes on its first start
+    /// and `{db.NAME.url}` names (default NAME), e.g. the `POSTGRES_DB` of
+    /// a compose file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
     /// `{db.NAME.driver}`: the client package a program needs for this
     /// engine (`psycopg[binary]>=3.1,<4`), empty when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +79,7 @@ impl Database {
             engine,
             scheme: choice.scheme.clone(),
             path: None,
+            database: self.database.clone().filter(|_| engine.names_databases()),
             driver: choice.driver.clone(),
             engines: self.engines.clone(),
         })
@@ -118,6 +124,16 @@ impl DbEngine {
             .find(|engine| engine.word() == word)
     }
 
+    /// The scheme of its URLs.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            DbEngine::Sqlite => "sqlite",
+            DbEngine::Postgres => "postgresql",
+            DbEngine::Mariadb => "mysql",
+            DbEngine::Redis => "redis",
+        }
+    }
+
     /// Its word in a profile.
     pub fn word(self) -> &'static str {
         match self {
@@ -142,6 +158,12 @@ impl DbEngine {
         }
     }
 
+    /// Whether its server holds named databases (Postgres, MariaDB; a
+    /// Redis numbers its own, an SQLite file is one).
+    pub fn names_databases(self) -> bool {
+        matches!(self, DbEngine::Postgres | DbEngine::Mariadb)
+    }
+
     /// Whether its server refuses to run as root.
     fn refuses_root(self) -> bool {
         matches!(self, DbEngine::Postgres | DbEngine::Mariadb)
@@ -154,6 +176,8 @@ pub const USER: &str = "omnidev";
 /// The parts `{db.NAME.PART}` may name.
 pub const PARTS: &[&str] = &[
     "url",
+    "authority",
+    "query",
     "host",
     "port",
     "socket-dir",
@@ -201,76 +225,89 @@ impl Database {
         }
     }
 
-    /// What each `{db.NAME.PART}` stands for. A server's password (for
-    /// TCP; Redis asks for it on the socket too, so its URL carries it) is
-    /// made here on first use, 0600 beside its data.
+    /// The database a server makes and its URL names: `database`, else
+    /// the database's own `name`.
+    pub fn database_name<'a>(&'a self, name: &'a str) -> &'a str {
+        self.database.as_deref().unwrap_or(name)
+    }
+
+    /// What each `{db.NAME.PART}` stands for. A server's URL is
+    /// `SCHEME://{authority}/{name}?{query}` (Redis: `/0`, no query), so a
+    /// URL of another scheme, database or query can be made of its parts.
+    /// A server's password (for TCP; Redis asks for it on the socket too,
+    /// so its authority carries it) is made here on first use, 0600 beside
+    /// its data.
     pub fn parts(&self, name: &str, place: &DbPlace<'_>) -> Result<DbParts> {
         let text = |p: &Path| p.to_string_lossy().into_owned();
         let mut parts = DbParts::new();
         let port = (place.ports.get(name)).map_or_else(String::new, |p| p.to_string());
-        let socket_dir = text(place.socket_dir);
-        let mut common = |user: String| {
-            parts.insert("host".into(), "127.0.0.1".into());
-            parts.insert("port".into(), port.clone());
-            parts.insert("socket-dir".into(), socket_dir.clone());
-            parts.insert("user".into(), user);
-            parts.insert("name".into(), name.to_owned());
-            parts.insert(
-                "password-file".into(),
-                text(&password_file(name, place.pod_dir)),
-            );
-        };
+        let database = self.database_name(name).to_owned();
+        let scheme = self.scheme.as_deref().unwrap_or(self.engine.scheme());
+        if self.engine == DbEngine::Sqlite {
+            let file = text(&self.sqlite_file(name, place.pod_dir));
+            parts.insert("url".into(), format!("{scheme}:///{file}"));
+            parts.insert("path".into(), file);
+            parts.insert("name".into(), database);
+            parts.insert("driver".into(), self.driver.clone().unwrap_or_default());
+            return Ok(parts);
+        }
         // Every server's password file exists before it first starts.
-        let password = if self.engine.is_server() {
-            password(name, place.pod_dir)?
-        } else {
-            String::new()
-        };
-        let url = match self.engine {
-            DbEngine::Sqlite => {
-                let file = self.sqlite_file(name, place.pod_dir);
-                parts.insert("path".into(), text(&file));
-                parts.insert("name".into(), name.to_owned());
-                format!(
-                    "{}:///{}",
-                    self.scheme.as_deref().unwrap_or("sqlite"),
-                    text(&file)
-                )
-            }
+        let password = password(name, place.pod_dir)?;
+        let (user, socket, authority, query, path) = match self.engine {
             DbEngine::Postgres => {
-                common(USER.to_owned());
                 let socket = place.socket_dir.join(format!(".s.PGSQL.{port}"));
-                parts.insert("socket".into(), text(&socket));
-                format!(
-                    "{}://{USER}@/{name}?host={}&port={port}",
-                    self.scheme.as_deref().unwrap_or("postgresql"),
-                    percent_encode(&socket_dir)
+                let query = format!(
+                    "host={}&port={port}",
+                    percent_encode(&text(place.socket_dir))
+                );
+                (
+                    USER.to_owned(),
+                    socket,
+                    format!("{USER}@"),
+                    query,
+                    database.clone(),
                 )
             }
             DbEngine::Mariadb => {
                 // The socket's account is the user's own (unix_socket).
                 let user = os_user();
-                common(user.clone());
                 let socket = place.socket_dir.join(format!("{name}.mariadb.sock"));
-                parts.insert("socket".into(), text(&socket));
-                format!(
-                    "{}://{user}@localhost/{name}?unix_socket={}",
-                    self.scheme.as_deref().unwrap_or("mysql"),
-                    percent_encode(&text(&socket))
-                )
+                let query = format!("unix_socket={}", percent_encode(&text(&socket)));
+                let authority = format!("{user}@localhost");
+                (user, socket, authority, query, database.clone())
             }
-            DbEngine::Redis => {
-                common(String::new());
+            DbEngine::Redis | DbEngine::Sqlite => {
                 let socket = place.socket_dir.join(format!("{name}.redis.sock"));
-                parts.insert("socket".into(), text(&socket));
-                format!(
-                    "{}://:{password}@127.0.0.1:{port}/0",
-                    self.scheme.as_deref().unwrap_or("redis")
+                let authority = format!(":{password}@127.0.0.1:{port}");
+                (
+                    String::new(),
+                    socket,
+                    authority,
+                    String::new(),
+                    "0".to_owned(),
                 )
             }
         };
-        parts.insert("url".into(), url);
-        parts.insert("driver".into(), self.driver.clone().unwrap_or_default());
+        let url = if query.is_empty() {
+            format!("{scheme}://{authority}/{path}")
+        } else {
+            format!("{scheme}://{authority}/{path}?{query}")
+        };
+        for (part, value) in [
+            ("url", url),
+            ("authority", authority),
+            ("query", query),
+            ("host", "127.0.0.1".to_owned()),
+            ("port", port),
+            ("socket-dir", text(place.socket_dir)),
+            ("socket", text(&socket)),
+            ("user", user),
+            ("name", database),
+            ("password-file", text(&password_file(name, place.pod_dir))),
+            ("driver", self.driver.clone().unwrap_or_default()),
+        ] {
+            parts.insert(part.into(), value);
+        }
         Ok(parts)
     }
 }
@@ -285,7 +322,9 @@ fn os_user() -> String {
 }
 
 /// The password of database `name` of the pod: the one in its file, or a
-/// new one written there (0600, atomically).
+/// new one written there (0600, atomically). Nothing is written in a
+/// directory that is no pod yet (`profile check` renders against the pod
+/// `up` would make): the password is empty there until `up` makes the pod.
 fn password(name: &str, pod_dir: &Path) -> Result<String> {
     let path = password_file(name, pod_dir);
     let read = omnidev_core::fs::read_file(&path, 1024).map_err(Error::io("read", &path))?;
@@ -293,6 +332,9 @@ fn password(name: &str, pod_dir: &Path) -> Result<String> {
         && !text.trim().is_empty()
     {
         return Ok(text.trim().to_owned());
+    }
+    if !pod_dir.join(crate::layout::MARKER).is_file() {
+        return Ok(String::new());
     }
     let text = crate::ids::random_hex(24).map_err(Error::io("make", &path))?;
     std::fs::create_dir_all(pod_dir.join("data"))
@@ -425,6 +467,37 @@ mod tests {
         for part in parts.keys() {
             assert!(PARTS.contains(&part.as_str()), "{part}");
         }
+    }
+
+    #[test]
+    fn a_password_is_made_in_a_pod_and_never_outside_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut allocated = crate::Ports::default();
+        allocated.0.insert("cache".into(), 6380);
+        let redis = Database {
+            engine: DbEngine::Redis,
+            ..Database::default()
+        };
+        // No pod yet (`profile check`): nothing written, no password.
+        let parts = redis
+            .parts("cache", &place(dir.path(), &allocated))
+            .expect("parts");
+        assert_eq!(parts["authority"], ":@127.0.0.1:6380");
+        assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
+        std::fs::write(dir.path().join(crate::layout::MARKER), "").expect("marker");
+        let parts = redis
+            .parts("cache", &place(dir.path(), &allocated))
+            .expect("parts");
+        let file = password_file("cache", dir.path());
+        let password = std::fs::read_to_string(&file).expect("made");
+        assert_eq!(
+            parts["url"],
+            format!("redis://:{password}@127.0.0.1:6380/0")
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&file).expect("stat").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

@@ -125,7 +125,8 @@ fn not_an_assignment(line: &str) -> String {
     )
 }
 
-fn is_key(key: &str) -> bool {
+/// Whether `key` is a variable name: a letter or `_`, then letters, digits, `_`.
+pub(crate) fn is_key(key: &str) -> bool {
     let mut chars = key.chars();
     chars
         .next()

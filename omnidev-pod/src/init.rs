@@ -35,9 +35,15 @@ pub const PROCFILE_DEV: &str = "Procfile.dev";
 /// URL and a readiness probe on its `$PORT`.
 pub const WEB: &str = "web";
 
+pub mod compose;
+pub mod wiring;
+
 /// What `init` looks at in the checkout besides the Procfile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Layout {
+    /// The databases of its compose file and dotenv files, and their
+    /// variables ([`wiring::Wiring::of`]).
+    pub wiring: wiring::Wiring,
     /// A `.env` at the root: loaded for every service, as foreman does.
     pub dotenv: bool,
     /// A Python project at the root (`pyproject.toml`, `uv.lock` or a
@@ -76,6 +82,7 @@ impl Layout {
             .collect();
         sources.sort();
         Self {
+            wiring: wiring::Wiring::default(),
             dotenv: repo.join(".env").is_file(),
             python: crate::python::is_project(repo),
             sources,
@@ -129,6 +136,11 @@ pub struct Written {
     pub procfile: Option<PathBuf>,
     /// The services it declares, in order.
     pub services: Vec<String>,
+    /// The databases it declares (`name (engine)`), in order.
+    pub databases: Vec<String>,
+    /// What it took from the compose and dotenv files and what not, a
+    /// line each.
+    pub notes: Vec<String>,
     /// Whether it replaced a file that was there (`--force`).
     pub replaced: bool,
 }
@@ -232,12 +244,7 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
          # as $PORT as foreman does. A base is where the search starts: another\n\
          # pod holding it moves this pod's port up to a free one.\n",
     );
-    if layout.dotenv {
-        text.push_str(
-            "\n# .env is loaded for every service, as foreman and honcho load it.\n\
-             [pod]\nenv-files = [\".env\"]\n",
-        );
-    }
+    text.push_str(&pod_table(layout));
     text.push_str("\n[ports]\n");
     let mut base = FIRST_BASE;
     for process in processes.iter().filter(|p| p.name != RELEASE) {
@@ -257,15 +264,7 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
         .flatten()
         .map(|p| p.name.clone());
     // Its own service gets the venv from `python-deps`; the others here.
-    if python.is_some() && processes.len() > 1 {
-        text.push_str(
-            "\n# Every service runs with the checkout's venv, which the prepare step\n\
-             # of `python-deps` makes and keeps up to date.\n\
-             [env]\n\
-             VIRTUAL_ENV = \"{repo}/.venv\"\n\
-             PATH = \"{repo}/.venv/bin:{env.PATH}\"\n",
-        );
-    }
+    text.push_str(&env_table(layout, python.is_some() && processes.len() > 1));
     if processes.iter().any(|p| p.name == WEB) {
         let _ = write!(
             text,
@@ -329,11 +328,71 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
         }
         text.push_str(&watch);
     }
+    text.push_str(&layout.wiring.database_tables());
     text
 }
 
-/// The profile text for a checkout without a Procfile: one service to edit.
-pub fn generic() -> String {
+/// The `[pod]` table: `.env` loaded for every service when there is one
+/// (or an example to copy it from), and the example's variables omnidev
+/// cannot know.
+fn pod_table(layout: &Layout) -> String {
+    let wiring = &layout.wiring;
+    if !layout.dotenv && !wiring.example {
+        return String::new();
+    }
+    let mut text = String::from(
+        "\n# .env is loaded for every service, as foreman and honcho load it\n\
+         # ([env] below wins over it).\n[pod]\nenv-files = [\".env\"]\n",
+    );
+    if !wiring.expected.is_empty() {
+        text.push_str(
+            "# What the app reads that omnidev cannot know (`omnidev profile check`\n\
+             # names those unset); the example's values:\n",
+        );
+        for (key, value) in &wiring.expected {
+            let _ = writeln!(text, "#   {key} = {}", toml_string(value));
+        }
+        let keys: Vec<String> = wiring
+            .expected
+            .iter()
+            .map(|(k, _)| toml_string(k))
+            .collect();
+        let _ = writeln!(text, "expected-env = [{}]", keys.join(", "));
+    }
+    text
+}
+
+/// The `[env]` table: the venv's variables when `venv`, and the variables
+/// pointed at the pod's databases.
+fn env_table(layout: &Layout, venv: bool) -> String {
+    let wiring = &layout.wiring;
+    if !venv && wiring.env.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("\n[env]\n");
+    if venv {
+        text.push_str(
+            "# Every service runs with the checkout's venv, which the prepare step\n\
+             # of `python-deps` makes and keeps up to date.\n\
+             VIRTUAL_ENV = \"{repo}/.venv\"\n\
+             PATH = \"{repo}/.venv/bin:{env.PATH}\"\n",
+        );
+    }
+    if !wiring.env.is_empty() {
+        text.push_str(
+            "# The app's database URLs, pointed at the pod's own databases (below):\n\
+             # every service starts once those are ready.\n",
+        );
+        for (key, template) in &wiring.env {
+            let _ = writeln!(text, "{key} = {}", toml_string(template));
+        }
+    }
+    text
+}
+
+/// The profile text for a checkout without a Procfile: one service to
+/// edit, and what `layout` found.
+pub fn generic(layout: &Layout) -> String {
     let mut text = header("");
     text.push_str(
         "#\n\
@@ -348,6 +407,9 @@ pub fn generic() -> String {
          # watch = [\"src/**\"]        # a change to these files restarts it\n\
          # depends-on = { db = \"ready\" }  # started | ready | completed\n",
     );
+    text.push_str(&pod_table(layout));
+    text.push_str(&env_table(layout, false));
+    text.push_str(&layout.wiring.database_tables());
     text
 }
 
@@ -364,16 +426,18 @@ pub fn write(repo: &Path, procfile: Option<&Path>, force: bool) -> Result<Writte
     if existing.is_some() && !force {
         return Err(Error::ProfileExists { path });
     }
-    let (text, services, procfile) = match read_procfile(repo, procfile)? {
-        Some((procfile_path, text)) => {
-            let processes = parse_procfile(&text, &procfile_path)?;
-            (
-                from_procfile(&processes, &Layout::of(repo)),
-                processes.into_iter().map(|p| p.name).collect(),
-                Some(procfile_path),
-            )
-        }
-        None => (generic(), vec!["app".to_owned()], None),
+    let mut layout = Layout::of(repo);
+    let found = read_procfile(repo, procfile)?;
+    let (text, services, procfile) = if let Some((procfile_path, text)) = found {
+        let processes = parse_procfile(&text, &procfile_path)?;
+        let names: Vec<String> = processes.iter().map(|p| p.name.clone()).collect();
+        layout.wiring = wiring::Wiring::of(repo, &names);
+        let text = from_procfile(&processes, &layout);
+        (text, names, Some(procfile_path))
+    } else {
+        let names = vec!["app".to_owned()];
+        layout.wiring = wiring::Wiring::of(repo, &names);
+        (generic(&layout), names, None)
     };
     if let Some(old) = &existing {
         omnidev_core::fs::write_atomic(&path, text.as_bytes())
@@ -390,6 +454,10 @@ pub fn write(repo: &Path, procfile: Option<&Path>, force: bool) -> Result<Writte
         path,
         procfile,
         services,
+        databases: (layout.wiring.databases.iter())
+            .map(|db| format!("{} ({})", db.name, db.engine.word()))
+            .collect(),
+        notes: layout.wiring.notes,
         replaced: existing.is_some(),
     })
 }
@@ -492,7 +560,8 @@ mod tests {
 
     #[test]
     fn the_generic_template_parses() {
-        let profile = crate::Profile::parse(&generic(), "omnidev.toml").expect("ok");
+        let profile =
+            crate::Profile::parse(&generic(&Layout::default()), "omnidev.toml").expect("ok");
         assert_eq!(profile.services.len(), 1);
         assert_eq!(profile.ports["app"], 8000);
     }

@@ -196,6 +196,12 @@ pub struct PodSection {
     /// profile's `[env]` ([`crate::env_file`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_files: Vec<String>,
+    /// Variables the program reads that the profile does not set (the
+    /// secrets and keys of an `.env.example`): `omnidev profile check`
+    /// names those no service gets, from the environment, an env file or
+    /// the profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_env: Vec<String>,
     /// Output lines start with their time (`HH:MM:SS`, local), in the TUI
     /// and headless, as with `omnidev up --timestamps`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -637,6 +643,20 @@ impl Profile {
         Ok(())
     }
 
+    /// Every `[pod] expected-env` entry is a variable's name.
+    fn check_expected_env(&self, at: &Locator<'_>) -> Result<()> {
+        match (self.pod.expected_env.iter()).find(|name| !crate::env_file::is_key(name)) {
+            Some(bad) => Err(at.error(
+                &["pod", "expected-env"],
+                format!(
+                    "{} is no variable name (a letter or `_`, then letters, digits, `_`)",
+                    crate::names::shown(bad)
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Validates the profile; returns where its `{env.NAME}`s without a
     /// default are written (found by the same walk that checks placeholders).
     fn validate(&self, at: &Locator<'_>) -> Result<Vec<EnvUse>> {
@@ -655,6 +675,7 @@ impl Profile {
             ));
         }
         self.check_durations(at)?;
+        self.check_expected_env(at)?;
         for (name, url) in &self.urls {
             if let Url::Service(ServiceUrl {
                 service: Some(service),
@@ -850,6 +871,29 @@ impl Profile {
                             crate::names::shown(scheme)
                         ),
                     ));
+                }
+            }
+            if let Some(made) = &database.database {
+                let fits = (1..=63).contains(&made.len())
+                    && made
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
+                let message = if !database.engine.names_databases() {
+                    Some(format!(
+                        "`database` names the database a Postgres or MariaDB server makes; \
+                         a {} has none to name",
+                        database.engine.word()
+                    ))
+                } else if fits {
+                    None
+                } else {
+                    Some(format!(
+                        "`database` = {} must be 1 to 63 letters, digits, `_` or `-`",
+                        crate::names::shown(made)
+                    ))
+                };
+                if let Some(message) = message {
+                    return Err(at.error(&["databases", name, "database"], message));
                 }
             }
             match (&database.path, database.engine) {

@@ -31,12 +31,31 @@ pub fn run(args: &InitArgs) -> Result<ExitCode> {
     }
     let _ = write!(
         text,
-        ": {} service{} ({})\n\
-         next: omnidev profile check   checks it and shows the start order\n      \
-         omnidev                 runs the pod (omnidev up --detach: in the background)\n",
+        ": {} service{} ({})",
         written.services.len(),
         if written.services.len() == 1 { "" } else { "s" },
         written.services.join(", ")
+    );
+    if !written.databases.is_empty() {
+        let _ = write!(
+            text,
+            "; {} database{} ({})",
+            written.databases.len(),
+            if written.databases.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            written.databases.join(", ")
+        );
+    }
+    text.push('\n');
+    for note in &written.notes {
+        let _ = writeln!(text, "  {}", omnidev_core::text::plain(note));
+    }
+    text.push_str(
+        "next: omnidev profile check   checks it and shows the start order\n      \
+         omnidev                 runs the pod (omnidev up --detach: in the background)\n",
     );
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(Error::Stdout)?;

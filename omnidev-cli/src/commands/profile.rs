@@ -122,6 +122,45 @@ fn warnings(
     Ok(said)
 }
 
+/// A service's command, its words quoted where they need it.
+fn shown_command(spec: &omnidev_core::ServiceSpec) -> String {
+    let words: Vec<String> = std::iter::once(&spec.command.program)
+        .chain(&spec.command.args)
+        .map(|word| {
+            if word.is_empty() || word.contains([' ', '"', '\'']) {
+                format!("{word:?}")
+            } else {
+                word.clone()
+            }
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// The warning naming what `[pod] expected-env` lists and no service gets
+/// (from the environment, an env file or the profile); empty when none.
+fn unset_expected(
+    profile: &Profile,
+    ctx: &RenderContext,
+    rendered: &omnidev_pod::RenderedPod,
+) -> String {
+    let unset: Vec<&str> = (profile.pod.expected_env.iter())
+        .filter(|name| {
+            !ctx.inherited_env.contains_key(*name)
+                && !(rendered.services.iter()).any(|s| s.command.env.get(name).is_some())
+        })
+        .map(String::as_str)
+        .collect();
+    if unset.is_empty() {
+        return String::new();
+    }
+    format!(
+        "WARNING: unset: {} ([pod] expected-env): set {} in .env, the environment or [env]\n",
+        unset.join(", "),
+        if unset.len() == 1 { "it" } else { "them" }
+    )
+}
+
 /// The embedded profile verbatim: its own opening comment says what it is
 /// and how to start a profile from it.
 fn embedded_text() -> String {
@@ -202,26 +241,28 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
         if spec.yields {
             facts.push("yields while the others start".to_owned());
         }
-        facts.extend(warnings(spec, &rendered.watch, &checkout)?);
-        let command: Vec<String> = std::iter::once(&spec.command.program)
-            .chain(&spec.command.args)
-            .map(|word| {
-                if word.is_empty() || word.contains([' ', '"', '\'']) {
-                    format!("{word:?}")
-                } else {
-                    word.clone()
-                }
-            })
-            .collect();
+        // A database's server is the pod's own script: said, not shown.
+        let server = (profile.databases.get(&spec.name)).filter(|d| d.engine.is_server());
+        let command = if let Some(database) = server {
+            format!(
+                "a {} server of the pod's own, its data in {}",
+                database.engine.word(),
+                database.data_dir(&spec.name, &ctx.pod_dir).display()
+            )
+        } else {
+            facts.extend(warnings(spec, &rendered.watch, &checkout)?);
+            shown_command(spec)
+        };
         let _ = writeln!(
             text,
             "  {:width$}  {}\n  {:width$}  {}",
             spec.name,
-            omnidev_core::text::plain(&command.join(" ")),
+            omnidev_core::text::plain(&command),
             "",
             omnidev_core::text::plain(&facts.join("; ")),
         );
     }
+    text.push_str(&unset_expected(&profile, &ctx, &rendered));
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(Error::Stdout)?;
     Ok(ExitCode::SUCCESS)

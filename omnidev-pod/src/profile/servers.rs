@@ -114,7 +114,7 @@ fn postgres(name: &str, database: &Database, place: &DbPlace<'_>, programs: &[Pa
         path_literal(&data),
         path_literal(place.socket_dir),
         port.clone(),
-        literal(name),
+        literal(database.database_name(name)),
         path_literal(&crate::database::password_file(name, place.pod_dir)),
     ];
     let probe = vec![
@@ -127,7 +127,7 @@ fn postgres(name: &str, database: &Database, place: &DbPlace<'_>, programs: &[Pa
         "-U".to_owned(),
         crate::database::USER.to_owned(),
         "-d".to_owned(),
-        literal(name),
+        literal(database.database_name(name)),
     ];
     // A fast shutdown: clients are disconnected, a checkpoint written.
     server(POSTGRES_SCRIPT, args, probe, "SIGINT")
@@ -162,7 +162,7 @@ fn mariadb(name: &str, database: &Database, place: &DbPlace<'_>, programs: &[Pat
         path_literal(&data),
         path_literal(&socket),
         format!("{{port.{name}}}"),
-        literal(name),
+        literal(database.database_name(name)),
         path_literal(&crate::database::password_file(name, place.pod_dir)),
     ];
     let probe = vec![
