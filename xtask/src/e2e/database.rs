@@ -259,7 +259,98 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
     ctx.wait_no_pod_process(SOON)?;
     // In the same case: pods of this user beside another case's pods of
     // root would share no port registry.
-    example_runs_on_its_pods_postgres(ctx, &user)
+    example_runs_on_its_pods_postgres(ctx, &user)?;
+    compose_app_runs_on_what_init_made_of_it(ctx, &user)
+}
+
+/// `examples/compose-app` (a Procfile app that ran Postgres and Redis with
+/// docker compose and reads their URLs from `.env`), twice: `omnidev init`
+/// then `up --detach`, no edit. Its release step makes the schema through
+/// the pod's Postgres, the web's `/health` counts a visit there, the
+/// worker beats into Redis database 1 (its broker URL's) and marks
+/// database 0 (its cache URL's); the two checkouts share neither.
+fn compose_app_runs_on_what_init_made_of_it(ctx: &mut Ctx, user: &Unprivileged) -> Result<()> {
+    let app = crate::util::workspace_root().join("examples/compose-app");
+    let mut shops = Vec::new();
+    for name in ["shop-a", "shop-b"] {
+        let repo = user.dir.join(name);
+        let copied = Command::new("cp").arg("-a").arg(&app).arg(&repo).status()?;
+        ensure!(copied.success(), "cp -a {}", app.display());
+        std::fs::create_dir_all(repo.join(".git"))?;
+        user.give(&repo)?;
+        let said = user.ok(ctx, &repo, &["init"], SOON)?;
+        ensure!(
+            said.contains("2 databases (db (postgres), redis (redis))"),
+            "{said}"
+        );
+        let said = user.ok(ctx, &repo, &["profile", "check"], SOON)?;
+        ensure!(
+            said.contains("WARNING: unset: DB_NAME, SECRET_KEY"),
+            "{said}"
+        );
+        shops.push(repo);
+    }
+    let started = Instant::now();
+    for repo in &shops {
+        user.ok(ctx, repo, &["up", "--detach"], UP)?;
+    }
+    ctx.note(format!(
+        "two compose apps, each with its Postgres and Redis, from init to ready in {:?}",
+        started.elapsed()
+    ));
+    let mut ports = Vec::new();
+    for repo in &shops {
+        let status: Value =
+            serde_json::from_str(&user.ok(ctx, repo, &["status", "--json"], SOON)?)?;
+        ports.push(status["ports"].clone());
+    }
+    ensure!(
+        ports[0]["db"] != ports[1]["db"] && ports[0]["redis"] != ports[1]["redis"],
+        "one database port for two pods: {ports:?}"
+    );
+    let visits = |repo: usize| -> Result<u64> {
+        let port = u16::try_from(ports[repo]["web"].as_u64().context("web's port")?)?;
+        let (code, body) = crate::util::http_get(port, "/health")?;
+        ensure!(code == 200, "GET /health: {code} {body}");
+        let body: Value = serde_json::from_str(&body)?;
+        body["visits"].as_u64().context("visits")
+    };
+    for visit in 1..=3 {
+        ensure!(visits(0)? == visit, "a's visit {visit}");
+    }
+    ensure!(visits(1)? == 1, "a's visits seen through b");
+    // The worker's beats land in database 1, its mark in database 0.
+    let deadline = Instant::now() + SOON;
+    let beats = loop {
+        let said = user.db(ctx, &shops[0], "redis", "SELECT 1\nGET worker:beats")?;
+        let beats: u64 = said
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        if beats > 0 {
+            break beats;
+        }
+        ensure!(Instant::now() < deadline, "no beat in database 1:\n{said}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let said = user.db(
+        ctx,
+        &shops[0],
+        "redis",
+        "EXISTS worker:beats\nEXISTS worker:started\nSET only:a 1",
+    )?;
+    let lines: Vec<&str> = said.lines().map(str::trim).collect();
+    ensure!(lines == ["0", "1", "OK"], "database 0 of a: {said}");
+    let said = user.db(ctx, &shops[1], "redis", "EXISTS only:a")?;
+    ensure!(said.trim() == "0", "a's key seen through b: {said}");
+    ctx.note(format!("the worker's beats in Redis database 1: {beats}"));
+    for repo in &shops {
+        user.ok(ctx, repo, &["stop"], UP)?;
+    }
+    ctx.wait_no_pod_process(SOON)
 }
 
 /// The pids of the processes whose arguments name `data_dir` (a postgres
