@@ -186,6 +186,7 @@ pub const PARTS: &[&str] = &[
     "name",
     "path",
     "password-file",
+    "password",
     "driver",
 ];
 
@@ -304,6 +305,7 @@ impl Database {
             ("user", user),
             ("name", database),
             ("password-file", text(&password_file(name, place.pod_dir))),
+            ("password", password),
             ("driver", self.driver.clone().unwrap_or_default()),
         ] {
             parts.insert(part.into(), value);

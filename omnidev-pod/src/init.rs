@@ -380,7 +380,8 @@ fn env_table(layout: &Layout, venv: bool) -> String {
     }
     if !wiring.env.is_empty() {
         text.push_str(
-            "# The app's database URLs, pointed at the pod's own databases (below):\n\
+            "# The app's database URLs and addresses, pointed at the pod's own\n\
+             # databases (below):\n\
              # every service starts once those are ready.\n",
         );
         for (key, template) in &wiring.env {

@@ -199,7 +199,7 @@ pub fn parse(text: &str, vars: &BTreeMap<String, String>) -> Result<Compose, Str
                 } else {
                     format!(
                         "image {}: no engine omnidev runs (postgres, mysql/mariadb, redis)",
-                        image.as_deref().unwrap_or("(none)")
+                        image.as_deref().map_or_else(|| "(none)".to_owned(), said)
                     )
                 };
                 compose.app_env.extend(env);
@@ -208,6 +208,18 @@ pub fn parse(text: &str, vars: &BTreeMap<String, String>) -> Result<Compose, Str
         }
     }
     Ok(compose)
+}
+
+/// A name or image from a compose file as a note or a profile comment
+/// may hold it: as it is when it is plain (printable ASCII, no space, at
+/// most 64 bytes), else quoted and escaped, so no line break or control
+/// of a file ends up in the profile or the terminal.
+pub(crate) fn said(text: &str) -> String {
+    if text.len() <= 64 && text.bytes().all(|b| b.is_ascii_graphic()) {
+        text.to_owned()
+    } else {
+        crate::names::shown(text)
+    }
 }
 
 /// `text` with compose's interpolation applied: `$$` is `$`; `${VAR}`,

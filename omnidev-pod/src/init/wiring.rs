@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::compose::{self, Compose};
+use super::compose::{self, Compose, said};
 use crate::database::DbEngine;
 
 /// The compose files init reads, the first found.
@@ -255,40 +255,41 @@ impl Wiring {
         for db in &compose.databases {
             let name = free_name(&db.service, db.engine, &names);
             names.push(name.clone());
+            let from = format!("{} ({})", said(&db.service), said(&db.image));
             wiring.notes.push(format!(
-                "{compose_name}: {} ({}) runs as [databases.{name}], a {} of the pod's own",
-                db.service,
-                db.image,
+                "{compose_name}: {from} runs as [databases.{name}], a {} of the pod's own",
                 db.engine.word()
             ));
             if !db.not_taken.is_empty() {
+                let keys: Vec<String> = db.not_taken.iter().map(|k| said(k)).collect();
                 wiring.notes.push(format!(
                     "{compose_name}: {} of {} not taken: the pod's server has its own user",
-                    db.not_taken.join(", "),
-                    db.service
+                    keys.join(", "),
+                    said(&db.service)
                 ));
             }
             wiring.databases.push(PodDb {
                 name,
                 engine: db.engine,
                 database: db.database.clone().filter(|d| is_database_name(d)),
-                from: format!("{} ({}) of {compose_name}", db.service, db.image),
+                from: format!("{from} of {compose_name}"),
                 service: Some(db.service.clone()),
                 published: db.published.clone(),
             });
         }
         for (service, why) in &compose.skipped {
-            wiring
-                .notes
-                .push(format!("{compose_name}: {service} not taken: {why}"));
+            wiring.notes.push(format!(
+                "{compose_name}: {} not taken: {why}",
+                said(service)
+            ));
         }
         // The URLs: the example's, then `.env`'s, then the compose app's.
         let sources = (example.iter().map(|pair| (example_name, pair)))
             .chain(dotenv.iter().map(|pair| (".env", pair)))
             .chain(compose.app_env.iter().map(|pair| (compose_name, pair)));
         let mut pointed: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for (file, (key, value)) in sources {
-            if wiring.env.iter().any(|(k, _)| k == key) {
+        for (file, (key, value)) in sources.clone() {
+            if !crate::env_file::is_key(key) || wiring.env.iter().any(|(k, _)| k == key) {
                 continue;
             }
             let value = compose::interpolate(value, vars);
@@ -312,6 +313,13 @@ impl Wiring {
                     }
                 )),
             }
+        }
+        // Addresses given in parts (`POSTGRES_HOST`, `REDIS_PORT`, `PGUSER`).
+        let pairs: Vec<(&str, &(String, String))> = sources
+            .filter(|(_, (key, _))| crate::env_file::is_key(key))
+            .collect();
+        for (file, key) in wiring.point_parts(&pairs, vars, &mut names) {
+            pointed.entry(file).or_default().push(key);
         }
         for (file, keys) in pointed {
             wiring.notes.push(format!(
@@ -419,6 +427,94 @@ impl Wiring {
         )
     }
 
+    /// Points the variables that give a database's address in parts at
+    /// the pod's own: a group of one prefix (`POSTGRES_`, `PG`, `DB_`,
+    /// `REDIS_`) whose host (`_HOST`, `_SERVER`) is this machine or a
+    /// compose service of its engine gets the pod database's host, port,
+    /// TCP user and password; its database name is the one the server
+    /// makes when none is set. Returns the variables taken, with their
+    /// files.
+    fn point_parts<'f>(
+        &mut self,
+        pairs: &[(&'f str, &(String, String))],
+        vars: &BTreeMap<String, String>,
+        names: &mut Vec<String>,
+    ) -> Vec<(&'f str, String)> {
+        let mut taken = Vec::new();
+        let hosts: Vec<(&str, &str, String)> = (pairs.iter())
+            .filter_map(|(file, (key, value))| match address_part(key) {
+                Some((prefix, Part::Host)) => {
+                    Some((*file, prefix, compose::interpolate(value, vars)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (_, prefix, host) in hosts {
+            let Some(engine) = prefix_engine(prefix).or_else(|| self.generic_engine(&host)) else {
+                continue;
+            };
+            let group: Vec<(&str, &String, &String, Part)> = (pairs.iter())
+                .filter_map(|(file, (key, value))| {
+                    let (p, part) = address_part(key)?;
+                    (p == prefix).then_some((*file, key, value, part))
+                })
+                .collect();
+            let port = (group.iter())
+                .find(|(.., part)| *part == Part::Port)
+                .and_then(|(_, _, value, _)| compose::interpolate(value, vars).parse().ok());
+            let address = DbUrl {
+                scheme: engine.scheme().to_owned(),
+                engine,
+                host: host.clone(),
+                port,
+                path: String::new(),
+                query: String::new(),
+            };
+            let Some(index) = self.database_for(&address, names) else {
+                continue;
+            };
+            let name = self.databases[index].name.clone();
+            for (file, key, value, part) in group {
+                if self.env.iter().any(|(k, _)| k == key) {
+                    continue;
+                }
+                let template = match (part, engine) {
+                    (Part::Host, _) => format!("{{db.{name}.host}}"),
+                    (Part::Port, _) => format!("{{db.{name}.port}}"),
+                    (Part::Password, _) => format!("{{db.{name}.password}}"),
+                    (Part::User, DbEngine::Postgres | DbEngine::Mariadb) => {
+                        crate::database::USER.to_owned()
+                    }
+                    (Part::Database, DbEngine::Postgres | DbEngine::Mariadb) => {
+                        let value = compose::interpolate(value, vars);
+                        let db = &mut self.databases[index];
+                        if db.database.is_none() && is_database_name(&value) {
+                            db.database = Some(value.clone());
+                        }
+                        super::literal(&value)
+                    }
+                    _ => continue,
+                };
+                self.env.push((key.clone(), template));
+                taken.push((file, key.clone()));
+            }
+        }
+        taken
+    }
+
+    /// The engine a `DB_HOST` means: the engine of the compose service it
+    /// names, else that of the one SQL database so far.
+    fn generic_engine(&self, host: &str) -> Option<DbEngine> {
+        if let Some(db) = (self.databases.iter()).find(|db| db.service.as_deref() == Some(host)) {
+            return Some(db.engine);
+        }
+        let mut sql = (self.databases.iter()).filter(|db| db.engine.names_databases());
+        match (sql.next(), sql.next()) {
+            (Some(only), None) => Some(only.engine),
+            _ => None,
+        }
+    }
+
     /// The `[databases.*]` tables, each with a comment saying where it
     /// comes from.
     pub fn database_tables(&self) -> String {
@@ -440,6 +536,68 @@ impl Wiring {
             }
         }
         text
+    }
+}
+
+/// A part of a database's address a variable may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Host,
+    Port,
+    User,
+    Password,
+    Database,
+}
+
+/// The prefix and the address part a variable's name gives:
+/// `POSTGRES_HOST` is (`POSTGRES`, host), `PGPORT` (`PG`, port),
+/// `REDIS_PASSWORD` (`REDIS`, password).
+fn address_part(key: &str) -> Option<(&str, Part)> {
+    const SUFFIXES: &[(&str, Part)] = &[
+        ("HOST", Part::Host),
+        ("HOSTNAME", Part::Host),
+        ("SERVER", Part::Host),
+        ("PORT", Part::Port),
+        ("USER", Part::User),
+        ("USERNAME", Part::User),
+        ("PASSWORD", Part::Password),
+        ("PASS", Part::Password),
+        ("DB", Part::Database),
+        ("NAME", Part::Database),
+        ("DATABASE", Part::Database),
+    ];
+    if let Some(rest) = key.strip_prefix("PG") {
+        let part = match rest {
+            "HOST" => Part::Host,
+            "PORT" => Part::Port,
+            "USER" => Part::User,
+            "PASSWORD" => Part::Password,
+            "DATABASE" => Part::Database,
+            _ => return address_part_of(key, SUFFIXES),
+        };
+        return Some(("PG", part));
+    }
+    address_part_of(key, SUFFIXES)
+}
+
+fn address_part_of<'k>(key: &'k str, suffixes: &[(&str, Part)]) -> Option<(&'k str, Part)> {
+    let (prefix, suffix) = key.rsplit_once('_')?;
+    let part = suffixes.iter().find(|(s, _)| *s == suffix)?.1;
+    prefix_known(prefix).then_some((prefix, part))
+}
+
+/// Whether `prefix` names a database (an engine's, or `DB`, `DATABASE`).
+fn prefix_known(prefix: &str) -> bool {
+    prefix_engine(prefix).is_some() || matches!(prefix, "DB" | "DATABASE" | "SQL")
+}
+
+/// The engine a prefix names.
+fn prefix_engine(prefix: &str) -> Option<DbEngine> {
+    match prefix {
+        "POSTGRES" | "POSTGRESQL" | "PG" | "PSQL" => Some(DbEngine::Postgres),
+        "MYSQL" | "MARIADB" => Some(DbEngine::Mariadb),
+        "REDIS" | "VALKEY" => Some(DbEngine::Redis),
+        _ => None,
     }
 }
 
@@ -566,7 +724,8 @@ mod tests {
                 ".env.example",
                 "DATABASE_URL=mysql+pymysql://root@127.0.0.1:3306/app\n\
                  CACHE_URL=redis://localhost/3\nQUEUE_URL=redis://localhost/4\n\
-                 REMOTE_URL=postgres://db.example.com/prod\n",
+                 REMOTE_URL=postgres://db.example.com/prod\n\
+                 DB_HOST=127.0.0.1\nDB_PORT=3306\n",
             )],
             &["mariadb"],
         );
@@ -578,12 +737,83 @@ mod tests {
             w.env[0].1,
             "mysql+pymysql://{db.mariadb-2.authority}/app?{db.mariadb-2.query}"
         );
-        assert_eq!(w.env.len(), 3);
+        assert_eq!(w.env.len(), 5);
+        // `DB_HOST`: the one SQL database's.
+        assert_eq!(w.env[3], ("DB_HOST".into(), "{db.mariadb-2.host}".into()));
         assert!(
             w.notes.iter().any(|n| n.contains("REMOTE_URL not taken")),
             "{:?}",
             w.notes
         );
+    }
+
+    #[test]
+    fn a_hostile_compose_file_writes_nothing_but_comments_and_its_databases() {
+        let compose = "services:\n  \"db\\n[services.evil]\\ncommand = ['x']\":\n    \
+                       image: \"postgres:16\\n[services.worse]\\u001b]0;t\\u0007\"\n  \
+                       \"app\\u001b[2J\":\n    build: .\n";
+        let w = wiring(
+            &[
+                ("compose.yaml", compose),
+                (
+                    ".env.example",
+                    "KEY=\"a\\nb\u{1b}[2J\"\nURL=postgres://localhost/x\n",
+                ),
+            ],
+            &["app"],
+        );
+        assert_eq!(w.databases.len(), 1, "{w:?}");
+        let layout = super::super::Layout {
+            wiring: w.clone(),
+            ..super::super::Layout::default()
+        };
+        let text = super::super::generic(&layout);
+        let profile = crate::Profile::parse(&text, "omnidev.toml").expect(&text);
+        assert_eq!(
+            profile.services.keys().collect::<Vec<_>>(),
+            ["app"],
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+        for note in &w.notes {
+            assert!(!note.chars().any(omnidev_core::text::obeyed), "{note:?}");
+        }
+    }
+
+    #[test]
+    fn an_address_in_parts_points_at_the_pods_as_a_url_does() {
+        let w = wiring(
+            &[
+                (
+                    "compose.yaml",
+                    "services:\n  postgres:\n    image: postgres:16\n  cache:\n    image: redis\n",
+                ),
+                (
+                    ".env.example",
+                    "POSTGRES_SERVER=postgres # the compose service\nPOSTGRES_PORT=5432\n\
+                     POSTGRES_USER=app\nPOSTGRES_PASSWORD=secret\nPOSTGRES_DB=appdb\n\
+                     REDIS_HOST = localhost\nREDIS_PORT = 6379\nREDIS_DB=0\n\
+                     PGHOST=db.example.com\nMAIL_HOST=localhost\n",
+                ),
+            ],
+            &[],
+        );
+        let env: BTreeMap<&str, &str> = (w.env.iter())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let want = BTreeMap::from([
+            ("POSTGRES_SERVER", "{db.postgres.host}"),
+            ("POSTGRES_PORT", "{db.postgres.port}"),
+            ("POSTGRES_USER", "omnidev"),
+            ("POSTGRES_PASSWORD", "{db.postgres.password}"),
+            ("POSTGRES_DB", "appdb"),
+            ("REDIS_HOST", "{db.cache.host}"),
+            ("REDIS_PORT", "{db.cache.port}"),
+        ]);
+        assert_eq!(env, want);
+        assert_eq!(w.databases[0].database.as_deref(), Some("appdb"));
+        let expected: Vec<&str> = w.expected.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(expected, ["REDIS_DB", "PGHOST", "MAIL_HOST"]);
     }
 
     #[test]
