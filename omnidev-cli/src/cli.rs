@@ -67,7 +67,7 @@ pub enum Command {
     Clean(CleanArgs),
     /// Remove the stopped pods whose checkout is gone, freeing their ports
     Gc(GcArgs),
-    /// Write an omnidev.toml for this checkout (from its Procfile when it has one).
+    /// Write an omnidev.toml for this checkout: its Procfile, compose file, .env.example, app.json.
     Init(InitArgs),
     /// Serve this checkout's pod to coding agents over MCP (stdio).
     Mcp(McpArgs),

@@ -35,6 +35,7 @@ pub const PROCFILE_DEV: &str = "Procfile.dev";
 /// URL and a readiness probe on its `$PORT`.
 pub const WEB: &str = "web";
 
+pub mod app_json;
 pub mod compose;
 pub mod wiring;
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::app_json::AppJson;
 use super::compose::{self, Compose, said};
 use crate::database::DbEngine;
 
@@ -21,6 +22,9 @@ pub const COMPOSE_FILES: &[&str] = &[
 
 /// The example dotenv files init reads, the first found.
 pub const EXAMPLE_FILES: &[&str] = &[".env.example", ".env.sample"];
+
+/// Heroku's manifest: the add-ons an app deploys on.
+pub const APP_JSON: &str = "app.json";
 
 /// The most bytes of a compose or dotenv file read.
 const MAX_BYTES: u64 = 1024 * 1024;
@@ -73,6 +77,8 @@ struct Sources {
     /// The compose file, and its name (empty when none).
     compose: Compose,
     compose_name: &'static str,
+    /// `app.json`'s add-ons and variables.
+    app: AppJson,
 }
 
 impl Sources {
@@ -95,6 +101,7 @@ impl Sources {
             .map(|(_, text)| read_dotenv(&text))
             .unwrap_or_default();
         let compose_file = first(COMPOSE_FILES);
+        let app_file = first(&[APP_JSON]);
         // Compose interpolates from `.env`; an example stands in for it.
         let vars: BTreeMap<String, String> = example.iter().chain(&dotenv).cloned().collect();
         let (compose_name, compose) = match compose_file {
@@ -107,6 +114,14 @@ impl Sources {
             },
             None => ("", Compose::default()),
         };
+        let app = match app_file.map(|(_, text)| super::app_json::parse(&text)) {
+            Some(Ok(app)) => app,
+            Some(Err(e)) => {
+                notes.push(format!("{APP_JSON}: not read: {e}"));
+                AppJson::default()
+            }
+            None => AppJson::default(),
+        };
         Sources {
             example,
             example_name,
@@ -114,6 +129,7 @@ impl Sources {
             vars,
             compose,
             compose_name,
+            app,
         }
     }
 }
@@ -252,37 +268,7 @@ impl Wiring {
         let (dotenv, vars) = (&found.dotenv, &found.vars);
         wiring.example = !example_name.is_empty();
         let mut names: Vec<String> = taken.to_vec();
-        for db in &compose.databases {
-            let name = free_name(&db.service, db.engine, &names);
-            names.push(name.clone());
-            let from = format!("{} ({})", said(&db.service), said(&db.image));
-            wiring.notes.push(format!(
-                "{compose_name}: {from} runs as [databases.{name}], a {} of the pod's own",
-                db.engine.word()
-            ));
-            if !db.not_taken.is_empty() {
-                let keys: Vec<String> = db.not_taken.iter().map(|k| said(k)).collect();
-                wiring.notes.push(format!(
-                    "{compose_name}: {} of {} not taken: the pod's server has its own user",
-                    keys.join(", "),
-                    said(&db.service)
-                ));
-            }
-            wiring.databases.push(PodDb {
-                name,
-                engine: db.engine,
-                database: db.database.clone().filter(|d| is_database_name(d)),
-                from: format!("{from} of {compose_name}"),
-                service: Some(db.service.clone()),
-                published: db.published.clone(),
-            });
-        }
-        for (service, why) in &compose.skipped {
-            wiring.notes.push(format!(
-                "{compose_name}: {} not taken: {why}",
-                said(service)
-            ));
-        }
+        wiring.take_compose(compose, compose_name, &mut names);
         // The URLs: the example's, then `.env`'s, then the compose app's.
         let sources = (example.iter().map(|pair| (example_name, pair)))
             .chain(dotenv.iter().map(|pair| (".env", pair)))
@@ -321,27 +307,94 @@ impl Wiring {
         for (file, key) in wiring.point_parts(&pairs, vars, &mut names) {
             pointed.entry(file).or_default().push(key);
         }
+        // The databases the app deploys on (Heroku's add-ons), when no
+        // file above named their variables.
+        for (engine, key) in &found.app.addons {
+            if wiring.env.iter().any(|(k, _)| k == key) {
+                continue;
+            }
+            let address = DbUrl {
+                scheme: engine.scheme().to_owned(),
+                engine: *engine,
+                host: "localhost".to_owned(),
+                port: None,
+                path: String::new(),
+                query: String::new(),
+            };
+            if let Some(index) = wiring.database_for(&address, &mut names) {
+                let name = &wiring.databases[index].name;
+                wiring.env.push((key.clone(), format!("{{db.{name}.url}}")));
+                pointed.entry(APP_JSON).or_default().push(key.clone());
+            }
+        }
         for (file, keys) in pointed {
             wiring.notes.push(format!(
                 "{file}: {} pointed at the pod's own",
                 keys.join(", ")
             ));
         }
-        let set = |key: &str| OWN.contains(&key) || wiring.env.iter().any(|(k, _)| k == key);
-        let expected: Vec<(String, String)> = (example.iter())
-            .filter(|(key, _)| !set(key))
-            .cloned()
-            .collect();
-        if !expected.is_empty() {
-            let keys: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
-            wiring.notes.push(format!(
-                "{example_name}: {} not known to omnidev: in [pod] expected-env \
-                 (`omnidev profile check` names those unset)",
-                keys.join(", ")
+        wiring.expect_the_rest(&[(example_name, example), (APP_JSON, &found.app.env)]);
+        wiring
+    }
+
+    /// Takes the database servers of compose file `compose_name` as the
+    /// pod's own, and says what of it is not taken.
+    fn take_compose(&mut self, compose: &Compose, compose_name: &str, names: &mut Vec<String>) {
+        for db in &compose.databases {
+            let name = free_name(&db.service, db.engine, names);
+            names.push(name.clone());
+            let from = format!("{} ({})", said(&db.service), said(&db.image));
+            self.notes.push(format!(
+                "{compose_name}: {from} runs as [databases.{name}], a {} of the pod's own",
+                db.engine.word()
+            ));
+            if !db.not_taken.is_empty() {
+                let keys: Vec<String> = db.not_taken.iter().map(|k| said(k)).collect();
+                self.notes.push(format!(
+                    "{compose_name}: {} of {} not taken: the pod's server has its own user",
+                    keys.join(", "),
+                    said(&db.service)
+                ));
+            }
+            self.databases.push(PodDb {
+                name,
+                engine: db.engine,
+                database: db.database.clone().filter(|d| is_database_name(d)),
+                from: format!("{from} of {compose_name}"),
+                service: Some(db.service.clone()),
+                published: db.published.clone(),
+            });
+        }
+        for (service, why) in &compose.skipped {
+            self.notes.push(format!(
+                "{compose_name}: {} not taken: {why}",
+                said(service)
             ));
         }
-        wiring.expected = expected;
-        wiring
+    }
+
+    /// Lists the variables of `files` (name, pairs) nothing set as
+    /// expected.
+    fn expect_the_rest(&mut self, files: &[(&str, &Vec<(String, String)>)]) {
+        let set = |key: &str| OWN.contains(&key) || self.env.iter().any(|(k, _)| k == key);
+        let mut expected: Vec<(String, String)> = Vec::new();
+        for (file, pairs) in files {
+            let new: Vec<(String, String)> = (pairs.iter())
+                .filter(|(key, _)| crate::env_file::is_key(key) && !set(key))
+                .filter(|(key, _)| !expected.iter().any(|(k, _)| k == key))
+                .cloned()
+                .collect();
+            if !new.is_empty() {
+                let keys: Vec<&str> = new.iter().map(|(k, _)| k.as_str()).collect();
+                self.notes.push(format!(
+                    "{file}: {} not known to omnidev: in [pod] expected-env \
+                         (`omnidev profile check` names those unset)",
+                    keys.join(", ")
+                ));
+            }
+            expected.extend(new);
+        }
+        self.expected = expected;
     }
 
     /// The pod database `url` is pointed at, added when it is the first
@@ -814,6 +867,37 @@ mod tests {
         assert_eq!(w.databases[0].database.as_deref(), Some("appdb"));
         let expected: Vec<&str> = w.expected.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(expected, ["REDIS_DB", "PGHOST", "MAIL_HOST"]);
+    }
+
+    #[test]
+    fn the_add_ons_of_an_app_json_are_the_pods_databases() {
+        let w = wiring(
+            &[(
+                "app.json",
+                r#"{"addons": ["heroku-postgresql:essential-0", {"plan": "heroku-redis", "as": "CACHE"},
+                    "papertrail"], "env": {"DJANGO_SECRET_KEY": {"generator": "secret"}}}"#,
+            )],
+            &["web"],
+        );
+        let names: Vec<&str> = w.databases.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["postgres", "redis"]);
+        assert_eq!(
+            w.env,
+            [
+                ("DATABASE_URL".to_owned(), "{db.postgres.url}".to_owned()),
+                ("CACHE_URL".to_owned(), "{db.redis.url}".to_owned())
+            ]
+        );
+        assert_eq!(
+            w.expected,
+            [("DJANGO_SECRET_KEY".to_owned(), String::new())]
+        );
+        let w = wiring(&[("app.json", "{\"addons\": 3}")], &[]);
+        assert!(
+            w.notes[0].starts_with("app.json: not read: "),
+            "{:?}",
+            w.notes
+        );
     }
 
     #[test]
