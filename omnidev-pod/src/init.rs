@@ -245,6 +245,7 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
          # as $PORT as foreman does. A base is where the search starts: another\n\
          # pod holding it moves this pod's port up to a free one.\n",
     );
+    text.push_str(&notes_comment(layout));
     text.push_str(&pod_table(layout));
     text.push_str("\n[ports]\n");
     let mut base = FIRST_BASE;
@@ -333,6 +334,22 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
     text
 }
 
+/// What init took from the compose, dotenv and `app.json` files and what
+/// not, as comments (every control shown visibly: a TOML comment holds
+/// none).
+fn notes_comment(layout: &Layout) -> String {
+    let notes = &layout.wiring.notes;
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut text =
+        String::from("#\n# What `omnidev init` took from the app's other files, and what not:\n");
+    for note in notes {
+        let _ = writeln!(text, "#   {}", omnidev_core::text::quote(note));
+    }
+    text
+}
+
 /// The `[pod]` table: `.env` loaded for every service when there is one
 /// (or an example to copy it from), and the example's variables omnidev
 /// cannot know.
@@ -409,6 +426,7 @@ pub fn generic(layout: &Layout) -> String {
          # watch = [\"src/**\"]        # a change to these files restarts it\n\
          # depends-on = { db = \"ready\" }  # started | ready | completed\n",
     );
+    text.push_str(&notes_comment(layout));
     text.push_str(&pod_table(layout));
     text.push_str(&env_table(layout, false));
     text.push_str(&layout.wiring.database_tables());

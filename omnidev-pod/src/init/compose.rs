@@ -147,7 +147,12 @@ pub fn engine_of_image(image: &str) -> Option<DbEngine> {
 /// Reads compose file `text` (named `file` in errors); `vars` are the
 /// values `${VAR}` takes.
 pub fn parse(text: &str, vars: &BTreeMap<String, String>) -> Result<Compose, String> {
-    let file: File = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    // The parser's first line says what and where; the rest is a snippet.
+    let file: File = serde_saphyr::from_str(text).map_err(|e| {
+        let said = e.to_string();
+        let first = said.lines().next().unwrap_or_default();
+        first.strip_prefix("error: ").unwrap_or(first).to_owned()
+    })?;
     let mut compose = Compose::default();
     for (name, service) in file.services {
         let service = service.unwrap_or_default();

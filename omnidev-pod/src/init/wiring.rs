@@ -822,6 +822,7 @@ mod tests {
         };
         let text = super::super::generic(&layout);
         let profile = crate::Profile::parse(&text, "omnidev.toml").expect(&text);
+        assert!(text.contains("# What `omnidev init` took"), "{text}");
         assert_eq!(
             profile.services.keys().collect::<Vec<_>>(),
             ["app"],
@@ -921,5 +922,12 @@ mod tests {
             "{:?}",
             w.notes
         );
+        // The parser's error, however many lines, is a comment.
+        let layout = super::super::Layout {
+            wiring: w,
+            ..super::super::Layout::default()
+        };
+        let text = super::super::generic(&layout);
+        crate::Profile::parse(&text, "omnidev.toml").expect(&text);
     }
 }
