@@ -45,6 +45,10 @@ pub struct RunOptions {
     /// `--db ENGINE`: the engine the profile's databases run on.
     #[serde(default)]
     pub db: Option<omnidev_pod::database::DbEngine>,
+    /// `--clone-from CHECKOUT`: the pod whose databases a database of
+    /// this pod without data yet starts as a copy of.
+    #[serde(default)]
+    pub clone_from: Option<std::path::PathBuf>,
     /// `--timestamps` (the profile's `[pod] timestamps` also turns them
     /// on: see `PreparedPod::timestamps`).
     #[serde(default)]
@@ -148,6 +152,7 @@ impl RunOptions {
             debounce: args.debounce.map(Duration::from_millis),
             scale: args.scale.iter().cloned().collect(),
             db: args.db,
+            clone_from: args.clone_from.clone(),
             timestamps: args.timestamps,
             debug: args.debug
                 || around

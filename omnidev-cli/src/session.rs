@@ -277,6 +277,11 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         overrides: &overrides,
     })?;
 
+    if let Some(from) = &options.clone_from {
+        // Before rendering: a clone brings its server's password.
+        let cloned = crate::commands::db_data::clone_missing(&checkout, pod.dir(), from)?;
+        notices.extend(cloned);
+    }
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
     ctx.hosts.clone_from(&options.hosts);

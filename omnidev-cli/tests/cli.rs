@@ -75,7 +75,8 @@ fn help_fits_the_checkouts_profile() {
         .success();
     let text = String::from_utf8_lossy(&output.get_output().stdout);
     assert!(
-        text.contains("--server-port <N>       Omnigent profile:"),
+        text.lines()
+            .any(|line| line.contains("--server-port <N>") && line.contains("Omnigent profile:")),
         "{text}"
     );
     assert!(text.contains("--trust-lan-origins"), "{text}");

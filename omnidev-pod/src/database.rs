@@ -219,6 +219,17 @@ impl Database {
         }
     }
 
+    /// Where database `name`'s data is in the pod `pod_dir`: a server's
+    /// data directory, an SQLite file.
+    pub fn data_path(&self, name: &str, pod_dir: &Path) -> PathBuf {
+        match self.engine {
+            DbEngine::Sqlite => self.sqlite_file(name, pod_dir),
+            DbEngine::Postgres | DbEngine::Mariadb | DbEngine::Redis => {
+                self.data_dir(name, pod_dir)
+            }
+        }
+    }
+
     fn sqlite_file(&self, name: &str, pod_dir: &Path) -> PathBuf {
         match &self.path {
             Some(path) => pod_dir.join(path),
@@ -346,7 +357,7 @@ fn password(name: &str, pod_dir: &Path) -> Result<String> {
 }
 
 /// The file holding the password a server database takes over TCP (0600).
-pub(crate) fn password_file(name: &str, pod_dir: &Path) -> PathBuf {
+pub fn password_file(name: &str, pod_dir: &Path) -> PathBuf {
     pod_dir.join("data").join(format!("{name}.password"))
 }
 

@@ -291,6 +291,18 @@ pub enum Error {
         declared: String,
     },
 
+    /// A database's data could not be copied, snapshotted or restored.
+    #[error("database `{name}`: {message}")]
+    #[diagnostic(code(omnidev::pod::database_data), help("{help}"))]
+    DatabaseData {
+        /// The database.
+        name: String,
+        /// What went wrong.
+        message: String,
+        /// What to do.
+        help: String,
+    },
+
     /// A server database's programs are not installed.
     #[error("`{program}` is not installed (looked on PATH and in /usr/lib/postgresql/*/bin)")]
     #[diagnostic(

@@ -18,6 +18,9 @@ pub const DB_ENGINE_FILE: &str = "db-engine";
 /// symbolic link to the socket in the per-user runtime directory.
 pub const CONTROL_SOCKET: &str = "control.sock";
 
+/// The databases' snapshots (`<pod>/snapshots/<database>/<label>/`).
+pub const SNAPSHOTS_DIR: &str = "snapshots";
+
 /// The per-service log files (`<pod>/logs/<service>.log`).
 pub const LOGS_DIR: &str = "logs";
 

@@ -100,6 +100,7 @@ pub mod record;
 pub mod root;
 pub mod runtime;
 pub mod seed;
+pub mod snapshot;
 pub mod state;
 
 pub use error::{Error, Result};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::layout::{
     CONTROL_SOCKET, DB_ENGINE_FILE, DETACHED_LOG, LOCK_FILE, LOG_SUFFIX, LOGS_DIR, MARKER,
-    POD_TOML, RUN_DIR, STATE_FILE, TMP_DIR,
+    POD_TOML, RUN_DIR, SNAPSHOTS_DIR, STATE_FILE, TMP_DIR,
 };
 use crate::runtime::Private;
 
@@ -443,6 +443,7 @@ const LAYOUT: &[&str] = &[
     CONTROL_SOCKET,
     LOGS_DIR,
     DB_ENGINE_FILE,
+    SNAPSHOTS_DIR,
 ];
 
 /// Whether `name`, at the top of a pod, is a temporary file omnidev left

@@ -82,6 +82,10 @@ pub struct UpArgs {
     /// the Omnigent profile's database may go to postgres or mariadb).
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine)]
     pub db: Option<omnidev_pod::database::DbEngine>,
+    /// A database of this pod without data yet starts as a copy of the
+    /// same database of CHECKOUT's pod (`omnidev db clone`).
+    #[arg(long, value_name = "CHECKOUT")]
+    pub clone_from: Option<PathBuf>,
     /// Remove the pod directory before starting.
     #[arg(long)]
     pub clean: bool,
@@ -162,6 +166,63 @@ pub enum DbAction {
         #[arg(value_name = "NAME")]
         name: Option<String>,
     },
+    /// Keep a copy of the database's data in the pod, to restore later.
+    Snapshot {
+        /// Which database, and of which pod.
+        #[command(flatten)]
+        which: DbWhich,
+        /// Its label (default: the time, `YYYYMMDD-HHMMSS`).
+        #[arg(value_name = "LABEL")]
+        label: Option<String>,
+    },
+    /// Put a snapshot's data back: the services that use it stop, the data
+    /// is swapped in, they start again.
+    Restore {
+        /// Which database, and of which pod.
+        #[command(flatten)]
+        which: DbWhich,
+        /// The snapshot (`omnidev db snapshots` lists them).
+        #[arg(value_name = "LABEL")]
+        label: String,
+    },
+    /// List the pod's snapshots.
+    Snapshots {
+        /// Checkout, profile and pod directory.
+        #[command(flatten)]
+        pod: PodArgs,
+    },
+    /// Start the database afresh: its data is removed (its snapshots
+    /// stay).
+    Reset {
+        /// Which database, and of which pod.
+        #[command(flatten)]
+        which: DbWhich,
+        /// Yes, remove its data.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Copy another checkout's pod's database into this pod's (in place
+    /// of its data).
+    Clone {
+        /// Which database, and of which pod.
+        #[command(flatten)]
+        which: DbWhich,
+        /// The checkout whose pod to copy from (default: this
+        /// repository's main worktree).
+        #[arg(long, value_name = "CHECKOUT")]
+        from: Option<PathBuf>,
+    },
+}
+
+/// The database an `omnidev db` action works on.
+#[derive(Debug, Args, Clone)]
+pub struct DbWhich {
+    /// Checkout, profile and pod directory.
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// The database (the profile's first when omitted).
+    #[arg(long = "database", short = 'd', value_name = "NAME")]
+    pub name: Option<String>,
 }
 
 /// Arguments of `omnidev omnigent`.

@@ -15,8 +15,18 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
     let (pod, name, url) = match &args.action {
         Some(DbAction::Url { pod, name }) => (pod, name, true),
         None => (&args.pod, &args.name, false),
+        Some(DbAction::Snapshot { which, label }) => {
+            return super::db_data::snapshot(which, label.as_deref());
+        }
+        Some(DbAction::Restore { which, label }) => return super::db_data::restore(which, label),
+        Some(DbAction::Snapshots { pod }) => return super::db_data::snapshots(pod),
+        Some(DbAction::Reset { which, yes }) => return super::db_data::reset(which, *yes),
+        Some(DbAction::Clone { which, from }) => {
+            return super::db_data::clone(which, from.as_deref());
+        }
     };
-    let (engine, parts) = database(pod, name.as_deref())?;
+    let (checkout, name, parts) = database(pod, name.as_deref())?;
+    let engine = checkout.profile.databases[&name].engine;
     if url {
         crate::output::write_stdout(&format!("{}\n", parts["url"]))?;
         return Ok(ExitCode::SUCCESS);
@@ -61,9 +71,12 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
     Err(Error::spawn(program)(error))
 }
 
-/// The engine and parts of database `name` (the profile's first when
-/// `None`) of the checkout's pod.
-fn database(pod: &PodArgs, name: Option<&str>) -> Result<(DbEngine, DbParts)> {
+/// The checkout (its profile on the engine its pod runs), and the name and
+/// parts of its database `name` (the profile's first when `None`).
+pub(super) fn database(
+    pod: &PodArgs,
+    name: Option<&str>,
+) -> Result<(crate::session::Checkout, String, DbParts)> {
     let mut checkout = crate::session::resolve_checkout(pod)?;
     // On the engine the pod runs them on (`up --db`).
     if let Some(engine) = omnidev_pod::Pod::at(&checkout.pod_dir).db_engine() {
@@ -79,7 +92,7 @@ fn database(pod: &PodArgs, name: Option<&str>) -> Result<(DbEngine, DbParts)> {
                 message: "the profile declares no database".to_owned(),
             })?,
     };
-    let Some(engine) = checkout.profile.databases.get(&name).map(|d| d.engine) else {
+    if !checkout.profile.databases.contains_key(&name) {
         return Err(Error::UnknownDatabase {
             message: format!(
                 "the profile declares no database `{name}` (it declares {})",
@@ -90,8 +103,8 @@ fn database(pod: &PodArgs, name: Option<&str>) -> Result<(DbEngine, DbParts)> {
                 }
             ),
         });
-    };
+    }
     let mut beside = crate::session::prepare_beside(&checkout)?;
     let parts = beside.databases.remove(&name).unwrap_or_default();
-    Ok((engine, parts))
+    Ok((checkout, name, parts))
 }

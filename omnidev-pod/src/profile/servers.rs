@@ -57,7 +57,12 @@ exec "$bin/postgres" -D "$data" -k "$sock" -p "$port" -h 127.0.0.1 \
 /// saying so), `made ENGINE` moves it into place once complete.
 const PREAMBLE: &str = r#"set -eu
 umask 077
+# A swap of its data cut short (`omnidev db restore`): the old put back.
+recover() {
+  if [ ! -e "$data" ] && [ -e "$data.previous" ]; then mv "$data.previous" "$data"; fi
+}
 must_make() {
+  recover
   [ -e "$data/$1" ] && return 1
   if [ -e "$data" ]; then
     echo "omnidev: $data exists but holds no $2 data; move it away to start afresh" >&2
@@ -178,6 +183,7 @@ fn mariadb(name: &str, database: &Database, place: &DbPlace<'_>, programs: &[Pat
 /// among it, so on no command line) written 0600 beside its data, then
 /// the server, its data kept in an append-only file.
 const REDIS_SCRIPT: &str = r#"server=$1 data=$2 socket=$3 port=$4 secret=$5
+recover
 mkdir -p "$data" "$(dirname "$socket")"
 printf 'port %s\nbind 127.0.0.1\nunixsocket %s\nunixsocketperm 700\ndir %s\nappendonly yes\nrequirepass %s\n' \
   "$port" "$socket" "$data" "$(cat "$secret")" > "$data/redis.conf"
