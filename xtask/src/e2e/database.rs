@@ -137,10 +137,11 @@ impl Unprivileged {
     fn db(&self, ctx: &mut Ctx, repo: &Path, name: &str, input: &str) -> Result<String> {
         let mut command = self.omnidev(ctx, repo, &["db", name]);
         let file = self.dir.join("input");
-        let input = if name == "main" {
-            format!("\\set ON_ERROR_STOP 1\n{input}\n")
-        } else {
-            format!("{input}\n")
+        let input = match name {
+            "main" => format!("\\set ON_ERROR_STOP 1\n{input}\n"),
+            // Beside a writer: wait for its lock, as any reader would.
+            "lite" => format!(".timeout 10000\n{input}\n"),
+            _ => format!("{input}\n"),
         };
         std::fs::write(&file, input)?;
         command.stdin(std::fs::File::open(&file)?);
@@ -260,7 +261,195 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
     // In the same case: pods of this user beside another case's pods of
     // root would share no port registry.
     example_runs_on_its_pods_postgres(ctx, &user)?;
-    compose_app_runs_on_what_init_made_of_it(ctx, &user)
+    compose_app_runs_on_what_init_made_of_it(ctx, &user)?;
+    a_new_worktree_starts_with_data(ctx, &user)
+}
+
+/// A checkout whose writer keeps inserting rows into its Postgres and its
+/// SQLite database while the case copies them.
+const WRITER: &str = r#"
+[databases.main]
+engine = "postgres"
+
+[databases.lite]
+engine = "sqlite"
+
+[services.writer]
+command = ["sh", "-c", """
+psql -X -q "$PG" -c 'create table if not exists w(id serial primary key, v float default random())'
+sqlite3 "$LITE" 'create table if not exists w(id integer primary key, v float)'
+while :; do
+  psql -X -q "$PG" -c 'insert into w default values'
+  sqlite3 "$LITE" 'insert into w(v) values (random())' 2>/dev/null
+done
+"""]
+env = { PG = "{db.main.url}", LITE = "{db.lite.path}" }
+"#;
+
+/// What `omnidev db NAME` answers to `sql` in `repo` (its last line).
+fn answer(
+    ctx: &mut Ctx,
+    user: &Unprivileged,
+    repo: &Path,
+    name: &str,
+    sql: &str,
+) -> Result<String> {
+    let said = user.db(ctx, repo, name, &format!("\\pset tuples_only on\n{sql}"))?;
+    Ok(said
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned())
+}
+
+/// Each database's row count and a digest of its rows up to `id`.
+fn digest(ctx: &mut Ctx, user: &Unprivileged, repo: &Path, id: u64) -> Result<[String; 2]> {
+    let pg = answer(
+        ctx,
+        user,
+        repo,
+        "main",
+        &format!(
+            "select count(*) || ' ' || md5(string_agg(id || ':' || v, ',' order by id)) from w where id <= {id};"
+        ),
+    )?;
+    let lite = user.db(
+        ctx,
+        repo,
+        "lite",
+        &format!("select count(*) || ' ' || total(v) from w where id <= {id};"),
+    )?;
+    Ok([pg, lite.trim().to_owned()])
+}
+
+/// The rows of each database.
+fn counts(ctx: &mut Ctx, user: &Unprivileged, repo: &Path) -> Result<[u64; 2]> {
+    let pg = answer(ctx, user, repo, "main", "select count(*) from w;")?;
+    let lite = user.db(ctx, repo, "lite", "select count(*) from w;")?;
+    Ok([pg.parse()?, lite.trim().parse()?])
+}
+
+/// Issue #81: a worktree's pod cloned from the main worktree's while its
+/// writer writes (each copy a moment of the source, the source's rows
+/// unchanged); a snapshot, a destructive migration and a restore give
+/// every row back; a restore cut short leaves the old data usable.
+fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result<()> {
+    let src = user.dir.join("wt-main");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(src.join("omnidev.toml"), WRITER)?;
+    let git = |dir: &Path, args: &[&str]| -> Result<()> {
+        let done = Command::new("git")
+            .args(["-c", "user.email=e2e@omnidev", "-c", "user.name=e2e"])
+            .args(args)
+            .current_dir(dir)
+            .output()?;
+        ensure!(
+            done.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        Ok(())
+    };
+    git(&src, &["init", "-q", "-b", "main"])?;
+    git(&src, &["add", "-A"])?;
+    git(&src, &["commit", "-q", "-m", "writer"])?;
+    let dst = user.dir.join("wt-new");
+    git(
+        &src,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "new",
+            dst.to_str().context("path")?,
+        ],
+    )?;
+    user.give(&src)?;
+    user.give(&dst)?;
+    user.ok(ctx, &src, &["up", "--detach"], UP)?;
+    let deadline = Instant::now() + UP;
+    while counts(ctx, user, &src)?.iter().any(|&n| n < 20) {
+        ensure!(Instant::now() < deadline, "the writer wrote nothing");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The source's rows so far, before and after the copy.
+    let before = counts(ctx, user, &src)?;
+    let kept = digest(ctx, user, &src, before[0].min(before[1]))?;
+    let src_arg = src.to_str().context("path")?.to_owned();
+    user.ok(
+        ctx,
+        &dst,
+        &[
+            "up",
+            "--detach",
+            "--skip",
+            "writer",
+            "--clone-from",
+            &src_arg,
+        ],
+        UP,
+    )?;
+    let copied = counts(ctx, user, &dst)?;
+    let after = counts(ctx, user, &src)?;
+    for engine in 0..2 {
+        ensure!(
+            before[engine] <= copied[engine] && copied[engine] <= after[engine],
+            "copy {engine}: {copied:?} rows, the source {before:?} before and {after:?} after"
+        );
+    }
+    ensure!(
+        digest(ctx, user, &src, before[0].min(before[1]))? == kept,
+        "the source's rows changed"
+    );
+    let top = copied[0].min(copied[1]);
+    ensure!(
+        digest(ctx, user, &dst, top)? == digest(ctx, user, &src, top)?,
+        "the copy's rows differ from the source's"
+    );
+    ctx.note(format!(
+        "cloned while writing: {copied:?} rows of {after:?}"
+    ));
+    // `db clone` into the running pod, from the main worktree by default.
+    user.ok(ctx, &dst, &["db", "clone", "-d", "main"], UP)?;
+    let again = counts(ctx, user, &dst)?;
+    ensure!(
+        again[0] >= after[0],
+        "a second clone: {again:?} after {after:?}"
+    );
+
+    // Snapshot, a destructive migration, restore: every row back.
+    let rows = digest(ctx, user, &dst, u64::MAX / 2)?;
+    for name in ["main", "lite"] {
+        user.ok(ctx, &dst, &["db", "snapshot", "-d", name, "before"], UP)?;
+        user.db(ctx, &dst, name, "drop table w;")?;
+    }
+    for name in ["main", "lite"] {
+        user.ok(ctx, &dst, &["db", "restore", "-d", name, "before"], UP)?;
+    }
+    ensure!(
+        digest(ctx, user, &dst, u64::MAX / 2)? == rows,
+        "the rows after restore differ"
+    );
+    // A restore cut short: the data renamed aside, a half-made copy
+    // beside it. The server starts on the old data.
+    let status: Value = serde_json::from_str(&user.ok(ctx, &dst, &["status", "--json"], SOON)?)?;
+    let data = Path::new(status["pod-dir"].as_str().context("pod-dir")?).join("data");
+    user.ok(ctx, &dst, &["stop"], UP)?;
+    std::fs::rename(data.join("main"), data.join("main.previous"))?;
+    std::fs::create_dir_all(data.join("main.restoring.partial"))?;
+    user.ok(ctx, &dst, &["up", "--detach", "--skip", "writer"], UP)?;
+    ensure!(
+        digest(ctx, user, &dst, u64::MAX / 2)? == rows,
+        "the rows after a restore cut short"
+    );
+    user.ok(ctx, &dst, &["db", "restore", "-d", "main", "before"], UP)?;
+    for repo in [&dst, &src] {
+        user.ok(ctx, repo, &["stop"], UP)?;
+    }
+    ctx.wait_no_pod_process(SOON)
 }
 
 /// `examples/compose-app` (a Procfile app that ran Postgres and Redis with
