@@ -420,7 +420,18 @@ fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result
         "a second clone: {again:?} after {after:?}"
     );
 
-    // Snapshot, a destructive migration, restore: every row back.
+    snapshot_migration_restore(ctx, user, &dst)?;
+    for repo in [&dst, &src] {
+        user.ok(ctx, repo, &["stop"], UP)?;
+    }
+    ctx.wait_no_pod_process(SOON)
+}
+
+/// Snapshot, a destructive migration, restore: every row back; then a
+/// restore cut short (the data renamed aside, a half-made copy beside
+/// it): the server starts on the old data.
+fn snapshot_migration_restore(ctx: &mut Ctx, user: &Unprivileged, dst: &Path) -> Result<()> {
+    let dst = dst.to_path_buf();
     let rows = digest(ctx, user, &dst, u64::MAX / 2)?;
     for name in ["main", "lite"] {
         user.ok(ctx, &dst, &["db", "snapshot", "-d", name, "before"], UP)?;
@@ -433,8 +444,6 @@ fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result
         digest(ctx, user, &dst, u64::MAX / 2)? == rows,
         "the rows after restore differ"
     );
-    // A restore cut short: the data renamed aside, a half-made copy
-    // beside it. The server starts on the old data.
     let status: Value = serde_json::from_str(&user.ok(ctx, &dst, &["status", "--json"], SOON)?)?;
     let data = Path::new(status["pod-dir"].as_str().context("pod-dir")?).join("data");
     user.ok(ctx, &dst, &["stop"], UP)?;
@@ -446,10 +455,7 @@ fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result
         "the rows after a restore cut short"
     );
     user.ok(ctx, &dst, &["db", "restore", "-d", "main", "before"], UP)?;
-    for repo in [&dst, &src] {
-        user.ok(ctx, repo, &["stop"], UP)?;
-    }
-    ctx.wait_no_pod_process(SOON)
+    Ok(())
 }
 
 /// `examples/compose-app` (a Procfile app that ran Postgres and Redis with
