@@ -5,6 +5,7 @@
 
 mod budgets;
 mod databases;
+mod db_data;
 mod headless;
 mod reload;
 mod worktree;
@@ -77,6 +78,9 @@ pub fn run(options: &Bench) -> Result<()> {
     }
     if wanted("database") || wanted("postgres") {
         rows.push(databases::row(&omnidev, &scratch.join("db")));
+    }
+    if wanted("database") || wanted("clone") || wanted("snapshot") {
+        rows.extend(db_data::rows(&omnidev, &scratch.join("db-data")));
     }
     if wanted("worktree") {
         rows.push(worktree::row(
