@@ -42,8 +42,9 @@ use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files;
 use results::{
-    ActionResult, EventsParams, EventsResult, FailedService, Json, LogsParams, LogsResult,
-    ReloadProfileParams, ReloadProfileResult, RestartParams, ServiceParams, StartParams, UpParams,
+    ActionResult, CloneParams, DataResult, EventsParams, EventsResult, FailedService, Json,
+    LogsParams, LogsResult, ReloadProfileParams, ReloadProfileResult, RestartParams, RestoreParams,
+    ServiceParams, SnapshotParams, SnapshotReport, SnapshotsResult, StartParams, UpParams,
     WaitParams,
 };
 
@@ -294,6 +295,14 @@ fn outcome(pod_dir: &Path, response: Response) -> miette::Result<ActionResult> {
     })
 }
 
+/// The database `database` of the pod `pod` names.
+fn which(pod: &PodArgs, database: Option<String>) -> crate::cli::DbWhich {
+    crate::cli::DbWhich {
+        pod: pod.clone(),
+        name: database,
+    }
+}
+
 impl Tools {
     /// Runs `work` on the pod's arguments off the protocol's thread: its
     /// value as the tool's structured result, its error as a tool error.
@@ -500,6 +509,98 @@ impl Tools {
             let applied = response.applied.take().unwrap_or_default();
             let outcome = outcome(&pod_dir, response)?;
             Ok(ReloadProfileResult { applied, outcome })
+        })
+        .await
+    }
+
+    #[tool(
+        name = "db_snapshot",
+        description = "Keep a copy of a database's data in the pod (as `omnidev db snapshot`), e.g. before trying a migration: a running Postgres and SQLite are copied live; a running MariaDB or Redis is stopped for its copy and started again. `db_restore` puts it back.",
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn db_snapshot(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<SnapshotParams>,
+    ) -> Result<Json<DataResult>, CallToolResult> {
+        self.answer(&context, move |pod, _| {
+            let which = which(pod, args.database);
+            let message = crate::commands::db_data::snapshot(&which, args.label.as_deref())?;
+            Ok(DataResult { message })
+        })
+        .await
+    }
+
+    #[tool(
+        name = "db_restore",
+        description = "Put a snapshot's data back in place of the database's (as `omnidev db restore`): the server is stopped, its data swapped, and it and the services that depend on it start again; SQLite is restored live. The data it replaces is lost unless snapshotted.",
+        annotations(
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn db_restore(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<RestoreParams>,
+    ) -> Result<Json<DataResult>, CallToolResult> {
+        self.answer(&context, move |pod, _| {
+            let which = which(pod, args.database);
+            let message = crate::commands::db_data::restore(&which, &args.label)?;
+            Ok(DataResult { message })
+        })
+        .await
+    }
+
+    #[tool(
+        name = "db_snapshots",
+        description = "The pod's database snapshots: database, label, engine, when, bytes.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn db_snapshots(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Json<SnapshotsResult>, CallToolResult> {
+        self.answer(&context, move |pod, _| {
+            let snapshots = crate::commands::db_data::list(pod)?
+                .iter()
+                .map(|s| SnapshotReport {
+                    database: s.database.clone(),
+                    label: s.label.clone(),
+                    engine: s.engine.word().to_owned(),
+                    taken_at: crate::commands::db_data::taken_at(s),
+                    bytes: s.bytes,
+                })
+                .collect();
+            Ok(SnapshotsResult { snapshots })
+        })
+        .await
+    }
+
+    #[tool(
+        name = "db_clone",
+        description = "Copy another checkout's pod's database in place of this pod's (as `omnidev db clone`; from the repository's main worktree by default): consistent while the source runs, never writing into it; this pod's server is stopped, its data swapped, and started again.",
+        annotations(
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn db_clone(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<CloneParams>,
+    ) -> Result<Json<DataResult>, CallToolResult> {
+        self.answer(&context, move |pod, _| {
+            let which = which(pod, args.database);
+            let from = args.from.map(PathBuf::from);
+            let message = crate::commands::db_data::clone(&which, from.as_deref())?;
+            Ok(DataResult { message })
         })
         .await
     }

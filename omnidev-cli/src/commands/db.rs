@@ -12,18 +12,15 @@ use crate::error::{Error, Result};
 
 /// Runs `omnidev db`.
 pub fn run(args: &DbArgs) -> Result<ExitCode> {
+    let data = super::db_data::act(args.action.as_ref());
+    if let Some(said) = data.transpose()? {
+        note!("omnidev: {said}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let (pod, name, url) = match &args.action {
         Some(DbAction::Url { pod, name }) => (pod, name, true),
-        None => (&args.pod, &args.name, false),
-        Some(DbAction::Snapshot { which, label }) => {
-            return super::db_data::snapshot(which, label.as_deref());
-        }
-        Some(DbAction::Restore { which, label }) => return super::db_data::restore(which, label),
         Some(DbAction::Snapshots { pod }) => return super::db_data::snapshots(pod),
-        Some(DbAction::Reset { which, yes }) => return super::db_data::reset(which, *yes),
-        Some(DbAction::Clone { which, from }) => {
-            return super::db_data::clone(which, from.as_deref());
-        }
+        _ => (&args.pod, &args.name, false),
     };
     let (checkout, name, parts) = database(pod, name.as_deref())?;
     let engine = checkout.profile.databases[&name].engine;

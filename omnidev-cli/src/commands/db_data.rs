@@ -102,8 +102,21 @@ fn ask(pod_dir: &Path, name: &str, asked: &Ask, what: &str) -> Result<()> {
     ))
 }
 
+/// The data action `action` names, done: what it did, in a line (`None`
+/// for the shell, `url` and `snapshots`).
+pub fn act(action: Option<&crate::cli::DbAction>) -> Option<Result<String>> {
+    use crate::cli::DbAction;
+    Some(match action? {
+        DbAction::Snapshot { which, label } => snapshot(which, label.as_deref()),
+        DbAction::Restore { which, label } => restore(which, label),
+        DbAction::Reset { which, yes } => reset(which, *yes),
+        DbAction::Clone { which, from } => clone(which, from.as_deref()),
+        DbAction::Url { .. } | DbAction::Snapshots { .. } => return None,
+    })
+}
+
 /// `omnidev db snapshot [LABEL]`.
-pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<ExitCode> {
+pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<String> {
     let target = Target::of(which)?;
     let label = label.map_or_else(
         || chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string(),
@@ -138,13 +151,12 @@ pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<ExitCode> {
         _ => Snapshot::take(pod_dir, &source(None), &label)?,
     };
     let (snapshot, copied) = taken;
-    say(&format!(
-        "omnidev: snapshot {}/{}: {}",
+    Ok(format!(
+        "snapshot {}/{}: {}",
         snapshot.database,
         snapshot.label,
         cost(&copied)
-    ));
-    Ok(ExitCode::SUCCESS)
+    ))
 }
 
 /// What a copy cost, in words.
@@ -163,12 +175,8 @@ fn bytes(count: u64) -> String {
     format!("{mib:.1} MiB")
 }
 
-fn say(line: &str) {
-    note!("{line}");
-}
-
 /// `omnidev db restore LABEL`.
-pub fn restore(which: &DbWhich, label: &str) -> Result<ExitCode> {
+pub fn restore(which: &DbWhich, label: &str) -> Result<String> {
     let target = Target::of(which)?;
     let snapshot = Snapshot::find(target.pod_dir(), &target.name, label)?;
     if snapshot.engine != target.engine() {
@@ -183,14 +191,13 @@ pub fn restore(which: &DbWhich, label: &str) -> Result<ExitCode> {
     }
     let started = std::time::Instant::now();
     put_in(&target, &snapshot.data(target.pod_dir()), None)?;
-    say(&format!(
-        "omnidev: restored {}/{} ({}) in {:.2} s",
+    Ok(format!(
+        "restored {}/{} ({}) in {:.2} s",
         target.name,
         label,
         bytes(snapshot.bytes),
         started.elapsed().as_secs_f64()
-    ));
-    Ok(ExitCode::SUCCESS)
+    ))
 }
 
 /// Puts the data at `from` (a snapshot's, a clone's) in place of the
@@ -243,21 +250,27 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// `omnidev db snapshots`.
+/// The pod's snapshots (`omnidev db snapshots`).
+pub fn list(pod: &PodArgs) -> Result<Vec<Snapshot>> {
+    Ok(Snapshot::list(&crate::session::pod_dir(pod)?))
+}
+
+/// When a snapshot was taken, in UTC.
+pub fn taken_at(snapshot: &Snapshot) -> String {
+    i64::try_from(snapshot.taken)
+        .ok()
+        .and_then(|secs| chrono::DateTime::from_timestamp(secs, 0))
+        .map_or_else(String::new, |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+/// `omnidev db snapshots`: a line each.
 pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
-    let pod_dir = crate::session::pod_dir(pod)?;
-    let all = Snapshot::list(&pod_dir);
+    let all = list(pod)?;
     let mut text = String::new();
     if all.is_empty() {
         text.push_str("no snapshots (`omnidev db snapshot [LABEL]` takes one)\n");
     }
     for s in &all {
-        let when = i64::try_from(s.taken)
-            .ok()
-            .and_then(|secs| chrono::DateTime::from_timestamp(secs, 0))
-            .map_or_else(String::new, |t| {
-                t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
-            });
         let _ = writeln!(
             text,
             "{}/{}  {}  {}  {}",
@@ -265,7 +278,7 @@ pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
             s.label,
             s.engine.word(),
             bytes(s.bytes),
-            when
+            taken_at(s)
         );
     }
     crate::output::write_stdout(&text)?;
@@ -273,7 +286,7 @@ pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
 }
 
 /// `omnidev db reset --yes`.
-pub fn reset(which: &DbWhich, yes: bool) -> Result<ExitCode> {
+pub fn reset(which: &DbWhich, yes: bool) -> Result<String> {
     let target = Target::of(which)?;
     if !yes {
         return Err(target.fail(
@@ -298,12 +311,11 @@ pub fn reset(which: &DbWhich, yes: bool) -> Result<ExitCode> {
             ask(pod_dir, &target.name, &restart, "start it afresh")?;
         }
     }
-    say(&format!("omnidev: {} starts afresh", target.name));
-    Ok(ExitCode::SUCCESS)
+    Ok(format!("{} starts afresh", target.name))
 }
 
 /// `omnidev db clone [--from CHECKOUT]`.
-pub fn clone(which: &DbWhich, from: Option<&Path>) -> Result<ExitCode> {
+pub fn clone(which: &DbWhich, from: Option<&Path>) -> Result<String> {
     let target = Target::of(which)?;
     let source = SourcePod::find(&target.checkout, from)?;
     let staged = snapshot::beside(&target.data(), ".cloning");
@@ -313,13 +325,12 @@ pub fn clone(which: &DbWhich, from: Option<&Path>) -> Result<ExitCode> {
     let put = put_in(&target, &staged, password.as_deref());
     snapshot::remove_any(&staged)?;
     put?;
-    say(&format!(
-        "omnidev: cloned {} from {}: {}",
+    Ok(format!(
+        "cloned {} from {}: {}",
         target.name,
         source.repo.display(),
         cost(&copied)
-    ));
-    Ok(ExitCode::SUCCESS)
+    ))
 }
 
 /// `up --clone-from CHECKOUT`: each database of the pod in `pod_dir`

@@ -217,3 +217,70 @@ pub struct ActionResult {
     /// The pod's status afterwards.
     pub status: PodStatus,
 }
+
+/// The arguments of `db_snapshot`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotParams {
+    /// The database (the profile's first when omitted).
+    #[serde(default)]
+    pub database: Option<String>,
+    /// Its label: 1 to 64 letters, digits, `.`, `_`, `-` (default: the
+    /// time, `YYYYMMDD-HHMMSS`).
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// The arguments of `db_restore`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreParams {
+    /// The database (the profile's first when omitted).
+    #[serde(default)]
+    pub database: Option<String>,
+    /// The snapshot's label (`db_snapshots` lists them).
+    pub label: String,
+}
+
+/// The arguments of `db_clone`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloneParams {
+    /// The database (the profile's first when omitted).
+    #[serde(default)]
+    pub database: Option<String>,
+    /// The checkout whose pod to copy from (default: the repository's
+    /// main worktree).
+    #[serde(default)]
+    pub from: Option<String>,
+}
+
+/// What `db_snapshot`, `db_restore` and `db_clone` answer.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct DataResult {
+    /// What was done, with its size and time: `snapshot main/before:
+    /// 45.3 MiB in 0.21 s (a base backup of the running server)`.
+    pub message: String,
+}
+
+/// One snapshot of the pod.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct SnapshotReport {
+    /// The database.
+    pub database: String,
+    /// Its label.
+    pub label: String,
+    /// The engine its data is of.
+    pub engine: String,
+    /// When it was taken (RFC 3339, UTC).
+    pub taken_at: String,
+    /// Its bytes.
+    pub bytes: u64,
+}
+
+/// What `db_snapshots` answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct SnapshotsResult {
+    /// The pod's snapshots, by database and time.
+    pub snapshots: Vec<SnapshotReport>,
+}
