@@ -282,12 +282,17 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         let cloned = crate::commands::db_data::clone_missing(&checkout, pod.dir(), from)?;
         notices.extend(cloned);
     }
+    notices.extend(crate::commands::db_data::seeds_from_cache(
+        &checkout,
+        pod.dir(),
+    )?);
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
     ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
     ctx.scale.clone_from(&options.scale);
     ctx.db = checkout.db;
+    ctx.seed_store = seed_store(&checkout, pod.dir());
     if options.trust_lan_origins {
         match profile.lan_origin_port().and_then(|name| ports.get(name)) {
             Some(port) => {
@@ -477,6 +482,27 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
         ports: ctx.ports.0.clone(),
         notices,
     })
+}
+
+/// The command a database's seed runs through (`omnidev db seed-run`,
+/// for this checkout, profile and pod), which keeps its result in the
+/// user's cache; `None` when this program cannot say where it is.
+fn seed_store(checkout: &Checkout, pod_dir: &Path) -> Option<Vec<String>> {
+    let exe = std::env::current_exe().ok()?;
+    let text = |path: &Path| path.to_string_lossy().into_owned();
+    let mut command = vec![
+        text(&exe),
+        "db".to_owned(),
+        "seed-run".to_owned(),
+        "--repo".to_owned(),
+        text(&checkout.repo),
+        "--pod-dir".to_owned(),
+        text(pod_dir),
+    ];
+    if let ProfileSource::File(file) = &checkout.source {
+        command.extend(["--profile".to_owned(), text(file)]);
+    }
+    Some(command)
 }
 
 /// The supervisor configuration of a prepared pod: logs under

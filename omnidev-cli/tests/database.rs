@@ -109,6 +109,32 @@ fn database_mistakes_are_refused_with_their_place() {
             "omnidev.toml:2:",
             "postgres",
         ),
+        (
+            "[databases.main]\nengine = \"redis\"\ndatabase = \"app\"\n",
+            "omnidev.toml:3:",
+            "a redis has none to name",
+        ),
+        (
+            "[databases.main]\nengine = \"postgres\"\ndatabase = \"a b\"\n",
+            "omnidev.toml:3:",
+            "must be 1 to 63 letters",
+        ),
+        (
+            "[databases.main]\nengine = \"sqlite\"\nseed = { command = [\"x\"], inputs = [\"../out\"] }\n",
+            "omnidev.toml:3:",
+            "must be a path inside the checkout",
+        ),
+        (
+            "[databases.main]\nengine = \"sqlite\"\nseed = { command = [\"x\"] }\n\
+             [services.main-seed]\ncommand = [\"y\"]\n",
+            "omnidev.toml:3:",
+            "runs as service `main-seed`",
+        ),
+        (
+            "[pod]\nexpected-env = [\"A B\"]\n[services.web]\ncommand = [\"x\"]\n",
+            "omnidev.toml:2:",
+            "is no variable name",
+        ),
     ];
     for (text, place, said) in cases {
         ctx.write("omnidev.toml", text);
@@ -119,4 +145,61 @@ fn database_mistakes_are_refused_with_their_place() {
             "{text}\n{error}"
         );
     }
+}
+
+/// A database's seed runs once for two new checkouts with the same inputs
+/// (the second starts from the result the first kept in the user's
+/// cache), and again for one whose input changed; the services start on
+/// the seeded data.
+#[test]
+fn a_seed_runs_once_for_two_new_worktrees_and_again_after_its_input_changes() {
+    let ctx = TestContext::new();
+    let runs = ctx.root.join("seeded");
+    let profile = format!(
+        r#"
+[env]
+DB = "{{db.lite.path}}"
+
+[databases.lite]
+engine = "sqlite"
+seed = {{ command = ["sh", "-c", "echo run >> '{runs}'; sqlite3 \"$DB\" < seed.sql"], inputs = ["seed.sql"] }}
+
+[services.web]
+command = ["sh", "-c", "sqlite3 \"$DB\" 'select sum(x) from t'; exec sleep 300"]
+grace-ms = 1000
+"#,
+        runs = runs.display()
+    );
+    let rows = "create table t(x); insert into t values (1), (2);";
+    let more = "create table t(x); insert into t values (1), (2), (3);";
+    for (name, seed, seeded, sum) in [
+        ("w1", rows, 1, "3"),
+        ("w2", rows, 1, "3"),
+        ("w3", more, 2, "6"),
+    ] {
+        let dir = ctx.root.join(name);
+        std::fs::create_dir_all(dir.join(".git")).expect("checkout");
+        std::fs::write(dir.join("omnidev.toml"), &profile).expect("profile");
+        std::fs::write(dir.join("seed.sql"), seed).expect("seed");
+        let repo = dir.to_str().expect("path");
+        let _stop = ctx.stop_on_drop_with(["--repo", repo]);
+        ctx.run_ok(&["up", "--detach", "--repo", repo]);
+        omnidev_test_support::poll_until(
+            &format!("{name}'s web printing its sum"),
+            std::time::Duration::from_secs(60),
+            || ctx.run_ok(&["logs", "web", "--repo", repo]).trim() == sum,
+        );
+        let count = std::fs::read_to_string(&runs)
+            .expect("seeded")
+            .lines()
+            .count();
+        assert_eq!(count, seeded, "{name}: seed runs");
+    }
+    let listed = ctx.run_ok(&[
+        "db",
+        "snapshots",
+        "--repo",
+        ctx.root.join("w1").to_str().expect("path"),
+    ]);
+    assert_eq!(listed.matches("  lite  sqlite  ").count(), 2, "{listed}");
 }

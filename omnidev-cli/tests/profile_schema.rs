@@ -270,6 +270,11 @@ fn everything() -> Profile {
             engine: omnidev_pod::database::DbEngine::Postgres,
             scheme: Some("postgresql+psycopg".into()),
             driver: Some("psycopg[binary]>=3.1,<4".into()),
+            database: Some("shop".into()),
+            seed: Some(omnidev_pod::database::DbSeed {
+                command: vec!["python3".into(), "seed.py".into()],
+                inputs: vec!["seed.py".into()],
+            }),
             ..Default::default()
         },
     );

@@ -53,6 +53,24 @@ pub struct Database {
     /// with the scheme and driver it takes there.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub engines: IndexMap<DbEngine, EngineChoice>,
+    /// What fills a new database ([`crate::db_seed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<DbSeed>,
+}
+
+/// `[databases.NAME.seed]`: a command run once against a new database,
+/// and the files its result depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct DbSeed {
+    /// Program and arguments (templated), run in the checkout with the
+    /// pod's environment once the database is ready.
+    pub command: Vec<String>,
+    /// Files and directories of the checkout its result depends on: the
+    /// result is kept in the user's cache under a hash of them, and a new
+    /// database with the same hash starts from it instead of seeding.
+    #[serde(default)]
+    pub inputs: Vec<String>,
 }
 
 /// What a database takes on another engine (`[databases.NAME.engines]`).
@@ -80,6 +98,7 @@ impl Database {
             scheme: choice.scheme.clone(),
             path: None,
             database: self.database.clone().filter(|_| engine.names_databases()),
+            seed: self.seed.clone(),
             driver: choice.driver.clone(),
             engines: self.engines.clone(),
         })

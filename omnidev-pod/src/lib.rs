@@ -82,6 +82,7 @@
 #![warn(missing_docs)]
 
 pub mod database;
+pub mod db_seed;
 pub mod env_file;
 pub mod error;
 pub mod ids;

@@ -94,7 +94,11 @@ pub fn cache_dirs(cache_root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let Some(root) = omnidev_core::fs::found(Dir::open(cache_root))? else {
         return Ok(Vec::new());
     };
-    let is_dir = |name: &OsString| matches!(root.stat(Path::new(name)), Ok(Some(entry)) if entry.kind == Kind::Dir);
+    // The seed cache beside the pods is none of them.
+    let is_dir = |name: &OsString| {
+        name != crate::db_seed::CACHE_DIR
+            && matches!(root.stat(Path::new(name)), Ok(Some(entry)) if entry.kind == Kind::Dir)
+    };
     Ok(root
         .entries()?
         .into_iter()

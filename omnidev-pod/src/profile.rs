@@ -833,6 +833,41 @@ impl Profile {
         Ok(uses)
     }
 
+    /// A database's seed: a command, a service name of its own, inputs
+    /// inside the checkout.
+    fn check_seed(
+        &self,
+        name: &str,
+        database: &crate::database::Database,
+        at: &Locator<'_>,
+    ) -> Result<()> {
+        let Some(seed) = &database.seed else {
+            return Ok(());
+        };
+        let seed_name = format!("{name}-seed");
+        let message = if seed.command.is_empty() {
+            Some("the seed's `command` is empty".to_owned())
+        } else if self.services.contains_key(&seed_name) {
+            Some(format!(
+                "the seed of `{name}` runs as service `{seed_name}`, and a service has \
+                 that name: rename it"
+            ))
+        } else {
+            (seed.inputs.iter())
+                .find(|input| crate::pod::relative_inside(input).is_err())
+                .map(|input| {
+                    format!(
+                        "seed input {} must be a path inside the checkout",
+                        crate::names::shown(input)
+                    )
+                })
+        };
+        match message {
+            Some(message) => Err(at.error(&["databases", name, "seed"], message)),
+            None => Ok(()),
+        }
+    }
+
     /// A database's name is a service's name no service has (a server's
     /// is its service and port), its scheme a URL scheme, an SQLite file a
     /// path inside the pod.
@@ -873,6 +908,7 @@ impl Profile {
                     ));
                 }
             }
+            self.check_seed(name, database, at)?;
             if let Some(made) = &database.database {
                 let fits = (1..=63).contains(&made.len())
                     && made

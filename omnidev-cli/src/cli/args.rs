@@ -201,6 +201,10 @@ pub enum DbAction {
         #[arg(long)]
         yes: bool,
     },
+    /// Run a database's seed and keep its result in the user's cache
+    /// (what a pod's `NAME-seed` service runs).
+    #[command(hide = true)]
+    SeedRun(SeedRunArgs),
     /// Copy another checkout's pod's database into this pod's (in place
     /// of its data).
     Clone {
@@ -212,6 +216,20 @@ pub enum DbAction {
         #[arg(long, value_name = "CHECKOUT")]
         from: Option<PathBuf>,
     },
+}
+
+/// `omnidev db seed-run`: how a pod runs a database's seed (hidden).
+#[derive(Debug, Args, Clone)]
+pub struct SeedRunArgs {
+    /// Which database, and of which pod.
+    #[command(flatten)]
+    pub which: DbWhich,
+    /// The seed's key in the user's cache.
+    #[arg(long)]
+    pub key: String,
+    /// The seed's command.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// The database an `omnidev db` action works on.

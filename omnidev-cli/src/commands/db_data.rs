@@ -111,8 +111,101 @@ pub fn act(action: Option<&crate::cli::DbAction>) -> Option<Result<String>> {
         DbAction::Restore { which, label } => restore(which, label),
         DbAction::Reset { which, yes } => reset(which, *yes),
         DbAction::Clone { which, from } => clone(which, from.as_deref()),
+        DbAction::SeedRun(args) => seed_run(args),
         DbAction::Url { .. } | DbAction::Snapshots { .. } => return None,
     })
+}
+
+/// `omnidev db seed-run`: runs the seed's command (its output the
+/// service's), then keeps the database as it left it in the user's cache
+/// under the seed's key. A failed seed is the error, its exit code said.
+fn seed_run(args: &crate::cli::SeedRunArgs) -> Result<String> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| data_error("seed", "no command".to_owned(), "give it after `--`"))?;
+    let status = std::process::Command::new(program)
+        .args(rest)
+        .status()
+        .map_err(crate::error::Error::spawn(program))?;
+    let target = Target::of(&args.which)?;
+    if !status.success() {
+        return Err(target.fail(
+            format!("its seed `{program}` failed ({status})"),
+            "its output above says why; `omnidev restart NAME-seed` runs it again",
+        ));
+    }
+    let (_, up) = target.running()?;
+    let live = match target.engine() {
+        DbEngine::Sqlite => None,
+        DbEngine::Postgres if up => Some(&target.parts),
+        engine => {
+            return Ok(format!(
+                "seeded {}; not kept in the cache (a running {} is copied stopped)",
+                target.name,
+                engine.word()
+            ));
+        }
+    };
+    let data = target.data();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let password = target
+        .database
+        .engine
+        .is_server()
+        .then(|| PathBuf::from(&target.parts["password-file"]));
+    let (entry, copied) = omnidev_pod::db_seed::store(
+        &target.checkout.cache_root,
+        &args.key,
+        &Source {
+            name: &target.name,
+            engine: target.engine(),
+            data: &data,
+            live,
+            path: &path,
+        },
+        password.as_deref(),
+    )?;
+    Ok(format!(
+        "seeded {}; kept in the cache as {} ({})",
+        target.name,
+        entry.key,
+        cost(&copied)
+    ))
+}
+
+/// Each database with a seed and no data yet whose seed's result the
+/// user's cache holds starts from that result (before anything renders:
+/// its server's password comes with it). What was restored, a line each.
+pub fn seeds_from_cache(checkout: &Checkout, pod_dir: &Path) -> Result<Vec<String>> {
+    let mut said = Vec::new();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for (name, database) in &checkout.profile.databases {
+        let data = database.data_path(name, pod_dir);
+        if database.seed.is_none() || std::fs::symlink_metadata(&data).is_ok() {
+            continue;
+        }
+        let key = omnidev_pod::db_seed::key(&checkout.repo, name, database, &path)?;
+        let Some(entry) = omnidev_pod::db_seed::cached(&checkout.cache_root, &key) else {
+            continue;
+        };
+        let password = database
+            .engine
+            .is_server()
+            .then(|| omnidev_pod::database::password_file(name, pod_dir));
+        let copied = omnidev_pod::db_seed::restore(
+            &checkout.cache_root,
+            &entry,
+            &data,
+            password.as_deref(),
+            &path,
+        )?;
+        said.push(format!(
+            "{name} starts from its seed's cached result {key}: {}",
+            cost(&copied)
+        ));
+    }
+    Ok(said)
 }
 
 /// `omnidev db snapshot [LABEL]`.
@@ -280,6 +373,28 @@ pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
             bytes(s.bytes),
             taken_at(s)
         );
+    }
+    let cache_root = omnidev_pod::pod::cache_root()?;
+    let seeds = omnidev_pod::db_seed::list(&cache_root);
+    if !seeds.is_empty() {
+        let total: u64 = seeds.iter().map(|e| e.bytes).sum();
+        let _ = writeln!(
+            text,
+            "seed results in {} ({} of at most {}):",
+            omnidev_pod::db_seed::cache_dir(&cache_root).display(),
+            bytes(total),
+            bytes(omnidev_pod::db_seed::MAX_CACHE_BYTES)
+        );
+        for entry in &seeds {
+            let _ = writeln!(
+                text,
+                "  {}  {}  {}  {}",
+                entry.key,
+                entry.database,
+                entry.engine.word(),
+                bytes(entry.bytes)
+            );
+        }
     }
     crate::output::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)

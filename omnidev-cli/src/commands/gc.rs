@@ -199,6 +199,19 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
     if !freed.is_empty() {
         omnidev_pod::ports::unregister(&runtime_dir, &freed).map_err(Error::Pod)?;
     }
+    // The seed results beyond the cache's bound, least recently used first.
+    if !args.dry_run {
+        let max = omnidev_pod::db_seed::MAX_CACHE_BYTES;
+        for entry in omnidev_pod::db_seed::prune(&cache_root, max).map_err(Error::Pod)? {
+            let _ = writeln!(
+                out,
+                "removed  the seed result {} of {} (the cache keeps {} MiB)",
+                entry.key,
+                entry.database,
+                max / 1024 / 1024
+            );
+        }
+    }
     if out.is_empty() {
         let _ = writeln!(out, "no pods under {}", quote_path(&cache_root));
     }

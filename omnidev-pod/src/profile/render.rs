@@ -155,6 +155,11 @@ pub struct RenderContext {
     /// `--db ENGINE`: the engine the profile's databases run on, applied
     /// to the profile when it is loaded again (`reload-profile`).
     pub db: Option<crate::database::DbEngine>,
+    /// The command that runs a database's seed and keeps its result in the
+    /// user's cache (`omnidev db seed-run --repo … --pod-dir …`, given
+    /// `--database NAME --key KEY -- COMMAND…`); without it a seed runs
+    /// uncached.
+    pub seed_store: Option<Vec<String>>,
 }
 
 impl RenderContext {
@@ -303,8 +308,9 @@ impl Profile {
         let databases = self.database_parts(&place)?;
         // A server left out (`omnidev run` leaves every service out) is
         // neither looked for nor refused.
-        let servers = (self.databases.iter())
-            .any(|(name, d)| d.engine.is_server() && !ctx.selection.skip.contains(name));
+        let servers = (self.databases.iter()).any(|(name, d)| {
+            (d.engine.is_server() || d.seed.is_some()) && !ctx.selection.skip.contains(name)
+        });
         if servers {
             return self
                 .with_database_services(ctx, &place)?
@@ -362,9 +368,74 @@ impl Profile {
                 }
             }
         }
+        self.with_seeds(ctx, place, &mut services, &mut profile)?;
         services.extend(profile.services);
         profile.services = services;
         Ok(profile)
+    }
+
+    /// For each database with a seed and no data yet, a one-shot service
+    /// `NAME-seed` run once the database is ready (through `seed_store`,
+    /// which keeps its result in the user's cache, when the context has
+    /// it); the services that use the database start once it completed.
+    fn with_seeds(
+        &self,
+        ctx: &RenderContext,
+        place: &crate::database::DbPlace<'_>,
+        services: &mut indexmap::IndexMap<String, super::Service>,
+        profile: &mut Profile,
+    ) -> Result<()> {
+        for (name, database) in &self.databases {
+            let Some(seed) = &database.seed else {
+                continue;
+            };
+            let data = database.data_path(name, place.pod_dir);
+            if ctx.selection.skip.contains(name) || std::fs::symlink_metadata(&data).is_ok() {
+                continue;
+            }
+            let seed_name = format!("{name}-seed");
+            let mut command = Vec::new();
+            if let Some(store) = &ctx.seed_store {
+                let key = crate::db_seed::key(&ctx.repo, name, database, &ctx.path)?;
+                command.extend(
+                    store
+                        .iter()
+                        .map(|word| word.replace('{', "{{").replace('}', "}}")),
+                );
+                command.extend([
+                    "--database".to_owned(),
+                    name.clone(),
+                    "--key".to_owned(),
+                    key,
+                ]);
+                command.push("--".to_owned());
+            }
+            command.extend(seed.command.iter().cloned());
+            let mut depends_on = indexmap::IndexMap::new();
+            if database.engine.is_server() {
+                depends_on.insert(name.clone(), omnidev_core::Condition::Ready);
+            }
+            let mention = format!("{{db.{name}.");
+            let pod_wide = self.env.values().any(|value| value.contains(&mention));
+            for service in profile.services.values_mut() {
+                let uses = toml::to_string(&*service).is_ok_and(|text| text.contains(&mention));
+                if pod_wide || uses {
+                    service
+                        .depends_on
+                        .insert(seed_name.clone(), omnidev_core::Condition::Completed);
+                }
+            }
+            services.insert(
+                seed_name,
+                super::Service {
+                    command: Some(command),
+                    restart: Some(omnidev_core::RestartPolicy::Never),
+                    depends_on,
+                    ..Default::default()
+                },
+            );
+        }
+        Ok(())
     }
 
     fn render_with(
