@@ -424,6 +424,48 @@ fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result
     for repo in [&dst, &src] {
         user.ok(ctx, repo, &["stop"], UP)?;
     }
+    ctx.wait_no_pod_process(SOON)?;
+    a_postgres_seed_runs_once_per_key(ctx, user)
+}
+
+/// A Postgres seeded by a command that counts its runs: once for two new
+/// checkouts with the same input (the second starts from the cached
+/// result, its rows there), again for one whose input changed.
+fn a_postgres_seed_runs_once_per_key(ctx: &mut Ctx, user: &Unprivileged) -> Result<()> {
+    let runs = user.dir.join("seed-runs");
+    let profile = format!(
+        r#"
+[databases.main]
+engine = "postgres"
+seed = {{ command = ["sh", "-c", "echo run >> '{runs}' && psql -X -q -v ON_ERROR_STOP=1 \"$PG\" -f seed.sql"], inputs = ["seed.sql"] }}
+
+[env]
+PG = "{{db.main.url}}"
+"#,
+        runs = runs.display()
+    );
+    let rows = "create table s(x int); insert into s select generate_series(1, 100);";
+    let more = "create table s(x int); insert into s select generate_series(1, 200);";
+    for (name, seed, seeded, sum) in [
+        ("seed-a", rows, 1, "5050"),
+        ("seed-b", rows, 1, "5050"),
+        ("seed-c", more, 2, "20100"),
+    ] {
+        let repo = user.dir.join(name);
+        std::fs::create_dir_all(repo.join(".git"))?;
+        std::fs::write(repo.join("omnidev.toml"), &profile)?;
+        std::fs::write(repo.join("seed.sql"), seed)?;
+        user.give(&repo)?;
+        user.ok(ctx, &repo, &["up", "--detach"], UP)?;
+        let got = answer(ctx, user, &repo, "main", "select sum(x) from s;")?;
+        ensure!(got == sum, "{name}: sum {got}, not {sum}");
+        let count = std::fs::read_to_string(&runs)?.lines().count();
+        ensure!(
+            count == seeded,
+            "{name}: the seed ran {count} times, not {seeded}"
+        );
+        user.ok(ctx, &repo, &["stop"], UP)?;
+    }
     ctx.wait_no_pod_process(SOON)
 }
 
