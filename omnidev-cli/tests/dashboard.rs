@@ -363,6 +363,48 @@ command = ["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 
     assert_eq!(ctx.json(&["status", "--json"])["running"], true);
 }
 
+/// The page's database buttons: a snapshot, its listing, a destructive
+/// change, the restore that undoes it; a restore without a label is
+/// refused with why.
+#[test]
+fn the_dashboard_snapshots_and_restores_a_pods_database() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        "[env]\nDB = \"{db.lite.path}\"\n\n[databases.lite]\nengine = \"sqlite\"\n\n\
+         [services.web]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let sqlite = |sql: &str| {
+        ctx.run_ok(&["run", "--", "sh", "-c", &format!("sqlite3 \"$DB\" '{sql}'")])
+            .trim()
+            .to_owned()
+    };
+    sqlite("create table t(x); insert into t values (1), (2);");
+    let dash = dashboard(&ctx);
+    let pod = pod_name(&ctx);
+    let header = format!("\r\nX-Omnidev-Token: {}", dash.token);
+    let ask = |body: String| dash.post("/api/act", &header, &body);
+    let (code, said) = ask(format!(
+        r#"{{"pod":"{pod}","action":"snapshot","label":"before"}}"#
+    ));
+    assert_eq!(code, 200, "{said}");
+    assert!(said.contains("snapshot lite/before"), "{said}");
+    sqlite("drop table t;");
+    let (code, said) = ask(format!(r#"{{"pod":"{pod}","action":"snapshots"}}"#));
+    assert_eq!(code, 200, "{said}");
+    assert!(said.contains(r#""label":"before""#), "{said}");
+    let (code, said) = ask(format!(r#"{{"pod":"{pod}","action":"restore"}}"#));
+    assert_eq!(code, 409, "{said}");
+    assert!(said.contains("restore needs a `label`"), "{said}");
+    let (code, said) = ask(format!(
+        r#"{{"pod":"{pod}","action":"restore","service":"lite","label":"before"}}"#
+    ));
+    assert_eq!(code, 200, "{said}");
+    assert_eq!(sqlite("select sum(x) from t;"), "3");
+}
+
 /// Connections that never send a request (another local user holding
 /// them open) do not starve the owner: while 256 are held, each of the
 /// owner's 25 requests is answered, and the strangers the dashboard keeps

@@ -15,15 +15,18 @@ use crate::control::{Ask, CallConnection};
 /// How long an action lets the pod take (a restart waits for readiness).
 const ACTION_WAIT: Duration = Duration::from_secs(300);
 
-/// `POST /api/act` `{"pod", "action", "service"}`: what the CLI's
-/// `restart`, `stop`, `start`, `reload-profile` and `stop` (of the pod)
-/// ask; the pod's answer as it gives it.
+/// `POST /api/act` `{"pod", "action", "service", "label"}`: what the
+/// CLI's `restart`, `stop`, `start`, `reload-profile` and `stop` (of the
+/// pod) ask, the pod's answer as it gives it; and its `db snapshot`,
+/// `db restore`, `db clone` (of database `service`, the profile's first
+/// without it) and `db snapshots`.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Act {
     pod: String,
     action: String,
     service: Option<String>,
+    label: Option<String>,
 }
 
 pub(super) async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act>) -> Response {
@@ -32,6 +35,9 @@ pub(super) async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act
     };
     if act.action == "up" && act.service.is_none() {
         return state.up(pod_dir).await;
+    }
+    if ["snapshot", "restore", "clone", "snapshots"].contains(&act.action.as_str()) {
+        return data(pod_dir, act).await;
     }
     let services = act.service.clone().into_iter().collect::<Vec<_>>();
     let ask = match (act.action.as_str(), act.service) {
@@ -43,12 +49,64 @@ pub(super) async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act
         _ => {
             return text(
                 StatusCode::BAD_REQUEST,
-                "actions: restart, stop, start (of a service), stop (of the pod), reload-profile, up",
+                "actions: restart, stop, start (of a service), stop (of the pod), reload-profile, \
+                 up, snapshot, restore, clone, snapshots",
             );
         }
     };
     match tokio::task::spawn_blocking(move || ask.send(&pod_dir)).await {
         Ok(Ok(response)) => json(StatusCode::OK, &response),
+        Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
+        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the action failed"),
+    }
+}
+
+/// A database action of the pod in `pod_dir`: `{"ok": true, "message"}`
+/// (`{"ok": true, "snapshots": […]}` for `snapshots`), or the error as
+/// text.
+async fn data(pod_dir: PathBuf, act: Act) -> Response {
+    let Ok(record) = omnidev_pod::read_ports(&pod_dir) else {
+        return text(StatusCode::CONFLICT, "the pod records no checkout");
+    };
+    let which = crate::cli::DbWhich {
+        pod: crate::cli::PodArgs {
+            repo: record.repo,
+            profile: None,
+            pod_dir: Some(pod_dir),
+        },
+        name: act.service,
+    };
+    let done = tokio::task::spawn_blocking(move || -> crate::error::Result<serde_json::Value> {
+        use crate::commands::db_data;
+        let message = match (act.action.as_str(), act.label) {
+            ("snapshots", _) => {
+                let listed: Vec<serde_json::Value> = db_data::list(&which.pod)?
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({"database": s.database, "label": s.label,
+                            "engine": s.engine.word(), "taken-at": db_data::taken_at(s),
+                            "bytes": s.bytes})
+                    })
+                    .collect();
+                return Ok(serde_json::json!({"ok": true, "snapshots": listed}));
+            }
+            ("snapshot", label) => db_data::snapshot(&which, label.as_deref())?,
+            ("restore", Some(label)) => db_data::restore(&which, &label)?,
+            ("clone", None) => db_data::clone(&which, None)?,
+            _ => {
+                return Err(omnidev_pod::Error::DatabaseData {
+                    name: which.name.unwrap_or_default(),
+                    message: "restore needs a `label`; clone takes none".to_owned(),
+                    help: "list them with the action `snapshots`".to_owned(),
+                }
+                .into());
+            }
+        };
+        Ok(serde_json::json!({"ok": true, "message": message}))
+    })
+    .await;
+    match done {
+        Ok(Ok(answer)) => json(StatusCode::OK, &answer),
         Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
         Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the action failed"),
     }

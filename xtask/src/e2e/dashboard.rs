@@ -260,6 +260,7 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
 
     a_printed_line_shows_within_a_second(ctx, &browser, &names[0])?;
     the_restart_button_gives_a_new_pid(ctx, &browser, &names[0], &repos[0])?;
+    the_snapshot_and_restore_buttons(&browser, &names[0])?;
 
     let desktop = ctx.dir.join("dashboard-desktop.png");
     browser.screenshot(1280, 1000, &desktop)?;
@@ -391,6 +392,29 @@ fn the_restart_button_gives_a_new_pid(
         shown == Value::String(after.to_string()),
         "page {shown}, CLI {after}"
     );
+    Ok(())
+}
+
+/// The pod's "snapshot db" button lists a snapshot of its database (the
+/// example's SQLite file), whose "restore" button puts it back.
+fn the_snapshot_and_restore_buttons(browser: &Browser, name: &str) -> Result<()> {
+    let pod = format!(r#"document.querySelector('[data-pod="{name}"]')"#);
+    browser.eval(&format!(
+        r#"{pod}.querySelector('header [data-action="snapshot"]').click();"#
+    ))?;
+    browser.wait(
+        "a snapshot listed on the page",
+        UP,
+        &format!(r#"return {pod}.querySelector('li[data-snapshot^="db/"] [data-action="restore"]') ? true : null;"#),
+    )?;
+    browser.eval(&format!(
+        r#"{pod}.querySelector('li[data-snapshot^="db/"] [data-action="restore"]').click();"#
+    ))?;
+    browser.wait(
+        "the restore said on the page",
+        UP,
+        &format!(r#"return {pod}.querySelector("header").innerText.includes("restored db/") ? true : null;"#),
+    )?;
     Ok(())
 }
 
