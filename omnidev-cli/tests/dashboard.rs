@@ -369,19 +369,9 @@ command = ["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 
 #[test]
 fn the_dashboard_snapshots_and_restores_a_pods_database() {
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        "[env]\nDB = \"{db.lite.path}\"\n\n[databases.lite]\nengine = \"sqlite\"\n\n\
-         [services.web]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n",
-    );
     let _stop = ctx.stop_on_drop();
-    ctx.run_ok(&["up", "--detach"]);
-    let sqlite = |sql: &str| {
-        ctx.run_ok(&["run", "--", "sh", "-c", &format!("sqlite3 \"$DB\" '{sql}'")])
-            .trim()
-            .to_owned()
-    };
-    sqlite("create table t(x); insert into t values (1), (2);");
+    ctx.sqlite_pod();
+    ctx.sqlite("create table t(x); insert into t values (1), (2);");
     let dash = dashboard(&ctx);
     let pod = pod_name(&ctx);
     let header = format!("\r\nX-Omnidev-Token: {}", dash.token);
@@ -391,7 +381,7 @@ fn the_dashboard_snapshots_and_restores_a_pods_database() {
     ));
     assert_eq!(code, 200, "{said}");
     assert!(said.contains("snapshot lite/before"), "{said}");
-    sqlite("drop table t;");
+    ctx.sqlite("drop table t;");
     let (code, said) = ask(format!(r#"{{"pod":"{pod}","action":"snapshots"}}"#));
     assert_eq!(code, 200, "{said}");
     assert!(said.contains(r#""label":"before""#), "{said}");
@@ -402,7 +392,7 @@ fn the_dashboard_snapshots_and_restores_a_pods_database() {
         r#"{{"pod":"{pod}","action":"restore","service":"lite","label":"before"}}"#
     ));
     assert_eq!(code, 200, "{said}");
-    assert_eq!(sqlite("select sum(x) from t;"), "3");
+    assert_eq!(ctx.sqlite("select sum(x) from t;"), "3");
 }
 
 /// Connections that never send a request (another local user holding

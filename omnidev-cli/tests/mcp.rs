@@ -479,31 +479,15 @@ async fn logs_and_events_of_a_service_with_replicas_cover_every_replica() {
     client.cancel().await.expect("close");
 }
 
-/// `sqlite3` on the pod's SQLite database (`DB` of its environment), by
-/// `omnidev run`; its output.
-fn sqlite(ctx: &TestContext, sql: &str) -> String {
-    ctx.run_ok(&["run", "--", "sh", "-c", &format!("sqlite3 \"$DB\" '{sql}'")])
-        .trim()
-        .to_owned()
-}
-
 /// An agent's way back from a bad migration: `db_snapshot`, the
 /// migration, `db_restore`; `db_snapshots` lists what there is, and an
 /// unknown label is a tool error with the CLI's code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_snapshots_before_a_migration_and_restores_after_it() {
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        "[env]\nDB = \"{db.lite.path}\"\n\n[databases.lite]\nengine = \"sqlite\"\n\n\
-         [services.web]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n",
-    );
     let _stop = ctx.stop_on_drop();
-    ctx.run_ok(&["up", "--detach"]);
-    sqlite(
-        &ctx,
-        "create table t(x); insert into t values (1), (2), (3);",
-    );
+    ctx.sqlite_pod();
+    ctx.sqlite("create table t(x); insert into t values (1), (2), (3);");
     let client = connect(&ctx, &[]).await;
     let taken = ok(
         "db_snapshot",
@@ -515,7 +499,7 @@ async fn an_agent_snapshots_before_a_migration_and_restores_after_it() {
             .is_some_and(|m| m.starts_with("snapshot lite/before: ")),
         "{taken}"
     );
-    sqlite(&ctx, "drop table t;");
+    ctx.sqlite("drop table t;");
     let listed = ok(
         "db_snapshots",
         &call(&client, "db_snapshots", json!({})).await,
@@ -526,7 +510,7 @@ async fn an_agent_snapshots_before_a_migration_and_restores_after_it() {
         "db_restore",
         &call(&client, "db_restore", json!({"label": "before"})).await,
     );
-    assert_eq!(sqlite(&ctx, "select sum(x) from t;"), "6");
+    assert_eq!(ctx.sqlite("select sum(x) from t;"), "6");
     let record = refused(
         "db_restore",
         &call(&client, "db_restore", json!({"label": "nope"})).await,

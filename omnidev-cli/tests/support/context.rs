@@ -31,6 +31,26 @@ pub fn omnidev_bin() -> &'static Path {
 }
 
 impl TestContext {
+    /// A checkout whose pod has an SQLite database `lite` (its file in
+    /// `DB` of the pod's environment) and a service, started in the
+    /// background.
+    pub fn sqlite_pod(&self) {
+        self.write(
+            "omnidev.toml",
+            "[env]\nDB = \"{db.lite.path}\"\n\n[databases.lite]\nengine = \"sqlite\"\n\n\
+             [services.web]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n",
+        );
+        self.run_ok(&["up", "--detach"]);
+    }
+
+    /// `sqlite3` on the [`Self::sqlite_pod`]'s database, by `omnidev
+    /// run`; its output, trimmed.
+    pub fn sqlite(&self, sql: &str) -> String {
+        self.run_ok(&["run", "--", "sh", "-c", &format!("sqlite3 \"$DB\" '{sql}'")])
+            .trim()
+            .to_owned()
+    }
+
     /// A context whose checkout (`repo/`) has a `.git` directory.
     pub fn new() -> Self {
         Self(omnidev_test_support::TestContext::new())
