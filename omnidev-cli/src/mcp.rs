@@ -515,7 +515,7 @@ impl Tools {
 
     #[tool(
         name = "db_snapshot",
-        description = "Keep a copy of a database's data in the pod (as `omnidev db snapshot`), e.g. before trying a migration: a running Postgres and SQLite are copied live; a running MariaDB or Redis is stopped for its copy and started again. `db_restore` puts it back.",
+        description = "Keep a copy of a database's data in the pod (as `omnidev db snapshot`), e.g. before trying a migration: copied live, consistent while its services write (SQLite's backup, pg_basebackup, mariadb-backup, Redis's RDB transfer). `db_restore` puts it back.",
         annotations(
             destructive_hint = false,
             idempotent_hint = false,

@@ -5,10 +5,12 @@
 //! A copy is consistent while its source runs and never writes into the
 //! source: SQLite through its online backup API (`sqlite3 -readonly …
 //! .backup`), a running Postgres through a base backup over its own socket
-//! (`pg_basebackup`, its WAL streamed beside it), and a stopped server as
-//! its data directory, copied with shared blocks where the file system
-//! allows (`cp --reflink=auto`; on APFS `cp -c`). A running MariaDB or
-//! Redis is the caller's to stop first. Every copy is made under a name of
+//! (`pg_basebackup`, its WAL streamed beside it), a running MariaDB
+//! through `mariadb-backup` (then prepared), a running Redis through its
+//! own RDB transfer (`redis-cli --rdb`, made the base of its append-only
+//! files), and a stopped server as its data directory, copied with shared
+//! blocks where the file system allows (`cp --reflink=auto`; on APFS `cp
+//! -c`). Every copy is made under a name of
 //! its own and renamed into place only when complete; data is swapped in
 //! ([`swap_in`]) with the old kept beside it until the new is in, so a
 //! swap cut short leaves data a server starts on ([`recover`]).
@@ -55,6 +57,10 @@ pub enum How {
     Backup,
     /// Postgres's base backup of the running server.
     BaseBackup,
+    /// `mariadb-backup` of the running server, prepared.
+    MariadbBackup,
+    /// The running Redis's own RDB transfer.
+    RedisDump,
     /// The stopped data directory, blocks shared where the file system
     /// allows.
     Files,
@@ -66,6 +72,8 @@ impl How {
         match self {
             How::Backup => "SQLite's online backup",
             How::BaseBackup => "a base backup of the running server",
+            How::MariadbBackup => "mariadb-backup of the running server",
+            How::RedisDump => "the running server's RDB dump",
             How::Files => "a copy of its stopped files (blocks shared where the file system can)",
         }
     }
@@ -113,11 +121,13 @@ pub fn copy(source: &Source<'_>, dest: &Path) -> Result<Copied> {
             base_backup(source, parts, &partial)?;
             How::BaseBackup
         }
-        (DbEngine::Mariadb | DbEngine::Redis, Some(_)) => {
-            return Err(fail(
-                format!("its {} server runs", source.engine.word()),
-                "stop it first (`omnidev stop NAME` in its checkout), then copy it",
-            ));
+        (DbEngine::Mariadb, Some(parts)) => {
+            mariadb_backup(source, parts, &partial)?;
+            How::MariadbBackup
+        }
+        (DbEngine::Redis, Some(parts)) => {
+            redis_dump(source, parts, &partial)?;
+            How::RedisDump
         }
         (_, None) => {
             copy_files(source.data, &partial)?;
@@ -159,6 +169,48 @@ fn base_backup(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> 
         .arg("-D")
         .arg(dest);
     run(source.name, command, "pg_basebackup", "postgresql")
+}
+
+/// `mariadb-backup` of a running MariaDB over its socket (the user's own
+/// account there), then prepared, so the copy starts as a stopped
+/// server's data.
+fn mariadb_backup(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
+    let program = ["/usr/bin/mariadb-backup", "/usr/local/bin/mariadb-backup"]
+        .iter()
+        .map(PathBuf::from)
+        .chain(std::env::split_paths(source.path).map(|dir| dir.join("mariadb-backup")))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("mariadb-backup"));
+    let mut backup = Command::new(&program);
+    backup
+        .arg("--backup")
+        .arg(format!("--socket={}", parts["socket"]))
+        .arg(format!("--user={}", parts["user"]))
+        .arg(format!("--target-dir={}", dest.display()));
+    run(source.name, backup, "mariadb-backup", "mariadb-backup")?;
+    let mut prepare = Command::new(&program);
+    prepare
+        .arg("--prepare")
+        .arg(format!("--target-dir={}", dest.display()));
+    run(source.name, prepare, "mariadb-backup", "mariadb-backup")
+}
+
+/// A running Redis's dataset as RDB (`redis-cli --rdb`: the server forks
+/// and streams it; nothing is written where its data is), made the base
+/// of an append-only directory, as the pod's Redis keeps its data.
+fn redis_dump(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
+    let programs = crate::database::find_programs(DbEngine::Redis, source.path)?;
+    let aof = dest.join("appendonlydir");
+    std::fs::create_dir_all(&aof).map_err(Error::io("create", &aof))?;
+    let mut command = Command::new(&programs[1]);
+    command
+        .args(["-s", &parts["socket"], "--rdb"])
+        .arg(aof.join("appendonly.aof.1.base.rdb"))
+        .env("REDISCLI_AUTH", &parts["password"]);
+    run(source.name, command, "redis-cli", "redis-server")?;
+    let manifest = aof.join("appendonly.aof.manifest");
+    std::fs::write(&manifest, "file appendonly.aof.1.base.rdb seq 1 type b\n")
+        .map_err(Error::io("write", &manifest))
 }
 
 /// A stopped data directory (or file) copied, blocks shared where the

@@ -164,6 +164,15 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         steps: &[E2e],
     },
     Prerequisite {
+        name: "mariadb-backup",
+        program: "mariadb-backup",
+        probe: None,
+        used_by: "the database e2e (a clone of a running MariaDB)",
+        install: "apt-get install mariadb-backup",
+        source: Source::Apt("mariadb-backup"),
+        steps: &[E2e],
+    },
+    Prerequisite {
         name: "redis-server",
         program: "redis-server",
         probe: None,

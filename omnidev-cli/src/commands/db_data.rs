@@ -4,9 +4,9 @@
 //!
 //! A running server is stopped through the pod's control socket before
 //! its data is swapped, and restarted after (its dependents restart with
-//! it once it is ready); a running Postgres is copied live, a running
-//! MariaDB or Redis of this pod is stopped for its copy and started again.
-//! SQLite is copied and restored live through its backup API.
+//! it once it is ready); a running server is copied live (each engine's
+//! own way: [`omnidev_pod::snapshot`]). SQLite is copied and restored live
+//! through its backup API.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -136,17 +136,7 @@ fn seed_run(args: &crate::cli::SeedRunArgs) -> Result<String> {
         ));
     }
     let (_, up) = target.running()?;
-    let live = match target.engine() {
-        DbEngine::Sqlite => None,
-        DbEngine::Postgres if up => Some(&target.parts),
-        engine => {
-            return Ok(format!(
-                "seeded {}; not kept in the cache (a running {} is copied stopped)",
-                target.name,
-                engine.word()
-            ));
-        }
-    };
+    let live = (target.engine().is_server() && up).then_some(&target.parts);
     let data = target.data();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let password = target
@@ -228,7 +218,7 @@ pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<String> {
     let pod_dir = target.pod_dir();
     let taken = match target.engine() {
         DbEngine::Sqlite => Snapshot::take(pod_dir, &source(None), &label)?,
-        DbEngine::Postgres if up => Snapshot::take(pod_dir, &source(Some(&target.parts)), &label)?,
+        _ if up => Snapshot::take(pod_dir, &source(Some(&target.parts)), &label)?,
         _ if pod_runs => {
             // Stopped for its copy (so it does not start meanwhile), and
             // started again when it ran.

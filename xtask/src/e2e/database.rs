@@ -221,6 +221,14 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
         );
     }
 
+    // A running MariaDB and Redis cloned into b, each its own way
+    // (mariadb-backup, Redis's RDB transfer); b's Postgres keeps its own.
+    let from = a.to_str().context("path")?.to_owned();
+    for name in ["maria", "cache"] {
+        user.ok(ctx, &b, &["db", "clone", "-d", name, "--from", &from], UP)?;
+    }
+    ensure!(user.counts(ctx, &b)? == "011", "b after its clones of a's");
+
     // SIGKILL of omnidev: no server of the pod stays.
     let data = serde_json::from_str::<Value>(&user.ok(ctx, &a, &["status", "--json"], SOON)?)?;
     let supervisor = data["pid"].as_u64().context("the pod's pid")?;
@@ -250,12 +258,12 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    ensure!(user.counts(ctx, &b)? == "000", "b untouched");
+    ensure!(user.counts(ctx, &b)? == "011", "b untouched");
     // `clean` takes a's data with its pod, and nothing of b's.
     user.ok(ctx, &a, &["clean"], SOON)?;
     let pod_a = Path::new(data["pod-dir"].as_str().context("pod-dir")?);
     ensure!(!pod_a.exists(), "{} left after clean", pod_a.display());
-    ensure!(user.counts(ctx, &b)? == "000", "b's data after a's clean");
+    ensure!(user.counts(ctx, &b)? == "011", "b's data after a's clean");
     user.ok(ctx, &b, &["stop"], UP)?;
     ctx.wait_no_pod_process(SOON)?;
     // In the same case: pods of this user beside another case's pods of
