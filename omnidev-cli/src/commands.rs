@@ -9,7 +9,6 @@ pub mod attach;
 pub mod clean;
 pub mod completions;
 pub mod db;
-pub mod db_data;
 pub mod events;
 pub mod gc;
 pub mod init;

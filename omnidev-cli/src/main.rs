@@ -24,6 +24,7 @@ mod live_profile;
 mod log_files;
 mod mcp;
 mod output;
+mod pod_data;
 mod run_options;
 mod session;
 mod tui;

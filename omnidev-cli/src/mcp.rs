@@ -529,7 +529,7 @@ impl Tools {
     ) -> Result<Json<DataResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
             let which = which(pod, args.database);
-            let message = crate::commands::db_data::snapshot(&which, args.label.as_deref())?;
+            let message = crate::pod_data::snapshot(&which, args.label.as_deref())?;
             Ok(DataResult { message })
         })
         .await
@@ -551,7 +551,7 @@ impl Tools {
     ) -> Result<Json<DataResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
             let which = which(pod, args.database);
-            let message = crate::commands::db_data::restore(&which, &args.label)?;
+            let message = crate::pod_data::restore(&which, &args.label)?;
             Ok(DataResult { message })
         })
         .await
@@ -567,13 +567,13 @@ impl Tools {
         context: RequestContext<RoleServer>,
     ) -> Result<Json<SnapshotsResult>, CallToolResult> {
         self.answer(&context, move |pod, _| {
-            let snapshots = crate::commands::db_data::list(pod)?
+            let snapshots = crate::pod_data::list(pod)?
                 .iter()
                 .map(|s| SnapshotReport {
                     database: s.database.clone(),
                     label: s.label.clone(),
                     engine: s.engine.word().to_owned(),
-                    taken_at: crate::commands::db_data::taken_at(s),
+                    taken_at: crate::pod_data::taken_at(s),
                     bytes: s.bytes,
                 })
                 .collect();
@@ -599,7 +599,7 @@ impl Tools {
         self.answer(&context, move |pod, _| {
             let which = which(pod, args.database);
             let from = args.from.map(PathBuf::from);
-            let message = crate::commands::db_data::clone(&which, from.as_deref())?;
+            let message = crate::pod_data::clone(&which, from.as_deref())?;
             Ok(DataResult { message })
         })
         .await

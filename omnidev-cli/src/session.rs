@@ -279,11 +279,19 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
 
     if let Some(from) = &options.clone_from {
         // Before rendering: a clone brings its server's password.
-        let cloned = crate::commands::db_data::clone_missing(&checkout, pod.dir(), from)?;
+        let cloned = omnidev_pod::clone::clone_missing(
+            profile,
+            &checkout.repo,
+            &checkout.cache_root,
+            pod.dir(),
+            from,
+        )?;
         notices.extend(cloned);
     }
-    notices.extend(crate::commands::db_data::seeds_from_cache(
-        &checkout,
+    notices.extend(omnidev_pod::db_seed::seeds_from_cache(
+        &profile.databases,
+        &checkout.repo,
+        &checkout.cache_root,
         pod.dir(),
     )?);
     let mut ctx =

@@ -21,13 +21,14 @@ use sha2::{Digest, Sha256};
 
 use crate::database::{Database, DbEngine};
 use crate::error::{Error, Result};
-use crate::snapshot::{self, Copied, Source};
-
-/// The cache's directory under the cache root (a dot name: no pod's).
-pub const CACHE_DIR: &str = ".seeds";
+use crate::snapshot::{self, Copied, CopySource};
 
 /// The bytes the cache keeps at most.
 pub const MAX_CACHE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// The most bytes of one input file hashed into a key (a seed depends
+/// on scripts and migrations, not on data dumps).
+const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A cached result's record, written last.
 const RECORD: &str = "seed.toml";
@@ -39,7 +40,7 @@ const PASSWORD: &str = "password";
 /// A seed's result in the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct Entry {
+pub struct SeedResult {
     /// Its key.
     pub key: String,
     /// The database it was made for.
@@ -62,7 +63,7 @@ fn now() -> u64 {
 
 /// `<cache root>/.seeds`.
 pub fn cache_dir(cache_root: &Path) -> PathBuf {
-    cache_root.join(CACHE_DIR)
+    cache_root.join(crate::layout::SEEDS_DIR)
 }
 
 /// The key of database `name`'s seed in the checkout `repo`, its
@@ -92,7 +93,9 @@ pub fn key(repo: &Path, name: &str, database: &Database, path: &std::ffi::OsStr)
         for file in files {
             let relative = file.strip_prefix(repo).unwrap_or(&file);
             part(relative.to_string_lossy().as_bytes());
-            let bytes = std::fs::read(&file).map_err(Error::io("read", &file))?;
+            let bytes = omnidev_core::fs::read_file(&file, MAX_INPUT_BYTES)
+                .map_err(Error::io("read the seed input", &file))?
+                .unwrap_or_default();
             part(&Sha256::digest(&bytes));
         }
     }
@@ -141,14 +144,14 @@ fn is_key(key: &str) -> bool {
 }
 
 /// The complete entries of the cache.
-pub fn list(cache_root: &Path) -> Vec<Entry> {
-    let mut all: Vec<Entry> = std::fs::read_dir(cache_dir(cache_root))
+pub fn list(cache_root: &Path) -> Vec<SeedResult> {
+    let mut all: Vec<SeedResult> = std::fs::read_dir(cache_dir(cache_root))
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|dir| {
             let text = omnidev_core::fs::read_file(&dir.path().join(RECORD), 64 * 1024).ok()??;
-            let entry: Entry = toml::from_str(&String::from_utf8(text).ok()?).ok()?;
+            let entry: SeedResult = toml::from_str(&String::from_utf8(text).ok()?).ok()?;
             (is_key(&entry.key) && dir.file_name() == entry.key.as_str()).then_some(entry)
         })
         .collect();
@@ -157,11 +160,11 @@ pub fn list(cache_root: &Path) -> Vec<Entry> {
 }
 
 /// The entry of `key`, when the cache holds it whole.
-pub fn cached(cache_root: &Path, key: &str) -> Option<Entry> {
+pub fn cached(cache_root: &Path, key: &str) -> Option<SeedResult> {
     list(cache_root).into_iter().find(|e| e.key == key)
 }
 
-fn write_record(cache_root: &Path, entry: &Entry) -> Result<()> {
+fn write_record(cache_root: &Path, entry: &SeedResult) -> Result<()> {
     let file = cache_dir(cache_root).join(&entry.key).join(RECORD);
     let text = toml::to_string(entry).unwrap_or_default();
     omnidev_core::fs::write_atomic(&file, text.as_bytes()).map_err(Error::io("write", &file))
@@ -173,9 +176,9 @@ fn write_record(cache_root: &Path, entry: &Entry) -> Result<()> {
 pub fn store(
     cache_root: &Path,
     key: &str,
-    source: &Source<'_>,
+    source: &CopySource<'_>,
     password: Option<&Path>,
-) -> Result<(Entry, Copied)> {
+) -> Result<(SeedResult, Copied)> {
     let dir = cache_dir(cache_root).join(key);
     if !is_key(key) {
         return Err(Error::DatabaseData {
@@ -197,7 +200,7 @@ pub fn store(
     } else {
         snapshot::remove_any(&partial)?;
     }
-    let entry = Entry {
+    let entry = SeedResult {
         key: key.to_owned(),
         database: source.name.to_owned(),
         engine: source.engine,
@@ -214,14 +217,14 @@ pub fn store(
 /// at `password` (a server's).
 pub fn restore(
     cache_root: &Path,
-    entry: &Entry,
+    entry: &SeedResult,
     data: &Path,
     password: Option<&Path>,
     path: &std::ffi::OsStr,
 ) -> Result<Copied> {
     let dir = cache_dir(cache_root).join(&entry.key);
     let copied = snapshot::copy(
-        &Source {
+        &CopySource {
             name: &entry.database,
             engine: entry.engine,
             data: &dir.join(DATA),
@@ -235,7 +238,7 @@ pub fn restore(
     {
         snapshot::copy_password(&dir.join(PASSWORD), to)?;
     }
-    let used = Entry {
+    let used = SeedResult {
         used: now(),
         ..entry.clone()
     };
@@ -243,10 +246,42 @@ pub fn restore(
     Ok(copied)
 }
 
+/// Each of `databases` with a seed and no data yet in the pod
+/// `pod_dir` whose seed's result the cache holds starts from that result
+/// (before anything renders: its server's password comes with it). What
+/// was restored, a line each.
+pub fn seeds_from_cache(
+    databases: &indexmap::IndexMap<String, Database>,
+    repo: &Path,
+    cache_root: &Path,
+    pod_dir: &Path,
+) -> Result<Vec<String>> {
+    let mut said = Vec::new();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for (name, database) in databases {
+        let data = database.data_path(name, pod_dir);
+        if database.seed.is_none() || std::fs::symlink_metadata(&data).is_ok() {
+            continue;
+        }
+        let key = key(repo, name, database, &path)?;
+        let Some(result) = cached(cache_root, &key) else {
+            continue;
+        };
+        let password =
+            (database.engine.is_server()).then(|| crate::database::password_file(name, pod_dir));
+        let copied = restore(cache_root, &result, &data, password.as_deref(), &path)?;
+        said.push(format!(
+            "{name} starts from its seed's cached result {key}: {}",
+            copied.said()
+        ));
+    }
+    Ok(said)
+}
+
 /// Removes the least recently used entries until the cache holds at most
 /// `max_bytes`, and anything in it that is no complete entry; the entries
 /// removed.
-pub fn prune(cache_root: &Path, max_bytes: u64) -> Result<Vec<Entry>> {
+pub fn prune(cache_root: &Path, max_bytes: u64) -> Result<Vec<SeedResult>> {
     let root = cache_dir(cache_root);
     let entries = list(cache_root);
     for dir in std::fs::read_dir(&root).into_iter().flatten().flatten() {
@@ -318,7 +353,7 @@ mod tests {
             std::fs::write(&file, vec![n; 1000]).expect("write");
             let key = format!("{n:032x}");
             // A plain file stands for a stopped server's data here.
-            let source = Source {
+            let source = CopySource {
                 name: "main",
                 engine: DbEngine::Redis,
                 data: &file,
@@ -333,7 +368,7 @@ mod tests {
         for (n, key) in keys.iter().enumerate() {
             let entry = cached(root.path(), key).expect("cached");
             let used = 100 * (n as u64 + 1);
-            write_record(root.path(), &Entry { used, ..entry }).expect("record");
+            write_record(root.path(), &SeedResult { used, ..entry }).expect("record");
         }
         let oldest = cached(root.path(), &keys[0]).expect("cached");
         let out = root.path().join("restored");

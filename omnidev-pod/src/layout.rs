@@ -21,6 +21,10 @@ pub const CONTROL_SOCKET: &str = "control.sock";
 /// The databases' snapshots (`<pod>/snapshots/<database>/<label>/`).
 pub const SNAPSHOTS_DIR: &str = "snapshots";
 
+/// The seed results' cache, beside the pods under the cache root (a dot
+/// name: no pod's) ([`crate::db_seed`]).
+pub const SEEDS_DIR: &str = ".seeds";
+
 /// The per-service log files (`<pod>/logs/<service>.log`).
 pub const LOGS_DIR: &str = "logs";
 

@@ -81,6 +81,7 @@
 //! [`package_manager`] and [`state`] (atomic state files).
 #![warn(missing_docs)]
 
+pub mod clone;
 pub mod database;
 pub mod db_seed;
 pub mod env_file;

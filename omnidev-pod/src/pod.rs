@@ -96,7 +96,7 @@ pub fn cache_dirs(cache_root: &Path) -> std::io::Result<Vec<PathBuf>> {
     };
     // The seed cache beside the pods is none of them.
     let is_dir = |name: &OsString| {
-        name != crate::db_seed::CACHE_DIR
+        name != crate::layout::SEEDS_DIR
             && matches!(root.stat(Path::new(name)), Ok(Some(entry)) if entry.kind == Kind::Dir)
     };
     Ok(root

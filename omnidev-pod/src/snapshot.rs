@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 
 /// Where a database's data is read from.
 #[derive(Debug, Clone, Copy)]
-pub struct Source<'a> {
+pub struct CopySource<'a> {
     /// The database's name (for messages).
     pub name: &'a str,
     /// Its engine.
@@ -48,6 +48,25 @@ pub struct Copied {
     pub took: Duration,
     /// How it was made.
     pub how: How,
+}
+
+impl Copied {
+    /// What it cost, in words: `45.3 MiB in 0.21 s (a base backup of the
+    /// running server)`.
+    pub fn said(&self) -> String {
+        format!(
+            "{} in {:.2} s ({})",
+            mib(self.bytes),
+            self.took.as_secs_f64(),
+            self.how.word()
+        )
+    }
+}
+
+/// `bytes` in MiB, to a tenth.
+pub fn mib(bytes: u64) -> String {
+    let tenths = bytes.saturating_mul(10) / (1024 * 1024);
+    format!("{}.{} MiB", tenths / 10, tenths % 10)
 }
 
 /// How a copy was made.
@@ -88,7 +107,7 @@ pub fn beside(path: &Path, suffix: &str) -> PathBuf {
 
 /// Copies `source`'s data to `dest` (which must not exist): made as
 /// `dest.partial`, renamed when complete.
-pub fn copy(source: &Source<'_>, dest: &Path) -> Result<Copied> {
+pub fn copy(source: &CopySource<'_>, dest: &Path) -> Result<Copied> {
     let started = std::time::Instant::now();
     let fail = |message: String, help: &str| Error::DatabaseData {
         name: source.name.to_owned(),
@@ -144,7 +163,7 @@ pub fn copy(source: &Source<'_>, dest: &Path) -> Result<Copied> {
 
 /// `sqlite3 -readonly DATA ".backup NAME"`, in the directory of `dest`:
 /// the dot-command names a plain file, so no path is quoted into it.
-fn sqlite_backup(source: &Source<'_>, dest: &Path) -> Result<()> {
+fn sqlite_backup(source: &CopySource<'_>, dest: &Path) -> Result<()> {
     let dir = dest.parent().unwrap_or(Path::new("."));
     let name = dest.file_name().unwrap_or_default().to_string_lossy();
     let mut command = Command::new("sqlite3");
@@ -159,7 +178,7 @@ fn sqlite_backup(source: &Source<'_>, dest: &Path) -> Result<()> {
 
 /// A base backup of a running Postgres over its socket (trusted there),
 /// its WAL streamed beside it, so the copy starts without its source.
-fn base_backup(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
+fn base_backup(source: &CopySource<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
     let programs = crate::database::find_programs(DbEngine::Postgres, source.path)?;
     let bin = programs[0].parent().unwrap_or(Path::new("/"));
     let mut command = Command::new(bin.join("pg_basebackup"));
@@ -174,7 +193,7 @@ fn base_backup(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> 
 /// `mariadb-backup` of a running MariaDB over its socket (the user's own
 /// account there), then prepared, so the copy starts as a stopped
 /// server's data.
-fn mariadb_backup(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
+fn mariadb_backup(source: &CopySource<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
     let program = ["/usr/bin/mariadb-backup", "/usr/local/bin/mariadb-backup"]
         .iter()
         .map(PathBuf::from)
@@ -198,7 +217,7 @@ fn mariadb_backup(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<(
 /// A running Redis's dataset as RDB (`redis-cli --rdb`: the server forks
 /// and streams it; nothing is written where its data is), made the base
 /// of an append-only directory, as the pod's Redis keeps its data.
-fn redis_dump(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
+fn redis_dump(source: &CopySource<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
     let programs = crate::database::find_programs(DbEngine::Redis, source.path)?;
     let aof = dest.join("appendonlydir");
     std::fs::create_dir_all(&aof).map_err(Error::io("create", &aof))?;
@@ -209,8 +228,8 @@ fn redis_dump(source: &Source<'_>, parts: &DbParts, dest: &Path) -> Result<()> {
         .env("REDISCLI_AUTH", &parts["password"]);
     run(source.name, command, "redis-cli", "redis-server")?;
     let manifest = aof.join("appendonly.aof.manifest");
-    std::fs::write(&manifest, "file appendonly.aof.1.base.rdb seq 1 type b\n")
-        .map_err(Error::io("write", &manifest))
+    let line = b"file appendonly.aof.1.base.rdb seq 1 type b\n";
+    omnidev_core::fs::write_atomic(&manifest, line).map_err(Error::io("write", &manifest))
 }
 
 /// A stopped data directory (or file) copied, blocks shared where the
@@ -331,7 +350,7 @@ pub fn sqlite_restore(name: &str, from: &Path, data: &Path) -> Result<()> {
 /// An SQLite database emptied live (`omnidev db reset`).
 pub fn sqlite_reset(name: &str, data: &Path) -> Result<()> {
     let empty = beside(data, ".empty");
-    std::fs::write(&empty, b"").map_err(Error::io("write", &empty))?;
+    omnidev_core::fs::write_atomic(&empty, b"").map_err(Error::io("write", &empty))?;
     let done = sqlite_restore(name, &empty, data);
     let _ = std::fs::remove_file(&empty);
     done
@@ -402,7 +421,7 @@ impl Snapshot {
     }
 
     /// Takes a snapshot of `source` into the pod `pod_dir` as `label`.
-    pub fn take(pod_dir: &Path, source: &Source<'_>, label: &str) -> Result<(Self, Copied)> {
+    pub fn take(pod_dir: &Path, source: &CopySource<'_>, label: &str) -> Result<(Self, Copied)> {
         if !is_label(label) {
             return Err(Error::DatabaseData {
                 name: source.name.to_owned(),

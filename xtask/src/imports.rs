@@ -29,8 +29,9 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     // Asking a pod, and reading its log files.
     &["control::client", "control::inspect", "log_files"],
     &["session"],
-    // Starting a pod in the background (`up --detach`, MCP and dashboard `up`).
-    &["detach"],
+    // Starting a pod in the background (`up --detach`, MCP and dashboard
+    // `up`); a pod's database data (`db snapshot`, MCP, the dashboard).
+    &["detach", "pod_data"],
     // Running a pod: the watchers and the front-ends.
     &[
         "watch",

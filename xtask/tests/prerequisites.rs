@@ -20,6 +20,7 @@ const PRESENT: &[&str] = &[
     "chromedriver",
     "pg_ctlcluster",
     "mariadb-install-db",
+    "mariadb-backup",
     "redis-server",
 ];
 

@@ -5,24 +5,24 @@
 
 use std::process::ExitCode;
 
-use omnidev_pod::database::{DbEngine, DbParts};
+use omnidev_pod::database::DbEngine;
 
-use crate::cli::{DbAction, DbArgs, PodArgs};
+use crate::cli::{DbAction, DbArgs};
 use crate::error::{Error, Result};
 
 /// Runs `omnidev db`.
 pub fn run(args: &DbArgs) -> Result<ExitCode> {
-    let data = super::db_data::act(args.action.as_ref());
+    let data = crate::pod_data::act(args.action.as_ref());
     if let Some(said) = data.transpose()? {
         note!("omnidev: {said}");
         return Ok(ExitCode::SUCCESS);
     }
     let (pod, name, url) = match &args.action {
         Some(DbAction::Url { pod, name }) => (pod, name, true),
-        Some(DbAction::Snapshots { pod }) => return super::db_data::snapshots(pod),
+        Some(DbAction::Snapshots { pod }) => return crate::pod_data::snapshots(pod),
         _ => (&args.pod, &args.name, false),
     };
-    let (checkout, name, parts) = database(pod, name.as_deref())?;
+    let (checkout, name, parts) = crate::pod_data::database(pod, name.as_deref())?;
     let engine = checkout.profile.databases[&name].engine;
     if url {
         crate::output::write_stdout(&format!("{}\n", parts["url"]))?;
@@ -66,42 +66,4 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
     // The shell takes the terminal: omnidev is replaced by it.
     let error = std::os::unix::process::CommandExt::exec(&mut shell);
     Err(Error::spawn(program)(error))
-}
-
-/// The checkout (its profile on the engine its pod runs), and the name and
-/// parts of its database `name` (the profile's first when `None`).
-pub(super) fn database(
-    pod: &PodArgs,
-    name: Option<&str>,
-) -> Result<(crate::session::Checkout, String, DbParts)> {
-    let mut checkout = crate::session::resolve_checkout(pod)?;
-    // On the engine the pod runs them on (`up --db`).
-    if let Some(engine) = omnidev_pod::Pod::at(&checkout.pod_dir).db_engine() {
-        let _ = checkout.profile.choose_engine(engine);
-    }
-    let declared: Vec<String> = checkout.profile.databases.keys().cloned().collect();
-    let name = match name {
-        Some(name) => name.to_owned(),
-        None => declared
-            .first()
-            .cloned()
-            .ok_or_else(|| Error::UnknownDatabase {
-                message: "the profile declares no database".to_owned(),
-            })?,
-    };
-    if !checkout.profile.databases.contains_key(&name) {
-        return Err(Error::UnknownDatabase {
-            message: format!(
-                "the profile declares no database `{name}` (it declares {})",
-                if declared.is_empty() {
-                    "none".to_owned()
-                } else {
-                    declared.join(", ")
-                }
-            ),
-        });
-    }
-    let mut beside = crate::session::prepare_beside(&checkout)?;
-    let parts = beside.databases.remove(&name).unwrap_or_default();
-    Ok((checkout, name, parts))
 }

@@ -77,7 +77,7 @@ async fn data(pod_dir: PathBuf, act: Act) -> Response {
         name: act.service,
     };
     let done = tokio::task::spawn_blocking(move || -> crate::error::Result<serde_json::Value> {
-        use crate::commands::db_data;
+        use crate::pod_data as db_data;
         let message = match (act.action.as_str(), act.label) {
             ("snapshots", _) => {
                 let listed: Vec<serde_json::Value> = db_data::list(&which.pod)?

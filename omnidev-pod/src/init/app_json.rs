@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::database::DbEngine;
 
 #[derive(Debug, Default, Deserialize)]
-struct File {
+struct AppManifest {
     #[serde(default)]
     addons: Vec<Addon>,
     #[serde(default)]
@@ -62,7 +62,7 @@ pub struct AppJson {
 /// assert_eq!(app.env[0], ("SECRET_KEY".to_owned(), "Django's".to_owned()));
 /// ```
 pub fn parse(text: &str) -> Result<AppJson, String> {
-    let file: File = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let file: AppManifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let addons = (file.addons.iter())
         .filter_map(|addon| {
             let (plan, attached_as) = match addon {

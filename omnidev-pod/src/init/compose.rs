@@ -16,13 +16,13 @@ use crate::database::DbEngine;
 
 /// A compose file's services, as far as init reads them.
 #[derive(Debug, Default, Deserialize)]
-struct File {
+struct ComposeFile {
     #[serde(default)]
-    services: IndexMap<String, Option<Service>>,
+    services: IndexMap<String, Option<ComposeService>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct Service {
+struct ComposeService {
     #[serde(default)]
     image: Option<String>,
     #[serde(default)]
@@ -148,7 +148,7 @@ pub fn engine_of_image(image: &str) -> Option<DbEngine> {
 /// values `${VAR}` takes.
 pub fn parse(text: &str, vars: &BTreeMap<String, String>) -> Result<Compose, String> {
     // The parser's first line says what and where; the rest is a snippet.
-    let file: File = serde_saphyr::from_str(text).map_err(|e| {
+    let file: ComposeFile = serde_saphyr::from_str(text).map_err(|e| {
         let said = e.to_string();
         let first = said.lines().next().unwrap_or_default();
         first.strip_prefix("error: ").unwrap_or(first).to_owned()

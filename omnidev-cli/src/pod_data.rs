@@ -1,6 +1,8 @@
-//! `omnidev db snapshot | restore | snapshots | reset | clone`, and `up
-//! --clone-from`: a database's data whole ([`omnidev_pod::snapshot`] makes
-//! the copies; this drives the pod around them).
+//! A pod's database as the CLI, MCP and the dashboard reach it: its
+//! checkout's profile and parts, and `omnidev db snapshot | restore |
+//! snapshots | reset | clone | seed-run` ([`omnidev_pod::snapshot`],
+//! [`omnidev_pod::clone`] and [`omnidev_pod::db_seed`] make the copies;
+//! this drives the pod around them).
 //!
 //! A running server is stopped through the pod's control socket before
 //! its data is swapped, and restarted after (its dependents restart with
@@ -13,12 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use omnidev_pod::clone::SourcePod;
 use omnidev_pod::database::{Database, DbEngine, DbParts};
-use omnidev_pod::snapshot::{self, Copied, Snapshot, Source};
+use omnidev_pod::snapshot::{self, CopySource, Snapshot};
 
 use crate::cli::{DbWhich, PodArgs};
 use crate::control::Ask;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::Checkout;
 
 /// How long a service of the pod may take to stop or start again.
@@ -34,7 +37,7 @@ struct Target {
 
 impl Target {
     fn of(which: &DbWhich) -> Result<Self> {
-        let (checkout, name, parts) = super::db::database(&which.pod, which.name.as_deref())?;
+        let (checkout, name, parts) = database(&which.pod, which.name.as_deref())?;
         let database = checkout.profile.databases[&name].clone();
         Ok(Self {
             checkout,
@@ -147,7 +150,7 @@ fn seed_run(args: &crate::cli::SeedRunArgs) -> Result<String> {
     let (entry, copied) = omnidev_pod::db_seed::store(
         &target.checkout.cache_root,
         &args.key,
-        &Source {
+        &CopySource {
             name: &target.name,
             engine: target.engine(),
             data: &data,
@@ -160,42 +163,8 @@ fn seed_run(args: &crate::cli::SeedRunArgs) -> Result<String> {
         "seeded {}; kept in the cache as {} ({})",
         target.name,
         entry.key,
-        cost(&copied)
+        copied.said()
     ))
-}
-
-/// Each database with a seed and no data yet whose seed's result the
-/// user's cache holds starts from that result (before anything renders:
-/// its server's password comes with it). What was restored, a line each.
-pub fn seeds_from_cache(checkout: &Checkout, pod_dir: &Path) -> Result<Vec<String>> {
-    let mut said = Vec::new();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for (name, database) in &checkout.profile.databases {
-        let data = database.data_path(name, pod_dir);
-        if database.seed.is_none() || std::fs::symlink_metadata(&data).is_ok() {
-            continue;
-        }
-        let key = omnidev_pod::db_seed::key(&checkout.repo, name, database, &path)?;
-        let Some(entry) = omnidev_pod::db_seed::cached(&checkout.cache_root, &key) else {
-            continue;
-        };
-        let password = database
-            .engine
-            .is_server()
-            .then(|| omnidev_pod::database::password_file(name, pod_dir));
-        let copied = omnidev_pod::db_seed::restore(
-            &checkout.cache_root,
-            &entry,
-            &data,
-            password.as_deref(),
-            &path,
-        )?;
-        said.push(format!(
-            "{name} starts from its seed's cached result {key}: {}",
-            cost(&copied)
-        ));
-    }
-    Ok(said)
 }
 
 /// `omnidev db snapshot [LABEL]`.
@@ -208,7 +177,7 @@ pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<String> {
     let data = target.data();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let (pod_runs, up) = target.running()?;
-    let source = |live| Source {
+    let source = |live| CopySource {
         name: &target.name,
         engine: target.engine(),
         data: &data,
@@ -238,24 +207,8 @@ pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<String> {
         "snapshot {}/{}: {}",
         snapshot.database,
         snapshot.label,
-        cost(&copied)
+        copied.said()
     ))
-}
-
-/// What a copy cost, in words.
-fn cost(copied: &Copied) -> String {
-    format!(
-        "{} in {:.2} s ({})",
-        bytes(copied.bytes),
-        copied.took.as_secs_f64(),
-        copied.how.word()
-    )
-}
-
-fn bytes(count: u64) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "a size shown to one decimal")]
-    let mib = count as f64 / (1024.0 * 1024.0);
-    format!("{mib:.1} MiB")
 }
 
 /// `omnidev db restore LABEL`.
@@ -278,7 +231,7 @@ pub fn restore(which: &DbWhich, label: &str) -> Result<String> {
         "restored {}/{} ({}) in {:.2} s",
         target.name,
         label,
-        bytes(snapshot.bytes),
+        snapshot::mib(snapshot.bytes),
         started.elapsed().as_secs_f64()
     ))
 }
@@ -297,7 +250,7 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
     snapshot::remove_any(&staged)?;
     let path = std::env::var_os("PATH").unwrap_or_default();
     snapshot::copy(
-        &Source {
+        &CopySource {
             name: &target.name,
             engine: target.engine(),
             data: from,
@@ -360,7 +313,7 @@ pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
             s.database,
             s.label,
             s.engine.word(),
-            bytes(s.bytes),
+            snapshot::mib(s.bytes),
             taken_at(s)
         );
     }
@@ -372,8 +325,8 @@ pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
             text,
             "seed results in {} ({} of at most {}):",
             omnidev_pod::db_seed::cache_dir(&cache_root).display(),
-            bytes(total),
-            bytes(omnidev_pod::db_seed::MAX_CACHE_BYTES)
+            snapshot::mib(total),
+            snapshot::mib(omnidev_pod::db_seed::MAX_CACHE_BYTES)
         );
         for entry in &seeds {
             let _ = writeln!(
@@ -382,7 +335,7 @@ pub fn snapshots(pod: &PodArgs) -> Result<ExitCode> {
                 entry.key,
                 entry.database,
                 entry.engine.word(),
-                bytes(entry.bytes)
+                snapshot::mib(entry.bytes)
             );
         }
     }
@@ -422,10 +375,11 @@ pub fn reset(which: &DbWhich, yes: bool) -> Result<String> {
 /// `omnidev db clone [--from CHECKOUT]`.
 pub fn clone(which: &DbWhich, from: Option<&Path>) -> Result<String> {
     let target = Target::of(which)?;
-    let source = SourcePod::find(&target.checkout, from)?;
+    let checkout = &target.checkout;
+    let source = SourcePod::find(&checkout.cache_root, &checkout.repo, from)?;
     let staged = snapshot::beside(&target.data(), ".cloning");
     snapshot::remove_any(&staged)?;
-    let copied = source.copy(&target.checkout, &target.name, &staged)?;
+    let copied = source.copy(&checkout.profile, &target.name, &staged)?;
     let password = source.password_file(&target.database, &target.name);
     let put = put_in(&target, &staged, password.as_deref());
     snapshot::remove_any(&staged)?;
@@ -434,161 +388,44 @@ pub fn clone(which: &DbWhich, from: Option<&Path>) -> Result<String> {
         "cloned {} from {}: {}",
         target.name,
         source.repo.display(),
-        cost(&copied)
+        copied.said()
     ))
 }
 
-/// `up --clone-from CHECKOUT`: each database of the pod in `pod_dir`
-/// without data yet becomes a copy of the source pod's, before anything
-/// starts. What was copied, a line each.
-pub fn clone_missing(checkout: &Checkout, pod_dir: &Path, from: &Path) -> Result<Vec<String>> {
-    let source = SourcePod::find(checkout, Some(from))?;
-    let mut said = Vec::new();
-    for (name, database) in &checkout.profile.databases {
-        let data = database.data_path(name, pod_dir);
-        if std::fs::symlink_metadata(&data).is_ok() {
-            continue;
-        }
-        let copied = source.copy(checkout, name, &data)?;
-        if let Some(file) = source.password_file(database, name) {
-            let ours = omnidev_pod::database::password_file(name, pod_dir);
-            snapshot::copy_password(&file, &ours)?;
-        }
-        said.push(format!(
-            "cloned {name} from {}: {}",
-            source.repo.display(),
-            cost(&copied)
-        ));
+/// The checkout (its profile on the engine its pod runs), and the name and
+/// parts of its database `name` (the profile's first when `None`).
+pub fn database(
+    pod: &PodArgs,
+    name: Option<&str>,
+) -> Result<(crate::session::Checkout, String, DbParts)> {
+    let mut checkout = crate::session::resolve_checkout(pod)?;
+    // On the engine the pod runs them on (`up --db`).
+    if let Some(engine) = omnidev_pod::Pod::at(&checkout.pod_dir).db_engine() {
+        let _ = checkout.profile.choose_engine(engine);
     }
-    Ok(said)
-}
-
-/// The pod a clone copies from.
-struct SourcePod {
-    repo: PathBuf,
-    pod_dir: PathBuf,
-}
-
-impl SourcePod {
-    /// The pod of checkout `from` (default: the main worktree of
-    /// `checkout`'s repository).
-    fn find(checkout: &Checkout, from: Option<&Path>) -> Result<Self> {
-        let repo = match from {
-            Some(dir) => dir.to_path_buf(),
-            None => main_worktree(&checkout.repo)?,
-        };
-        let repo = std::fs::canonicalize(&repo).map_err(|e| {
-            data_error(
-                "clone",
-                format!("cannot find {}: {e}", repo.display()),
-                "name an existing checkout with --from",
-            )
-        })?;
-        let ours = std::fs::canonicalize(&checkout.repo).unwrap_or_else(|_| checkout.repo.clone());
-        if repo == ours {
-            return Err(data_error(
-                "clone",
-                format!("{} is this checkout", repo.display()),
-                "name another checkout with --from",
-            ));
-        }
-        let pod_dir = omnidev_pod::pod::default_pod_dir(&checkout.cache_root, &repo);
-        if !pod_dir.join(omnidev_pod::layout::MARKER).is_file() {
-            return Err(data_error(
-                "clone",
-                format!(
-                    "{} has no pod (looked at {})",
-                    repo.display(),
-                    pod_dir.display()
-                ),
-                "run `omnidev up` in that checkout once, or name another with --from",
-            ));
-        }
-        Ok(Self { repo, pod_dir })
+    let declared: Vec<String> = checkout.profile.databases.keys().cloned().collect();
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => declared
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::UnknownDatabase {
+                message: "the profile declares no database".to_owned(),
+            })?,
+    };
+    if !checkout.profile.databases.contains_key(&name) {
+        return Err(Error::UnknownDatabase {
+            message: format!(
+                "the profile declares no database `{name}` (it declares {})",
+                if declared.is_empty() {
+                    "none".to_owned()
+                } else {
+                    declared.join(", ")
+                }
+            ),
+        });
     }
-
-    /// Copies database `name` of this pod (as `checkout`'s profile
-    /// declares it, on the engine the source runs it on) to `dest`.
-    fn copy(&self, checkout: &Checkout, name: &str, dest: &Path) -> Result<Copied> {
-        let mut profile = checkout.profile.clone();
-        if let Some(engine) = omnidev_pod::Pod::at(&self.pod_dir).db_engine() {
-            profile.choose_engine(engine)?;
-        }
-        let database = &profile.databases[name];
-        let ours = &checkout.profile.databases[name];
-        if database.engine != ours.engine {
-            return Err(data_error(
-                name,
-                format!(
-                    "{} runs it on {}, this pod on {}",
-                    self.repo.display(),
-                    database.engine.word(),
-                    ours.engine.word()
-                ),
-                "run both on one engine (`omnidev up --db ENGINE`)",
-            ));
-        }
-        let data = database.data_path(name, &self.pod_dir);
-        let (_, up) = running(&self.pod_dir, name)?;
-        let parts = if up && database.engine.is_server() {
-            Some(self.parts(&profile, name)?)
-        } else {
-            None
-        };
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        Ok(snapshot::copy(
-            &Source {
-                name,
-                engine: database.engine,
-                data: &data,
-                live: parts.as_ref(),
-                path: &path,
-            },
-            dest,
-        )?)
-    }
-
-    /// What `{db.NAME.…}` is in the source pod: its ports and socket
-    /// directory (nothing is written there: its password file is there
-    /// since its server first ran).
-    fn parts(&self, profile: &omnidev_pod::Profile, name: &str) -> Result<DbParts> {
-        let ports = omnidev_pod::read_ports(&self.pod_dir)?.ports;
-        let ctx = omnidev_pod::RenderContext::from_process_env(
-            self.repo.clone(),
-            self.pod_dir.clone(),
-            ports,
-        );
-        Ok(profile.databases_of(&ctx)?.remove(name).unwrap_or_default())
-    }
-
-    /// The source's password file for a server database `name`.
-    fn password_file(&self, database: &Database, name: &str) -> Option<PathBuf> {
-        database
-            .engine
-            .is_server()
-            .then(|| omnidev_pod::database::password_file(name, &self.pod_dir))
-    }
-}
-
-/// The main worktree of the repository `repo` is in (`git worktree
-/// list`'s first).
-fn main_worktree(repo: &Path) -> Result<PathBuf> {
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["worktree", "list", "--porcelain"])
-        .output()
-        .map_err(crate::error::Error::spawn("git"))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.lines()
-        .find_map(|line| line.strip_prefix("worktree "))
-        .map(PathBuf::from)
-        .filter(|_| output.status.success())
-        .ok_or_else(|| {
-            data_error(
-                "clone",
-                format!("{} is in no git repository with worktrees", repo.display()),
-                "name the checkout to copy from with --from",
-            )
-        })
+    let mut beside = crate::session::prepare_beside(&checkout)?;
+    let parts = beside.databases.remove(&name).unwrap_or_default();
+    Ok((checkout, name, parts))
 }
