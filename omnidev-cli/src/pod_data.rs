@@ -261,9 +261,19 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
     )?;
     let pod_dir = target.pod_dir();
     let (pod_runs, _) = target.running()?;
+    // The services that use it first, then its server.
+    let mut users = target.checkout.profile.database_users(&target.name);
+    users.retain(|user| running(pod_dir, user).is_ok_and(|(_, up)| up));
     if pod_runs {
-        let stop = Ask::stop(vec![target.name.clone()], ACTION);
-        ask(pod_dir, &target.name, &stop, "stop it")?;
+        let mut stopped = users.clone();
+        stopped.push(target.name.clone());
+        let stop = Ask::stop(stopped, ACTION);
+        ask(
+            pod_dir,
+            &target.name,
+            &stop,
+            "stop it and the services that use it",
+        )?;
     }
     snapshot::swap_in(&staged, &data)?;
     if let Some(file) = password {
@@ -280,8 +290,15 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
         }
     }
     if pod_runs {
-        let restart = Ask::restart(Some(target.name.clone()), false, false, ACTION);
-        ask(pod_dir, &target.name, &restart, "start it again")?;
+        let mut started = vec![target.name.clone()];
+        started.extend(users);
+        let start = Ask::start(started, ACTION);
+        ask(
+            pod_dir,
+            &target.name,
+            &start,
+            "start it and its users again",
+        )?;
     }
     Ok(())
 }

@@ -356,11 +356,8 @@ impl Profile {
         let servers: Vec<String> = services.keys().cloned().collect();
         let mut profile = self.clone();
         for name in &servers {
-            let mention = format!("{{db.{name}.");
-            let pod_wide = self.env.values().any(|value| value.contains(&mention));
-            for service in profile.services.values_mut() {
-                let uses = toml::to_string(service).is_ok_and(|text| text.contains(&mention));
-                if pod_wide || uses {
+            for user in self.database_users(name) {
+                if let Some(service) = profile.services.get_mut(&user) {
                     service
                         .depends_on
                         .entry(name.clone())
@@ -372,6 +369,21 @@ impl Profile {
         services.extend(profile.services);
         profile.services = services;
         Ok(profile)
+    }
+
+    /// The services of this profile that use database `name`: those that
+    /// name one of its `{db.NAME.…}` parts, every one when the pod's
+    /// `[env]` does. They start once it is ready, and stop while its data
+    /// is swapped (`omnidev db restore`).
+    pub fn database_users(&self, name: &str) -> Vec<String> {
+        let mention = format!("{{db.{name}.");
+        let pod_wide = self.env.values().any(|value| value.contains(&mention));
+        (self.services.iter())
+            .filter(|(_, service)| {
+                pod_wide || toml::to_string(*service).is_ok_and(|text| text.contains(&mention))
+            })
+            .map(|(user, _)| user.clone())
+            .collect()
     }
 
     /// For each database with a seed and no data yet, a one-shot service
@@ -415,11 +427,8 @@ impl Profile {
             if database.engine.is_server() {
                 depends_on.insert(name.clone(), omnidev_core::Condition::Ready);
             }
-            let mention = format!("{{db.{name}.");
-            let pod_wide = self.env.values().any(|value| value.contains(&mention));
-            for service in profile.services.values_mut() {
-                let uses = toml::to_string(&*service).is_ok_and(|text| text.contains(&mention));
-                if pod_wide || uses {
+            for user in self.database_users(name) {
+                if let Some(service) = profile.services.get_mut(&user) {
                     service
                         .depends_on
                         .insert(seed_name.clone(), omnidev_core::Condition::Completed);

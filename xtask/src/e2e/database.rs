@@ -592,6 +592,26 @@ fn compose_app_runs_on_what_init_made_of_it(ctx: &mut Ctx, user: &Unprivileged) 
     let said = user.db(ctx, &shops[1], "redis", "EXISTS only:a")?;
     ensure!(said.trim() == "0", "a's key seen through b: {said}");
     ctx.note(format!("the worker's beats in Redis database 1: {beats}"));
+    // A restore stops the services that use the database and starts them
+    // again on the restored data: the web gets a new pid, counts on.
+    let web_pid = |ctx: &mut Ctx| -> Result<u64> {
+        let status: Value =
+            serde_json::from_str(&user.ok(ctx, &shops[0], &["status", "--json"], SOON)?)?;
+        (status["services"].as_array().context("services")?)
+            .iter()
+            .find(|s| s["name"] == "web")
+            .and_then(|s| s["pid"].as_u64())
+            .context("web's pid")
+    };
+    user.ok(ctx, &shops[0], &["db", "snapshot", "three"], UP)?;
+    ensure!(visits(0)? == 4, "a's fourth visit");
+    let before = web_pid(ctx)?;
+    user.ok(ctx, &shops[0], &["db", "restore", "three"], UP)?;
+    ensure!(
+        web_pid(ctx)? != before,
+        "the web kept pid {before} across a restore"
+    );
+    ensure!(visits(0)? == 4, "the visits after restoring three");
     for repo in &shops {
         user.ok(ctx, repo, &["stop"], UP)?;
     }
