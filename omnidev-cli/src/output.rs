@@ -132,10 +132,35 @@ pub fn pod_status(status: &PodStatus) -> String {
                 1 => " (1 restart)".to_owned(),
                 n => format!(" ({n} restarts)"),
             };
-            let _ = writeln!(out, "  {:<width$}  {}{restarts}", s.status.name, s.detail);
+            let used = s
+                .usage
+                .map(|u| format!("  [{}]", usage(&u)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {:<width$}  {}{restarts}{used}",
+                s.status.name, s.detail
+            );
         }
     }
+    if let Some(total) = &status.usage {
+        let _ = writeln!(out, "uses    {}", usage(total));
+    }
     out
+}
+
+/// What processes hold, for people: `212.4 MiB, 3.1 s CPU, 2 processes`.
+pub fn usage(usage: &omnidev_core::platform::Usage) -> String {
+    let tenths = usage.rss_bytes.saturating_mul(10) / (1024 * 1024);
+    format!(
+        "{}.{} MiB, {}.{} s CPU, {} process{}",
+        tenths / 10,
+        tenths % 10,
+        usage.cpu_ms / 1000,
+        usage.cpu_ms % 1000 / 100,
+        usage.processes,
+        if usage.processes == 1 { "" } else { "es" }
+    )
 }
 
 #[cfg(test)]

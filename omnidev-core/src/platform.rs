@@ -75,6 +75,72 @@ pub fn table() -> Vec<ProcessStat> {
     pids().into_iter().filter_map(stat).collect()
 }
 
+/// What a process tree holds now: its resident memory and the CPU time its
+/// processes have used, as the system already counts them (`/proc` on
+/// Linux, `libproc` on macOS); read when asked, never sampled.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub struct Usage {
+    /// Resident memory, in bytes (the sum of each process's RSS: pages two
+    /// of them share count twice).
+    pub rss_bytes: u64,
+    /// CPU time used by the processes alive now (user and system), in
+    /// milliseconds.
+    pub cpu_ms: u64,
+    /// The processes counted.
+    pub processes: u32,
+}
+
+impl Usage {
+    /// `other` added to this.
+    pub fn add(&mut self, other: Usage) {
+        self.rss_bytes += other.rss_bytes;
+        self.cpu_ms += other.cpu_ms;
+        self.processes += other.processes;
+    }
+}
+
+/// The most processes of one tree [`tree_usage`] counts.
+const TREE_MAX: usize = 4096;
+
+/// The [`Usage`] of process `pid` and every process below it (at most
+/// 4096); nothing when `pid` is gone.
+///
+/// ```
+/// let usage = omnidev_core::platform::tree_usage(std::process::id());
+/// assert!(usage.rss_bytes > 0 && usage.processes >= 1);
+/// ```
+pub fn tree_usage(pid: u32) -> Usage {
+    let mut usage = Usage::default();
+    let mut next = vec![pid];
+    let mut seen = 0;
+    while let Some(pid) = next.pop() {
+        if seen == TREE_MAX {
+            break;
+        }
+        seen += 1;
+        let Some(rss) = rss_kib(pid) else {
+            continue;
+        };
+        usage.rss_bytes += rss * 1024;
+        let cpu = cpu_time(pid).unwrap_or_default().as_millis();
+        usage.cpu_ms += u64::try_from(cpu).unwrap_or(u64::MAX);
+        usage.processes += 1;
+        next.extend(children(pid));
+    }
+    usage
+}
+
 /// Programs that start the real service as their one child and wait for
 /// it: `uv run` and `uvx` (Python's own pid is the one its log prints).
 pub const WRAPPERS: [&str; 2] = ["uv", "uvx"];

@@ -287,6 +287,10 @@ pub struct ServiceReport {
     /// Its log file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_file: Option<PathBuf>,
+    /// What its processes hold now (its pid and every process below it),
+    /// while it has a process and the pod runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<omnidev_core::platform::Usage>,
 }
 
 impl ServiceReport {
@@ -296,7 +300,14 @@ impl ServiceReport {
             detail: status.detail(),
             status,
             log_file,
+            usage: None,
         }
+    }
+
+    /// The report with what its processes hold now, read from the system.
+    pub fn measured(mut self) -> Self {
+        self.usage = self.status.pid().map(omnidev_core::platform::tree_usage);
+        self
     }
 }
 
@@ -338,6 +349,10 @@ pub struct PodStatus {
     /// Every service, in start order (from `state.json`, sorted by name,
     /// when the control socket did not answer).
     pub services: Vec<ServiceReport>,
+    /// What the pod's services hold together (the sum of theirs), while it
+    /// runs and the control socket answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<omnidev_core::platform::Usage>,
     /// The last reload, while running (when one happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadReport>,

@@ -329,6 +329,17 @@ pub(super) fn status(shared: &Server) -> PodStatus {
     let info = &shared.info;
     let snapshot = shared.supervisor.snapshot();
     let addresses = info.addresses.locked().clone();
+    // Measured now, as it is asked for: nothing samples while nobody looks.
+    let services: Vec<ServiceReport> = (snapshot.iter().cloned())
+        .map(|status| {
+            let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
+            ServiceReport::new(status, log_file).measured()
+        })
+        .collect();
+    let mut usage = omnidev_core::platform::Usage::default();
+    for service in &services {
+        usage.add(service.usage.unwrap_or_default());
+    }
     PodStatus {
         schema: SCHEMA,
         pod_dir: info.pod_dir.clone(),
@@ -340,13 +351,8 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         urls: UrlReport::shown(&addresses.urls, &snapshot),
         containment: Some(shared.supervisor.containment().to_string()),
         db_engine: crate::control::inspect::db_engine(&info.pod_dir),
-        services: snapshot
-            .into_iter()
-            .map(|status| {
-                let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
-                ServiceReport::new(status, log_file)
-            })
-            .collect(),
+        services,
+        usage: Some(usage),
         last_reload: last_reload(shared),
         watched: watched(shared),
         error: None,
