@@ -151,11 +151,9 @@ pub fn pod_status(status: &PodStatus) -> String {
 
 /// What processes hold, for people: `212.4 MiB, 3.1 s CPU, 2 processes`.
 pub fn usage(usage: &omnidev_core::platform::Usage) -> String {
-    let tenths = usage.rss_bytes.saturating_mul(10) / (1024 * 1024);
     format!(
-        "{}.{} MiB, {}.{} s CPU, {} process{}",
-        tenths / 10,
-        tenths % 10,
+        "{}, {}.{} s CPU, {} process{}",
+        omnidev_core::platform::mib(usage.rss_bytes),
         usage.cpu_ms / 1000,
         usage.cpu_ms % 1000 / 100,
         usage.processes,

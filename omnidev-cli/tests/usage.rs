@@ -61,8 +61,71 @@ grace-ms = 1000
     }
     let text = ctx.run_ok(&["status"]);
     assert!(text.contains("uses    2"), "{text}");
+    // `ls` asks each running pod: this one's, and the machine's total.
+    let listed = ctx.json(&["ls", "--json"]);
+    let pod = &listed["pods"][0];
+    let held = pod["usage"]["rss-bytes"].as_u64().expect("the pod's usage");
+    assert!(held >= 200 * 1024 * 1024, "{listed}");
+    assert_eq!(
+        listed["usage"]["rss-bytes"].as_u64(),
+        Some(held),
+        "{listed}"
+    );
+    let text = ctx.run_ok(&["ls"]);
+    assert!(text.contains("1 running: 2"), "{text}");
     // A stopped service holds nothing, and says nothing.
     ctx.run_ok(&["stop", "idle"]);
     let status = ctx.json(&["status", "--json"]);
     assert!(service(&status, "idle")["usage"].is_null(), "{status}");
+}
+
+/// `stop --all --yes` stops every running pod of the user (two checkouts'
+/// here), each once its processes are gone, and says so of none after.
+#[test]
+fn stop_all_leaves_no_pod_running() {
+    let ctx = TestContext::new();
+    let mut repos = Vec::new();
+    for name in ["one", "two"] {
+        let dir = ctx.root.join(name);
+        std::fs::create_dir_all(dir.join(".git")).expect("checkout");
+        std::fs::write(
+            dir.join("omnidev.toml"),
+            "[services.idle]\ncommand = [\"sleep\", \"300\"]\ngrace-ms = 1000\n",
+        )
+        .expect("profile");
+        repos.push(dir.to_str().expect("path").to_owned());
+    }
+    let _stops: Vec<_> = (repos.iter())
+        .map(|repo| ctx.stop_on_drop_with(["--repo", repo.as_str()]))
+        .collect();
+    let mut pids = Vec::new();
+    for repo in &repos {
+        ctx.run_ok(&["up", "--detach", "--repo", repo]);
+        let status = ctx.json(&["status", "--json", "--repo", repo]);
+        pids.push(service(&status, "idle")["pid"].as_u64().expect("a pid"));
+    }
+    let said = ctx
+        .cmd()
+        .args(["stop", "--all", "--yes"])
+        .assert()
+        .success();
+    let said = String::from_utf8_lossy(&said.get_output().stderr).into_owned();
+    assert_eq!(said.matches("stopped the pod").count(), 2, "{said}");
+    for (repo, pid) in repos.iter().zip(pids) {
+        let status = ctx
+            .cmd()
+            .args(["status", "--json", "--repo", repo])
+            .assert()
+            .code(3);
+        let status: serde_json::Value =
+            serde_json::from_slice(&status.get_output().stdout).expect("json");
+        assert_eq!(status["running"], false, "{status}");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} left"
+        );
+    }
+    let said = ctx.cmd().args(["stop", "--all"]).assert().success();
+    let said = String::from_utf8_lossy(&said.get_output().stderr).into_owned();
+    assert!(said.contains("no pod of yours is running"), "{said}");
 }

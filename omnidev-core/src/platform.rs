@@ -110,6 +110,16 @@ impl Usage {
     }
 }
 
+/// `bytes` in MiB, to a tenth, for people: `212.4 MiB`.
+///
+/// ```
+/// assert_eq!(omnidev_core::platform::mib(3 * 1024 * 1024 / 2), "1.5 MiB");
+/// ```
+pub fn mib(bytes: u64) -> String {
+    let tenths = bytes.saturating_mul(10) / (1024 * 1024);
+    format!("{}.{} MiB", tenths / 10, tenths % 10)
+}
+
 /// The most processes of one tree [`tree_usage`] counts.
 const TREE_MAX: usize = 4096;
 

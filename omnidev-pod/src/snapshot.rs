@@ -63,11 +63,7 @@ impl Copied {
     }
 }
 
-/// `bytes` in MiB, to a tenth.
-pub fn mib(bytes: u64) -> String {
-    let tenths = bytes.saturating_mul(10) / (1024 * 1024);
-    format!("{}.{} MiB", tenths / 10, tenths % 10)
-}
+pub use omnidev_core::platform::mib;
 
 /// How a copy was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -668,6 +668,12 @@ pub struct StopArgs {
     /// `omnidev start` brings them back); the whole pod when omitted.
     #[arg(value_name = "SERVICE")]
     pub services: Vec<String>,
+    /// Stop every running pod of this user (asks first on a terminal).
+    #[arg(long, conflicts_with = "services")]
+    pub all: bool,
+    /// With --all: do not ask.
+    #[arg(long, requires = "all")]
+    pub yes: bool,
     /// Seconds to wait for the pod to end (at most 86400).
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
     pub timeout: u64,

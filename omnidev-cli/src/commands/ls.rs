@@ -11,7 +11,14 @@ use omnidev_core::text::{quote, quote_path};
 /// Runs `omnidev ls`.
 pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
     let cache_root = omnidev_pod::pod::cache_root().map_err(crate::error::Error::Pod)?;
-    let list = control::list_pods(&cache_root)?;
+    let mut list = control::list_pods(&cache_root)?;
+    // What each running pod holds, asked of it now; and the sum.
+    let mut total = omnidev_core::platform::Usage::default();
+    for pod in list.pods.iter_mut().filter(|pod| pod.running) {
+        pod.usage = control::inspect(&pod.pod_dir).ok().and_then(|s| s.usage);
+        total.add(pod.usage.unwrap_or_default());
+    }
+    list.usage = Some(total);
     let text = if args.json {
         json(&list)?
     } else {
@@ -27,7 +34,7 @@ pub fn render(list: &PodList) -> String {
     if list.pods.is_empty() {
         return format!("no pods under {}\n", quote_path(&list.cache_root));
     }
-    let header = ["POD", "STATE", "PORTS", "REPO"].map(str::to_owned);
+    let header = ["POD", "STATE", "USES", "PORTS", "REPO"].map(str::to_owned);
     let rows = list.pods.iter().map(|pod| {
         let name = pod.pod_dir.file_name().map_or_else(
             || quote_path(&pod.pod_dir),
@@ -44,14 +51,25 @@ pub fn render(list: &PodList) -> String {
             (None, Some(repo)) => quote_path(repo),
             (None, None) => "?".to_owned(),
         };
-        [name, state, crate::output::ports(&pod.ports), repo]
+        let uses = pod.usage.map_or_else(
+            || "-".to_owned(),
+            |u| omnidev_core::platform::mib(u.rss_bytes),
+        );
+        [name, state, uses, crate::output::ports(&pod.ports), repo]
     });
-    let rows: Vec<[String; 4]> = std::iter::once(header).chain(rows).collect();
+    let rows: Vec<[String; 5]> = std::iter::once(header).chain(rows).collect();
     let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
-    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
     let mut out = String::new();
-    for [name, state, ports, repo] in &rows {
-        let _ = writeln!(out, "{name:<w0$}  {state:<w1$}  {ports:<w2$}  {repo}");
+    for [name, state, uses, ports, repo] in &rows {
+        let _ = writeln!(
+            out,
+            "{name:<w0$}  {state:<w1$}  {uses:>w2$}  {ports:<w3$}  {repo}"
+        );
+    }
+    let running = list.pods.iter().filter(|pod| pod.running).count();
+    if let Some(total) = list.usage.filter(|_| running > 0) {
+        let _ = writeln!(out, "{running} running: {}", crate::output::usage(&total));
     }
     let gone: Vec<_> = list
         .pods

@@ -17,6 +17,9 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     if !args.services.is_empty() {
         return stop_services(args);
     }
+    if args.all {
+        return stop_all(args);
+    }
     let pod_dir = &crate::session::pod_dir(&args.pod)?;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
         note!(
@@ -25,6 +28,58 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     };
+    stop_pod(pod_dir, pid, args.timeout)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `omnidev stop --all`: every running pod of this user (under the cache
+/// root, or in the user's port registry), after asking on a terminal
+/// unless `--yes`.
+fn stop_all(args: &StopArgs) -> miette::Result<ExitCode> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    let cache_root = omnidev_pod::pod::cache_root().map_err(Error::Pod)?;
+    let runtime_dir = omnidev_pod::runtime::runtime_dir();
+    let mut dirs: std::collections::BTreeSet<std::path::PathBuf> =
+        omnidev_pod::pod::cache_dirs(&cache_root)
+            .map_err(Error::io("list", &cache_root))?
+            .into_iter()
+            .filter_map(|dir| dir.canonicalize().ok())
+            .collect();
+    dirs.extend(omnidev_pod::ports::registered_pods(&runtime_dir).map_err(Error::Pod)?);
+    let mut running = Vec::new();
+    for dir in dirs {
+        if let Ok(LockState::Held { pid }) = lock_state(&dir) {
+            running.push((dir, pid));
+        }
+    }
+    if running.is_empty() {
+        note!("omnidev: no pod of yours is running");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes && std::io::stdin().is_terminal() {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "omnidev: {} pods run:", running.len());
+        for (dir, _) in &running {
+            let _ = writeln!(err, "  {}", omnidev_core::text::quote_path(dir));
+        }
+        let _ = write!(err, "Stop them all? [y/N] ");
+        let _ = err.flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            note!("omnidev: nothing stopped");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    for (dir, pid) in &running {
+        stop_pod(dir, *pid, args.timeout)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the running pod in `pod_dir` (its supervisor `pid`, when known)
+/// and waits up to `timeout` seconds for every one of its processes.
+fn stop_pod(pod_dir: &Path, pid: Option<u32>, timeout: u64) -> miette::Result<()> {
     match Ask::stop_pod().send(pod_dir) {
         Ok(_) => {}
         // No answer (e.g. still starting, or stuck): a SIGTERM to the
@@ -39,12 +94,12 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     }
-    wait_stopped(pod_dir, pid, Duration::from_secs(args.timeout))?;
+    wait_stopped(pod_dir, pid, Duration::from_secs(timeout))?;
     note!(
         "omnidev: stopped the pod {}",
         omnidev_core::text::quote_path(pod_dir)
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `omnidev stop SERVICE…`: those services stop (once their processes

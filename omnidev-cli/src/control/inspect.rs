@@ -139,6 +139,7 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
             pid,
             ports: record.map(|r| r.ports.0).unwrap_or_default(),
             error,
+            usage: None,
         });
     }
     pods.sort_by(|a, b| a.pod_dir.cmp(&b.pod_dir));
@@ -146,5 +147,6 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
         schema: SCHEMA,
         cache_root: cache_root.to_path_buf(),
         pods,
+        usage: None,
     })
 }

@@ -403,6 +403,9 @@ pub struct PodSummary {
     /// its ports until it is cleaned.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub repo_gone: bool,
+    /// What its services hold now (`omnidev ls` asks each running pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<omnidev_core::platform::Usage>,
 }
 
 /// `omnidev ls --json`.
@@ -415,6 +418,9 @@ pub struct PodList {
     pub cache_root: PathBuf,
     /// Every pod with a `pod.toml`, sorted by directory.
     pub pods: Vec<PodSummary>,
+    /// What the running pods hold together (`omnidev ls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<omnidev_core::platform::Usage>,
 }
 
 #[cfg(test)]
