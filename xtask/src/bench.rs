@@ -68,6 +68,9 @@ pub fn run(options: &Bench) -> Result<()> {
         if wanted("mcp") {
             rows.push(budgets::mcp_flood(&omnidev, &scratch.join("budgets")));
         }
+        if wanted("status") {
+            rows.push(budgets::status(&omnidev, &scratch.join("budgets")));
+        }
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(

@@ -16,6 +16,7 @@
 //! - `omnidev dashboard` over 10 pods, one flooding, each read by a page,
 //!   then its CPU with nothing changing (issue #62).
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::net::UnixStream;
@@ -202,6 +203,7 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
             "goal <= 200 MiB peak and <= 2 s (release), under a 4 GiB address-space cap",
         ),
         dashboard(omnidev, dir),
+        status(omnidev, dir),
         one(
             omnidev,
             dir,
@@ -222,6 +224,19 @@ pub(super) fn mcp_flood(omnidev: &Path, dir: &Path) -> Row {
         "mcp-flood",
         mcp_flood_rss,
         "goal <= 64 MiB",
+    )
+}
+
+/// The cost of `status` measuring every service (also alone: `cargo
+/// xtask bench status`).
+pub(super) fn status(omnidev: &Path, dir: &Path) -> Row {
+    one(
+        omnidev,
+        dir,
+        "`status --json` of a pod of 50 services, each one's memory and CPU read",
+        "status-50",
+        status_of_50,
+        "issue #82: a bounded cost, nothing sampled while nobody looks",
     )
 }
 
@@ -592,6 +607,52 @@ fn many_services(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     Ok((
         format!("{}, {:.2} s", mib(peak), took.as_secs_f64()),
         format!("a {} KB profile", profile.len() / 1000),
+    ))
+}
+
+/// `status --json` of a running pod of 50 services, each measured then
+/// (their processes' memory and CPU are read when asked): the median of
+/// 20 asks.
+fn status_of_50(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    let repo = dir.join("repo");
+    fs::create_dir_all(repo.join(".git"))?;
+    let mut profile = String::new();
+    for n in 0..50 {
+        let _ = writeln!(
+            profile,
+            "[services.s{n}]\ncommand = [\"sleep\", \"600\"]\ngrace-ms = 500\n"
+        );
+    }
+    fs::write(repo.join("omnidev.toml"), &profile)?;
+    let _pods = Pods {
+        omnidev,
+        dir,
+        repos: vec![repo.clone()],
+    };
+    let up = omnidev_in(omnidev, dir)
+        .args(["up", "--detach", "--repo"])
+        .arg(&repo)
+        .output()?;
+    if !up.status.success() {
+        bail!("up failed: {}", String::from_utf8_lossy(&up.stderr));
+    }
+    let mut took = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let status = omnidev_in(omnidev, dir)
+            .args(["status", "--json", "--repo"])
+            .arg(&repo)
+            .output()?;
+        took.push(started.elapsed());
+        let text = String::from_utf8_lossy(&status.stdout);
+        if !text.contains("\"usage\"") {
+            bail!("no usage in the status: {text}");
+        }
+    }
+    took.sort();
+    Ok((
+        format!("{:.1} ms median of 20", took[10].as_secs_f64() * 1000.0),
+        "50 services, one process each".to_owned(),
     ))
 }
 
