@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 
 /// The user the servers run as when this runs as root.
 const USER: &str = "omnidev-e2e";
@@ -83,6 +83,42 @@ impl AsUser {
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )?;
         Ok(())
+    }
+
+    /// A git repository `main` of the user's with `profile` as its
+    /// `omnidev.toml`, committed, and a worktree `worktree` of it on a new
+    /// branch: the two checkouts, given to the user.
+    pub fn repo_and_worktree(
+        &self,
+        main: &str,
+        profile: &str,
+        worktree: &str,
+    ) -> Result<(PathBuf, PathBuf)> {
+        let src = self.dir.join(main);
+        std::fs::create_dir_all(&src)?;
+        std::fs::write(src.join("omnidev.toml"), profile)?;
+        let dst = self.dir.join(worktree);
+        let dst_arg = dst.to_str().context("a path that is text")?;
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &["commit", "-q", "-m", "omnidev.toml"],
+            &["worktree", "add", "-q", "-b", "new", dst_arg],
+        ] {
+            let done = Command::new("git")
+                .args(["-c", "user.email=xtask@omnidev", "-c", "user.name=xtask"])
+                .args(args)
+                .current_dir(&src)
+                .output()?;
+            ensure!(
+                done.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&done.stderr)
+            );
+        }
+        self.give(&src)?;
+        self.give(&dst)?;
+        Ok((src, dst))
     }
 
     /// `omnidev ARGS` in `repo` as the user: `env` (a caller's own, such

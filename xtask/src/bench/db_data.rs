@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 
 use super::Row;
 use crate::as_user::AsUser;
@@ -71,38 +71,9 @@ fn timed(user: &AsUser, repo: &Path, args: &[&str], input: Option<&str>) -> Resu
     Ok(started.elapsed().as_secs_f64())
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<()> {
-    let done = Command::new("git")
-        .args(["-c", "user.email=bench@omnidev", "-c", "user.name=bench"])
-        .args(args)
-        .current_dir(dir)
-        .output()?;
-    ensure!(done.status.success(), "git {args:?}");
-    Ok(())
-}
-
 fn measure(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     let user = AsUser::new(dir.to_path_buf(), omnidev)?;
-    let src = user.dir.join("main");
-    std::fs::create_dir_all(&src)?;
-    std::fs::write(src.join("omnidev.toml"), PROFILE)?;
-    git(&src, &["init", "-q", "-b", "main"])?;
-    git(&src, &["add", "-A"])?;
-    git(&src, &["commit", "-q", "-m", "bench"])?;
-    let dst = user.dir.join("new");
-    git(
-        &src,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "new",
-            dst.to_str().context("path")?,
-        ],
-    )?;
-    user.give(&src)?;
-    user.give(&dst)?;
+    let (src, dst) = user.repo_and_worktree("main", PROFILE, "new")?;
     timed(&user, &src, &["up", "--detach"], None)?;
     let fill = format!(
         "create table big as select g as id, md5(g::text) || repeat('x', 96) as pad \

@@ -344,39 +344,7 @@ fn counts(ctx: &mut Ctx, user: &Unprivileged, repo: &Path) -> Result<[u64; 2]> {
 /// unchanged); a snapshot, a destructive migration and a restore give
 /// every row back; a restore cut short leaves the old data usable.
 fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result<()> {
-    let src = user.dir.join("wt-main");
-    std::fs::create_dir_all(&src)?;
-    std::fs::write(src.join("omnidev.toml"), WRITER)?;
-    let git = |dir: &Path, args: &[&str]| -> Result<()> {
-        let done = Command::new("git")
-            .args(["-c", "user.email=e2e@omnidev", "-c", "user.name=e2e"])
-            .args(args)
-            .current_dir(dir)
-            .output()?;
-        ensure!(
-            done.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-        Ok(())
-    };
-    git(&src, &["init", "-q", "-b", "main"])?;
-    git(&src, &["add", "-A"])?;
-    git(&src, &["commit", "-q", "-m", "writer"])?;
-    let dst = user.dir.join("wt-new");
-    git(
-        &src,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "new",
-            dst.to_str().context("path")?,
-        ],
-    )?;
-    user.give(&src)?;
-    user.give(&dst)?;
+    let (src, dst) = user.repo_and_worktree("wt-main", WRITER, "wt-new")?;
     user.ok(ctx, &src, &["up", "--detach"], UP)?;
     let deadline = Instant::now() + UP;
     while counts(ctx, user, &src)?.iter().any(|&n| n < 20) {
