@@ -4,11 +4,11 @@
 //! [`omnidev_pod::clone`] and [`omnidev_pod::db_seed`] make the copies;
 //! this drives the pod around them).
 //!
-//! A running server is stopped through the pod's control socket before
-//! its data is swapped, and restarted after (its dependents restart with
-//! it once it is ready); a running server is copied live (each engine's
-//! own way: [`omnidev_pod::snapshot`]). SQLite is copied and restored live
-//! through its backup API.
+//! Before a server's data is swapped, the services that use it and then
+//! the server are stopped through the pod's control socket, and started
+//! again after; a running server is copied live (each engine's own way:
+//! [`omnidev_pod::snapshot`]). SQLite is copied and restored live through
+//! its backup API.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
