@@ -61,7 +61,8 @@ impl Target {
 
     /// Whether the pod runs, and whether its server has a process.
     fn running(&self) -> Result<(bool, bool)> {
-        running(self.pod_dir(), &self.name)
+        let (runs, up) = alive(self.pod_dir())?;
+        Ok((runs, up.contains(&self.name)))
     }
 
     fn fail(&self, message: String, help: &str) -> crate::error::Error {
@@ -78,13 +79,15 @@ fn data_error(name: &str, message: String, help: &str) -> crate::error::Error {
     .into()
 }
 
-/// Whether the pod in `pod_dir` runs, and whether its service `name` has
-/// a process.
-fn running(pod_dir: &Path, name: &str) -> Result<(bool, bool)> {
+/// Whether the pod in `pod_dir` runs, and its services that have a
+/// process (one ask of the pod).
+fn alive(pod_dir: &Path) -> Result<(bool, Vec<String>)> {
     let status = crate::control::inspect(pod_dir)?;
-    let up =
-        (status.services.iter()).any(|s| s.status.name == name && s.status.state.pid().is_some());
-    Ok((status.running, status.running && up))
+    let up = (status.services.iter())
+        .filter(|s| status.running && s.status.state.pid().is_some())
+        .map(|s| s.status.name.clone())
+        .collect();
+    Ok((status.running, up))
 }
 
 /// Asks the running pod in `pod_dir`; a refusal or a failed service is the
@@ -260,10 +263,10 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
         &staged,
     )?;
     let pod_dir = target.pod_dir();
-    let (pod_runs, _) = target.running()?;
+    let (pod_runs, up) = alive(pod_dir)?;
     // The services that use it first, then its server.
     let mut users = target.checkout.profile.database_users(&target.name);
-    users.retain(|user| running(pod_dir, user).is_ok_and(|(_, up)| up));
+    users.retain(|user| up.contains(user));
     if pod_runs {
         let mut stopped = users.clone();
         stopped.push(target.name.clone());
