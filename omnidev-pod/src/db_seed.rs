@@ -189,7 +189,9 @@ pub fn store(
     }
     let partial = snapshot::beside(&dir, ".partial");
     snapshot::remove_any(&partial)?;
-    std::fs::create_dir_all(&partial).map_err(Error::io("create", &partial))?;
+    std::fs::create_dir_all(cache_root).map_err(Error::io("create", cache_root))?;
+    let name = format!("{key}.partial");
+    snapshot::make_dir_inside(cache_root, &Path::new(crate::layout::SEEDS_DIR).join(name))?;
     let copied = snapshot::copy(source, &partial.join(DATA))?;
     if let Some(file) = password {
         snapshot::copy_password(file, &partial.join(PASSWORD))?;

@@ -280,6 +280,17 @@ pub fn size(path: &Path) -> u64 {
         .sum()
 }
 
+/// Makes the directory `relative` inside `base` (0700 where new), one
+/// component at a time without following a link: a link planted on the
+/// way (`snapshots -> /elsewhere`) is an error, never written through.
+pub fn make_dir_inside(base: &Path, relative: &Path) -> Result<PathBuf> {
+    let dir = base.join(relative);
+    omnidev_core::fs::Dir::open(base)
+        .and_then(|handle| handle.create_dir_all(relative, 0o700))
+        .map_err(Error::io("create (without following a link)", &dir))?;
+    Ok(dir)
+}
+
 /// Removes `path` (a file or a tree) when it is there.
 pub fn remove_any(path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
@@ -442,7 +453,10 @@ impl Snapshot {
                 help: "pick another label, or `omnidev db snapshots` to see them".to_owned(),
             });
         }
-        std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
+        let inside = Path::new(crate::layout::SNAPSHOTS_DIR)
+            .join(&snapshot.database)
+            .join(&snapshot.label);
+        make_dir_inside(pod_dir, &inside)?;
         let copied = copy(source, &dir.join(DATA)).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&dir);
         })?;
@@ -542,6 +556,30 @@ mod tests {
             "new"
         );
         assert!(!beside(&data, ".previous").exists());
+    }
+
+    #[test]
+    fn a_snapshot_is_never_written_through_a_link_planted_in_the_pod() {
+        let pod = tempfile::tempdir().expect("pod");
+        let elsewhere = tempfile::tempdir().expect("elsewhere");
+        std::os::unix::fs::symlink(elsewhere.path(), pod.path().join("snapshots")).expect("link");
+        let data = pod.path().join("data.db");
+        std::fs::write(&data, b"").expect("data");
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let source = CopySource {
+            name: "lite",
+            engine: DbEngine::Sqlite,
+            data: &data,
+            live: None,
+            path: &path,
+        };
+        let refused = Snapshot::take(pod.path(), &source, "x").expect_err("refused");
+        assert!(
+            refused.to_string().contains("without following a link"),
+            "{refused}"
+        );
+        let written = std::fs::read_dir(elsewhere.path()).expect("list").count();
+        assert_eq!(written, 0, "written through the link");
     }
 
     #[test]
