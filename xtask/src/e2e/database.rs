@@ -433,6 +433,16 @@ PG = "{{db.main.url}}"
         std::fs::write(repo.join("seed.sql"), seed)?;
         user.give(&repo)?;
         user.ok(ctx, &repo, &["up", "--detach"], UP)?;
+        // Nothing waits for the seed here: its result is kept in the cache
+        // once it has exited, not when `up` returns.
+        let status: Value =
+            serde_json::from_str(&user.ok(ctx, &repo, &["status", "--json"], SOON)?)?;
+        let seeding = (status["services"].as_array().context("services")?)
+            .iter()
+            .any(|s| s["name"] == "main-seed");
+        if seeding {
+            user.ok(ctx, &repo, &["wait", "--exited", "main-seed"], UP)?;
+        }
         let got = answer(ctx, user, &repo, "main", "select sum(x) from s;")?;
         ensure!(got == sum, "{name}: sum {got}, not {sum}");
         let count = std::fs::read_to_string(&runs)?.lines().count();
