@@ -410,11 +410,18 @@ fn the_snapshot_and_restore_buttons(browser: &Browser, name: &str) -> Result<()>
     browser.eval(&format!(
         r#"{pod}.querySelector('li[data-snapshot^="db/"] [data-action="restore"]').click();"#
     ))?;
-    browser.wait(
+    let restored = browser.wait(
         "the restore said on the page",
         UP,
         &format!(r#"return {pod}.querySelector("header").innerText.includes("restored db/") ? true : null;"#),
-    )?;
+    );
+    if restored.is_err() {
+        // What the page said instead (an error, a message of another action).
+        let header = browser.eval(&format!(
+            r#"return {pod}.querySelector("header").innerText;"#
+        ))?;
+        bail!("the restore did not say so within {UP:?}; the pod's header: {header}");
+    }
     Ok(())
 }
 
