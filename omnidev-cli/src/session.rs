@@ -523,6 +523,7 @@ pub fn supervisor_config(prepared: &PreparedPod) -> SupervisorConfig {
             ..LogConfig::default()
         },
         state_file: Some(prepared.pod.state_file()),
+        pod_limits: prepared.checkout.profile.pod.limits(),
         ..SupervisorConfig::default()
     }
 }

@@ -198,6 +198,8 @@ fn everything() -> Profile {
         node_version: Some(">=22".into()),
         yields: true,
         replicas: Some(2),
+        memory_max: Some(512 << 20),
+        cpu_max: Some(150),
     };
     let probe = |ready: Ready| Service {
         command: Some(strings(&["true"])),
@@ -213,6 +215,8 @@ fn everything() -> Profile {
         env_files: strings(&[".env"]),
         expected_env: strings(&["SECRET_KEY"]),
         timestamps: true,
+        memory_max: Some(2 << 30),
+        cpu_max: Some(200),
     };
     profile.lan_origins = Some(LanOrigins {
         env: "ORIGINS".into(),

@@ -25,14 +25,6 @@ fn pid_of(status: &Value, name: &str) -> Option<i64> {
     service(status, name)["pid"].as_i64()
 }
 
-/// The pod's kept event records.
-fn records(ctx: &TestContext) -> Vec<Value> {
-    ctx.run_ok(&["events", "--json"])
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a record a line"))
-        .collect()
-}
-
 fn of_kind(records: &[Value], kind: &str) -> Vec<Value> {
     records
         .iter()
@@ -45,7 +37,7 @@ fn of_kind(records: &[Value], kind: &str) -> Vec<Value> {
 fn nth_change(ctx: &TestContext, n: usize) -> Value {
     let mut found = None;
     wait_for(&format!("profile-changed record #{n}"), DEADLINE, || {
-        found = of_kind(&records(ctx), "profile-changed")
+        found = of_kind(&ctx.records(), "profile-changed")
             .into_iter()
             .nth(n - 1);
         found.is_some()
@@ -128,7 +120,7 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     let log = ctx.run_ok(&["logs", "api", "-n", "1"]);
     assert_eq!(log.trim(), "api v2");
     // Only the save's notice came before the apply.
-    let kept = records(&ctx);
+    let kept = ctx.records();
     assert_eq!(of_kind(&kept, "profile-changed").len(), 1, "{kept:?}");
     assert_eq!(of_kind(&kept, "profile-applied").len(), 1, "{kept:?}");
 
@@ -189,7 +181,7 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
         "{applied}"
     );
     assert_eq!(pid_of(&status(&ctx), "api"), None);
-    let event = of_kind(&records(&ctx), "profile-applied")
+    let event = of_kind(&ctx.records(), "profile-applied")
         .pop()
         .expect("event");
     assert_eq!(event["kept-stopped"], applied["kept-stopped"], "{event}");

@@ -129,3 +129,123 @@ fn stop_all_leaves_no_pod_running() {
     let said = String::from_utf8_lossy(&said.get_output().stderr).into_owned();
     assert!(said.contains("no pod of yours is running"), "{said}");
 }
+
+/// A service over its `memory-max` is killed and told as such (an
+/// `over-limit` event and state, not a crash), and restarted with the
+/// backoff of a crash; `up` said how the limit is kept here.
+#[test]
+fn a_service_over_its_memory_max_is_killed_told_so_and_restarted() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.hog]
+command = ["python3", "-c", "import time; print('up', flush=True); time.sleep(0.5); b = b'x' * (200 * 1024 * 1024); time.sleep(300)"]
+ready = { log = "^up$" }
+memory-max = "64MiB"
+grace-ms = 1000
+
+[services.idle]
+command = ["sleep", "300"]
+memory-max = "1GiB"
+cpu-max = "50%"
+grace-ms = 1000
+"#,
+    );
+    let _stop = ctx.stop_on_drop();
+    let said = ctx.run_ok(&["up", "--detach"]);
+    let events = || ctx.records();
+    common::wait_for(
+        "two over-limit kills",
+        std::time::Duration::from_secs(60),
+        || {
+            (events().iter())
+                .filter(|e| e["kind"] == "over-limit")
+                .count()
+                >= 2
+        },
+    );
+    let events = events();
+    let over: Vec<&serde_json::Value> = (events.iter())
+        .filter(|e| e["kind"] == "over-limit")
+        .collect();
+    let first = over[0];
+    assert_eq!(first["service"], "hog", "{first}");
+    assert_eq!(first["limit-bytes"], 64 << 20, "{first}");
+    let used = first["used-bytes"].as_u64().expect("used-bytes");
+    assert!(used > 64 << 20, "{first}");
+    assert_eq!(first["attempt"], 1, "{first}");
+    assert_eq!(
+        over[1]["attempt"], 2,
+        "restarted and killed again: {over:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["kind"] == "crashed"),
+        "a kill over the limit is no crash: {events:?}"
+    );
+    assert!(
+        (events.iter()).any(|e| e["kind"] == "state" && e["state"] == "over-limit"),
+        "{events:?}"
+    );
+    // The other service runs on, under its own limit.
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(service(&status, "idle")["state"], "running", "{status}");
+    assert!(
+        service(&status, "hog")["restarts"].as_u64() >= Some(2),
+        "{status}"
+    );
+    // How each memory limit is kept here was said once, at the start: by
+    // the kernel, or by omnidev's own watch.
+    let notices: Vec<&str> = (events.iter())
+        .filter(|e| e["kind"] == "notice")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    let told: Vec<&&str> = (notices.iter())
+        .filter(|n| n.starts_with("memory-max of hog, idle: "))
+        .collect();
+    assert_eq!(told.len(), 1, "{notices:?} / {said}");
+}
+
+/// Over the pod's `memory-max` (its services together), the service that
+/// holds the most is the one killed, and the event says the limit was the
+/// pod's.
+#[test]
+fn over_the_pods_memory_max_the_biggest_service_is_killed() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[pod]
+memory-max = "150MiB"
+
+[services.big]
+command = ["python3", "-c", "import time; b = b'x' * (120 * 1024 * 1024); print('held', flush=True); time.sleep(300)"]
+ready = { log = "^held$" }
+grace-ms = 1000
+
+[services.small]
+command = ["python3", "-c", "import time; b = b'x' * (60 * 1024 * 1024); print('held', flush=True); time.sleep(300)"]
+ready = { log = "^held$" }
+grace-ms = 1000
+"#,
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    let over = || -> Vec<serde_json::Value> {
+        (ctx.records().into_iter())
+            .filter(|e| e["kind"] == "over-limit")
+            .collect()
+    };
+    common::wait_for(
+        "a kill over the pod's limit",
+        std::time::Duration::from_secs(60),
+        || !over().is_empty(),
+    );
+    let first = over()[0].clone();
+    assert_eq!(first["service"], "big", "{first}");
+    assert_eq!(first["pod-limit"], true, "{first}");
+    assert_eq!(first["limit-bytes"], 150 << 20, "{first}");
+    assert!(first["used-bytes"].as_u64() > Some(150 << 20), "{first}");
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(service(&status, "small")["restarts"], 0, "{status}");
+}

@@ -173,6 +173,9 @@ pub(crate) struct Containment {
     /// Prepare steps spawned so far (names their cgroups: one per step, so
     /// killing a step never touches the next one).
     prepare_count: std::sync::atomic::AtomicU64,
+    /// The controllers a service's cgroup has (the limits the kernel
+    /// enforces on it), and the pod cgroup's own.
+    controllers: (cgroup::Controllers, cgroup::Controllers),
 }
 
 /// What a stop acts on: one run of one service.
@@ -236,8 +239,19 @@ impl Containment {
                 }
             },
         };
+        let controllers = match &cgroup {
+            Some((_, pod)) => (
+                cgroup::enable_controllers(pod),
+                cgroup::Controllers {
+                    memory: pod.join("memory.max").exists(),
+                    cpu: pod.join("cpu.max").exists(),
+                },
+            ),
+            None => Default::default(),
+        };
         let (hurry, _) = watch::channel(false);
         let containment = Self {
+            controllers,
             mechanism,
             cgroup,
             id,
@@ -278,6 +292,50 @@ impl Containment {
         let slot = slots.len();
         slots.push((name.to_owned(), format!("{slot}-{}", leaf_name(name))));
         slot
+    }
+
+    /// Whether the kernel enforces a memory limit and a CPU limit on a
+    /// service here, and on the pod ([`crate::spec::Limits`]).
+    pub(crate) fn enforced(&self) -> (cgroup::Controllers, cgroup::Controllers) {
+        self.controllers
+    }
+
+    /// Writes the limits of service `slot` into its cgroup (made now if
+    /// new), for the kernel to enforce; nothing without cgroups.
+    pub(crate) fn set_limits(&self, slot: usize, limits: crate::spec::Limits) {
+        if let Some(leaf) = self.leaf(slot)
+            && cgroup::create_leaf(&leaf).is_ok()
+        {
+            cgroup::set_limits(&leaf, limits, self.controllers.0);
+        }
+    }
+
+    /// Writes the pod's limits into its cgroup.
+    pub(crate) fn set_pod_limits(&self, limits: crate::spec::Limits) {
+        if let Some(pod) = self.pod_cgroup() {
+            cgroup::set_limits(pod, limits, self.controllers.1);
+        }
+    }
+
+    /// What the processes of service `slot` hold now, `pid` its leader:
+    /// with cgroups every process of its cgroup (and the kernel's count of
+    /// its memory, where the memory controller is on), else `pid` and the
+    /// processes below it.
+    pub(crate) fn usage(&self, slot: usize, pid: u32) -> crate::platform::Usage {
+        let Some(leaf) = self.leaf(slot) else {
+            return crate::platform::tree_usage(pid);
+        };
+        let mut usage = crate::platform::usage_of(&cgroup::members(&leaf));
+        if let Some(charged) = cgroup::memory_current(&leaf) {
+            usage.rss_bytes = charged;
+        }
+        usage
+    }
+
+    /// How often the kernel has killed a process of service `slot` for
+    /// its memory limit, all its runs together.
+    pub(crate) fn oom_kills(&self, slot: usize) -> u64 {
+        self.leaf(slot).map_or(0, |leaf| cgroup::oom_kills(&leaf))
     }
 
     /// The value of [`SERVICE_ID_ENV`] for service `slot`.

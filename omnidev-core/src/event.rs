@@ -134,6 +134,26 @@ pub enum ServiceState {
         /// Which restart attempt this is (1-based).
         attempt: u32,
     },
+    /// Killed for going over its memory limit (its own, or the pod's), and
+    /// waiting out a backoff before the next start, like a crash.
+    OverLimit {
+        /// The limit it went over, in bytes.
+        #[serde(rename = "limit-bytes")]
+        limit: u64,
+        /// The limit was the pod's (its services together), not its own.
+        #[serde(
+            default,
+            rename = "pod-limit",
+            skip_serializing_if = "std::ops::Not::not"
+        )]
+        pod: bool,
+        /// The wait, in milliseconds.
+        #[serde(rename = "backoff-ms", with = "millis")]
+        #[schemars(with = "u64")]
+        after: Duration,
+        /// Which restart attempt this is (1-based).
+        attempt: u32,
+    },
     /// Being stopped (stop signal sent, grace period running).
     Stopping {
         /// Process id of the group leader.
@@ -190,6 +210,30 @@ pub enum EventKind {
         /// How it ended.
         #[serde(rename = "exit")]
         status: ExitStatus,
+        /// The restart attempt that follows (0 when none will).
+        attempt: u32,
+        /// The backoff before that restart, in milliseconds.
+        #[serde(rename = "backoff-ms", with = "millis")]
+        #[schemars(with = "u64")]
+        backoff: Duration,
+    },
+    /// The service was killed for going over its memory limit (its own,
+    /// or the pod's: then it held the most of the pod's services); it is
+    /// restarted with the backoff of a crash.
+    OverLimit {
+        /// What it held when it was killed, in bytes.
+        #[serde(rename = "used-bytes")]
+        used: u64,
+        /// The limit, in bytes.
+        #[serde(rename = "limit-bytes")]
+        limit: u64,
+        /// The limit was the pod's, not the service's own.
+        #[serde(
+            default,
+            rename = "pod-limit",
+            skip_serializing_if = "std::ops::Not::not"
+        )]
+        pod: bool,
         /// The restart attempt that follows (0 when none will).
         attempt: u32,
         /// The backoff before that restart, in milliseconds.
@@ -737,7 +781,8 @@ impl ServiceState {
     /// The state as one word: `waiting`, `blocked` (waiting on a
     /// dependency that ended and will not come back), `preparing`, `starting` (running,
     /// its probe not passed yet), `running` (no probe), `ready`,
-    /// `restarting`, `stopping`, `exited` (code 0), `crashed` (any other
+    /// `restarting`, `over-limit` (killed over its memory limit, waiting
+    /// to restart), `stopping`, `exited` (code 0), `crashed` (any other
     /// end), `stopped`, `failed` (not started, see
     /// [`ServiceState::Failed`]).
     pub fn word(&self) -> &'static str {
@@ -749,6 +794,7 @@ impl ServiceState {
             ServiceState::Running { .. } => "running",
             ServiceState::Ready { .. } => "ready",
             ServiceState::Restarting { .. } => "restarting",
+            ServiceState::OverLimit { .. } => "over-limit",
             ServiceState::Stopping { .. } => "stopping",
             ServiceState::Exited { status } if status.success() => "exited",
             ServiceState::Exited { .. } => "crashed",
@@ -790,6 +836,14 @@ impl ServiceState {
             ServiceState::Restarting { after, .. } => {
                 format!("{word} in {}", format_duration(*after))
             }
+            ServiceState::OverLimit {
+                limit, pod, after, ..
+            } => format!(
+                "over {} memory limit ({}); restarting in {}",
+                if *pod { "the pod's" } else { "its" },
+                crate::platform::mib(*limit),
+                format_duration(*after)
+            ),
             ServiceState::Exited { status } => format!("{word} ({status})"),
             ServiceState::Blocked { reason } | ServiceState::Failed { reason } => {
                 format!("{word}: {reason}")
@@ -860,6 +914,25 @@ impl fmt::Display for EventKind {
                 "crashed ({status}); restart #{attempt} in {}",
                 format_duration(*backoff)
             ),
+            EventKind::OverLimit {
+                used,
+                limit,
+                pod,
+                attempt,
+                backoff,
+            } => {
+                write!(
+                    f,
+                    "killed over {} memory limit ({} of {}); ",
+                    if *pod { "the pod's" } else { "its" },
+                    crate::platform::mib(*used),
+                    crate::platform::mib(*limit)
+                )?;
+                match attempt {
+                    0 => f.write_str("not restarting"),
+                    n => write!(f, "restart #{n} in {}", format_duration(*backoff)),
+                }
+            }
             EventKind::Reloading { services, changes } => {
                 write!(f, "reloading {}", services.join(", "))?;
                 if !changes.is_empty() {
@@ -920,6 +993,7 @@ impl Event {
                 ServiceState::Waiting
                     | ServiceState::Ready { .. }
                     | ServiceState::Restarting { .. }
+                    | ServiceState::OverLimit { .. }
             ),
             _ => true,
         }

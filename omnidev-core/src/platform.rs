@@ -91,8 +91,10 @@ pub fn table() -> Vec<ProcessStat> {
 )]
 #[serde(rename_all = "kebab-case")]
 pub struct Usage {
-    /// Resident memory, in bytes (the sum of each process's RSS: pages two
-    /// of them share count twice).
+    /// Resident memory, in bytes: the sum of each process's RSS (pages two
+    /// of them share count twice), or where the service has a cgroup with
+    /// the memory controller, what the kernel charges it (`memory.current`,
+    /// its page cache included).
     pub rss_bytes: u64,
     /// CPU time used by the processes alive now (user and system), in
     /// milliseconds.
@@ -102,6 +104,18 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds process `pid`; false when it is gone.
+    fn count(&mut self, pid: u32) -> bool {
+        let Some(rss) = rss_kib(pid) else {
+            return false;
+        };
+        self.rss_bytes += rss * 1024;
+        let cpu = cpu_time(pid).unwrap_or_default().as_millis();
+        self.cpu_ms += u64::try_from(cpu).unwrap_or(u64::MAX);
+        self.processes += 1;
+        true
+    }
+
     /// `other` added to this.
     pub fn add(&mut self, other: Usage) {
         self.rss_bytes += other.rss_bytes;
@@ -139,14 +153,19 @@ pub fn tree_usage(pid: u32) -> Usage {
             break;
         }
         seen += 1;
-        let Some(rss) = rss_kib(pid) else {
-            continue;
-        };
-        usage.rss_bytes += rss * 1024;
-        let cpu = cpu_time(pid).unwrap_or_default().as_millis();
-        usage.cpu_ms += u64::try_from(cpu).unwrap_or(u64::MAX);
-        usage.processes += 1;
-        next.extend(children(pid));
+        if usage.count(pid) {
+            next.extend(children(pid));
+        }
+    }
+    usage
+}
+
+/// The [`Usage`] of the processes `pids` (those still alive), without
+/// what runs below them: a cgroup's members, say, which are all of it.
+pub fn usage_of(pids: &[u32]) -> Usage {
+    let mut usage = Usage::default();
+    for &pid in pids.iter().take(TREE_MAX) {
+        usage.count(pid);
     }
     usage
 }

@@ -344,6 +344,32 @@ pub struct ServiceSpec {
     /// them alone restarts nothing ([`ServiceSpec::runs_as`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub urls: Vec<NamedUrl>,
+    /// What its processes may use ([`Limits`]); none by default.
+    #[serde(default, skip_serializing_if = "Limits::is_none")]
+    pub limits: Limits,
+}
+
+/// What a service's processes (or a pod's) may use. Where the machine
+/// delegates cgroup v2 controllers to omnidev the kernel enforces them
+/// (`memory.max`, `cpu.max`); elsewhere the supervisor watches memory
+/// itself (twice a second, only while a limit is set) and kills a service
+/// over its limit, and a CPU limit is not enforced (a notice says so once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Limits {
+    /// Most memory, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max: Option<u64>,
+    /// Most CPU, in percent of one CPU (`150`: one and a half).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_max: Option<u32>,
+}
+
+impl Limits {
+    /// Whether it limits nothing.
+    pub fn is_none(&self) -> bool {
+        self.memory_max.is_none() && self.cpu_max.is_none()
+    }
 }
 
 /// A URL shown to people under a label (`ui http://localhost:5173`).
@@ -390,6 +416,7 @@ impl ServiceSpec {
             unavailable: None,
             yields: false,
             urls: Vec::new(),
+            limits: Limits::default(),
         }
     }
 
@@ -411,7 +438,7 @@ impl ServiceSpec {
 
     /// What differs in `new`, as the profile names its keys (`command`,
     /// `cwd`, `env`, `depends-on`, `ready`, `restart`, `stop`, `prepare`,
-    /// `availability`, `yield`), in that order: empty exactly when a
+    /// `availability`, `yield`, `limits`), in that order: empty exactly when a
     /// service of that name runs the same ([`ServiceSpec::runs_as`]; its
     /// URLs are not a difference). Every field is named, none left to
     /// `..`, so a new field must be given its key before this compiles.
@@ -433,6 +460,7 @@ impl ServiceSpec {
             unavailable,
             yields,
             urls: _,
+            limits,
         } = self;
         [
             (
@@ -448,6 +476,7 @@ impl ServiceSpec {
             ("prepare", *prepare != new.prepare),
             ("availability", *unavailable != new.unavailable),
             ("yield", *yields != new.yields),
+            ("limits", *limits != new.limits),
         ]
         .into_iter()
         .filter_map(|(key, differs)| differs.then_some(key))

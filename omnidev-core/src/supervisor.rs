@@ -66,6 +66,9 @@ pub struct SupervisorConfig {
     /// service could bind it (see [`PortMover`]); `None`: the crash is
     /// reported and the service restarts with its backoff as usual.
     pub port_mover: Option<Arc<dyn PortMover>>,
+    /// What the pod's services may use together (a memory limit over
+    /// their sum; see [`crate::spec::Limits`]).
+    pub pod_limits: crate::spec::Limits,
 }
 
 /// What moves a port lost to another process: the pod layer, which owns
@@ -392,6 +395,20 @@ impl Supervisor {
     /// How this supervisor contains its services (see [`crate::containment`]).
     pub fn containment(&self) -> &Mechanism {
         self.inner.containment.mechanism()
+    }
+
+    /// What the processes of the service `status` describes hold now,
+    /// while it has a process: with cgroups every process of its cgroup
+    /// (its memory as the kernel charges it, where the memory controller
+    /// is on), else its process and every process below it. Read from
+    /// the system when asked: nothing samples while nobody looks.
+    pub fn usage(&self, status: &ServiceStatus) -> Option<crate::platform::Usage> {
+        let pid = status.state.pid()?;
+        let containment = &self.inner.containment;
+        Some(match containment.slot(&status.name) {
+            Some(slot) => containment.usage(slot, pid),
+            None => crate::platform::tree_usage(pid),
+        })
     }
 
     /// Skips what is left of every grace period: processes that are being

@@ -206,6 +206,24 @@ pub struct PodSection {
     /// and headless, as with `omnidev up --timestamps`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub timestamps: bool,
+    /// Most memory the pod's services may hold together (`"512MiB"`); see
+    /// [`omnidev_core::spec::Limits`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "words::memory"
+    )]
+    pub memory_max: Option<u64>,
+    /// Most CPU they (the pod's services) may use together, in percent of one CPU (`"150%"`,
+    /// or `1.5` CPUs); enforced only with a delegated cgroup v2 cpu
+    /// controller.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "words::cpu",
+        serialize_with = "words::percent"
+    )]
+    pub cpu_max: Option<u32>,
 }
 
 /// `[lan-origins]`: the variable that receives trusted LAN origins.
@@ -330,6 +348,44 @@ pub struct Service {
     /// process, log and port (`omnidev up --scale NAME=N` overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
+    /// Most memory its processes (each replica apart) may hold together (`"512MiB"`); see
+    /// [`omnidev_core::spec::Limits`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "words::memory"
+    )]
+    pub memory_max: Option<u64>,
+    /// Most CPU they may use together, in percent of one CPU (`"150%"`,
+    /// or `1.5` CPUs); enforced only with a delegated cgroup v2 cpu
+    /// controller.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "words::cpu",
+        serialize_with = "words::percent"
+    )]
+    pub cpu_max: Option<u32>,
+}
+
+impl Service {
+    /// Its `memory-max` and `cpu-max`.
+    pub fn limits(&self) -> omnidev_core::spec::Limits {
+        omnidev_core::spec::Limits {
+            memory_max: self.memory_max,
+            cpu_max: self.cpu_max,
+        }
+    }
+}
+
+impl PodSection {
+    /// Its `memory-max` and `cpu-max`: the pod's services together.
+    pub fn limits(&self) -> omnidev_core::spec::Limits {
+        omnidev_core::spec::Limits {
+            memory_max: self.memory_max,
+            cpu_max: self.cpu_max,
+        }
+    }
 }
 
 /// `ready = { … }`: a readiness probe; exactly one of `http`, `tcp`,
@@ -1062,6 +1118,104 @@ mod words {
         Ok(Some(policy))
     }
 
+    /// `memory-max = "512MiB"` (`K`/`KiB`, `M`/`MiB`, `G`/`GiB` count
+    /// 1024s, `KB`/`MB`/`GB` 1000s; a bare integer is bytes): at least
+    /// 1 MiB, so a forgotten unit is an error rather than a limit every
+    /// start goes over.
+    pub(super) fn memory<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<u64>, D::Error> {
+        let value = toml::Value::deserialize(deserializer)?;
+        let bytes = match &value {
+            toml::Value::Integer(n) => u64::try_from(*n).ok(),
+            toml::Value::String(text) => bytes(text),
+            _ => None,
+        };
+        match bytes {
+            Some(bytes) if bytes >= 1 << 20 => Ok(Some(bytes)),
+            Some(_) => Err(D::Error::custom(format!(
+                "`memory-max` is {}, under 1 MiB: no program runs in that; write a unit, \
+                 as in \"512MiB\" or \"2GiB\"",
+                shown(&value)
+            ))),
+            None => Err(D::Error::custom(format!(
+                "`memory-max` is {}; write a size, as in \"512MiB\" or \"2GiB\"",
+                shown(&value)
+            ))),
+        }
+    }
+
+    /// `"1.5GiB"` in bytes.
+    fn bytes(text: &str) -> Option<u64> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let number: f64 = number.parse().ok()?;
+        let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "k" | "kib" => 1024.0,
+            "kb" => 1e3,
+            "m" | "mib" => 1024.0 * 1024.0,
+            "mb" => 1e6,
+            "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+            "gb" => 1e9,
+            "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+            "tb" => 1e12,
+            _ => return None,
+        };
+        let bytes = (number * scale).round();
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "checked to be a finite non-negative size below 2^63 first"
+        )]
+        (bytes.is_finite() && (0.0..9.2e18).contains(&bytes)).then_some(bytes as u64)
+    }
+
+    /// `cpu-max = "150%"` (of one CPU) or a number of CPUs (`1.5`).
+    pub(super) fn cpu<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+        let value = toml::Value::deserialize(deserializer)?;
+        let percent = match &value {
+            toml::Value::String(text) => {
+                (text.trim().strip_suffix('%')).and_then(|n| n.trim().parse::<f64>().ok())
+            }
+            toml::Value::Integer(n) => i32::try_from(*n).ok().map(|n| f64::from(n) * 100.0),
+            toml::Value::Float(n) => Some(n * 100.0),
+            _ => None,
+        };
+        match percent {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "checked to be between 1 and 100000 first"
+            )]
+            Some(p) if (1.0..=100_000.0).contains(&p) => Ok(Some(p.round() as u32)),
+            _ => Err(D::Error::custom(format!(
+                "`cpu-max` is {}; write a share of one CPU, as in \"50%\" or \"150%\", or \
+                 a number of CPUs, as in 1.5",
+                shown(&value)
+            ))),
+        }
+    }
+
+    /// A `cpu-max` as written back: `"150%"`.
+    #[expect(
+        clippy::ref_option,
+        clippy::trivially_copy_pass_by_ref,
+        reason = "serde's serialize_with passes the field by reference"
+    )]
+    pub(super) fn percent<S: serde::Serializer>(
+        value: &Option<u32>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(p) => serializer.serialize_str(&format!("{p}%")),
+            None => serializer.serialize_none(),
+        }
+    }
+
     /// `depends-on = { NAME = "started" | "ready" | "completed" }`.
     pub(super) fn conditions<'de, D: Deserializer<'de>>(
         deserializer: D,
@@ -1399,6 +1553,58 @@ mod tests {
                 && message.contains("healthy"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn limits_read_sizes_and_shares_and_refuse_the_rest() {
+        let limits = |keys: &str| {
+            let text = format!("[services.a]\ncommand = [\"x\"]\n{keys}\n");
+            let profile = Profile::parse(&text, "p.toml").expect("parses");
+            profile.services["a"].limits()
+        };
+        let mib = 1024 * 1024;
+        for (written, bytes) in [
+            ("\"512MiB\"", 512 * mib),
+            ("\"512M\"", 512 * mib),
+            ("\"1.5 GiB\"", 1536 * mib),
+            ("\"2GB\"", 2_000_000_000),
+            ("1048576", mib),
+        ] {
+            let got = limits(&format!("memory-max = {written}")).memory_max;
+            assert_eq!(got, Some(bytes), "{written}");
+        }
+        for (written, percent) in [
+            ("\"150%\"", 150),
+            ("\" 50 %\"", 50),
+            ("1.5", 150),
+            ("2", 200),
+        ] {
+            let got = limits(&format!("cpu-max = {written}")).cpu_max;
+            assert_eq!(got, Some(percent), "{written}");
+        }
+        for (written, says) in [
+            ("memory-max = \"100\"", "under 1 MiB"),
+            ("memory-max = 512", "under 1 MiB"),
+            ("memory-max = \"lots\"", "write a size"),
+            ("memory-max = \"5 parsecs\"", "write a size"),
+            ("memory-max = true", "write a size"),
+            ("cpu-max = \"0%\"", "share of one CPU"),
+            ("cpu-max = \"fast\"", "share of one CPU"),
+            ("cpu-max = -1", "share of one CPU"),
+        ] {
+            let (line, _, message) =
+                profile_error(&format!("[services.a]\ncommand = [\"x\"]\n{written}\n"));
+            assert_eq!(line, 3, "{message}");
+            assert!(message.contains(says), "{written}: {message}");
+        }
+        // The pod's, and written back as read.
+        let text = "[pod]\nmemory-max = \"4GiB\"\ncpu-max = \"250%\"\n\
+                    [services.a]\ncommand = [\"x\"]\ncpu-max = 0.5\n";
+        let profile = Profile::parse(text, "p.toml").expect("parses");
+        assert_eq!(profile.pod.limits().memory_max, Some(4096 * mib));
+        assert_eq!(profile.pod.limits().cpu_max, Some(250));
+        let back = Profile::parse(&profile.to_toml().expect("toml"), "shown").expect("parses");
+        assert_eq!(back, profile);
     }
 
     #[test]

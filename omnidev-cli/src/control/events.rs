@@ -171,6 +171,7 @@ pub(crate) mod tests {
             .collect();
         kinds.extend(every_other_kind());
         kinds.extend(told_by_front_ends());
+        kinds.extend(over_limits());
         let mut seen = HashSet::new();
         for kind in &kinds {
             seen.insert(match kind {
@@ -178,6 +179,7 @@ pub(crate) mod tests {
                 EventKind::Ready { .. } => "ready",
                 EventKind::ProbeTimedOut { .. } => "probe-timed-out",
                 EventKind::Crashed { .. } => "crashed",
+                EventKind::OverLimit { .. } => "over-limit",
                 EventKind::Reloading { .. } => "reloading",
                 EventKind::Debug { .. } => "debug",
                 EventKind::PrepareStarted { .. } => "prepare-started",
@@ -196,7 +198,7 @@ pub(crate) mod tests {
                 EventKind::Status { .. } => "status",
             });
         }
-        assert_eq!(seen.len(), 20, "a sample of every event kind");
+        assert_eq!(seen.len(), 21, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -207,9 +209,11 @@ pub(crate) mod tests {
                 if let EventKind::Log { line } | EventKind::PartialLine { line } = &mut kind {
                     line.at = at;
                 }
+                // Every fifth is the pod's own, but a line is a service's.
+                let line = matches!(kind, EventKind::Log { .. } | EventKind::PartialLine { .. });
                 Event {
                     at,
-                    service: (i % 5 != 4).then(|| "server".to_owned()),
+                    service: (i % 5 != 4 || line).then(|| "server".to_owned()),
                     kind,
                 }
             })
@@ -227,6 +231,12 @@ pub(crate) mod tests {
             ServiceState::Restarting {
                 after: Duration::from_millis(1500),
                 attempt: 2,
+            },
+            ServiceState::OverLimit {
+                limit: 64 << 20,
+                pod: false,
+                after: Duration::from_secs(1),
+                attempt: 1,
             },
             ServiceState::Stopping { pid: 7 },
             ServiceState::Exited {
@@ -252,6 +262,7 @@ pub(crate) mod tests {
                 ServiceState::Running { .. } => "running",
                 ServiceState::Ready { .. } => "ready",
                 ServiceState::Restarting { .. } => "restarting",
+                ServiceState::OverLimit { .. } => "over-limit",
                 ServiceState::Stopping { .. } => "stopping",
                 ServiceState::Exited { .. } => "exited",
                 ServiceState::Stopped => "stopped",
@@ -259,8 +270,28 @@ pub(crate) mod tests {
                 ServiceState::Blocked { .. } => "blocked",
             });
         }
-        assert_eq!(seen_states.len(), 11, "a sample of every state");
+        assert_eq!(seen_states.len(), 12, "a sample of every state");
         states.to_vec()
+    }
+
+    /// Kills over a service's own memory limit and over the pod's.
+    fn over_limits() -> Vec<EventKind> {
+        vec![
+            EventKind::OverLimit {
+                used: 212 << 20,
+                limit: 64 << 20,
+                pod: false,
+                attempt: 1,
+                backoff: Duration::from_secs(1),
+            },
+            EventKind::OverLimit {
+                used: 1 << 30,
+                limit: 1 << 30,
+                pod: true,
+                attempt: 0,
+                backoff: Duration::ZERO,
+            },
+        ]
     }
 
     fn every_other_kind() -> Vec<EventKind> {
@@ -442,7 +473,7 @@ pub(crate) mod tests {
             assert!(errors.is_empty(), "{value} does not validate: {errors:?}");
             kinds.insert(value["kind"].as_str().expect("a kind").to_owned());
         }
-        assert_eq!(kinds.len(), 20, "a record of every kind: {kinds:?}");
+        assert_eq!(kinds.len(), 21, "a record of every kind: {kinds:?}");
         // A record of an unknown kind, or with a missing field, fails.
         for bad in [
             r#"{"v":2,"ts":"2026-11-30T14:58:38.123Z","pod":"/p","service":null,"kind":"exploded"}"#,

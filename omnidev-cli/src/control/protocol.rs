@@ -303,12 +303,6 @@ impl ServiceReport {
             usage: None,
         }
     }
-
-    /// The report with what its processes hold now, read from the system.
-    pub fn measured(mut self) -> Self {
-        self.usage = self.status.pid().map(omnidev_core::platform::tree_usage);
-        self
-    }
 }
 
 /// A pod's status: `omnidev status --json`, and the `status` field of

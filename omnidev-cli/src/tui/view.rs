@@ -68,7 +68,9 @@ fn state_style(state: &ServiceState) -> Style {
         ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopping { .. } => {
             Style::new().fg(Color::Yellow)
         }
-        ServiceState::Restarting { .. } => Style::new().fg(Color::LightRed),
+        ServiceState::Restarting { .. } | ServiceState::OverLimit { .. } => {
+            Style::new().fg(Color::LightRed)
+        }
         ServiceState::Exited { status } if status.success() => Style::new().fg(Color::DarkGray),
         ServiceState::Exited { .. }
         | ServiceState::Failed { .. }
@@ -185,7 +187,7 @@ fn state_icon(state: &ServiceState) -> &'static str {
         ServiceState::Ready { .. } => "✓",
         ServiceState::Running { .. } => "●",
         ServiceState::Waiting | ServiceState::Preparing | ServiceState::Starting { .. } => "…",
-        ServiceState::Restarting { .. } => "↻",
+        ServiceState::Restarting { .. } | ServiceState::OverLimit { .. } => "↻",
         ServiceState::Stopping { .. } => "◌",
         ServiceState::Exited { status } if status.success() => "■",
         ServiceState::Exited { .. }

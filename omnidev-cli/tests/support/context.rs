@@ -105,6 +105,13 @@ impl TestContext {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
     }
 
+    /// The running pod's kept event records (`events --json`).
+    pub fn records(&self) -> Vec<serde_json::Value> {
+        (self.run_ok(&["events", "--json"]).lines())
+            .map(|line| serde_json::from_str(line).expect("a record a line"))
+            .collect()
+    }
+
     /// A guard that runs `omnidev stop` in the checkout when dropped, so
     /// a failing test leaves no detached pod behind.
     pub fn stop_on_drop(&self) -> StopOnDrop<'_> {

@@ -121,6 +121,68 @@ pub(crate) fn create_pod(own: &Path, name: &str) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// Asks for the memory and cpu controllers below the pod cgroup `dir`,
+/// each on its own (best effort: the kernel grants one only where
+/// omnidev's own cgroup passes it down); which of them it has now.
+pub(crate) fn enable_controllers(dir: &Path) -> Controllers {
+    let control = dir.join("cgroup.subtree_control");
+    for controller in ["+memory", "+cpu"] {
+        let _ = std::fs::write(&control, controller);
+    }
+    let enabled = std::fs::read_to_string(&control).unwrap_or_default();
+    let has = |name: &str| enabled.split_whitespace().any(|c| c == name);
+    Controllers {
+        memory: has("memory"),
+        cpu: has("cpu"),
+    }
+}
+
+/// Which controllers the kernel gives a cgroup: whether it enforces a
+/// memory limit and a CPU limit there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Controllers {
+    pub(crate) memory: bool,
+    pub(crate) cpu: bool,
+}
+
+/// The CPU period `cpu.max` is written with, in microseconds.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// Writes `limits` into cgroup `dir` (`memory.max`, `cpu.max`; `max` where
+/// none is set) for the controllers it has.
+pub(crate) fn set_limits(dir: &Path, limits: crate::spec::Limits, has: Controllers) {
+    if has.memory {
+        let max = limits
+            .memory_max
+            .map_or("max".to_owned(), |b| b.to_string());
+        let _ = std::fs::write(dir.join("memory.max"), max);
+    }
+    if has.cpu {
+        let quota = (limits.cpu_max).map_or("max".to_owned(), |p| {
+            (u64::from(p) * CPU_PERIOD_US / 100).max(1000).to_string()
+        });
+        let _ = std::fs::write(dir.join("cpu.max"), format!("{quota} {CPU_PERIOD_US}"));
+    }
+}
+
+/// What the kernel counts of cgroup `dir`'s memory (`memory.current`),
+/// where its memory controller is on.
+pub(crate) fn memory_current(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("memory.current")).ok()?;
+    text.trim().parse().ok()
+}
+
+/// How many times the kernel killed a process of cgroup `dir` for its
+/// memory limit (`oom_kill` of `memory.events`; 0 without one).
+pub(crate) fn oom_kills(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join("memory.events"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn writable(path: &Path) -> io::Result<()> {
     std::fs::OpenOptions::new().write(true).open(path).map(drop)
 }

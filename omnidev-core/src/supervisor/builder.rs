@@ -177,6 +177,7 @@ impl Builder {
                 containment: containment.clone(),
                 debug: config.debug,
                 port_mover: config.port_mover,
+                pod_limits: config.pod_limits,
             },
         );
         tokio::spawn(engine.run(requests_rx, notices, finished_tx));

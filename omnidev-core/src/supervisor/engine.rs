@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 mod apply;
 mod exits;
+mod limits;
 mod ports;
 mod reconcile;
 mod requests;
@@ -55,6 +56,8 @@ pub(super) struct Parts {
     pub(super) debug: bool,
     /// Moves a port lost to another process (the pod layer).
     pub(super) port_mover: Option<Arc<dyn PortMover>>,
+    /// What the pod's services may use together.
+    pub(super) pod_limits: crate::spec::Limits,
 }
 
 /// Messages from the engine's helper tasks.
@@ -71,6 +74,8 @@ enum Internal {
         index: usize,
         kind: EventKind,
     },
+    /// What the memory watch measured.
+    Measured(limits::Measured),
     /// How a write of `state.json` or the reload mark went.
     Written {
         file: state_file::WrittenFile,
@@ -185,6 +190,8 @@ pub(super) struct Engine {
     /// A service was stopped on request: from then on the pod never
     /// settles on its own, only a shutdown ends it.
     stop_requested: bool,
+    /// The memory watch's measurement is under way.
+    measuring: bool,
 }
 
 /// A service's direct dependencies, with their conditions.
@@ -249,6 +256,7 @@ impl Engine {
             life: Life::Running,
             reload: ReloadState::default(),
             stop_requested: false,
+            measuring: false,
             dying_prepares: Vec::new(),
             parts,
         }
@@ -263,7 +271,8 @@ impl Engine {
         let Some(mut internal) = self.internal_rx.take() else {
             return;
         };
-        for message in notices {
+        let limits = self.set_up_limits();
+        for message in notices.into_iter().chain(limits) {
             self.parts
                 .events
                 .push_event(&Event::pod(EventKind::Notice { message }));
@@ -274,6 +283,8 @@ impl Engine {
         self.update_background();
         self.flush_state();
         let mut requests_open = true;
+        let mut watch = tokio::time::interval(limits::WATCH_EVERY);
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             if self.shutting_down() && self.all_down() {
                 break;
@@ -289,6 +300,7 @@ impl Engine {
                     }
                 }
                 Some(message) = internal.recv() => self.on_internal(message),
+                _ = watch.tick(), if self.watches_memory() => self.measure(),
             }
             self.reconcile();
             self.update_background();
@@ -595,6 +607,7 @@ impl Engine {
     fn on_internal(&mut self, message: Internal) {
         match message {
             Internal::Emit { index, kind } => self.emit(Some(index), kind),
+            Internal::Measured(measured) => self.measured(&measured),
             Internal::Written { file, result } => self.written(file, result),
             Internal::Run {
                 index,

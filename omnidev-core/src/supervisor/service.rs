@@ -39,6 +39,8 @@ pub(super) enum Phase {
         after: Duration,
         attempt: u32,
         port: PortRecovery,
+        /// It was killed for going over a memory limit.
+        over: Option<Over>,
     },
     /// It ended on its own and will not be restarted.
     Exited { status: ExitStatus },
@@ -51,6 +53,17 @@ pub(super) enum Phase {
         #[expect(dead_code, reason = "held for its Drop, which ends the watch")]
         retry: Option<AbortOnDrop>,
     },
+}
+
+/// A memory limit a run went over, for which it was killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Over {
+    /// What it held, in bytes.
+    pub(super) used: u64,
+    /// The limit, in bytes.
+    pub(super) limit: u64,
+    /// The pod's limit, not the service's own.
+    pub(super) pod: bool,
 }
 
 /// A crashed service's port during its backoff: whether another process
@@ -196,6 +209,11 @@ pub(super) struct Supervised {
     /// Its runs and prepare steps are in the background now (it yields
     /// while others start).
     pub(super) background: bool,
+    /// Its run is being killed for going over a memory limit.
+    pub(super) over: Option<Over>,
+    /// The kernel's count of kills for its cgroup's memory limit, as last
+    /// read: a run that ends with the count above it was one of them.
+    pub(super) oom_kills: u64,
 }
 
 impl Supervised {
@@ -315,6 +333,17 @@ impl Supervised {
                 }
             },
             Phase::Stopping { process, .. } => ServiceState::Stopping { pid: process.pid },
+            Phase::Backoff {
+                after,
+                attempt,
+                over: Some(over),
+                ..
+            } => ServiceState::OverLimit {
+                limit: over.limit,
+                pod: over.pod,
+                after: *after,
+                attempt: *attempt,
+            },
             Phase::Backoff { after, attempt, .. } => ServiceState::Restarting {
                 after: *after,
                 attempt: *attempt,

@@ -673,6 +673,7 @@ fn render_service(
         yields: service.yields,
         // Set by `render`, which reads `[urls]`.
         urls: Vec::new(),
+        limits: service.limits(),
     })
 }
 

@@ -333,7 +333,11 @@ pub(super) fn status(shared: &Server) -> PodStatus {
     let services: Vec<ServiceReport> = (snapshot.iter().cloned())
         .map(|status| {
             let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
-            ServiceReport::new(status, log_file).measured()
+            let usage = shared.supervisor.usage(&status);
+            ServiceReport {
+                usage,
+                ..ServiceReport::new(status, log_file)
+            }
         })
         .collect();
     let mut usage = omnidev_core::platform::Usage::default();

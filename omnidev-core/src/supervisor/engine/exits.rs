@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{Engine, Internal, RunReport, SPAWN_FAILED};
 use crate::event::{EventKind, ExitStatus};
 use crate::spec::RestartPolicy;
-use crate::supervisor::service::{AfterStop, Intent, Phase, PortRecovery};
+use crate::supervisor::service::{AfterStop, Intent, Over, Phase, PortRecovery};
 
 impl Engine {
     /// Fails `index` for good: it waits, failed, to be started again by
@@ -51,6 +51,7 @@ impl Engine {
         then: Option<AfterStop>,
     ) {
         let shutting_down = self.shutting_down();
+        let over = self.over_limit(index, status);
         let s = &mut self.services[index];
         s.last_exit = Some(status);
         for waiter in s.stop_waiters.drain(..) {
@@ -96,14 +97,7 @@ impl Engine {
                     self.services[d].mark_restart_pending();
                 }
             }
-            self.emit(
-                Some(index),
-                EventKind::Crashed {
-                    status,
-                    attempt,
-                    backoff: after,
-                },
-            );
+            self.emit(Some(index), crash(status, over, attempt, after));
             let listener = self.specs[index]
                 .readiness
                 .as_ref()
@@ -118,6 +112,7 @@ impl Engine {
                     after,
                     attempt,
                     port,
+                    over,
                 },
             );
             if let Some(port) = listener {
@@ -136,19 +131,54 @@ impl Engine {
             // A clean exit that is not restarted is a finished one-shot, not
             // a crash; its `Exited` state says all there is to say.
             if !shutting_down && !status.success() {
-                self.emit(
-                    Some(index),
-                    EventKind::Crashed {
-                        status,
-                        attempt: 0,
-                        backoff: Duration::ZERO,
-                    },
-                );
+                self.emit(Some(index), crash(status, over, 0, Duration::ZERO));
             }
             self.services[index].intent = Intent::Hold;
             self.enter(index, Phase::Exited { status });
         }
         self.write_state();
+    }
+}
+
+impl Engine {
+    /// The memory limit the run of `index` that ended with `status` was
+    /// killed for: by the supervisor's own watch, or (a SIGKILL while its
+    /// cgroup's count of such kills rose) by the kernel.
+    fn over_limit(&mut self, index: usize, status: ExitStatus) -> Option<Over> {
+        let slot = self.parts.containment.slot(self.name(index));
+        let kills = slot.map_or(0, |slot| self.parts.containment.oom_kills(slot));
+        let s = &mut self.services[index];
+        let watched = s.over.take();
+        let by_kernel = kills > s.oom_kills && status == ExitStatus::Signal(libc::SIGKILL);
+        s.oom_kills = kills;
+        let limit = self.specs[index].limits.memory_max;
+        watched.or(match (by_kernel, limit) {
+            (true, Some(limit)) => Some(Over {
+                used: limit,
+                limit,
+                pod: false,
+            }),
+            _ => None,
+        })
+    }
+}
+
+/// The event of a run that ended on its own with `status`: over a memory
+/// limit, or a crash.
+fn crash(status: ExitStatus, over: Option<Over>, attempt: u32, backoff: Duration) -> EventKind {
+    match over {
+        Some(Over { used, limit, pod }) => EventKind::OverLimit {
+            used,
+            limit,
+            pod,
+            attempt,
+            backoff,
+        },
+        None => EventKind::Crashed {
+            status,
+            attempt,
+            backoff,
+        },
     }
 }
 

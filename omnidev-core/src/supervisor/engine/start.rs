@@ -73,6 +73,9 @@ impl Engine {
             })
         });
         self.parts.logs.watch_lines(&spec.name, watch.clone());
+        self.limit_run(index);
+        self.services[index].over = None;
+        let spec = &self.specs[index];
         let Spawned {
             pid,
             start_time,
