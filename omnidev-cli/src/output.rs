@@ -88,6 +88,10 @@ pub fn ports(ports: &std::collections::BTreeMap<String, u16>) -> String {
     each.join(" ")
 }
 
+/// How often a front-end that shows usage while it is open (the TUI's
+/// header, the dashboard) asks for it: measured only while someone looks.
+pub const LIVE_USAGE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The human form of a status.
 pub fn pod_status(status: &PodStatus) -> String {
     use std::fmt::Write as _;

@@ -160,6 +160,7 @@ pub(crate) fn apply(app: &mut App, update: Update) -> Option<Outcome> {
             app.apply_snapshot(&statuses);
             app.info.urls = urls;
         }
+        Update::Usage(usage) => app.info.usage = Some(usage),
         Update::Message(message) => app.message = Some(message),
         Update::Ended(said) => return Some(Outcome::Ended(said)),
         Update::Closed => return Some(Outcome::Closed),
@@ -250,6 +251,7 @@ pub async fn run_pod(
         PodInfo {
             pod_dir: prepared.pod.dir().to_owned(),
             urls: UrlReport::shown(&prepared.rendered.urls, &supervisor.snapshot()),
+            usage: None,
         },
         services,
         watched,
@@ -297,6 +299,7 @@ mod tests {
             PodInfo {
                 pod_dir: "/pod".into(),
                 urls: Vec::new(),
+                usage: None,
             },
             vec!["server".into()],
             Vec::new(),

@@ -93,6 +93,12 @@ fn q_leaves_at_once_while_a_restart_is_still_waiting_and_the_pod_runs_on() {
         "no attached UI with the app's line:\n{:?}",
         attached.written()
     );
+    // The header tells what the pod's services hold, measured while the
+    // UI is open.
+    wait_for("the pod's usage in the header", DEADLINE, || {
+        let written = attached.written();
+        written.contains("uses") && written.contains("MiB,")
+    });
     attached.key("1");
     attached.key("r");
     wait_for("the restart to begin (a new app run)", DEADLINE, || {

@@ -25,6 +25,95 @@ fn proc_rss(pid: u64) -> u64 {
         .sum::<u64>()
 }
 
+/// The structured result of MCP's `status` tool, from a raw JSON-RPC
+/// session with `omnidev mcp`.
+fn mcp_status(ctx: &TestContext) -> serde_json::Value {
+    use std::io::{BufRead as _, Write as _};
+    let mut server = ctx
+        .command()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("omnidev mcp");
+    let mut stdin = server.stdin.take().expect("stdin");
+    for message in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "usage", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}}}),
+    ] {
+        writeln!(stdin, "{message}").expect("write");
+    }
+    let stdout = std::io::BufReader::new(server.stdout.take().expect("stdout"));
+    let answer = (stdout.lines().map_while(Result::ok))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(&line).ok())
+        .find(|message| message["id"] == 2)
+        .expect("an answer to the status call");
+    drop(stdin);
+    let _ = server.kill();
+    let _ = server.wait();
+    answer["result"]["structuredContent"].clone()
+}
+
+/// The first `usage` the dashboard tells a page that follows the pod of
+/// `status` (`{"text", "of", "services"}`).
+fn dashboard_usage(ctx: &TestContext, status: &serde_json::Value) -> serde_json::Value {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let mut dashboard = ctx
+        .command()
+        .arg("dashboard")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("omnidev dashboard");
+    let mut said = String::new();
+    std::io::BufReader::new(dashboard.stdout.take().expect("stdout"))
+        .read_line(&mut said)
+        .expect("its URL");
+    let (port, token) = (said.trim())
+        .strip_prefix("dashboard http://127.0.0.1:")
+        .and_then(|url| url.split_once("/?token="))
+        .unwrap_or_else(|| panic!("{said}"));
+    let pod = status["pod-dir"]
+        .as_str()
+        .expect("pod-dir")
+        .rsplit('/')
+        .next()
+        .expect("name");
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().expect("port")))
+            .expect("connect");
+    write!(
+        stream,
+        "GET /api/events?pod={pod}&token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .expect("ask");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let usage = loop {
+        let n = stream.read(&mut chunk).expect("the stream within 30 s");
+        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&got);
+        let found = (text.lines())
+            .filter_map(|line| line.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .find_map(|value| value.get("usage").cloned());
+        if let Some(usage) = found {
+            break usage;
+        }
+    };
+    let _ = dashboard.kill();
+    let _ = dashboard.wait();
+    usage
+}
+
 #[test]
 fn a_service_holding_200_mb_shows_it_and_the_pod_sums_its_services() {
     let ctx = TestContext::new();
@@ -61,6 +150,33 @@ grace-ms = 1000
     }
     let text = ctx.run_ok(&["status"]);
     assert!(text.contains("uses    2"), "{text}");
+    // What an agent reads over MCP, and what the dashboard's page is told
+    // while it follows the pod: the same, measured anew.
+    let close = |what: &str, shown: u64| {
+        let procs = proc_rss(pid);
+        assert!(
+            shown.abs_diff(procs) * 10 <= procs,
+            "{what} {shown} bytes, /proc {procs}"
+        );
+    };
+    let mcp = mcp_status(&ctx);
+    close(
+        "MCP",
+        service(&mcp, "hog")["usage"]["rss-bytes"]
+            .as_u64()
+            .expect("MCP's usage"),
+    );
+    let told = dashboard_usage(&ctx, &status);
+    close(
+        "the dashboard",
+        told["services"]["hog"]["of"]["rss-bytes"]
+            .as_u64()
+            .expect("usage"),
+    );
+    assert!(
+        told["text"].as_str().is_some_and(|t| t.contains(" MiB, ")),
+        "{told}"
+    );
     // `ls` asks each running pod: this one's, and the machine's total.
     let listed = ctx.json(&["ls", "--json"]);
     let pod = &listed["pods"][0];

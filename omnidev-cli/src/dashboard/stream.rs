@@ -35,6 +35,11 @@ pub fn events(pod_dir: PathBuf) -> Response {
     let holding = held.clone();
     let hang_up = CallConnection::default();
     let connected = hang_up.clone();
+    tokio::spawn(measure_every(
+        pod_dir.clone(),
+        sender.downgrade(),
+        held.clone(),
+    ));
     std::thread::spawn(move || {
         let Ok(records) = Ask::events(Request::everything(false)).stream(&pod_dir, true) else {
             return;
@@ -91,6 +96,52 @@ pub fn events(pod_dir: PathBuf) -> Response {
     // A dropped stream ends its connection: the browser opens another.
     (response.headers_mut()).insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+/// What the pod in `pod_dir` holds, told to its page every
+/// [`crate::output::LIVE_USAGE_EVERY`] as `{"usage": {"text", "of",
+/// "services": {NAME: {"text", "of"}}}}` (`of`: the numbers of `status
+/// --json`), while the page's stream lasts: measured only while someone
+/// looks. Holds no sender of its own, so the stream still ends with its
+/// records.
+async fn measure_every(
+    pod_dir: PathBuf,
+    sender: mpsc::WeakUnboundedSender<Bytes>,
+    held: Arc<AtomicUsize>,
+) {
+    let mut every = tokio::time::interval(crate::output::LIVE_USAGE_EVERY);
+    loop {
+        every.tick().await;
+        let dir = pod_dir.clone();
+        let asked = tokio::task::spawn_blocking(move || Ask::status().send(&dir)).await;
+        let Some(sender) = sender.upgrade() else {
+            return;
+        };
+        let Some(status) = asked.ok().and_then(Result::ok).and_then(|r| r.status) else {
+            continue;
+        };
+        let told = |usage: &omnidev_core::platform::Usage| serde_json::json!({ "text": crate::output::usage(usage), "of": usage });
+        let services: serde_json::Map<String, serde_json::Value> = (status.services.iter())
+            .filter_map(|s| Some((s.status.name.clone(), told(s.usage.as_ref()?))))
+            .collect();
+        let Some(pod) = &status.usage else { continue };
+        let mut usage = told(pod);
+        usage["services"] = serde_json::Value::Object(services);
+        let value = serde_json::json!({ "usage": usage });
+        let data = format!(
+            "data: {}\n\n",
+            omnidev_core::text::json_line(&value).trim_end()
+        );
+        // One not taken yet says as much: a page that does not read gets
+        // no more of these.
+        if held.load(Ordering::Relaxed) > 0 {
+            continue;
+        }
+        held.fetch_add(data.len(), Ordering::Relaxed);
+        if sender.send(Bytes::from(data)).is_err() {
+            return;
+        }
+    }
 }
 
 /// `GET /api/pods/changes`: an event each time pods may have started or

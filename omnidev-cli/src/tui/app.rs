@@ -18,6 +18,9 @@ pub struct PodInfo {
     /// The URLs the pod shows now (core's: a service's while it runs
     /// ready).
     pub urls: Vec<crate::control::protocol::UrlReport>,
+    /// What the pod's services hold now, measured every
+    /// [`crate::output::LIVE_USAGE_EVERY`] while the UI is open.
+    pub usage: Option<omnidev_core::platform::Usage>,
 }
 
 /// A side effect the front-end loop must carry out.

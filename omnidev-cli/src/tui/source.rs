@@ -38,6 +38,9 @@ pub enum Update {
         /// The URLs.
         urls: Vec<UrlReport>,
     },
+    /// What the pod's services hold together now (every
+    /// [`crate::output::LIVE_USAGE_EVERY`]).
+    Usage(omnidev_core::platform::Usage),
     /// A line for the footer: how an action went.
     Message(String),
     /// The pod has stopped: what to say; the UI leaves.

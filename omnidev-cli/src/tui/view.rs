@@ -81,11 +81,15 @@ fn state_style(state: &ServiceState) -> Style {
 
 fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let dim = Style::new().fg(Color::DarkGray);
-    let first = vec![
+    let mut first = vec![
         Span::styled("omnidev", Style::new().add_modifier(Modifier::BOLD)),
         Span::styled("  pod ", dim),
         Span::raw(text::quote_path(&app.info.pod_dir)),
     ];
+    if let Some(usage) = &app.info.usage {
+        first.push(Span::styled("  uses ", dim));
+        first.push(Span::raw(crate::output::usage(usage)));
+    }
     // URLs get a line of their own so a narrow terminal does not break one.
     let mut urls = Vec::new();
     for url in &app.info.urls {
@@ -566,6 +570,7 @@ pub(crate) mod tests {
                     url: "http://localhost:6767".into(),
                     service: Some("server".into()),
                 }],
+                usage: None,
             },
             vec!["server".into(), "host".into(), "vite".into()],
             vec!["server".into()],

@@ -258,6 +258,18 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
         );
     }
 
+    // What the pod and its services hold, told while the page follows it.
+    browser.wait(
+        "the pod's usage on the page",
+        UP,
+        &format!(
+            r#"const pod = document.querySelector('[data-pod="{}"]');
+               const row = pod.querySelector('tr[data-service="server"] [data-usage]');
+               return pod.querySelector("[data-pod-usage]").textContent.startsWith("uses ")
+                 && row && row.textContent.includes(" MiB, ");"#,
+            names[0]
+        ),
+    )?;
     a_printed_line_shows_within_a_second(ctx, &browser, &names[0])?;
     the_restart_button_gives_a_new_pid(ctx, &browser, &names[0], &repos[0])?;
     the_snapshot_and_restore_buttons(&browser, &names[0])?;

@@ -86,6 +86,7 @@ pub fn app(pod_dir: &Path, connection: &Connection) -> App {
         PodInfo {
             pod_dir: pod_dir.to_owned(),
             urls: status.urls.clone(),
+            usage: None,
         },
         status
             .services
@@ -161,6 +162,7 @@ impl ControlSource {
     /// a tokio runtime.
     pub fn new(pod_dir: &Path, connection: Connection) -> Self {
         let (answer, answers) = mpsc::channel(ANSWERS);
+        tokio::spawn(measure_every(pod_dir.to_owned(), answer.clone()));
         Self {
             pod_dir: pod_dir.to_owned(),
             pod_urls: own_urls(&connection.status),
@@ -306,6 +308,23 @@ impl Feed for ControlSource {
             };
             let _ = answer.try_send(Update::Message(text::quote(&said).into_owned()));
         });
+    }
+}
+
+/// Asks the pod in `pod_dir` what its services hold, every
+/// [`crate::output::LIVE_USAGE_EVERY`], until the UI is gone.
+async fn measure_every(pod_dir: PathBuf, answer: mpsc::Sender<Update>) {
+    let mut every = tokio::time::interval(crate::output::LIVE_USAGE_EVERY);
+    while !answer.is_closed() {
+        every.tick().await;
+        let pod_dir = pod_dir.clone();
+        let asked = tokio::task::spawn_blocking(move || Ask::status().send(&pod_dir)).await;
+        if let Ok(Ok(response)) = asked
+            && let Some(usage) = response.status.and_then(|s| s.usage)
+        {
+            // A full queue of answers skips this one: the next comes soon.
+            let _ = answer.try_send(Update::Usage(usage));
+        }
     }
 }
 
@@ -800,6 +819,7 @@ mod tests {
             PodInfo {
                 pod_dir: dir.path().to_owned(),
                 urls: Vec::new(),
+                usage: None,
             },
             vec!["server".into()],
             vec!["server".into()],

@@ -26,6 +26,8 @@ pub struct PodSource {
     live: Option<Arc<LiveProfile>>,
     /// Every service's status as core publishes it (the URLs it shows).
     statuses: tokio::sync::watch::Receiver<Vec<ServiceStatus>>,
+    /// When the header's usage is measured next.
+    usage_every: tokio::time::Interval,
 }
 
 /// How long `P` waits for the services it restarted to be ready (the UI
@@ -46,7 +48,17 @@ impl PodSource {
             supervisor,
             addresses,
             live,
+            usage_every: tokio::time::interval(crate::output::LIVE_USAGE_EVERY),
         }
+    }
+
+    /// What the services hold together now.
+    fn usage(&self) -> Update {
+        let mut total = omnidev_core::platform::Usage::default();
+        for status in self.statuses.borrow().iter() {
+            total.add(self.supervisor.usage(status).unwrap_or_default());
+        }
+        Update::Usage(total)
     }
 
     /// Core's status as it is now, with the URLs it shows.
@@ -62,6 +74,7 @@ impl Feed for PodSource {
         tokio::select! {
             Ok(()) = self.statuses.changed() => self.status(),
             event = self.follower.recv() => event.map_or(Update::Closed, Update::Event),
+            _ = self.usage_every.tick() => self.usage(),
         }
     }
 
