@@ -92,6 +92,18 @@ pub fn ports(ports: &std::collections::BTreeMap<String, u16>) -> String {
 /// header, the dashboard) asks for it: measured only while someone looks.
 pub const LIVE_USAGE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// A duration as `ls` shows an age: `45s`, `12m`, `3h`, `2d` (whole
+/// units, rounded down).
+pub fn ago(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m", seconds / 60),
+        3600..86_400 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
 /// The human form of a status.
 pub fn pod_status(status: &PodStatus) -> String {
     use std::fmt::Write as _;
@@ -168,6 +180,23 @@ pub fn usage(usage: &omnidev_core::platform::Usage) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_age_is_said_in_its_largest_whole_unit() {
+        let said = |s: u64| ago(std::time::Duration::from_secs(s));
+        assert_eq!(
+            [
+                said(0),
+                said(59),
+                said(60),
+                said(3599),
+                said(3600),
+                said(86_399),
+                said(86_400 * 3)
+            ],
+            ["0s", "59s", "1m", "59m", "1h", "23h", "3d"]
+        );
+    }
 
     #[test]
     fn a_status_counts_restarts_in_words() {

@@ -187,8 +187,25 @@ grace-ms = 1000
         Some(held),
         "{listed}"
     );
+    // Its age, and when something last happened in it (the hog's line).
+    let (started, active) = (&pod["started-at"], &pod["last-activity"]);
+    let (started, active) = (
+        started.as_str().expect("started-at"),
+        active.as_str().expect("last-activity"),
+    );
+    assert!(
+        started <= active && active.len() == started.len(),
+        "{listed}"
+    );
+    assert_eq!(status["started-at"], pod["started-at"], "{status}");
     let text = ctx.run_ok(&["ls"]);
     assert!(text.contains("1 running: 2"), "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|h| h.contains(" UP  ACTIVE ")),
+        "{text}"
+    );
     // A stopped service holds nothing, and says nothing.
     ctx.run_ok(&["stop", "idle"]);
     let status = ctx.json(&["status", "--json"]);

@@ -153,6 +153,8 @@ struct Entries {
     /// window, each with its number and cost, and their bytes.
     reserves: std::collections::HashMap<String, Reserve>,
     partial_version: u64,
+    /// When the newest line, unfinished line or event came.
+    last_at: Option<std::time::SystemTime>,
     closed: bool,
     /// The lossless readers' places.
     spills: Vec<lossless::Spill>,
@@ -188,6 +190,7 @@ impl History {
     pub fn push_event(&self, event: &Event) {
         let cost = serde_json::to_vec(event).map_or(0, |json| json.len());
         let mut inner = self.lock();
+        inner.last_at = inner.last_at.max(Some(event.at));
         let seq = inner.next;
         inner.next += 1;
         if matches!(event.kind, EventKind::Reloading { .. }) {
@@ -216,6 +219,7 @@ impl History {
     pub fn push_lines(&self, lines: &[Arc<LogLine>]) {
         let mut inner = self.lock();
         for line in lines {
+            inner.last_at = inner.last_at.max(Some(line.at));
             inner.partials.retain(|(_, p)| !same_source(p, line));
             let seq = inner.next;
             inner.next += 1;
@@ -239,6 +243,12 @@ impl History {
         self.kept(inner);
     }
 
+    /// When something last happened in the pod: the time of the newest
+    /// line of output (finished or not) or event kept.
+    pub fn last_activity(&self) -> Option<std::time::SystemTime> {
+        self.lock().last_at
+    }
+
     /// Wakes the readers once something was kept.
     fn kept(&self, inner: MutexGuard<'_, Entries>) {
         let lossless = !inner.spills.is_empty();
@@ -253,6 +263,7 @@ impl History {
     /// until its line is finished.
     pub fn push_partial(&self, line: Arc<LogLine>) {
         let mut inner = self.lock();
+        inner.last_at = inner.last_at.max(Some(line.at));
         inner.partial_version += 1;
         let version = inner.partial_version;
         inner.partials.retain(|(_, p)| !same_source(p, &line));

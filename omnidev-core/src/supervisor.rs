@@ -231,6 +231,8 @@ struct Inner {
     names: std::sync::Mutex<Names>,
     guard: Option<Arc<Guard>>,
     containment: Arc<Containment>,
+    /// When it started.
+    started: std::time::SystemTime,
 }
 
 // Request methods are async although queuing is instant today, so callers
@@ -395,6 +397,11 @@ impl Supervisor {
     /// How this supervisor contains its services (see [`crate::containment`]).
     pub fn containment(&self) -> &Mechanism {
         self.inner.containment.mechanism()
+    }
+
+    /// When it started (its pod is up since then).
+    pub fn started_at(&self) -> std::time::SystemTime {
+        self.inner.started
     }
 
     /// What the processes of the service `status` describes hold now,

@@ -15,7 +15,11 @@ pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
     // What each running pod holds, asked of it now; and the sum.
     let mut total = omnidev_core::platform::Usage::default();
     for pod in list.pods.iter_mut().filter(|pod| pod.running) {
-        pod.usage = control::inspect(&pod.pod_dir).ok().and_then(|s| s.usage);
+        if let Ok(status) = control::inspect(&pod.pod_dir) {
+            pod.usage = status.usage;
+            pod.started_at = status.started_at;
+            pod.last_activity = status.last_activity;
+        }
         total.add(pod.usage.unwrap_or_default());
     }
     list.usage = Some(total);
@@ -34,7 +38,17 @@ pub fn render(list: &PodList) -> String {
     if list.pods.is_empty() {
         return format!("no pods under {}\n", quote_path(&list.cache_root));
     }
-    let header = ["POD", "STATE", "USES", "PORTS", "REPO"].map(str::to_owned);
+    let header = ["POD", "STATE", "UP", "ACTIVE", "USES", "PORTS", "REPO"].map(str::to_owned);
+    let now = std::time::SystemTime::now();
+    // How long ago an RFC 3339 time of the pod's was: `45s`, `12m`, `3h`.
+    let ago = |at: &Option<String>| {
+        (at.as_deref())
+            .and_then(omnidev_core::event::rfc3339::parse)
+            .map_or_else(
+                || "-".to_owned(),
+                |at| crate::output::ago(now.duration_since(at).unwrap_or_default()),
+            )
+    };
     let rows = list.pods.iter().map(|pod| {
         let name = pod.pod_dir.file_name().map_or_else(
             || quote_path(&pod.pod_dir),
@@ -55,16 +69,18 @@ pub fn render(list: &PodList) -> String {
             || "-".to_owned(),
             |u| omnidev_core::platform::mib(u.rss_bytes),
         );
-        [name, state, uses, crate::output::ports(&pod.ports), repo]
+        let (up, active) = (ago(&pod.started_at), ago(&pod.last_activity));
+        let ports = crate::output::ports(&pod.ports);
+        [name, state, up, active, uses, ports, repo]
     });
-    let rows: Vec<[String; 5]> = std::iter::once(header).chain(rows).collect();
-    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
-    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
+    let rows: Vec<[String; 7]> = std::iter::once(header).chain(rows).collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2, w3, w4, w5) = (width(0), width(1), width(2), width(3), width(4), width(5));
     let mut out = String::new();
-    for [name, state, uses, ports, repo] in &rows {
+    for [name, state, up, active, uses, ports, repo] in &rows {
         let _ = writeln!(
             out,
-            "{name:<w0$}  {state:<w1$}  {uses:>w2$}  {ports:<w3$}  {repo}"
+            "{name:<w0$}  {state:<w1$}  {up:>w2$}  {active:>w3$}  {uses:>w4$}  {ports:<w5$}  {repo}"
         );
     }
     let running = list.pods.iter().filter(|pod| pod.running).count();

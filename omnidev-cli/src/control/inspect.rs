@@ -140,6 +140,8 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
             ports: record.map(|r| r.ports.0).unwrap_or_default(),
             error,
             usage: None,
+            started_at: None,
+            last_activity: None,
         });
     }
     pods.sort_by(|a, b| a.pod_dir.cmp(&b.pod_dir));

@@ -350,6 +350,13 @@ pub struct PodStatus {
     /// The last reload, while running (when one happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadReport>,
+    /// When the pod started (RFC 3339), while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When something last happened in it (RFC 3339; a line of output, a
+    /// state change, a restart), while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<String>,
     /// The watched services, while running: what `restart` without a service (and
     /// the TUI's `R`) restarts — the services with watch rules, every
     /// service when none has.
@@ -400,6 +407,13 @@ pub struct PodSummary {
     /// What its services hold now (`omnidev ls` asks each running pod).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<omnidev_core::platform::Usage>,
+    /// When it started, while running (as in `status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When something last happened in it, while running (as in
+    /// `status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<String>,
 }
 
 /// `omnidev ls --json`.

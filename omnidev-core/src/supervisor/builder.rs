@@ -198,6 +198,7 @@ impl Builder {
                 names: std::sync::Mutex::new(super::Names::of(names)),
                 guard,
                 containment,
+                started: std::time::SystemTime::now(),
             }),
         })
     }

@@ -6,6 +6,7 @@ use omnidev_core::spec::limits;
 use omnidev_core::sync::Locked;
 use omnidev_core::{Until, Waited};
 
+use crate::control::events::rfc3339;
 use crate::control::protocol::{
     ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
     WaitFor,
@@ -358,6 +359,8 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         services,
         usage: Some(usage),
         last_reload: last_reload(shared),
+        started_at: Some(rfc3339(shared.supervisor.started_at())),
+        last_activity: (shared.supervisor.history().last_activity()).map(rfc3339),
         watched: watched(shared),
         error: None,
     }
@@ -367,7 +370,7 @@ pub(super) fn last_reload(shared: &Server) -> Option<ReloadReport> {
     let event = shared.supervisor.history().last_reload()?;
     match &event.kind {
         omnidev_core::EventKind::Reloading { services, changes } => Some(ReloadReport {
-            ts: crate::control::events::rfc3339(event.at),
+            ts: rfc3339(event.at),
             services: services.clone(),
             changes: changes.clone(),
         }),
