@@ -64,6 +64,7 @@ pub fn run(options: &Bench) -> Result<()> {
     } else {
         if wanted("dashboard") {
             rows.push(budgets::dashboard(&omnidev, &scratch.join("budgets")));
+            rows.push(budgets::dashboard_idle(&omnidev, &scratch.join("budgets")));
         }
         if wanted("mcp") {
             rows.push(budgets::mcp_flood(&omnidev, &scratch.join("budgets")));

@@ -203,6 +203,7 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
             "goal <= 200 MiB peak and <= 2 s (release), under a 4 GiB address-space cap",
         ),
         dashboard(omnidev, dir),
+        dashboard_idle(omnidev, dir),
         status(omnidev, dir),
         one(
             omnidev,
@@ -698,26 +699,25 @@ fn page_stream(port: u16, token: &str, name: &str) -> Result<std::thread::JoinHa
     }))
 }
 
-fn dashboard_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
-    use std::io::BufRead as _;
-    const PODS: usize = 10;
-    const FLOOD: Duration = Duration::from_secs(10);
+/// Pods `repo0` … under `dir`, each running one service `s` whose command
+/// (a TOML array) `command(i)` gives, detached; stopped when dropped.
+fn detached_pods<'a>(
+    omnidev: &'a Path,
+    dir: &'a Path,
+    count: usize,
+    command: impl Fn(usize) -> &'static str,
+) -> Result<Pods<'a>> {
     let mut pods = Pods {
         omnidev,
         dir,
         repos: Vec::new(),
     };
-    for i in 0..PODS {
+    for i in 0..count {
         let repo = dir.join(format!("repo{i}"));
         fs::create_dir_all(repo.join(".git"))?;
-        let command = if i == 0 {
-            r#"["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 + '\\n')"]"#
-        } else {
-            r#"["sleep", "3600"]"#
-        };
         fs::write(
             repo.join("omnidev.toml"),
-            format!("[services.s]\ncommand = {command}\n"),
+            format!("[services.s]\ncommand = {}\n", command(i)),
         )?;
         let started = omnidev_in(omnidev, dir)
             .args(["up", "--detach", "--repo"])
@@ -730,6 +730,16 @@ fn dashboard_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         }
         pods.repos.push(repo);
     }
+    Ok(pods)
+}
+
+/// `omnidev dashboard` over the pods under `dir`, with a page's stream of
+/// each pod open: the dashboard, its pid, and the streams.
+fn dashboard_with_pages(
+    omnidev: &Path,
+    dir: &Path,
+) -> Result<(Guard, u32, Vec<std::thread::JoinHandle<u64>>)> {
+    use std::io::BufRead as _;
     let mut child = omnidev_in(omnidev, dir)
         .arg("dashboard")
         .stdout(Stdio::piped())
@@ -751,10 +761,23 @@ fn dashboard_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         names.push(entry?.file_name().to_string_lossy().into_owned());
     }
     names.sort();
-    let before = rss(pid, false);
     let pages = (names.iter())
         .map(|name| page_stream(port, token, name))
         .collect::<Result<Vec<_>>>()?;
+    Ok((dashboard, pid, pages))
+}
+
+fn dashboard_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    const FLOOD: Duration = Duration::from_secs(10);
+    let mut pods = detached_pods(omnidev, dir, 10, |i| {
+        if i == 0 {
+            r#"["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 + '\\n')"]"#
+        } else {
+            r#"["sleep", "3600"]"#
+        }
+    })?;
+    let (dashboard, pid, pages) = dashboard_with_pages(omnidev, dir)?;
+    let before = rss(pid, false);
     let start = Instant::now();
     let mut peak = 0;
     while start.elapsed() < FLOOD {
@@ -791,5 +814,60 @@ fn dashboard_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
             FLOOD.as_secs()
         ),
         "10 detached pods, pod 0 writing 200-byte lines as fast as it can".to_owned(),
+    ))
+}
+
+/// The cost of showing usage live: 10 idle pods, a page following each
+/// (each asks its pod's status every 2 s), for 60 s.
+pub(super) fn dashboard_idle(omnidev: &Path, dir: &Path) -> Row {
+    one(
+        omnidev,
+        dir,
+        "omnidev dashboard: 10 idle pods, a page following each, 60 s (usage told every 2 s)",
+        "dashboard-idle",
+        dashboard_idle_cpu,
+        "issue #82: the cost of measuring while someone looks; target < 1% of one core",
+    )
+}
+
+fn dashboard_idle_cpu(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
+    const FOR: Duration = Duration::from_mins(1);
+    let _pods = detached_pods(omnidev, dir, 10, |_| r#"["sleep", "3600"]"#)?;
+    let supervisors: Vec<u32> = (fs::read_dir(dir.join("cache/omnidev"))?)
+        .map(|entry| -> Result<u32> {
+            let status = omnidev_in(omnidev, dir)
+                .args(["status", "--json", "--pod-dir"])
+                .arg(entry?.path())
+                .output()?;
+            let status: serde_json::Value = serde_json::from_slice(&status.stdout)?;
+            let pid = status["pid"].as_u64().context("a supervisor's pid")?;
+            Ok(u32::try_from(pid)?)
+        })
+        .collect::<Result<_>>()?;
+    let (dashboard, pid, pages) = dashboard_with_pages(omnidev, dir)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu_of = |pids: &[u32]| -> Result<Duration> {
+        pids.iter()
+            .map(|&pid| cpu_time(pid))
+            .sum::<Result<Duration>>()
+    };
+    let (dash_from, pods_from) = (cpu_time(pid)?, cpu_of(&supervisors)?);
+    let start = Instant::now();
+    std::thread::sleep(FOR);
+    let took = start.elapsed().as_secs_f64();
+    let dash = cpu_time(pid)?.saturating_sub(dash_from);
+    let pods = cpu_of(&supervisors)?.saturating_sub(pods_from);
+    drop(dashboard);
+    let read: u64 = pages.into_iter().filter_map(|page| page.join().ok()).sum();
+    let percent = |used: Duration| 100.0 * used.as_secs_f64() / took;
+    Ok((
+        format!(
+            "dashboard {:.2}% of one core, the 10 supervisors {:.2}% together, over {} s; the pages read {} KB",
+            percent(dash),
+            percent(pods),
+            FOR.as_secs(),
+            read / 1000
+        ),
+        "10 detached pods of one `sleep` each; a page's stream of each open".to_owned(),
     ))
 }
