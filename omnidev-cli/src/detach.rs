@@ -109,6 +109,13 @@ pub fn start(
         .profile
         .check_scale(&options.scale)
         .map_err(Error::from)?;
+    omnidev_pod::link::resolve(
+        &checkout.profile,
+        &checkout.repo,
+        &checkout.cache_root,
+        &options.links,
+    )
+    .map_err(Error::from)?;
     let pod_dir = checkout.pod_dir.clone();
     if let LockState::Held { pid } = control::lock_state(&pod_dir)? {
         if options.clean {

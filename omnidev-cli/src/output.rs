@@ -134,6 +134,19 @@ pub fn pod_status(status: &PodStatus) -> String {
     for url in &status.urls {
         let _ = writeln!(out, "{:<7} {}", url.name, url.url);
     }
+    for (name, link) in &status.links {
+        let _ = writeln!(
+            out,
+            "link    {name} → {} ({}; {})",
+            quote_path(&link.checkout),
+            if link.running {
+                "running"
+            } else {
+                "not running"
+            },
+            ports(&link.ports)
+        );
+    }
     if !status.services.is_empty() {
         let width = status
             .services

@@ -437,11 +437,7 @@ pub fn database(
         return Err(Error::UnknownDatabase {
             message: format!(
                 "the profile declares no database `{name}` (it declares {})",
-                if declared.is_empty() {
-                    "none".to_owned()
-                } else {
-                    declared.join(", ")
-                }
+                omnidev_pod::names::listed(declared.iter())
             ),
         });
     }

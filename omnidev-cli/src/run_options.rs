@@ -49,6 +49,9 @@ pub struct RunOptions {
     /// this pod without data yet starts as a copy of.
     #[serde(default)]
     pub clone_from: Option<std::path::PathBuf>,
+    /// `--link NAME=CHECKOUT` (the last one given for a name wins).
+    #[serde(default)]
+    pub links: BTreeMap<String, String>,
     /// `--timestamps` (the profile's `[pod] timestamps` also turns them
     /// on: see `PreparedPod::timestamps`).
     #[serde(default)]
@@ -153,6 +156,7 @@ impl RunOptions {
             scale: args.scale.iter().cloned().collect(),
             db: args.db,
             clone_from: args.clone_from.clone(),
+            links: args.link.iter().cloned().collect(),
             timestamps: args.timestamps,
             debug: args.debug
                 || around

@@ -296,25 +296,19 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     )?);
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
+    ctx.links = omnidev_pod::link::resolve(
+        profile,
+        &checkout.repo,
+        &checkout.cache_root,
+        &options.links,
+    )?;
     ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
     ctx.scale.clone_from(&options.scale);
     ctx.db = checkout.db;
     ctx.seed_store = seed_store(&checkout, pod.dir());
     if options.trust_lan_origins {
-        match profile.lan_origin_port().and_then(|name| ports.get(name)) {
-            Some(port) => {
-                ctx.lan_origins = omnidev_pod::lan::lan_origins(port);
-                if ctx.lan_origins.is_empty() {
-                    notices.push("--trust-lan-origins: no LAN address found".to_owned());
-                } else {
-                    notices.push(format!("trusting {}", ctx.lan_origins.join(", ")));
-                }
-            }
-            None => notices.push(
-                "--trust-lan-origins: this profile has no [lan-origins] table; ignored".to_owned(),
-            ),
-        }
+        ctx.lan_origins = trusted_origins(profile, &ports, &mut notices);
     }
     notices.extend(seed(profile, &ctx));
     let rendered = profile.render(&ctx)?;
@@ -335,6 +329,28 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         ports,
         timestamps,
     })
+}
+
+/// `--trust-lan-origins`: the LAN origins of the profile's
+/// `[lan-origins]` port, and what to say of them.
+fn trusted_origins(
+    profile: &Profile,
+    ports: &omnidev_pod::Ports,
+    notices: &mut Vec<String>,
+) -> Vec<String> {
+    let Some(port) = profile.lan_origin_port().and_then(|name| ports.get(name)) else {
+        notices.push(
+            "--trust-lan-origins: this profile has no [lan-origins] table; ignored".to_owned(),
+        );
+        return Vec::new();
+    };
+    let origins = omnidev_pod::lan::lan_origins(port);
+    if origins.is_empty() {
+        notices.push("--trust-lan-origins: no LAN address found".to_owned());
+    } else {
+        notices.push(format!("trusting {}", origins.join(", ")));
+    }
+    origins
 }
 
 /// `up --clean`: removes what omnidev made in the pod directory, as
@@ -474,6 +490,12 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
     })?;
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports);
+    ctx.links = omnidev_pod::link::resolve(
+        profile,
+        &checkout.repo,
+        &checkout.cache_root,
+        &BTreeMap::new(),
+    )?;
     // Only the environment is needed: leave every service out, so no
     // package manager is looked up.
     ctx.selection = Selection {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use omnidev_core::{Condition, RestartPolicy};
 use omnidev_pod::Profile;
 use omnidev_pod::profile::{
-    LanOrigins, PodSection, Ready, RepoSection, Seed, Service, ServiceUrl, Url, WatchSection,
+    LanOrigins, Link, PodSection, Ready, RepoSection, Seed, Service, ServiceUrl, Url, WatchSection,
 };
 use serde_json::Value;
 
@@ -222,6 +222,12 @@ fn everything() -> Profile {
         env: "ORIGINS".into(),
         port: "web".into(),
     });
+    profile.links.insert(
+        "backend".into(),
+        Link {
+            checkout: "../backend".into(),
+        },
+    );
     profile.seed = vec![Seed {
         from: strings(&["{env.HOME}/a"]),
         to: "a".into(),

@@ -291,6 +291,18 @@ pub enum Error {
         declared: String,
     },
 
+    /// A `[links.NAME]` of the profile cannot be followed.
+    #[error("link `{name}`: {message}")]
+    #[diagnostic(code(omnidev::pod::link), help("{help}"))]
+    Link {
+        /// The link.
+        name: String,
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        help: String,
+    },
+
     /// A database's data could not be copied, snapshotted or restored.
     #[error("database `{name}`: {message}")]
     #[diagnostic(code(omnidev::pod::database_data), help("{help}"))]

@@ -90,6 +90,7 @@ pub mod ids;
 pub mod init;
 pub mod lan;
 pub mod layout;
+pub mod link;
 pub mod lock;
 pub mod names;
 pub mod node;

@@ -101,6 +101,21 @@ pub fn check_service(name: &str) -> Result<(), String> {
     }
 }
 
+/// Names as an error lists them: `a, b`, or `none`.
+///
+/// ```
+/// assert_eq!(omnidev_pod::names::listed(["a", "b"]), "a, b");
+/// assert_eq!(omnidev_pod::names::listed(Vec::<String>::new()), "none");
+/// ```
+pub fn listed<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
+    let names: Vec<S> = names.into_iter().collect();
+    if names.is_empty() {
+        return "none".to_owned();
+    }
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+    names.join(", ")
+}
+
 /// `Ok` for a valid name, else a message naming `what` (e.g. "service
 /// name") and the rule. The name is shown escaped, so control characters
 /// in it reach no terminal.

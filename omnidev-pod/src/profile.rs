@@ -97,6 +97,9 @@ pub struct Profile {
     /// The pod's databases ([`crate::database`]), in order.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub databases: IndexMap<String, crate::database::Database>,
+    /// The pods of other checkouts this one uses ([`crate::link`]).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub links: IndexMap<String, Link>,
     /// Where the text puts each `{env.NAME}` without a default, for an
     /// error with line and column when NAME is unset at render time.
     #[serde(skip)]
@@ -234,6 +237,16 @@ pub struct LanOrigins {
     pub env: String,
     /// The port whose `http://<ip>:<port>` origins are trusted.
     pub port: String,
+}
+
+/// `[links.NAME]`: another checkout whose pod this one uses; its ports,
+/// URLs and databases are `{link.NAME.…}` placeholders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Link {
+    /// The checkout: a path relative to this one (`../backend`), or the
+    /// branch of one of this repository's worktrees.
+    pub checkout: String,
 }
 
 /// `[[seed]]`: a file copied into a new pod when absent.
@@ -880,9 +893,11 @@ impl Profile {
             .map(String::as_str)
             .collect();
         let database_names: Vec<&str> = self.databases.keys().map(String::as_str).collect();
-        let known = KnownNames {
+        let link_names: Vec<&str> = self.links.keys().map(String::as_str).collect();
+        let known = template::Names {
             ports: &port_names,
             databases: &database_names,
+            links: &link_names,
         };
         let mut uses = Vec::new();
         check_placeholders(at, at.root, &mut Vec::new(), &known, &mut uses)?;
@@ -1026,6 +1041,17 @@ impl Profile {
                 return Err(at.error(
                     &["ports", name],
                     format!("the base port of `{name}` is 0; give a port between 1 and 65535"),
+                ));
+            }
+        }
+        for (name, link) in &self.links {
+            crate::names::check("link name", name).map_err(|m| at.error(&["links", name], m))?;
+            if link.checkout.trim().is_empty() {
+                return Err(at.error(
+                    &["links", name, "checkout"],
+                    format!(
+                        "`checkout` of link `{name}` is empty: give the other checkout's path                          (relative to this one) or its worktree's branch"
+                    ),
                 ));
             }
         }
@@ -1379,18 +1405,11 @@ fn check_duration(at: &Locator<'_>, path: &[&str], ms: u64, max: Duration) -> Re
 
 /// Checks every string value of the document for valid placeholders, and
 /// records each `{env.NAME}` without a default with its position in `uses`.
-/// The names a placeholder may use: ports (a server database's among
-/// them) and databases.
-struct KnownNames<'k> {
-    ports: &'k [&'k str],
-    databases: &'k [&'k str],
-}
-
 fn check_placeholders<'a>(
     at: &Locator<'_>,
     table: &'a DeTable<'a>,
     path: &mut Vec<String>,
-    ports: &KnownNames<'_>,
+    ports: &template::Names<'_>,
     uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     for (key, value) in table {
@@ -1405,7 +1424,7 @@ fn check_value<'a>(
     at: &Locator<'_>,
     value: &'a toml::Spanned<DeValue<'a>>,
     path: &mut Vec<String>,
-    ports: &KnownNames<'_>,
+    ports: &template::Names<'_>,
     uses: &mut Vec<EnvUse>,
 ) -> Result<()> {
     match value.get_ref() {
@@ -1426,13 +1445,12 @@ fn check_value<'a>(
                     ),
                 ));
             }
-            let segments =
-                template::parse_known(text, ports.ports, ports.databases).map_err(|e| {
-                    at.error_at(
-                        offset_of(&e.snippet),
-                        format!("in `{}`: {}", path.join("."), e.message),
-                    )
-                })?;
+            let segments = template::parse_known(text, ports).map_err(|e| {
+                at.error_at(
+                    offset_of(&e.snippet),
+                    format!("in `{}`: {}", path.join("."), e.message),
+                )
+            })?;
             for segment in segments {
                 if let template::Segment::Placeholder(template::Placeholder::Env {
                     name,

@@ -86,6 +86,11 @@ pub struct UpArgs {
     /// same database of CHECKOUT's pod (`omnidev db clone`).
     #[arg(long, value_name = "CHECKOUT")]
     pub clone_from: Option<PathBuf>,
+    /// Point the profile's link NAME (`[links.NAME]`) at another checkout
+    /// for this run: a path (relative to this checkout) or a worktree's
+    /// branch. Repeatable.
+    #[arg(long, value_name = "NAME=CHECKOUT", value_parser = parse_link)]
+    pub link: Vec<(String, String)>,
     /// Remove the pod directory before starting.
     #[arg(long)]
     pub clean: bool,
@@ -711,6 +716,14 @@ pub(super) fn parse_scale(value: &str) -> Result<(String, u32), String> {
         .parse()
         .map_err(|_| format!("`{count}` is not a number of copies"))?;
     Ok((name.to_owned(), count))
+}
+
+pub(super) fn parse_link(value: &str) -> Result<(String, String), String> {
+    let (name, checkout) = split_pair(value)?;
+    if checkout.is_empty() {
+        return Err(format!("missing checkout after `=` in `{value}`"));
+    }
+    Ok((name.to_owned(), checkout.to_owned()))
 }
 
 pub(super) fn parse_host_override(value: &str) -> Result<(String, String), String> {

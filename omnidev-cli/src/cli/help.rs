@@ -240,17 +240,7 @@ pub fn fit_to_profile(command: clap::Command, profile: &omnidev_pod::Profile) ->
             command = command.mut_arg(id, |arg| arg.hide(true));
         }
     }
-    let list = |names: Vec<&String>| {
-        if names.is_empty() {
-            "none".to_owned()
-        } else {
-            names
-                .into_iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
+    let list = |names: Vec<&String>| omnidev_pod::names::listed(names);
     let ports = list(profile.ports.keys().collect());
     let services = list(profile.services.keys().collect());
     let with = |what: &'static str, names: String| {

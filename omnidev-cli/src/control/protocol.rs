@@ -350,6 +350,10 @@ pub struct PodStatus {
     /// The last reload, while running (when one happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadReport>,
+    /// What each `[links.NAME]` of the profile resolved to when the pod
+    /// started, while running.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<String, LinkReport>,
     /// When the pod started (RFC 3339), while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
@@ -366,6 +370,35 @@ pub struct PodStatus {
     /// its path and the parser's reason); absent when they could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A linked pod, as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct LinkReport {
+    /// The linked checkout.
+    pub checkout: PathBuf,
+    /// Its pod directory.
+    pub pod_dir: PathBuf,
+    /// Its ports, as this pod's placeholders got them.
+    pub ports: BTreeMap<String, u16>,
+    /// Whether it runs now.
+    pub running: bool,
+}
+
+impl LinkReport {
+    /// The report of `linked`, asked now whether it runs.
+    pub fn of(linked: &omnidev_pod::link::Linked) -> Self {
+        Self {
+            checkout: linked.checkout.clone(),
+            pod_dir: linked.pod_dir.clone(),
+            ports: linked.ports.0.clone(),
+            running: matches!(
+                omnidev_pod::PodLock::state(&linked.pod_dir),
+                Ok(omnidev_pod::LockState::Held { .. })
+            ),
+        }
+    }
 }
 
 /// A reload, as `status` reports it.

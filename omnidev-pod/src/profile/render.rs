@@ -160,6 +160,8 @@ pub struct RenderContext {
     /// `--database NAME --key KEY -- COMMAND…`); without it a seed runs
     /// uncached.
     pub seed_store: Option<Vec<String>>,
+    /// `{link.NAME.…}`: the linked pods ([`crate::link::resolve`]).
+    pub links: BTreeMap<String, crate::link::Linked>,
 }
 
 impl RenderContext {
@@ -223,6 +225,7 @@ impl RenderContext {
             env,
             python: self.python.0.as_deref().map_err(String::as_str),
             databases,
+            links: &self.links,
         }
     }
 
@@ -317,6 +320,17 @@ impl Profile {
                 .render_with(ctx, &databases);
         }
         self.render_with(ctx, &databases)
+    }
+
+    /// Every `[urls]` entry rendered in the pod `ctx` renders, whether its
+    /// service runs or not: what a linking pod's `{link.NAME.url.URL}`
+    /// reads.
+    pub fn urls_of(&self, ctx: &RenderContext) -> Result<BTreeMap<String, String>> {
+        let databases = self.databases_of(ctx)?;
+        let values = ctx.values_with(&ctx.inherited_env, &databases);
+        (self.urls.iter())
+            .map(|(name, url)| Ok((name.clone(), render_text(url.template(), &values)?)))
+            .collect()
     }
 
     /// What each database's `{db.NAME.PART}` stands for in the pod `ctx`
@@ -883,13 +897,25 @@ fn install_step(
 }
 
 fn render_text(text: &str, values: &Values<'_>) -> Result<String> {
-    template::render(text, values, false).map_err(|e| Error::Render {
-        message: match e {
-            Unresolved::Port(name) => format!("no port `{name}` was allocated (used in `{text}`)"),
-            Unresolved::Env(name) => format!("`{name}` is not set (used in `{text}`)"),
-            Unresolved::Syntax(message) => format!("in `{text}`: {message}"),
-            Unresolved::Python(reason) => format!("`{{python}}` (used in `{text}`): {reason}"),
-            Unresolved::Db(part) => format!("no database part `{part}` (used in `{text}`)"),
+    template::render(text, values, false).map_err(|e| match e {
+        Unresolved::Link { link, why } => Error::Link {
+            name: link,
+            message: format!("{why} (used in `{text}`)"),
+            help: "the linked pod has what its profile declares once it has run: check the \
+                   name against its profile (`omnidev profile show --repo CHECKOUT`)"
+                .to_owned(),
+        },
+        e => Error::Render {
+            message: match e {
+                Unresolved::Port(name) => {
+                    format!("no port `{name}` was allocated (used in `{text}`)")
+                }
+                Unresolved::Env(name) => format!("`{name}` is not set (used in `{text}`)"),
+                Unresolved::Syntax(message) => format!("in `{text}`: {message}"),
+                Unresolved::Python(reason) => format!("`{{python}}` (used in `{text}`): {reason}"),
+                Unresolved::Db(part) => format!("no database part `{part}` (used in `{text}`)"),
+                Unresolved::Link { .. } => unreachable!("a link's is its own error"),
+            },
         },
     })
 }

@@ -1,5 +1,7 @@
 //! `{placeholder}` templates: `{pod}`, `{repo}`, `{port.NAME}`, `{host.NAME}`, `{env.NAME}`,
-//! `{env.NAME:-DEFAULT}`, `{python}`.
+//! `{env.NAME:-DEFAULT}`, `{python}`, `{db.NAME.PART}`, and a linked pod's
+//! `{link.NAME.port.PORT}`, `{link.NAME.url.URL}`, `{link.NAME.db.DB.PART}`,
+//! `{link.NAME.repo}`, `{link.NAME.pod}`.
 //!
 //! `{env.NAME}` reads the inherited environment overlaid with the pod's
 //! `env-files`; unset, it is an error when the pod is rendered (with the
@@ -12,7 +14,9 @@
 //! error, reported by the profile parser with line and column.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::Ports;
 
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +57,34 @@ pub enum Placeholder {
         /// The part.
         part: String,
     },
+    /// `{link.NAME.…}`: something of the pod of a linked checkout
+    /// ([`crate::link`]).
+    Link {
+        /// The link's name (`[links.NAME]`).
+        link: String,
+        /// What of its pod.
+        what: LinkPart,
+    },
+}
+
+/// What a `{link.NAME.…}` placeholder takes from the linked pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkPart {
+    /// `.repo`: its checkout.
+    Repo,
+    /// `.pod`: its pod directory.
+    Pod,
+    /// `.port.PORT`: one of its ports.
+    Port(String),
+    /// `.url.URL`: one of its `[urls]`.
+    Url(String),
+    /// `.db.DB.PART`: a part of one of its databases.
+    Db {
+        /// The database.
+        name: String,
+        /// The part.
+        part: String,
+    },
 }
 
 /// A template error: where in the string (byte offset of the offending
@@ -77,20 +109,33 @@ pub struct TemplateError {
 /// assert!(parse("{nope}", &["web"]).is_err());
 /// ```
 pub fn parse(text: &str, ports: &[&str]) -> Result<Vec<Segment>, TemplateError> {
-    parse_with(text, Some((ports, &[])))
+    let known = Names {
+        ports,
+        databases: &[],
+        links: &[],
+    };
+    parse_with(text, Some(&known))
 }
 
-/// [`parse`], with the declared database names for `{db.NAME.PART}`.
-pub fn parse_known(
-    text: &str,
-    ports: &[&str],
-    databases: &[&str],
-) -> Result<Vec<Segment>, TemplateError> {
-    parse_with(text, Some((ports, databases)))
+/// [`parse`], with the declared database and link names too.
+pub fn parse_known(text: &str, known: &Names<'_>) -> Result<Vec<Segment>, TemplateError> {
+    parse_with(text, Some(known))
 }
 
-/// The declared port and database names (`None`: any name).
-type Declared<'k> = Option<(&'k [&'k str], &'k [&'k str])>;
+/// The names a profile declares, which its placeholders may use: ports (a
+/// server database's among them), databases, links.
+#[derive(Debug, Clone, Copy)]
+pub struct Names<'k> {
+    /// `[ports]` names.
+    pub ports: &'k [&'k str],
+    /// `[databases]` names.
+    pub databases: &'k [&'k str],
+    /// `[links]` names.
+    pub links: &'k [&'k str],
+}
+
+/// The declared names (`None`: any name).
+type Declared<'k> = Option<&'k Names<'k>>;
 
 /// Parses `text` against `known` names.
 fn parse_with(text: &str, known: Declared<'_>) -> Result<Vec<Segment>, TemplateError> {
@@ -143,35 +188,41 @@ fn parse_with(text: &str, known: Declared<'_>) -> Result<Vec<Segment>, TemplateE
     Ok(segments)
 }
 
-fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> {
-    let ports = names.map(|(ports, _)| ports);
-    let databases = names.map(|(_, databases)| databases);
-    let known = || {
-        let fixed = [
-            "{pod}",
-            "{repo}",
-            "{python}",
-            "{env.NAME}",
-            "{env.NAME:-DEFAULT}",
-        ];
-        let all: Vec<String> = fixed
-            .iter()
-            .map(|p| (*p).to_owned())
-            .chain(
-                ports
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|p| format!("{{port.{p}}}, {{host.{p}}}")),
+/// The placeholders `names` allow, for an error that names them.
+fn known_placeholders(names: Declared<'_>) -> String {
+    let fixed = [
+        "{pod}",
+        "{repo}",
+        "{python}",
+        "{env.NAME}",
+        "{env.NAME:-DEFAULT}",
+    ];
+    let ports = names.map(|n| n.ports).unwrap_or_default();
+    let databases = names.map(|n| n.databases).unwrap_or_default();
+    let links = names.map(|n| n.links).unwrap_or_default();
+    let all: Vec<String> = (fixed.iter().map(|p| (*p).to_owned()))
+        .chain(ports.iter().map(|p| format!("{{port.{p}}}, {{host.{p}}}")))
+        .chain(databases.iter().map(|d| {
+            format!(
+                "{{db.{d}.url}} (and .{})",
+                crate::database::PARTS[1..].join(", .")
             )
-            .chain(databases.unwrap_or_default().iter().map(|d| {
-                format!(
-                    "{{db.{d}.url}} (and .{})",
-                    crate::database::PARTS[1..].join(", .")
-                )
-            }))
-            .collect();
-        format!("known placeholders: {}", all.join(", "))
-    };
+        }))
+        .chain(links.iter().map(|l| {
+            format!(
+                "{{link.{l}.port.PORT}}, {{link.{l}.url.URL}}, {{link.{l}.db.DB.PART}}, \
+                 {{link.{l}.repo}}, {{link.{l}.pod}}"
+            )
+        }))
+        .collect();
+    format!("known placeholders: {}", all.join(", "))
+}
+
+fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> {
+    let ports = names.map(|n| n.ports);
+    let databases = names.map(|n| n.databases);
+    let links = names.map(|n| n.links);
+    let known = || known_placeholders(names);
     let port_name = |name: &str| -> Result<String, String> {
         let Some(ports) = ports else {
             return Ok(name.to_owned());
@@ -181,11 +232,7 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
         } else {
             Err(format!(
                 "unknown port `{name}` in placeholder `{{{inner}}}`: the [ports] table declares {}",
-                if ports.is_empty() {
-                    "none".to_owned()
-                } else {
-                    ports.join(", ")
-                }
+                crate::names::listed(ports.iter())
             ))
         }
     };
@@ -213,11 +260,7 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
             {
                 return Err(format!(
                     "unknown database `{name}` in `{{{inner}}}`: the [databases] table declares {}",
-                    if databases.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        databases.join(", ")
-                    }
+                    crate::names::listed(databases.iter())
                 ));
             }
             Ok(Placeholder::Db {
@@ -225,6 +268,7 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
                 part: part.to_owned(),
             })
         }
+        Some(("link", rest)) => link_placeholder(inner, rest, links),
         Some(("env", rest)) => {
             let (name, default) = match rest.split_once(":-") {
                 Some((name, default)) => (name, Some(default.to_owned())),
@@ -246,6 +290,101 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
     }
 }
 
+/// `{link.NAME.…}` (`rest` is what follows `link.`): a declared link
+/// (when `links` says which), and a part a pod has. The linked pod's own
+/// names are checked when it is rendered, against that pod.
+fn link_placeholder(
+    inner: &str,
+    rest: &str,
+    links: Option<&[&str]>,
+) -> Result<Placeholder, String> {
+    let parts = "`.port.PORT`, `.url.URL`, `.db.DB.PART`, `.repo` or `.pod`";
+    let (link, what) = rest
+        .split_once('.')
+        .ok_or_else(|| format!("`{{{inner}}}` names nothing of the linked pod: add {parts}"))?;
+    if let Some(links) = links
+        && !links.contains(&link)
+    {
+        return Err(format!(
+            "unknown link `{link}` in `{{{inner}}}`: the [links] table declares {}",
+            crate::names::listed(links.iter())
+        ));
+    }
+    let what = match what.split_once('.') {
+        None if what == "repo" => LinkPart::Repo,
+        None if what == "pod" => LinkPart::Pod,
+        Some(("port", port)) if !port.is_empty() => LinkPart::Port(port.to_owned()),
+        Some(("url", url)) if !url.is_empty() => LinkPart::Url(url.to_owned()),
+        Some(("db", db)) => match db.rsplit_once('.') {
+            Some((name, part)) if crate::database::PARTS.contains(&part) && !name.is_empty() => {
+                LinkPart::Db {
+                    name: name.to_owned(),
+                    part: part.to_owned(),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "`{{{inner}}}` names no database part: write `{{link.{link}.db.DB.PART}}`, \
+                     PART one of {}",
+                    crate::database::PARTS.join(", ")
+                ));
+            }
+        },
+        _ => return Err(format!("`{{{inner}}}`: a linked pod has {parts}")),
+    };
+    Ok(Placeholder::Link {
+        link: link.to_owned(),
+        what,
+    })
+}
+
+/// A linked checkout's pod, as this pod's placeholders see it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Linked {
+    /// The linked checkout's root.
+    pub checkout: PathBuf,
+    /// Its pod directory.
+    pub pod_dir: PathBuf,
+    /// Its ports (`pod.toml`).
+    pub ports: Ports,
+    /// Its `[urls]`, rendered with its ports.
+    pub urls: BTreeMap<String, String>,
+    /// Each of its databases' parts (those it has made).
+    pub databases: BTreeMap<String, crate::database::DbParts>,
+}
+
+impl Linked {
+    /// What `{link.LINK.WHAT}` stands for, or why the pod cannot say.
+    pub fn part(&self, what: &LinkPart) -> std::result::Result<String, String> {
+        let pod = self.pod_dir.display();
+        match what {
+            LinkPart::Repo => Ok(self.checkout.to_string_lossy().into_owned()),
+            LinkPart::Pod => Ok(self.pod_dir.to_string_lossy().into_owned()),
+            LinkPart::Port(port) => self.ports.get(port).map(|p| p.to_string()).ok_or_else(|| {
+                format!(
+                    "its pod {pod} has no port `{port}` (it has {})",
+                    crate::names::listed(self.ports.0.keys())
+                )
+            }),
+            LinkPart::Url(url) => self.urls.get(url).cloned().ok_or_else(|| {
+                format!(
+                    "its profile has no URL `{url}` (it has {})",
+                    crate::names::listed(self.urls.keys())
+                )
+            }),
+            LinkPart::Db { name, part } => (self.databases.get(name))
+                .and_then(|parts| parts.get(part))
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "its pod has no database `{name}` made yet (it has {}); start it once",
+                        crate::names::listed(self.databases.keys())
+                    )
+                }),
+        }
+    }
+}
+
 /// The values placeholders stand for.
 #[derive(Debug, Clone, Copy)]
 pub struct Values<'a> {
@@ -263,6 +402,8 @@ pub struct Values<'a> {
     pub python: Result<&'a str, &'a str>,
     /// `{db.NAME.PART}`: each database's parts.
     pub databases: &'a BTreeMap<String, crate::database::DbParts>,
+    /// `{link.NAME.…}`: each link's pod.
+    pub links: &'a BTreeMap<String, Linked>,
 }
 
 /// Why a template could not be rendered.
@@ -279,6 +420,13 @@ pub enum Unresolved {
     Python(String),
     /// `{db.NAME.PART}` of a database the pod does not have.
     Db(String),
+    /// `{link.NAME.…}` that the linked pod cannot give: which link, why.
+    Link {
+        /// The link.
+        link: String,
+        /// Why.
+        why: String,
+    },
 }
 
 /// Renders `text`. With `strict_env`, an unset `{env.NAME}` without a
@@ -289,8 +437,8 @@ pub enum Unresolved {
 /// let mut ports = omnidev_pod::Ports::default();
 /// ports.0.insert("web".into(), 8080);
 /// let (hosts, env) = Default::default();
-/// let databases = Default::default();
-/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env, python: Ok("3.12"), databases: &databases };
+/// let (databases, links) = Default::default();
+/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env, python: Ok("3.12"), databases: &databases, links: &links };
 /// assert_eq!(render("{repo}:{host.web}:{port.web}", &values, false).unwrap(), "/r:127.0.0.1:8080");
 /// ```
 pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<String, Unresolved> {
@@ -316,6 +464,16 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
                     .get(&name)
                     .and_then(|parts| parts.get(&part));
                 out.push_str(value.ok_or(Unresolved::Db(format!("{name}.{part}")))?);
+            }
+            Segment::Placeholder(Placeholder::Link { link, what }) => {
+                let Some(linked) = values.links.get(&link) else {
+                    let why = "was not resolved".to_owned();
+                    return Err(Unresolved::Link { link, why });
+                };
+                match linked.part(&what) {
+                    Ok(value) => out.push_str(&value),
+                    Err(why) => return Err(Unresolved::Link { link, why }),
+                }
             }
             Segment::Placeholder(Placeholder::Python) => match values.python {
                 Ok(version) => out.push_str(version),
@@ -359,7 +517,64 @@ mod tests {
     }
 
     #[test]
+    fn link_placeholders_name_a_declared_link_and_a_part() {
+        let known = Names {
+            ports: &[],
+            databases: &[],
+            links: &["api"],
+        };
+        let link = |what| {
+            [Segment::Placeholder(Placeholder::Link {
+                link: "api".into(),
+                what,
+            })]
+        };
+        let parsed = |text: &str| parse_known(text, &known);
+        assert_eq!(
+            parsed("{link.api.port.server}").expect("port"),
+            link(LinkPart::Port("server".into()))
+        );
+        assert_eq!(
+            parsed("{link.api.url.ui}").expect("url"),
+            link(LinkPart::Url("ui".into()))
+        );
+        assert_eq!(
+            parsed("{link.api.db.main.url}").expect("db"),
+            link(LinkPart::Db {
+                name: "main".into(),
+                part: "url".into()
+            })
+        );
+        assert_eq!(
+            parsed("{link.api.repo}").expect("repo"),
+            link(LinkPart::Repo)
+        );
+        assert_eq!(parsed("{link.api.pod}").expect("pod"), link(LinkPart::Pod));
+        let err = parsed("{link.web.port.server}").expect_err("undeclared");
+        assert!(err.message.contains("declares api"), "{}", err.message);
+        for bad in [
+            "{link.api}",
+            "{link.api.port}",
+            "{link.api.db.main}",
+            "{link.api.colour}",
+        ] {
+            let err = parsed(bad).expect_err(bad);
+            assert!(
+                err.message.contains("`.port.PORT`") || err.message.contains("PART"),
+                "{bad}: {}",
+                err.message
+            );
+        }
+    }
+
+    #[test]
     fn database_placeholders_name_a_declared_database_and_a_part() {
+        let known = Names {
+            ports: &[],
+            databases: &["main"],
+            links: &[],
+        };
+        let parse_known = |text: &str, _: &[&str], _: &[&str]| parse_known(text, &known);
         let segs = parse_known("{db.main.url}", &[], &["main"]).expect("parse");
         assert_eq!(
             segs,
@@ -409,6 +624,7 @@ mod tests {
             env: &env,
             python: Err("bad .python-version"),
             databases: &databases,
+            links: &BTreeMap::new(),
         };
         assert_eq!(
             render("url={db.main.url}", &values, true).expect("a database"),

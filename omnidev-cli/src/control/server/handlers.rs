@@ -8,8 +8,8 @@ use omnidev_core::{Until, Waited};
 
 use crate::control::events::rfc3339;
 use crate::control::protocol::{
-    ErrorKind, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport, UrlReport,
-    WaitFor,
+    ErrorKind, LinkReport, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport,
+    UrlReport, WaitFor,
 };
 
 use super::{
@@ -359,6 +359,9 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         services,
         usage: Some(usage),
         last_reload: last_reload(shared),
+        links: (info.links.iter())
+            .map(|(name, linked)| (name.clone(), LinkReport::of(linked)))
+            .collect(),
         started_at: Some(rfc3339(shared.supervisor.started_at())),
         last_activity: (shared.supervisor.history().last_activity()).map(rfc3339),
         watched: watched(shared),

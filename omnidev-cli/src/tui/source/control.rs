@@ -425,6 +425,7 @@ mod tests {
             })),
             watched: vec!["server".into()],
             live: None,
+            links: std::collections::BTreeMap::new(),
         };
         let server =
             crate::control::ControlServer::start_with_deadline(info, supervisor.clone(), deadline)

@@ -1,0 +1,240 @@
+//! `[links.NAME]`: a checkout's pod wired to another checkout's pod by
+//! name — its ports, URLs and databases in placeholders — found by path or
+//! by a worktree's branch, pointed elsewhere with `up --link`, reported by
+//! `status`; and the links that cannot be followed, each with a clear
+//! error.
+
+#[path = "support/context.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{TestContext, service, stderr, wait_for};
+use omnidev_test_support::git;
+
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A checkout `name` beside the context's, whose pod serves `api` (an
+/// HTTP server) and has an SQLite database `main`.
+fn backend(ctx: &TestContext, name: &str) -> PathBuf {
+    let dir = ctx.root.join(name);
+    std::fs::create_dir_all(dir.join(".git")).expect("mkdir");
+    write_backend_profile(&dir);
+    dir
+}
+
+/// The backend's profile in `dir`, its port's base a quiet port of this
+/// test's own (tests run at once, each with its own port registry).
+fn write_backend_profile(dir: &Path) {
+    let base = omnidev_test_support::ports::quiet_ports(1)[0];
+    std::fs::write(
+        dir.join("omnidev.toml"),
+        r#"
+[ports]
+api = BASE
+
+[databases.main]
+engine = "sqlite"
+
+[services.api]
+command = ["python3", "-m", "http.server", "{port.api}", "--bind", "127.0.0.1"]
+ready = { tcp = "127.0.0.1:{port.api}" }
+grace-ms = 1000
+
+[urls]
+api = "http://localhost:{port.api}"
+"#
+        .replace("BASE", &base.to_string()),
+    )
+    .expect("write");
+}
+
+/// The context's checkout as a frontend linked to `checkout` as
+/// `backend`: its service prints what it was given of the backend.
+fn frontend(ctx: &TestContext, checkout: &str) {
+    ctx.write(
+        "omnidev.toml",
+        &format!(
+            r#"
+[links.backend]
+checkout = "{checkout}"
+
+[services.web]
+command = ["sh", "-c", "echo \"api=$API port=$API_PORT db=$API_DB\"; exec sleep 300"]
+grace-ms = 1000
+
+[services.web.env]
+API = "{{link.backend.url.api}}"
+API_PORT = "{{link.backend.port.api}}"
+API_DB = "{{link.backend.db.main.path}}"
+"#
+        ),
+    );
+}
+
+fn up_in(ctx: &TestContext, dir: &Path) {
+    ctx.run_ok(&["up", "--detach", "--repo", &dir.to_string_lossy()]);
+}
+
+fn stop_in(ctx: &TestContext, dir: &Path) {
+    let _ = ctx.run(&["stop", "--repo", &dir.to_string_lossy()]);
+}
+
+fn port_of(ctx: &TestContext, dir: &Path) -> u64 {
+    let status = ctx.json(&["status", "--json", "--repo", &dir.to_string_lossy()]);
+    status["ports"]["api"].as_u64().expect("the api port")
+}
+
+/// The line the frontend's `web` printed.
+fn web_said(ctx: &TestContext) -> String {
+    let mut said = String::new();
+    wait_for("web's line", DEADLINE, || {
+        said = ctx.run_ok(&["logs", "web"]);
+        said.contains("api=")
+    });
+    said
+}
+
+#[test]
+fn a_frontend_gets_its_backends_url_port_and_database_and_status_says_so() {
+    let ctx = TestContext::new();
+    let api = backend(&ctx, "backend");
+    frontend(&ctx, "../backend");
+    // Before the backend ever ran there is no pod to read.
+    let refused = ctx.assert(&["up", "--detach"]).failure();
+    let said = stderr(&refused);
+    assert!(
+        said.contains("link `backend`") && said.contains("has no pod yet"),
+        "{said}"
+    );
+    assert!(said.contains("omnidev up --detach --repo"), "{said}");
+
+    up_in(&ctx, &api);
+    let _stop = ctx.stop_on_drop();
+    let port = port_of(&ctx, &api);
+    ctx.run_ok(&["up", "--detach"]);
+    let said = web_said(&ctx);
+    let api_pod = ctx.json(&["status", "--json", "--repo", &api.to_string_lossy()]);
+    let db = Path::new(api_pod["pod-dir"].as_str().expect("pod-dir")).join("data/main/main.db");
+    assert!(
+        said.contains(&format!(
+            "api=http://localhost:{port} port={port} db={}",
+            db.display()
+        )),
+        "{said}"
+    );
+    // What the link resolved to, and whether that pod runs.
+    let status = ctx.json(&["status", "--json"]);
+    let link = &status["links"]["backend"];
+    assert_eq!(link["checkout"], api.to_string_lossy().as_ref(), "{status}");
+    assert_eq!(link["ports"]["api"], port, "{status}");
+    assert_eq!(link["running"], true, "{status}");
+    stop_in(&ctx, &api);
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(status["links"]["backend"]["running"], false, "{status}");
+    let text = ctx.run_ok(&["status"]);
+    assert!(text.contains("link    backend → "), "{text}");
+    // A link only reads: the stopped backend's pod is byte for byte the
+    // same after the frontend started again on it.
+    let backend_pod = Path::new(api_pod["pod-dir"].as_str().expect("pod-dir")).to_owned();
+    let before = common::listing(&backend_pod, Path::new("/nothing"));
+    ctx.run_ok(&["stop"]);
+    ctx.run_ok(&["up", "--detach"]);
+    assert!(service(&ctx.json(&["status", "--json"]), "web")["pid"].is_u64());
+    assert_eq!(common::listing(&backend_pod, Path::new("/nothing")), before);
+}
+
+#[test]
+fn up_link_points_a_link_at_another_checkout_for_one_run() {
+    let ctx = TestContext::new();
+    let first = backend(&ctx, "backend");
+    let second = backend(&ctx, "backend-2");
+    frontend(&ctx, "../backend");
+    up_in(&ctx, &first);
+    up_in(&ctx, &second);
+    let _stop_first = StopIn(&ctx, first.clone());
+    let _stop_second = StopIn(&ctx, second.clone());
+    let port = port_of(&ctx, &second);
+    assert_ne!(port, port_of(&ctx, &first));
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach", "--link", "backend=../backend-2"]);
+    assert!(web_said(&ctx).contains(&format!("port={port} ")));
+    // A link the profile does not declare cannot be pointed anywhere.
+    ctx.run_ok(&["stop"]);
+    let refused = ctx
+        .assert(&["up", "--detach", "--link", "api=../backend"])
+        .failure();
+    assert!(stderr(&refused).contains("link `api`: is not declared"));
+}
+
+#[test]
+fn a_link_names_a_worktree_by_its_branch() {
+    let ctx = TestContext::new();
+    // One repository: this checkout on `main`, the backend a worktree of
+    // it on branch `api`.
+    std::fs::remove_dir_all(ctx.repo.join(".git")).expect("rm");
+    git(&ctx.repo, &["init", "-q"]);
+    git(&ctx.repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
+    let api = ctx.root.join("api-worktree");
+    git(
+        &ctx.repo,
+        &["worktree", "add", "-q", "-b", "api", &api.to_string_lossy()],
+    );
+    write_backend_profile(&api);
+    frontend(&ctx, "api");
+    up_in(&ctx, &api);
+    let _stop_api = StopIn(&ctx, api.clone());
+    let port = port_of(&ctx, &api);
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    assert!(web_said(&ctx).contains(&format!("port={port} ")));
+}
+
+#[test]
+fn links_that_cannot_be_followed_say_why() {
+    let ctx = TestContext::new();
+    let refused = |ctx: &TestContext| stderr(&ctx.assert(&["up", "--detach"]).failure());
+    // Missing.
+    frontend(&ctx, "../nowhere");
+    let said = refused(&ctx);
+    assert!(
+        said.contains("`../nowhere` is neither a directory"),
+        "{said}"
+    );
+    // Itself.
+    frontend(&ctx, ".");
+    let said = refused(&ctx);
+    assert!(said.contains("is this checkout itself"), "{said}");
+    // A loop: the backend links back to this checkout.
+    let api = backend(&ctx, "backend");
+    let mut profile = std::fs::read_to_string(api.join("omnidev.toml")).expect("read");
+    profile.push_str("\n[links.front]\ncheckout = \"../repo\"\n");
+    std::fs::write(api.join("omnidev.toml"), profile).expect("write");
+    frontend(&ctx, "../backend");
+    let said = refused(&ctx);
+    assert!(said.contains("links go round in a loop"), "{said}");
+    assert!(
+        said.contains("repo → ") && said.contains("backend → "),
+        "{said}"
+    );
+    // A placeholder of an undeclared link is the profile's error.
+    ctx.write(
+        "omnidev.toml",
+        "[services.web]\ncommand = [\"echo\", \"{link.api.port.x}\"]\n",
+    );
+    let said = stderr(&ctx.assert(&["profile", "check"]).failure());
+    assert!(said.contains("unknown link `api`"), "{said}");
+    // Nothing was left running.
+    let status: serde_json::Value =
+        serde_json::from_slice(&ctx.run(&["status", "--json"]).stdout).expect("status");
+    assert_eq!(status["running"], false, "{status}");
+}
+
+/// Stops the pod of a checkout when dropped.
+struct StopIn<'c>(&'c TestContext, PathBuf);
+
+impl Drop for StopIn<'_> {
+    fn drop(&mut self) {
+        stop_in(self.0, &self.1);
+    }
+}
