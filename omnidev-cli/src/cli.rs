@@ -99,6 +99,10 @@ pub enum Command {
     /// the options `up --detach` writes to its standard input (internal).
     #[command(hide = true)]
     Detached,
+    /// The service `LINK.SERVICE` of a pod whose service depends on a
+    /// linked pod's: ready while that service is ready (internal).
+    #[command(hide = true)]
+    LinkWatch(LinkWatchArgs),
 }
 
 /// The clap command of `omnidev` with the grouped subcommand list in its

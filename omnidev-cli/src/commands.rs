@@ -13,6 +13,7 @@ pub mod events;
 pub mod gc;
 pub mod init;
 pub mod install;
+pub mod link_watch;
 pub mod logs;
 pub mod ls;
 pub mod mcp;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
         Some(Command::Update(args)) => install::update(&args),
         Some(Command::Check(args)) => install::check(&args),
         Some(Command::Refresh) => install::refresh(),
+        Some(Command::LinkWatch(args)) => link_watch::run(&args),
         Some(Command::ShellHook(args)) => install::shell_hook(&args),
         Some(Command::Attach(args)) => Ok(attach::run(&args)?),
         Some(Command::Status(args)) => status::run(&args),

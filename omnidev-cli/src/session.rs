@@ -302,6 +302,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         &checkout.cache_root,
         &options.links,
     )?;
+    ctx.omnidev = std::env::current_exe().ok();
     ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
     ctx.scale.clone_from(&options.scale);
@@ -496,6 +497,7 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
         &checkout.cache_root,
         &BTreeMap::new(),
     )?;
+    ctx.omnidev = std::env::current_exe().ok();
     // Only the environment is needed: leave every service out, so no
     // package manager is looked up.
     ctx.selection = Selection {

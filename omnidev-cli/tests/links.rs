@@ -238,3 +238,63 @@ impl Drop for StopIn<'_> {
         stop_in(self.0, &self.1);
     }
 }
+
+/// `depends-on = { "backend.api" = "ready" }`: the frontend's service
+/// waits while the linked backend is stopped, starts once the backend's
+/// service is ready, and is told (a line, a restart) when it goes down and
+/// comes back.
+#[test]
+fn a_service_waits_for_a_linked_pods_service_and_follows_it() {
+    let ctx = TestContext::new();
+    let api = backend(&ctx, "backend");
+    // The backend ran once (its pod exists) and is stopped now.
+    up_in(&ctx, &api);
+    stop_in(&ctx, &api);
+    let _stop_api = StopIn(&ctx, api.clone());
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[links.backend]
+checkout = "../backend"
+
+[services.web]
+command = ["sh", "-c", "echo started; exec sleep 300"]
+depends-on = { "backend.api" = "ready" }
+grace-ms = 1000
+"#,
+    );
+    let _stop = ctx.stop_on_drop();
+    // Detached with a short wait: the backend is not there to be ready.
+    let _ = ctx.run(&["up", "--detach", "--ready-timeout", "2"]);
+    let state = |name: &str| {
+        let status: serde_json::Value =
+            serde_json::from_slice(&ctx.run(&["status", "--json"]).stdout).expect("status");
+        service(&status, name).clone()
+    };
+    wait_for("the watch to say why it waits", DEADLINE, || {
+        ctx.run_ok(&["logs", "backend.api"])
+            .contains("waiting: the pod ")
+    });
+    assert_eq!(state("web")["state"], "waiting", "{}", state("web"));
+    assert!(state("web")["pid"].is_null());
+
+    up_in(&ctx, &api);
+    wait_for("web started once the backend is ready", DEADLINE, || {
+        state("web")["pid"].is_u64()
+    });
+    assert_eq!(state("backend.api")["ready"], true);
+    let first = state("web")["pid"].as_u64();
+
+    // Down: the watch says so and ends; up again: web restarts after it.
+    stop_in(&ctx, &api);
+    wait_for("the watch to see the backend go", DEADLINE, || {
+        ctx.run_ok(&["logs", "backend.api"])
+            .contains("down: the pod ")
+    });
+    up_in(&ctx, &api);
+    wait_for("web restarted once the backend is back", DEADLINE, || {
+        let web = state("web");
+        web["pid"].is_u64() && web["pid"].as_u64() != first
+    });
+    assert_eq!(state("backend.api")["ready"], true);
+}

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use crate::profile::template::Linked;
+pub use crate::profile::template::{LINK_READY, Linked};
 
 use crate::Profile;
 use crate::error::{Error, Result};

@@ -86,10 +86,14 @@ pub fn expand(names: &[String], services: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Whether `name` names a running service: a valid name, or a replica's
-/// (`web.2`).
+/// Whether `name` names a running service: a valid name, a replica's
+/// (`web.2`), or the watch of a linked pod's service (`backend.api`).
 pub fn is_service(name: &str) -> bool {
-    is_valid(name) || replica_of(name).is_some()
+    is_valid(name)
+        || replica_of(name).is_some()
+        || name
+            .split_once('.')
+            .is_some_and(|(link, theirs)| is_valid(link) && is_valid(theirs))
 }
 
 /// [`check`] for the name of a running service, which may be a replica's.

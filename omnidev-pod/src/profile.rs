@@ -712,6 +712,35 @@ impl Profile {
         Ok(())
     }
 
+    /// Each `depends-on` of service `name` names a service of the profile,
+    /// or a linked pod's (`LINK.SERVICE`).
+    fn check_dependencies(&self, at: &Locator<'_>, name: &str, service: &Service) -> Result<()> {
+        for dependency in service.depends_on.keys() {
+            if self.services.contains_key(dependency) {
+                continue;
+            }
+            let path = ["services", name, "depends-on", dependency];
+            match dependency.split_once('.') {
+                Some((link, theirs)) if self.links.contains_key(link) => {
+                    crate::names::check("service name", theirs)
+                        .map_err(|m| at.error(&path, format!("in `{dependency}`: {m}")))?;
+                }
+                _ => {
+                    return Err(at.error(
+                        &path,
+                        format!(
+                            "service `{name}` depends on unknown service `{dependency}` \
+                             (a linked pod's service is `LINK.SERVICE`, LINK one of [links]: \
+                             {})",
+                            crate::names::listed(self.links.keys())
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every `[pod] expected-env` entry is a variable's name.
     fn check_expected_env(&self, at: &Locator<'_>) -> Result<()> {
         match (self.pod.expected_env.iter()).find(|name| !crate::env_file::is_key(name)) {
@@ -775,14 +804,7 @@ impl Profile {
                 }
                 _ => {}
             }
-            for dependency in service.depends_on.keys() {
-                if !self.services.contains_key(dependency) {
-                    return Err(at.error(
-                        &["services", name, "depends-on", dependency],
-                        format!("service `{name}` depends on unknown service `{dependency}`"),
-                    ));
-                }
-            }
+            self.check_dependencies(at, name, service)?;
             if let Some(pm) = &service.package_manager
                 && crate::PackageManager::from_name(pm).is_none()
             {

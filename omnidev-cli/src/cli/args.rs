@@ -345,6 +345,17 @@ pub struct CompletionsArgs {
     pub force: bool,
 }
 
+/// Arguments of `omnidev link-watch` (internal).
+#[derive(Debug, Args, Clone)]
+pub struct LinkWatchArgs {
+    /// The linked pod's directory.
+    #[arg(long, value_name = "PATH")]
+    pub pod_dir: PathBuf,
+    /// Its service this pod's services wait for.
+    #[arg(long, value_name = "NAME")]
+    pub service: String,
+}
+
 /// Arguments of `omnidev man`.
 #[derive(Debug, Args, Clone)]
 pub struct ManArgs {

@@ -186,7 +186,16 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
     );
     let pod_dir = omnidev_pod::pod::default_pod_dir(&omnidev_pod::pod::cache_root()?, &repo);
     let checkout = repo.clone();
-    let ctx = RenderContext::from_process_env(repo, pod_dir, ports);
+    let cache_root = omnidev_pod::pod::cache_root()?;
+    let links = omnidev_pod::link::resolve(
+        &profile,
+        &repo,
+        &cache_root,
+        &std::collections::BTreeMap::default(),
+    )?;
+    let mut ctx = RenderContext::from_process_env(repo, pod_dir, ports);
+    ctx.links = links;
+    ctx.omnidev = std::env::current_exe().ok();
     ctx.selection.to_run(&profile)?;
     let rendered = profile.render(&ctx)?;
     let order = omnidev_core::start_order(&rendered.services)?;

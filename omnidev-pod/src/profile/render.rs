@@ -162,6 +162,9 @@ pub struct RenderContext {
     pub seed_store: Option<Vec<String>>,
     /// `{link.NAME.…}`: the linked pods ([`crate::link::resolve`]).
     pub links: BTreeMap<String, crate::link::Linked>,
+    /// This program (`omnidev`), which runs a linked service's watch
+    /// (`LINK.SERVICE` in `depends-on`).
+    pub omnidev: Option<PathBuf>,
 }
 
 impl RenderContext {
@@ -314,12 +317,69 @@ impl Profile {
         let servers = (self.databases.iter()).any(|(name, d)| {
             (d.engine.is_server() || d.seed.is_some()) && !ctx.selection.skip.contains(name)
         });
+        let mut profile = std::borrow::Cow::Borrowed(self);
         if servers {
-            return self
-                .with_database_services(ctx, &place)?
-                .render_with(ctx, &databases);
+            profile = std::borrow::Cow::Owned(self.with_database_services(ctx, &place)?);
         }
-        self.render_with(ctx, &databases)
+        if profile.uses_linked_services() {
+            profile = std::borrow::Cow::Owned(profile.with_link_watches(ctx)?);
+        }
+        profile.render_with(ctx, &databases)
+    }
+
+    /// Whether a service depends on a linked pod's (`LINK.SERVICE`).
+    fn uses_linked_services(&self) -> bool {
+        (self.services.values())
+            .flat_map(|s| s.depends_on.keys())
+            .any(|d| !self.services.contains_key(d))
+    }
+
+    /// This profile with a service `LINK.SERVICE` for each linked pod's
+    /// service one of its services depends on: `omnidev link-watch`, ready
+    /// while that service is ready in its pod, which ends when it goes
+    /// down (restarted then like any crash, its dependents after it once
+    /// it is ready again). It only reads the linked pod.
+    fn with_link_watches(&self, ctx: &RenderContext) -> Result<Profile> {
+        let mut profile = self.clone();
+        let wanted: Vec<String> = (self.services.values())
+            .flat_map(|s| s.depends_on.keys())
+            .filter(|d| !self.services.contains_key(*d))
+            .cloned()
+            .collect();
+        for dependency in wanted {
+            let Some((link, theirs)) = dependency.split_once('.') else {
+                continue;
+            };
+            let (Some(linked), Some(program)) = (ctx.links.get(link), &ctx.omnidev) else {
+                return Err(Error::Link {
+                    name: link.to_owned(),
+                    message: format!("`{dependency}` cannot be watched from here"),
+                    help: "start the pod with `omnidev up`, which follows its links".to_owned(),
+                });
+            };
+            let text = |p: &Path| p.to_string_lossy().into_owned();
+            profile.services.insert(
+                dependency.clone(),
+                super::Service {
+                    command: Some(vec![
+                        text(program),
+                        "link-watch".to_owned(),
+                        "--pod-dir".to_owned(),
+                        text(&linked.pod_dir),
+                        "--service".to_owned(),
+                        theirs.to_owned(),
+                    ]),
+                    ready: Some(super::Ready {
+                        log: Some(format!("^{}$", template::LINK_READY)),
+                        interval_ms: Some(100),
+                        ..Default::default()
+                    }),
+                    grace_ms: Some(1000),
+                    ..Default::default()
+                },
+            );
+        }
+        Ok(profile)
     }
 
     /// Every `[urls]` entry rendered in the pod `ctx` renders, whether its

@@ -385,6 +385,10 @@ impl Linked {
     }
 }
 
+/// The line `omnidev link-watch` prints once the linked service is ready
+/// (the readiness probe of the watch, `LINK.SERVICE`, matches it).
+pub const LINK_READY: &str = "ready";
+
 /// The values placeholders stand for.
 #[derive(Debug, Clone, Copy)]
 pub struct Values<'a> {
