@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use crate::cli::{Cli, Command, ProfileCommand, UpArgs};
 use crate::run_options::RunOptions;
@@ -67,6 +68,10 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
 /// `omnidev up`, in the foreground or (`--detach`) in the background.
 fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
     let options = RunOptions::from_args(args)?;
+    if options.with_links {
+        let wait = Duration::from_secs(args.ready_timeout);
+        crate::detach::start_links(&options, wait)?;
+    }
     match options.detach {
         Some(ready_timeout) => crate::detach::run(&options, ready_timeout),
         None => Ok(up::run(&options)?),

@@ -73,6 +73,48 @@ pub fn run(options: &RunOptions, ready_timeout: Duration) -> miette::Result<Exit
     report(&started)
 }
 
+/// `up --with-links`: each pod of the profile's links that does not run
+/// is started first, in the background in its own checkout (its own
+/// links too), as `omnidev up --detach --with-links --repo CHECKOUT`
+/// would, each waited for at most `ready_timeout`. Loops of links are
+/// refused before anything starts.
+pub fn start_links(options: &RunOptions, ready_timeout: Duration) -> miette::Result<()> {
+    let checkout = crate::session::resolve_checkout(&options.pod)?;
+    let links = omnidev_pod::link::checkouts(&checkout.profile, &checkout.repo, &options.links)
+        .map_err(Error::from)?;
+    for (name, linked, _) in links {
+        let pod_dir = omnidev_pod::pod::default_pod_dir(&checkout.cache_root, &linked);
+        if let LockState::Held { .. } = control::lock_state(&pod_dir)? {
+            continue;
+        }
+        note!(
+            "omnidev: starting the pod of link `{name}` ({})",
+            omnidev_core::text::quote_path(&linked)
+        );
+        let theirs = RunOptions {
+            pod: crate::cli::PodArgs {
+                repo: Some(linked),
+                profile: None,
+                pod_dir: None,
+            },
+            selection: omnidev_pod::Selection::default(),
+            ports: Vec::new(),
+            hosts: std::collections::BTreeMap::new(),
+            trust_lan_origins: false,
+            clean: false,
+            scale: std::collections::BTreeMap::new(),
+            db: None,
+            clone_from: None,
+            links: std::collections::BTreeMap::new(),
+            detach: Some(ready_timeout),
+            ..options.clone()
+        };
+        start_links(&theirs, ready_timeout)?;
+        report(&start(&theirs, ready_timeout, &CallConnection::default())?)?;
+    }
+    Ok(())
+}
+
 /// A pod running in the background, with the answer to the wait for its
 /// services' readiness.
 #[derive(Debug)]

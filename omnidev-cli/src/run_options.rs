@@ -52,6 +52,9 @@ pub struct RunOptions {
     /// `--link NAME=CHECKOUT` (the last one given for a name wins).
     #[serde(default)]
     pub links: BTreeMap<String, String>,
+    /// `--with-links`: the linked pods that do not run are started first.
+    #[serde(default)]
+    pub with_links: bool,
     /// `--timestamps` (the profile's `[pod] timestamps` also turns them
     /// on: see `PreparedPod::timestamps`).
     #[serde(default)]
@@ -157,6 +160,7 @@ impl RunOptions {
             db: args.db,
             clone_from: args.clone_from.clone(),
             links: args.link.iter().cloned().collect(),
+            with_links: args.with_links,
             timestamps: args.timestamps,
             debug: args.debug
                 || around

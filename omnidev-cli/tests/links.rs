@@ -298,3 +298,37 @@ grace-ms = 1000
     });
     assert_eq!(state("backend.api")["ready"], true);
 }
+
+/// `up --with-links` starts a linked pod that never ran, in its own
+/// checkout and in the background, before this one; without it the pod
+/// is never started by a link.
+#[test]
+fn with_links_starts_the_linked_pods_that_do_not_run() {
+    let ctx = TestContext::new();
+    let api = backend(&ctx, "backend");
+    frontend(&ctx, "../backend");
+    let _stop_api = StopIn(&ctx, api.clone());
+    let _stop = ctx.stop_on_drop();
+    let said = ctx.assert(&["up", "--detach", "--with-links"]).success();
+    assert!(
+        stderr(&said).contains("starting the pod of link `backend`"),
+        "{}",
+        stderr(&said)
+    );
+    let backend_status = ctx.json(&["status", "--json", "--repo", &api.to_string_lossy()]);
+    assert_eq!(backend_status["running"], true, "{backend_status}");
+    let port = backend_status["ports"]["api"].as_u64().expect("a port");
+    assert!(web_said(&ctx).contains(&format!("port={port} ")));
+    // Running already: started again by nobody, said by nobody.
+    ctx.run_ok(&["stop"]);
+    let said = ctx.assert(&["up", "--detach", "--with-links"]).success();
+    assert!(
+        !stderr(&said).contains("starting the pod"),
+        "{}",
+        stderr(&said)
+    );
+    assert_eq!(
+        ctx.json(&["status", "--json", "--repo", &api.to_string_lossy()])["pid"],
+        backend_status["pid"]
+    );
+}

@@ -26,14 +26,33 @@ const MAX_DEPTH: usize = 16;
 ///
 /// # Errors
 ///
-/// A link this profile does not declare in `overrides`; a checkout that
-/// is not there, is this one, or loops back; a linked pod that never ran.
+/// Those of [`checkouts`]; a linked pod that never ran.
 pub fn resolve(
     profile: &Profile,
     repo: &Path,
     cache_root: &Path,
     overrides: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, Linked>> {
+    (checkouts(profile, repo, overrides)?.into_iter())
+        .map(|(name, checkout, theirs)| {
+            let pod = pod_of(&name, &checkout, &theirs, cache_root)?;
+            Ok((name, pod))
+        })
+        .collect()
+}
+
+/// Each link of `profile` (the checkout at `repo`; `overrides` from `up
+/// --link`) with its checkout and that checkout's profile.
+///
+/// # Errors
+///
+/// A link this profile does not declare in `overrides`; a checkout that
+/// is not there, is this one, or loops back.
+pub fn checkouts(
+    profile: &Profile,
+    repo: &Path,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Vec<(String, PathBuf, Profile)>> {
     if let Some(name) = overrides.keys().find(|n| !profile.links.contains_key(*n)) {
         return Err(fail(
             name,
@@ -42,7 +61,7 @@ pub fn resolve(
              pointing it elsewhere with `--link NAME=PATH`",
         ));
     }
-    let mut linked = BTreeMap::new();
+    let mut found = Vec::new();
     for (name, link) in &profile.links {
         let written = overrides.get(name).unwrap_or(&link.checkout);
         let checkout = find_checkout(name, repo, written)?;
@@ -55,9 +74,9 @@ pub fn resolve(
         }
         let (theirs, _) = Profile::load(&checkout, None)?;
         no_loop(&mut vec![repo.to_path_buf(), checkout.clone()], &theirs)?;
-        linked.insert(name.clone(), pod_of(name, &checkout, &theirs, cache_root)?);
+        found.push((name.clone(), checkout, theirs));
     }
-    Ok(linked)
+    Ok(found)
 }
 
 /// The pod of the linked `checkout` (whose profile is `profile`), read

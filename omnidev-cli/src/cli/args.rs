@@ -91,6 +91,11 @@ pub struct UpArgs {
     /// branch. Repeatable.
     #[arg(long, value_name = "NAME=CHECKOUT", value_parser = parse_link)]
     pub link: Vec<(String, String)>,
+    /// Start the pods of the profile's links that are not running first,
+    /// each in the background in its own checkout (as `omnidev up
+    /// --detach --with-links --repo CHECKOUT`).
+    #[arg(long)]
+    pub with_links: bool,
     /// Remove the pod directory before starting.
     #[arg(long)]
     pub clean: bool,
