@@ -296,7 +296,7 @@ async fn pods(State(state): State<Arc<Dashboard>>) -> Response {
         let branches: std::collections::BTreeMap<String, String> = (list.pods.iter())
             .filter_map(|pod| {
                 let name = pod.pod_dir.file_name()?.to_string_lossy().into_owned();
-                Some((name, branch(pod.repo.as_deref()?)?))
+                Some((name, omnidev_pod::root::branch(pod.repo.as_deref()?)?))
             })
             .collect();
         Ok::<_, Error>(Listing { list, branches })
@@ -334,18 +334,6 @@ impl Dashboard {
         let dir = self.cache_root.join(name);
         (plain && omnidev_pod::Pod::at(&dir).pod_toml().is_file()).then_some(dir)
     }
-}
-
-/// The branch checked out in `repo` (a worktree's too), or the commit
-/// when it is detached; `None` when it cannot be read.
-fn branch(repo: &Path) -> Option<String> {
-    let git_dir = omnidev_pod::root::git_dir(repo)?;
-    let head = omnidev_pod::root::short_text(&git_dir.join("HEAD"))?;
-    let head = head.trim();
-    Some(match head.strip_prefix("ref: refs/heads/") {
-        Some(branch) => branch.to_owned(),
-        None => head.chars().take(12).collect(),
-    })
 }
 
 fn no_pod() -> Response {

@@ -215,6 +215,7 @@ fn everything() -> Profile {
         env_files: strings(&[".env"]),
         expected_env: strings(&["SECRET_KEY"]),
         timestamps: true,
+        hostnames: true,
         memory_max: Some(2 << 30),
         cpu_max: Some(200),
     };

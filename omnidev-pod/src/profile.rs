@@ -209,6 +209,11 @@ pub struct PodSection {
     /// and headless, as with `omnidev up --timestamps`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub timestamps: bool,
+    /// The pod's `[urls]` on `localhost` use its own host name
+    /// (`{host.pod}`, `<branch>.<checkout>.localhost`): two worktrees'
+    /// UIs keep separate cookies.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hostnames: bool,
     /// Most memory the pod's services may hold together (`"512MiB"`); see
     /// [`omnidev_core::spec::Limits`].
     #[serde(
@@ -1059,6 +1064,14 @@ impl Profile {
     fn validate_names_and_paths(&self, at: &Locator<'_>) -> Result<()> {
         for (name, base) in &self.ports {
             crate::names::check("port name", name).map_err(|m| at.error(&["ports", name], m))?;
+            if name == "pod" {
+                return Err(at.error(
+                    &["ports", name],
+                    "the port name `pod` is taken: `{host.pod}` is the pod's host name; \
+                     call the port something else"
+                        .to_owned(),
+                ));
+            }
             if *base == 0 {
                 return Err(at.error(
                     &["ports", name],
@@ -1645,6 +1658,47 @@ mod tests {
         assert_eq!(profile.pod.limits().cpu_max, Some(250));
         let back = Profile::parse(&profile.to_toml().expect("toml"), "shown").expect("parses");
         assert_eq!(back, profile);
+    }
+
+    #[test]
+    fn hostnames_put_the_pods_own_host_in_its_localhost_urls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path().join("shop");
+        std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/login\n").expect("write");
+        let text = |hostnames: bool| {
+            format!(
+                "[pod]\nhostnames = {hostnames}\n[ports]\nweb = 8000\n\
+                 [services.web]\ncommand = [\"serve\", \"--host\", \"{{host.pod}}\"]\n\
+                 [urls]\nweb = \"http://localhost:{{port.web}}/\"\n\
+                 docs = \"http://localhost.example:1/\"\n"
+            )
+        };
+        let mut ports = crate::Ports::default();
+        ports.0.insert("web".into(), 8001);
+        let ctx =
+            crate::RenderContext::from_process_env(repo.clone(), dir.path().join("pod"), ports);
+        let urls = |hostnames| {
+            let profile = Profile::parse(&text(hostnames), "p.toml").expect("parses");
+            profile.urls_of(&ctx).expect("urls")
+        };
+        assert_eq!(urls(true)["web"], "http://login.shop.localhost:8001/");
+        assert_eq!(urls(false)["web"], "http://localhost:8001/");
+        // Only the host `localhost` is changed.
+        assert_eq!(urls(true)["docs"], "http://localhost.example:1/");
+        let profile = Profile::parse(&text(true), "p.toml").expect("parses");
+        let rendered = profile.render(&ctx).expect("renders");
+        assert_eq!(
+            rendered.services[0].command.args,
+            ["--host", "login.shop.localhost"]
+        );
+        assert_eq!(
+            rendered.services[0].urls[0].url,
+            "http://login.shop.localhost:8001/"
+        );
+        // `pod` is no port's name.
+        let (_, _, message) = profile_error("[ports]\npod = 8000\n");
+        assert!(message.contains("`{host.pod}`"), "{message}");
     }
 
     #[test]

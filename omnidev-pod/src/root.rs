@@ -119,6 +119,58 @@ pub fn check_markers(root: &Path, markers: &[String]) -> Result<()> {
     }
 }
 
+/// The branch checked out in the checkout at `repo` (a worktree's too),
+/// or the commit when it is detached; `None` when it cannot be read.
+pub fn branch(repo: &Path) -> Option<String> {
+    let git_dir = git_dir(repo)?;
+    let head = short_text(&git_dir.join("HEAD"))?;
+    let head = head.trim();
+    Some(match head.strip_prefix("ref: refs/heads/") {
+        Some(branch) => branch.to_owned(),
+        None => head.chars().take(12).collect(),
+    })
+}
+
+/// The pod's own host name under `localhost`, which browsers (and most
+/// resolvers) send to the loopback address with no set-up:
+/// `<branch>.<checkout directory>.localhost`, each label lowercase
+/// letters, digits and `-`. Two worktrees' pods get two names, so their
+/// UIs keep separate cookies (cookies are per host, not per port).
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let repo = dir.path().join("My_App");
+/// std::fs::create_dir_all(repo.join(".git")).unwrap();
+/// std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/feature/Login-2\n").unwrap();
+/// assert_eq!(omnidev_pod::root::pod_host(&repo), "feature-login-2.my-app.localhost");
+/// ```
+pub fn pod_host(repo: &Path) -> String {
+    let label = |text: &str| {
+        let mut out = String::new();
+        for c in text.chars() {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() {
+                out.push(c);
+            } else if !out.ends_with('-') {
+                out.push('-');
+            }
+        }
+        let out: String = out.trim_matches('-').chars().take(40).collect();
+        let out = out.trim_end_matches('-').to_owned();
+        if out.is_empty() {
+            "pod".to_owned()
+        } else {
+            out
+        }
+    };
+    let name = repo.file_name().map(|n| n.to_string_lossy().into_owned());
+    format!(
+        "{}.{}.localhost",
+        label(&branch(repo).unwrap_or_default()),
+        label(&name.unwrap_or_default())
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

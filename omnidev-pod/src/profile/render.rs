@@ -165,6 +165,8 @@ pub struct RenderContext {
     /// This program (`omnidev`), which runs a linked service's watch
     /// (`LINK.SERVICE` in `depends-on`).
     pub omnidev: Option<PathBuf>,
+    /// `{host.pod}`: the pod's host name ([`crate::root::pod_host`]).
+    pub pod_host: String,
 }
 
 impl RenderContext {
@@ -172,6 +174,7 @@ impl RenderContext {
     pub fn from_process_env(repo: PathBuf, pod_dir: PathBuf, ports: Ports) -> Self {
         let python = PythonPin::of_checkout(&repo);
         Self {
+            pod_host: crate::root::pod_host(&repo),
             repo,
             pod_dir,
             ports,
@@ -225,6 +228,7 @@ impl RenderContext {
             repo: &self.repo,
             ports: &self.ports,
             hosts: &self.hosts,
+            pod_host: &self.pod_host,
             env,
             python: self.python.0.as_deref().map_err(String::as_str),
             databases,
@@ -327,6 +331,22 @@ impl Profile {
         profile.render_with(ctx, &databases)
     }
 
+    /// A `[urls]` entry rendered; with `[pod] hostnames`, its host
+    /// `localhost` is the pod's own host name, so two pods' UIs keep
+    /// separate cookies.
+    fn url_text(&self, template: &str, values: &Values<'_>) -> Result<String> {
+        let url = render_text(template, values)?;
+        if !self.pod.hostnames {
+            return Ok(url);
+        }
+        Ok(match url.split_once("://localhost") {
+            Some((scheme, rest)) if rest.is_empty() || rest.starts_with([':', '/']) => {
+                format!("{scheme}://{}{rest}", values.pod_host)
+            }
+            _ => url,
+        })
+    }
+
     /// Whether a service depends on a linked pod's (`LINK.SERVICE`).
     fn uses_linked_services(&self) -> bool {
         (self.services.values())
@@ -389,7 +409,7 @@ impl Profile {
         let databases = self.databases_of(ctx)?;
         let values = ctx.values_with(&ctx.inherited_env, &databases);
         (self.urls.iter())
-            .map(|(name, url)| Ok((name.clone(), render_text(url.template(), &values)?)))
+            .map(|(name, url)| Ok((name.clone(), self.url_text(url.template(), &values)?)))
             .collect()
     }
 
@@ -592,7 +612,7 @@ impl Profile {
                             } else {
                                 crate::names::replica(url_name, index)
                             },
-                            url: render_text(url.template(), &values)?,
+                            url: self.url_text(url.template(), &values)?,
                         });
                     }
                 }
@@ -613,7 +633,7 @@ impl Profile {
             if url.service(name, self).is_none() {
                 urls.push(NamedUrl {
                     name: name.clone(),
-                    url: text(url.template())?,
+                    url: self.url_text(url.template(), &values)?,
                 });
             }
         }

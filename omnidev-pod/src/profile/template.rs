@@ -38,6 +38,9 @@ pub enum Placeholder {
     Port(String),
     /// `{host.NAME}`: the bind host for port NAME (default `127.0.0.1`).
     Host(String),
+    /// `{host.pod}`: the pod's own host name under `localhost`
+    /// ([`crate::root::pod_host`]).
+    PodHost,
     /// `{env.NAME}` or `{env.NAME:-DEFAULT}`: a variable of the inherited
     /// environment (overlaid with the pod's env files).
     Env {
@@ -241,6 +244,7 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
         None if inner == "repo" => Ok(Placeholder::Repo),
         None if inner == "python" => Ok(Placeholder::Python),
         Some(("port", name)) => port_name(name).map(Placeholder::Port),
+        Some(("host", "pod")) => Ok(Placeholder::PodHost),
         Some(("host", name)) => port_name(name).map(Placeholder::Host),
         Some(("db", rest)) => {
             let Some((name, part)) = rest.rsplit_once('.') else {
@@ -400,6 +404,8 @@ pub struct Values<'a> {
     pub ports: &'a crate::Ports,
     /// `{host.NAME}`; names absent here are `127.0.0.1`.
     pub hosts: &'a BTreeMap<String, String>,
+    /// `{host.pod}`.
+    pub pod_host: &'a str,
     /// `{env.NAME}`.
     pub env: &'a BTreeMap<String, String>,
     /// `{python}`, or why it cannot be known.
@@ -442,7 +448,7 @@ pub enum Unresolved {
 /// ports.0.insert("web".into(), 8080);
 /// let (hosts, env) = Default::default();
 /// let (databases, links) = Default::default();
-/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, env: &env, python: Ok("3.12"), databases: &databases, links: &links };
+/// let values = Values { pod: "/p".as_ref(), repo: "/r".as_ref(), ports: &ports, hosts: &hosts, pod_host: "main.r.localhost", env: &env, python: Ok("3.12"), databases: &databases, links: &links };
 /// assert_eq!(render("{repo}:{host.web}:{port.web}", &values, false).unwrap(), "/r:127.0.0.1:8080");
 /// ```
 pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<String, Unresolved> {
@@ -459,6 +465,7 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
                 let port = values.ports.get(&name).ok_or(Unresolved::Port(name))?;
                 out.push_str(&port.to_string());
             }
+            Segment::Placeholder(Placeholder::PodHost) => out.push_str(values.pod_host),
             Segment::Placeholder(Placeholder::Host(name)) => {
                 out.push_str(values.hosts.get(&name).map_or("127.0.0.1", String::as_str));
             }
@@ -625,6 +632,7 @@ mod tests {
             repo: Path::new("/r"),
             ports: &ports,
             hosts: &hosts,
+            pod_host: "main.r.localhost",
             env: &env,
             python: Err("bad .python-version"),
             databases: &databases,
