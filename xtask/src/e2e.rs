@@ -19,6 +19,7 @@ mod dashboard;
 mod database;
 mod dist;
 mod editfix;
+mod hostnames;
 mod install;
 mod lifecycle;
 mod mcp;
@@ -77,6 +78,8 @@ const CASES: &[Case] = &[
     case!(control::control_socket_modes_stale_socket_clean),
     case!(mcp::inspector_cli_lists_and_calls_the_tools),
     case!(dashboard::dashboard_in_chromium_two_worktrees),
+    case!(hostnames::pod_host_names_keep_cookies_apart),
+    case!(hostnames::two_frontends_each_linked_to_its_own_backend),
     case!(database::databases_per_checkout_as_an_unprivileged_user),
     case!(ports::long_pod_path_detach_status_stop),
     case!(ports::foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves),

@@ -48,7 +48,7 @@ pub(super) fn status_stopped(
 /// The exit code of a command on a pod that does not run.
 const NOT_RUNNING: i32 = 3;
 
-fn omnidev(
+pub(super) fn omnidev(
     ctx: &mut Ctx,
     repo: &Path,
     args: &[&str],

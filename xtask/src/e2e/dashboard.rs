@@ -71,14 +71,14 @@ fn webdriver(port: u16, method: &str, path: &str, body: Option<&Value>) -> Resul
 }
 
 /// A browser session.
-struct Browser {
+pub(super) struct Browser {
     port: u16,
     session: String,
     _driver: Killed,
 }
 
 impl Browser {
-    fn start(ctx: &Ctx) -> Result<Self> {
+    pub(super) fn start(ctx: &Ctx) -> Result<Self> {
         // A port free now (chromedriver takes it at once).
         let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
             .local_addr()?
@@ -129,13 +129,13 @@ impl Browser {
         webdriver(self.port, method, &path, body)
     }
 
-    fn open(&self, url: &str) -> Result<()> {
+    pub(super) fn open(&self, url: &str) -> Result<()> {
         self.call("POST", "/url", Some(&json!({ "url": url })))
             .map(drop)
     }
 
     /// The value of `script` (a function body) in the page.
-    fn eval(&self, script: &str) -> Result<Value> {
+    pub(super) fn eval(&self, script: &str) -> Result<Value> {
         self.call(
             "POST",
             "/execute/sync",
