@@ -53,12 +53,21 @@ impl PodSource {
     }
 
     /// What the services hold together now.
-    fn usage(&self) -> Update {
-        let mut total = omnidev_core::platform::Usage::default();
-        for status in self.statuses.borrow().iter() {
-            total.add(self.supervisor.usage(status).unwrap_or_default());
-        }
-        Update::Usage(total)
+    /// Measured on a blocking thread, off the UI's loop (it reads
+    /// `/proc` or cgroup files for every process of the pod). A `next`
+    /// dropped meanwhile loses only this measurement: the next comes at
+    /// the next tick.
+    async fn usage(&self) -> Update {
+        let supervisor = self.supervisor.clone();
+        let statuses = self.statuses.borrow().clone();
+        let measured = tokio::task::spawn_blocking(move || {
+            let mut total = omnidev_core::platform::Usage::default();
+            for status in &statuses {
+                total.add(supervisor.usage(status).unwrap_or_default());
+            }
+            total
+        });
+        Update::Usage(measured.await.unwrap_or_default())
     }
 
     /// Core's status as it is now, with the URLs it shows.
@@ -74,7 +83,7 @@ impl Feed for PodSource {
         tokio::select! {
             Ok(()) = self.statuses.changed() => self.status(),
             event = self.follower.recv() => event.map_or(Update::Closed, Update::Event),
-            _ = self.usage_every.tick() => self.usage(),
+            _ = self.usage_every.tick() => self.usage().await,
         }
     }
 
