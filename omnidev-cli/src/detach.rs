@@ -390,6 +390,17 @@ fn report(started: &Started) -> miette::Result<ExitCode> {
             let _ = writeln!(report, "  {name} | {line}");
         }
     }
+    let links = response.status.as_ref().map(|s| &s.links);
+    let waits_for_a_link = (response.failed.iter()).any(|name| {
+        name.split_once('.')
+            .is_some_and(|(link, _)| links.is_some_and(|l| l.contains_key(link)))
+    });
+    if waits_for_a_link {
+        report.push_str(
+            "omnidev: what waits for a linked pod starts once it is ready there \
+             (`omnidev up --with-links` starts the linked pods that do not run)\n",
+        );
+    }
     report.push_str("omnidev: the pod keeps running; `omnidev stop` ends it\n");
     note!("{}", report.trim_end());
     Ok(ExitCode::FAILURE)

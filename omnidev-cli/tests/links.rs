@@ -129,6 +129,17 @@ fn a_frontend_gets_its_backends_url_port_and_database_and_status_says_so() {
     assert_eq!(link["checkout"], api.to_string_lossy().as_ref(), "{status}");
     assert_eq!(link["ports"]["api"], port, "{status}");
     assert_eq!(link["running"], true, "{status}");
+    // The same in the dashboard's page and in the pod's first events.
+    let shown = ctx.dashboard_told(&status, "links");
+    assert_eq!(shown["backend"], *link, "{shown}");
+    let events = ctx.run_ok(&["events", "--json"]);
+    let told = (events.lines())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a record"))
+        .find(|r| r["kind"] == "link")
+        .unwrap_or_else(|| panic!("no link event: {events}"));
+    assert_eq!(told["name"], "backend", "{told}");
+    assert_eq!(told["checkout"], link["checkout"], "{told}");
+    assert_eq!(told["ports"]["api"], port, "{told}");
     stop_in(&ctx, &api);
     let status = ctx.json(&["status", "--json"]);
     assert_eq!(status["links"]["backend"]["running"], false, "{status}");
@@ -240,9 +251,10 @@ impl Drop for StopIn<'_> {
 }
 
 /// `depends-on = { "backend.api" = "ready" }`: the frontend's service
-/// waits while the linked backend is stopped, starts once the backend's
-/// service is ready, and is told (a line, a restart) when it goes down and
-/// comes back.
+/// waits, shown blocked on the watch's words, while the linked backend is
+/// stopped, starts once the backend's service is ready, and is stopped to
+/// wait again (`link-down`, `link-up` events) when it goes down and comes
+/// back.
 #[test]
 fn a_service_waits_for_a_linked_pods_service_and_follows_it() {
     let ctx = TestContext::new();
@@ -271,12 +283,18 @@ grace-ms = 1000
             serde_json::from_slice(&ctx.run(&["status", "--json"]).stdout).expect("status");
         service(&status, name).clone()
     };
-    wait_for("the watch to say why it waits", DEADLINE, || {
-        ctx.run_ok(&["logs", "backend.api"])
-            .contains("waiting: the pod ")
+    wait_for("web blocked on the watch's words", DEADLINE, || {
+        let web = state("web");
+        web["state"] == "blocked"
+            && (web["reason"].as_str()).is_some_and(|r| {
+                r.starts_with("waiting for backend.api: the pod ") && r.ends_with(" is not running")
+            })
     });
-    assert_eq!(state("web")["state"], "waiting", "{}", state("web"));
+    assert_eq!(state("backend.api")["state"], "blocked");
     assert!(state("web")["pid"].is_null());
+    // Told once, in its own words, however long it waits.
+    let said = ctx.run_ok(&["logs", "backend.api"]);
+    assert_eq!(said.matches("down: the pod ").count(), 1, "{said}");
 
     up_in(&ctx, &api);
     wait_for("web started once the backend is ready", DEADLINE, || {
@@ -285,11 +303,11 @@ grace-ms = 1000
     assert_eq!(state("backend.api")["ready"], true);
     let first = state("web")["pid"].as_u64();
 
-    // Down: the watch says so and ends; up again: web restarts after it.
+    // Down: web is stopped and blocked; up again: web starts after it.
     stop_in(&ctx, &api);
-    wait_for("the watch to see the backend go", DEADLINE, || {
-        // (`down: api is stopping …` when it saw the stop begin.)
-        ctx.run_ok(&["logs", "backend.api"]).contains("down: ")
+    wait_for("web stopped and blocked on the backend", DEADLINE, || {
+        let web = state("web");
+        web["state"] == "blocked" && web["pid"].is_null()
     });
     up_in(&ctx, &api);
     wait_for("web restarted once the backend is back", DEADLINE, || {
@@ -297,6 +315,19 @@ grace-ms = 1000
         web["pid"].is_u64() && web["pid"].as_u64() != first
     });
     assert_eq!(state("backend.api")["ready"], true);
+    let events = ctx.run_ok(&["events", "--json", "backend.api"]);
+    let mut kinds: Vec<&str> = (events.lines())
+        .filter_map(|l| l.split("\"kind\":\"").nth(1)?.split('"').next())
+        .filter(|k| k.starts_with("link-"))
+        .collect();
+    // (Down twice in a row when the watch saw the stop begin, then the
+    // pod gone: two reasons.)
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        ["link-down", "link-up", "link-down", "link-up"],
+        "{events}"
+    );
 }
 
 /// `up --with-links` starts a linked pod that never ran, in its own

@@ -59,61 +59,6 @@ fn mcp_status(ctx: &TestContext) -> serde_json::Value {
     answer["result"]["structuredContent"].clone()
 }
 
-/// The first `usage` the dashboard tells a page that follows the pod of
-/// `status` (`{"text", "of", "services"}`).
-fn dashboard_usage(ctx: &TestContext, status: &serde_json::Value) -> serde_json::Value {
-    use std::io::{BufRead as _, Read as _, Write as _};
-    let mut dashboard = ctx
-        .command()
-        .arg("dashboard")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("omnidev dashboard");
-    let mut said = String::new();
-    std::io::BufReader::new(dashboard.stdout.take().expect("stdout"))
-        .read_line(&mut said)
-        .expect("its URL");
-    let (port, token) = (said.trim())
-        .strip_prefix("dashboard http://127.0.0.1:")
-        .and_then(|url| url.split_once("/?token="))
-        .unwrap_or_else(|| panic!("{said}"));
-    let pod = status["pod-dir"]
-        .as_str()
-        .expect("pod-dir")
-        .rsplit('/')
-        .next()
-        .expect("name");
-    let mut stream =
-        std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().expect("port")))
-            .expect("connect");
-    write!(
-        stream,
-        "GET /api/events?pod={pod}&token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
-    )
-    .expect("ask");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .expect("timeout");
-    let mut got = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    let usage = loop {
-        let n = stream.read(&mut chunk).expect("the stream within 30 s");
-        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&got);
-        let found = (text.lines())
-            .filter_map(|line| line.strip_prefix("data: "))
-            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
-            .find_map(|value| value.get("usage").cloned());
-        if let Some(usage) = found {
-            break usage;
-        }
-    };
-    let _ = dashboard.kill();
-    let _ = dashboard.wait();
-    usage
-}
-
 #[test]
 fn a_service_holding_200_mb_shows_it_and_the_pod_sums_its_services() {
     let ctx = TestContext::new();
@@ -166,7 +111,7 @@ grace-ms = 1000
             .as_u64()
             .expect("MCP's usage"),
     );
-    let told = dashboard_usage(&ctx, &status);
+    let told = ctx.dashboard_told(&status, "usage");
     close(
         "the dashboard",
         told["services"]["hog"]["of"]["rss-bytes"]

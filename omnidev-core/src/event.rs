@@ -241,6 +241,30 @@ pub enum EventKind {
         #[schemars(with = "u64")]
         backoff: Duration,
     },
+    /// The service of a linked pod that this service stands for
+    /// ([`crate::spec::ServiceSpec::link`]) is not ready there any more (or
+    /// was not when first looked at): this one is blocked, and its
+    /// dependents are stopped and wait until it is back.
+    LinkDown {
+        /// Why, in the watch's words: `the pod /src/api is not running`.
+        reason: String,
+    },
+    /// The service of a linked pod that was down is ready there again: its
+    /// dependents start.
+    LinkUp,
+    /// A link of the pod: what `[links.NAME]` resolved to when the pod
+    /// started (a front-end tells it first).
+    Link {
+        /// The link's name in the profile.
+        name: String,
+        /// The linked checkout.
+        checkout: std::path::PathBuf,
+        /// Its pod directory.
+        #[serde(rename = "pod-dir")]
+        pod_dir: std::path::PathBuf,
+        /// Its ports, as this pod's placeholders got them.
+        ports: std::collections::BTreeMap<String, u16>,
+    },
     /// A reload (restart of a set of services) began: a watcher saw
     /// changed files, or someone asked (`R`, `omnidev restart`).
     #[serde(rename = "reload")]
@@ -932,6 +956,20 @@ impl fmt::Display for EventKind {
                     0 => f.write_str("not restarting"),
                     n => write!(f, "restart #{n} in {}", format_duration(*backoff)),
                 }
+            }
+            EventKind::LinkDown { reason } => write!(f, "down in its linked pod: {reason}"),
+            EventKind::LinkUp => f.write_str("ready again in its linked pod"),
+            EventKind::Link {
+                name,
+                checkout,
+                ports,
+                ..
+            } => {
+                write!(f, "link {name}: {}", checkout.display())?;
+                for (port, number) in ports {
+                    write!(f, " {port} {number}")?;
+                }
+                Ok(())
             }
             EventKind::Reloading { services, changes } => {
                 write!(f, "reloading {}", services.join(", "))?;

@@ -347,7 +347,31 @@ pub struct ServiceSpec {
     /// What its processes may use ([`Limits`]); none by default.
     #[serde(default, skip_serializing_if = "Limits::is_none")]
     pub limits: Limits,
+    /// It stands for a service of another pod this one is linked to (it
+    /// watches that service, ready while it is ready there). A run that
+    /// exits with [`LINK_DOWN`] says the service is not ready there: this
+    /// one shows [`crate::ServiceState::Blocked`] with the run's last line
+    /// as the reason, its dependents are stopped and wait, blocked on it,
+    /// and it is run again after [`LINK_RETRY`] (not a crash: no backoff
+    /// grows, no restart is counted) until it is ready again. That run
+    /// gets the reason in [`LINK_DOWN_ENV`]: it stays quiet and running
+    /// while the reason holds, and says `ready` once the service is, or
+    /// another reason (exiting with [`LINK_DOWN`] again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub link: bool,
 }
+
+/// The exit code of a [`ServiceSpec::link`] run that says the service it
+/// watches is not ready in its pod (`EX_TEMPFAIL`).
+pub const LINK_DOWN: i32 = 75;
+
+/// The variable a [`ServiceSpec::link`] run started while its service is
+/// down gets: the reason the previous run gave.
+pub const LINK_DOWN_ENV: &str = "OMNIDEV_LINK_DOWN";
+
+/// How soon a [`ServiceSpec::link`] run that said its service is down is
+/// run again to look.
+pub const LINK_RETRY: Duration = Duration::from_secs(1);
 
 /// What a service's processes (or a pod's) may use. Where the machine
 /// delegates cgroup v2 controllers to omnidev the kernel enforces them
@@ -417,6 +441,7 @@ impl ServiceSpec {
             yields: false,
             urls: Vec::new(),
             limits: Limits::default(),
+            link: false,
         }
     }
 
@@ -438,7 +463,7 @@ impl ServiceSpec {
 
     /// What differs in `new`, as the profile names its keys (`command`,
     /// `cwd`, `env`, `depends-on`, `ready`, `restart`, `stop`, `prepare`,
-    /// `availability`, `yield`, `limits`), in that order: empty exactly when a
+    /// `availability`, `yield`, `limits`, `link`), in that order: empty exactly when a
     /// service of that name runs the same ([`ServiceSpec::runs_as`]; its
     /// URLs are not a difference). Every field is named, none left to
     /// `..`, so a new field must be given its key before this compiles.
@@ -461,6 +486,7 @@ impl ServiceSpec {
             yields,
             urls: _,
             limits,
+            link,
         } = self;
         [
             (
@@ -477,6 +503,7 @@ impl ServiceSpec {
             ("availability", *unavailable != new.unavailable),
             ("yield", *yields != new.yields),
             ("limits", *limits != new.limits),
+            ("link", *link != new.link),
         ]
         .into_iter()
         .filter_map(|(key, differs)| differs.then_some(key))

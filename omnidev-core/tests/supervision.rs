@@ -1983,3 +1983,73 @@ fn notices(supervisor: &Supervisor) -> Vec<String> {
         .map(|kept| kept.event().to_string())
         .collect()
 }
+
+/// A link's watch ([`ServiceSpec::link`]) that says its service is down
+/// (exit [`omnidev_core::spec::LINK_DOWN`]) blocks itself and its
+/// dependents on its words, stops the dependents that ran, is looked at
+/// again without a crash's backoff, and frees them once ready.
+#[tokio::test]
+async fn a_link_down_blocks_its_dependents_until_it_is_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = dir.path().join("up");
+    let mut gate = sh(
+        "api.server",
+        "down='the pod /src/api is not running'; \
+         if [ \"$OMNIDEV_LINK_DOWN\" = \"$down\" ]; then \
+           while [ ! -e up ]; do sleep 0.1; done; fi; \
+         if [ -e up ]; then echo ready; while [ -e up ]; do sleep 0.1; done; fi; \
+         echo \"down: $down\"; exit 75",
+        dir.path(),
+    );
+    gate.link = true;
+    gate.readiness = Some(readiness(
+        ProbeSpec::Log {
+            pattern: "^ready$".into(),
+        },
+        Duration::from_secs(30),
+    ));
+    let mut web = sh("web", "exec sleep 1000", dir.path());
+    web.depends_on = depends("api.server", Condition::Ready);
+    let (supervisor, mut rx) = start_subscribed(vec![gate, web]).await;
+    let state = |name: &str| {
+        let snapshot = supervisor.snapshot();
+        let status = snapshot.iter().find(|s| s.name == name).expect("known");
+        status.state.clone()
+    };
+    let blocked_on = |name: &str, words: &str| matches!(state(name), ServiceState::Blocked { reason } if reason.contains(words));
+    wait_until("both blocked on the watch's words", || {
+        blocked_on("api.server", "the pod /src/api is not running")
+            && blocked_on("web", "waiting for api.server: the pod /src/api")
+    })
+    .await;
+    // Run again once, told why: it waits quietly, not run again and
+    // again; told once, never a crash.
+    wait_until("the watch run again", || {
+        supervisor.snapshot()[0].starts >= 2
+    })
+    .await;
+    tokio::time::sleep(3 * omnidev_core::spec::LINK_RETRY).await;
+    assert_eq!(supervisor.snapshot()[0].starts, 2, "run again and again");
+    let mut seen = Vec::new();
+    std::fs::write(&up, "").expect("up");
+    events_until(&mut rx, &mut seen, |s| count(s, "web", running) >= 1).await;
+    let down = |k: &EventKind| matches!(k, EventKind::LinkDown { reason } if reason == "the pod /src/api is not running");
+    assert_eq!(count(&seen, "api.server", down), 1, "{seen:#?}");
+    let back = position(&seen, "api.server", |k| matches!(k, EventKind::LinkUp)).expect("back");
+    assert!(back < position(&seen, "web", running).expect("web ran"));
+    let crashed = |k: &EventKind| matches!(k, EventKind::Crashed { .. });
+    assert_eq!(count(&seen, "api.server", crashed), 0, "{seen:#?}");
+    assert_eq!(supervisor.snapshot()[0].restarts, 0);
+    // Down again: web is stopped and waits, blocked, until it is back.
+    std::fs::remove_file(&up).expect("down");
+    wait_until("web stopped and blocked", || {
+        blocked_on("web", "waiting for api.server")
+    })
+    .await;
+    std::fs::write(&up, "").expect("up again");
+    wait_until("web running again", || {
+        matches!(state("web"), ServiceState::Running { .. })
+    })
+    .await;
+    supervisor.shutdown().await.expect("shutdown");
+}

@@ -1,16 +1,20 @@
 //! `omnidev link-watch` (internal): the service `LINK.SERVICE` a pod runs
 //! for each linked pod's service one of its services depends on. It asks
-//! the linked pod (read only, every [`EVERY`]) and says what it sees, one
-//! line a change: why it waits, then [`READY_LINE`] once the service is
-//! ready there (the readiness probe of the watch matches it). When the
-//! service goes down after that, it says why and exits 1: the pod restarts
-//! it like any crash, and the dependents follow their `depends-on` (they
-//! restart once it is ready again).
+//! the linked pod (read only, every [`EVERY`]); once the service is ready
+//! there it says [`READY_LINE`] (the readiness probe of the watch matches
+//! it) and goes on looking. Whenever the service is not ready there (at
+//! the first look, or later) it says why (`down: …`) and exits with
+//! [`LINK_DOWN`]: the pod shows the watch and its dependents blocked on
+//! that reason, stops the dependents that ran, and runs the watch again
+//! a moment later with the reason in [`LINK_DOWN_ENV`], so it waits
+//! quietly while that holds (core's
+//! [`omnidev_core::spec::ServiceSpec::link`]).
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use omnidev_core::spec::{LINK_DOWN, LINK_DOWN_ENV};
 use omnidev_pod::link::LINK_READY as READY_LINE;
 
 use crate::cli::LinkWatchArgs;
@@ -20,25 +24,26 @@ use crate::control;
 const EVERY: Duration = Duration::from_millis(500);
 
 /// Runs `omnidev link-watch --pod-dir DIR --service NAME` until the
-/// service goes down after it was ready.
+/// service is not ready in its pod.
 pub fn run(args: &LinkWatchArgs) -> miette::Result<ExitCode> {
-    let mut said = String::new();
+    let known = std::env::var(LINK_DOWN_ENV).ok();
     let mut ready = false;
     loop {
-        let now = look(&args.pod_dir, &args.service);
-        let line = match &now {
-            Ok(()) => READY_LINE.to_owned(),
-            Err(why) if ready => format!("down: {why}"),
-            Err(why) => format!("waiting: {why}"),
-        };
-        if line != said {
-            crate::output::write_stdout(&format!("{line}\n"))?;
-            said = line;
+        match look(&args.pod_dir, &args.service) {
+            Err(why) if ready || known.as_ref() != Some(&why) => {
+                crate::output::write_stdout(&format!("down: {why}\n"))?;
+                return Ok(ExitCode::from(LINK_DOWN as u8));
+            }
+            // Still down for the reason the pod shows: nothing new.
+            Err(_) => {
+                std::thread::sleep(EVERY);
+                continue;
+            }
+            Ok(()) => {}
         }
-        match now {
-            Ok(()) => ready = true,
-            Err(_) if ready => return Ok(ExitCode::FAILURE),
-            Err(_) => {}
+        if !ready {
+            crate::output::write_stdout(&format!("{READY_LINE}\n"))?;
+            ready = true;
         }
         std::thread::sleep(EVERY);
     }

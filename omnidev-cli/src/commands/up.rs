@@ -59,6 +59,16 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     } else {
         FrontEvents::Headless(builder.history().lossless(prepared.pod.dir()))
     };
+    // What each link resolved to, told before anything runs.
+    for (name, linked) in &prepared.ports.context.links {
+        let kind = omnidev_core::EventKind::Link {
+            name: name.clone(),
+            checkout: linked.checkout.clone(),
+            pod_dir: linked.pod_dir.clone(),
+            ports: linked.ports.0.clone(),
+        };
+        (builder.history()).push_event(&omnidev_core::Event::pod(kind));
+    }
     let supervisor = builder.run().await?;
     let (watchers, watch_notices) =
         match watch::start_watchers(&prepared, debounce, options.debug, &supervisor) {

@@ -196,9 +196,12 @@ pub(crate) mod tests {
                 EventKind::Lost { .. } => "lost",
                 EventKind::Lagged { .. } => "lagged",
                 EventKind::Status { .. } => "status",
+                EventKind::LinkDown { .. } => "link-down",
+                EventKind::LinkUp => "link-up",
+                EventKind::Link { .. } => "link",
             });
         }
-        assert_eq!(seen.len(), 21, "a sample of every event kind");
+        assert_eq!(seen.len(), 24, "a sample of every event kind");
         kinds
             .into_iter()
             .enumerate()
@@ -387,7 +390,7 @@ pub(crate) mod tests {
     }
 
     /// The kinds a front-end or the control socket tells.
-    fn told_by_front_ends() -> [EventKind; 5] {
+    fn told_by_front_ends() -> [EventKind; 8] {
         let mut crashed = omnidev_core::ServiceStatus::new(
             "server",
             ServiceState::Restarting {
@@ -415,6 +418,16 @@ pub(crate) mod tests {
             EventKind::Lagged {
                 message: "fell behind".into(),
             },
+            EventKind::Link {
+                name: "api".into(),
+                checkout: "/src/api".into(),
+                pod_dir: "/pods/api-1".into(),
+                ports: [("server".to_owned(), 6801)].into(),
+            },
+            EventKind::LinkDown {
+                reason: "the pod /pods/api-1 is not running".into(),
+            },
+            EventKind::LinkUp,
         ]
     }
 
@@ -473,7 +486,7 @@ pub(crate) mod tests {
             assert!(errors.is_empty(), "{value} does not validate: {errors:?}");
             kinds.insert(value["kind"].as_str().expect("a kind").to_owned());
         }
-        assert_eq!(kinds.len(), 21, "a record of every kind: {kinds:?}");
+        assert_eq!(kinds.len(), 24, "a record of every kind: {kinds:?}");
         // A record of an unknown kind, or with a missing field, fails.
         for bad in [
             r#"{"v":2,"ts":"2026-11-30T14:58:38.123Z","pod":"/p","service":null,"kind":"exploded"}"#,

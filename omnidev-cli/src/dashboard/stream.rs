@@ -98,12 +98,12 @@ pub fn events(pod_dir: PathBuf) -> Response {
     response
 }
 
-/// What the pod in `pod_dir` holds, told to its page every
-/// [`crate::output::LIVE_USAGE_EVERY`] as `{"usage": {"text", "of",
-/// "services": {NAME: {"text", "of"}}}}` (`of`: the numbers of `status
-/// --json`), while the page's stream lasts: measured only while someone
-/// looks. Holds no sender of its own, so the stream still ends with its
-/// records.
+/// What the pod in `pod_dir` holds, and its links, told to its page
+/// every [`crate::output::LIVE_USAGE_EVERY`] as `{"usage": {"text", "of",
+/// "services": {NAME: {"text", "of"}}}, "links": {NAME: …}}` (`of` and
+/// the links: as `status --json` has them), while the page's stream
+/// lasts: measured only while someone looks. Holds no sender of its own,
+/// so the stream still ends with its records.
 async fn measure_every(
     pod_dir: PathBuf,
     sender: mpsc::WeakUnboundedSender<Bytes>,
@@ -124,10 +124,12 @@ async fn measure_every(
         let services: serde_json::Map<String, serde_json::Value> = (status.services.iter())
             .filter_map(|s| Some((s.status.name.clone(), told(s.usage.as_ref()?))))
             .collect();
-        let Some(pod) = &status.usage else { continue };
-        let mut usage = told(pod);
-        usage["services"] = serde_json::Value::Object(services);
-        let value = serde_json::json!({ "usage": usage });
+        let mut value = serde_json::json!({ "links": status.links });
+        if let Some(pod) = &status.usage {
+            let mut usage = told(pod);
+            usage["services"] = serde_json::Value::Object(services);
+            value["usage"] = usage;
+        }
         let data = format!(
             "data: {}\n\n",
             omnidev_core::text::json_line(&value).trim_end()

@@ -394,9 +394,13 @@ impl Engine {
     /// status is only published after this, so its state and its
     /// readiness always say the same.
     fn refresh_published(&mut self, index: usize) -> Option<crate::event::ServiceState> {
-        let state = match self.block_reason(index, 0) {
-            Some(reason) => crate::event::ServiceState::Blocked { reason },
-            None => self.services[index].state(),
+        let s = &self.services[index];
+        let state = match (self.block_reason(index, 0), &s.link_down) {
+            (Some(reason), _) => crate::event::ServiceState::Blocked { reason },
+            (None, Some(reason)) if !s.is_terminal() => crate::event::ServiceState::Blocked {
+                reason: reason.clone(),
+            },
+            (None, _) => s.state(),
         };
         if self.services[index].published == state {
             return None;
@@ -669,9 +673,13 @@ impl Engine {
                     // The state and the readiness in one status, published
                     // first: whoever reads the event (or wakes on the
                     // status) and then asks finds both new, with the URLs.
+                    let back = self.services[index].link_down.take().is_some();
                     let changed = self.refresh_published(index);
                     self.publish_status();
                     self.emit_ready(index);
+                    if back {
+                        self.emit(Some(index), EventKind::LinkUp);
+                    }
                     if let Some(state) = changed {
                         self.emit(Some(index), EventKind::State { state });
                     }

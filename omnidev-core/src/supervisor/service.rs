@@ -214,6 +214,9 @@ pub(super) struct Supervised {
     /// The kernel's count of kills for its cgroup's memory limit, as last
     /// read: a run that ends with the count above it was one of them.
     pub(super) oom_kills: u64,
+    /// A link's watch ([`crate::spec::ServiceSpec::link`]) said its
+    /// service is down in the linked pod, why; until it is ready again.
+    pub(super) link_down: Option<String>,
 }
 
 impl Supervised {

@@ -325,10 +325,17 @@ impl Profile {
         if servers {
             profile = std::borrow::Cow::Owned(self.with_database_services(ctx, &place)?);
         }
+        let mut watches = Vec::new();
         if profile.uses_linked_services() {
-            profile = std::borrow::Cow::Owned(profile.with_link_watches(ctx)?);
+            let (with, names) = profile.with_link_watches(ctx)?;
+            profile = std::borrow::Cow::Owned(with);
+            watches = names;
         }
-        profile.render_with(ctx, &databases)
+        let mut pod = profile.render_with(ctx, &databases)?;
+        for spec in &mut pod.services {
+            spec.link = watches.contains(&spec.name);
+        }
+        Ok(pod)
     }
 
     /// A `[urls]` entry rendered; with `[pod] hostnames`, its host
@@ -355,18 +362,20 @@ impl Profile {
     }
 
     /// This profile with a service `LINK.SERVICE` for each linked pod's
-    /// service one of its services depends on: `omnidev link-watch`, ready
-    /// while that service is ready in its pod, which ends when it goes
-    /// down (restarted then like any crash, its dependents after it once
-    /// it is ready again). It only reads the linked pod.
-    fn with_link_watches(&self, ctx: &RenderContext) -> Result<Profile> {
+    /// service one of its services depends on, and their names: `omnidev
+    /// link-watch`, ready while that service is ready in its pod, which
+    /// ends when it is not (its spec is marked
+    /// [`ServiceSpec::link`](omnidev_core::spec::ServiceSpec::link): it is
+    /// looked at again soon, its dependents wait blocked meanwhile). It
+    /// only reads the linked pod.
+    fn with_link_watches(&self, ctx: &RenderContext) -> Result<(Profile, Vec<String>)> {
         let mut profile = self.clone();
         let wanted: Vec<String> = (self.services.values())
             .flat_map(|s| s.depends_on.keys())
             .filter(|d| !self.services.contains_key(*d))
             .cloned()
             .collect();
-        for dependency in wanted {
+        for dependency in &wanted {
             let Some((link, theirs)) = dependency.split_once('.') else {
                 continue;
             };
@@ -399,7 +408,7 @@ impl Profile {
                 },
             );
         }
-        Ok(profile)
+        Ok((profile, wanted))
     }
 
     /// Every `[urls]` entry rendered in the pod `ctx` renders, whether its
@@ -650,6 +659,19 @@ impl Profile {
     }
 }
 
+/// How a service is stopped: its `stop-signal` and `grace-ms` over the
+/// defaults.
+fn stop_spec(service: &Service) -> StopSpec {
+    let mut stop = StopSpec::default();
+    if let Some(signal) = service.stop_signal.as_deref().and_then(signal_number) {
+        stop.signal = signal;
+    }
+    if let Some(grace) = service.grace_ms {
+        stop.grace = Duration::from_millis(grace);
+    }
+    stop
+}
+
 /// The spec of service (or replica) `name`; its dependencies on selected
 /// services are on each of what `running` runs of them.
 fn render_service(
@@ -725,14 +747,6 @@ fn render_service(
         .map(|ready| render_readiness(name, ready, &cwd, &env, ctx, values))
         .transpose()?;
 
-    let mut stop = StopSpec::default();
-    if let Some(signal) = service.stop_signal.as_deref().and_then(signal_number) {
-        stop.signal = signal;
-    }
-    if let Some(grace) = service.grace_ms {
-        stop.grace = Duration::from_millis(grace);
-    }
-
     let mut prepare = match (&tools, service.install_deps) {
         (Some((detection, pm)), true) => {
             let filter = service
@@ -761,13 +775,14 @@ fn render_service(
             .collect(),
         readiness,
         restart: service.restart.unwrap_or_default(),
-        stop,
+        stop: stop_spec(service),
         prepare,
         unavailable,
         yields: service.yields,
         // Set by `render`, which reads `[urls]`.
         urls: Vec::new(),
         limits: service.limits(),
+        link: false,
     })
 }
 

@@ -68,6 +68,14 @@ impl Engine {
             self.write_state();
             return;
         }
+        if !shutting_down
+            && self.specs[index].link
+            && status == ExitStatus::Code(crate::spec::LINK_DOWN)
+        {
+            self.link_went_down(index);
+            self.write_state();
+            return;
+        }
         if let (false, Some(why)) = (shutting_down, not_startable(status)) {
             // The shell could not find or run what it was told to: starting
             // it again would fail the same way, so it is failed at once.
@@ -179,6 +187,63 @@ fn crash(status: ExitStatus, over: Option<Over>, attempt: u32, backoff: Duration
             attempt,
             backoff,
         },
+    }
+}
+
+impl Engine {
+    /// A link's watch said its service is not ready in the linked pod:
+    /// told once a reason, the watch blocked on it and run again after
+    /// [`crate::spec::LINK_RETRY`], its dependents that run stopped to
+    /// wait, blocked on it, until it is back.
+    fn link_went_down(&mut self, index: usize) {
+        let reason = self.last_line(index).map_or_else(
+            || "not ready in its pod".to_owned(),
+            |line| line.strip_prefix("down: ").unwrap_or(&line).to_owned(),
+        );
+        let told = self.services[index].link_down.replace(reason.clone());
+        if told.as_ref() != Some(&reason) {
+            self.emit(Some(index), EventKind::LinkDown { reason });
+        }
+        let s = &mut self.services[index];
+        s.generation += 1;
+        let generation = s.generation;
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(crate::spec::LINK_RETRY).await;
+            let _ = tx.send(Internal::run(index, generation, RunReport::BackoffElapsed));
+        });
+        self.enter(
+            index,
+            Phase::Backoff {
+                after: crate::spec::LINK_RETRY,
+                attempt: 0,
+                port: PortRecovery::Settled,
+                over: None,
+            },
+        );
+        for d in self.transitive_dependents(index) {
+            let s = &self.services[d];
+            let busy = matches!(
+                s.phase,
+                Phase::Running(_) | Phase::Preparing { .. } | Phase::Backoff { .. }
+            );
+            if busy && s.intent != Intent::Hold {
+                self.services[d].intent = Intent::Keep;
+                self.stop(d, AfterStop::Start);
+            }
+        }
+    }
+
+    /// The last line `index`'s runs printed, as the history keeps it.
+    fn last_line(&self, index: usize) -> Option<String> {
+        let mut last = None;
+        (self.parts.logs.history()).view(Some(self.name(index)), |_, kept| {
+            if let crate::history::Kept::Line(line) = kept {
+                last = Some(line.text.clone());
+            }
+            true
+        });
+        last
     }
 }
 

@@ -41,6 +41,10 @@ impl Engine {
                 Phase::Exited { status } if !status.success() => format!("exited with {status}"),
                 Phase::Stopped => "was stopped".to_owned(),
                 Phase::Failed { .. } => "failed to start".to_owned(),
+                _ if d.link_down.is_some() => {
+                    let why = d.link_down.as_deref().unwrap_or_default();
+                    return Some(format!("waiting for {}: {why}", self.name(j)));
+                }
                 _ => {
                     return self
                         .block_reason(j, depth + 1)

@@ -76,12 +76,23 @@ impl Engine {
         self.limit_run(index);
         self.services[index].over = None;
         let spec = &self.specs[index];
+        // A link's watch started while its service is down is told why, so
+        // it waits quietly until that changes.
+        let command = match &self.services[index].link_down {
+            Some(reason) if spec.link => {
+                let mut command = spec.command.clone();
+                let key = crate::spec::LINK_DOWN_ENV.to_owned();
+                command.env.insert(key, reason.clone());
+                std::borrow::Cow::Owned(command)
+            }
+            _ => std::borrow::Cow::Borrowed(&spec.command),
+        };
         let Spawned {
             pid,
             start_time,
             exit,
             group,
-        } = match self.parts.spawner.spawn(&spec.command, &spec.name) {
+        } = match self.parts.spawner.spawn(&command, &spec.name) {
             Ok(spawned) => spawned,
             Err(e) => {
                 // Starting it again would fail the same way: no restart
