@@ -198,24 +198,8 @@ impl LiveProfile {
     }
 
     fn changed_event(&self, next: omnidev_pod::Result<Next>) -> EventKind {
-        let (message, changes, error) = match next {
-            Ok(next) => {
-                let message = changed_message(&self.shown(), &next.changes, self.tui);
-                (message, next.changes, None)
-            }
-            Err(error) => {
-                let message = invalid_message(&self.shown(), &error);
-                (message, ProfileChanges::default(), Some(error.to_string()))
-            }
-        };
-        EventKind::ProfileChanged(ProfileChange {
-            file: self.file.display().to_string(),
-            message,
-            changed: changes.changed.into_iter().map(|(n, _)| n).collect(),
-            added: changes.added,
-            removed: changes.removed,
-            error,
-        })
+        let next = next.map(|next| next.changes);
+        profile_changed(&self.file, &self.shown(), next.as_ref(), self.tui)
     }
 
     /// Allocates the ports of the file's profile (a new port name gets a
@@ -375,6 +359,36 @@ impl omnidev_core::PortMover for LiveProfile {
             services: rendered.services,
         })
     }
+}
+
+/// The `profile-changed` event of `file` (`shown` as people read it):
+/// what the new profile would change (`Ok`), or why it cannot be loaded.
+/// Whether there is anything to apply, and its words, are the pod's
+/// ([`ProfileChanges`]); every front-end reads them from here.
+pub(crate) fn profile_changed(
+    file: &Path,
+    shown: &str,
+    next: Result<&ProfileChanges, &omnidev_pod::Error>,
+    tui: bool,
+) -> EventKind {
+    let file = file.display().to_string();
+    EventKind::ProfileChanged(match next {
+        Ok(changes) => ProfileChange {
+            file,
+            message: changed_message(shown, changes, tui),
+            changed: changes.changed.iter().map(|(n, _)| n.clone()).collect(),
+            added: changes.added.clone(),
+            removed: changes.removed.clone(),
+            error: None,
+            apply: changes.to_apply(),
+        },
+        Err(error) => ProfileChange {
+            file,
+            message: invalid_message(shown, error),
+            error: Some(error.to_string()),
+            ..ProfileChange::default()
+        },
+    })
 }
 
 /// How the front-end asks for a change to be applied, for notices.

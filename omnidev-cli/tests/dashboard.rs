@@ -728,3 +728,48 @@ fn open_puts_the_secret_on_no_command_line_and_reaps_the_opener() {
         children().trim().is_empty()
     });
 }
+
+/// The page shows core's label and tone, as the TUI does: a wrapped
+/// service (`uv` with one child) by its main process's pid, a one-shot
+/// that exited 0 quiet, one that crashed for good bad.
+#[test]
+fn the_page_shows_the_main_pid_and_a_clean_exit_is_quiet() {
+    let ctx = TestContext::new();
+    omnidev_test_support::write_script(&ctx.repo.join("uv"), "sleep 300 &\nwait\n");
+    ctx.write(
+        "omnidev.toml",
+        r#"
+[services.wrapped]
+command = ["./uv"]
+
+[services.once]
+command = ["sh", "-c", "exit 0"]
+restart = "never"
+
+[services.broken]
+command = ["sh", "-c", "exit 3"]
+restart = "never"
+"#,
+    );
+    let _stop = ctx.stop_on_drop();
+    let _ = ctx.run(&["up", "--detach"]);
+    let mut main = 0;
+    wait_for(
+        "the wrapper's child known as its main process",
+        DEADLINE,
+        || {
+            let status = ctx.json(&["status", "--json"]);
+            let wrapped = service(&status, "wrapped");
+            main = wrapped["main-pid"].as_u64().unwrap_or(0);
+            main != 0 && Some(main) != wrapped["pid"].as_u64()
+        },
+    );
+    let pod = ctx.json(&["status", "--json"]);
+    let shown = ctx.dashboard_told(&pod, "states", |told| {
+        told["wrapped"]["label"] == format!("running pid {main}").as_str()
+    });
+    assert_eq!(shown["wrapped"]["tone"], "up", "{shown}");
+    assert_eq!(shown["once"]["label"], "exited (exit code 0)", "{shown}");
+    assert_eq!(shown["once"]["tone"], "quiet", "{shown}");
+    assert_eq!(shown["broken"]["tone"], "bad", "{shown}");
+}

@@ -175,6 +175,25 @@ pub enum ServiceState {
     },
 }
 
+/// How a service's state reads at a glance ([`ServiceState::tone`]): what
+/// every front-end colours it by, so a clean exit is quiet in each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tone {
+    /// Ready: doing what it was started for.
+    Good,
+    /// Up, not counted ready yet (starting), or without a probe (running).
+    Up,
+    /// On its way somewhere: waiting, preparing, stopping.
+    Busy,
+    /// Down for now and coming back: restarting, over its limit.
+    Trouble,
+    /// Down until something changes: crashed for good, failed, blocked.
+    Bad,
+    /// At rest: stopped, or a one-shot that exited 0.
+    Quiet,
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
@@ -381,7 +400,7 @@ pub enum EventKind {
 /// What applying a changed profile file would change, or why it cannot
 /// be applied ([`EventKind::ProfileChanged`]; the control socket's
 /// `profile-changed` record has the same fields).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProfileChange {
     /// The profile file.
     pub file: String,
@@ -395,6 +414,12 @@ pub struct ProfileChange {
     /// runs), with line and column; `None` when it is valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What applying it would change, in short (`api +worker -old URLs`),
+    /// as the pod decides it: front-ends offer to apply it (the TUI's `P`)
+    /// exactly when this is set. `None` when applying would change
+    /// nothing, or the profile is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply: Option<String>,
     /// The same for people, with what to do.
     pub message: String,
 }
@@ -824,6 +849,23 @@ impl ServiceState {
             ServiceState::Exited { .. } => "crashed",
             ServiceState::Stopped => "stopped",
             ServiceState::Failed { .. } => "failed",
+        }
+    }
+
+    /// How it reads at a glance ([`Tone`]), for colours and icons.
+    pub fn tone(&self) -> Tone {
+        match self {
+            ServiceState::Ready { .. } => Tone::Good,
+            ServiceState::Starting { .. } | ServiceState::Running { .. } => Tone::Up,
+            ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopping { .. } => {
+                Tone::Busy
+            }
+            ServiceState::Restarting { .. } | ServiceState::OverLimit { .. } => Tone::Trouble,
+            ServiceState::Exited { status } if status.success() => Tone::Quiet,
+            ServiceState::Stopped => Tone::Quiet,
+            ServiceState::Exited { .. }
+            | ServiceState::Failed { .. }
+            | ServiceState::Blocked { .. } => Tone::Bad,
         }
     }
 

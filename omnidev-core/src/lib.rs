@@ -57,7 +57,7 @@ pub use containment::{ContainmentChoice, Mechanism};
 pub use error::{Error, Result};
 pub use event::{
     Changes, EndReason, Ending, Event, EventKind, ExitStatus, LogLine, ProfileApplied,
-    ProfileChange, ServiceState, ServiceStatus, Stream,
+    ProfileChange, ServiceState, ServiceStatus, Stream, Tone,
 };
 pub use history::{Follower, History, Kept, Lossless, Recv};
 pub use spec::{

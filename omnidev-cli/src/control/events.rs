@@ -352,6 +352,7 @@ pub(crate) mod tests {
                 added: vec!["worker".into()],
                 removed: Vec::new(),
                 error: None,
+                apply: Some("api +worker".into()),
                 message: "omnidev.toml changed: api (command), new service worker".into(),
             }),
             EventKind::ProfileChanged(ProfileChange {
@@ -360,6 +361,7 @@ pub(crate) mod tests {
                 added: Vec::new(),
                 removed: Vec::new(),
                 error: Some("/repo/omnidev.toml:3:1: unknown field `comand`".into()),
+                apply: None,
                 message: "omnidev.toml changed but cannot be applied".into(),
             }),
             EventKind::ProfileApplied(ProfileApplied {

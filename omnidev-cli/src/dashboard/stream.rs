@@ -64,11 +64,19 @@ pub fn events(pod_dir: PathBuf) -> Response {
                     omnidev_core::text::sanitise(&line.text, true).into_owned(),
                     None,
                 ),
+                // Core's label (the main pid) and tone, as the TUI shows
+                // them.
                 omnidev_core::EventKind::Status { services } => (
                     String::new(),
                     Some(
                         (services.iter())
-                            .map(|s| (s.name.clone(), plain(&s.state.to_string())))
+                            .map(|s| {
+                                let shown = serde_json::json!({
+                                    "label": plain(&s.label()),
+                                    "tone": s.state.tone(),
+                                });
+                                (s.name.clone(), shown)
+                            })
                             .collect::<std::collections::BTreeMap<_, _>>(),
                     ),
                 ),

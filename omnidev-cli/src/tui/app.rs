@@ -221,21 +221,9 @@ impl App {
     /// nothing of them is derived from events here.
     pub fn apply(&mut self, event: &Event) {
         match &event.kind {
-            EventKind::ProfileChanged(omnidev_core::ProfileChange {
-                changed,
-                added,
-                removed,
-                error,
-                ..
-            }) => {
-                let applicable = error.is_none()
-                    && !(changed.is_empty() && added.is_empty() && removed.is_empty());
-                self.profile_pending = applicable.then(|| {
-                    let mut what = changed.clone();
-                    what.extend(added.iter().map(|n| format!("+{n}")));
-                    what.extend(removed.iter().map(|n| format!("-{n}")));
-                    what.join(" ")
-                });
+            // Whether there is something to apply is the pod's to say.
+            EventKind::ProfileChanged(omnidev_core::ProfileChange { apply, .. }) => {
+                self.profile_pending.clone_from(apply);
             }
             EventKind::ProfileApplied(_) => self.profile_pending = None,
             _ => {}
@@ -430,21 +418,29 @@ pub(crate) mod tests {
 
     #[test]
     fn a_changed_profile_waits_for_p_and_a_new_service_gets_a_pane() {
+        use omnidev_pod::profile::changes::ProfileChanges;
         let mut app = app();
         let pod = |kind| Event {
             at: SystemTime::UNIX_EPOCH,
             service: None,
             kind,
         };
+        // The events as the pod words them.
+        let file = std::path::Path::new("/repo/omnidev.toml");
+        let server_and_worker = ProfileChanges {
+            changed: vec![("server".into(), vec!["command"])],
+            added: vec!["worker".into()],
+            ..ProfileChanges::default()
+        };
+        let invalid =
+            omnidev_pod::Profile::parse("[services.x]\ncomand = []\n", "/repo/omnidev.toml")
+                .expect_err("an unknown key");
         let changed = |error: Option<&str>| {
-            EventKind::ProfileChanged(omnidev_core::ProfileChange {
-                file: "/repo/omnidev.toml".into(),
-                changed: vec!["server".into()],
-                added: vec!["worker".into()],
-                removed: Vec::new(),
-                error: error.map(str::to_owned),
-                message: "omnidev.toml changed: server (command), new service worker".into(),
-            })
+            let next = match error {
+                None => Ok(&server_and_worker),
+                Some(_) => Err(&invalid),
+            };
+            crate::live_profile::profile_changed(file, "omnidev.toml", next, true)
         };
         app.apply(&pod(changed(None)));
         assert_eq!(app.profile_pending.as_deref(), Some("server +worker"));
@@ -472,6 +468,17 @@ pub(crate) mod tests {
         app.apply(&pod(changed(None)));
         app.apply(&pod(changed(Some("omnidev.toml:3:1: unknown field"))));
         assert_eq!(app.profile_pending, None);
+        // Only the URLs changed: there is something to apply all the same,
+        // as the notice says.
+        let urls = ProfileChanges {
+            urls: true,
+            ..ProfileChanges::default()
+        };
+        let event = crate::live_profile::profile_changed(file, "omnidev.toml", Ok(&urls), true);
+        assert!(event.to_string().contains("press P"), "{event}");
+        app.apply(&pod(event));
+        assert_eq!(app.profile_pending.as_deref(), Some("URLs"));
+        assert_eq!(app.handle_key(key('P')), Some(Action::ReloadProfile));
     }
 
     #[test]

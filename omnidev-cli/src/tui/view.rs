@@ -2,7 +2,7 @@
 //! (ANSI colours, wrap, search highlights) and a footer.
 
 use ansi_to_tui::IntoText;
-use omnidev_core::{ServiceState, ServiceStatus};
+use omnidev_core::{ServiceState, ServiceStatus, Tone};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -60,22 +60,13 @@ fn service_colour(index: usize) -> Color {
 }
 
 fn state_style(state: &ServiceState) -> Style {
-    match state {
-        ServiceState::Ready { .. } => Style::new().fg(Color::Green),
-        ServiceState::Starting { .. } | ServiceState::Running { .. } => {
-            Style::new().fg(Color::Cyan)
-        }
-        ServiceState::Waiting | ServiceState::Preparing | ServiceState::Stopping { .. } => {
-            Style::new().fg(Color::Yellow)
-        }
-        ServiceState::Restarting { .. } | ServiceState::OverLimit { .. } => {
-            Style::new().fg(Color::LightRed)
-        }
-        ServiceState::Exited { status } if status.success() => Style::new().fg(Color::DarkGray),
-        ServiceState::Exited { .. }
-        | ServiceState::Failed { .. }
-        | ServiceState::Blocked { .. } => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-        ServiceState::Stopped => Style::new().fg(Color::DarkGray),
+    match state.tone() {
+        Tone::Good => Style::new().fg(Color::Green),
+        Tone::Up => Style::new().fg(Color::Cyan),
+        Tone::Busy => Style::new().fg(Color::Yellow),
+        Tone::Trouble => Style::new().fg(Color::LightRed),
+        Tone::Bad => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        Tone::Quiet => Style::new().fg(Color::DarkGray),
     }
 }
 
@@ -187,17 +178,14 @@ fn join_tabs(tabs: Vec<Vec<Span<'static>>>) -> Line<'static> {
 
 /// One glyph per state, for the narrowest tabs.
 fn state_icon(state: &ServiceState) -> &'static str {
-    match state {
-        ServiceState::Ready { .. } => "✓",
-        ServiceState::Running { .. } => "●",
-        ServiceState::Waiting | ServiceState::Preparing | ServiceState::Starting { .. } => "…",
-        ServiceState::Restarting { .. } | ServiceState::OverLimit { .. } => "↻",
-        ServiceState::Stopping { .. } => "◌",
-        ServiceState::Exited { status } if status.success() => "■",
-        ServiceState::Exited { .. }
-        | ServiceState::Failed { .. }
-        | ServiceState::Blocked { .. } => "✗",
-        ServiceState::Stopped => "■",
+    match (state, state.tone()) {
+        (ServiceState::Running { .. }, _) => "●",
+        (ServiceState::Stopping { .. }, _) => "◌",
+        (_, Tone::Good) => "✓",
+        (_, Tone::Up | Tone::Busy) => "…",
+        (_, Tone::Trouble) => "↻",
+        (_, Tone::Bad) => "✗",
+        (_, Tone::Quiet) => "■",
     }
 }
 

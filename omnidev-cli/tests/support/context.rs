@@ -130,9 +130,14 @@ impl TestContext {
         }
     }
 
-    /// The first `key` (`usage`, `links`) the dashboard tells a page that
-    /// follows the pod of `status`.
-    pub fn dashboard_told(&self, status: &serde_json::Value, key: &str) -> serde_json::Value {
+    /// The first `key` (`usage`, `links`, `states`) the dashboard tells a
+    /// page that follows the pod of `status` for which `until` holds.
+    pub fn dashboard_told(
+        &self,
+        status: &serde_json::Value,
+        key: &str,
+        until: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         use std::io::{BufRead as _, Read as _, Write as _};
         let mut dashboard = self
             .command()
@@ -175,7 +180,7 @@ impl TestContext {
             let found = (text.lines())
                 .filter_map(|line| line.strip_prefix("data: "))
                 .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
-                .find_map(|value| value.get(key).cloned());
+                .find_map(|value| value.get(key).filter(|v| !v.is_null() && until(v)).cloned());
             if let Some(told) = found {
                 break told;
             }

@@ -87,6 +87,22 @@ impl ProfileChanges {
         self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty() && !self.urls
     }
 
+    /// What applying would change, in short (`api +worker -old URLs`: the
+    /// changed services, `+` the new, `-` the removed), for a front-end's
+    /// key hint; `None` when applying would change nothing.
+    pub fn to_apply(&self) -> Option<String> {
+        if self.nothing_to_apply() {
+            return None;
+        }
+        let mut what: Vec<String> = self.changed.iter().map(|(n, _)| n.clone()).collect();
+        what.extend(self.added.iter().map(|n| format!("+{n}")));
+        what.extend(self.removed.iter().map(|n| format!("-{n}")));
+        if self.urls {
+            what.push("URLs".to_owned());
+        }
+        Some(what.join(" "))
+    }
+
     /// Nothing changed at all.
     pub fn is_empty(&self) -> bool {
         self.nothing_to_apply() && self.not_applied.is_empty()
