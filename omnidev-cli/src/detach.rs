@@ -142,15 +142,7 @@ pub fn start(
     // Resolving here reports profile and checkout mistakes in the terminal
     // instead of in a log file.
     let mut checkout = crate::session::resolve_checkout(&options.pod)?;
-    crate::session::check_databases(&mut checkout, options.db)?;
-    options
-        .selection
-        .to_run(&checkout.profile)
-        .map_err(Error::from)?;
-    checkout
-        .profile
-        .check_scale(&options.scale)
-        .map_err(Error::from)?;
+    crate::session::check_run(&mut checkout, options)?;
     omnidev_pod::link::resolve(
         &checkout.profile,
         &checkout.repo,

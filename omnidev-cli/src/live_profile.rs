@@ -68,6 +68,8 @@ struct Next {
     profile: Profile,
     rendered: RenderedPod,
     changes: ProfileChanges,
+    /// Its links, resolved now.
+    links: BTreeMap<String, omnidev_pod::link::Linked>,
 }
 
 /// Why a profile file was not applied.
@@ -136,9 +138,9 @@ impl LiveProfile {
         }
     }
 
-    /// Loads the file as `omnidev up` would have (`omnidev profile
-    /// check`'s loader: parsed, validated, the checkout's markers, the
-    /// selection and the tools it needs) and renders it with the pod's
+    /// Loads the file and checks it as `omnidev up` and `omnidev profile
+    /// check` do ([`Profile::check_run`], with the choices the pod runs
+    /// with) and renders it with the pod's
     /// ports (a port the running profile lacks, or has at another base, at
     /// its new base: nothing is allocated by a check).
     fn load(&self) -> omnidev_pod::Result<Next> {
@@ -148,16 +150,25 @@ impl LiveProfile {
         } else {
             Profile::from_file(&self.file)?
         };
-        let repo = &state.checkout.repo;
-        profile.check_repo(repo)?;
         let mut context = state.set_up.context.clone();
-        // The engine `up --db` chose holds for the profile as edited.
-        if let Some(engine) = context.db {
-            profile.choose_engine(engine)?;
-        }
-        let selected = context.selection.to_run(&profile)?;
+        // As `up` checks it, with what the pod runs with (the engine `up
+        // --db` chose holds for the profile as edited).
         let path = std::env::var_os("PATH").unwrap_or_default();
-        profile.check_tools(repo, &selected, &path)?;
+        let run = omnidev_pod::RunChoice {
+            db: context.db,
+            scale: &context.scale,
+            selection: &context.selection,
+            path: &path,
+        };
+        profile.check_run(&state.checkout.repo, &run)?;
+        // Its links as they are now: one added or pointed elsewhere is
+        // followed, one that cannot be is refused (as `up` refuses it).
+        context.links = omnidev_pod::link::resolve(
+            &profile,
+            &state.checkout.repo,
+            &state.checkout.cache_root,
+            &state.set_up.link_overrides,
+        )?;
         let bases = profile.port_bases(&context.scale);
         let rebased = state.set_up.rebased(&bases);
         for (name, base) in bases {
@@ -168,15 +179,12 @@ impl LiveProfile {
             }
         }
         let rendered = profile.render(&context)?;
-        // A set the supervisor would refuse; it has no place in the file.
-        omnidev_core::start_order(&rendered.services).map_err(|e| omnidev_pod::Error::Render {
-            message: e.to_string(),
-        })?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
         Ok(Next {
             profile,
             rendered,
             changes,
+            links: context.links,
         })
     }
 
@@ -206,7 +214,7 @@ impl LiveProfile {
     /// port, one whose base changed is probed again from it, the others
     /// keep theirs) and renders it with them.
     fn ready(&self) -> omnidev_pod::Result<(Next, PortSetUp)> {
-        let Next { profile, .. } = self.load()?;
+        let Next { profile, links, .. } = self.load()?;
         let state = self.state();
         let bases = profile.port_bases(&state.set_up.context.scale);
         let rebased = state.set_up.rebased(&bases);
@@ -232,6 +240,7 @@ impl LiveProfile {
         set_up.bases = bases;
         set_up.overrides = overrides;
         set_up.context.ports = ports;
+        set_up.context.links = links;
         let rendered = profile.render(&set_up.context)?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
         Ok((
@@ -239,6 +248,7 @@ impl LiveProfile {
                 profile,
                 rendered,
                 changes,
+                links: set_up.context.links.clone(),
             },
             set_up,
         ))
@@ -300,6 +310,7 @@ impl LiveProfile {
         *self.addresses.locked() = Addresses {
             ports: set_up.context.ports.0.clone(),
             urls: rendered.urls.clone(),
+            links: set_up.context.links.clone(),
         };
     }
 }

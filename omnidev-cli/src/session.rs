@@ -63,14 +63,14 @@ pub fn current_dir() -> Result<PathBuf> {
 }
 
 /// Repo root (`--repo` verbatim, else the surrounding checkout) → profile
-/// (`--profile`, `omnidev.toml`, embedded) → shape check → pod directory
-/// (`--pod-dir`, else the default under the cache root).
+/// (`--profile`, `omnidev.toml`, embedded) → pod directory (`--pod-dir`,
+/// else the default under the cache root). A run checks the profile
+/// further ([`check_run`]).
 pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
     let cwd = current_dir()?;
     let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
     let profile_file = args.profile.as_deref().map(|p| cwd.join(p));
     let (profile, source) = Profile::load(&repo, profile_file.as_deref())?;
-    profile.check_repo(&repo)?;
     let cache_root = omnidev_pod::pod::cache_root()?;
     let pod_dir = match &args.pod_dir {
         // An absolute path stays as it is.
@@ -87,19 +87,22 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
     })
 }
 
-/// Moves the checkout's databases to the engine `--db` chose (else the
-/// one the pod recorded), then asks whether its server databases can run
-/// here (not as root, their programs installed): before anything starts.
-pub fn check_databases(
-    checkout: &mut Checkout,
-    db: Option<omnidev_pod::database::DbEngine>,
-) -> Result<()> {
-    checkout.db = db.or_else(|| Pod::at(&checkout.pod_dir).db_engine());
-    if let Some(engine) = checkout.db {
-        checkout.profile.choose_engine(engine)?;
-    }
+/// Checks the checkout's profile for a run as `options` ask for it
+/// ([`Profile::check_run`], what `reload-profile` and `profile check`
+/// check too), its databases moved to the engine `--db` chose (else the
+/// one the pod recorded): before anything is made or started.
+pub fn check_run(checkout: &mut Checkout, options: &RunOptions) -> Result<()> {
+    checkout.db = options
+        .db
+        .or_else(|| Pod::at(&checkout.pod_dir).db_engine());
     let path = std::env::var_os("PATH").unwrap_or_default();
-    omnidev_pod::database::check_can_run(&checkout.profile.databases, &path)?;
+    let run = omnidev_pod::RunChoice {
+        db: checkout.db,
+        scale: &options.scale,
+        selection: &options.selection,
+        path: &path,
+    };
+    checkout.profile.check_run(&checkout.repo, &run)?;
     Ok(())
 }
 
@@ -179,6 +182,9 @@ pub struct PortSetUp {
     pub overrides: BTreeMap<String, u16>,
     /// The render context (its ports change when one moves).
     pub context: RenderContext,
+    /// `up --link NAME=CHECKOUT`: where links point instead of their
+    /// profile's checkout (a reload resolves the links again with them).
+    pub link_overrides: BTreeMap<String, String>,
 }
 
 impl PortSetUp {
@@ -200,7 +206,8 @@ impl PortSetUp {
     }
 }
 
-/// A running pod's ports and URLs, as the control socket reports them.
+/// A running pod's ports, URLs and links, as the control socket reports
+/// them (a port move and a reload of the profile change them).
 #[derive(Debug, Clone, Default)]
 pub struct Addresses {
     /// Port names and numbers.
@@ -208,6 +215,8 @@ pub struct Addresses {
     /// The pod's own URLs, in profile order (a service's are in its
     /// status).
     pub urls: Vec<omnidev_core::NamedUrl>,
+    /// The linked pods, as the pod's placeholders got them.
+    pub links: BTreeMap<String, omnidev_pod::link::Linked>,
 }
 
 /// [`Addresses`] shared between the control socket and the port mover.
@@ -219,6 +228,7 @@ impl Addresses {
         std::sync::Arc::new(std::sync::Mutex::new(Self {
             ports: prepared.ports.context.ports.0.clone(),
             urls: prepared.rendered.urls.clone(),
+            links: prepared.ports.context.links.clone(),
         }))
     }
 }
@@ -231,7 +241,6 @@ const SOCKET_NAME_ROOM: usize = 24;
 /// seed → render.
 pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> {
     let profile = &checkout.profile;
-    profile.check_scale(&options.scale)?;
     let mut notices = Vec::new();
     if options.clean {
         // Never wipe the directory of a pod that is running.
@@ -260,10 +269,6 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     }
 
     let selection = options.selection.clone();
-    let selected = selection.to_run(profile)?;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    profile.check_tools(&checkout.repo, &selected, &path)?;
-
     let bases = profile.port_bases(&options.scale);
     let overrides: BTreeMap<String, u16> =
         omnidev_pod::ports::check_overrides(&options.ports, &bases)?;
@@ -319,6 +324,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         bases,
         overrides,
         context: ctx,
+        link_overrides: options.links.clone(),
     };
     Ok(PreparedPod {
         checkout,

@@ -363,3 +363,33 @@ fn with_links_starts_the_linked_pods_that_do_not_run() {
         backend_status["pid"]
     );
 }
+
+/// A link added to the profile of a running pod is followed by
+/// `reload-profile` (resolved again, as `up` resolves it); `status` then
+/// shows it.
+#[test]
+fn a_reload_follows_a_link_added_to_the_profile() {
+    let ctx = TestContext::new();
+    let api = backend(&ctx, "backend");
+    up_in(&ctx, &api);
+    let _stop_api = StopIn(&ctx, api.clone());
+    ctx.write(
+        "omnidev.toml",
+        "[services.web]\ncommand = [\"sh\", \"-c\", \"echo api=none; exec sleep 300\"]\ngrace-ms = 1000\n",
+    );
+    let _stop = ctx.stop_on_drop();
+    ctx.run_ok(&["up", "--detach"]);
+    frontend(&ctx, "../backend");
+    ctx.run_ok(&["reload-profile"]);
+    let port = port_of(&ctx, &api);
+    wait_for("web restarted with the backend's URL", DEADLINE, || {
+        ctx.run_ok(&["logs", "web"])
+            .contains(&format!("api=http://localhost:{port}"))
+    });
+    let status = ctx.json(&["status", "--json"]);
+    assert_eq!(
+        status["links"]["backend"]["checkout"],
+        api.to_string_lossy().as_ref(),
+        "{status}"
+    );
+}

@@ -586,3 +586,77 @@ fn scaling_down_stops_only_the_replicas_that_go() {
     assert!(alive(one as i32), "{report}");
     wait_for("web.2 gone", DEADLINE, || !alive(two as i32));
 }
+
+/// `omnidev profile check`, `omnidev up` and `omnidev reload-profile`
+/// (of a pod running a good profile) accept and refuse the same profiles:
+/// they share one list of checks (`Profile::check_run`, then the render).
+#[test]
+fn profile_check_up_and_reload_agree_on_every_profile() {
+    let ctx = TestContext::new();
+    let good = "[services.api]\ncommand = [\"sleep\", \"300\"]\n";
+    let root = nix::unistd::geteuid().is_root();
+    let cases: &[(&str, String, bool)] = &[
+        ("a good profile", good.to_owned(), true),
+        (
+            "an unknown key",
+            format!("{good}retsart = \"never\"\n"),
+            false,
+        ),
+        (
+            "a dependency loop",
+            "[services.a]\ncommand = [\"sleep\", \"300\"]\ndepends-on = { b = \"ready\" }\n\
+             [services.b]\ncommand = [\"sleep\", \"300\"]\ndepends-on = { a = \"ready\" }\n"
+                .to_owned(),
+            false,
+        ),
+        (
+            "an unknown placeholder",
+            "[services.api]\ncommand = [\"sleep\", \"{port.nope}\"]\n".to_owned(),
+            false,
+        ),
+        (
+            "a missing repo marker",
+            format!("[repo]\nmarkers = [\"not-here\"]\n\n{good}"),
+            false,
+        ),
+        (
+            "a package.json that does not parse",
+            "[services.web]\nscript = \"dev\"\ncwd = \"web\"\n".to_owned(),
+            false,
+        ),
+        (
+            "a link to a checkout that is not there",
+            format!("[links.api]\ncheckout = \"../not-here\"\n\n{good}"),
+            false,
+        ),
+        // A server database runs as any user but root.
+        (
+            "a Postgres database",
+            format!("[databases.main]\nengine = \"postgres\"\n\n{good}"),
+            !root,
+        ),
+    ];
+    ctx.write("web/package.json", "{ not json");
+    let ok = |args: &[&str]| ctx.run(args).status.success();
+    let mut verdicts = Vec::new();
+    for (what, text, accepted) in cases {
+        ctx.write("omnidev.toml", text);
+        let checked = ok(&["profile", "check"]);
+        let started = ok(&["up", "--detach", "--ready-timeout", "30"]);
+        if started {
+            ctx.run_ok(&["stop"]);
+        }
+        ctx.write("omnidev.toml", good);
+        ctx.run_ok(&["up", "--detach"]);
+        ctx.write("omnidev.toml", text);
+        let reloaded = ok(&["reload-profile"]);
+        ctx.run_ok(&["stop"]);
+        verdicts.push(format!(
+            "{what}: check {checked}, up {started}, reload {reloaded}, expected {accepted}"
+        ));
+        assert!(
+            checked == *accepted && started == *accepted && reloaded == *accepted,
+            "{verdicts:#?}"
+        );
+    }
+}

@@ -111,7 +111,7 @@ pub use lock::{LockState, PodLock, Removal};
 pub use package_manager::PackageManager;
 pub use pod::Pod;
 pub use ports::{PortRequest, allocate_ports, read_ports};
-pub use profile::render::{RenderContext, RenderedPod, Selection, WatchRule};
+pub use profile::render::{RenderContext, RenderedPod, RunChoice, Selection, WatchRule};
 pub use profile::{Profile, ProfileSource};
 pub use record::{PodRecord, Ports};
 pub use root::{find_repo_root, resolve_repo_root};

@@ -167,6 +167,37 @@ fn embedded_text() -> String {
     omnidev_pod::profile::OMNIGENT_PROFILE.to_owned()
 }
 
+/// `profile` checked and rendered as `omnidev up` with no flags would in
+/// `repo` (on the engine its pod recorded, the profile's base ports
+/// standing in for the pod's), nothing written.
+fn render_as_up(
+    mut profile: Profile,
+    repo: &std::path::Path,
+) -> Result<(Profile, RenderContext, omnidev_pod::RenderedPod)> {
+    let cache_root = omnidev_pod::pod::cache_root()?;
+    let pod_dir = omnidev_pod::pod::default_pod_dir(&cache_root, repo);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let none = std::collections::BTreeMap::new();
+    let run = omnidev_pod::RunChoice {
+        db: omnidev_pod::Pod::at(&pod_dir).db_engine(),
+        scale: &none,
+        selection: &omnidev_pod::Selection::default(),
+        path: &path,
+    };
+    profile.check_run(repo, &run)?;
+    let ports = Ports(profile.port_bases(&none).into_iter().collect());
+    let mut ctx = RenderContext::from_process_env(repo.to_owned(), pod_dir, ports);
+    ctx.links = omnidev_pod::link::resolve(
+        &profile,
+        repo,
+        &cache_root,
+        &std::collections::BTreeMap::default(),
+    )?;
+    ctx.omnidev = std::env::current_exe().ok();
+    let rendered = profile.render(&ctx)?;
+    Ok((profile, ctx, rendered))
+}
+
 /// Loads the effective profile (`--profile FILE`, else the checkout's) and
 /// renders it as `omnidev up` would — the profile's base ports standing in
 /// for the pod's, the current environment and `PATH` — without writing or
@@ -175,29 +206,9 @@ fn embedded_text() -> String {
 /// start order with what each waits for.
 pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
     let cwd = crate::session::current_dir()?;
-    let repo = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
-    let (profile, source) = Profile::load(&repo, args.profile.as_deref())?;
-    profile.check_repo(&repo)?;
-    let ports = Ports(
-        profile
-            .port_bases(&std::collections::BTreeMap::new())
-            .into_iter()
-            .collect(),
-    );
-    let pod_dir = omnidev_pod::pod::default_pod_dir(&omnidev_pod::pod::cache_root()?, &repo);
-    let checkout = repo.clone();
-    let cache_root = omnidev_pod::pod::cache_root()?;
-    let links = omnidev_pod::link::resolve(
-        &profile,
-        &repo,
-        &cache_root,
-        &std::collections::BTreeMap::default(),
-    )?;
-    let mut ctx = RenderContext::from_process_env(repo, pod_dir, ports);
-    ctx.links = links;
-    ctx.omnidev = std::env::current_exe().ok();
-    ctx.selection.to_run(&profile)?;
-    let rendered = profile.render(&ctx)?;
+    let checkout = omnidev_pod::resolve_repo_root(&cwd, args.repo.as_deref())?;
+    let (profile, source) = Profile::load(&checkout, args.profile.as_deref())?;
+    let (profile, ctx, rendered) = render_as_up(profile, &checkout)?;
     let order = omnidev_core::start_order(&rendered.services)?;
     let origin = match &source {
         ProfileSource::Embedded => "the embedded Omnigent profile".to_owned(),

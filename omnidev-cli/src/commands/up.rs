@@ -16,7 +16,7 @@ use crate::{headless, tui, watch};
 /// process of `up --detach`).
 pub fn run(options: &RunOptions) -> Result<ExitCode> {
     let mut checkout = session::resolve_checkout(&options.pod)?;
-    session::check_databases(&mut checkout, options.db)?;
+    session::check_run(&mut checkout, options)?;
     if let omnidev_pod::LockState::Held { pid } = crate::control::lock_state(&checkout.pod_dir)? {
         return Err(Error::UpRunning {
             pod_dir: checkout.pod_dir,

@@ -79,8 +79,6 @@ pub struct ServerInfo {
     pub watched: Vec<String>,
     /// The profile the pod runs and its file, for `reload-profile`.
     pub live: Option<Arc<crate::live_profile::LiveProfile>>,
-    /// The linked pods, as the pod's placeholders got them.
-    pub links: std::collections::BTreeMap<String, omnidev_pod::link::Linked>,
 }
 
 impl ServerInfo {
@@ -97,7 +95,6 @@ impl ServerInfo {
             addresses,
             watched: prepared.rendered.watched(),
             live: None,
-            links: prepared.ports.context.links.clone(),
         }
     }
 }
@@ -303,7 +300,6 @@ mod tests {
             addresses: crate::session::SharedAddresses::default(),
             watched,
             live: None,
-            links: std::collections::BTreeMap::new(),
         };
         let server = ControlServer::start_with_deadline(info, supervisor.clone(), request_deadline)
             .expect("server");
@@ -409,7 +405,6 @@ mod tests {
             addresses: crate::session::SharedAddresses::default(),
             watched: Vec::new(),
             live: None,
-            links: std::collections::BTreeMap::new(),
         };
         // An injected 1 s deadline instead of the real 10 s one.
         let server =

@@ -335,6 +335,10 @@ impl Profile {
         for spec in &mut pod.services {
             spec.link = watches.contains(&spec.name);
         }
+        // A set the supervisor would refuse is the profile's mistake.
+        omnidev_core::start_order(&pod.services).map_err(|e| Error::Render {
+            message: e.to_string(),
+        })?;
         Ok(pod)
     }
 
@@ -950,16 +954,45 @@ fn service_tools(
     Ok(Some((detection, pm)))
 }
 
+/// How a profile is to run, for [`Profile::check_run`]: what `up`'s flags
+/// chose (for a reload, the running pod's).
+#[derive(Debug, Clone, Copy)]
+pub struct RunChoice<'a> {
+    /// `--db`, or the engine the pod recorded.
+    pub db: Option<crate::database::DbEngine>,
+    /// `--scale`.
+    pub scale: &'a BTreeMap<String, u32>,
+    /// `--only`, `--skip`, `--no-vite`.
+    pub selection: &'a Selection,
+    /// The `PATH` its programs are looked for on.
+    pub path: &'a std::ffi::OsStr,
+}
+
 impl Profile {
+    /// Everything a profile is refused for before a pod is made, started
+    /// or changed: one list that `omnidev up` (and `up --detach` before it
+    /// goes to the background), a reload of the profile and `omnidev
+    /// profile check` share, so the three accept and refuse the same
+    /// profiles. In order: the checkout's `[repo] markers`, the database
+    /// engine chosen (the databases moved to it), each server database's
+    /// programs and user (never root), the scale, the selection, the
+    /// package managers of the selected services. (Rendering then refuses
+    /// what only a render finds: placeholders, a dependency loop.)
+    pub fn check_run(&mut self, repo: &Path, run: &RunChoice<'_>) -> Result<()> {
+        self.check_repo(repo)?;
+        if let Some(engine) = run.db {
+            self.choose_engine(engine)?;
+        }
+        crate::database::check_can_run(&self.databases, run.path)?;
+        self.check_scale(run.scale)?;
+        let selected = run.selection.to_run(self)?;
+        self.check_tools(repo, &selected, run.path)
+    }
+
     /// Checks, before anything starts, that every selected service that
     /// needs a package manager has one: its `package.json` files parse and
     /// the program (or corepack) is on `path`.
-    pub fn check_tools(
-        &self,
-        repo: &Path,
-        selected: &[String],
-        path: &std::ffi::OsStr,
-    ) -> Result<()> {
+    fn check_tools(&self, repo: &Path, selected: &[String], path: &std::ffi::OsStr) -> Result<()> {
         for name in selected {
             if let Some(service) = self.services.get(name) {
                 service_tools(service, repo, path)?;

@@ -359,7 +359,7 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         services,
         usage: Some(usage),
         last_reload: last_reload(shared),
-        links: (info.links.iter())
+        links: (addresses.links.iter())
             .map(|(name, linked)| (name.clone(), LinkReport::of(linked)))
             .collect(),
         started_at: Some(rfc3339(shared.supervisor.started_at())),

@@ -422,10 +422,10 @@ mod tests {
             addresses: std::sync::Arc::new(std::sync::Mutex::new(crate::session::Addresses {
                 ports: std::collections::BTreeMap::new(),
                 urls: Vec::new(),
+                links: std::collections::BTreeMap::new(),
             })),
             watched: vec!["server".into()],
             live: None,
-            links: std::collections::BTreeMap::new(),
         };
         let server =
             crate::control::ControlServer::start_with_deadline(info, supervisor.clone(), deadline)
