@@ -209,6 +209,32 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_read_as_people_write_them() {
+        use std::time::Duration;
+        for (text, secs) in [
+            ("30s", 30),
+            ("5m", 300),
+            ("1h30m", 5400),
+            ("2d", 172_800),
+            ("12", 12),
+        ] {
+            assert_eq!(
+                args::parse_duration(text),
+                Ok(Duration::from_secs(secs)),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            args::parse_duration("500ms"),
+            Ok(Duration::from_millis(500))
+        );
+        for bad in ["", "5x", "-3s", "99999999999999999999d"] {
+            let said = args::parse_duration(bad).expect_err(bad);
+            assert!(said.contains("is not a duration"), "{said}");
+        }
+    }
+
+    #[test]
     fn every_visible_subcommand_is_in_one_group() {
         let mut grouped: Vec<&str> = GROUPS
             .iter()

@@ -26,7 +26,7 @@ use macos as os;
 
 // The macOS side's reading of raw answers, unit-tested on every system.
 #[cfg(any(target_os = "macos", test))]
-mod darwin;
+mod macos_raw;
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("omnidev runs on Linux and macOS only (see omnidev_core::platform)");

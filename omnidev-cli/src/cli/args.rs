@@ -537,30 +537,14 @@ impl WaitArgs {
     }
 }
 
-/// `30s`, `5m`, `2h`, `1d`, `500ms`, or a number of seconds.
+/// `30s`, `5m`, `2h`, `1d`, `500ms`, `1h30m` (humantime's units), or a
+/// number of seconds.
 pub(super) fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
-    let digits = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
-    let (number, unit) = value.split_at(digits);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{value}` is not a duration: write e.g. 30s, 5m, 2h or 500ms"))?;
-    let millis = match unit {
-        "ms" => Some(number),
-        "" | "s" => number.checked_mul(1000),
-        "m" => number.checked_mul(60_000),
-        "h" => number.checked_mul(3_600_000),
-        "d" => number.checked_mul(86_400_000),
-        _ => {
-            return Err(format!(
-                "`{value}`: unknown unit `{unit}` (use ms, s, m, h or d)"
-            ));
-        }
-    };
-    millis
-        .map(std::time::Duration::from_millis)
-        .ok_or_else(|| format!("`{value}` is too long a duration"))
+    if let Ok(secs) = value.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(secs));
+    }
+    humantime::parse_duration(value)
+        .map_err(|e| format!("`{value}` is not a duration ({e}): write e.g. 30s, 5m, 2h or 500ms"))
 }
 
 /// Arguments of `omnidev ls`.

@@ -5,7 +5,7 @@
 //! (`proc_listpids`, `proc_pidinfo`, `proc_pidfdinfo`, through the
 //! `libproc` crate) for the process list, children, names, descriptors
 //! and the TCP sockets they hold. There is no subreaper: orphans go to
-//! launchd. How the raw answers are read is in [`super::darwin`].
+//! launchd. How the raw answers are read is in [`super::macos_raw`].
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -20,7 +20,7 @@ use libproc::processes::{ProcFilter, pids_by_type};
 use nix::unistd::Pid;
 
 use super::ProcessStat;
-use super::darwin;
+use super::macos_raw;
 use super::net::TcpSocket;
 
 /// macOS has no subreaper: orphans go to launchd.
@@ -44,11 +44,11 @@ pub fn stat(pid: u32) -> Option<ProcessStat> {
     let started = info.kp_proc.p_un;
     Some(ProcessStat {
         pid,
-        state: darwin::state_letter(info.kp_proc.p_stat),
+        state: macos_raw::state_letter(info.kp_proc.p_stat),
         ppid: u32::try_from(info.kp_eproc.e_ppid).unwrap_or(0),
         pgid: info.kp_eproc.e_pgid,
         sid,
-        start_time: darwin::start_time(started.tv_sec, started.tv_usec)?,
+        start_time: macos_raw::start_time(started.tv_sec, started.tv_usec)?,
     })
 }
 
@@ -115,13 +115,13 @@ fn procargs(pid: u32) -> Option<Vec<u8>> {
 
 /// From `KERN_PROCARGS2` (the user's own processes only).
 pub fn env_var(pid: u32, name: &str) -> Option<String> {
-    darwin::parse_procargs(&procargs(pid)?)?.var(name)
+    macos_raw::parse_procargs(&procargs(pid)?)?.var(name)
 }
 
 /// From `KERN_PROCARGS2` (the user's own processes only).
 pub fn cmdline(pid: u32) -> String {
     procargs(pid)
-        .and_then(|buffer| Some(darwin::parse_procargs(&buffer)?.command_line()))
+        .and_then(|buffer| Some(macos_raw::parse_procargs(&buffer)?.command_line()))
         .unwrap_or_default()
 }
 
@@ -180,7 +180,7 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     let info = pidinfo::<TaskInfo>(raw(pid)?, 0).ok()?;
     let units = info.pti_total_user.saturating_add(info.pti_total_system);
     let (numer, denom) = timebase();
-    Some(Duration::from_nanos(darwin::mach_to_nanos(
+    Some(Duration::from_nanos(macos_raw::mach_to_nanos(
         units, numer, denom,
     )))
 }
@@ -251,9 +251,9 @@ fn tcp_sockets(pid: u32) -> Vec<TcpSocket> {
                 )
             };
             Some(TcpSocket {
-                address: darwin::socket_address(ini.insi_vflag, v4, v6)?,
-                port: darwin::socket_port(ini.insi_lport),
-                listening: darwin::is_listening(tcp.tcpsi_state),
+                address: macos_raw::socket_address(ini.insi_vflag, v4, v6)?,
+                port: macos_raw::socket_port(ini.insi_lport),
+                listening: macos_raw::is_listening(tcp.tcpsi_state),
                 uid: info.psi.soi_stat.vst_uid,
                 id: info.psi.soi_so,
             })
