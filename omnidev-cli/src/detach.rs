@@ -129,6 +129,23 @@ pub struct Started {
     pub how: &'static str,
 }
 
+/// `omnidev up --detach` of the checkout `pod` names, with no other flag,
+/// waited for at most `ready_timeout`: what MCP's `up` and the dashboard's
+/// `up` button run.
+pub fn up(
+    pod: &crate::cli::PodArgs,
+    ready_timeout: Duration,
+    connection: &CallConnection,
+) -> miette::Result<Started> {
+    let args = crate::cli::UpArgs {
+        pod: pod.clone(),
+        detach: true,
+        ..crate::cli::UpArgs::default()
+    };
+    let options = RunOptions::from_args(&args)?;
+    start(&options, ready_timeout, connection)
+}
+
 /// Starts the pod in the background (or finds it running) and waits until
 /// every service is ready or one failed, at most `ready_timeout`; a
 /// cancelled `connection` stops the wait at once (the pod runs on). The

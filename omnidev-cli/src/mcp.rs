@@ -674,7 +674,8 @@ impl Tools {
         // Not routed without --allow-up: `call_tool` refuses it.
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::UP_SECS.0);
-            up_detached(pod, secs, connection)
+            let started = crate::detach::up(pod, Duration::from_secs(secs), connection)?;
+            outcome(started.pod.dir(), started.response)
         })
         .await
     }
@@ -683,21 +684,6 @@ impl Tools {
 /// Starts `pod` in the background as `omnidev up --detach` does (the same
 /// code, in this process) and waits until every service is ready, at
 /// most `secs`; what failed is answered as the other tools answer it.
-pub(crate) fn up_detached(
-    pod: &PodArgs,
-    secs: u64,
-    connection: &CallConnection,
-) -> miette::Result<ActionResult> {
-    let args = crate::cli::UpArgs {
-        pod: pod.clone(),
-        detach: true,
-        ..crate::cli::UpArgs::default()
-    };
-    let options = crate::run_options::RunOptions::from_args(&args)?;
-    let started = crate::detach::start(&options, Duration::from_secs(secs), connection)?;
-    outcome(started.pod.dir(), started.response)
-}
-
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {

@@ -114,7 +114,9 @@ async fn data(pod_dir: PathBuf, act: Act) -> Response {
 
 impl Dashboard {
     /// `up` of the stopped pod in `pod_dir`: `omnidev up --detach` of its
-    /// checkout, as MCP's `up` runs it; only with `--allow-up`.
+    /// checkout ([`crate::detach::up`], as MCP's `up` runs it), answered
+    /// as the other actions are (the pod's response); only with
+    /// `--allow-up`.
     async fn up(&self, pod_dir: PathBuf) -> Response {
         if !self.allow_up {
             return text(
@@ -131,11 +133,11 @@ impl Dashboard {
             pod_dir: Some(pod_dir),
         };
         let started = tokio::task::spawn_blocking(move || {
-            crate::mcp::up_detached(&pod, ACTION_WAIT.as_secs(), &CallConnection::default())
+            crate::detach::up(&pod, ACTION_WAIT, &CallConnection::default())
         })
         .await;
         match started {
-            Ok(Ok(outcome)) => json(StatusCode::OK, &outcome),
+            Ok(Ok(started)) => json(StatusCode::OK, &started.response),
             Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
             Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "up failed"),
         }
