@@ -700,6 +700,76 @@ pub fn xdg_home(value: Option<OsString>, home: Option<OsString>, default: &str) 
     xdg_dir(value).or_else(|| Some(xdg_dir(home)?.join(default)))
 }
 
+/// omnidev's cache root, where every pod lives:
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/omnidev` (an empty or relative
+/// `XDG_CACHE_HOME` is ignored); `None` without an absolute home. The one
+/// place it is worked out; [`check_private`] is what every user of it
+/// asks before writing there.
+///
+/// ```
+/// use omnidev_core::fs::cache_root_from;
+/// assert_eq!(cache_root_from(None, Some("/home/ada".into())), Some("/home/ada/.cache/omnidev".into()));
+/// assert_eq!(cache_root_from(Some("/xdg".into()), None), Some("/xdg/omnidev".into()));
+/// ```
+pub fn cache_root_from(
+    xdg_cache_home: Option<OsString>,
+    home: Option<OsString>,
+) -> Option<PathBuf> {
+    xdg_home(xdg_cache_home, home, ".cache").map(|cache| cache.join("omnidev"))
+}
+
+/// Why a directory omnidev keeps things in is unsafe: another user could
+/// plant files in it. What [`check_private`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotPrivate {
+    /// What is wrong: `its mode 777 lets others write in it`.
+    pub reason: String,
+    /// What to run: `check what is in it, then chmod 700 DIR`.
+    pub fix: String,
+}
+
+/// Whether an existing `dir` is this user's alone: a directory owned by
+/// this user that group and others cannot write; a missing one is (it
+/// will be made so). `refuse_link`: a symbolic link naming `dir` is
+/// refused (the runtime directory) rather than followed (the cache root,
+/// a pod directory: a link there is the user's choice).
+pub fn check_private(dir: &Path, refuse_link: bool) -> io::Result<Option<NotPrivate>> {
+    let meta = if refuse_link {
+        std::fs::symlink_metadata(dir)
+    } else {
+        std::fs::metadata(dir)
+    };
+    let Some(meta) = found(meta)? else {
+        return Ok(None);
+    };
+    let uid = nix::unistd::getuid().as_raw();
+    let shown = dir.display();
+    let (reason, fix) = if meta.file_type().is_symlink() {
+        (
+            "it is a symbolic link".to_owned(),
+            format!("remove it: `rm {shown}`"),
+        )
+    } else if !meta.is_dir() {
+        (
+            "it is not a directory".to_owned(),
+            format!("remove or rename {shown}"),
+        )
+    } else if meta.uid() != uid {
+        (
+            format!("it belongs to uid {}, not to you (uid {uid})", meta.uid()),
+            format!("make it yours (`sudo chown -R {uid} {shown}`) or remove it"),
+        )
+    } else if meta.mode() & 0o022 != 0 {
+        (
+            format!("its mode {:o} lets others write in it", meta.mode() & 0o777),
+            format!("check what is in it, then `chmod 700 {shown}`"),
+        )
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(NotPrivate { reason, fix }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

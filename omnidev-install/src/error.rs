@@ -22,6 +22,21 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A directory omnidev keeps its files in is not this user's alone.
+    #[error("refusing to use {}: {reason}", path.display())]
+    #[diagnostic(
+        code(omnidev::install::unsafe_dir),
+        help("{fix}; another user could plant files in it")
+    )]
+    UnsafeDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+        /// What to run.
+        fix: String,
+    },
+
     /// Neither `XDG_*_HOME` nor `HOME` says where to keep files.
     #[error("cannot find the home directory: HOME is not set (or not an absolute path)")]
     #[diagnostic(

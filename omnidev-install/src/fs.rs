@@ -13,14 +13,26 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Creates `dir` and its parents; new directories get mode 0700 because they
-/// hold per-user state.
+/// hold per-user state, and one that was there already must be this
+/// user's alone ([`omnidev_core::fs::check_private`], as the pods' cache
+/// root is checked).
 pub fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|source| Error::io("create directory", dir, source))
+        .map_err(|source| Error::io("create directory", dir, source))?;
+    // One that was there already must be as private as a new one.
+    match omnidev_core::fs::check_private(dir, false) {
+        Ok(None) => Ok(()),
+        Ok(Some(found)) => Err(Error::UnsafeDir {
+            path: dir.to_path_buf(),
+            reason: found.reason,
+            fix: found.fix,
+        }),
+        Err(source) => Err(Error::io("examine", dir, source)),
+    }
 }
 
 /// The most an install state file may hold (`install.toml`, uv's
@@ -39,6 +51,29 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_others_can_write_in_is_refused_and_left_as_it_is() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let shared = dir.path().join("cache/omnidev");
+        std::fs::create_dir_all(&shared).expect("mkdir");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let refused = create_private_dir(&shared).expect_err("refused");
+        assert!(
+            refused.to_string().contains("lets others write in it"),
+            "{refused}"
+        );
+        let mode = std::fs::metadata(&shared)
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o777, "never chmod what omnidev did not make");
+        let refused =
+            write_private(&shared.join("omnigent-check.json"), b"{}").expect_err("refused");
+        assert!(matches!(refused, Error::UnsafeDir { .. }), "{refused}");
+        assert!(!shared.join("omnigent-check.json").exists());
+    }
 
     #[test]
     fn write_private_creates_parents_and_replaces() {

@@ -31,7 +31,9 @@ impl Paths {
         };
         Ok(Self {
             config_dir: dir("XDG_CONFIG_HOME", ".config")?,
-            cache_dir: dir("XDG_CACHE_HOME", ".cache")?,
+            // The pods' cache root, worked out where the pods' is.
+            cache_dir: omnidev_core::fs::cache_root_from(lookup("XDG_CACHE_HOME"), lookup("HOME"))
+                .ok_or(Error::NoHome)?,
         })
     }
 

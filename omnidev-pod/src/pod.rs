@@ -31,9 +31,7 @@ pub fn cache_root_from(
     xdg_cache_home: Option<OsString>,
     home: Option<OsString>,
 ) -> Result<PathBuf> {
-    omnidev_core::fs::xdg_home(xdg_cache_home, home, ".cache")
-        .map(|cache| cache.join("omnidev"))
-        .ok_or(Error::NoCacheDir)
+    omnidev_core::fs::cache_root_from(xdg_cache_home, home).ok_or(Error::NoCacheDir)
 }
 
 /// The cache root from this process's `XDG_CACHE_HOME` and `HOME`.

@@ -14,7 +14,7 @@
 //! group or others: the refusal says what to run.
 
 use std::ffi::OsString;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -116,44 +116,16 @@ pub fn make_private(dir: &Path, holds: Private) -> Result<()> {
 /// user or is writable by group or others (another user could plant files
 /// in it), saying what to run; a missing one passes.
 pub fn check_private(dir: &Path, holds: Private) -> Result<()> {
-    let meta = match holds {
-        Private::Runtime => std::fs::symlink_metadata(dir),
-        Private::CacheRoot | Private::Pod => std::fs::metadata(dir),
-    };
-    let Some(meta) = omnidev_core::fs::found(meta).map_err(Error::io("examine", dir))? else {
-        return Ok(());
-    };
-    let uid = nix::unistd::getuid().as_raw();
-    let shown = dir.display();
-    let (reason, fix) = if meta.file_type().is_symlink() {
-        (
-            "it is a symbolic link".to_owned(),
-            format!("remove it: `rm {shown}`"),
-        )
-    } else if !meta.is_dir() {
-        (
-            "it is not a directory".to_owned(),
-            format!("remove or rename {shown}"),
-        )
-    } else if meta.uid() != uid {
-        (
-            format!("it belongs to uid {}, not to you (uid {uid})", meta.uid()),
-            format!("make it yours (`sudo chown -R {uid} {shown}`) or remove it"),
-        )
-    } else if meta.mode() & 0o022 != 0 {
-        (
-            format!("its mode {:o} lets others write in it", meta.mode() & 0o777),
-            format!("check what is in it, then `chmod 700 {shown}`"),
-        )
-    } else {
-        return Ok(());
-    };
-    Err(Error::UnsafeDir {
-        path: dir.to_path_buf(),
-        holds: holds.holds(),
-        reason,
-        fix,
-    })
+    let refuse_link = matches!(holds, Private::Runtime);
+    match omnidev_core::fs::check_private(dir, refuse_link).map_err(Error::io("examine", dir))? {
+        None => Ok(()),
+        Some(unsafe_dir) => Err(Error::UnsafeDir {
+            path: dir.to_path_buf(),
+            holds: holds.holds(),
+            reason: unsafe_dir.reason,
+            fix: unsafe_dir.fix,
+        }),
+    }
 }
 
 /// Where the control socket of the pod at `pod_dir` lives:
