@@ -68,7 +68,7 @@ use std::path::{Path, PathBuf};
 
 pub use client::{Ask, CallConnection};
 pub use inspect::{inspect, list_pods, lock_state};
-pub use protocol::{PodList, PodStatus, Request};
+pub use protocol::{EventsQuery, PodList, PodStatus, Request};
 pub use server::{ControlServer, ServerInfo};
 
 /// The control socket of the pod in `pod_dir`, found through its pointer

@@ -37,7 +37,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::cli::PodArgs;
-use crate::control::protocol::{PodStatus, Request, Response, WaitFor};
+use crate::control::protocol::{EventsQuery, PodStatus, Request, Response, WaitFor};
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files;
@@ -619,16 +619,13 @@ impl Tools {
             let limit = args.limit.unwrap_or(limits::EVENTS.0) as usize;
             let max_bytes = args.max_bytes.unwrap_or(limits::EVENT_BYTES.0) as usize;
             let pod_dir = running(pod)?;
-            let request = Request::Events {
-                follow: false,
+            // Kept records: finished lines only.
+            let request = Request::Events(EventsQuery {
                 services: args.services,
                 logs: args.logs,
-                since_ms: None,
                 since_reload: args.since_reload,
-                // Kept records: finished lines only.
-                partial: false,
-                status: false,
-            };
+                ..EventsQuery::default()
+            });
             let records = Ask::events(request).stream(&pod_dir, false)?;
             let mut newest = Newest::new(limit, max_bytes);
             let mut read = 0usize;

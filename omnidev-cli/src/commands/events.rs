@@ -10,7 +10,7 @@ use crate::control::client::{Line, MAX_LINE_BYTES};
 use omnidev_core::EventKind;
 
 use crate::control::events::Record;
-use crate::control::{Ask, Request};
+use crate::control::{Ask, EventsQuery, Request};
 use crate::error::Error;
 
 /// Runs `omnidev events`: exit 0 when the stream ended (everything kept
@@ -18,18 +18,15 @@ use crate::error::Error;
 /// for falling behind (the last record says so).
 pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
-    let request = Request::Events {
+    // Finished lines only: a line printed once is never taken back.
+    let request = Request::Events(EventsQuery {
         follow: args.follow,
         services: args.services.clone(),
         logs: args.logs,
-        since_ms: args
-            .since
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        since_ms: (args.since).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         since_reload: args.since_reload,
-        // Finished lines only: a line printed once is never taken back.
-        partial: false,
-        status: false,
-    };
+        ..EventsQuery::default()
+    });
     let records = Ask::events(request).stream(pod_dir, args.follow)?;
     let mut out = std::io::stdout().lock();
     let mut lagged = false;

@@ -343,7 +343,7 @@ fn exchange(
             ))
         });
     let response: Response = match serde_json::from_slice(&answer) {
-        Ok(response) if other.is_none() || !matches!(request, Request::Events { .. }) => response,
+        Ok(response) if other.is_none() || !matches!(request, Request::Events(_)) => response,
         Ok(_) => return Err(other.expect("another schema")),
         Err(e) => {
             return Err(other.unwrap_or_else(|| protocol(e.to_string())));
@@ -443,6 +443,7 @@ mod tests {
     use std::os::unix::net::UnixListener;
 
     use super::*;
+    use crate::control::EventsQuery;
 
     #[test]
     fn a_line_over_the_bound_is_too_long_even_when_whole_in_one_read() {
@@ -500,15 +501,10 @@ mod tests {
         let ok = br#"{"schema":3,"ok":true,"failed":[]}"#;
         let records = [&ok[..], b"\n", &long, b"\n{\"next\":1}\n"].concat();
         let served = pod(dir.path(), records);
-        let events = Request::Events {
-            follow: false,
-            services: Vec::new(),
+        let events = Request::Events(EventsQuery {
             logs: true,
-            since_ms: None,
-            since_reload: false,
-            partial: false,
-            status: false,
-        };
+            ..EventsQuery::default()
+        });
         let read: Vec<Line> = stream(dir.path(), &events, Duration::from_secs(60), false)
             .expect("the answer")
             .collect();
@@ -536,15 +532,10 @@ mod tests {
 "#
             .to_vec(),
         );
-        let events = Request::Events {
+        let events = Request::Events(EventsQuery {
             follow: true,
-            services: Vec::new(),
-            logs: false,
-            since_ms: None,
-            since_reload: false,
-            partial: false,
-            status: false,
-        };
+            ..EventsQuery::default()
+        });
         assert!(
             stream(dir.path(), &events, Duration::from_secs(60), true).is_err(),
             "records of another schema are not read"

@@ -79,31 +79,42 @@ pub enum Request {
     },
     /// The kept event records, then (with `follow`) every new one: an
     /// answer line first, then one record a line.
-    Events {
-        /// Keep sending new records until the pod stops.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        follow: bool,
-        /// Only these services' records (and the pod's own).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        services: Vec<String>,
-        /// Log lines too.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        logs: bool,
-        /// Only records at most this many milliseconds old.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        since_ms: Option<u64>,
-        /// Only records from the last reload on.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        since_reload: bool,
-        /// With `logs` and `follow`: unfinished lines too, as they stand
-        /// (`partial-line` records).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        partial: bool,
-        /// With `follow`: a `status` record after the kept records, and
-        /// one whenever a service's status changes.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        status: bool,
-    },
+    Events(EventsQuery),
+}
+
+/// What an `events` request asks for: which records, and whether to
+/// follow. The pod's reader filters by it as it came
+/// ([`crate::control::retained::Filter`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "the request's flags as the wire has them, each on its own"
+)]
+pub struct EventsQuery {
+    /// Keep sending new records until the pod stops.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow: bool,
+    /// Only these services' records (and the pod's own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
+    /// Log lines too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub logs: bool,
+    /// Only records at most this many milliseconds old.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
+    /// Only records from the last reload on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub since_reload: bool,
+    /// With `logs` and `follow`: unfinished lines too, as they stand
+    /// (`partial-line` records).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+    /// With `follow`: a `status` record after the kept records, and
+    /// one whenever a service's status changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub status: bool,
 }
 
 impl Request {
@@ -111,15 +122,13 @@ impl Request {
     /// dashboard): every record kept and new, lines too, a `status` at each
     /// change; with `partial`, unfinished lines as they stand.
     pub fn everything(partial: bool) -> Self {
-        Request::Events {
+        Request::Events(EventsQuery {
             follow: true,
-            services: Vec::new(),
             logs: true,
-            since_ms: None,
-            since_reload: false,
             partial,
             status: true,
-        }
+            ..EventsQuery::default()
+        })
     }
 }
 
@@ -467,6 +476,27 @@ pub struct PodList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `events` request of docs/control.md reads as the query it
+    /// names, and is written back the same.
+    #[test]
+    fn an_events_request_is_its_query_on_the_wire() {
+        let text = r#"{"cmd":"events","follow":true,"services":["server"],"logs":true,"since-ms":30000,"since-reload":true,"status":true}"#;
+        let request: Request = serde_json::from_str(text).expect("an events request");
+        let query = EventsQuery {
+            follow: true,
+            services: vec!["server".into()],
+            logs: true,
+            since_ms: Some(30_000),
+            since_reload: true,
+            partial: false,
+            status: true,
+        };
+        assert_eq!(request, Request::Events(query));
+        assert_eq!(serde_json::to_string(&request).expect("encode"), text);
+        let bare: Request = serde_json::from_str(r#"{"cmd":"events"}"#).expect("bare");
+        assert_eq!(bare, Request::Events(EventsQuery::default()));
+    }
 
     #[test]
     fn each_failure_is_named_with_its_state_once() {

@@ -10,26 +10,19 @@ use std::time::SystemTime;
 use omnidev_core::history::{Cursor, History, Kept};
 
 use super::events::Encoder;
+use super::protocol::EventsQuery;
 use omnidev_core::text::json_line;
 
 /// Bytes of records a reader takes at a time (about; and the last one).
 pub const REPLAY_CHUNK: usize = 64 * 1024;
 
-/// Which records a reader wants.
+/// Which records a reader wants: its request's query as it came (its
+/// services, replicas named by their service already), `since-ms`
+/// counted back from when it was asked.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
-    /// Only these services' records (and the pod's own); all when empty.
-    pub services: Vec<String>,
-    /// Log lines too.
-    pub logs: bool,
-    /// Only records at or after this time.
-    pub since: Option<SystemTime>,
-    /// Only records from the last reload on (all when none happened).
-    pub since_reload: bool,
-    /// With `logs`, unfinished lines too, as they stand (`partial-line`,
-    /// each replaced by the next line of its service and stream), while
-    /// following; never replayed.
-    pub partial: bool,
+    query: EventsQuery,
+    since: Option<SystemTime>,
 }
 
 /// What a reader got from one [`Filter::read`].
@@ -43,20 +36,35 @@ pub struct Chunk {
 }
 
 impl Filter {
+    /// The filter of `query`, asked at `now`.
+    pub fn new(query: EventsQuery, now: SystemTime) -> Self {
+        let back = |ms| now.checked_sub(std::time::Duration::from_millis(ms));
+        Self {
+            since: query.since_ms.and_then(back),
+            query,
+        }
+    }
+
+    /// The services whose records it wants (all when empty).
+    pub fn services(&self) -> &[String] {
+        &self.query.services
+    }
+
     /// Whether it wants `kept`.
     fn wants(&self, kept: &Kept) -> bool {
-        (self.logs || matches!(kept, Kept::Event(_)))
+        let services = &self.query.services;
+        (self.query.logs || matches!(kept, Kept::Event(_)))
             && self.since.is_none_or(|since| kept.at() >= since)
-            && (self.services.is_empty()
+            && (services.is_empty()
                 || kept
                     .service()
-                    .is_none_or(|s| self.services.iter().any(|want| want == s)))
+                    .is_none_or(|s| services.iter().any(|want| want == s)))
     }
 
     /// A cursor at the first record it wants of `history`: a replay of
     /// what is kept, or with `follow`, of everything from there on.
     pub fn cursor(&self, history: &History, follow: bool) -> Cursor {
-        history.cursor(self.since_reload, follow)
+        history.cursor(self.query.since_reload, follow)
     }
 
     /// Appends the next records it wants from `cursor` on to `buf`, as
@@ -69,10 +77,9 @@ impl Filter {
         encoder: &Encoder,
         buf: &mut Vec<u8>,
     ) -> Chunk {
-        let read = history.read(cursor, REPLAY_CHUNK, self.logs && self.partial, |kept| {
-            self.wants(kept)
-        });
-        let lost = read.lost(self.logs);
+        let partial = self.query.logs && self.query.partial;
+        let read = history.read(cursor, REPLAY_CHUNK, partial, |kept| self.wants(kept));
+        let lost = read.lost(self.query.logs);
         if let Some(lost) = &lost {
             let record = encoder.record(SystemTime::now(), None, lost.clone());
             buf.extend_from_slice(json_line(&record).as_bytes());
@@ -142,12 +149,13 @@ mod tests {
         .await
         .expect("supervisor");
         supervisor.notice("between");
-        let logs = Filter {
+        let logs = EventsQuery {
             logs: true,
-            ..Filter::default()
+            ..EventsQuery::default()
         };
+        let filter = |query: &EventsQuery| Filter::new(query.clone(), SystemTime::now());
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while replay(&supervisor, &logs)
+        while replay(&supervisor, &filter(&logs))
             .iter()
             .filter(|r| r["kind"] == "log")
             .count()
@@ -163,16 +171,16 @@ mod tests {
                 .map(|r| format!("{} {}", r["service"], r["line"]))
                 .collect()
         };
-        let all = replay(&supervisor, &logs);
+        let all = replay(&supervisor, &filter(&logs));
         assert_eq!(lines(&all).len(), 2, "{all:?}");
         assert!(all.iter().any(|r| r["message"] == "between"));
         assert_eq!(all[0]["pod"], "/pod");
         let server = replay(
             &supervisor,
-            &Filter {
+            &filter(&EventsQuery {
                 services: vec!["server".into()],
                 ..logs.clone()
-            },
+            }),
         );
         assert_eq!(lines(&server), [r#""server" "server""#]);
         assert!(server.iter().all(|r| r["service"] != "host"), "{server:?}");

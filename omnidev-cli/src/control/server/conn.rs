@@ -62,25 +62,11 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Server>) {
         .map_err(|e| format!("it is not UTF-8 (byte {} is not)", e.valid_up_to() + 1))
         .and_then(|line| serde_json::from_str::<Request>(line).map_err(|e| e.to_string()));
     let stop = matches!(request, Ok(Request::Stop));
-    if let Ok(Request::Events {
-        follow,
-        services,
-        logs,
-        since_ms,
-        since_reload,
-        partial,
-        status,
-    }) = request
-    {
-        let filter = Filter {
-            // A service that runs as replicas stands for them all.
-            services: super::handlers::expand(&shared, &services),
-            logs,
-            since: since_ms
-                .and_then(|ms| std::time::SystemTime::now().checked_sub(Duration::from_millis(ms))),
-            since_reload,
-            partial,
-        };
+    if let Ok(Request::Events(mut query)) = request {
+        // A service that runs as replicas stands for them all.
+        query.services = super::handlers::expand(&shared, &query.services);
+        let (follow, status) = (query.follow, query.status);
+        let filter = Filter::new(query, std::time::SystemTime::now());
         let fd = std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref());
         let statuses = status.then(|| shared.supervisor.watch_status());
         stream_events(&shared, write, fd, filter, follow, statuses).await;
@@ -183,10 +169,8 @@ pub(super) async fn stream_events(
     follow: bool,
     mut statuses: Option<tokio::sync::watch::Receiver<Vec<ServiceStatus>>>,
 ) {
-    let unknown = filter
-        .services
-        .iter()
-        .find(|name| !shared.supervisor.service_names().contains(name));
+    let unknown =
+        (filter.services().iter()).find(|name| !shared.supervisor.service_names().contains(name));
     let answer = match (unknown, shared.following.clone().try_acquire_owned()) {
         (Some(name), _) => Err(unknown_service(shared, name)),
         (None, Err(_)) => Err(busy(MAX_FOLLOWING)),

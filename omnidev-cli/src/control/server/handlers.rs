@@ -40,7 +40,7 @@ async fn answered(shared: &Server, request: Request) -> Answered {
     Ok(match request {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
         // Answered by `stream_events`.
-        Request::Events { .. } => Response::error("`events` is answered as a stream"),
+        Request::Events(_) => Response::error("`events` is answered as a stream"),
         Request::Wait {
             until,
             services,
