@@ -266,17 +266,25 @@ impl UrlReport {
     /// The URLs shown now: the pod's own, then each service's that core
     /// shows ([`ServiceStatus::urls`]), in service order.
     pub fn shown(pod: &[NamedUrl], services: &[ServiceStatus]) -> Vec<Self> {
-        let own = pod.iter().map(|u| (u, None));
-        let served = services
-            .iter()
-            .flat_map(|s| s.urls.iter().map(|u| (u, Some(&s.name))));
-        own.chain(served)
-            .map(|(u, service)| Self {
-                name: u.name.clone(),
-                url: u.url.clone(),
-                service: service.cloned(),
-            })
-            .collect()
+        let own = pod.iter().map(|u| Self::of(u, None));
+        Self::with_services(own, services)
+    }
+
+    /// `own` (the pod's own URLs, as a status reported them), then each
+    /// service's that core shows: [`UrlReport::shown`] for a reader of
+    /// statuses.
+    pub fn with_services(own: impl Iterator<Item = Self>, services: &[ServiceStatus]) -> Vec<Self> {
+        let served =
+            (services.iter()).flat_map(|s| s.urls.iter().map(|u| Self::of(u, Some(&s.name))));
+        own.chain(served).collect()
+    }
+
+    fn of(url: &NamedUrl, service: Option<&String>) -> Self {
+        Self {
+            name: url.name.clone(),
+            url: url.url.clone(),
+            service: service.cloned(),
+        }
     }
 }
 

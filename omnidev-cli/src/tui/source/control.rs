@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use omnidev_core::{EventKind, NamedUrl, ServiceStatus};
+use omnidev_core::{EventKind, ServiceStatus};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -150,7 +150,7 @@ pub struct ControlSource {
     pod_dir: PathBuf,
     reader: RecordReader,
     /// The pod's own URLs (not a service's), shown before the services'.
-    pod_urls: Vec<NamedUrl>,
+    pod_urls: Vec<UrlReport>,
     /// A new stream being opened after the pod dropped this reader.
     reconnecting: Option<(String, JoinHandle<Result<Connection>>)>,
     answers: mpsc::Receiver<Update>,
@@ -205,7 +205,7 @@ impl ControlSource {
             }
             EventKind::Status { services } => {
                 return Some(Update::Status {
-                    urls: UrlReport::shown(&self.pod_urls, services),
+                    urls: UrlReport::with_services(self.pod_urls.iter().cloned(), services),
                     statuses: services.clone(),
                 });
             }
@@ -329,15 +329,10 @@ async fn measure_every(pod_dir: PathBuf, answer: mpsc::Sender<Update>) {
 }
 
 /// The URLs of `status` that are the pod's own, not a service's.
-fn own_urls(status: &PodStatus) -> Vec<NamedUrl> {
-    status
-        .urls
-        .iter()
+fn own_urls(status: &PodStatus) -> Vec<UrlReport> {
+    (status.urls.iter())
         .filter(|u| u.service.is_none())
-        .map(|u| NamedUrl {
-            name: u.name.clone(),
-            url: u.url.clone(),
-        })
+        .cloned()
         .collect()
 }
 
