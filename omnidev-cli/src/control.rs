@@ -66,9 +66,9 @@ pub mod server;
 
 use std::path::{Path, PathBuf};
 
-pub use client::{Ask, CallConnection};
+pub use client::{Ask, CallConnection, RestartScope};
 pub use inspect::{inspect, list_pods, lock_state};
-pub use protocol::{EventsQuery, PodList, PodStatus, Request};
+pub use protocol::{EventsQuery, PodList, PodStatus};
 pub use server::{ControlServer, ServerInfo};
 
 /// The control socket of the pod in `pod_dir`, found through its pointer

@@ -37,7 +37,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::cli::PodArgs;
-use crate::control::protocol::{EventsQuery, PodStatus, Request, Response, WaitFor};
+use crate::control::protocol::{EventsQuery, PodStatus, Response, WaitFor};
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files;
@@ -431,12 +431,12 @@ impl Tools {
     ) -> Result<Json<ActionResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::RESTART_SECS.0);
-            let asked = Ask::restart(
-                args.service,
-                args.all,
-                args.no_deps,
-                Duration::from_secs(secs),
-            );
+            let what = control::RestartScope {
+                service: args.service,
+                all: args.all,
+                no_deps: args.no_deps,
+            };
+            let asked = Ask::restart(what, Duration::from_secs(secs));
             acted(pod, &asked, connection)
         })
         .await
@@ -620,13 +620,13 @@ impl Tools {
             let max_bytes = args.max_bytes.unwrap_or(limits::EVENT_BYTES.0) as usize;
             let pod_dir = running(pod)?;
             // Kept records: finished lines only.
-            let request = Request::Events(EventsQuery {
+            let query = EventsQuery {
                 services: args.services,
                 logs: args.logs,
                 since_reload: args.since_reload,
                 ..EventsQuery::default()
-            });
-            let records = Ask::events(request).stream(&pod_dir, false)?;
+            };
+            let records = Ask::events(query).stream(&pod_dir)?;
             let mut newest = Newest::new(limit, max_bytes);
             let mut read = 0usize;
             for line in records {

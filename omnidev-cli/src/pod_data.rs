@@ -385,7 +385,10 @@ pub fn reset(which: &DbWhich, yes: bool) -> Result<String> {
         }
         snapshot::remove_data(&data)?;
         if pod_runs {
-            let restart = Ask::restart(Some(target.name.clone()), false, false, ACTION);
+            let restart = Ask::restart(
+                crate::control::RestartScope::service(target.name.clone()),
+                ACTION,
+            );
             ask(pod_dir, &target.name, &restart, "start it afresh")?;
         }
     }

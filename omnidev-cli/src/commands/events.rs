@@ -10,7 +10,7 @@ use crate::control::client::{Line, MAX_LINE_BYTES};
 use omnidev_core::EventKind;
 
 use crate::control::events::Record;
-use crate::control::{Ask, EventsQuery, Request};
+use crate::control::{Ask, EventsQuery};
 use crate::error::Error;
 
 /// Runs `omnidev events`: exit 0 when the stream ended (everything kept
@@ -19,15 +19,15 @@ use crate::error::Error;
 pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     // Finished lines only: a line printed once is never taken back.
-    let request = Request::Events(EventsQuery {
+    let query = EventsQuery {
         follow: args.follow,
         services: args.services.clone(),
         logs: args.logs,
         since_ms: (args.since).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         since_reload: args.since_reload,
         ..EventsQuery::default()
-    });
-    let records = Ask::events(request).stream(pod_dir, args.follow)?;
+    };
+    let records = Ask::events(query).stream(pod_dir)?;
     let mut out = std::io::stdout().lock();
     let mut lagged = false;
     // A read error (the pod went away mid-line) ends the stream like EOF.

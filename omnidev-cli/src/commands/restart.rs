@@ -12,13 +12,12 @@ use crate::output::{json, pod_status, write_stdout};
 /// again (their dependents follow on their own); exits 1 when one failed.
 pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
-    let response = Ask::restart(
-        args.service.clone(),
-        args.all,
-        args.no_deps,
-        Duration::from_secs(args.timeout),
-    )
-    .send(pod_dir)?;
+    let what = crate::control::RestartScope {
+        service: args.service.clone(),
+        all: args.all,
+        no_deps: args.no_deps,
+    };
+    let response = Ask::restart(what, Duration::from_secs(args.timeout)).send(pod_dir)?;
     if let Some(status) = &response.status {
         write_stdout(&if args.json {
             json(status)?

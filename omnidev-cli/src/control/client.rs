@@ -150,6 +150,29 @@ pub struct Ask {
     within: Duration,
 }
 
+/// What a restart restarts: a service and its dependents
+/// ([`RestartScope::service`]), the watched services (the default), every
+/// service (`all`), or a service alone (`no_deps`).
+#[derive(Debug, Clone, Default)]
+pub struct RestartScope {
+    /// The service; the watched services when absent.
+    pub service: Option<String>,
+    /// Every service, as one reload.
+    pub all: bool,
+    /// The service alone: its dependents keep running.
+    pub no_deps: bool,
+}
+
+impl RestartScope {
+    /// `service`, its dependents once it is ready again.
+    pub fn service(name: String) -> Self {
+        Self {
+            service: Some(name),
+            ..Self::default()
+        }
+    }
+}
+
 impl Ask {
     /// The pod's status.
     pub fn status() -> Self {
@@ -164,7 +187,12 @@ impl Ask {
     /// Restart `service` (its dependents follow unless `no_deps`), every
     /// service with `all`, else the watched ones; the pod gives it
     /// `timeout` to be ready again.
-    pub fn restart(service: Option<String>, all: bool, no_deps: bool, timeout: Duration) -> Self {
+    pub fn restart(what: RestartScope, timeout: Duration) -> Self {
+        let RestartScope {
+            service,
+            all,
+            no_deps,
+        } = what;
         Self::waiting(
             Request::Restart {
                 service,
@@ -214,10 +242,10 @@ impl Ask {
         }
     }
 
-    /// The event stream a [`Request::Events`] selects ([`Ask::stream`]).
-    pub fn events(request: Request) -> Self {
+    /// The event stream `query` selects ([`Ask::stream`]).
+    pub fn events(query: super::EventsQuery) -> Self {
         Self {
-            request,
+            request: Request::Events(query),
             within: STREAM_ANSWER,
         }
     }
@@ -249,11 +277,11 @@ impl Ask {
 
     /// Sends a streaming request ([`Ask::events`]) to the pod in
     /// `pod_dir`: the lines of the connection after its answer, from the
-    /// first record on. Later reads have no timeout when `follow` (the pod
-    /// closes the stream when it stops).
-    pub fn stream(&self, pod_dir: &Path, follow: bool) -> Result<Records> {
+    /// first record on. Later reads have no timeout when it follows (the
+    /// pod closes the stream when it stops).
+    pub fn stream(&self, pod_dir: &Path) -> Result<Records> {
         let (_, records) = exchange(pod_dir, &self.request, self.within, |_| {})?;
-        if follow {
+        if matches!(&self.request, Request::Events(query) if query.follow) {
             let _ = records.stream.set_read_timeout(None);
         }
         Ok(records)
@@ -426,17 +454,12 @@ mod tests {
     }
 
     /// Sends the streaming `request` with the time `within` for its answer.
-    fn stream(
-        pod_dir: &Path,
-        request: &Request,
-        within: Duration,
-        follow: bool,
-    ) -> Result<Records> {
+    fn stream(pod_dir: &Path, request: &Request, within: Duration) -> Result<Records> {
         let ask = Ask {
             request: request.clone(),
             within,
         };
-        ask.stream(pod_dir, follow)
+        ask.stream(pod_dir)
     }
 
     use std::io::{BufRead, BufReader};
@@ -505,7 +528,7 @@ mod tests {
             logs: true,
             ..EventsQuery::default()
         });
-        let read: Vec<Line> = stream(dir.path(), &events, Duration::from_secs(60), false)
+        let read: Vec<Line> = stream(dir.path(), &events, Duration::from_secs(60))
             .expect("the answer")
             .collect();
         assert_eq!(read, [Line::TooLong, Line::Text(b"{\"next\":1}".to_vec())]);
@@ -537,7 +560,7 @@ mod tests {
             ..EventsQuery::default()
         });
         assert!(
-            stream(dir.path(), &events, Duration::from_secs(60), true).is_err(),
+            stream(dir.path(), &events, Duration::from_secs(60)).is_err(),
             "records of another schema are not read"
         );
         served.join().expect("pod");

@@ -117,18 +117,18 @@ pub struct EventsQuery {
     pub status: bool,
 }
 
-impl Request {
+impl EventsQuery {
     /// What a UI of the whole pod follows (`omnidev attach`, the
-    /// dashboard): every record kept and new, lines too, a `status` at each
-    /// change; with `partial`, unfinished lines as they stand.
-    pub fn everything(partial: bool) -> Self {
-        Request::Events(EventsQuery {
+    /// dashboard): every record kept and new, finished lines too, a
+    /// `status` at each change (`partial` adds unfinished lines as they
+    /// stand).
+    pub fn everything() -> Self {
+        Self {
             follow: true,
             logs: true,
-            partial,
             status: true,
-            ..EventsQuery::default()
-        })
+            ..Self::default()
+        }
     }
 }
 

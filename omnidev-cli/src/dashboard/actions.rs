@@ -41,7 +41,9 @@ pub(super) async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act
     }
     let services = act.service.clone().into_iter().collect::<Vec<_>>();
     let ask = match (act.action.as_str(), act.service) {
-        ("restart", Some(service)) => Ask::restart(Some(service), false, false, ACTION_WAIT),
+        ("restart", Some(service)) => {
+            Ask::restart(crate::control::RestartScope::service(service), ACTION_WAIT)
+        }
         ("stop", Some(_)) => Ask::stop(services, ACTION_WAIT),
         ("start", Some(_)) => Ask::start(services, ACTION_WAIT),
         ("stop", None) => Ask::stop_pod(),

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::control::client::Line;
 use crate::control::events::Record;
-use crate::control::{Ask, CallConnection, Request};
+use crate::control::{Ask, CallConnection, EventsQuery};
 
 /// Bytes a page's event stream holds while the page does not read (a
 /// record longer than that is sent alone).
@@ -41,7 +41,7 @@ pub fn events(pod_dir: PathBuf) -> Response {
         held.clone(),
     ));
     std::thread::spawn(move || {
-        let Ok(records) = Ask::events(Request::everything(false)).stream(&pod_dir, true) else {
+        let Ok(records) = Ask::events(EventsQuery::everything()).stream(&pod_dir) else {
             return;
         };
         // A page that goes away hangs up on the pod at once, so a quiet

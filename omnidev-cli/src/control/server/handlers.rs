@@ -87,7 +87,10 @@ async fn answered(shared: &Server, request: Request) -> Answered {
                     return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
                 }
                 _ if all => Restart::All,
-                Some(name) => Restart::Service(expand(shared, &[name]), !no_deps),
+                Some(name) => Restart::Service {
+                    copies: expand(shared, &[name]),
+                    dependents: !no_deps,
+                },
                 None => Restart::Watched,
             };
             restart(shared, target, limit).await?
@@ -193,9 +196,13 @@ pub(super) enum Restart {
     /// The services with watch rules (every one when none has).
     Watched,
     /// One service, or its replicas one after another (each ready before
-    /// the next stops: the service keeps answering throughout); its
-    /// dependents follow unless the flag is false.
-    Service(Vec<String>, bool),
+    /// the next stops: the service keeps answering throughout).
+    Service {
+        /// The service, or its replicas.
+        copies: Vec<String>,
+        /// Its dependents follow (not with `no-deps`).
+        dependents: bool,
+    },
     /// Every service, as one reload.
     All,
 }
@@ -204,15 +211,21 @@ pub(super) enum Restart {
 pub(super) async fn restart(shared: &Server, target: Restart, limit: Duration) -> Answered {
     let names = match &target {
         Restart::All => shared.supervisor.service_names(),
-        Restart::Service(copies, _) => copies.clone(),
+        Restart::Service { copies, .. } => copies.clone(),
         Restart::Watched => watched(shared),
     };
     unknown(shared, &names)?;
     let deadline = tokio::time::Instant::now() + limit;
-    let dependents = !matches!(target, Restart::Service(_, false));
+    let dependents = !matches!(
+        target,
+        Restart::Service {
+            dependents: false,
+            ..
+        }
+    );
     // A service's replicas one at a time, the next only once this one is
     // ready again; anything else at once, as one reload.
-    let batches: Vec<&[String]> = if matches!(target, Restart::Service(..)) {
+    let batches: Vec<&[String]> = if matches!(target, Restart::Service { .. }) {
         names.chunks(1).collect()
     } else {
         vec![names.as_slice()]

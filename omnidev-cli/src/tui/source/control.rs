@@ -27,7 +27,7 @@ use super::{Feed, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::Record;
 use crate::control::protocol::{PodStatus, UrlReport};
-use crate::control::{self, Ask, Request};
+use crate::control::{self, Ask, EventsQuery, RestartScope};
 use crate::error::{Error, Result};
 use crate::tui::app::{Action, App, PodInfo};
 use omnidev_core::text;
@@ -60,8 +60,12 @@ impl Connection {
             })?;
         // A prompt or a progress bar shows before its newline, as in
         // `up`'s own UI.
-        let request = Request::everything(true);
-        let reader = Ask::events(request).stream(pod_dir, true)?;
+        // Unfinished lines too, as the local UI shows them.
+        let query = EventsQuery {
+            partial: true,
+            ..EventsQuery::everything()
+        };
+        let reader = Ask::events(query).stream(pod_dir)?;
         Ok(Self {
             status,
             reader: RecordReader::new(reader).map_err(Error::io("read", pod_dir))?,
@@ -272,12 +276,12 @@ impl Feed for ControlSource {
     fn act(&mut self, action: Action) {
         let (ask, what) = match action {
             Action::Restart(name) => (
-                Ask::restart(Some(name.clone()), false, false, ACTION_TIMEOUT),
+                Ask::restart(RestartScope::service(name.clone()), ACTION_TIMEOUT),
                 format!("restarted {name}"),
             ),
             // The pod's own watched services (what `omnidev restart` restarts).
             Action::Reload(names) => (
-                Ask::restart(None, false, false, ACTION_TIMEOUT),
+                Ask::restart(RestartScope::default(), ACTION_TIMEOUT),
                 format!("reloaded {}", names.join(", ")),
             ),
             Action::Stop(name) => (
