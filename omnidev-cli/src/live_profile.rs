@@ -46,14 +46,15 @@ pub struct LiveProfile {
     pod_dir: PathBuf,
     /// Whether the TUI runs the pod (its notices name its key).
     tui: bool,
-    state: Mutex<Running>,
+    state: Mutex<Current>,
     addresses: SharedAddresses,
     /// Held while a change is applied: one at a time.
     applying: tokio::sync::Mutex<()>,
 }
 
+/// The profile the pod runs now: its checkout, ports and render.
 #[derive(Debug)]
-struct Running {
+struct Current {
     checkout: Checkout,
     set_up: PortSetUp,
     rendered: RenderedPod,
@@ -102,7 +103,7 @@ impl LiveProfile {
             embedded,
             pod_dir: prepared.pod.dir().to_owned(),
             tui,
-            state: Mutex::new(Running {
+            state: Mutex::new(Current {
                 checkout,
                 set_up: prepared.ports.clone(),
                 rendered: prepared.rendered.clone(),
@@ -124,7 +125,7 @@ impl LiveProfile {
         self.state().rendered.watched()
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, Running> {
+    fn state(&self) -> std::sync::MutexGuard<'_, Current> {
         self.state.locked()
     }
 
@@ -213,7 +214,7 @@ impl LiveProfile {
     /// Allocates the ports of the file's profile (a new port name gets a
     /// port, one whose base changed is probed again from it, the others
     /// keep theirs) and renders it with them.
-    fn ready(&self) -> omnidev_pod::Result<(Next, PortSetUp)> {
+    fn allocate(&self) -> omnidev_pod::Result<(Next, PortSetUp)> {
         let Next { profile, links, .. } = self.load()?;
         let state = self.state();
         let bases = profile.port_bases(&state.set_up.context.scale);
@@ -278,7 +279,7 @@ impl LiveProfile {
     ) -> Result<(ProfileApplied, omnidev_core::Waited), ApplyError> {
         let _one_at_a_time = self.applying.lock().await;
         let this = self.clone();
-        let (next, set_up) = tokio::task::spawn_blocking(move || this.ready())
+        let (next, set_up) = tokio::task::spawn_blocking(move || this.allocate())
             .await
             .map_err(|_| ApplyError::Supervisor(omnidev_core::Error::ShutDown))?
             .map_err(ApplyError::Invalid)?;

@@ -36,7 +36,7 @@ pub struct Policy {
 
 /// Why a request is refused (said in the 403's body).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refused {
+pub enum Denied {
     /// Its `Host` is not this server (DNS rebinding).
     Host,
     /// Its `Origin` is another site.
@@ -45,12 +45,12 @@ pub enum Refused {
     Token,
 }
 
-impl Refused {
+impl Denied {
     fn why(&self) -> &'static str {
         match self {
-            Refused::Host => "this server answers to 127.0.0.1 and localhost only",
-            Refused::Origin => "requests from other sites are refused",
-            Refused::Token => {
+            Denied::Host => "this server answers to 127.0.0.1 and localhost only",
+            Denied::Origin => "requests from other sites are refused",
+            Denied::Token => {
                 "open the URL `omnidev dashboard` printed (it carries the secret; \
                  each dashboard that starts makes a new one)"
             }
@@ -61,7 +61,7 @@ impl Refused {
 impl Policy {
     /// Whether a request may be served: see the module docs. `Ok(true)`
     /// when it carried the secret, `Ok(false)` when it needs none.
-    pub fn check(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<bool, Refused> {
+    pub fn check(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<bool, Denied> {
         let ours = |value: &str, scheme: &str| {
             [
                 format!("{scheme}127.0.0.1:{}", self.port),
@@ -72,12 +72,12 @@ impl Policy {
         };
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         if !host.is_some_and(|host| ours(host, "")) {
-            return Err(Refused::Host);
+            return Err(Denied::Host);
         }
         if let Some(origin) = headers.get(header::ORIGIN)
             && !origin.to_str().is_ok_and(|o| ours(o, "http://"))
         {
-            return Err(Refused::Origin);
+            return Err(Denied::Origin);
         }
         if method == Method::GET && uri.path() == super::PROVE_PATH {
             return Ok(false);
@@ -90,7 +90,7 @@ impl Policy {
         if given.is_some_and(|given| same(given.as_bytes(), self.token.as_bytes())) {
             Ok(true)
         } else {
-            Err(Refused::Token)
+            Err(Denied::Token)
         }
     }
 }
@@ -149,7 +149,7 @@ mod tests {
         method: &Method,
         uri: &str,
         headers: &[(&str, &str)],
-    ) -> Result<bool, Refused> {
+    ) -> Result<bool, Denied> {
         let mut map = HeaderMap::new();
         for (name, value) in headers {
             map.append(
@@ -173,8 +173,8 @@ mod tests {
         let header = (TOKEN_HEADER, token.as_str());
         let cookie = format!("omnidev-dashboard={token}");
         let get = |uri: &str, headers: &[(&str, &str)]| check(&policy, &Method::GET, uri, headers);
-        assert_eq!(get("/", &[host]), Err(Refused::Token));
-        assert_eq!(get("/?token=00", &[host]), Err(Refused::Token));
+        assert_eq!(get("/", &[host]), Err(Denied::Token));
+        assert_eq!(get("/?token=00", &[host]), Err(Denied::Token));
         assert_eq!(get(&format!("/?token={token}"), &[host]), Ok(true));
         assert_eq!(
             get(&format!("/api/events?pod=a&token={token}"), &[host]),
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(get("/api/pods", &[host, header]), Ok(true));
         assert_eq!(
             get("/api/pods", &[host, ("cookie", &cookie)]),
-            Err(Refused::Token)
+            Err(Denied::Token)
         );
         assert_eq!(
             get("/api/pods", &[("host", "localhost:4321"), header]),
@@ -192,15 +192,15 @@ mod tests {
         // DNS rebinding: the browser names the attacker's host.
         assert_eq!(
             get("/api/pods", &[("host", "evil.example:4321"), header]),
-            Err(Refused::Host)
+            Err(Denied::Host)
         );
-        assert_eq!(get("/api/pods", &[header]), Err(Refused::Host));
+        assert_eq!(get("/api/pods", &[header]), Err(Denied::Host));
         assert_eq!(
             get(
                 "/api/pods",
                 &[host, header, ("origin", "http://evil.example")]
             ),
-            Err(Refused::Origin)
+            Err(Denied::Origin)
         );
         assert_eq!(
             get(
@@ -213,24 +213,24 @@ mod tests {
         assert_eq!(get("/api/prove?challenge=00", &[host]), Ok(false));
         assert_eq!(
             get("/api/prove?challenge=00", &[("host", "evil.example:4321")]),
-            Err(Refused::Host)
+            Err(Denied::Host)
         );
         let post =
             |uri: &str, headers: &[(&str, &str)]| check(&policy, &Method::POST, uri, headers);
         assert_eq!(
             post("/api/act", &[host, ("cookie", &cookie)]),
-            Err(Refused::Token)
+            Err(Denied::Token)
         );
         assert_eq!(
             post(&format!("/api/act?token={token}"), &[host]),
-            Err(Refused::Token)
+            Err(Denied::Token)
         );
         assert_eq!(post("/api/act", &[host, header]), Ok(true));
         assert_eq!(
             post("/api/act", &[host, (TOKEN_HEADER, "ab")]),
-            Err(Refused::Token)
+            Err(Denied::Token)
         );
-        assert_eq!(post("/api/prove", &[host]), Err(Refused::Token));
+        assert_eq!(post("/api/prove", &[host]), Err(Denied::Token));
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
     }
 }

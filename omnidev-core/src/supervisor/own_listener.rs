@@ -131,10 +131,10 @@ mod tests {
     }
 
     #[derive(Debug)]
-    struct Refused;
+    struct NeverAnswers;
 
     #[async_trait::async_trait]
-    impl probe::Probe for Refused {
+    impl probe::Probe for NeverAnswers {
         async fn check(&self) -> Result<(), String> {
             Err("connection refused".to_owned())
         }
@@ -142,7 +142,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_owner_is_looked_at_for_every_answer_and_once_a_second_otherwise() {
-        let listener = OwnListener::new(Box::new(Refused), 1, Arc::new(NoGroup), Box::new(|_| {}));
+        let listener = OwnListener::new(
+            Box::new(NeverAnswers),
+            1,
+            Arc::new(NoGroup),
+            Box::new(|_| {}),
+        );
         assert!(listener.looks(false), "the first attempt looks");
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!listener.looks(false), "20 ms later a failing one does not");
