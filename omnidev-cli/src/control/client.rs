@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use omnidev_core::sync::Locked;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{AnyDelimiterCodec, Decoder as _};
 
 use super::protocol::{ErrorKind, Request, Response};
 use crate::error::{Error, Result};
@@ -32,16 +34,28 @@ pub enum Line {
     TooLong,
 }
 
-/// What was read off a socket and not taken yet, cut into lines: at most
-/// one unfinished line of [`MAX_LINE_BYTES`] (a longer one is dropped as it
-/// comes, then taken as [`Line::TooLong`]) and what a read added after it.
-#[derive(Debug, Default)]
+/// What was read off a socket and not taken yet, cut into lines by
+/// tokio-util's delimiter codec: at most one unfinished line of
+/// [`MAX_LINE_BYTES`] (a longer one is [`Line::TooLong`] as soon as it
+/// is, and dropped as it comes up to its newline) and what a read added
+/// after it.
+#[derive(Debug)]
 pub struct Lines {
-    pending: Vec<u8>,
-    /// Bytes of `pending` known to hold no newline.
-    scanned: usize,
-    /// Inside a line too long to keep: dropping until its newline.
-    skipping: bool,
+    codec: AnyDelimiterCodec,
+    pending: BytesMut,
+}
+
+impl Default for Lines {
+    fn default() -> Self {
+        Self {
+            codec: AnyDelimiterCodec::new_with_max_length(
+                b"\n".to_vec(),
+                Vec::new(),
+                MAX_LINE_BYTES,
+            ),
+            pending: BytesMut::new(),
+        }
+    }
 }
 
 impl Lines {
@@ -50,29 +64,13 @@ impl Lines {
         self.pending.extend_from_slice(bytes);
     }
 
-    /// A line already read, if one is whole.
+    /// A line already read, if one is whole (or is known too long).
     pub fn take(&mut self) -> Option<Line> {
-        let Some(at) = self.pending[self.scanned..]
-            .iter()
-            .position(|&b| b == b'\n')
-        else {
-            self.scanned = self.pending.len();
-            if self.pending.len() > MAX_LINE_BYTES {
-                self.skipping = true;
-                self.pending = Vec::new();
-                self.scanned = 0;
-            }
-            return None;
-        };
-        let end = self.scanned + at;
-        let rest = self.pending.split_off(end + 1);
-        let mut line = std::mem::replace(&mut self.pending, rest);
-        line.truncate(end);
-        self.scanned = 0;
-        if std::mem::take(&mut self.skipping) || line.len() > MAX_LINE_BYTES {
-            return Some(Line::TooLong);
+        match self.codec.decode(&mut self.pending) {
+            Ok(Some(line)) => Some(Line::Text(line.to_vec())),
+            Ok(None) => None,
+            Err(_) => Some(Line::TooLong),
         }
-        Some(Line::Text(line))
     }
 }
 
