@@ -13,12 +13,7 @@ pub use help::*;
 
 /// One isolated dev pod per checkout.
 #[derive(Debug, Parser)]
-#[command(
-    name = "omnidev",
-    version,
-    about,
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "omnidev", version, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// What to do; `up` when omitted.
     #[command(subcommand)]
@@ -111,12 +106,8 @@ pub fn command() -> clap::Command {
     use clap::CommandFactory;
     use std::fmt::Write as _;
     let command = Cli::command();
-    let width = GROUPS
-        .iter()
-        .flat_map(|(_, names)| names.iter())
-        .map(|name| name.len())
-        .max()
-        .unwrap_or(0);
+    let width =
+        GROUPS.iter().flat_map(|(_, names)| names.iter()).map(|name| name.len()).max().unwrap_or(0);
     let mut groups = String::new();
     for (heading, names) in GROUPS {
         groups.push_str(heading);
@@ -159,9 +150,8 @@ pub fn parse() -> Cli {
             .mut_subcommand("restart", |restart| restart_for_profile(restart, &profile));
     }
     let json = args.iter().any(|arg| arg == "--json");
-    let parsed = command
-        .try_get_matches_from(args)
-        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let parsed =
+        command.try_get_matches_from(args).and_then(|matches| Cli::from_arg_matches(&matches));
     parsed.unwrap_or_else(|error| {
         if json && error.use_stderr() {
             let text = error.to_string();
@@ -211,23 +201,11 @@ mod tests {
     #[test]
     fn durations_are_read_as_people_write_them() {
         use std::time::Duration;
-        for (text, secs) in [
-            ("30s", 30),
-            ("5m", 300),
-            ("1h30m", 5400),
-            ("2d", 172_800),
-            ("12", 12),
-        ] {
-            assert_eq!(
-                args::parse_duration(text),
-                Ok(Duration::from_secs(secs)),
-                "{text}"
-            );
+        for (text, secs) in [("30s", 30), ("5m", 300), ("1h30m", 5400), ("2d", 172_800), ("12", 12)]
+        {
+            assert_eq!(args::parse_duration(text), Ok(Duration::from_secs(secs)), "{text}");
         }
-        assert_eq!(
-            args::parse_duration("500ms"),
-            Ok(Duration::from_millis(500))
-        );
+        assert_eq!(args::parse_duration("500ms"), Ok(Duration::from_millis(500)));
         for bad in ["", "5x", "-3s", "99999999999999999999d"] {
             let said = args::parse_duration(bad).expect_err(bad);
             assert!(said.contains("is not a duration"), "{said}");
@@ -236,10 +214,8 @@ mod tests {
 
     #[test]
     fn every_visible_subcommand_is_in_one_group() {
-        let mut grouped: Vec<&str> = GROUPS
-            .iter()
-            .flat_map(|(_, names)| names.iter().copied())
-            .collect();
+        let mut grouped: Vec<&str> =
+            GROUPS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
         let command = command();
         let mut visible: Vec<&str> = command
             .get_subcommands()

@@ -85,9 +85,5 @@ fn report_failures(response: &crate::control::protocol::Response) -> ExitCode {
     for (failure, name) in response.failures().iter().zip(&response.failed) {
         note!("omnidev: {failure} (`omnidev logs {name}` shows why)");
     }
-    if response.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    if response.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }

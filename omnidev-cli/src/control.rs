@@ -92,9 +92,7 @@ pub fn pointer_path(pod_dir: &Path) -> PathBuf {
 /// fits a Unix socket address however long the pod directory is. An error
 /// when even that path is too long (a very long `XDG_RUNTIME_DIR`).
 pub fn serving_path(pod_dir: &Path) -> omnidev_pod::Result<PathBuf> {
-    let canonical = pod_dir
-        .canonicalize()
-        .unwrap_or_else(|_| pod_dir.to_path_buf());
+    let canonical = pod_dir.canonicalize().unwrap_or_else(|_| pod_dir.to_path_buf());
     let path = omnidev_pod::runtime::socket_path(&omnidev_pod::runtime::runtime_dir(), &canonical);
     omnidev_pod::runtime::check_socket_path(&path)?;
     Ok(path)

@@ -63,10 +63,7 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
         && secret::answers(served.port, &token)
     {
         // One dashboard a user: the one serving is the URL to use.
-        note!(
-            "omnidev: a dashboard already serves this user (pid {})",
-            served.pid
-        );
+        note!("omnidev: a dashboard already serves this user (pid {})", served.pid);
         print_url(&runtime_dir, served.port, &token, args.open)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -82,26 +79,15 @@ async fn serve(args: &DashboardArgs) -> miette::Result<ExitCode> {
         bound => bound,
     }
     .map_err(Error::io("listen on", format!("127.0.0.1:{wanted}")))?;
-    let port = listener
-        .local_addr()
-        .map_err(Error::io("listen on", "127.0.0.1"))?
-        .port();
-    let served = Served {
-        port,
-        pid: std::process::id(),
-    };
+    let port = listener.local_addr().map_err(Error::io("listen on", "127.0.0.1"))?.port();
+    let served = Served { port, pid: std::process::id() };
     served.write(&runtime_dir)?;
     print_url(&runtime_dir, port, &token, args.open)?;
     let (changed, _) = tokio::sync::watch::channel(());
     // Pods starting and stopping make and remove their sockets there.
     let _watcher = watch_runtime_dir(&runtime_dir, changed.clone());
     let app = router(
-        Arc::new(Dashboard {
-            token: token.clone(),
-            cache_root,
-            changed,
-            allow_up: args.allow_up,
-        }),
+        Arc::new(Dashboard { token: token.clone(), cache_root, changed, allow_up: args.allow_up }),
         Arc::new(guard::Policy { token, port }),
     );
     let door = Arc::new(door::Door::default());
@@ -200,10 +186,7 @@ impl Served {
     /// for the next dashboard).
     fn forget(&self, runtime_dir: &Path) {
         if Self::read(runtime_dir).is_some_and(|r| r.pid == self.pid) {
-            let stopped = Self {
-                port: self.port,
-                pid: 0,
-            };
+            let stopped = Self { port: self.port, pid: 0 };
             let _ = stopped.write(runtime_dir);
         }
     }
@@ -234,11 +217,7 @@ fn watch_runtime_dir(
 /// on a thread of its own, so it leaves no zombie behind while the
 /// dashboard runs.
 fn open(page: &Path) {
-    let program = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
+    let program = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
     let spawned = std::process::Command::new(program)
         .arg(page)
         .stdin(std::process::Stdio::null())
@@ -266,15 +245,9 @@ async fn prove(State(state): State<Arc<Dashboard>>, Query(asked): Query<Challeng
     let fits = (1..=128).contains(&asked.challenge.len())
         && asked.challenge.bytes().all(|b| b.is_ascii_hexdigit());
     if !fits {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "a challenge is 1 to 128 hex digits",
-        );
+        return text(StatusCode::BAD_REQUEST, "a challenge is 1 to 128 hex digits");
     }
-    text(
-        StatusCode::OK,
-        &secret::proof(&state.token, &asked.challenge),
-    )
+    text(StatusCode::OK, &secret::proof(&state.token, &asked.challenge))
 }
 
 #[derive(serde::Deserialize)]
@@ -317,9 +290,7 @@ struct PodQuery {
 }
 
 async fn events(State(state): State<Arc<Dashboard>>, Query(asked): Query<PodQuery>) -> Response {
-    state
-        .pod_named(&asked.pod)
-        .map_or_else(no_pod, stream::events)
+    state.pod_named(&asked.pod).map_or_else(no_pod, stream::events)
 }
 
 async fn changes(State(state): State<Arc<Dashboard>>) -> Response {
@@ -342,19 +313,17 @@ fn no_pod() -> Response {
 
 fn text(status: StatusCode, text: &str) -> Response {
     let mut response = (status, format!("{text}\n")).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }
 
 fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
     let mut response = (status, omnidev_core::text::json_line(value)).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -377,14 +346,7 @@ mod tests {
             std::fs::write(omnidev_pod::Pod::at(&pod).pod_toml(), "").expect("pod.toml");
             assert_eq!(state.pod_named(name), Some(pod), "{name}");
         }
-        for bad in [
-            "",
-            "..",
-            "../repo-1234",
-            "/etc",
-            "repo-1234/logs",
-            "missing",
-        ] {
+        for bad in ["", "..", "../repo-1234", "/etc", "repo-1234/logs", "missing"] {
             assert_eq!(state.pod_named(bad), None, "{bad}");
         }
     }

@@ -52,10 +52,7 @@ const MAX_HANDOVER_BYTES: u64 = 4 << 20;
 /// of its output file started.
 pub fn background_options() -> Result<RunOptions, Error> {
     let mut bytes = Vec::new();
-    let read = std::io::stdin()
-        .lock()
-        .take(MAX_HANDOVER_BYTES + 1)
-        .read_to_end(&mut bytes);
+    let read = std::io::stdin().lock().take(MAX_HANDOVER_BYTES + 1).read_to_end(&mut bytes);
     let bad = |message: String| Error::BackgroundOptions { message };
     read.map_err(|e| bad(format!("reading standard input: {e}")))?;
     if bytes.len() as u64 > MAX_HANDOVER_BYTES {
@@ -92,11 +89,7 @@ pub fn start_links(options: &RunOptions, ready_timeout: Duration) -> miette::Res
             omnidev_core::text::quote_path(&linked)
         );
         let theirs = RunOptions {
-            pod: crate::cli::PodArgs {
-                repo: Some(linked),
-                profile: None,
-                pod_dir: None,
-            },
+            pod: crate::cli::PodArgs { repo: Some(linked), profile: None, pod_dir: None },
             selection: omnidev_pod::Selection::default(),
             ports: Vec::new(),
             hosts: std::collections::BTreeMap::new(),
@@ -137,11 +130,8 @@ pub fn up(
     ready_timeout: Duration,
     connection: &CallConnection,
 ) -> miette::Result<Started> {
-    let args = crate::cli::UpArgs {
-        pod: pod.clone(),
-        detach: true,
-        ..crate::cli::UpArgs::default()
-    };
+    let args =
+        crate::cli::UpArgs { pod: pod.clone(), detach: true, ..crate::cli::UpArgs::default() };
     let options = RunOptions::from_args(&args)?;
     start(&options, ready_timeout, connection)
 }
@@ -196,10 +186,7 @@ pub fn start(
     let output = crate::detached_log::open(&pod, true).map_err(Error::io("create", &log))?;
     let stderr = output.try_clone().map_err(Error::io("open", &log))?;
 
-    let handover = Handover {
-        pod_dir: pod.dir().to_owned(),
-        options: options.in_background(),
-    };
+    let handover = Handover { pod_dir: pod.dir().to_owned(), options: options.in_background() };
     let mut child = spawn_background(&handover, output, stderr)?;
     while matches!(child.try_wait(), Ok(None)) && control::lock_state(&pod_dir)? == LockState::Free
     {
@@ -225,12 +212,7 @@ pub fn start(
         return Err(exited(status, &log).into());
     }
     std::thread::spawn(move || child.wait());
-    Ok(Started {
-        response: waited?,
-        pod,
-        pid: Some(pid),
-        how: "running in the background",
-    })
+    Ok(Started { response: waited?, pod, pid: Some(pid), how: "running in the background" })
 }
 
 /// A background process that exited before its pod was ready.
@@ -254,12 +236,7 @@ fn already_running(
 ) -> miette::Result<Started> {
     let pod = Pod::at(pod_dir);
     let response = wait_ready(None, pod_dir, &pod.detached_log(), timeout, connection)?;
-    Ok(Started {
-        response,
-        pod,
-        pid,
-        how: "already running",
-    })
+    Ok(Started { response, pod, pid, how: "already running" })
 }
 
 /// Starts this binary as `omnidev detached` in a new session, with
@@ -272,11 +249,7 @@ fn spawn_background(
 ) -> miette::Result<Child> {
     let program = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
     let mut command = Command::new(&program);
-    command
-        .arg("detached")
-        .stdin(Stdio::piped())
-        .stdout(output)
-        .stderr(stderr);
+    command.arg("detached").stdin(Stdio::piped()).stdout(output).stderr(stderr);
     // SAFETY: setsid is async-signal-safe and touches no memory of the
     // parent; it makes the child a session leader without a terminal, so
     // closing this terminal (SIGHUP) does not reach the pod.
@@ -286,10 +259,9 @@ fn spawn_background(
             Ok(())
         });
     }
-    let mut child = command.spawn().map_err(|source| Error::DetachSpawn {
-        program: program.clone(),
-        source,
-    })?;
+    let mut child = command
+        .spawn()
+        .map_err(|source| Error::DetachSpawn { program: program.clone(), source })?;
     let text = serde_json::to_string(handover).expect("the handover is plain data");
     if let Some(mut input) = child.stdin.take() {
         // A process that died before reading it is reported by the wait
@@ -311,9 +283,7 @@ fn wait_ready(
     connection: &CallConnection,
 ) -> miette::Result<Response> {
     let start = Instant::now();
-    let timed_out = || Error::DetachTimeout {
-        seconds: timeout.as_secs(),
-    };
+    let timed_out = || Error::DetachTimeout { seconds: timeout.as_secs() };
     loop {
         if let Some(Ok(Some(status))) = child.as_mut().map(|c| c.try_wait()) {
             return Err(exited(status, log).into());
@@ -368,21 +338,13 @@ fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitSta
 /// Prints the pod directory and URLs; on failure, each failed service's
 /// last log lines (to stderr) and exit code 1.
 fn report(started: &Started) -> miette::Result<ExitCode> {
-    let Started {
-        response,
-        pod,
-        pid,
-        how,
-    } = started;
+    let Started { response, pod, pid, how } = started;
     let mut out = format!("pod {}\n", omnidev_core::text::quote_path(pod.dir()));
     if let Some(status) = &response.status {
         for url in &status.urls {
             let _ = writeln!(out, "{} {}", url.name, url.url);
         }
-        let pid = status
-            .pid
-            .or(*pid)
-            .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+        let pid = status.pid.or(*pid).map_or_else(|| "unknown".to_owned(), |p| p.to_string());
         let _ = writeln!(
             out,
             "{how} (pid {pid}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`"
@@ -401,8 +363,7 @@ fn report(started: &Started) -> miette::Result<ExitCode> {
     }
     let links = response.status.as_ref().map(|s| &s.links);
     let waits_for_a_link = (response.failed.iter()).any(|name| {
-        name.split_once('.')
-            .is_some_and(|(link, _)| links.is_some_and(|l| l.contains_key(link)))
+        name.split_once('.').is_some_and(|(link, _)| links.is_some_and(|l| l.contains_key(link)))
     });
     if waits_for_a_link {
         report.push_str(
@@ -418,15 +379,10 @@ fn report(started: &Started) -> miette::Result<ExitCode> {
 /// The last `n` lines of a log file (none when unreadable), each ending
 /// in a line break, safe for a terminal (see `omnidev_core::text`).
 fn tail(path: &Path, n: usize) -> String {
-    let name = path
-        .file_name()
-        .and_then(|f| f.to_str()?.strip_suffix(LOG_SUFFIX));
+    let name = path.file_name().and_then(|f| f.to_str()?.strip_suffix(LOG_SUFFIX));
     let lines = match (path.parent(), name) {
         (Some(dir), Some(name)) => last_lines(dir, name, None, Tail::lines(n)).unwrap_or_default(),
         _ => Vec::new(),
     };
-    lines
-        .iter()
-        .map(|line| omnidev_core::text::plain(line) + "\n")
-        .collect()
+    lines.iter().map(|line| omnidev_core::text::plain(line) + "\n").collect()
 }

@@ -209,10 +209,7 @@ pub enum Error {
 
     /// A file omnidev writes on request (completions, man pages) could not be written.
     #[error("could not write {}", path.display())]
-    #[diagnostic(
-        code(omnidev::write),
-        help("check that the directory is yours and writable")
-    )]
+    #[diagnostic(code(omnidev::write), help("check that the directory is yours and writable"))]
     Write {
         /// The file.
         path: PathBuf,
@@ -435,10 +432,7 @@ pub enum Error {
 
     /// A service has no log file.
     #[error("no log file for `{service}` in {}", dir.display())]
-    #[diagnostic(
-        code(omnidev::logs::unknown_service),
-        help("services with logs: {known}")
-    )]
+    #[diagnostic(code(omnidev::logs::unknown_service), help("services with logs: {known}"))]
     NoLog {
         /// The service asked for.
         service: String,
@@ -651,11 +645,7 @@ impl Error {
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
-        move |source| Error::Io {
-            action,
-            path,
-            source,
-        }
+        move |source| Error::Io { action, path, source }
     }
 
     /// A closure turning the error of starting (or waiting for) `program`
@@ -664,11 +654,7 @@ impl Error {
         let program = program.to_string();
         move |source| {
             let help = spawn_help(&program, &source);
-            Error::Spawn {
-                program,
-                source,
-                help,
-            }
+            Error::Spawn { program, source, help }
         }
     }
 
@@ -682,9 +668,8 @@ impl Error {
 /// What to do when `program` could not be started, by the real cause:
 /// a program missing is one cause among several.
 fn spawn_help(program: &str, error: &std::io::Error) -> String {
-    let environment: usize = std::env::vars_os()
-        .map(|(name, value)| name.len() + value.len() + 2)
-        .sum();
+    let environment: usize =
+        std::env::vars_os().map(|(name, value)| name.len() + value.len() + 2).sum();
     match error.kind() {
         _ if error.raw_os_error() == Some(libc::E2BIG) => format!(
             "its arguments and environment are too large for the system to start it \
@@ -769,29 +754,21 @@ impl std::fmt::Display for Shown {
 
 impl std::error::Error for Shown {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause
-            .as_deref()
-            .map(|cause| cause as &(dyn std::error::Error + 'static))
+        self.cause.as_deref().map(|cause| cause as &(dyn std::error::Error + 'static))
     }
 }
 
 impl miette::Diagnostic for Shown {
     fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        self.code
-            .as_ref()
-            .map(|code| Box::new(code) as Box<dyn std::fmt::Display>)
+        self.code.as_ref().map(|code| Box::new(code) as Box<dyn std::fmt::Display>)
     }
 
     fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        self.help
-            .as_ref()
-            .map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
+        self.help.as_ref().map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
     }
 
     fn url<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        self.url
-            .as_ref()
-            .map(|url| Box::new(url) as Box<dyn std::fmt::Display>)
+        self.url.as_ref().map(|url| Box::new(url) as Box<dyn std::fmt::Display>)
     }
 
     fn severity(&self) -> Option<miette::Severity> {
@@ -799,29 +776,21 @@ impl miette::Diagnostic for Shown {
     }
 
     fn diagnostic_source(&self) -> Option<&dyn miette::Diagnostic> {
-        self.cause
-            .as_deref()
-            .map(|cause| cause as &dyn miette::Diagnostic)
+        self.cause.as_deref().map(|cause| cause as &dyn miette::Diagnostic)
     }
 
     fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
         if self.related.is_empty() {
             return None;
         }
-        Some(Box::new(
-            self.related
-                .iter()
-                .map(|related| related as &dyn miette::Diagnostic),
-        ))
+        Some(Box::new(self.related.iter().map(|related| related as &dyn miette::Diagnostic)))
     }
 }
 
 /// The exit code of a report: [`Error::exit_code`] for the CLI's own
 /// errors, [`exit::FAILED`] for anything else.
 pub fn exit_code(report: &miette::Report) -> u8 {
-    report
-        .downcast_ref::<Error>()
-        .map_or(exit::FAILED, Error::exit_code)
+    report.downcast_ref::<Error>().map_or(exit::FAILED, Error::exit_code)
 }
 
 /// The one JSON record a command given `--json` prints for an error:
@@ -836,9 +805,7 @@ fn error_value(report: &miette::Report) -> serde_json::Value {
     let diagnostic: &dyn miette::Diagnostic = report.as_ref();
     let message = omnidev_core::text::with_causes(diagnostic);
     value(
-        &diagnostic
-            .code()
-            .map_or_else(|| "omnidev::error".to_owned(), |c| c.to_string()),
+        &diagnostic.code().map_or_else(|| "omnidev::error".to_owned(), |c| c.to_string()),
         &message,
         diagnostic.help().map(|h| h.to_string()).as_deref(),
         exit_code(report),
@@ -875,9 +842,7 @@ mod tests {
     fn rendered(report: &miette::Report) -> String {
         let mut out = String::new();
         let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode());
-        handler
-            .render_report(&mut out, &Shown::of(report.as_ref()))
-            .expect("render");
+        handler.render_report(&mut out, &Shown::of(report.as_ref())).expect("render");
         out
     }
 

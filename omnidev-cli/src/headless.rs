@@ -58,12 +58,7 @@ impl Printer {
             .enumerate()
             .map(|(i, name)| (name.clone(), SERVICE_STYLES[i % SERVICE_STYLES.len()]))
             .collect();
-        Self {
-            width,
-            colour,
-            colours,
-            ..Self::default()
-        }
+        Self { width, colour, colours, ..Self::default() }
     }
 
     /// Starts each text line with the time its output was read
@@ -107,9 +102,7 @@ impl Printer {
     }
 
     fn prefix(&self, tag: &str) -> String {
-        let style = self
-            .colour
-            .then(|| self.colours.get(tag).copied().unwrap_or(SUPERVISOR_STYLE));
+        let style = self.colour.then(|| self.colours.get(tag).copied().unwrap_or(SUPERVISOR_STYLE));
         output::prefix(tag, self.width, style)
     }
 
@@ -119,12 +112,7 @@ impl Printer {
         if let Some(encoder) = &self.json {
             return text::json_line(&encoder.notice(text));
         }
-        format!(
-            "{}{}{}",
-            self.stamp(SystemTime::now()),
-            self.prefix(tag),
-            text::message(text)
-        )
+        format!("{}{}{}", self.stamp(SystemTime::now()), self.prefix(tag), text::message(text))
     }
 
     /// Writes the output line of a line or event, if it deserves one.
@@ -146,16 +134,10 @@ impl Printer {
             return Ok(());
         }
         let (at, tag, text): (SystemTime, &str, Cow<'_, str>) = match kept {
-            Kept::Line(line) => (
-                line.at,
-                &line.service,
-                text::sanitise(&line.text, self.colour),
-            ),
-            Kept::Event(event) if event.is_shown() => (
-                event.at,
-                "omnidev",
-                Cow::Owned(text::message(&event.to_string()).into_owned()),
-            ),
+            Kept::Line(line) => (line.at, &line.service, text::sanitise(&line.text, self.colour)),
+            Kept::Event(event) if event.is_shown() => {
+                (event.at, "omnidev", Cow::Owned(text::message(&event.to_string()).into_owned()))
+            }
             Kept::Event(_) | Kept::Partial(_) => return Ok(()),
         };
         let stamp = self.stamp(at);
@@ -196,10 +178,7 @@ impl Printer {
             _ => None,
         };
         for url in urls {
-            let kind = EventKind::Url {
-                name: url.name,
-                url: url.url,
-            };
+            let kind = EventKind::Url { name: url.name, url: url.url };
             out.write_all(text::json_line(&encoder.record(now, service.clone(), kind)).as_bytes())?;
         }
         Ok(())
@@ -218,12 +197,7 @@ pub async fn run_pod(
     options: &RunOptions,
 ) -> Result<ExitCode> {
     let json = options.front == Front::Json;
-    let names: Vec<String> = prepared
-        .rendered
-        .services
-        .iter()
-        .map(|s| s.name.clone())
-        .collect();
+    let names: Vec<String> = prepared.rendered.services.iter().map(|s| s.name.clone()).collect();
     let mut printer =
         Printer::new(&names, output::colour_stdout() && !json).timestamps(prepared.timestamps);
     let mut first: Vec<String> = Vec::new();
@@ -233,10 +207,7 @@ pub async fn run_pod(
         first = first_records(prepared, &encoder);
     }
     first.extend(
-        banner(prepared)
-            .iter()
-            .chain(&prepared.notices)
-            .map(|line| printer.line("omnidev", line)),
+        banner(prepared).iter().chain(&prepared.notices).map(|line| printer.line("omnidev", line)),
     );
     let last = printer.clone();
     let abandon = Arc::new(AtomicBool::new(false));
@@ -250,13 +221,7 @@ pub async fn run_pod(
             .spawn(move || {
                 // The detached pod's own log is rotated as it is written.
                 let alive = if let Some(log) = crate::detached_log::own() {
-                    write_all(
-                        StdoutSink::new(log, logs_dir),
-                        &first,
-                        reader,
-                        printer,
-                        &abandon,
-                    )
+                    write_all(StdoutSink::new(log, logs_dir), &first, reader, printer, &abandon)
                 } else {
                     let stdout = std::io::stdout();
                     let out = StdoutSink::new(stdout.lock(), logs_dir);
@@ -295,11 +260,7 @@ pub async fn run_pod(
     // With --json the `ended` record is the last line: it says how each
     // service ended (and the exit code whether that was a success).
     if alive && !json {
-        let text = if settled.success {
-            "every service exited 0"
-        } else {
-            "a service failed"
-        };
+        let text = if settled.success { "every service exited 0" } else { "a service failed" };
         let mut stdout = std::io::stdout();
         let line = last.line("omnidev", text);
         let _ = writeln!(stdout, "{}", line.trim_end_matches('\n'));
@@ -307,11 +268,7 @@ pub async fn run_pod(
     }
     // Output that never reached its reader (`| head`) is not a success
     // for whoever ran this, even when every service exited 0.
-    Ok(if settled.success && alive {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if settled.success && alive { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Writes the `first` lines, then everything `reader` reads, to `out`;
@@ -341,16 +298,10 @@ fn first_records(prepared: &PreparedPod, encoder: &Encoder) -> Vec<String> {
         .into_iter()
         .map(|(name, port)| encoder.record(now, None, EventKind::Port { name, port }));
     let urls = prepared.rendered.urls.iter().map(|url| {
-        let kind = EventKind::Url {
-            name: url.name.clone(),
-            url: url.url.clone(),
-        };
+        let kind = EventKind::Url { name: url.name.clone(), url: url.url.clone() };
         encoder.record(now, None, kind)
     });
-    ports
-        .chain(urls)
-        .map(|record| text::json_line(&record))
-        .collect()
+    ports.chain(urls).map(|record| text::json_line(&record)).collect()
 }
 
 /// Stdout, buffered, and what happens when it goes away: one message on
@@ -364,11 +315,7 @@ struct StdoutSink<W: Write> {
 
 impl<W: Write> StdoutSink<W> {
     fn new(out: W, logs_dir: std::path::PathBuf) -> Self {
-        Self {
-            out: std::io::BufWriter::with_capacity(64 * 1024, out),
-            closed: false,
-            logs_dir,
-        }
+        Self { out: std::io::BufWriter::with_capacity(64 * 1024, out), closed: false, logs_dir }
     }
 
     fn alive(&self) -> bool {
@@ -478,10 +425,7 @@ mod tests {
     #[test]
     fn plain_output_is_padded_and_stripped() {
         let mut printer = Printer::new(&["server".into(), "db".into()], false);
-        assert_eq!(
-            render(&mut printer, &line("db", "\x1b[31mready\x1b[0m")),
-            "db      | ready\n"
-        );
+        assert_eq!(render(&mut printer, &line("db", "\x1b[31mready\x1b[0m")), "db      | ready\n");
         let ready = Kept::Event(Arc::new(Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("server".into()),
@@ -492,10 +436,7 @@ mod tests {
             count: 3,
             reason: "disk full".into(),
         })));
-        assert_eq!(
-            render(&mut printer, &lost),
-            "omnidev | 3 records lost (disk full)\n"
-        );
+        assert_eq!(render(&mut printer, &lost), "omnidev | 3 records lost (disk full)\n");
     }
 
     #[test]
@@ -512,12 +453,8 @@ mod tests {
                 kind,
             }))
         };
-        let ready = |urls: &[NamedUrl]| EventKind::Ready {
-            urls: urls.to_vec(),
-        };
-        let starting = |pid| EventKind::State {
-            state: ServiceState::Starting { pid },
-        };
+        let ready = |urls: &[NamedUrl]| EventKind::Ready { urls: urls.to_vec() };
+        let starting = |pid| EventKind::State { state: ServiceState::Starting { pid } };
         assert_eq!(
             render(&mut printer, &event("server", starting(7))),
             "omnidev | server started (pid 7)\n"

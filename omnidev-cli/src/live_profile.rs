@@ -91,11 +91,9 @@ impl LiveProfile {
         let (file, explicit, embedded) = match &checkout.source {
             ProfileSource::File(path) => (path.clone(), true, false),
             ProfileSource::Repo(path) => (path.clone(), false, false),
-            ProfileSource::Embedded => (
-                checkout.repo.join(omnidev_pod::profile::PROFILE_FILE),
-                false,
-                true,
-            ),
+            ProfileSource::Embedded => {
+                (checkout.repo.join(omnidev_pod::profile::PROFILE_FILE), false, true)
+            }
         };
         Self {
             file,
@@ -181,12 +179,7 @@ impl LiveProfile {
         }
         let rendered = profile.render(&context)?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
-        Ok(Next {
-            profile,
-            rendered,
-            changes,
-            links: context.links,
-        })
+        Ok(Next { profile, rendered, changes, links: context.links })
     }
 
     /// Checks the file: the `profile-changed` event to publish, or `None`
@@ -244,15 +237,7 @@ impl LiveProfile {
         set_up.context.links = links;
         let rendered = profile.render(&set_up.context)?;
         let changes = ProfileChanges::between(&state.rendered, &rendered);
-        Ok((
-            Next {
-                profile,
-                rendered,
-                changes,
-                links: set_up.context.links.clone(),
-            },
-            set_up,
-        ))
+        Ok((Next { profile, rendered, changes, links: set_up.context.links.clone() }, set_up))
     }
 
     /// Applies the file as it is now (`omnidev reload-profile`, the TUI's
@@ -330,17 +315,10 @@ impl omnidev_core::PortMover for LiveProfile {
         holder: &str,
     ) -> std::result::Result<omnidev_core::Moved, String> {
         let mut state = self.state();
-        let Some(name) = state
-            .set_up
-            .context
-            .ports
-            .iter()
-            .find(|(_, p)| *p == port)
-            .map(|(n, _)| n.to_owned())
+        let Some(name) =
+            state.set_up.context.ports.iter().find(|(_, p)| *p == port).map(|(n, _)| n.to_owned())
         else {
-            return Err(format!(
-                "port {port} of {service} is not one of the pod's ports"
-            ));
+            return Err(format!("port {port} of {service} is not one of the pod's ports"));
         };
         let request = PortRequest {
             cache_root: &state.checkout.cache_root,
@@ -359,17 +337,11 @@ impl omnidev_core::PortMover for LiveProfile {
                 e => e.to_string(),
             })?;
         state.set_up.context.ports.0.insert(name, moved);
-        let rendered = state
-            .checkout
-            .profile
-            .render(&state.set_up.context)
-            .map_err(|e| e.to_string())?;
+        let rendered =
+            state.checkout.profile.render(&state.set_up.context).map_err(|e| e.to_string())?;
         self.show_addresses(&state.set_up, &rendered);
         state.rendered.clone_from(&rendered);
-        Ok(omnidev_core::Moved {
-            port: moved,
-            services: rendered.services,
-        })
+        Ok(omnidev_core::Moved { port: moved, services: rendered.services })
     }
 }
 
@@ -446,10 +418,7 @@ fn applied_message(file: &str, applied: &Applied, changes: &ProfileChanges) -> S
         ));
     }
     if !changes.not_applied.is_empty() {
-        parts.push(format!(
-            "{} applied when the pod starts again",
-            changes.not_applied.join(", ")
-        ));
+        parts.push(format!("{} applied when the pod starts again", changes.not_applied.join(", ")));
     }
     format!("applied {file}: {}", parts.join("; "))
 }
@@ -512,10 +481,7 @@ fn follow(
     *target.locked() = real;
     for dir in watched_dirs(file) {
         if !dirs.contains(&dir)
-            && watcher
-                .locked()
-                .watch(&dir, notify::RecursiveMode::NonRecursive)
-                .is_ok()
+            && watcher.locked().watch(&dir, notify::RecursiveMode::NonRecursive).is_ok()
         {
             dirs.insert(dir);
         }
@@ -538,10 +504,7 @@ impl ProfileWatcher {
                 Ok(event) => {
                     let real = linked.locked();
                     !matches!(event.kind, notify::EventKind::Access(_))
-                        && event
-                            .paths
-                            .iter()
-                            .any(|p| concerns(p, &profile_file, real.as_deref()))
+                        && event.paths.iter().any(|p| concerns(p, &profile_file, real.as_deref()))
                 }
                 // A lost event may have been about the profile.
                 Err(_) => true,
@@ -592,10 +555,7 @@ impl ProfileWatcher {
                 }
             }
         });
-        Some(Self {
-            _watcher: watcher,
-            task,
-        })
+        Some(Self { _watcher: watcher, task })
     }
 }
 
@@ -620,10 +580,8 @@ mod tests {
             "/repo/omnidev.toml",
         )
         .expect_err("an unknown key");
-        let nothing = ProfileChanges {
-            not_applied: vec!["watch rules"],
-            ..ProfileChanges::default()
-        };
+        let nothing =
+            ProfileChanges { not_applied: vec!["watch rules"], ..ProfileChanges::default() };
         let notices = [
             changed_message("omnidev.toml", &changes(), true),
             changed_message("omnidev.toml", &changes(), false),

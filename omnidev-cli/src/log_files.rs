@@ -52,10 +52,7 @@ pub struct Tail {
 impl Tail {
     /// The last `lines` lines whole (each up to [`PIECE`]).
     pub fn lines(lines: usize) -> Self {
-        Self {
-            lines,
-            bytes: (lines as u64).saturating_mul(PIECE as u64 + 1),
-        }
+        Self { lines, bytes: (lines as u64).saturating_mul(PIECE as u64 + 1) }
     }
 }
 
@@ -131,21 +128,13 @@ impl Open {
     /// ([`omnidev_core::fs::open`]: no link followed, no FIFO); `None` when
     /// it does not exist, an error naming it when it cannot be read.
     fn at(path: &Path) -> Result<Option<Self>, Error> {
-        let unreadable = |source| Error::LogUnreadable {
-            path: path.to_path_buf(),
-            source,
-        };
+        let unreadable = |source| Error::LogUnreadable { path: path.to_path_buf(), source };
         let opened = omnidev_core::fs::open(path, omnidev_core::fs::OpenOptions::Read);
         let Some(file) = omnidev_core::fs::found(opened).map_err(unreadable)? else {
             return Ok(None);
         };
         let inode = file.metadata().map_err(unreadable)?.ino();
-        Ok(Some(Self {
-            file,
-            inode,
-            position: 0,
-            tail: Vec::new(),
-        }))
+        Ok(Some(Self { file, inode, position: 0, tail: Vec::new() }))
     }
 
     fn len(&self) -> u64 {
@@ -154,10 +143,7 @@ impl Open {
 
     /// When the file was last written (now, if that cannot be read).
     fn modified(&self) -> SystemTime {
-        self.file
-            .metadata()
-            .and_then(|meta| meta.modified())
-            .unwrap_or_else(|_| SystemTime::now())
+        self.file.metadata().and_then(|meta| meta.modified()).unwrap_or_else(|_| SystemTime::now())
     }
 
     /// The next bytes from where reading stopped (0 at the end), and the
@@ -165,8 +151,7 @@ impl Open {
     fn read_chunk(&mut self, chunk: &mut [u8]) -> (usize, SystemTime) {
         let n = self.file.read_at(chunk, self.position).unwrap_or(0);
         self.position += n as u64;
-        self.tail
-            .extend_from_slice(&chunk[n.saturating_sub(TAIL_CHECK)..n]);
+        self.tail.extend_from_slice(&chunk[n.saturating_sub(TAIL_CHECK)..n]);
         let excess = self.tail.len().saturating_sub(TAIL_CHECK);
         self.tail.drain(..excess);
         (n, self.modified())
@@ -184,9 +169,7 @@ impl Open {
         }
         let mut now = vec![0u8; self.tail.len()];
         let from = self.position - self.tail.len() as u64;
-        self.file
-            .read_exact_at(&mut now, from)
-            .is_ok_and(|()| now != self.tail)
+        self.file.read_exact_at(&mut now, from).is_ok_and(|()| now != self.tail)
     }
 }
 
@@ -342,12 +325,9 @@ pub fn selected(pod_dir: &Path, named: &[String]) -> miette::Result<Vec<String>>
         }
     }
     if chosen.is_empty() {
-        return Err(Error::NoLog {
-            service: named.join(", "),
-            dir,
-            known: available.join(", "),
-        }
-        .into());
+        return Err(
+            Error::NoLog { service: named.join(", "), dir, known: available.join(", ") }.into()
+        );
     }
     Ok(chosen)
 }
@@ -440,12 +420,8 @@ fn since_mark(
 /// its end nothing of it is lost; one rotated after the look is finished
 /// at the next call.
 pub fn read_new(source: &mut LogReader, each: Each) -> Result<(), Error> {
-    let replaced = std::fs::symlink_metadata(&source.path).is_ok_and(|meta| {
-        source
-            .file
-            .as_ref()
-            .is_none_or(|open| open.inode != meta.ino())
-    });
+    let replaced = std::fs::symlink_metadata(&source.path)
+        .is_ok_and(|meta| source.file.as_ref().is_none_or(|open| open.inode != meta.ino()));
     if let Some(mut open) = source.file.take() {
         if open.truncated() {
             open.position = 0;
@@ -547,18 +523,11 @@ pub(crate) mod tests {
     }
 
     fn set_modified(path: &Path, at: SystemTime) {
-        File::options()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.set_modified(at))
-            .expect("set mtime");
+        File::options().write(true).open(path).and_then(|f| f.set_modified(at)).expect("set mtime");
     }
 
     fn position(path: &Path, offset: u64) -> Position {
-        Position {
-            inode: std::fs::metadata(path).expect("stat").ino(),
-            offset,
-        }
+        Position { inode: std::fs::metadata(path).expect("stat").ino(), offset }
     }
 
     /// Rotates like the supervisor's log writer: `.N` → `.N+1`, …, the
@@ -652,26 +621,16 @@ pub(crate) mod tests {
         poll(&mut src, &mut out);
         // Truncated in place and written past the old length before the
         // next poll: the file is not shorter, but it is not the same.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .expect("truncate");
+        std::fs::OpenOptions::new().write(true).truncate(true).open(&path).expect("truncate");
         append(&path, "a new first line\nand a second one\nand more\n");
         out.clear();
         poll(&mut src, &mut out);
-        assert_eq!(
-            out,
-            "svc | a new first line\nsvc | and a second one\nsvc | and more\n"
-        );
+        assert_eq!(out, "svc | a new first line\nsvc | and a second one\nsvc | and more\n");
     }
 
     fn append(path: &Path, text: &str) {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("open");
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open");
         file.write_all(text.as_bytes()).expect("write");
     }
 
@@ -749,24 +708,15 @@ pub(crate) mod tests {
         std::fs::write(omnidev_core::logs::rotated_path(&path, 1), old).expect("write");
         std::fs::write(&path, format!("{}\n{}\n", line(40_000), line(40_001))).expect("write");
         let tail = |lines: usize| {
-            let budget = Tail {
-                lines,
-                bytes: 64 * 1024,
-            };
+            let budget = Tail { lines, bytes: 64 * 1024 };
             collect(&mut source(&path), None, Some(budget)).expect("read")
         };
         let last = tail(4);
-        assert_eq!(
-            texts(&last),
-            [line(39_998), line(39_999), line(40_000), line(40_001)]
-        );
+        assert_eq!(texts(&last), [line(39_998), line(39_999), line(40_000), line(40_001)]);
         // 4 MB behind it, 64 KiB read back: about 650 lines of 100 bytes.
         let most = tail(100_000);
         assert!(most.len() < 700 && most.len() > 600, "{}", most.len());
-        assert_eq!(
-            most.last().map(|l| l.text.as_str()),
-            Some(line(40_001).as_str())
-        );
+        assert_eq!(most.last().map(|l| l.text.as_str()), Some(line(40_001).as_str()));
     }
 
     #[test]
@@ -813,10 +763,7 @@ pub(crate) mod tests {
         rotate(&path, 3);
         append(&path, "now\n");
         // The marked file (an inode no file has) was rotated away.
-        let gone = Position {
-            inode: u64::MAX,
-            offset: 3,
-        };
+        let gone = Position { inode: u64::MAX, offset: 3 };
         let mut src = source(&path);
         let lines = read_since(&mut src, Some(&gone), mark_at);
         assert_eq!(texts(&lines), ["lately", "now"]);
@@ -852,10 +799,7 @@ pub(crate) mod tests {
                 panic!("{name}: {error:?}");
             };
             // Every one is an error naming it, never a service without logs.
-            assert!(
-                path.starts_with(&logs) && path.extension().is_some(),
-                "{path:?}"
-            );
+            assert!(path.starts_with(&logs) && path.extension().is_some(), "{path:?}");
             // Read as `logs -f` and `mcp` would: an error naming it, at once.
             let mut src = source(&logs.join(format!("{name}.log")));
             let Err(Error::LogUnreadable { path, .. }) =

@@ -55,9 +55,8 @@ fn main() -> std::process::ExitCode {
         Err(report) if json => {
             use std::io::Write as _;
             let mut out = std::io::stdout();
-            let _ = out
-                .write_all(error::json_record(&report).as_bytes())
-                .and_then(|()| out.flush());
+            let _ =
+                out.write_all(error::json_record(&report).as_bytes()).and_then(|()| out.flush());
             error::exit_code(&report).into()
         }
         Err(report) => {

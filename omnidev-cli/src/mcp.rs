@@ -81,9 +81,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Serves the pod `pod` names on stdin/stdout until the client leaves.
 pub async fn serve(pod: PodArgs, allow_up: bool) -> Result<(), Error> {
-    let session = |e: &dyn std::fmt::Display| Error::McpSession {
-        message: e.to_string(),
-    };
+    let session = |e: &dyn std::fmt::Display| Error::McpSession { message: e.to_string() };
     let running = Tools::new(pod, allow_up)
         .serve(framing::Framing::stdio())
         .await
@@ -115,9 +113,7 @@ async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(work).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(report)) => Err(refusal(&report)),
-        Err(join) => Err(refusal(&miette::Report::msg(format!(
-            "the tool's task failed: {join}"
-        )))),
+        Err(join) => Err(refusal(&miette::Report::msg(format!("the tool's task failed: {join}")))),
     }
 }
 
@@ -144,13 +140,7 @@ struct Newest {
 
 impl Newest {
     fn new(count: usize, max_bytes: usize) -> Self {
-        Self {
-            lines: VecDeque::new(),
-            bytes: 0,
-            count,
-            max_bytes,
-            left_out: false,
-        }
+        Self { lines: VecDeque::new(), bytes: 0, count, max_bytes, left_out: false }
     }
 
     /// Keeps `line` as the newest, leaving out the oldest ones that no
@@ -200,9 +190,7 @@ fn shown_lines(
 ) -> miette::Result<(Vec<String>, bool)> {
     let names = log_files::selected(pod_dir, &[service.to_owned()])?;
     let dir = omnidev_pod::Pod::at(pod_dir).logs_dir();
-    let mark = since_reload
-        .then(|| log_files::read_mark(&dir))
-        .transpose()?;
+    let mark = since_reload.then(|| log_files::read_mark(&dir)).transpose()?;
     let (mut shown, mut left_out) = (Vec::new(), false);
     for name in &names {
         let (lines, max_bytes) = (lines / names.len(), max_bytes / names.len());
@@ -210,15 +198,8 @@ fn shown_lines(
         // (what is made visible of a line may be longer or shorter than
         // it), each line made visible as it is read: never more held than
         // answered.
-        let tail = log_files::Tail {
-            lines,
-            bytes: (max_bytes as u64).saturating_mul(4),
-        };
-        let prefix = if names.len() > 1 {
-            format!("{name} | ")
-        } else {
-            String::new()
-        };
+        let tail = log_files::Tail { lines, bytes: (max_bytes as u64).saturating_mul(4) };
+        let prefix = if names.len() > 1 { format!("{name} | ") } else { String::new() };
         let mut newest = Newest::new(lines, max_bytes);
         let mut source = log_files::LogReader::new(name, &dir, String::new());
         log_files::read_back(&mut source, mark.as_ref(), Some(tail), &mut |_, line| {
@@ -226,11 +207,7 @@ fn shown_lines(
                 Cow::Owned(text) => text,
                 Cow::Borrowed(_) => line.text,
             };
-            newest.push(if prefix.is_empty() {
-                text
-            } else {
-                format!("{prefix}{text}")
-            });
+            newest.push(if prefix.is_empty() { text } else { format!("{prefix}{text}") });
             Ok(())
         })?;
         let (lines, cut) = newest.into_lines();
@@ -264,9 +241,8 @@ fn ask(
 /// What a waiting request came to: the status, and each failed service
 /// with its state and last lines.
 fn outcome(pod_dir: &Path, response: Response) -> miette::Result<ActionResult> {
-    let status = response
-        .status
-        .ok_or_else(|| miette::miette!("the pod's answer has no status"))?;
+    let status =
+        response.status.ok_or_else(|| miette::miette!("the pod's answer has no status"))?;
     let failed = response
         .failed
         .iter()
@@ -288,19 +264,12 @@ fn outcome(pod_dir: &Path, response: Response) -> miette::Result<ActionResult> {
             }
         })
         .collect::<Vec<_>>();
-    Ok(ActionResult {
-        ok: failed.is_empty(),
-        failed,
-        status,
-    })
+    Ok(ActionResult { ok: failed.is_empty(), failed, status })
 }
 
 /// The database `database` of the pod `pod` names.
 fn which(pod: &PodArgs, database: Option<String>) -> crate::cli::DbWhich {
-    crate::cli::DbWhich {
-        pod: pod.clone(),
-        name: database,
-    }
+    crate::cli::DbWhich { pod: pod.clone(), name: database }
 }
 
 impl Tools {
@@ -342,11 +311,7 @@ impl Tools {
                 schema::plain(Arc::make_mut(output), false);
             }
         }
-        Self {
-            pod,
-            allow_up,
-            tool_router,
-        }
+        Self { pod, allow_up, tool_router }
     }
 
     #[tool(
@@ -358,8 +323,7 @@ impl Tools {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<Json<PodStatus>, CallToolResult> {
-        self.answer(&context, |pod, _| Ok(control::inspect(&running(pod)?)?))
-            .await
+        self.answer(&context, |pod, _| Ok(control::inspect(&running(pod)?)?)).await
     }
 
     #[tool(
@@ -418,11 +382,7 @@ impl Tools {
     #[tool(
         name = "restart",
         description = "Restart one service (its dependents follow, unless `no_deps`), or without `service` the services with watch rules (every service when none has any), as a file change would, or with `all` every service; answered once they run again and are ready, or one failed (`ok` false, `failed` names it with its last lines).",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn restart(
         &self,
@@ -445,11 +405,7 @@ impl Tools {
     #[tool(
         name = "stop_service",
         description = "Stop one service of the running pod (answered once its processes are gone); the pod and the services that depend on it run on. `start_service` starts it again.",
-        annotations(
-            destructive_hint = true,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn stop_service(
         &self,
@@ -457,11 +413,7 @@ impl Tools {
         Parameters(args): Parameters<ServiceParams>,
     ) -> Result<Json<ActionResult>, CallToolResult> {
         self.answer(&context, move |pod, connection| {
-            acted(
-                pod,
-                &Ask::stop(vec![args.service], STOP_TIMEOUT),
-                connection,
-            )
+            acted(pod, &Ask::stop(vec![args.service], STOP_TIMEOUT), connection)
         })
         .await
     }
@@ -469,11 +421,7 @@ impl Tools {
     #[tool(
         name = "start_service",
         description = "Start one service of the running pod that was stopped or has ended (one that runs is left as it is); answered once it is ready, or failed (`ok` false, with its last lines).",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn start_service(
         &self,
@@ -491,11 +439,7 @@ impl Tools {
     #[tool(
         name = "reload_profile",
         description = "Apply the pod's profile file (omnidev.toml) as it is now, as `omnidev reload-profile` does: services whose rendered spec changed restart (their dependents follow), new ones start, removed ones stop, ports keep their numbers; answered once those restarted and started are ready, or one failed (`ok` false, with its last lines). A profile that cannot be loaded is a tool error with code omnidev::control::invalid_profile naming file, line and column; the pod runs on with its profile.",
-        annotations(
-            destructive_hint = true,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn reload_profile(
         &self,
@@ -516,11 +460,7 @@ impl Tools {
     #[tool(
         name = "db_snapshot",
         description = "Keep a copy of a database's data in the pod (as `omnidev db snapshot`), e.g. before trying a migration: copied live, consistent while its services write (SQLite's backup, pg_basebackup, mariadb-backup, Redis's RDB transfer). `db_restore` puts it back.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn db_snapshot(
         &self,
@@ -538,11 +478,7 @@ impl Tools {
     #[tool(
         name = "db_restore",
         description = "Put a snapshot's data back in place of the database's (as `omnidev db restore`): the server is stopped, its data swapped, and it and the services that depend on it start again; SQLite is restored live. The data it replaces is lost unless snapshotted.",
-        annotations(
-            destructive_hint = true,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn db_restore(
         &self,
@@ -585,11 +521,7 @@ impl Tools {
     #[tool(
         name = "db_clone",
         description = "Copy another checkout's pod's database in place of this pod's (as `omnidev db clone`; from the repository's main worktree by default): consistent while the source runs, never writing into it; this pod's server is stopped, its data swapped, and started again.",
-        annotations(
-            destructive_hint = true,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = true, idempotent_hint = false, open_world_hint = false)
     )]
     async fn db_clone(
         &self,
@@ -644,10 +576,8 @@ impl Tools {
             }
             let (lines, mut truncated) = newest.into_lines();
             // A line cut to fit is no record: left out.
-            let events: Vec<serde_json::Value> = lines
-                .iter()
-                .filter_map(|line| serde_json::from_str(line).ok())
-                .collect();
+            let events: Vec<serde_json::Value> =
+                lines.iter().filter_map(|line| serde_json::from_str(line).ok()).collect();
             truncated |= events.len() < lines.len();
             Ok(EventsResult { events, truncated })
         })
@@ -657,11 +587,7 @@ impl Tools {
     #[tool(
         name = "up",
         description = "Start the pod of this checkout in the background (`omnidev up --detach`) and answer once every service is ready; a pod that already runs is answered at once. Offered only when the server was started with `omnidev mcp --allow-up`.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn up(
         &self,
@@ -710,10 +636,9 @@ impl ServerHandler for Tools {
         if request.name == "up" && !self.allow_up {
             return Ok(refusal(&Error::UpNotAllowed.into()).into());
         }
-        if let (Some(tool), Some(arguments)) = (
-            self.tool_router.get(&request.name),
-            request.arguments.as_mut(),
-        ) && let Err(message) = schema::check(&tool.input_schema, arguments)
+        if let (Some(tool), Some(arguments)) =
+            (self.tool_router.get(&request.name), request.arguments.as_mut())
+            && let Err(message) = schema::check(&tool.input_schema, arguments)
         {
             return Ok(refusal(&Error::ToolArgument { message }.into()).into());
         }
@@ -741,10 +666,7 @@ mod tests {
         // By count.
         assert_eq!(newest(2, 100, &["a", "b", "c"]), (lines(&["b", "c"]), true));
         // By bytes, each line with its newline: "bb" and "cc" make 6.
-        assert_eq!(
-            newest(10, 6, &["a", "bb", "cc"]),
-            (lines(&["bb", "cc"]), true)
-        );
+        assert_eq!(newest(10, 6, &["a", "bb", "cc"]), (lines(&["bb", "cc"]), true));
         assert_eq!(newest(10, 100, &["a", "bb"]), (lines(&["a", "bb"]), false));
         assert_eq!(newest(10, 3, &[]), (Vec::new(), false));
         // The newest line longer than the bytes alone: its start, cut at a
@@ -752,10 +674,7 @@ mod tests {
         assert_eq!(newest(10, 3, &["a", "ééé"]), (lines(&["é"]), true));
         // A long line then newer ones: the newer ones, no gap.
         assert_eq!(newest(10, 4, &["a", "toolong", "b"]), (lines(&["b"]), true));
-        assert_eq!(
-            newest(10, 4, &["a", "toolong", "b", "c"]),
-            (lines(&["b", "c"]), true)
-        );
+        assert_eq!(newest(10, 4, &["a", "toolong", "b", "c"]), (lines(&["b", "c"]), true));
     }
 
     #[test]
@@ -766,11 +685,7 @@ mod tests {
                 .list_all()
                 .into_iter()
                 .inspect(|tool| {
-                    assert!(
-                        tool.output_schema.is_some(),
-                        "{} has no output schema",
-                        tool.name
-                    );
+                    assert!(tool.output_schema.is_some(), "{} has no output schema", tool.name);
                     assert_eq!(tool.input_schema.get("type"), Some(&"object".into()));
                 })
                 .map(|tool| tool.name.to_string())

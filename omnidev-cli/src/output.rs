@@ -46,9 +46,7 @@ pub fn prefix(tag: &str, width: usize, style: Option<Style>) -> String {
 /// `HH:MM:SS`, local time: the stamp `--timestamps` puts before a line,
 /// as foreman and honcho do.
 pub fn clock(at: std::time::SystemTime) -> String {
-    chrono::DateTime::<chrono::Local>::from(at)
-        .format("%H:%M:%S")
-        .to_string()
+    chrono::DateTime::<chrono::Local>::from(at).format("%H:%M:%S").to_string()
 }
 
 /// Pretty JSON with a trailing newline.
@@ -81,10 +79,7 @@ pub fn write_sanitised(text: &str) -> Result<()> {
 
 /// A pod's ports as people read them: `server=6767 vite=5173`.
 pub fn ports(ports: &std::collections::BTreeMap<String, u16>) -> String {
-    let each: Vec<String> = ports
-        .iter()
-        .map(|(name, port)| format!("{name}={port}"))
-        .collect();
+    let each: Vec<String> = ports.iter().map(|(name, port)| format!("{name}={port}")).collect();
     each.join(" ")
 }
 
@@ -139,21 +134,12 @@ pub fn pod_status(status: &PodStatus) -> String {
             out,
             "link    {name} → {} ({}; {})",
             quote_path(&link.checkout),
-            if link.running {
-                "running"
-            } else {
-                "not running"
-            },
+            if link.running { "running" } else { "not running" },
             ports(&link.ports)
         );
     }
     if !status.services.is_empty() {
-        let width = status
-            .services
-            .iter()
-            .map(|s| s.status.name.len())
-            .max()
-            .unwrap_or(0);
+        let width = status.services.iter().map(|s| s.status.name.len()).max().unwrap_or(0);
         out.push_str("services\n");
         for s in &status.services {
             let restarts = match s.status.restarts {
@@ -161,15 +147,8 @@ pub fn pod_status(status: &PodStatus) -> String {
                 1 => " (1 restart)".to_owned(),
                 n => format!(" ({n} restarts)"),
             };
-            let used = s
-                .usage
-                .map(|u| format!("  [{}]", usage(&u)))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {:<width$}  {}{restarts}{used}",
-                s.status.name, s.detail
-            );
+            let used = s.usage.map(|u| format!("  [{}]", usage(&u))).unwrap_or_default();
+            let _ = writeln!(out, "  {:<width$}  {}{restarts}{used}", s.status.name, s.detail);
         }
     }
     if let Some(total) = &status.usage {
@@ -198,15 +177,7 @@ mod tests {
     fn an_age_is_said_in_its_largest_whole_unit() {
         let said = |s: u64| ago(std::time::Duration::from_secs(s));
         assert_eq!(
-            [
-                said(0),
-                said(59),
-                said(60),
-                said(3599),
-                said(3600),
-                said(86_399),
-                said(86_400 * 3)
-            ],
+            [said(0), said(59), said(60), said(3599), said(3600), said(86_399), said(86_400 * 3)],
             ["0s", "59s", "1m", "59m", "1h", "23h", "3d"]
         );
     }
@@ -220,29 +191,20 @@ mod tests {
             };
             crate::control::protocol::ServiceReport::new(status, None)
         };
-        let status = PodStatus {
-            services: vec![report(0), report(1), report(2)],
-            ..PodStatus::default()
-        };
+        let status =
+            PodStatus { services: vec![report(0), report(1), report(2)], ..PodStatus::default() };
         let text = pod_status(&status);
         let lines: Vec<&str> = text.lines().filter(|l| l.contains("host")).collect();
         assert_eq!(
             lines,
-            [
-                "  host  stopped",
-                "  host  stopped (1 restart)",
-                "  host  stopped (2 restarts)"
-            ]
+            ["  host  stopped", "  host  stopped (1 restart)", "  host  stopped (2 restarts)"]
         );
     }
 
     #[test]
     fn prefixes_pad_and_colour() {
         assert_eq!(prefix("db", 7, None), "db      | ");
-        assert_eq!(
-            prefix("db", 2, Some(SERVICE_STYLES[0])),
-            "\x1b[36mdb\x1b[0m \x1b[2m|\x1b[0m "
-        );
+        assert_eq!(prefix("db", 2, Some(SERVICE_STYLES[0])), "\x1b[36mdb\x1b[0m \x1b[2m|\x1b[0m ");
         assert_eq!(
             prefix("omnidev", 7, Some(SUPERVISOR_STYLE)),
             "\x1b[1momnidev\x1b[0m \x1b[2m|\x1b[0m "

@@ -39,12 +39,7 @@ impl Target {
     fn of(which: &DbWhich) -> Result<Self> {
         let (checkout, name, parts) = database(&which.pod, which.name.as_deref())?;
         let database = checkout.profile.databases[&name].clone();
-        Ok(Self {
-            checkout,
-            name,
-            database,
-            parts,
-        })
+        Ok(Self { checkout, name, database, parts })
     }
 
     fn pod_dir(&self) -> &Path {
@@ -71,12 +66,8 @@ impl Target {
 }
 
 fn data_error(name: &str, message: String, help: &str) -> crate::error::Error {
-    omnidev_pod::Error::DatabaseData {
-        name: name.to_owned(),
-        message,
-        help: help.to_owned(),
-    }
-    .into()
+    omnidev_pod::Error::DatabaseData { name: name.to_owned(), message, help: help.to_owned() }
+        .into()
 }
 
 /// Whether the pod in `pod_dir` runs, and its services that have a
@@ -97,10 +88,7 @@ fn ask(pod_dir: &Path, name: &str, asked: &Ask, what: &str) -> Result<()> {
     if response.ok && response.failed.is_empty() {
         return Ok(());
     }
-    let why = response
-        .error
-        .clone()
-        .unwrap_or_else(|| response.failures().join("; "));
+    let why = response.error.clone().unwrap_or_else(|| response.failures().join("; "));
     Err(data_error(
         name,
         format!("could not {what}: {why}"),
@@ -145,38 +133,22 @@ fn seed_run(args: &crate::cli::SeedRunArgs) -> Result<String> {
     let live = (target.engine().is_server() && up).then_some(&target.parts);
     let data = target.data();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let password = target
-        .database
-        .engine
-        .is_server()
-        .then(|| PathBuf::from(&target.parts["password-file"]));
+    let password =
+        target.database.engine.is_server().then(|| PathBuf::from(&target.parts["password-file"]));
     let (entry, copied) = omnidev_pod::db_seed::store(
         &target.checkout.cache_root,
         &args.key,
-        &CopySource {
-            name: &target.name,
-            engine: target.engine(),
-            data: &data,
-            live,
-            path: &path,
-        },
+        &CopySource { name: &target.name, engine: target.engine(), data: &data, live, path: &path },
         password.as_deref(),
     )?;
-    Ok(format!(
-        "seeded {}; kept in the cache as {} ({})",
-        target.name,
-        entry.key,
-        copied.said()
-    ))
+    Ok(format!("seeded {}; kept in the cache as {} ({})", target.name, entry.key, copied.said()))
 }
 
 /// `omnidev db snapshot [LABEL]`.
 pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<String> {
     let target = Target::of(which)?;
-    let label = label.map_or_else(
-        || chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string(),
-        str::to_owned,
-    );
+    let label =
+        label.map_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string(), str::to_owned);
     let data = target.data();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let (pod_runs, up) = target.running()?;
@@ -206,12 +178,7 @@ pub fn snapshot(which: &DbWhich, label: Option<&str>) -> Result<String> {
         _ => Snapshot::take(pod_dir, &source(None), &label)?,
     };
     let (snapshot, copied) = taken;
-    Ok(format!(
-        "snapshot {}/{}: {}",
-        snapshot.database,
-        snapshot.label,
-        copied.said()
-    ))
+    Ok(format!("snapshot {}/{}: {}", snapshot.database, snapshot.label, copied.said()))
 }
 
 /// `omnidev db restore LABEL`.
@@ -271,12 +238,7 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
         let mut stopped = users.clone();
         stopped.push(target.name.clone());
         let stop = Ask::stop(stopped, ACTION);
-        ask(
-            pod_dir,
-            &target.name,
-            &stop,
-            "stop it and the services that use it",
-        )?;
+        ask(pod_dir, &target.name, &stop, "stop it and the services that use it")?;
     }
     snapshot::swap_in(&staged, &data)?;
     if let Some(file) = password {
@@ -284,24 +246,14 @@ fn put_in(target: &Target, from: &Path, password: Option<&Path>) -> Result<()> {
         if pod_runs {
             // The services' environment holds the password (a Redis URL).
             let reload = Ask::reload_profile(ACTION);
-            ask(
-                pod_dir,
-                &target.name,
-                &reload,
-                "give the services its password",
-            )?;
+            ask(pod_dir, &target.name, &reload, "give the services its password")?;
         }
     }
     if pod_runs {
         let mut started = vec![target.name.clone()];
         started.extend(users);
         let start = Ask::start(started, ACTION);
-        ask(
-            pod_dir,
-            &target.name,
-            &start,
-            "start it and its users again",
-        )?;
+        ask(pod_dir, &target.name, &start, "start it and its users again")?;
     }
     Ok(())
 }
@@ -385,10 +337,8 @@ pub fn reset(which: &DbWhich, yes: bool) -> Result<String> {
         }
         snapshot::remove_data(&data)?;
         if pod_runs {
-            let restart = Ask::restart(
-                crate::control::RestartScope::service(target.name.clone()),
-                ACTION,
-            );
+            let restart =
+                Ask::restart(crate::control::RestartScope::service(target.name.clone()), ACTION);
             ask(pod_dir, &target.name, &restart, "start it afresh")?;
         }
     }
@@ -407,12 +357,7 @@ pub fn clone(which: &DbWhich, from: Option<&Path>) -> Result<String> {
     let put = put_in(&target, &staged, password.as_deref());
     snapshot::remove_any(&staged)?;
     put?;
-    Ok(format!(
-        "cloned {} from {}: {}",
-        target.name,
-        source.repo.display(),
-        copied.said()
-    ))
+    Ok(format!("cloned {} from {}: {}", target.name, source.repo.display(), copied.said()))
 }
 
 /// The checkout (its profile on the engine its pod runs), and the name and
@@ -429,12 +374,9 @@ pub fn database(
     let declared: Vec<String> = checkout.profile.databases.keys().cloned().collect();
     let name = match name {
         Some(name) => name.to_owned(),
-        None => declared
-            .first()
-            .cloned()
-            .ok_or_else(|| Error::UnknownDatabase {
-                message: "the profile declares no database".to_owned(),
-            })?,
+        None => declared.first().cloned().ok_or_else(|| Error::UnknownDatabase {
+            message: "the profile declares no database".to_owned(),
+        })?,
     };
     if !checkout.profile.databases.contains_key(&name) {
         return Err(Error::UnknownDatabase {

@@ -17,10 +17,7 @@ use crate::error::{Error, Result};
 /// What `omnidev up` was asked to do, validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[expect(
-    clippy::struct_excessive_bools,
-    reason = "each is one independent flag of `up`"
-)]
+#[expect(clippy::struct_excessive_bools, reason = "each is one independent flag of `up`")]
 pub struct RunOptions {
     /// The checkout, its profile and its pod directory, as given.
     pub pod: PodArgs,
@@ -145,11 +142,7 @@ impl RunOptions {
         };
         Ok(Self {
             pod: args.pod.clone(),
-            selection: Selection {
-                only: args.only.clone(),
-                skip,
-                exact: args.no_deps,
-            },
+            selection: Selection { only: args.only.clone(), skip, exact: args.no_deps },
             ports,
             hosts,
             trust_lan_origins: args.trust_lan_origins,
@@ -176,12 +169,7 @@ impl RunOptions {
     /// cleaning, done before it starts, and the wait for readiness).
     #[must_use]
     pub fn in_background(&self) -> Self {
-        Self {
-            clean: false,
-            front: Front::Lines,
-            detach: None,
-            ..self.clone()
-        }
+        Self { clean: false, front: Front::Lines, detach: None, ..self.clone() }
     }
 }
 
@@ -204,10 +192,7 @@ mod tests {
     }
 
     fn terminal() -> Surroundings {
-        Surroundings {
-            stdout_is_terminal: true,
-            log_level: None,
-        }
+        Surroundings { stdout_is_terminal: true, log_level: None }
     }
 
     #[test]
@@ -229,27 +214,18 @@ mod tests {
             &terminal(),
         )
         .expect("options");
-        assert_eq!(
-            got.ports,
-            [("server".to_owned(), 7000), ("api".to_owned(), 8000)]
-        );
+        assert_eq!(got.ports, [("server".to_owned(), 7000), ("api".to_owned(), 8000)]);
         assert_eq!(
             got.hosts.into_iter().collect::<Vec<_>>(),
-            [
-                ("api".to_owned(), "::".to_owned()),
-                ("vite".to_owned(), "0.0.0.0".to_owned())
-            ]
+            [("api".to_owned(), "::".to_owned()), ("vite".to_owned(), "0.0.0.0".to_owned())]
         );
         assert_eq!(got.selection.skip, ["vite"]);
     }
 
     #[test]
     fn a_host_forced_twice_is_refused_naming_both() {
-        let err = options(
-            &["--vite-host", "0.0.0.0", "--host", "vite=::1"],
-            &terminal(),
-        )
-        .expect_err("refused");
+        let err = options(&["--vite-host", "0.0.0.0", "--host", "vite=::1"], &terminal())
+            .expect_err("refused");
         assert!(matches!(err, Error::HostForcedTwice { .. }), "{err:?}");
         assert!(err.to_string().contains("0.0.0.0") && err.to_string().contains("::1"));
         assert_eq!(err.exit_code(), crate::error::exit::USAGE);
@@ -269,10 +245,7 @@ mod tests {
 
     #[test]
     fn debug_comes_from_the_flag_or_the_environment() {
-        let level = |value: &str| Surroundings {
-            log_level: Some(value.to_owned()),
-            ..terminal()
-        };
+        let level = |value: &str| Surroundings { log_level: Some(value.to_owned()), ..terminal() };
         assert!(!options(&[], &terminal()).expect("ok").debug);
         assert!(options(&["--debug"], &terminal()).expect("ok").debug);
         assert!(options(&[], &level("DEBUG")).expect("ok").debug);
@@ -305,10 +278,7 @@ mod tests {
         assert_eq!(background.selection.only, ["--clean"]);
         assert_eq!(background.selection.skip, ["30"]);
         assert_eq!(background.debounce, Some(Duration::from_millis(250)));
-        assert_eq!(
-            background.pod.repo.as_deref(),
-            Some(std::path::Path::new("--ready-timeout"))
-        );
+        assert_eq!(background.pod.repo.as_deref(), Some(std::path::Path::new("--ready-timeout")));
         // What the background process reads is what was sent.
         let sent = serde_json::to_string(&background).expect("encode");
         let read: RunOptions = serde_json::from_str(&sent).expect("read back");

@@ -77,14 +77,7 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
         Some(dir) => cwd.join(dir),
         None => omnidev_pod::pod::default_pod_dir(&cache_root, &repo),
     };
-    Ok(Checkout {
-        repo,
-        profile,
-        source,
-        cache_root,
-        pod_dir,
-        db: None,
-    })
+    Ok(Checkout { repo, profile, source, cache_root, pod_dir, db: None })
 }
 
 /// Checks the checkout's profile for a run as `options` ask for it
@@ -92,9 +85,7 @@ pub fn resolve_checkout(args: &PodArgs) -> Result<Checkout> {
 /// check too), its databases moved to the engine `--db` chose (else the
 /// one the pod recorded): before anything is made or started.
 pub fn check_run(checkout: &mut Checkout, options: &RunOptions) -> Result<()> {
-    checkout.db = options
-        .db
-        .or_else(|| Pod::at(&checkout.pod_dir).db_engine());
+    checkout.db = options.db.or_else(|| Pod::at(&checkout.pod_dir).db_engine());
     let path = std::env::var_os("PATH").unwrap_or_default();
     let run = omnidev_pod::RunChoice {
         db: checkout.db,
@@ -196,10 +187,7 @@ impl PortSetUp {
             .iter()
             .filter(|(name, base)| {
                 !self.overrides.contains_key(name)
-                    && self
-                        .bases
-                        .iter()
-                        .any(|(old, old_base)| old == name && old_base != base)
+                    && self.bases.iter().any(|(old, old_base)| old == name && old_base != base)
             })
             .map(|(name, _)| name.clone())
             .collect()
@@ -301,12 +289,8 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
     )?);
     let mut ctx =
         RenderContext::from_process_env(checkout.repo.clone(), pod.dir().to_owned(), ports.clone());
-    ctx.links = omnidev_pod::link::resolve(
-        profile,
-        &checkout.repo,
-        &checkout.cache_root,
-        &options.links,
-    )?;
+    ctx.links =
+        omnidev_pod::link::resolve(profile, &checkout.repo, &checkout.cache_root, &options.links)?;
     ctx.omnidev = std::env::current_exe().ok();
     ctx.hosts.clone_from(&options.hosts);
     ctx.selection = selection;
@@ -326,16 +310,7 @@ pub fn prepare(checkout: Checkout, options: &RunOptions) -> Result<PreparedPod> 
         context: ctx,
         link_overrides: options.links.clone(),
     };
-    Ok(PreparedPod {
-        checkout,
-        pod,
-        lock,
-        rendered,
-        notices,
-        control_socket,
-        ports,
-        timestamps,
-    })
+    Ok(PreparedPod { checkout, pod, lock, rendered, notices, control_socket, ports, timestamps })
 }
 
 /// `--trust-lan-origins`: the LAN origins of the profile's
@@ -406,11 +381,7 @@ pub(crate) fn clean_pod(
 ) -> Result<String, Error> {
     // Read before the directory goes: a copy's socket is the original's.
     let own = !matches!(identity, omnidev_pod::pod::Identity::Copy(_));
-    let omnidev_pod::pod::Cleaned {
-        removed,
-        kept,
-        copy_of,
-    } = Pod::clean(pod_dir)?;
+    let omnidev_pod::pod::Cleaned { removed, kept, copy_of } = Pod::clean(pod_dir)?;
     if own {
         remove_stale_socket(pod_dir);
     }
@@ -418,10 +389,8 @@ pub(crate) fn clean_pod(
     let mut text = if removed {
         format!("omnidev: removed {shown}")
     } else {
-        let kept: Vec<String> = kept
-            .iter()
-            .map(|k| omnidev_core::text::quote(k).into_owned())
-            .collect();
+        let kept: Vec<String> =
+            kept.iter().map(|k| omnidev_core::text::quote(k).into_owned()).collect();
         format!(
             "omnidev: removed what omnidev made in {shown}; kept what it did not make: {} \
              (remove them yourself to have the directory gone)",
@@ -507,10 +476,7 @@ pub fn prepare_beside(checkout: &Checkout) -> Result<Beside> {
     // Only the environment is needed: leave every service out, so no
     // package manager is looked up.
     ctx.selection = Selection {
-        skip: (profile.services.keys())
-            .chain(profile.databases.keys())
-            .cloned()
-            .collect(),
+        skip: (profile.services.keys()).chain(profile.databases.keys()).cloned().collect(),
         ..Selection::default()
     };
     let notices = seed(profile, &ctx);
@@ -548,10 +514,7 @@ fn seed_store(checkout: &Checkout, pod_dir: &Path) -> Option<Vec<String>> {
 pub fn supervisor_config(prepared: &PreparedPod) -> SupervisorConfig {
     SupervisorConfig {
         services: prepared.rendered.services.clone(),
-        log: LogConfig {
-            dir: Some(prepared.pod.logs_dir()),
-            ..LogConfig::default()
-        },
+        log: LogConfig { dir: Some(prepared.pod.logs_dir()), ..LogConfig::default() },
         state_file: Some(prepared.pod.state_file()),
         pod_limits: prepared.checkout.profile.pod.limits(),
         ..SupervisorConfig::default()

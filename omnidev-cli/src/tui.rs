@@ -47,26 +47,24 @@ enum Input {
 /// once a second to see whether the UI has gone.
 fn spawn_input_thread(stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let _ = std::thread::Builder::new()
-        .name("omnidev-input".to_owned())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match crossterm::event::poll(Duration::from_secs(1)) {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    Err(_) => return,
-                }
-                let input = match crossterm::event::read() {
-                    Ok(TermEvent::Key(key)) => Input::Key(key),
-                    Ok(TermEvent::Resize(..)) => Input::Resize,
-                    Ok(_) => continue,
-                    Err(_) => return,
-                };
-                if tx.send(input).is_err() {
-                    return;
-                }
+    let _ = std::thread::Builder::new().name("omnidev-input".to_owned()).spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match crossterm::event::poll(Duration::from_secs(1)) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(_) => return,
             }
-        });
+            let input = match crossterm::event::read() {
+                Ok(TermEvent::Key(key)) => Input::Key(key),
+                Ok(TermEvent::Resize(..)) => Input::Resize,
+                Ok(_) => continue,
+                Err(_) => return,
+            };
+            if tx.send(input).is_err() {
+                return;
+            }
+        }
+    });
     rx
 }
 
@@ -116,9 +114,7 @@ async fn event_loop<S: Feed>(
                 return finish(terminal, &mut app, end);
             }
         }
-        terminal
-            .draw(|frame| view::render(&mut app, frame))
-            .map_err(Error::Terminal)?;
+        terminal.draw(|frame| view::render(&mut app, frame)).map_err(Error::Terminal)?;
         last_draw = Some(Instant::now());
         tokio::select! {
             biased;
@@ -173,9 +169,7 @@ pub(crate) fn apply(app: &mut App, update: Update) -> Option<Outcome> {
 fn finish(terminal: &mut ratatui::DefaultTerminal, app: &mut App, end: Outcome) -> Result<Outcome> {
     if let Outcome::Ended(said) = &end {
         app.message = Some(said.clone());
-        terminal
-            .draw(|frame| view::render(app, frame))
-            .map_err(Error::Terminal)?;
+        terminal.draw(|frame| view::render(app, frame)).map_err(Error::Terminal)?;
     }
     Ok(end)
 }
@@ -276,16 +270,11 @@ mod tests {
     use super::*;
 
     fn url(name: &str, port: u16) -> omnidev_core::NamedUrl {
-        omnidev_core::NamedUrl {
-            name: name.into(),
-            url: format!("http://localhost:{port}"),
-        }
+        omnidev_core::NamedUrl { name: name.into(), url: format!("http://localhost:{port}") }
     }
 
     fn shown(urls: &[UrlReport]) -> Vec<(&str, &str)> {
-        urls.iter()
-            .map(|u| (u.name.as_str(), u.url.as_str()))
-            .collect()
+        urls.iter().map(|u| (u.name.as_str(), u.url.as_str())).collect()
     }
 
     /// The header shows the pod's URLs from the start and a service's once
@@ -296,11 +285,7 @@ mod tests {
         let addresses: crate::session::SharedAddresses = Arc::default();
         addresses.lock().expect("lock").urls = vec![url("docs", 8000)];
         let mut app = App::new(
-            PodInfo {
-                pod_dir: "/pod".into(),
-                urls: Vec::new(),
-                usage: None,
-            },
+            PodInfo { pod_dir: "/pod".into(), urls: Vec::new(), usage: None },
             vec!["server".into()],
             Vec::new(),
         );
@@ -308,16 +293,11 @@ mod tests {
         let mut server = omnidev_core::ServiceSpec::new(
             "server",
             "sh",
-            [
-                "-c",
-                "while [ ! -e go ]; do sleep 0.05; done; echo up; exec sleep 1000",
-            ],
+            ["-c", "while [ ! -e go ]; do sleep 0.05; done; echo up; exec sleep 1000"],
             dir.path(),
         );
         server.readiness = Some(omnidev_core::Readiness {
-            probe: omnidev_core::ProbeSpec::Log {
-                pattern: "^up$".into(),
-            },
+            probe: omnidev_core::ProbeSpec::Log { pattern: "^up$".into() },
             interval: std::time::Duration::from_millis(50),
             timeout: std::time::Duration::from_mins(1),
             listener: None,
@@ -347,10 +327,7 @@ mod tests {
         .await;
         assert_eq!(
             shown(&app.info.urls),
-            [
-                ("docs", "http://localhost:8000"),
-                ("server", "http://localhost:6767")
-            ]
+            [("docs", "http://localhost:8000"), ("server", "http://localhost:6767")]
         );
 
         addresses.lock().expect("lock").urls = vec![url("docs", 8001)];
@@ -359,10 +336,7 @@ mod tests {
         assert_eq!(drain(&mut app, &mut source), None);
         assert_eq!(
             shown(&app.info.urls),
-            [
-                ("docs", "http://localhost:8001"),
-                ("server", "http://localhost:6790")
-            ]
+            [("docs", "http://localhost:8001"), ("server", "http://localhost:6790")]
         );
         supervisor.shutdown().await.expect("shutdown");
     }
@@ -390,11 +364,8 @@ mod tests {
         .run()
         .await
         .expect("supervisor");
-        let mut source = PodSource::new(
-            supervisor.clone(),
-            crate::session::SharedAddresses::default(),
-            None,
-        );
+        let mut source =
+            PodSource::new(supervisor.clone(), crate::session::SharedAddresses::default(), None);
         // Not reading while all of it is printed.
         let history = supervisor.history();
         omnidev_test_support::poll_until_async(
@@ -419,23 +390,10 @@ mod tests {
         }
         let lost = updates
             .iter()
-            .position(|u| {
-                matches!(
-                    u,
-                    Update::Event(Event {
-                        kind: EventKind::Lost { .. },
-                        ..
-                    })
-                )
-            })
+            .position(|u| matches!(u, Update::Event(Event { kind: EventKind::Lost { .. }, .. })))
             .expect("a gap said");
-        let Update::Event(said) = &updates[lost] else {
-            unreachable!()
-        };
-        assert!(
-            said.to_string().contains("2000 lines and 0 other records"),
-            "{said}"
-        );
+        let Update::Event(said) = &updates[lost] else { unreachable!() };
+        assert!(said.to_string().contains("2000 lines and 0 other records"), "{said}");
         assert!(
             matches!(&updates[0], Update::Status { statuses, .. } if statuses.len() == 1),
             "core's status first"
@@ -443,10 +401,9 @@ mod tests {
         let lines: Vec<&str> = updates
             .iter()
             .filter_map(|u| match u {
-                Update::Event(Event {
-                    kind: EventKind::Log { line },
-                    ..
-                }) => Some(line.text.as_str()),
+                Update::Event(Event { kind: EventKind::Log { line }, .. }) => {
+                    Some(line.text.as_str())
+                }
                 _ => None,
             })
             .collect();

@@ -123,10 +123,7 @@ struct Watches {
 impl Watches {
     fn set_up(&self, inner: &mut notify::RecommendedWatcher) -> Result<()> {
         let add = |inner: &mut notify::RecommendedWatcher, dir: &PathBuf, mode| {
-            inner.watch(dir, mode).map_err(|source| Error::Watch {
-                path: dir.clone(),
-                source,
-            })
+            inner.watch(dir, mode).map_err(|source| Error::Watch { path: dir.clone(), source })
         };
         for base in &self.bases {
             add(inner, base, RecursiveMode::Recursive)?;
@@ -242,10 +239,7 @@ impl Watcher {
             handler,
             notify::Config::default().with_follow_symlinks(false),
         )
-        .map_err(|source| Error::Watch {
-            path: root.clone(),
-            source,
-        })?;
+        .map_err(|source| Error::Watch { path: root.clone(), source })?;
         let held = watches_held().unwrap_or(0);
         // Dropping `inner` on an error closes its descriptor: every watch
         // it added goes with it.
@@ -257,23 +251,13 @@ impl Watcher {
         std::thread::Builder::new()
             .name("omnidev-watch".to_owned())
             .spawn(move || {
-                run_bursts(
-                    &rx,
-                    tracker,
-                    debounce,
-                    |stop| plan.renew(&weak, stop),
-                    on_change,
-                );
+                run_bursts(&rx, tracker, debounce, |stop| plan.renew(&weak, stop), on_change);
             })
             .map_err(|source| Error::Watch {
                 path: root.clone(),
                 source: notify::Error::io(source),
             })?;
-        Ok(Self {
-            _inner: inner,
-            watched,
-            dirs,
-        })
+        Ok(Self { _inner: inner, watched, dirs })
     }
 
     /// The directories actually watched (bases of the patterns that exist).
@@ -307,10 +291,7 @@ pub fn start_watchers(
     let root = std::fs::canonicalize(&prepared.checkout.repo)
         .unwrap_or_else(|_| prepared.checkout.repo.clone());
     let relative = move |path: &Path| -> String {
-        path.strip_prefix(&root)
-            .unwrap_or(path)
-            .to_string_lossy()
-            .into_owned()
+        path.strip_prefix(&root).unwrap_or(path).to_string_lossy().into_owned()
     };
     for rule in &prepared.rendered.watch {
         let tx = tx.clone();
@@ -320,10 +301,8 @@ pub fn start_watchers(
             let service = rule.service.clone();
             let relative = relative.clone();
             Arc::new(move |path: &Path, kind: EventKind, verdict: &str| {
-                supervisor.debug(format!(
-                    "watch {service}: {} {kind:?}: {verdict}",
-                    relative(path)
-                ));
+                supervisor
+                    .debug(format!("watch {service}: {} {kind:?}: {verdict}", relative(path)));
             }) as Decisions
         });
         let named = relative.clone();
@@ -437,19 +416,12 @@ mod tests {
         )
         .expect("watcher");
         assert_eq!(watcher.watched(), [root.join("omnigent")]);
-        Fixture {
-            dir,
-            root,
-            rx,
-            _watcher: watcher,
-        }
+        Fixture { dir, root, rx, _watcher: watcher }
     }
 
     impl Fixture {
         fn next_change(&self) -> Change {
-            self.rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("a reload trigger within 20 s")
+            self.rx.recv_timeout(Duration::from_secs(20)).expect("a reload trigger within 20 s")
         }
 
         fn next_trigger(&self) -> Vec<PathBuf> {
@@ -567,10 +539,7 @@ mod tests {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         writer.join().expect("writer");
         assert_eq!(trigger, vec![file]);
-        assert!(
-            writes_went_on,
-            "the trigger came only once 6 s of writes had ended"
-        );
+        assert!(writes_went_on, "the trigger came only once 6 s of writes had ended");
     }
 
     #[test]
@@ -580,11 +549,8 @@ mod tests {
         std::fs::File::open(fx.root.join("omnigent/app.py"))
             .and_then(|mut f| f.read_to_string(&mut content))
             .expect("read");
-        std::fs::write(
-            fx.root.join("omnigent/api/__pycache__/app.cpython-311.pyc"),
-            b"\0",
-        )
-        .expect("pyc");
+        std::fs::write(fx.root.join("omnigent/api/__pycache__/app.cpython-311.pyc"), b"\0")
+            .expect("pyc");
         std::fs::write(fx.root.join("omnigent/api/__pycache__/x.py"), b"").expect("py in cache");
         std::fs::write(fx.root.join("omnigent/generated/schema.py"), b"").expect("ignored dir");
         std::fs::write(fx.root.join("omnigent/settings_local.py"), b"").expect("ignored file");
@@ -623,10 +589,7 @@ mod tests {
         package(&outside.join("pkg"));
         let inside = fx.root.join("omnigent/pkg");
         std::fs::rename(outside.join("pkg"), &inside).expect("move in");
-        assert_eq!(
-            fx.next_trigger(),
-            vec![inside.join("__init__.py"), inside.join("sub/mod.py")]
-        );
+        assert_eq!(fx.next_trigger(), vec![inside.join("__init__.py"), inside.join("sub/mod.py")]);
         fx.assert_no_trigger_before_sentinel();
 
         let renamed = fx.root.join("omnigent/api/pkg2");
@@ -665,11 +628,7 @@ mod tests {
             let dir = fx.root.join(format!("omnigent/q{i}"));
             std::fs::create_dir(&dir).expect("mkdir");
             std::fs::write(dir.join("__init__.py"), "x = 1\n").expect("write");
-            assert_eq!(
-                fx.next_trigger(),
-                vec![dir.join("__init__.py")],
-                "round {i}"
-            );
+            assert_eq!(fx.next_trigger(), vec![dir.join("__init__.py")], "round {i}");
         }
         fx.assert_no_trigger_before_sentinel();
     }
@@ -693,10 +652,7 @@ mod tests {
         // Removing the rule brings the file back.
         std::fs::remove_file(&nested).expect("rm");
         std::fs::write(fx.root.join("omnigent/api/scratch.py"), "y").expect("write");
-        assert_eq!(
-            fx.next_trigger(),
-            vec![fx.root.join("omnigent/api/scratch.py")]
-        );
+        assert_eq!(fx.next_trigger(), vec![fx.root.join("omnigent/api/scratch.py")]);
     }
 
     /// The config, base and tracker of `src/**/*.py` in `dir`.
@@ -724,8 +680,7 @@ mod tests {
         // its removal then counts.
         std::fs::write(base.join("unseen.py"), "").expect("write");
         for _ in 0..3 {
-            tx.send(Message::Lost("queue overflow".to_owned()))
-                .expect("send");
+            tx.send(Message::Lost("queue overflow".to_owned())).expect("send");
         }
         std::fs::remove_file(base.join("unseen.py")).expect("rm");
         let gone = notify::Event::new(EventKind::Remove(notify::event::RemoveKind::File))
@@ -746,21 +701,13 @@ mod tests {
                     |change| changes_tx.send(change).expect("send"),
                 );
             });
-            let first = changes
-                .recv_timeout(Duration::from_secs(20))
-                .expect("change");
+            let first = changes.recv_timeout(Duration::from_secs(20)).expect("change");
             assert_eq!(
                 first,
-                Change {
-                    paths: vec![],
-                    lost: Some("queue overflow".to_owned()),
-                    gave_up: None,
-                }
+                Change { paths: vec![], lost: Some("queue overflow".to_owned()), gave_up: None }
             );
             tx.send(Message::Event(gone)).expect("send");
-            let second = changes
-                .recv_timeout(Duration::from_secs(20))
-                .expect("change");
+            let second = changes.recv_timeout(Duration::from_secs(20)).expect("change");
             assert_eq!(second.paths, vec![base.join("unseen.py")]);
             drop(tx);
         });
@@ -820,11 +767,7 @@ mod tests {
         assert_eq!(renewals, [true], "watches removed once, never set up again");
         assert_eq!(
             changes,
-            [Change {
-                paths: vec![],
-                lost: None,
-                gave_up: Some("limit".to_owned()),
-            }]
+            [Change { paths: vec![], lost: None, gave_up: Some("limit".to_owned()) }]
         );
         drop(tx);
     }
@@ -858,12 +801,9 @@ mod tests {
         std::fs::write(outside.path().join("deep/er/evil.py"), "x = 1\n").expect("write");
         std::fs::write(outside.path().join("evil.py"), "x = 1\n").expect("write");
         fx.assert_no_trigger_before_sentinel();
-        assert!(
-            rx.recv_timeout(Duration::from_millis(500))
-                .is_ok_and(|change: Change| {
-                    change.paths.iter().all(|p| !p.starts_with(outside.path()))
-                })
-        );
+        assert!(rx.recv_timeout(Duration::from_millis(500)).is_ok_and(|change: Change| {
+            change.paths.iter().all(|p| !p.starts_with(outside.path()))
+        }));
     }
 
     #[test]
@@ -885,10 +825,7 @@ mod tests {
             }
             other => panic!("expected TooManyWatches, got {other:?}"),
         }
-        let config = WatchConfig {
-            max_watches: 21,
-            ..config
-        };
+        let config = WatchConfig { max_watches: 21, ..config };
         assert!(Watcher::start(&config, |_| {}, None, None).is_ok());
     }
 
@@ -929,10 +866,7 @@ mod tests {
             std::fs::write(&file, format!("x = {round}\n")).expect("write");
             let mut firsts = Vec::new();
             loop {
-                match rx
-                    .recv_timeout(Duration::from_secs(20))
-                    .expect("told within 20 s")
-                {
+                match rx.recv_timeout(Duration::from_secs(20)).expect("told within 20 s") {
                     Heard::Burst(paths) => {
                         assert_eq!(paths, std::slice::from_ref(&file));
                         break;
@@ -940,10 +874,7 @@ mod tests {
                     Heard::Seen { first } => firsts.push(first),
                 }
             }
-            assert!(
-                !firsts.is_empty(),
-                "told of the change before its burst ended"
-            );
+            assert!(!firsts.is_empty(), "told of the change before its burst ended");
             assert!(
                 firsts[0] && firsts[1..].iter().all(|first| !first),
                 "only the burst's first change is its first: {firsts:?}"
@@ -960,10 +891,7 @@ mod tests {
         let (tx, rx) = mpsc::channel::<(PathBuf, String)>();
         let tx = Mutex::new(tx);
         let decisions: Decisions = Arc::new(move |path, _kind, verdict| {
-            let _ = tx
-                .lock()
-                .expect("sender")
-                .send((path.to_path_buf(), verdict.to_owned()));
+            let _ = tx.lock().expect("sender").send((path.to_path_buf(), verdict.to_owned()));
         });
         let (changes_tx, changes) = mpsc::channel();
         let _watcher = Watcher::start(
@@ -989,9 +917,7 @@ mod tests {
             std::fs::write(path, "x = 1\n").expect("write");
         }
         assert_eq!(
-            changes
-                .recv_timeout(Duration::from_secs(20))
-                .expect("a trigger"),
+            changes.recv_timeout(Duration::from_secs(20)).expect("a trigger"),
             vec![app.clone()]
         );
         let seen: Vec<_> = rx.try_iter().collect();
@@ -1007,14 +933,8 @@ mod tests {
         };
         let one = |verdict: &str| BTreeSet::from([verdict.to_owned()]);
         assert_eq!(verdicts(&cached), one("does not count: under __pycache__"));
-        assert_eq!(
-            verdicts(&local),
-            one("does not count: ignored by git's ignore rules")
-        );
-        assert_eq!(
-            verdicts(&notes),
-            one("does not count: matches no watch glob")
-        );
+        assert_eq!(verdicts(&local), one("does not count: ignored by git's ignore rules"));
+        assert_eq!(verdicts(&notes), one("does not count: matches no watch glob"));
         assert_eq!(verdicts(&app), one("counts"));
     }
 

@@ -42,10 +42,7 @@ impl Attached {
         let mut command = ctx.command();
         command.arg("attach");
         let (child, terminal) = on_pty(command, Some((30, 160)), true);
-        Self {
-            process: Reaped::new(child),
-            terminal,
-        }
+        Self { process: Reaped::new(child), terminal }
     }
 
     fn written(&self) -> String {
@@ -53,10 +50,7 @@ impl Attached {
     }
 
     fn key(&mut self, key: &str) {
-        self.terminal
-            .master
-            .write_all(key.as_bytes())
-            .expect("type");
+        self.terminal.master.write_all(key.as_bytes()).expect("type");
     }
 }
 
@@ -88,11 +82,7 @@ fn q_leaves_at_once_while_a_restart_is_still_waiting_and_the_pod_runs_on() {
     while !shown() && start.elapsed() < DEADLINE {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(
-        shown(),
-        "no attached UI with the app's line:\n{:?}",
-        attached.written()
-    );
+    assert!(shown(), "no attached UI with the app's line:\n{:?}", attached.written());
     // The header tells what the pod's services hold, measured while the
     // UI is open.
     wait_for("the pod's usage in the header", DEADLINE, || {
@@ -105,16 +95,10 @@ fn q_leaves_at_once_while_a_restart_is_still_waiting_and_the_pod_runs_on() {
         app_pid(&ctx).is_some_and(|pid| pid != before)
     });
     attached.key("q");
-    let status = wait_exit(
-        &mut attached.process.child,
-        "omnidev attach after q",
-        DEADLINE,
-    );
+    let status = wait_exit(&mut attached.process.child, "omnidev attach after q", DEADLINE);
     assert!(status.success(), "{status:?}\n{}", attached.written());
     assert!(
-        attached
-            .written()
-            .contains("detached; the pod keeps running"),
+        attached.written().contains("detached; the pod keeps running"),
         "{}",
         attached.written()
     );

@@ -70,19 +70,13 @@ fn headless(ctx: &TestContext) -> Pod {
 /// Spawns `command` (an `up --headless`) and hands each line it prints
 /// to the receiver.
 fn with_output(command: &mut std::process::Command) -> (Pod, std::sync::mpsc::Receiver<String>) {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn omnidev");
+    let mut child =
+        command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn omnidev");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
             let _ = tx.send(line);
         }
     });
@@ -134,10 +128,7 @@ fn stalled_followers_cost_at_most_their_budget_and_their_memory_comes_back() {
     let ctx = TestContext::new();
     // Lines of 60,000 control bytes (JSON escapes each as six bytes),
     // about 6 MB a second.
-    ctx.write(
-        "omnidev.toml",
-        &printer_profile("'\\u0001' * 60000", 10, 0.1),
-    );
+    ctx.write("omnidev.toml", &printer_profile("'\\u0001' * 60000", 10, 0.1));
     let pod = headless(&ctx);
     let socket = control_socket(&ctx);
     // The pod keeps 4 MiB of lines: 70 of them fill it.
@@ -319,10 +310,7 @@ fn assert_idle(pod: &Pod) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let used = cpu_time(pod.pid()).saturating_sub(before);
-    assert!(
-        used < Duration::from_secs(1),
-        "omnidev used {used:?} of CPU in 5 s"
-    );
+    assert!(used < Duration::from_secs(1), "omnidev used {used:?} of CPU in 5 s");
 }
 
 /// The rules of a pod share one budget, half of the user's inotify limit
@@ -335,10 +323,7 @@ fn watch_rules_share_one_budget_of_half_the_inotify_limit() {
     let (pod, rx) = with_output(&mut under_inotify_limit(&ctx, 100, 0));
     wait_line(&rx, "a reloads on changes to a/**/*.py");
     let refused = wait_line(&rx, "b is not reloaded on changes");
-    assert!(
-        refused.contains("the 9 directory watches left of the pod's share"),
-        "{refused}"
-    );
+    assert!(refused.contains("the 9 directory watches left of the pod's share"), "{refused}");
     ctx.write("a/d3/m.py", "x = 2\n");
     wait_line(&rx, "reloading a");
     assert_idle(&pod);
@@ -380,9 +365,7 @@ fn watch_rules_beyond_the_inotify_limit_degrade_once_and_stay_idle() {
     let until_b = wait_line(&rx, "reloading b");
     let later: Vec<String> = rx.try_iter().collect();
     assert!(
-        !later
-            .iter()
-            .any(|l| l.contains("no longer") || l.contains("reloading a")),
+        !later.iter().any(|l| l.contains("no longer") || l.contains("reloading a")),
         "{until_b} {later:?}"
     );
 }
@@ -396,12 +379,8 @@ fn a_profile_of_many_services_and_env_entries_costs_its_size() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", &many_services_profile(5_000, 10_000));
     let started = Instant::now();
-    let child = ctx
-        .command()
-        .args(["profile", "check"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let child =
+        ctx.command().args(["profile", "check"]).stdout(Stdio::null()).spawn().expect("spawn");
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to fill.

@@ -56,23 +56,14 @@ fn help_fits_the_checkouts_profile() {
         }
         let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(words.contains("(this profile's ports: api, web)"), "{text}");
-        assert!(
-            words.contains("(this profile's services: api, worker)"),
-            "{text}"
-        );
+        assert!(words.contains("(this profile's services: api, worker)"), "{text}");
     }
     let output = ctx.cmd().arg("--help").assert().success();
     TestContext::settings().bind(|| insta::assert_snapshot!(ctx.render(output.get_output())));
     // The Omnigent profile, named with --profile, brings them back.
     let omnigent = ctx.root.join("omnigent.toml");
     std::fs::write(&omnigent, omnidev_pod::profile::OMNIGENT_PROFILE).expect("write");
-    let output = ctx
-        .cmd()
-        .arg("--profile")
-        .arg(&omnigent)
-        .arg("--help")
-        .assert()
-        .success();
+    let output = ctx.cmd().arg("--profile").arg(&omnigent).arg("--help").assert().success();
     let text = String::from_utf8_lossy(&output.get_output().stdout);
     assert!(
         text.lines()
@@ -104,10 +95,7 @@ fn help_completions() {
     let output = ctx.cmd().args(["completions", "--help"]).assert().success();
     let text = String::from_utf8_lossy(&output.get_output().stdout);
     assert_eq!(text.matches("powershell").count(), 3, "{text}");
-    assert!(
-        text.contains("~/.config/fish/completions/omnidev.fish"),
-        "{text}"
-    );
+    assert!(text.contains("~/.config/fish/completions/omnidev.fish"), "{text}");
 }
 
 /// `completions --install fish` writes where fish looks (XDG_CONFIG_HOME)
@@ -117,11 +105,7 @@ fn help_completions() {
 #[test]
 fn completions_install_lands_where_fish_and_bash_load_it() {
     let ctx = TestContext::new();
-    let output = ctx
-        .cmd()
-        .args(["completions", "fish", "--install"])
-        .assert()
-        .success();
+    let output = ctx.cmd().args(["completions", "fish", "--install"]).assert().success();
     let output = output.get_output();
     let text = ctx.render(output);
     let file = ctx.home.join(".config-xdg/fish/completions/omnidev.fish");
@@ -131,36 +115,21 @@ fn completions_install_lands_where_fish_and_bash_load_it() {
     );
     let fish = std::process::Command::new("fish")
         .args(["--no-config", "-c"])
-        .arg(format!(
-            "source {}; complete -C 'omnidev sta'",
-            file.display()
-        ))
+        .arg(format!("source {}; complete -C 'omnidev sta'", file.display()))
         .env("HOME", &ctx.home)
         .output()
         .expect("fish (apt-get install fish)");
     let offered = String::from_utf8_lossy(&fish.stdout);
-    assert!(
-        offered.lines().any(|line| line.starts_with("status")),
-        "{offered}"
-    );
+    assert!(offered.lines().any(|line| line.starts_with("status")), "{offered}");
 
-    let _output = ctx
-        .cmd()
-        .args(["completions", "bash", "--install"])
-        .assert()
-        .success();
-    let file = ctx
-        .home
-        .join(".local/share/bash-completion/completions/omnidev");
+    let _output = ctx.cmd().args(["completions", "bash", "--install"]).assert().success();
+    let file = ctx.home.join(".local/share/bash-completion/completions/omnidev");
     let bash = std::process::Command::new("bash")
         .args(["--norc", "-c"])
         .arg(format!("source {} && complete -p omnidev", file.display()))
         .output()
         .expect("bash");
-    assert!(
-        String::from_utf8_lossy(&bash.stdout).contains("omnidev"),
-        "{bash:?}"
-    );
+    assert!(String::from_utf8_lossy(&bash.stdout).contains("omnidev"), "{bash:?}");
 }
 
 /// `omnidev man DIR` writes a roff page per visible command, `omnidev.1`
@@ -174,16 +143,10 @@ fn man_pages_for_every_visible_command() {
     assert!(top.starts_with(".ie"), "{top}");
     assert!(top.contains(".TH omnidev 1"), "{top}");
     for name in ["up", "status", "logs", "completions"] {
-        assert!(
-            top.contains(&format!("omnidev\\-{name}(1)")),
-            "{name}: {top}"
-        );
+        assert!(top.contains(&format!("omnidev\\-{name}(1)")), "{name}: {top}");
         assert!(dir.join(format!("omnidev-{name}.1")).is_file(), "{name}");
     }
-    assert!(
-        !dir.join("omnidev-refresh.1").exists(),
-        "hidden commands get no page"
-    );
+    assert!(!dir.join("omnidev-refresh.1").exists(), "hidden commands get no page");
     assert!(dir.join("omnidev-profile-show.1").is_file());
 }
 
@@ -191,11 +154,7 @@ fn man_pages_for_every_visible_command() {
 #[test]
 fn profile_show_embedded_is_the_profile_verbatim() {
     let ctx = TestContext::new();
-    let output = ctx
-        .cmd()
-        .args(["profile", "show", "--embedded"])
-        .assert()
-        .success();
+    let output = ctx.cmd().args(["profile", "show", "--embedded"]).assert().success();
     let output = output.get_output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(text, omnidev_pod::profile::OMNIGENT_PROFILE);
@@ -234,17 +193,9 @@ fn wrong_repo_shape() {
 #[test]
 fn missing_profile_file() {
     let ctx = TestContext::new();
-    let text = fails(
-        &ctx,
-        ctx.cmd()
-            .args(["--headless", "--profile"])
-            .arg(ctx.root.join("nope.toml")),
-    );
-    assert_eq!(
-        text.matches("No such file or directory").count(),
-        1,
-        "{text}"
-    );
+    let text =
+        fails(&ctx, ctx.cmd().args(["--headless", "--profile"]).arg(ctx.root.join("nope.toml")));
+    assert_eq!(text.matches("No such file or directory").count(), 1, "{text}");
     assert!(!text.contains("write"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
@@ -252,10 +203,7 @@ fn missing_profile_file() {
 #[test]
 fn profile_with_an_unknown_key() {
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        "[services.app]\ncommand = [\"true\"]\nrestrat = \"never\"\n",
-    );
+    ctx.write("omnidev.toml", "[services.app]\ncommand = [\"true\"]\nrestrat = \"never\"\n");
     let text = fails(&ctx, ctx.cmd().arg("--headless"));
     assert!(text.contains("omnidev.toml:3:1"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
@@ -300,11 +248,7 @@ fn busy_server_port_fails_before_anything_starts() {
     ctx.omnigent_shape();
     let held = Holder::start();
     let port = held.1.clone();
-    let text = fails(
-        &ctx,
-        ctx.cmd()
-            .args(["--headless", "--no-vite", "--server-port", &port]),
-    );
+    let text = fails(&ctx, ctx.cmd().args(["--headless", "--no-vite", "--server-port", &port]));
     assert!(text.contains(&port), "{text}");
     let holder = format!("(held by pid {} (", held.0.id());
     assert!(text.contains(&holder), "{text}");
@@ -330,10 +274,7 @@ fn missing_package_manager() {
     let empty_bin = ctx.root.join("bin");
     std::fs::create_dir_all(&empty_bin).expect("mkdir");
     let text = fails(&ctx, ctx.cmd().env("PATH", &empty_bin).arg("--headless"));
-    assert!(
-        text.contains("pnpm") && text.contains("--no-vite"),
-        "{text}"
-    );
+    assert!(text.contains("pnpm") && text.contains("--no-vite"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!(text));
 }
 
@@ -362,12 +303,7 @@ fn profile_show_outside_a_checkout_prints_the_embedded_profile() {
     let ctx = TestContext::new();
     let outside = ctx.root.join("elsewhere");
     std::fs::create_dir_all(&outside).expect("mkdir");
-    let output = ctx
-        .cmd()
-        .current_dir(&outside)
-        .args(["profile", "show"])
-        .assert()
-        .success();
+    let output = ctx.cmd().current_dir(&outside).args(["profile", "show"]).assert().success();
     let output = output.get_output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("[services.server]"), "{text}");
@@ -403,10 +339,7 @@ fn profile_check_prints_the_graph_or_the_problem() {
     let text = ctx.render(output);
     TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_ok", text));
 
-    ctx.write(
-        "omnidev.toml",
-        &good.replace("restart = \"never\"", "restart = true"),
-    );
+    ctx.write("omnidev.toml", &good.replace("restart = \"never\"", "restart = true"));
     let text = fails(&ctx, ctx.cmd().args(["profile", "check"]));
     assert!(text.contains("omnidev.toml:6:11"), "{text}");
     TestContext::settings().bind(|| insta::assert_snapshot!("profile_check_bad_restart", text));
@@ -420,11 +353,7 @@ fn profile_check_prints_the_graph_or_the_problem() {
     // `profile show` refuses a cyclic profile too, and `up` starts nothing.
     fails(&ctx, ctx.cmd().args(["profile", "show"]));
     fails(&ctx, ctx.cmd().arg("--headless"));
-    assert!(
-        ctx.pod_dir()
-            .is_none_or(|pod| !pod.join("state.json").exists()),
-        "nothing ran"
-    );
+    assert!(ctx.pod_dir().is_none_or(|pod| !pod.join("state.json").exists()), "nothing ran");
 }
 
 /// A program the service will not find is a warning of `profile check`
@@ -460,20 +389,11 @@ fn profile_check_warns_of_a_program_not_on_the_services_path() {
         text.contains("WARNING: `omnidev-test-no-such-server` is not on the PATH the service gets"),
         "{text}"
     );
-    assert!(
-        warned("web") && warned("gone") && warned("procfile"),
-        "{text}"
-    );
-    assert!(
-        text.contains("`omnidev-test-no-such-cli` is not on the PATH"),
-        "{text}"
-    );
+    assert!(warned("web") && warned("gone") && warned("procfile"), "{text}");
+    assert!(text.contains("`omnidev-test-no-such-cli` is not on the PATH"), "{text}");
     // A script's word that is plainly a program is looked up; one that
     // needs the shell to say what it is (`$TOOL`) is not guessed at.
-    assert!(
-        !warned("tool") && !warned("local") && !warned("shexec") && !warned("shvar"),
-        "{text}"
-    );
+    assert!(!warned("tool") && !warned("local") && !warned("shexec") && !warned("shvar"), "{text}");
 }
 
 /// The profile reference is in the binary: `omnidev help profile`.
@@ -483,13 +403,9 @@ fn help_profile_prints_the_reference() {
     let output = ctx.cmd().args(["help", "profile"]).assert().success();
     let output = output.get_output();
     let text = String::from_utf8_lossy(&output.stdout);
-    for needle in [
-        "# The profile format",
-        "env-files",
-        "{env.NAME:-DEFAULT}",
-        "depends-on",
-        "yield = true",
-    ] {
+    for needle in
+        ["# The profile format", "env-files", "{env.NAME:-DEFAULT}", "depends-on", "yield = true"]
+    {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
 }
@@ -500,10 +416,7 @@ fn help_profile_prints_the_reference() {
 fn a_literal_brace_error_says_to_double_it() {
     use predicates::prelude::PredicateBooleanExt as _;
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        "[services.a]\ncommand = [\"sh\", \"-c\", \"exit ${CODE:-0}\"]\n",
-    );
+    ctx.write("omnidev.toml", "[services.a]\ncommand = [\"sh\", \"-c\", \"exit ${CODE:-0}\"]\n");
     ctx.assert(&["profile", "check"]).code(1).stderr(
         predicates::str::contains("unknown placeholder `{CODE:-0}`").and(
             predicates::str::contains(
@@ -538,9 +451,6 @@ fn profile_check_warns_of_a_watch_rule_that_matches_nothing() {
             .unwrap_or_default()
             .to_owned()
     };
-    assert!(
-        facts("lost").contains("WARNING: watch src/** matches no file"),
-        "{text}"
-    );
+    assert!(facts("lost").contains("WARNING: watch src/** matches no file"), "{text}");
     assert!(!facts("good").contains("WARNING"), "{text}");
 }

@@ -115,11 +115,7 @@ fn detach_status_logs_restart_stop() {
     // rule, `restart` alone restarts every one.
     let names = service_names(&status);
     assert_eq!(names, ["server", "host"], "{status}");
-    assert_eq!(
-        status["watched"],
-        serde_json::json!(["server", "host"]),
-        "{status}"
-    );
+    assert_eq!(status["watched"], serde_json::json!(["server", "host"]), "{status}");
     assert_eq!(service(&status, "server")["state"], "ready", "{status}");
     let server = pid_of(&status, "server");
     let host = pid_of(&status, "host");
@@ -153,12 +149,7 @@ fn detach_status_logs_restart_stop() {
         .map(|l| serde_json::from_str(l).expect("a record a line"))
         .filter(|r: &Value| r["kind"] == "log")
         .collect();
-    assert!(
-        lines
-            .iter()
-            .any(|r| r["service"] == "server" && r["line"] == "line 20"),
-        "{records}"
-    );
+    assert!(lines.iter().any(|r| r["service"] == "server" && r["line"] == "line 20"), "{records}");
     assert!(lines.iter().all(|r| r["service"] == "server"), "{records}");
 
     // Following prints lines written after it started.
@@ -182,9 +173,7 @@ fn detach_status_logs_restart_stop() {
     assert!(!alive(server), "old server {server} still runs");
     wait_for("the host to restart", DEADLINE, || {
         let status = ctx.json(&["status", "--json"]);
-        service(&status, "host")["pid"]
-            .as_i64()
-            .is_some_and(|p| p != i64::from(host))
+        service(&status, "host")["pid"].as_i64().is_some_and(|p| p != i64::from(host))
     });
 
     // Without a service, the backend restarts (here: every service, as the
@@ -208,9 +197,7 @@ fn detach_status_logs_restart_stop() {
         assert_eq!(s["state"], "stopped", "{status}");
         assert!(s["pid"].is_null(), "{status}");
     }
-    ctx.assert(&["status"])
-        .code(NOT_RUNNING)
-        .stdout(contains("not running"));
+    ctx.assert(&["status"]).code(NOT_RUNNING).stdout(contains("not running"));
     // Stopping again is fine.
     ctx.run_ok(&["stop"]);
 }
@@ -223,10 +210,7 @@ fn socket_and_state_are_owner_only() {
     ctx.run_ok(&["up", "--detach"]);
     let dir = pod_dir(&ctx.json(&["status", "--json"]));
     let mode = |p: &Path| {
-        std::fs::metadata(p)
-            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-            .permissions()
-            .mode()
+        std::fs::metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode()
             & 0o777
     };
     assert_eq!(mode(&dir.join("control.sock")), 0o600);
@@ -258,22 +242,12 @@ fn stale_socket_after_sigkill_is_detected_and_replaced() {
     let server = pid_of(&status, "server");
     signal(supervisor.unsigned_abs(), Signal::SIGKILL);
     wait_for("the supervisor to die", DEADLINE, || !alive(supervisor));
-    wait_for("the orphan guard to end the server", DEADLINE, || {
-        !alive(server)
-    });
+    wait_for("the orphan guard to end the server", DEADLINE, || !alive(server));
     wait_lock_free(&dir);
-    assert!(
-        dir.join("control.sock").exists(),
-        "the stale socket is kept"
-    );
+    assert!(dir.join("control.sock").exists(), "the stale socket is kept");
 
     let output = run_within(&ctx, &["status", "--json"], Duration::from_secs(20));
-    assert_eq!(
-        output.status.code(),
-        Some(NOT_RUNNING),
-        "{}",
-        ctx.render(&output)
-    );
+    assert_eq!(output.status.code(), Some(NOT_RUNNING), "{}", ctx.render(&output));
     let status: Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(status["running"], false, "{status}");
     let output = run_within(&ctx, &["status"], Duration::from_secs(20));
@@ -307,9 +281,7 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
     ctx.run_ok(&["up", "--detach"]);
     let dir = pod_dir(&ctx.json(&["status", "--json"]));
 
-    ctx.assert(&["clean"])
-        .code(1)
-        .stderr(contains("already running"));
+    ctx.assert(&["clean"]).code(1).stderr(contains("already running"));
     assert!(dir.join("pod.toml").is_file());
 
     ctx.run_ok(&["stop"]);
@@ -318,22 +290,15 @@ fn clean_refuses_while_running_and_removes_only_the_pod() {
     std::fs::write(sibling.join("pod.toml"), "").expect("write");
     ctx.run_ok(&["clean"]);
     assert!(!dir.exists(), "pod dir still there");
-    assert!(
-        sibling.join("pod.toml").is_file(),
-        "a sibling pod was touched"
-    );
-    assert!(
-        ctx.repo.join("omnidev.toml").is_file(),
-        "the checkout was touched"
-    );
+    assert!(sibling.join("pod.toml").is_file(), "a sibling pod was touched");
+    assert!(ctx.repo.join("omnidev.toml").is_file(), "the checkout was touched");
 
     // A directory that is not a pod is never removed.
     let precious = ctx.root.join("precious");
     std::fs::create_dir_all(&precious).expect("mkdir");
     std::fs::write(precious.join("keep"), "x").expect("write");
     // A usage error (exit 2), as a --pod-dir that is not a pod is for every command.
-    ctx.assert(&["clean", "--pod-dir", precious.to_str().expect("utf-8")])
-        .code(2);
+    ctx.assert(&["clean", "--pod-dir", precious.to_str().expect("utf-8")]).code(2);
     assert!(precious.join("keep").is_file());
 }
 
@@ -369,24 +334,15 @@ fn ls_lists_running_and_stopped_pods() {
         assert_eq!(pod["pid"].is_u64(), running, "{list}");
         assert!(pod["ports"]["server"].is_u64(), "{list}");
     }
-    let ports: std::collections::BTreeSet<u64> = pods
-        .iter()
-        .filter_map(|p| p["ports"]["server"].as_u64())
-        .collect();
+    let ports: std::collections::BTreeSet<u64> =
+        pods.iter().filter_map(|p| p["ports"]["server"].as_u64()).collect();
     assert_eq!(ports.len(), 3, "ports must differ between pods: {list}");
     let text = ctx.run_ok(&["ls"]);
     assert_eq!(text.matches("running pid").count(), 2, "{text}");
     assert_eq!(text.matches("stopped").count(), 1, "{text}");
     drop(guards);
     let list = ctx.json(&["ls", "--json"]);
-    assert!(
-        list["pods"]
-            .as_array()
-            .expect("pods")
-            .iter()
-            .all(|p| p["running"] == false),
-        "{list}"
-    );
+    assert!(list["pods"].as_array().expect("pods").iter().all(|p| p["running"] == false), "{list}");
 }
 
 #[test]
@@ -421,9 +377,7 @@ command = ["sh", "-c", "echo cannot start; exit 3"]
 restart = "never"
 "#,
     );
-    ctx.assert(&["up", "--detach"])
-        .code(1)
-        .stderr(contains("omnidev.log"));
+    ctx.assert(&["up", "--detach"]).code(1).stderr(contains("omnidev.log"));
 }
 
 #[test]
@@ -441,29 +395,20 @@ fn commands_on_a_pod_that_never_ran() {
         &["wait", "--healthy-after-reload"],
         &["events"],
     ] {
-        ctx.assert(args)
-            .code(NOT_RUNNING)
-            .stderr(contains("not running"));
+        ctx.assert(args).code(NOT_RUNNING).stderr(contains("not running"));
     }
     // With --json, the error is one record on stdout.
     let record = json_code(&ctx, &["restart", "--json"], NOT_RUNNING);
-    assert_eq!(
-        record["error"]["code"], "omnidev::control::not_running",
-        "{record}"
-    );
+    assert_eq!(record["error"]["code"], "omnidev::control::not_running", "{record}");
     assert!(
-        record["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("is not running")),
+        record["error"]["message"].as_str().is_some_and(|m| m.contains("is not running")),
         "{record}"
     );
     assert!(record["error"]["help"].is_string(), "{record}");
     ctx.assert(&["logs", "server"]).code(NOT_RUNNING);
     // Without a service too: a pod that never ran is said, not an empty
     // success.
-    ctx.assert(&["logs"])
-        .code(NOT_RUNNING)
-        .stderr(contains("this pod has never run"));
+    ctx.assert(&["logs"]).code(NOT_RUNNING).stderr(contains("this pod has never run"));
     let list = ctx.json(&["ls", "--json"]);
     assert_eq!(list["pods"].as_array().map(Vec::len), Some(0), "{list}");
 }
@@ -507,20 +452,10 @@ grace-ms = 1000
     let flaky = service(&status, "flaky");
     assert_eq!(flaky["state"], "exited", "{status}");
     assert_ne!(flaky["exit"]["code"], 0, "a crash: {status}");
-    assert!(
-        flaky["detail"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("crashed"),
-        "{status}"
-    );
+    assert!(flaky["detail"].as_str().unwrap_or_default().starts_with("crashed"), "{status}");
 
     // The answer describes the new run, not the exit it replaces.
-    let output = run_within(
-        &ctx,
-        &["restart", "flaky", "--json"],
-        Duration::from_secs(30),
-    );
+    let output = run_within(&ctx, &["restart", "flaky", "--json"], Duration::from_secs(30));
     assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
     let status: Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(service(&status, "flaky")["state"], "running", "{status}");
@@ -551,10 +486,7 @@ grace-ms = 1000
         assert_eq!(output.status.code(), Some(0), "{}", ctx.render(&output));
         let status: Value = serde_json::from_slice(&output.stdout).expect("json");
         let web = service(&status, "web");
-        assert!(
-            web["state"] == "ready" && web["ready"] == true,
-            "run {run}: {status}"
-        );
+        assert!(web["state"] == "ready" && web["ready"] == true, "run {run}: {status}");
         pids.insert(pid_of(&status, "web"));
     }
     assert_eq!(pids.len(), 50, "a new run each time");
@@ -584,13 +516,8 @@ grace-ms = 1000
     );
     let _pods = ctx.stop_on_drop();
     // Not ready in time: exit 4 (timed out).
-    ctx.assert(&["up", "--detach", "--ready-timeout", "1"])
-        .code(4);
-    let output = run_within(
-        &ctx,
-        &["restart", "never", "--timeout", "2"],
-        Duration::from_secs(30),
-    );
+    ctx.assert(&["up", "--detach", "--ready-timeout", "1"]).code(4);
+    let output = run_within(&ctx, &["restart", "never", "--timeout", "2"], Duration::from_secs(30));
     assert_eq!(output.status.code(), Some(4), "{}", ctx.render(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("within 2 s"), "{stderr}");
@@ -635,13 +562,8 @@ fn a_pod_whose_checkout_is_gone_is_reached_by_its_pod_dir() {
     std::fs::create_dir_all(&outside).expect("mkdir");
     let at = dir.to_str().expect("utf-8");
     let omnidev = |args: &[&str]| {
-        let done = ctx
-            .cmd()
-            .current_dir(&outside)
-            .args(args)
-            .args(["--pod-dir", at])
-            .assert()
-            .success();
+        let done =
+            ctx.cmd().current_dir(&outside).args(args).args(["--pod-dir", at]).assert().success();
         common::stdout(&done)
     };
     let status: Value = serde_json::from_str(&omnidev(&["status", "--json"])).expect("json");
@@ -670,22 +592,15 @@ fn a_pod_dir_that_is_no_pod_is_a_usage_error() {
     let other = ctx.root.join("other");
     std::fs::create_dir_all(&other).expect("mkdir");
     std::fs::write(other.join("notes.txt"), "mine").expect("write");
-    for (dir, what) in [
-        (&missing, "does not exist"),
-        (&empty, "not a pod"),
-        (&other, "is not an omnidev pod"),
-    ] {
+    for (dir, what) in
+        [(&missing, "does not exist"), (&empty, "not a pod"), (&other, "is not an omnidev pod")]
+    {
         let at = dir.to_str().expect("utf-8");
         for command in ["status", "stop", "restart", "logs", "events", "clean"] {
-            ctx.assert(&[command, "--pod-dir", at])
-                .code(2)
-                .stderr(contains(what));
+            ctx.assert(&[command, "--pod-dir", at]).code(2).stderr(contains(what));
         }
         let record = json_code(&ctx, &["status", "--json", "--pod-dir", at], 2);
-        assert_eq!(
-            record["error"]["code"], "omnidev::pod_dir::not_a_pod",
-            "{record}"
-        );
+        assert_eq!(record["error"]["code"], "omnidev::pod_dir::not_a_pod", "{record}");
         assert_eq!(record["error"]["exit"], 2, "{record}");
     }
     assert!(!missing.exists(), "a command made the missing pod dir");
@@ -694,9 +609,7 @@ fn a_pod_dir_that_is_no_pod_is_a_usage_error() {
     let record = json_code(&ctx, &["status", "--json", "--no-such-flag"], 2);
     assert_eq!(record["error"]["code"], "omnidev::usage", "{record}");
     assert!(
-        record["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("--no-such-flag")),
+        record["error"]["message"].as_str().is_some_and(|m| m.contains("--no-such-flag")),
         "{record}"
     );
 }
@@ -710,10 +623,7 @@ fn exit_codes_on_a_running_pod() {
     ctx.run_ok(&["up", "--detach"]);
     // A second `up --detach` reports the running pod: exit 0, its URLs.
     let again = ctx.run_ok(&["up", "--detach"]);
-    assert!(
-        again.contains(&format!("server http://localhost:{port}")),
-        "{again}"
-    );
+    assert!(again.contains(&format!("server http://localhost:{port}")), "{again}");
     assert!(again.contains("already running"), "{again}");
     // Running: status exits 0.
     ctx.run_ok(&["status"]);
@@ -727,10 +637,7 @@ fn exit_codes_on_a_running_pod() {
         ctx.assert(args).code(2).stderr(contains("nosuch"));
     }
     let record = json_code(&ctx, &["restart", "nosuch", "--json"], 2);
-    assert_eq!(
-        record["error"]["code"], "omnidev::unknown_service",
-        "{record}"
-    );
+    assert_eq!(record["error"]["code"], "omnidev::unknown_service", "{record}");
     // No reload comes: the wait times out, exit 4.
     ctx.assert(&["wait", "--healthy-after-reload", "--timeout", "1"])
         .code(4)
@@ -751,11 +658,7 @@ fn exit_codes_on_a_running_pod() {
     let names = service_names(&last);
     assert_eq!(names, ["server", "host"], "{last}");
     assert!(
-        last["services"]
-            .as_array()
-            .expect("services")
-            .iter()
-            .all(|s| s["reason"] == "stopped"),
+        last["services"].as_array().expect("services").iter().all(|s| s["reason"] == "stopped"),
         "{last}"
     );
     ctx.assert(&["wait", "--ready"]).code(NOT_RUNNING);
@@ -775,9 +678,7 @@ fn follow_events(ctx: &TestContext) -> Following {
     let first = lines.next().expect("a first record").expect("read");
     let (tx, all) = mpsc::channel();
     std::thread::spawn(move || {
-        let all: Vec<String> = std::iter::once(first)
-            .chain(lines.map_while(Result::ok))
-            .collect();
+        let all: Vec<String> = std::iter::once(first).chain(lines.map_while(Result::ok)).collect();
         let _ = tx.send(all);
     });
     Following { child, all }
@@ -786,10 +687,7 @@ fn follow_events(ctx: &TestContext) -> Following {
 impl Following {
     /// Every record, once the pod has ended.
     fn records(mut self) -> Vec<String> {
-        let all = self
-            .all
-            .recv_timeout(DEADLINE)
-            .expect("the events stream ends with the pod");
+        let all = self.all.recv_timeout(DEADLINE).expect("the events stream ends with the pod");
         let _ = self.child.wait();
         all
     }
@@ -890,15 +788,9 @@ watch = ["src/**"]
     );
     ctx.run_ok(&["stop"]);
     let all = events.records();
-    let records: Vec<Value> = all
-        .iter()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
+    let records: Vec<Value> = all.iter().map(|l| serde_json::from_str(l).expect("json")).collect();
     let position = |what: &str, test: &dyn Fn(&Value) -> bool| {
-        records
-            .iter()
-            .position(test)
-            .unwrap_or_else(|| panic!("no {what} in {all:?}"))
+        records.iter().position(test).unwrap_or_else(|| panic!("no {what} in {all:?}"))
     };
     let state = |r: &Value, state: &str| r["service"] == "app" && r["state"] == state;
     let stopped = position("the old run's end", &|r| state(r, "stopping"));
@@ -913,10 +805,7 @@ watch = ["src/**"]
         "down before the reload: {all:?}"
     );
     assert_eq!(records[reload]["files"], serde_json::json!(["src/app.txt"]));
-    assert!(
-        stopped < reload && reload < started,
-        "stop at the edit, start at the reload: {all:?}"
-    );
+    assert!(stopped < reload && reload < started, "stop at the edit, start at the reload: {all:?}");
 }
 
 #[test]
@@ -943,17 +832,10 @@ restart = "never"
         .collect();
     let ended: Vec<&Value> = records.iter().filter(|r| r["kind"] == "ended").collect();
     assert_eq!(ended.len(), 1, "{text}");
-    assert_eq!(
-        records.last(),
-        Some(ended[0]),
-        "ended is the last record: {text}"
-    );
+    assert_eq!(records.last(), Some(ended[0]), "ended is the last record: {text}");
     let services = ended[0]["services"].as_array().expect("services");
     let of = |name: &str| {
-        services
-            .iter()
-            .find(|s| s["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
+        services.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no {name} in {text}"))
     };
     assert_eq!(of("once")["reason"], "exited", "{text}");
     assert_eq!(of("once")["exit"]["code"], 0, "{text}");
@@ -1021,19 +903,13 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     assert_ne!(pid_of(&after, "server"), server, "{after}");
     wait_for("the host to restart after the server", DEADLINE, || {
         let status = ctx.json(&["status", "--json"]);
-        service(&status, "host")["pid"]
-            .as_i64()
-            .is_some_and(|p| p != i64::from(new_host))
+        service(&status, "host")["pid"].as_i64().is_some_and(|p| p != i64::from(new_host))
     });
     ctx.assert(&["restart", "--all", "server"]).code(2);
     // --no-deps: a new server, the same host.
     let before = ctx.json(&["status", "--json"]);
     let after = ctx.json(&["restart", "server", "--no-deps", "--json"]);
-    assert_ne!(
-        pid_of(&after, "server"),
-        pid_of(&before, "server"),
-        "{after}"
-    );
+    assert_ne!(pid_of(&after, "server"), pid_of(&before, "server"), "{after}");
     // With its dependents, the host would be stopping by now: the engine
     // stops it in the turn the new server is ready.
     assert_eq!(pid_of(&after, "host"), pid_of(&before, "host"), "{after}");
@@ -1044,9 +920,7 @@ fn one_service_stops_and_starts_and_restart_all_renews_every_pid() {
     ctx.run_ok(&["stop", "server"]);
     ctx.assert(&["restart", "host", "--timeout", "60"])
         .code(1)
-        .stderr(contains(
-            "host failed: blocked: waiting for server, which was stopped",
-        ));
+        .stderr(contains("host failed: blocked: waiting for server, which was stopped"));
     // So does a start of the host.
     ctx.run_ok(&["stop", "host"]);
     ctx.assert(&["start", "host", "--timeout", "60"])
@@ -1121,10 +995,7 @@ grace-ms = 1000
     // other may still be on its way there.
     let out = run_code(&ctx, &["up", "--detach"], 1);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("web failed") || stderr.contains("direct failed"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("web failed") || stderr.contains("direct failed"), "{stderr}");
     wait_for("both failed", DEADLINE, || {
         let status = ctx.json(&["status", "--json"]);
         service(&status, "web")["state"] == "failed"
@@ -1140,10 +1011,7 @@ grace-ms = 1000
     let direct = service(&status, "direct");
     assert_eq!(direct["state"], "failed", "{status}");
     let detail = direct["detail"].as_str().unwrap_or_default();
-    assert!(
-        detail.contains("could not start `omnidev-test-no-such-program`"),
-        "{detail}"
-    );
+    assert!(detail.contains("could not start `omnidev-test-no-such-program`"), "{detail}");
     // Failed, not backing off: one start each (that no time brings a
     // restart is the paused-clock test
     // `a_command_that_cannot_be_run_fails_at_once_and_is_never_restarted`).
@@ -1270,23 +1138,12 @@ grace-ms = 1000
 
     let out = ctx
         .cmd()
-        .args([
-            "run",
-            "--port",
-            "web",
-            "--",
-            "sh",
-            "-c",
-            "echo $PORT $GREETING",
-        ])
+        .args(["run", "--port", "web", "--", "sh", "-c", "echo $PORT $GREETING"])
         .env("PORT", "1")
         .output()
         .expect("run");
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("{web} hello")
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{web} hello"));
     // Without --port, the user's PORT is left alone; `exec` is `run`.
     let out = ctx
         .cmd()
@@ -1313,11 +1170,7 @@ grace-ms = 1000
         .expect("run");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert_eq!(pods(), before, "a pod was made for a refused command");
-    let out = ctx
-        .cmd()
-        .args(["run", "--port", "nope", "--", "true"])
-        .output()
-        .expect("run");
+    let out = ctx.cmd().args(["run", "--port", "nope", "--", "true"]).output().expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unknown port name `nope`"), "{stderr}");
@@ -1331,11 +1184,7 @@ grace-ms = 1000
 fn run_forwards_the_signals_that_would_end_it() {
     let ctx = TestContext::new();
     ctx.write("omnidev.toml", "[services.idle]\ncommand = [\"true\"]\n");
-    for (sig, code) in [
-        (Signal::SIGTERM, 143),
-        (Signal::SIGHUP, 129),
-        (Signal::SIGINT, 130),
-    ] {
+    for (sig, code) in [(Signal::SIGTERM, 143), (Signal::SIGHUP, 129), (Signal::SIGINT, 130)] {
         let mut run = ctx
             .command()
             .args(["run", "--", "sh", "-c", "echo $$; exec sleep 300"])
@@ -1357,9 +1206,7 @@ fn run_forwards_the_signals_that_would_end_it() {
             .unwrap_or_else(|_| panic!("omnidev run outlived {sig}"))
             .expect("wait");
         assert_eq!(status.code(), Some(code), "{sig}: {status:?}");
-        wait_for(&format!("the command gone after {sig}"), DEADLINE, || {
-            !alive(command)
-        });
+        wait_for(&format!("the command gone after {sig}"), DEADLINE, || !alive(command));
     }
 }
 
@@ -1376,19 +1223,11 @@ fn run_names_the_real_cause_when_a_command_cannot_start() {
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let nul = said(ctx.command().args(["run", "--", "true"]));
-    assert!(
-        nul.contains("NUL byte") && !nul.contains("installed"),
-        "{nul}"
-    );
+    assert!(nul.contains("NUL byte") && !nul.contains("installed"), "{nul}");
     // Under an 8 MiB stack, exec takes 2 MiB of arguments and environment:
     // omnidev starts with 1.5 MB of it, its command would get 2.4 MB.
     let chunk = "x".repeat(100_000);
-    ctx.write(
-        ".env",
-        &(0..9).fold(String::new(), |text, i| {
-            text + &format!("POD_{i}={chunk}\n")
-        }),
-    );
+    ctx.write(".env", &(0..9).fold(String::new(), |text, i| text + &format!("POD_{i}={chunk}\n")));
     ctx.write(
         "omnidev.toml",
         "[pod]\nenv-files = [\".env\"]\n[services.idle]\ncommand = [\"true\"]\n",
@@ -1401,10 +1240,7 @@ fn run_names_the_real_cause_when_a_command_cannot_start() {
     // SAFETY: setrlimit is async-signal-safe and touches only the child.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut big, || {
-            let limit = libc::rlimit {
-                rlim_cur: 8 << 20,
-                rlim_max: libc::RLIM_INFINITY,
-            };
+            let limit = libc::rlimit { rlim_cur: 8 << 20, rlim_max: libc::RLIM_INFINITY };
             if libc::setrlimit(libc::RLIMIT_STACK, &raw const limit) == 0 {
                 Ok(())
             } else {
@@ -1433,10 +1269,7 @@ fn each_pods_services_get_their_own_runtime_and_temp_dirs() {
     std::fs::create_dir_all(third.join(".git")).expect("mkdir");
     std::fs::write(
         third.join("omnidev.toml"),
-        format!(
-            "[ports]\nx = {}\n\n[services.x]\ncommand = [\"true\"]\n",
-            free_port()
-        ),
+        format!("[ports]\nx = {}\n\n[services.x]\ncommand = [\"true\"]\n", free_port()),
     )
     .expect("write");
     let profile = format!(
@@ -1465,20 +1298,12 @@ grace-ms = 1000
         let status = ctx.json(&[&["status", "--json"][..], args].concat());
         let pod = PathBuf::from(status["pod-dir"].as_str().expect("pod dir"));
         let logs = [&["logs", "app"][..], args].concat();
-        wait_for("the service's report", DEADLINE, || {
-            ctx.run_ok(&logs).contains("\"control\":")
-        });
+        wait_for("the service's report", DEADLINE, || ctx.run_ok(&logs).contains("\"control\":"));
         let lines = ctx.run_ok(&logs);
         let run = pod.join("run");
         let tmp = pod.join("tmp");
-        assert!(
-            lines.contains(&format!("run={}\n", run.display())),
-            "{lines}"
-        );
-        assert!(
-            lines.contains(&format!("tmp={}\n", tmp.display())),
-            "{lines}"
-        );
+        assert!(lines.contains(&format!("run={}\n", run.display())), "{lines}");
+        assert!(lines.contains(&format!("tmp={}\n", tmp.display())), "{lines}");
         assert!(lines.contains("bound\n"), "{lines}");
         assert!(lines.contains("\"control\":true"), "{lines}");
         assert!(lines.contains("allocated\n"), "{lines}");
@@ -1512,9 +1337,7 @@ fn a_service_with_replicas_is_one_name_for_logs_and_events() {
     ctx.write("omnidev.toml", &text(""));
     let _pods = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
-    wait_for("the one copy's line", DEADLINE, || {
-        ctx.run_ok(&["logs", "web"]).contains("copy")
-    });
+    wait_for("the one copy's line", DEADLINE, || ctx.run_ok(&["logs", "web"]).contains("copy"));
     ctx.run_ok(&["stop"]);
     ctx.write("omnidev.toml", &text("replicas = 2\n"));
     ctx.run_ok(&["up", "--detach"]);
@@ -1524,28 +1347,18 @@ fn a_service_with_replicas_is_one_name_for_logs_and_events() {
         logs = ctx.run_ok(&["logs", "web"]);
         both(&logs)
     });
-    assert!(
-        !logs.lines().any(|l| l.starts_with("web ")),
-        "the old web.log: {logs}"
-    );
+    assert!(!logs.lines().any(|l| l.starts_with("web ")), "the old web.log: {logs}");
 
     let mut follow = ctx.spawn(&["logs", "web", "-f"]);
     let mut lines = omnidev_test_support::Lines::new(follow.stdout.take().expect("stdout"));
-    lines.wait_for("web.1's line in `logs -f web`", DEADLINE, |l| {
-        l.starts_with("web.1 | copy")
-    });
-    lines.wait_for("web.2's line in `logs -f web`", DEADLINE, |l| {
-        l.starts_with("web.2 | copy")
-    });
+    lines.wait_for("web.1's line in `logs -f web`", DEADLINE, |l| l.starts_with("web.1 | copy"));
+    lines.wait_for("web.2's line in `logs -f web`", DEADLINE, |l| l.starts_with("web.2 | copy"));
     let _ = follow.kill();
     let _ = follow.wait();
 
     let events = ctx.run_ok(&["events", "web", "--json"]);
     for replica in ["web.1", "web.2"] {
-        assert!(
-            events.contains(&format!("\"service\":\"{replica}\"")),
-            "{replica}: {events}"
-        );
+        assert!(events.contains(&format!("\"service\":\"{replica}\"")), "{replica}: {events}");
     }
 }
 
@@ -1625,8 +1438,5 @@ grace-ms = 2000
     );
 
     let logs = ctx.run_ok(&["logs", "web", "-n", "1"]);
-    assert!(
-        logs.contains("web.1 | ") && logs.contains("web.2 | "),
-        "{logs}"
-    );
+    assert!(logs.contains("web.1 | ") && logs.contains("web.2 | "), "{logs}");
 }

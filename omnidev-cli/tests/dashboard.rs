@@ -53,20 +53,11 @@ impl Dashboard {
     fn started(mut child: Child) -> Self {
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("its URL");
+        BufReader::new(stdout).read_line(&mut line).expect("its URL");
         // `dashboard http://127.0.0.1:PORT/?token=SECRET`
-        let url = line
-            .trim()
-            .strip_prefix("dashboard http://127.0.0.1:")
-            .expect(&line);
+        let url = line.trim().strip_prefix("dashboard http://127.0.0.1:").expect(&line);
         let (port, token) = url.split_once("/?token=").expect(&line);
-        Dashboard {
-            port: port.parse().expect("a port"),
-            token: token.to_owned(),
-            child,
-        }
+        Dashboard { port: port.parse().expect("a port"), token: token.to_owned(), child }
     }
 }
 
@@ -80,14 +71,10 @@ fn exchange(port: u16, head: &str, body: &str, read_for: Duration) -> (u16, Stri
 /// without a status line.
 fn try_exchange(port: u16, head: &str, body: &str, read_for: Duration) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    let request = format!(
-        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let request =
+        format!("{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
     stream.write_all(request.as_bytes()).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .ok()?;
+    stream.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
     let mut got = Vec::new();
     let until = Instant::now() + read_for;
     let mut chunk = [0u8; 16 * 1024];
@@ -110,10 +97,7 @@ fn try_exchange(port: u16, head: &str, body: &str, read_for: Duration) -> Option
 
 impl Dashboard {
     fn get(&self, path: &str, headers: &str) -> (u16, String) {
-        let head = format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}{headers}",
-            self.port
-        );
+        let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}{headers}", self.port);
         exchange(self.port, &head, "", DEADLINE)
     }
 
@@ -159,39 +143,22 @@ fn the_dashboard_serves_its_user_only_and_acts_on_post_only() {
     assert_eq!(dash.get("/api/pods", "\r\nX-Omnidev-Token: 0000").0, 403);
     let cookie = format!("\r\nCookie: omnidev-dashboard={}", dash.token);
     assert_eq!(dash.get("/api/pods", &cookie).0, 403, "a cookie");
-    let rebound = format!(
-        "GET /api/pods HTTP/1.1\r\nHost: attacker.example:{}{secret}",
-        dash.port
-    );
-    assert_eq!(
-        exchange(dash.port, &rebound, "", DEADLINE).0,
-        403,
-        "DNS rebinding"
-    );
+    let rebound = format!("GET /api/pods HTTP/1.1\r\nHost: attacker.example:{}{secret}", dash.port);
+    assert_eq!(exchange(dash.port, &rebound, "", DEADLINE).0, 403, "DNS rebinding");
     let foreign = format!("{secret}\r\nOrigin: http://attacker.example");
     assert_eq!(dash.get("/api/pods", &foreign).0, 403, "another site");
     // The URL it printed: the page, and no cookie.
     let (code, page) = dash.get(&format!("/?token={}", dash.token), "");
-    assert!(
-        code == 200 && page.contains("<title>omnidev pods</title>"),
-        "{page}"
-    );
+    assert!(code == 200 && page.contains("<title>omnidev pods</title>"), "{page}");
     assert!(!page.to_ascii_lowercase().contains("set-cookie"), "{page}");
-    assert!(
-        page.to_ascii_lowercase()
-            .contains("cache-control: no-store"),
-        "{page}"
-    );
+    assert!(page.to_ascii_lowercase().contains("cache-control: no-store"), "{page}");
 
     // The pod, as `ls --json` has it.
     let (code, pods) = dash.get("/api/pods", &secret);
     assert_eq!(code, 200, "{pods}");
     assert!(pods.contains(&format!("/{pod}\",\"repo\"")), "{pods}");
     assert!(pods.contains("\"running\":true"), "{pods}");
-    assert!(
-        pods.contains(&format!(r#""branches":{{"{pod}":"feature-x"}}"#)),
-        "{pods}"
-    );
+    assert!(pods.contains(&format!(r#""branches":{{"{pod}":"feature-x"}}"#)), "{pods}");
 
     // Its records: the status, then its line (colour kept, no other control).
     let (code, events) = exchange(
@@ -206,10 +173,7 @@ fn the_dashboard_serves_its_user_only_and_acts_on_post_only() {
     assert_eq!(code, 200, "{events}");
     assert!(events.contains("text/event-stream"), "{events}");
     assert!(events.contains("\"kind\":\"status\""), "{events}");
-    assert!(
-        events.contains(r#""text":"\u001b[32mserving\u001b[0m""#),
-        "{events}"
-    );
+    assert!(events.contains(r#""text":"\u001b[32mserving\u001b[0m""#), "{events}");
     assert_eq!(dash.get("/api/events?pod=..", &secret).0, 404);
 
     // A GET never acts; a POST without the secret in its header neither.
@@ -233,10 +197,7 @@ fn the_dashboard_serves_its_user_only_and_acts_on_post_only() {
     // next one, once it is gone, serves on the same port.
     let port = dash.port;
     let again = ctx.run_ok(&["dashboard"]);
-    assert!(
-        again.starts_with(&format!("dashboard http://127.0.0.1:{port}/?token=")),
-        "{again}"
-    );
+    assert!(again.starts_with(&format!("dashboard http://127.0.0.1:{port}/?token=")), "{again}");
     let old = dash.token.clone();
     drop(dash);
     let next = dashboard(&ctx);
@@ -267,23 +228,15 @@ fn a_stop_is_told_unasked(ctx: &TestContext, dash: &Dashboard) {
         }
     }
     ctx.run_ok(&["stop"]);
-    changes
-        .get_mut()
-        .set_read_timeout(Some(DEADLINE))
-        .expect("timeout");
+    changes.get_mut().set_read_timeout(Some(DEADLINE)).expect("timeout");
     let mut told = String::new();
     while !told.contains("data: changed") {
         line.clear();
-        assert!(
-            changes.read_line(&mut line).expect("a change") > 0,
-            "{told}"
-        );
+        assert!(changes.read_line(&mut line).expect("a change") > 0, "{told}");
         told.push_str(&line);
     }
     wait_for("the pod listed stopped", DEADLINE, || {
-        dash.get("/api/pods", &secret)
-            .1
-            .contains("\"running\":false")
+        dash.get("/api/pods", &secret).1.contains("\"running\":false")
     });
 }
 
@@ -330,24 +283,13 @@ command = ["python3", "-c", "import sys\nwhile True: sys.stdout.write('x' * 200 
         peak = peak.max(rss(dash.child.id()));
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!(
-        "dashboard: {} MiB before, peak {} MiB",
-        before >> 20,
-        peak >> 20
-    );
-    assert!(
-        peak < before + 32 * 1024 * 1024,
-        "a stalled page cost {} MiB",
-        (peak - before) >> 20
-    );
+    eprintln!("dashboard: {} MiB before, peak {} MiB", before >> 20, peak >> 20);
+    assert!(peak < before + 32 * 1024 * 1024, "a stalled page cost {} MiB", (peak - before) >> 20);
     // Dropped: what was sent is read, then the end.
     stalled.set_read_timeout(Some(DEADLINE)).expect("timeout");
     let mut sink = Vec::new();
     let read = stalled.read_to_end(&mut sink);
-    assert!(
-        read.is_ok(),
-        "the stalled page's stream did not end: {read:?}"
-    );
+    assert!(read.is_ok(), "the stalled page's stream did not end: {read:?}");
 
     ctx.run_ok(&["stop"]);
     let up = format!(r#"{{"pod":"{pod}","action":"up"}}"#);
@@ -376,9 +318,7 @@ fn the_dashboard_snapshots_and_restores_a_pods_database() {
     let pod = pod_name(&ctx);
     let header = format!("\r\nX-Omnidev-Token: {}", dash.token);
     let ask = |body: String| dash.post("/api/act", &header, &body);
-    let (code, said) = ask(format!(
-        r#"{{"pod":"{pod}","action":"snapshot","label":"before"}}"#
-    ));
+    let (code, said) = ask(format!(r#"{{"pod":"{pod}","action":"snapshot","label":"before"}}"#));
     assert_eq!(code, 200, "{said}");
     assert!(said.contains("snapshot lite/before"), "{said}");
     ctx.sqlite("drop table t;");
@@ -388,9 +328,8 @@ fn the_dashboard_snapshots_and_restores_a_pods_database() {
     let (code, said) = ask(format!(r#"{{"pod":"{pod}","action":"restore"}}"#));
     assert_eq!(code, 409, "{said}");
     assert!(said.contains("restore needs a `label`"), "{said}");
-    let (code, said) = ask(format!(
-        r#"{{"pod":"{pod}","action":"restore","service":"lite","label":"before"}}"#
-    ));
+    let (code, said) =
+        ask(format!(r#"{{"pod":"{pod}","action":"restore","service":"lite","label":"before"}}"#));
     assert_eq!(code, 200, "{said}");
     assert_eq!(ctx.sqlite("select sum(x) from t;"), "3");
 }
@@ -403,14 +342,9 @@ fn the_dashboard_snapshots_and_restores_a_pods_database() {
 fn idle_strangers_do_not_starve_the_owner() {
     let ctx = TestContext::new();
     let dash = dashboard(&ctx);
-    let idle: Vec<TcpStream> = (0..256)
-        .map(|_| TcpStream::connect(("127.0.0.1", dash.port)).expect("connect"))
-        .collect();
-    let head = format!(
-        "GET /api/pods HTTP/1.1\r\nHost: 127.0.0.1:{}{}",
-        dash.port,
-        dash.secret()
-    );
+    let idle: Vec<TcpStream> =
+        (0..256).map(|_| TcpStream::connect(("127.0.0.1", dash.port)).expect("connect")).collect();
+    let head = format!("GET /api/pods HTTP/1.1\r\nHost: 127.0.0.1:{}{}", dash.port, dash.secret());
     let answered = (0..25)
         .filter(|_| {
             try_exchange(dash.port, &head, "", Duration::from_secs(5))
@@ -458,10 +392,7 @@ fn out_of_descriptors_the_dashboard_neither_spins_nor_stops() {
     // SAFETY: setrlimit is async-signal-safe and touches only the child.
     unsafe {
         command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 40,
-                rlim_max: 40,
-            };
+            let limit = libc::rlimit { rlim_cur: 40, rlim_max: 40 };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0 {
                 Ok(())
             } else {
@@ -470,24 +401,16 @@ fn out_of_descriptors_the_dashboard_neither_spins_nor_stops() {
         });
     }
     let dash = Dashboard::started(command.spawn().expect("spawn"));
-    let hogged: Vec<TcpStream> = (0..100)
-        .filter_map(|_| TcpStream::connect(("127.0.0.1", dash.port)).ok())
-        .collect();
+    let hogged: Vec<TcpStream> =
+        (0..100).filter_map(|_| TcpStream::connect(("127.0.0.1", dash.port)).ok()).collect();
     std::thread::sleep(Duration::from_millis(500));
     let before = cpu_ticks(dash.child.id());
     std::thread::sleep(Duration::from_secs(3));
     let spent = cpu_ticks(dash.child.id()) - before;
     // Spinning costs a core: 300 ticks in 3 s (less on a busy machine).
-    assert!(
-        spent < 50,
-        "{spent} ticks of CPU in 3 s with no descriptor left"
-    );
+    assert!(spent < 50, "{spent} ticks of CPU in 3 s with no descriptor left");
     drop(hogged);
-    let head = format!(
-        "GET /api/pods HTTP/1.1\r\nHost: 127.0.0.1:{}{}",
-        dash.port,
-        dash.secret()
-    );
+    let head = format!("GET /api/pods HTTP/1.1\r\nHost: 127.0.0.1:{}{}", dash.port, dash.secret());
     wait_for("the dashboard serving again", DEADLINE, || {
         try_exchange(dash.port, &head, "", Duration::from_secs(2))
             .is_some_and(|(code, _)| code == 200)
@@ -531,18 +454,12 @@ fn a_squatter_on_the_recorded_port_learns_nothing() {
     let heard = String::from_utf8_lossy(&heard.lock().expect("heard")).into_owned();
     assert!(!heard.contains(&old), "the old secret sent: {heard}");
     assert!(!heard.contains(&next.token), "the new secret sent: {heard}");
-    assert!(
-        heard.contains("challenge="),
-        "it was asked, nothing more: {heard}"
-    );
+    assert!(heard.contains("challenge="), "it was asked, nothing more: {heard}");
     // And a dashboard on its own port is still proven to be the one.
     let again = ctx.run_ok(&["dashboard"]);
     assert_eq!(
         again.trim(),
-        format!(
-            "dashboard http://127.0.0.1:{}/?token={}",
-            next.port, next.token
-        )
+        format!("dashboard http://127.0.0.1:{}/?token={}", next.port, next.token)
     );
 }
 
@@ -576,13 +493,7 @@ fn pods_with_names_that_need_escaping_show_their_services() {
         .expect("pods")
         .iter()
         .map(|pod| {
-            pod["pod-dir"]
-                .as_str()
-                .expect("pod-dir")
-                .rsplit('/')
-                .next()
-                .expect("a name")
-                .to_owned()
+            pod["pod-dir"].as_str().expect("pod-dir").rsplit('/').next().expect("a name").to_owned()
         })
         .collect();
     assert_eq!(dirs.len(), names.len(), "{dirs:?}");
@@ -630,10 +541,7 @@ fn percent_encode(text: &str) -> String {
 #[test]
 fn a_page_that_goes_away_lets_go_of_the_pods_follower() {
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        "[services.quiet]\ncommand = [\"sleep\", \"3600\"]\n",
-    );
+    ctx.write("omnidev.toml", "[services.quiet]\ncommand = [\"sleep\", \"3600\"]\n");
     let _pods = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let pod = pod_name(&ctx);
@@ -684,11 +592,7 @@ fn open_puts_the_secret_on_no_command_line_and_reaps_the_opener() {
             release = release.display()
         ),
     );
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let mut command = ctx.command();
     command
         .args(["dashboard", "--open"])
@@ -724,9 +628,7 @@ fn open_puts_the_secret_on_no_command_line_and_reaps_the_opener() {
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", dash.child.id()))
             .unwrap_or_default()
     };
-    wait_for("the opener reaped", DEADLINE, || {
-        children().trim().is_empty()
-    });
+    wait_for("the opener reaped", DEADLINE, || children().trim().is_empty());
 }
 
 /// The page shows core's label and tone, as the TUI does: a wrapped
@@ -754,16 +656,12 @@ restart = "never"
     let _stop = ctx.stop_on_drop();
     let _ = ctx.run(&["up", "--detach"]);
     let mut main = 0;
-    wait_for(
-        "the wrapper's child known as its main process",
-        DEADLINE,
-        || {
-            let status = ctx.json(&["status", "--json"]);
-            let wrapped = service(&status, "wrapped");
-            main = wrapped["main-pid"].as_u64().unwrap_or(0);
-            main != 0 && Some(main) != wrapped["pid"].as_u64()
-        },
-    );
+    wait_for("the wrapper's child known as its main process", DEADLINE, || {
+        let status = ctx.json(&["status", "--json"]);
+        let wrapped = service(&status, "wrapped");
+        main = wrapped["main-pid"].as_u64().unwrap_or(0);
+        main != 0 && Some(main) != wrapped["pid"].as_u64()
+    });
     let pod = ctx.json(&["status", "--json"]);
     let shown = ctx.dashboard_told(&pod, "states", |told| {
         told["wrapped"]["label"] == format!("running pid {main}").as_str()

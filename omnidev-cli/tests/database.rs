@@ -24,19 +24,10 @@ DATABASE_URL = "{db.files.url}"
 DATABASE_FILE = "{db.files.path}"
 "#,
     );
-    let printed = ctx.run_ok(&[
-        "run",
-        "--",
-        "sh",
-        "-c",
-        "echo $DATABASE_URL; echo $DATABASE_FILE",
-    ]);
+    let printed = ctx.run_ok(&["run", "--", "sh", "-c", "echo $DATABASE_URL; echo $DATABASE_FILE"]);
     let pod = ctx.pod_dir().expect("the pod");
     let file = pod.join("data/files/files.db");
-    assert_eq!(
-        printed,
-        format!("sqlite+aiosqlite:///{0}\n{0}\n", file.display())
-    );
+    assert_eq!(printed, format!("sqlite+aiosqlite:///{0}\n{0}\n", file.display()));
     let url = ctx.run_ok(&["db", "url"]);
     assert_eq!(url.trim(), printed.lines().next().expect("the URL"));
     let unknown = ctx.cmd().args(["db", "url", "nope"]).assert().code(2);
@@ -61,10 +52,7 @@ fn a_server_database_is_refused_as_root_before_anything_starts() {
     for args in [&["up", "--detach"][..], &["up", "--headless"]] {
         let refused = ctx.cmd().args(args).assert().code(2);
         let said = stderr(&refused);
-        assert!(
-            said.contains("database `main` (postgres) cannot run as root"),
-            "{said}"
-        );
+        assert!(said.contains("database `main` (postgres) cannot run as root"), "{said}");
         assert!(said.contains("runuser -u USER"), "{said}");
         assert!(ctx.pod_dir().is_none(), "a pod was made: {args:?}");
     }
@@ -104,11 +92,7 @@ fn database_mistakes_are_refused_with_their_place() {
             "omnidev.toml:3:",
             "inside the pod directory",
         ),
-        (
-            "[databases.main]\nengine = \"oracle\"\n",
-            "omnidev.toml:2:",
-            "postgres",
-        ),
+        ("[databases.main]\nengine = \"oracle\"\n", "omnidev.toml:2:", "postgres"),
         (
             "[databases.main]\nengine = \"redis\"\ndatabase = \"app\"\n",
             "omnidev.toml:3:",
@@ -140,10 +124,7 @@ fn database_mistakes_are_refused_with_their_place() {
         ctx.write("omnidev.toml", text);
         let refused = ctx.cmd().args(["profile", "check"]).assert().failure();
         let error = stderr(&refused);
-        assert!(
-            error.contains(place) && error.contains(said),
-            "{text}\n{error}"
-        );
+        assert!(error.contains(place) && error.contains(said), "{text}\n{error}");
     }
 }
 
@@ -172,11 +153,9 @@ grace-ms = 1000
     );
     let rows = "create table t(x); insert into t values (1), (2);";
     let more = "create table t(x); insert into t values (1), (2), (3);";
-    for (name, seed, seeded, sum) in [
-        ("w1", rows, 1, "3"),
-        ("w2", rows, 1, "3"),
-        ("w3", more, 2, "6"),
-    ] {
+    for (name, seed, seeded, sum) in
+        [("w1", rows, 1, "3"), ("w2", rows, 1, "3"), ("w3", more, 2, "6")]
+    {
         let dir = ctx.root.join(name);
         std::fs::create_dir_all(dir.join(".git")).expect("checkout");
         std::fs::write(dir.join("omnidev.toml"), &profile).expect("profile");
@@ -189,17 +168,10 @@ grace-ms = 1000
             std::time::Duration::from_secs(60),
             || ctx.run_ok(&["logs", "web", "--repo", repo]).trim() == sum,
         );
-        let count = std::fs::read_to_string(&runs)
-            .expect("seeded")
-            .lines()
-            .count();
+        let count = std::fs::read_to_string(&runs).expect("seeded").lines().count();
         assert_eq!(count, seeded, "{name}: seed runs");
     }
-    let listed = ctx.run_ok(&[
-        "db",
-        "snapshots",
-        "--repo",
-        ctx.root.join("w1").to_str().expect("path"),
-    ]);
+    let listed =
+        ctx.run_ok(&["db", "snapshots", "--repo", ctx.root.join("w1").to_str().expect("path")]);
     assert_eq!(listed.matches("  lite  sqlite  ").count(), 2, "{listed}");
 }

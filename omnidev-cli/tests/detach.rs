@@ -95,15 +95,7 @@ fn detach_runs_what_its_flags_ask_in_either_spelling() {
         .stderr(contains("--ready-timeout"));
     assert_eq!(running(&ctx), ["ready-timeout"]);
     ctx.run_ok(&["stop"]);
-    ctx.assert(&[
-        "up",
-        "--detach",
-        "--only",
-        "ready-timeout",
-        "--ready-timeout",
-        "1",
-    ])
-    .code(4);
+    ctx.assert(&["up", "--detach", "--only", "ready-timeout", "--ready-timeout", "1"]).code(4);
     assert_eq!(running(&ctx), ["ready-timeout"]);
 }
 
@@ -168,9 +160,7 @@ fn racing_detaches_start_one_pod_and_all_succeed() {
             let text = ctx.render(&output);
             assert!(output.status.success(), "{text}");
             let out = String::from_utf8_lossy(&output.stdout);
-            let at = out
-                .find("(pid ")
-                .unwrap_or_else(|| panic!("no pid: {text}"));
+            let at = out.find("(pid ").unwrap_or_else(|| panic!("no pid: {text}"));
             out[at..].split(')').next().unwrap_or_default().to_owned()
         })
         .collect();
@@ -212,12 +202,8 @@ grace-ms = 1000
     };
     // The lines that begin a flood line (the writer cuts a line longer
     // than 64 KiB into pieces): `flood   | 0042 xxx…`.
-    let read = || -> Vec<Vec<u8>> {
-        files()
-            .iter()
-            .map(|p| std::fs::read(p).expect("read"))
-            .collect()
-    };
+    let read =
+        || -> Vec<Vec<u8>> { files().iter().map(|p| std::fs::read(p).expect("read")).collect() };
     let starts = |texts: &[Vec<u8>]| -> usize {
         texts
             .iter()
@@ -234,11 +220,7 @@ grace-ms = 1000
     omnidev_test_support::poll_until(
         "the end of the flood in omnidev.log",
         std::time::Duration::from_secs(60),
-        || {
-            read()
-                .iter()
-                .any(|text| text.windows(17).any(|w| w == b"flood   | flooded"))
-        },
+        || read().iter().any(|text| text.windows(17).any(|w| w == b"flood   | flooded")),
     );
     assert_eq!(starts(&read()), LINES);
     let files = files();

@@ -43,17 +43,13 @@ fn one_shot_services_print_and_exit_0() {
 fn timestamps_start_every_line_with_the_local_time() {
     let ctx = TestContext::new();
     let seconds_of_day = || {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970");
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
         now.as_secs() % 86_400
     };
     for (profile, args) in [
         (ONE_SHOTS.to_owned(), &["--headless", "--timestamps"][..]),
-        (
-            format!("[pod]\ntimestamps = true\n{ONE_SHOTS}"),
-            &["--headless"][..],
-        ),
+        (format!("[pod]\ntimestamps = true\n{ONE_SHOTS}"), &["--headless"][..]),
     ] {
         ctx.write("omnidev.toml", &profile);
         let before = seconds_of_day();
@@ -64,14 +60,9 @@ fn timestamps_start_every_line_with_the_local_time() {
         let text = String::from_utf8_lossy(&out.stdout);
         for line in text.lines() {
             let (stamp, rest) = line.split_at_checked(9).expect("a stamp");
-            let parts: Vec<u64> = stamp
-                .trim_end()
-                .split(':')
-                .map(|p| p.parse().expect("a number"))
-                .collect();
-            let [h, m, s] = parts[..] else {
-                panic!("not HH:MM:SS: {line}")
-            };
+            let parts: Vec<u64> =
+                stamp.trim_end().split(':').map(|p| p.parse().expect("a number")).collect();
+            let [h, m, s] = parts[..] else { panic!("not HH:MM:SS: {line}") };
             let at = h * 3600 + m * 60 + s;
             // (Across midnight, any time of day will do.)
             assert!(
@@ -103,13 +94,7 @@ restart = "never"
     let stdout = stdout(&ctx.assert(&["--headless"]).code(1));
     assert!(stdout.contains("bad     | failing"), "{stdout}");
     // One line per exit: the crash, not also an `exited` line after it.
-    assert_eq!(
-        stdout
-            .matches("bad crashed (exit code 3); not restarting")
-            .count(),
-        1,
-        "{stdout}"
-    );
+    assert_eq!(stdout.matches("bad crashed (exit code 3); not restarting").count(), 1, "{stdout}");
     assert!(!stdout.contains("bad exited"), "{stdout}");
     // A clean one-shot exit is reported as an exit, never as a crash.
     assert!(stdout.contains("ok exited (exit code 0)"), "{stdout}");
@@ -127,10 +112,9 @@ fn only_and_skip_select_services() {
         ctx.render(assert.get_output())
     };
     // --skip alone, then combined with --only (the skip applied after it).
-    for args in [
-        &["--skip", "greeter"][..],
-        &["--only", "greeter", "--only", "py", "--skip", "greeter"],
-    ] {
+    for args in
+        [&["--skip", "greeter"][..], &["--only", "greeter", "--only", "py", "--skip", "greeter"]]
+    {
         let text = run(args, 0);
         assert!(!text.contains("hello"), "{args:?}: {text}");
         assert!(text.contains("from python"), "{args:?}: {text}");
@@ -177,20 +161,16 @@ fn signal_leaves_nothing_behind(sent: Signal, name: &str) {
     let ctx = TestContext::new();
     let pids_dir = forking_profile(&ctx);
     let mut child = ctx.spawn(&["--headless"]);
-    wait_for(
-        "every service to record its pids",
-        Duration::from_secs(20),
-        || {
-            if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
-                panic!("omnidev exited early ({status}): {err}");
+    wait_for("every service to record its pids", Duration::from_secs(20), || {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
             }
-            read_pids(&pids_dir).len() >= 5
-        },
-    );
+            panic!("omnidev exited early ({status}): {err}");
+        }
+        read_pids(&pids_dir).len() >= 5
+    });
     let pids = read_pids(&pids_dir);
     assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
     signal(child.id(), sent);
@@ -210,11 +190,9 @@ fn signal_leaves_nothing_behind(sent: Signal, name: &str) {
     );
     // The supervisor has reaped its groups before exiting; give the
     // grandchildren's last reaping (by init) a moment as a condition.
-    wait_for(
-        "every pod process to be gone",
-        Duration::from_secs(5),
-        || pids.iter().all(|p| !alive(*p)),
-    );
+    wait_for("every pod process to be gone", Duration::from_secs(5), || {
+        pids.iter().all(|p| !alive(*p))
+    });
 }
 
 #[test]
@@ -299,11 +277,9 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
     signal(pod.id(), Signal::SIGTERM);
     let status = pod.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
-    wait_for(
-        "no helper left after SIGTERM",
-        Duration::from_secs(2),
-        || helpers.iter().all(|p| !alive(*p)),
-    );
+    wait_for("no helper left after SIGTERM", Duration::from_secs(2), || {
+        helpers.iter().all(|p| !alive(*p))
+    });
 
     // kill -9 of omnidev: the guard kills them.
     std::fs::remove_file(&file).expect("reset");
@@ -312,14 +288,10 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
     let guard = guard_pid(&ctx);
     pod.kill().expect("kill -9");
     pod.wait().expect("reap");
-    wait_for(
-        "no helper left after kill -9",
-        Duration::from_secs(2),
-        || helpers.iter().all(|p| !alive(*p)),
-    );
-    wait_for("the guard to exit", Duration::from_secs(10), || {
-        !alive(guard)
+    wait_for("no helper left after kill -9", Duration::from_secs(2), || {
+        helpers.iter().all(|p| !alive(*p))
     });
+    wait_for("the guard to exit", Duration::from_secs(10), || !alive(guard));
 
     // kill -9 of omnidev and its guard together: the next `up` in the same
     // checkout stops what they left before it starts anything.
@@ -338,17 +310,12 @@ fn sigterm_and_kill_9_leave_none_of_five_escaping_helpers() {
     std::fs::remove_file(&file).expect("reset");
     let mut next = ctx.spawn(&["--headless"]);
     let next_helpers = helper_pids(&file);
-    assert!(
-        helpers.iter().all(|p| !alive(*p)),
-        "the next up stopped them"
-    );
+    assert!(helpers.iter().all(|p| !alive(*p)), "the next up stopped them");
     signal(next.id(), Signal::SIGTERM);
     assert_eq!(next.wait().expect("wait").code(), Some(0));
-    wait_for(
-        "no helper of the next run left",
-        Duration::from_secs(2),
-        || next_helpers.iter().all(|p| !alive(*p)),
-    );
+    wait_for("no helper of the next run left", Duration::from_secs(2), || {
+        next_helpers.iter().all(|p| !alive(*p))
+    });
 }
 
 #[test]
@@ -371,26 +338,17 @@ grace-ms = 30000
     wait_for("the service to run", Duration::from_secs(20), || {
         std::fs::read_to_string(&pids).is_ok_and(|t| !t.trim().is_empty())
     });
-    let helper: i32 = std::fs::read_to_string(&pids)
-        .expect("pids")
-        .trim()
-        .parse()
-        .expect("pid");
+    let helper: i32 = std::fs::read_to_string(&pids).expect("pids").trim().parse().expect("pid");
     signal(child.id(), Signal::SIGINT);
     // The first SIGINT was taken: the shutdown began, and now waits out
     // the grace of a service that ignores SIGTERM.
     stdout.wait_for("the shutdown to begin", Duration::from_secs(20), |line| {
         line.contains("stopping the pod (SIGINT)")
     });
-    stdout.wait_for(
-        "the service to be stopping",
-        Duration::from_secs(20),
-        |line| line.contains("stubborn stopping"),
-    );
-    assert!(
-        child.try_wait().expect("try_wait").is_none(),
-        "still in its grace"
-    );
+    stdout.wait_for("the service to be stopping", Duration::from_secs(20), |line| {
+        line.contains("stubborn stopping")
+    });
+    assert!(child.try_wait().expect("try_wait").is_none(), "still in its grace");
     let second = std::time::Instant::now();
     signal(child.id(), Signal::SIGINT);
     let mut done = None;
@@ -428,9 +386,7 @@ grace-ms = 1000
 "#,
     );
     // Before any run, exec allocates the ports once and records them.
-    let first = ctx
-        .assert(&["exec", "--", "sh", "-c", "echo $API_URL"])
-        .success();
+    let first = ctx.assert(&["exec", "--", "sh", "-c", "echo $API_URL"]).success();
     let pod_toml = ctx.pod_dir().expect("pod dir").join("pod.toml");
     let written = std::fs::read(&pod_toml).expect("exec wrote pod.toml");
     ctx.assert(&["exec", "--", "sh", "-c", "echo $API_URL"])
@@ -444,32 +400,21 @@ grace-ms = 1000
     let before = std::fs::read(&pod_toml).expect("pod.toml");
     // `up` kept the ports exec recorded.
     assert_eq!(before, written);
-    let mtime = std::fs::metadata(&pod_toml)
-        .and_then(|m| m.modified())
-        .expect("mtime");
+    let mtime = std::fs::metadata(&pod_toml).and_then(|m| m.modified()).expect("mtime");
     let record: toml::Table = toml::from_str(&String::from_utf8_lossy(&before)).expect("toml");
     let port = record["ports"]["api"].as_integer().expect("api port");
 
     // Run now, asserted once the pod is stopped (a failed assertion must
     // not leave it running).
     let exec = ctx.assert(&["exec", "--", "sh", "-c", "echo $API_URL; exit 7"]);
-    let omnigent = ctx
-        .cmd()
-        .args(["omnigent", "--version"])
-        .env("PATH", ctx.root.join("no-bin"))
-        .assert();
+    let omnigent =
+        ctx.cmd().args(["omnigent", "--version"]).env("PATH", ctx.root.join("no-bin")).assert();
     signal(pod.id(), Signal::SIGTERM);
     let _ = pod.wait();
 
-    exec.code(7)
-        .stdout(predicates::str::diff(format!("http://127.0.0.1:{port}")).trim());
+    exec.code(7).stdout(predicates::str::diff(format!("http://127.0.0.1:{port}")).trim());
     assert_eq!(std::fs::read(&pod_toml).expect("pod.toml"), before);
-    assert_eq!(
-        std::fs::metadata(&pod_toml)
-            .and_then(|m| m.modified())
-            .expect("mtime"),
-        mtime
-    );
+    assert_eq!(std::fs::metadata(&pod_toml).and_then(|m| m.modified()).expect("mtime"), mtime);
     // `omnigent` runs `uv run omnigent …`; with no uv on PATH that is a
     // clear spawn error naming uv.
     omnigent.code(1).stderr(contains("uv"));
@@ -524,19 +469,10 @@ restart = "never"
     assert_eq!(bar, ["bar     | 100%"], "{stdout}");
     let said = stdout.find("killed  | last words\n");
     let crashed = stdout.find("killed crashed (signal 9)");
-    assert!(
-        said.is_some() && said < crashed,
-        "its last words before its crash: {stdout}"
-    );
+    assert!(said.is_some() && said < crashed, "its last words before its crash: {stdout}");
     let logs = ctx.pod_dir().expect("pod").join("logs");
-    assert_eq!(
-        std::fs::read_to_string(logs.join("bar.log")).expect("log"),
-        "100%\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(logs.join("killed.log")).expect("log"),
-        "last words\n"
-    );
+    assert_eq!(std::fs::read_to_string(logs.join("bar.log")).expect("log"), "100%\n");
+    assert_eq!(std::fs::read_to_string(logs.join("killed.log")).expect("log"), "last words\n");
 }
 
 /// The processes carrying the service id `id` (its own, the helpers').
@@ -565,24 +501,15 @@ fn a_stopped_guard_is_replaced_and_kill_9_then_leaves_nothing() {
     let id = {
         let text = std::fs::read_to_string(&state).expect("state.json");
         let state: serde_json::Value = serde_json::from_str(&text).expect("json");
-        state["services"]["svc"]["service-id"]
-            .as_str()
-            .expect("service id")
-            .to_owned()
+        state["services"]["svc"]["service-id"].as_str().expect("service id").to_owned()
     };
     assert!(carrying(&id).len() >= helpers.len(), "{:?}", carrying(&id));
     signal(old.unsigned_abs(), Signal::SIGSTOP);
-    wait_for("a new guard", Duration::from_secs(30), || {
-        guard_pid(&ctx) != old
-    });
-    wait_for("the stopped guard gone", Duration::from_secs(10), || {
-        !alive(old)
-    });
+    wait_for("a new guard", Duration::from_secs(30), || guard_pid(&ctx) != old);
+    wait_for("the stopped guard gone", Duration::from_secs(10), || !alive(old));
     pod.kill().expect("kill -9");
     pod.wait().expect("reap");
-    wait_for("no service process left", Duration::from_secs(5), || {
-        carrying(&id).is_empty()
-    });
+    wait_for("no service process left", Duration::from_secs(5), || carrying(&id).is_empty());
 }
 
 #[test]
@@ -621,10 +548,7 @@ grace-ms = 1000
     assert_eq!(state("web"), "stopped");
     // Every service has ended, one on request: the pod waits to be told.
     std::thread::sleep(Duration::from_secs(1));
-    assert!(
-        child.try_wait().expect("try_wait").is_none(),
-        "the pod ended when web was stopped"
-    );
+    assert!(child.try_wait().expect("try_wait").is_none(), "the pod ended when web was stopped");
     ctx.run_ok(&["start", "web"]);
     assert_eq!(state("web"), "running");
     ctx.run_ok(&["stop"]);

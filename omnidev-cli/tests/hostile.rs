@@ -28,10 +28,7 @@ fn users_directory(ctx: &TestContext) -> std::path::PathBuf {
 
 fn assert_refused(assert: Assert, dir: &Path) -> Assert {
     // A usage error: the directory given is not a pod.
-    assert.code(2).stderr(contains(format!(
-        "{} is not an omnidev pod (",
-        dir.display()
-    )))
+    assert.code(2).stderr(contains(format!("{} is not an omnidev pod (", dir.display())))
 }
 
 #[test]
@@ -54,16 +51,11 @@ fn a_directory_that_is_not_a_pod_survives_byte_for_byte() {
             });
         }
         let after = listing(&ctx.root, &nothing);
-        let changed: Vec<_> = after
-            .iter()
-            .filter(|(p, v)| before.get(*p) != Some(v))
-            .collect();
+        let changed: Vec<_> = after.iter().filter(|(p, v)| before.get(*p) != Some(v)).collect();
         // The cache root may appear (the ports lock lives there); nothing
         // else.
         assert!(
-            changed
-                .iter()
-                .all(|(p, _)| p.starts_with(ctx.home.join(".cache-xdg"))),
+            changed.iter().all(|(p, _)| p.starts_with(ctx.home.join(".cache-xdg"))),
             "{args:?} changed {changed:?}"
         );
         assert!(before.keys().all(|p| after.contains_key(p)), "{args:?}");
@@ -85,9 +77,7 @@ fn an_empty_directory_and_an_old_pod_are_accepted_and_clean_removes_a_pod() {
     // adopts it, `clean` refuses it until then.
     std::fs::remove_file(empty.join(".omnidev-pod")).expect("rm");
     // Not a pod (yet) to `clean`: a usage error.
-    on_empty(&["clean", "--pod-dir"])
-        .code(2)
-        .stderr(contains("omnidev up --pod-dir"));
+    on_empty(&["clean", "--pod-dir"]).code(2).stderr(contains("omnidev up --pod-dir"));
     assert!(empty.join("pod.toml").is_file());
     on_empty(&["up", "--headless", "--pod-dir"]).success();
     assert!(empty.join(".omnidev-pod").is_file());
@@ -145,10 +135,7 @@ fn on_pty(command: std::process::Command, done: impl Fn(&[u8]) -> bool) -> Vec<u
     let start = std::time::Instant::now();
     let mut signalled = false;
     while child.try_wait().expect("wait").is_none() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "did not end"
-        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "did not end");
         if !signalled && done(&terminal.written()) {
             support::signal(child.id(), support::Signal::SIGTERM);
             signalled = true;
@@ -168,9 +155,7 @@ fn assert_no_control(what: &str, bytes: &[u8]) {
         match bytes[i] {
             0x1b => {
                 let params = bytes[i + 1..].strip_prefix(b"[").unwrap_or_default();
-                let end = params
-                    .iter()
-                    .position(|b| !(b.is_ascii_digit() || *b == b';'));
+                let end = params.iter().position(|b| !(b.is_ascii_digit() || *b == b';'));
                 assert!(
                     end.is_some_and(|e| params[e] == b'm'),
                     "{what}: a non-SGR escape at byte {i}: {text:?}"
@@ -189,21 +174,14 @@ fn assert_no_control(what: &str, bytes: &[u8]) {
                     }
                 }
             }
-            b'\r' => assert_eq!(
-                bytes.get(i + 1),
-                Some(&b'\n'),
-                "{what}: a bare CR: {text:?}"
-            ),
+            b'\r' => assert_eq!(bytes.get(i + 1), Some(&b'\n'), "{what}: a bare CR: {text:?}"),
             b'\t' | b'\n' => {}
             b if b < 0x20 || b == 0x7f => panic!("{what}: control {b:#x}: {text:?}"),
             _ => {}
         }
         i += 1;
     }
-    assert!(
-        !text.contains('\u{9b}') && !text.contains('\u{9d}'),
-        "{what}: C1: {text:?}"
-    );
+    assert!(!text.contains('\u{9b}') && !text.contains('\u{9d}'), "{what}: C1: {text:?}");
 }
 
 /// [`assert_no_control`], and every line of [`ESCAPES`] shown as it must.
@@ -212,38 +190,17 @@ fn assert_inert(what: &str, bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     let plain: String = strip_sgr(&text);
     for shown in SHOWN {
-        assert!(
-            plain.contains(shown),
-            "{what}: missing {shown:?} in {plain:?}"
-        );
+        assert!(plain.contains(shown), "{what}: missing {shown:?} in {plain:?}");
     }
     assert!(plain.contains("colour red end"), "{what}: {plain:?}");
-    assert!(
-        !plain.contains("fake"),
-        "{what}: overwritten by `\\r`: {plain:?}"
-    );
-    assert!(
-        text.contains("\u{1b}[31mred\u{1b}[0m"),
-        "{what}: colour kept: {text:?}"
-    );
+    assert!(!plain.contains("fake"), "{what}: overwritten by `\\r`: {plain:?}");
+    assert!(text.contains("\u{1b}[31mred\u{1b}[0m"), "{what}: colour kept: {text:?}");
     // Blink, conceal and absurd parameters are dropped, what is harmless
     // beside them kept; a line that leaves its colour on ends reset.
-    assert!(
-        text.contains("blink \u{1b}[31mslowfast\u{1b}[0m end"),
-        "{what}: {text:?}"
-    );
-    assert!(
-        text.contains("conceal hidden\u{1b}[0m end"),
-        "{what}: {text:?}"
-    );
-    assert!(
-        text.contains("absurd \u{1b}[1mbig\u{1b}[0m end"),
-        "{what}: {text:?}"
-    );
-    assert!(
-        text.contains("left \u{1b}[32mon\u{1b}[0m\r\n"),
-        "{what}: {text:?}"
-    );
+    assert!(text.contains("blink \u{1b}[31mslowfast\u{1b}[0m end"), "{what}: {text:?}");
+    assert!(text.contains("conceal hidden\u{1b}[0m end"), "{what}: {text:?}");
+    assert!(text.contains("absurd \u{1b}[1mbig\u{1b}[0m end"), "{what}: {text:?}");
+    assert!(text.contains("left \u{1b}[32mon\u{1b}[0m\r\n"), "{what}: {text:?}");
 }
 
 fn strip_sgr(text: &str) -> String {
@@ -275,9 +232,7 @@ fn service_escapes_reach_a_terminal_only_as_visible_text() {
     // `logs -f` of a pod that has stopped prints the tail and ends.
     let mut follow = ctx.command();
     follow.args(["logs", "-f", "-n", "20"]);
-    let followed = on_pty(follow, |b| {
-        String::from_utf8_lossy(b).contains("link docs end")
-    });
+    let followed = on_pty(follow, |b| String::from_utf8_lossy(b).contains("link docs end"));
     assert_inert("logs -f", &followed);
 
     // The log file keeps the raw bytes (a line redrawn after `\r` is its
@@ -302,14 +257,10 @@ fn ask(socket: &Path, request: &str) -> String {
 fn ask_bytes(socket: &Path, request: &[u8]) -> String {
     use std::io::{BufRead, Write};
     let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .expect("timeout");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
     stream.write_all(request).expect("send");
     let mut answer = String::new();
-    std::io::BufReader::new(stream)
-        .read_line(&mut answer)
-        .expect("answer");
+    std::io::BufReader::new(stream).read_line(&mut answer).expect("answer");
     answer
 }
 
@@ -318,10 +269,7 @@ fn ask_bytes(socket: &Path, request: &[u8]) -> String {
 #[test]
 fn a_request_that_is_not_utf8_is_answered() {
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        "[services.idle]\ncommand = [\"sleep\", \"300\"]\n",
-    );
+    ctx.write("omnidev.toml", "[services.idle]\ncommand = [\"sleep\", \"300\"]\n");
     let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let socket = ctx.pod_dir().expect("pod").join("control.sock");
@@ -345,11 +293,9 @@ fn abandoned_wait_ready_connections_leave_nothing_behind() {
     let up = Reaped::new(ctx.spawn(&["up", "--headless"]));
     let pid = up.id();
     let socket = || ctx.pod_dir().map(|p| p.join("control.sock"));
-    support::wait_for(
-        "the control socket",
-        std::time::Duration::from_secs(60),
-        || socket().is_some_and(|s| s.exists()),
-    );
+    support::wait_for("the control socket", std::time::Duration::from_secs(60), || {
+        socket().is_some_and(|s| s.exists())
+    });
     let socket = socket().expect("socket");
     assert!(ask(&socket, "{\"cmd\":\"status\"}\n").contains("\"ok\":true"));
     let baseline = open_fds(pid);
@@ -360,32 +306,25 @@ fn abandoned_wait_ready_connections_leave_nothing_behind() {
         // The server may already have refused (busy) and closed.
         let _ = stream.write_all(b"{\"cmd\":\"wait-ready\"}\n");
     }
-    support::wait_for(
-        "the abandoned requests to end",
-        std::time::Duration::from_secs(60),
-        || open_fds(pid) <= baseline + 8,
-    );
+    support::wait_for("the abandoned requests to end", std::time::Duration::from_secs(60), || {
+        open_fds(pid) <= baseline + 8
+    });
     let start = std::time::Instant::now();
     let answer = ask(&socket, "{\"cmd\":\"status\"}\n");
     let took = start.elapsed();
     assert!(answer.contains("\"ok\":true"), "{answer}");
-    assert!(
-        took < std::time::Duration::from_secs(1),
-        "status took {took:?}"
-    );
+    assert!(took < std::time::Duration::from_secs(1), "status took {took:?}");
     // The waiting slots were given back: a live `wait-ready` waits instead
     // of being told the pod is busy.
     {
         use std::io::{Read, Write};
         let mut live = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
         live.write_all(b"{\"cmd\":\"wait-ready\"}\n").expect("send");
-        live.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-            .expect("timeout");
+        live.set_read_timeout(Some(std::time::Duration::from_secs(2))).expect("timeout");
         let mut buf = [0u8; 256];
         let read = live.read(&mut buf);
         assert!(
-            read.as_ref()
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            read.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
             "{read:?} {}",
             String::from_utf8_lossy(&buf)
         );
@@ -422,10 +361,7 @@ fn with_closed_output(
     }
     drop(reader);
     let output = child.wait_with_output().expect("wait");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 #[test]
@@ -477,25 +413,15 @@ fn a_corrupt_pod_toml_is_a_pod_in_error_for_status_and_ls() {
     let entry = &list["pods"][0];
     assert_eq!(entry["pod-dir"], pod.display().to_string(), "{list}");
     let error = entry["error"].as_str().expect("an error");
-    assert!(
-        error.contains(&format!("{} is corrupt", pod.join("pod.toml").display())),
-        "{error}"
-    );
+    assert!(error.contains(&format!("{} is corrupt", pod.join("pod.toml").display())), "{error}");
 
-    ctx.assert(&["ls"])
-        .stdout(contains("error: ").and(contains("is corrupt")));
+    ctx.assert(&["ls"]).stdout(contains("error: ").and(contains("is corrupt")));
 
     let status = ctx.assert(&["status", "--json"]);
     let status: serde_json::Value =
         serde_json::from_slice(&status.get_output().stdout).expect("json");
-    assert!(
-        status["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("is corrupt")),
-        "{status}"
-    );
-    ctx.assert(&["status"])
-        .stdout(contains("error   ").and(contains("is corrupt")));
+    assert!(status["error"].as_str().is_some_and(|e| e.contains("is corrupt")), "{status}");
+    ctx.assert(&["status"]).stdout(contains("error   ").and(contains("is corrupt")));
 }
 
 /// A checkout whose name holds escape sequences (and an argument that
@@ -508,11 +434,8 @@ fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
     let shown = "re^[]0;TITLE^Gpo^[[5m<U+009B>2J";
     let repo = ctx.root.join(name);
     std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
-    std::fs::write(
-        repo.join("omnidev.toml"),
-        "[services.app]\ncommand = [\"sleep\", \"300\"]\n",
-    )
-    .expect("write");
+    std::fs::write(repo.join("omnidev.toml"), "[services.app]\ncommand = [\"sleep\", \"300\"]\n")
+        .expect("write");
     let run = |args: &[&str]| {
         let mut command = ctx.command();
         command.current_dir(&repo).args(args);
@@ -550,11 +473,7 @@ fn names_and_arguments_with_escapes_are_shown_not_obeyed() {
     up.current_dir(&repo).args(["up", "--headless"]);
     let bytes = on_pty(up, |b| String::from_utf8_lossy(b).contains("app"));
     assert_no_control("up --headless", &bytes);
-    assert!(
-        String::from_utf8_lossy(&bytes).contains(shown),
-        "{}",
-        String::from_utf8_lossy(&bytes)
-    );
+    assert!(String::from_utf8_lossy(&bytes).contains(shown), "{}", String::from_utf8_lossy(&bytes));
     drop(guard);
 }
 
@@ -568,20 +487,13 @@ fn fifo(path: &Path) {
 #[test]
 fn a_fifo_env_file_is_refused_at_once_naming_it() {
     let ctx = TestContext::new();
-    ctx.write(
-        "omnidev.toml",
-        &format!("[pod]\nenv-files = [\".env\"]\n{PROFILE}"),
-    );
+    ctx.write("omnidev.toml", &format!("[pod]\nenv-files = [\".env\"]\n{PROFILE}"));
     let env = ctx.repo.join(".env");
     fifo(&env);
     for args in [&["profile", "check"][..], &["up", "--detach"]] {
         let started = std::time::Instant::now();
-        let refused = ctx
-            .cmd()
-            .args(args)
-            .timeout(std::time::Duration::from_secs(20))
-            .assert()
-            .failure();
+        let refused =
+            ctx.cmd().args(args).timeout(std::time::Duration::from_secs(20)).assert().failure();
         let took = started.elapsed();
         let error = stderr(&refused);
         assert!(
@@ -590,10 +502,7 @@ fn a_fifo_env_file_is_refused_at_once_naming_it() {
         );
         // The whole command, start to exit, on a busy machine; the read
         // itself is refused without waiting.
-        assert!(
-            took < std::time::Duration::from_secs(5),
-            "{args:?} took {took:?}"
-        );
+        assert!(took < std::time::Duration::from_secs(5), "{args:?} took {took:?}");
         eprintln!("{args:?} refused in {took:?}");
     }
 }
@@ -617,10 +526,7 @@ fn a_fifo_reload_mark_is_refused_at_once_naming_it() {
         .code(1);
     let took = started.elapsed();
     let error = stderr(&refused);
-    assert!(
-        error.contains(&mark.display().to_string()) && error.contains("a FIFO"),
-        "{error}"
-    );
+    assert!(error.contains(&mark.display().to_string()) && error.contains("a FIFO"), "{error}");
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
     eprintln!("refused in {took:?}");
 }
@@ -643,12 +549,9 @@ fn an_unreadable_pod_toml_fails_ls_status_and_gc_naming_it() {
         let _ = std::fs::remove_file(&pod_toml);
         let _ = std::fs::remove_dir(&pod_toml);
         plant(&pod_toml);
-        for (args, code) in [
-            (&["ls"][..], 1),
-            (&["ls", "--json"], 1),
-            (&["gc", "--dry-run"], 1),
-            (&["status"], 3),
-        ] {
+        for (args, code) in
+            [(&["ls"][..], 1), (&["ls", "--json"], 1), (&["gc", "--dry-run"], 1), (&["status"], 3)]
+        {
             let failed = ctx
                 .cmd()
                 .args(args)
@@ -677,12 +580,7 @@ fn a_pod_dir_or_cache_root_of_another_user_is_refused() {
     std::fs::create_dir(&theirs).expect("mkdir");
     std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown (we are root)");
-    let refused = ctx
-        .cmd()
-        .args(["up", "--headless", "--pod-dir"])
-        .arg(&theirs)
-        .assert()
-        .failure();
+    let refused = ctx.cmd().args(["up", "--headless", "--pod-dir"]).arg(&theirs).assert().failure();
     let error = stderr(&refused);
     assert!(
         error.contains(&format!("refusing to use {} for a pod", theirs.display()))
@@ -698,17 +596,8 @@ fn a_pod_dir_or_cache_root_of_another_user_is_refused() {
     let open = ctx.root.join("open");
     std::fs::create_dir(&open).expect("mkdir");
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let refused = ctx
-        .cmd()
-        .args(["up", "--headless", "--pod-dir"])
-        .arg(&open)
-        .assert()
-        .failure();
-    assert!(
-        stderr(&refused).contains("chmod 700"),
-        "{}",
-        stderr(&refused)
-    );
+    let refused = ctx.cmd().args(["up", "--headless", "--pod-dir"]).arg(&open).assert().failure();
+    assert!(stderr(&refused).contains("chmod 700"), "{}", stderr(&refused));
 
     // The cache root: every command that uses it refuses it.
     std::fs::create_dir_all(ctx.cache_root()).expect("mkdir");

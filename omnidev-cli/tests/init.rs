@@ -20,9 +20,7 @@ fn get(port: u64) -> Option<String> {
     let port = u16::try_from(port).ok()?;
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    stream
-        .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .ok()?;
+    stream.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut text = String::new();
     let _ = stream.read_to_string(&mut text);
     text.lines().next().map(str::to_owned)
@@ -66,15 +64,10 @@ fn init_from_a_procfile_writes_a_profile_that_runs_and_a_second_init_refuses() {
     ctx.run_ok(&["stop"]);
 
     // A second init refuses: exit 1, the file untouched.
-    let again = ctx
-        .assert(&["init"])
-        .code(1)
-        .stderr(contains("already exists").and(contains("--force")));
+    let again =
+        ctx.assert(&["init"]).code(1).stderr(contains("already exists").and(contains("--force")));
     TestContext::settings().bind(|| {
-        insta::assert_snapshot!(
-            "init_refuses_an_existing_profile",
-            ctx.filter(&stderr(&again))
-        );
+        insta::assert_snapshot!("init_refuses_an_existing_profile", ctx.filter(&stderr(&again)));
     });
     assert_eq!(std::fs::read_to_string(&profile).expect("read"), written);
 
@@ -89,10 +82,7 @@ fn init_from_a_procfile_writes_a_profile_that_runs_and_a_second_init_refuses() {
 fn init_without_a_procfile_writes_the_generic_template() {
     let ctx = TestContext::new();
     let out = ctx.run_ok(&["init"]);
-    assert!(
-        out.contains("(no Procfile: a template to edit): 1 service (app)"),
-        "{out}"
-    );
+    assert!(out.contains("(no Procfile: a template to edit): 1 service (app)"), "{out}");
     ctx.run_ok(&["profile", "check"]);
 }
 
@@ -100,9 +90,10 @@ fn init_without_a_procfile_writes_the_generic_template() {
 fn a_bad_procfile_is_an_error_with_its_line_and_writes_nothing() {
     let ctx = TestContext::new();
     ctx.write("Procfile", "web: ./web\nworker ./work\n");
-    let refused = ctx.assert(&["init"]).code(1).stderr(contains(
-        "Procfile:2: \"worker ./work\" is not `name: command`",
-    ));
+    let refused = ctx
+        .assert(&["init"])
+        .code(1)
+        .stderr(contains("Procfile:2: \"worker ./work\" is not `name: command`"));
     TestContext::settings().bind(|| {
         insta::assert_snapshot!("init_a_bad_procfile", ctx.filter(&stderr(&refused)));
     });
@@ -140,10 +131,7 @@ fn a_line_break_in_the_checkout_path_is_shown_not_obeyed() {
         .unwrap_or_else(|| panic!("no message: {said}"));
     assert!(message.contains("nl^Jrepo/omnidev.toml"), "{said}");
     assert!(!said.contains("nl\nrepo"), "{said}");
-    assert_eq!(
-        std::fs::read_to_string(repo.join("omnidev.toml")).expect("read"),
-        "# the user's\n"
-    );
+    assert_eq!(std::fs::read_to_string(repo.join("omnidev.toml")).expect("read"), "# the user's\n");
 }
 
 /// Writes a wheel of a package `omnidev-greeter` whose console script
@@ -201,22 +189,13 @@ fn a_procfile_apps_env_file_and_python_requirements_reach_its_service() {
     assert!(profile.contains("python-deps = true"), "{profile}");
     // Its base away from the other tests' Procfile pods, which share 5000.
     let port = omnidev_test_support::free_port();
-    ctx.write(
-        "omnidev.toml",
-        &profile.replace("web = 5000", &format!("web = {port}")),
-    );
+    ctx.write("omnidev.toml", &profile.replace("web = 5000", &format!("web = {port}")));
     let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let logs = ctx.run_ok(&["logs", "web"]);
     let venv = ctx.repo.join(".venv");
-    assert!(
-        logs.contains(&format!("times=2 venv={}", venv.display())),
-        "{logs}"
-    );
-    assert!(
-        logs.contains("pw=pa$$word five=$5 bang=abc$!def home=$HOME\n"),
-        "{logs}"
-    );
+    assert!(logs.contains(&format!("times=2 venv={}", venv.display())), "{logs}");
+    assert!(logs.contains("pw=pa$$word five=$5 bang=abc$!def home=$HOME\n"), "{logs}");
     assert!(logs.contains("hello from the venv"), "{logs}");
     assert!(venv.join("bin/omnidev-greeter").is_file());
 }
@@ -249,20 +228,14 @@ fn procfile_dev_comes_first_and_f_names_the_procfile() {
     ctx.write("Procfile.dev", "dev: ./dev-server\n");
     let out = ctx.run_ok(&["init"]);
     assert!(
-        out.contains(&format!(
-            "from {}: 1 service (dev)",
-            ctx.repo.join("Procfile.dev").display()
-        )),
+        out.contains(&format!("from {}: 1 service (dev)", ctx.repo.join("Procfile.dev").display())),
         "{out}"
     );
     let profile = ctx.repo.join("omnidev.toml");
     std::fs::set_permissions(&profile, std::fs::Permissions::from_mode(0o640)).expect("chmod");
     let out = ctx.run_ok(&["init", "--force", "-f", "Procfile"]);
     assert!(out.contains("1 service (web)"), "{out}");
-    let mode = std::fs::metadata(&profile)
-        .expect("stat")
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(&profile).expect("stat").permissions().mode();
     assert_eq!(mode & 0o777, 0o640);
     ctx.assert(&["init", "--force", "-f", "Procfile.missing"])
         .code(1)

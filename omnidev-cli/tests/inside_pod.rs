@@ -51,10 +51,7 @@ impl Case {
             .expect("spawn");
         let start = std::time::Instant::now();
         while child.try_wait().expect("wait").is_none() {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "omnidev up did not end"
-            );
+            assert!(start.elapsed() < Duration::from_secs(60), "omnidev up did not end");
             std::thread::sleep(Duration::from_millis(50));
         }
         child.wait_with_output().expect("output")
@@ -80,11 +77,7 @@ const SERVICE: &str = "[services.ok]\ncommand = [\"true\"]\nrestart = \"never\"\
 #[test]
 fn a_service_name_that_is_a_path_is_refused_at_load() {
     let case = Case::new("[services.\"../../../x\"]\ncommand = [\"true\"]\n");
-    case.refused(&[
-        "omnidev.toml:1:11:",
-        "invalid service name \"../../../x\"",
-        "a-z",
-    ]);
+    case.refused(&["omnidev.toml:1:11:", "invalid service name \"../../../x\"", "a-z"]);
     assert!(!case.pod.exists(), "no pod is made for a refused profile");
 }
 
@@ -102,14 +95,8 @@ fn pod_dirs_that_leave_the_pod_are_refused_at_load() {
         ("a/../../b", "leads out"),
         ("", "empty"),
     ] {
-        let case = Case::new(&format!(
-            "[pod]\ndirs = [\"logs\", \"{value}\"]\n\n{SERVICE}"
-        ));
-        case.refused(&[
-            "omnidev.toml:2:17:",
-            &format!("`pod.dirs` = \"{value}\""),
-            reason,
-        ]);
+        let case = Case::new(&format!("[pod]\ndirs = [\"logs\", \"{value}\"]\n\n{SERVICE}"));
+        case.refused(&["omnidev.toml:2:17:", &format!("`pod.dirs` = \"{value}\""), reason]);
     }
 }
 
@@ -125,20 +112,14 @@ fn seed_destinations_that_leave_the_pod_are_refused_at_load() {
             "{SERVICE}\n[[seed]]\nfrom = [\"{{repo}}/seed-source.yaml\"]\nto = \"ok.yaml\"\n\n\
              [[seed]]\nfrom = [\"{{repo}}/seed-source.yaml\"]\nto = \"{value}\"\n"
         ));
-        case.refused(&[
-            "omnidev.toml:11:1:",
-            &format!("`seed.to` = \"{value}\""),
-            reason,
-        ]);
+        case.refused(&["omnidev.toml:11:1:", &format!("`seed.to` = \"{value}\""), reason]);
     }
 }
 
 #[test]
 fn a_service_cwd_outside_the_checkout_needs_the_opt_in() {
     for value in ["..", "/tmp", "web/../../x"] {
-        let case = Case::new(&format!(
-            "[services.out]\ncommand = [\"true\"]\ncwd = \"{value}\"\n"
-        ));
+        let case = Case::new(&format!("[services.out]\ncommand = [\"true\"]\ncwd = \"{value}\"\n"));
         case.refused(&[
             "omnidev.toml:3:1:",
             &format!("`cwd` = \"{value}\""),
@@ -155,9 +136,7 @@ fn a_service_cwd_outside_the_checkout_needs_the_opt_in() {
     assert!(output.status.success(), "{output:?}");
     let root = case.ctx.root.display().to_string();
     assert!(
-        stdout
-            .lines()
-            .any(|line| line.starts_with("out ") && line.ends_with(&format!("| {root}"))),
+        stdout.lines().any(|line| line.starts_with("out ") && line.ends_with(&format!("| {root}"))),
         "{stdout}"
     );
 }
@@ -195,10 +174,8 @@ fn a_symlink_planted_in_the_pod_is_not_followed() {
         } else {
             assert!(!output.status.success(), "{planted}: accepted: {stderr}");
             assert!(
-                stderr.contains(&format!(
-                    "refusing to write {}",
-                    case.pod.join(planted).display()
-                )) && stderr.contains("symbolic link"),
+                stderr.contains(&format!("refusing to write {}", case.pod.join(planted).display()))
+                    && stderr.contains("symbolic link"),
                 "{planted}: {stderr}"
             );
         }

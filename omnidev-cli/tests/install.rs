@@ -92,30 +92,20 @@ impl Context {
             }
         }
         let mut command = self.omnidev(args);
-        command
-            .env("PATH", self.path("bin"))
-            .env("OMNIDEV_REFRESH_EXE", self.path("bin/omnidev"));
+        command.env("PATH", self.path("bin")).env("OMNIDEV_REFRESH_EXE", self.path("bin/omnidev"));
         command
     }
 
     /// [`Self::omnidev_isolated`] run to its end, which must exit 0; its
     /// output.
     fn isolated_ok(&self, args: &[&str]) -> Output {
-        self.omnidev_isolated(args)
-            .assert()
-            .success()
-            .get_output()
-            .clone()
+        self.omnidev_isolated(args).assert().success().get_output().clone()
     }
 
     /// [`Self::omnidev_isolated`] run to its end, which must exit `code`;
     /// its output.
     fn isolated_code(&self, args: &[&str], code: i32) -> Output {
-        self.omnidev_isolated(args)
-            .assert()
-            .code(code)
-            .get_output()
-            .clone()
+        self.omnidev_isolated(args).assert().code(code).get_output().clone()
     }
 
     /// A fake `program` in `bin/` that records its arguments in
@@ -174,10 +164,7 @@ impl Context {
 }
 
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()
 }
 
 /// Runs `command` to its end for a test that reads the outcome itself:
@@ -202,10 +189,7 @@ fn package_repo(root: &Path) -> (String, PathBuf) {
     let bare = root.join("omnigent.git");
     let work = root.join("omnigent-work");
     std::fs::create_dir_all(work.join("omnigent")).expect("dirs");
-    git(
-        root,
-        &["init", "--bare", "-q", bare.to_str().expect("utf8")],
-    );
+    git(root, &["init", "--bare", "-q", bare.to_str().expect("utf8")]);
     git(&work, &["init", "-q"]);
     std::fs::write(
         work.join("pyproject.toml"),
@@ -243,11 +227,7 @@ fn check_with_fresh_cache_starts_no_process() {
     cx.write_cache(now(), OLD, OLD, None);
     let output = cx.isolated_ok(&["check", "--quiet"]);
     assert_eq!(text(&output.stdout), "");
-    assert_eq!(
-        text(&output.stderr),
-        "",
-        "--quiet prints nothing when up to date"
-    );
+    assert_eq!(text(&output.stderr), "", "--quiet prints nothing when up to date");
 
     // An update on offer is told, still without starting anything.
     cx.write_cache(now(), OLD, NEW, None);
@@ -289,52 +269,29 @@ fn ten_checks_on_a_stale_cache_start_exactly_one_detached_refresh() {
         let status = child.wait().expect("wait");
         assert!(status.success());
     }
-    wait_for("the refresh to start", || {
-        !cx.marker_lines("omnidev").is_empty()
-    });
+    wait_for("the refresh to start", || !cx.marker_lines("omnidev").is_empty());
     // One more check while the refresh runs: still no second one.
-    assert!(
-        run(&mut cx.omnidev_isolated(&["check", "--quiet"]))
-            .status
-            .success()
-    );
-    assert_eq!(
-        cx.marker_lines("omnidev"),
-        ["refresh"],
-        "exactly one refresh"
-    );
-    wait_for("the refresh to report its stdin", || {
-        cx.path("refresh-stdin").exists()
-    });
+    assert!(run(&mut cx.omnidev_isolated(&["check", "--quiet"])).status.success());
+    assert_eq!(cx.marker_lines("omnidev"), ["refresh"], "exactly one refresh");
+    wait_for("the refresh to report its stdin", || cx.path("refresh-stdin").exists());
     let stdin = std::fs::read_to_string(cx.path("refresh-stdin")).expect("stdin");
-    assert_eq!(
-        stdin.trim(),
-        "/dev/null",
-        "the refresh is detached from the terminal"
-    );
+    assert_eq!(stdin.trim(), "/dev/null", "the refresh is detached from the terminal");
     assert_eq!(cx.markers(), ["omnidev"], "nothing but the refresh ran");
     std::fs::write(&release, "").expect("release");
-    wait_for("the refresh to finish", || {
-        cx.path("refresh-finished").exists()
-    });
+    wait_for("the refresh to finish", || cx.path("refresh-finished").exists());
 }
 
 #[test]
 fn missing_or_corrupt_cache_starts_a_refresh() {
     let cx = Context::new();
     let output = cx.isolated_ok(&["check"]);
-    assert!(
-        text(&output.stderr).contains("checking in the background"),
-        "{output:?}"
-    );
+    assert!(text(&output.stderr).contains("checking in the background"), "{output:?}");
     wait_for("the refresh", || cx.marker_lines("omnidev") == ["refresh"]);
 
     let cx = Context::new();
     std::fs::create_dir_all(cx.cache_file().parent().expect("parent")).expect("dir");
     std::fs::write(cx.cache_file(), "{\"checked_at\": tru").expect("corrupt");
-    cx.omnidev_isolated(&["check", "--quiet"])
-        .assert()
-        .success();
+    cx.omnidev_isolated(&["check", "--quiet"]).assert().success();
     wait_for("the refresh", || cx.marker_lines("omnidev") == ["refresh"]);
 }
 
@@ -352,14 +309,8 @@ fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
     );
     assert_eq!(text(&quiet.stdout), "");
     // Plain check names the directory.
-    cx.omnidev_isolated(&["check"])
-        .assert()
-        .failure()
-        .stderr(contains(dir.display().to_string()));
-    assert_eq!(
-        std::fs::read_to_string(&dir).expect("kept"),
-        "not a directory"
-    );
+    cx.omnidev_isolated(&["check"]).assert().failure().stderr(contains(dir.display().to_string()));
+    assert_eq!(std::fs::read_to_string(&dir).expect("kept"), "not a directory");
 
     // A corrupt install.toml: the shell hook says its one line naming the
     // file, once a day (however fresh the cache); plain `check` names it
@@ -387,10 +338,7 @@ fn quiet_check_says_at_most_a_line_and_plain_check_names_the_fault() {
         .assert()
         .failure()
         .stderr(contains("install.toml").and(contains("not installed").not()));
-    assert_eq!(
-        std::fs::read_to_string(cx.install_toml()).expect("kept"),
-        "repo = [broken"
-    );
+    assert_eq!(std::fs::read_to_string(cx.install_toml()).expect("kept"), "repo = [broken");
 }
 
 #[test]
@@ -434,11 +382,7 @@ impl Terminal {
         let mut shell = Command::new("/bin/sh");
         shell
             .args(["-c", script])
-            .envs(
-                command
-                    .get_envs()
-                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-            )
+            .envs(command.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
             .env("OMNIDEV", command.get_program())
             .stdin(slave.try_clone().expect("dup"))
             .stdout(slave.try_clone().expect("dup"))
@@ -470,12 +414,7 @@ impl Terminal {
                 }
             })
         };
-        Self {
-            master,
-            shown,
-            child,
-            reader: Some(reader),
-        }
+        Self { master, shown, child, reader: Some(reader) }
     }
 
     fn shown(&self) -> String {
@@ -521,10 +460,7 @@ impl Terminal {
 fn check_on_terminal(cx: &Context, answer: &str) -> (bool, String) {
     let mut command = cx.omnidev_isolated(&[]);
     // The fakes stay first; their scripts need the usual tools.
-    command.env(
-        "PATH",
-        format!("{}:/usr/bin:/bin", cx.path("bin").display()),
-    );
+    command.env("PATH", format!("{}:/usr/bin:/bin", cx.path("bin").display()));
     let mut terminal = Terminal::start(&command, "\"$OMNIDEV\" check --quiet", b"");
     terminal.wait_shown("Update omnigent now? [y/N]");
     terminal.type_in(answer.as_bytes());
@@ -547,10 +483,7 @@ fn input_typed_before_the_check_reaches_the_shell_and_declines_nothing() {
     terminal.type_in(b"lo\n");
     let (ok, shown) = terminal.finish();
     assert!(ok, "{shown}");
-    assert!(
-        shown.contains("shell got [echo hello > f] [echo hello]"),
-        "{shown}"
-    );
+    assert!(shown.contains("shell got [echo hello > f] [echo hello]"), "{shown}");
     assert!(!shown.contains("Update omnigent now?"), "{shown}");
     assert!(
         shown.contains("run `omnidev update` to install it"),
@@ -567,10 +500,7 @@ fn end_of_input_or_an_empty_answer_asks_again_next_time() {
     for answer in ["\u{4}", "\n", "later\n"] {
         let (ok, shown) = check_on_terminal(&cx, answer);
         assert!(ok, "{shown}");
-        assert!(
-            shown.contains("asking again next time"),
-            "{answer:?}: {shown}"
-        );
+        assert!(shown.contains("asking again next time"), "{answer:?}: {shown}");
         assert_eq!(
             cx.cache()["declined_commit"],
             serde_json::Value::Null,
@@ -578,10 +508,7 @@ fn end_of_input_or_an_empty_answer_asks_again_next_time() {
         );
     }
     let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
-    assert!(
-        text(&output.stderr).contains("-> 222222222222"),
-        "still offered: {output:?}"
-    );
+    assert!(text(&output.stderr).contains("-> 222222222222"), "still offered: {output:?}");
 }
 
 #[test]
@@ -615,10 +542,7 @@ fn a_failing_hook_check_is_one_line_once_a_day() {
     }
     // `check` without --quiet (a person asking) always says why.
     let mut asked = cx.omnidev_isolated(&["check"]);
-    asked
-        .env("HOME", &locked)
-        .env("XDG_CACHE_HOME", locked.join("cache"))
-        .env("TMPDIR", &tmp);
+    asked.env("HOME", &locked).env("XDG_CACHE_HOME", locked.join("cache")).env("TMPDIR", &tmp);
     let asked = run(&mut asked);
     assert!(!asked.status.success());
     assert!(!text(&asked.stderr).is_empty());
@@ -652,16 +576,10 @@ fn two_faults_of_two_cache_roots_are_each_told_once() {
     };
     let told = |said: String, naming: &str| {
         assert_eq!(said.lines().count(), 1, "{said}");
-        assert!(
-            said.contains("the update check failed") && said.contains(naming),
-            "{said}"
-        );
+        assert!(said.contains("the update check failed") && said.contains(naming), "{said}");
     };
     told(hook(&corrupt, None), "install.toml");
-    told(
-        hook(&unusable, Some(&locked)),
-        &locked.display().to_string(),
-    );
+    told(hook(&unusable, Some(&locked)), &locked.display().to_string());
     for _ in 0..2 {
         assert_eq!(hook(&corrupt, None), "", "told once a day");
         assert_eq!(hook(&unusable, Some(&locked)), "", "told once a day");
@@ -683,11 +601,7 @@ fn declined_update_is_not_offered_again_but_a_newer_one_is() {
     assert_eq!(cx.cache()["declined_commit"], NEW);
 
     let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
-    assert_eq!(
-        text(&output.stderr),
-        "",
-        "the declined commit is not offered again"
-    );
+    assert_eq!(text(&output.stderr), "", "the declined commit is not offered again");
     // Asked plainly, check does not call it up to date.
     let output = run(&mut cx.omnidev_isolated(&["check"]));
     assert_eq!(
@@ -733,30 +647,18 @@ fn skip_web_check_on_update_and_remembered_from_install() {
     // The fakes first, then the system's tools (the fake uv uses mkdir).
     let isolated = |args: &[&str]| {
         let mut command = cx.omnidev_isolated(args);
-        command.env(
-            "PATH",
-            format!("{}:/usr/bin:/bin", cx.path("bin").display()),
-        );
+        command.env("PATH", format!("{}:/usr/bin:/bin", cx.path("bin").display()));
         command
     };
     let output = isolated(&["update"]).assert().code(1).get_output().clone();
-    assert!(
-        text(&output.stderr).contains("--skip-web-check"),
-        "{output:?}"
-    );
+    assert!(text(&output.stderr).contains("--skip-web-check"), "{output:?}");
     assert!(cx.marker_lines("uv").is_empty(), "uv did not run");
     // The flag the message names exists on update.
     isolated(&["update", "--skip-web-check"]).assert().success();
-    assert_eq!(
-        cx.marker_lines("uv").len(),
-        2,
-        "tool install, then tool dir"
-    );
+    assert_eq!(cx.marker_lines("uv").len(), 2, "tool install, then tool dir");
 
     // install --skip-web-check is saved, and update honours it.
-    isolated(&["install", "--skip-web-check"])
-        .assert()
-        .success();
+    isolated(&["install", "--skip-web-check"]).assert().success();
     let saved = std::fs::read_to_string(cx.install_toml()).expect("install.toml");
     assert!(saved.contains("skip-web-check = true"), "{saved}");
     isolated(&["update"]).assert().success();
@@ -777,19 +679,13 @@ fn accepting_the_prompt_runs_update() {
     assert!(ok, "{shown}");
     let uv_calls = cx.marker_lines("uv");
     assert!(
-        uv_calls
-            .iter()
-            .any(|call| call.starts_with("tool install --force --reinstall")
-                && call.ends_with(
-                    "-- omnigent[databricks] @ git+https://github.com/omnigent-ai/omnigent.git@main"
-                )),
+        uv_calls.iter().any(|call| call.starts_with("tool install --force --reinstall")
+            && call.ends_with(
+                "-- omnigent[databricks] @ git+https://github.com/omnigent-ai/omnigent.git@main"
+            )),
         "update reinstalls the saved (default) choice: {uv_calls:?}"
     );
-    assert_eq!(
-        cx.cache()["installed_commit"],
-        NEW,
-        "the new commit is recorded"
-    );
+    assert_eq!(cx.cache()["installed_commit"], NEW, "the new commit is recorded");
     let output = run(&mut cx.omnidev_isolated(&["check", "--quiet"]));
     assert_eq!(text(&output.stderr), "", "up to date after the update");
 }
@@ -846,10 +742,7 @@ fn preflight_names_what_is_missing() {
     let mut command = cx.omnidev(&["install"]);
     command.env("PATH", cx.path("bin"));
     let output = run(&mut command);
-    assert!(
-        text(&output.stderr).contains("`uv` was not found on PATH"),
-        "{output:?}"
-    );
+    assert!(text(&output.stderr).contains("`uv` was not found on PATH"), "{output:?}");
 }
 
 #[test]
@@ -904,10 +797,7 @@ fn install_with_slow_uv(cx: &Context, args: &[&str], commit: &str) -> std::proce
     command
         .env("OMNIDEV_SKIP_WEB_CHECK", "1")
         .env("FAKE_COMMIT", commit)
-        .env(
-            "PATH",
-            format!("{}:/usr/bin:/bin", cx.path("bin").display()),
-        )
+        .env("PATH", format!("{}:/usr/bin:/bin", cx.path("bin").display()))
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     command.spawn().expect("spawn install")
@@ -917,13 +807,11 @@ fn install_with_slow_uv(cx: &Context, args: &[&str], commit: &str) -> std::proce
 fn uv_pids(cx: &Context) -> (i32, i32) {
     let mut pids = None;
     wait_for("uv to start", || {
-        pids = std::fs::read_to_string(cx.path("uv-pids"))
-            .ok()
-            .and_then(|text| {
-                let line = text.lines().last()?.to_owned();
-                let (uv, helper) = line.split_once(' ')?;
-                Some((uv.parse().ok()?, helper.parse().ok()?))
-            });
+        pids = std::fs::read_to_string(cx.path("uv-pids")).ok().and_then(|text| {
+            let line = text.lines().last()?.to_owned();
+            let (uv, helper) = line.split_once(' ')?;
+            Some((uv.parse().ok()?, helper.parse().ok()?))
+        });
         pids.is_some()
     });
     pids.expect("pids")
@@ -945,11 +833,8 @@ fn kill_9_of_install_leaves_no_uv_and_the_previous_install_described() {
     let choice_before = std::fs::read(cx.install_toml()).expect("choice");
     let cache_before = std::fs::read(cx.cache_file()).expect("cache");
     slow_uv(&cx);
-    let mut install = install_with_slow_uv(
-        &cx,
-        &["--git", "file:///nowhere/new.git", "--ref", "dev"],
-        NEW,
-    );
+    let mut install =
+        install_with_slow_uv(&cx, &["--git", "file:///nowhere/new.git", "--ref", "dev"], NEW);
     let (uv, helper) = uv_pids(&cx);
     install.kill().expect("kill -9");
     let killed = Instant::now();
@@ -961,35 +846,22 @@ fn kill_9_of_install_leaves_no_uv_and_the_previous_install_described() {
         !alive(uv) && !alive(helper),
         "uv ({uv}) or its helper ({helper}) still runs 2 s after kill -9"
     );
-    assert_eq!(
-        std::fs::read(cx.install_toml()).expect("choice"),
-        choice_before
-    );
+    assert_eq!(std::fs::read(cx.install_toml()).expect("choice"), choice_before);
     assert_eq!(std::fs::read(cx.cache_file()).expect("cache"), cache_before);
     let output = run(&mut cx.omnidev_isolated(&["check"]));
-    assert!(
-        text(&output.stderr).contains("omnigent 111111111111 is up to date"),
-        "{output:?}"
-    );
+    assert!(text(&output.stderr).contains("omnigent 111111111111 is up to date"), "{output:?}");
 }
 
 #[test]
 fn a_second_install_is_refused_while_one_runs_and_choice_and_cache_agree() {
     let cx = Context::new();
     slow_uv(&cx);
-    let first = install_with_slow_uv(
-        &cx,
-        &["--git", "file:///nowhere/o.git", "--ref", "one"],
-        NEW,
-    );
+    let first = install_with_slow_uv(&cx, &["--git", "file:///nowhere/o.git", "--ref", "one"], NEW);
     let _ = uv_pids(&cx);
-    let second = install_with_slow_uv(
-        &cx,
-        &["--git", "file:///nowhere/o.git", "--ref", "two"],
-        NEWER,
-    )
-    .wait_with_output()
-    .expect("second");
+    let second =
+        install_with_slow_uv(&cx, &["--git", "file:///nowhere/o.git", "--ref", "two"], NEWER)
+            .wait_with_output()
+            .expect("second");
     assert_eq!(second.status.code(), Some(1), "{second:?}");
     let said = text(&second.stderr);
     assert!(
@@ -999,10 +871,7 @@ fn a_second_install_is_refused_while_one_runs_and_choice_and_cache_agree() {
         )),
         "{said}"
     );
-    assert!(
-        !cx.install_toml().exists(),
-        "nothing saved before uv is done"
-    );
+    assert!(!cx.install_toml().exists(), "nothing saved before uv is done");
     std::fs::write(cx.path("release"), "").expect("release");
     let first = first.wait_with_output().expect("first");
     assert!(first.status.success(), "{first:?}");
@@ -1011,13 +880,7 @@ fn a_second_install_is_refused_while_one_runs_and_choice_and_cache_agree() {
     let cache = cx.cache();
     assert_eq!(cache["ref"], "one");
     assert_eq!(cache["installed_commit"], NEW);
-    assert_eq!(
-        cx.marker_lines("uv")
-            .iter()
-            .filter(|l| l.starts_with("tool install"))
-            .count(),
-        1
-    );
+    assert_eq!(cx.marker_lines("uv").iter().filter(|l| l.starts_with("tool install")).count(), 1);
 }
 
 #[test]
@@ -1073,10 +936,7 @@ fn refresh_uses_the_github_api_and_falls_back_to_git() {
     let cx = Context::new();
     cx.write_install_toml("https://github.com/o/r.git");
     let (base, count) = http_server("200 OK", NEW);
-    cx.omnidev(&["refresh"])
-        .env("OMNIDEV_GITHUB_API_URL", &base)
-        .assert()
-        .success();
+    cx.omnidev(&["refresh"]).env("OMNIDEV_GITHUB_API_URL", &base).assert().success();
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(cx.cache()["remote_commit"], NEW);
 
@@ -1092,11 +952,7 @@ fn refresh_uses_the_github_api_and_falls_back_to_git() {
         .env("GIT_CONFIG_VALUE_0", "https://github.com/o/r.git")
         .assert()
         .success();
-    assert_eq!(
-        count.load(std::sync::atomic::Ordering::SeqCst),
-        1,
-        "the API was tried"
-    );
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1, "the API was tried");
     assert_eq!(cx.cache()["remote_commit"], head.as_str());
 }
 
@@ -1110,10 +966,7 @@ fn refresh_rewrites_a_corrupt_cache() {
     std::fs::write(cx.cache_file(), "not json at all").expect("corrupt");
     cx.omnidev(&["refresh"]).assert().success();
     let cache = cx.cache();
-    assert_eq!(
-        cache["remote_commit"],
-        git(&work, &["rev-parse", "HEAD"]).as_str()
-    );
+    assert_eq!(cache["remote_commit"], git(&work, &["rev-parse", "HEAD"]).as_str());
     assert_eq!(cache["repo"], url.as_str());
     assert!(cache["checked_at"].as_u64().expect("checked_at") + 60 >= now());
 }
@@ -1123,10 +976,7 @@ fn refresh_rewrites_a_corrupt_cache() {
 
 fn python_version() -> String {
     let output = Command::new("python3")
-        .args([
-            "-c",
-            "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')",
-        ])
+        .args(["-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"])
         .output()
         .expect("python3");
     text(&output.stdout).trim().to_owned()
@@ -1138,19 +988,12 @@ fn installed_commit(cx: &Context) -> String {
         let site = python.expect("entry").path().join("site-packages");
         for entry in std::fs::read_dir(&site).expect("site-packages") {
             let path = entry.expect("entry").path();
-            let name = path
-                .file_name()
-                .expect("name")
-                .to_string_lossy()
-                .into_owned();
+            let name = path.file_name().expect("name").to_string_lossy().into_owned();
             if name.starts_with("omnigent-") && name.ends_with(".dist-info") {
                 let text =
                     std::fs::read_to_string(path.join("direct_url.json")).expect("direct_url");
                 let json: serde_json::Value = serde_json::from_str(&text).expect("json");
-                return json["vcs_info"]["commit_id"]
-                    .as_str()
-                    .expect("commit")
-                    .to_owned();
+                return json["vcs_info"]["commit_id"].as_str().expect("commit").to_owned();
             }
         }
     }
@@ -1184,10 +1027,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
     assert!(text(&output.stdout).contains(&first[..12]), "{output:?}");
 
     let list = run(&mut cx.command("uv", &["tool", "list"]));
-    assert!(
-        text(&list.stdout).contains("omnigent"),
-        "uv tool list: {list:?}"
-    );
+    assert!(text(&list.stdout).contains("omnigent"), "uv tool list: {list:?}");
     assert_eq!(installed_commit(&cx), first);
     assert_eq!(cx.cache()["installed_commit"], first.as_str());
 
@@ -1200,10 +1040,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
     cx.omnidev(&["refresh"]).assert().success();
     let output = run(&mut cx.omnidev(&["check", "--quiet"]));
     let stderr = text(&output.stderr);
-    assert!(
-        stderr.contains(&format!("{} -> {}", &first[..12], &second[..12])),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&format!("{} -> {}", &first[..12], &second[..12])), "{stderr}");
 
     let (ok, shown) = check_on_terminal(&cx, "n\n");
     assert!(ok && shown.contains("will not be offered again"), "{shown}");
@@ -1212,27 +1049,13 @@ fn install_refresh_check_decline_update_with_real_uv() {
     let third = commit_and_push(&work, &url, "three");
     cx.omnidev(&["refresh"]).assert().success();
     let output = run(&mut cx.omnidev(&["check", "--quiet"]));
-    assert!(
-        text(&output.stderr).contains(&third[..12]),
-        "newer is offered: {output:?}"
-    );
+    assert!(text(&output.stderr).contains(&third[..12]), "newer is offered: {output:?}");
 
     let head = git(&work, &["rev-parse", "HEAD"]);
-    cx.omnidev(&["update"])
-        .env("OMNIDEV_SKIP_WEB_CHECK", "1")
-        .assert()
-        .success();
-    assert_eq!(
-        installed_commit(&cx),
-        head,
-        "update installed the newest commit"
-    );
+    cx.omnidev(&["update"]).env("OMNIDEV_SKIP_WEB_CHECK", "1").assert().success();
+    assert_eq!(installed_commit(&cx), head, "update installed the newest commit");
     let output = run(&mut cx.omnidev(&["check", "--quiet"]));
-    assert_eq!(
-        text(&output.stderr),
-        "",
-        "up to date after update: {output:?}"
-    );
+    assert_eq!(text(&output.stderr), "", "up to date after update: {output:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1242,12 +1065,7 @@ fn install_refresh_check_decline_update_with_real_uv() {
 fn shell_hook_snapshots() {
     let cx = Context::new();
     for shell in ["bash", "zsh", "fish"] {
-        let output = cx
-            .omnidev(&["shell-hook", shell])
-            .assert()
-            .success()
-            .get_output()
-            .clone();
+        let output = cx.omnidev(&["shell-hook", shell]).assert().success().get_output().clone();
         insta::assert_snapshot!(format!("shell_hook_{shell}"), text(&output.stdout));
     }
 }
@@ -1293,22 +1111,10 @@ fn run_bash_snippet(cx: &Context, interactive: bool, with_omnidev: bool, disable
 #[test]
 fn bash_hook_runs_only_in_interactive_shells_with_omnidev_and_not_disabled() {
     let cx = Context::new();
-    assert!(
-        run_bash_snippet(&cx, true, true, false),
-        "interactive: called"
-    );
-    assert!(
-        !run_bash_snippet(&cx, false, true, false),
-        "non-interactive: not called"
-    );
-    assert!(
-        !run_bash_snippet(&cx, true, true, true),
-        "OMNIDEV_NO_UPDATE_CHECK: not called"
-    );
-    assert!(
-        !run_bash_snippet(&cx, true, false, false),
-        "no omnidev on PATH: nothing"
-    );
+    assert!(run_bash_snippet(&cx, true, true, false), "interactive: called");
+    assert!(!run_bash_snippet(&cx, false, true, false), "non-interactive: not called");
+    assert!(!run_bash_snippet(&cx, true, true, true), "OMNIDEV_NO_UPDATE_CHECK: not called");
+    assert!(!run_bash_snippet(&cx, true, false, false), "no omnidev on PATH: nothing");
 }
 
 #[test]
@@ -1319,14 +1125,7 @@ fn bash_hook_never_fails_the_shell() {
     std::fs::create_dir_all(&bin).expect("dir");
     write_script(&bin.join("omnidev"), "exit 7\n");
     let output = Command::new("bash")
-        .args([
-            "--norc",
-            "--noprofile",
-            "-i",
-            "-e",
-            "-c",
-            &format!("{snippet}\necho survived"),
-        ])
+        .args(["--norc", "--noprofile", "-i", "-e", "-c", &format!("{snippet}\necho survived")])
         .env_clear()
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
         .stdin(Stdio::null())
@@ -1350,10 +1149,7 @@ fn a_fresh_quiet_cache_makes_every_shell_hook_start_nothing() {
     let bin = cx.path("quiet-bin");
     std::fs::create_dir_all(&bin).expect("dir");
     let marker = cx.path("markers/quiet");
-    write_script(
-        &bin.join("omnidev"),
-        &format!("echo \"$*\" >> '{}'\n", marker.display()),
-    );
+    write_script(&bin.join("omnidev"), &format!("echo \"$*\" >> '{}'\n", marker.display()));
     let called = |shell: &str, args: &[&str]| -> bool {
         let _ = std::fs::remove_file(&marker);
         let snippet = text(&run(&mut cx.omnidev(&["shell-hook", shell])).stdout);
@@ -1368,10 +1164,7 @@ fn a_fresh_quiet_cache_makes_every_shell_hook_start_nothing() {
             .stdin(Stdio::null())
             .output()
             .expect("shell");
-        assert!(
-            text(&output.stdout).contains("hook-done"),
-            "{shell}: {output:?}"
-        );
+        assert!(text(&output.stdout).contains("hook-done"), "{shell}: {output:?}");
         std::fs::read_to_string(&marker).is_ok_and(|text| text.trim() == "check --quiet")
     };
     // An update on offer, declined at the prompt: `CheckCache::save` writes
@@ -1385,10 +1178,7 @@ fn a_fresh_quiet_cache_makes_every_shell_hook_start_nothing() {
     assert!(ok && shown.contains("will not be offered again"), "{shown}");
     assert!(stamp.is_file(), "the decline wrote the stamp");
     for (shell, args) in shells {
-        assert!(
-            !called(shell, args),
-            "{shell}: fresh and quiet, nothing started"
-        );
+        assert!(!called(shell, args), "{shell}: fresh and quiet, nothing started");
     }
     // A day later (the stamp's time moved back): the check runs again.
     let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
@@ -1408,18 +1198,14 @@ fn a_fresh_quiet_cache_makes_every_shell_hook_start_nothing() {
 #[test]
 fn zsh_and_fish_run_the_hook() {
     let cx = Context::new();
-    for (shell, args) in [
-        ("zsh", vec!["-f", "-i", "-c"]),
-        ("fish", vec!["--no-config", "-i", "-c"]),
-    ] {
+    for (shell, args) in
+        [("zsh", vec!["-f", "-i", "-c"]), ("fish", vec!["--no-config", "-i", "-c"])]
+    {
         let snippet = text(&run(&mut cx.omnidev(&["shell-hook", shell])).stdout);
         let bin = cx.path(&format!("{shell}-bin"));
         std::fs::create_dir_all(&bin).expect("dir");
         let marker = cx.path(&format!("markers/{shell}"));
-        write_script(
-            &bin.join("omnidev"),
-            &format!("echo \"$*\" >> '{}'\n", marker.display()),
-        );
+        write_script(&bin.join("omnidev"), &format!("echo \"$*\" >> '{}'\n", marker.display()));
         let output = Command::new(shell)
             .args(&args)
             .arg(&snippet)

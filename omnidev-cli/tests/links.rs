@@ -103,10 +103,7 @@ fn a_frontend_gets_its_backends_url_port_and_database_and_status_says_so() {
     // Before the backend ever ran there is no pod to read.
     let refused = ctx.assert(&["up", "--detach"]).failure();
     let said = stderr(&refused);
-    assert!(
-        said.contains("link `backend`") && said.contains("has no pod yet"),
-        "{said}"
-    );
+    assert!(said.contains("link `backend`") && said.contains("has no pod yet"), "{said}");
     assert!(said.contains("omnidev up --detach --repo"), "{said}");
 
     up_in(&ctx, &api);
@@ -117,10 +114,7 @@ fn a_frontend_gets_its_backends_url_port_and_database_and_status_says_so() {
     let api_pod = ctx.json(&["status", "--json", "--repo", &api.to_string_lossy()]);
     let db = Path::new(api_pod["pod-dir"].as_str().expect("pod-dir")).join("data/main/main.db");
     assert!(
-        said.contains(&format!(
-            "api=http://localhost:{port} port={port} db={}",
-            db.display()
-        )),
+        said.contains(&format!("api=http://localhost:{port} port={port} db={}", db.display())),
         "{said}"
     );
     // What the link resolved to, and whether that pod runs.
@@ -172,9 +166,7 @@ fn up_link_points_a_link_at_another_checkout_for_one_run() {
     assert!(web_said(&ctx).contains(&format!("port={port} ")));
     // A link the profile does not declare cannot be pointed anywhere.
     ctx.run_ok(&["stop"]);
-    let refused = ctx
-        .assert(&["up", "--detach", "--link", "api=../backend"])
-        .failure();
+    let refused = ctx.assert(&["up", "--detach", "--link", "api=../backend"]).failure();
     assert!(stderr(&refused).contains("link `api`: is not declared"));
 }
 
@@ -187,10 +179,7 @@ fn a_link_names_a_worktree_by_its_branch() {
     git(&ctx.repo, &["init", "-q"]);
     git(&ctx.repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
     let api = ctx.root.join("api-worktree");
-    git(
-        &ctx.repo,
-        &["worktree", "add", "-q", "-b", "api", &api.to_string_lossy()],
-    );
+    git(&ctx.repo, &["worktree", "add", "-q", "-b", "api", &api.to_string_lossy()]);
     write_backend_profile(&api);
     frontend(&ctx, "api");
     up_in(&ctx, &api);
@@ -208,10 +197,7 @@ fn links_that_cannot_be_followed_say_why() {
     // Missing.
     frontend(&ctx, "../nowhere");
     let said = refused(&ctx);
-    assert!(
-        said.contains("`../nowhere` is neither a directory"),
-        "{said}"
-    );
+    assert!(said.contains("`../nowhere` is neither a directory"), "{said}");
     // Itself.
     frontend(&ctx, ".");
     let said = refused(&ctx);
@@ -224,15 +210,9 @@ fn links_that_cannot_be_followed_say_why() {
     frontend(&ctx, "../backend");
     let said = refused(&ctx);
     assert!(said.contains("links go round in a loop"), "{said}");
-    assert!(
-        said.contains("repo → ") && said.contains("backend → "),
-        "{said}"
-    );
+    assert!(said.contains("repo → ") && said.contains("backend → "), "{said}");
     // A placeholder of an undeclared link is the profile's error.
-    ctx.write(
-        "omnidev.toml",
-        "[services.web]\ncommand = [\"echo\", \"{link.api.port.x}\"]\n",
-    );
+    ctx.write("omnidev.toml", "[services.web]\ncommand = [\"echo\", \"{link.api.port.x}\"]\n");
     let said = stderr(&ctx.assert(&["profile", "check"]).failure());
     assert!(said.contains("unknown link `api`"), "{said}");
     // Nothing was left running.
@@ -297,9 +277,7 @@ grace-ms = 1000
     assert_eq!(said.matches("down: the pod ").count(), 1, "{said}");
 
     up_in(&ctx, &api);
-    wait_for("web started once the backend is ready", DEADLINE, || {
-        state("web")["pid"].is_u64()
-    });
+    wait_for("web started once the backend is ready", DEADLINE, || state("web")["pid"].is_u64());
     assert_eq!(state("backend.api")["ready"], true);
     let first = state("web")["pid"].as_u64();
 
@@ -323,11 +301,7 @@ grace-ms = 1000
     // (Down twice in a row when the watch saw the stop begin, then the
     // pod gone: two reasons.)
     kinds.dedup();
-    assert_eq!(
-        kinds,
-        ["link-down", "link-up", "link-down", "link-up"],
-        "{events}"
-    );
+    assert_eq!(kinds, ["link-down", "link-up", "link-down", "link-up"], "{events}");
 }
 
 /// `up --with-links` starts a linked pod that never ran, in its own
@@ -341,11 +315,7 @@ fn with_links_starts_the_linked_pods_that_do_not_run() {
     let _stop_api = StopIn(&ctx, api.clone());
     let _stop = ctx.stop_on_drop();
     let said = ctx.assert(&["up", "--detach", "--with-links"]).success();
-    assert!(
-        stderr(&said).contains("starting the pod of link `backend`"),
-        "{}",
-        stderr(&said)
-    );
+    assert!(stderr(&said).contains("starting the pod of link `backend`"), "{}", stderr(&said));
     let backend_status = ctx.json(&["status", "--json", "--repo", &api.to_string_lossy()]);
     assert_eq!(backend_status["running"], true, "{backend_status}");
     let port = backend_status["ports"]["api"].as_u64().expect("a port");
@@ -353,11 +323,7 @@ fn with_links_starts_the_linked_pods_that_do_not_run() {
     // Running already: started again by nobody, said by nobody.
     ctx.run_ok(&["stop"]);
     let said = ctx.assert(&["up", "--detach", "--with-links"]).success();
-    assert!(
-        !stderr(&said).contains("starting the pod"),
-        "{}",
-        stderr(&said)
-    );
+    assert!(!stderr(&said).contains("starting the pod"), "{}", stderr(&said));
     assert_eq!(
         ctx.json(&["status", "--json", "--repo", &api.to_string_lossy()])["pid"],
         backend_status["pid"]
@@ -383,13 +349,8 @@ fn a_reload_follows_a_link_added_to_the_profile() {
     ctx.run_ok(&["reload-profile"]);
     let port = port_of(&ctx, &api);
     wait_for("web restarted with the backend's URL", DEADLINE, || {
-        ctx.run_ok(&["logs", "web"])
-            .contains(&format!("api=http://localhost:{port}"))
+        ctx.run_ok(&["logs", "web"]).contains(&format!("api=http://localhost:{port}"))
     });
     let status = ctx.json(&["status", "--json"]);
-    assert_eq!(
-        status["links"]["backend"]["checkout"],
-        api.to_string_lossy().as_ref(),
-        "{status}"
-    );
+    assert_eq!(status["links"]["backend"]["checkout"], api.to_string_lossy().as_ref(), "{status}");
 }

@@ -76,10 +76,7 @@ fn follow_sees_every_line_once_across_rotations() {
     let settled = runtime.block_on(supervisor.wait_settled());
     assert!(settled.success, "{settled:?}");
     let rotated = omnidev_core::logs::rotated_path(&log, 20);
-    assert!(
-        rotated.exists(),
-        "the burst rotated the file at least 20 times"
-    );
+    assert!(rotated.exists(), "the burst rotated the file at least 20 times");
     let mut expected = 0;
     for line in lines.by_ref() {
         let line = line.expect("read");
@@ -103,11 +100,9 @@ fn follow_sees_every_line_once_across_rotations() {
 
     // Following a pod that has stopped prints its last lines, says there
     // is nothing more to follow, and ends with exit 0.
-    let followed = logs(&ctx, &pod, &["svc", "-f", "-n", "2"])
-        .success()
-        .stderr(
-            "omnidev: the pod is not running: nothing more to follow (`omnidev up` starts it)\n",
-        );
+    let followed = logs(&ctx, &pod, &["svc", "-f", "-n", "2"]).success().stderr(
+        "omnidev: the pod is not running: nothing more to follow (`omnidev up` starts it)\n",
+    );
     let stdout = common::stdout(&followed);
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
     assert!(stdout.contains(&format!("{:09}", LINES - 1)), "{stdout}");
@@ -115,12 +110,7 @@ fn follow_sees_every_line_once_across_rotations() {
 
 /// `omnidev logs ARGS --pod-dir POD` run to its end, for assertions.
 fn logs(ctx: &TestContext, pod: &std::path::Path, args: &[&str]) -> Assert {
-    ctx.cmd()
-        .arg("logs")
-        .args(args)
-        .arg("--pod-dir")
-        .arg(pod)
-        .assert()
+    ctx.cmd().arg("logs").args(args).arg("--pod-dir").arg(pod).assert()
 }
 
 /// The `line` of each record of `logs --json` output of `svc` in `pod`,
@@ -138,10 +128,8 @@ fn log_lines(text: &str, pod: &std::path::Path) -> Vec<String> {
     text.lines()
         .map(|line| {
             let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| e.to_string())
-                .collect();
+            let errors: Vec<String> =
+                validator.iter_errors(&value).map(|e| e.to_string()).collect();
             assert!(errors.is_empty(), "{line}: {errors:?}");
             assert_eq!(value["kind"], "log");
             assert_eq!(value["service"], "svc");
@@ -171,12 +159,8 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
     );
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let lock = omnidev_pod::PodLock::acquire(&pod).expect("lock");
-    let mut other = ServiceSpec::new(
-        "other",
-        "sh",
-        ["-c", "echo other up; exec sleep 600"],
-        &ctx.root,
-    );
+    let mut other =
+        ServiceSpec::new("other", "sh", ["-c", "echo other up; exec sleep 600"], &ctx.root);
     other.restart = RestartPolicy::Never;
     let supervisor = runtime
         .block_on(
@@ -185,10 +169,7 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
                     ServiceSpec::new("svc", "sh", ["-c", script.as_str()], &ctx.root),
                     other,
                 ],
-                log: LogConfig {
-                    dir: Some(pod.join("logs")),
-                    ..LogConfig::default()
-                },
+                log: LogConfig { dir: Some(pod.join("logs")), ..LogConfig::default() },
                 ..SupervisorConfig::default()
             })
             .expect("a valid graph")
@@ -209,15 +190,10 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
     runtime
         .block_on(supervisor.reload_changed(&["svc"], Changes::of(["app/main.py"])))
         .expect("reload");
-    wait_for("run 2", Duration::from_secs(60), || {
-        file_has(&log, "run 2 started")
-    });
+    wait_for("run 2", Duration::from_secs(60), || file_has(&log, "run 2 started"));
     let expected = "run 1 stopping\nrun 2 started\n";
     let out = common::stdout(&logs(&ctx, &pod, &["svc", "--since-reload"]).success());
-    assert_eq!(
-        out, expected,
-        "the old run's last words come after the reload"
-    );
+    assert_eq!(out, expected, "the old run's last words come after the reload");
     // Every service: `other` printed nothing since.
     let out = common::stdout(&logs(&ctx, &pod, &["--since-reload"]).success());
     assert_eq!(out, "svc   | run 1 stopping\nsvc   | run 2 started\n");
@@ -232,10 +208,7 @@ fn since_reload_prints_the_lines_after_the_last_reload_as_text_and_records() {
     runtime.block_on(supervisor.shutdown()).expect("shutdown");
     drop(lock);
     let out = common::stdout(&logs(&ctx, &pod, &["svc", "--since-reload", "--json"]).success());
-    assert_eq!(
-        log_lines(&out, &pod),
-        ["run 1 stopping", "run 2 started", "run 2 stopping"]
-    );
+    assert_eq!(log_lines(&out, &pod), ["run 1 stopping", "run 2 started", "run 2 stopping"]);
     let out = common::stdout(&logs(&ctx, &pod, &["svc", "--json"]).success());
     assert_eq!(
         log_lines(&out, &pod).first().map(String::as_str),

@@ -44,10 +44,7 @@ fn wait_sampling(child: &mut Child) -> (Option<i32>, u64) {
         if let Some(status) = child.try_wait().expect("wait") {
             return (status.code(), peak);
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "omnidev did not finish"
-        );
+        assert!(start.elapsed() < Duration::from_secs(300), "omnidev did not finish");
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -60,10 +57,7 @@ fn burst(lines: u64, reader: Reader) {
     ctx.write("burst.py", BURST);
     ctx.write("omnidev.toml", PROFILE);
     let mut command = ctx.command();
-    command
-        .arg("--headless")
-        .env("BURST_LINES", lines.to_string())
-        .stderr(Stdio::piped());
+    command.arg("--headless").env("BURST_LINES", lines.to_string()).stderr(Stdio::piped());
     let out_path = ctx.root.join("out.txt");
     let (code, peak, output) = match reader {
         Reader::File => {
@@ -105,8 +99,7 @@ fn burst(lines: u64, reader: Reader) {
     }
     assert_eq!(expected, lines, "{reader:?}: every line, once");
     assert!(
-        text.trim_end()
-            .ends_with("omnidev | every service exited 0"),
+        text.trim_end().ends_with("omnidev | every service exited 0"),
         "{reader:?}: the summary comes after every line: {}",
         &text[text.len().saturating_sub(300)..]
     );
@@ -123,16 +116,8 @@ fn burst(lines: u64, reader: Reader) {
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| {
-            ![
-                ".omnidev-pod",
-                "logs",
-                "omnidev.lock",
-                "pod.toml",
-                "run",
-                "state.json",
-                "tmp",
-            ]
-            .contains(&n.as_str())
+            ![".omnidev-pod", "logs", "omnidev.lock", "pod.toml", "run", "state.json", "tmp"]
+                .contains(&n.as_str())
         })
         .collect();
     assert!(names.is_empty(), "left in the pod dir: {names:?}");
@@ -205,20 +190,11 @@ fn a_closed_stdout_is_reported_once_and_the_pod_runs_to_its_end() {
     drop(stdout);
     let (code, _) = wait_sampling(&mut child);
     let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("stderr");
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
     // Every service exited 0, but output that never reached its reader is
     // not a success for whoever ran this: exit 1 (as `| head` in hostile.rs).
     assert_eq!(code, Some(1), "{stderr}");
-    assert_eq!(
-        stderr.matches("stdout is gone").count(),
-        1,
-        "said once: {stderr}"
-    );
+    assert_eq!(stderr.matches("stdout is gone").count(), 1, "said once: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     // The service ran to its end; its log file has every line.
     let log = ctx.pod_dir().expect("pod").join("logs/burst.log");

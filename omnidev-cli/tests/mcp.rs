@@ -116,10 +116,7 @@ fn ok(name: &str, result: &CallToolResult) -> Value {
         .clone()
         .unwrap_or_else(|| panic!("{name}: no structured content: {result:?}"));
     let text = result.content[0].as_text().expect("text content");
-    assert_eq!(
-        serde_json::from_str::<Value>(&text.text).expect("JSON text"),
-        structured
-    );
+    assert_eq!(serde_json::from_str::<Value>(&text.text).expect("JSON text"), structured);
     structured
 }
 
@@ -146,10 +143,8 @@ fn lines(result: &Value) -> Vec<String> {
 
 /// Appends `text` to the checkout's `relative` file.
 fn append(ctx: &TestContext, relative: &str, text: &str) {
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(ctx.repo.join(relative))
-        .expect("open");
+    let mut file =
+        std::fs::OpenOptions::new().append(true).open(ctx.repo.join(relative)).expect("open");
     file.write_all(text.as_bytes()).expect("append");
 }
 
@@ -164,14 +159,9 @@ async fn an_mcp_client_drives_a_live_pod_of_the_example() {
     tools_with_schemas(&client).await;
     let server_pid = status_and_logs(&client).await;
     // A restart: a new server, ready.
-    let restarted = ok(
-        "restart",
-        &call(&client, "restart", json!({"service": "server"})).await,
-    );
+    let restarted = ok("restart", &call(&client, "restart", json!({"service": "server"})).await);
     assert_eq!(restarted["ok"], true, "{restarted}");
-    let new_pid = service(&restarted["status"], "server")["pid"]
-        .as_u64()
-        .expect("pid");
+    let new_pid = service(&restarted["status"], "server")["pid"].as_u64().expect("pid");
     assert_ne!(new_pid, server_pid, "{restarted}");
 
     reloads_of_edits(&ctx, &client).await;
@@ -195,10 +185,8 @@ async fn reload_profile_applies_an_edit_and_refuses_a_broken_one() {
     let api = service(&before, "api")["pid"].as_u64().expect("api's pid");
 
     std::fs::write(&file, api_and_web("v2", "")).expect("edit");
-    let applied = ok(
-        "reload_profile",
-        &call(&client, "reload_profile", json!({"timeout_secs": 60})).await,
-    );
+    let applied =
+        ok("reload_profile", &call(&client, "reload_profile", json!({"timeout_secs": 60})).await);
     assert_eq!(applied["ok"], true, "{applied}");
     assert_eq!(applied["applied"]["restarted"], json!(["api"]), "{applied}");
     assert_eq!(applied["applied"]["started"], json!([]), "{applied}");
@@ -208,34 +196,19 @@ async fn reload_profile_applies_an_edit_and_refuses_a_broken_one() {
     assert_ne!(new_api, api, "{after}");
 
     std::fs::write(&file, "[services.api]\ncommand = 5\n").expect("break");
-    let record = refused(
-        "reload_profile",
-        &call(&client, "reload_profile", json!({})).await,
-    );
-    assert_eq!(
-        record["error"]["code"], "omnidev::control::invalid_profile",
-        "{record}"
-    );
+    let record = refused("reload_profile", &call(&client, "reload_profile", json!({})).await);
+    assert_eq!(record["error"]["code"], "omnidev::control::invalid_profile", "{record}");
     let message = record["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("omnidev.toml:2:"), "{record}");
     let still = ok("status", &call(&client, "status", json!({})).await);
-    assert_eq!(
-        service(&still, "api")["pid"].as_u64(),
-        Some(new_api),
-        "{still}"
-    );
+    assert_eq!(service(&still, "api")["pid"].as_u64(), Some(new_api), "{still}");
     assert_eq!(service(&still, "web")["pid"].as_u64(), Some(web), "{still}");
 
     let bad = refused(
         "reload_profile",
         &call(&client, "reload_profile", json!({"timeout_secs": 0})).await,
     );
-    assert!(
-        bad["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("timeout_secs")),
-        "{bad}"
-    );
+    assert!(bad["error"]["message"].as_str().is_some_and(|m| m.contains("timeout_secs")), "{bad}");
     client.cancel().await.expect("close");
 }
 
@@ -285,29 +258,14 @@ async fn status_and_logs(client: &RunningService<RoleClient, ()>) -> u64 {
     assert_eq!(service(&status, "server")["state"], "ready", "{status}");
     assert!(service(&status, "host")["pid"].is_u64(), "{status}");
     let port = status["ports"]["server"].as_u64().expect("port");
-    assert_eq!(
-        status["urls"][0]["url"],
-        format!("http://localhost:{port}"),
-        "{status}"
-    );
+    assert_eq!(status["urls"][0]["url"], format!("http://localhost:{port}"), "{status}");
 
     // The server's log, bounded.
-    let logs = ok(
-        "logs",
-        &call(client, "logs", json!({"service": "server", "lines": 50})).await,
-    );
-    assert!(
-        lines(&logs).iter().any(|l| l.contains("listening on")),
-        "{logs}"
-    );
+    let logs = ok("logs", &call(client, "logs", json!({"service": "server", "lines": 50})).await);
+    assert!(lines(&logs).iter().any(|l| l.contains("listening on")), "{logs}");
     let small = ok(
         "logs",
-        &call(
-            client,
-            "logs",
-            json!({"service": "host", "lines": 5000, "max_bytes": 40}),
-        )
-        .await,
+        &call(client, "logs", json!({"service": "host", "lines": 5000, "max_bytes": 40})).await,
     );
     assert!(lines(&small).concat().len() <= 40, "{small}");
     assert_eq!(small["truncated"], true, "{small}");
@@ -320,29 +278,12 @@ async fn status_and_logs(client: &RunningService<RoleClient, ()>) -> u64 {
 async fn reloads_of_edits(ctx: &TestContext, client: &RunningService<RoleClient, ()>) {
     // An edit, and the wait for its reload.
     append(ctx, "omnigent/log.py", "\n# touched by the MCP test\n");
-    let healthy = ok(
-        "wait",
-        &call(client, "wait", json!({"until": "healthy-after-reload"})).await,
-    );
+    let healthy = ok("wait", &call(client, "wait", json!({"until": "healthy-after-reload"})).await);
     assert_eq!(healthy["ok"], true, "{healthy}");
-    assert_eq!(
-        healthy["status"]["last-reload"]["files"],
-        json!(["omnigent/log.py"]),
-        "{healthy}"
-    );
-    assert_eq!(
-        healthy["status"]["last-reload"]["files-total"], 1,
-        "{healthy}"
-    );
-    let since = ok(
-        "logs",
-        &call(
-            client,
-            "logs",
-            json!({"service": "server", "since_reload": true}),
-        )
-        .await,
-    );
+    assert_eq!(healthy["status"]["last-reload"]["files"], json!(["omnigent/log.py"]), "{healthy}");
+    assert_eq!(healthy["status"]["last-reload"]["files-total"], 1, "{healthy}");
+    let since =
+        ok("logs", &call(client, "logs", json!({"service": "server", "since_reload": true})).await);
     let since = lines(&since);
     assert_eq!(
         since.iter().filter(|l| l.contains("listening on")).count(),
@@ -355,22 +296,13 @@ async fn reloads_of_edits(ctx: &TestContext, client: &RunningService<RoleClient,
     let server_py = ctx.repo.join("omnigent/server.py");
     let saved = std::fs::read(&server_py).expect("read");
     append(ctx, "omnigent/server.py", "\ndef broken(:\n");
-    let broken = ok(
-        "wait",
-        &call(client, "wait", json!({"until": "healthy-after-reload"})).await,
-    );
+    let broken = ok("wait", &call(client, "wait", json!({"until": "healthy-after-reload"})).await);
     assert_eq!(broken["ok"], false, "{broken}");
     assert_eq!(broken["failed"][0]["name"], "server", "{broken}");
     let last: Vec<String> = lines(&json!({"lines": broken["failed"][0]["last_lines"]}));
-    assert!(
-        last.iter().any(|l| l.contains("SyntaxError")),
-        "the crash's last lines: {last:?}"
-    );
+    assert!(last.iter().any(|l| l.contains("SyntaxError")), "the crash's last lines: {last:?}");
     std::fs::write(&server_py, saved).expect("restore");
-    let fixed = ok(
-        "wait",
-        &call(client, "wait", json!({"until": "healthy-after-reload"})).await,
-    );
+    let fixed = ok("wait", &call(client, "wait", json!({"until": "healthy-after-reload"})).await);
     assert_eq!(fixed["ok"], true, "{fixed}");
 }
 
@@ -378,64 +310,39 @@ async fn reloads_of_edits(ctx: &TestContext, client: &RunningService<RoleClient,
 /// errors with the CLI's codes.
 async fn services_events_and_errors(client: &RunningService<RoleClient, ()>) {
     // One service stopped, then started again.
-    let stopped = ok(
-        "stop_service",
-        &call(client, "stop_service", json!({"service": "host"})).await,
-    );
+    let stopped =
+        ok("stop_service", &call(client, "stop_service", json!({"service": "host"})).await);
     assert_eq!(service(&stopped["status"], "host")["state"], "stopped");
     // A stopped service is never ready.
     let waited = ok(
         "wait",
-        &call(
-            client,
-            "wait",
-            json!({"until": "ready", "services": ["host"], "timeout_secs": 60}),
-        )
-        .await,
+        &call(client, "wait", json!({"until": "ready", "services": ["host"], "timeout_secs": 60}))
+            .await,
     );
     assert_eq!(waited["ok"], false, "{waited}");
     assert_eq!(waited["failed"][0]["name"], "host", "{waited}");
     assert_eq!(waited["failed"][0]["detail"], "stopped", "{waited}");
-    let started = ok(
-        "start_service",
-        &call(client, "start_service", json!({"service": "host"})).await,
-    );
+    let started =
+        ok("start_service", &call(client, "start_service", json!({"service": "host"})).await);
     assert_eq!(started["ok"], true, "{started}");
-    assert_eq!(
-        service(&started["status"], "host")["ready"],
-        true,
-        "{started}"
-    );
+    assert_eq!(service(&started["status"], "host")["ready"], true, "{started}");
 
     // The recent events name the reloads.
-    let events = ok(
-        "events",
-        &call(client, "events", json!({"limit": 1000})).await,
-    );
+    let events = ok("events", &call(client, "events", json!({"limit": 1000})).await);
     let reloads: Vec<&Value> = events["events"]
         .as_array()
         .expect("events")
         .iter()
         .filter(|e| e["kind"] == "reload")
         .collect();
-    assert!(
-        reloads
-            .iter()
-            .any(|e| e["files"] == json!(["omnigent/log.py"])),
-        "{events}"
-    );
+    assert!(reloads.iter().any(|e| e["files"] == json!(["omnigent/log.py"])), "{events}");
 
     // Errors carry the CLI's codes.
-    let unknown = refused(
-        "restart",
-        &call(client, "restart", json!({"service": "nosuch"})).await,
-    );
+    let unknown = refused("restart", &call(client, "restart", json!({"service": "nosuch"})).await);
     assert_eq!(unknown["error"]["code"], "omnidev::unknown_service");
     assert_eq!(unknown["error"]["exit"], 2);
-    let range = refused(
-        "logs",
-        &call(client, "logs", json!({"service": "server", "lines": 0})).await,
-    );
+    let range =
+        refused("logs", &call(client, "logs", json!({"service": "server", "lines": 0})).await);
     assert_eq!(range["error"]["code"], "omnidev::mcp::argument");
 }
 
@@ -454,25 +361,17 @@ async fn logs_and_events_of_a_service_with_replicas_cover_every_replica() {
     let client = connect(&ctx, &[]).await;
     let mut seen = Vec::new();
     for _ in 0..100 {
-        seen = lines(&ok(
-            "logs",
-            &call(&client, "logs", json!({"service": "web"})).await,
-        ));
+        seen = lines(&ok("logs", &call(&client, "logs", json!({"service": "web"})).await));
         if seen.len() == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(seen, ["web.1 | copy", "web.2 | copy"]);
-    let events = ok(
-        "events",
-        &call(&client, "events", json!({"services": ["web"]})).await,
-    );
+    let events = ok("events", &call(&client, "events", json!({"services": ["web"]})).await);
     for replica in ["web.1", "web.2"] {
         assert!(
-            events
-                .to_string()
-                .contains(&format!("\"service\":\"{replica}\"")),
+            events.to_string().contains(&format!("\"service\":\"{replica}\"")),
             "{replica}: {events}"
         );
     }
@@ -489,36 +388,20 @@ async fn an_agent_snapshots_before_a_migration_and_restores_after_it() {
     ctx.sqlite_pod();
     ctx.sqlite("create table t(x); insert into t values (1), (2), (3);");
     let client = connect(&ctx, &[]).await;
-    let taken = ok(
-        "db_snapshot",
-        &call(&client, "db_snapshot", json!({"label": "before"})).await,
-    );
+    let taken = ok("db_snapshot", &call(&client, "db_snapshot", json!({"label": "before"})).await);
     assert!(
-        taken["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("snapshot lite/before: ")),
+        taken["message"].as_str().is_some_and(|m| m.starts_with("snapshot lite/before: ")),
         "{taken}"
     );
     ctx.sqlite("drop table t;");
-    let listed = ok(
-        "db_snapshots",
-        &call(&client, "db_snapshots", json!({})).await,
-    );
+    let listed = ok("db_snapshots", &call(&client, "db_snapshots", json!({})).await);
     assert_eq!(listed["snapshots"][0]["label"], "before", "{listed}");
     assert_eq!(listed["snapshots"][0]["engine"], "sqlite", "{listed}");
-    ok(
-        "db_restore",
-        &call(&client, "db_restore", json!({"label": "before"})).await,
-    );
+    ok("db_restore", &call(&client, "db_restore", json!({"label": "before"})).await);
     assert_eq!(ctx.sqlite("select sum(x) from t;"), "6");
-    let record = refused(
-        "db_restore",
-        &call(&client, "db_restore", json!({"label": "nope"})).await,
-    );
-    assert_eq!(
-        record["error"]["code"], "omnidev::pod::database_data",
-        "{record}"
-    );
+    let record =
+        refused("db_restore", &call(&client, "db_restore", json!({"label": "nope"})).await);
+    assert_eq!(record["error"]["code"], "omnidev::pod::database_data", "{record}");
     client.cancel().await.expect("close");
 }
 
@@ -534,12 +417,7 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     assert_eq!(status["error"]["exit"], 3);
     let up = refused("up", &call(&client, "up", json!({})).await);
     assert_eq!(up["error"]["code"], "omnidev::mcp::up_not_allowed");
-    assert!(
-        up["error"]["help"]
-            .as_str()
-            .is_some_and(|h| h.contains("--allow-up")),
-        "{up}"
-    );
+    assert!(up["error"]["help"].as_str().is_some_and(|h| h.contains("--allow-up")), "{up}");
     client.cancel().await.expect("close");
     // Nothing was started: no pod (exit 3).
     ctx.assert(&["status"]).code(3);
@@ -552,9 +430,8 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn omnidev mcp");
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
+    let lifecycle =
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
     let current = tokio::time::timeout(CALL, ().serve_with_lifecycle(transport, lifecycle))
         .await
         .expect("discovered in time")
@@ -581,18 +458,14 @@ async fn up_only_with_allow_up_and_no_pod_is_a_not_running_error() {
     // below would be refused as busy.
     for _ in 0..40 {
         let params = CallToolRequestParams::new("wait").with_arguments(
-            json!({"until": "exited", "timeout_secs": 900})
-                .as_object()
-                .expect("object")
-                .clone(),
+            json!({"until": "exited", "timeout_secs": 900}).as_object().expect("object").clone(),
         );
         let abandoned = tokio::time::timeout(Duration::from_millis(200), client.call_tool(params));
         if let Ok(answer) = abandoned.await {
             panic!("the services never exit, yet the wait was answered (busy?): {answer:?}");
         }
     }
-    ctx.assert(&["wait", "--ready", "--timeout", "60"])
-        .success();
+    ctx.assert(&["wait", "--ready", "--timeout", "60"]).success();
     client.cancel().await.expect("close");
     ctx.run_ok(&["stop"]);
 }
@@ -609,14 +482,9 @@ async fn two_servers_calling_up_at_once_both_answer_ok() {
          ready = { log = \"up\" }\ngrace-ms = 1000\n",
     );
     let _stop = ctx.stop_on_drop();
-    let (first, second) = tokio::join!(
-        connect(&ctx, &["--allow-up"]),
-        connect(&ctx, &["--allow-up"])
-    );
-    let (a, b) = tokio::join!(
-        call(&first, "up", json!({})),
-        call(&second, "up", json!({}))
-    );
+    let (first, second) =
+        tokio::join!(connect(&ctx, &["--allow-up"]), connect(&ctx, &["--allow-up"]));
+    let (a, b) = tokio::join!(call(&first, "up", json!({})), call(&second, "up", json!({})));
     let (a, b) = (ok("up", &a), ok("up", &b));
     for answer in [&a, &b] {
         assert_eq!(answer["ok"], true, "{answer}");
@@ -664,22 +532,13 @@ grace-ms = 1000
         .expect("initialize");
     let peer = client.peer().clone();
     let up = tokio::spawn(async move {
-        let params = CallToolRequestParams::new("up").with_arguments(
-            json!({"timeout_secs": 1800})
-                .as_object()
-                .expect("object")
-                .clone(),
-        );
+        let params = CallToolRequestParams::new("up")
+            .with_arguments(json!({"timeout_secs": 1800}).as_object().expect("object").clone());
         peer.call_tool(params).await
     });
     // The pod runs, its service not ready: `up` waits for it.
-    common::wait_for("the pod to run", CALL, || {
-        ctx.run(&["status"]).status.code() == Some(0)
-    });
-    assert!(
-        !up.is_finished(),
-        "up answered before its service was ready"
-    );
+    common::wait_for("the pod to run", CALL, || ctx.run(&["status"]).status.code() == Some(0));
+    assert!(!up.is_finished(), "up answered before its service was ready");
     let status = ctx.json(&["status", "--json"]);
     let pod = u32::try_from(status["pid"].as_u64().expect("the pod's pid")).expect("a pid");
     assert_eq!(
@@ -786,10 +645,8 @@ fn heavy_calls_take_turns_and_a_cancelled_one_gives_its_turn_back() {
         };
         requests.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
         if id < 12 {
-            requests.push(
-                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": id, "reason": "test"}}),
-            );
+            requests.push(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "test"}}));
         }
     }
     requests.push(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
@@ -834,9 +691,7 @@ fn events_carry_no_raw_control_a_service_printed() {
     );
     let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
-    common::wait_for("the hostile line", CALL, || {
-        ctx.run_ok(&["logs", "noisy"]).contains("end")
-    });
+    common::wait_for("the hostile line", CALL, || ctx.run_ok(&["logs", "noisy"]).contains("end"));
     let mut child = raw_server(&ctx, Stdio::null());
     let mut stdin = child.stdin.take().expect("stdin");
     let mut requests = handshake().to_vec();
@@ -907,10 +762,7 @@ fn events_carry_no_raw_control_a_service_printed() {
         assert!(!line.contains(c), "{c:?} raw in the log line {line:?}");
     }
     // The CLI's JSON: the same value, the same escapes.
-    for args in [
-        &["events", "--json", "--logs"][..],
-        &["logs", "noisy", "--json"],
-    ] {
+    for args in [&["events", "--json", "--logs"][..], &["logs", "noisy", "--json"]] {
         let out = ctx.run_ok(args);
         assert!(out.contains("end"), "{args:?}: {out}");
         for c in raw {
@@ -951,10 +803,7 @@ async fn tool_schemas_are_plain_json_schema_and_arguments_are_checked() {
         }
         if tool.name == "logs" {
             assert!(validator.is_valid(&json!({"service": "server", "lines": 3})));
-            for wrong in [
-                json!({"service": "server", "lines": 0}),
-                json!({"lines": 3}),
-            ] {
+            for wrong in [json!({"service": "server", "lines": 0}), json!({"lines": 3})] {
                 assert!(!validator.is_valid(&wrong), "{wrong}");
             }
             assert_eq!(
@@ -965,10 +814,8 @@ async fn tool_schemas_are_plain_json_schema_and_arguments_are_checked() {
         }
     }
     // `"3"` is taken as 3: the call gets as far as the pod (none ran).
-    let text = refused(
-        "logs",
-        &call(&client, "logs", json!({"service": "server", "lines": "3"})).await,
-    );
+    let text =
+        refused("logs", &call(&client, "logs", json!({"service": "server", "lines": "3"})).await);
     assert_ne!(text["error"]["code"], "omnidev::mcp::argument", "{text}");
     for (arguments, said) in [
         (
@@ -984,16 +831,9 @@ async fn tool_schemas_are_plain_json_schema_and_arguments_are_checked() {
             "`services` is \"db\"; it must be an array of at most 64 strings",
         ),
     ] {
-        let name = if arguments["until"].is_null() {
-            "logs"
-        } else {
-            "wait"
-        };
+        let name = if arguments["until"].is_null() { "logs" } else { "wait" };
         let record = refused(name, &call(&client, name, arguments).await);
-        assert_eq!(
-            record["error"]["code"], "omnidev::mcp::argument",
-            "{record}"
-        );
+        assert_eq!(record["error"]["code"], "omnidev::mcp::argument", "{record}");
         assert_eq!(record["error"]["message"], said, "{record}");
     }
     client.cancel().await.expect("close");
@@ -1051,19 +891,11 @@ fn bad_lines_get_json_rpc_errors_and_block_nothing() {
         answers.push(message);
     }
     let code = |id: Value| -> Vec<Value> {
-        answers
-            .iter()
-            .filter(|a| a["id"] == id)
-            .map(|a| a["error"]["code"].clone())
-            .collect()
+        answers.iter().filter(|a| a["id"] == id).map(|a| a["error"]["code"].clone()).collect()
     };
     assert_eq!(code(json!(1)), [Value::Null], "{answers:#?}");
     assert_eq!(code(json!(6)), [Value::Null], "{answers:#?}");
-    assert_eq!(
-        code(Value::Null),
-        [json!(-32700), json!(-32600)],
-        "{answers:#?}"
-    );
+    assert_eq!(code(Value::Null), [json!(-32700), json!(-32600)], "{answers:#?}");
     assert_eq!(code(json!(2)), [json!(-32602)], "{answers:#?}");
     assert_eq!(code(json!(3)), [json!(-32602)], "{answers:#?}");
     assert_eq!(code(json!(4)), [json!(-32601)], "{answers:#?}");

@@ -41,10 +41,7 @@ fn planted_links_in_a_pod_are_refused_and_their_targets_untouched() {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&victim, &link).expect("symlink");
         ctx.assert(args).code(1).stderr(contains("symbolic link"));
-        assert_eq!(
-            std::fs::read_to_string(&victim).expect("victim"),
-            "precious\n"
-        );
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "precious\n");
         std::fs::remove_file(&link).expect("rm");
     };
     // The lock's target was truncated and got the pid; the detached log's
@@ -66,10 +63,7 @@ fn a_directory_without_the_pod_identity_is_never_removed() {
     }
     let nothing = ctx.root.join("nothing-skipped");
     let before = listing(&dir, &nothing);
-    for args in [
-        &["clean", "--pod-dir"][..],
-        &["up", "--headless", "--clean", "--pod-dir"],
-    ] {
+    for args in [&["clean", "--pod-dir"][..], &["up", "--headless", "--clean", "--pod-dir"]] {
         // 2: a `--pod-dir` that is not a pod (docs/control.md, exit codes).
         ctx.cmd().args(args).arg(&dir).assert().code(2).stderr(
             contains(format!("{} is not an omnidev pod", dir.display()))
@@ -87,12 +81,8 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
     ctx.run_ok(&["up", "--detach"]);
     let pod = ctx.pod_dir().expect("pod");
     let copy = ctx.root.join("copy");
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(&pod)
-        .arg(&copy)
-        .status()
-        .expect("cp");
+    let status =
+        std::process::Command::new("cp").arg("-a").arg(&pod).arg(&copy).status().expect("cp");
     assert!(status.success());
     let original_pid = |ctx: &TestContext| -> serde_json::Value {
         let status = ctx.json(&["status", "--json"]);
@@ -105,20 +95,13 @@ fn cleaning_a_copy_of_a_running_pod_leaves_the_original_answering() {
     let copy_arg = copy.to_str().expect("utf-8").to_owned();
     let _stop_copy = ctx.stop_on_drop_with(["--pod-dir", copy_arg.as_str()]);
     ctx.run_ok(&["up", "--detach", "--pod-dir", &copy_arg]);
-    assert_eq!(
-        original_pid(&ctx),
-        before,
-        "the original's service was touched"
-    );
+    assert_eq!(original_pid(&ctx), before, "the original's service was touched");
     ctx.run_ok(&["stop", "--pod-dir", &copy_arg]);
     assert_eq!(original_pid(&ctx), before);
     // And cleaned as a copy again.
     let status = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!(
-            "rm -rf '{copy_arg}' && cp -a '{}' '{copy_arg}'",
-            pod.display()
-        ))
+        .arg(format!("rm -rf '{copy_arg}' && cp -a '{}' '{copy_arg}'", pod.display()))
         .status()
         .expect("cp");
     assert!(status.success());
@@ -146,9 +129,7 @@ fn a_corrupt_registry_stops_up_with_its_name_and_is_left_as_it_was() {
     std::fs::create_dir_all(registry.parent().expect("parent")).expect("mkdir");
     let corrupt = "pods = [\"/home/someone/.cache/omnidev/app-1\"\n";
     std::fs::write(&registry, corrupt).expect("write");
-    ctx.assert(&["up", "--headless"])
-        .code(1)
-        .stderr(contains(registry.display().to_string()));
+    ctx.assert(&["up", "--headless"]).code(1).stderr(contains(registry.display().to_string()));
     assert_eq!(std::fs::read_to_string(&registry).expect("read"), corrupt);
 }
 
@@ -161,19 +142,9 @@ fn a_cache_root_that_cannot_be_read_is_an_error_not_a_stopped_pod() {
     // mode 000 directory, so that is no test under CI's root).
     let blocked = ctx.root.join("blocked");
     std::fs::write(&blocked, "not a directory\n").expect("write");
-    for args in [
-        &["stop"][..],
-        &["status"],
-        &["status", "--json"],
-        &["clean"],
-    ] {
+    for args in [&["stop"][..], &["status"], &["status", "--json"], &["clean"]] {
         // 1: omnidev could not do what was asked; never 0 or 3 (not running).
-        let assert = ctx
-            .cmd()
-            .args(args)
-            .env("XDG_CACHE_HOME", &blocked)
-            .assert()
-            .code(1);
+        let assert = ctx.cmd().args(args).env("XDG_CACHE_HOME", &blocked).assert().code(1);
         // Said on stderr, or on stdout as the one JSON error record.
         let output = assert.get_output();
         let text = format!(
@@ -181,10 +152,7 @@ fn a_cache_root_that_cannot_be_read_is_an_error_not_a_stopped_pod() {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        assert!(
-            text.contains(&blocked.display().to_string()),
-            "{args:?}: {text}"
-        );
+        assert!(text.contains(&blocked.display().to_string()), "{args:?}: {text}");
         assert!(
             !text.contains("not running") && !text.contains("does not exist"),
             "{args:?}: {text}"
@@ -217,14 +185,8 @@ fn the_detached_log_survives_the_next_detach_and_rotates_by_size() {
     let second = pod.join("logs/omnidev.log.2");
     // The first run's log is kept, one generation up; then the second
     // run's output rotates once past 10 MiB.
-    wait_for("the second run's log to rotate", DEADLINE, || {
-        std::fs::metadata(&second).is_ok()
-    });
-    assert!(
-        std::fs::read_to_string(&second)
-            .expect("read")
-            .contains("first-run")
-    );
+    wait_for("the second run's log to rotate", DEADLINE, || std::fs::metadata(&second).is_ok());
+    assert!(std::fs::read_to_string(&second).expect("read").contains("first-run"));
     // Rotated before the line that would not fit: full to within a line,
     // never over.
     let rotated = std::fs::read_to_string(&first).expect("read");
@@ -247,21 +209,10 @@ fn a_checkout_with_a_very_long_name_gets_a_pod() {
     let repo = ctx.root.join("r".repeat(250));
     std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
     std::fs::write(repo.join("omnidev.toml"), ONCE).expect("write");
-    ctx.cmd()
-        .current_dir(&repo)
-        .args(["up", "--headless"])
-        .assert()
-        .success();
+    ctx.cmd().current_dir(&repo).args(["up", "--headless"]).assert().success();
     let pod = ctx.pod_dir().expect("pod");
-    let name = pod
-        .file_name()
-        .expect("name")
-        .to_string_lossy()
-        .into_owned();
-    assert!(
-        name.starts_with(&"r".repeat(64)) && name.len() == 64 + 9,
-        "{name}"
-    );
+    let name = pod.file_name().expect("name").to_string_lossy().into_owned();
+    assert!(name.starts_with(&"r".repeat(64)) && name.len() == 64 + 9, "{name}");
     assert!(pod.join("logs/ok.log").is_file());
 }
 
@@ -296,8 +247,7 @@ fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_port
     let pod_of = |name: &str| {
         pods.iter()
             .find(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{name}-")))
+                p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{name}-")))
             })
             .cloned()
             .unwrap_or_else(|| panic!("no pod for {name} in {pods:?}"))
@@ -308,11 +258,8 @@ fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_port
     // too: not a pod, never touched.
     let foreign = ctx.cache_root().join("notes");
     std::fs::create_dir_all(&foreign).expect("mkdir");
-    std::fs::write(
-        foreign.join("pod.toml"),
-        "repo = \"/nowhere\"\nnot = \"ours\"\n",
-    )
-    .expect("write");
+    std::fs::write(foreign.join("pod.toml"), "repo = \"/nowhere\"\nnot = \"ours\"\n")
+        .expect("write");
     std::fs::remove_dir_all(&gone).expect("delete a checkout");
     std::fs::remove_dir_all(&running).expect("delete a running pod's checkout");
     assert!(registry(&ctx).contains(&gone_pod.display().to_string()));
@@ -325,30 +272,14 @@ fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_port
     let before = listing(&ctx.cache_root(), &nothing);
     let registry_before = registry(&ctx);
     let text = ctx.run_ok(&["gc", "--dry-run"]);
-    assert!(
-        text.contains(&format!("would remove {}", gone_pod.display())),
-        "{text}"
-    );
-    assert_eq!(
-        listing(&ctx.cache_root(), &nothing),
-        before,
-        "--dry-run changed nothing"
-    );
+    assert!(text.contains(&format!("would remove {}", gone_pod.display())), "{text}");
+    assert_eq!(listing(&ctx.cache_root(), &nothing), before, "--dry-run changed nothing");
     assert_eq!(registry(&ctx), registry_before);
 
     let text = ctx.run_ok(&["gc"]);
-    assert!(
-        text.contains(&format!("removed  {}", gone_pod.display())),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("omnidev stop --pod-dir {}", running_pod.display())),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("kept     {}: its checkout", kept_pod.display())),
-        "{text}"
-    );
+    assert!(text.contains(&format!("removed  {}", gone_pod.display())), "{text}");
+    assert!(text.contains(&format!("omnidev stop --pod-dir {}", running_pod.display())), "{text}");
+    assert!(text.contains(&format!("kept     {}: its checkout", kept_pod.display())), "{text}");
     assert!(!gone_pod.exists());
     assert!(kept_pod.join("pod.toml").is_file() && running_pod.join("pod.toml").is_file());
     assert_eq!(
@@ -359,24 +290,14 @@ fn gc_removes_exactly_the_stopped_pods_of_deleted_checkouts_and_frees_their_port
     let after = registry(&ctx);
     assert!(!after.contains(&gone_pod.display().to_string()), "{after}");
     assert!(after.contains(&kept_pod.display().to_string()), "{after}");
-    assert!(
-        after.contains(&running_pod.display().to_string()),
-        "{after}"
-    );
+    assert!(after.contains(&running_pod.display().to_string()), "{after}");
     // The running pod still runs and answers.
-    let status = ctx.run_ok(&[
-        "status",
-        "--json",
-        "--pod-dir",
-        running_pod.to_str().expect("utf-8"),
-    ]);
+    let status =
+        ctx.run_ok(&["status", "--json", "--pod-dir", running_pod.to_str().expect("utf-8")]);
     assert!(status.contains("\"control\": true"), "{status}");
     ctx.run_ok(&["stop", "--pod-dir", running_pod.to_str().expect("utf-8")]);
     let text = ctx.run_ok(&["gc"]);
-    assert!(
-        text.contains(&format!("removed  {}", running_pod.display())),
-        "{text}"
-    );
+    assert!(text.contains(&format!("removed  {}", running_pod.display())), "{text}");
     assert!(!running_pod.exists());
 }
 

@@ -14,20 +14,14 @@ use omnidev_pod::profile::{
 use serde_json::Value;
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf()
 }
 
 fn validator() -> jsonschema::Validator {
     let text = std::fs::read_to_string(workspace().join("docs/omnidev.schema.json"))
         .expect("read the schema");
     let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
-    assert_eq!(
-        schema["$schema"],
-        "https://json-schema.org/draft/2020-12/schema"
-    );
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
     jsonschema::validator_for(&schema).expect("a valid JSON Schema")
 }
 
@@ -38,10 +32,7 @@ fn json(text: &str) -> Value {
 }
 
 fn errors(validator: &jsonschema::Validator, text: &str) -> Vec<String> {
-    validator
-        .iter_errors(&json(text))
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
+    validator.iter_errors(&json(text)).map(|e| format!("{} at {}", e, e.instance_path())).collect()
 }
 
 fn assert_valid(validator: &jsonschema::Validator, what: &str, text: &str) {
@@ -67,11 +58,7 @@ fn profiles_under(dir: &Path, found: &mut Vec<PathBuf>) {
 #[test]
 fn the_shipped_and_written_profiles_follow_the_schema() {
     let validator = validator();
-    assert_valid(
-        &validator,
-        "embedded",
-        omnidev_pod::profile::OMNIGENT_PROFILE,
-    );
+    assert_valid(&validator, "embedded", omnidev_pod::profile::OMNIGENT_PROFILE);
     let mut files = Vec::new();
     for dir in ["omnidev-cli/tests/fixtures", "examples", "tests/fixtures"] {
         profiles_under(&workspace().join(dir), &mut files);
@@ -96,20 +83,13 @@ fn the_shipped_and_written_profiles_follow_the_schema() {
     let names = ["release", "web", "worker"].map(String::from);
     let wiring = omnidev_pod::init::wiring::Wiring::of(app.path(), &names);
     assert_eq!(wiring.databases.len(), 2, "{wiring:?}");
-    let layout = omnidev_pod::init::Layout {
-        wiring,
-        ..omnidev_pod::init::Layout::default()
-    };
+    let layout = omnidev_pod::init::Layout { wiring, ..omnidev_pod::init::Layout::default() };
     assert_valid(
         &validator,
         "init, generic",
         &omnidev_pod::init::generic(&omnidev_pod::init::Layout::default()),
     );
-    assert_valid(
-        &validator,
-        "init, generic with databases",
-        &omnidev_pod::init::generic(&layout),
-    );
+    assert_valid(&validator, "init, generic with databases", &omnidev_pod::init::generic(&layout));
     let processes = omnidev_pod::init::parse_procfile(
         "release: ./migrate\nweb: ./web --port $PORT\nworker: ./work\n",
         "Procfile".as_ref(),
@@ -147,10 +127,7 @@ fn unknown_keys_and_wrong_words_are_rejected() {
         "[ports]\nweb = 70000\n",
         "[services.Web]\ncommand = [\"true\"]\n",
     ] {
-        assert!(
-            !errors(&validator, bad).is_empty(),
-            "the schema accepts:\n{bad}"
-        );
+        assert!(!errors(&validator, bad).is_empty(), "the schema accepts:\n{bad}");
     }
 }
 
@@ -179,12 +156,9 @@ fn everything() -> Profile {
         cwd: Some(".".into()),
         env: [("A".to_owned(), "b".to_owned())].into_iter().collect(),
         env_files: strings(&["web.env"]),
-        depends_on: [
-            ("db".to_owned(), Condition::Ready),
-            ("cache".to_owned(), Condition::Started),
-        ]
-        .into_iter()
-        .collect(),
+        depends_on: [("db".to_owned(), Condition::Ready), ("cache".to_owned(), Condition::Started)]
+            .into_iter()
+            .collect(),
         restart: Some(RestartPolicy::OnFailure),
         stop_signal: Some("SIGINT".into()),
         grace_ms: Some(2000),
@@ -207,9 +181,7 @@ fn everything() -> Profile {
         ..Service::default()
     };
     let mut profile = Profile::default();
-    profile.repo = RepoSection {
-        markers: strings(&["src"]),
-    };
+    profile.repo = RepoSection { markers: strings(&["src"]) };
     profile.pod = PodSection {
         dirs: strings(&["data"]),
         env_files: strings(&[".env"]),
@@ -219,28 +191,13 @@ fn everything() -> Profile {
         memory_max: Some(2 << 30),
         cpu_max: Some(200),
     };
-    profile.lan_origins = Some(LanOrigins {
-        env: "ORIGINS".into(),
-        port: "web".into(),
-    });
-    profile.links.insert(
-        "backend".into(),
-        Link {
-            checkout: "../backend".into(),
-        },
-    );
-    profile.seed = vec![Seed {
-        from: strings(&["{env.HOME}/a"]),
-        to: "a".into(),
-    }];
-    profile.watch = WatchSection {
-        debounce_ms: Some(50),
-    };
+    profile.lan_origins = Some(LanOrigins { env: "ORIGINS".into(), port: "web".into() });
+    profile.links.insert("backend".into(), Link { checkout: "../backend".into() });
+    profile.seed = vec![Seed { from: strings(&["{env.HOME}/a"]), to: "a".into() }];
+    profile.watch = WatchSection { debounce_ms: Some(50) };
     profile.ports.insert("web".into(), 8000);
     profile.env.insert("X".into(), "y".into());
-    profile
-        .urls
-        .insert("docs".into(), Url::Plain("http://localhost:1".into()));
+    profile.urls.insert("docs".into(), Url::Plain("http://localhost:1".into()));
     profile.urls.insert(
         "web".into(),
         Url::Service(ServiceUrl {
@@ -249,29 +206,19 @@ fn everything() -> Profile {
         }),
     );
     profile.services.insert("web".into(), web);
-    profile.services.insert(
-        "db".into(),
-        probe(Ready {
-            tcp: Some("127.0.0.1:1".into()),
-            ..Ready::default()
-        }),
-    );
+    profile
+        .services
+        .insert("db".into(), probe(Ready { tcp: Some("127.0.0.1:1".into()), ..Ready::default() }));
     profile.services.insert(
         "cache".into(),
-        probe(Ready {
-            command: Some(strings(&["true"])),
-            ..Ready::default()
-        }),
+        probe(Ready { command: Some(strings(&["true"])), ..Ready::default() }),
     );
     profile.services.insert(
         "logger".into(),
         Service {
             script: Some("dev".into()),
             restart: Some(RestartPolicy::Never),
-            ready: Some(Ready {
-                log: Some("^up$".into()),
-                ..Ready::default()
-            }),
+            ready: Some(Ready { log: Some("^up$".into()), ..Ready::default() }),
             ..Service::default()
         },
     );
@@ -317,23 +264,14 @@ fn every_key_the_parser_accepts_is_in_the_schema() {
     // …and the schema knows every one of them.
     assert_valid(&validator, "every key", &text);
     let value = json(&text);
-    let mut top: Vec<&str> = value
-        .as_object()
-        .expect("table")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let mut top: Vec<&str> = value.as_object().expect("table").keys().map(String::as_str).collect();
     top.sort_unstable();
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(workspace().join("docs/omnidev.schema.json")).expect("read"),
     )
     .expect("JSON");
-    let mut known: Vec<&str> = schema["properties"]
-        .as_object()
-        .expect("properties")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let mut known: Vec<&str> =
+        schema["properties"].as_object().expect("properties").keys().map(String::as_str).collect();
     known.sort_unstable();
     // Every top-level table is set, so none of them goes unchecked.
     assert_eq!(top, known, "{text}");

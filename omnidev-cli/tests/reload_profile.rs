@@ -26,20 +26,14 @@ fn pid_of(status: &Value, name: &str) -> Option<i64> {
 }
 
 fn of_kind(records: &[Value], kind: &str) -> Vec<Value> {
-    records
-        .iter()
-        .filter(|r| r["kind"] == kind)
-        .cloned()
-        .collect()
+    records.iter().filter(|r| r["kind"] == kind).cloned().collect()
 }
 
 /// Waits for the `n`th `profile-changed` record and returns it.
 fn nth_change(ctx: &TestContext, n: usize) -> Value {
     let mut found = None;
     wait_for(&format!("profile-changed record #{n}"), DEADLINE, || {
-        found = of_kind(&ctx.records(), "profile-changed")
-            .into_iter()
-            .nth(n - 1);
+        found = of_kind(&ctx.records(), "profile-changed").into_iter().nth(n - 1);
         found.is_some()
     });
     found.expect("found")
@@ -57,10 +51,7 @@ fn save(path: &Path, text: &str) {
 /// Runs `omnidev reload-profile --json`, which must exit `code`; its
 /// output.
 fn reload(ctx: &TestContext, code: i32) -> Output {
-    ctx.assert(&["reload-profile", "--json"])
-        .code(code)
-        .get_output()
-        .clone()
+    ctx.assert(&["reload-profile", "--json"]).code(code).get_output().clone()
 }
 
 fn report(output: &Output) -> Value {
@@ -99,24 +90,13 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     assert_eq!(pid_of(&unchanged, "api"), Some(api), "{unchanged}");
 
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["restarted"],
-        serde_json::json!(["api"]),
-        "{applied}"
-    );
+    assert_eq!(applied["restarted"], serde_json::json!(["api"]), "{applied}");
     assert_eq!(applied["started"], serde_json::json!([]), "{applied}");
-    assert_eq!(
-        applied["message"], "applied omnidev.toml: restarted api",
-        "{applied}"
-    );
+    assert_eq!(applied["message"], "applied omnidev.toml: restarted api", "{applied}");
     let after = status(&ctx);
     let api2 = pid_of(&after, "api").expect("api runs again");
     assert_ne!(api2, api, "{after}");
-    assert_eq!(
-        pid_of(&after, "web"),
-        Some(web),
-        "web keeps its process: {after}"
-    );
+    assert_eq!(pid_of(&after, "web"), Some(web), "web keeps its process: {after}");
     let log = ctx.run_ok(&["logs", "api", "-n", "1"]);
     assert_eq!(log.trim(), "api v2");
     // Only the save's notice came before the apply.
@@ -131,11 +111,7 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     let change = nth_change(&ctx, 2);
     assert_eq!(change["added"], serde_json::json!(["worker"]), "{change}");
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["started"],
-        serde_json::json!(["worker"]),
-        "{applied}"
-    );
+    assert_eq!(applied["started"], serde_json::json!(["worker"]), "{applied}");
     assert_eq!(applied["restarted"], serde_json::json!([]), "{applied}");
     let after = status(&ctx);
     assert!(pid_of(&after, "worker").is_some(), "{after}");
@@ -149,23 +125,14 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     save(&file, &profile("v2", ""));
     nth_change(&ctx, 3);
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["stopped"],
-        serde_json::json!(["worker"]),
-        "{applied}"
-    );
+    assert_eq!(applied["stopped"], serde_json::json!(["worker"]), "{applied}");
     // The answer can come while the removed service is still stopping
     // (seen on a busy machine: `stopping pid N: removed from the profile`).
-    wait_for("worker to have stopped", DEADLINE, || {
-        pid_of(&status(&ctx), "worker").is_none()
-    });
+    wait_for("worker to have stopped", DEADLINE, || pid_of(&status(&ctx), "worker").is_none());
     let after = status(&ctx);
     // A removed service stays listed.
     let worker = service(&after, "worker");
-    assert_eq!(
-        worker["detail"], "stopped: removed from the profile",
-        "{after}"
-    );
+    assert_eq!(worker["detail"], "stopped: removed from the profile", "{after}");
     assert_eq!(pid_of(&after, "web"), Some(web), "{after}");
     ctx.assert(&["restart", "worker"]).code(2);
 
@@ -175,15 +142,9 @@ fn a_changed_profile_is_noticed_once_and_applied_to_the_changed_service_only() {
     save(&file, &profile("v3", ""));
     nth_change(&ctx, 4);
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["kept-stopped"],
-        serde_json::json!(["api"]),
-        "{applied}"
-    );
+    assert_eq!(applied["kept-stopped"], serde_json::json!(["api"]), "{applied}");
     assert_eq!(pid_of(&status(&ctx), "api"), None);
-    let event = of_kind(&ctx.records(), "profile-applied")
-        .pop()
-        .expect("event");
+    let event = of_kind(&ctx.records(), "profile-applied").pop().expect("event");
     assert_eq!(event["kept-stopped"], applied["kept-stopped"], "{event}");
     assert_eq!(event["message"], applied["message"], "{event}");
 }
@@ -201,22 +162,14 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
     save(&file, &broken);
     let invalid = nth_change(&ctx, 1);
     let error = invalid["error"].as_str().expect("an error");
-    assert!(
-        error.contains("omnidev.toml:5:1: unknown field `retsart`"),
-        "{invalid}"
-    );
+    assert!(error.contains("omnidev.toml:5:1: unknown field `retsart`"), "{invalid}");
     let message = invalid["message"].as_str().expect("message");
-    assert!(
-        message.starts_with("omnidev.toml changed but cannot be applied: "),
-        "{message}"
-    );
+    assert!(message.starts_with("omnidev.toml changed but cannot be applied: "), "{message}");
     assert!(message.contains("the pod runs on"), "{message}");
 
     ctx.assert(&["reload-profile"])
         .code(2)
-        .stderr(predicates::str::contains(
-            "omnidev.toml:5:1: unknown field `retsart`",
-        ));
+        .stderr(predicates::str::contains("omnidev.toml:5:1: unknown field `retsart`"));
     let running = status(&ctx);
     assert_eq!(running["running"], true, "{running}");
     assert_eq!(pid_of(&running, "api"), Some(api), "{running}");
@@ -228,11 +181,7 @@ fn an_invalid_profile_is_noticed_with_its_place_and_refused_and_the_pod_runs_on(
     assert!(fixed.get("error").is_none(), "{fixed}");
     assert_eq!(fixed["changed"], serde_json::json!(["api"]), "{fixed}");
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["restarted"],
-        serde_json::json!(["api"]),
-        "{applied}"
-    );
+    assert_eq!(applied["restarted"], serde_json::json!(["api"]), "{applied}");
 }
 
 /// A profile left without services (one bad save by an agent) is refused
@@ -248,12 +197,8 @@ fn a_profile_without_services_is_refused_as_up_refuses_it() {
 
     save(&file, "# every service deleted\n[ports]\n");
     let said = "no service left to run: the profile defines no service";
-    ctx.assert(&["profile", "check"])
-        .code(1)
-        .stderr(predicates::str::contains(said));
-    ctx.assert(&["reload-profile"])
-        .code(2)
-        .stderr(predicates::str::contains(said));
+    ctx.assert(&["profile", "check"]).code(1).stderr(predicates::str::contains(said));
+    ctx.assert(&["reload-profile"]).code(2).stderr(predicates::str::contains(said));
     let after = status(&ctx);
     assert_eq!(after["running"], true, "{after}");
     assert_eq!(pid_of(&after, "api"), Some(api), "{after}");
@@ -263,9 +208,7 @@ fn a_profile_without_services_is_refused_as_up_refuses_it() {
 
 /// The descriptors the supervisor process `pid` holds.
 fn descriptors(pid: i64) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .expect("the supervisor's descriptors")
-        .count()
+    std::fs::read_dir(format!("/proc/{pid}/fd")).expect("the supervisor's descriptors").count()
 }
 
 /// Services added by `reload-profile` and removed by the next one give
@@ -291,27 +234,15 @@ fn services_added_and_removed_leave_no_descriptor_behind() {
         }
         save(&file, &grown);
         let added = report(&reload(&ctx, 0));
-        assert_eq!(
-            added["started"].as_array().map(Vec::len),
-            Some(ADDED),
-            "{added}"
-        );
+        assert_eq!(added["started"].as_array().map(Vec::len), Some(ADDED), "{added}");
         save(&file, base);
         let removed = report(&reload(&ctx, 0));
-        assert_eq!(
-            removed["stopped"].as_array().map(Vec::len),
-            Some(ADDED),
-            "{removed}"
-        );
+        assert_eq!(removed["stopped"].as_array().map(Vec::len), Some(ADDED), "{removed}");
         let mut now = 0;
-        wait_for(
-            &format!("round {round}: the descriptors back to {before}"),
-            DEADLINE,
-            || {
-                now = descriptors(supervisor);
-                now <= before
-            },
-        );
+        wait_for(&format!("round {round}: the descriptors back to {before}"), DEADLINE, || {
+            now = descriptors(supervisor);
+            now <= before
+        });
     }
     let running = status(&ctx);
     assert!(pid_of(&running, "web").is_some(), "{running}");
@@ -328,10 +259,7 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     let api = pid_of(&status(&ctx), "api").expect("api runs");
     let error_of = |n| {
         let change = nth_change(&ctx, n);
-        change["error"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no error in {change}"))
-            .to_owned()
+        change["error"].as_str().unwrap_or_else(|| panic!("no error in {change}")).to_owned()
     };
 
     // 2 MiB of comments: refused without reading it all.
@@ -350,19 +278,13 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     };
     link(&fifo);
     let error = error_of(2);
-    assert!(
-        error.contains(&format!("{}: it is not a regular file", fifo.display())),
-        "{error}"
-    );
+    assert!(error.contains(&format!("{}: it is not a regular file", fifo.display())), "{error}");
 
     // A link to a directory.
     link(&elsewhere);
     let error = error_of(3);
     assert!(
-        error.contains(&format!(
-            "{}: it is not a regular file",
-            elsewhere.display()
-        )),
+        error.contains(&format!("{}: it is not a regular file", elsewhere.display())),
         "{error}"
     );
 
@@ -373,13 +295,7 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     link(&kept);
     let change = nth_change(&ctx, 4);
     assert_eq!(change["changed"], serde_json::json!(["api"]), "{change}");
-    save(
-        &kept,
-        &profile(
-            "v3",
-            "\n[services.worker]\ncommand = [\"sleep\", \"1000\"]\n",
-        ),
-    );
+    save(&kept, &profile("v3", "\n[services.worker]\ncommand = [\"sleep\", \"1000\"]\n"));
     let change = nth_change(&ctx, 5);
     assert_eq!(change["added"], serde_json::json!(["worker"]), "{change}");
 
@@ -387,27 +303,15 @@ fn hostile_profile_files_are_notices_and_a_link_is_followed() {
     assert_eq!(running["running"], true, "{running}");
     assert_eq!(pid_of(&running, "api"), Some(api), "{running}");
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["restarted"],
-        serde_json::json!(["api"]),
-        "{applied}"
-    );
-    assert_eq!(
-        applied["started"],
-        serde_json::json!(["worker"]),
-        "{applied}"
-    );
+    assert_eq!(applied["restarted"], serde_json::json!(["api"]), "{applied}");
+    assert_eq!(applied["started"], serde_json::json!(["worker"]), "{applied}");
 }
 
 /// The port `web` has in `status`, and one of `bases` that is not it (a
 /// busy base is probed up) for the profile to move web's base to.
 fn web_port_and_another(status: &Value, bases: &[u16]) -> (u64, u16) {
     let port = status["ports"]["web"].as_u64().expect("web's port");
-    let other = bases
-        .iter()
-        .copied()
-        .find(|&b| u64::from(b) != port)
-        .expect("another base");
+    let other = bases.iter().copied().find(|&b| u64::from(b) != port).expect("another base");
     (port, other)
 }
 
@@ -453,11 +357,7 @@ grace-ms = 1000
     );
 
     let applied = report(&reload(&ctx, 0));
-    assert_eq!(
-        applied["restarted"],
-        serde_json::json!(["web"]),
-        "{applied}"
-    );
+    assert_eq!(applied["restarted"], serde_json::json!(["web"]), "{applied}");
     let after = status(&ctx);
     let moved = after["ports"]["web"].as_u64().expect("web's port");
     assert!(moved >= u64::from(base) && moved != port, "{after}");
@@ -539,11 +439,8 @@ fn an_added_replica_its_dependent_waits_for_is_answered_once_ready() {
     ctx.run_ok(&["up", "--detach"]);
     save(&file, &text(3));
     let started = std::time::Instant::now();
-    let output = ctx
-        .assert(&["reload-profile", "--json", "--timeout", "30"])
-        .code(0)
-        .get_output()
-        .clone();
+    let output =
+        ctx.assert(&["reload-profile", "--json", "--timeout", "30"]).code(0).get_output().clone();
     let report = report(&output);
     assert_eq!(report["started"], serde_json::json!(["web.3"]), "{report}");
     assert!(started.elapsed() < Duration::from_secs(25), "{report}");
@@ -576,11 +473,7 @@ fn scaling_down_stops_only_the_replicas_that_go() {
     let (one, two) = (pid(&before, "web.1"), pid(&before, "web.2"));
     save(&file, &text(1));
     let report = report(&reload(&ctx, 0));
-    assert_eq!(
-        report["stopped"],
-        serde_json::json!(["web.2", "web.3"]),
-        "{report}"
-    );
+    assert_eq!(report["stopped"], serde_json::json!(["web.2", "web.3"]), "{report}");
     assert_eq!(report["restarted"], serde_json::json!([]), "{report}");
     assert_eq!(pid(&report["status"], "web.1"), one, "web.1 kept: {report}");
     assert!(alive(one as i32), "{report}");
@@ -597,11 +490,7 @@ fn profile_check_up_and_reload_agree_on_every_profile() {
     let root = nix::unistd::geteuid().is_root();
     let cases: &[(&str, String, bool)] = &[
         ("a good profile", good.to_owned(), true),
-        (
-            "an unknown key",
-            format!("{good}retsart = \"never\"\n"),
-            false,
-        ),
+        ("an unknown key", format!("{good}retsart = \"never\"\n"), false),
         (
             "a dependency loop",
             "[services.a]\ncommand = [\"sleep\", \"300\"]\ndepends-on = { b = \"ready\" }\n\
@@ -614,11 +503,7 @@ fn profile_check_up_and_reload_agree_on_every_profile() {
             "[services.api]\ncommand = [\"sleep\", \"{port.nope}\"]\n".to_owned(),
             false,
         ),
-        (
-            "a missing repo marker",
-            format!("[repo]\nmarkers = [\"not-here\"]\n\n{good}"),
-            false,
-        ),
+        ("a missing repo marker", format!("[repo]\nmarkers = [\"not-here\"]\n\n{good}"), false),
         (
             "a package.json that does not parse",
             "[services.web]\nscript = \"dev\"\ncwd = \"web\"\n".to_owned(),

@@ -99,58 +99,28 @@ grace-ms = 1000
     // while it follows the pod: the same, measured anew.
     let close = |what: &str, shown: u64| {
         let procs = proc_rss(pid);
-        assert!(
-            shown.abs_diff(procs) * 10 <= procs,
-            "{what} {shown} bytes, /proc {procs}"
-        );
+        assert!(shown.abs_diff(procs) * 10 <= procs, "{what} {shown} bytes, /proc {procs}");
     };
     let mcp = mcp_status(&ctx);
-    close(
-        "MCP",
-        service(&mcp, "hog")["usage"]["rss-bytes"]
-            .as_u64()
-            .expect("MCP's usage"),
-    );
+    close("MCP", service(&mcp, "hog")["usage"]["rss-bytes"].as_u64().expect("MCP's usage"));
     let told = ctx.dashboard_told(&status, "usage", |_| true);
-    close(
-        "the dashboard",
-        told["services"]["hog"]["of"]["rss-bytes"]
-            .as_u64()
-            .expect("usage"),
-    );
-    assert!(
-        told["text"].as_str().is_some_and(|t| t.contains(" MiB, ")),
-        "{told}"
-    );
+    close("the dashboard", told["services"]["hog"]["of"]["rss-bytes"].as_u64().expect("usage"));
+    assert!(told["text"].as_str().is_some_and(|t| t.contains(" MiB, ")), "{told}");
     // `ls` asks each running pod: this one's, and the machine's total.
     let listed = ctx.json(&["ls", "--json"]);
     let pod = &listed["pods"][0];
     let held = pod["usage"]["rss-bytes"].as_u64().expect("the pod's usage");
     assert!(held >= 200 * 1024 * 1024, "{listed}");
-    assert_eq!(
-        listed["usage"]["rss-bytes"].as_u64(),
-        Some(held),
-        "{listed}"
-    );
+    assert_eq!(listed["usage"]["rss-bytes"].as_u64(), Some(held), "{listed}");
     // Its age, and when something last happened in it (the hog's line).
     let (started, active) = (&pod["started-at"], &pod["last-activity"]);
-    let (started, active) = (
-        started.as_str().expect("started-at"),
-        active.as_str().expect("last-activity"),
-    );
-    assert!(
-        started <= active && active.len() == started.len(),
-        "{listed}"
-    );
+    let (started, active) =
+        (started.as_str().expect("started-at"), active.as_str().expect("last-activity"));
+    assert!(started <= active && active.len() == started.len(), "{listed}");
     assert_eq!(status["started-at"], pod["started-at"], "{status}");
     let text = ctx.run_ok(&["ls"]);
     assert!(text.contains("1 running: 2"), "{text}");
-    assert!(
-        text.lines()
-            .next()
-            .is_some_and(|h| h.contains(" UP  ACTIVE ")),
-        "{text}"
-    );
+    assert!(text.lines().next().is_some_and(|h| h.contains(" UP  ACTIVE ")), "{text}");
     // A stopped service holds nothing, and says nothing.
     ctx.run_ok(&["stop", "idle"]);
     let status = ctx.json(&["status", "--json"]);
@@ -173,35 +143,23 @@ fn stop_all_leaves_no_pod_running() {
         .expect("profile");
         repos.push(dir.to_str().expect("path").to_owned());
     }
-    let _stops: Vec<_> = (repos.iter())
-        .map(|repo| ctx.stop_on_drop_with(["--repo", repo.as_str()]))
-        .collect();
+    let _stops: Vec<_> =
+        (repos.iter()).map(|repo| ctx.stop_on_drop_with(["--repo", repo.as_str()])).collect();
     let mut pids = Vec::new();
     for repo in &repos {
         ctx.run_ok(&["up", "--detach", "--repo", repo]);
         let status = ctx.json(&["status", "--json", "--repo", repo]);
         pids.push(service(&status, "idle")["pid"].as_u64().expect("a pid"));
     }
-    let said = ctx
-        .cmd()
-        .args(["stop", "--all", "--yes"])
-        .assert()
-        .success();
+    let said = ctx.cmd().args(["stop", "--all", "--yes"]).assert().success();
     let said = String::from_utf8_lossy(&said.get_output().stderr).into_owned();
     assert_eq!(said.matches("stopped the pod").count(), 2, "{said}");
     for (repo, pid) in repos.iter().zip(pids) {
-        let status = ctx
-            .cmd()
-            .args(["status", "--json", "--repo", repo])
-            .assert()
-            .code(3);
+        let status = ctx.cmd().args(["status", "--json", "--repo", repo]).assert().code(3);
         let status: serde_json::Value =
             serde_json::from_slice(&status.get_output().stdout).expect("json");
         assert_eq!(status["running"], false, "{status}");
-        assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "{pid} left"
-        );
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "{pid} left");
     }
     let said = ctx.cmd().args(["stop", "--all"]).assert().success();
     let said = String::from_utf8_lossy(&said.get_output().stderr).into_owned();
@@ -233,30 +191,19 @@ grace-ms = 1000
     let _stop = ctx.stop_on_drop();
     let said = ctx.run_ok(&["up", "--detach"]);
     let events = || ctx.records();
-    common::wait_for(
-        "two over-limit kills",
-        std::time::Duration::from_secs(60),
-        || {
-            (events().iter())
-                .filter(|e| e["kind"] == "over-limit")
-                .count()
-                >= 2
-        },
-    );
+    common::wait_for("two over-limit kills", std::time::Duration::from_secs(60), || {
+        (events().iter()).filter(|e| e["kind"] == "over-limit").count() >= 2
+    });
     let events = events();
-    let over: Vec<&serde_json::Value> = (events.iter())
-        .filter(|e| e["kind"] == "over-limit")
-        .collect();
+    let over: Vec<&serde_json::Value> =
+        (events.iter()).filter(|e| e["kind"] == "over-limit").collect();
     let first = over[0];
     assert_eq!(first["service"], "hog", "{first}");
     assert_eq!(first["limit-bytes"], 64 << 20, "{first}");
     let used = first["used-bytes"].as_u64().expect("used-bytes");
     assert!(used > 64 << 20, "{first}");
     assert_eq!(first["attempt"], 1, "{first}");
-    assert_eq!(
-        over[1]["attempt"], 2,
-        "restarted and killed again: {over:?}"
-    );
+    assert_eq!(over[1]["attempt"], 2, "restarted and killed again: {over:?}");
     assert!(
         !events.iter().any(|e| e["kind"] == "crashed"),
         "a kill over the limit is no crash: {events:?}"
@@ -268,19 +215,15 @@ grace-ms = 1000
     // The other service runs on, under its own limit.
     let status = ctx.json(&["status", "--json"]);
     assert_eq!(service(&status, "idle")["state"], "running", "{status}");
-    assert!(
-        service(&status, "hog")["restarts"].as_u64() >= Some(2),
-        "{status}"
-    );
+    assert!(service(&status, "hog")["restarts"].as_u64() >= Some(2), "{status}");
     // How each memory limit is kept here was said once, at the start: by
     // the kernel, or by omnidev's own watch.
     let notices: Vec<&str> = (events.iter())
         .filter(|e| e["kind"] == "notice")
         .filter_map(|e| e["message"].as_str())
         .collect();
-    let told: Vec<&&str> = (notices.iter())
-        .filter(|n| n.starts_with("memory-max of hog, idle: "))
-        .collect();
+    let told: Vec<&&str> =
+        (notices.iter()).filter(|n| n.starts_with("memory-max of hog, idle: ")).collect();
     assert_eq!(told.len(), 1, "{notices:?} / {said}");
 }
 
@@ -310,15 +253,11 @@ grace-ms = 1000
     let _stop = ctx.stop_on_drop();
     ctx.run_ok(&["up", "--detach"]);
     let over = || -> Vec<serde_json::Value> {
-        (ctx.records().into_iter())
-            .filter(|e| e["kind"] == "over-limit")
-            .collect()
+        (ctx.records().into_iter()).filter(|e| e["kind"] == "over-limit").collect()
     };
-    common::wait_for(
-        "a kill over the pod's limit",
-        std::time::Duration::from_secs(60),
-        || !over().is_empty(),
-    );
+    common::wait_for("a kill over the pod's limit", std::time::Duration::from_secs(60), || {
+        !over().is_empty()
+    });
     let first = over()[0].clone();
     assert_eq!(first["service"], "big", "{first}");
     assert_eq!(first["pod-limit"], true, "{first}");

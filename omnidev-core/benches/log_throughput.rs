@@ -8,15 +8,7 @@ use std::process::Command;
 fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "omnidev-core",
-            "--example",
-            "log_throughput",
-        ])
+        .args(["run", "--quiet", "--release", "-p", "omnidev-core", "--example", "log_throughput"])
         .output();
     match output {
         Ok(out) if out.status.success() => {
@@ -24,10 +16,7 @@ fn main() {
             println!("{}", text.trim());
             println!("targets: ratio <= 1.50, max_rss_mib <= 30");
         }
-        Ok(out) => eprintln!(
-            "log_throughput failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
+        Ok(out) => eprintln!("log_throughput failed: {}", String::from_utf8_lossy(&out.stderr)),
         Err(e) => eprintln!("could not run cargo: {e}"),
     }
 }

@@ -9,11 +9,7 @@
 //!
 //! Usage: `log_throughput [LINES] [--producer CMD]` (CMD receives the line
 //! count in `$N`). Used by `cargo bench -p omnidev-core` and `cargo xtask bench`.
-#![allow(
-    clippy::print_stdout,
-    clippy::naive_bytecount,
-    clippy::cast_precision_loss
-)]
+#![allow(clippy::print_stdout, clippy::naive_bytecount, clippy::cast_precision_loss)]
 
 use std::time::{Duration, Instant};
 
@@ -119,10 +115,7 @@ async fn run_supervised(
         let mut received = 0u64;
         let mut batch = Vec::new();
         while reader.recv(&mut batch, Duration::from_secs(3600)) != Recv::Closed {
-            received += batch
-                .drain(..)
-                .filter(|e| matches!(e, Kept::Line(_)))
-                .count() as u64;
+            received += batch.drain(..).filter(|e| matches!(e, Kept::Line(_))).count() as u64;
         }
         received
     });
@@ -135,13 +128,7 @@ async fn run_supervised(
     drop(supervisor);
     let file_lines = count_lines(&log_dir.join("producer.log"));
     let dropped = lines.saturating_sub(received);
-    Ok(Supervised {
-        elapsed,
-        ok: settled.success,
-        file_lines,
-        received,
-        dropped,
-    })
+    Ok(Supervised { elapsed, ok: settled.success, file_lines, received, dropped })
 }
 
 #[tokio::main]
@@ -159,10 +146,8 @@ async fn main() -> omnidev_core::Result<()> {
             lines = n;
         }
     }
-    let dir = tempfile::tempdir().map_err(|source| omnidev_core::Error::Write {
-        path: std::env::temp_dir(),
-        source,
-    })?;
+    let dir = tempfile::tempdir()
+        .map_err(|source| omnidev_core::Error::Write { path: std::env::temp_dir(), source })?;
     // Alternate raw and supervised runs so both see the same machine load;
     // the best of each is compared.
     let mut raw_best = Duration::MAX;

@@ -21,21 +21,13 @@ async fn one_round() -> omnidev_core::Result<Duration> {
     let service = ServiceSpec::new("crasher", "sh", ["-c", "exit 1"], ".");
     let builder = Supervisor::builder(SupervisorConfig {
         services: vec![service],
-        backoff: BackoffPolicy {
-            steps: vec![BACKOFF],
-            reset_after: Duration::from_secs(20),
-        },
+        backoff: BackoffPolicy { steps: vec![BACKOFF], reset_after: Duration::from_secs(20) },
         ..SupervisorConfig::default()
     })?;
     let mut events = builder.subscribe();
     let supervisor = builder.run().await?;
     while let Some(event) = events.recv().await {
-        if matches!(
-            event.kind,
-            EventKind::State {
-                state: ServiceState::Restarting { .. }
-            }
-        ) {
+        if matches!(event.kind, EventKind::State { state: ServiceState::Restarting { .. } }) {
             break;
         }
     }
@@ -46,11 +38,7 @@ async fn one_round() -> omnidev_core::Result<Duration> {
 
 #[tokio::main]
 async fn main() -> omnidev_core::Result<()> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(5)
-        .max(1);
+    let rounds: usize = std::env::args().nth(1).and_then(|r| r.parse().ok()).unwrap_or(5).max(1);
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         samples.push(one_round().await?);

@@ -52,24 +52,16 @@ async fn main() -> miette::Result<()> {
             "--state" => state_file = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
             "--log-dir" => log_dir = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
             "--grace-ms" => {
-                let ms = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or_else(|| usage());
+                let ms = args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| usage());
                 grace = Duration::from_millis(ms);
             }
             "--probe-cmd" => probe = Some(args.next().unwrap_or_else(|| usage())),
             "--prepare" => prepare = Some(args.next().unwrap_or_else(|| usage())),
             "--" => {}
             spec => {
-                let Some((name, command)) = spec.split_once('=') else {
-                    usage()
-                };
+                let Some((name, command)) = spec.split_once('=') else { usage() };
                 let mut service = ServiceSpec::new(name, "sh", ["-c", command], ".");
-                service.stop = StopSpec {
-                    grace,
-                    ..StopSpec::default()
-                };
+                service.stop = StopSpec { grace, ..StopSpec::default() };
                 service.readiness = probe.as_ref().map(|cmd: &String| Readiness {
                     probe: ProbeSpec::Command(sh(cmd)),
                     interval: Duration::from_millis(100),
@@ -95,10 +87,7 @@ async fn main() -> miette::Result<()> {
     let mut signals = ShutdownSignals::new().map_err(|e| miette::miette!("signals: {e}"))?;
     let supervisor = Supervisor::builder(SupervisorConfig {
         services,
-        log: LogConfig {
-            dir: log_dir,
-            ..LogConfig::default()
-        },
+        log: LogConfig { dir: log_dir, ..LogConfig::default() },
         state_file,
         containment: omnidev_core::ContainmentChoice::from_env().map_err(|e| miette::miette!(e))?,
         ..SupervisorConfig::default()

@@ -24,10 +24,7 @@ pub struct BackoffPolicy {
 impl Default for BackoffPolicy {
     fn default() -> Self {
         Self {
-            steps: [1, 2, 4, 8, 16, 30]
-                .into_iter()
-                .map(Duration::from_secs)
-                .collect(),
+            steps: [1, 2, 4, 8, 16, 30].into_iter().map(Duration::from_secs).collect(),
             reset_after: Duration::from_secs(20),
         }
     }
@@ -47,11 +44,7 @@ impl BackoffPolicy {
     /// The attempt number after a crash, given the previous attempt number
     /// and how long the crashed run lasted.
     pub fn next_attempt(&self, previous: u32, ran_for: Duration) -> u32 {
-        if ran_for >= self.reset_after {
-            1
-        } else {
-            previous.saturating_add(1)
-        }
+        if ran_for >= self.reset_after { 1 } else { previous.saturating_add(1) }
     }
 }
 
@@ -83,10 +76,7 @@ mod tests {
 
     #[test]
     fn empty_schedule_means_no_wait() {
-        let policy = BackoffPolicy {
-            steps: vec![],
-            reset_after: Duration::from_secs(1),
-        };
+        let policy = BackoffPolicy { steps: vec![], reset_after: Duration::from_secs(1) };
         assert_eq!(policy.delay(3), Duration::ZERO);
     }
 }

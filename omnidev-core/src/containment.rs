@@ -145,15 +145,9 @@ impl Poll {
 }
 
 /// While a cgroup empties (reading one small file).
-const CGROUP_POLL: Poll = Poll {
-    first: Duration::from_millis(1),
-    most: Duration::from_millis(10),
-};
+const CGROUP_POLL: Poll = Poll { first: Duration::from_millis(1), most: Duration::from_millis(10) };
 /// While a process tree empties (a walk of `/proc`).
-const TREE_POLL: Poll = Poll {
-    first: Duration::from_millis(5),
-    most: Duration::from_millis(40),
-};
+const TREE_POLL: Poll = Poll { first: Duration::from_millis(5), most: Duration::from_millis(40) };
 
 /// One supervisor's containment: the mechanism and, with cgroups, the pod
 /// cgroup and the service leaves.
@@ -196,11 +190,7 @@ impl Containment {
         // Several supervisors may run in one process (tests do).
         static SUPERVISORS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SUPERVISORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = format!(
-            "{}.{}.{n}",
-            supervisor.pid,
-            supervisor.start_time.unwrap_or(0)
-        );
+        let id = format!("{}.{}.{n}", supervisor.pid, supervisor.start_time.unwrap_or(0));
         let slots = names
             .iter()
             .enumerate()
@@ -208,9 +198,7 @@ impl Containment {
             .collect();
         let (mechanism, cgroup, notice) = match choice {
             ContainmentChoice::ProcessGroups => (
-                Mechanism::ProcessGroups {
-                    reason: format!("{CONTAINMENT_ENV}=process-groups"),
-                },
+                Mechanism::ProcessGroups { reason: format!("{CONTAINMENT_ENV}=process-groups") },
                 None,
                 None,
             ),
@@ -221,11 +209,9 @@ impl Containment {
                     _ => None,
                 },
             ) {
-                Ok((mount, pod)) => (
-                    Mechanism::Cgroup { path: pod.clone() },
-                    Some((mount, pod)),
-                    None,
-                ),
+                Ok((mount, pod)) => {
+                    (Mechanism::Cgroup { path: pod.clone() }, Some((mount, pod)), None)
+                }
                 Err(reason) => {
                     let notice = format!(
                         "services are contained by process groups{}, not a cgroup: {reason}",
@@ -363,9 +349,7 @@ impl Containment {
             if !step {
                 return leaf;
             }
-            let n = self
-                .prepare_count
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let n = self.prepare_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut name = leaf.file_name().unwrap_or_default().to_os_string();
             name.push(format!(".prepare-{n}"));
             leaf.with_file_name(name)
@@ -384,9 +368,7 @@ impl Containment {
         leaf: Option<&Path>,
     ) -> io::Result<process::GroupChild> {
         let mut command = command.clone();
-        command
-            .env
-            .insert(SERVICE_ID_ENV.to_owned(), self.service_id(slot));
+        command.env.insert(SERVICE_ID_ENV.to_owned(), self.service_id(slot));
         let placement = match leaf {
             Some(leaf) => {
                 cgroup::create_leaf(leaf).map_err(|e| {
@@ -436,9 +418,8 @@ impl Containment {
     /// itself out of the pod's cgroup. SIGTERM, `grace`, then SIGKILL.
     pub(crate) async fn sweep(&self, grace: Duration) {
         let everywhere = self.cgroup.is_some() || LIVE_SEARCH == Search::Everywhere;
-        let ids: BTreeSet<String> = (0..self.slots().len())
-            .map(|slot| self.service_id(slot))
-            .collect();
+        let ids: BTreeSet<String> =
+            (0..self.slots().len()).map(|slot| self.service_id(slot)).collect();
         let orphans = || {
             let me = std::process::id();
             let table = crate::platform::table();
@@ -468,11 +449,8 @@ use tree::Search;
 /// session: among those adopted by it, as a subreaper; without one
 /// (macOS), orphans go to launchd and every process is searched for the
 /// service id.
-const LIVE_SEARCH: Search = if crate::platform::HAS_SUBREAPER {
-    Search::Adopted
-} else {
-    Search::Everywhere
-};
+const LIVE_SEARCH: Search =
+    if crate::platform::HAS_SUBREAPER { Search::Adopted } else { Search::Everywhere };
 
 /// The live processes of `target` now: its cgroup's members, or (without
 /// cgroups) its session, group, descendants and orphans carrying its
@@ -518,13 +496,7 @@ fn pod_cgroup(id: &str, parent: Option<&Path>) -> Result<(PathBuf, PathBuf), Str
 /// and `.` kept, anything else `_`, at most 64 bytes.
 fn leaf_name(name: &str) -> String {
     name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
         .take(64)
         .collect()
 }
@@ -539,11 +511,7 @@ async fn stop_target(
     if let Some(leaf) = &target.leaf {
         let leaf = leaf.clone();
         let members = || {
-            if cgroup::populated(&leaf) {
-                cgroup::members(&leaf)
-            } else {
-                Vec::new()
-            }
+            if cgroup::populated(&leaf) { cgroup::members(&leaf) } else { Vec::new() }
         };
         let ended = kill_until_empty_first(members, signal, grace, CGROUP_POLL, hurry).await;
         if !ended {
@@ -573,13 +541,8 @@ async fn stop_target(
     let identity = target.identity.clone();
     let members = move || {
         let table = crate::platform::table();
-        let mut pids = tree::members(
-            &table,
-            &identity,
-            std::process::id(),
-            search,
-            tree::service_id_of,
-        );
+        let mut pids =
+            tree::members(&table, &identity, std::process::id(), search, tree::service_id_of);
         // Where /proc cannot be read, the group is all there is to see.
         if let Some(leader) = identity.leader
             && process::group_alive(leader as i32)
@@ -640,11 +603,7 @@ async fn kill_until_empty_first(
     for pid in pids {
         process::signal_pid(pid, signal);
     }
-    let grace = if signal == libc::SIGKILL {
-        Duration::ZERO
-    } else {
-        grace
-    };
+    let grace = if signal == libc::SIGKILL { Duration::ZERO } else { grace };
     wait_empty(|| members().is_empty(), grace, poll, Some(hurry)).await
 }
 
@@ -708,18 +667,13 @@ async fn stop_leftover_processes(
     // Without a pid (the service was preparing, or between runs) its
     // processes, a prepare step's included, are those carrying its id.
     let recycled = record.pid.is_some_and(|pid| {
-        let leader = ProcessRecord {
-            pid,
-            start_time: record.start_time,
-        };
+        let leader = ProcessRecord { pid, start_time: record.start_time };
         process::pid_alive(pid) && !leader.is_alive()
     });
     let identity = tree::GroupIdentity {
         // The session is only trusted when the leader's start time is known
         // and the pid does not now belong to another process.
-        leader: record
-            .pid
-            .filter(|_| !recycled && record.start_time.is_some()),
+        leader: record.pid.filter(|_| !recycled && record.start_time.is_some()),
         since: record.start_time,
         service_id: record.service_id.clone().unwrap_or_default(),
     };
@@ -728,10 +682,7 @@ async fn stop_leftover_processes(
     if stopped || (identity.leader.is_none() && identity.service_id.is_empty() && !recycled) {
         return None;
     }
-    let target = Confined {
-        leaf: None,
-        identity: identity.clone(),
-    };
+    let target = Confined { leaf: None, identity: identity.clone() };
     let found = !tree::members(
         &crate::platform::table(),
         &identity,
@@ -775,18 +726,11 @@ async fn stop_leftover_cgroup(
         ));
     }
     let notice = cgroup::populated(path).then(|| {
-        format!(
-            "stopping leftover `{name}` from a previous run (cgroup {})",
-            path.display()
-        )
+        format!("stopping leftover `{name}` from a previous run (cgroup {})", path.display())
     });
     let cgroup_target = |leaf: PathBuf| Confined {
         leaf: Some(leaf),
-        identity: tree::GroupIdentity {
-            leader: None,
-            since: None,
-            service_id: String::new(),
-        },
+        identity: tree::GroupIdentity { leader: None, since: None, service_id: String::new() },
     };
     stop_target(
         &cgroup_target(path.to_path_buf()),
@@ -808,14 +752,8 @@ async fn stop_leftover_cgroup(
                 )
             });
         }
-        stop_target(
-            &cgroup_target(step),
-            libc::SIGKILL,
-            Duration::ZERO,
-            Search::Everywhere,
-            hurry,
-        )
-        .await;
+        stop_target(&cgroup_target(step), libc::SIGKILL, Duration::ZERO, Search::Everywhere, hurry)
+            .await;
     }
     if let Some(pod) = path.parent()
         && cgroup::is_pod_cgroup(&mount, pod)
@@ -851,10 +789,7 @@ fn prepare_cgroups(leaf: &Path) -> Vec<PathBuf> {
 /// the leader need not be alive. Returns one message per service acted on
 /// (stopped, or left alone because the pid now belongs to another process).
 pub(crate) async fn stop_leftovers(state: &StateFile, grace: Duration) -> Vec<String> {
-    let stops = state
-        .services
-        .iter()
-        .map(|(name, record)| stop_leftover(name, record, grace));
+    let stops = state.services.iter().map(|(name, record)| stop_leftover(name, record, grace));
     let mut notices = Vec::new();
     for stop in stops {
         notices.extend(stop.await);
@@ -889,15 +824,10 @@ mod tests {
 
     #[test]
     fn the_fallback_names_what_this_os_has() {
-        let shown = Mechanism::ProcessGroups {
-            reason: "cgroups are Linux-only".into(),
-        }
-        .to_string();
+        let shown =
+            Mechanism::ProcessGroups { reason: "cgroups are Linux-only".into() }.to_string();
         if cfg!(target_os = "linux") {
-            assert_eq!(
-                shown,
-                "process groups and a subreaper (cgroups are Linux-only)"
-            );
+            assert_eq!(shown, "process groups and a subreaper (cgroups are Linux-only)");
         } else {
             assert_eq!(
                 shown,
@@ -905,10 +835,7 @@ mod tests {
                  service id among every process (cgroups are Linux-only)"
             );
         }
-        assert_eq!(
-            LIVE_SEARCH == Search::Adopted,
-            crate::platform::HAS_SUBREAPER
-        );
+        assert_eq!(LIVE_SEARCH == Search::Adopted, crate::platform::HAS_SUBREAPER);
     }
 
     /// A pod cgroup of this process's own, removed when dropped. These
@@ -992,10 +919,7 @@ mod tests {
         .await
         .expect("join")
         .expect("read stdout");
-        let name = format!(
-            "/{}/0-svc",
-            pod.0.file_name().expect("name").to_string_lossy()
-        );
+        let name = format!("/{}/0-svc", pod.0.file_name().expect("name").to_string_lossy());
         let cwd = std::fs::canonicalize(cwd.path()).expect("cwd");
         drop(pod);
         (child, text, name, cwd)
@@ -1006,9 +930,7 @@ mod tests {
         let pid = child.id().to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with("0::/") && l.ends_with(&leaf)),
+            lines.iter().any(|l| l.starts_with("0::/") && l.ends_with(&leaf)),
             "in {leaf} from its first command: {text}"
         );
         // SAFETY: getpriority only reads this process's nice value.
@@ -1023,10 +945,7 @@ mod tests {
             "runs in {}: {text}",
             cwd.display()
         );
-        assert!(
-            lines.contains(&"from the spec"),
-            "the spec's variable: {text}"
-        );
+        assert!(lines.contains(&"from the spec"), "the spec's variable: {text}");
         let cloned = child.cloned_into_cgroup();
         let status = child.wait().await.expect("wait");
         assert_eq!(status.code(), Some(3), "its exit code is reported");
@@ -1056,10 +975,8 @@ mod tests {
         let leaf = pod.0.join("0-svc");
         cgroup::create_leaf(&leaf).expect("leaf");
         for clone3 in [true, false] {
-            let missing = CommandSpec {
-                program: "omnidev-no-such-program".into(),
-                ..CommandSpec::default()
-            };
+            let missing =
+                CommandSpec { program: "omnidev-no-such-program".into(), ..CommandSpec::default() };
             let error = process::spawn_placed(&missing, process::Placement::Cgroup(&leaf), clone3)
                 .expect_err("no such program");
             assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
@@ -1146,11 +1063,7 @@ mod tests {
             .await;
             let pid_text = pid.to_string();
             assert_eq!(status_field(&pid_text, "SigBlk"), 0, "clone3: {clone3}");
-            assert_eq!(
-                status_field(&pid_text, "SigIgn") & sigpipe,
-                0,
-                "clone3: {clone3}"
-            );
+            assert_eq!(status_field(&pid_text, "SigIgn") & sigpipe, 0, "clone3: {clone3}");
             process::signal_pid(pid, libc::SIGKILL);
             child.wait().await.expect("wait");
         }
@@ -1199,11 +1112,6 @@ mod tests {
         );
         assert!(notice.is_none());
         assert!(containment.pod_cgroup().is_none());
-        assert!(
-            containment
-                .mechanism()
-                .to_string()
-                .contains(CONTAINMENT_ENV)
-        );
+        assert!(containment.mechanism().to_string().contains(CONTAINMENT_ENV));
     }
 }

@@ -22,10 +22,7 @@ pub enum Error {
 
     /// A file could not be read.
     #[error("could not read {path}")]
-    #[diagnostic(
-        code(omnidev::core::read),
-        help("check that the file exists and is readable")
-    )]
+    #[diagnostic(code(omnidev::core::read), help("check that the file exists and is readable"))]
     Read {
         /// The file that was being read.
         path: PathBuf,
@@ -51,10 +48,7 @@ pub enum Error {
 
     /// Two services share a name.
     #[error("service `{name}` is defined more than once")]
-    #[diagnostic(
-        code(omnidev::core::duplicate_service),
-        help("give every service a unique name")
-    )]
+    #[diagnostic(code(omnidev::core::duplicate_service), help("give every service a unique name"))]
     DuplicateService {
         /// The repeated name.
         name: String,

@@ -54,13 +54,7 @@ impl LogLine {
         text: impl Into<String>,
         seq: u64,
     ) -> Self {
-        Self {
-            service: service.into(),
-            stream,
-            text: text.into(),
-            seq,
-            at: SystemTime::now(),
-        }
+        Self { service: service.into(), stream, text: text.into(), seq, at: SystemTime::now() }
     }
 }
 
@@ -141,11 +135,7 @@ pub enum ServiceState {
         #[serde(rename = "limit-bytes")]
         limit: u64,
         /// The limit was the pod's (its services together), not its own.
-        #[serde(
-            default,
-            rename = "pod-limit",
-            skip_serializing_if = "std::ops::Not::not"
-        )]
+        #[serde(default, rename = "pod-limit", skip_serializing_if = "std::ops::Not::not")]
         pod: bool,
         /// The wait, in milliseconds.
         #[serde(rename = "backoff-ms", with = "millis")]
@@ -247,11 +237,7 @@ pub enum EventKind {
         #[serde(rename = "limit-bytes")]
         limit: u64,
         /// The limit was the pod's, not the service's own.
-        #[serde(
-            default,
-            rename = "pod-limit",
-            skip_serializing_if = "std::ops::Not::not"
-        )]
+        #[serde(default, rename = "pod-limit", skip_serializing_if = "std::ops::Not::not")]
         pod: bool,
         /// The restart attempt that follows (0 when none will).
         attempt: u32,
@@ -583,13 +569,7 @@ struct Fields {
 }
 
 impl From<Fields> for Event {
-    fn from(
-        Fields {
-            at,
-            service,
-            mut kind,
-        }: Fields,
-    ) -> Self {
+    fn from(Fields { at, service, mut kind }: Fields) -> Self {
         if let EventKind::Log { line } | EventKind::PartialLine { line } = &mut kind {
             line.service = service.as_deref().unwrap_or_default().into();
             line.at = at;
@@ -643,9 +623,7 @@ pub mod rfc3339 {
 
     /// The time `ts` names; `None` when it is not RFC 3339.
     pub fn parse(ts: &str) -> Option<SystemTime> {
-        chrono::DateTime::parse_from_rfc3339(ts)
-            .ok()
-            .map(SystemTime::from)
+        chrono::DateTime::parse_from_rfc3339(ts).ok().map(SystemTime::from)
     }
 
     pub(super) fn serialize<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
@@ -662,11 +640,7 @@ impl Event {
     /// The event that publishes `line`: stamped when it was read,
     /// attributed to the line's service.
     pub fn log(line: LogLine) -> Self {
-        Self {
-            at: line.at,
-            service: Some(line.service.to_string()),
-            kind: EventKind::Log { line },
-        }
+        Self { at: line.at, service: Some(line.service.to_string()), kind: EventKind::Log { line } }
     }
 
     /// The event that publishes `line`, unfinished
@@ -687,11 +661,7 @@ impl Event {
 
     /// An event of `kind` about `service` (the pod's own without one), now.
     pub fn now(service: Option<&str>, kind: EventKind) -> Self {
-        Self {
-            at: SystemTime::now(),
-            service: service.map(str::to_owned),
-            kind,
-        }
+        Self { at: SystemTime::now(), service: service.map(str::to_owned), kind }
     }
 }
 
@@ -744,11 +714,7 @@ impl ServiceStatus {
     /// The status of a service that has not started (or ended) yet: no
     /// restarts, starts or exit, not ready.
     pub fn new(name: impl Into<String>, state: ServiceState) -> Self {
-        Self {
-            name: name.into(),
-            state,
-            ..Self::default()
-        }
+        Self { name: name.into(), state, ..Self::default() }
     }
 
     /// Process id of the running group leader, if any.
@@ -902,9 +868,7 @@ impl ServiceState {
             ServiceState::Restarting { after, .. } => {
                 format!("{word} in {}", format_duration(*after))
             }
-            ServiceState::OverLimit {
-                limit, pod, after, ..
-            } => format!(
+            ServiceState::OverLimit { limit, pod, after, .. } => format!(
                 "over {} memory limit ({}); restarting in {}",
                 if *pod { "the pod's" } else { "its" },
                 crate::platform::mib(*limit),
@@ -968,25 +932,13 @@ impl fmt::Display for EventKind {
                 "not ready after {}; still checking, dependents wait",
                 format_duration(*after)
             ),
-            EventKind::Crashed {
-                status, attempt: 0, ..
-            } => write!(f, "crashed ({status}); not restarting"),
-            EventKind::Crashed {
-                status,
-                attempt,
-                backoff,
-            } => write!(
-                f,
-                "crashed ({status}); restart #{attempt} in {}",
-                format_duration(*backoff)
-            ),
-            EventKind::OverLimit {
-                used,
-                limit,
-                pod,
-                attempt,
-                backoff,
-            } => {
+            EventKind::Crashed { status, attempt: 0, .. } => {
+                write!(f, "crashed ({status}); not restarting")
+            }
+            EventKind::Crashed { status, attempt, backoff } => {
+                write!(f, "crashed ({status}); restart #{attempt} in {}", format_duration(*backoff))
+            }
+            EventKind::OverLimit { used, limit, pod, attempt, backoff } => {
                 write!(
                     f,
                     "killed over {} memory limit ({} of {}); ",
@@ -1001,12 +953,7 @@ impl fmt::Display for EventKind {
             }
             EventKind::LinkDown { reason } => write!(f, "down in its linked pod: {reason}"),
             EventKind::LinkUp => f.write_str("ready again in its linked pod"),
-            EventKind::Link {
-                name,
-                checkout,
-                ports,
-                ..
-            } => {
+            EventKind::Link { name, checkout, ports, .. } => {
                 write!(f, "link {name}: {}", checkout.display())?;
                 for (port, number) in ports {
                     write!(f, " {port} {number}")?;
@@ -1025,14 +972,8 @@ impl fmt::Display for EventKind {
             }
             EventKind::Debug { message } => write!(f, "debug: {message}"),
             EventKind::PrepareStarted { step } => write!(f, "{step} …"),
-            EventKind::PrepareFinished {
-                step,
-                success: true,
-            } => write!(f, "{step} done"),
-            EventKind::PrepareFinished {
-                step,
-                success: false,
-            } => write!(f, "{step} failed"),
+            EventKind::PrepareFinished { step, success: true } => write!(f, "{step} done"),
+            EventKind::PrepareFinished { step, success: false } => write!(f, "{step} failed"),
             EventKind::Notice { message }
             | EventKind::Lagged { message }
             | EventKind::ProfileChanged(ProfileChange { message, .. })
@@ -1045,10 +986,8 @@ impl fmt::Display for EventKind {
             EventKind::Url { name, url } => write!(f, "url {name} {url}"),
             EventKind::Lost { count, reason } => write!(f, "{count} records lost ({reason})"),
             EventKind::Status { services } => {
-                let details: Vec<String> = services
-                    .iter()
-                    .map(|s| format!("{} {}", s.name, s.detail()))
-                    .collect();
+                let details: Vec<String> =
+                    services.iter().map(|s| format!("{} {}", s.name, s.detail())).collect();
                 write!(f, "status: {}", details.join("; "))
             }
         }
@@ -1065,9 +1004,7 @@ impl Event {
     pub fn is_shown(&self) -> bool {
         match &self.kind {
             EventKind::Log { .. } | EventKind::PartialLine { .. } => false,
-            EventKind::State {
-                state: ServiceState::Exited { status },
-            } => status.success(),
+            EventKind::State { state: ServiceState::Exited { status } } => status.success(),
             EventKind::State { state } => !matches!(
                 state,
                 ServiceState::Waiting
@@ -1100,11 +1037,7 @@ mod tests {
     use super::*;
 
     fn event(service: Option<&str>, kind: EventKind) -> Event {
-        Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: service.map(str::to_owned),
-            kind,
-        }
+        Event { at: SystemTime::UNIX_EPOCH, service: service.map(str::to_owned), kind }
     }
 
     #[test]
@@ -1112,9 +1045,7 @@ mod tests {
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(format_duration(Duration::from_secs(2)), "2s");
         assert_eq!(ServiceState::Starting { pid: 7 }.label(), "starting pid 7");
-        let crashed = ServiceState::Exited {
-            status: ExitStatus::Code(1),
-        };
+        let crashed = ServiceState::Exited { status: ExitStatus::Code(1) };
         assert_eq!(crashed.to_string(), "crashed (exit code 1)");
         let crash = event(
             Some("server"),
@@ -1124,41 +1055,20 @@ mod tests {
                 backoff: Duration::from_secs(2),
             },
         );
-        assert_eq!(
-            crash.to_string(),
-            "server crashed (signal 9); restart #2 in 2s"
-        );
-        let started = event(
-            Some("host"),
-            EventKind::State {
-                state: ServiceState::Running { pid: 4 },
-            },
-        );
+        assert_eq!(crash.to_string(), "server crashed (signal 9); restart #2 in 2s");
+        let started =
+            event(Some("host"), EventKind::State { state: ServiceState::Running { pid: 4 } });
         assert_eq!(started.to_string(), "host started (pid 4)");
         let step = event(
             Some("vite"),
-            EventKind::PrepareFinished {
-                step: "npm install".into(),
-                success: false,
-            },
+            EventKind::PrepareFinished { step: "npm install".into(), success: false },
         );
         assert_eq!(step.to_string(), "vite: npm install failed");
-        let notice = event(
-            None,
-            EventKind::Notice {
-                message: "shutting down".into(),
-            },
-        );
+        let notice = event(None, EventKind::Notice { message: "shutting down".into() });
         assert_eq!(notice.to_string(), "shutting down");
         let reload = |changes| {
-            event(
-                None,
-                EventKind::Reloading {
-                    services: vec!["server".into()],
-                    changes,
-                },
-            )
-            .to_string()
+            event(None, EventKind::Reloading { services: vec!["server".into()], changes })
+                .to_string()
         };
         assert_eq!(reload(Changes::default()), "reloading server");
         assert_eq!(
@@ -1166,9 +1076,7 @@ mod tests {
             "reloading server: omnigent/a.py, omnigent/b.py"
         );
         assert_eq!(
-            reload(Changes::of([
-                "e.py", "d.py", "c.py", "b.py", "a.py", "a.py"
-            ])),
+            reload(Changes::of(["e.py", "d.py", "c.py", "b.py", "a.py", "a.py"])),
             "reloading server: a.py, b.py (+3 more)"
         );
     }
@@ -1196,21 +1104,12 @@ mod tests {
         };
         let stopped = status(ServiceState::Stopped, Some(ExitStatus::Signal(15)));
         assert_eq!(stopped.ending(), "server stopped (signal 15)");
-        let exited = status(
-            ServiceState::Exited {
-                status: ExitStatus::Code(1),
-            },
-            Some(ExitStatus::Code(1)),
-        );
+        let exited =
+            status(ServiceState::Exited { status: ExitStatus::Code(1) }, Some(ExitStatus::Code(1)));
         assert_eq!(exited.ending(), "server crashed (exit code 1)");
         let never = status(ServiceState::Stopped, None);
         assert_eq!(never.ending(), "server stopped");
-        let failed = status(
-            ServiceState::Failed {
-                reason: "pnpm install failed".into(),
-            },
-            None,
-        );
+        let failed = status(ServiceState::Failed { reason: "pnpm install failed".into() }, None);
         assert_eq!(failed.ending(), "server failed: pnpm install failed");
     }
 
@@ -1228,22 +1127,12 @@ mod tests {
 
     #[test]
     fn repeated_states_and_log_lines_are_not_shown() {
-        let waiting = event(
-            Some("host"),
-            EventKind::State {
-                state: ServiceState::Waiting,
-            },
-        );
+        let waiting = event(Some("host"), EventKind::State { state: ServiceState::Waiting });
         assert!(!waiting.is_shown());
         assert!(event(Some("server"), EventKind::Ready { urls: Vec::new() }).is_shown());
         // A failed exit is one line, its crash; a clean one its exit.
         let exited = |status| {
-            event(
-                Some("migrate"),
-                EventKind::State {
-                    state: ServiceState::Exited { status },
-                },
-            )
+            event(Some("migrate"), EventKind::State { state: ServiceState::Exited { status } })
         };
         assert!(!exited(ExitStatus::Code(1)).is_shown());
         assert!(exited(ExitStatus::Code(0)).is_shown());

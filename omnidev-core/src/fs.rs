@@ -149,8 +149,7 @@ pub fn which(name: &str, path: &OsStr) -> Option<PathBuf> {
 
 /// Whether `path` is a file (through links) that someone may execute.
 pub fn is_executable(path: &Path) -> bool {
-    path.metadata()
-        .is_ok_and(|meta| meta.is_file() && meta.mode() & 0o111 != 0)
+    path.metadata().is_ok_and(|meta| meta.is_file() && meta.mode() & 0o111 != 0)
 }
 
 /// `None` where `result` failed because nothing is there.
@@ -172,20 +171,13 @@ pub fn found<T>(result: io::Result<T>) -> io::Result<Option<T>> {
 }
 
 fn invalid(path: &Path, reason: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{}: {reason}", path.display()),
-    )
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {reason}", path.display()))
 }
 
 /// An [`Errno`] as an [`io::Error`], with `ELOOP` (the `O_NOFOLLOW` refusal)
 /// said in words.
 fn os_error(errno: Errno) -> io::Error {
-    if errno == Errno::ELOOP {
-        io::Error::other(LINK_REFUSED)
-    } else {
-        io::Error::from(errno)
-    }
+    if errno == Errno::ELOOP { io::Error::other(LINK_REFUSED) } else { io::Error::from(errno) }
 }
 
 /// An open directory; every path given to its methods is relative to it
@@ -206,10 +198,7 @@ impl Dir {
             Mode::empty(),
         )
         .map_err(os_error)?;
-        Ok(Self {
-            fd,
-            path: path.to_path_buf(),
-        })
+        Ok(Self { fd, path: path.to_path_buf() })
     }
 
     /// The directory's path, as it was opened (for messages).
@@ -249,10 +238,7 @@ impl Dir {
             Mode::empty(),
         )
         .map_err(|errno| self.not_a_dir(name, errno))?;
-        Ok(Self {
-            fd,
-            path: self.path.join(name),
-        })
+        Ok(Self { fd, path: self.path.join(name) })
     }
 
     /// Why `name` could not be opened as a directory, in words.
@@ -365,10 +351,7 @@ impl Dir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let (dir, last) = self.parent_of(relative)?;
         if dir.stat_here(last).is_ok_and(|e| e.kind == Kind::Dir) {
-            return Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "it is a directory",
-            ));
+            return Err(io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"));
         }
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -437,9 +420,7 @@ impl Dir {
     /// The target of the symbolic link `relative`.
     pub fn read_link(&self, relative: &Path) -> io::Result<PathBuf> {
         let (dir, last) = self.parent_of(relative)?;
-        nix::fcntl::readlinkat(dir.fd.as_fd(), last)
-            .map(PathBuf::from)
-            .map_err(os_error)
+        nix::fcntl::readlinkat(dir.fd.as_fd(), last).map(PathBuf::from).map_err(os_error)
     }
 
     /// Removes the name `relative` when it is not a directory (a file, a
@@ -490,10 +471,9 @@ impl Dir {
         match nix::unistd::unlinkat(self.fd.as_fd(), name, flags) {
             Ok(()) => Ok(true),
             Err(Errno::ENOENT) => Ok(false),
-            Err(Errno::EISDIR) => Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "it is a directory",
-            )),
+            Err(Errno::EISDIR) => {
+                Err(io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"))
+            }
             Err(errno) => Err(os_error(errno)),
         }
     }
@@ -541,12 +521,7 @@ fn entry_of(stat: &nix::sys::stat::FileStat) -> Entry {
     } else {
         Kind::Other
     };
-    Entry {
-        kind,
-        uid: stat.st_uid,
-        ino: stat.st_ino,
-        size: stat.st_size as u64,
-    }
+    Entry { kind, uid: stat.st_uid, ino: stat.st_ino, size: stat.st_size as u64 }
 }
 
 /// The file `opened` is, when it is a regular file; anything else (a
@@ -600,14 +575,9 @@ fn read_bounded(opened: io::Result<File>, max: u64) -> io::Result<Option<Vec<u8>
 /// whole (the callers that hold no [`Dir`]): the parent is opened as named,
 /// the last name goes through it.
 fn split(path: &Path) -> io::Result<(Dir, &Path)> {
-    let name = path
-        .file_name()
-        .map(Path::new)
-        .ok_or_else(|| invalid(path, "the path names no file"))?;
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let name =
+        path.file_name().map(Path::new).ok_or_else(|| invalid(path, "the path names no file"))?;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     Ok((Dir::open(parent)?, name))
 }
 
@@ -734,26 +704,16 @@ pub struct NotPrivate {
 /// refused (the runtime directory) rather than followed (the cache root,
 /// a pod directory: a link there is the user's choice).
 pub fn check_private(dir: &Path, refuse_link: bool) -> io::Result<Option<NotPrivate>> {
-    let meta = if refuse_link {
-        std::fs::symlink_metadata(dir)
-    } else {
-        std::fs::metadata(dir)
-    };
+    let meta = if refuse_link { std::fs::symlink_metadata(dir) } else { std::fs::metadata(dir) };
     let Some(meta) = found(meta)? else {
         return Ok(None);
     };
     let uid = nix::unistd::getuid().as_raw();
     let shown = dir.display();
     let (reason, fix) = if meta.file_type().is_symlink() {
-        (
-            "it is a symbolic link".to_owned(),
-            format!("remove it: `rm {shown}`"),
-        )
+        ("it is a symbolic link".to_owned(), format!("remove it: `rm {shown}`"))
     } else if !meta.is_dir() {
-        (
-            "it is not a directory".to_owned(),
-            format!("remove or rename {shown}"),
-        )
+        ("it is not a directory".to_owned(), format!("remove or rename {shown}"))
     } else if meta.uid() != uid {
         (
             format!("it belongs to uid {}, not to you (uid {uid})", meta.uid()),
@@ -793,8 +753,7 @@ mod tests {
         let victim = outside.join("victim");
         let mark = tmp.path().join("inside/mark");
         std::os::unix::fs::symlink(&victim, &mark).expect("plant");
-        dir.write_atomic_unsynced(Path::new("mark"), b"x")
-            .expect("replaced");
+        dir.write_atomic_unsynced(Path::new("mark"), b"x").expect("replaced");
         assert_eq!(std::fs::read(&victim).expect("victim"), b"precious");
         assert_eq!(std::fs::read(&mark).expect("mark"), b"x");
         assert!(!std::fs::symlink_metadata(&mark).expect("mark").is_symlink());
@@ -818,25 +777,18 @@ mod tests {
         let victim = outside.join("victim");
         std::os::unix::fs::symlink(&victim, dir.join(Path::new("lock"))).expect("symlink");
         std::os::unix::fs::symlink(&outside, dir.join(Path::new("logs"))).expect("symlink");
-        let err = dir
-            .open_file(Path::new("lock"), OpenOptions::ReadWriteCreate)
-            .expect_err("a link");
+        let err =
+            dir.open_file(Path::new("lock"), OpenOptions::ReadWriteCreate).expect_err("a link");
         assert!(err.to_string().contains("symbolic link"), "{err}");
         let err = dir
             .open_file(Path::new("logs/victim"), OpenOptions::AppendCreate)
             .expect_err("through a link");
         assert!(err.to_string().contains("symbolic link"), "{err}");
-        dir.write_atomic(Path::new("logs/new"), b"x")
-            .expect_err("through a link");
-        dir.create_dir_all(Path::new("logs/sub"), 0o700)
-            .expect_err("through a link");
+        dir.write_atomic(Path::new("logs/new"), b"x").expect_err("through a link");
+        dir.create_dir_all(Path::new("logs/sub"), 0o700).expect_err("through a link");
         // The link itself is replaced, not written through.
-        dir.write_atomic(Path::new("lock"), b"mine")
-            .expect("replace");
-        assert_eq!(
-            std::fs::read(dir.join(Path::new("lock"))).expect("read"),
-            b"mine"
-        );
+        dir.write_atomic(Path::new("lock"), b"mine").expect("replace");
+        assert_eq!(std::fs::read(dir.join(Path::new("lock"))).expect("read"), b"mine");
         dir.remove_tree(Path::new("logs")).expect("remove the link");
         assert_eq!(std::fs::read(&victim).expect("victim"), b"precious");
         assert!(!outside.join("new").exists() && !outside.join("sub").exists());
@@ -847,9 +799,8 @@ mod tests {
         let (_tmp, dir, outside) = planted();
         let victim = outside.join("victim");
         std::fs::hard_link(&victim, dir.join(Path::new("a.log"))).expect("link");
-        let mut log = dir
-            .open_file(Path::new("a.log"), OpenOptions::AppendCreate)
-            .expect("replaced");
+        let mut log =
+            dir.open_file(Path::new("a.log"), OpenOptions::AppendCreate).expect("replaced");
         log.write_all(b"WRITTEN-BY-SERVICE\n").expect("write");
         assert_eq!(std::fs::read(&victim).expect("victim"), b"precious");
         assert_eq!(
@@ -861,18 +812,12 @@ mod tests {
     #[test]
     fn a_fifo_or_directory_is_not_a_file() {
         let (_tmp, dir, _outside) = planted();
-        nix::unistd::mkfifo(
-            &dir.join(Path::new("fifo")),
-            Mode::from_bits_truncate(0o600),
-        )
-        .expect("mkfifo");
+        nix::unistd::mkfifo(&dir.join(Path::new("fifo")), Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
         std::fs::create_dir(dir.join(Path::new("d"))).expect("mkdir");
-        let err = dir
-            .open_file(Path::new("fifo"), OpenOptions::Read)
-            .expect_err("fifo");
+        let err = dir.open_file(Path::new("fifo"), OpenOptions::Read).expect_err("fifo");
         assert!(err.to_string().contains("not a regular file"), "{err}");
-        dir.open_file(Path::new("d"), OpenOptions::Read)
-            .expect_err("dir");
+        dir.open_file(Path::new("d"), OpenOptions::Read).expect_err("dir");
         dir.write_atomic(Path::new("d"), b"x").expect_err("dir");
     }
 
@@ -891,14 +836,8 @@ mod tests {
     #[test]
     fn reads_are_bounded() {
         let (_tmp, dir, _outside) = planted();
-        dir.write_atomic(Path::new("big"), &[b'x'; 100])
-            .expect("write");
-        assert_eq!(
-            dir.read(Path::new("big"), 100)
-                .expect("read")
-                .map(|b| b.len()),
-            Some(100)
-        );
+        dir.write_atomic(Path::new("big"), &[b'x'; 100]).expect("write");
+        assert_eq!(dir.read(Path::new("big"), 100).expect("read").map(|b| b.len()), Some(100));
         let err = dir.read(Path::new("big"), 99).expect_err("too big");
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert_eq!(dir.read(Path::new("none"), 1).expect("missing"), None);

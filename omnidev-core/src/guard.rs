@@ -121,10 +121,7 @@ impl Guard {
             None => None,
         };
         let live = fork_guard(cgroup.as_ref())?;
-        Ok(Guard {
-            cgroup,
-            live: Mutex::new(live),
-        })
+        Ok(Guard { cgroup, live: Mutex::new(live) })
     }
 
     fn lock(&self) -> MutexGuard<'_, Live> {
@@ -215,10 +212,8 @@ impl Guard {
         if live.writer.is_none() || live.ended.is_some() {
             return;
         }
-        match nix::sys::wait::waitpid(
-            live.pid,
-            Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG),
-        ) {
+        match nix::sys::wait::waitpid(live.pid, Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG))
+        {
             Ok(WaitStatus::Stopped(pid, signal)) => {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
                 live.ended = Some(format!("stopped by {signal}, so killed"));
@@ -250,9 +245,7 @@ impl Guard {
         let ended = live.ended.take().unwrap_or(reaped);
         let groups = live.groups.clone();
         let outcome = fork_guard(self.cgroup.as_ref()).map(|new| {
-            let Live {
-                pid, writer, death, ..
-            } = new;
+            let Live { pid, writer, death, .. } = new;
             live.pid = pid;
             live.writer = writer;
             live.death = death;
@@ -311,11 +304,7 @@ impl Replaced {
 
 impl fmt::Display for Replaced {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the orphan guard (pid {}) ended ({}); ",
-            self.old, self.ended
-        )?;
+        write!(f, "the orphan guard (pid {}) ended ({}); ", self.old, self.ended)?;
         let what = if self.cgroup {
             format!("the pod cgroup and {} process group(s)", self.groups)
         } else {
@@ -503,10 +492,7 @@ unsafe fn kill_cgroup(kill_file: &CStr, pod: &CStr) {
             libc::write(fd, b"1".as_ptr().cast(), 1);
             libc::close(fd);
         }
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 10_000_000,
-        };
+        let pause = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
         for _ in 0..500 {
             remove_below(pod);
             libc::rmdir(pod.as_ptr());
@@ -556,12 +542,7 @@ unsafe fn remove_below_fd(fd: libc::c_int, depth: u32) {
     loop {
         // SAFETY: getdents64 writes at most the buffer's size into it.
         let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                fd,
-                buf.as_mut_ptr(),
-                std::mem::size_of_val(&buf),
-            )
+            libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), std::mem::size_of_val(&buf))
         };
         let Ok(n) = usize::try_from(n) else { return };
         if n == 0 {
@@ -573,9 +554,8 @@ unsafe fn remove_below_fd(fd: libc::c_int, depth: u32) {
             // SAFETY: `at` is the start of a record the kernel wrote within
             // the first `n` bytes; the name is NUL-terminated inside it.
             unsafe {
-                let len = usize::from(std::ptr::read_unaligned(
-                    bytes.add(at + RECLEN).cast::<u16>(),
-                ));
+                let len =
+                    usize::from(std::ptr::read_unaligned(bytes.add(at + RECLEN).cast::<u16>()));
                 let kind = *bytes.add(at + TYPE);
                 let name = bytes.add(at + NAME).cast::<libc::c_char>();
                 if len == 0 {
@@ -703,17 +683,11 @@ mod tests {
                  guards 1 process group(s)"
             )
         );
-        assert!(
-            crate::platform::stat(old).is_none(),
-            "the old guard is reaped"
-        );
+        assert!(crate::platform::stat(old).is_none(), "the old guard is reaped");
         // The new guard kills the group it was told about at end-of-file.
         guard.close();
         let status = sleeper.wait().expect("wait");
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(libc::SIGKILL)
-        );
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
         assert!(guard.replace().is_none(), "closed: nothing to replace");
     }
 
@@ -730,9 +704,7 @@ mod tests {
             .expect("watched");
         let replaced = guard.replace().expect("not closed");
         assert!(
-            replaced
-                .to_string()
-                .contains("ended (stopped by SIGSTOP, so killed)"),
+            replaced.to_string().contains("ended (stopped by SIGSTOP, so killed)"),
             "{replaced}"
         );
         assert!(crate::platform::stat(old).is_none(), "reaped");

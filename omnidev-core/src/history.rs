@@ -309,12 +309,7 @@ impl History {
     /// A follower from `cursor` on (a [`History::cursor`] with `follow`:
     /// from the oldest kept).
     pub fn follow_from(self: &Arc<Self>, cursor: Cursor) -> Follower {
-        Follower {
-            history: self.clone(),
-            cursor,
-            wake: self.wake(),
-            queue: VecDeque::new(),
-        }
+        Follower { history: self.clone(), cursor, wake: self.wake(), queue: VecDeque::new() }
     }
 
     /// The next lines and events from `cursor` on that `want` takes, about
@@ -342,11 +337,7 @@ impl History {
         let inner = self.lock();
         let seq = inner.last_reload?;
         let at = inner.events.partition_point(|(s, ..)| *s < seq);
-        inner
-            .events
-            .get(at)
-            .filter(|(s, ..)| *s == seq)
-            .map(|(_, event, _)| event.clone())
+        inner.events.get(at).filter(|(s, ..)| *s == seq).map(|(_, event, _)| event.clone())
     }
 }
 
@@ -377,12 +368,8 @@ impl History {
             .zip(&inner.partials)
             .filter(|(_, (_, line))| ours(Some(&line.service)))
             .map(|(seq, (_, line))| (seq, Kept::Partial(line.clone())));
-        let mut all: Vec<Box<dyn Iterator<Item = (u64, Kept)> + '_>> = vec![
-            Box::new(reserve),
-            Box::new(lines),
-            Box::new(events),
-            Box::new(partials),
-        ];
+        let mut all: Vec<Box<dyn Iterator<Item = (u64, Kept)> + '_>> =
+            vec![Box::new(reserve), Box::new(lines), Box::new(events), Box::new(partials)];
         let mut heads: Vec<Option<(u64, Kept)>> = all.iter_mut().map(Iterator::next).collect();
         loop {
             let next = heads
@@ -577,12 +564,9 @@ impl Follower {
     pub fn try_recv(&mut self) -> Option<Event> {
         if self.queue.is_empty() {
             self.wake.borrow_and_update();
-            let read = self
-                .history
-                .read(&mut self.cursor, 64 * 1024, true, |_| true);
+            let read = self.history.read(&mut self.cursor, 64 * 1024, true, |_| true);
             if let Some(lost) = read.lost(true) {
-                self.queue
-                    .push_back(Kept::Event(Arc::new(Event::pod(lost))));
+                self.queue.push_back(Kept::Event(Arc::new(Event::pod(lost))));
             }
             self.queue.extend(read.kept);
         }
@@ -610,9 +594,7 @@ mod tests {
         Event {
             at: SystemTime::UNIX_EPOCH,
             service: None,
-            kind: EventKind::Notice {
-                message: message.into(),
-            },
+            kind: EventKind::Notice { message: message.into() },
         }
     }
 
@@ -658,9 +640,7 @@ mod tests {
     fn a_reader_behind_what_is_kept_is_told_exactly_what_it_missed() {
         let history = History::default();
         let mut cursor = history.cursor(false, true);
-        let lines: Vec<_> = (0..KEPT_LINES + 25)
-            .map(|n| line("server", &n.to_string()))
-            .collect();
+        let lines: Vec<_> = (0..KEPT_LINES + 25).map(|n| line("server", &n.to_string())).collect();
         history.push_lines(&lines);
         for _ in 0..KEPT_EVENTS + 3 {
             history.push_event(&notice("n"));
@@ -670,10 +650,7 @@ mod tests {
         assert_eq!(texts(&read)[0], "25", "the oldest kept next");
         assert_eq!(read.kept.len(), KEPT_LINES + KEPT_EVENTS);
         let again = history.read(&mut cursor, 1 << 30, false, |_| true);
-        assert_eq!(
-            (again.missed_lines, again.missed_events, again.kept.len()),
-            (0, 0, 0)
-        );
+        assert_eq!((again.missed_lines, again.missed_events, again.kept.len()), (0, 0, 0));
         let big = "x".repeat(64 * 1024);
         history.push_lines(&vec![line("server", &big); 100]);
         let inner = history.lock();
@@ -708,12 +685,7 @@ mod tests {
         history.push_partial(line("svc", "Password: "));
         let read = history.read(&mut follower, 1 << 20, true, |_| true);
         assert_eq!(texts(&read), ["partial Password: "]);
-        assert!(
-            history
-                .read(&mut follower, 1 << 20, true, |_| true)
-                .kept
-                .is_empty()
-        );
+        assert!(history.read(&mut follower, 1 << 20, true, |_| true).kept.is_empty());
         history.push_partial(line("svc", "Password: s"));
         history.push_lines(&[line("svc", "Password: secret")]);
         let read = history.read(&mut follower, 1 << 20, true, |_| true);
@@ -731,27 +703,16 @@ mod tests {
         let history = Arc::new(History::default());
         history.push_lines(&[line("svc", "before")]);
         let mut follower = history.follow();
-        assert!(
-            follower.try_recv().is_none(),
-            "nothing from before it began"
-        );
+        assert!(follower.try_recv().is_none(), "nothing from before it began");
         history.push_event(&notice("one"));
         let got = follower.recv().await.expect("an event");
         assert_eq!(got.to_string(), "one");
-        let lines: Vec<_> = (0..KEPT_LINES + 5)
-            .map(|n| line("svc", &n.to_string()))
-            .collect();
+        let lines: Vec<_> = (0..KEPT_LINES + 5).map(|n| line("svc", &n.to_string())).collect();
         history.push_lines(&lines);
         let lost = follower.recv().await.expect("the gap");
-        assert!(
-            matches!(lost.kind, EventKind::Lost { count: 5, .. }),
-            "{lost:?}"
-        );
+        assert!(matches!(lost.kind, EventKind::Lost { count: 5, .. }), "{lost:?}");
         let next = follower.recv().await.expect("a line");
-        assert!(
-            matches!(&next.kind, EventKind::Log { line } if line.text == "5"),
-            "{next:?}"
-        );
+        assert!(matches!(&next.kind, EventKind::Log { line } if line.text == "5"), "{next:?}");
         history.close();
         let mut rest = 0;
         while follower.recv().await.is_some() {
@@ -767,12 +728,7 @@ mod tests {
         history.push_lines(&[line("svc", "before")]);
         history.push_event(&notice("earlier"));
         let mut tail = history.tail();
-        assert!(
-            history
-                .read(&mut tail, 1 << 20, false, |_| true)
-                .kept
-                .is_empty()
-        );
+        assert!(history.read(&mut tail, 1 << 20, false, |_| true).kept.is_empty());
         history.push_lines(&[line("svc", "after")]);
         let read = history.read(&mut tail, 1 << 20, false, |_| true);
         assert_eq!(texts(&read), ["after"]);
@@ -803,13 +759,7 @@ mod tests {
     fn view(history: &History, service: Option<&str>) -> Vec<String> {
         let mut shown = Vec::new();
         history.view(service, |_, kept| {
-            shown.push(
-                texts(&Read {
-                    kept: vec![kept.clone()],
-                    ..Read::default()
-                })[0]
-                    .clone(),
-            );
+            shown.push(texts(&Read { kept: vec![kept.clone()], ..Read::default() })[0].clone());
             true
         });
         shown
@@ -824,9 +774,7 @@ mod tests {
         let started = Event {
             at: SystemTime::UNIX_EPOCH,
             service: Some("vite".into()),
-            kind: EventKind::Notice {
-                message: "vite began".into(),
-            },
+            kind: EventKind::Notice { message: "vite began".into() },
         };
         history.push_event(&started);
         history.push_lines(&[line("vite", "ready on :5173"), line("vite", "hmr on")]);
@@ -840,10 +788,7 @@ mod tests {
             k.service() == Some("vite")
         });
         assert!(read.kept.is_empty(), "pushed out of the window");
-        assert_eq!(
-            view(&history, Some("vite")),
-            ["vite: vite began", "ready on :5173", "hmr on"]
-        );
+        assert_eq!(view(&history, Some("vite")), ["vite: vite began", "ready on :5173", "hmr on"]);
         let server = view(&history, Some("server"));
         assert_eq!(server.len(), RESERVE_ENTRIES + KEPT_LINES);
         assert_eq!(server[0], "GET /10");
@@ -862,11 +807,7 @@ mod tests {
             history.push_lines(&[line("noisy", "n")]);
         }
         let kept = view(&history, Some("quiet"));
-        assert!(
-            !kept.is_empty() && kept.len() * big.len() <= RESERVE_BYTES,
-            "{}",
-            kept.len()
-        );
+        assert!(!kept.is_empty() && kept.len() * big.len() <= RESERVE_BYTES, "{}", kept.len());
     }
 
     /// An unfinished line shows last, as it stands; its finished line is
@@ -877,10 +818,7 @@ mod tests {
         history.push_partial(line("app", "Password: "));
         history.push_lines(&[Arc::new(LogLine::new("app", Stream::Stderr, "warning", 0))]);
         history.push_partial(line("app", "Password: **"));
-        assert_eq!(
-            view(&history, Some("app")),
-            ["warning", "partial Password: **"]
-        );
+        assert_eq!(view(&history, Some("app")), ["warning", "partial Password: **"]);
         history.push_lines(&[line("app", "Password: ***")]);
         assert_eq!(view(&history, Some("app")), ["warning", "Password: ***"]);
         assert_eq!(view(&history, Some("other")), Vec::<String>::new());

@@ -105,11 +105,7 @@ pub fn owner_at(address: SocketAddr, members: &[u32]) -> Owner {
 /// No listener is seen: nobody listens where every listener of the machine
 /// is seen; elsewhere another user's may, and that is unknown.
 fn nobody_seen() -> Owner {
-    if net::SEES_OTHER_USERS {
-        Owner::Nobody
-    } else {
-        Owner::Unknown
-    }
+    if net::SEES_OTHER_USERS { Owner::Nobody } else { Owner::Unknown }
 }
 
 /// The listening sockets (of one port) that take a connection to `to`, as
@@ -131,44 +127,28 @@ pub fn answering(listeners: &[TcpSocket], to: IpAddr) -> Vec<TcpSocket> {
     ];
     levels
         .iter()
-        .map(|level| {
-            listeners
-                .iter()
-                .copied()
-                .filter(|s| level(s))
-                .collect::<Vec<_>>()
-        })
+        .map(|level| listeners.iter().copied().filter(|s| level(s)).collect::<Vec<_>>())
         .find(|found| !found.is_empty())
         .unwrap_or_default()
 }
 
 /// Every socket the processes `members` hold.
 fn held_by(members: &[u32]) -> BTreeSet<u64> {
-    members
-        .iter()
-        .flat_map(|&pid| net::socket_ids(pid))
-        .collect()
+    members.iter().flat_map(|&pid| net::socket_ids(pid)).collect()
 }
 
 /// Who holds `socket`, as far as this user can see.
 fn holder(socket: &TcpSocket) -> Holder {
     let pid = net::holders(socket.id).into_iter().min();
-    let command = pid
-        .map(crate::platform::cmdline)
-        .filter(|c| !c.is_empty())
-        .map(|c| {
-            if c.chars().count() > COMMAND_SHOWN {
-                let cut: String = c.chars().take(COMMAND_SHOWN).collect();
-                format!("{cut}…")
-            } else {
-                c
-            }
-        });
-    Holder {
-        pid,
-        command,
-        uid: socket.uid,
-    }
+    let command = pid.map(crate::platform::cmdline).filter(|c| !c.is_empty()).map(|c| {
+        if c.chars().count() > COMMAND_SHOWN {
+            let cut: String = c.chars().take(COMMAND_SHOWN).collect();
+            format!("{cut}…")
+        } else {
+            c
+        }
+    });
+    Holder { pid, command, uid: socket.uid }
 }
 
 #[cfg(test)]
@@ -240,10 +220,7 @@ mod tests {
             matches!(owner_at(at("127.0.0.1"), &[me]), Owner::Other(h) if h.pid == Some(theirs.id())),
             "python answers at 127.0.0.1"
         );
-        assert_eq!(
-            owner_at(at("127.0.0.1"), &[me, theirs.id()]),
-            Owner::Service
-        );
+        assert_eq!(owner_at(at("127.0.0.1"), &[me, theirs.id()]), Owner::Service);
         drop(ours);
         assert_eq!(owner_at(at("::1"), &[me]), Owner::Nobody);
         match owner(port, &[std::process::id()]) {
@@ -264,22 +241,13 @@ mod tests {
     }
 
     fn socket(address: &str, id: u64) -> TcpSocket {
-        TcpSocket {
-            address: address.parse().expect("ip"),
-            port: 80,
-            listening: true,
-            uid: 0,
-            id,
-        }
+        TcpSocket { address: address.parse().expect("ip"), port: 80, listening: true, uid: 0, id }
     }
 
     #[test]
     fn the_kernels_choice_of_listener_by_address() {
         let inodes = |listeners: &[TcpSocket], to: &str| -> Vec<u64> {
-            answering(listeners, to.parse().expect("ip"))
-                .iter()
-                .map(|s| s.id)
-                .collect()
+            answering(listeners, to.parse().expect("ip")).iter().map(|s| s.id).collect()
         };
         let all = [
             socket("127.0.0.1", 1),
@@ -306,14 +274,7 @@ mod tests {
 
     #[test]
     fn a_holder_without_a_visible_pid_names_its_uid() {
-        let holder = Holder {
-            pid: None,
-            command: None,
-            uid: 1001,
-        };
-        assert_eq!(
-            holder.to_string(),
-            "a process of uid 1001 omnidev cannot see"
-        );
+        let holder = Holder { pid: None, command: None, uid: 1001 };
+        assert_eq!(holder.to_string(), "a process of uid 1001 omnidev cannot see");
     }
 }

@@ -148,11 +148,7 @@ impl LogStore {
 
     /// Every service's log.
     fn all(&self) -> Vec<(String, Arc<ServiceLog>)> {
-        self.services
-            .locked()
-            .iter()
-            .map(|(name, log)| (name.clone(), log.clone()))
-            .collect()
+        self.services.locked().iter().map(|(name, log)| (name.clone(), log.clone())).collect()
     }
 
     /// Gives a service added to a running pod its log, and opens its file
@@ -168,9 +164,7 @@ impl LogStore {
         }
         let log = ServiceLog::new(name);
         let result = self.open_file(name, &log);
-        self.services
-            .locked()
-            .insert(name.to_owned(), Arc::new(log));
+        self.services.locked().insert(name.to_owned(), Arc::new(log));
         result
     }
 
@@ -180,10 +174,7 @@ impl LogStore {
 
     /// The path of `service`'s log file, if logs go to files.
     pub(crate) fn file_path(&self, service: &str) -> Option<PathBuf> {
-        self.config
-            .dir
-            .as_ref()
-            .map(|dir| dir.join(format!("{service}.log")))
+        self.config.dir.as_ref().map(|dir| dir.join(format!("{service}.log")))
     }
 
     /// The log file at `path`, rotated as this store's config says.
@@ -234,13 +225,9 @@ impl LogStore {
             .all()
             .iter()
             .filter_map(|(name, log)| match &*log.file.locked() {
-                FileState::Open(file) => Some((
-                    name.clone(),
-                    Position {
-                        inode: file.inode,
-                        offset: file.size,
-                    },
-                )),
+                FileState::Open(file) => {
+                    Some((name.clone(), Position { inode: file.inode, offset: file.size }))
+                }
                 FileState::None | FileState::Failed { .. } => None,
             })
             .collect();
@@ -252,10 +239,7 @@ impl LogStore {
             files: Vec::new(),
             logs,
         };
-        Some(TakenMark {
-            path: dir.join(MARK_FILE),
-            mark,
-        })
+        Some(TakenMark { path: dir.join(MARK_FILE), mark })
     }
 
     /// Flushes every log file.
@@ -278,13 +262,7 @@ impl LogStore {
     fn write_file(&self, log: &ServiceLog, texts: &[String]) -> Option<String> {
         let mut file = log.file.locked();
         let mut resumed = None;
-        if let FileState::Failed {
-            path,
-            cause,
-            missing,
-            retry_at,
-        } = &mut *file
-        {
+        if let FileState::Failed { path, cause, missing, retry_at } = &mut *file {
             let gap = format!("{missing} lines are missing here ({cause})");
             // Flushed here: a file that opens but still cannot take a line
             // (the disk is still full) is no resumption.
@@ -323,8 +301,7 @@ impl LogStore {
 
     /// Lines recorded for `service` so far.
     pub(crate) fn line_count(&self, service: &str) -> u64 {
-        self.service(service)
-            .map_or(0, |l| l.lines.load(Ordering::Relaxed))
+        self.service(service).map_or(0, |l| l.lines.load(Ordering::Relaxed))
     }
 
     /// Lines of `service` recorded from now on are shown to `watch` (the
@@ -339,13 +316,7 @@ impl LogStore {
     fn line(&self, log: &ServiceLog, stream: Stream, text: String, at: SystemTime) -> Arc<LogLine> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let service = log.name.clone();
-        Arc::new(LogLine {
-            service,
-            stream,
-            text,
-            seq,
-            at,
-        })
+        Arc::new(LogLine { service, stream, text, seq, at })
     }
 
     /// Records a batch of lines of `service`, leaving `texts` empty; split
@@ -376,10 +347,7 @@ impl LogStore {
         }
         let _order = self.order.locked();
         let at = SystemTime::now();
-        let lines: Vec<_> = texts
-            .drain(..)
-            .map(|text| self.line(&log, stream, text, at))
-            .collect();
+        let lines: Vec<_> = texts.drain(..).map(|text| self.line(&log, stream, text, at)).collect();
         // Published in order, so every reader sees lines in number order.
         self.history.push_lines(&lines);
     }
@@ -470,24 +438,12 @@ mod tests {
         let store = LogStore::new(config, ["svc", "idle"], Arc::default());
         store.open_files().expect("open");
         let batch = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
-        store.push_batch(
-            "svc",
-            Stream::Stdout,
-            &mut batch(&["before 1", "before 2"]),
-            &[],
-        );
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["before 1", "before 2"]), &[]);
         // As the engine writes a reload's mark.
         let mut taken = store.mark_now().expect("a mark");
-        taken
-            .mark
-            .name(Some(&crate::Changes::of(["app/b.py", "app/a.py"])));
+        taken.mark.name(Some(&crate::Changes::of(["app/b.py", "app/a.py"])));
         crate::fs::write_atomic_unsynced(&taken.path, &taken.mark.encode()).expect("written");
-        store.push_batch(
-            "svc",
-            Stream::Stderr,
-            &mut batch(&["after 1", "after 2"]),
-            &[],
-        );
+        store.push_batch("svc", Stream::Stderr, &mut batch(&["after 1", "after 2"]), &[]);
 
         let mark = Mark::read(dir.path()).expect("the mark");
         assert!(mark.reload);
@@ -497,15 +453,9 @@ mod tests {
         let log = dir.path().join("svc.log");
         let rotated = rotated_path(&log, 1);
         let position = mark.logs["svc"];
-        assert_eq!(
-            std::fs::metadata(&rotated).expect("rotated").ino(),
-            position.inode
-        );
+        assert_eq!(std::fs::metadata(&rotated).expect("rotated").ino(), position.inode);
         let text = std::fs::read_to_string(&rotated).expect("read");
-        assert_eq!(
-            &text[usize::try_from(position.offset).expect("small")..],
-            "after 1\n"
-        );
+        assert_eq!(&text[usize::try_from(position.offset).expect("small")..], "after 1\n");
         assert_eq!(std::fs::read_to_string(&log).expect("read"), "after 2\n");
 
         std::fs::write(dir.path().join(MARK_FILE), "{\"at-ms\": ").expect("write");
@@ -520,10 +470,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let history: Arc<History> = Arc::default();
         let mut events = history.follow();
-        let config = LogConfig {
-            dir: Some(dir.path().to_path_buf()),
-            ..LogConfig::default()
-        };
+        let config = LogConfig { dir: Some(dir.path().to_path_buf()), ..LogConfig::default() };
         let mut store = LogStore::new(config, ["svc"], history);
         store.reopen_every = Duration::ZERO;
         store.open_files().expect("open");
@@ -536,12 +483,7 @@ mod tests {
         }
         // Reopening waits for the next attempt; hold it off for now.
         store.reopen_every = Duration::from_secs(3600);
-        store.push_batch(
-            "svc",
-            Stream::Stdout,
-            &mut batch(&["lost 1", "lost 2"]),
-            &[],
-        );
+        store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 1", "lost 2"]), &[]);
         store.push_batch("svc", Stream::Stdout, &mut batch(&["lost 3"]), &[]);
         store.flush();
         let said = notices(&mut events);
@@ -552,10 +494,7 @@ mod tests {
             "{said:?}"
         );
         // The lines still reached the history (and every front-end).
-        assert_eq!(
-            store.kept_lines("svc"),
-            ["before", "lost 1", "lost 2", "lost 3"]
-        );
+        assert_eq!(store.kept_lines("svc"), ["before", "lost 1", "lost 2", "lost 3"]);
 
         // Space is back: the next line reopens the file.
         if let FileState::Failed { retry_at, .. } =

@@ -238,10 +238,7 @@ mod tests {
         let _ = wrapper.kill();
         let _ = wrapper.wait();
         assert_eq!(before, None, "a wrapper without a child: not known yet");
-        assert_eq!(
-            child_name, "sleep",
-            "the wrapper's child is the main process"
-        );
+        assert_eq!(child_name, "sleep", "the wrapper's child is the main process");
         // Not a wrapper: the pid itself.
         let own = std::process::id();
         assert_eq!(main_process(own), Some(own));
@@ -260,10 +257,7 @@ mod tests {
         assert!(env_var(me, "PATH").is_some());
         assert!(env_var(me, "OMNIDEV_PROC_TEST_SURELY_UNSET").is_none());
         assert!(!cmdline(me).is_empty());
-        assert!(
-            open_fds(me).is_some_and(|n| n >= 3),
-            "stdin, stdout, stderr"
-        );
+        assert!(open_fds(me).is_some_and(|n| n >= 3), "stdin, stdout, stderr");
         assert!(rss_kib(me).is_some_and(|kib| kib > 0));
         assert!(peak_rss_kib(me).is_some_and(|kib| kib > 0));
         assert!(threads(me).is_some_and(|t| !t.is_empty()));
@@ -271,10 +265,7 @@ mod tests {
 
     #[test]
     fn children_are_listed() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn");
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("spawn");
         let listed = children(std::process::id()).contains(&child.id());
         let _ = child.kill();
         let _ = child.wait();

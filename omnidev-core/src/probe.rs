@@ -108,12 +108,7 @@ pub fn warm_http() {
 impl HttpProbe {
     /// A probe of `url`, sending `host` as the `Host` header when given.
     pub fn new(url: impl Into<String>, host: Option<String>) -> Self {
-        Self {
-            client: http_client(),
-            url: url.into(),
-            host,
-            reached: Reached::new(),
-        }
+        Self { client: http_client(), url: url.into(), host, reached: Reached::new() }
     }
 }
 
@@ -128,10 +123,7 @@ impl Probe for HttpProbe {
     }
 
     async fn reach(&self) -> Result<Option<std::net::SocketAddr>, String> {
-        let mut request = self
-            .client
-            .get(&self.url)
-            .header(reqwest::header::CONNECTION, "close");
+        let mut request = self.client.get(&self.url).header(reqwest::header::CONNECTION, "close");
         if let Some(host) = &self.host {
             request = request.header(reqwest::header::HOST, host);
         }
@@ -160,10 +152,7 @@ pub struct TcpProbe {
 impl TcpProbe {
     /// A probe of `address` (`host:port`).
     pub fn new(address: impl Into<String>) -> Self {
-        Self {
-            address: address.into(),
-            reached: Reached::new(),
-        }
+        Self { address: address.into(), reached: Reached::new() }
     }
 }
 
@@ -198,9 +187,9 @@ impl Probe for TcpProbe {
 fn answered(stream: &tokio::net::TcpStream) -> Result<Option<std::net::SocketAddr>, String> {
     let peer = stream.peer_addr().ok();
     match stream.local_addr() {
-        Ok(local) if Some(local) == peer => Err(format!(
-            "nothing listens on {local} (the connection met itself)"
-        )),
+        Ok(local) if Some(local) == peer => {
+            Err(format!("nothing listens on {local} (the connection met itself)"))
+        }
         _ => Ok(peer),
     }
 }
@@ -223,11 +212,7 @@ pub struct CommandProbe {
 impl CommandProbe {
     /// A probe running `command`.
     pub fn new(command: CommandSpec) -> Self {
-        Self {
-            command,
-            guard: None,
-            cgroup: None,
-        }
+        Self { command, guard: None, cgroup: None }
     }
 }
 
@@ -489,11 +474,9 @@ pub(crate) fn probe_with_guard(
     match spec {
         ProbeSpec::Http { url, host } => Box::new(HttpProbe::new(url.clone(), host.clone())),
         ProbeSpec::Tcp { address } => Box::new(TcpProbe::new(address.clone())),
-        ProbeSpec::Command(command) => Box::new(CommandProbe {
-            command: command.clone(),
-            guard,
-            cgroup,
-        }),
+        ProbeSpec::Command(command) => {
+            Box::new(CommandProbe { command: command.clone(), guard, cgroup })
+        }
         ProbeSpec::Log { pattern } => Box::new(LogProbe::new(Arc::new(LineWatch::new(pattern)))),
     }
 }
@@ -529,9 +512,7 @@ const FIRST_POLL: Duration = Duration::from_millis(20);
 /// times. (Doubling the pause instead left a 300 ms boot unseen until
 /// 620 ms.)
 fn pause_after(elapsed: Duration, interval: Duration) -> Duration {
-    (elapsed / 10)
-        .max(FIRST_POLL)
-        .min(interval.max(Duration::from_millis(1)))
+    (elapsed / 10).max(FIRST_POLL).min(interval.max(Duration::from_millis(1)))
 }
 
 /// Polls `probe` until it passes, pausing as `pause_after` says,
@@ -565,12 +546,7 @@ pub async fn poll_until_ready(
             Err(error) => error,
         };
         let pause = pause_after(started.elapsed(), readiness.interval);
-        report(ProbeOutcome::NotYet {
-            attempt,
-            error,
-            next: pause,
-            after_output,
-        });
+        report(ProbeOutcome::NotYet { attempt, error, next: pause, after_output });
         if !timed_out && started.elapsed() >= readiness.timeout {
             timed_out = true;
             report(ProbeOutcome::TimedOut);
@@ -605,11 +581,7 @@ mod tests {
     impl Probe for PassesOnCall {
         async fn check(&self) -> Result<(), String> {
             let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
-            if n >= self.1 {
-                Ok(())
-            } else {
-                Err(format!("call {n}"))
-            }
+            if n >= self.1 { Ok(()) } else { Err(format!("call {n}")) }
         }
     }
 
@@ -619,9 +591,7 @@ mod tests {
         // well past the 100 ms timeout.
         let probe = PassesOnCall(AtomicU32::new(0), 12);
         let readiness = Readiness {
-            probe: ProbeSpec::Tcp {
-                address: String::new(),
-            },
+            probe: ProbeSpec::Tcp { address: String::new() },
             interval: Duration::from_millis(20),
             timeout: Duration::from_millis(100),
             listener: None,
@@ -653,19 +623,13 @@ mod tests {
             if let Some(output) = &self.logs_each_request {
                 output.notify_one();
             }
-            if self.ready.load(Ordering::SeqCst) {
-                Ok(())
-            } else {
-                Err("not yet".to_owned())
-            }
+            if self.ready.load(Ordering::SeqCst) { Ok(()) } else { Err("not yet".to_owned()) }
         }
     }
 
     fn slow_readiness() -> Readiness {
         Readiness {
-            probe: ProbeSpec::Tcp {
-                address: String::new(),
-            },
+            probe: ProbeSpec::Tcp { address: String::new() },
             interval: Duration::from_secs(10),
             timeout: Duration::from_secs(3600),
             listener: None,
@@ -702,11 +666,7 @@ mod tests {
         let said = tokio::time::Instant::now();
         output.notify_one();
         ready.await.expect("ready");
-        assert!(
-            said.elapsed() <= OUTPUT_SPACING,
-            "ready {:?} after the output",
-            said.elapsed()
-        );
+        assert!(said.elapsed() <= OUTPUT_SPACING, "ready {:?} after the output", said.elapsed());
         assert_eq!(probe.checks.load(Ordering::SeqCst), before + 1);
     }
 
@@ -759,10 +719,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_service_that_logs_each_attempt_is_probed_ten_times_a_second_at_most() {
         let output = Arc::new(tokio::sync::Notify::new());
-        let probe = Arc::new(Flagged {
-            logs_each_request: Some(output.clone()),
-            ..Flagged::default()
-        });
+        let probe =
+            Arc::new(Flagged { logs_each_request: Some(output.clone()), ..Flagged::default() });
         let _ready = polled(probe.clone(), output);
         tokio::time::sleep(Duration::from_secs(100)).await;
         let checks = probe.checks.load(Ordering::SeqCst);
@@ -836,14 +794,8 @@ mod tests {
             watch.offer(Stdout, &[line.to_owned()], &[]);
             watch.matched()
         };
-        assert!(seen(
-            "^listening on :8000$",
-            "\x1b[32mlistening\x1b[0m on :8000"
-        ));
-        assert!(seen(
-            "^open docs$",
-            "open \x1b]8;;http://localhost/\x1b\\docs\x1b]8;;\x1b\\"
-        ));
+        assert!(seen("^listening on :8000$", "\x1b[32mlistening\x1b[0m on :8000"));
+        assert!(seen("^open docs$", "open \x1b]8;;http://localhost/\x1b\\docs\x1b]8;;\x1b\\"));
         // A bell is shown as `^G`, as on screen: not the bare word.
         assert!(!seen("^ready$", "ready\x07"));
         assert!(seen("^ready\\^G$", "ready\x07"));
@@ -851,16 +803,11 @@ mod tests {
 
     #[tokio::test]
     async fn tcp_probe_sees_a_listener() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let reached = listener.local_addr().expect("addr");
         let address = reached.to_string();
         assert!(TcpProbe::new(address.clone()).check().await.is_ok());
-        assert_eq!(
-            TcpProbe::new(address.clone()).reach().await,
-            Ok(Some(reached))
-        );
+        assert_eq!(TcpProbe::new(address.clone()).reach().await, Ok(Some(reached)));
         drop(listener);
         assert!(TcpProbe::new(address).check().await.is_err());
     }
@@ -871,18 +818,14 @@ mod tests {
     #[tokio::test]
     async fn a_connection_that_met_itself_is_no_answer() {
         let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-        socket
-            .bind("127.0.0.1:0".parse().expect("addr"))
-            .expect("bind");
+        socket.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
         let own = socket.local_addr().expect("addr");
         let stream = socket.connect(own).await.expect("a connect to itself");
         assert_eq!(stream.peer_addr().ok(), Some(own), "it met itself");
         let said = answered(&stream).expect_err("no listener answered");
         assert!(said.contains("met itself"), "{said}");
         // A real listener's answer is where it was reached.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let at = listener.local_addr().expect("addr");
         let stream = tokio::net::TcpStream::connect(at).await.expect("connect");
         assert_eq!(answered(&stream), Ok(Some(at)));
@@ -890,14 +833,8 @@ mod tests {
 
     #[tokio::test]
     async fn command_probe_follows_exit_code() {
-        let ok = CommandProbe::new(CommandSpec {
-            program: "true".into(),
-            ..Default::default()
-        });
-        let bad = CommandProbe::new(CommandSpec {
-            program: "false".into(),
-            ..Default::default()
-        });
+        let ok = CommandProbe::new(CommandSpec { program: "true".into(), ..Default::default() });
+        let bad = CommandProbe::new(CommandSpec { program: "false".into(), ..Default::default() });
         assert!(ok.check().await.is_ok());
         assert!(bad.check().await.is_err());
     }
@@ -910,10 +847,7 @@ mod tests {
         let pid_file = dir.path().join("pid");
         let probe = CommandProbe::new(CommandSpec {
             program: "sh".into(),
-            args: vec![
-                "-c".into(),
-                format!("sleep 1000 & echo $! > {}; wait", pid_file.display()),
-            ],
+            args: vec!["-c".into(), format!("sleep 1000 & echo $! > {}; wait", pid_file.display())],
             ..Default::default()
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -933,10 +867,7 @@ mod tests {
             }
         };
         while crate::process::pid_alive(pid) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "probe's child {pid} outlived the check"
-            );
+            assert!(std::time::Instant::now() < deadline, "probe's child {pid} outlived the check");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -944,9 +875,7 @@ mod tests {
     #[tokio::test]
     async fn http_probe_wants_2xx_and_sends_host() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let server = tokio::spawn(async move {
             let mut hosts = Vec::new();
@@ -962,28 +891,21 @@ mod tests {
             }
             hosts
         });
-        let probe = HttpProbe::new(
-            format!("http://127.0.0.1:{port}/health"),
-            Some("example.test".into()),
-        );
+        let probe =
+            HttpProbe::new(format!("http://127.0.0.1:{port}/health"), Some("example.test".into()));
         assert!(probe.check().await.is_err());
         // The 503 was an answer to a request: what the server prints next
         // may be its log of it.
         assert_eq!(probe.output_spacing(), OUTPUT_SPACING);
         let reached = probe.reach().await.expect("200").expect("an address");
-        assert_eq!(
-            (reached.ip().to_string(), reached.port()),
-            ("127.0.0.1".to_owned(), port)
-        );
+        assert_eq!((reached.ip().to_string(), reached.port()), ("127.0.0.1".to_owned(), port));
         assert_eq!(server.await.expect("server"), [true, true]);
     }
 
     #[tokio::test]
     async fn an_answered_http_probe_holds_no_connection() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         // A keep-alive server: it answers and leaves the connection open
         // for the client to close.
@@ -1013,9 +935,7 @@ mod tests {
 
     /// A port nobody listens on (bound, then let go).
     async fn closed_port() -> std::net::SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         listener.local_addr().expect("addr")
     }
 

@@ -30,10 +30,7 @@ pub struct ProcessRecord {
 impl ProcessRecord {
     /// The record of a running process, with its current start time.
     pub fn of(pid: u32) -> Self {
-        Self {
-            pid,
-            start_time: process_start_time(pid),
-        }
+        Self { pid, start_time: process_start_time(pid) }
     }
 
     /// Whether the recorded process still runs: the pid exists and its start
@@ -97,9 +94,7 @@ impl GroupChild {
             #[cfg(target_os = "linux")]
             Exit::Pidfd(pidfd) => {
                 use std::os::fd::AsFd as _;
-                let fd = pidfd
-                    .as_ref()
-                    .ok_or_else(|| io::Error::other("already waited"))?;
+                let fd = pidfd.as_ref().ok_or_else(|| io::Error::other("already waited"))?;
                 // SAFETY: the pidfd is borrowed from `self`, which this
                 // future owns, and is closed only after the AsyncFd is gone.
                 let exited = unsafe {
@@ -242,22 +237,9 @@ pub(crate) fn spawn_placed(
     let record = ProcessRecord::of(child.id().unwrap_or_default());
     own.push(record);
     drop(own);
-    let stdout = child
-        .stdout
-        .take()
-        .map(tokio::process::ChildStdout::into_owned_fd)
-        .transpose()?;
-    let stderr = child
-        .stderr
-        .take()
-        .map(tokio::process::ChildStderr::into_owned_fd)
-        .transpose()?;
-    Ok(GroupChild {
-        record,
-        stdout,
-        stderr,
-        exit: Exit::Tokio(child),
-    })
+    let stdout = child.stdout.take().map(tokio::process::ChildStdout::into_owned_fd).transpose()?;
+    let stderr = child.stderr.take().map(tokio::process::ChildStderr::into_owned_fd).transpose()?;
+    Ok(GroupChild { record, stdout, stderr, exit: Exit::Tokio(child) })
 }
 
 /// What every service process does to itself before `exec`, however it was
@@ -293,12 +275,7 @@ fn cloexec_above_stdio() {
     {
         // SAFETY: close_range has no memory-safety preconditions.
         let rc = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            )
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC)
         };
         if rc == 0 {
             return;
@@ -403,10 +380,7 @@ pub fn reap_adopted() {
         let Some(process) = crate::platform::stat(pid).filter(|p| adopted_zombie(p)) else {
             continue;
         };
-        if own
-            .iter()
-            .any(|r| r.pid == process.pid && r.start_time == Some(process.start_time))
-        {
+        if own.iter().any(|r| r.pid == process.pid && r.start_time == Some(process.start_time)) {
             continue;
         }
         let _ = waitpid(pid_of(process.pid), Some(WaitPidFlag::WNOHANG));

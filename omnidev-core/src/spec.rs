@@ -46,10 +46,7 @@ pub struct Env {
 impl Env {
     /// No variables of its own over `shared`.
     pub fn over(shared: &Arc<BTreeMap<String, String>>) -> Self {
-        Self {
-            shared: Arc::clone(shared),
-            own: BTreeMap::new(),
-        }
+        Self { shared: Arc::clone(shared), own: BTreeMap::new() }
     }
 
     /// Sets `key` (for this command only).
@@ -65,10 +62,7 @@ impl Env {
     /// Every variable once, the command's own winning.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
         let own = &self.own;
-        self.shared
-            .iter()
-            .filter(move |(key, _)| !own.contains_key(*key))
-            .chain(own)
+        self.shared.iter().filter(move |(key, _)| !own.contains_key(*key)).chain(own)
     }
 
     fn merged(&self) -> BTreeMap<&String, &String> {
@@ -100,10 +94,7 @@ impl Extend<(String, String)> for Env {
 
 impl FromIterator<(String, String)> for Env {
     fn from_iter<I: IntoIterator<Item = (String, String)>>(items: I) -> Self {
-        Self {
-            shared: Arc::default(),
-            own: items.into_iter().collect(),
-        }
+        Self { shared: Arc::default(), own: items.into_iter().collect() }
     }
 }
 
@@ -123,10 +114,7 @@ impl Serialize for Env {
 
 impl<'de> Deserialize<'de> for Env {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        BTreeMap::deserialize(deserializer).map(|own| Self {
-            shared: Arc::default(),
-            own,
-        })
+        BTreeMap::deserialize(deserializer).map(|own| Self { shared: Arc::default(), own })
     }
 }
 
@@ -255,10 +243,7 @@ pub struct StopSpec {
 
 impl Default for StopSpec {
     fn default() -> Self {
-        Self {
-            signal: libc::SIGTERM,
-            grace: Duration::from_secs(5),
-        }
+        Self { signal: libc::SIGTERM, grace: Duration::from_secs(5) }
     }
 }
 
@@ -470,13 +455,7 @@ impl ServiceSpec {
     pub fn differences(&self, new: &Self) -> Vec<&'static str> {
         let Self {
             name: _,
-            command:
-                CommandSpec {
-                    program,
-                    args,
-                    cwd,
-                    env,
-                },
+            command: CommandSpec { program, args, cwd, env },
             depends_on,
             readiness,
             restart,
@@ -489,10 +468,7 @@ impl ServiceSpec {
             link,
         } = self;
         [
-            (
-                "command",
-                *program != new.command.program || *args != new.command.args,
-            ),
+            ("command", *program != new.command.program || *args != new.command.args),
             ("cwd", *cwd != new.command.cwd),
             ("env", *env != new.command.env),
             ("depends-on", *depends_on != new.depends_on),

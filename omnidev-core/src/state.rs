@@ -155,27 +155,20 @@ pub const MAX_STATE_BYTES: u64 = 16 << 20;
 /// error, never followed; at most [`MAX_STATE_BYTES`]); `Ok(None)` when the
 /// file does not exist.
 pub fn read_state(path: &Path) -> Result<Option<StateFile>> {
-    let read = crate::fs::read_file(path, MAX_STATE_BYTES).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    });
+    let read = crate::fs::read_file(path, MAX_STATE_BYTES)
+        .map_err(|source| Error::Read { path: path.to_path_buf(), source });
     let Some(bytes) = read? else {
         return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|e| Error::StateFile {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+        .map_err(|e| Error::StateFile { path: path.to_path_buf(), message: e.to_string() })
 }
 
 /// The bytes of `state.json` (at `path`, named in the error) for `state`.
 pub fn encode_state(path: &Path, state: &StateFile) -> Result<Vec<u8>> {
-    let mut text = serde_json::to_vec_pretty(state).map_err(|e| Error::StateFile {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let mut text = serde_json::to_vec_pretty(state)
+        .map_err(|e| Error::StateFile { path: path.to_path_buf(), message: e.to_string() })?;
     text.push(b'\n');
     Ok(text)
 }
@@ -189,10 +182,8 @@ pub fn write_state(path: &Path, state: &StateFile) -> Result<()> {
     // flush (8 ms at the median, 30 ms and more while others keep the disk
     // busy) held up the engine, and with it the next spawn, on every turn
     // that changed a service.
-    crate::fs::write_atomic_unsynced(path, &text).map_err(|source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::fs::write_atomic_unsynced(path, &text)
+        .map_err(|source| Error::Write { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]
@@ -222,9 +213,7 @@ mod tests {
             version: STATE_VERSION,
             supervisor: ProcessRecord::of(std::process::id()),
             guard_pid: None,
-            containment: Some(Mechanism::ProcessGroups {
-                reason: "test".into(),
-            }),
+            containment: Some(Mechanism::ProcessGroups { reason: "test".into() }),
             services,
         };
         write_state(&path, &state).expect("write");
@@ -244,10 +233,7 @@ mod tests {
     #[test]
     fn a_different_start_time_is_not_alive() {
         let me = ProcessRecord::of(std::process::id());
-        let other = ProcessRecord {
-            pid: me.pid,
-            start_time: me.start_time.map(|t| t + 1),
-        };
+        let other = ProcessRecord { pid: me.pid, start_time: me.start_time.map(|t| t + 1) };
         assert!(me.is_alive());
         assert!(!other.is_alive());
     }

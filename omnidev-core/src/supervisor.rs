@@ -147,11 +147,7 @@ impl Applied {
     /// The services that run anew and are waited for: those restarted,
     /// then those started.
     pub fn coming_up(&self) -> Vec<String> {
-        self.restarted
-            .iter()
-            .chain(&self.started)
-            .cloned()
-            .collect()
+        self.restarted.iter().chain(&self.started).cloned().collect()
     }
 }
 
@@ -201,10 +197,7 @@ pub(crate) enum Order {
     Shutdown(Option<oneshot::Sender<()>>),
     /// Apply a changed set of specs (validated); answered with what was
     /// done, the names then and every service's start count before.
-    Apply(
-        Vec<ServiceSpec>,
-        oneshot::Sender<(Applied, Names, Vec<u32>)>,
-    ),
+    Apply(Vec<ServiceSpec>, oneshot::Sender<(Applied, Names, Vec<u32>)>),
     /// The orphan guard ended and was replaced (or could not be); or, as
     /// the error, why its end cannot be watched.
     GuardReplaced(std::result::Result<crate::guard::Replaced, String>),
@@ -256,17 +249,11 @@ impl Supervisor {
             .iter()
             .zip(&names.removed)
             .position(|(n, removed)| n == name && !removed)
-            .ok_or_else(|| Error::UnknownService {
-                name: name.to_owned(),
-                known: names.current(),
-            })
+            .ok_or_else(|| Error::UnknownService { name: name.to_owned(), known: names.current() })
     }
 
     fn send(&self, request: Order) -> Result<()> {
-        self.inner
-            .requests
-            .send(request)
-            .map_err(|_| Error::ShutDown)
+        self.inner.requests.send(request).map_err(|_| Error::ShutDown)
     }
 
     /// A follower of every event from now on, read from the history. Any
@@ -279,9 +266,7 @@ impl Supervisor {
     /// Publishes a message for people (a front-end's own, such as "stopping
     /// the pod") to the history, in order with the services' output.
     pub fn notice(&self, message: impl Into<String>) {
-        self.publish_message(EventKind::Notice {
-            message: message.into(),
-        });
+        self.publish_message(EventKind::Notice { message: message.into() });
     }
 
     /// Publishes [`EventKind::Ended`]: how each service ended. For the
@@ -456,10 +441,7 @@ impl Supervisor {
     /// [`Supervisor::reload`] for changed files: the `reloading` event
     /// names them (`reloading server: omnigent/a.py (+2 more)`).
     pub async fn reload_changed(&self, names: &[&str], changes: Changes) -> Result<()> {
-        let indexes = names
-            .iter()
-            .map(|n| self.index(n))
-            .collect::<Result<Vec<_>>>()?;
+        let indexes = names.iter().map(|n| self.index(n)).collect::<Result<Vec<_>>>()?;
         self.send(Order::Reload(indexes, changes, None))
     }
 
@@ -479,10 +461,7 @@ impl Supervisor {
     /// [`Error::UnknownService`] for a name the supervisor does not run;
     /// [`Error::ShutDown`] when it has finished.
     pub fn reload_coming(&self, names: &[&str]) -> Result<()> {
-        let indexes = names
-            .iter()
-            .map(|n| self.index(n))
-            .collect::<Result<Vec<_>>>()?;
+        let indexes = names.iter().map(|n| self.index(n)).collect::<Result<Vec<_>>>()?;
         self.send(Order::ReloadComing(indexes))
     }
 
@@ -490,9 +469,7 @@ impl Supervisor {
     /// diagnostics, such as a watcher's decisions) like
     /// [`Supervisor::notice`].
     pub fn debug(&self, message: impl Into<String>) {
-        self.publish_message(EventKind::Debug {
-            message: message.into(),
-        });
+        self.publish_message(EventKind::Debug { message: message.into() });
     }
 
     /// Stops a service and returns once its process group is empty. It stays
@@ -528,10 +505,10 @@ impl Supervisor {
                 return s;
             }
             if settled.changed().await.is_err() {
-                return settled.borrow().clone().unwrap_or(Settled {
-                    success: true,
-                    failed: Vec::new(),
-                });
+                return settled
+                    .borrow()
+                    .clone()
+                    .unwrap_or(Settled { success: true, failed: Vec::new() });
             }
         }
     }
@@ -541,9 +518,7 @@ impl Supervisor {
     /// [`Supervisor::wait_healthy_after_reload`] then judges only a reload
     /// that began after it, however close the previous one was.
     pub fn saw_change(&self) {
-        self.inner
-            .change_seen
-            .send_replace(Some(std::time::SystemTime::now()));
+        self.inner.change_seen.send_replace(Some(std::time::SystemTime::now()));
     }
 
     /// Whether a reload is running or queued.

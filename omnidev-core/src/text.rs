@@ -158,9 +158,8 @@ pub fn obeyed(c: char) -> bool {
 
 fn render(raw: &str, kind: Origin) -> Cow<'_, str> {
     // Most text is printable ASCII: a byte scan settles it.
-    let plain_ascii = raw
-        .bytes()
-        .all(|b| (0x20..0x7f).contains(&b) || (b == b'\t' && kind != Origin::Quote));
+    let plain_ascii =
+        raw.bytes().all(|b| (0x20..0x7f).contains(&b) || (b == b'\t' && kind != Origin::Quote));
     if plain_ascii || !raw.chars().any(|c| needs_care(c, kind)) {
         return Cow::Borrowed(raw);
     }
@@ -277,10 +276,9 @@ fn harmless_sgr(params: &str) -> Option<String> {
             38 | 48 | 58 => {
                 let (taken, valid) = match parts.get(i).copied().and_then(number) {
                     Some(5) => (2, parts.len() > i + 1 && byte(parts[i + 1])),
-                    Some(2) => (
-                        4,
-                        parts.len() > i + 3 && parts[i + 1..i + 4].iter().all(|p| byte(p)),
-                    ),
+                    Some(2) => {
+                        (4, parts.len() > i + 3 && parts[i + 1..i + 4].iter().all(|p| byte(p)))
+                    }
                     _ => (1, false),
                 };
                 let end = (i + taken).min(parts.len());
@@ -368,16 +366,11 @@ pub(crate) mod tests {
         }
         impl std::error::Error for Layer {
             fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-                self.1
-                    .as_deref()
-                    .map(|l| l as &(dyn std::error::Error + 'static))
+                self.1.as_deref().map(|l| l as &(dyn std::error::Error + 'static))
             }
         }
         let refused = Layer("connection refused", None);
-        let connect = Layer(
-            "connect failed: connection refused",
-            Some(Box::new(refused)),
-        );
+        let connect = Layer("connect failed: connection refused", Some(Box::new(refused)));
         let top = Layer("could not reach the pod", Some(Box::new(connect)));
         assert_eq!(
             with_causes(&top),
@@ -425,10 +418,7 @@ pub(crate) mod tests {
             ("\x1b[38;5;9;5mx", "\x1b[38;5;9mx\x1b[0m"),
             ("\x1b[01;031mx", "\x1b[1;31mx\x1b[0m"),
             ("\x1b[mx", "\x1b[mx"),
-            (
-                "\x1b[22;23;24;27;39;49mx",
-                "\x1b[22;23;24;27;39;49mx\x1b[0m",
-            ),
+            ("\x1b[22;23;24;27;39;49mx", "\x1b[22;23;24;27;39;49mx\x1b[0m"),
         ];
         for (raw, shown) in cases {
             assert_eq!(sanitise(raw, true), shown, "{raw:?}");
@@ -472,10 +462,7 @@ pub(crate) mod tests {
         let value = serde_json::json!({ "name": "a\u{9b}b\u{7f}\u{202e}\x1b[2J" });
         let text = serde_json::to_string(&value).expect("encode");
         let safe = json(&text);
-        assert!(
-            !safe.chars().any(|c| needs_care(c, Origin::Quote)),
-            "{safe}"
-        );
+        assert!(!safe.chars().any(|c| needs_care(c, Origin::Quote)), "{safe}");
         let back: serde_json::Value = serde_json::from_str(&safe).expect("decode");
         assert_eq!(back, value);
     }
@@ -487,10 +474,7 @@ pub(crate) mod tests {
         let bel = "\x1b]8;id=1;http://x\x07text\x1b]8;;\x07!";
         assert_eq!(sanitise(bel, false), "text!");
         // An unterminated link is shown, with everything after it.
-        assert_eq!(
-            sanitise("\x1b]8;;http://x no end", true),
-            "^[]8;;http://x no end"
-        );
+        assert_eq!(sanitise("\x1b]8;;http://x no end", true), "^[]8;;http://x no end");
     }
 
     #[test]

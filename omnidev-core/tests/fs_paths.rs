@@ -20,12 +20,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let meta = std::fs::symlink_metadata(&path).expect("meta");
             let value = if meta.file_type().is_symlink() {
                 let mut v = b"-> ".to_vec();
-                v.extend(
-                    std::fs::read_link(&path)
-                        .expect("link")
-                        .as_os_str()
-                        .as_encoded_bytes(),
-                );
+                v.extend(std::fs::read_link(&path).expect("link").as_os_str().as_encoded_bytes());
                 v
             } else if meta.is_dir() {
                 stack.push(path.clone());
@@ -40,18 +35,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 fn part() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec![
-        "a",
-        "b",
-        "..",
-        ".",
-        "",
-        "out",
-        "file",
-        "/",
-        "logs",
-        "state.json",
-    ])
+    prop::sample::select(vec!["a", "b", "..", ".", "", "out", "file", "/", "logs", "state.json"])
 }
 
 fn path() -> impl Strategy<Value = String> {

@@ -48,9 +48,7 @@ impl Foreign {
     fn spawn(command: &mut Command) -> Self {
         let mut child = command.stdout(Stdio::piped()).spawn().expect("python3");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read");
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
         assert_eq!(line.trim(), "listening");
         Self(child)
     }
@@ -67,20 +65,11 @@ fn web(port: u16, boot: &str) -> ServiceSpec {
     let mut spec = ServiceSpec::new(
         "web",
         "python3",
-        [
-            "-c".to_owned(),
-            SERVER.to_owned(),
-            port.to_string(),
-            "mine".to_owned(),
-            boot.to_owned(),
-        ],
+        ["-c".to_owned(), SERVER.to_owned(), port.to_string(), "mine".to_owned(), boot.to_owned()],
         ".",
     );
     spec.readiness = Some(Readiness {
-        probe: ProbeSpec::Http {
-            url: format!("http://127.0.0.1:{port}/"),
-            host: None,
-        },
+        probe: ProbeSpec::Http { url: format!("http://127.0.0.1:{port}/"), host: None },
         interval: Duration::from_millis(100),
         timeout: Duration::from_secs(60),
         listener: Some(port),
@@ -90,14 +79,8 @@ fn web(port: u16, boot: &str) -> ServiceSpec {
 
 fn services(port: u16, boot: &str) -> Vec<ServiceSpec> {
     let mut after = ServiceSpec::new("after", "sleep", ["300"], ".");
-    after
-        .command
-        .env
-        .insert("WEB_PORT".into(), port.to_string());
-    after.depends_on = vec![Dependency {
-        service: "web".into(),
-        condition: Condition::Ready,
-    }];
+    after.command.env.insert("WEB_PORT".into(), port.to_string());
+    after.depends_on = vec![Dependency { service: "web".into(), condition: Condition::Ready }];
     vec![web(port, boot), after]
 }
 
@@ -111,15 +94,9 @@ struct Mover {
 impl PortMover for Mover {
     fn move_port(&self, service: &str, port: u16, holder: &str) -> Result<Moved, String> {
         assert_eq!(service, "web");
-        self.asked
-            .lock()
-            .expect("lock")
-            .push((port, holder.to_owned()));
+        self.asked.lock().expect("lock").push((port, holder.to_owned()));
         match self.to {
-            Some(to) => Ok(Moved {
-                port: to,
-                services: services(to, "0"),
-            }),
+            Some(to) => Ok(Moved { port: to, services: services(to, "0") }),
             None => Err(format!("port {port} is forced, and is held by {holder}")),
         }
     }
@@ -156,17 +133,11 @@ async fn a_foreign_listener_is_never_ready_and_the_port_moves() {
     let lost = free_port();
     let foreign = Foreign::start(lost);
     let to = free_port();
-    let mover = Arc::new(Mover {
-        to: Some(to),
-        asked: Mutex::default(),
-    });
+    let mover = Arc::new(Mover { to: Some(to), asked: Mutex::default() });
     let (supervisor, seen) = start(lost, mover.clone()).await;
     let holder = format!("pid {}", foreign.0.id());
     wait_until("`after` to start once web is ready on its new port", || {
-        seen.lock()
-            .expect("lock")
-            .iter()
-            .any(|l| l.starts_with("after started"))
+        seen.lock().expect("lock").iter().any(|l| l.starts_with("after started"))
     })
     .await;
     let asked = mover.asked.lock().expect("lock").clone();
@@ -175,34 +146,18 @@ async fn a_foreign_listener_is_never_ready_and_the_port_moves() {
     assert!(asked[0].1.starts_with(&holder), "{asked:?}");
     let lines = seen.lock().expect("lock").clone();
     let held = format!("port {lost} is held by {holder}");
+    assert!(lines.iter().any(|l| l.starts_with(&held) && l.ends_with("not by web")), "{lines:#?}");
     assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with(&held) && l.ends_with("not by web")),
+        lines.iter().any(|l| l == &format!("web: moved web from port {lost} to port {to}")),
         "{lines:#?}"
     );
-    assert!(
-        lines
-            .iter()
-            .any(|l| l == &format!("web: moved web from port {lost} to port {to}")),
-        "{lines:#?}"
-    );
-    let moved_at = lines
-        .iter()
-        .position(|l| l.contains("moved web"))
-        .expect("moved");
+    let moved_at = lines.iter().position(|l| l.contains("moved web")).expect("moved");
     // Not ready on the other process's answers: only after the move.
     let ready_at = lines.iter().position(|l| l == "web ready");
     assert!(ready_at.is_some_and(|r| r > moved_at), "{lines:#?}");
     // `after` waited for the real web: it started once, after the move.
-    let after_starts = lines
-        .iter()
-        .filter(|l| l.starts_with("after started"))
-        .count();
-    let moved_at = lines
-        .iter()
-        .position(|l| l.contains("moved web"))
-        .expect("moved");
+    let after_starts = lines.iter().filter(|l| l.starts_with("after started")).count();
+    let moved_at = lines.iter().position(|l| l.contains("moved web")).expect("moved");
     let after_at = lines.iter().position(|l| l.starts_with("after started"));
     assert_eq!(after_starts, 1, "{lines:#?}");
     assert!(after_at.is_some_and(|a| a > moved_at), "{lines:#?}");
@@ -221,19 +176,13 @@ async fn a_foreign_listener_is_never_ready_and_the_port_moves() {
 async fn a_port_that_cannot_move_fails_the_service_naming_the_holder() {
     let lost = free_port();
     let foreign = Foreign::start(lost);
-    let mover = Arc::new(Mover {
-        to: None,
-        asked: Mutex::default(),
-    });
+    let mover = Arc::new(Mover { to: None, asked: Mutex::default() });
     let (supervisor, seen) = start(lost, mover).await;
     let failed = || {
-        supervisor
-            .snapshot()
-            .into_iter()
-            .find_map(|s| match s.state {
-                ServiceState::Failed { reason } if s.name == "web" => Some(reason),
-                _ => None,
-            })
+        supervisor.snapshot().into_iter().find_map(|s| match s.state {
+            ServiceState::Failed { reason } if s.name == "web" => Some(reason),
+            _ => None,
+        })
     };
     wait_until("web to fail", || failed().is_some()).await;
     let reason = failed().expect("failed");
@@ -243,9 +192,7 @@ async fn a_port_that_cannot_move_fails_the_service_naming_the_holder() {
     );
     let lines = seen.lock().expect("lock").clone();
     assert!(
-        !lines
-            .iter()
-            .any(|l| l.starts_with("after started") || l == "web ready"),
+        !lines.iter().any(|l| l.starts_with("after started") || l == "web ready"),
         "{lines:#?}"
     );
     supervisor.shutdown().await.expect("shutdown");
@@ -254,11 +201,7 @@ async fn a_port_that_cannot_move_fails_the_service_naming_the_holder() {
 /// A process listening on `host:port` (`socket.AF_INET6` for an IPv6
 /// host), accepting and closing connections, until killed.
 fn listen_only(host: &str, port: u16) -> Command {
-    let family = if host.contains(':') {
-        "socket.AF_INET6"
-    } else {
-        "socket.AF_INET"
-    };
+    let family = if host.contains(':') { "socket.AF_INET6" } else { "socket.AF_INET" };
     let mut command = Command::new("python3");
     command.args([
         "-c",
@@ -297,9 +240,7 @@ async fn a_foreign_listener_on_the_probed_family_is_not_the_service() {
             ".",
         );
         spec.readiness = Some(Readiness {
-            probe: ProbeSpec::Tcp {
-                address: format!("{probe_host}:{port}"),
-            },
+            probe: ProbeSpec::Tcp { address: format!("{probe_host}:{port}") },
             interval: Duration::from_millis(100),
             timeout: Duration::from_secs(60),
             listener: Some(port),

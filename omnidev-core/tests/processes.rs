@@ -17,14 +17,9 @@ use omnidev_test_support::process::{Signal, signal, try_signal};
 fn example(name: &str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("test exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
     let path = profile_dir.join("examples").join(name);
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
@@ -62,15 +57,9 @@ fn sigkilled_supervisor_leaves_no_process_behind() {
         .spawn()
         .expect("spawn supervise");
     let pid_files = [dir.path().join("one.pids"), dir.path().join("two.pids")];
-    wait_until(
-        "services and grandchildren running",
-        Duration::from_secs(30),
-        || {
-            pid_files
-                .iter()
-                .all(|f| std::fs::read_to_string(f).is_ok_and(|t| t.lines().count() == 2))
-        },
-    );
+    wait_until("services and grandchildren running", Duration::from_secs(30), || {
+        pid_files.iter().all(|f| std::fs::read_to_string(f).is_ok_and(|t| t.lines().count() == 2))
+    });
     // state.json is written right after each spawn, which may come after
     // the pid files.
     let mut recorded = None;
@@ -81,11 +70,8 @@ fn sigkilled_supervisor_leaves_no_process_behind() {
             .is_some_and(|r| r.services.len() == 2 && r.services.values().all(|s| s.pgid.is_some()))
     });
     let recorded = recorded.expect("state written");
-    let groups: Vec<i32> = recorded
-        .services
-        .values()
-        .map(|s| s.pgid.expect("pgid recorded"))
-        .collect();
+    let groups: Vec<i32> =
+        recorded.services.values().map(|s| s.pgid.expect("pgid recorded")).collect();
     let guard = recorded.guard_pid.expect("guard pid");
     let mut pids: Vec<u32> = pid_files
         .iter()
@@ -139,11 +125,9 @@ fn a_readiness_check_in_flight_dies_with_a_sigkilled_supervisor() {
     supervisor.wait().expect("reap supervisor");
     // Generous: the guard acts on pipe EOF at once, but a loaded machine
     // may take a while to schedule it (the 2 s figure is the SIGKILL test's).
-    wait_until(
-        "the check and its child gone",
-        Duration::from_secs(10),
-        || recorded.iter().all(|&p| !pid_alive(p)),
-    );
+    wait_until("the check and its child gone", Duration::from_secs(10), || {
+        recorded.iter().all(|&p| !pid_alive(p))
+    });
 }
 
 #[test]
@@ -162,18 +146,12 @@ fn supervise_example_shuts_down_cleanly_on_sigterm() {
     wait_until("service running", Duration::from_secs(30), || {
         std::fs::read_to_string(&pid_file).is_ok_and(|t| !t.trim().is_empty())
     });
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("number");
+    let pid: u32 = std::fs::read_to_string(&pid_file).expect("pid").trim().parse().expect("number");
     signal(supervisor.id(), Signal::SIGTERM);
     let output = supervisor.wait_with_output().expect("wait");
     assert!(output.status.success(), "{output:?}");
     assert!(!pid_alive(pid));
-    let recorded = omnidev_core::read_state(&state)
-        .expect("read")
-        .expect("state");
+    let recorded = omnidev_core::read_state(&state).expect("read").expect("state");
     assert!(recorded.services["a"].pid.is_none());
 }
 
@@ -192,11 +170,7 @@ fn two_hundred_megabytes_without_newline_keep_memory_bounded() {
     // far below the data size.
     assert!(rss < 64.0, "peak RSS {rss} MiB: {report}");
     // 200,000,000 bytes in 64 KiB pieces.
-    assert_eq!(
-        report["file_lines"],
-        200_000_000_u64.div_ceil(65_536),
-        "{report}"
-    );
+    assert_eq!(report["file_lines"], 200_000_000_u64.div_ceil(65_536), "{report}");
 }
 
 // ----- containment: helpers that leave the service's group and session -----
@@ -259,9 +233,7 @@ fn sleeping_pids(file: &Path, count: usize) -> Vec<u32> {
         // A pid is written before its `exec`; wait until each has exec'd
         // into `sleep`, so the tag check sees its final environment.
         pids.len() == count
-            && pids
-                .iter()
-                .all(|p| platform::name(*p).is_some_and(|name| name == "sleep"))
+            && pids.iter().all(|p| platform::name(*p).is_some_and(|name| name == "sleep"))
     });
     pids
 }
@@ -304,19 +276,14 @@ fn svc_recorded(state: &Path) -> omnidev_core::StateFile {
     let mut recorded = None;
     wait_until("the service recorded", Duration::from_secs(30), || {
         recorded = omnidev_core::read_state(state).ok().flatten();
-        recorded
-            .as_ref()
-            .is_some_and(|r| r.services.get("svc").is_some_and(|s| s.pid.is_some()))
+        recorded.as_ref().is_some_and(|r| r.services.get("svc").is_some_and(|s| s.pid.is_some()))
     });
     recorded.expect("state")
 }
 
 fn assert_cgroup(state: &omnidev_core::StateFile) {
     assert!(
-        matches!(
-            state.containment,
-            Some(omnidev_core::Mechanism::Cgroup { .. })
-        ),
+        matches!(state.containment, Some(omnidev_core::Mechanism::Cgroup { .. })),
         "these tests need a writable cgroup v2 hierarchy (as root, or in a \
          systemd user session); the supervisor used {:?}",
         state.containment
@@ -339,10 +306,9 @@ fn assert_none_left(tag: &str, skip: &[u32], after: &str) {
 
 #[tokio::test]
 async fn shutdown_leaves_none_of_five_escaping_helpers_in_either_mechanism() {
-    for choice in [
-        omnidev_core::ContainmentChoice::Auto,
-        omnidev_core::ContainmentChoice::ProcessGroups,
-    ] {
+    for choice in
+        [omnidev_core::ContainmentChoice::Auto, omnidev_core::ContainmentChoice::ProcessGroups]
+    {
         let dir = tempfile::tempdir().expect("tempdir");
         let tag = new_tag("shutdown");
         let mut service = omnidev_core::ServiceSpec::new("svc", "sh", ["helpers.sh"], dir.path());
@@ -369,16 +335,13 @@ async fn shutdown_leaves_none_of_five_escaping_helpers_in_either_mechanism() {
             supervisor.containment()
         );
         let dir_path = dir.path().to_owned();
-        let helpers = tokio::task::spawn_blocking(move || five_helpers(&dir_path))
-            .await
-            .expect("helpers");
+        let helpers =
+            tokio::task::spawn_blocking(move || five_helpers(&dir_path)).await.expect("helpers");
         let tag_now = tag.clone();
         tokio::task::spawn_blocking(move || {
-            wait_until(
-                "the service and five helpers only",
-                Duration::from_secs(30),
-                || tagged(&tag_now, &[]).len() == 6,
-            );
+            wait_until("the service and five helpers only", Duration::from_secs(30), || {
+                tagged(&tag_now, &[]).len() == 6
+            });
         })
         .await
         .expect("six processes");
@@ -414,10 +377,8 @@ fn sigterm_to_the_supervisor_leaves_no_helper_in_either_mechanism() {
 #[test]
 fn sigkill_of_the_supervisor_leaves_no_helper_and_no_cgroup() {
     type Start = fn(&Path, &str, &str) -> (std::process::Child, Vec<u32>, omnidev_core::StateFile);
-    let starts: [(&str, Start); 2] = [
-        ("running", supervise_helpers),
-        ("preparing", supervise_preparing),
-    ];
+    let starts: [(&str, Start); 2] =
+        [("running", supervise_helpers), ("preparing", supervise_preparing)];
     for (what, start) in starts {
         let dir = tempfile::tempdir().expect("tempdir");
         let tag = new_tag("sigkill");
@@ -448,9 +409,7 @@ fn kill9_leaves_nothing(
     supervisor.wait().expect("reap");
     // The guard carries the tag too (it is a fork of the supervisor).
     assert_none_left(tag, &[guard], after);
-    wait_until("guard exited", Duration::from_secs(10), || {
-        !pid_alive(guard)
-    });
+    wait_until("guard exited", Duration::from_secs(10), || !pid_alive(guard));
     // The guard removes the empty cgroups too (before it exits).
     if let Some(omnidev_core::Mechanism::Cgroup { path }) = &state.containment {
         assert!(!path.exists(), "pod cgroup {} removed", path.display());
@@ -491,9 +450,8 @@ fn sigkill_of_supervisor_and_guard_is_cleaned_up_by_the_next_start() {
     assert_none_left(&tag, &[], "the next start");
     next.kill().expect("kill the next supervisor");
     next.wait().expect("reap");
-    let next_state = omnidev_core::read_state(&dir.path().join("state.json"))
-        .expect("read")
-        .expect("state");
+    let next_state =
+        omnidev_core::read_state(&dir.path().join("state.json")).expect("read").expect("state");
     assert_none_left(
         &next_tag,
         &next_state.guard_pid.into_iter().collect::<Vec<_>>(),
@@ -506,10 +464,7 @@ fn without_cgroups_leftovers_of_both_killed_are_found_by_session_and_service_id(
     let dir = tempfile::tempdir().expect("tempdir");
     let tag = new_tag("fallback-both");
     let (mut supervisor, helpers, state) = supervise_helpers(dir.path(), &tag, "process-groups");
-    assert!(matches!(
-        state.containment,
-        Some(omnidev_core::Mechanism::ProcessGroups { .. })
-    ));
+    assert!(matches!(state.containment, Some(omnidev_core::Mechanism::ProcessGroups { .. })));
     kill_supervisor_and_guard(&mut supervisor, &state);
     assert!(helpers.iter().all(|&p| pid_alive(p)));
     let next_tag = new_tag("fallback-next");
@@ -547,19 +502,15 @@ async fn a_cgroup_that_cannot_be_created_is_reported_once_and_the_fallback_runs(
         supervisor.containment()
     );
     let dir_path = dir.path().to_owned();
-    let helpers = tokio::task::spawn_blocking(move || five_helpers(&dir_path))
-        .await
-        .expect("helpers");
+    let helpers =
+        tokio::task::spawn_blocking(move || five_helpers(&dir_path)).await.expect("helpers");
     let mut notices = Vec::new();
     while let Some(event) = events.try_recv() {
         if let omnidev_core::EventKind::Notice { message } = event.kind {
             notices.push(message);
         }
     }
-    let why: Vec<&String> = notices
-        .iter()
-        .filter(|m| m.contains("not a cgroup"))
-        .collect();
+    let why: Vec<&String> = notices.iter().filter(|m| m.contains("not a cgroup")).collect();
     assert_eq!(why.len(), 1, "said once: {notices:?}");
     assert!(why[0].contains("nope"), "says why: {}", why[0]);
     supervisor.shutdown().await.expect("shutdown");
@@ -607,10 +558,7 @@ fn a_killed_guard_is_replaced_and_the_new_one_guards_every_group() {
         let tag = new_tag("guard");
         let mut supervisor = supervise_in(dir.path(), &tag, containment)
             .arg("--")
-            .args([
-                format!("one={GROUP_HELPERS}"),
-                format!("two={GROUP_HELPERS}"),
-            ])
+            .args([format!("one={GROUP_HELPERS}"), format!("two={GROUP_HELPERS}")])
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn supervise");
@@ -692,18 +640,12 @@ fn supervise_preparing(
         .expect("spawn supervise");
     let pids = sleeping_pids(&dir.join("step.pids"), 2);
     let mut recorded = None;
-    wait_until(
-        "the service recorded preparing",
-        Duration::from_secs(30),
-        || {
-            recorded = omnidev_core::read_state(&state).ok().flatten();
-            recorded.as_ref().is_some_and(|r| {
-                r.services
-                    .get("svc")
-                    .is_some_and(|s| s.state == omnidev_core::ServiceState::Preparing)
-            })
-        },
-    );
+    wait_until("the service recorded preparing", Duration::from_secs(30), || {
+        recorded = omnidev_core::read_state(&state).ok().flatten();
+        recorded.as_ref().is_some_and(|r| {
+            r.services.get("svc").is_some_and(|s| s.state == omnidev_core::ServiceState::Preparing)
+        })
+    });
     (child, pids, recorded.expect("state"))
 }
 
@@ -750,11 +692,8 @@ exec sleep 1000
 /// cgroup `pod` for its parent.
 fn escaped_helper(dir: &Path, pod: &Path) -> u32 {
     let parent = pod.parent().expect("the supervisor's own cgroup");
-    std::fs::write(
-        dir.join("escape-to"),
-        parent.join("cgroup.procs").to_string_lossy().as_bytes(),
-    )
-    .expect("name the way out");
+    std::fs::write(dir.join("escape-to"), parent.join("cgroup.procs").to_string_lossy().as_bytes())
+        .expect("name the way out");
     let helper = sleeping_pids(&dir.join("pids"), 1)[0];
     let cgroup = std::fs::read_to_string(format!("/proc/{helper}/cgroup")).expect("its cgroup");
     assert!(
@@ -811,16 +750,12 @@ fn a_helper_that_leaves_the_cgroup_is_stopped_by_stop_and_by_the_next_start() {
             let guard = recorded.guard_pid.expect("guard pid");
             supervisor.kill().expect("SIGKILL the supervisor");
             supervisor.wait().expect("reap");
-            wait_until("the guard done", Duration::from_secs(10), || {
-                !pid_alive(guard)
-            });
+            wait_until("the guard done", Duration::from_secs(10), || !pid_alive(guard));
             assert!(pid_alive(helper), "the guard kills only the cgroup");
             supervisor = start();
-            wait_until(
-                "the next start stops the escaped helper",
-                Duration::from_secs(30),
-                || !pid_alive(helper),
-            );
+            wait_until("the next start stops the escaped helper", Duration::from_secs(30), || {
+                !pid_alive(helper)
+            });
         }
         signal(supervisor.id(), Signal::SIGTERM);
         let output = supervisor.wait_with_output().expect("wait");

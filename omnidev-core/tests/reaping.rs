@@ -36,20 +36,15 @@ fn adopted_orphans_are_reaped_and_own_children_are_left_to_their_owner() {
         .output()
         .expect("setsid sh");
     assert!(output.status.success());
-    let orphan: u32 = String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .expect("the helper's pid");
+    let orphan: u32 =
+        String::from_utf8_lossy(&output.stdout).trim().parse().expect("the helper's pid");
     until("the orphan to be an adopted zombie", || {
         platform::stat(orphan).is_some_and(|s| s.ppid == me && s.is_zombie())
     });
 
     // A child of this process, in this process's session, ended and not
     // waited for yet.
-    let mut own = Command::new("sh")
-        .args(["-c", "exit 7"])
-        .spawn()
-        .expect("sh");
+    let mut own = Command::new("sh").args(["-c", "exit 7"]).spawn().expect("sh");
     let own_pid = own.id();
     until("the own child to be a zombie", || {
         platform::stat(own_pid).is_some_and(|s| s.is_zombie())

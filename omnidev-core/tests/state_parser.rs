@@ -44,10 +44,7 @@ fn near_json() -> impl Strategy<Value = String> {
         "1e3",
         "\"extra\"",
     ]);
-    prop_oneof![
-        prop::collection::vec(pieces, 0..24).prop_map(|p| p.concat()),
-        any::<String>(),
-    ]
+    prop_oneof![prop::collection::vec(pieces, 0..24).prop_map(|p| p.concat()), any::<String>(),]
 }
 
 /// A structurally valid `state.json` with arbitrary values (names, pids,

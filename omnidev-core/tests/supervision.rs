@@ -68,9 +68,7 @@ fn position(seen: &[Event], service: &str, pred: impl Fn(&EventKind) -> bool) ->
 fn running(kind: &EventKind) -> bool {
     matches!(
         kind,
-        EventKind::State {
-            state: ServiceState::Starting { .. } | ServiceState::Running { .. }
-        }
+        EventKind::State { state: ServiceState::Starting { .. } | ServiceState::Running { .. } }
     )
 }
 
@@ -79,12 +77,7 @@ fn count(seen: &[Event], service: &str, pred: impl Fn(&EventKind) -> bool) -> us
 }
 
 fn readiness(probe: ProbeSpec, timeout: Duration) -> Readiness {
-    Readiness {
-        probe,
-        interval: Duration::from_millis(100),
-        timeout,
-        listener: None,
-    }
+    Readiness { probe, interval: Duration::from_millis(100), timeout, listener: None }
 }
 
 /// A supervisor of `services` with every other setting at its default.
@@ -94,11 +87,7 @@ async fn start(services: Vec<ServiceSpec>) -> Supervisor {
 
 /// [`start`], with a subscription taken before any service starts.
 async fn start_subscribed(services: Vec<ServiceSpec>) -> (Supervisor, Follower) {
-    start_with(SupervisorConfig {
-        services,
-        ..Default::default()
-    })
-    .await
+    start_with(SupervisorConfig { services, ..Default::default() }).await
 }
 
 /// A supervisor of `config` (a valid graph), with a subscription taken
@@ -110,10 +99,7 @@ async fn start_with(config: SupervisorConfig) -> (Supervisor, Follower) {
 }
 
 fn depends(on: &str, condition: Condition) -> Vec<Dependency> {
-    vec![Dependency {
-        service: on.into(),
-        condition,
-    }]
+    vec![Dependency { service: on.into(), condition }]
 }
 
 #[tokio::test]
@@ -154,10 +140,7 @@ async fn dependent_starts_after_readiness_even_when_the_probe_timed_out() {
     assert!(status.iter().any(|s| s.name == "a" && s.ready));
     supervisor.shutdown().await.expect("shutdown");
     assert!(
-        supervisor
-            .snapshot()
-            .iter()
-            .all(|s| s.state == ServiceState::Stopped && s.pid().is_none())
+        supervisor.snapshot().iter().all(|s| s.state == ServiceState::Stopped && s.pid().is_none())
     );
 }
 
@@ -172,19 +155,12 @@ async fn the_status_names_the_process_a_wrapper_started() {
     let (uv, go) = (dir.path().join("uv"), dir.path().join("go"));
     nix::unistd::mkfifo(&go, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
     omnidev_test_support::write_script(&uv, "read x < go\nsleep 30 &\nwait\n");
-    let wrapped = ServiceSpec::new(
-        "wrapped",
-        uv.to_string_lossy(),
-        Vec::<String>::new(),
-        dir.path(),
-    );
+    let wrapped =
+        ServiceSpec::new("wrapped", uv.to_string_lossy(), Vec::<String>::new(), dir.path());
     let supervisor = start(vec![wrapped, sh("plain", "sleep 30", dir.path())]).await;
     let status = |name: &str| {
         let statuses = supervisor.snapshot();
-        statuses
-            .into_iter()
-            .find(|s| s.name == name)
-            .expect("listed")
+        statuses.into_iter().find(|s| s.name == name).expect("listed")
     };
     wait_until("both run, plain's main process is its own pid", || {
         let plain = status("plain");
@@ -196,18 +172,13 @@ async fn the_status_names_the_process_a_wrapper_started() {
     std::fs::write(&go, "go\n").expect("tell the wrapper to start its child");
     wait_until("the wrapper's child is its main process", || {
         let wrapped = status("wrapped");
-        wrapped
-            .main_pid
-            .is_some_and(|main| Some(main) != wrapped.pid())
+        wrapped.main_pid.is_some_and(|main| Some(main) != wrapped.pid())
     })
     .await;
     let main = status("wrapped").main_pid.expect("known");
     let name = std::fs::read_to_string(format!("/proc/{main}/comm")).unwrap_or_default();
     supervisor.shutdown().await.expect("shutdown");
-    assert_eq!(
-        waiting.main_pid, None,
-        "a wrapper without a child: not known yet"
-    );
+    assert_eq!(waiting.main_pid, None, "a wrapper without a child: not known yet");
     assert_eq!(name.trim(), "sleep");
     assert_eq!(status("wrapped").label(), "stopped", "no pid once down");
 }
@@ -231,23 +202,15 @@ async fn crash_restarts_follow_the_backoff_schedule() {
     let crashes: Vec<(u32, Duration)> = seen
         .iter()
         .filter_map(|e| match e.kind {
-            EventKind::Crashed {
-                attempt, backoff, ..
-            } => Some((attempt, backoff)),
+            EventKind::Crashed { attempt, backoff, .. } => Some((attempt, backoff)),
             _ => None,
         })
         .collect();
-    assert_eq!(
-        crashes,
-        [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))]
-    );
+    assert_eq!(crashes, [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))]);
     // Measured gaps between a crash and the next run honour the backoff.
-    let runs: Vec<usize> = (0..seen.len())
-        .filter(|&i| is(&seen[i], "a", running))
-        .collect();
-    let crash_at: Vec<usize> = (0..seen.len())
-        .filter(|&i| matches!(seen[i].kind, EventKind::Crashed { .. }))
-        .collect();
+    let runs: Vec<usize> = (0..seen.len()).filter(|&i| is(&seen[i], "a", running)).collect();
+    let crash_at: Vec<usize> =
+        (0..seen.len()).filter(|&i| matches!(seen[i].kind, EventKind::Crashed { .. })).collect();
     for (n, wait) in [(0, 1.0), (1, 2.0)] {
         let gap = times[runs[n + 1]] - times[crash_at[n]];
         assert!(
@@ -307,12 +270,7 @@ async fn shutdown_during_a_long_backoff_is_prompt() {
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
         position(s, "a", |k| {
-            matches!(
-                k,
-                EventKind::State {
-                    state: ServiceState::Restarting { .. }
-                }
-            )
+            matches!(k, EventKind::State { state: ServiceState::Restarting { .. } })
         })
         .is_some()
     })
@@ -340,9 +298,7 @@ async fn dependency_crash_restarts_dependent_after_ready_and_never_stays_down() 
     );
     let mut a = ServiceSpec::new("a", "python3", ["-c", script.as_str()], dir.path());
     a.readiness = Some(readiness(
-        ProbeSpec::Tcp {
-            address: format!("127.0.0.1:{port}"),
-        },
+        ProbeSpec::Tcp { address: format!("127.0.0.1:{port}") },
         Duration::from_secs(30),
     ));
     let mut b = sh("b", "exec sleep 1000", dir.path());
@@ -355,35 +311,19 @@ async fn dependency_crash_restarts_dependent_after_ready_and_never_stays_down() 
     let ready_positions: Vec<usize> = (0..seen.len())
         .filter(|&i| is(&seen[i], "a", |k| matches!(k, EventKind::Ready { .. })))
         .collect();
-    let b_runs: Vec<usize> = (0..seen.len())
-        .filter(|&i| is(&seen[i], "b", running))
-        .collect();
+    let b_runs: Vec<usize> = (0..seen.len()).filter(|&i| is(&seen[i], "b", running)).collect();
     let a_crash = position(&seen, "a", |k| {
-        matches!(
-            k,
-            EventKind::Crashed {
-                status: ExitStatus::Code(3),
-                ..
-            }
-        )
+        matches!(k, EventKind::Crashed { status: ExitStatus::Code(3), .. })
     })
     .expect("a crashed");
     assert_eq!(ready_positions.len(), 2, "a became ready twice");
     assert!(b_runs[0] > ready_positions[0]);
     assert!(a_crash < ready_positions[1]);
-    assert!(
-        b_runs[1] > ready_positions[1],
-        "b restarted only after a was ready again"
-    );
+    assert!(b_runs[1] > ready_positions[1], "b restarted only after a was ready again");
     // c ran once and stays down.
     assert_eq!(count(&seen, "c", running), 1);
     let c_state = supervisor.snapshot()[2].state.clone();
-    assert_eq!(
-        c_state,
-        ServiceState::Exited {
-            status: ExitStatus::Code(2)
-        }
-    );
+    assert_eq!(c_state, ServiceState::Exited { status: ExitStatus::Code(2) });
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -396,10 +336,7 @@ async fn stop_kills_a_term_ignoring_tree_before_reporting_stopped() {
                   sh -c 'sleep 1000 & echo $! >> pids; wait' & echo $! >> pids; \
                   echo started; wait";
     let mut a = sh("a", script, dir.path());
-    a.stop = StopSpec {
-        signal: libc::SIGTERM,
-        grace: Duration::from_millis(500),
-    };
+    a.stop = StopSpec { signal: libc::SIGTERM, grace: Duration::from_millis(500) };
     let (supervisor, mut rx) = start_subscribed(vec![a]).await;
     let pids_file = dir.path().join("pids");
     wait_until("three descendants", || {
@@ -426,29 +363,15 @@ async fn stop_kills_a_term_ignoring_tree_before_reporting_stopped() {
     }
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
-        position(s, "a", |k| {
-            *k == EventKind::State {
-                state: ServiceState::Stopped,
-            }
-        })
-        .is_some()
+        position(s, "a", |k| *k == EventKind::State { state: ServiceState::Stopped }).is_some()
     })
     .await;
     let stopping = position(&seen, "a", |k| {
-        matches!(
-            k,
-            EventKind::State {
-                state: ServiceState::Stopping { .. }
-            }
-        )
+        matches!(k, EventKind::State { state: ServiceState::Stopping { .. } })
     })
     .expect("stopping");
-    let stopped = position(&seen, "a", |k| {
-        *k == EventKind::State {
-            state: ServiceState::Stopped,
-        }
-    })
-    .expect("stopped");
+    let stopped = position(&seen, "a", |k| *k == EventKind::State { state: ServiceState::Stopped })
+        .expect("stopped");
     assert!(stopping < stopped);
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -484,10 +407,7 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut leftover = spawn_own_group("sleep 1000 & wait");
     let pid = leftover.id();
-    wait_until("leftover has a child", || {
-        !omnidev_core::platform::children(pid).is_empty()
-    })
-    .await;
+    wait_until("leftover has a child", || !omnidev_core::platform::children(pid).is_empty()).await;
     let state_file = leftover_state(dir.path(), "old", pid, process_start_time(pid));
     let (supervisor, _) = start_with(SupervisorConfig {
         services: vec![sh("new", "exec sleep 1000", dir.path())],
@@ -495,25 +415,17 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
         ..Default::default()
     })
     .await;
-    assert!(
-        !group_alive(pid as i32),
-        "leftover group stopped before start returned"
-    );
+    assert!(!group_alive(pid as i32), "leftover group stopped before start returned");
     let _ = leftover.wait();
     wait_until("the notice", || {
-        notices(&supervisor)
-            .iter()
-            .any(|n| n.contains("stopping leftover `old`"))
+        notices(&supervisor).iter().any(|n| n.contains("stopping leftover `old`"))
     })
     .await;
     // The state file now describes this supervisor.
     wait_until("state.json names the new service", || {
-        omnidev_core::read_state(&state_file)
-            .ok()
-            .flatten()
-            .is_some_and(|s| {
-                s.supervisor.pid == std::process::id() && s.services["new"].pid.is_some()
-            })
+        omnidev_core::read_state(&state_file).ok().flatten().is_some_and(|s| {
+            s.supervisor.pid == std::process::id() && s.services["new"].pid.is_some()
+        })
     })
     .await;
     supervisor.shutdown().await.expect("shutdown");
@@ -530,12 +442,8 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
     })
     .await;
     assert!(pid_alive(pid), "an unrelated process must not be signalled");
-    wait_until("the notice", || {
-        notices(&supervisor)
-            .iter()
-            .any(|n| n.contains("left alone"))
-    })
-    .await;
+    wait_until("the notice", || notices(&supervisor).iter().any(|n| n.contains("left alone")))
+        .await;
     supervisor.shutdown().await.expect("shutdown");
     unrelated.kill().expect("kill");
     let _ = unrelated.wait();
@@ -545,17 +453,11 @@ async fn recorded_leftovers_are_stopped_but_recycled_pids_are_not() {
 async fn logs_are_bounded_split_tolerant_and_rotated() {
     let dir = tempfile::tempdir().expect("tempdir");
     let logs = dir.path().join("logs");
-    let mut many = sh(
-        "many",
-        "i=0; while [ $i -lt 1000 ]; do echo line-$i; i=$((i+1)); done",
-        dir.path(),
-    );
+    let mut many =
+        sh("many", "i=0; while [ $i -lt 1000 ]; do echo line-$i; i=$((i+1)); done", dir.path());
     many.restart = RestartPolicy::Never;
-    let mut long = sh(
-        "long",
-        "head -c 150000 /dev/zero | tr '\\0' a; echo; printf 'a\\377b\\n'",
-        dir.path(),
-    );
+    let mut long =
+        sh("long", "head -c 150000 /dev/zero | tr '\\0' a; echo; printf 'a\\377b\\n'", dir.path());
     long.restart = RestartPolicy::Never;
     let mut rotating = sh(
         "rotating",
@@ -574,9 +476,7 @@ async fn logs_are_bounded_split_tolerant_and_rotated() {
         ..Default::default()
     })
     .await;
-    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
-        .await
-        .expect("settled");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled()).await.expect("settled");
     assert!(settled.success, "{settled:?}");
 
     let many = supervisor.logs(Some("many")).expect("many");
@@ -593,11 +493,7 @@ async fn logs_are_bounded_split_tolerant_and_rotated() {
     let rotated = |n| omnidev_core::logs::rotated_path(&file, n);
     for path in [file.clone(), rotated(1), rotated(2)] {
         let size = std::fs::metadata(&path).expect("log file").len();
-        assert!(
-            size <= 10_000 && size > 0,
-            "{} is {size} bytes",
-            path.display()
-        );
+        assert!(size <= 10_000 && size > 0, "{} is {size} bytes", path.display());
     }
     assert!(!rotated(3).exists());
     let current = std::fs::read_to_string(&file).expect("read");
@@ -635,8 +531,7 @@ async fn a_burst_of_reloads_restarts_at_most_twice() {
         supervisor.reload(&["a"]).await.expect("reload");
     }
     events_until(&mut rx, &mut seen, |s| {
-        s.iter()
-            .any(|e| matches!(e.kind, EventKind::Reloading { .. }))
+        s.iter().any(|e| matches!(e.kind, EventKind::Reloading { .. }))
     })
     .await;
     wait_until("reloads done", || !supervisor.is_reloading()).await;
@@ -648,10 +543,7 @@ async fn a_burst_of_reloads_restarts_at_most_twice() {
     let b_runs = count(&seen, "b", running);
     assert!((2..=3).contains(&a_runs), "a ran {a_runs} times: {seen:#?}");
     assert!((2..=3).contains(&b_runs), "b ran {b_runs} times");
-    let reloads = seen
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Reloading { .. }))
-        .count();
+    let reloads = seen.iter().filter(|e| matches!(e.kind, EventKind::Reloading { .. })).count();
     assert!((1..=2).contains(&reloads));
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -667,16 +559,12 @@ async fn settles_with_the_headless_exit_rule() {
     let mut never_ready = sh("never-ready", "exit 1", dir.path());
     never_ready.restart = RestartPolicy::Never;
     never_ready.readiness = Some(readiness(
-        ProbeSpec::Tcp {
-            address: format!("127.0.0.1:{}", free_port()),
-        },
+        ProbeSpec::Tcp { address: format!("127.0.0.1:{}", free_port()) },
         Duration::from_secs(30),
     ));
     blocked.depends_on = depends("never-ready", Condition::Ready);
     let supervisor = start(vec![ok, bad, blocked, never_ready]).await;
-    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
-        .await
-        .expect("settled");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled()).await.expect("settled");
     assert!(!settled.success);
     let mut failed = settled.failed.clone();
     failed.sort();
@@ -686,9 +574,7 @@ async fn settles_with_the_headless_exit_rule() {
     let mut fine = sh("fine", "exit 0", dir.path());
     fine.restart = RestartPolicy::OnFailure;
     let supervisor = start(vec![fine]).await;
-    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled())
-        .await
-        .expect("settled");
+    let settled = tokio::time::timeout(DEADLINE, supervisor.wait_settled()).await.expect("settled");
     assert!(settled.success && settled.failed.is_empty());
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -698,24 +584,15 @@ async fn invalid_graphs_and_unknown_names_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut b = sh("b", "true", dir.path());
     b.depends_on = depends("missing", Condition::Ready);
-    let err = Supervisor::builder(SupervisorConfig {
-        services: vec![b],
-        ..Default::default()
-    })
-    .expect_err("unknown dependency");
+    let err = Supervisor::builder(SupervisorConfig { services: vec![b], ..Default::default() })
+        .expect_err("unknown dependency");
     assert!(err.to_string().contains("missing"), "{err}");
 
     let supervisor = start(vec![sh("a", "exec sleep 1000", dir.path())]).await;
-    let err = supervisor
-        .restart("nope")
-        .await
-        .expect_err("unknown service");
+    let err = supervisor.restart("nope").await.expect_err("unknown service");
     assert!(err.to_string().contains("nope"));
     supervisor.shutdown().await.expect("shutdown");
-    assert!(
-        supervisor.restart("a").await.is_err(),
-        "handle after shutdown"
-    );
+    assert!(supervisor.restart("a").await.is_err(), "handle after shutdown");
 }
 
 #[tokio::test]
@@ -730,11 +607,7 @@ async fn manual_restart_replaces_the_process() {
     let second = supervisor.snapshot()[0].pid().expect("pid");
     assert_ne!(first, second);
     assert!(!pid_alive(first));
-    assert_eq!(
-        supervisor.snapshot()[0].restarts,
-        0,
-        "manual restarts are not crashes"
-    );
+    assert_eq!(supervisor.snapshot()[0].restarts, 0, "manual restarts are not crashes");
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -762,19 +635,14 @@ async fn a_stale_prepare_step_runs_once_and_marks_its_target_fresh() {
         "install",
         format!("echo ran >> '{}'", marker.display()),
         dir.path(),
-        PrepareWhen::Stale {
-            target: target.clone(),
-            sources: vec![manifest.clone()],
-        },
+        PrepareWhen::Stale { target: target.clone(), sources: vec![manifest.clone()] },
     );
     let mut web = sh("web", "exit 0", dir.path());
     web.restart = RestartPolicy::Never;
     web.prepare = vec![step];
     for _ in 0..2 {
         let supervisor = start(vec![web.clone()]).await;
-        tokio::time::timeout(DEADLINE, supervisor.wait_settled())
-            .await
-            .expect("settled");
+        tokio::time::timeout(DEADLINE, supervisor.wait_settled()).await.expect("settled");
         supervisor.shutdown().await.expect("shutdown");
     }
     let runs = std::fs::read_to_string(&marker).expect("marker");
@@ -793,34 +661,21 @@ async fn a_prepare_step_runs_as_nice_as_its_service() {
     let service_nice = dir.path().join("service-nice");
     let step = sh_step(
         "install",
-        format!(
-            "nice > '{0}.tmp' && mv '{0}.tmp' '{0}'",
-            step_nice.display()
-        ),
+        format!("nice > '{0}.tmp' && mv '{0}.tmp' '{0}'", step_nice.display()),
         dir.path(),
         PrepareWhen::Always,
     );
     let mut web = sh(
         "web",
-        &format!(
-            "nice > '{0}.tmp' && mv '{0}.tmp' '{0}'; exec sleep 1000",
-            service_nice.display()
-        ),
+        &format!("nice > '{0}.tmp' && mv '{0}.tmp' '{0}'; exec sleep 1000", service_nice.display()),
         dir.path(),
     );
     web.prepare = vec![step];
     let supervisor = start(vec![web]).await;
-    wait_until("the service to record its niceness", || {
-        service_nice.exists()
-    })
-    .await;
+    wait_until("the service to record its niceness", || service_nice.exists()).await;
     supervisor.shutdown().await.expect("shutdown");
     let read = |path: &Path| -> i32 {
-        std::fs::read_to_string(path)
-            .expect("niceness")
-            .trim()
-            .parse()
-            .expect("a number")
+        std::fs::read_to_string(path).expect("niceness").trim().parse().expect("a number")
     };
     // SAFETY: getpriority only reads this process's nice value.
     let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
@@ -836,10 +691,7 @@ async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
     // A slow installer with a grandchild, like npm → node.
     let step = sh_step(
         "install",
-        format!(
-            "sleep 1000 & echo $$ $! > '{0}.tmp' && mv '{0}.tmp' '{0}'; wait",
-            pids.display()
-        ),
+        format!("sleep 1000 & echo $$ $! > '{0}.tmp' && mv '{0}.tmp' '{0}'; wait", pids.display()),
         dir.path(),
         PrepareWhen::Always,
     );
@@ -855,10 +707,7 @@ async fn shutdown_during_a_prepare_step_returns_only_when_its_group_is_empty() {
     assert_eq!(recorded.len(), 2, "{recorded:?}");
     supervisor.shutdown().await.expect("shutdown");
     // The step runs in its own session: its shell's pid is the group id.
-    assert!(
-        !group_alive(recorded[0] as i32),
-        "the prepare step's group outlived shutdown"
-    );
+    assert!(!group_alive(recorded[0] as i32), "the prepare step's group outlived shutdown");
     for pid in recorded {
         assert!(!pid_alive(pid), "pid {pid} outlived shutdown");
     }
@@ -884,35 +733,17 @@ async fn a_state_file_that_cannot_be_written_is_reported_once_with_its_cause() {
     .await;
     let failures = seen.iter().filter(|e| notice(e, "could not write")).count();
     assert_eq!(failures, 1, "{seen:#?}");
-    let said = seen
-        .iter()
-        .find(|e| notice(e, "could not write"))
-        .expect("notice")
-        .to_string();
+    let said = seen.iter().find(|e| notice(e, "could not write")).expect("notice").to_string();
     assert!(
-        said.starts_with(&format!(
-            "could not write {}: No such file",
-            state_file.display()
-        )),
+        said.starts_with(&format!("could not write {}: No such file", state_file.display())),
         "{said}"
     );
 
     std::fs::create_dir(dir.path().join("gone")).expect("mkdir");
     supervisor.restart("a").await.expect("restart");
-    events_until(&mut rx, &mut seen, |s| {
-        s.iter().any(|e| notice(e, "is written again"))
-    })
-    .await;
-    assert_eq!(
-        seen.iter().filter(|e| notice(e, "could not write")).count(),
-        1,
-        "{seen:#?}"
-    );
-    assert!(
-        omnidev_core::read_state(&state_file)
-            .expect("read")
-            .is_some()
-    );
+    events_until(&mut rx, &mut seen, |s| s.iter().any(|e| notice(e, "is written again"))).await;
+    assert_eq!(seen.iter().filter(|e| notice(e, "could not write")).count(), 1, "{seen:#?}");
+    assert!(omnidev_core::read_state(&state_file).expect("read").is_some());
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -939,36 +770,21 @@ async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
         "install",
         script,
         dir.path(),
-        PrepareWhen::Stale {
-            target: target.clone(),
-            sources: vec![lockfile.clone()],
-        },
+        PrepareWhen::Stale { target: target.clone(), sources: vec![lockfile.clone()] },
     );
-    let mut web = sh(
-        "web",
-        &format!("echo up >> '{}'; exec sleep 1000", started.display()),
-        dir.path(),
-    );
+    let mut web =
+        sh("web", &format!("echo up >> '{}'; exec sleep 1000", started.display()), dir.path());
     web.prepare = vec![step];
     let (supervisor, mut rx) = start_subscribed(vec![web]).await;
-    let failed = |kind: &EventKind| {
-        matches!(
-            kind,
-            EventKind::State {
-                state: ServiceState::Failed { .. }
-            }
-        )
-    };
+    let failed =
+        |kind: &EventKind| matches!(kind, EventKind::State { state: ServiceState::Failed { .. } });
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| position(s, "web", failed).is_some()).await;
     let ServiceState::Failed { reason } = &supervisor.snapshot()[0].state else {
         panic!("not failed: {:?}", supervisor.snapshot());
     };
     assert!(reason.contains("exit code 3"), "{reason}");
-    assert!(
-        reason.contains("lockfile") && reason.contains("restart web"),
-        "{reason}"
-    );
+    assert!(reason.contains("lockfile") && reason.contains("restart web"), "{reason}");
     let notices: Vec<&str> = seen
         .iter()
         .filter_map(|e| match &e.kind {
@@ -978,14 +794,9 @@ async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
             _ => None,
         })
         .collect();
+    assert!(notices[0].starts_with("`sh -c ") && notices[0].contains("exit code 3"), "{notices:?}");
     assert!(
-        notices[0].starts_with("`sh -c ") && notices[0].contains("exit code 3"),
-        "{notices:?}"
-    );
-    assert!(
-        notices
-            .iter()
-            .any(|n| n.contains("ERR missing-dep not found")),
+        notices.iter().any(|n| n.contains("ERR missing-dep not found")),
         "the report quotes the last lines: {notices:?}"
     );
 
@@ -993,28 +804,13 @@ async fn a_failed_prepare_step_holds_the_service_until_its_inputs_change() {
     // nothing retries however long one waits is shown on the paused clock
     // (`supervisor::tests::a_failed_prepare_step_waits_for_its_inputs_however_long`);
     // here the fix below is the second attempt, and the last.
-    assert_eq!(
-        std::fs::read_to_string(&attempts)
-            .expect("attempts")
-            .lines()
-            .count(),
-        1
-    );
+    assert_eq!(std::fs::read_to_string(&attempts).expect("attempts").lines().count(), 1);
     assert!(!started.exists(), "the service ran after a failed install");
 
     // Fixing the lockfile brings it up without a restart request.
     std::fs::write(&lockfile, "fixed").expect("fix");
-    events_until(&mut rx, &mut seen, |s| {
-        position(s, "web", running).is_some()
-    })
-    .await;
-    assert_eq!(
-        std::fs::read_to_string(&attempts)
-            .expect("attempts")
-            .lines()
-            .count(),
-        2
-    );
+    events_until(&mut rx, &mut seen, |s| position(s, "web", running).is_some()).await;
+    assert_eq!(std::fs::read_to_string(&attempts).expect("attempts").lines().count(), 2);
     assert!(target.is_dir());
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -1037,44 +833,25 @@ async fn a_restart_retries_a_failed_step_and_unavailable_services_never_start() 
     let other = sh("other", "exec sleep 1000", dir.path());
     let supervisor = start(vec![web, old_node, other]).await;
     let state = |name: &str| {
-        supervisor
-            .snapshot()
-            .into_iter()
-            .find(|s| s.name == name)
-            .expect("service")
-            .state
+        supervisor.snapshot().into_iter().find(|s| s.name == name).expect("service").state
     };
-    wait_until("web to fail", || {
-        matches!(state("web"), ServiceState::Failed { .. })
-    })
-    .await;
-    wait_until("other to run", || {
-        matches!(state("other"), ServiceState::Running { .. })
-    })
-    .await;
+    wait_until("web to fail", || matches!(state("web"), ServiceState::Failed { .. })).await;
+    wait_until("other to run", || matches!(state("other"), ServiceState::Running { .. })).await;
     assert_eq!(
         state("old"),
-        ServiceState::Failed {
-            reason: "Node v20.0.0 is too old; --no-vite".into()
-        }
+        ServiceState::Failed { reason: "Node v20.0.0 is too old; --no-vite".into() }
     );
     let reason = match state("web") {
         ServiceState::Failed { reason } => reason,
         other => panic!("{other:?}"),
     };
-    assert!(
-        reason.contains("restart web") && !reason.contains("changes"),
-        "{reason}"
-    );
+    assert!(reason.contains("restart web") && !reason.contains("changes"), "{reason}");
     supervisor.restart("web").await.expect("restart");
     wait_until("the step to run again", || {
         std::fs::read_to_string(&attempts).is_ok_and(|t| t.lines().count() == 2)
     })
     .await;
-    wait_until("web to fail again", || {
-        matches!(state("web"), ServiceState::Failed { .. })
-    })
-    .await;
+    wait_until("web to fail again", || matches!(state("web"), ServiceState::Failed { .. })).await;
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -1133,11 +910,7 @@ async fn a_lossless_reader_gets_every_line_then_the_exit_in_order() {
     let mut want: Vec<String> = (0..25_000).map(|i| format!("line-{i}")).collect();
     want.push("oops".into());
     assert_eq!(texts, want, "every line once, in order");
-    assert_eq!(
-        crashed_at,
-        Some(want.len()),
-        "the crash after the last line"
-    );
+    assert_eq!(crashed_at, Some(want.len()), "the crash after the last line");
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -1151,18 +924,12 @@ async fn a_log_probe_is_ready_on_its_line_and_each_run_needs_its_own() {
         dir.path(),
     );
     host.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "^Connected as '".into(),
-        },
+        ProbeSpec::Log { pattern: "^Connected as '".into() },
         Duration::from_secs(30),
     ));
     let mut quiet = sh("quiet", "echo nothing to see; exec sleep 1000", dir.path());
-    quiet.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "Connected as".into(),
-        },
-        Duration::from_secs(30),
-    ));
+    quiet.readiness =
+        Some(readiness(ProbeSpec::Log { pattern: "Connected as".into() }, Duration::from_secs(30)));
     let mut after = sh("after", "exec sleep 1000", dir.path());
     after.depends_on = depends("host", Condition::Ready);
     let (supervisor, mut rx) = start_subscribed(vec![host, quiet, after]).await;
@@ -1209,30 +976,21 @@ async fn a_services_output_brings_its_next_readiness_attempt_forward() {
     );
     let mut server = ServiceSpec::new("server", "python3", ["-c", script.as_str()], dir.path());
     server.readiness = Some(Readiness {
-        probe: ProbeSpec::Http {
-            url: format!("http://127.0.0.1:{port}/"),
-            host: None,
-        },
+        probe: ProbeSpec::Http { url: format!("http://127.0.0.1:{port}/"), host: None },
         interval: Duration::from_secs(60),
         timeout: Duration::from_secs(600),
         listener: None,
     });
-    let (supervisor, mut rx) = start_with(SupervisorConfig {
-        services: vec![server],
-        debug: true,
-        ..Default::default()
-    })
-    .await;
+    let (supervisor, mut rx) =
+        start_with(SupervisorConfig { services: vec![server], debug: true, ..Default::default() })
+            .await;
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |s| {
         position(s, "server", |k| matches!(k, EventKind::Ready { .. })).is_some()
     })
     .await;
     let forward = |k: &EventKind| matches!(k, EventKind::Debug { message } if message.contains("(after output)"));
-    assert!(
-        count(&seen, "server", forward) >= 1,
-        "an attempt came after output: {seen:#?}"
-    );
+    assert!(count(&seen, "server", forward) >= 1, "an attempt came after output: {seen:#?}");
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -1247,12 +1005,8 @@ async fn a_yielding_service_runs_in_the_background_until_the_server_is_ready() {
         "while [ ! -e go ]; do sleep 0.02; done; echo serving; exec sleep 1000",
         dir.path(),
     );
-    server.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "^serving$".into(),
-        },
-        Duration::from_secs(600),
-    ));
+    server.readiness =
+        Some(readiness(ProbeSpec::Log { pattern: "^serving$".into() }, Duration::from_secs(600)));
     let mut web = sh("web", "exec sleep 1000", dir.path());
     web.yields = true;
     // The install reports how it runs, then waits for the test.
@@ -1264,16 +1018,9 @@ async fn a_yielding_service_runs_in_the_background_until_the_server_is_ready() {
     )];
     let supervisor = start(vec![server, web]).await;
     let pid_of = |name: &str| {
-        supervisor
-            .snapshot()
-            .into_iter()
-            .find(|s| s.name == name)
-            .and_then(|s| s.pid())
+        supervisor.snapshot().into_iter().find(|s| s.name == name).and_then(|s| s.pid())
     };
-    wait_until("the install running", || {
-        dir.path().join("installing").exists()
-    })
-    .await;
+    wait_until("the install running", || dir.path().join("installing").exists()).await;
     let install = omnidev_core::platform::table()
         .into_iter()
         .find(|p| {
@@ -1318,12 +1065,7 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
          echo serving; exec sleep 1000",
         dir.path(),
     );
-    server.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "serving".into(),
-        },
-        DEADLINE,
-    ));
+    server.readiness = Some(readiness(ProbeSpec::Log { pattern: "serving".into() }, DEADLINE));
     let mut host = sh("host", "echo host up; exec sleep 1000", dir.path());
     host.depends_on = depends("server", Condition::Ready);
     // A backoff no test outlives: only the fix can bring the server back.
@@ -1337,17 +1079,11 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
     })
     .await;
     let mut seen = Vec::new();
-    events_until(&mut rx, &mut seen, |s| {
-        position(s, "host", running).is_some()
-    })
-    .await;
+    events_until(&mut rx, &mut seen, |s| position(s, "host", running).is_some()).await;
 
     std::fs::write(&source, "broken\n").expect("write");
     let changes = omnidev_core::Changes::of(["app.txt"]);
-    supervisor
-        .reload_changed(&["server"], changes.clone())
-        .await
-        .expect("reload");
+    supervisor.reload_changed(&["server"], changes.clone()).await.expect("reload");
     events_until(&mut rx, &mut seen, |s| {
         s.iter().any(|e| {
             is(e, "server", |k| {
@@ -1359,14 +1095,8 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
 
     std::fs::write(&source, "fixed\n").expect("write");
     let fixed_at = seen.len();
-    supervisor
-        .reload_changed(&["server"], changes)
-        .await
-        .expect("reload");
-    events_until(&mut rx, &mut seen, |s| {
-        position(&s[fixed_at..], "host", running).is_some()
-    })
-    .await;
+    supervisor.reload_changed(&["server"], changes).await.expect("reload");
+    events_until(&mut rx, &mut seen, |s| position(&s[fixed_at..], "host", running).is_some()).await;
     wait_until("the reload to end", || !supervisor.is_reloading()).await;
     // Nothing is queued now (`is_reloading` counts a queued reload), and
     // a notice published after that comes after every event of the
@@ -1385,10 +1115,7 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
         .find(|e| matches!(e.kind, EventKind::Reloading { .. }))
         .expect("a reloading event");
     assert_eq!(notice.to_string(), "reloading server: app.txt");
-    assert!(matches!(
-        supervisor.snapshot()[0].state,
-        ServiceState::Ready { .. }
-    ));
+    assert!(matches!(supervisor.snapshot()[0].state, ServiceState::Ready { .. }));
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -1396,41 +1123,24 @@ async fn a_fix_cancels_the_crash_backoff_and_restarts_once() {
 /// http `api` that depends on it having `completed`.
 fn migrate_and_api(dir: &Path) -> (ServiceSpec, ServiceSpec) {
     let port = free_port();
-    let mut migrate = sh(
-        "migrate",
-        "sleep 0.3; echo migrated; exit \"$(cat code)\"",
-        dir,
-    );
+    let mut migrate = sh("migrate", "sleep 0.3; echo migrated; exit \"$(cat code)\"", dir);
     migrate.restart = RestartPolicy::Never;
     let mut api = ServiceSpec::new(
         "api",
         "python3",
-        [
-            "-m",
-            "http.server",
-            "--bind",
-            "127.0.0.1",
-            &port.to_string(),
-        ],
+        ["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()],
         dir,
     );
     api.depends_on = depends("migrate", Condition::Completed);
     api.readiness = Some(readiness(
-        ProbeSpec::Http {
-            url: format!("http://127.0.0.1:{port}/"),
-            host: None,
-        },
+        ProbeSpec::Http { url: format!("http://127.0.0.1:{port}/"), host: None },
         Duration::from_secs(30),
     ));
     (migrate, api)
 }
 
 fn state_of(supervisor: &Supervisor, name: &str) -> omnidev_core::ServiceStatus {
-    supervisor
-        .snapshot()
-        .into_iter()
-        .find(|s| s.name == name)
-        .expect("a known service")
+    supervisor.snapshot().into_iter().find(|s| s.name == name).expect("a known service")
 }
 
 /// `api` waits for the one-shot `migrate` to exit 0 (`completed`), whose
@@ -1444,10 +1154,7 @@ async fn a_completed_one_shot_gates_its_dependent_and_never_blocks_its_reload() 
     let (supervisor, mut rx) = start_subscribed(vec![migrate, api]).await;
     let api_names = ["api".to_owned()];
     let deadline = || tokio::time::Instant::now() + DEADLINE;
-    let waited = supervisor
-        .wait_ready(&api_names, deadline())
-        .await
-        .expect("wait");
+    let waited = supervisor.wait_ready(&api_names, deadline()).await.expect("wait");
     assert_eq!(waited, omnidev_core::Waited::Met);
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |seen| {
@@ -1459,10 +1166,7 @@ async fn a_completed_one_shot_gates_its_dependent_and_never_blocks_its_reload() 
     })
     .expect("migrate exited 0");
     let api_started = position(&seen, "api", running).expect("api started");
-    assert!(
-        migrated < api_started,
-        "api started before migrate completed: {seen:#?}"
-    );
+    assert!(migrated < api_started, "api started before migrate completed: {seen:#?}");
     // The last line migrate printed came before its exit was acted on.
     let line = position(
         &seen,
@@ -1474,10 +1178,8 @@ async fn a_completed_one_shot_gates_its_dependent_and_never_blocks_its_reload() 
 
     let before = std::time::SystemTime::now();
     supervisor.reload(&["api"]).await.expect("reload");
-    let waited = supervisor
-        .wait_healthy_after_reload(&api_names, before, deadline())
-        .await
-        .expect("wait");
+    let waited =
+        supervisor.wait_healthy_after_reload(&api_names, before, deadline()).await.expect("wait");
     assert_eq!(waited, omnidev_core::Waited::Met);
     assert_eq!(
         state_of(&supervisor, "migrate").starts,
@@ -1498,10 +1200,7 @@ async fn a_failed_one_shot_blocks_its_dependent_until_it_is_restarted() {
     let supervisor = start(vec![migrate, api]).await;
     let api_names = ["api".to_owned()];
     let deadline = || tokio::time::Instant::now() + DEADLINE;
-    let waited = supervisor
-        .wait_ready(&api_names, deadline())
-        .await
-        .expect("wait");
+    let waited = supervisor.wait_ready(&api_names, deadline()).await.expect("wait");
     assert_eq!(waited, omnidev_core::Waited::Failed(vec!["api".to_owned()]));
     assert_eq!(
         state_of(&supervisor, "api").state,
@@ -1513,16 +1212,10 @@ async fn a_failed_one_shot_blocks_its_dependent_until_it_is_restarted() {
     std::fs::write(&code, "0").expect("write");
     supervisor.restart("migrate").await.expect("restart");
     wait_until("the api no longer blocked", || {
-        !matches!(
-            state_of(&supervisor, "api").state,
-            ServiceState::Blocked { .. }
-        )
+        !matches!(state_of(&supervisor, "api").state, ServiceState::Blocked { .. })
     })
     .await;
-    let waited = supervisor
-        .wait_ready(&api_names, deadline())
-        .await
-        .expect("wait");
+    let waited = supervisor.wait_ready(&api_names, deadline()).await.expect("wait");
     assert_eq!(waited, omnidev_core::Waited::Met);
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -1535,20 +1228,13 @@ async fn a_log_probe_on_a_one_shots_last_line_lets_its_dependent_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut seed = sh("seed", "echo seeded", dir.path());
     seed.restart = RestartPolicy::Never;
-    seed.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "^seeded$".into(),
-        },
-        Duration::from_secs(30),
-    ));
+    seed.readiness =
+        Some(readiness(ProbeSpec::Log { pattern: "^seeded$".into() }, Duration::from_secs(30)));
     let mut worker = sh("worker", "echo working; sleep 30", dir.path());
     worker.depends_on = depends("seed", Condition::Ready);
     let supervisor = start(vec![seed, worker]).await;
     let waited = supervisor
-        .wait_ready(
-            &["worker".to_owned()],
-            tokio::time::Instant::now() + DEADLINE,
-        )
+        .wait_ready(&["worker".to_owned()], tokio::time::Instant::now() + DEADLINE)
         .await
         .expect("wait");
     assert_eq!(waited, omnidev_core::Waited::Met);
@@ -1564,21 +1250,11 @@ fn line_of(kind: &EventKind) -> Option<(&str, bool)> {
 }
 
 fn ring(supervisor: &Supervisor, service: &str) -> Vec<String> {
-    supervisor
-        .logs(Some(service))
-        .expect("a service")
-        .into_iter()
-        .map(|l| l.text)
-        .collect()
+    supervisor.logs(Some(service)).expect("a service").into_iter().map(|l| l.text).collect()
 }
 
 fn stopped(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::State {
-            state: ServiceState::Stopped
-        }
-    )
+    matches!(kind, EventKind::State { state: ServiceState::Stopped })
 }
 
 /// A supervisor of `services` logging to files in `logs`, with a
@@ -1586,10 +1262,7 @@ fn stopped(kind: &EventKind) -> bool {
 async fn start_logging(services: Vec<ServiceSpec>, logs: &Path) -> (Supervisor, Follower) {
     start_with(SupervisorConfig {
         services,
-        log: LogConfig {
-            dir: Some(logs.to_path_buf()),
-            ..LogConfig::default()
-        },
+        log: LogConfig { dir: Some(logs.to_path_buf()), ..LogConfig::default() },
         ..Default::default()
     })
     .await
@@ -1623,28 +1296,19 @@ async fn an_unfinished_line_is_shown_after_its_wait_and_finished_in_place() {
     };
     let mut seen = Vec::new();
     events_until(&mut rx, &mut seen, |seen| {
-        seen.iter()
-            .any(|e| is(e, "prompt", |k| line_of(k) == Some(("Password: ", true))))
+        seen.iter().any(|e| is(e, "prompt", |k| line_of(k) == Some(("Password: ", true))))
     })
     .await;
     assert_eq!(texts(&seen, "prompt"), [("Password: ".to_owned(), true)]);
     std::fs::write(dir.path().join("answer"), "").expect("answer");
     events_until(&mut rx, &mut seen, |seen| {
-        seen.iter().any(|e| {
-            is(e, "prompt", |k| {
-                line_of(k) == Some(("Password: secret", false))
-            })
-        }) && seen
-            .iter()
-            .any(|e| is(e, "bar", |k| line_of(k).is_some_and(|(_, p)| !p)))
+        seen.iter().any(|e| is(e, "prompt", |k| line_of(k) == Some(("Password: secret", false))))
+            && seen.iter().any(|e| is(e, "bar", |k| line_of(k).is_some_and(|(_, p)| !p)))
     })
     .await;
     assert_eq!(
         texts(&seen, "prompt"),
-        [
-            ("Password: ".to_owned(), true),
-            ("Password: secret".to_owned(), false)
-        ],
+        [("Password: ".to_owned(), true), ("Password: secret".to_owned(), false)],
         "offered once, then finished"
     );
     let finished: Vec<String> = texts(&seen, "bar")
@@ -1655,16 +1319,8 @@ async fn an_unfinished_line_is_shown_after_its_wait_and_finished_in_place() {
     assert_eq!(finished, ["100%"], "the bar is one line");
     for service in ["prompt", "bar"] {
         let file = std::fs::read_to_string(logs.join(format!("{service}.log"))).expect("log");
-        let want = if service == "bar" {
-            "100%"
-        } else {
-            "Password: secret"
-        };
-        assert_eq!(
-            ring(&supervisor, service),
-            [want],
-            "{service}: one line in the ring"
-        );
+        let want = if service == "bar" { "100%" } else { "Password: secret" };
+        assert_eq!(ring(&supervisor, service), [want], "{service}: one line in the ring");
         assert_eq!(file, format!("{want}\n"), "{service}: one line in the file");
     }
 
@@ -1677,27 +1333,15 @@ async fn an_unfinished_line_is_shown_after_its_wait_and_finished_in_place() {
 async fn an_unfinished_line_is_recorded_before_its_services_stop() {
     let dir = tempfile::tempdir().expect("tempdir");
     let logs = dir.path().join("logs");
-    let cut_off = sh(
-        "cut-off",
-        "printf 'last words'; touch said; exec sleep 300",
-        dir.path(),
-    );
+    let cut_off = sh("cut-off", "printf 'last words'; touch said; exec sleep 300", dir.path());
     let (supervisor, mut rx) = start_logging(vec![cut_off], &logs).await;
     let mut seen = Vec::new();
     wait_until("the last words", || dir.path().join("said").exists()).await;
     supervisor.stop_service("cut-off").await.expect("stop");
     assert_eq!(ring(&supervisor, "cut-off"), ["last words"]);
-    assert_eq!(
-        std::fs::read_to_string(logs.join("cut-off.log")).expect("log"),
-        "last words\n"
-    );
-    events_until(&mut rx, &mut seen, |seen| {
-        position(seen, "cut-off", stopped).is_some()
-    })
-    .await;
-    let finished = position(&seen, "cut-off", |k| {
-        line_of(k) == Some(("last words", false))
-    });
+    assert_eq!(std::fs::read_to_string(logs.join("cut-off.log")).expect("log"), "last words\n");
+    events_until(&mut rx, &mut seen, |seen| position(seen, "cut-off", stopped).is_some()).await;
+    let finished = position(&seen, "cut-off", |k| line_of(k) == Some(("last words", false)));
     let stop = position(&seen, "cut-off", stopped);
     assert!(
         finished.is_some() && finished < stop,
@@ -1733,10 +1377,7 @@ async fn a_flood_of_redraws_stays_one_bounded_unfinished_line() {
         })
     })
     .await;
-    assert!(
-        ring(&supervisor, "flood").is_empty(),
-        "no piece of the redraws is recorded as a line"
-    );
+    assert!(ring(&supervisor, "flood").is_empty(), "no piece of the redraws is recorded as a line");
     std::fs::write(dir.path().join("finish"), "").expect("finish");
     events_until(&mut rx, &mut seen, |seen| {
         position(seen, "flood", |k| matches!(k, EventKind::Log { .. })).is_some()
@@ -1754,10 +1395,7 @@ async fn a_flood_of_redraws_stays_one_bounded_unfinished_line() {
         "300,000 redraws, {} offered: {partials:?}",
         partials.len()
     );
-    assert_eq!(
-        ring(&supervisor, "flood"),
-        [format!("0299999 {}", "x".repeat(50))]
-    );
+    assert_eq!(ring(&supervisor, "flood"), [format!("0299999 {}", "x".repeat(50))]);
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -1789,10 +1427,7 @@ async fn an_unfinished_line_of_a_held_pipe_is_recorded_before_the_exit() {
     std::fs::write(dir.path().join("holding"), "").expect("holding");
     let mut seen = Vec::new();
     let crashed = |k: &EventKind| matches!(k, EventKind::Crashed { .. });
-    events_until(&mut rx, &mut seen, |seen| {
-        position(seen, "held", crashed).is_some()
-    })
-    .await;
+    events_until(&mut rx, &mut seen, |seen| position(seen, "held", crashed).is_some()).await;
     let finished = position(&seen, "held", |k| line_of(k) == Some(("last words", false)));
     let crash = position(&seen, "held", crashed);
     assert!(
@@ -1824,18 +1459,10 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
     let (supervisor, _) =
         start_logging(vec![api.clone(), client.clone(), web.clone(), old], &logs).await;
     let pid = |name: &str| {
-        supervisor
-            .snapshot()
-            .into_iter()
-            .find(|s| s.name == name)
-            .and_then(|s| s.pid())
+        supervisor.snapshot().into_iter().find(|s| s.name == name).and_then(|s| s.pid())
     };
-    wait_until("all running", || {
-        ["api", "client", "web", "old"]
-            .iter()
-            .all(|n| pid(n).is_some())
-    })
-    .await;
+    wait_until("all running", || ["api", "client", "web", "old"].iter().all(|n| pid(n).is_some()))
+        .await;
     let (api_pid, client_pid, web_pid, old_pid) =
         (pid("api"), pid("client"), pid("web"), pid("old"));
 
@@ -1853,17 +1480,10 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
             && pid("worker").is_some()
     })
     .await;
-    assert_eq!(
-        pid("web"),
-        web_pid,
-        "an unchanged service keeps its process"
-    );
+    assert_eq!(pid("web"), web_pid, "an unchanged service keeps its process");
     wait_until("old stopped", || pid("old").is_none()).await;
     assert!(!pid_alive(old_pid.expect("old ran")));
-    assert_eq!(
-        supervisor.service_names(),
-        ["api", "client", "web", "worker"]
-    );
+    assert_eq!(supervisor.service_names(), ["api", "client", "web", "worker"]);
     assert!(supervisor.restart("old").await.is_err(), "old is gone");
     // Stopped for good, it holds its log file no more.
     let old_log = logs.join("old.log");
@@ -1908,49 +1528,27 @@ async fn apply_restarts_only_changed_services_and_adds_and_removes() {
 #[tokio::test]
 async fn a_services_urls_are_shown_while_it_runs_ready() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = |url: &str| omnidev_core::NamedUrl {
-        name: "ui".into(),
-        url: url.into(),
-    };
-    let mut web = sh(
-        "web",
-        "echo booting; sleep 0.5; echo listening; exec sleep 1000",
-        dir.path(),
-    );
-    web.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "^listening".into(),
-        },
-        Duration::from_secs(30),
-    ));
+    let url = |url: &str| omnidev_core::NamedUrl { name: "ui".into(), url: url.into() };
+    let mut web = sh("web", "echo booting; sleep 0.5; echo listening; exec sleep 1000", dir.path());
+    web.readiness =
+        Some(readiness(ProbeSpec::Log { pattern: "^listening".into() }, Duration::from_secs(30)));
     web.urls = vec![url("http://localhost:5173")];
     let (supervisor, mut rx) = start_subscribed(vec![web.clone()]).await;
     let mut seen = Vec::new();
-    events_until(&mut rx, &mut seen, |s| {
-        position(s, "web", running).is_some()
-    })
-    .await;
+    events_until(&mut rx, &mut seen, |s| position(s, "web", running).is_some()).await;
     assert_eq!(state_of(&supervisor, "web").urls, [], "shown before ready");
 
     events_until(&mut rx, &mut seen, |s| {
         position(s, "web", |k| matches!(k, EventKind::Ready { .. })).is_some()
     })
     .await;
-    let ready = seen
-        .iter()
-        .rev()
-        .find(|e| matches!(e.kind, EventKind::Ready { .. }));
+    let ready = seen.iter().rev().find(|e| matches!(e.kind, EventKind::Ready { .. }));
     assert_eq!(
         ready.map(|e| &e.kind),
-        Some(&EventKind::Ready {
-            urls: vec![url("http://localhost:5173")]
-        })
+        Some(&EventKind::Ready { urls: vec![url("http://localhost:5173")] })
     );
     // The status was published before the event.
-    assert_eq!(
-        state_of(&supervisor, "web").urls,
-        [url("http://localhost:5173")]
-    );
+    assert_eq!(state_of(&supervisor, "web").urls, [url("http://localhost:5173")]);
 
     let pid = state_of(&supervisor, "web").pid();
     let mut moved = web.clone();
@@ -1958,16 +1556,10 @@ async fn a_services_urls_are_shown_while_it_runs_ready() {
     let applied = supervisor.apply(vec![moved]).await.expect("apply");
     assert_eq!(applied.restarted, Vec::<String>::new());
     let now = state_of(&supervisor, "web");
-    assert_eq!(
-        (now.pid(), now.urls),
-        (pid, vec![url("http://localhost:5174")])
-    );
+    assert_eq!((now.pid(), now.urls), (pid, vec![url("http://localhost:5174")]));
 
     supervisor.stop_service("web").await.expect("stop");
-    wait_until("web stopped", || {
-        state_of(&supervisor, "web").state == ServiceState::Stopped
-    })
-    .await;
+    wait_until("web stopped", || state_of(&supervisor, "web").state == ServiceState::Stopped).await;
     assert_eq!(state_of(&supervisor, "web").urls, [], "shown once stopped");
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -1978,10 +1570,7 @@ fn notices(supervisor: &Supervisor) -> Vec<String> {
     let read = history.read(&mut history.cursor(false, false), usize::MAX, false, |kept| {
         matches!(kept, omnidev_core::history::Kept::Event(e) if matches!(e.kind, EventKind::Notice { .. }))
     });
-    read.kept
-        .iter()
-        .map(|kept| kept.event().to_string())
-        .collect()
+    read.kept.iter().map(|kept| kept.event().to_string()).collect()
 }
 
 /// A link's watch ([`ServiceSpec::link`]) that says its service is down
@@ -2002,12 +1591,8 @@ async fn a_link_down_blocks_its_dependents_until_it_is_back() {
         dir.path(),
     );
     gate.link = true;
-    gate.readiness = Some(readiness(
-        ProbeSpec::Log {
-            pattern: "^ready$".into(),
-        },
-        Duration::from_secs(30),
-    ));
+    gate.readiness =
+        Some(readiness(ProbeSpec::Log { pattern: "^ready$".into() }, Duration::from_secs(30)));
     let mut web = sh("web", "exec sleep 1000", dir.path());
     web.depends_on = depends("api.server", Condition::Ready);
     let (supervisor, mut rx) = start_subscribed(vec![gate, web]).await;
@@ -2024,10 +1609,7 @@ async fn a_link_down_blocks_its_dependents_until_it_is_back() {
     .await;
     // Run again once, told why: it waits quietly, not run again and
     // again; told once, never a crash.
-    wait_until("the watch run again", || {
-        supervisor.snapshot()[0].starts >= 2
-    })
-    .await;
+    wait_until("the watch run again", || supervisor.snapshot()[0].starts >= 2).await;
     tokio::time::sleep(3 * omnidev_core::spec::LINK_RETRY).await;
     assert_eq!(supervisor.snapshot()[0].starts, 2, "run again and again");
     let mut seen = Vec::new();
@@ -2042,14 +1624,8 @@ async fn a_link_down_blocks_its_dependents_until_it_is_back() {
     assert_eq!(supervisor.snapshot()[0].restarts, 0);
     // Down again: web is stopped and waits, blocked, until it is back.
     std::fs::remove_file(&up).expect("down");
-    wait_until("web stopped and blocked", || {
-        blocked_on("web", "waiting for api.server")
-    })
-    .await;
+    wait_until("web stopped and blocked", || blocked_on("web", "waiting for api.server")).await;
     std::fs::write(&up, "").expect("up again");
-    wait_until("web running again", || {
-        matches!(state("web"), ServiceState::Running { .. })
-    })
-    .await;
+    wait_until("web running again", || matches!(state("web"), ServiceState::Running { .. })).await;
     supervisor.shutdown().await.expect("shutdown");
 }

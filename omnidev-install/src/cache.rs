@@ -99,8 +99,7 @@ impl CheckCache {
         let lock =
             omnidev_core::fs::open(&lock_path, omnidev_core::fs::OpenOptions::ReadWriteCreate)
                 .map_err(|source| Error::io("open", &lock_path, source))?;
-        lock.lock()
-            .map_err(|source| Error::io("lock", &lock_path, source))?;
+        lock.lock().map_err(|source| Error::io("lock", &lock_path, source))?;
         let cache = change(Self::load(path));
         cache.save(path)?;
         Ok(cache)
@@ -157,8 +156,7 @@ pub struct NewerCommit {
 
 /// Seconds since the Unix epoch (0 for times before it).
 pub fn unix_seconds(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
+    time.duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// The stamp beside the cache `path` (`omnigent-check.quiet`) that lets
@@ -181,10 +179,7 @@ mod tests {
 
     #[test]
     fn staleness() {
-        let cache = CheckCache {
-            checked_at: 1_000_000,
-            ..CheckCache::default()
-        };
+        let cache = CheckCache { checked_at: 1_000_000, ..CheckCache::default() };
         assert!(!cache.is_stale(at(1_000_000)));
         assert!(!cache.is_stale(at(1_000_000 + MAX_AGE.as_secs() - 1)));
         assert!(cache.is_stale(at(1_000_000 + MAX_AGE.as_secs())));
@@ -201,10 +196,7 @@ mod tests {
         };
         assert_eq!(cache.available_update(), None, "up to date");
         cache.remote_commit = Some("b".into());
-        assert_eq!(
-            cache.available_update().map(|u| u.available),
-            Some("b".to_owned())
-        );
+        assert_eq!(cache.available_update().map(|u| u.available), Some("b".to_owned()));
         cache.declined_commit = Some("b".into());
         assert_eq!(cache.available_update(), None, "declined");
         assert_eq!(cache.declined_update(), Some("b"));
@@ -220,10 +212,7 @@ mod tests {
         let path = dir.path().join("c.json");
         std::fs::write(&path, "{not json").expect("write");
         assert_eq!(CheckCache::load(&path), None);
-        let cache = CheckCache {
-            checked_at: 5,
-            ..CheckCache::default()
-        };
+        let cache = CheckCache { checked_at: 5, ..CheckCache::default() };
         cache.save(&path).expect("save");
         assert_eq!(CheckCache::load(&path), Some(cache));
     }
@@ -232,10 +221,7 @@ mod tests {
     fn an_oversized_cache_is_a_miss() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("c.json");
-        let cache = CheckCache {
-            checked_at: 5,
-            ..CheckCache::default()
-        };
+        let cache = CheckCache { checked_at: 5, ..CheckCache::default() };
         cache.save(&path).expect("save");
         // Valid JSON followed by whitespace past the bound: read whole it
         // would parse, so a miss shows only the bounded prefix was read.
@@ -285,20 +271,12 @@ mod tests {
             std::fs::read_to_string(&stamp).expect("stamp"),
             format!("1700000000 {}\n", MAX_AGE.as_secs())
         );
-        let mtime = std::fs::metadata(&stamp)
-            .and_then(|meta| meta.modified())
-            .expect("mtime");
+        let mtime = std::fs::metadata(&stamp).and_then(|meta| meta.modified()).expect("mtime");
         assert_eq!(mtime, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-        let offering = CheckCache {
-            remote_commit: Some("b".into()),
-            ..quiet.clone()
-        };
+        let offering = CheckCache { remote_commit: Some("b".into()), ..quiet.clone() };
         offering.save(&path).expect("save");
         assert!(!stamp.exists(), "an update on offer must reach the shell");
-        let declined = CheckCache {
-            declined_commit: Some("b".into()),
-            ..offering
-        };
+        let declined = CheckCache { declined_commit: Some("b".into()), ..offering };
         declined.save(&path).expect("save");
         assert!(stamp.exists(), "a declined update is nothing to say");
     }

@@ -37,11 +37,7 @@ pub fn evaluate(paths: &Paths, now: SystemTime) -> CheckReport {
     let cache = CheckCache::load(&paths.check_cache());
     let stale = cache.as_ref().is_none_or(|cache| cache.is_stale(now));
     let update = cache.as_ref().and_then(CheckCache::available_update);
-    CheckReport {
-        cache,
-        stale,
-        update,
-    }
+    CheckReport { cache, stale, update }
 }
 
 /// Remembers that the user declined `commit`, so it is not offered again.
@@ -137,9 +133,8 @@ fn spawn_detached(program: &Path, lock: &File) -> Result<u32> {
 /// close-on-exec, so processes the refresh starts (git, uv) do not hold the
 /// lock after it exits. The lock itself stays held until this process exits.
 pub fn adopt_inherited_lock() {
-    let Some(fd) = std::env::var(REFRESH_LOCK_FD_ENV)
-        .ok()
-        .and_then(|value| value.parse::<i32>().ok())
+    let Some(fd) =
+        std::env::var(REFRESH_LOCK_FD_ENV).ok().and_then(|value| value.parse::<i32>().ok())
     else {
         return;
     };
@@ -159,10 +154,7 @@ mod tests {
     use crate::cache::unix_seconds;
 
     fn paths(dir: &Path) -> Paths {
-        Paths {
-            config_dir: dir.join("config/omnidev"),
-            cache_dir: dir.join("cache/omnidev"),
-        }
+        Paths { config_dir: dir.join("config/omnidev"), cache_dir: dir.join("cache/omnidev") }
     }
 
     #[test]
@@ -211,12 +203,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let paths = paths(dir.path());
         let now = SystemTime::now();
-        CheckCache {
-            checked_at: unix_seconds(now),
-            ..CheckCache::default()
-        }
-        .save(&paths.check_cache())
-        .expect("save");
+        CheckCache { checked_at: unix_seconds(now), ..CheckCache::default() }
+            .save(&paths.check_cache())
+            .expect("save");
         let outcome = start_background_refresh(&paths, Path::new("/nonexistent"), now)
             .expect("no spawn attempted");
         assert_eq!(outcome, RefreshStart::NotNeeded);

@@ -110,12 +110,7 @@ impl InstallChoice {
 /// `-`) or that select a command-running transport (`ext::`, `fd::`), plus
 /// whitespace and control characters (which have no place in a URL).
 pub fn validate_repo(repo: &str) -> Result<()> {
-    let reject = |reason| {
-        Err(Error::UnsafeRepo {
-            repo: repo.to_owned(),
-            reason,
-        })
-    };
+    let reject = |reason| Err(Error::UnsafeRepo { repo: repo.to_owned(), reason });
     if repo.is_empty() {
         return reject("it is empty");
     }
@@ -136,9 +131,9 @@ pub fn validate_repo(repo: &str) -> Result<()> {
     }
     // A user part (`ssh://git@host/…`) is fine; any other `@` would be read
     // as the `@REF` separator of `git+URL@REF`.
-    let after_authority = repo.split_once("://").map_or(repo, |(_, rest)| {
-        rest.find('/').map_or("", |slash| &rest[slash..])
-    });
+    let after_authority = repo
+        .split_once("://")
+        .map_or(repo, |(_, rest)| rest.find('/').map_or("", |slash| &rest[slash..]));
     if after_authority.contains('@') || (!repo.contains("://") && repo.contains('@')) {
         return reject(
             "an `@` outside the user part would be read as the `@REF` separator of \
@@ -157,12 +152,7 @@ const MAX_REF: usize = 256;
 /// names (a subset of `git check-ref-format`), so the exact-match lookup and
 /// the `@REF` suffix of the spec mean one thing only.
 pub fn validate_ref(reference: &str) -> Result<()> {
-    let reject = |reason| {
-        Err(Error::UnsafeRef {
-            reference: reference.to_owned(),
-            reason,
-        })
-    };
+    let reject = |reason| Err(Error::UnsafeRef { reference: reference.to_owned(), reason });
     if reference.is_empty() {
         return reject("it is empty");
     }
@@ -172,10 +162,7 @@ pub fn validate_ref(reference: &str) -> Result<()> {
     if reference.len() > MAX_REF {
         return reject("it is longer than 256 bytes");
     }
-    if reference
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || "~^:?*[\\@#".contains(c))
-    {
+    if reference.chars().any(|c| c.is_whitespace() || c.is_control() || "~^:?*[\\@#".contains(c)) {
         return reject("it contains a character git refs may not hold (space ~ ^ : ? * [ \\ @ #)");
     }
     if reference.contains("..")
@@ -193,17 +180,8 @@ pub fn validate_ref(reference: &str) -> Result<()> {
 fn validate_name(what: &'static str, value: &str) -> Result<()> {
     let ok = !value.is_empty()
         && !value.starts_with('-')
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidValue {
-            what,
-            value: value.to_owned(),
-        })
-    }
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok { Ok(()) } else { Err(Error::InvalidValue { what, value: value.to_owned() }) }
 }
 
 /// A Python request is a version (`3.12`), an implementation name
@@ -254,22 +232,13 @@ mod tests {
 
     #[test]
     fn safe_values_pass() {
-        InstallChoice::default()
+        InstallChoice::default().validate().expect("defaults are safe");
+        choice("ssh://git@github.com/o/r.git", "release/1.0", &["a_b", "c-d"])
             .validate()
-            .expect("defaults are safe");
-        choice(
-            "ssh://git@github.com/o/r.git",
-            "release/1.0",
-            &["a_b", "c-d"],
-        )
-        .validate()
-        .expect("plain values are safe");
-        InstallChoice {
-            python: "/usr/bin/python3.11".into(),
-            ..InstallChoice::default()
-        }
-        .validate()
-        .expect("an interpreter path is fine");
+            .expect("plain values are safe");
+        InstallChoice { python: "/usr/bin/python3.11".into(), ..InstallChoice::default() }
+            .validate()
+            .expect("an interpreter path is fine");
     }
 
     #[test]

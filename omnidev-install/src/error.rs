@@ -151,10 +151,7 @@ pub enum Error {
 
     /// A child process ran and failed.
     #[error("`{command}` failed ({status})")]
-    #[diagnostic(
-        code(omnidev::install::command_failed),
-        help("read the output above; {hint}")
-    )]
+    #[diagnostic(code(omnidev::install::command_failed), help("read the output above; {hint}"))]
     CommandFailed {
         /// The command line, for the message.
         command: String,
@@ -234,11 +231,7 @@ impl Error {
         path: impl Into<PathBuf>,
         source: std::io::Error,
     ) -> Self {
-        Self::Io {
-            action,
-            path: path.into(),
-            source,
-        }
+        Self::Io { action, path: path.into(), source }
     }
 
     /// A closure turning the error of starting `program` into an

@@ -26,11 +26,9 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
     // One that was there already must be as private as a new one.
     match omnidev_core::fs::check_private(dir, false) {
         Ok(None) => Ok(()),
-        Ok(Some(found)) => Err(Error::UnsafeDir {
-            path: dir.to_path_buf(),
-            reason: found.reason,
-            fix: found.fix,
-        }),
+        Ok(Some(found)) => {
+            Err(Error::UnsafeDir { path: dir.to_path_buf(), reason: found.reason, fix: found.fix })
+        }
         Err(source) => Err(Error::io("examine", dir, source)),
     }
 }
@@ -60,14 +58,8 @@ mod tests {
         std::fs::create_dir_all(&shared).expect("mkdir");
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let refused = create_private_dir(&shared).expect_err("refused");
-        assert!(
-            refused.to_string().contains("lets others write in it"),
-            "{refused}"
-        );
-        let mode = std::fs::metadata(&shared)
-            .expect("stat")
-            .permissions()
-            .mode();
+        assert!(refused.to_string().contains("lets others write in it"), "{refused}");
+        let mode = std::fs::metadata(&shared).expect("stat").permissions().mode();
         assert_eq!(mode & 0o777, 0o777, "never chmod what omnidev did not make");
         let refused =
             write_private(&shared.join("omnigent-check.json"), b"{}").expect_err("refused");
@@ -82,9 +74,8 @@ mod tests {
         write_private(&path, b"one").expect("first write");
         write_private(&path, b"two").expect("second write");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "two");
-        let leftovers: Vec<_> = std::fs::read_dir(path.parent().expect("parent"))
-            .expect("list")
-            .collect();
+        let leftovers: Vec<_> =
+            std::fs::read_dir(path.parent().expect("parent")).expect("list").collect();
         assert_eq!(leftovers.len(), 1, "no temp files are left behind");
     }
 

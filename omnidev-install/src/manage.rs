@@ -80,10 +80,7 @@ impl InstallLock {
             Err(std::fs::TryLockError::WouldBlock) => {
                 let mut text = String::new();
                 let _ = (&file).take(32).read_to_string(&mut text);
-                return Err(crate::Error::InstallRunning {
-                    pid: text.trim().parse().ok(),
-                    path,
-                });
+                return Err(crate::Error::InstallRunning { pid: text.trim().parse().ok(), path });
             }
             Err(std::fs::TryLockError::Error(source)) => {
                 return Err(crate::Error::io("lock", &path, source));
@@ -115,16 +112,10 @@ fn record_installed(paths: &Paths, choice: &InstallChoice, now: SystemTime) -> R
         remote_commit: Some(commit.clone()),
         installed_commit: Some(commit.clone()),
         tool_dir: Some(tool_dir.clone()),
-        declined_commit: current
-            .filter(|c| same_target(c, choice))
-            .and_then(|c| c.declined_commit),
+        declined_commit: current.filter(|c| same_target(c, choice)).and_then(|c| c.declined_commit),
         last_error: None,
     })?;
-    Ok(Installed {
-        commit,
-        tool_dir,
-        choice: choice.clone(),
-    })
+    Ok(Installed { commit, tool_dir, choice: choice.clone() })
 }
 
 fn same_target(cache: &CheckCache, choice: &InstallChoice) -> bool {
@@ -162,9 +153,7 @@ pub async fn refresh(paths: &Paths, source: &dyn Source, now: SystemTime) -> Res
     let cache = CheckCache::modify(&paths.check_cache(), |current| {
         let previous = current.filter(|c| same_target(c, &choice));
         let tool_dir = tool_dir.or_else(|| previous.as_ref().and_then(|c| c.tool_dir.clone()));
-        let installed_commit = tool_dir
-            .as_deref()
-            .and_then(|dir| uv::installed_commit(dir).ok());
+        let installed_commit = tool_dir.as_deref().and_then(|dir| uv::installed_commit(dir).ok());
         let (remote_commit, last_error, checked_at) = match &lookup {
             Ok(commit) => (Some(commit.clone()), None, unix_seconds(now)),
             Err(error) => (
@@ -244,10 +233,8 @@ mod tests {
     /// returned guard).
     fn temp_paths() -> (tempfile::TempDir, Paths) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let paths = Paths {
-            config_dir: dir.path().join("config"),
-            cache_dir: dir.path().join("cache"),
-        };
+        let paths =
+            Paths { config_dir: dir.path().join("config"), cache_dir: dir.path().join("cache") };
         (dir, paths)
     }
 
@@ -258,13 +245,9 @@ mod tests {
             ..InstallChoice::default()
         };
         choice.save(&paths.install_toml()).expect("save choice");
-        CheckCache {
-            repo: choice.repo,
-            reference: choice.reference,
-            ..cache
-        }
-        .save(&paths.check_cache())
-        .expect("seed cache");
+        CheckCache { repo: choice.repo, reference: choice.reference, ..cache }
+            .save(&paths.check_cache())
+            .expect("seed cache");
     }
 
     #[test]
@@ -289,16 +272,9 @@ mod tests {
         let error = block_on(refresh(&paths, &Fixed(None), now)).expect_err("lookup fails");
         assert!(matches!(error, Error::RefNotFound { .. }));
         let cache = CheckCache::load(&paths.check_cache()).expect("cache written anyway");
-        assert_eq!(
-            cache.remote_commit.as_deref(),
-            Some("new"),
-            "what was known is kept"
-        );
+        assert_eq!(cache.remote_commit.as_deref(), Some("new"), "what was known is kept");
         assert!(cache.last_error.is_some());
-        assert!(
-            !cache.is_stale(now),
-            "no refresh storm right after a failure"
-        );
+        assert!(!cache.is_stale(now), "no refresh storm right after a failure");
         assert!(cache.is_stale(now + RETRY_AFTER_FAILURE + Duration::from_secs(1)));
     }
 
@@ -309,10 +285,7 @@ mod tests {
         std::fs::write(paths.install_toml(), "repo = [").expect("corrupt choice");
         let now = SystemTime::now();
         let error = block_on(refresh(&paths, &Fixed(Some("new")), now)).expect_err("corrupt");
-        assert!(
-            error.to_string().contains("install.toml"),
-            "the error names the file: {error}"
-        );
+        assert!(error.to_string().contains("install.toml"), "the error names the file: {error}");
         let cache = CheckCache::load(&paths.check_cache()).expect("the failure is recorded");
         assert!(cache.last_error.is_some());
         assert!(!cache.is_stale(now), "no refresh from the next shell");
@@ -336,10 +309,7 @@ mod tests {
             },
         );
 
-        let source = DeclineDuringLookup {
-            paths: paths.clone(),
-            commit: "new",
-        };
+        let source = DeclineDuringLookup { paths: paths.clone(), commit: "new" };
         let cache = block_on(refresh(&paths, &source, SystemTime::now())).expect("refresh");
         assert_eq!(cache.declined_commit.as_deref(), Some("new"));
         assert_eq!(

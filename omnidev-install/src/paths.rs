@@ -64,16 +64,9 @@ mod tests {
     use std::path::Path;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| OsString::from(v))
-        }
+        let pairs: Vec<(String, String)> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| OsString::from(v))
     }
 
     #[test]
@@ -85,10 +78,7 @@ mod tests {
         ]))
         .expect("paths");
         assert_eq!(paths.install_toml(), Path::new("/cfg/omnidev/install.toml"));
-        assert_eq!(
-            paths.check_cache(),
-            Path::new("/cache/omnidev/omnigent-check.json")
-        );
+        assert_eq!(paths.check_cache(), Path::new("/cache/omnidev/omnigent-check.json"));
     }
 
     #[test]

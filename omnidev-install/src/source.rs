@@ -33,10 +33,7 @@ impl DefaultSource {
     /// The API at `$OMNIDEV_GITHUB_API_URL` (default `https://api.github.com`)
     /// and `git` from PATH, with their default timeouts.
     pub fn from_env() -> Result<Self> {
-        Ok(Self {
-            github: GitHubApi::from_env()?,
-            git: GitLsRemote::default(),
-        })
+        Ok(Self { github: GitHubApi::from_env()?, git: GitLsRemote::default() })
     }
 }
 

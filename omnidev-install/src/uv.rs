@@ -59,13 +59,7 @@ pub fn preflight(skip_web: bool) -> Result<()> {
 
 /// `v22.3.1` → 22.
 fn node_major(version: &str) -> Option<u32> {
-    version
-        .trim()
-        .trim_start_matches('v')
-        .split('.')
-        .next()?
-        .parse()
-        .ok()
+    version.trim().trim_start_matches('v').split('.').next()?.parse().ok()
 }
 
 /// The `uv tool install` command line for `choice`: `--force` always (the
@@ -76,9 +70,7 @@ pub fn install_command(choice: &InstallChoice, reinstall: bool) -> Command {
     if reinstall {
         command.arg("--reinstall");
     }
-    command
-        .args(["--python", &choice.python, "--"])
-        .arg(choice.spec());
+    command.args(["--python", &choice.python, "--"]).arg(choice.spec());
     command
 }
 
@@ -124,9 +116,7 @@ pub fn tool_dir() -> Result<PathBuf> {
             hint: "check that uv works: run `uv tool dir` yourself",
         });
     }
-    Ok(PathBuf::from(
-        String::from_utf8_lossy(&output.stdout).trim().to_owned(),
-    ))
+    Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim().to_owned()))
 }
 
 #[derive(Deserialize)]
@@ -143,17 +133,13 @@ struct VcsInfo {
 /// PEP 610 `direct_url.json` in
 /// `<tool dir>/omnigent/lib/python*/site-packages/omnigent-*.dist-info/`.
 pub fn installed_commit(tool_dir: &Path) -> Result<String> {
-    let missing = || Error::NoInstallMetadata {
-        tool: TOOL_NAME.to_owned(),
-        tool_dir: tool_dir.to_owned(),
-    };
+    let missing =
+        || Error::NoInstallMetadata { tool: TOOL_NAME.to_owned(), tool_dir: tool_dir.to_owned() };
     let lib = tool_dir.join(TOOL_NAME).join("lib");
     let prefix = format!("{TOOL_NAME}-");
     for python in read_dir_sorted(&lib) {
         for dist_info in read_dir_sorted(&python.join("site-packages")) {
-            let name = dist_info
-                .file_name()
-                .map(|n| n.to_string_lossy().to_ascii_lowercase());
+            let name = dist_info.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase());
             let is_ours = name.is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".dist-info"));
             if !is_ours {
                 continue;
@@ -192,10 +178,7 @@ mod tests {
 
     #[test]
     fn install_command_line() {
-        let choice = InstallChoice {
-            extras: vec![],
-            ..InstallChoice::default()
-        };
+        let choice = InstallChoice { extras: vec![], ..InstallChoice::default() };
         assert_eq!(
             describe(&install_command(&choice, true)),
             "uv tool install --force --reinstall --python 3.12 -- git+https://github.com/omnigent-ai/omnigent.git@main"
@@ -205,14 +188,10 @@ mod tests {
     #[test]
     fn reads_commit_from_direct_url() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let dist = dir
-            .path()
-            .join("omnigent/lib/python3.11/site-packages/omnigent-0.1.0.dist-info");
+        let dist =
+            dir.path().join("omnigent/lib/python3.11/site-packages/omnigent-0.1.0.dist-info");
         std::fs::create_dir_all(&dist).expect("dirs");
-        assert!(matches!(
-            installed_commit(dir.path()),
-            Err(Error::NoInstallMetadata { .. })
-        ));
+        assert!(matches!(installed_commit(dir.path()), Err(Error::NoInstallMetadata { .. })));
         std::fs::write(
             dist.join("direct_url.json"),
             r#"{"url":"file:///r.git","vcs_info":{"vcs":"git","commit_id":"abc","requested_revision":"main"}}"#,

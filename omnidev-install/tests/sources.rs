@@ -73,10 +73,7 @@ fn bare_repo(root: &Path) -> (String, String, String, String) {
     let bare = root.join("repo.git");
     let work = root.join("work");
     std::fs::create_dir_all(&work).expect("dirs");
-    git(
-        root,
-        &["init", "--bare", "-q", bare.to_str().expect("utf8")],
-    );
+    git(root, &["init", "--bare", "-q", bare.to_str().expect("utf8")]);
     git(&work, &["init", "-q"]);
     std::fs::write(work.join("a"), "1").expect("write");
     git(&work, &["add", "a"]);
@@ -97,10 +94,7 @@ fn bare_repo(root: &Path) -> (String, String, String, String) {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
 #[test]
@@ -114,14 +108,8 @@ fn github_api_request_and_answer() {
     let requests = server.requests.lock().expect("lock").clone();
     assert_eq!(requests.len(), 1);
     let head = requests[0].to_ascii_lowercase();
-    assert!(
-        head.starts_with("get /repos/omnigent-ai/omnigent/commits/main http/1.1"),
-        "{head}"
-    );
-    assert!(
-        head.contains("accept: application/vnd.github.sha"),
-        "{head}"
-    );
+    assert!(head.starts_with("get /repos/omnigent-ai/omnigent/commits/main http/1.1"), "{head}");
+    assert!(head.contains("accept: application/vnd.github.sha"), "{head}");
     assert!(head.contains("user-agent: omnidev/"), "{head}");
 }
 
@@ -130,23 +118,15 @@ fn github_api_errors_and_timeout() {
     let rt = runtime();
     let server = serve(Reply::Status500);
     let api = GitHubApi::new(&server.base, Duration::from_secs(10)).expect("client");
-    let error = rt
-        .block_on(api.remote_commit("https://github.com/o/r.git", "main"))
-        .expect_err("500");
-    assert!(
-        matches!(&error, Error::GitHub { message, .. } if message.contains("500")),
-        "{error}"
-    );
+    let error =
+        rt.block_on(api.remote_commit("https://github.com/o/r.git", "main")).expect_err("500");
+    assert!(matches!(&error, Error::GitHub { message, .. } if message.contains("500")), "{error}");
 
     let server = serve(Reply::Hang);
     let api = GitHubApi::new(&server.base, Duration::from_millis(300)).expect("client");
-    let error = rt
-        .block_on(api.remote_commit("https://github.com/o/r.git", "main"))
-        .expect_err("timeout");
-    assert!(
-        matches!(&error, Error::GitHub { message, .. } if message == "timed out"),
-        "{error}"
-    );
+    let error =
+        rt.block_on(api.remote_commit("https://github.com/o/r.git", "main")).expect_err("timeout");
+    assert!(matches!(&error, Error::GitHub { message, .. } if message == "timed out"), "{error}");
 
     let error = rt
         .block_on(api.remote_commit("https://example.com/o/r.git", "main"))
@@ -163,16 +143,9 @@ fn github_api_refuses_an_unsafe_ref_without_asking() {
         let error = rt
             .block_on(api.remote_commit("https://github.com/o/r.git", reference))
             .expect_err("rejected");
-        assert!(
-            matches!(error, Error::UnsafeRef { .. }),
-            "{reference}: {error}"
-        );
+        assert!(matches!(error, Error::UnsafeRef { .. }), "{reference}: {error}");
     }
-    assert_eq!(
-        server.requests.lock().expect("lock").len(),
-        0,
-        "no request was sent"
-    );
+    assert_eq!(server.requests.lock().expect("lock").len(), 0, "no request was sent");
 }
 
 #[test]
@@ -181,24 +154,11 @@ fn git_ls_remote_matches_exact_refs() {
     let (url, main, v1, v2) = bare_repo(dir.path());
     let git = GitLsRemote::default();
     let rt = runtime();
-    assert_eq!(
-        rt.block_on(git.remote_commit(&url, "main")).expect("main"),
-        main
-    );
-    assert_eq!(
-        rt.block_on(git.remote_commit(&url, "x/main"))
-            .expect("x/main"),
-        v1
-    );
+    assert_eq!(rt.block_on(git.remote_commit(&url, "main")).expect("main"), main);
+    assert_eq!(rt.block_on(git.remote_commit(&url, "x/main")).expect("x/main"), v1);
     assert_eq!(rt.block_on(git.remote_commit(&url, "v1")).expect("v1"), v1);
-    assert_eq!(
-        rt.block_on(git.remote_commit(&url, "v2"))
-            .expect("peeled v2"),
-        v2
-    );
-    let error = rt
-        .block_on(git.remote_commit(&url, "nope"))
-        .expect_err("missing ref");
+    assert_eq!(rt.block_on(git.remote_commit(&url, "v2")).expect("peeled v2"), v2);
+    let error = rt.block_on(git.remote_commit(&url, "nope")).expect_err("missing ref");
     assert!(matches!(error, Error::RefNotFound { .. }), "{error}");
     let error = rt
         .block_on(git.remote_commit(&format!("{url}-missing"), "main"))
@@ -221,13 +181,9 @@ fn git_ls_remote_is_killed_after_its_timeout() {
             helper_pid.display()
         ),
     );
-    let git = GitLsRemote {
-        program: fake,
-        timeout: Duration::from_millis(300),
-    };
-    let error = runtime()
-        .block_on(git.remote_commit("file:///nowhere.git", "main"))
-        .expect_err("timeout");
+    let git = GitLsRemote { program: fake, timeout: Duration::from_millis(300) };
+    let error =
+        runtime().block_on(git.remote_commit("file:///nowhere.git", "main")).expect_err("timeout");
     assert!(
         matches!(&error, Error::Git { message, .. } if message.contains("no answer")),
         "{error}"
@@ -238,10 +194,7 @@ fn git_ls_remote_is_killed_after_its_timeout() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // Gone, or a zombie waiting for init to reap it.
     while omnidev_core::platform::stat(pid).is_some_and(|s| !s.is_zombie()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the timed-out git's child {pid} survived"
-        );
+        assert!(std::time::Instant::now() < deadline, "the timed-out git's child {pid} survived");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -250,27 +203,16 @@ fn git_ls_remote_is_killed_after_its_timeout() {
 fn unsafe_repo_or_ref_never_reaches_git() {
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = dir.path().join("ran");
-    let fake = write_script(
-        &dir.path().join("git"),
-        &format!("touch '{}'\n", marker.display()),
-    );
-    let git = GitLsRemote {
-        program: fake,
-        timeout: Duration::from_secs(10),
-    };
+    let fake = write_script(&dir.path().join("git"), &format!("touch '{}'\n", marker.display()));
+    let git = GitLsRemote { program: fake, timeout: Duration::from_secs(10) };
     let rt = runtime();
     for (repo, reference) in [
         (format!("--upload-pack=touch {}", marker.display()), "main"),
         ("ext::sh -c touch% /tmp/x".to_owned(), "main"),
         ("file:///r.git".to_owned(), "-main"),
     ] {
-        let error = rt
-            .block_on(git.remote_commit(&repo, reference))
-            .expect_err("rejected");
-        assert!(
-            matches!(error, Error::UnsafeRepo { .. } | Error::UnsafeRef { .. }),
-            "{error}"
-        );
+        let error = rt.block_on(git.remote_commit(&repo, reference)).expect_err("rejected");
+        assert!(matches!(error, Error::UnsafeRepo { .. } | Error::UnsafeRef { .. }), "{error}");
     }
     assert!(!marker.exists(), "no process ran");
 }
@@ -295,20 +237,13 @@ fn default_source_falls_back_to_git_when_the_api_fails_or_hangs() {
         let server = serve(reply);
         let source = DefaultSource {
             github: GitHubApi::new(&server.base, Duration::from_millis(500)).expect("client"),
-            git: GitLsRemote {
-                program: wrapper.clone(),
-                timeout: Duration::from_secs(20),
-            },
+            git: GitLsRemote { program: wrapper.clone(), timeout: Duration::from_secs(20) },
         };
         let sha = rt
             .block_on(source.remote_commit("https://github.com/o/r.git", "main"))
             .expect("fallback");
         assert_eq!(sha, main);
-        assert_eq!(
-            server.requests.lock().expect("lock").len(),
-            1,
-            "the API was asked first"
-        );
+        assert_eq!(server.requests.lock().expect("lock").len(), 1, "the API was asked first");
     }
 
     // A working API answers without git.
@@ -320,9 +255,7 @@ fn default_source_falls_back_to_git_when_the_api_fails_or_hangs() {
             timeout: Duration::from_secs(1),
         },
     };
-    let sha = rt
-        .block_on(source.remote_commit("https://github.com/o/r.git", "main"))
-        .expect("api");
+    let sha = rt.block_on(source.remote_commit("https://github.com/o/r.git", "main")).expect("api");
     assert_eq!(sha, SHA);
 
     // A non-GitHub repository goes straight to git.
@@ -330,11 +263,7 @@ fn default_source_falls_back_to_git_when_the_api_fails_or_hangs() {
         github: GitHubApi::new("http://127.0.0.1:9", Duration::from_secs(1)).expect("client"),
         git: GitLsRemote::default(),
     };
-    assert_eq!(
-        rt.block_on(source.remote_commit(&url, "main"))
-            .expect("git"),
-        main
-    );
+    assert_eq!(rt.block_on(source.remote_commit(&url, "main")).expect("git"), main);
 }
 
 fn which(program: &str) -> PathBuf {

@@ -13,11 +13,7 @@ use crate::snapshot::{self, Copied, CopySource};
 use crate::{LockState, Pod, PodLock, Profile, RenderContext};
 
 fn error(name: &str, message: String, help: &str) -> Error {
-    Error::DatabaseData {
-        name: name.to_owned(),
-        message,
-        help: help.to_owned(),
-    }
+    Error::DatabaseData { name: name.to_owned(), message, help: help.to_owned() }
 }
 
 /// The pod a clone copies from.
@@ -56,18 +52,11 @@ impl SourcePod {
         if !pod_dir.join(crate::layout::MARKER).is_file() {
             return Err(error(
                 "clone",
-                format!(
-                    "{} has no pod (looked at {})",
-                    source.display(),
-                    pod_dir.display()
-                ),
+                format!("{} has no pod (looked at {})", source.display(), pod_dir.display()),
                 "run `omnidev up` in that checkout once, or name another with --from",
             ));
         }
-        Ok(Self {
-            repo: source,
-            pod_dir,
-        })
+        Ok(Self { repo: source, pod_dir })
     }
 
     /// Copies database `name` of this pod to `dest`: as `profile` (the
@@ -122,10 +111,7 @@ impl SourcePod {
 
     /// The source's password file for database `name` (a server's).
     pub fn password_file(&self, database: &Database, name: &str) -> Option<PathBuf> {
-        database
-            .engine
-            .is_server()
-            .then(|| crate::database::password_file(name, &self.pod_dir))
+        database.engine.is_server().then(|| crate::database::password_file(name, &self.pod_dir))
     }
 }
 
@@ -135,9 +121,7 @@ fn server_up(pod_dir: &Path, name: &str) -> Result<bool> {
     if !matches!(PodLock::state(pod_dir)?, LockState::Held { .. }) {
         return Ok(false);
     }
-    let state = omnidev_core::read_state(&Pod::at(pod_dir).state_file())
-        .ok()
-        .flatten();
+    let state = omnidev_core::read_state(&Pod::at(pod_dir).state_file()).ok().flatten();
     Ok(state.is_some_and(|state| {
         (state.services.get(name)).is_some_and(|record| record.state.pid().is_some())
     }))
@@ -166,11 +150,7 @@ pub fn clone_missing(
             let ours = crate::database::password_file(name, pod_dir);
             snapshot::copy_password(&file, &ours)?;
         }
-        said.push(format!(
-            "cloned {name} from {}: {}",
-            source.repo.display(),
-            copied.said()
-        ));
+        said.push(format!("cloned {name} from {}: {}", source.repo.display(), copied.said()));
     }
     Ok(said)
 }

@@ -169,10 +169,9 @@ impl DbEngine {
         match self {
             DbEngine::Sqlite => (&[], "sqlite3"),
             DbEngine::Postgres => (&["postgres", "initdb", "pg_isready"], "postgresql"),
-            DbEngine::Mariadb => (
-                &["mariadbd", "mariadb-install-db", "mariadb-admin"],
-                "mariadb-server",
-            ),
+            DbEngine::Mariadb => {
+                (&["mariadbd", "mariadb-install-db", "mariadb-admin"], "mariadb-server")
+            }
             DbEngine::Redis => (&["redis-server", "redis-cli"], "redis-server"),
         }
     }
@@ -287,17 +286,8 @@ impl Database {
         let (user, socket, authority, query, path) = match self.engine {
             DbEngine::Postgres => {
                 let socket = place.socket_dir.join(format!(".s.PGSQL.{port}"));
-                let query = format!(
-                    "host={}&port={port}",
-                    percent_encode(&text(place.socket_dir))
-                );
-                (
-                    USER.to_owned(),
-                    socket,
-                    format!("{USER}@"),
-                    query,
-                    database.clone(),
-                )
+                let query = format!("host={}&port={port}", percent_encode(&text(place.socket_dir)));
+                (USER.to_owned(), socket, format!("{USER}@"), query, database.clone())
             }
             DbEngine::Mariadb => {
                 // The socket's account is the user's own (unix_socket).
@@ -310,13 +300,7 @@ impl Database {
             DbEngine::Redis | DbEngine::Sqlite => {
                 let socket = place.socket_dir.join(format!("{name}.redis.sock"));
                 let authority = format!(":{password}@127.0.0.1:{port}");
-                (
-                    String::new(),
-                    socket,
-                    authority,
-                    String::new(),
-                    "0".to_owned(),
-                )
+                (String::new(), socket, authority, String::new(), "0".to_owned())
             }
         };
         let url = if query.is_empty() {
@@ -383,12 +367,8 @@ pub fn password_file(name: &str, pod_dir: &Path) -> PathBuf {
 /// A query value's reserved characters escaped (a path in `?host=`).
 fn percent_encode(text: &str) -> String {
     use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
-    const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'_')
-        .remove(b'.')
-        .remove(b'~')
-        .remove(b'/');
+    const QUERY_VALUE: &AsciiSet =
+        &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
     percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
 }
 
@@ -405,10 +385,7 @@ pub fn check_can_run(databases: &IndexMap<String, Database>, path: &std::ffi::Os
 
 pub(crate) fn refuse_root(name: &str, engine: DbEngine) -> Result<()> {
     if engine.refuses_root() && nix::unistd::geteuid().is_root() {
-        return Err(Error::DatabaseAsRoot {
-            name: name.to_owned(),
-            engine: engine.word(),
-        });
+        return Err(Error::DatabaseAsRoot { name: name.to_owned(), engine: engine.word() });
     }
     Ok(())
 }
@@ -433,15 +410,11 @@ pub fn find_programs(engine: DbEngine, path: &std::ffi::OsStr) -> Result<Vec<Pat
     dirs.extend(versions.into_iter().rev().map(|(_, dir)| dir));
     dirs.extend([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")]);
     let has = |dir: &Path, program: &str| dir.join(program).is_file();
-    let missing = || Error::DatabaseProgramMissing {
-        program: needed[0],
-        package,
-    };
+    let missing = || Error::DatabaseProgramMissing { program: needed[0], package };
     if engine == DbEngine::Postgres {
         // initdb's data directory is for its own server's version.
-        let dir = (dirs.iter())
-            .find(|dir| needed.iter().all(|p| has(dir, p)))
-            .ok_or_else(missing)?;
+        let dir =
+            (dirs.iter()).find(|dir| needed.iter().all(|p| has(dir, p))).ok_or_else(missing)?;
         return Ok(needed.iter().map(|p| dir.join(p)).collect());
     }
     needed
@@ -477,9 +450,7 @@ mod tests {
             scheme: Some("postgresql+psycopg".into()),
             ..Database::default()
         };
-        let parts = postgres
-            .parts("main", &place(pod, &allocated))
-            .expect("parts");
+        let parts = postgres.parts("main", &place(pod, &allocated)).expect("parts");
         assert_eq!(
             parts["url"],
             "postgresql+psycopg://omnidev@/main?host=/run/user/1000/omnidev/0123456789abcdef&port=5433"
@@ -491,9 +462,7 @@ mod tests {
             path: Some("data/omnigent/chat.db".into()),
             ..Database::default()
         };
-        let parts = sqlite
-            .parts("omnigent", &place(pod, &allocated))
-            .expect("parts");
+        let parts = sqlite.parts("omnigent", &place(pod, &allocated)).expect("parts");
         assert_eq!(parts["url"], "sqlite:////pods/app-1/data/omnigent/chat.db");
         assert_eq!(parts["path"], "/pods/app-1/data/omnigent/chat.db");
         for part in parts.keys() {
@@ -506,26 +475,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut allocated = crate::Ports::default();
         allocated.0.insert("cache".into(), 6380);
-        let redis = Database {
-            engine: DbEngine::Redis,
-            ..Database::default()
-        };
+        let redis = Database { engine: DbEngine::Redis, ..Database::default() };
         // No pod yet (`profile check`): nothing written, no password.
-        let parts = redis
-            .parts("cache", &place(dir.path(), &allocated))
-            .expect("parts");
+        let parts = redis.parts("cache", &place(dir.path(), &allocated)).expect("parts");
         assert_eq!(parts["authority"], ":@127.0.0.1:6380");
         assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
         std::fs::write(dir.path().join(crate::layout::MARKER), "").expect("marker");
-        let parts = redis
-            .parts("cache", &place(dir.path(), &allocated))
-            .expect("parts");
+        let parts = redis.parts("cache", &place(dir.path(), &allocated)).expect("parts");
         let file = password_file("cache", dir.path());
         let password = std::fs::read_to_string(&file).expect("made");
-        assert_eq!(
-            parts["url"],
-            format!("redis://:{password}@127.0.0.1:6380/0")
-        );
+        assert_eq!(parts["url"], format!("redis://:{password}@127.0.0.1:6380/0"));
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(&file).expect("stat").permissions(),
         );

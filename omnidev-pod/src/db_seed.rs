@@ -56,9 +56,7 @@ pub struct SeedResult {
 }
 
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// `<cache root>/.seeds`.
@@ -240,10 +238,7 @@ pub fn restore(
     {
         snapshot::copy_password(&dir.join(PASSWORD), to)?;
     }
-    let used = SeedResult {
-        used: now(),
-        ..entry.clone()
-    };
+    let used = SeedResult { used: now(), ..entry.clone() };
     write_record(cache_root, &used)?;
     Ok(copied)
 }
@@ -272,10 +267,7 @@ pub fn seeds_from_cache(
         let password =
             (database.engine.is_server()).then(|| crate::database::password_file(name, pod_dir));
         let copied = restore(cache_root, &result, &data, password.as_deref(), &path)?;
-        said.push(format!(
-            "{name} starts from its seed's cached result {key}: {}",
-            copied.said()
-        ));
+        said.push(format!("{name} starts from its seed's cached result {key}: {}", copied.said()));
     }
     Ok(said)
 }
@@ -336,12 +328,7 @@ mod tests {
         std::fs::write(repo.path().join("seed.py"), "rows = 11").expect("write");
         assert_ne!(key(&database), second, "a changed input file");
         let mut other = database.clone();
-        other
-            .seed
-            .as_mut()
-            .expect("seed")
-            .command
-            .push("--more".into());
+        other.seed.as_mut().expect("seed").command.push("--more".into());
         assert_ne!(key(&other), key(&database), "another command");
     }
 

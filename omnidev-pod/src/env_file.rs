@@ -66,15 +66,10 @@ pub fn load(repo: &Path, files: &[String]) -> Result<BTreeMap<String, String>> {
 pub fn parse(text: &str) -> std::result::Result<Vec<(String, String)>, (usize, String)> {
     if let Some(at) = text.find('\0') {
         let line = text[..at].matches('\n').count() + 1;
-        return Err((
-            line,
-            "a NUL byte cannot be in an environment variable".to_owned(),
-        ));
+        return Err((line, "a NUL byte cannot be in an environment variable".to_owned()));
     }
-    let lines: Vec<&str> = text
-        .split('\n')
-        .map(|line| line.strip_suffix('\r').unwrap_or(line))
-        .collect();
+    let lines: Vec<&str> =
+        text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect();
     let mut vars = Vec::new();
     let mut at = 0;
     while at < lines.len() {
@@ -128,9 +123,7 @@ fn not_an_assignment(line: &str) -> String {
 /// Whether `key` is a variable name: a letter or `_`, then letters, digits, `_`.
 pub(crate) fn is_key(key: &str) -> bool {
     let mut chars = key.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -227,10 +220,7 @@ fn quoted<'t>(
             }
         }
         let Some(next) = more.get(used) else {
-            return Err((
-                0,
-                format!("the {quote} that opens this value is never closed"),
-            ));
+            return Err((0, format!("the {quote} that opens this value is never closed")));
         };
         value.push('\n');
         line = next;
@@ -274,9 +264,7 @@ mod tests {
     /// `pa`, `$5` empty, `abc$!def` `abc!def`).
     #[test]
     fn values_with_a_dollar_round_trip() {
-        for value in [
-            "pa$$word", "$5", "abc$!def", "100$", "$", "a$-b", "$$", "x$1y", "$?",
-        ] {
+        for value in ["pa$$word", "$5", "abc$!def", "100$", "$", "a$-b", "$$", "x$1y", "$?"] {
             assert_eq!(one(&format!("P={value}\n")), value, "unquoted");
             assert_eq!(one(&format!("P=\"{value}\"\n")), value, "double quotes");
             assert_eq!(one(&format!("P='{value}'\n")), value, "single quotes");

@@ -12,10 +12,7 @@ pub enum Error {
     #[error("could not {action} {}: {error}", path.display())]
     #[diagnostic(
         code(omnidev::pod::io),
-        help(
-            "check that the path exists and that you may {} it",
-            access_needed(action)
-        )
+        help("check that the path exists and that you may {} it", access_needed(action))
     )]
     Io {
         /// What was being done, e.g. "create directory".
@@ -103,10 +100,7 @@ pub enum Error {
 
     /// A state value could not be serialised.
     #[error("could not serialise {what}: {message}")]
-    #[diagnostic(
-        code(omnidev::pod::serialise),
-        help("this is a bug in omnidev; please report it")
-    )]
+    #[diagnostic(code(omnidev::pod::serialise), help("this is a bug in omnidev; please report it"))]
     Serialise {
         /// What was being serialised.
         what: &'static str,
@@ -544,11 +538,7 @@ impl Error {
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |error| Self::Io {
-            action,
-            path,
-            error,
-        }
+        move |error| Self::Io { action, path, error }
     }
 }
 
@@ -556,18 +546,8 @@ impl Error {
 /// reads, examines or resolves it (a profile, a state file, the checkout),
 /// else writing too (a pod directory, a lock).
 fn access_needed(action: &str) -> &'static str {
-    let reads = [
-        "read",
-        "examine",
-        "resolve",
-        "open the checkout",
-        "use the checkout",
-    ];
-    if reads.iter().any(|verb| action.starts_with(verb)) {
-        "read"
-    } else {
-        "read and write"
-    }
+    let reads = ["read", "examine", "resolve", "open the checkout", "use the checkout"];
+    if reads.iter().any(|verb| action.starts_with(verb)) { "read" } else { "read and write" }
 }
 
 /// `Result` with [`Error`] as the default error type.
@@ -584,10 +564,7 @@ mod tests {
     fn an_io_error_tells_its_cause_once_with_the_access_it_needs() {
         let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
         let error = Error::io("read the profile", "/nope.toml")(missing);
-        assert_eq!(
-            error.to_string(),
-            "could not read the profile /nope.toml: entity not found"
-        );
+        assert_eq!(error.to_string(), "could not read the profile /nope.toml: entity not found");
         assert!(std::error::Error::source(&error).is_none());
         let help = error.help().expect("help").to_string();
         assert_eq!(help, "check that the path exists and that you may read it");

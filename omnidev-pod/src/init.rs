@@ -56,21 +56,12 @@ pub struct Layout {
 
 /// Directories never suggested for watching: tools', dependencies' and
 /// build output.
-const NOT_SOURCES: &[&str] = &[
-    "node_modules",
-    "venv",
-    "env",
-    "target",
-    "dist",
-    "build",
-    "staticfiles",
-    "__pycache__",
-];
+const NOT_SOURCES: &[&str] =
+    &["node_modules", "venv", "env", "target", "dist", "build", "staticfiles", "__pycache__"];
 
 /// Extensions that make a directory one of sources.
-const SOURCE_EXTENSIONS: &[&str] = &[
-    "py", "rb", "js", "ts", "tsx", "jsx", "go", "rs", "java", "php", "ex", "exs",
-];
+const SOURCE_EXTENSIONS: &[&str] =
+    &["py", "rb", "js", "ts", "tsx", "jsx", "go", "rs", "java", "php", "ex", "exs"];
 
 impl Layout {
     /// The layout of the checkout `repo`.
@@ -161,11 +152,8 @@ pub struct Written {
 /// assert!(err.to_string().starts_with("Procfile:1: "), "{err}");
 /// ```
 pub fn parse_procfile(text: &str, path: &Path) -> Result<Vec<Process>> {
-    let error = |line: usize, message: String| Error::Procfile {
-        path: path.to_path_buf(),
-        line,
-        message,
-    };
+    let error =
+        |line: usize, message: String| Error::Procfile { path: path.to_path_buf(), line, message };
     let mut processes: Vec<Process> = Vec::new();
     for (index, raw) in text.lines().enumerate() {
         let number = index + 1;
@@ -194,10 +182,7 @@ pub fn parse_procfile(text: &str, path: &Path) -> Result<Vec<Process>> {
         if processes.iter().any(|p| p.name == name) {
             return Err(error(number, format!("process `{name}` is declared twice")));
         }
-        processes.push(Process {
-            name,
-            command: command.to_owned(),
-        });
+        processes.push(Process { name, command: command.to_owned() });
     }
     if processes.is_empty() {
         return Err(error(0, "declares no process".to_owned()));
@@ -257,12 +242,7 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
     // is one (the others wait for it), else the first.
     let python = layout
         .python
-        .then(|| {
-            processes
-                .iter()
-                .find(|p| p.name == RELEASE)
-                .or(processes.first())
-        })
+        .then(|| processes.iter().find(|p| p.name == RELEASE).or(processes.first()))
         .flatten()
         .map(|p| p.name.clone());
     // Its own service gets the venv from `python-deps`; the others here.
@@ -278,11 +258,8 @@ pub fn from_procfile(processes: &[Process], layout: &Layout) -> String {
          # to restart it when files change: watch = [\"src/**\"]\n"
             .to_owned()
     } else {
-        let rules: Vec<String> = layout
-            .sources
-            .iter()
-            .map(|dir| toml_string(&format!("{dir}/**")))
-            .collect();
+        let rules: Vec<String> =
+            layout.sources.iter().map(|dir| toml_string(&format!("{dir}/**"))).collect();
         format!(
             "# Restarted when a file under these changes (uncomment to use):\n\
              # watch = [{}]\n",
@@ -370,11 +347,7 @@ fn pod_table(layout: &Layout) -> String {
         for (key, value) in &wiring.expected {
             let _ = writeln!(text, "#   {key} = {}", toml_string(value));
         }
-        let keys: Vec<String> = wiring
-            .expected
-            .iter()
-            .map(|(k, _)| toml_string(k))
-            .collect();
+        let keys: Vec<String> = wiring.expected.iter().map(|(k, _)| toml_string(k)).collect();
         let _ = writeln!(text, "expected-env = [{}]", keys.join(", "));
     }
     text
@@ -495,9 +468,7 @@ fn read_procfile(repo: &Path, named: Option<&Path>) -> Result<Option<(PathBuf, S
             .map_err(Error::io("read", &path))?;
         let Some(bytes) = bytes else {
             if named.is_some() {
-                return Err(Error::io("read", &path)(
-                    std::io::ErrorKind::NotFound.into(),
-                ));
+                return Err(Error::io("read", &path)(std::io::ErrorKind::NotFound.into()));
             }
             continue;
         };
@@ -514,16 +485,10 @@ fn read_procfile(repo: &Path, named: Option<&Path>) -> Result<Option<(PathBuf, S
 /// Creates `path` with `contents`, refusing if anything is there; a
 /// failed write removes the file it created.
 fn create_new(path: &Path, contents: &[u8]) -> Result<()> {
-    let mut file = match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-    {
+    let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(Error::ProfileExists {
-                path: path.to_path_buf(),
-            });
+            return Err(Error::ProfileExists { path: path.to_path_buf() });
         }
         Err(e) => return Err(Error::io("create", path)(e)),
     };
@@ -551,16 +516,10 @@ mod tests {
     #[test]
     fn bad_procfiles_name_the_line() {
         let cases = [
-            (
-                "web: a\nweb: b\n",
-                "Procfile:2: process `web` is declared twice",
-            ),
+            ("web: a\nweb: b\n", "Procfile:2: process `web` is declared twice"),
             ("web:\n", "Procfile:1: process `web` has no command"),
             ("# only\n\n", "Procfile: declares no process"),
-            (
-                "release: ./m\n",
-                "Procfile: declares only a `release` process",
-            ),
+            ("release: ./m\n", "Procfile: declares only a `release` process"),
             (
                 "a: x\nweb: echo a\0b\n",
                 "Procfile:2: holds a NUL byte, which no command can be given",
@@ -571,11 +530,7 @@ mod tests {
             assert_eq!(err.to_string(), want);
         }
         let err = parse_procfile("_x: a\n", Path::new("Procfile")).expect_err("an error");
-        assert!(
-            err.to_string()
-                .starts_with("Procfile:1: invalid process name"),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("Procfile:1: invalid process name"), "{err}");
     }
 
     #[test]

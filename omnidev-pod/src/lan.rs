@@ -35,9 +35,7 @@ pub fn lan_origins_from(addresses: impl IntoIterator<Item = IpAddr>, port: u16) 
         .collect();
     ips.sort_unstable();
     ips.dedup();
-    ips.into_iter()
-        .map(|ip| format!("http://{ip}:{port}"))
-        .collect()
+    ips.into_iter().map(|ip| format!("http://{ip}:{port}")).collect()
 }
 
 /// The LAN origins of this machine's interfaces for `port`. An empty list

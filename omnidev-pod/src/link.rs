@@ -129,10 +129,8 @@ fn no_loop(chain: &mut Vec<PathBuf>, profile: &Profile) -> Result<()> {
             continue;
         };
         if let Some(at) = chain.iter().position(|c| *c == next) {
-            let mut cycle: Vec<String> = chain[at..]
-                .iter()
-                .map(|c| c.display().to_string())
-                .collect();
+            let mut cycle: Vec<String> =
+                chain[at..].iter().map(|c| c.display().to_string()).collect();
             cycle.push(next.display().to_string());
             return Err(fail(
                 name,
@@ -207,9 +205,5 @@ fn worktree_of_branch(repo: &Path, branch: &str) -> Option<PathBuf> {
 }
 
 fn fail(name: &str, message: String, help: &str) -> Error {
-    Error::Link {
-        name: name.to_owned(),
-        message,
-        help: help.to_owned(),
-    }
+    Error::Link { name: name.to_owned(), message, help: help.to_owned() }
 }

@@ -97,11 +97,9 @@ impl PodLock {
             Err(std::fs::TryLockError::WouldBlock) => {
                 let pod_dir = pod_dir.to_path_buf();
                 return Err(match holder(&mut file) {
-                    LockState::Removing { pid, by } => Error::BeingRemoved {
-                        pod_dir,
-                        pid,
-                        by: by.word(),
-                    },
+                    LockState::Removing { pid, by } => {
+                        Error::BeingRemoved { pod_dir, pid, by: by.word() }
+                    }
                     LockState::Held { pid } => Error::AlreadyRunning { pod_dir, pid },
                     LockState::Free => Error::AlreadyRunning { pod_dir, pid: None },
                 });
@@ -162,10 +160,7 @@ impl std::os::fd::AsRawFd for PodLock {
 fn open(pod_dir: &Path, path: &Path) -> Result<File> {
     Dir::open(pod_dir)
         .and_then(|dir| {
-            dir.open_file(
-                Path::new(LOCK_FILE),
-                omnidev_core::fs::OpenOptions::ReadWriteCreate,
-            )
+            dir.open_file(Path::new(LOCK_FILE), omnidev_core::fs::OpenOptions::ReadWriteCreate)
         })
         .map_err(Error::io("open the pod lock", path))
 }
@@ -177,10 +172,7 @@ fn open(pod_dir: &Path, path: &Path) -> Result<File> {
 /// at once.
 fn open_for_removal(pod_dir: &Path, path: &Path) -> Result<File> {
     let dir = Dir::open(pod_dir).map_err(Error::io("open the pod lock", path))?;
-    let opened = dir.open_file(
-        Path::new(LOCK_FILE),
-        omnidev_core::fs::OpenOptions::ReadWrite,
-    );
+    let opened = dir.open_file(Path::new(LOCK_FILE), omnidev_core::fs::OpenOptions::ReadWrite);
     if let Some(file) =
         omnidev_core::fs::found(opened).map_err(Error::io("open the pod lock", path))?
     {
@@ -221,9 +213,8 @@ fn holder(file: &mut File) -> LockState {
     let deadline = std::time::Instant::now() + HOLDER_WRITES_WITHIN;
     loop {
         let mut text = String::new();
-        let read = file
-            .rewind()
-            .and_then(|()| Read::by_ref(file).take(64).read_to_string(&mut text));
+        let read =
+            file.rewind().and_then(|()| Read::by_ref(file).take(64).read_to_string(&mut text));
         let mut words = text.split_whitespace();
         let pid = words.next().and_then(|w| w.parse().ok());
         // Just taken, not written (whole) yet: the line ends written.
@@ -232,14 +223,8 @@ fn holder(file: &mut File) -> LockState {
             continue;
         }
         return match words.next() {
-            Some("gc") => LockState::Removing {
-                pid,
-                by: Removal::Gc,
-            },
-            Some("clean") => LockState::Removing {
-                pid,
-                by: Removal::Clean,
-            },
+            Some("gc") => LockState::Removing { pid, by: Removal::Gc },
+            Some("clean") => LockState::Removing { pid, by: Removal::Clean },
             _ => LockState::Held { pid },
         };
     }
@@ -266,13 +251,7 @@ mod tests {
             writer
         });
         let mut reader = File::open(&path).expect("open");
-        assert_eq!(
-            holder(&mut reader),
-            LockState::Removing {
-                pid: Some(4242),
-                by: Removal::Gc
-            }
-        );
+        assert_eq!(holder(&mut reader), LockState::Removing { pid: Some(4242), by: Removal::Gc });
         drop(finish.join());
     }
 
@@ -287,9 +266,7 @@ mod tests {
         assert_eq!(text.trim(), std::process::id().to_string());
         assert_eq!(
             PodLock::state(tmp.path()).expect("state"),
-            LockState::Held {
-                pid: Some(std::process::id())
-            }
+            LockState::Held { pid: Some(std::process::id()) }
         );
         drop(lock);
         // A process another test forks at this instant holds a copy of the
@@ -312,16 +289,10 @@ mod tests {
         let pid = Some(std::process::id());
         assert_eq!(
             PodLock::state(tmp.path()).expect("state"),
-            LockState::Removing {
-                pid,
-                by: Removal::Gc
-            }
+            LockState::Removing { pid, by: Removal::Gc }
         );
         let err = PodLock::acquire(tmp.path()).expect_err("held");
-        assert!(
-            matches!(err, Error::BeingRemoved { by: "gc", pid: p, .. } if p == pid),
-            "{err:?}"
-        );
+        assert!(matches!(err, Error::BeingRemoved { by: "gc", pid: p, .. } if p == pid), "{err:?}");
         drop(lock);
     }
 
@@ -332,10 +303,7 @@ mod tests {
     fn a_removal_takes_no_new_lock_in_a_pod_half_removed() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let err = PodLock::acquire_to_remove(tmp.path(), Removal::Gc).expect_err("refused");
-        assert!(
-            err.to_string().contains("another omnidev is removing it"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("another omnidev is removing it"), "{err}");
         assert_eq!(std::fs::read_dir(tmp.path()).expect("list").count(), 0);
 
         // Unlinked while held: a removal that opened it before is refused.

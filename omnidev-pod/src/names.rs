@@ -91,18 +91,12 @@ pub fn expand(names: &[String], services: &[String]) -> Vec<String> {
 pub fn is_service(name: &str) -> bool {
     is_valid(name)
         || replica_of(name).is_some()
-        || name
-            .split_once('.')
-            .is_some_and(|(link, theirs)| is_valid(link) && is_valid(theirs))
+        || name.split_once('.').is_some_and(|(link, theirs)| is_valid(link) && is_valid(theirs))
 }
 
 /// [`check`] for the name of a running service, which may be a replica's.
 pub fn check_service(name: &str) -> Result<(), String> {
-    if is_service(name) {
-        Ok(())
-    } else {
-        check("service name", name)
-    }
+    if is_service(name) { Ok(()) } else { check("service name", name) }
 }
 
 /// Names as an error lists them: `a, b`, or `none`.
@@ -151,9 +145,6 @@ mod tests {
         let err = super::check("service name", &name).expect_err("an invalid name");
         assert!(!err.chars().any(omnidev_core::text::obeyed), "{err:?}");
         assert!(err.contains("\"x") && err.contains("…\""), "{err:?}");
-        assert!(
-            !err.contains(&"y".repeat(80)),
-            "cut to 80 characters: {err:?}"
-        );
+        assert!(!err.contains(&"y".repeat(80)), "cut to 80 characters: {err:?}");
     }
 }

@@ -54,10 +54,7 @@ pub fn requirements(detection: &Detection, profile: Option<&str>) -> Vec<Require
     if let Some(version) = &detection.version
         && let Some(range) = detection.manager.node_requirement(version)
     {
-        out.push(Requirement {
-            range: range.to_owned(),
-            source: detection.label(),
-        });
+        out.push(Requirement { range: range.to_owned(), source: detection.label() });
     }
     for (range, file) in &detection.engines {
         out.push(Requirement {
@@ -132,10 +129,7 @@ fn node_version(node: &Path) -> Result<String, String> {
             None if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "it did not answer within {} s",
-                    VERSION_TIMEOUT.as_secs()
-                ));
+                return Err(format!("it did not answer within {} s", VERSION_TIMEOUT.as_secs()));
             }
             None => std::thread::sleep(Duration::from_millis(10)),
         }
@@ -166,10 +160,7 @@ mod tests {
     }
 
     fn needs(range: &str) -> Vec<Requirement> {
-        vec![Requirement {
-            range: range.to_owned(),
-            source: "pnpm@11.15.1".to_owned(),
-        }]
+        vec![Requirement { range: range.to_owned(), source: "pnpm@11.15.1".to_owned() }]
     }
 
     #[test]
@@ -179,10 +170,7 @@ mod tests {
         let err = check(bin.path().as_os_str(), &needs(">=22.13")).expect_err("too old");
         assert!(err.contains("v20.0.0"), "{err}");
         assert!(err.contains(&node.display().to_string()), "{err}");
-        assert!(
-            err.contains("pnpm@11.15.1") && err.contains(">=22.13"),
-            "{err}"
-        );
+        assert!(err.contains("pnpm@11.15.1") && err.contains(">=22.13"), "{err}");
         assert!(err.contains("--no-vite"), "{err}");
         assert!(!err.contains('\n'), "one line: {err}");
         check(bin.path().as_os_str(), &needs("^20.0.0 || >=22.12.0")).expect("20.0.0 fits");
@@ -193,10 +181,7 @@ mod tests {
     fn missing_silent_or_odd_nodes_are_clear_errors() {
         let bin = tempfile::tempdir().expect("tempdir");
         let err = check(bin.path().as_os_str(), &needs(">=22")).expect_err("no node");
-        assert!(
-            err.contains("not on PATH") && err.contains("--no-vite"),
-            "{err}"
-        );
+        assert!(err.contains("not on PATH") && err.contains("--no-vite"), "{err}");
         fake_node(bin.path(), "echo 'not a version'");
         let err = check(bin.path().as_os_str(), &needs(">=22")).expect_err("odd");
         assert!(err.contains("not a version"), "{err}");

@@ -66,17 +66,12 @@ impl PackageManager {
     /// assert_eq!(PackageManager::from_name("cargo"), None);
     /// ```
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Npm, Self::Pnpm, Self::Yarn, Self::Bun]
-            .into_iter()
-            .find(|pm| pm.name() == name)
+        [Self::Npm, Self::Pnpm, Self::Yarn, Self::Bun].into_iter().find(|pm| pm.name() == name)
     }
 
     /// This manager's lockfile names.
     pub fn lockfiles(self) -> impl Iterator<Item = &'static str> {
-        LOCKFILES
-            .iter()
-            .filter(move |(_, pm)| *pm == self)
-            .map(|(name, _)| *name)
+        LOCKFILES.iter().filter(move |(_, pm)| *pm == self).map(|(name, _)| *name)
     }
 
     /// The Node.js range this manager's own `version` needs (from each
@@ -112,26 +107,15 @@ impl PackageManager {
     /// ```
     pub fn resolve(self, path: &OsStr, web_dir: &Path) -> Result<Invocation> {
         if let Some(program) = which(self.name(), path) {
-            return Ok(Invocation {
-                manager: self,
-                program,
-                prefix: Vec::new(),
-            });
+            return Ok(Invocation { manager: self, program, prefix: Vec::new() });
         }
         if matches!(self, Self::Pnpm | Self::Yarn)
             && let Some(program) = which("corepack", path)
         {
-            return Ok(Invocation {
-                manager: self,
-                program,
-                prefix: vec![self.name().to_owned()],
-            });
+            return Ok(Invocation { manager: self, program, prefix: vec![self.name().to_owned()] });
         }
         let (tool, hint) = match self {
-            Self::Npm => (
-                "npm".to_owned(),
-                "install Node.js (which ships npm)".to_owned(),
-            ),
+            Self::Npm => ("npm".to_owned(), "install Node.js (which ships npm)".to_owned()),
             Self::Pnpm | Self::Yarn => (
                 format!("{} (or corepack)", self.name()),
                 format!(
@@ -139,16 +123,9 @@ impl PackageManager {
                     self.name()
                 ),
             ),
-            Self::Bun => (
-                "bun".to_owned(),
-                "install Bun from https://bun.sh".to_owned(),
-            ),
+            Self::Bun => ("bun".to_owned(), "install Bun from https://bun.sh".to_owned()),
         };
-        Err(Error::PackageManagerMissing {
-            tool,
-            dir: web_dir.to_path_buf(),
-            hint,
-        })
+        Err(Error::PackageManagerMissing { tool, dir: web_dir.to_path_buf(), hint })
     }
 }
 
@@ -198,10 +175,7 @@ struct Manifest {
 }
 
 fn read_manifest(path: &Path) -> Result<Option<Manifest>> {
-    let invalid = |message: String| Error::Manifest {
-        path: path.to_path_buf(),
-        message,
-    };
+    let invalid = |message: String| Error::Manifest { path: path.to_path_buf(), message };
     let Some(text) = omnidev_core::fs::read_linked(path, MAX_MANIFEST_BYTES)
         .and_then(omnidev_core::fs::text)
         .map_err(Error::io("read", path))?
@@ -230,10 +204,7 @@ fn read_manifest(path: &Path) -> Result<Option<Manifest>> {
 /// Parses a `packageManager` value: `name@version`, optionally followed by
 /// `+<hash>`.
 fn parse_package_manager(value: &str, path: &Path) -> Result<(PackageManager, String)> {
-    let invalid = |message: String| Error::Manifest {
-        path: path.to_path_buf(),
-        message,
-    };
+    let invalid = |message: String| Error::Manifest { path: path.to_path_buf(), message };
     let (name, version) = value.split_once('@').ok_or_else(|| {
         invalid(format!(
             "`packageManager` is \"{}\", not `name@version`",
@@ -250,9 +221,7 @@ fn parse_package_manager(value: &str, path: &Path) -> Result<(PackageManager, St
     let version = version.split('+').next().unwrap_or_default();
     if version.is_empty()
         || version.len() > 64
-        || !version
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+        || !version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
     {
         return Err(invalid(format!(
             "`packageManager` has no plain version after `{name}@` (\"{}\")",
@@ -268,10 +237,7 @@ fn levels(cwd: &Path, repo_root: &Path) -> Vec<PathBuf> {
     if !cwd.starts_with(repo_root) {
         return vec![cwd.to_path_buf()];
     }
-    cwd.ancestors()
-        .take_while(|dir| dir.starts_with(repo_root))
-        .map(Path::to_path_buf)
-        .collect()
+    cwd.ancestors().take_while(|dir| dir.starts_with(repo_root)).map(Path::to_path_buf).collect()
 }
 
 /// Detects the package manager of the service running in `cwd`, walking up
@@ -312,10 +278,7 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
             let (manager, version) = parse_package_manager(value, &manifest_path)?;
             declared = Some((manager, version, manifest_path.clone()));
         }
-        let lockfile = LOCKFILES
-            .iter()
-            .copied()
-            .find(|(name, _)| dir.join(name).is_file());
+        let lockfile = LOCKFILES.iter().copied().find(|(name, _)| dir.join(name).is_file());
         let pnpm_workspace = dir.join("pnpm-workspace.yaml").is_file();
         if lockfile.is_some() || pnpm_workspace || manifest.workspaces {
             found = Some((dir, lockfile, pnpm_workspace));
@@ -327,20 +290,13 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
     let (manager, version, reason) = if let Some(manager) = explicit {
         (manager, None, "`package-manager` in the profile".to_owned())
     } else if let Some((manager, version, path)) = declared {
-        let reason = format!(
-            "packageManager \"{}@{version}\" in {}",
-            manager.name(),
-            path.display()
-        );
+        let reason =
+            format!("packageManager \"{}@{version}\" in {}", manager.name(), path.display());
         (manager, Some(version), reason)
     } else if let Some((name, manager)) = from_lockfile {
         (manager, None, format!("{}", root.join(name).display()))
     } else if pnpm_workspace {
-        (
-            PackageManager::Pnpm,
-            None,
-            format!("{}", root.join("pnpm-workspace.yaml").display()),
-        )
+        (PackageManager::Pnpm, None, format!("{}", root.join("pnpm-workspace.yaml").display()))
     } else {
         (PackageManager::Npm, None, "no lockfile (npm)".to_owned())
     };
@@ -348,14 +304,7 @@ pub fn detect(cwd: &Path, repo_root: &Path, explicit: Option<PackageManager>) ->
     if manager == PackageManager::Pnpm {
         inputs.push(root.join("pnpm-workspace.yaml"));
     }
-    Ok(Detection {
-        manager,
-        version,
-        root,
-        reason,
-        inputs,
-        engines,
-    })
+    Ok(Detection { manager, version, root, reason, inputs, engines })
 }
 
 /// How to run a resolved package manager: `program prefix… <args>`.
@@ -467,12 +416,7 @@ mod tests {
         assert_eq!(found.label(), "pnpm@11.15.1");
         assert_eq!(found.root, repo);
         assert_eq!(found.target(), repo.join("node_modules"));
-        for input in [
-            "web/package.json",
-            "package.json",
-            "pnpm-lock.yaml",
-            "pnpm-workspace.yaml",
-        ] {
+        for input in ["web/package.json", "package.json", "pnpm-lock.yaml", "pnpm-workspace.yaml"] {
             assert!(found.inputs.contains(&repo.join(input)), "{input}");
         }
         assert!(found.reason.contains("packageManager"), "{}", found.reason);
@@ -480,10 +424,8 @@ mod tests {
 
     #[test]
     fn npm_workspaces_field_marks_the_root() {
-        let (_tmp, repo) = layout(&[
-            ("package.json", r#"{"workspaces": ["web"]}"#),
-            ("package-lock.json", "{}"),
-        ]);
+        let (_tmp, repo) =
+            layout(&[("package.json", r#"{"workspaces": ["web"]}"#), ("package-lock.json", "{}")]);
         let found = detect_web(&repo);
         assert_eq!(found.manager, PackageManager::Npm);
         assert_eq!(found.root, repo);
@@ -497,10 +439,7 @@ mod tests {
     fn yarn_and_bun_lockfiles() {
         let (_tmp, repo) = layout(&[("yarn.lock", "")]);
         let found = detect_web(&repo);
-        assert_eq!(
-            (found.manager, found.root.clone()),
-            (PackageManager::Yarn, repo.clone())
-        );
+        assert_eq!((found.manager, found.root.clone()), (PackageManager::Yarn, repo.clone()));
         assert!(found.inputs.contains(&repo.join("yarn.lock")));
 
         let (_tmp, repo) = layout(&[("web/bun.lock", "{}")]);
@@ -549,10 +488,7 @@ mod tests {
     fn explicit_choice_overrides_and_engines_are_collected() {
         let (_tmp, repo) = layout(&[
             ("package.json", r#"{"engines": {"node": ">=22"}}"#),
-            (
-                "web/package.json",
-                r#"{"engines": {"node": "^20.19.0 || >=22.12.0"}}"#,
-            ),
+            ("web/package.json", r#"{"engines": {"node": "^20.19.0 || >=22.12.0"}}"#),
             ("pnpm-lock.yaml", ""),
         ]);
         let found = detect(&repo.join("web"), &repo, Some(PackageManager::Bun)).expect("detect");
@@ -561,10 +497,7 @@ mod tests {
         assert_eq!(
             found.engines,
             [
-                (
-                    "^20.19.0 || >=22.12.0".to_owned(),
-                    repo.join("web/package.json")
-                ),
+                ("^20.19.0 || >=22.12.0".to_owned(), repo.join("web/package.json")),
                 (">=22".to_owned(), repo.join("package.json")),
             ]
         );
@@ -576,10 +509,7 @@ mod tests {
             ("{", "not valid JSON"),
             (r#"{"packageManager": "cargo@1.0.0"}"#, "cargo"),
             (r#"{"packageManager": "pnpm"}"#, "name@version"),
-            (
-                r#"{"packageManager": "pnpm@$(rm -rf)"}"#,
-                "no plain version",
-            ),
+            (r#"{"packageManager": "pnpm@$(rm -rf)"}"#, "no plain version"),
             (r#"{"engines": {"node": 22}}"#, "engines.node"),
         ] {
             let (_tmp, repo) = layout(&[("package.json", text)]);
@@ -598,22 +528,12 @@ mod tests {
         let bin = tempfile::tempdir().expect("tempdir");
         let corepack = fake_tool(bin.path(), "corepack");
         let path = bin.path().as_os_str();
-        let pnpm = PackageManager::Pnpm
-            .resolve(path, Path::new("web"))
-            .expect("pnpm");
+        let pnpm = PackageManager::Pnpm.resolve(path, Path::new("web")).expect("pnpm");
         assert_eq!(pnpm.program, corepack);
-        assert_eq!(
-            pnpm.run_script_args("dev", &["--x".into()]),
-            ["pnpm", "run", "dev", "--x"]
-        );
+        assert_eq!(pnpm.run_script_args("dev", &["--x".into()]), ["pnpm", "run", "dev", "--x"]);
         assert_eq!(pnpm.install_args(None), ["pnpm", "install"]);
-        let err = PackageManager::Npm
-            .resolve(path, Path::new("web"))
-            .expect_err("npm");
-        let text = format!(
-            "{err} {:?}",
-            miette::Diagnostic::help(&err).map(|h| h.to_string())
-        );
+        let err = PackageManager::Npm.resolve(path, Path::new("web")).expect_err("npm");
+        let text = format!("{err} {:?}", miette::Diagnostic::help(&err).map(|h| h.to_string()));
         assert!(text.contains("npm") && text.contains("--no-vite"), "{text}");
     }
 
@@ -625,9 +545,7 @@ mod tests {
         let yarn = fake_tool(b.path(), "yarn");
         fake_tool(b.path(), "corepack");
         let path = std::env::join_paths([a.path(), b.path()]).expect("join");
-        let inv = PackageManager::Yarn
-            .resolve(&path, Path::new("web"))
-            .expect("yarn");
+        let inv = PackageManager::Yarn.resolve(&path, Path::new("web")).expect("yarn");
         assert_eq!(inv.program, yarn);
         assert!(inv.prefix.is_empty());
         assert_eq!(inv.install_args(Some("web...")), ["install"]);

@@ -97,12 +97,7 @@ pub fn cache_dirs(cache_root: &Path) -> std::io::Result<Vec<PathBuf>> {
         name != crate::layout::SEEDS_DIR
             && matches!(root.stat(Path::new(name)), Ok(Some(entry)) if entry.kind == Kind::Dir)
     };
-    Ok(root
-        .entries()?
-        .into_iter()
-        .filter(is_dir)
-        .map(|name| cache_root.join(name))
-        .collect())
+    Ok(root.entries()?.into_iter().filter(is_dir).map(|name| cache_root.join(name)).collect())
 }
 
 /// Lexically normalises `value`, a path meant to stay inside a base
@@ -201,10 +196,7 @@ impl Marker {
     pub fn parse(text: &str) -> Option<Self> {
         let marker: Self = toml::from_str(text).ok()?;
         let id_ok = marker.id.len() == 32
-            && marker
-                .id
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            && marker.id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let made_ok = marker.made.iter().all(|m| {
             relative_inside(m).is_ok_and(|r| !r.as_os_str().is_empty() && r == Path::new(m))
         });
@@ -213,10 +205,8 @@ impl Marker {
 
     /// The marker's file text.
     pub fn text(&self) -> Result<String> {
-        let body = toml::to_string(self).map_err(|e| Error::Serialise {
-            what: "the pod marker",
-            message: e.to_string(),
-        })?;
+        let body = toml::to_string(self)
+            .map_err(|e| Error::Serialise { what: "the pod marker", message: e.to_string() })?;
         Ok(format!("{MARKER_HEADER}{body}"))
     }
 }
@@ -282,15 +272,10 @@ pub fn examine(dir: &Path) -> Result<DirKind> {
     }
     let handle = Dir::open(dir).map_err(Error::io("open", dir))?;
     let marker_path = dir.join(MARKER);
-    match handle
-        .stat(Path::new(MARKER))
-        .map_err(Error::io("examine", &marker_path))?
-    {
+    match handle.stat(Path::new(MARKER)).map_err(Error::io("examine", &marker_path))? {
         Some(entry) if entry.kind == Kind::File => {}
         Some(_) => {
-            return Ok(DirKind::Other(format!(
-                "its {MARKER} is not a regular file"
-            )));
+            return Ok(DirKind::Other(format!("its {MARKER} is not a regular file")));
         }
         None => {
             let entries = handle.entries().map_err(Error::io("read", dir))?;
@@ -314,9 +299,7 @@ pub fn examine(dir: &Path) -> Result<DirKind> {
         return Ok(DirKind::Pod(Identity::Legacy));
     }
     let Some(marker) = Marker::parse(&text) else {
-        return Ok(DirKind::Other(format!(
-            "its {MARKER} is not one omnidev wrote"
-        )));
+        return Ok(DirKind::Other(format!("its {MARKER} is not one omnidev wrote")));
     };
     // `pod.toml` records the id too: a marker put beside another pod's
     // record is not that pod's.
@@ -353,24 +336,15 @@ pub fn pod_id(dir: &Path) -> Option<String> {
 /// never a directory without its identity. When another one got there
 /// first, that pod is kept and this one's made part removed.
 fn appear_whole(dir: &Path, kind: &DirKind, made: &[String]) -> Result<()> {
-    let name = dir
-        .file_name()
-        .ok_or_else(|| not_a_pod(dir, "it names no directory"))?;
+    let name = dir.file_name().ok_or_else(|| not_a_pod(dir, "it names no directory"))?;
     let target = if *kind == DirKind::Empty {
         dir.canonicalize().map_err(Error::io("resolve", dir))?
     } else {
         let parent = dir.parent().unwrap_or(Path::new("/"));
         ensure_dir(parent)?;
-        parent
-            .canonicalize()
-            .map_err(Error::io("resolve", parent))?
-            .join(name)
+        parent.canonicalize().map_err(Error::io("resolve", parent))?.join(name)
     };
-    let marker = Marker {
-        id: new_id()?,
-        dir: target.clone(),
-        made: made.to_vec(),
-    };
+    let marker = Marker { id: new_id()?, dir: target.clone(), made: made.to_vec() };
     let mut staging = target.clone().into_os_string();
     staging.push(format!(".{}.omnidev-tmp", marker.id));
     let staging = PathBuf::from(staging);
@@ -408,9 +382,7 @@ fn appear_whole(dir: &Path, kind: &DirKind, made: &[String]) -> Result<()> {
 fn forget_the_original(dir: &Path) -> Result<()> {
     let handle = Dir::open(dir).map_err(Error::io("open", dir))?;
     for name in [STATE_FILE, CONTROL_SOCKET] {
-        handle
-            .remove_file(Path::new(name))
-            .map_err(Error::io("remove", dir.join(name)))?;
+        handle.remove_file(Path::new(name)).map_err(Error::io("remove", dir.join(name)))?;
     }
     Ok(())
 }
@@ -430,23 +402,13 @@ fn record_id(dir: &Path, id: &str) -> Result<()> {
 }
 
 fn not_a_pod(dir: &Path, reason: impl Into<String>) -> Error {
-    Error::NotAPod {
-        path: dir.to_path_buf(),
-        reason: reason.into(),
-    }
+    Error::NotAPod { path: dir.to_path_buf(), reason: reason.into() }
 }
 
 /// The names at the top of a pod that omnidev itself makes (besides the
 /// `made` sub-directories its marker lists): all `omnidev clean` removes.
-const LAYOUT: &[&str] = &[
-    POD_TOML,
-    LOCK_FILE,
-    STATE_FILE,
-    CONTROL_SOCKET,
-    LOGS_DIR,
-    DB_ENGINE_FILE,
-    SNAPSHOTS_DIR,
-];
+const LAYOUT: &[&str] =
+    &[POD_TOML, LOCK_FILE, STATE_FILE, CONTROL_SOCKET, LOGS_DIR, DB_ENGINE_FILE, SNAPSHOTS_DIR];
 
 /// Whether `name`, at the top of a pod, is a temporary file omnidev left
 /// (an atomic write's, or the control socket pointer's being replaced).
@@ -585,10 +547,7 @@ impl Pod {
                         });
                     }
                 }
-                Err(Error::OutsidePod {
-                    path,
-                    reason: e.to_string(),
-                })
+                Err(Error::OutsidePod { path, reason: e.to_string() })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(Error::OutsidePod {
                 path,
@@ -635,10 +594,7 @@ impl Pod {
             Identity::Legacy => (Vec::new(), None),
         };
         let remove = |name: &Path| -> Result<()> {
-            handle
-                .remove_tree(name)
-                .map(drop)
-                .map_err(Error::io("remove", dir.join(name)))
+            handle.remove_tree(name).map(drop).map_err(Error::io("remove", dir.join(name)))
         };
         // The lock goes last, with the marker: while it is held, anyone
         // looking (a second `gc`) sees the removal holding it.
@@ -671,22 +627,14 @@ impl Pod {
         }
         if !kept.is_empty() {
             remove(Path::new(LOCK_FILE))?;
-            return Ok(Cleaned {
-                removed: false,
-                kept,
-                copy_of,
-            });
+            return Ok(Cleaned { removed: false, kept, copy_of });
         }
         remove(Path::new(MARKER))?;
         remove(Path::new(LOCK_FILE))?;
         drop(handle);
         omnidev_core::fs::found(std::fs::remove_dir(dir))
             .map_err(Error::io("remove the pod directory", dir))?;
-        Ok(Cleaned {
-            removed: true,
-            kept,
-            copy_of,
-        })
+        Ok(Cleaned { removed: true, kept, copy_of })
     }
 
     /// The pod directory.
@@ -793,11 +741,7 @@ mod tests {
         std::fs::create_dir(&dir).expect("mkdir");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let pod = Pod::create(&dir, &["data/omnigent".into()]).expect("create");
-        let mode = std::fs::metadata(pod.dir())
-            .expect("meta")
-            .permissions()
-            .mode()
-            & 0o777;
+        let mode = std::fs::metadata(pod.dir()).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         assert!(dir.join("data/omnigent").is_dir());
     }
@@ -822,10 +766,7 @@ mod tests {
         std::fs::remove_file(pod.dir().join("notes.txt")).expect("rm");
         assert!(Pod::clean(pod.dir()).expect("clean").removed);
         assert!(!pod.dir().exists());
-        assert_eq!(
-            Pod::clean(pod.dir()).expect("clean of a missing dir"),
-            Cleaned::default()
-        );
+        assert_eq!(Pod::clean(pod.dir()).expect("clean of a missing dir"), Cleaned::default());
     }
 
     #[test]
@@ -837,10 +778,7 @@ mod tests {
         for planted in [STATE_FILE, LOCK_FILE, CONTROL_SOCKET] {
             std::fs::write(dir.join(planted), "anything").expect("write");
             let err = Pod::clean(&dir).expect_err("no identity");
-            assert!(
-                err.to_string().contains("no .omnidev-pod identity"),
-                "{err}"
-            );
+            assert!(err.to_string().contains("no .omnidev-pod identity"), "{err}");
         }
         // A marker that is not omnidev's, or pod.toml alone, neither.
         std::fs::write(dir.join(POD_TOML), "[ports]\nserver = 1\n").expect("write");
@@ -849,10 +787,7 @@ mod tests {
         std::fs::write(dir.join(MARKER), "hello").expect("write");
         let err = Pod::clean(&dir).expect_err("foreign marker");
         assert!(err.to_string().contains("not one omnidev wrote"), "{err}");
-        assert_eq!(
-            std::fs::read_to_string(dir.join("src/main.c")).expect("kept"),
-            "int main;"
-        );
+        assert_eq!(std::fs::read_to_string(dir.join("src/main.c")).expect("kept"), "int main;");
         assert!(dir.join(STATE_FILE).exists());
     }
 
@@ -889,9 +824,8 @@ mod tests {
                 && copy.join(CONTROL_SOCKET).symlink_metadata().is_err()
         );
         assert!(original.dir().join(STATE_FILE).is_file());
-        let record: crate::record::PodRecord = crate::state::read_toml(&copy.join(POD_TOML))
-            .expect("read")
-            .expect("present");
+        let record: crate::record::PodRecord =
+            crate::state::read_toml(&copy.join(POD_TOML)).expect("read").expect("present");
         assert_eq!(record.pod_id.as_deref(), Some(own.id.as_str()));
         assert!(matches!(
             examine(original.dir()).expect("examine"),
@@ -905,10 +839,7 @@ mod tests {
         let dir = tmp.path().join("old");
         std::fs::create_dir_all(dir.join("logs")).expect("mkdir");
         std::fs::write(dir.join(MARKER), LEGACY_MARKER_TEXT).expect("write");
-        assert_eq!(
-            examine(&dir).expect("examine"),
-            DirKind::Pod(Identity::Legacy)
-        );
+        assert_eq!(examine(&dir).expect("examine"), DirKind::Pod(Identity::Legacy));
         std::fs::write(dir.join(MARKER), format!("{LEGACY_MARKER_TEXT} ")).expect("write");
         assert!(matches!(examine(&dir).expect("examine"), DirKind::Other(_)));
     }
@@ -918,20 +849,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let repo = tmp.path().join("r".repeat(250));
         let dir = default_pod_dir(&tmp.path().join("cache"), &repo);
-        let name = dir
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        assert_eq!(
-            name,
-            format!("{}-{}", "r".repeat(MAX_BASENAME), hash8(&repo))
-        );
-        assert_eq!(
-            dir,
-            default_pod_dir(&tmp.path().join("cache"), &repo),
-            "stable"
-        );
+        let name = dir.file_name().expect("name").to_string_lossy().into_owned();
+        assert_eq!(name, format!("{}-{}", "r".repeat(MAX_BASENAME), hash8(&repo)));
+        assert_eq!(dir, default_pod_dir(&tmp.path().join("cache"), &repo), "stable");
         Pod::create(&dir, &[]).expect("create");
         let other = default_pod_dir(
             &tmp.path().join("cache"),

@@ -89,10 +89,8 @@ impl Registry {
         let Some(bytes) = bytes else {
             return Ok(Self::default());
         };
-        let corrupt = |message: String| Error::CorruptRegistry {
-            path: path.to_path_buf(),
-            message,
-        };
+        let corrupt =
+            |message: String| Error::CorruptRegistry { path: path.to_path_buf(), message };
         let text =
             String::from_utf8(bytes).map_err(|_| corrupt("it is not UTF-8 text".to_owned()))?;
         Self::parse(&text).map_err(corrupt)
@@ -173,9 +171,8 @@ fn ipv6_available() -> bool {
 /// (for `omnidev run`, `status`, `ls`). A missing `pod.toml` is
 /// [`Error::NoPorts`]; a corrupt one is [`Error::CorruptState`].
 pub fn read_ports(pod_dir: &Path) -> Result<PodRecord> {
-    crate::state::read_toml(&pod_dir.join(POD_TOML))?.ok_or_else(|| Error::NoPorts {
-        pod_dir: pod_dir.to_path_buf(),
-    })
+    crate::state::read_toml(&pod_dir.join(POD_TOML))?
+        .ok_or_else(|| Error::NoPorts { pod_dir: pod_dir.to_path_buf() })
 }
 
 /// Allocates the pod's ports and persists them in `<pod>/pod.toml`.
@@ -203,11 +200,8 @@ pub fn read_ports(pod_dir: &Path) -> Result<PodRecord> {
 /// assert_eq!(omnidev_pod::read_ports(&pod).unwrap().ports, ports);
 /// ```
 pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
-    let given: Vec<(String, u16)> = request
-        .overrides
-        .iter()
-        .map(|(n, p)| (n.clone(), *p))
-        .collect();
+    let given: Vec<(String, u16)> =
+        request.overrides.iter().map(|(n, p)| (n.clone(), *p)).collect();
     check_overrides(&given, request.bases)?;
     check_bases(request.bases)?;
     let allocation = Allocation::begin(request)?;
@@ -219,11 +213,7 @@ pub fn allocate_ports(request: &PortRequest<'_>) -> Result<Ports> {
                 omnidev_core::listener::Owner::Other(holder) => Some(holder.to_string()),
                 _ => None,
             };
-            return Err(Error::PortBusy {
-                name: name.clone(),
-                port,
-                holder,
-            });
+            return Err(Error::PortBusy { name: name.clone(), port, holder });
         }
         ports.insert(name.clone(), port);
     }
@@ -270,10 +260,7 @@ pub fn ensure_ports(request: &PortRequest<'_>) -> Result<Ports> {
     let allocation = Allocation::begin(request)?;
     let recorded = allocation.recorded();
     if allocation.own.is_some()
-        && request
-            .bases
-            .iter()
-            .all(|(name, _)| recorded.get(name).is_some())
+        && request.bases.iter().all(|(name, _)| recorded.get(name).is_some())
     {
         return Ok(recorded);
     }
@@ -399,11 +386,7 @@ pub fn unregister(runtime_dir: &Path, pod_dirs: &[PathBuf]) -> Result<()> {
     let _lock = AllocationLock::acquire(runtime_dir)?;
     let mut registry = Registry::read(&path)?;
     let before = registry.pods.len();
-    registry.pods.retain(|dir| {
-        !pod_dirs
-            .iter()
-            .any(|gone| gone == dir || *gone == canonical(dir))
-    });
+    registry.pods.retain(|dir| !pod_dirs.iter().any(|gone| gone == dir || *gone == canonical(dir)));
     if registry.pods.len() != before {
         crate::state::write_toml(&path, &registry)?;
     }
@@ -447,38 +430,23 @@ impl<'r> Allocation<'r> {
             !matches!(std::fs::symlink_metadata(dir.join(POD_TOML)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound)
         });
-        let mut others: BTreeSet<PathBuf> = registry
-            .pods
-            .iter()
-            .filter(|dir| canonical(dir) != own_dir)
-            .cloned()
-            .collect();
+        let mut others: BTreeSet<PathBuf> =
+            registry.pods.iter().filter(|dir| canonical(dir) != own_dir).cloned().collect();
         others.extend(sibling_pods(request.cache_root, &own_dir));
         let claimed = others
             .iter()
             .filter_map(|dir| {
-                crate::state::read_toml::<PodRecord>(&dir.join(POD_TOML))
-                    .ok()
-                    .flatten()
+                crate::state::read_toml::<PodRecord>(&dir.join(POD_TOML)).ok().flatten()
             })
             .flat_map(|r| r.ports.0.into_values())
             .collect();
         registry.pods.insert(own_dir);
-        Ok(Self {
-            request,
-            own,
-            claimed,
-            registry,
-            _lock: lock,
-        })
+        Ok(Self { request, own, claimed, registry, _lock: lock })
     }
 
     /// The ports this pod's `pod.toml` records (none when it has none).
     fn recorded(&self) -> Ports {
-        self.own
-            .as_ref()
-            .map(|own| own.ports.clone())
-            .unwrap_or_default()
+        self.own.as_ref().map(|own| own.ports.clone()).unwrap_or_default()
     }
 
     fn usable(&self, port: u16, taken: &BTreeSet<u16>) -> bool {
@@ -489,10 +457,7 @@ impl<'r> Allocation<'r> {
     fn probe(&self, name: &str, base: u16, taken: &BTreeSet<u16>) -> Result<u16> {
         (base..=u16::MAX)
             .find(|&p| self.usable(p, taken))
-            .ok_or_else(|| Error::NoFreePort {
-                name: name.to_owned(),
-                base,
-            })
+            .ok_or_else(|| Error::NoFreePort { name: name.to_owned(), base })
     }
 
     /// `ports`, with each name of the request it lacks given the first
@@ -532,10 +497,7 @@ fn canonical(dir: &Path) -> PathBuf {
 /// Every other pod directory under `cache_root`.
 fn sibling_pods(cache_root: &Path, own: &Path) -> Vec<PathBuf> {
     let dirs = crate::pod::cache_dirs(cache_root).unwrap_or_default();
-    dirs.iter()
-        .map(|dir| canonical(dir))
-        .filter(|dir| dir != own)
-        .collect()
+    dirs.iter().map(|dir| canonical(dir)).filter(|dir| dir != own).collect()
 }
 
 /// The per-user allocation lock, held for the duration of one allocation.

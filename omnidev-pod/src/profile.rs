@@ -168,10 +168,7 @@ impl Url {
     /// The service serving the URL named `name` in `profile`, if any.
     pub fn service<'a>(&'a self, name: &'a str, profile: &Profile) -> Option<&'a str> {
         match self {
-            Url::Service(ServiceUrl {
-                service: Some(service),
-                ..
-            }) => Some(service),
+            Url::Service(ServiceUrl { service: Some(service), .. }) => Some(service),
             _ => profile.services.contains_key(name).then_some(name),
         }
     }
@@ -216,11 +213,7 @@ pub struct PodSection {
     pub hostnames: bool,
     /// Most memory the pod's services may hold together (`"512MiB"`); see
     /// [`omnidev_core::spec::Limits`].
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "words::memory"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "words::memory")]
     pub memory_max: Option<u64>,
     /// Most CPU they (the pod's services) may use together, in percent of one CPU (`"150%"`,
     /// or `1.5` CPUs); enforced only with a delegated cgroup v2 cpu
@@ -276,10 +269,7 @@ pub struct WatchSection {
 /// `[services.NAME]`: one service.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[expect(
-    clippy::struct_excessive_bools,
-    reason = "each is a yes/no key of the profile format"
-)]
+#[expect(clippy::struct_excessive_bools, reason = "each is a yes/no key of the profile format")]
 pub struct Service {
     /// Program and arguments (templated). Exactly one of `command` and
     /// `script` is set.
@@ -309,11 +299,7 @@ pub struct Service {
     )]
     pub depends_on: IndexMap<String, Condition>,
     /// Restart policy (default `always`).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "words::restart"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "words::restart")]
     pub restart: Option<RestartPolicy>,
     /// Stop signal name, e.g. `SIGTERM` (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -368,11 +354,7 @@ pub struct Service {
     pub replicas: Option<u32>,
     /// Most memory its processes (each replica apart) may hold together (`"512MiB"`); see
     /// [`omnidev_core::spec::Limits`].
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "words::memory"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "words::memory")]
     pub memory_max: Option<u64>,
     /// Most CPU they may use together, in percent of one CPU (`"150%"`,
     /// or `1.5` CPUs); enforced only with a delegated cgroup v2 cpu
@@ -389,20 +371,14 @@ pub struct Service {
 impl Service {
     /// Its `memory-max` and `cpu-max`.
     pub fn limits(&self) -> omnidev_core::spec::Limits {
-        omnidev_core::spec::Limits {
-            memory_max: self.memory_max,
-            cpu_max: self.cpu_max,
-        }
+        omnidev_core::spec::Limits { memory_max: self.memory_max, cpu_max: self.cpu_max }
     }
 }
 
 impl PodSection {
     /// Its `memory-max` and `cpu-max`: the pod's services together.
     pub fn limits(&self) -> omnidev_core::spec::Limits {
-        omnidev_core::spec::Limits {
-            memory_max: self.memory_max,
-            cpu_max: self.cpu_max,
-        }
+        omnidev_core::spec::Limits { memory_max: self.memory_max, cpu_max: self.cpu_max }
     }
 }
 
@@ -445,12 +421,8 @@ pub struct Ready {
 /// The `ready` table of service `name`: exactly one probe kind, a non-empty
 /// command, a usable log pattern.
 fn validate_ready(at: &Locator<'_>, name: &str, ready: &Ready) -> Result<()> {
-    let kinds = [
-        ready.http.is_some(),
-        ready.tcp.is_some(),
-        ready.command.is_some(),
-        ready.log.is_some(),
-    ];
+    let kinds =
+        [ready.http.is_some(), ready.tcp.is_some(), ready.command.is_some(), ready.log.is_some()];
     if kinds.iter().filter(|k| **k).count() != 1 {
         return Err(at.error(
             &["services", name, "ready"],
@@ -510,11 +482,7 @@ const SIGNALS: &[(&str, i32)] = &[
 /// ```
 pub fn signal_number(name: &str) -> Option<i32> {
     let upper = name.to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
     SIGNALS.iter().find(|(n, _)| *n == full).map(|(_, s)| *s)
 }
 
@@ -538,9 +506,7 @@ impl Profile {
     /// (`origin:line:column: message`).
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
         let unreadable = |e: toml::de::Error| {
-            let (line, column) = e
-                .span()
-                .map_or((1, 1), |span| line_column(text, span.start));
+            let (line, column) = e.span().map_or((1, 1), |span| line_column(text, span.start));
             Error::Profile {
                 origin: origin.to_owned(),
                 line,
@@ -550,17 +516,10 @@ impl Profile {
         };
         let profile: Self = toml::from_str(text).map_err(unreadable)?;
         let document = DeTable::parse(text).map_err(unreadable)?;
-        let locator = Locator {
-            text,
-            origin,
-            root: document.get_ref(),
-        };
+        let locator = Locator { text, origin, root: document.get_ref() };
         let mut profile = profile;
         let uses = profile.validate(&locator)?;
-        profile.env_uses = EnvUses {
-            origin: origin.to_owned(),
-            uses,
-        };
+        profile.env_uses = EnvUses { origin: origin.to_owned(), uses };
         Ok(profile)
     }
 
@@ -581,10 +540,7 @@ impl Profile {
     /// Omnigent profile.
     pub fn load(repo_root: &Path, explicit: Option<&Path>) -> Result<(Self, ProfileSource)> {
         if let Some(path) = explicit {
-            return Ok((
-                Self::from_file(path)?,
-                ProfileSource::File(path.to_path_buf()),
-            ));
+            return Ok((Self::from_file(path)?, ProfileSource::File(path.to_path_buf())));
         }
         let in_repo = repo_root.join(PROFILE_FILE);
         if std::fs::symlink_metadata(&in_repo).is_ok() {
@@ -602,10 +558,8 @@ impl Profile {
     /// assert_eq!(omnidev_pod::Profile::parse(&text, "shown").unwrap(), p);
     /// ```
     pub fn to_toml(&self) -> Result<String> {
-        toml::to_string(self).map_err(|e| Error::Serialise {
-            what: "the profile",
-            message: e.to_string(),
-        })
+        toml::to_string(self)
+            .map_err(|e| Error::Serialise { what: "the profile", message: e.to_string() })
     }
 
     /// Checks that the checkout has every `[repo] markers` directory.
@@ -629,10 +583,7 @@ impl Profile {
     /// stops only the replicas that go.
     pub fn running_names(&self, service: &str, scale: &BTreeMap<String, u32>) -> Vec<String> {
         let replicated = scale.contains_key(service)
-            || self
-                .services
-                .get(service)
-                .is_some_and(|s| s.replicas.is_some());
+            || self.services.get(service).is_some_and(|s| s.replicas.is_some());
         if !replicated {
             return vec![service.to_owned()];
         }
@@ -658,10 +609,7 @@ impl Profile {
             let base = *base;
             for index in 2..=self.replicas(name, scale) {
                 let offset = u16::try_from(index - 1).unwrap_or(u16::MAX);
-                bases.push((
-                    crate::names::replica(name, index),
-                    base.saturating_add(offset),
-                ));
+                bases.push((crate::names::replica(name, index), base.saturating_add(offset)));
             }
         }
         bases
@@ -678,10 +626,7 @@ impl Profile {
                 });
             }
             if !(1..=crate::names::MAX_REPLICAS).contains(count) {
-                return Err(Error::BadScale {
-                    name: name.clone(),
-                    count: *count,
-                });
+                return Err(Error::BadScale { name: name.clone(), count: *count });
             }
         }
         Ok(())
@@ -780,10 +725,7 @@ impl Profile {
         self.check_durations(at)?;
         self.check_expected_env(at)?;
         for (name, url) in &self.urls {
-            if let Url::Service(ServiceUrl {
-                service: Some(service),
-                ..
-            }) = url
+            if let Url::Service(ServiceUrl { service: Some(service), .. }) = url
                 && !self.services.contains_key(service)
             {
                 return Err(at.error(
@@ -833,11 +775,7 @@ impl Profile {
                     &["services", name, "stop-signal"],
                     format!(
                         "unknown signal `{signal}`; use one of {}",
-                        SIGNALS
-                            .iter()
-                            .map(|(n, _)| *n)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        SIGNALS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
                     ),
                 ));
             }
@@ -864,10 +802,8 @@ impl Profile {
             let dir = if database.engine.is_server() {
                 "data".to_owned()
             } else {
-                let file = database
-                    .path
-                    .clone()
-                    .unwrap_or_else(|| format!("data/{name}/{name}.db"));
+                let file =
+                    database.path.clone().unwrap_or_else(|| format!("data/{name}/{name}.db"));
                 match file.rsplit_once('/') {
                     Some((dir, _)) => dir.to_owned(),
                     None => continue,
@@ -896,12 +832,7 @@ impl Profile {
         } else {
             Err(Error::NoDatabaseFor {
                 engine: engine.word(),
-                declared: self
-                    .databases
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                declared: self.databases.keys().cloned().collect::<Vec<_>>().join(", "),
             })
         }
     }
@@ -912,20 +843,13 @@ impl Profile {
     fn check_databases_and_placeholders(&self, at: &Locator<'_>) -> Result<Vec<EnvUse>> {
         self.validate_databases(at)?;
         let port_names: Vec<&str> = (self.ports.keys())
-            .chain(
-                (self.databases.iter())
-                    .filter(|(_, d)| d.engine.is_server())
-                    .map(|(n, _)| n),
-            )
+            .chain((self.databases.iter()).filter(|(_, d)| d.engine.is_server()).map(|(n, _)| n))
             .map(String::as_str)
             .collect();
         let database_names: Vec<&str> = self.databases.keys().map(String::as_str).collect();
         let link_names: Vec<&str> = self.links.keys().map(String::as_str).collect();
-        let known = template::Names {
-            ports: &port_names,
-            databases: &database_names,
-            links: &link_names,
-        };
+        let known =
+            template::Names { ports: &port_names, databases: &database_names, links: &link_names };
         let mut uses = Vec::new();
         check_placeholders(at, at.root, &mut Vec::new(), &known, &mut uses)?;
         Ok(uses)
@@ -951,14 +875,14 @@ impl Profile {
                  that name: rename it"
             ))
         } else {
-            (seed.inputs.iter())
-                .find(|input| crate::pod::relative_inside(input).is_err())
-                .map(|input| {
+            (seed.inputs.iter()).find(|input| crate::pod::relative_inside(input).is_err()).map(
+                |input| {
                     format!(
                         "seed input {} must be a path inside the checkout",
                         crate::names::shown(input)
                     )
-                })
+                },
+            )
         };
         match message {
             Some(message) => Err(at.error(&["databases", name, "seed"], message)),
@@ -993,9 +917,7 @@ impl Profile {
             }
             if let Some(scheme) = &database.scheme {
                 let fits = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-                    && scheme
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+                    && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
                 if !fits {
                     return Err(at.error(
                         &["databases", name, "scheme"],
@@ -1009,9 +931,7 @@ impl Profile {
             self.check_seed(name, database, at)?;
             if let Some(made) = &database.database {
                 let fits = (1..=63).contains(&made.len())
-                    && made
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
+                    && made.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
                 let message = if !database.engine.names_databases() {
                     Some(format!(
                         "`database` names the database a Postgres or MariaDB server makes; \
@@ -1098,10 +1018,7 @@ impl Profile {
             {
                 return Err(at.error(
                     &["services", name, "replicas"],
-                    format!(
-                        "`replicas` is {count}; give 1 to {}",
-                        crate::names::MAX_REPLICAS
-                    ),
+                    format!("`replicas` is {count}; give 1 to {}", crate::names::MAX_REPLICAS),
                 ));
             }
         }
@@ -1209,9 +1126,7 @@ mod words {
     /// `"1.5GiB"` in bytes.
     fn bytes(text: &str) -> Option<u64> {
         let text = text.trim();
-        let split = text
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(text.len());
+        let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
         let number: f64 = number.parse().ok()?;
         let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -1309,11 +1224,7 @@ mod words {
         }
         let text = value.to_string();
         let text = omnidev_core::text::clip(&text, 64);
-        format!(
-            "`{}`, a {}",
-            crate::names::shown(&text).trim_matches('"'),
-            value.type_str()
-        )
+        format!("`{}`, a {}", crate::names::shown(&text).trim_matches('"'), value.type_str())
     }
 }
 
@@ -1324,12 +1235,7 @@ impl Profile {
         // Every dependency names a service (checked before).
         let names: Vec<&str> = self.services.keys().map(String::as_str).collect();
         let deps: Vec<Vec<usize>> = (self.services.values())
-            .map(|s| {
-                s.depends_on
-                    .keys()
-                    .filter_map(|d| self.services.get_index_of(d))
-                    .collect()
-            })
+            .map(|s| s.depends_on.keys().filter_map(|d| self.services.get_index_of(d)).collect())
             .collect();
         if let Err(cycle) = omnidev_core::depth_first(&deps) {
             let cycle: Vec<&str> = cycle.into_iter().map(|i| names[i]).collect();
@@ -1337,10 +1243,7 @@ impl Profile {
                 .windows(2)
                 .map(|pair| {
                     let (line, column) = at.position(&["services", pair[0], "depends-on", pair[1]]);
-                    format!(
-                        "`{}` depends on `{}` (line {line}, column {column})",
-                        pair[0], pair[1]
-                    )
+                    format!("`{}` depends on `{}` (line {line}, column {column})", pair[0], pair[1])
                 })
                 .collect();
             return Err(at.error(
@@ -1413,12 +1316,7 @@ impl Locator<'_> {
 
     fn error_at(&self, offset: usize, message: String) -> Error {
         let (line, column) = line_column(self.text, offset);
-        Error::Profile {
-            origin: self.origin.to_owned(),
-            line,
-            column,
-            message,
-        }
+        Error::Profile { origin: self.origin.to_owned(), line, column, message }
     }
 }
 
@@ -1494,12 +1392,7 @@ fn check_value<'a>(
                 {
                     let (line, column) =
                         line_column(at.text, offset_of(&format!("{{env.{name}}}")));
-                    uses.push(EnvUse {
-                        path: path.clone(),
-                        name,
-                        line,
-                        column,
-                    });
+                    uses.push(EnvUse { path: path.clone(), name, line, column });
                 }
             }
         }
@@ -1567,12 +1460,7 @@ mod tests {
 
     fn profile_error(text: &str) -> (usize, usize, String) {
         match Profile::parse(text, "p.toml").expect_err("should fail") {
-            Error::Profile {
-                line,
-                column,
-                message,
-                ..
-            } => (line, column, message),
+            Error::Profile { line, column, message, .. } => (line, column, message),
             other => panic!("unexpected error {other}"),
         }
     }
@@ -1626,12 +1514,7 @@ mod tests {
             let got = limits(&format!("memory-max = {written}")).memory_max;
             assert_eq!(got, Some(bytes), "{written}");
         }
-        for (written, percent) in [
-            ("\"150%\"", 150),
-            ("\" 50 %\"", 50),
-            ("1.5", 150),
-            ("2", 200),
-        ] {
+        for (written, percent) in [("\"150%\"", 150), ("\" 50 %\"", 50), ("1.5", 150), ("2", 200)] {
             let got = limits(&format!("cpu-max = {written}")).cpu_max;
             assert_eq!(got, Some(percent), "{written}");
         }
@@ -1688,14 +1571,8 @@ mod tests {
         assert_eq!(urls(true)["docs"], "http://localhost.example:1/");
         let profile = Profile::parse(&text(true), "p.toml").expect("parses");
         let rendered = profile.render(&ctx).expect("renders");
-        assert_eq!(
-            rendered.services[0].command.args,
-            ["--host", "login.shop.localhost"]
-        );
-        assert_eq!(
-            rendered.services[0].urls[0].url,
-            "http://login.shop.localhost:8001/"
-        );
+        assert_eq!(rendered.services[0].command.args, ["--host", "login.shop.localhost"]);
+        assert_eq!(rendered.services[0].urls[0].url, "http://login.shop.localhost:8001/");
         // `pod` is no port's name.
         let (_, _, message) = profile_error("[ports]\npod = 8000\n");
         assert!(message.contains("`{host.pod}`"), "{message}");
@@ -1757,10 +1634,7 @@ mod tests {
         let (line, column, message) =
             profile_error("[ports]\nweb = 1\n[env]\nA = \"x\"\nB = \"http://h:{port.api}\"\n");
         assert_eq!((line, column), (5, 15), "{message}");
-        assert!(
-            message.contains("port.api") || message.contains("`api`"),
-            "{message}"
-        );
+        assert!(message.contains("port.api") || message.contains("`api`"), "{message}");
         let (line, column, message) =
             profile_error("[services.a]\ncommand = [\"echo\", \"{nope}\"]\n");
         assert_eq!((line, column), (2, 21), "{message}");
@@ -1777,10 +1651,7 @@ mod tests {
             "[services.a]\ncommand = [\"x\"]\n[urls]\nui = { url = \"http://h\", service = \"web\" }\n",
         );
         assert_eq!(line, 4, "{message}");
-        assert!(
-            message.contains("URL `ui` names unknown service `web`"),
-            "{message}"
-        );
+        assert!(message.contains("URL `ui` names unknown service `web`"), "{message}");
         let (line, _, message) = profile_error("\n[services.a]\nargs = []\n");
         assert_eq!(line, 2, "{message}");
         let (line, _, message) =
@@ -1871,9 +1742,6 @@ mod tests {
         }
         std::fs::create_dir(&own).expect("mkdir");
         let error = Profile::load(tmp.path(), None).expect_err("a directory there");
-        assert!(
-            error.to_string().contains("could not read the profile"),
-            "{error}"
-        );
+        assert!(error.to_string().contains("could not read the profile"), "{error}");
     }
 }

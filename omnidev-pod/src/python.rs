@@ -49,10 +49,8 @@ impl PythonPin {
                 return Self(Err(format!("cannot read {}: {reason}", path.display())));
             }
         };
-        let Some(version) = text
-            .lines()
-            .map(str::trim)
-            .find(|line| !line.is_empty() && !line.starts_with('#'))
+        let Some(version) =
+            text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'))
         else {
             return Self::default();
         };
@@ -175,10 +173,7 @@ pub fn deps_step(
     };
     let venv = cwd.join(VENV);
     let inherited = env.get("PATH").cloned().unwrap_or_else(|| path.to_owned());
-    env.insert(
-        "PATH".to_owned(),
-        format!("{}:{inherited}", venv.join("bin").display()),
-    );
+    env.insert("PATH".to_owned(), format!("{}:{inherited}", venv.join("bin").display()));
     env.insert("VIRTUAL_ENV".to_owned(), venv.display().to_string());
     Ok(PrepareStep {
         name: recipe.name.to_owned(),
@@ -188,10 +183,7 @@ pub fn deps_step(
             cwd: cwd.to_path_buf(),
             env: env.clone(),
         },
-        when: PrepareWhen::Stale {
-            target: venv,
-            sources: recipe.sources,
-        },
+        when: PrepareWhen::Stale { target: venv, sources: recipe.sources },
         heartbeat,
     })
 }
@@ -243,9 +235,6 @@ mod tests {
         std::fs::write(&file, "\n# nothing\n\n").expect("write");
         assert_eq!(PythonPin::of_checkout(repo.path()).0.as_deref(), Ok("3.12"));
         std::fs::write(&file, "cpython@3.12.7\n").expect("write");
-        assert_eq!(
-            PythonPin::of_checkout(repo.path()).0.as_deref(),
-            Ok("cpython@3.12.7")
-        );
+        assert_eq!(PythonPin::of_checkout(repo.path()).0.as_deref(), Ok("cpython@3.12.7"));
     }
 }

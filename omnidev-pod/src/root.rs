@@ -15,9 +15,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(root, tmp.path().canonicalize().unwrap());
 /// ```
 pub fn find_repo_root(start: &Path) -> Result<PathBuf> {
-    let start = start
-        .canonicalize()
-        .map_err(Error::io("resolve the directory", start))?;
+    let start = start.canonicalize().map_err(Error::io("resolve the directory", start))?;
     let mut dir: &Path = &start;
     loop {
         let jj = dir.join(".jj");
@@ -55,10 +53,7 @@ pub fn git_dir(root: &Path) -> Option<PathBuf> {
 /// A git file of one short line (`.git`, `HEAD`, `commondir`); a bigger
 /// one is not git's.
 pub fn short_text(path: &Path) -> Option<String> {
-    omnidev_core::fs::read_linked(path, 4096)
-        .and_then(omnidev_core::fs::text)
-        .ok()
-        .flatten()
+    omnidev_core::fs::read_linked(path, 4096).and_then(omnidev_core::fs::text).ok().flatten()
 }
 
 /// The checkout root to use: `explicit` (from `--repo DIR`) taken as given
@@ -76,11 +71,7 @@ pub fn short_text(path: &Path) -> Option<String> {
 pub fn resolve_repo_root(cwd: &Path, explicit: Option<&Path>) -> Result<PathBuf> {
     match explicit {
         Some(dir) => {
-            let dir = if dir.is_absolute() {
-                dir.to_path_buf()
-            } else {
-                cwd.join(dir)
-            };
+            let dir = if dir.is_absolute() { dir.to_path_buf() } else { cwd.join(dir) };
             let canonical = dir
                 .canonicalize()
                 .map_err(Error::io("open the checkout given with --repo", &dir))?;
@@ -103,19 +94,11 @@ pub fn resolve_repo_root(cwd: &Path, explicit: Option<&Path>) -> Result<PathBuf>
 /// assert!(err.unwrap_err().to_string().contains("missing omnigent"));
 /// ```
 pub fn check_markers(root: &Path, markers: &[String]) -> Result<()> {
-    let missing: Vec<String> = markers
-        .iter()
-        .filter(|m| !root.join(m).is_dir())
-        .cloned()
-        .collect();
+    let missing: Vec<String> = markers.iter().filter(|m| !root.join(m).is_dir()).cloned().collect();
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(Error::RepoShape {
-            root: root.to_path_buf(),
-            missing,
-            expected: markers.to_vec(),
-        })
+        Err(Error::RepoShape { root: root.to_path_buf(), missing, expected: markers.to_vec() })
     }
 }
 
@@ -157,11 +140,7 @@ pub fn pod_host(repo: &Path) -> String {
         }
         let out: String = out.trim_matches('-').chars().take(40).collect();
         let out = out.trim_end_matches('-').to_owned();
-        if out.is_empty() {
-            "pod".to_owned()
-        } else {
-            out
-        }
+        if out.is_empty() { "pod".to_owned() } else { out }
     };
     let name = repo.file_name().map(|n| n.to_string_lossy().into_owned());
     format!(

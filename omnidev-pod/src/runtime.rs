@@ -169,10 +169,7 @@ mod tests {
 
     #[test]
     fn a_relative_or_missing_runtime_dir_falls_back_to_tmp() {
-        assert_eq!(
-            runtime_dir_from(Some("run".into()), 7),
-            Path::new("/tmp/omnidev-7")
-        );
+        assert_eq!(runtime_dir_from(Some("run".into()), 7), Path::new("/tmp/omnidev-7"));
         assert_eq!(runtime_dir_from(None, 7), Path::new("/tmp/omnidev-7"));
         assert_eq!(
             runtime_dir_from(Some("/does/not/exist/here".into()), 7),

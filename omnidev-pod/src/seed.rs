@@ -58,10 +58,7 @@ pub fn seed_file(candidates: &[PathBuf], to: &std::path::Path) -> SeedOutcome {
         return SeedOutcome::Kept { to };
     }
     let Some(from) = candidates.iter().find(|c| c.is_file()).cloned() else {
-        return SeedOutcome::NoSource {
-            to,
-            candidates: candidates.to_vec(),
-        };
+        return SeedOutcome::NoSource { to, candidates: candidates.to_vec() };
     };
     let failed = |error: std::io::Error, from: PathBuf, to: PathBuf| SeedOutcome::Failed {
         from,

@@ -54,12 +54,7 @@ impl Copied {
     /// What it cost, in words: `45.3 MiB in 0.21 s (a base backup of the
     /// running server)`.
     pub fn said(&self) -> String {
-        format!(
-            "{} in {:.2} s ({})",
-            mib(self.bytes),
-            self.took.as_secs_f64(),
-            self.how.word()
-        )
+        format!("{} in {:.2} s ({})", mib(self.bytes), self.took.as_secs_f64(), self.how.word())
     }
 }
 
@@ -150,11 +145,7 @@ pub fn copy(source: &CopySource<'_>, dest: &Path) -> Result<Copied> {
         }
     };
     std::fs::rename(&partial, dest).map_err(Error::io("rename into place", dest))?;
-    Ok(Copied {
-        bytes: size(dest),
-        took: started.elapsed(),
-        how,
-    })
+    Ok(Copied { bytes: size(dest), took: started.elapsed(), how })
 }
 
 /// `sqlite3 -readonly DATA ".backup NAME"`, in the directory of `dest`:
@@ -204,9 +195,7 @@ fn mariadb_backup(source: &CopySource<'_>, parts: &DbParts, dest: &Path) -> Resu
         .arg(format!("--target-dir={}", dest.display()));
     run(source.name, backup, "mariadb-backup", "mariadb-backup")?;
     let mut prepare = Command::new(&program);
-    prepare
-        .arg("--prepare")
-        .arg(format!("--target-dir={}", dest.display()));
+    prepare.arg("--prepare").arg(format!("--target-dir={}", dest.display()));
     run(source.name, prepare, "mariadb-backup", "mariadb-backup")
 }
 
@@ -272,12 +261,7 @@ pub fn size(path: &Path) -> u64 {
     if !meta.is_dir() {
         return meta.len();
     }
-    std::fs::read_dir(path)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| size(&entry.path()))
-        .sum()
+    std::fs::read_dir(path).into_iter().flatten().flatten().map(|entry| size(&entry.path())).sum()
 }
 
 /// Makes the directory `relative` inside `base` (0700 where new), one
@@ -346,11 +330,7 @@ pub fn sqlite_restore(name: &str, from: &Path, data: &Path) -> Result<()> {
     let dir = from.parent().unwrap_or(Path::new("."));
     let file = from.file_name().unwrap_or_default().to_string_lossy();
     let mut command = Command::new("sqlite3");
-    command
-        .arg(data)
-        .arg(".timeout 10000")
-        .arg(format!(".restore '{file}'"))
-        .current_dir(dir);
+    command.arg(data).arg(".timeout 10000").arg(format!(".restore '{file}'")).current_dir(dir);
     run(name, command, "sqlite3", "sqlite3")
 }
 
@@ -409,17 +389,13 @@ pub fn snapshots_dir(pod_dir: &Path) -> PathBuf {
 pub fn is_label(label: &str) -> bool {
     (1..=64).contains(&label.len())
         && !label.starts_with('.')
-        && label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 impl Snapshot {
     /// Its directory in the pod `pod_dir`.
     pub fn dir(&self, pod_dir: &Path) -> PathBuf {
-        snapshots_dir(pod_dir)
-            .join(&self.database)
-            .join(&self.label)
+        snapshots_dir(pod_dir).join(&self.database).join(&self.label)
     }
 
     /// Its data.
@@ -440,9 +416,7 @@ impl Snapshot {
             database: source.name.to_owned(),
             label: label.to_owned(),
             engine: source.engine,
-            taken: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            taken: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             bytes: 0,
         };
         let dir = snapshot.dir(pod_dir);
@@ -453,9 +427,8 @@ impl Snapshot {
                 help: "pick another label, or `omnidev db snapshots` to see them".to_owned(),
             });
         }
-        let inside = Path::new(crate::layout::SNAPSHOTS_DIR)
-            .join(&snapshot.database)
-            .join(&snapshot.label);
+        let inside =
+            Path::new(crate::layout::SNAPSHOTS_DIR).join(&snapshot.database).join(&snapshot.label);
         make_dir_inside(pod_dir, &inside)?;
         let copied = copy(source, &dir.join(DATA)).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&dir);
@@ -472,15 +445,9 @@ impl Snapshot {
         let mut all = Vec::new();
         let root = snapshots_dir(pod_dir);
         for database in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-            for entry in std::fs::read_dir(database.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
+            for entry in std::fs::read_dir(database.path()).into_iter().flatten().flatten() {
                 let record = entry.path().join(RECORD);
-                let read = omnidev_core::fs::read_file(&record, 64 * 1024)
-                    .ok()
-                    .flatten();
+                let read = omnidev_core::fs::read_file(&record, 64 * 1024).ok().flatten();
                 let parsed = read
                     .and_then(|bytes| String::from_utf8(bytes).ok())
                     .and_then(|text| toml::from_str::<Self>(&text).ok());
@@ -501,27 +468,22 @@ impl Snapshot {
     /// Snapshot `label` of database `name`, or an error naming those there
     /// are.
     pub fn find(pod_dir: &Path, name: &str, label: &str) -> Result<Self> {
-        let all: Vec<Self> = Self::list(pod_dir)
-            .into_iter()
-            .filter(|s| s.database == name)
-            .collect();
+        let all: Vec<Self> =
+            Self::list(pod_dir).into_iter().filter(|s| s.database == name).collect();
         let labels: Vec<&str> = all.iter().map(|s| s.label.as_str()).collect();
-        all.iter()
-            .find(|s| s.label == label)
-            .cloned()
-            .ok_or_else(|| Error::DatabaseData {
-                name: name.to_owned(),
-                message: format!(
-                    "no snapshot {} (there {})",
-                    crate::names::shown(label),
-                    if labels.is_empty() {
-                        "are none".to_owned()
-                    } else {
-                        format!("are {}", labels.join(", "))
-                    }
-                ),
-                help: "`omnidev db snapshot NAME [LABEL]` takes one".to_owned(),
-            })
+        all.iter().find(|s| s.label == label).cloned().ok_or_else(|| Error::DatabaseData {
+            name: name.to_owned(),
+            message: format!(
+                "no snapshot {} (there {})",
+                crate::names::shown(label),
+                if labels.is_empty() {
+                    "are none".to_owned()
+                } else {
+                    format!("are {}", labels.join(", "))
+                }
+            ),
+            help: "`omnidev db snapshot NAME [LABEL]` takes one".to_owned(),
+        })
     }
 
     /// Removes it.
@@ -546,15 +508,9 @@ mod tests {
         // Cut after the first rename: the old is put back.
         std::fs::rename(&data, beside(&data, ".previous")).expect("aside");
         recover(&data).expect("recover");
-        assert_eq!(
-            std::fs::read_to_string(data.join("rows")).expect("read"),
-            "old"
-        );
+        assert_eq!(std::fs::read_to_string(data.join("rows")).expect("read"), "old");
         swap_in(&new, &data).expect("swap");
-        assert_eq!(
-            std::fs::read_to_string(data.join("rows")).expect("read"),
-            "new"
-        );
+        assert_eq!(std::fs::read_to_string(data.join("rows")).expect("read"), "new");
         assert!(!beside(&data, ".previous").exists());
     }
 
@@ -574,10 +530,7 @@ mod tests {
             path: &path,
         };
         let refused = Snapshot::take(pod.path(), &source, "x").expect_err("refused");
-        assert!(
-            refused.to_string().contains("without following a link"),
-            "{refused}"
-        );
+        assert!(refused.to_string().contains("without following a link"), "{refused}");
         let written = std::fs::read_dir(elsewhere.path()).expect("list").count();
         assert_eq!(written, 0, "written through the link");
     }

@@ -20,14 +20,10 @@ use crate::error::{Error, Result};
 /// assert_eq!(back, map);
 /// ```
 pub fn write_toml<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let text = toml::to_string(value).map_err(|e| Error::Serialise {
-        what: "a TOML state file",
-        message: e.to_string(),
-    })?;
-    omnidev_core::fs::write_atomic(path, text.as_bytes()).map_err(|source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    let text = toml::to_string(value)
+        .map_err(|e| Error::Serialise { what: "a TOML state file", message: e.to_string() })?;
+    omnidev_core::fs::write_atomic(path, text.as_bytes())
+        .map_err(|source| Error::Write { path: path.to_path_buf(), source })
 }
 
 /// Reads a TOML state file: `Ok(None)` when it does not exist, an
@@ -37,12 +33,10 @@ pub fn read_toml<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
     let Some(text) = read_optional(path)? else {
         return Ok(None);
     };
-    toml::from_str(&text)
-        .map(Some)
-        .map_err(|e| Error::CorruptState {
-            path: path.to_path_buf(),
-            message: e.to_string().trim().to_owned(),
-        })
+    toml::from_str(&text).map(Some).map_err(|e| Error::CorruptState {
+        path: path.to_path_buf(),
+        message: e.to_string().trim().to_owned(),
+    })
 }
 
 /// The most a state file may hold (`pod.toml`, the registry, a marker):
@@ -57,12 +51,10 @@ fn read_optional(path: &Path) -> Result<Option<String>> {
     let Some(bytes) = read? else {
         return Ok(None);
     };
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| Error::CorruptState {
-            path: path.to_path_buf(),
-            message: "it is not UTF-8 text".to_owned(),
-        })
+    String::from_utf8(bytes).map(Some).map_err(|_| Error::CorruptState {
+        path: path.to_path_buf(),
+        message: "it is not UTF-8 text".to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -78,10 +70,7 @@ mod tests {
         let err = read_toml::<BTreeMap<String, toml::Value>>(&path).expect_err("corrupt");
         let text = err.to_string();
         assert!(text.contains(&path.display().to_string()), "{text}");
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("read"),
-            "[ports\nserver = 1"
-        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "[ports\nserver = 1");
     }
 
     #[test]

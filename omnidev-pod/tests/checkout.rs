@@ -19,25 +19,14 @@ fn root_from_nested_dir_and_from_a_real_git_worktree() {
     git(&main, &["add", "."]);
     git(&main, &["commit", "-q", "-m", "init"]);
     let canonical_main = main.canonicalize().expect("canon");
-    assert_eq!(
-        find_repo_root(&main.join("omnigent/sub")).expect("root"),
-        canonical_main
-    );
+    assert_eq!(find_repo_root(&main.join("omnigent/sub")).expect("root"), canonical_main);
 
     let worktree = tmp.path().join("wt");
-    git(
-        &main,
-        &["worktree", "add", "-q", worktree.to_str().expect("utf8")],
-    );
-    assert!(
-        worktree.join(".git").is_file(),
-        "a worktree has a .git file"
-    );
+    git(&main, &["worktree", "add", "-q", worktree.to_str().expect("utf8")]);
+    assert!(worktree.join(".git").is_file(), "a worktree has a .git file");
     let root = find_repo_root(&worktree.join("omnigent/sub")).expect("worktree root");
     assert_eq!(root, worktree.canonicalize().expect("canon"));
-    Profile::omnigent()
-        .check_repo(&root)
-        .expect("worktree has the Omnigent shape");
+    Profile::omnigent().check_repo(&root).expect("worktree has the Omnigent shape");
 }
 
 #[test]
@@ -55,20 +44,13 @@ fn explicit_repo_is_taken_as_given_and_a_wrong_shape_is_explained() {
         tmp.path().canonicalize().expect("canon")
     );
 
-    let err = Profile::omnigent()
-        .check_repo(&root)
-        .expect_err("no omnigent/ web/");
+    let err = Profile::omnigent().check_repo(&root).expect_err("no omnigent/ web/");
     let text = err.to_string();
-    let help = miette::Diagnostic::help(&err)
-        .map(|h| h.to_string())
-        .unwrap_or_default();
+    let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
     assert!(matches!(err, Error::RepoShape { .. }));
     assert!(text.contains("omnigent") && text.contains("web"), "{text}");
     assert!(text.contains(&root.display().to_string()), "{text}");
-    assert!(
-        help.contains("--repo") && help.contains("omnidev.toml"),
-        "{help}"
-    );
+    assert!(help.contains("--repo") && help.contains("omnidev.toml"), "{help}");
 
     let err = resolve_repo_root(tmp.path(), Some(Path::new("missing"))).expect_err("missing");
     assert!(err.to_string().contains("missing"), "{err}");
@@ -94,23 +76,13 @@ fn pod_dirs_stable_distinct_private_and_overridable() {
     let cache = omnidev_pod::pod::cache_root_from(Some(tmp.path().as_os_str().into()), None)
         .expect("cache root");
     let a = omnidev_pod::pod::default_pod_dir(&cache, Path::new("/src/one/omnigent"));
-    assert_eq!(
-        a,
-        omnidev_pod::pod::default_pod_dir(&cache, Path::new("/src/one/omnigent"))
-    );
+    assert_eq!(a, omnidev_pod::pod::default_pod_dir(&cache, Path::new("/src/one/omnigent")));
     let b = omnidev_pod::pod::default_pod_dir(&cache, Path::new("/src/two/omnigent"));
     assert_ne!(a, b);
 
     let dirs = Profile::omnigent().pod.dirs;
     let pod = Pod::create(&a, &dirs).expect("create");
-    assert_eq!(
-        std::fs::metadata(pod.dir())
-            .expect("meta")
-            .permissions()
-            .mode()
-            & 0o777,
-        0o700
-    );
+    assert_eq!(std::fs::metadata(pod.dir()).expect("meta").permissions().mode() & 0o777, 0o700);
     for sub in ["data/omnigent", "artifacts", "config", "logs"] {
         assert!(pod.dir().join(sub).is_dir(), "{sub}");
     }
@@ -122,14 +94,10 @@ fn pod_dirs_stable_distinct_private_and_overridable() {
 }
 
 fn seed_context(tmp: &Path, env: &[(&str, &Path)]) -> RenderContext {
-    let mut ctx = RenderContext {
-        repo: tmp.join("repo"),
-        pod_dir: tmp.join("pod"),
-        ..Default::default()
-    };
+    let mut ctx =
+        RenderContext { repo: tmp.join("repo"), pod_dir: tmp.join("pod"), ..Default::default() };
     for (k, v) in env {
-        ctx.inherited_env
-            .insert((*k).to_owned(), v.display().to_string());
+        ctx.inherited_env.insert((*k).to_owned(), v.display().to_string());
     }
     ctx
 }
@@ -147,48 +115,27 @@ fn seeding_copies_when_absent_never_overwrites_and_honours_config_home() {
     let dest = tmp.path().join("pod/config/config.yaml");
 
     // OMNIGENT_CONFIG_HOME set: it wins over ~/.omnigent.
-    let ctx = seed_context(
-        tmp.path(),
-        &[("HOME", &home), ("OMNIGENT_CONFIG_HOME", &config_home)],
-    );
+    let ctx = seed_context(tmp.path(), &[("HOME", &home), ("OMNIGENT_CONFIG_HOME", &config_home)]);
     let outcomes = profile.seed(&ctx);
-    assert!(
-        matches!(outcomes.as_slice(), [SeedOutcome::Copied { .. }]),
-        "{outcomes:?}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&dest).expect("read"),
-        "from: config-home\n"
-    );
+    assert!(matches!(outcomes.as_slice(), [SeedOutcome::Copied { .. }]), "{outcomes:?}");
+    assert_eq!(std::fs::read_to_string(&dest).expect("read"), "from: config-home\n");
 
     // Never overwritten, even when the source changes.
     std::fs::write(&dest, "edited in the pod\n").expect("write");
     let outcomes = profile.seed(&ctx);
-    assert!(
-        matches!(outcomes.as_slice(), [SeedOutcome::Kept { .. }]),
-        "{outcomes:?}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&dest).expect("read"),
-        "edited in the pod\n"
-    );
+    assert!(matches!(outcomes.as_slice(), [SeedOutcome::Kept { .. }]), "{outcomes:?}");
+    assert_eq!(std::fs::read_to_string(&dest).expect("read"), "edited in the pod\n");
 
     // Without OMNIGENT_CONFIG_HOME: ~/.omnigent/config.yaml.
     std::fs::remove_file(&dest).expect("rm");
     let ctx = seed_context(tmp.path(), &[("HOME", &home)]);
     profile.seed(&ctx);
-    assert_eq!(
-        std::fs::read_to_string(&dest).expect("read"),
-        "from: home\n"
-    );
+    assert_eq!(std::fs::read_to_string(&dest).expect("read"), "from: home\n");
 
     // No source at all: nothing happens, and it is not an error.
     std::fs::remove_file(&dest).expect("rm");
     let ctx = seed_context(tmp.path(), &[("HOME", &tmp.path().join("nobody"))]);
-    assert!(matches!(
-        profile.seed(&ctx).as_slice(),
-        [SeedOutcome::NoSource { .. }]
-    ));
+    assert!(matches!(profile.seed(&ctx).as_slice(), [SeedOutcome::NoSource { .. }]));
     assert!(!dest.exists());
 }
 

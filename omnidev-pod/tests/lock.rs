@@ -19,9 +19,7 @@ fn spawn_holder(pod: &std::path::Path) -> (Child, i32) {
         .spawn()
         .expect("spawn holder");
     let mut line = String::new();
-    BufReader::new(holder.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
+    BufReader::new(holder.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
     let child_pid = line
         .strip_prefix("locked ")
         .and_then(|p| p.trim().parse().ok())
@@ -40,18 +38,11 @@ fn second_process_is_refused_with_pod_dir_and_pid() {
     std::fs::create_dir(&pod).expect("mkdir");
     let (mut holder, child_pid) = spawn_holder(&pod);
 
-    let out = Command::new(HELPER)
-        .arg("try-lock")
-        .arg(&pod)
-        .output()
-        .expect("try-lock");
+    let out = Command::new(HELPER).arg("try-lock").arg(&pod).output().expect("try-lock");
     let message = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{message}");
     assert!(message.contains(&pod.display().to_string()), "{message}");
-    assert!(
-        message.contains(&format!("pid {}", holder.id())),
-        "{message}"
-    );
+    assert!(message.contains(&format!("pid {}", holder.id())), "{message}");
 
     match PodLock::acquire(&pod) {
         Err(Error::AlreadyRunning { pod_dir, pid }) => {
@@ -60,12 +51,7 @@ fn second_process_is_refused_with_pod_dir_and_pid() {
         }
         other => panic!("expected AlreadyRunning, got {other:?}"),
     }
-    assert_eq!(
-        PodLock::state(&pod).expect("state"),
-        LockState::Held {
-            pid: Some(holder.id())
-        }
-    );
+    assert_eq!(PodLock::state(&pod).expect("state"), LockState::Held { pid: Some(holder.id()) });
 
     holder.kill().expect("kill");
     holder.wait().expect("wait");
@@ -94,10 +80,7 @@ fn lock_is_free_after_sigkill_even_with_a_surviving_child() {
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    assert!(
-        alive(child_pid),
-        "the child was still alive while we took the lock"
-    );
+    assert!(alive(child_pid), "the child was still alive while we took the lock");
     let text = std::fs::read_to_string(lock.path()).expect("read");
     assert_eq!(text.trim(), std::process::id().to_string());
 

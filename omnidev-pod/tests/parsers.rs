@@ -38,10 +38,7 @@ fn near_toml() -> impl Strategy<Value = String> {
         "'",
         "x = 1",
     ]);
-    prop_oneof![
-        prop::collection::vec(pieces, 0..12).prop_map(|p| p.concat()),
-        any::<String>(),
-    ]
+    prop_oneof![prop::collection::vec(pieces, 0..12).prop_map(|p| p.concat()), any::<String>(),]
 }
 
 proptest! {

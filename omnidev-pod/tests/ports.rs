@@ -49,10 +49,7 @@ fn persisted_pair_is_reused_and_repo_recorded() {
     // Different bases now: the persisted pair still wins while it is free.
     let second = allocate(&cache, &pod, &bases(40_000, 40_100), &BTreeMap::new()).expect("second");
     assert_eq!(first, second);
-    assert_eq!(
-        std::fs::read_to_string(pod.join("pod.toml")).expect("read"),
-        text
-    );
+    assert_eq!(std::fs::read_to_string(pod.join("pod.toml")).expect("read"), text);
     let record = read_ports(&pod).expect("record");
     assert_eq!(record.ports, first);
     assert_eq!(record.repo.as_deref(), Some(Path::new("/src/app")));
@@ -66,13 +63,8 @@ fn a_port_held_by_a_listener_is_skipped_and_persisted_busy_port_replaced() {
     let pod = cache.join("app-1");
     let held = TcpListener::bind("127.0.0.1:0").expect("bind");
     let busy = held.local_addr().expect("addr").port();
-    let ports = allocate(
-        &cache,
-        &pod,
-        &[("server".to_owned(), busy)],
-        &BTreeMap::new(),
-    )
-    .expect("allocate");
+    let ports =
+        allocate(&cache, &pod, &[("server".to_owned(), busy)], &BTreeMap::new()).expect("allocate");
     let got = ports.get("server").expect("server");
     assert_ne!(got, busy);
     assert!(got > busy);
@@ -80,13 +72,8 @@ fn a_port_held_by_a_listener_is_skipped_and_persisted_busy_port_replaced() {
     // Now the persisted port becomes busy: a new one is chosen.
     // If someone else grabbed it meanwhile, it is just as busy.
     let hold_persisted = TcpListener::bind(("0.0.0.0", got)).ok();
-    let again = allocate(
-        &cache,
-        &pod,
-        &[("server".to_owned(), busy)],
-        &BTreeMap::new(),
-    )
-    .expect("again");
+    let again =
+        allocate(&cache, &pod, &[("server".to_owned(), busy)], &BTreeMap::new()).expect("again");
     assert_ne!(again.get("server"), Some(got));
     drop(hold_persisted);
 }
@@ -121,28 +108,18 @@ fn ports_claimed_by_a_sibling_pod_are_skipped() {
     std::fs::create_dir_all(&sibling).expect("mkdir");
     std::fs::write(
         sibling.join("pod.toml"),
-        format!(
-            "repo = \"/src/other\"\n\n[ports]\nserver = {base}\nvite = {}\n",
-            base + 1
-        ),
+        format!("repo = \"/src/other\"\n\n[ports]\nserver = {base}\nvite = {}\n", base + 1),
     )
     .expect("write sibling");
     // A corrupt sibling must not break this pod's allocation.
     std::fs::create_dir_all(cache.join("broken-3")).expect("mkdir");
     std::fs::write(cache.join("broken-3/pod.toml"), "not toml [").expect("write");
 
-    let ports = allocate(
-        &cache,
-        &cache.join("app-1"),
-        &[("server".to_owned(), base)],
-        &BTreeMap::new(),
-    )
-    .expect("allocate");
+    let ports =
+        allocate(&cache, &cache.join("app-1"), &[("server".to_owned(), base)], &BTreeMap::new())
+            .expect("allocate");
     let got = ports.get("server").expect("server");
-    assert!(
-        got != base && got != base + 1,
-        "{got} collides with the sibling's claims"
-    );
+    assert!(got != base && got != base + 1, "{got} collides with the sibling's claims");
 }
 
 #[test]
@@ -154,40 +131,21 @@ fn overrides_are_honoured_and_a_busy_override_is_a_clear_error() {
     let overrides = BTreeMap::from([("server".to_owned(), forced)]);
     let ports = allocate(&cache, &pod, &bases(forced, forced), &overrides).expect("allocate");
     assert_eq!(ports.get("server"), Some(forced));
-    assert_ne!(
-        ports.get("vite"),
-        Some(forced),
-        "the forced port is not given to another name"
-    );
+    assert_ne!(ports.get("vite"), Some(forced), "the forced port is not given to another name");
 
     let held = TcpListener::bind("127.0.0.1:0").expect("bind");
     let busy = held.local_addr().expect("addr").port();
     let before = std::fs::read_to_string(pod.join("pod.toml")).expect("read");
-    let err = allocate(
-        &cache,
-        &pod,
-        &bases(6767, 5173),
-        &BTreeMap::from([("vite".to_owned(), busy)]),
-    )
-    .expect_err("busy override");
+    let err =
+        allocate(&cache, &pod, &bases(6767, 5173), &BTreeMap::from([("vite".to_owned(), busy)]))
+            .expect_err("busy override");
     assert!(matches!(err, Error::PortBusy { port, .. } if port == busy));
     let message = err.to_string();
-    assert!(
-        message.contains(&busy.to_string()) && message.contains("vite"),
-        "{message}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(pod.join("pod.toml")).expect("read"),
-        before
-    );
+    assert!(message.contains(&busy.to_string()) && message.contains("vite"), "{message}");
+    assert_eq!(std::fs::read_to_string(pod.join("pod.toml")).expect("read"), before);
 
-    let err = allocate(
-        &cache,
-        &pod,
-        &bases(6767, 5173),
-        &BTreeMap::from([("db".to_owned(), 1)]),
-    )
-    .expect_err("unknown name");
+    let err = allocate(&cache, &pod, &bases(6767, 5173), &BTreeMap::from([("db".to_owned(), 1)]))
+        .expect_err("unknown name");
     assert!(err.to_string().contains("db"), "{err}");
 }
 
@@ -202,18 +160,9 @@ fn corrupt_pod_toml_is_an_error_and_left_as_it_was() {
     let err = allocate(&cache, &pod, &bases(6767, 5173), &BTreeMap::new()).expect_err("corrupt");
     let message = err.to_string();
     assert!(matches!(err, Error::CorruptState { .. }), "{message}");
-    assert!(
-        message.contains(&pod.join("pod.toml").display().to_string()),
-        "{message}"
-    );
-    assert!(
-        message.contains("server") || message.contains("integer"),
-        "{message}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(pod.join("pod.toml")).expect("read"),
-        corrupt
-    );
+    assert!(message.contains(&pod.join("pod.toml").display().to_string()), "{message}");
+    assert!(message.contains("server") || message.contains("integer"), "{message}");
+    assert_eq!(std::fs::read_to_string(pod.join("pod.toml")).expect("read"), corrupt);
     assert!(matches!(read_ports(&pod), Err(Error::CorruptState { .. })));
 }
 
@@ -234,19 +183,10 @@ fn pod_dir_override_outside_the_cache_root_still_respects_siblings() {
     let base = free_port();
     let sibling = cache.join("other-2");
     std::fs::create_dir_all(&sibling).expect("mkdir");
-    std::fs::write(
-        sibling.join("pod.toml"),
-        format!("[ports]\nserver = {base}\n"),
-    )
-    .expect("write");
+    std::fs::write(sibling.join("pod.toml"), format!("[ports]\nserver = {base}\n")).expect("write");
     let custom = tmp.path().join("elsewhere/my-pod");
-    let ports = allocate(
-        &cache,
-        &custom,
-        &[("server".to_owned(), base)],
-        &BTreeMap::new(),
-    )
-    .expect("allocate");
+    let ports = allocate(&cache, &custom, &[("server".to_owned(), base)], &BTreeMap::new())
+        .expect("allocate");
     assert_ne!(ports.get("server"), Some(base));
     assert!(custom.join("pod.toml").is_file());
 }
@@ -261,9 +201,7 @@ fn thirty_two_processes_of_several_cache_roots_allocating_at_once_get_distinct_p
         .map(|i| {
             // Half share a cache root, the others each have their own (a
             // different XDG_CACHE_HOME): one runtime directory serves all.
-            let cache = tmp
-                .path()
-                .join(format!("cache{}", if i % 2 == 0 { 0 } else { i }));
+            let cache = tmp.path().join(format!("cache{}", if i % 2 == 0 { 0 } else { i }));
             let pod = cache.join(format!("repo{i}-{i:08x}"));
             let child = Command::new(helper)
                 .arg("allocate")
@@ -375,10 +313,7 @@ fn a_lost_port_is_moved_and_the_other_ports_kept() {
     assert_eq!(record.ports.get("vite"), first.get("vite"));
 
     let forced = BTreeMap::from([("server".to_owned(), moved)]);
-    let request = PortRequest {
-        overrides: &forced,
-        ..request
-    };
+    let request = PortRequest { overrides: &forced, ..request };
     let err =
         omnidev_pod::ports::relocate_port(&request, "server", "pid 4242 (python3 -m http.server)")
             .expect_err("a forced port is never moved");
@@ -389,10 +324,7 @@ fn a_lost_port_is_moved_and_the_other_ports_kept() {
             && message.contains(&moved.to_string()),
         "{message}"
     );
-    assert_eq!(
-        read_ports(&pod).expect("record").ports.get("server"),
-        Some(moved)
-    );
+    assert_eq!(read_ports(&pod).expect("record").ports.get("server"), Some(moved));
 }
 
 #[test]
@@ -413,18 +345,12 @@ fn rejected_port_set_ups_name_the_problem_and_write_nothing() {
     ];
     for (given, expected) in cases {
         let err = check_overrides(given, &b).expect_err(expected);
-        assert!(
-            err.to_string().contains(expected),
-            "{err} (wanted {expected})"
-        );
+        assert!(err.to_string().contains(expected), "{err} (wanted {expected})");
     }
     assert_eq!(
-        check_overrides(
-            &[("server".to_owned(), 7000), ("server".to_owned(), 7000)],
-            &b
-        )
-        .expect("the same value twice is fine")
-        .len(),
+        check_overrides(&[("server".to_owned(), 7000), ("server".to_owned(), 7000)], &b)
+            .expect("the same value twice is fine")
+            .len(),
         1
     );
 
@@ -433,10 +359,7 @@ fn rejected_port_set_ups_name_the_problem_and_write_nothing() {
     let pod = cache.join("app-1");
     let err =
         allocate(&cache, &pod, &[("server".to_owned(), 0)], &BTreeMap::new()).expect_err("base 0");
-    assert!(
-        err.to_string().contains("base port of `server` is 0"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("base port of `server` is 0"), "{err}");
     let clash = BTreeMap::from([("server".to_owned(), 7711), ("vite".to_owned(), 7711)]);
     let err = allocate(&cache, &pod, &b, &clash).expect_err("clash");
     assert!(matches!(err, Error::PortConflict { .. }), "{err}");
@@ -468,22 +391,12 @@ fn a_corrupt_registry_is_an_error_naming_it_and_no_claim_is_lost() {
     std::fs::write(&registry, corrupt).expect("corrupt");
     let err = request(&cache_b, &cache_b.join("app-b")).expect_err("corrupt registry");
     assert!(matches!(err, Error::CorruptRegistry { .. }), "{err:?}");
-    assert!(
-        err.to_string().contains(&registry.display().to_string()),
-        "{err}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&registry).expect("read"),
-        corrupt,
-        "left as it was"
-    );
+    assert!(err.to_string().contains(&registry.display().to_string()), "{err}");
+    assert_eq!(std::fs::read_to_string(&registry).expect("read"), corrupt, "left as it was");
     // Fixed by hand, the other pod's claim is honoured.
     std::fs::write(
         &registry,
-        format!(
-            "pods = [\"{}\"]\n",
-            pod_a.canonicalize().expect("canon").display()
-        ),
+        format!("pods = [\"{}\"]\n", pod_a.canonicalize().expect("canon").display()),
     )
     .expect("fix");
     let b = request(&cache_b, &cache_b.join("app-b")).expect("b");
@@ -499,13 +412,9 @@ fn a_planted_ports_lock_link_is_refused_and_its_target_untouched() {
     let victim = tmp.path().join("victim");
     std::fs::write(&victim, "precious").expect("write");
     std::os::unix::fs::symlink(&victim, run.join("ports.lock")).expect("symlink");
-    let err = allocate(
-        &cache,
-        &cache.join("app"),
-        &bases(free_port(), free_port()),
-        &BTreeMap::new(),
-    )
-    .expect_err("a link");
+    let err =
+        allocate(&cache, &cache.join("app"), &bases(free_port(), free_port()), &BTreeMap::new())
+            .expect_err("a link");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
 }

@@ -24,12 +24,7 @@ fn fixture() -> Fixture {
     }
     let bin = tmp.path().join("bin");
     std::fs::create_dir(&bin).expect("mkdir");
-    Fixture {
-        pod: tmp.path().join("pod"),
-        repo,
-        bin,
-        _tmp: tmp,
-    }
+    Fixture { pod: tmp.path().join("pod"), repo, bin, _tmp: tmp }
 }
 
 fn fake_tool(dir: &Path, name: &str) -> PathBuf {
@@ -62,31 +57,16 @@ fn every_service_gets_the_pod_environment() {
     let rendered = Profile::omnigent().render(&context(&f)).expect("render");
 
     let expected = BTreeMap::from([
-        (
-            "OMNIGENT_DATA_DIR".to_owned(),
-            format!("{pod}/data/omnigent"),
-        ),
-        (
-            "OMNIGENT_DATABASE_URI".to_owned(),
-            format!("sqlite:///{pod}/data/omnigent/chat.db"),
-        ),
-        (
-            "OMNIGENT_URL".to_owned(),
-            "http://127.0.0.1:6800".to_owned(),
-        ),
+        ("OMNIGENT_DATA_DIR".to_owned(), format!("{pod}/data/omnigent")),
+        ("OMNIGENT_DATABASE_URI".to_owned(), format!("sqlite:///{pod}/data/omnigent/chat.db")),
+        ("OMNIGENT_URL".to_owned(), "http://127.0.0.1:6800".to_owned()),
         ("OMNIGENT_CONFIG_HOME".to_owned(), format!("{pod}/config")),
         // The pod's own runtime and temp directories, and omnidev's.
         ("XDG_RUNTIME_DIR".to_owned(), format!("{pod}/run")),
         ("TMPDIR".to_owned(), format!("{pod}/tmp")),
-        (
-            "OMNIDEV_RUNTIME_DIR".to_owned(),
-            "/run/user/1000/omnidev".to_owned(),
-        ),
+        ("OMNIDEV_RUNTIME_DIR".to_owned(), "/run/user/1000/omnidev".to_owned()),
     ]);
-    assert_eq!(
-        *rendered.env, expected,
-        "no LAN origins: no OMNIGENT_WS_ALLOWED_ORIGINS"
-    );
+    assert_eq!(*rendered.env, expected, "no LAN origins: no OMNIGENT_WS_ALLOWED_ORIGINS");
 
     for name in ["server", "host"] {
         let env = &service(&rendered.services, name).command.env;
@@ -97,26 +77,16 @@ fn every_service_gets_the_pod_environment() {
     }
     let vite = &service(&rendered.services, "vite").command.env;
     assert!(vite.get("OMNIGENT_LOG_TTY_FD").is_none());
-    assert_eq!(
-        vite["OMNIGENT_URL"], "http://127.0.0.1:6800",
-        "read by web/vite.config.ts"
-    );
+    assert_eq!(vite["OMNIGENT_URL"], "http://127.0.0.1:6800", "read by web/vite.config.ts");
     assert_eq!(rendered.urls, [], "every URL is a service's");
     let urls: Vec<_> = rendered
         .services
         .iter()
-        .flat_map(|s| {
-            s.urls
-                .iter()
-                .map(|u| (s.name.as_str(), u.name.as_str(), u.url.as_str()))
-        })
+        .flat_map(|s| s.urls.iter().map(|u| (s.name.as_str(), u.name.as_str(), u.url.as_str())))
         .collect();
     assert_eq!(
         urls,
-        [
-            ("server", "server", "http://localhost:6800"),
-            ("vite", "ui", "http://localhost:5200"),
-        ]
+        [("server", "server", "http://localhost:6800"), ("vite", "ui", "http://localhost:5200"),]
     );
     assert_eq!(rendered.debounce, Duration::from_millis(100));
 }
@@ -126,10 +96,7 @@ fn lan_origins_merge_with_the_inherited_value() {
     let f = fixture();
     fake_tool(&f.bin, "npm");
     let mut ctx = context(&f);
-    ctx.lan_origins = vec![
-        "http://10.0.0.5:5200".into(),
-        "http://192.168.1.2:5200".into(),
-    ];
+    ctx.lan_origins = vec!["http://10.0.0.5:5200".into(), "http://192.168.1.2:5200".into()];
     ctx.inherited_env.insert(
         "OMNIGENT_WS_ALLOWED_ORIGINS".into(),
         " https://app.example , http://10.0.0.5:5200,,https://app.example".into(),
@@ -157,17 +124,11 @@ fn the_backend_runs_on_the_checkouts_python_whatever_uv_python_says() {
     ctx.inherited_env.insert("UV_PYTHON".into(), "3.11".into());
     let rendered = Profile::omnigent().render(&ctx).expect("render");
     let server = &service(&rendered.services, "server").command.args;
-    assert_eq!(
-        server[..5],
-        ["run", "--python", "3.13", "--with=", "omnigent"]
-    );
+    assert_eq!(server[..5], ["run", "--python", "3.13", "--with=", "omnigent"]);
     let host = &service(&rendered.services, "host").command.args;
     assert_eq!(host[..4], ["run", "--python", "3.13", "omnigent"]);
     std::fs::write(f.repo.join(".python-version"), "3.13 --oops\n").expect("write");
-    let ctx = RenderContext {
-        python: omnidev_pod::python::PythonPin::of_checkout(&f.repo),
-        ..ctx
-    };
+    let ctx = RenderContext { python: omnidev_pod::python::PythonPin::of_checkout(&f.repo), ..ctx };
     let error = Profile::omnigent().render(&ctx).expect_err("bad pin");
     assert!(error.to_string().contains(".python-version"), "{error}");
 }
@@ -180,11 +141,7 @@ fn omnigent_services_commands_and_dependencies() {
     let rendered = Profile::omnigent().render(&ctx).expect("render");
     let pod = f.pod.display().to_string();
     assert_eq!(
-        rendered
-            .services
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>(),
+        rendered.services.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
         ["server", "host", "vite"]
     );
 
@@ -214,10 +171,7 @@ fn omnigent_services_commands_and_dependencies() {
     let readiness = server.readiness.as_ref().expect("probe");
     assert_eq!(
         readiness.probe,
-        ProbeSpec::Http {
-            url: "http://127.0.0.1:6800/health".into(),
-            host: None
-        }
+        ProbeSpec::Http { url: "http://127.0.0.1:6800/health".into(), host: None }
     );
     assert!(server.depends_on.is_empty());
     assert_eq!(rendered.watch.len(), 1);
@@ -246,16 +200,7 @@ fn omnigent_services_commands_and_dependencies() {
     assert_eq!(vite.command.program, npm.display().to_string());
     assert_eq!(
         vite.command.args,
-        [
-            "run",
-            "dev",
-            "--",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "5200",
-            "--strictPort"
-        ]
+        ["run", "dev", "--", "--host", "127.0.0.1", "--port", "5200", "--strictPort"]
     );
     assert_eq!(vite.command.cwd, f.repo.join("web"));
     assert_eq!(vite.prepare.len(), 1);
@@ -284,16 +229,7 @@ fn pnpm_through_corepack_passes_flags_directly_and_vite_host_is_templated() {
     assert_eq!(vite.command.program, corepack.display().to_string());
     assert_eq!(
         vite.command.args,
-        [
-            "pnpm",
-            "run",
-            "dev",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "5200",
-            "--strictPort"
-        ]
+        ["pnpm", "run", "dev", "--host", "0.0.0.0", "--port", "5200", "--strictPort"]
     );
     assert_eq!(vite.prepare[0].name, "pnpm install");
 }
@@ -302,23 +238,14 @@ fn pnpm_through_corepack_passes_flags_directly_and_vite_host_is_templated() {
 fn missing_package_manager_is_a_clear_error_unless_vite_is_skipped() {
     let f = fixture();
     let mut ctx = context(&f);
-    let err = Profile::omnigent()
-        .render(&ctx)
-        .expect_err("no npm on PATH");
-    let help = miette::Diagnostic::help(&err)
-        .map(|h| h.to_string())
-        .unwrap_or_default();
+    let err = Profile::omnigent().render(&ctx).expect_err("no npm on PATH");
+    let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
     assert!(matches!(err, Error::PackageManagerMissing { .. }));
     assert!(err.to_string().contains("npm"), "{err}");
     assert!(help.contains("--no-vite"), "{help}");
 
-    ctx.selection = Selection {
-        skip: vec!["vite".into()],
-        ..Default::default()
-    };
-    let rendered = Profile::omnigent()
-        .render(&ctx)
-        .expect("--no-vite needs no npm");
+    ctx.selection = Selection { skip: vec!["vite".into()], ..Default::default() };
+    let rendered = Profile::omnigent().render(&ctx).expect("--no-vite needs no npm");
     assert_eq!(rendered.services.len(), 2);
 }
 
@@ -327,10 +254,7 @@ fn selection_drops_dangling_dependencies_and_rejects_unknown_names() {
     let f = fixture();
     let mut ctx = context(&f);
     // `--only host` brings the server the host depends on, edge kept.
-    ctx.selection = Selection {
-        only: vec!["host".into()],
-        ..Default::default()
-    };
+    ctx.selection = Selection { only: vec!["host".into()], ..Default::default() };
     let rendered = Profile::omnigent().render(&ctx).expect("render");
     let names: Vec<&str> = rendered.services.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["server", "host"]);
@@ -344,45 +268,28 @@ fn selection_drops_dangling_dependencies_and_rejects_unknown_names() {
     assert!(rendered.watch.is_empty());
 
     // `--only host --skip server`: skip comes last, and the edge goes.
-    ctx.selection = Selection {
-        only: vec!["host".into()],
-        skip: vec!["server".into()],
-        ..Default::default()
-    };
+    ctx.selection =
+        Selection { only: vec!["host".into()], skip: vec!["server".into()], ..Default::default() };
     let rendered = Profile::omnigent().render(&ctx).expect("render");
     assert_eq!(rendered.services.len(), 1);
     assert!(rendered.services[0].depends_on.is_empty());
 
     ctx.selection.only = vec!["db".into()];
     let err = Profile::omnigent().render(&ctx).expect_err("unknown");
-    assert!(
-        err.to_string().contains("db") && err.to_string().contains("server"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("db") && err.to_string().contains("server"), "{err}");
 }
 
 #[test]
 fn a_pod_of_only_a_database_server_runs_that_server() {
     let parse = |text: &str| Profile::parse(text, "omnidev.toml").expect("parse");
     let server = parse("[databases.main]\nengine = \"postgres\"\n");
-    let selected = Selection::default()
-        .to_run(&server)
-        .expect("the server runs");
+    let selected = Selection::default().to_run(&server).expect("the server runs");
     assert!(selected.is_empty(), "{selected:?}");
-    let skipped = Selection {
-        skip: vec!["main".into()],
-        ..Default::default()
-    };
-    assert!(matches!(
-        skipped.to_run(&server),
-        Err(Error::NothingToRun { .. })
-    ));
+    let skipped = Selection { skip: vec!["main".into()], ..Default::default() };
+    assert!(matches!(skipped.to_run(&server), Err(Error::NothingToRun { .. })));
     // A file is no server: nothing would run.
     let file = parse("[databases.main]\nengine = \"sqlite\"\n");
-    assert!(matches!(
-        Selection::default().to_run(&file),
-        Err(Error::NothingToRun { .. })
-    ));
+    assert!(matches!(Selection::default().to_run(&file), Err(Error::NothingToRun { .. })));
 }
 
 /// Renders `profile` (the checkout's `omnidev.toml`) with port `api` at 7001.
@@ -425,12 +332,7 @@ ready = { command = ["true"] }
     assert_eq!(api.stop.grace, Duration::from_millis(1500));
     assert_eq!(api.restart, omnidev_core::RestartPolicy::OnFailure);
     let readiness = api.readiness.as_ref().expect("ready");
-    assert_eq!(
-        readiness.probe,
-        ProbeSpec::Tcp {
-            address: "127.0.0.1:7001".into()
-        }
-    );
+    assert_eq!(readiness.probe, ProbeSpec::Tcp { address: "127.0.0.1:7001".into() });
     assert_eq!(readiness.interval, Duration::from_millis(200));
     assert_eq!(
         readiness.listener,
@@ -440,10 +342,7 @@ ready = { command = ["true"] }
     let check = service(&rendered.services, "check");
     assert_eq!(check.command.args, ["-c", "echo {braces} /home/ada"]);
     assert_eq!(check.depends_on[0].condition, Condition::Started);
-    assert!(matches!(
-        check.readiness.as_ref().expect("ready").probe,
-        ProbeSpec::Command(_)
-    ));
+    assert!(matches!(check.readiness.as_ref().expect("ready").probe, ProbeSpec::Command(_)));
     assert_eq!(check.readiness.as_ref().expect("ready").listener, None);
     // No [env]: the pod's own directories alone.
     assert_eq!(
@@ -474,13 +373,8 @@ command = ["outside"]
 ready = { http = "http://example.test:8080/" }
 "#,
     );
-    let listener = |name: &str| {
-        service(&rendered.services, name)
-            .readiness
-            .as_ref()
-            .expect("ready")
-            .listener
-    };
+    let listener =
+        |name: &str| service(&rendered.services, name).readiness.as_ref().expect("ready").listener;
     assert_eq!(listener("api"), Some(7001));
     assert_eq!(listener("proxied"), None);
     assert_eq!(listener("outside"), None);
@@ -520,16 +414,8 @@ fn pnpm_workspace_installs_at_the_root_and_watches_its_lockfile() {
         panic!("install should run only when stale");
     };
     assert_eq!(target, &f.repo.join("node_modules"));
-    for input in [
-        "pnpm-lock.yaml",
-        "pnpm-workspace.yaml",
-        "package.json",
-        "web/package.json",
-    ] {
-        assert!(
-            sources.contains(&f.repo.join(input)),
-            "{input}: {sources:?}"
-        );
+    for input in ["pnpm-lock.yaml", "pnpm-workspace.yaml", "package.json", "web/package.json"] {
+        assert!(sources.contains(&f.repo.join(input)), "{input}: {sources:?}");
     }
 }
 
@@ -550,12 +436,7 @@ fn profile_package_manager_and_filter_override_detection() {
     let install = &vite.prepare[0];
     assert_eq!(install.command.cwd, f.repo);
     assert_eq!(install.command.args, ["install", "--filter", "web"]);
-    assert!(
-        vite.command
-            .env
-            .get("COREPACK_ENABLE_DOWNLOAD_PROMPT")
-            .is_none()
-    );
+    assert!(vite.command.env.get("COREPACK_ENABLE_DOWNLOAD_PROMPT").is_none());
 
     let err = Profile::parse(
         "[services.web]\nscript = \"dev\"\npackage-manager = \"cargo\"\n",
@@ -579,14 +460,10 @@ fn a_broken_manifest_is_a_clear_error_unless_vite_is_skipped() {
     let mut ctx = context(&f);
     let err = Profile::omnigent().render(&ctx).expect_err("broken JSON");
     assert!(matches!(err, Error::Manifest { .. }), "{err}");
-    let help = miette::Diagnostic::help(&err)
-        .map(|h| h.to_string())
-        .unwrap_or_default();
+    let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
     assert!(help.contains("--no-vite"), "{help}");
     ctx.selection.skip = vec!["vite".into()];
-    Profile::omnigent()
-        .render(&ctx)
-        .expect("--no-vite reads no manifest");
+    Profile::omnigent().render(&ctx).expect("--no-vite reads no manifest");
 }
 
 #[test]
@@ -600,10 +477,8 @@ fn a_node_below_the_floor_makes_the_service_unavailable() {
     };
     write_node("v20.0.0");
     let rendered = Profile::omnigent().render(&context(&f)).expect("render");
-    let reason = service(&rendered.services, "vite")
-        .unavailable
-        .clone()
-        .expect("pnpm 11 needs Node 22.13");
+    let reason =
+        service(&rendered.services, "vite").unavailable.clone().expect("pnpm 11 needs Node 22.13");
     assert!(
         reason.contains("v20.0.0")
             && reason.contains("pnpm@11.15.1")
@@ -623,14 +498,9 @@ fn a_node_below_the_floor_makes_the_service_unavailable() {
     )
     .expect("write");
     let rendered = Profile::omnigent().render(&context(&f)).expect("render");
-    let reason = service(&rendered.services, "vite")
-        .unavailable
-        .clone()
-        .expect("engines.node >=25");
-    assert!(
-        reason.contains("engines.node") && reason.contains(">=25"),
-        "{reason}"
-    );
+    let reason =
+        service(&rendered.services, "vite").unavailable.clone().expect("engines.node >=25");
+    assert!(reason.contains("engines.node") && reason.contains(">=25"), "{reason}");
 }
 
 /// inherited < the pod's own directories < pod env files < `[env]` <
@@ -645,15 +515,10 @@ fn env_files_layer_in_the_documented_order() {
     )
     .expect("write");
     std::fs::write(f.repo.join(".env.local"), "LAYER=pod-local\n").expect("write");
-    std::fs::write(
-        f.repo.join("api.env"),
-        "LAYER=service-file\nSERVICE_ONLY=1\n",
-    )
-    .expect("write");
+    std::fs::write(f.repo.join("api.env"), "LAYER=service-file\nSERVICE_ONLY=1\n").expect("write");
     let mut ctx = context(&f);
     ctx.inherited_env.insert("LAYER".into(), "inherited".into());
-    ctx.inherited_env
-        .insert("FROM_POD".into(), "inherited".into());
+    ctx.inherited_env.insert("FROM_POD".into(), "inherited".into());
     ctx.ports.0.insert("api".into(), 7001);
     let profile = Profile::parse(
         r#"
@@ -681,25 +546,16 @@ env = { LAYER = "service-env" }
     let rendered = profile.render(&ctx).expect("render");
     let api = service(&rendered.services, "api");
     let env = &api.command.env;
-    assert_eq!(
-        env["LAYER"], "service-file",
-        "service files over [env] and pod files"
-    );
+    assert_eq!(env["LAYER"], "service-file", "service files over [env] and pod files");
     assert_eq!(env["SERVICE_ONLY"], "1");
-    assert_eq!(
-        env["FROM_POD"], "pod",
-        "pod files over the inherited environment"
-    );
+    assert_eq!(env["FROM_POD"], "pod", "pod files over the inherited environment");
     assert_eq!(env["QUOTED"], "a # b");
     // `{env.LAYER}` sees the last pod file, not the service's.
     assert_eq!(env["PROFILE"], "pod-local");
     assert_eq!(env["FINAL"], "pod");
     assert_eq!(api.command.args[2..], ["sqlite:///x.db", "fallback"]);
     let plain = service(&rendered.services, "plain");
-    assert_eq!(
-        plain.command.env["LAYER"], "service-env",
-        "service env over everything"
-    );
+    assert_eq!(plain.command.env["LAYER"], "service-env", "service env over everything");
     assert!(plain.command.env.get("SERVICE_ONLY").is_none());
     // What `omnidev run` sets: the pod files and [env], no service's own.
     assert_eq!(rendered.env["LAYER"], "pod-local");
@@ -746,36 +602,19 @@ fn an_unset_env_placeholder_is_an_error_with_line_and_column() {
     let profile = Profile::parse(text, "omnidev.toml").expect("parse");
     let mut ctx = context(&f);
     let error = profile.render(&ctx).expect_err("unset");
-    let Error::Profile {
-        origin,
-        line,
-        column,
-        message,
-    } = &error
-    else {
+    let Error::Profile { origin, line, column, message } = &error else {
         panic!("unexpected error {error}");
     };
-    assert_eq!(
-        (origin.as_str(), *line, *column),
-        ("omnidev.toml", 2, 28),
-        "{message}"
-    );
-    assert!(
-        message.contains("DATABASE_URL") && message.contains(":-"),
-        "{message}"
-    );
+    assert_eq!((origin.as_str(), *line, *column), ("omnidev.toml", 2, 28), "{message}");
+    assert!(message.contains("DATABASE_URL") && message.contains(":-"), "{message}");
 
     ctx.selection.only = vec!["other".into()];
     profile.render(&ctx).expect("api is not rendered");
 
     ctx.selection.only.clear();
-    ctx.inherited_env
-        .insert("DATABASE_URL".into(), "postgres://x".into());
+    ctx.inherited_env.insert("DATABASE_URL".into(), "postgres://x".into());
     let rendered = profile.render(&ctx).expect("set now");
-    assert_eq!(
-        service(&rendered.services, "api").command.args[1],
-        "postgres://x"
-    );
+    assert_eq!(service(&rendered.services, "api").command.args[1], "postgres://x");
 }
 
 /// `replicas = N` (or `--scale`) runs `NAME.1` … `NAME.N`: each with its
@@ -812,24 +651,15 @@ depends-on = { web = "ready" }
     let bases = profile.port_bases(&scale);
     assert_eq!(
         bases,
-        [
-            ("web".to_owned(), 5000),
-            ("web.2".to_owned(), 5001),
-            ("web.3".to_owned(), 5002)
-        ]
+        [("web".to_owned(), 5000), ("web.2".to_owned(), 5001), ("web.3".to_owned(), 5002)]
     );
     let mut ctx = context(&f);
     ctx.path = std::env::var_os("PATH").unwrap_or_default();
-    ctx.ports
-        .0
-        .extend([("web".into(), 5000), ("web.2".into(), 5007)]);
+    ctx.ports.0.extend([("web".into(), 5000), ("web.2".into(), 5007)]);
     let rendered = profile.render(&ctx).expect("render");
     let names: Vec<&str> = rendered.services.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["web.1", "web.2", "client"]);
-    let (one, two) = (
-        service(&rendered.services, "web.1"),
-        service(&rendered.services, "web.2"),
-    );
+    let (one, two) = (service(&rendered.services, "web.1"), service(&rendered.services, "web.2"));
     assert_eq!(one.command.args, ["--port", "5000"]);
     assert_eq!(two.command.args, ["--port", "5007"]);
     assert_eq!(one.urls[0].name, "web.1");
@@ -842,16 +672,9 @@ depends-on = { web = "ready" }
     assert_eq!(two.depends_on[0].service, "web.1");
     assert_eq!(two.depends_on[0].condition, Condition::Started);
     // Both share the venv the install makes.
-    assert_eq!(
-        one.command.env["VIRTUAL_ENV"],
-        two.command.env["VIRTUAL_ENV"]
-    );
+    assert_eq!(one.command.env["VIRTUAL_ENV"], two.command.env["VIRTUAL_ENV"]);
     let client = service(&rendered.services, "client");
-    let deps: Vec<&str> = client
-        .depends_on
-        .iter()
-        .map(|d| d.service.as_str())
-        .collect();
+    let deps: Vec<&str> = client.depends_on.iter().map(|d| d.service.as_str()).collect();
     assert_eq!(deps, ["web.1", "web.2"]);
     let watched: Vec<&str> = rendered.watch.iter().map(|w| w.service.as_str()).collect();
     assert_eq!(watched, ["web.1", "web.2"]);
@@ -871,15 +694,10 @@ depends-on = { web = "ready" }
     let rendered = plain.render(&ctx).expect("render");
     assert_eq!(rendered.services[0].name, "web");
 
-    let err = profile
-        .check_scale(&BTreeMap::from([("web".to_owned(), 65)]))
-        .expect_err("too many");
+    let err = profile.check_scale(&BTreeMap::from([("web".to_owned(), 65)])).expect_err("too many");
     assert!(err.to_string().contains("1 to 64"), "{err}");
-    let err = Profile::parse(
-        "[services.a]\ncommand = [\"x\"]\nreplicas = 0\n",
-        "omnidev.toml",
-    )
-    .expect_err("no copy");
+    let err = Profile::parse("[services.a]\ncommand = [\"x\"]\nreplicas = 0\n", "omnidev.toml")
+        .expect_err("no copy");
     assert!(err.to_string().contains("replicas"), "{err}");
 }
 
@@ -896,11 +714,7 @@ fn omnigent_moves_its_database_to_a_server_with_its_driver() {
     let sqlite = Profile::omnigent().databases_of(&ctx).expect("parts");
     assert_eq!(sqlite["db"]["driver"], "");
     for (engine, scheme, driver) in [
-        (
-            DbEngine::Postgres,
-            "postgresql+psycopg://omnidev@/db?host=",
-            "psycopg[binary]>=3.1,<4",
-        ),
+        (DbEngine::Postgres, "postgresql+psycopg://omnidev@/db?host=", "psycopg[binary]>=3.1,<4"),
         (DbEngine::Mariadb, "mysql+pymysql://", "pymysql>=1.1,<2"),
     ] {
         let mut profile = Profile::omnigent();
@@ -912,13 +726,6 @@ fn omnigent_moves_its_database_to_a_server_with_its_driver() {
         let bases = profile.port_bases(&BTreeMap::new());
         assert!(bases.iter().any(|(name, _)| name == "db"), "{bases:?}");
     }
-    let error = Profile::omnigent()
-        .choose_engine(DbEngine::Redis)
-        .expect_err("no redis");
-    assert!(
-        error
-            .to_string()
-            .contains("no database of the profile runs on redis"),
-        "{error}"
-    );
+    let error = Profile::omnigent().choose_engine(DbEngine::Redis).expect_err("no redis");
+    assert!(error.to_string().contains("no database of the profile runs on redis"), "{error}");
 }

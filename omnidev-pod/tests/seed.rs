@@ -16,21 +16,11 @@ fn a_failed_copy_leaves_no_partial_file_behind() {
         .output()
         .expect("run helper");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("Failed"), "{stdout}");
     // A torn copy would be kept as the pod-local config on every later start.
     assert!(!to.exists(), "partial copy left at {}", to.display());
     let outcome = omnidev_pod::seed::seed_file(std::slice::from_ref(&from), &to);
-    assert!(
-        matches!(outcome, omnidev_pod::seed::SeedOutcome::Copied { .. }),
-        "{outcome:?}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&to).expect("read copy"),
-        "model: a-long-enough-value\n"
-    );
+    assert!(matches!(outcome, omnidev_pod::seed::SeedOutcome::Copied { .. }), "{outcome:?}");
+    assert_eq!(std::fs::read_to_string(&to).expect("read copy"), "model: a-long-enough-value\n");
 }

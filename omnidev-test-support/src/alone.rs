@@ -29,11 +29,7 @@ const ALONE: &str = "OMNIDEV_TEST_ALONE";
 pub fn in_own_process(module: &str, name: &str) -> bool {
     // libtest names a test by its path without the crate.
     let path = module.split_once("::").map_or("", |(_, rest)| rest);
-    let test = if path.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{path}::{name}")
-    };
+    let test = if path.is_empty() { name.to_owned() } else { format!("{path}::{name}") };
     if std::env::var(ALONE).is_ok_and(|alone| alone == test) {
         return true;
     }

@@ -32,18 +32,10 @@ impl TestContext {
         let root = temp.path().canonicalize().expect("canonical");
         let home = root.join("home");
         let repo = root.join("repo");
-        let context = Self {
-            temp,
-            root,
-            home,
-            repo,
-        };
-        for dir in [
-            &context.home,
-            &context.repo,
-            &context.repo.join(".git"),
-            &context.runtime_home(),
-        ] {
+        let context = Self { temp, root, home, repo };
+        for dir in
+            [&context.home, &context.repo, &context.repo.join(".git"), &context.runtime_home()]
+        {
             std::fs::create_dir_all(dir).expect("mkdir");
         }
         context
@@ -153,9 +145,6 @@ mod tests {
             .output()
             .expect("sh");
         let text = ctx.filter(&String::from_utf8_lossy(&out.stdout));
-        assert_eq!(
-            text,
-            "[TEMP]/home [TEMP]/home/.cache-xdg [TEMP]/home/.run\n[TEMP]/repo\n"
-        );
+        assert_eq!(text, "[TEMP]/home [TEMP]/home/.cache-xdg [TEMP]/home/.run\n[TEMP]/repo\n");
     }
 }

@@ -27,11 +27,7 @@ impl Lines {
                 }
             }
         });
-        Self {
-            rx,
-            seen: Vec::new(),
-            ended: false,
-        }
+        Self { rx, seen: Vec::new(), ended: false }
     }
 
     /// Waits for a line `matches`, and returns it; panics naming `what`
@@ -59,10 +55,7 @@ impl Lines {
                 ),
                 Err(RecvTimeoutError::Disconnected) => {
                     self.ended = true;
-                    panic!(
-                        "the output ended before {what}; its lines:\n{}",
-                        self.seen.join("\n")
-                    )
+                    panic!("the output ended before {what}; its lines:\n{}", self.seen.join("\n"))
                 }
             }
         }
@@ -100,10 +93,7 @@ mod tests {
         let mut lines = Lines::new(&b"one\ntwo\nthree\n"[..]);
         let found = lines.wait_for("two", Duration::from_secs(5), |l| l == "two");
         assert_eq!(found, "two");
-        assert_eq!(
-            lines.to_end(Duration::from_secs(5)),
-            ["one", "two", "three"]
-        );
+        assert_eq!(lines.to_end(Duration::from_secs(5)), ["one", "two", "three"]);
     }
 
     #[test]
@@ -113,9 +103,6 @@ mod tests {
         })
         .expect_err("must fail");
         let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
-        assert!(
-            message.contains("ended before two") && message.contains("one"),
-            "{message}"
-        );
+        assert!(message.contains("ended before two") && message.contains("one"), "{message}");
     }
 }

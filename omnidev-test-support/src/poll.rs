@@ -20,10 +20,7 @@ const EVERY: Duration = Duration::from_millis(20);
 pub fn poll_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
     while !condition() {
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
         std::thread::sleep(EVERY);
     }
 }
@@ -33,10 +30,7 @@ pub fn poll_until(what: &str, deadline: Duration, mut condition: impl FnMut() ->
 pub async fn poll_until_async(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
     while !condition() {
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
         tokio::time::sleep(EVERY).await;
     }
 }

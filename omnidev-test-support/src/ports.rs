@@ -11,13 +11,9 @@ pub fn free_port() -> u16 {
 /// `n` distinct ports no one listens on right now: all bound at once
 /// before any is let go, so none is handed out twice.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("local address").port())
-        .collect()
+    let listeners: Vec<TcpListener> =
+        (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a free port")).collect();
+    listeners.iter().map(|l| l.local_addr().expect("local address").port()).collect()
 }
 
 /// `n` consecutive ports no one listens on right now, below the kernel's
@@ -44,10 +40,7 @@ pub fn quiet_ports(n: usize) -> Vec<u16> {
             return (first..first + n16).collect();
         }
     }
-    panic!(
-        "no {n} consecutive free ports between {LOW} and {}",
-        LOW + SPAN
-    );
+    panic!("no {n} consecutive free ports between {LOW} and {}", LOW + SPAN);
 }
 
 #[cfg(test)]

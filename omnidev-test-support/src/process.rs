@@ -49,11 +49,7 @@ fn is_zombie(pid: u32) -> bool {
     std::process::Command::new("ps")
         .args(["-o", "stat=", "-p", &pid.to_string()])
         .output()
-        .is_ok_and(|out| {
-            String::from_utf8_lossy(&out.stdout)
-                .trim_start()
-                .starts_with('Z')
-        })
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim_start().starts_with('Z'))
 }
 
 /// Waits for `child` to exit within `deadline`; kills and reaps it and
@@ -91,10 +87,7 @@ pub struct Reaped {
 impl Reaped {
     /// `child`, ended when dropped (10 s of grace after SIGTERM).
     pub fn new(child: Child) -> Self {
-        Self {
-            child,
-            grace: Duration::from_secs(10),
-        }
+        Self { child, grace: Duration::from_secs(10) }
     }
 
     /// Its pid.
@@ -126,10 +119,8 @@ mod tests {
 
     #[test]
     fn a_signalled_child_is_reaped_and_no_longer_alive() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("300")
-            .spawn()
-            .expect("spawn sleep");
+        let mut child =
+            std::process::Command::new("sleep").arg("300").spawn().expect("spawn sleep");
         let id = child.id();
         assert!(is_alive(id));
         signal(id, Signal::SIGTERM);
@@ -142,10 +133,7 @@ mod tests {
 
     #[test]
     fn a_dropped_guard_ends_its_child() {
-        let child = std::process::Command::new("sleep")
-            .arg("300")
-            .spawn()
-            .expect("spawn sleep");
+        let child = std::process::Command::new("sleep").arg("300").spawn().expect("spawn sleep");
         let id = child.id();
         drop(Reaped::new(child));
         assert!(!is_alive(id));

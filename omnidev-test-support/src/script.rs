@@ -31,16 +31,10 @@ pub fn write_script(path: &Path, body: &str) -> PathBuf {
         .spawn()
         .expect("run cp");
     let mut stdin = cp.stdin.take().expect("cp's stdin");
-    stdin
-        .write_all(format!("#!/bin/sh\n{body}").as_bytes())
-        .expect("write the script to cp");
+    stdin.write_all(format!("#!/bin/sh\n{body}").as_bytes()).expect("write the script to cp");
     drop(stdin);
     let status = cp.wait().expect("wait for cp");
-    assert!(
-        status.success(),
-        "cp of {} failed: {status}",
-        path.display()
-    );
+    assert!(status.success(), "cp of {} failed: {status}", path.display());
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path.to_path_buf()
 }

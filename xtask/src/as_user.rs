@@ -30,11 +30,7 @@ impl AsUser {
         // binary in a directory of theirs (never a hard link: giving the
         // directory to the user would give the build's file too).
         std::fs::copy(omnidev, &copy)?;
-        let mut this = Self {
-            user: None,
-            dir,
-            omnidev: copy,
-        };
+        let mut this = Self { user: None, dir, omnidev: copy };
         if !nix::unistd::geteuid().is_root() {
             return Ok(this);
         }
@@ -63,19 +59,12 @@ impl AsUser {
     /// Makes the user's directories and gives them (and `inside`, which
     /// must be in the user's directory) to the user.
     pub fn give(&self, inside: &Path) -> Result<()> {
-        ensure!(
-            inside.starts_with(&self.dir),
-            "{} is not the user's",
-            inside.display()
-        );
+        ensure!(inside.starts_with(&self.dir), "{} is not the user's", inside.display());
         for dir in ["home/.cache", "home/.config", "run", "bin"] {
             std::fs::create_dir_all(self.dir.join(dir))?;
         }
         if let Some(user) = self.user {
-            let owned = Command::new("chown")
-                .args(["-R", user])
-                .arg(&self.dir)
-                .status()?;
+            let owned = Command::new("chown").args(["-R", user]).arg(&self.dir).status()?;
             ensure!(owned.success(), "chown of {} failed", self.dir.display());
         }
         std::fs::set_permissions(

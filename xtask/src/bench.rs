@@ -74,11 +74,7 @@ pub fn run(options: &Bench) -> Result<()> {
         }
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
-        rows.extend(pod_benchmarks(
-            &omnidev,
-            &scratch.join("pod"),
-            options.edits,
-        ));
+        rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod"), options.edits));
     }
     if wanted("database") || wanted("postgres") {
         rows.push(databases::row(&omnidev, &scratch.join("db")));
@@ -122,18 +118,10 @@ pub fn run(options: &Bench) -> Result<()> {
 /// (the name and figure columns at most [`MAX_COLUMN`]; a longer cell
 /// continues on the next line, in its own column).
 fn table(rows: &[(String, String, String)]) -> String {
-    let header = (
-        "benchmark".to_owned(),
-        "figure".to_owned(),
-        "reference".to_owned(),
-    );
+    let header = ("benchmark".to_owned(), "figure".to_owned(), "reference".to_owned());
     let all: Vec<&(String, String, String)> = std::iter::once(&header).chain(rows).collect();
     let width = |cell: fn(&(String, String, String)) -> &String| {
-        all.iter()
-            .map(|row| cell(row).chars().count())
-            .max()
-            .unwrap_or(0)
-            .min(MAX_COLUMN)
+        all.iter().map(|row| cell(row).chars().count()).max().unwrap_or(0).min(MAX_COLUMN)
     };
     let (name_width, figure_width) = (width(|r| &r.0), width(|r| &r.1));
     let mut out = String::from("\n");
@@ -192,10 +180,7 @@ fn millis(duration: Duration) -> String {
 
 /// Median wall time of `runs` runs of `command` (output discarded).
 fn time_runs(mut command: Command, runs: usize) -> Result<Duration> {
-    command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null());
+    command.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
@@ -214,9 +199,7 @@ fn check_hot_path(omnidev: &Path, dir: &Path) -> Row {
     let mut reference = String::from("(not measured)");
     let figure = (|| -> Result<String> {
         fs::create_dir_all(dir.join("omnidev"))?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
         // The fresh-cache recipe from omnidev-install's crate docs.
         fs::write(
             dir.join("omnidev/omnigent-check.json"),
@@ -239,16 +222,9 @@ fn check_hot_path(omnidev: &Path, dir: &Path) -> Row {
         }
         let truth = time_runs(Command::new("/bin/true"), RUNS)?;
         reference = format!("/bin/true {} (median of {RUNS})", millis(truth));
-        Ok(format!(
-            "{} (median of {RUNS})",
-            millis(time_runs(check, RUNS)?)
-        ))
+        Ok(format!("{} (median of {RUNS})", millis(time_runs(check, RUNS)?)))
     })();
-    Row {
-        name: "omnidev check --quiet, fresh cache",
-        figure,
-        reference,
-    }
+    Row { name: "omnidev check --quiet, fresh cache", figure, reference }
 }
 
 /// The shell hook in an interactive bash with a fresh, quiet cache (the
@@ -263,21 +239,14 @@ fn shell_hook(omnidev: &Path, dir: &Path) -> Row {
         let bin = dir.join("bin");
         fs::create_dir_all(&cache)?;
         fs::create_dir_all(&bin)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
         // The stamp's format (omnidev_install::cache::quiet_stamp).
         fs::write(cache.join("omnigent-check.quiet"), format!("{now} 86400\n"))?;
         let called = dir.join("called");
         let fake = bin.join("omnidev");
-        fs::write(
-            &fake,
-            format!("#!/bin/sh\necho \"$*\" >> '{}'\n", called.display()),
-        )?;
+        fs::write(&fake, format!("#!/bin/sh\necho \"$*\" >> '{}'\n", called.display()))?;
         fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-        let snippet = Command::new(omnidev)
-            .args(["shell-hook", "bash"])
-            .output()?;
+        let snippet = Command::new(omnidev).args(["shell-hook", "bash"]).output()?;
         let snippet = String::from_utf8(snippet.stdout)?;
         let bash = |script: &str| {
             let mut command = Command::new("bash");
@@ -312,11 +281,7 @@ fn shell_hook(omnidev: &Path, dir: &Path) -> Row {
             millis(with.saturating_sub(without))
         ))
     })();
-    Row {
-        name: "shell hook (bash), fresh quiet cache",
-        figure,
-        reference,
-    }
+    Row { name: "shell hook (bash), fresh quiet cache", figure, reference }
 }
 
 /// (b) The core's log-throughput example: the supervised log path against
@@ -333,32 +298,18 @@ fn log_throughput(sh: &xshell::Shell) -> Row {
         let field = |key: &str| {
             util::json_field(line, key).with_context(|| format!("no `{key}` in {line}"))
         };
-        reference = format!(
-            "producer | cat > file: {} s ({} lines)",
-            field("raw_s")?,
-            field("lines")?,
-        );
-        Ok(format!(
-            "{} s, peak RSS {} MiB",
-            field("supervised_s")?,
-            field("max_rss_mib")?
-        ))
+        reference =
+            format!("producer | cat > file: {} s ({} lines)", field("raw_s")?, field("lines")?);
+        Ok(format!("{} s, peak RSS {} MiB", field("supervised_s")?, field("max_rss_mib")?))
     })();
-    Row {
-        name: "log throughput (core example)",
-        figure,
-        reference,
-    }
+    Row { name: "log throughput (core example)", figure, reference }
 }
 
 /// Runs a release build of an `omnidev-core` example and returns the JSON
 /// line it reports.
 fn core_example_json(sh: &xshell::Shell, example: &str) -> Result<String> {
-    let output = cmd!(
-        sh,
-        "cargo run --quiet --release -p omnidev-core --example {example}"
-    )
-    .read()?;
+    let output =
+        cmd!(sh, "cargo run --quiet --release -p omnidev-core --example {example}").read()?;
     output
         .lines()
         .rev()
@@ -415,11 +366,7 @@ wait
 /// process-group-only stop).
 fn containment_stop(sh: &xshell::Shell, dir: &Path) -> Vec<Row> {
     const ROUNDS: usize = 5;
-    let built = cmd!(
-        sh,
-        "cargo build --quiet --release -p omnidev-core --example supervise"
-    )
-    .run();
+    let built = cmd!(sh, "cargo build --quiet --release -p omnidev-core --example supervise").run();
     let supervise = util::target_dir().join("release/examples/supervise");
     let measure = |mode: &str, script: &str| -> Result<String> {
         if let Err(e) = &built {
@@ -433,16 +380,10 @@ fn containment_stop(sh: &xshell::Shell, dir: &Path) -> Vec<Row> {
             let _ = fs::remove_dir_all(&run_dir);
         }
         let max = samples.iter().max().copied().unwrap_or_default();
-        Ok(format!(
-            "{} median, {} max",
-            millis(median(samples)),
-            millis(max)
-        ))
+        Ok(format!("{} median, {} max", millis(median(samples)), millis(max)))
     };
-    let reference = measure("process-groups", FIVE_IN_GROUP).map_or_else(
-        |e| format!("unavailable: {e:#}"),
-        |f| format!("group-only helpers: {f}"),
-    );
+    let reference = measure("process-groups", FIVE_IN_GROUP)
+        .map_or_else(|e| format!("unavailable: {e:#}"), |f| format!("group-only helpers: {f}"));
     vec![
         Row {
             name: "SIGINT to all gone, 3x5 helpers, cgroup",
@@ -484,17 +425,13 @@ fn sigint_to_all_gone(supervise: &Path, dir: &Path, mode: &str, script: &str) ->
         .then_some(pids)
     })?;
     let start = Instant::now();
-    let sent = Command::new("kill")
-        .arg("-INT")
-        .arg(pod.0.id().to_string())
-        .status()?;
+    let sent = Command::new("kill").arg("-INT").arg(pod.0.id().to_string()).status()?;
     if !sent.success() {
         bail!("kill -INT {} failed", pod.0.id());
     }
     poll(Duration::from_secs(30), || {
-        let gone = pids
-            .iter()
-            .all(|&p| omnidev_core::platform::stat(p).is_none_or(|s| s.is_zombie()));
+        let gone =
+            pids.iter().all(|&p| omnidev_core::platform::stat(p).is_none_or(|s| s.is_zombie()));
         (gone && pod.0.try_wait().ok().flatten().is_some()).then_some(())
     })?;
     Ok(start.elapsed())
@@ -576,10 +513,7 @@ fn stub_checkout(dir: &Path) -> Result<()> {
     fs::write(dir.join("stub_server.py"), STUB_SERVER)?;
     // A JSON string is a TOML basic string too.
     let python = serde_json::Value::from(python().to_string_lossy()).to_string();
-    fs::write(
-        dir.join("omnidev.toml"),
-        STUB_PROFILE.replace("PYTHON", &python),
-    )?;
+    fs::write(dir.join("omnidev.toml"), STUB_PROFILE.replace("PYTHON", &python))?;
     fs::write(dir.join("src/app.py"), "VALUE = 0\n")?;
     Ok(())
 }
@@ -651,9 +585,7 @@ fn own_start_time(repo: &Path) -> Result<Duration> {
     let start = Instant::now();
     let _server = stub_server(repo, port)?;
     poll(Duration::from_secs(30), || health_pid(port))?;
-    let host = Command::new("sh")
-        .args(["-c", "echo stub-host started"])
-        .output()?;
+    let host = Command::new("sh").args(["-c", "echo stub-host started"]).output()?;
     if !host.status.success() {
         bail!("stub host failed");
     }
@@ -661,10 +593,7 @@ fn own_start_time(repo: &Path) -> Result<Duration> {
 }
 
 /// (c) Start-up overhead, reload latency, idle TUI CPU of `omnidev up`.
-#[allow(
-    clippy::too_many_lines,
-    reason = "three measurements sharing one stub checkout"
-)]
+#[allow(clippy::too_many_lines, reason = "three measurements sharing one stub checkout")]
 fn pod_benchmarks(omnidev: &Path, dir: &Path, edits: u32) -> Vec<Row> {
     let repo = dir.join("stub");
     let home = dir.join("home");
@@ -693,19 +622,14 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path, edits: u32) -> Vec<Row> {
             let port = free_port()?;
             let out = dir.join(format!("startup-{round}.log"));
             let mut command = up(port);
-            command
-                .stdout(fs::File::create(&out)?)
-                .stderr(Stdio::null());
+            command.stdout(fs::File::create(&out)?).stderr(Stdio::null());
             let launched = Instant::now();
             let mut pod = Guard(command.spawn()?);
             poll(Duration::from_mins(1), || {
                 if let Ok(Some(status)) = pod.0.try_wait() {
                     return Some(Err(anyhow::anyhow!("omnidev exited with {status}")));
                 }
-                fs::read_to_string(&out)
-                    .ok()?
-                    .contains("stub-host started")
-                    .then_some(Ok(()))
+                fs::read_to_string(&out).ok()?.contains("stub-host started").then_some(Ok(()))
             })??;
             let all = launched.elapsed();
             drop(pod);
@@ -714,10 +638,7 @@ fn pod_benchmarks(omnidev: &Path, dir: &Path, edits: u32) -> Vec<Row> {
             overheads.push(all.saturating_sub(own));
             last_port = port;
         }
-        own = format!(
-            "target <= 200 ms; services' own start {}",
-            millis(median(owns))
-        );
+        own = format!("target <= 200 ms; services' own start {}", millis(median(owns)));
         Ok((millis(median(overheads)), last_port))
     })();
     let startup_ok = startup.is_ok();
@@ -767,9 +688,7 @@ struct Tmux {
 
 impl Tmux {
     fn new(name: &str) -> Self {
-        Self {
-            socket: format!("omnidev-bench-{}-{name}", std::process::id()),
-        }
+        Self { socket: format!("omnidev-bench-{}-{name}", std::process::id()) }
     }
 
     fn run(&self, args: &[&str]) -> Result<String> {
@@ -778,11 +697,7 @@ impl Tmux {
             .args(args)
             .output()?;
         if !output.status.success() {
-            bail!(
-                "tmux {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr)
-            );
+            bail!("tmux {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     }
@@ -805,17 +720,7 @@ fn idle_tui_cpu(omnidev: &Path, repo: &Path, home: &Path) -> Result<String> {
         omnidev.display(),
         repo.display()
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "bench",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        &launch,
-    ])?;
+    tmux(&["new-session", "-d", "-s", "bench", "-x", "200", "-y", "50", &launch])?;
     let result = (|| -> Result<String> {
         let pid: u32 = tmux(&["display-message", "-p", "-t", "bench", "#{pane_pid}"])?.parse()?;
         poll(Duration::from_mins(1), || health_pid(port))?;
@@ -862,12 +767,7 @@ mod tests {
         assert!(lines.iter().all(|l| l.chars().count() < 130), "{text}");
         for line in &lines[3..] {
             assert!(
-                line.chars()
-                    .take(figure_column)
-                    .collect::<String>()
-                    .trim()
-                    .len()
-                    <= MAX_COLUMN,
+                line.chars().take(figure_column).collect::<String>().trim().len() <= MAX_COLUMN,
                 "{text}"
             );
         }

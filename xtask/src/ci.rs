@@ -52,24 +52,15 @@ pub fn run(options: &Ci) -> Result<()> {
     // the processes they start), the macOS clippy builds in a target dir
     // of its own beside them (the suite holds beside busy loops; `cargo
     // xtask stress` checks that). Beside the build it only slowed both.
-    let binaries = step(
-        "test-build",
-        "cargo test --workspace --no-run",
-        dry_run,
-        suite::build,
-    )?;
+    let binaries = step("test-build", "cargo test --workspace --no-run", dry_run, suite::build)?;
     println!("ci: macos: clippy for {}", macos::TARGET);
     let macos = macos::command(!options.no_install, dry_run)
         .context("ci step `macos` failed")?
         .map(|command| Beside::start("macos", command, &logs))
         .transpose()?;
-    let what = format!(
-        "the test binaries, {} at a time, then cargo test --workspace --doc",
-        suite::JOBS
-    );
-    step("test", &what, dry_run, || {
-        suite::run(&binaries.unwrap_or_default(), suite::JOBS)
-    })?;
+    let what =
+        format!("the test binaries, {} at a time, then cargo test --workspace --doc", suite::JOBS);
+    step("test", &what, dry_run, || suite::run(&binaries.unwrap_or_default(), suite::JOBS))?;
     if let Some(macos) = macos {
         macos.join()?;
     }
@@ -84,10 +75,7 @@ pub fn run(options: &Ci) -> Result<()> {
     // as dependencies, built and run.
     foreground(
         "library-users",
-        &cmd!(
-            sh,
-            "cargo build --manifest-path {users} --target-dir {target}"
-        ),
+        &cmd!(sh, "cargo build --manifest-path {users} --target-dir {target}"),
         dry_run,
     )?;
     if !dry_run {
@@ -124,10 +112,7 @@ pub fn run(options: &Ci) -> Result<()> {
         package.join()?;
     }
     if !dry_run {
-        println!(
-            "ci: all steps passed in {:.0}s",
-            total.elapsed().as_secs_f64()
-        );
+        println!("ci: all steps passed in {:.0}s", total.elapsed().as_secs_f64());
     }
     Ok(())
 }
@@ -230,23 +215,15 @@ impl Beside {
         // Reaped only under the lock, so a kill never finds its pid reused.
         let waiter = std::thread::spawn(move || {
             loop {
-                let status = polled
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .try_wait()?;
+                let status =
+                    polled.lock().unwrap_or_else(std::sync::PoisonError::into_inner).try_wait()?;
                 if let Some(status) = status {
                     return Ok((status, Instant::now()));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        Ok(Self {
-            name,
-            child,
-            log,
-            start: Instant::now(),
-            waiter: Some(waiter),
-        })
+        Ok(Self { name, child, log, start: Instant::now(), waiter: Some(waiter) })
     }
 
     /// Waits for it, prints its output and says how it went.
@@ -276,10 +253,7 @@ impl Drop for Beside {
             return;
         };
         {
-            let mut child = self
-                .child
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut child = self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if matches!(child.try_wait(), Ok(None)) {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -299,15 +273,10 @@ impl Drop for Beside {
 /// registries (their directory names start with `-`: they have no host)
 /// are removed; nothing else in the cargo home is touched.
 fn forget_packaged_sources(crates: &[(String, String)]) -> Result<()> {
-    let crates: Vec<String> = crates
-        .iter()
-        .map(|(name, version)| format!("{name}-{version}"))
-        .collect();
+    let crates: Vec<String> =
+        crates.iter().map(|(name, version)| format!("{name}-{version}")).collect();
     for stale in stale_package_sources(&util::cargo_home().join("registry/src"), &crates) {
-        println!(
-            "ci: package: removing {} (an earlier run's copy)",
-            stale.display()
-        );
+        println!("ci: package: removing {} (an earlier run's copy)", stale.display());
         std::fs::remove_dir_all(&stale).with_context(|| format!("removing {}", stale.display()))?;
     }
     Ok(())
@@ -325,12 +294,7 @@ fn workspace_crates(sh: &xshell::Shell) -> Result<Vec<(String, String)>> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|p| {
-            Some((
-                p["name"].as_str()?.to_owned(),
-                p["version"].as_str()?.to_owned(),
-            ))
-        })
+        .filter_map(|p| Some((p["name"].as_str()?.to_owned(), p["version"].as_str()?.to_owned())))
         .collect())
 }
 
@@ -433,15 +397,10 @@ fn library_users(sh: &xshell::Shell, bin: &Path) -> Result<()> {
     println!("{printed}");
     let expected_dir = format!("pod dir   {}", cache.join("omnidev").display());
     if !printed.contains(&expected_dir) || !printed.contains("port      server = ") {
-        bail!(
-            "pod-info did not print the pod under {} with a server port",
-            cache.display()
-        );
+        bail!("pod-info did not print the pod under {} with a server port", cache.display());
     }
     let supervise = bin.join("supervise-two");
-    let printed = cmd!(sh, "{supervise}")
-        .read()
-        .context("supervise-two failed")?;
+    let printed = cmd!(sh, "{supervise}").read().context("supervise-two failed")?;
     println!("{printed}");
     if !printed.contains("client got: hello from api") {
         bail!("supervise-two's client was not answered");
@@ -463,40 +422,22 @@ mod tests {
             "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.0/src/lib.rs";
         let entries = [
             // Built from the package: stale.
-            (
-                ".fingerprint/omnidev-core-0123abcd/lib-omnidev_core.json",
-                String::new(),
-            ),
+            (".fingerprint/omnidev-core-0123abcd/lib-omnidev_core.json", String::new()),
             ("deps/omnidev_core-0123abcd.d", format!("x.d: {registry}")),
             // The package's program (named `omnidev`, of omnidev-cli).
-            (
-                ".fingerprint/omnidev-cli-4567abcd/bin-omnidev.json",
-                String::new(),
-            ),
+            (".fingerprint/omnidev-cli-4567abcd/bin-omnidev.json", String::new()),
             ("deps/omnidev-4567abcd.d", format!("x.d: {registry}")),
             // The workspace's own build of it: kept.
-            (
-                ".fingerprint/omnidev-core-89ef0123/lib-omnidev_core.json",
-                String::new(),
-            ),
+            (".fingerprint/omnidev-core-89ef0123/lib-omnidev_core.json", String::new()),
             ("deps/omnidev_core-89ef0123.d", "x.d: src/lib.rs".to_owned()),
             // Its docs (no dep-info in deps): kept.
-            (
-                ".fingerprint/omnidev-core-aaaa0000/doc-lib-omnidev_core.json",
-                String::new(),
-            ),
+            (".fingerprint/omnidev-core-aaaa0000/doc-lib-omnidev_core.json", String::new()),
             // Another crate, from crates.io, and one whose name only starts
             // like ours: kept.
             (".fingerprint/serde-0123abcd/lib-serde.json", String::new()),
             ("deps/serde-0123abcd.d", format!("x.d: {crates_io}")),
-            (
-                ".fingerprint/omnidev-core-extra-bbbb0000/lib.json",
-                String::new(),
-            ),
-            (
-                "deps/omnidev_core_extra-bbbb0000.d",
-                format!("x.d: {registry}"),
-            ),
+            (".fingerprint/omnidev-core-extra-bbbb0000/lib.json", String::new()),
+            ("deps/omnidev_core_extra-bbbb0000.d", format!("x.d: {registry}")),
         ];
         for (entry, text) in entries {
             let path = debug.join(entry);
@@ -509,19 +450,11 @@ mod tests {
         ];
         let found: Vec<_> = stale_package_builds(debug, &crates)
             .into_iter()
-            .map(|p| {
-                p.strip_prefix(debug)
-                    .expect("under the dir")
-                    .to_string_lossy()
-                    .into_owned()
-            })
+            .map(|p| p.strip_prefix(debug).expect("under the dir").to_string_lossy().into_owned())
             .collect();
         assert_eq!(
             found,
-            [
-                ".fingerprint/omnidev-cli-4567abcd",
-                ".fingerprint/omnidev-core-0123abcd",
-            ]
+            [".fingerprint/omnidev-cli-4567abcd", ".fingerprint/omnidev-core-0123abcd",]
         );
         assert!(stale_package_builds(&debug.join("absent"), &crates).is_empty());
     }
@@ -542,18 +475,10 @@ mod tests {
         }
         // A file of the same name is not a source directory.
         std::fs::write(src.join("-910674bf3c05c16c/omnidev-cli-0.1.0"), "").expect("write");
-        let crates = [
-            "omnidev-core-0.1.0".to_owned(),
-            "omnidev-cli-0.1.0".to_owned(),
-        ];
+        let crates = ["omnidev-core-0.1.0".to_owned(), "omnidev-cli-0.1.0".to_owned()];
         let found: Vec<_> = stale_package_sources(src, &crates)
             .into_iter()
-            .map(|p| {
-                p.strip_prefix(src)
-                    .expect("under src")
-                    .to_string_lossy()
-                    .into_owned()
-            })
+            .map(|p| p.strip_prefix(src).expect("under src").to_string_lossy().into_owned())
             .collect();
         assert_eq!(
             found,

@@ -67,10 +67,7 @@ pub fn mismatches(root: &Path, document: &str, crates: &[&str]) -> Vec<String> {
                     && (paths.contains(&a.join("")) || paths.contains(&a.with_extension("rs")))
             });
             if !covered {
-                out.push(format!(
-                    "the code map does not name `{krate}/src/{}/`",
-                    folder.display()
-                ));
+                out.push(format!("the code map does not name `{krate}/src/{}/`", folder.display()));
             }
         }
     }
@@ -101,9 +98,7 @@ fn code_spans(text: &str) -> impl Iterator<Item = &str> {
 /// Whether a span names a file or folder of the tree (`a/`, `b.rs`).
 fn is_path(token: &str) -> bool {
     (token.ends_with('/') || Path::new(token).extension().is_some_and(|e| e == "rs"))
-        && token
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
+        && token.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
 }
 
 /// The names of types (`struct`, `enum`, `trait`, `type`, of any
@@ -188,19 +183,12 @@ mod tests {
     /// The workspace's members, from its manifest.
     fn members(root: &Path) -> Vec<String> {
         let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
-        let line = manifest
-            .lines()
-            .find(|l| l.starts_with("members"))
-            .expect("members");
+        let line = manifest.lines().find(|l| l.starts_with("members")).expect("members");
         code_like(line)
     }
 
     fn code_like(line: &str) -> Vec<String> {
-        line.split('"')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_owned)
-            .collect()
+        line.split('"').skip(1).step_by(2).map(str::to_owned).collect()
     }
 
     #[test]
@@ -216,12 +204,7 @@ mod tests {
     #[test]
     fn no_two_types_of_the_product_share_a_name() {
         let root = crate::util::workspace_root();
-        let product = [
-            "omnidev-core",
-            "omnidev-pod",
-            "omnidev-install",
-            "omnidev-cli",
-        ];
+        let product = ["omnidev-core", "omnidev-pod", "omnidev-install", "omnidev-cli"];
         assert_eq!(repeated_type_names(&root, &product), Vec::<String>::new());
     }
 
@@ -234,10 +217,7 @@ mod tests {
         let write = |path: &str, text: &str| {
             std::fs::write(tree.path().join(path), text).expect("write");
         };
-        write(
-            "a/src/lib.rs",
-            "pub struct Line;\npub enum Error {}\npub(crate) struct Kept;\n",
-        );
+        write("a/src/lib.rs", "pub struct Line;\npub enum Error {}\npub(crate) struct Kept;\n");
         write(
             "a/src/inner/x.rs",
             "    pub enum Line<'a> {}\nstruct Kept;\nimpl I for X {\n    type Item = u8;\n}\n",

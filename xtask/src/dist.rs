@@ -84,25 +84,14 @@ pub fn pack_binary(sh: &xshell::Shell, binary: &Path) -> Result<Artifacts> {
         .context("generating the man pages")?;
     let pages = man_pages(&man)?;
     let readme = util::workspace_root().join("README.md");
-    let mut files = vec![
-        (binary.to_path_buf(), "omnidev".to_string()),
-        (readme, "README.md".to_string()),
-    ];
-    files.extend(
-        pages
-            .into_iter()
-            .map(|(path, file)| (path, format!("man/man1/{file}"))),
-    );
-    let files: Vec<(&Path, &str)> = files
-        .iter()
-        .map(|(path, name)| (path.as_path(), name.as_str()))
-        .collect();
+    let mut files =
+        vec![(binary.to_path_buf(), "omnidev".to_string()), (readme, "README.md".to_string())];
+    files.extend(pages.into_iter().map(|(path, file)| (path, format!("man/man1/{file}"))));
+    let files: Vec<(&Path, &str)> =
+        files.iter().map(|(path, name)| (path.as_path(), name.as_str())).collect();
     pack(&tarball, &name, &files).with_context(|| format!("writing {}", tarball.display()))?;
     fs::remove_dir_all(&man)?;
-    let file = tarball
-        .file_name()
-        .and_then(|f| f.to_str())
-        .context("tarball name")?;
+    let file = tarball.file_name().and_then(|f| f.to_str()).context("tarball name")?;
     let digest = Sha256::digest(fs::read(&tarball)?);
     let hex = digest.iter().fold(String::new(), |mut hex, byte| {
         let _ = write!(hex, "{byte:02x}");

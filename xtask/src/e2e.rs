@@ -44,10 +44,7 @@ use crate::util;
 /// A case named after its function: one name per case.
 macro_rules! case {
     ($module:ident :: $function:ident) => {
-        Case {
-            name: stringify!($function),
-            run: $module::$function,
-        }
+        Case { name: stringify!($function), run: $module::$function }
     };
 }
 
@@ -120,9 +117,9 @@ fn run_case(harness: &Harness, index: usize, case: &Case) -> bool {
         });
     let leftovers = ctx.cleanup();
     let outcome = outcome.and_then(|()| match leftovers {
-        Some(list) => Err(anyhow!(
-            "the case passed but left processes running (killed now):\n{list}"
-        )),
+        Some(list) => {
+            Err(anyhow!("the case passed but left processes running (killed now):\n{list}"))
+        }
         None => Ok(()),
     });
     let seconds = start.elapsed().as_secs_f64();
@@ -146,10 +143,7 @@ pub fn run(options: &TestE2e) -> Result<()> {
         .iter()
         .filter(|case| {
             options.filters.is_empty()
-                || options
-                    .filters
-                    .iter()
-                    .any(|f| case.name.contains(f.as_str()))
+                || options.filters.iter().any(|f| case.name.contains(f.as_str()))
         })
         .collect();
     if options.list {
@@ -159,10 +153,7 @@ pub fn run(options: &TestE2e) -> Result<()> {
         return Ok(());
     }
     if cases.is_empty() {
-        bail!(
-            "no e2e case matches {:?} (see `cargo xtask test-e2e --list`)",
-            options.filters
-        );
+        bail!("no e2e case matches {:?} (see `cargo xtask test-e2e --list`)", options.filters);
     }
     // Before the first case: without uv (say) every case would run to its
     // timeout, 26 times over, before the run said why.
@@ -197,9 +188,8 @@ pub fn run(options: &TestE2e) -> Result<()> {
                     let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(case) = cases.get(index) else { return };
                     let ok = run_case(&harness, index, case);
-                    let mut counts = outcomes
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut counts =
+                        outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     if ok {
                         counts.0 += 1;
                     } else {
@@ -209,9 +199,7 @@ pub fn run(options: &TestE2e) -> Result<()> {
             });
         }
     });
-    let (passed, failed) = outcomes
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (passed, failed) = outcomes.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     println!("{passed} passed, {failed} failed");
     if failed > 0 {
         println!("e2e: temp files kept in {}", harness.root.display());

@@ -66,12 +66,7 @@ fn product_files(root: &Path) -> Vec<(String, String)> {
         }
     }
     let mut files = Vec::new();
-    for krate in [
-        "omnidev-core",
-        "omnidev-pod",
-        "omnidev-install",
-        "omnidev-cli",
-    ] {
+    for krate in ["omnidev-core", "omnidev-pod", "omnidev-install", "omnidev-cli"] {
         walk(&root.join(krate).join("src"), &mut files);
     }
     files
@@ -98,15 +93,11 @@ fn raw_opens(files: &[(String, String)]) -> Vec<String> {
             let raw = RAW.iter().any(|needle| {
                 code.match_indices(needle).any(|(at, _)| {
                     // `LogFile::open(` is not `File::open(`.
-                    !code[..at]
-                        .chars()
-                        .next_back()
-                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    !code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_')
                 })
             });
-            let excused = EXCEPTIONS
-                .iter()
-                .any(|(f, needle, _)| f == file && code.contains(needle));
+            let excused =
+                EXCEPTIONS.iter().any(|(f, needle, _)| f == file && code.contains(needle));
             if raw && !excused {
                 found.push(format!("{file}:{}: {}", n + 1, line.trim()));
             }
@@ -131,10 +122,7 @@ fn every_file_goes_through_the_one_door() {
     // Each exception still stands where it says.
     for (file, needle, why) in EXCEPTIONS {
         let text = &files.iter().find(|(f, _)| f == file).expect(file).1;
-        assert!(
-            text.contains(needle),
-            "{file} no longer has {needle} ({why})"
-        );
+        assert!(text.contains(needle), "{file} no longer has {needle} ({why})");
     }
 }
 
@@ -150,8 +138,5 @@ fn a_raw_open_is_found_and_a_lookalike_is_not() {
             "std::fs::read(\"/proc/1/stat\")".to_owned(),
         ),
     ];
-    assert_eq!(
-        raw_opens(&files),
-        ["omnidev-pod/src/x.rs:1: let a = std::fs::read_to_string(p);"]
-    );
+    assert_eq!(raw_opens(&files), ["omnidev-pod/src/x.rs:1: let a = std::fs::read_to_string(p);"]);
 }

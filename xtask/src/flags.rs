@@ -63,10 +63,7 @@ pub struct Stress {
 
 /// Flags of `cargo xtask ci`.
 #[derive(Debug, Default, Args)]
-#[allow(
-    clippy::struct_excessive_bools,
-    reason = "each is a command-line switch of its own"
-)]
+#[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct Ci {
     /// Print the steps instead of running them.
     #[arg(long)]
@@ -161,11 +158,7 @@ pub struct Demo {
     #[arg(long)]
     pub dry_run: bool,
     /// Arguments for `omnidev up` (e.g. --headless).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "ARGS"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
     pub up_args: Vec<String>,
 }
 

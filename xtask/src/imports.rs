@@ -33,14 +33,7 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     // `up`); a pod's database data (`db snapshot`, MCP, the dashboard).
     &["detach", "pod_data"],
     // Running a pod: the watchers and the front-ends.
-    &[
-        "watch",
-        "live_profile",
-        "tui",
-        "headless",
-        "mcp",
-        "dashboard",
-    ],
+    &["watch", "live_profile", "tui", "headless", "mcp", "dashboard"],
     // Serving a running pod's socket.
     &["control::retained", "control::server"],
     &["commands"],
@@ -93,10 +86,8 @@ pub fn graph(src: &Path) -> std::io::Result<Graph> {
     let mut files = Vec::new();
     collect(src, src, &mut files)?;
     let modules: BTreeSet<String> = files.iter().map(|(module, _)| module.clone()).collect();
-    let codes: Vec<(&String, String)> = files
-        .iter()
-        .map(|(module, text)| (module, code_of(text)))
-        .collect();
+    let codes: Vec<(&String, String)> =
+        files.iter().map(|(module, text)| (module, code_of(text))).collect();
     // (module, item it re-exports) → the module the item comes from.
     let mut reexports: BTreeMap<(String, String), String> = BTreeMap::new();
     for (module, code) in &codes {
@@ -227,10 +218,8 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> std::io:
             continue;
         }
         let relative = path.strip_prefix(root).unwrap_or(&path).with_extension("");
-        let parts: Vec<String> = relative
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
+        let parts: Vec<String> =
+            relative.iter().map(|p| p.to_string_lossy().into_owned()).collect();
         if parts.last().is_some_and(|p| p == "tests") {
             continue;
         }
@@ -271,9 +260,7 @@ fn paths(code: &str) -> Vec<Vec<String>> {
         let rest = &code[i..];
         let after_path = i > 0 && (is_ident(bytes[i - 1]) || bytes[i - 1] == b':');
         let starts = !after_path
-            && (["crate::", "super::", "self::"]
-                .iter()
-                .any(|p| rest.starts_with(p))
+            && (["crate::", "super::", "self::"].iter().any(|p| rest.starts_with(p))
                 || bare_start(rest));
         if starts {
             let (found, used) = path_at(rest);
@@ -380,11 +367,8 @@ fn resolve(
     path: &[String],
     modules: &BTreeSet<String>,
 ) -> Option<(String, Option<String>)> {
-    let mut base: Vec<&str> = if module.is_empty() {
-        Vec::new()
-    } else {
-        module.split("::").collect()
-    };
+    let mut base: Vec<&str> =
+        if module.is_empty() { Vec::new() } else { module.split("::").collect() };
     let mut rest = path.iter().map(String::as_str).peekable();
     match rest.next()? {
         "crate" => base.clear(),
@@ -424,10 +408,7 @@ mod tests {
     use super::*;
 
     fn crate_graph(name: &str) -> Graph {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join(name)
-            .join("src");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name).join("src");
         graph(&src).expect("the crate's sources")
     }
 
@@ -438,22 +419,13 @@ mod tests {
         ));
         assert_eq!(
             found,
-            vec![
-                vec!["crate", "a", "b"],
-                vec!["crate", "c"],
-                vec!["super", "d", "e"],
-            ]
+            vec![vec!["crate", "a", "b"], vec!["crate", "c"], vec!["super", "d", "e"],]
         );
     }
 
     #[test]
     fn no_crate_has_an_import_circle() {
-        for name in [
-            "omnidev-core",
-            "omnidev-pod",
-            "omnidev-install",
-            "omnidev-cli",
-        ] {
+        for name in ["omnidev-core", "omnidev-pod", "omnidev-install", "omnidev-cli"] {
             let graph = crate_graph(name);
             assert!(graph.len() > 3, "{name}: modules were read");
             assert_eq!(circles(&graph), Vec::<Vec<String>>::new(), "{name}");
@@ -464,10 +436,7 @@ mod tests {
     fn the_cli_keeps_to_its_layers() {
         let graph = crate_graph("omnidev-cli");
         assert_eq!(layer_breaches(&graph, CLI_LAYERS), Vec::<String>::new());
-        assert_eq!(
-            layer_of(CLI_LAYERS, "tui::app"),
-            layer_of(CLI_LAYERS, "tui")
-        );
+        assert_eq!(layer_of(CLI_LAYERS, "tui::app"), layer_of(CLI_LAYERS, "tui"));
     }
 
     #[test]
@@ -481,10 +450,7 @@ mod tests {
         .into();
         assert_eq!(
             layer_breaches(&graph, layers),
-            [
-                "`low` (layer 0) imports `high::part` (layer 1, after it)",
-                "`stray` is in no layer",
-            ]
+            ["`low` (layer 0) imports `high::part` (layer 1, after it)", "`stray` is in no layer",]
         );
     }
 
@@ -497,15 +463,9 @@ mod tests {
             fs::write(path, text).expect("write");
         };
         write("lib.rs", "pub mod a;\npub mod b;\npub use a::Thing;\n");
-        write(
-            "a.rs",
-            "pub mod inner;\npub use inner::Deep;\npub struct Thing;\n",
-        );
+        write("a.rs", "pub mod inner;\npub use inner::Deep;\npub struct Thing;\n");
         write("a/inner.rs", "pub struct Deep;\nuse super::Thing;\n");
-        write(
-            "b.rs",
-            "use crate::Thing;\nfn f() -> crate::a::Deep { inner::x() }\n",
-        );
+        write("b.rs", "use crate::Thing;\nfn f() -> crate::a::Deep { inner::x() }\n");
         let graph = graph(dir.path()).expect("graph");
         let edges = |m: &str| graph[m].iter().cloned().collect::<Vec<_>>();
         assert_eq!(edges(""), Vec::<String>::new());

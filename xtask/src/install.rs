@@ -94,10 +94,7 @@ fn argv(words: &[&str]) -> Vec<String> {
 /// How to install `missing` on `machine`.
 pub fn plan(missing: &[&Prerequisite], machine: &Machine) -> Plan {
     let names = |pick: fn(Source) -> Option<&'static str>| -> Vec<&'static str> {
-        missing
-            .iter()
-            .filter_map(|tool| pick(tool.source))
-            .collect()
+        missing.iter().filter_map(|tool| pick(tool.source)).collect()
     };
     let wants = |source: Source| missing.iter().any(|tool| tool.source == source);
     let mut plan = Plan::default();
@@ -129,12 +126,7 @@ pub fn plan(missing: &[&Prerequisite], machine: &Machine) -> Plan {
 
 /// A command to run that installs `says`.
 fn install(says: impl Into<String>, command: Vec<String>, bin_dir: Option<PathBuf>) -> Action {
-    Action::Run {
-        says: says.into(),
-        argv: command,
-        retry: None,
-        bin_dir,
-    }
+    Action::Run { says: says.into(), argv: command, retry: None, bin_dir }
 }
 
 impl Plan {
@@ -145,8 +137,7 @@ impl Plan {
         let mut command = argv(&["rustup", "component", "add"]);
         command.extend(argv(components));
         if machine.rustup {
-            self.actions
-                .push(install(components.join(", "), command, None));
+            self.actions.push(install(components.join(", "), command, None));
         } else {
             self.by_hand.push(format!(
                 "{}  (rustup: https://rustup.rs; or this system's {} packages)",
@@ -181,8 +172,7 @@ impl Plan {
             return false;
         }
         let update = [sudo, &["apt-get", "update", "-qq"]].concat();
-        self.actions
-            .push(install("the package lists", argv(&update), None));
+        self.actions.push(install("the package lists", argv(&update), None));
         let command = [
             sudo,
             &[
@@ -197,8 +187,7 @@ impl Plan {
             packages,
         ]
         .concat();
-        self.actions
-            .push(install(packages.join(", "), argv(&command), None));
+        self.actions.push(install(packages.join(", "), argv(&command), None));
         // Debian starts a packaged database server on install; omnidev's
         // tests run their own and never use it.
         for (package, service) in [
@@ -222,10 +211,7 @@ impl Plan {
     fn uv(&mut self, machine: &Machine, pip: bool) {
         let bin = machine.user_bin();
         if bin.join("uv").is_file() {
-            self.actions.push(Action::UseDir {
-                program: "uv",
-                dir: bin,
-            });
+            self.actions.push(Action::UseDir { program: "uv", dir: bin });
             return;
         }
         if !pip {
@@ -249,9 +235,8 @@ impl Plan {
     fn pnpm(&mut self, machine: &Machine) {
         let pin = machine.pnpm.as_str();
         let Some((prefix, writable)) = &machine.npm_prefix else {
-            self.by_hand.push(format!(
-                "npm install -g {pin}  (after installing npm: apt-get install npm)"
-            ));
+            self.by_hand
+                .push(format!("npm install -g {pin}  (after installing npm: apt-get install npm)"));
             return;
         };
         // npm's global prefix when this user may write there; otherwise
@@ -265,18 +250,10 @@ impl Plan {
             machine.user_bin()
         };
         if bin.join("pnpm").is_file() {
-            self.actions.push(Action::UseDir {
-                program: "pnpm",
-                dir: bin,
-            });
+            self.actions.push(Action::UseDir { program: "pnpm", dir: bin });
             return;
         }
-        command.extend(argv(&[
-            "--no-fund",
-            "--no-audit",
-            "--no-update-notifier",
-            pin,
-        ]));
+        command.extend(argv(&["--no-fund", "--no-audit", "--no-update-notifier", pin]));
         self.actions.push(install(pin, command, Some(bin)));
     }
 }
@@ -325,18 +302,12 @@ fn home() -> PathBuf {
 
 /// A directory (or, when it does not exist yet, its parent) this user may write.
 fn writable(dir: &Path) -> bool {
-    let existing = dir
-        .ancestors()
-        .find(|dir| dir.exists())
-        .unwrap_or(Path::new("/"));
+    let existing = dir.ancestors().find(|dir| dir.exists()).unwrap_or(Path::new("/"));
     nix::unistd::access(existing, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 fn quiet(command: &mut Command) -> &mut Command {
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null())
 }
 
 fn succeeds(command: &mut Command) -> bool {
@@ -367,28 +338,17 @@ pub fn ensure(who: &str, steps: &[Step], dry_run: bool) -> Result<()> {
     for action in &plan.actions {
         match action {
             Action::UseDir { program, dir } => {
-                println!(
-                    "{who}: {program} is installed in {}; using it",
-                    dir.display()
-                );
+                println!("{who}: {program} is installed in {}; using it", dir.display());
                 added.push(dir.clone());
             }
-            Action::Run {
-                says,
-                argv,
-                retry,
-                bin_dir,
-            } => {
+            Action::Run { says, argv, retry, bin_dir } => {
                 println!("{who}: installing {says}: {}", argv.join(" "));
                 if dry_run {
                     continue;
                 }
                 if !run(argv) {
                     let Some(retry) = retry else {
-                        bail!(
-                            "`{}` failed; run it yourself, then this again",
-                            argv.join(" ")
-                        );
+                        bail!("`{}` failed; run it yourself, then this again", argv.join(" "));
                     };
                     println!("{who}: that failed; retrying: {}", retry.join(" "));
                     if !run(retry) {
@@ -450,19 +410,13 @@ pub fn apt_packages(who: &str, packages: &[&str], dry_run: bool) -> Result<()> {
     let mut plan = Plan::default();
     plan.apt(packages, &machine);
     if let Some(command) = plan.by_hand.first() {
-        bail!(
-            "{who}: cannot install {} here; run: {command}",
-            packages.join(", ")
-        );
+        bail!("{who}: cannot install {} here; run: {command}", packages.join(", "));
     }
     for action in &plan.actions {
         if let Action::Run { says, argv, .. } = action {
             println!("{who}: installing {says}: {}", argv.join(" "));
             if !dry_run && !run(argv) {
-                bail!(
-                    "`{}` failed; run it yourself, then this again",
-                    argv.join(" ")
-                );
+                bail!("`{}` failed; run it yourself, then this again", argv.join(" "));
             }
         }
     }
@@ -505,21 +459,14 @@ mod tests {
         names
             .iter()
             .map(|name| {
-                PREREQUISITES
-                    .iter()
-                    .find(|tool| tool.name == *name)
-                    .expect("a prerequisite")
+                PREREQUISITES.iter().find(|tool| tool.name == *name).expect("a prerequisite")
             })
             .collect()
     }
 
     fn fresh_debian(root: bool) -> Machine {
         Machine {
-            privilege: if root {
-                Privilege::Root
-            } else {
-                Privilege::User
-            },
+            privilege: if root { Privilege::Root } else { Privilege::User },
             apt: true,
             rustup: true,
             pip: true,
@@ -561,10 +508,7 @@ mod tests {
             retry.as_ref().map(|argv| argv.join(" ")).as_deref(),
             Some("python3 -m pip install --user --break-system-packages --quiet uv")
         );
-        assert_eq!(
-            bin_dir.as_deref(),
-            Some(Path::new("/nonexistent/home/.local/bin"))
-        );
+        assert_eq!(bin_dir.as_deref(), Some(Path::new("/nonexistent/home/.local/bin")));
     }
 
     #[test]
@@ -572,10 +516,7 @@ mod tests {
         let missing = tools(&["uv", "zsh", "fish", "pnpm"]);
         let plan = plan(&missing, &fresh_debian(false));
         assert_eq!(plan.by_hand.len(), 1, "{plan:?}");
-        assert!(
-            plan.by_hand[0].starts_with("sudo apt-get install -y zsh fish "),
-            "{plan:?}"
-        );
+        assert!(plan.by_hand[0].starts_with("sudo apt-get install -y zsh fish "), "{plan:?}");
         assert_eq!(
             commands(&plan),
             [
@@ -583,10 +524,7 @@ mod tests {
                 "npm install -g --prefix /nonexistent/home/.local --no-fund --no-audit --no-update-notifier pnpm@10.0.0",
             ]
         );
-        let with_sudo = Machine {
-            privilege: Privilege::Sudo,
-            ..fresh_debian(false)
-        };
+        let with_sudo = Machine { privilege: Privilege::Sudo, ..fresh_debian(false) };
         let plan = super::plan(&tools(&["zsh"]), &with_sudo);
         assert!(plan.by_hand.is_empty());
         assert_eq!(
@@ -600,12 +538,7 @@ mod tests {
 
     #[test]
     fn no_apt_no_rustup_no_pip_names_the_commands() {
-        let machine = Machine {
-            apt: false,
-            rustup: false,
-            pip: false,
-            ..fresh_debian(true)
-        };
+        let machine = Machine { apt: false, rustup: false, pip: false, ..fresh_debian(true) };
         let plan = plan(&tools(&["rustfmt", "uv", "tmux"]), &machine);
         assert!(plan.actions.is_empty(), "{plan:?}");
         assert_eq!(plan.by_hand.len(), 3, "{plan:?}");
@@ -619,10 +552,7 @@ mod tests {
 
     #[test]
     fn pip_missing_is_installed_with_apt_before_uv() {
-        let machine = Machine {
-            pip: false,
-            ..fresh_debian(true)
-        };
+        let machine = Machine { pip: false, ..fresh_debian(true) };
         let plan = plan(&tools(&["uv"]), &machine);
         assert_eq!(
             commands(&plan),
@@ -639,17 +569,8 @@ mod tests {
         let base = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir_all(base.path().join("bin")).expect("bin");
         std::fs::write(base.path().join("bin/uv"), "").expect("uv");
-        let machine = Machine {
-            user_base: base.path().to_path_buf(),
-            ..fresh_debian(true)
-        };
+        let machine = Machine { user_base: base.path().to_path_buf(), ..fresh_debian(true) };
         let plan = plan(&tools(&["uv"]), &machine);
-        assert_eq!(
-            plan.actions,
-            [Action::UseDir {
-                program: "uv",
-                dir: base.path().join("bin")
-            }]
-        );
+        assert_eq!(plan.actions, [Action::UseDir { program: "uv", dir: base.path().join("bin") }]);
     }
 }

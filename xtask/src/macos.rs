@@ -72,12 +72,7 @@ pub fn toolchain_in(origin: &'static str, sysroot: &Path, needs_source: bool) ->
         && ["rustc", "cargo", "cargo-clippy", "clippy-driver"]
             .iter()
             .all(|program| bin.join(program).is_file());
-    complete.then(|| Toolchain {
-        origin,
-        rustc: bin.join("rustc"),
-        cargo: bin.join("cargo"),
-        bin,
-    })
+    complete.then(|| Toolchain { origin, rustc: bin.join("rustc"), cargo: bin.join("cargo"), bin })
 }
 
 /// Whether `rustc --version` output names at least `min` (`rustc 1.96.0 (…)`).
@@ -118,10 +113,7 @@ fn ensure_prebuilt_std(may_install: bool, dry_run: bool) -> bool {
         println!("ci: macos: would be {says}");
         return true;
     }
-    run(
-        &says,
-        Command::new("rustup").args(["target", "add", TARGET]),
-    )
+    run(&says, Command::new("rustup").args(["target", "add", TARGET]))
 }
 
 /// A usable toolchain on this machine that builds `std` from its source:
@@ -129,11 +121,7 @@ fn ensure_prebuilt_std(may_install: bool, dry_run: bool) -> bool {
 fn find_toolchain() -> Option<Toolchain> {
     rustup_toolchain(true)
         .into_iter()
-        .chain(toolchain_in(
-            "Debian (rustc-web, rust-web-src)",
-            Path::new("/usr"),
-            true,
-        ))
+        .chain(toolchain_in("Debian (rustc-web, rust-web-src)", Path::new("/usr"), true))
         .find(new_enough)
 }
 
@@ -196,12 +184,9 @@ fn find_zig() -> Option<Zig> {
 fn find_zigbuild() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     prereqs::find_program("cargo-zigbuild", &path).or_else(|| {
-        [
-            zig_venv().join("bin/cargo-zigbuild"),
-            util::cargo_home().join("bin/cargo-zigbuild"),
-        ]
-        .into_iter()
-        .find(|installed| installed.is_file())
+        [zig_venv().join("bin/cargo-zigbuild"), util::cargo_home().join("bin/cargo-zigbuild")]
+            .into_iter()
+            .find(|installed| installed.is_file())
     })
 }
 
@@ -219,10 +204,7 @@ struct Tools {
 /// Runs a command, inheriting the output; whether it succeeded.
 fn run(says: &str, command: &mut Command) -> bool {
     println!("ci: macos: {says}");
-    command
-        .stdin(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
+    command.stdin(Stdio::null()).status().is_ok_and(|status| status.success())
 }
 
 /// The toolchain, installed from Debian's packages when missing and
@@ -254,28 +236,19 @@ fn venv_command(venv: &Path) -> Command {
 fn venv_install(what: &str, package: &str, dry_run: bool) -> bool {
     let venv = zig_venv();
     let python = venv.join("bin/python");
-    let says = format!(
-        "installing {what}: {} -m pip install {package}",
-        python.display()
-    );
+    let says = format!("installing {what}: {} -m pip install {package}", python.display());
     if dry_run {
         println!("ci: macos: would be {says}");
         return true;
     }
     let made = python.is_file() || {
-        let says = format!(
-            "making a venv for the CI's tools: python3 -m venv {}",
-            venv.display()
-        );
+        let says = format!("making a venv for the CI's tools: python3 -m venv {}", venv.display());
         // Debian's python3 has venv in a package of its own.
         run(&says, &mut venv_command(&venv))
             || (install::apt_packages("ci: macos", &["python3-venv"], false).is_ok()
                 && run("retrying: python3 -m venv", &mut venv_command(&venv)))
     };
-    made && run(
-        &says,
-        Command::new(&python).args(["-m", "pip", "install", "--quiet", package]),
-    )
+    made && run(&says, Command::new(&python).args(["-m", "pip", "install", "--quiet", package]))
 }
 
 /// What to run to install `package` into the CI's venv by hand.
@@ -351,14 +324,11 @@ fn tools(may_install: bool, dry_run: bool) -> Result<Tools> {
     };
     let zig = ensure_zig(may_install, dry_run);
     let zigbuild = ensure_zigbuild(may_install, dry_run);
-    let problems: Vec<&String> = [
-        toolchain.as_ref().err(),
-        zig.as_ref().err(),
-        zigbuild.as_ref().err(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let problems: Vec<&String> =
+        [toolchain.as_ref().err(), zig.as_ref().err(), zigbuild.as_ref().err()]
+            .into_iter()
+            .flatten()
+            .collect();
     if !problems.is_empty() {
         let text: Vec<&str> = problems.iter().map(|p| p.as_str()).collect();
         bail!("the macOS check cannot run here:\n{}", text.join("\n"));
@@ -387,13 +357,7 @@ fn clippy(tools: &Tools, target: &str, target_dir: &Path) -> Command {
     if !tools.prebuilt_std {
         command.arg("-Zbuild-std=std,panic_abort");
     }
-    command.args([
-        "--target",
-        target,
-        "--workspace",
-        "--all-targets",
-        "--target-dir",
-    ]);
+    command.args(["--target", target, "--workspace", "--all-targets", "--target-dir"]);
     command.arg(target_dir).args(["--", "-D", "warnings"]);
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![tools.toolchain.bin.clone()];
@@ -402,10 +366,7 @@ fn clippy(tools: &Tools, target: &str, target_dir: &Path) -> Command {
         .current_dir(util::workspace_root())
         .env("RUSTC", &tools.toolchain.rustc)
         .env("CARGO", &tools.toolchain.cargo)
-        .env(
-            "PATH",
-            std::env::join_paths(dirs).expect("PATH entries never hold ':'"),
-        );
+        .env("PATH", std::env::join_paths(dirs).expect("PATH entries never hold ':'"));
     if !tools.prebuilt_std {
         command.env("RUSTC_BOOTSTRAP", "1");
     }
@@ -435,22 +396,14 @@ pub fn command(may_install: bool, dry_run: bool) -> Result<Option<Command>> {
             Zig::Venv(python) => format!("via {}", python.display()),
         },
         tools.zigbuild.display(),
-        if tools.prebuilt_std {
-            "prebuilt"
-        } else {
-            "built from source"
-        }
+        if tools.prebuilt_std { "prebuilt" } else { "built from source" }
     );
     let mut command = clippy(&tools, TARGET, &target_dir);
     let envs: Vec<String> = command
         .get_envs()
         .filter(|(key, _)| *key != "PATH")
         .filter_map(|(key, value)| {
-            Some(format!(
-                "{}={}",
-                key.to_string_lossy(),
-                value?.to_string_lossy()
-            ))
+            Some(format!("{}={}", key.to_string_lossy(), value?.to_string_lossy()))
         })
         .collect();
     let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
@@ -480,10 +433,7 @@ pub fn check(may_install: bool, dry_run: bool) -> Result<()> {
     if !status.success() {
         bail!("ci step `macos` failed for {TARGET}");
     }
-    println!(
-        "ci: macos {TARGET} ok in {:.0}s",
-        start.elapsed().as_secs_f64()
-    );
+    println!("ci: macos {TARGET} ok in {:.0}s", start.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -499,11 +449,7 @@ mod tests {
         for program in ["rustc", "cargo", "cargo-clippy"] {
             std::fs::write(sysroot.join("bin").join(program), "").expect("program");
         }
-        assert_eq!(
-            toolchain_in("test", sysroot, true),
-            None,
-            "no clippy-driver"
-        );
+        assert_eq!(toolchain_in("test", sysroot, true), None, "no clippy-driver");
         std::fs::write(sysroot.join("bin/clippy-driver"), "").expect("driver");
         assert_eq!(toolchain_in("test", sysroot, true), None, "no rust-src");
         let std_src = sysroot.join("lib/rustlib/src/rust/library/std/src");
@@ -523,10 +469,7 @@ mod tests {
         let debian = "rustc 1.96.0 (ac68faa20 2026-05-25) (built from a source tarball)";
         assert!(version_at_least(debian, (1, 90)));
         assert!(version_at_least("rustc 1.90.0", (1, 90)));
-        assert!(!version_at_least(
-            "rustc 1.85.0 (4d91de4e4 2025-02-17)",
-            (1, 90)
-        ));
+        assert!(!version_at_least("rustc 1.85.0 (4d91de4e4 2025-02-17)", (1, 90)));
         assert!(version_at_least("rustc 2.0.0-nightly", (1, 90)));
         assert!(!version_at_least("rustc", (1, 90)));
         assert!(!version_at_least("cargo x.y", (1, 90)));
@@ -568,10 +511,7 @@ mod tests {
         );
 
         // With the target's std prebuilt, nothing builds it.
-        let prebuilt = Tools {
-            prebuilt_std: true,
-            ..tools
-        };
+        let prebuilt = Tools { prebuilt_std: true, ..tools };
         let command = clippy(&prebuilt, TARGET, Path::new("/t/apple"));
         let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
         assert!(args[1] == "--target", "{args:?}");

@@ -74,9 +74,8 @@ mod tests {
     #[test]
     fn an_error_renders_as_its_message_and_causes_without_a_backtrace() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
-        let error = anyhow::Error::new(io)
-            .context("reading package.json")
-            .context("installing pnpm");
+        let error =
+            anyhow::Error::new(io).context("reading package.json").context("installing pnpm");
         assert_eq!(
             render(&error),
             "error: installing pnpm\n  caused by: reading package.json\n  caused by: no such file\n"

@@ -270,11 +270,7 @@ fn is_executable(path: &Path) -> bool {
 /// The report for `missing`: one line per program with what needs it and
 /// how to install it.
 pub fn report(missing: &[&Prerequisite]) -> String {
-    let width = missing
-        .iter()
-        .map(|tool| tool.name.len())
-        .max()
-        .unwrap_or(0);
+    let width = missing.iter().map(|tool| tool.name.len()).max().unwrap_or(0);
     let mut text = format!(
         "{} missing on PATH (nothing was built):\n",
         if missing.len() == 1 {
@@ -304,15 +300,10 @@ mod tests {
     #[test]
     fn an_empty_path_misses_everything_and_e2e_tools_only_with_e2e() {
         let empty = OsStr::new("");
-        assert_eq!(
-            missing(empty, &[Lint, Test, E2e]).len(),
-            PREREQUISITES.len()
-        );
+        assert_eq!(missing(empty, &[Lint, Test, E2e]).len(), PREREQUISITES.len());
         let without_e2e = missing(empty, &[Lint, Test]);
         assert!(
-            without_e2e
-                .iter()
-                .all(|tool| tool.steps.contains(&Lint) || tool.steps.contains(&Test))
+            without_e2e.iter().all(|tool| tool.steps.contains(&Lint) || tool.steps.contains(&Test))
         );
         assert!(!without_e2e.iter().any(|tool| tool.name == "tmux"));
         let e2e = missing(empty, &[E2e]);

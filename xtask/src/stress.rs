@@ -57,10 +57,7 @@ struct Tally(BTreeMap<String, (usize, String)>);
 
 impl Tally {
     fn add(&mut self, name: &str, excerpt: &str) {
-        let entry = self
-            .0
-            .entry(name.to_owned())
-            .or_insert_with(|| (0, excerpt.to_owned()));
+        let entry = self.0.entry(name.to_owned()).or_insert_with(|| (0, excerpt.to_owned()));
         entry.0 += 1;
     }
 }
@@ -123,14 +120,7 @@ fn output_within(mut command: Command, limit: Duration) -> Result<(std::process:
     };
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
-    Ok((
-        std::process::Output {
-            status,
-            stdout,
-            stderr,
-        },
-        in_time,
-    ))
+    Ok((std::process::Output { status, stdout, stderr }, in_time))
 }
 
 /// `cargo test`'s arguments for `packages` (none: the workspace).
@@ -138,10 +128,7 @@ fn scope(packages: &[String]) -> Vec<String> {
     if packages.is_empty() {
         return vec!["--workspace".to_owned()];
     }
-    packages
-        .iter()
-        .flat_map(|p| ["-p".to_owned(), p.clone()])
-        .collect()
+    packages.iter().flat_map(|p| ["-p".to_owned(), p.clone()]).collect()
 }
 
 pub fn run(options: &Stress) -> Result<()> {
@@ -174,11 +161,7 @@ pub fn run(options: &Stress) -> Result<()> {
     for run in 1..=options.runs {
         let start = Instant::now();
         let mut command = Command::new("cargo");
-        command
-            .arg("test")
-            .args(&scope)
-            .arg("--no-fail-fast")
-            .current_dir(&root);
+        command.arg("test").args(&scope).arg("--no-fail-fast").current_dir(&root);
         let limit = Duration::from_secs(options.run_timeout);
         let (output, in_time) = output_within(command, limit)?;
         let text = String::from_utf8_lossy(&output.stdout);
@@ -216,10 +199,7 @@ pub fn run(options: &Stress) -> Result<()> {
             tally.add(&format!("e2e {name}"), excerpt);
         }
         if !output.status.success() && failed.is_empty() {
-            tally.add(
-                "(e2e itself)",
-                tail(&String::from_utf8_lossy(&output.stderr)),
-            );
+            tally.add("(e2e itself)", tail(&String::from_utf8_lossy(&output.stderr)));
         }
         println!(
             "stress: e2e run {run}: {} failed, {:.0}s",
@@ -236,11 +216,7 @@ pub fn run(options: &Stress) -> Result<()> {
     for (name, (count, excerpt)) in &tally.0 {
         println!("\n{name}: failed {count} of {}\n{excerpt}", options.runs);
     }
-    if tally.0.is_empty() {
-        Ok(())
-    } else {
-        bail!("{} test(s) failed under load", tally.0.len())
-    }
+    if tally.0.is_empty() { Ok(()) } else { bail!("{} test(s) failed under load", tally.0.len()) }
 }
 
 /// The last bytes of a text, cut at a character boundary.
@@ -275,10 +251,8 @@ fn test_failures(text: &str) -> Vec<(String, String)> {
         let header = format!("---- {name} stdout ----\n");
         if let Some(at) = text.find(&header) {
             let body = &text[at + header.len()..];
-            let end = body
-                .find("\n---- ")
-                .or_else(|| body.find("\nfailures:\n"))
-                .unwrap_or(body.len());
+            let end =
+                body.find("\n---- ").or_else(|| body.find("\nfailures:\n")).unwrap_or(body.len());
             head(body[..end].trim_end()).clone_into(excerpt);
         }
     }
@@ -324,10 +298,7 @@ mod tests {
         let text = "ok   up_starts (3.1s)\nFAIL attach_tui (9.0s): no pane\n1 passed, 1 failed\n";
         assert_eq!(
             e2e_failures(text),
-            vec![(
-                "attach_tui".to_owned(),
-                "attach_tui (9.0s): no pane".to_owned()
-            )]
+            vec![("attach_tui".to_owned(), "attach_tui (9.0s): no pane".to_owned())]
         );
     }
 

@@ -34,12 +34,7 @@ pub struct Binary {
 /// order.
 pub fn build() -> Result<Vec<Binary>> {
     let mut child = Command::new(cargo())
-        .args([
-            "test",
-            "--workspace",
-            "--no-run",
-            "--message-format=json-render-diagnostics",
-        ])
+        .args(["test", "--workspace", "--no-run", "--message-format=json-render-diagnostics"])
         .current_dir(crate::util::workspace_root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -75,27 +70,16 @@ fn test_binary(line: &str) -> Option<Binary> {
     let target = &message["target"];
     let source = Path::new(target["src_path"].as_str()?);
     let source = source.strip_prefix(&package_dir).unwrap_or(source);
-    let kind = if target["kind"][0] == "test" {
-        ""
-    } else {
-        "unittests "
-    };
+    let kind = if target["kind"][0] == "test" { "" } else { "unittests " };
     let package = manifest_package(&message, &package_dir);
-    Some(Binary {
-        label: format!("{package} {kind}{}", source.display()),
-        package_dir,
-        executable,
-    })
+    Some(Binary { label: format!("{package} {kind}{}", source.display()), package_dir, executable })
 }
 
 /// The package's name: the end of its id (`path+file:///…/omnidev-cli#0.1.0`
 /// or `…#name@0.1.0`), else its directory's name.
 fn manifest_package(message: &serde_json::Value, package_dir: &Path) -> String {
-    let from_dir = || {
-        package_dir
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-    };
+    let from_dir =
+        || package_dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let Some(id) = message["package_id"].as_str() else {
         return from_dir();
     };
@@ -121,9 +105,7 @@ struct Ran {
 /// Runs `binaries`, `jobs` at a time, printing each one's output whole as
 /// it ends; then the doc tests. Fails naming every binary that failed.
 pub fn run(binaries: &[Binary], jobs: usize) -> Result<()> {
-    let queue = Arc::new(Mutex::new(
-        binaries.iter().cloned().collect::<VecDeque<_>>(),
-    ));
+    let queue = Arc::new(Mutex::new(binaries.iter().cloned().collect::<VecDeque<_>>()));
     let (tx, rx) = std::sync::mpsc::channel::<Result<Ran>>();
     let workers: Vec<_> = (0..jobs.max(1))
         .map(|_| {
@@ -131,10 +113,8 @@ pub fn run(binaries: &[Binary], jobs: usize) -> Result<()> {
             let tx = tx.clone();
             std::thread::spawn(move || {
                 loop {
-                    let next = queue
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .pop_front();
+                    let next =
+                        queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
                     let Some(binary) = next else { return };
                     if tx.send(run_one(binary)).is_err() {
                         return;
@@ -224,15 +204,9 @@ mod tests {
         let unit = test_binary(&artifact("bin", true, Some("/w/t/omnidev-2"))).expect("a binary");
         assert_eq!(unit.label, "omnidev-cli unittests src/main.rs");
         // The program itself, a library's rlib, other messages: none.
-        assert_eq!(
-            test_binary(&artifact("bin", false, Some("/w/t/omnidev"))),
-            None
-        );
+        assert_eq!(test_binary(&artifact("bin", false, Some("/w/t/omnidev"))), None);
         assert_eq!(test_binary(&artifact("lib", true, None)), None);
-        assert_eq!(
-            test_binary(r#"{"reason":"build-finished","success":true}"#),
-            None
-        );
+        assert_eq!(test_binary(r#"{"reason":"build-finished","success":true}"#), None);
         assert_eq!(test_binary("not json"), None);
     }
 
@@ -240,14 +214,8 @@ mod tests {
     fn a_package_is_named_by_its_id_or_its_directory() {
         let dir = Path::new("/w/omnidev-core");
         let named = |id: &str| manifest_package(&serde_json::json!({ "package_id": id }), dir);
-        assert_eq!(
-            named("path+file:///w/core#omnidev-core@0.1.0"),
-            "omnidev-core"
-        );
+        assert_eq!(named("path+file:///w/core#omnidev-core@0.1.0"), "omnidev-core");
         assert_eq!(named("path+file:///w/omnidev-core#0.1.0"), "omnidev-core");
-        assert_eq!(
-            manifest_package(&serde_json::json!({}), dir),
-            "omnidev-core"
-        );
+        assert_eq!(manifest_package(&serde_json::json!({}), dir), "omnidev-core");
     }
 }

@@ -36,11 +36,7 @@ pub fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => {
             let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace_root().join(dir)
-            }
+            if dir.is_absolute() { dir } else { workspace_root().join(dir) }
         }
         None => workspace_root().join("target"),
     }
@@ -48,19 +44,13 @@ pub fn target_dir() -> PathBuf {
 
 /// `cargo build -p omnidev-cli` with `profile`, returning the binary's path.
 pub fn build_omnidev(sh: &Shell, profile: &str) -> Result<PathBuf> {
-    cmd!(
-        sh,
-        "cargo build --profile {profile} -p omnidev-cli --bin omnidev"
-    )
-    .run()
-    .context("building omnidev")?;
+    cmd!(sh, "cargo build --profile {profile} -p omnidev-cli --bin omnidev")
+        .run()
+        .context("building omnidev")?;
     let dir = if profile == "dev" { "debug" } else { profile };
     let binary = target_dir().join(dir).join("omnidev");
     if !binary.is_file() {
-        bail!(
-            "cargo build succeeded but {} does not exist",
-            binary.display()
-        );
+        bail!("cargo build succeeded but {} does not exist", binary.display());
     }
     Ok(binary)
 }
@@ -78,10 +68,7 @@ pub fn wait_for<T>(
             return Ok(value);
         }
         if start.elapsed() > timeout {
-            bail!(
-                "timed out after {:.1}s waiting for {what}",
-                timeout.as_secs_f64()
-            );
+            bail!("timed out after {:.1}s waiting for {what}", timeout.as_secs_f64());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -92,20 +79,14 @@ pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n"
-    )?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n")?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .with_context(|| format!("no status line in the response to GET {path}: {response:?}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, body)| body.to_string());
+    let status =
+        response.split_whitespace().nth(1).and_then(|code| code.parse().ok()).with_context(
+            || format!("no status line in the response to GET {path}: {response:?}"),
+        )?;
+    let body = response.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_string());
     Ok((status, body))
 }
 
@@ -179,10 +160,7 @@ mod tests {
     fn json_field_reads_numbers_and_strings() {
         let text = r#"{"pid": 42, "env": {"OMNIGENT_URL": "http://127.0.0.1:1", "X": null}}"#;
         assert_eq!(json_field(text, "pid").as_deref(), Some("42"));
-        assert_eq!(
-            json_field(text, "OMNIGENT_URL").as_deref(),
-            Some("http://127.0.0.1:1")
-        );
+        assert_eq!(json_field(text, "OMNIGENT_URL").as_deref(), Some("http://127.0.0.1:1"));
         assert_eq!(json_field(text, "X").as_deref(), Some("null"));
         assert_eq!(json_field(text, "missing"), None);
     }
@@ -190,9 +168,6 @@ mod tests {
     #[test]
     fn strip_ansi_removes_colour_and_osc() {
         assert_eq!(strip_ansi("\x1b[32mgreen\x1b[0m plain"), "green plain");
-        assert_eq!(
-            strip_ansi("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"),
-            "link"
-        );
+        assert_eq!(strip_ansi("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
     }
 }

@@ -33,9 +33,7 @@ const WHERE_PRESENT: &[&str] = &["rustup", "rustc"];
 /// The real executable of `program` on this machine's PATH.
 fn find(program: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file())
 }
 
 /// A PATH of symlinks to `programs` only (and those of [`WHERE_PRESENT`]
@@ -77,14 +75,8 @@ fn ci_no_install_without_zsh_fish_and_tmux_stops_and_names_them_without_a_backtr
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.is_empty(),
-        "nothing may run before the check: {stdout}"
-    );
-    assert!(
-        stderr.starts_with("error: 3 prerequisites are missing"),
-        "{stderr}"
-    );
+    assert!(stdout.is_empty(), "nothing may run before the check: {stdout}");
+    assert!(stderr.starts_with("error: 3 prerequisites are missing"), "{stderr}");
     assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
     let named: Vec<&str> = stderr
         .lines()
@@ -92,11 +84,7 @@ fn ci_no_install_without_zsh_fish_and_tmux_stops_and_names_them_without_a_backtr
         .filter_map(|line| line.split_whitespace().next())
         .collect();
     assert_eq!(named, ["zsh", "fish", "tmux"], "{stderr}");
-    for install in [
-        "apt-get install zsh",
-        "apt-get install fish",
-        "apt-get install tmux",
-    ] {
+    for install in ["apt-get install zsh", "apt-get install fish", "apt-get install tmux"] {
         assert!(stderr.contains(install), "{stderr}");
     }
 }
@@ -118,14 +106,8 @@ fn ci_without_zsh_fish_and_tmux_says_how_it_installs_them() {
         .expect("run xtask");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stdout.starts_with("ci: missing on PATH: zsh, fish, tmux\n"),
-        "{stdout}\n{stderr}"
-    );
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| out.stdout == b"0\n");
+    assert!(stdout.starts_with("ci: missing on PATH: zsh, fish, tmux\n"), "{stdout}\n{stderr}");
+    let root = Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout == b"0\n");
     let expected = match (apt, root) {
         (true, true) => {
             "ci: installing zsh, fish, tmux: env DEBIAN_FRONTEND=noninteractive \

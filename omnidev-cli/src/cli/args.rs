@@ -260,11 +260,7 @@ pub struct OmnigentArgs {
     #[command(flatten)]
     pub pod: PodArgs,
     /// Arguments passed to `uv run omnigent`.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "ARGS"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
     pub args: Vec<String>,
 }
 
@@ -532,8 +528,7 @@ impl WaitArgs {
     /// dependencies), or 60 after a reload (a reload that takes longer is
     /// stuck).
     pub fn timeout_secs(&self) -> u64 {
-        self.timeout
-            .unwrap_or(if self.healthy_after_reload { 60 } else { 600 })
+        self.timeout.unwrap_or(if self.healthy_after_reload { 60 } else { 600 })
     }
 }
 
@@ -685,9 +680,8 @@ pub struct StopArgs {
 }
 
 pub(super) fn split_pair(value: &str) -> Result<(&str, &str), String> {
-    let (name, rest) = value
-        .split_once('=')
-        .ok_or_else(|| format!("expected NAME=VALUE, got `{value}`"))?;
+    let (name, rest) =
+        value.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, got `{value}`"))?;
     if name.is_empty() {
         return Err(format!("missing NAME before `=` in `{value}`"));
     }
@@ -696,9 +690,7 @@ pub(super) fn split_pair(value: &str) -> Result<(&str, &str), String> {
 
 pub(super) fn parse_port_override(value: &str) -> Result<(String, u16), String> {
     let (name, port) = split_pair(value)?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("`{port}` is not a port number (1-65535)"))?;
+    let port: u16 = port.parse().map_err(|_| format!("`{port}` is not a port number (1-65535)"))?;
     if port == 0 {
         return Err("port 0 is not allowed".to_owned());
     }
@@ -712,9 +704,7 @@ pub(super) fn parse_engine(value: &str) -> Result<omnidev_pod::database::DbEngin
 
 pub(super) fn parse_scale(value: &str) -> Result<(String, u32), String> {
     let (name, count) = split_pair(value)?;
-    let count: u32 = count
-        .parse()
-        .map_err(|_| format!("`{count}` is not a number of copies"))?;
+    let count: u32 = count.parse().map_err(|_| format!("`{count}` is not a number of copies"))?;
     Ok((name.to_owned(), count))
 }
 

@@ -97,28 +97,15 @@ pub(super) fn up_long_help(profile: &omnidev_pod::Profile) -> String {
     let port = profile.ports.keys().next().map_or("web", String::as_str);
     let rows = [
         ("omnidev".to_owned(), "TUI for the surrounding checkout"),
-        (
-            "omnidev --headless".to_owned(),
-            "CI / agents: plain `<service> | <line>` lines",
-        ),
-        (
-            "omnidev up --detach && omnidev status".to_owned(),
-            "background pod, then its state",
-        ),
-        (
-            format!("omnidev --only {service}"),
-            "one service and what it depends on",
-        ),
+        ("omnidev --headless".to_owned(), "CI / agents: plain `<service> | <line>` lines"),
+        ("omnidev up --detach && omnidev status".to_owned(), "background pod, then its state"),
+        (format!("omnidev --only {service}"), "one service and what it depends on"),
         (
             format!("omnidev --repo ~/src/other --port {port}=7000"),
             "another checkout, a fixed port",
         ),
     ];
-    let width = rows
-        .iter()
-        .map(|(command, _)| command.len())
-        .max()
-        .unwrap_or(0);
+    let width = rows.iter().map(|(command, _)| command.len()).max().unwrap_or(0);
     let mut help = format!("{UP_LONG_HELP}\nExamples:\n");
     for (command, what) in rows {
         let _ = writeln!(help, "  {command:width$}  {what}");
@@ -194,9 +181,7 @@ pub(super) fn profile_for_help(args: &[std::ffi::OsString]) -> Option<omnidev_po
     }
     let cwd = std::env::current_dir().ok()?;
     let repo = omnidev_pod::resolve_repo_root(&cwd, value("--repo").as_deref()).ok()?;
-    omnidev_pod::Profile::load(&repo, None)
-        .ok()
-        .map(|(profile, _)| profile)
+    omnidev_pod::Profile::load(&repo, None).ok().map(|(profile, _)| profile)
 }
 
 /// `restart`'s help naming what it restarts without an argument in

@@ -17,9 +17,7 @@ use crate::tui::{self, Outcome};
 pub fn run(args: &AttachArgs) -> Result<ExitCode> {
     let pod_dir = crate::session::running_pod_dir(&args.pod)?;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        return Err(Error::NeedsTerminal {
-            same_pod: args.pod.same_pod(),
-        });
+        return Err(Error::NeedsTerminal { same_pod: args.pod.same_pod() });
     }
     let runtime = crate::session::runtime(false)?;
     let outcome = runtime.block_on(attach(&pod_dir, args.timestamps));

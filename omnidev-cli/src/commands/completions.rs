@@ -106,9 +106,7 @@ pub fn place(shell: Shell, env: &Dirs) -> Result<Place, Error> {
         // `.zshrc` adds to fpath.
         Shell::Zsh => data()?.join("zsh/site-functions/_omnidev"),
         other => {
-            return Err(Error::CompletionsShell {
-                shell: other.to_string(),
-            });
+            return Err(Error::CompletionsShell { shell: other.to_string() });
         }
     };
     Ok(Place { shell, file })
@@ -125,24 +123,16 @@ impl Place {
                     .into(),
             ),
             Shell::Zsh => {
-                let zshrc = env
-                    .zdotdir
-                    .as_deref()
-                    .or(env.home.as_deref())?
-                    .join(".zshrc");
+                let zshrc = env.zdotdir.as_deref().or(env.home.as_deref())?.join(".zshrc");
                 let text = omnidev_core::fs::read_linked(&zshrc, 1 << 20)
                     .and_then(omnidev_core::fs::text)
                     .ok()
                     .flatten()
                     .unwrap_or_default();
                 let home = env.home.as_deref().unwrap_or(Path::new("/"));
-                let short = dir
-                    .strip_prefix(home)
-                    .map(|rest| format!("~/{}", rest.display()));
+                let short = dir.strip_prefix(home).map(|rest| format!("~/{}", rest.display()));
                 let mentioned = text.contains(&dir.display().to_string())
-                    || short
-                        .as_ref()
-                        .is_ok_and(|short| text.contains(short.as_str()));
+                    || short.as_ref().is_ok_and(|short| text.contains(short.as_str()));
                 if mentioned {
                     Some("zsh loads it in new shells (its directory is in your .zshrc)".into())
                 } else {
@@ -171,9 +161,7 @@ fn install(file: &Path, script: &str, force: bool) -> Result<&'static str, Error
         Ok(None) => "wrote",
         _ if force => "replaced (it was not omnidev's; --force)",
         _ => {
-            return Err(Error::CompletionsForeign {
-                path: file.to_path_buf(),
-            });
+            return Err(Error::CompletionsForeign { path: file.to_path_buf() });
         }
     };
     let write = |path: &Path| -> std::io::Result<()> {
@@ -222,15 +210,9 @@ mod tests {
     use super::*;
 
     fn dirs(vars: &[(&str, &str)]) -> Dirs {
-        let vars: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        Dirs::from_env(|name| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| OsString::from(v))
-        })
+        let vars: Vec<(String, String)> =
+            vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Dirs::from_env(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| OsString::from(v)))
     }
 
     #[test]
@@ -260,19 +242,10 @@ mod tests {
             file(Shell::Bash, &xdg).ok(),
             Some("/d/bash-completion/completions/omnidev".into())
         );
-        assert_eq!(
-            file(Shell::Fish, &xdg).ok(),
-            Some("/c/fish/completions/omnidev.fish".into())
-        );
+        assert_eq!(file(Shell::Fish, &xdg).ok(), Some("/c/fish/completions/omnidev.fish".into()));
         let bash_dir = dirs(&[("HOME", "/h"), ("BASH_COMPLETION_USER_DIR", "/b")]);
-        assert_eq!(
-            file(Shell::Bash, &bash_dir).ok(),
-            Some("/b/completions/omnidev".into())
-        );
-        assert!(matches!(
-            place(Shell::Elvish, &home),
-            Err(Error::CompletionsShell { .. })
-        ));
+        assert_eq!(file(Shell::Bash, &bash_dir).ok(), Some("/b/completions/omnidev".into()));
+        assert!(matches!(place(Shell::Elvish, &home), Err(Error::CompletionsShell { .. })));
         assert!(matches!(place(Shell::Bash, &dirs(&[])), Err(Error::NoHome)));
     }
 
@@ -280,11 +253,7 @@ mod tests {
     fn the_mark_keeps_zsh_compdef_first() {
         let zsh = marked(Shell::Zsh);
         let mut lines = zsh.lines();
-        assert!(
-            lines
-                .next()
-                .is_some_and(|l| l.starts_with("#compdef omnidev"))
-        );
+        assert!(lines.next().is_some_and(|l| l.starts_with("#compdef omnidev")));
         assert_eq!(lines.next(), Some(MARK));
         assert!(marked(Shell::Fish).starts_with(MARK));
     }
@@ -293,34 +262,19 @@ mod tests {
     fn a_foreign_file_is_kept_unless_forced_and_ours_is_rewritten() {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("a/b/omnidev");
-        assert_eq!(
-            install(&file, &format!("{MARK}\nv1\n"), false).ok(),
-            Some("wrote")
-        );
-        assert_eq!(
-            install(&file, &format!("{MARK}\nv1\n"), false).ok(),
-            Some("up to date:")
-        );
-        assert_eq!(
-            install(&file, &format!("{MARK}\nv2\n"), false).ok(),
-            Some("updated")
-        );
+        assert_eq!(install(&file, &format!("{MARK}\nv1\n"), false).ok(), Some("wrote"));
+        assert_eq!(install(&file, &format!("{MARK}\nv1\n"), false).ok(), Some("up to date:"));
+        assert_eq!(install(&file, &format!("{MARK}\nv2\n"), false).ok(), Some("updated"));
         std::fs::write(&file, "complete -F _mine omnidev\n").expect("write");
         assert!(matches!(
             install(&file, &format!("{MARK}\nv3\n"), false),
             Err(Error::CompletionsForeign { .. })
         ));
-        assert_eq!(
-            std::fs::read_to_string(&file).expect("read"),
-            "complete -F _mine omnidev\n"
-        );
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), "complete -F _mine omnidev\n");
         assert!(
             install(&file, &format!("{MARK}\nv3\n"), true).is_ok_and(|s| s.starts_with("replaced"))
         );
-        assert_eq!(
-            std::fs::read_to_string(&file).expect("read"),
-            format!("{MARK}\nv3\n")
-        );
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), format!("{MARK}\nv3\n"));
     }
 
     #[test]

@@ -31,8 +31,12 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
     let mut shell = match engine {
         DbEngine::Postgres => {
             let mut psql = std::process::Command::new("psql");
-            psql.args(["-h", &parts["socket-dir"], "-p", &parts["port"]])
-                .args(["-U", &parts["user"], "-d", &parts["name"]]);
+            psql.args(["-h", &parts["socket-dir"], "-p", &parts["port"]]).args([
+                "-U",
+                &parts["user"],
+                "-d",
+                &parts["name"],
+            ]);
             psql
         }
         DbEngine::Mariadb => {
@@ -52,8 +56,7 @@ pub fn run(args: &DbArgs) -> Result<ExitCode> {
                 .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
                 .unwrap_or_default();
             let mut cli = std::process::Command::new("redis-cli");
-            cli.args(["-s", &parts["socket"]])
-                .env("REDISCLI_AUTH", password);
+            cli.args(["-s", &parts["socket"]]).env("REDISCLI_AUTH", password);
             cli
         }
         DbEngine::Sqlite => {

@@ -41,9 +41,7 @@ pub fn run(args: &EventsArgs) -> miette::Result<ExitCode> {
         };
         let line = String::from_utf8_lossy(&line);
         let record = serde_json::from_str::<Record>(&line).ok();
-        lagged = record
-            .as_ref()
-            .is_some_and(|r| matches!(r.event.kind, EventKind::Lagged { .. }));
+        lagged = record.as_ref().is_some_and(|r| matches!(r.event.kind, EventKind::Lagged { .. }));
         let text = match (&record, args.json) {
             (_, true) => omnidev_core::text::json(&line).into_owned(),
             (None, false) => omnidev_core::text::quote(&line).into_owned(),
@@ -68,11 +66,9 @@ fn human(record: &Record) -> String {
     let event = &record.event;
     let time = crate::output::clock(event.at);
     match &event.kind {
-        EventKind::Log { line } | EventKind::PartialLine { line } => format!(
-            "{time} {} | {}",
-            line.service,
-            omnidev_core::text::sanitise(&line.text, false)
-        ),
+        EventKind::Log { line } | EventKind::PartialLine { line } => {
+            format!("{time} {} | {}", line.service, omnidev_core::text::sanitise(&line.text, false))
+        }
         _ => format!("{time} {}", omnidev_core::text::message(&event.to_string())),
     }
 }

@@ -216,9 +216,5 @@ pub fn run(args: &GcArgs) -> miette::Result<ExitCode> {
         let _ = writeln!(out, "no pods under {}", quote_path(&cache_root));
     }
     write_stdout(&out)?;
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

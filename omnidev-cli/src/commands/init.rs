@@ -16,11 +16,7 @@ pub fn run(args: &InitArgs) -> Result<ExitCode> {
     let written = omnidev_pod::init::write(&repo, args.procfile.as_deref(), args.force)?;
     let mut text = format!(
         "{} {}",
-        if written.replaced {
-            "replaced"
-        } else {
-            "wrote"
-        },
+        if written.replaced { "replaced" } else { "wrote" },
         written.path.display()
     );
     match &written.procfile {
@@ -41,11 +37,7 @@ pub fn run(args: &InitArgs) -> Result<ExitCode> {
             text,
             "; {} database{} ({})",
             written.databases.len(),
-            if written.databases.len() == 1 {
-                ""
-            } else {
-                "s"
-            },
+            if written.databases.len() == 1 { "" } else { "s" },
             written.databases.join(", ")
         );
     }

@@ -20,9 +20,8 @@ use crate::output::write_stdout;
 /// `omnidev install`.
 pub fn install(args: &InstallArgs) -> miette::Result<ExitCode> {
     let paths = Paths::from_env()?;
-    let options = InstallOptions {
-        skip_web_check: args.skip_web_check || skip_web_check_from_env(),
-    };
+    let options =
+        InstallOptions { skip_web_check: args.skip_web_check || skip_web_check_from_env() };
     let installed = omnidev_install::install(&paths, &args.choice(), options)?;
     report_installed(&installed)?;
     Ok(ExitCode::SUCCESS)
@@ -39,9 +38,7 @@ pub fn update(args: &UpdateArgs) -> miette::Result<ExitCode> {
 /// An update; the web check is skipped with `skip_web_check`,
 /// `OMNIDEV_SKIP_WEB_CHECK`, or when the saved choice says so.
 fn run_update(paths: &Paths, skip_web_check: bool) -> miette::Result<Installed> {
-    let options = InstallOptions {
-        skip_web_check: skip_web_check || skip_web_check_from_env(),
-    };
+    let options = InstallOptions { skip_web_check: skip_web_check || skip_web_check_from_env() };
     Ok(omnidev_install::update(paths, options)?)
 }
 
@@ -126,11 +123,7 @@ fn run_check(args: &CheckArgs) -> miette::Result<ExitCode> {
 /// the decline; anything else (an empty line, end of input) decides
 /// nothing and the question comes again next time.
 fn offer_update(paths: &Paths, update: &NewerCommit) -> miette::Result<ExitCode> {
-    let Ok(mut tty) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-    else {
+    let Ok(mut tty) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty") else {
         return Ok(ExitCode::SUCCESS);
     };
     if pending_input(&tty) {
@@ -204,10 +197,7 @@ pub fn refresh() -> miette::Result<ExitCode> {
         omnidev_install::refresh(&paths, &source, SystemTime::now()).await
     })?;
     let remote = cache.remote_commit.as_deref().map_or("unknown", short);
-    let installed = cache
-        .installed_commit
-        .as_deref()
-        .map_or("not installed", short);
+    let installed = cache.installed_commit.as_deref().map_or("not installed", short);
     write_stdout(&format!(
         "{}@{}: newest {remote}, installed {installed}\n",
         cache.repo, cache.reference
@@ -243,10 +233,7 @@ mod hook_error {
         let cache = omnidev_install::Paths::from_env().map(|paths| paths.cache_dir);
         let mut hasher = std::hash::DefaultHasher::new();
         (cache.ok(), line).hash(&mut hasher);
-        std::env::temp_dir().join(format!(
-            "omnidev-{uid}-check-{:016x}.stamp",
-            hasher.finish()
-        ))
+        std::env::temp_dir().join(format!("omnidev-{uid}-check-{:016x}.stamp", hasher.finish()))
     }
 
     /// Prints `report` as one line unless the same fault of the same cache

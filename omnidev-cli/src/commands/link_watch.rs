@@ -59,9 +59,5 @@ fn look(pod_dir: &Path, service: &str) -> Result<(), String> {
     let Some(report) = status.services.iter().find(|s| s.status.name == service) else {
         return Err(format!("the pod {shown} runs no service `{service}`"));
     };
-    if report.status.ready {
-        Ok(())
-    } else {
-        Err(format!("{service} is {}", report.detail))
-    }
+    if report.status.ready { Ok(()) } else { Err(format!("{service} is {}", report.detail)) }
 }

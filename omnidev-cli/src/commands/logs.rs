@@ -55,29 +55,19 @@ pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let form = if args.json {
         Form::Json(Encoder::new(&pod_dir))
     } else {
-        Form::Text {
-            colour: crate::output::colour_stdout(),
-        }
+        Form::Text { colour: crate::output::colour_stdout() }
     };
     let prefixed = !args.json && names.len() != 1;
     let width = names.iter().map(String::len).max().unwrap_or(0);
     let prefix = |name: &str, width: usize| {
-        if prefixed {
-            crate::output::prefix(name, width, None)
-        } else {
-            String::new()
-        }
+        if prefixed { crate::output::prefix(name, width, None) } else { String::new() }
     };
-    let mut sources: Vec<LogReader> = names
-        .iter()
-        .map(|name| LogReader::new(name, &dir, prefix(name, width)))
-        .collect();
+    let mut sources: Vec<LogReader> =
+        names.iter().map(|name| LogReader::new(name, &dir, prefix(name, width))).collect();
 
     let default_tail = (args.follow && mark.is_none()).then_some(FOLLOW_TAIL);
     let tail = args.lines.or(default_tail).map(Tail::lines);
-    print(&mut sources, &form, |source, each| {
-        read_back(source, mark.as_ref(), tail, each)
-    })?;
+    print(&mut sources, &form, |source, each| read_back(source, mark.as_ref(), tail, each))?;
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -127,12 +117,8 @@ fn follow(
     joining: impl Fn(&str, usize) -> Option<String>,
     mut width: usize,
 ) -> miette::Result<ExitCode> {
-    let running = || {
-        matches!(
-            omnidev_pod::PodLock::state(pod_dir),
-            Ok(omnidev_pod::LockState::Held { .. })
-        )
-    };
+    let running =
+        || matches!(omnidev_pod::PodLock::state(pod_dir), Ok(omnidev_pod::LockState::Held { .. }));
     let print_new = |sources: &mut Vec<LogReader>| print(sources, form, read_new);
     if !running() {
         // What was written before it stopped is printed above.

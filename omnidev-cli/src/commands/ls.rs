@@ -23,11 +23,7 @@ pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
         total.add(pod.usage.unwrap_or_default());
     }
     list.usage = Some(total);
-    let text = if args.json {
-        json(&list)?
-    } else {
-        render(&list)
-    };
+    let text = if args.json { json(&list)? } else { render(&list) };
     write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -42,18 +38,16 @@ pub fn render(list: &PodList) -> String {
     let now = std::time::SystemTime::now();
     // How long ago an RFC 3339 time of the pod's was: `45s`, `12m`, `3h`.
     let ago = |at: &Option<String>| {
-        (at.as_deref())
-            .and_then(omnidev_core::event::rfc3339::parse)
-            .map_or_else(
-                || "-".to_owned(),
-                |at| crate::output::ago(now.duration_since(at).unwrap_or_default()),
-            )
+        (at.as_deref()).and_then(omnidev_core::event::rfc3339::parse).map_or_else(
+            || "-".to_owned(),
+            |at| crate::output::ago(now.duration_since(at).unwrap_or_default()),
+        )
     };
     let rows = list.pods.iter().map(|pod| {
-        let name = pod.pod_dir.file_name().map_or_else(
-            || quote_path(&pod.pod_dir),
-            |n| quote_path(std::path::Path::new(n)),
-        );
+        let name = pod
+            .pod_dir
+            .file_name()
+            .map_or_else(|| quote_path(&pod.pod_dir), |n| quote_path(std::path::Path::new(n)));
         let state = match (pod.running, pod.pid) {
             (true, Some(pid)) => format!("running pid {pid}"),
             (true, None) => "running".to_owned(),
@@ -65,10 +59,8 @@ pub fn render(list: &PodList) -> String {
             (None, Some(repo)) => quote_path(repo),
             (None, None) => "?".to_owned(),
         };
-        let uses = pod.usage.map_or_else(
-            || "-".to_owned(),
-            |u| omnidev_core::platform::mib(u.rss_bytes),
-        );
+        let uses =
+            pod.usage.map_or_else(|| "-".to_owned(), |u| omnidev_core::platform::mib(u.rss_bytes));
         let (up, active) = (ago(&pod.started_at), ago(&pod.last_activity));
         let ports = crate::output::ports(&pod.ports);
         [name, state, up, active, uses, ports, repo]
@@ -87,11 +79,7 @@ pub fn render(list: &PodList) -> String {
     if let Some(total) = list.usage.filter(|_| running > 0) {
         let _ = writeln!(out, "{running} running: {}", crate::output::usage(&total));
     }
-    let gone: Vec<_> = list
-        .pods
-        .iter()
-        .filter(|pod| pod.repo_gone && !pod.running)
-        .collect();
+    let gone: Vec<_> = list.pods.iter().filter(|pod| pod.repo_gone && !pod.running).collect();
     if let Some(first) = gone.first() {
         let _ = writeln!(
             out,

@@ -32,11 +32,9 @@ pub fn show(args: &ProfileShowArgs) -> Result<ExitCode> {
         };
         match source {
             ProfileSource::Embedded => embedded_text(),
-            ProfileSource::Repo(path) | ProfileSource::File(path) => format!(
-                "# effective profile from {}\n{}",
-                path.display(),
-                profile.to_toml()?
-            ),
+            ProfileSource::Repo(path) | ProfileSource::File(path) => {
+                format!("# effective profile from {}\n{}", path.display(), profile.to_toml()?)
+            }
         }
     };
     let mut out = std::io::stdout().lock();
@@ -63,11 +61,7 @@ fn missing_program(command: &omnidev_core::CommandSpec, prepared: bool) -> Optio
             .unwrap_or_default();
         which(program, &path).is_some()
     };
-    let after = if prepared {
-        " (unless a prepare step installs it)"
-    } else {
-        ""
-    };
+    let after = if prepared { " (unless a prepare step installs it)" } else { "" };
     (!found).then(|| {
         format!(
             "WARNING: `{program}` is not on the PATH the service gets{after}; \
@@ -88,10 +82,7 @@ fn script_program(command: &omnidev_core::CommandSpec) -> Option<&str> {
         return None;
     }
     let mut words = script.split_ascii_whitespace();
-    let word = words
-        .next()
-        .filter(|w| *w != "exec")
-        .or_else(|| words.next())?;
+    let word = words.next().filter(|w| *w != "exec").or_else(|| words.next())?;
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./+".contains(c);
     word.chars().all(plain).then_some(word)
 }
@@ -219,12 +210,7 @@ pub fn check(args: &ProfileCheckArgs) -> Result<ExitCode> {
         order.len(),
         if order.len() == 1 { "" } else { "s" }
     );
-    let width = rendered
-        .services
-        .iter()
-        .map(|s| s.name.len())
-        .max()
-        .unwrap_or(0);
+    let width = rendered.services.iter().map(|s| s.name.len()).max().unwrap_or(0);
     for index in order {
         let spec = &rendered.services[index];
         let mut facts = Vec::new();

@@ -30,9 +30,7 @@ fn run_in(
 ) -> Result<ExitCode> {
     // Checked before the pod is made: a mistake leaves nothing behind.
     if let Some(name) = port {
-        let bases = checkout
-            .profile
-            .port_bases(&std::collections::BTreeMap::new());
+        let bases = checkout.profile.port_bases(&std::collections::BTreeMap::new());
         if !bases.iter().any(|(base, _)| base == name) {
             return Err(omnidev_pod::Error::UnknownPort {
                 name: name.to_owned(),
@@ -53,12 +51,7 @@ fn run_in(
     let mut child = tokio::process::Command::new(program);
     child
         .args(args)
-        .envs(
-            extra
-                .iter()
-                .filter(|(name, _)| std::env::var_os(name).is_none())
-                .copied(),
-        )
+        .envs(extra.iter().filter(|(name, _)| std::env::var_os(name).is_none()).copied())
         .envs(beside.rendered.env.iter());
     if let Some(port) = port {
         child.env("PORT", port.to_string());
@@ -118,21 +111,14 @@ fn terminal_signals_it() -> bool {
 /// as the embedded profile's services run.
 pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(pod)?;
-    let python = PythonPin::of_checkout(&checkout.repo)
-        .0
-        .map_err(|message| Error::Python { message })?;
-    let mut command = ["uv", "run", "--python", python.as_str(), "omnigent"]
-        .map(str::to_owned)
-        .to_vec();
+    let python =
+        PythonPin::of_checkout(&checkout.repo).0.map_err(|message| Error::Python { message })?;
+    let mut command =
+        ["uv", "run", "--python", python.as_str(), "omnigent"].map(str::to_owned).to_vec();
     command.extend(args.iter().cloned());
     // Like the pod's backend: a fresh worktree's first `uv run` builds the
     // package, whose hook would build the web bundle (Node 22 + pnpm).
-    run_in(
-        &checkout,
-        &command,
-        &[("OMNIGENT_SKIP_WEB_UI", "true")],
-        None,
-    )
+    run_in(&checkout, &command, &[("OMNIGENT_SKIP_WEB_UI", "true")], None)
 }
 
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {

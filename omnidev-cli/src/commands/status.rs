@@ -12,15 +12,7 @@ use crate::output::{json, pod_status, write_stdout};
 /// it.
 pub fn run(args: &StatusArgs) -> miette::Result<ExitCode> {
     let status = control::inspect(&crate::session::pod_dir(&args.pod)?)?;
-    let text = if args.json {
-        json(&status)?
-    } else {
-        pod_status(&status)
-    };
+    let text = if args.json { json(&status)? } else { pod_status(&status) };
     write_stdout(&text)?;
-    Ok(if status.running {
-        ExitCode::SUCCESS
-    } else {
-        crate::error::exit::NOT_RUNNING.into()
-    })
+    Ok(if status.running { ExitCode::SUCCESS } else { crate::error::exit::NOT_RUNNING.into() })
 }

@@ -22,10 +22,7 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     }
     let pod_dir = &crate::session::pod_dir(&args.pod)?;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
-        note!(
-            "omnidev: the pod {} is not running",
-            omnidev_core::text::quote_path(pod_dir)
-        );
+        note!("omnidev: the pod {} is not running", omnidev_core::text::quote_path(pod_dir));
         return Ok(ExitCode::SUCCESS);
     };
     stop_pod(pod_dir, pid, args.timeout)?;
@@ -95,10 +92,7 @@ fn stop_pod(pod_dir: &Path, pid: Option<u32>, timeout: u64) -> miette::Result<()
         Err(e) => return Err(e.into()),
     }
     wait_stopped(pod_dir, pid, Duration::from_secs(timeout))?;
-    note!(
-        "omnidev: stopped the pod {}",
-        omnidev_core::text::quote_path(pod_dir)
-    );
+    note!("omnidev: stopped the pod {}", omnidev_core::text::quote_path(pod_dir));
     Ok(())
 }
 
@@ -107,10 +101,7 @@ fn stop_pod(pod_dir: &Path, pid: Option<u32>, timeout: u64) -> miette::Result<()
 fn stop_services(args: &StopArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
     Ask::stop(args.services.clone(), Duration::from_secs(args.timeout)).send(pod_dir)?;
-    note!(
-        "omnidev: stopped {} (`omnidev start` starts them again)",
-        args.services.join(", ")
-    );
+    note!("omnidev: stopped {} (`omnidev start` starts them again)", args.services.join(", "));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -164,10 +164,7 @@ pub struct RestartScope {
 impl RestartScope {
     /// `service`, its dependents once it is ready again.
     pub fn service(name: String) -> Self {
-        Self {
-            service: Some(name),
-            ..Self::default()
-        }
+        Self { service: Some(name), ..Self::default() }
     }
 }
 
@@ -186,18 +183,9 @@ impl Ask {
     /// service with `all`, else the watched ones; the pod gives it
     /// `timeout` to be ready again.
     pub fn restart(what: RestartScope, timeout: Duration) -> Self {
-        let RestartScope {
-            service,
-            all,
-            no_deps,
-        } = what;
+        let RestartScope { service, all, no_deps } = what;
         Self::waiting(
-            Request::Restart {
-                service,
-                all,
-                no_deps,
-                timeout_secs: Some(timeout.as_secs()),
-            },
+            Request::Restart { service, all, no_deps, timeout_secs: Some(timeout.as_secs()) },
             timeout,
         )
     }
@@ -205,10 +193,7 @@ impl Ask {
     /// Start `services`, each given `timeout` to be ready.
     pub fn start(services: Vec<String>, timeout: Duration) -> Self {
         Self::waiting(
-            Request::StartService {
-                services,
-                timeout_secs: Some(timeout.as_secs()),
-            },
+            Request::StartService { services, timeout_secs: Some(timeout.as_secs()) },
             timeout,
         )
     }
@@ -222,11 +207,7 @@ impl Ask {
     /// Wait `timeout` at most until `until` holds for `services`.
     pub fn wait(until: super::protocol::WaitFor, services: Vec<String>, timeout: Duration) -> Self {
         Self::waiting(
-            Request::Wait {
-                until,
-                services,
-                timeout_secs: Some(timeout.as_secs()),
-            },
+            Request::Wait { until, services, timeout_secs: Some(timeout.as_secs()) },
             timeout,
         )
     }
@@ -234,43 +215,26 @@ impl Ask {
     /// Wait until every service is ready, or `left` runs out here (the pod
     /// answers on its own deadline, at most every few seconds).
     pub fn wait_ready(left: Duration) -> Self {
-        Self {
-            request: Request::WaitReady,
-            within: left,
-        }
+        Self { request: Request::WaitReady, within: left }
     }
 
     /// The event stream `query` selects ([`Ask::stream`]).
     pub fn events(query: super::EventsQuery) -> Self {
-        Self {
-            request: Request::Events(query),
-            within: STREAM_ANSWER,
-        }
+        Self { request: Request::Events(query), within: STREAM_ANSWER }
     }
 
     /// Apply the profile file, giving what it restarts `timeout` to be
     /// ready.
     pub fn reload_profile(timeout: Duration) -> Self {
-        Self::waiting(
-            Request::ReloadProfile {
-                timeout_secs: Some(timeout.as_secs()),
-            },
-            timeout,
-        )
+        Self::waiting(Request::ReloadProfile { timeout_secs: Some(timeout.as_secs()) }, timeout)
     }
 
     fn quick(request: Request) -> Self {
-        Self {
-            request,
-            within: QUICK_ANSWER,
-        }
+        Self { request, within: QUICK_ANSWER }
     }
 
     fn waiting(request: Request, timeout: Duration) -> Self {
-        Self {
-            request,
-            within: timeout.saturating_add(ANSWER_MARGIN),
-        }
+        Self { request, within: timeout.saturating_add(ANSWER_MARGIN) }
     }
 
     /// Sends a streaming request ([`Ask::events`]) to the pod in
@@ -333,18 +297,12 @@ fn exchange(
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
         .map_err(unreachable)?;
-    let protocol = |message: String| Error::Protocol {
-        socket: socket.clone(),
-        message,
-    };
+    let protocol = |message: String| Error::Protocol { socket: socket.clone(), message };
     let mut line = serde_json::to_string(request).map_err(|e| protocol(e.to_string()))?;
     line.push('\n');
     stream.write_all(line.as_bytes()).map_err(unreachable)?;
-    let mut records = Records {
-        stream,
-        lines: Lines::default(),
-        chunk: vec![0; READ_CHUNK].into_boxed_slice(),
-    };
+    let mut records =
+        Records { stream, lines: Lines::default(), chunk: vec![0; READ_CHUNK].into_boxed_slice() };
     let answer = match records.read().map_err(unreachable)? {
         Some(Line::Text(answer)) => answer,
         Some(Line::TooLong) => {
@@ -352,9 +310,7 @@ fn exchange(
             return Err(protocol(why));
         }
         None => {
-            return Err(protocol(
-                "the connection closed without an answer".to_owned(),
-            ));
+            return Err(protocol("the connection closed without an answer".to_owned()));
         }
     };
     // A pod run by another omnidev: a stop is understood whatever the
@@ -378,9 +334,7 @@ fn exchange(
     if response.ok {
         return Ok((response, records));
     }
-    let message = response
-        .error
-        .unwrap_or_else(|| "no reason given".to_owned());
+    let message = response.error.unwrap_or_else(|| "no reason given".to_owned());
     Err(match response.error_kind {
         Some(ErrorKind::UnknownService) => Error::UnknownService { message },
         Some(ErrorKind::Usage) => Error::BadRequest { message },
@@ -444,19 +398,13 @@ mod tests {
 
     /// Sends `request` with the time `within` for its answer.
     fn request(pod_dir: &Path, request: &Request, within: Duration) -> Result<Response> {
-        let ask = Ask {
-            request: request.clone(),
-            within,
-        };
+        let ask = Ask { request: request.clone(), within };
         ask.send(pod_dir)
     }
 
     /// Sends the streaming `request` with the time `within` for its answer.
     fn stream(pod_dir: &Path, request: &Request, within: Duration) -> Result<Records> {
-        let ask = Ask {
-            request: request.clone(),
-            within,
-        };
+        let ask = Ask { request: request.clone(), within };
         ask.stream(pod_dir)
     }
 
@@ -493,9 +441,7 @@ mod tests {
         std::thread::spawn(move || {
             let (stream, _) = listener.accept().expect("accept");
             let mut request = String::new();
-            BufReader::new(&stream)
-                .read_line(&mut request)
-                .expect("request");
+            BufReader::new(&stream).read_line(&mut request).expect("request");
             // The client may hang up before taking all of a long answer.
             let _ = (&stream).write_all(&answer);
         })
@@ -511,24 +457,15 @@ mod tests {
         let served = pod(dir.path(), [&long[..], b"\n"].concat());
         let error = request(dir.path(), &Request::Status, Duration::from_secs(60))
             .expect_err("an answer over the bound");
-        assert!(
-            error
-                .to_string()
-                .contains("the answer is longer than 1024 KiB"),
-            "{error}"
-        );
+        assert!(error.to_string().contains("the answer is longer than 1024 KiB"), "{error}");
         served.join().expect("pod");
 
         let ok = br#"{"schema":3,"ok":true,"failed":[]}"#;
         let records = [&ok[..], b"\n", &long, b"\n{\"next\":1}\n"].concat();
         let served = pod(dir.path(), records);
-        let events = Request::Events(EventsQuery {
-            logs: true,
-            ..EventsQuery::default()
-        });
-        let read: Vec<Line> = stream(dir.path(), &events, Duration::from_secs(60))
-            .expect("the answer")
-            .collect();
+        let events = Request::Events(EventsQuery { logs: true, ..EventsQuery::default() });
+        let read: Vec<Line> =
+            stream(dir.path(), &events, Duration::from_secs(60)).expect("the answer").collect();
         assert_eq!(read, [Line::TooLong, Line::Text(b"{\"next\":1}".to_vec())]);
         served.join().expect("pod");
     }
@@ -553,10 +490,7 @@ mod tests {
 "#
             .to_vec(),
         );
-        let events = Request::Events(EventsQuery {
-            follow: true,
-            ..EventsQuery::default()
-        });
+        let events = Request::Events(EventsQuery { follow: true, ..EventsQuery::default() });
         assert!(
             stream(dir.path(), &events, Duration::from_secs(60)).is_err(),
             "records of another schema are not read"
@@ -571,9 +505,7 @@ mod tests {
         let error = request(dir.path(), &Request::Status, Duration::from_secs(60))
             .expect_err("another schema");
         assert!(
-            error
-                .to_string()
-                .contains("control schema 2, this omnidev reads schema 3"),
+            error.to_string().contains("control schema 2, this omnidev reads schema 3"),
             "{error}"
         );
         served.join().expect("pod");

@@ -40,18 +40,12 @@ pub struct Encoder {
 impl Encoder {
     /// An encoder for the pod in `pod_dir`.
     pub fn new(pod_dir: &std::path::Path) -> Self {
-        Self {
-            pod: pod_dir.display().to_string(),
-        }
+        Self { pod: pod_dir.display().to_string() }
     }
 
     /// The record of `event`.
     pub fn event(&self, event: Event) -> Record {
-        Record {
-            v: VERSION,
-            pod: self.pod.clone(),
-            event,
-        }
+        Record { v: VERSION, pod: self.pod.clone(), event }
     }
 
     /// A record of `kind` about `service`, at `at`.
@@ -75,13 +69,7 @@ impl Encoder {
 
     /// A pod-wide notice, now.
     pub fn notice(&self, message: impl Into<String>) -> Record {
-        self.record(
-            SystemTime::now(),
-            None,
-            EventKind::Notice {
-                message: message.into(),
-            },
-        )
+        self.record(SystemTime::now(), None, EventKind::Notice { message: message.into() })
     }
 }
 
@@ -132,11 +120,7 @@ pub(crate) mod tests {
                 r#""kind":"state","state":"restarting","backoff-ms":1500,"attempt":2}"#,
             ),
             (
-                EventKind::State {
-                    state: ServiceState::Exited {
-                        status: ExitStatus::Signal(9),
-                    },
-                },
+                EventKind::State { state: ServiceState::Exited { status: ExitStatus::Signal(9) } },
                 r#""kind":"state","state":"exited","exit":{"signal":9}}"#,
             ),
             (
@@ -147,9 +131,7 @@ pub(crate) mod tests {
                 r#""kind":"reload","services":["server"],"files":["a.py"],"files-total":1}"#,
             ),
             (
-                EventKind::Log {
-                    line: LogLine::new("server", Stream::Stderr, "boom", 4),
-                },
+                EventKind::Log { line: LogLine::new("server", Stream::Stderr, "boom", 4) },
                 r#""kind":"log","stream":"stderr","line":"boom","seq":4}"#,
             ),
         ];
@@ -165,10 +147,8 @@ pub(crate) mod tests {
     /// [`EventKind`] or [`ServiceState`] does not compile here until it has
     /// a sample (the matches have no catch-all).
     pub(crate) fn every_supervisor_event() -> Vec<Event> {
-        let mut kinds: Vec<EventKind> = every_state()
-            .into_iter()
-            .map(|state| EventKind::State { state })
-            .collect();
+        let mut kinds: Vec<EventKind> =
+            every_state().into_iter().map(|state| EventKind::State { state }).collect();
         kinds.extend(every_other_kind());
         kinds.extend(told_by_front_ends());
         kinds.extend(over_limits());
@@ -214,11 +194,7 @@ pub(crate) mod tests {
                 }
                 // Every fifth is the pod's own, but a line is a service's.
                 let line = matches!(kind, EventKind::Log { .. } | EventKind::PartialLine { .. });
-                Event {
-                    at,
-                    service: (i % 5 != 4 || line).then(|| "server".to_owned()),
-                    kind,
-                }
+                Event { at, service: (i % 5 != 4 || line).then(|| "server".to_owned()), kind }
             })
             .collect()
     }
@@ -231,10 +207,7 @@ pub(crate) mod tests {
             ServiceState::Starting { pid: 7 },
             ServiceState::Running { pid: 7 },
             ServiceState::Ready { pid: 7 },
-            ServiceState::Restarting {
-                after: Duration::from_millis(1500),
-                attempt: 2,
-            },
+            ServiceState::Restarting { after: Duration::from_millis(1500), attempt: 2 },
             ServiceState::OverLimit {
                 limit: 64 << 20,
                 pod: false,
@@ -242,16 +215,10 @@ pub(crate) mod tests {
                 attempt: 1,
             },
             ServiceState::Stopping { pid: 7 },
-            ServiceState::Exited {
-                status: ExitStatus::Signal(9),
-            },
-            ServiceState::Exited {
-                status: ExitStatus::Code(0),
-            },
+            ServiceState::Exited { status: ExitStatus::Signal(9) },
+            ServiceState::Exited { status: ExitStatus::Code(0) },
             ServiceState::Stopped,
-            ServiceState::Failed {
-                reason: "pnpm install failed".into(),
-            },
+            ServiceState::Failed { reason: "pnpm install failed".into() },
             ServiceState::Blocked {
                 reason: "waiting for migrate, which exited with exit code 3".into(),
             },
@@ -310,42 +277,27 @@ pub(crate) mod tests {
                 port: 6767,
                 holder: "pid 4242 (python3 -m http.server 6767)".into(),
             },
-            EventKind::ProbeTimedOut {
-                after: Duration::from_secs(30),
-            },
+            EventKind::ProbeTimedOut { after: Duration::from_secs(30) },
             EventKind::Crashed {
                 status: ExitStatus::Code(1),
                 attempt: 1,
                 backoff: Duration::from_secs(1),
             },
-            EventKind::Crashed {
-                status: ExitStatus::Code(3),
-                attempt: 0,
-                backoff: Duration::ZERO,
-            },
+            EventKind::Crashed { status: ExitStatus::Code(3), attempt: 0, backoff: Duration::ZERO },
             EventKind::Reloading {
                 services: vec!["server".into()],
                 changes: omnidev_core::Changes::of(["omnigent/app.py"]),
             },
-            EventKind::Debug {
-                message: "ignored: .git/index".into(),
-            },
-            EventKind::PrepareStarted {
-                step: "npm install".into(),
-            },
-            EventKind::PrepareFinished {
-                step: "npm install".into(),
-                success: false,
-            },
+            EventKind::Debug { message: "ignored: .git/index".into() },
+            EventKind::PrepareStarted { step: "npm install".into() },
+            EventKind::PrepareFinished { step: "npm install".into(), success: false },
             EventKind::Log {
                 line: LogLine::new("server", Stream::Stderr, "\u{1b}[31mboom\u{1b}[0m", 4),
             },
             EventKind::PartialLine {
                 line: LogLine::new("server", Stream::Stdout, "Password: ", 5),
             },
-            EventKind::Notice {
-                message: "shutting down".into(),
-            },
+            EventKind::Notice { message: "shutting down".into() },
             EventKind::ProfileChanged(ProfileChange {
                 file: "/repo/omnidev.toml".into(),
                 changed: vec!["api".into()],
@@ -395,40 +347,22 @@ pub(crate) mod tests {
     fn told_by_front_ends() -> [EventKind; 8] {
         let mut crashed = omnidev_core::ServiceStatus::new(
             "server",
-            ServiceState::Restarting {
-                after: Duration::from_secs(2),
-                attempt: 1,
-            },
+            ServiceState::Restarting { after: Duration::from_secs(2), attempt: 1 },
         );
         crashed.last_exit = Some(ExitStatus::Code(1));
         [
-            EventKind::Status {
-                services: vec![crashed],
-            },
-            EventKind::Port {
-                name: "server".into(),
-                port: 6767,
-            },
-            EventKind::Url {
-                name: "ui".into(),
-                url: "http://localhost:5173".into(),
-            },
-            EventKind::Lost {
-                count: 3,
-                reason: "disk full".into(),
-            },
-            EventKind::Lagged {
-                message: "fell behind".into(),
-            },
+            EventKind::Status { services: vec![crashed] },
+            EventKind::Port { name: "server".into(), port: 6767 },
+            EventKind::Url { name: "ui".into(), url: "http://localhost:5173".into() },
+            EventKind::Lost { count: 3, reason: "disk full".into() },
+            EventKind::Lagged { message: "fell behind".into() },
             EventKind::Link {
                 name: "api".into(),
                 checkout: "/src/api".into(),
                 pod_dir: "/pods/api-1".into(),
                 ports: [("server".to_owned(), 6801)].into(),
             },
-            EventKind::LinkDown {
-                reason: "the pod /pods/api-1 is not running".into(),
-            },
+            EventKind::LinkDown { reason: "the pod /pods/api-1 is not running".into() },
             EventKind::LinkUp,
         ]
     }
@@ -471,9 +405,8 @@ pub(crate) mod tests {
         );
         let schema: serde_json::Value = serde_json::from_str(&published).expect("JSON");
         let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
-        let encoder = Encoder::new(std::path::Path::new(
-            "/home/ada/.cache/omnidev/omnigent-1a2b3c4d",
-        ));
+        let encoder =
+            Encoder::new(std::path::Path::new("/home/ada/.cache/omnidev/omnigent-1a2b3c4d"));
         let mut kinds = HashSet::new();
         let records = every_supervisor_event()
             .into_iter()
@@ -481,10 +414,8 @@ pub(crate) mod tests {
             .chain([encoder.file_line("server", "GET /api 200", SystemTime::now())]);
         for record in records {
             let value = serde_json::to_value(&record).expect("encode");
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| e.to_string())
-                .collect();
+            let errors: Vec<String> =
+                validator.iter_errors(&value).map(|e| e.to_string()).collect();
             assert!(errors.is_empty(), "{value} does not validate: {errors:?}");
             kinds.insert(value["kind"].as_str().expect("a kind").to_owned());
         }

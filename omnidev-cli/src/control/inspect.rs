@@ -145,10 +145,5 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
         });
     }
     pods.sort_by(|a, b| a.pod_dir.cmp(&b.pod_dir));
-    Ok(PodList {
-        schema: SCHEMA,
-        cache_root: cache_root.to_path_buf(),
-        pods,
-        usage: None,
-    })
+    Ok(PodList { schema: SCHEMA, cache_root: cache_root.to_path_buf(), pods, usage: None })
 }

@@ -12,11 +12,7 @@ pub const SCHEMA: u32 = 3;
 
 /// A request to a running pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "cmd",
-    rename_all = "kebab-case",
-    rename_all_fields = "kebab-case"
-)]
+#[serde(tag = "cmd", rename_all = "kebab-case", rename_all_fields = "kebab-case")]
 pub enum Request {
     /// The pod's status.
     Status,
@@ -123,12 +119,7 @@ impl EventsQuery {
     /// `status` at each change (`partial` adds unfinished lines as they
     /// stand).
     pub fn everything() -> Self {
-        Self {
-            follow: true,
-            logs: true,
-            status: true,
-            ..Self::default()
-        }
+        Self { follow: true, logs: true, status: true, ..Self::default() }
     }
 }
 
@@ -200,37 +191,22 @@ impl Response {
 
     /// A successful answer without a status (the first line of `events`).
     pub fn accepted() -> Self {
-        Self {
-            schema: SCHEMA,
-            ok: true,
-            ..Self::default()
-        }
+        Self { schema: SCHEMA, ok: true, ..Self::default() }
     }
 
     /// A successful answer.
     pub fn ok(status: PodStatus, failed: Vec<String>) -> Self {
-        Self {
-            status: Some(status),
-            failed,
-            ..Self::accepted()
-        }
+        Self { status: Some(status), failed, ..Self::accepted() }
     }
 
     /// A refusal.
     pub fn error(message: impl Into<String>) -> Self {
-        Self {
-            ok: false,
-            error: Some(message.into()),
-            ..Self::accepted()
-        }
+        Self { ok: false, error: Some(message.into()), ..Self::accepted() }
     }
 
     /// A refusal of a kind the client tells apart.
     pub fn refused(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            error_kind: Some(kind),
-            ..Self::error(message)
-        }
+        Self { error_kind: Some(kind), ..Self::error(message) }
     }
 }
 
@@ -280,11 +256,7 @@ impl UrlReport {
     }
 
     fn of(url: &NamedUrl, service: Option<&String>) -> Self {
-        Self {
-            name: url.name.clone(),
-            url: url.url.clone(),
-            service: service.cloned(),
-        }
+        Self { name: url.name.clone(), url: url.url.clone(), service: service.cloned() }
     }
 }
 
@@ -313,12 +285,7 @@ pub struct ServiceReport {
 impl ServiceReport {
     /// The report of `status`, whose log is `log_file`.
     pub fn new(status: ServiceStatus, log_file: Option<PathBuf>) -> Self {
-        Self {
-            detail: status.detail(),
-            status,
-            log_file,
-            usage: None,
-        }
+        Self { detail: status.detail(), status, log_file, usage: None }
     }
 }
 
@@ -562,43 +529,25 @@ mod tests {
                 r#"{"cmd":"restart","timeout-secs":30}"#,
             ),
             (
-                Request::Restart {
-                    service: None,
-                    all: false,
-                    no_deps: false,
-                    timeout_secs: None,
-                },
+                Request::Restart { service: None, all: false, no_deps: false, timeout_secs: None },
                 r#"{"cmd":"restart"}"#,
             ),
             (
-                Request::Restart {
-                    service: None,
-                    all: true,
-                    no_deps: false,
-                    timeout_secs: None,
-                },
+                Request::Restart { service: None, all: true, no_deps: false, timeout_secs: None },
                 r#"{"cmd":"restart","all":true}"#,
             ),
             (
-                Request::StopService {
-                    services: vec!["vite".into()],
-                },
+                Request::StopService { services: vec!["vite".into()] },
                 r#"{"cmd":"stop-service","services":["vite"]}"#,
             ),
             (
-                Request::StartService {
-                    services: vec!["vite".into()],
-                    timeout_secs: None,
-                },
+                Request::StartService { services: vec!["vite".into()], timeout_secs: None },
                 r#"{"cmd":"start-service","services":["vite"]}"#,
             ),
         ];
         for (request, text) in cases {
             assert_eq!(serde_json::to_string(&request).expect("encode"), text);
-            assert_eq!(
-                serde_json::from_str::<Request>(text).expect("decode"),
-                request
-            );
+            assert_eq!(serde_json::from_str::<Request>(text).expect("decode"), request);
         }
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
     }
@@ -607,14 +556,8 @@ mod tests {
     fn an_error_response_round_trips() {
         let response = Response::error("nope");
         let text = serde_json::to_string(&response).expect("encode");
-        assert_eq!(
-            text,
-            r#"{"schema":3,"ok":false,"error":"nope","failed":[]}"#
-        );
-        assert_eq!(
-            serde_json::from_str::<Response>(&text).expect("decode"),
-            response
-        );
+        assert_eq!(text, r#"{"schema":3,"ok":false,"error":"nope","failed":[]}"#);
+        assert_eq!(serde_json::from_str::<Response>(&text).expect("decode"), response);
     }
 
     /// Every state a status reports reads back as itself (a backoff
@@ -629,10 +572,7 @@ mod tests {
                 ..ServiceStatus::new("server", state.clone())
             };
             let report = ServiceReport::new(status.clone(), None);
-            assert_eq!(
-                report.detail,
-                format!("{}: port 6767 is held by pid 4242", state.label())
-            );
+            assert_eq!(report.detail, format!("{}: port 6767 is held by pid 4242", state.label()));
             let text = serde_json::to_string(&report).expect("encode");
             let back: ServiceReport = serde_json::from_str(&text).expect("decode");
             assert_eq!(back, report, "{text}");
@@ -644,9 +584,7 @@ mod tests {
         use omnidev_core::{ExitStatus, ServiceState};
         assert_eq!(ServiceState::Starting { pid: 1 }.word(), "starting");
         assert_eq!(ServiceState::Running { pid: 1 }.word(), "running");
-        let failed = ServiceState::Exited {
-            status: ExitStatus::Signal(9),
-        };
+        let failed = ServiceState::Exited { status: ExitStatus::Signal(9) };
         assert_eq!(failed.word(), "crashed");
     }
 }

@@ -39,10 +39,7 @@ impl Filter {
     /// The filter of `query`, asked at `now`.
     pub fn new(query: EventsQuery, now: SystemTime) -> Self {
         let back = |ms| now.checked_sub(std::time::Duration::from_millis(ms));
-        Self {
-            since: query.since_ms.and_then(back),
-            query,
-        }
+        Self { since: query.since_ms.and_then(back), query }
     }
 
     /// The services whose records it wants (all when empty).
@@ -56,9 +53,7 @@ impl Filter {
         (self.query.logs || matches!(kept, Kept::Event(_)))
             && self.since.is_none_or(|since| kept.at() >= since)
             && (services.is_empty()
-                || kept
-                    .service()
-                    .is_none_or(|s| services.iter().any(|want| want == s)))
+                || kept.service().is_none_or(|s| services.iter().any(|want| want == s)))
     }
 
     /// A cursor at the first record it wants of `history`: a replay of
@@ -87,10 +82,7 @@ impl Filter {
         for kept in &read.kept {
             buf.extend_from_slice(json_line(&encoder.event(kept.event())).as_bytes());
         }
-        Chunk {
-            any: lost.is_some() || !read.kept.is_empty(),
-            done: read.done,
-        }
+        Chunk { any: lost.is_some() || !read.kept.is_empty(), done: read.done }
     }
 }
 
@@ -116,10 +108,7 @@ mod tests {
         let encoder = Encoder::new(std::path::Path::new("/pod"));
         let mut cursor = filter.cursor(supervisor.history(), false);
         let mut buf = Vec::new();
-        while !filter
-            .read(supervisor.history(), &mut cursor, &encoder, &mut buf)
-            .done
-        {}
+        while !filter.read(supervisor.history(), &mut cursor, &encoder, &mut buf).done {}
         String::from_utf8(buf)
             .expect("utf-8")
             .lines()
@@ -149,17 +138,10 @@ mod tests {
         .await
         .expect("supervisor");
         supervisor.notice("between");
-        let logs = EventsQuery {
-            logs: true,
-            ..EventsQuery::default()
-        };
+        let logs = EventsQuery { logs: true, ..EventsQuery::default() };
         let filter = |query: &EventsQuery| Filter::new(query.clone(), SystemTime::now());
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while replay(&supervisor, &filter(&logs))
-            .iter()
-            .filter(|r| r["kind"] == "log")
-            .count()
-            < 2
+        while replay(&supervisor, &filter(&logs)).iter().filter(|r| r["kind"] == "log").count() < 2
         {
             assert!(std::time::Instant::now() < deadline, "no lines");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -177,17 +159,11 @@ mod tests {
         assert_eq!(all[0]["pod"], "/pod");
         let server = replay(
             &supervisor,
-            &filter(&EventsQuery {
-                services: vec!["server".into()],
-                ..logs.clone()
-            }),
+            &filter(&EventsQuery { services: vec!["server".into()], ..logs.clone() }),
         );
         assert_eq!(lines(&server), [r#""server" "server""#]);
         assert!(server.iter().all(|r| r["service"] != "host"), "{server:?}");
-        assert!(
-            server.iter().any(|r| r["message"] == "between"),
-            "the pod's own"
-        );
+        assert!(server.iter().any(|r| r["message"] == "between"), "the pod's own");
         let events = replay(&supervisor, &Filter::default());
         assert!(lines(&events).is_empty(), "{events:?}");
         assert!(events.iter().any(|r| r["kind"] == "state"));

@@ -146,10 +146,7 @@ impl ControlServer {
     ) -> Result<Self> {
         let path = info.socket.clone();
         let pointer = super::pointer_path(&info.pod_dir);
-        let listen = |source| Error::Listen {
-            path: path.clone(),
-            source,
-        };
+        let listen = |source| Error::Listen { path: path.clone(), source };
         if let Some(dir) = path.parent() {
             omnidev_pod::runtime::ensure_private(dir)?;
         }
@@ -161,10 +158,8 @@ impl ControlServer {
         std_listener.set_nonblocking(true).map_err(listen)?;
         let listener = UnixListener::from_std(std_listener).map_err(listen)?;
         if pointer != path {
-            point_at(&pointer, &path).map_err(|source| Error::Listen {
-                path: pointer.clone(),
-                source,
-            })?;
+            point_at(&pointer, &path)
+                .map_err(|source| Error::Listen { path: pointer.clone(), source })?;
         }
 
         let encoder = Encoder::new(&info.pod_dir);
@@ -201,12 +196,7 @@ impl ControlServer {
                 }
             }
         });
-        Ok(Self {
-            path,
-            pointer,
-            acceptor,
-            following,
-        })
+        Ok(Self { path, pointer, acceptor, following })
     }
 
     /// Stops serving once the pod has stopped: the `events -f` followers
@@ -313,9 +303,8 @@ mod tests {
         let deadline = Duration::from_millis(200);
         let (supervisor, server) =
             idle_pod_with_deadline(dir.path(), RestartPolicy::Never, Vec::new(), deadline).await;
-        let mut client = UnixStream::connect(super::super::socket_path(dir.path()))
-            .await
-            .expect("connect");
+        let mut client =
+            UnixStream::connect(super::super::socket_path(dir.path())).await.expect("connect");
         // The server hangs up well before this generous wait ends.
         let mut byte = [0u8; 1];
         let read = tokio::time::timeout(REQUEST_DEADLINE * 3, client.read(&mut byte)).await;
@@ -332,20 +321,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (supervisor, server) =
             idle_pod(dir.path(), RestartPolicy::default(), vec!["idle".into()]).await;
-        let pid = || {
-            supervisor
-                .snapshot()
-                .first()
-                .and_then(omnidev_core::ServiceStatus::pid)
-        };
+        let pid = || supervisor.snapshot().first().and_then(omnidev_core::ServiceStatus::pid);
         while pid().is_none() {
             tokio::time::sleep(POLL).await;
         }
         let before = pid();
         for timeout in [u64::MAX, limits::MAX_REQUEST_TIMEOUT.as_secs() + 1] {
-            let mut client = UnixStream::connect(super::super::socket_path(dir.path()))
-                .await
-                .expect("connect");
+            let mut client =
+                UnixStream::connect(super::super::socket_path(dir.path())).await.expect("connect");
             let line = format!("{{\"cmd\":\"restart\",\"timeout-secs\":{timeout}}}\n");
             client.write_all(line.as_bytes()).await.expect("send");
             let mut answer = String::new();
@@ -366,9 +349,8 @@ mod tests {
 
     /// Sends `line` to the pod in `dir` and reads the whole answer.
     async fn ask(dir: &std::path::Path, line: &str) -> String {
-        let mut client = UnixStream::connect(super::super::socket_path(dir))
-            .await
-            .expect("connect");
+        let mut client =
+            UnixStream::connect(super::super::socket_path(dir)).await.expect("connect");
         client.write_all(line.as_bytes()).await.expect("send");
         let mut answer = String::new();
         tokio::time::timeout(REQUEST_DEADLINE * 3, client.read_to_string(&mut answer))
@@ -410,12 +392,7 @@ mod tests {
         let server =
             ControlServer::start_with_deadline(info, supervisor.clone(), Duration::from_secs(1))
                 .expect("server");
-        let pid = || {
-            supervisor
-                .snapshot()
-                .first()
-                .and_then(omnidev_core::ServiceStatus::pid)
-        };
+        let pid = || supervisor.snapshot().first().and_then(omnidev_core::ServiceStatus::pid);
         while pid().is_none() {
             tokio::time::sleep(POLL).await;
         }

@@ -71,11 +71,7 @@ async fn data(pod_dir: PathBuf, act: Act) -> Response {
         return text(StatusCode::CONFLICT, "the pod records no checkout");
     };
     let which = crate::cli::DbWhich {
-        pod: crate::cli::PodArgs {
-            repo: record.repo,
-            profile: None,
-            pod_dir: Some(pod_dir),
-        },
+        pod: crate::cli::PodArgs { repo: record.repo, profile: None, pod_dir: Some(pod_dir) },
         name: act.service,
     };
     let done = tokio::task::spawn_blocking(move || -> crate::error::Result<serde_json::Value> {
@@ -129,11 +125,7 @@ impl Dashboard {
         let Ok(record) = omnidev_pod::read_ports(&pod_dir) else {
             return text(StatusCode::CONFLICT, "the pod records no checkout");
         };
-        let pod = crate::cli::PodArgs {
-            repo: record.repo,
-            profile: None,
-            pod_dir: Some(pod_dir),
-        };
+        let pod = crate::cli::PodArgs { repo: record.repo, profile: None, pod_dir: Some(pod_dir) };
         let started = tokio::task::spawn_blocking(move || {
             crate::detach::up(&pod, ACTION_WAIT, &CallConnection::default())
         })

@@ -59,12 +59,7 @@ impl Door {
         {
             oldest.cancel();
         }
-        Arc::new(Visit {
-            door: self.clone(),
-            id,
-            close,
-            member: AtomicBool::new(false),
-        })
+        Arc::new(Visit { door: self.clone(), id, close, member: AtomicBool::new(false) })
     }
 
     /// Closes the oldest stranger (descriptors ran out).

@@ -63,12 +63,9 @@ impl Policy {
     /// when it carried the secret, `Ok(false)` when it needs none.
     pub fn check(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<bool, Denied> {
         let ours = |value: &str, scheme: &str| {
-            [
-                format!("{scheme}127.0.0.1:{}", self.port),
-                format!("{scheme}localhost:{}", self.port),
-            ]
-            .iter()
-            .any(|own| own == value)
+            [format!("{scheme}127.0.0.1:{}", self.port), format!("{scheme}localhost:{}", self.port)]
+                .iter()
+                .any(|own| own == value)
         };
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         if !host.is_some_and(|host| ours(host, "")) {
@@ -83,9 +80,7 @@ impl Policy {
             return Ok(false);
         }
         let in_header = headers.get(TOKEN_HEADER).and_then(|v| v.to_str().ok());
-        let in_query = (method == Method::GET)
-            .then(|| token_in_query(uri.query()))
-            .flatten();
+        let in_query = (method == Method::GET).then(|| token_in_query(uri.query())).flatten();
         let given = in_header.map(str::to_owned).or(in_query);
         if given.is_some_and(|given| same(given.as_bytes(), self.token.as_bytes())) {
             Ok(true)
@@ -113,10 +108,8 @@ pub async fn guard(State(policy): State<Arc<Policy>>, request: Request, next: Ne
             let mut response = next.run(request).await;
             // Nothing the page links to learns its URL (it holds the secret).
             let headers = response.headers_mut();
-            headers.insert(
-                header::REFERRER_POLICY,
-                header::HeaderValue::from_static("no-referrer"),
-            );
+            headers
+                .insert(header::REFERRER_POLICY, header::HeaderValue::from_static("no-referrer"));
             headers.insert(
                 header::X_CONTENT_TYPE_OPTIONS,
                 header::HeaderValue::from_static("nosniff"),
@@ -128,10 +121,7 @@ pub async fn guard(State(policy): State<Arc<Policy>>, request: Request, next: Ne
 
 /// The secret in a query string (`token=…`; hex, so nothing to decode).
 fn token_in_query(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
-        .map(str::to_owned)
+    query?.split('&').find_map(|pair| pair.strip_prefix("token=")).map(str::to_owned)
 }
 
 /// Whether `a` and `b` are equal, in a time that does not tell where they
@@ -164,10 +154,7 @@ mod tests {
     /// an action's secret must come in its header; a cookie is no secret.
     #[test]
     fn requests_without_the_secret_or_from_elsewhere_are_refused() {
-        let policy = Policy {
-            token: "ab".repeat(32),
-            port: 4321,
-        };
+        let policy = Policy { token: "ab".repeat(32), port: 4321 };
         let token = policy.token.clone();
         let host = ("host", "127.0.0.1:4321");
         let header = (TOKEN_HEADER, token.as_str());
@@ -176,37 +163,19 @@ mod tests {
         assert_eq!(get("/", &[host]), Err(Denied::Token));
         assert_eq!(get("/?token=00", &[host]), Err(Denied::Token));
         assert_eq!(get(&format!("/?token={token}"), &[host]), Ok(true));
-        assert_eq!(
-            get(&format!("/api/events?pod=a&token={token}"), &[host]),
-            Ok(true)
-        );
+        assert_eq!(get(&format!("/api/events?pod=a&token={token}"), &[host]), Ok(true));
         assert_eq!(get("/api/pods", &[host, header]), Ok(true));
-        assert_eq!(
-            get("/api/pods", &[host, ("cookie", &cookie)]),
-            Err(Denied::Token)
-        );
-        assert_eq!(
-            get("/api/pods", &[("host", "localhost:4321"), header]),
-            Ok(true)
-        );
+        assert_eq!(get("/api/pods", &[host, ("cookie", &cookie)]), Err(Denied::Token));
+        assert_eq!(get("/api/pods", &[("host", "localhost:4321"), header]), Ok(true));
         // DNS rebinding: the browser names the attacker's host.
-        assert_eq!(
-            get("/api/pods", &[("host", "evil.example:4321"), header]),
-            Err(Denied::Host)
-        );
+        assert_eq!(get("/api/pods", &[("host", "evil.example:4321"), header]), Err(Denied::Host));
         assert_eq!(get("/api/pods", &[header]), Err(Denied::Host));
         assert_eq!(
-            get(
-                "/api/pods",
-                &[host, header, ("origin", "http://evil.example")]
-            ),
+            get("/api/pods", &[host, header, ("origin", "http://evil.example")]),
             Err(Denied::Origin)
         );
         assert_eq!(
-            get(
-                "/api/pods",
-                &[host, header, ("origin", "http://127.0.0.1:4321")]
-            ),
+            get("/api/pods", &[host, header, ("origin", "http://127.0.0.1:4321")]),
             Ok(true)
         );
         // The proof needs no secret, but this server's Host.
@@ -217,19 +186,10 @@ mod tests {
         );
         let post =
             |uri: &str, headers: &[(&str, &str)]| check(&policy, &Method::POST, uri, headers);
-        assert_eq!(
-            post("/api/act", &[host, ("cookie", &cookie)]),
-            Err(Denied::Token)
-        );
-        assert_eq!(
-            post(&format!("/api/act?token={token}"), &[host]),
-            Err(Denied::Token)
-        );
+        assert_eq!(post("/api/act", &[host, ("cookie", &cookie)]), Err(Denied::Token));
+        assert_eq!(post(&format!("/api/act?token={token}"), &[host]), Err(Denied::Token));
         assert_eq!(post("/api/act", &[host, header]), Ok(true));
-        assert_eq!(
-            post("/api/act", &[host, (TOKEN_HEADER, "ab")]),
-            Err(Denied::Token)
-        );
+        assert_eq!(post("/api/act", &[host, (TOKEN_HEADER, "ab")]), Err(Denied::Token));
         assert_eq!(post("/api/prove", &[host]), Err(Denied::Token));
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
     }

@@ -20,10 +20,7 @@ pub(super) async fn page(State(state): State<Arc<Dashboard>>) -> Response {
         .replace("{{ALLOW_UP}}", if state.allow_up { "yes" } else { "no" });
     let mut response = page.into_response();
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
         header::CONTENT_SECURITY_POLICY,

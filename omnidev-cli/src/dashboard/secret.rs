@@ -128,10 +128,8 @@ mod tests {
         let second = rotate(dir.path()).expect("rotate");
         assert_ne!(first, second);
         assert_eq!(current(dir.path()), Some(second));
-        let mode = std::fs::metadata(dir.path().join(TOKEN_FILE))
-            .expect("stat")
-            .permissions()
-            .mode();
+        let mode =
+            std::fs::metadata(dir.path().join(TOKEN_FILE)).expect("stat").permissions().mode();
         assert_eq!(mode & 0o077, 0, "{mode:o}");
     }
 }

@@ -35,11 +35,7 @@ pub fn events(pod_dir: PathBuf) -> Response {
     let holding = held.clone();
     let hang_up = CallConnection::default();
     let connected = hang_up.clone();
-    tokio::spawn(measure_every(
-        pod_dir.clone(),
-        sender.downgrade(),
-        held.clone(),
-    ));
+    tokio::spawn(measure_every(pod_dir.clone(), sender.downgrade(), held.clone()));
     std::thread::spawn(move || {
         let Ok(records) = Ask::events(EventsQuery::everything()).stream(&pod_dir) else {
             return;
@@ -60,10 +56,9 @@ pub fn events(pod_dir: PathBuf) -> Response {
             let plain = |text: &str| omnidev_core::text::plain(text);
             let (text, states) = match &record.event.kind {
                 // Colours kept, as the TUI shows them; no other control.
-                omnidev_core::EventKind::Log { line } => (
-                    omnidev_core::text::sanitise(&line.text, true).into_owned(),
-                    None,
-                ),
+                omnidev_core::EventKind::Log { line } => {
+                    (omnidev_core::text::sanitise(&line.text, true).into_owned(), None)
+                }
                 // Core's label (the main pid) and tone, as the TUI shows
                 // them.
                 omnidev_core::EventKind::Status { services } => (
@@ -83,10 +78,7 @@ pub fn events(pod_dir: PathBuf) -> Response {
                 _ => (plain(&record.event.to_string()), None),
             };
             let value = serde_json::json!({ "text": text, "states": states, "record": record });
-            let data = format!(
-                "data: {}\n\n",
-                omnidev_core::text::json_line(&value).trim_end()
-            );
+            let data = format!("data: {}\n\n", omnidev_core::text::json_line(&value).trim_end());
             // A page that does not read is dropped, never waited for.
             let waiting = holding.fetch_add(data.len(), Ordering::Relaxed);
             if (waiting > 0 && waiting + data.len() > STREAM_BYTES)
@@ -96,11 +88,7 @@ pub fn events(pod_dir: PathBuf) -> Response {
             }
         }
     });
-    let mut response = event_stream(Body {
-        chunks: receiver,
-        held,
-        hang_up: Some(hang_up),
-    });
+    let mut response = event_stream(Body { chunks: receiver, held, hang_up: Some(hang_up) });
     // A dropped stream ends its connection: the browser opens another.
     (response.headers_mut()).insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
@@ -138,10 +126,7 @@ async fn measure_every(
             usage["services"] = serde_json::Value::Object(services);
             value["usage"] = usage;
         }
-        let data = format!(
-            "data: {}\n\n",
-            omnidev_core::text::json_line(&value).trim_end()
-        );
+        let data = format!("data: {}\n\n", omnidev_core::text::json_line(&value).trim_end());
         // One not taken yet says as much: a page that does not read gets
         // no more of these.
         if held.load(Ordering::Relaxed) > 0 {
@@ -181,20 +166,13 @@ pub fn changes(mut changed: tokio::sync::watch::Receiver<()>) -> Response {
             }
         }
     });
-    event_stream(Body {
-        chunks: receiver,
-        held,
-        hang_up: None,
-    })
+    event_stream(Body { chunks: receiver, held, hang_up: None })
 }
 
 fn event_stream(body: Body) -> Response {
     let mut response = Response::new(axum::body::Body::new(body));
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }

@@ -36,13 +36,7 @@ const KEPT_OF_LONG: usize = 4096;
 
 /// The methods this server answers, whose `params` the SDK, when they do
 /// not fit, takes for an unknown method's (-32601).
-const SERVED: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-];
+const SERVED: &[&str] = &["initialize", "ping", "server/discover", "tools/list", "tools/call"];
 
 /// The tools whose answers take turns.
 const HEAVY: &[&str] = &["logs", "events"];
@@ -131,15 +125,8 @@ impl Framing {
                 return None;
             }
         };
-        let id = value
-            .get("id")
-            .filter(|id| id.is_string() || id.is_number())
-            .cloned();
-        let method = value
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let id = value.get("id").filter(|id| id.is_string() || id.is_number()).cloned();
+        let method = value.get("method").and_then(Value::as_str).unwrap_or("").to_owned();
         let served = SERVED.contains(&method.as_str());
         let params = || value.get("params").cloned().unwrap_or(Value::Null);
         let invalid_params = |why: String| (-32602, format!("Invalid params of `{method}`: {why}"));
@@ -297,14 +284,8 @@ mod tests {
     #[test]
     fn the_id_of_a_long_line_is_found_in_its_start() {
         for (start, id) in [
-            (
-                &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"#[..],
-                json!(7),
-            ),
-            (
-                br#"{ "method" : "id", "id" : "a,\"b}" , "params": "#,
-                json!("a,\"b}"),
-            ),
+            (&br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"#[..], json!(7)),
+            (br#"{ "method" : "id", "id" : "a,\"b}" , "params": "#, json!("a,\"b}")),
             (br#"{"params":{"id":1,"x":"#, Value::Null),
             (br#"{"params":{"id":1},"id":-2,"#, json!(-2)),
             (br#"{"jsonrpc":"2.0","id":{"#, Value::Null),

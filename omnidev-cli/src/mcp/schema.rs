@@ -83,10 +83,7 @@ pub fn check(
                 *value = lenient;
             }
         }
-        let items = property
-            .get("items")
-            .and_then(|i| i.get("type"))
-            .and_then(Value::as_str);
+        let items = property.get("items").and_then(|i| i.get("type")).and_then(Value::as_str);
         let fits = match (want, &*value) {
             ("array", Value::Array(list)) => {
                 items.is_none_or(|t| list.iter().all(|i| is(t, i)))
@@ -104,12 +101,7 @@ pub fn check(
         if fits && in_range {
             continue;
         }
-        let must = match (
-            want,
-            number("minimum"),
-            number("maximum"),
-            number("maxItems"),
-        ) {
+        let must = match (want, number("minimum"), number("maximum"), number("maxItems")) {
             ("integer", Some(min), Some(max), _) => format!("an integer between {min} and {max}"),
             ("array", _, _, Some(max)) => {
                 format!("an array of at most {max} {}s", items.unwrap_or("item"))
@@ -168,14 +160,8 @@ mod tests {
         for (arguments, said) in [
             (json!({"lines": 0}), format!("`lines` is 0; {range}")),
             (json!({"lines": 5001}), format!("`lines` is 5001; {range}")),
-            (
-                json!({"lines": 4_294_967_296_u64}),
-                format!("`lines` is 4294967296; {range}"),
-            ),
-            (
-                json!({"lines": "3x"}),
-                format!("`lines` is \"3x\"; {range}"),
-            ),
+            (json!({"lines": 4_294_967_296_u64}), format!("`lines` is 4294967296; {range}")),
+            (json!({"lines": "3x"}), format!("`lines` is \"3x\"; {range}")),
             (json!({"lines": 2.5}), format!("`lines` is 2.5; {range}")),
             (json!({"lines": null}), format!("`lines` is null; {range}")),
             (

@@ -150,8 +150,7 @@ impl App {
     /// Gives a service added by an applied profile its view and pane
     /// (last; it keeps its number while the UI runs).
     fn add_service(&mut self, name: &str) -> usize {
-        self.services
-            .push(ServiceStatus::new(name, ServiceState::Waiting));
+        self.services.push(ServiceStatus::new(name, ServiceState::Waiting));
         self.panes.push(Pane::new(Some(name)));
         self.services.len() - 1
     }
@@ -190,27 +189,20 @@ impl App {
 
     /// The service of the focused pane (`None` for the combined pane).
     pub fn focused_service(&self) -> Option<&str> {
-        self.focus
-            .checked_sub(1)
-            .and_then(|i| self.services.get(i))
-            .map(|s| s.name.as_str())
+        self.focus.checked_sub(1).and_then(|i| self.services.get(i)).map(|s| s.name.as_str())
     }
 
     /// Title of pane `index`.
     pub fn pane_title(&self, index: usize) -> &str {
-        index
-            .checked_sub(1)
-            .and_then(|i| self.services.get(i))
-            .map_or("all", |s| s.name.as_str())
+        index.checked_sub(1).and_then(|i| self.services.get(i)).map_or("all", |s| s.name.as_str())
     }
 
     /// Takes in statuses from a supervisor snapshot (a service it does
     /// not know yet gets its pane).
     pub fn apply_snapshot(&mut self, statuses: &[ServiceStatus]) {
         for status in statuses {
-            let i = self
-                .service_index(&status.name)
-                .unwrap_or_else(|| self.add_service(&status.name));
+            let i =
+                self.service_index(&status.name).unwrap_or_else(|| self.add_service(&status.name));
             self.services[i].clone_from(status);
         }
     }
@@ -316,11 +308,7 @@ impl App {
             KeyCode::Char('t') => self.timestamps = !self.timestamps,
             KeyCode::Char(c @ ('/' | '?')) => {
                 self.mode = Mode::Search {
-                    direction: if c == '/' {
-                        Direction::Forward
-                    } else {
-                        Direction::Backward
-                    },
+                    direction: if c == '/' { Direction::Forward } else { Direction::Backward },
                     input: String::new(),
                 };
             }
@@ -382,11 +370,7 @@ impl App {
 impl App {
     /// The text of every line pane `pane` shows.
     pub fn shown(&self, pane: usize) -> Vec<String> {
-        self.panes[pane]
-            .all(self.output.history())
-            .into_iter()
-            .map(|line| line.raw)
-            .collect()
+        self.panes[pane].all(self.output.history()).into_iter().map(|line| line.raw).collect()
     }
 }
 
@@ -403,11 +387,7 @@ pub(crate) mod tests {
     }
 
     fn app() -> App {
-        App::new(
-            PodInfo::default(),
-            vec!["server".into(), "host".into()],
-            vec!["server".into()],
-        )
+        App::new(PodInfo::default(), vec!["server".into(), "host".into()], vec!["server".into()])
     }
 
     /// A line of `service`'s stdout, as the supervisor publishes it (shared
@@ -420,11 +400,7 @@ pub(crate) mod tests {
     fn a_changed_profile_waits_for_p_and_a_new_service_gets_a_pane() {
         use omnidev_pod::profile::changes::ProfileChanges;
         let mut app = app();
-        let pod = |kind| Event {
-            at: SystemTime::UNIX_EPOCH,
-            service: None,
-            kind,
-        };
+        let pod = |kind| Event { at: SystemTime::UNIX_EPOCH, service: None, kind };
         // The events as the pod words them.
         let file = std::path::Path::new("/repo/omnidev.toml");
         let server_and_worker = ProfileChanges {
@@ -453,16 +429,14 @@ pub(crate) mod tests {
         assert_eq!(app.pane_title(3), "worker");
         app.apply(&log("worker", "up", 5));
         assert_eq!(app.shown(3), ["up"]);
-        app.apply(&pod(EventKind::ProfileApplied(
-            omnidev_core::ProfileApplied {
-                applied: omnidev_core::Applied {
-                    restarted: vec!["server".into()],
-                    started: vec!["worker".into()],
-                    ..Default::default()
-                },
-                message: "applied omnidev.toml: restarted server; started worker".into(),
+        app.apply(&pod(EventKind::ProfileApplied(omnidev_core::ProfileApplied {
+            applied: omnidev_core::Applied {
+                restarted: vec!["server".into()],
+                started: vec!["worker".into()],
+                ..Default::default()
             },
-        )));
+            message: "applied omnidev.toml: restarted server; started worker".into(),
+        })));
         assert_eq!(app.profile_pending, None);
         // A file that cannot be applied leaves nothing to apply.
         app.apply(&pod(changed(None)));
@@ -470,10 +444,7 @@ pub(crate) mod tests {
         assert_eq!(app.profile_pending, None);
         // Only the URLs changed: there is something to apply all the same,
         // as the notice says.
-        let urls = ProfileChanges {
-            urls: true,
-            ..ProfileChanges::default()
-        };
+        let urls = ProfileChanges { urls: true, ..ProfileChanges::default() };
         let event = crate::live_profile::profile_changed(file, "omnidev.toml", Ok(&urls), true);
         assert!(event.to_string().contains("press P"), "{event}");
         app.apply(&pod(event));
@@ -506,12 +477,7 @@ pub(crate) mod tests {
             go.display()
         );
         let builder = Supervisor::builder(SupervisorConfig {
-            services: vec![ServiceSpec::new(
-                "server",
-                "sh",
-                ["-c", &script],
-                dir.path(),
-            )],
+            services: vec![ServiceSpec::new("server", "sh", ["-c", &script], dir.path())],
             ..SupervisorConfig::default()
         })
         .expect("a valid graph");
@@ -559,27 +525,15 @@ pub(crate) mod tests {
         assert_eq!(app.focus, 0);
         app.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
         assert_eq!(app.focus, 1);
-        assert_eq!(
-            app.handle_key(key('r')),
-            Some(Action::Restart("server".into()))
-        );
-        assert_eq!(
-            app.handle_key(key('R')),
-            Some(Action::Reload(vec!["server".into()]))
-        );
+        assert_eq!(app.handle_key(key('r')), Some(Action::Restart("server".into())));
+        assert_eq!(app.handle_key(key('R')), Some(Action::Reload(vec!["server".into()])));
         app.apply(&log("server", "one", 1));
         assert_eq!(app.handle_key(key('c')), None);
         assert!(app.shown(1).is_empty(), "cleared");
         // `s` stops a service that runs (or waits), starts one that is down.
-        assert_eq!(
-            app.handle_key(key('s')),
-            Some(Action::Stop("server".into()))
-        );
+        assert_eq!(app.handle_key(key('s')), Some(Action::Stop("server".into())));
         app.services[0].state = ServiceState::Stopped;
-        assert_eq!(
-            app.handle_key(key('s')),
-            Some(Action::Start("server".into()))
-        );
+        assert_eq!(app.handle_key(key('s')), Some(Action::Start("server".into())));
         app.handle_key(key('w'));
         assert!(app.wrap);
         assert_eq!(app.handle_key(key('q')), Some(Action::Quit));
@@ -622,12 +576,7 @@ pub(crate) mod tests {
 
     /// A service's status as core publishes it.
     pub(crate) fn status(name: &str, state: ServiceState, restarts: u32) -> ServiceStatus {
-        ServiceStatus {
-            name: name.into(),
-            state,
-            restarts,
-            ..ServiceStatus::default()
-        }
+        ServiceStatus { name: name.into(), state, restarts, ..ServiceStatus::default() }
     }
 
     /// A crash is a supervisor line in the service's pane; the restarts

@@ -36,12 +36,7 @@ pub struct PaneLine {
 impl PaneLine {
     /// A line from `tag` with raw (possibly coloured) text, read at `at`.
     pub fn new(tag: &str, raw: &str, supervisor: bool, at: SystemTime) -> Self {
-        Self {
-            tag: tag.to_owned(),
-            raw: text::sanitise(raw, true).into_owned(),
-            supervisor,
-            at,
-        }
+        Self { tag: tag.to_owned(), raw: text::sanitise(raw, true).into_owned(), supervisor, at }
     }
 
     /// The line `kept` shows: a service's line as it stands, or an
@@ -54,9 +49,9 @@ impl PaneLine {
                 line.stream == Stream::Supervisor,
                 line.at,
             )),
-            Kept::Event(event) => event
-                .is_shown()
-                .then(|| Self::new("omnidev", &event.to_string(), true, event.at)),
+            Kept::Event(event) => {
+                event.is_shown().then(|| Self::new("omnidev", &event.to_string(), true, event.at))
+            }
         }
     }
 
@@ -103,10 +98,7 @@ impl Pattern {
         if text.is_empty() {
             return None;
         }
-        Some(Self {
-            text: text.to_owned(),
-            ignore_case: !text.chars().any(char::is_uppercase),
-        })
+        Some(Self { text: text.to_owned(), ignore_case: !text.chars().any(char::is_uppercase) })
     }
 
     /// The pattern as typed.
@@ -118,16 +110,11 @@ impl Pattern {
     pub fn find_all(&self, haystack: &str) -> Vec<std::ops::Range<usize>> {
         // ASCII case folding keeps byte offsets aligned with `haystack`.
         let (hay, needle) = if self.ignore_case {
-            (
-                haystack.to_ascii_lowercase(),
-                self.text.to_ascii_lowercase(),
-            )
+            (haystack.to_ascii_lowercase(), self.text.to_ascii_lowercase())
         } else {
             (haystack.to_owned(), self.text.clone())
         };
-        hay.match_indices(&needle)
-            .map(|(start, m)| start..start + m.len())
-            .collect()
+        hay.match_indices(&needle).map(|(start, m)| start..start + m.len()).collect()
     }
 }
 
@@ -186,9 +173,7 @@ impl Pane {
 
     /// The lines of `kept`, as shown.
     fn lines(kept: impl IntoIterator<Item = (u64, Kept)>) -> Vec<(u64, PaneLine)> {
-        kept.into_iter()
-            .filter_map(|(n, kept)| Some((n, PaneLine::of(&kept)?)))
-            .collect()
+        kept.into_iter().filter_map(|(n, kept)| Some((n, PaneLine::of(&kept)?))).collect()
     }
 
     /// The newest `n` lines shown, oldest first.
@@ -329,10 +314,7 @@ impl Pane {
 impl Pane {
     /// Every line shown, oldest first.
     pub fn all(&self, history: &History) -> Vec<PaneLine> {
-        self.from(history, 0, usize::MAX)
-            .into_iter()
-            .map(|(_, line)| line)
-            .collect()
+        self.from(history, 0, usize::MAX).into_iter().map(|(_, line)| line).collect()
     }
 }
 
@@ -482,11 +464,8 @@ mod tests {
         .expect("a valid graph");
         let mut events = builder.subscribe();
         let supervisor = builder.run().await.expect("start");
-        let mut app = crate::tui::App::new(
-            crate::tui::PodInfo::default(),
-            vec!["app".into()],
-            Vec::new(),
-        );
+        let mut app =
+            crate::tui::App::new(crate::tui::PodInfo::default(), vec!["app".into()], Vec::new());
         let mut until = async |app: &mut crate::tui::App, want: &[&str]| {
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
             while app.shown(1) != want {
@@ -494,10 +473,7 @@ mod tests {
                     .await
                     .unwrap_or_else(|_| panic!("{want:?}; the pane: {:?}", app.shown(1)))
                     .expect("events");
-                if matches!(
-                    event.kind,
-                    EventKind::PartialLine { .. } | EventKind::Log { .. }
-                ) {
+                if matches!(event.kind, EventKind::PartialLine { .. } | EventKind::Log { .. }) {
                     app.apply(&event);
                 }
             }
@@ -512,9 +488,7 @@ mod tests {
         ));
         let mut terminal =
             ratatui::Terminal::new(ratatui::backend::TestBackend::new(60, 8)).expect("terminal");
-        terminal
-            .draw(|frame| crate::tui::view::render(&mut app, frame))
-            .expect("draw");
+        terminal.draw(|frame| crate::tui::view::render(&mut app, frame)).expect("draw");
         let screen: Vec<String> = terminal
             .backend()
             .buffer()
@@ -522,15 +496,9 @@ mod tests {
             .chunks(60)
             .map(|row| row.iter().map(ratatui::buffer::Cell::symbol).collect())
             .collect();
-        let prompts = screen
-            .iter()
-            .filter(|row| row.contains("Password:"))
-            .count();
+        let prompts = screen.iter().filter(|row| row.contains("Password:")).count();
         assert_eq!(prompts, 1, "one line on screen: {screen:#?}");
-        assert!(
-            screen.iter().any(|row| row.contains("Password: secret")),
-            "{screen:#?}"
-        );
+        assert!(screen.iter().any(|row| row.contains("Password: secret")), "{screen:#?}");
         supervisor.shutdown().await.expect("shutdown");
     }
 }

@@ -21,10 +21,8 @@ const CURRENT_MATCH: Style = Style::new().fg(Color::Black).bg(Color::Yellow);
 pub fn render(app: &mut App, frame: &mut Frame<'_>) {
     let area = frame.area();
     let header = header_lines(app, area.width as usize);
-    let header_rows: Vec<Line<'static>> = header
-        .into_iter()
-        .flat_map(|l| wrap_line(l, area.width as usize))
-        .collect();
+    let header_rows: Vec<Line<'static>> =
+        header.into_iter().flat_map(|l| wrap_line(l, area.width as usize)).collect();
     let header_height = (header_rows.len() as u16).min(area.height.saturating_sub(3));
     let [header_area, body_area, footer_area] = Layout::vertical([
         Constraint::Length(header_height),
@@ -34,10 +32,7 @@ pub fn render(app: &mut App, frame: &mut Frame<'_>) {
     .areas(area);
     frame.render_widget(Paragraph::new(header_rows), header_area);
     render_body(app, frame, body_area);
-    frame.render_widget(
-        Paragraph::new(footer_line(app, area.width as usize)),
-        footer_area,
-    );
+    frame.render_widget(Paragraph::new(footer_line(app, area.width as usize)), footer_area);
     inert(frame.buffer_mut());
 }
 
@@ -85,10 +80,7 @@ fn header_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let mut urls = Vec::new();
     for url in &app.info.urls {
         let lead = if urls.is_empty() { "" } else { "  " };
-        urls.push(Span::styled(
-            format!("{lead}{} ", text::quote(&url.name)),
-            dim,
-        ));
+        urls.push(Span::styled(format!("{lead}{} ", text::quote(&url.name)), dim));
         urls.push(Span::styled(
             text::quote(&url.url).into_owned(),
             Style::new().add_modifier(Modifier::UNDERLINED),
@@ -153,15 +145,9 @@ fn tabs_line(app: &App, width: usize) -> Line<'static> {
         }
     }
     let left_out = keep.iter().filter(|k| !**k).count();
-    let mut shown: Vec<Vec<Span<'static>>> = tabs
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(tab, keep)| keep.then_some(tab))
-        .collect();
-    shown.push(vec![Span::styled(
-        format!("+{left_out}"),
-        Style::new().fg(Color::DarkGray),
-    )]);
+    let mut shown: Vec<Vec<Span<'static>>> =
+        tabs.into_iter().zip(keep).filter_map(|(tab, keep)| keep.then_some(tab)).collect();
+    shown.push(vec![Span::styled(format!("+{left_out}"), Style::new().fg(Color::DarkGray))]);
     join_tabs(shown)
 }
 
@@ -210,10 +196,7 @@ fn service_tab(
         Span::styled(state, base.patch(state_style(&service.state))),
     ];
     if service.restarts > 0 && detail == TabDetail::Full {
-        spans.push(Span::styled(
-            format!(" ↻{}", service.restarts),
-            base.fg(Color::LightRed),
-        ));
+        spans.push(Span::styled(format!(" ↻{}", service.restarts), base.fg(Color::LightRed)));
     }
     spans.push(Span::styled(" ", base));
     spans
@@ -264,10 +247,7 @@ fn footer_line(app: &App, width: usize) -> Line<'static> {
         ]);
     }
     if let Some(message) = &app.message {
-        return Line::from(Span::styled(
-            message.clone(),
-            Style::new().fg(Color::Yellow),
-        ));
+        return Line::from(Span::styled(message.clone(), Style::new().fg(Color::Yellow)));
     }
     // A changed profile waiting to be applied comes first: its key is
     // the one to press now.
@@ -301,16 +281,10 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
     let block = Block::new()
         .borders(Borders::TOP)
         .border_style(Style::new().fg(Color::DarkGray))
-        .title(Span::styled(
-            title,
-            Style::new().add_modifier(Modifier::BOLD),
-        ))
+        .title(Span::styled(title, Style::new().add_modifier(Modifier::BOLD)))
         .title(
-            Line::from(Span::styled(
-                format!(" {} ", flags.join(" · ")),
-                Style::new(),
-            ))
-            .right_aligned(),
+            Line::from(Span::styled(format!(" {} ", flags.join(" · ")), Style::new()))
+                .right_aligned(),
         );
     let inner = block.inner(area);
     frame.render_widget(block, area);
@@ -328,10 +302,7 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
         0
     };
     let colour_of = |tag: &str| {
-        app.services
-            .iter()
-            .position(|s| s.name == tag)
-            .map_or(Color::DarkGray, service_colour)
+        app.services.iter().position(|s| s.name == tag).map_or(Color::DarkGray, service_colour)
     };
     let pattern = app.pattern.clone();
     let wrap = app.wrap;
@@ -346,11 +317,7 @@ fn render_body(app: &mut App, frame: &mut Frame<'_>, area: Rect) {
             pattern.as_ref(),
             current == Some(abs),
         );
-        if wrap {
-            wrap_line(styled, width)
-        } else {
-            vec![styled]
-        }
+        if wrap { wrap_line(styled, width) } else { vec![styled] }
     };
 
     // Every line gives a row at least: `height` lines fill the view.
@@ -398,9 +365,7 @@ fn styled_line(
     let mut content: Vec<Span<'static>> = if line.supervisor {
         vec![Span::styled(
             line.plain().into_owned(),
-            Style::new()
-                .fg(Color::DarkGray)
-                .add_modifier(Modifier::ITALIC),
+            Style::new().fg(Color::DarkGray).add_modifier(Modifier::ITALIC),
         )]
     } else if line.raw.contains('\x1b') {
         match line.raw.as_bytes().into_text() {
@@ -421,11 +386,8 @@ fn styled_line(
     };
     for span in &mut content {
         if span.content.chars().any(char::is_control) {
-            span.content = span
-                .content
-                .replace('\t', "    ")
-                .replace(|c: char| c.is_control(), "")
-                .into();
+            span.content =
+                span.content.replace('\t', "    ").replace(|c: char| c.is_control(), "").into();
         }
     }
     if let Some(pattern) = pattern {
@@ -444,10 +406,7 @@ fn styled_line(
         ));
     }
     if let Some((width, colour)) = tag {
-        spans.push(Span::styled(
-            format!("{:<width$}", line.tag),
-            Style::new().fg(colour),
-        ));
+        spans.push(Span::styled(format!("{:<width$}", line.tag), Style::new().fg(colour)));
         spans.push(Span::styled(" │ ", Style::new().fg(Color::DarkGray)));
     }
     spans.extend(content);
@@ -483,11 +442,7 @@ fn highlight(
             let (a, b) = (pair[0], pair[1]);
             let piece = text[a - start..b - start].to_owned();
             let inside = ranges.iter().any(|r| r.start <= a && b <= r.end);
-            let piece_style = if inside {
-                span.style.patch(style)
-            } else {
-                span.style
-            };
+            let piece_style = if inside { span.style.patch(style) } else { span.style };
             out.push(Span::styled(piece, piece_style));
         }
     }
@@ -574,15 +529,8 @@ pub(crate) mod tests {
                 backoff: std::time::Duration::from_secs(1),
             },
         });
-        app.apply(&state(
-            "vite",
-            ServiceState::Exited {
-                status: ExitStatus::Code(1),
-            },
-        ));
-        let exited = ServiceState::Exited {
-            status: ExitStatus::Code(1),
-        };
+        app.apply(&state("vite", ServiceState::Exited { status: ExitStatus::Code(1) }));
+        let exited = ServiceState::Exited { status: ExitStatus::Code(1) };
         app.apply_snapshot(&[
             status("server", ServiceState::Ready { pid: 4242 }, 0),
             status("host", ServiceState::Running { pid: 4250 }, 0),
@@ -600,11 +548,7 @@ pub(crate) mod tests {
             next(),
         ));
         app.apply(&log("host", "host connected to server", next()));
-        app.apply(&log(
-            "vite",
-            "\x1b[31merror\x1b[0m: port 5173 is busy",
-            next(),
-        ));
+        app.apply(&log("vite", "\x1b[31merror\x1b[0m: port 5173 is busy", next()));
         app.apply(&log("server", "GET /health 200", next()));
         app
     }
@@ -644,14 +588,10 @@ pub(crate) mod tests {
         let mut app = sample_app();
         app.profile_pending = Some("server +worker".into());
         let terminal = draw(&mut app, 100, 14);
-        let footer: String = (0..100)
-            .map(|x| terminal.backend().buffer()[(x, 13)].symbol().to_owned())
-            .collect();
+        let footer: String =
+            (0..100).map(|x| terminal.backend().buffer()[(x, 13)].symbol().to_owned()).collect();
         let footer = footer.trim_end();
-        assert!(
-            footer.starts_with("P apply profile (server +worker) │ q"),
-            "{footer:?}"
-        );
+        assert!(footer.starts_with("P apply profile (server +worker) │ q"), "{footer:?}");
         // The key help after it is whole, the one that fits what is left.
         let help = footer.split(" │ ").nth(1).expect("help");
         assert!(key_help(false).iter().any(|h| h == help), "{help:?}");
@@ -700,9 +640,7 @@ pub(crate) mod tests {
         let first = find_row("Started server");
         let second = find_row("Uvicorn running");
         let col = |y: u16| {
-            (0..buffer.area.width)
-                .find(|&x| buffer[(x, y)].symbol() == "I")
-                .expect("an I")
+            (0..buffer.area.width).find(|&x| buffer[(x, y)].symbol() == "I").expect("an I")
         };
         assert_eq!(buffer[(col(first), first)].bg, Color::Yellow);
         let second_cell = &buffer[(col(second), second)];
@@ -722,10 +660,7 @@ pub(crate) mod tests {
         app.handle_key(KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE));
         let terminal = draw(&mut app, 100, 10);
         let screen = screen_rows(&terminal).join("\n");
-        assert!(
-            screen.contains("t^[]0;TITLE^G c^[[2J q^[[6n f^Mserver | x red"),
-            "{screen}"
-        );
+        assert!(screen.contains("t^[]0;TITLE^G c^[[2J q^[[6n f^Mserver | x red"), "{screen}");
         assert!(!screen.contains('\x1b'), "{screen}");
     }
 
@@ -739,10 +674,7 @@ pub(crate) mod tests {
         app.info.urls[0].url = "http://\x1b[2J:6767".into();
         let terminal = draw(&mut app, 100, 10);
         let screen = screen_rows(&terminal).join("\n");
-        assert!(
-            screen.contains("/cache/re^[]0;t^Gpo^J-1a2b3c4d"),
-            "{screen}"
-        );
+        assert!(screen.contains("/cache/re^[]0;t^Gpo^J-1a2b3c4d"), "{screen}");
         assert!(screen.contains("http://^[[2J:6767"), "{screen}");
         let mut buffer = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 3, 1));
         buffer.content[1].set_symbol("\x1b");
@@ -766,21 +698,14 @@ pub(crate) mod tests {
         assert_eq!(app.message, None, "the search found the link's text");
         let terminal = draw(&mut app, 100, 10);
         let screen = screen_rows(&terminal).join("\n");
-        assert!(
-            screen.contains("ansi-link: the docs and the rest"),
-            "{screen}"
-        );
+        assert!(screen.contains("ansi-link: the docs and the rest"), "{screen}");
         assert!(!screen.contains("example.com"), "{screen}");
     }
 
     pub(crate) fn screen_rows(terminal: &Terminal<TestBackend>) -> Vec<String> {
         let buffer = terminal.backend().buffer();
         (0..buffer.area.height)
-            .map(|y| {
-                (0..buffer.area.width)
-                    .map(|x| buffer[(x, y)].symbol())
-                    .collect::<String>()
-            })
+            .map(|y| (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect::<String>())
             .collect()
     }
 
@@ -806,16 +731,9 @@ pub(crate) mod tests {
         assert!(!row(&mut app).contains(&clock));
         app.handle_key(crate::tui::app::tests::key('t'));
         let shown = row(&mut app);
-        assert!(
-            shown.trim_start().starts_with(&format!("{clock} server")),
-            "{shown}"
-        );
+        assert!(shown.trim_start().starts_with(&format!("{clock} server")), "{shown}");
         app.handle_key(crate::tui::app::tests::key('1'));
-        assert!(
-            row(&mut app)
-                .trim_start()
-                .starts_with(&format!("{clock} stamped line"))
-        );
+        assert!(row(&mut app).trim_start().starts_with(&format!("{clock} stamped line")));
         app.handle_key(crate::tui::app::tests::key('t'));
         assert!(!row(&mut app).contains(&clock));
     }
@@ -826,10 +744,7 @@ pub(crate) mod tests {
             let mut app = sample_app();
             let terminal = draw(&mut app, width, height);
             let rows = screen_rows(&terminal);
-            let tabs = rows
-                .iter()
-                .find(|row| row.contains(" 0 all "))
-                .expect("a tab row");
+            let tabs = rows.iter().find(|row| row.contains(" 0 all ")).expect("a tab row");
             for tab in ["1 server ready", "2 host running", "3 vite crashed"] {
                 assert!(tabs.contains(tab), "{width}x{height}: {tabs:?}");
             }
@@ -864,9 +779,7 @@ pub(crate) mod tests {
                 );
                 for key in ["0-9", "f", "w", "r", "R", "c"] {
                     assert!(
-                        footer
-                            .split([' ', ':'])
-                            .any(|word| word == key || word.starts_with(key)),
+                        footer.split([' ', ':']).any(|word| word == key || word.starts_with(key)),
                         "{width}: no {key} in {footer:?}"
                     );
                 }
@@ -879,10 +792,7 @@ pub(crate) mod tests {
             }
         }
         let widest = &key_help(true)[0];
-        assert!(
-            widest.starts_with("q detach · pod keeps running  "),
-            "{widest}"
-        );
+        assert!(widest.starts_with("q detach · pod keeps running  "), "{widest}");
         insta::assert_snapshot!("key_help_up", key_help(false).join("\n"));
         insta::assert_snapshot!("key_help_attached", key_help(true).join("\n"));
     }
@@ -895,10 +805,7 @@ pub(crate) mod tests {
         assert_eq!(tabs, " 0 all   2 host ●   3 vite ✗  +1");
         let tabs = tabs_line(&app, 24).to_string();
         assert_eq!(tabs, " 0 all   3 vite ✗  +2", "the focused tab stays");
-        assert!(
-            unicode_width::UnicodeWidthStr::width(tabs.as_str()) <= 24,
-            "{tabs:?}"
-        );
+        assert!(unicode_width::UnicodeWidthStr::width(tabs.as_str()) <= 24, "{tabs:?}");
         // Every tab shown is whole: a name is never cut.
         for name in ["server", "host"] {
             let cut = (1..name.len()).any(|n| tabs.contains(&format!(" {} ", &name[..n])));

@@ -90,12 +90,8 @@ pub(super) fn spawn_reloads(
             let mut changes = Changes::default();
             let mut next = Some(first);
             // Rules firing together are one reload.
-            while let Some(Fired {
-                service,
-                changes: more,
-                lost,
-                gave_up,
-            }) = next.take().or_else(|| rx.try_recv().ok())
+            while let Some(Fired { service, changes: more, lost, gave_up }) =
+                next.take().or_else(|| rx.try_recv().ok())
             {
                 if let Some(why) = gave_up {
                     supervisor.notice(format!(

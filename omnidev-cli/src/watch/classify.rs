@@ -43,8 +43,7 @@ pub(super) fn kind_brings_in(kind: EventKind) -> bool {
 }
 
 pub(super) fn in_pycache(path: &Path) -> bool {
-    path.components()
-        .any(|c| c == Component::Normal("__pycache__".as_ref()))
+    path.components().any(|c| c == Component::Normal("__pycache__".as_ref()))
 }
 
 /// Decides which paths count, and remembers the matching files under the

@@ -83,10 +83,7 @@ impl Ignores {
             dirs.extend(chain(&self.root, base));
         }
         dirs.insert(self.root.clone());
-        for file in [&self.exclude_path, &self.global_path]
-            .into_iter()
-            .flatten()
-        {
+        for file in [&self.exclude_path, &self.global_path].into_iter().flatten() {
             if let Some(dir) = file.parent() {
                 dirs.insert(dir.to_path_buf());
             }
@@ -188,11 +185,8 @@ impl RepoIgnores {
             }
         };
         let mut state = shared.state.locked();
-        let new: Vec<PathBuf> = bases
-            .iter()
-            .filter(|base| state.bases.insert((*base).clone()))
-            .cloned()
-            .collect();
+        let new: Vec<PathBuf> =
+            bases.iter().filter(|base| state.bases.insert((*base).clone())).cloned().collect();
         if state.bases.len() == new.len() {
             shared.read(&mut state);
         } else if !new.is_empty() {
@@ -226,11 +220,7 @@ impl RepoIgnores {
         state.ignores = Arc::new(Ignores::empty(&self.root));
         state.read_at = Instant::now();
         let bases: Vec<PathBuf> = state.bases.iter().cloned().collect();
-        state.ignores = Arc::new(Ignores::load(
-            &self.root,
-            &bases,
-            self.excludes_file.clone(),
-        ));
+        state.ignores = Arc::new(Ignores::load(&self.root, &bases, self.excludes_file.clone()));
     }
 }
 
@@ -356,10 +346,7 @@ mod tests {
         assert!(rules.is_source(&root.join(".git/info/exclude")));
         assert!(rules.is_source(&global));
         assert!(!rules.is_source(&base.join("app.py")));
-        assert_eq!(
-            rules.source_dirs(&[base]),
-            vec![root.to_path_buf(), root.join(".git/info")]
-        );
+        assert_eq!(rules.source_dirs(&[base]), vec![root.to_path_buf(), root.join(".git/info")]);
     }
 
     #[test]

@@ -124,10 +124,7 @@ impl TestContext {
         &self,
         args: impl IntoIterator<Item = impl AsRef<OsStr>>,
     ) -> StopOnDrop<'_> {
-        StopOnDrop {
-            ctx: self,
-            args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
-        }
+        StopOnDrop { ctx: self, args: args.into_iter().map(|a| a.as_ref().to_owned()).collect() }
     }
 
     /// The first `key` (`usage`, `links`, `states`) the dashboard tells a
@@ -153,12 +150,7 @@ impl TestContext {
             .strip_prefix("dashboard http://127.0.0.1:")
             .and_then(|url| url.split_once("/?token="))
             .unwrap_or_else(|| panic!("{said}"));
-        let pod = status["pod-dir"]
-            .as_str()
-            .expect("pod-dir")
-            .rsplit('/')
-            .next()
-            .expect("name");
+        let pod = status["pod-dir"].as_str().expect("pod-dir").rsplit('/').next().expect("name");
         let mut stream =
             std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().expect("port")))
                 .expect("connect");
@@ -167,9 +159,7 @@ impl TestContext {
             "GET /api/events?pod={pod}&token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
         )
         .expect("ask");
-        stream
-            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .expect("timeout");
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
         let mut got = Vec::new();
         let mut chunk = [0u8; 16 * 1024];
         let told = loop {
@@ -249,10 +239,7 @@ pub fn read_pids(dir: &Path) -> Vec<i32> {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.filter_map(Result::ok) {
             if let Ok(text) = std::fs::read_to_string(entry.path()) {
-                pids.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<i32>().ok()),
-                );
+                pids.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
             }
         }
     }
@@ -271,10 +258,7 @@ pub fn listing(dir: &Path, skip: &Path) -> BTreeMap<PathBuf, String> {
         let meta = std::fs::symlink_metadata(&path).expect("lstat");
         let mode = meta.mode() & 0o7777;
         let what = if meta.file_type().is_symlink() {
-            format!(
-                "link {}",
-                std::fs::read_link(&path).expect("readlink").display()
-            )
+            format!("link {}", std::fs::read_link(&path).expect("readlink").display())
         } else if meta.is_dir() {
             for entry in std::fs::read_dir(&path).expect("read_dir") {
                 stack.push(entry.expect("entry").path());
@@ -380,11 +364,7 @@ pub fn on_pty(mut command: Command, size: Option<(u16, u16)>, keep: bool) -> (Ch
             }
         })
     };
-    let terminal = Terminal {
-        master,
-        written,
-        reader: Some(reader),
-    };
+    let terminal = Terminal { master, written, reader: Some(reader) };
     (child, terminal)
 }
 

@@ -30,9 +30,7 @@ fn unescape(field: &str) -> String {
     let mut rest = field;
     while let Some(i) = rest.find('\\') {
         out.push_str(&rest[..i]);
-        let code = rest
-            .get(i + 1..i + 4)
-            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        let code = rest.get(i + 1..i + 4).and_then(|d| u8::from_str_radix(d, 8).ok());
         if let Some(byte) = code {
             out.push(char::from(byte));
             rest = &rest[i + 4..];
@@ -48,10 +46,7 @@ fn unescape(field: &str) -> String {
 /// This process's path in the unified hierarchy, from the text of
 /// `/proc/self/cgroup` (the `0::` line).
 pub(crate) fn own_path(proc_cgroup: &str) -> Option<String> {
-    proc_cgroup
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(str::to_owned)
+    proc_cgroup.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned)
 }
 
 /// The directory of this process's own cgroup, or why there is none.
@@ -62,10 +57,7 @@ pub(crate) fn own_dir() -> Result<(PathBuf, PathBuf), String> {
     let path = own_path(&cgroup)
         .ok_or_else(|| "this process is in no cgroup v2 (no `0::` line)".to_owned())?;
     let dir = join_under(&mount, &root, &path).ok_or_else(|| {
-        format!(
-            "this process's cgroup {path} is outside the cgroup2 mount at {}",
-            mount.display()
-        )
+        format!("this process's cgroup {path} is outside the cgroup2 mount at {}", mount.display())
     })?;
     Ok((mount, dir))
 }
@@ -131,10 +123,7 @@ pub(crate) fn enable_controllers(dir: &Path) -> Controllers {
     }
     let enabled = std::fs::read_to_string(&control).unwrap_or_default();
     let has = |name: &str| enabled.split_whitespace().any(|c| c == name);
-    Controllers {
-        memory: has("memory"),
-        cpu: has("cpu"),
-    }
+    Controllers { memory: has("memory"), cpu: has("cpu") }
 }
 
 /// Which controllers the kernel gives a cgroup: whether it enforces a
@@ -152,9 +141,7 @@ const CPU_PERIOD_US: u64 = 100_000;
 /// none is set) for the controllers it has.
 pub(crate) fn set_limits(dir: &Path, limits: crate::spec::Limits, has: Controllers) {
     if has.memory {
-        let max = limits
-            .memory_max
-            .map_or("max".to_owned(), |b| b.to_string());
+        let max = limits.memory_max.map_or("max".to_owned(), |b| b.to_string());
         let _ = std::fs::write(dir.join("memory.max"), max);
     }
     if has.cpu {
@@ -232,9 +219,7 @@ fn subdirectories(dir: &Path) -> Vec<PathBuf> {
 /// cgroup that does not exist is empty.
 pub(crate) fn populated(dir: &Path) -> bool {
     match std::fs::read_to_string(dir.join("cgroup.events")) {
-        Ok(events) => events
-            .lines()
-            .any(|l| l.split_whitespace().eq(["populated", "1"])),
+        Ok(events) => events.lines().any(|l| l.split_whitespace().eq(["populated", "1"])),
         Err(_) => false,
     }
 }
@@ -295,16 +280,10 @@ mod tests {
         assert_eq!(root, "/");
         let pure =
             "29 22 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
-        assert_eq!(
-            unified_mount(pure).expect("pure").0,
-            Path::new("/sys/fs/cgroup")
-        );
+        assert_eq!(unified_mount(pure).expect("pure").0, Path::new("/sys/fs/cgroup"));
         assert!(unified_mount("32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw\n").is_none());
         let escaped = "41 31 0:38 / /mnt/my\\040cgroups rw - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            unified_mount(escaped).expect("escaped").0,
-            Path::new("/mnt/my cgroups")
-        );
+        assert_eq!(unified_mount(escaped).expect("escaped").0, Path::new("/mnt/my cgroups"));
     }
 
     #[test]
@@ -329,18 +308,9 @@ mod tests {
     #[test]
     fn only_pod_cgroups_under_the_mount_count_as_ours() {
         let mount = Path::new("/sys/fs/cgroup");
-        assert!(is_pod_cgroup(
-            mount,
-            Path::new("/sys/fs/cgroup/user.slice/omnidev-42-7/0-web")
-        ));
-        assert!(!is_pod_cgroup(
-            mount,
-            Path::new("/sys/fs/cgroup/system.slice")
-        ));
+        assert!(is_pod_cgroup(mount, Path::new("/sys/fs/cgroup/user.slice/omnidev-42-7/0-web")));
+        assert!(!is_pod_cgroup(mount, Path::new("/sys/fs/cgroup/system.slice")));
         assert!(!is_pod_cgroup(mount, Path::new("/tmp/omnidev-42-7/0-web")));
-        assert!(!is_pod_cgroup(
-            mount,
-            Path::new("/sys/fs/cgroup/omnidev-1/../system.slice")
-        ));
+        assert!(!is_pod_cgroup(mount, Path::new("/sys/fs/cgroup/omnidev-1/../system.slice")));
     }
 }

@@ -45,9 +45,7 @@ pub(crate) fn members(
     service_id_of: impl Fn(u32) -> Option<String>,
 ) -> Vec<u32> {
     let since = identity.since.unwrap_or(0);
-    let live = table
-        .iter()
-        .filter(|p| !p.is_zombie() && p.pid != me && p.pid > 1);
+    let live = table.iter().filter(|p| !p.is_zombie() && p.pid != me && p.pid > 1);
     let mut found: BTreeSet<u32> = BTreeSet::new();
     for p in live {
         let in_session = identity.leader.is_some_and(|leader| {
@@ -101,34 +99,20 @@ mod tests {
     /// service's) is never matched.
     #[test]
     fn only_the_exact_identity_matches() {
-        let table = [
-            p(10, 1, 10, 10, 5),
-            p(11, 1, 11, 11, 5),
-            p(12, 1, 12, 12, 5),
-        ];
+        let table = [p(10, 1, 10, 10, 5), p(11, 1, 11, 11, 5), p(12, 1, 12, 12, 5)];
         let ids = |pid: u32| match pid {
             10 => Some("7.9.0.1".to_owned()),
             11 => Some("7.9.0.10".to_owned()),
             12 => Some("7.9.0.1 ".to_owned()),
             _ => None,
         };
-        let identity = GroupIdentity {
-            leader: None,
-            since: None,
-            service_id: "7.9.0.1".to_owned(),
-        };
+        let identity =
+            GroupIdentity { leader: None, since: None, service_id: "7.9.0.1".to_owned() };
         assert_eq!(members(&table, &identity, 2, Search::Everywhere, ids), [10]);
     }
 
     fn p(pid: u32, ppid: u32, pgid: i32, sid: i32, start_time: u64) -> ProcessStat {
-        ProcessStat {
-            pid,
-            ppid,
-            pgid,
-            sid,
-            state: 'S',
-            start_time,
-        }
+        ProcessStat { pid, ppid, pgid, sid, state: 'S', start_time }
     }
 
     #[test]
@@ -153,11 +137,8 @@ mod tests {
             // An adopted orphan of another service.
             p(108, me, 108, 108, 61),
         ];
-        let identity = GroupIdentity {
-            leader: Some(100),
-            since: Some(50),
-            service_id: "9.1.0".into(),
-        };
+        let identity =
+            GroupIdentity { leader: Some(100), since: Some(50), service_id: "9.1.0".into() };
         let ids = |pid| match pid {
             105 => Some("9.1.0".to_owned()),
             108 => Some("9.1.1".to_owned()),
@@ -169,21 +150,12 @@ mod tests {
 
     #[test]
     fn a_dead_leader_still_finds_its_session_and_tagged_processes() {
-        let table = vec![
-            p(101, 1, 100, 100, 51),
-            p(103, 1, 103, 103, 53),
-            p(104, 103, 103, 103, 54),
-        ];
-        let identity = GroupIdentity {
-            leader: Some(100),
-            since: Some(50),
-            service_id: "9.1.0".into(),
-        };
+        let table =
+            vec![p(101, 1, 100, 100, 51), p(103, 1, 103, 103, 53), p(104, 103, 103, 103, 54)];
+        let identity =
+            GroupIdentity { leader: Some(100), since: Some(50), service_id: "9.1.0".into() };
         let ids = |pid| (pid == 103).then(|| "9.1.0".to_owned());
-        assert_eq!(
-            members(&table, &identity, 5, Search::Everywhere, ids),
-            [101, 103, 104]
-        );
+        assert_eq!(members(&table, &identity, 5, Search::Everywhere, ids), [101, 103, 104]);
         // Without searching everywhere the orphan (parent 1) is missed.
         assert_eq!(members(&table, &identity, 5, Search::Adopted, ids), [101]);
     }

@@ -93,11 +93,7 @@ impl BackgroundWriter {
     pub(crate) fn flush(&self) {
         let mut queue = self.lock();
         while self.thread.is_some() && (queue.writing || !queue.pending.is_empty()) {
-            queue = self
-                .shared
-                .changed
-                .wait(queue)
-                .unwrap_or_else(PoisonError::into_inner);
+            queue = self.shared.changed.wait(queue).unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
@@ -127,10 +123,7 @@ fn run(shared: &Pending) {
                 if queue.closed {
                     return;
                 }
-                queue = shared
-                    .changed
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
+                queue = shared.changed.wait(queue).unwrap_or_else(PoisonError::into_inner);
             }
         };
         done(super::write_atomic_unsynced(&path, &contents));
@@ -166,11 +159,7 @@ mod tests {
         drop(tx);
         let told: Vec<bool> = rx.iter().collect();
         assert!(told.iter().all(|ok| *ok), "{told:?}");
-        assert!(
-            (5..=50).contains(&told.len()),
-            "each write made was told: {}",
-            told.len()
-        );
+        assert!((5..=50).contains(&told.len()), "each write made was told: {}", told.len());
     }
 
     #[test]
@@ -186,13 +175,9 @@ mod tests {
         writer.submit(link.clone(), b"new".to_vec(), move |r| {
             told.send(r.map_err(|e| e.to_string())).expect("send");
         });
-        writer.submit(
-            dir.path().join("missing/state.json"),
-            b"x".to_vec(),
-            move |r| {
-                tx.send(r.map_err(|e| e.to_string())).expect("send");
-            },
-        );
+        writer.submit(dir.path().join("missing/state.json"), b"x".to_vec(), move |r| {
+            tx.send(r.map_err(|e| e.to_string())).expect("send");
+        });
         drop(writer);
         let results: Vec<_> = rx.iter().collect();
         assert_eq!(results.len(), 2, "{results:?}");

@@ -96,21 +96,11 @@ impl Spill {
         if bytes.is_empty() {
             return Ok(());
         }
-        if self
-            .segments
-            .back()
-            .is_none_or(|s| s.written >= self.segment_bytes)
-        {
+        if self.segments.back().is_none_or(|s| s.written >= self.segment_bytes) {
             let file = tempfile::tempfile_in(&self.dir)?;
-            self.segments.push_back(SpoolSegment {
-                file: Arc::new(file),
-                written: 0,
-            });
+            self.segments.push_back(SpoolSegment { file: Arc::new(file), written: 0 });
         }
-        let segment = self
-            .segments
-            .back_mut()
-            .expect("a segment was just ensured");
+        let segment = self.segments.back_mut().expect("a segment was just ensured");
         segment.file.write_all_at(bytes, segment.written)?;
         segment.written += bytes.len() as u64;
         Ok(())
@@ -168,16 +158,8 @@ impl History {
         let mut inner = self.lock();
         inner.next_spill += 1;
         let id = inner.next_spill;
-        inner
-            .spills
-            .push(Spill::new(id, cursor, dir, segment_bytes));
-        Lossless {
-            history: self.clone(),
-            id,
-            position: 0,
-            pending: Vec::new(),
-            last_service: None,
-        }
+        inner.spills.push(Spill::new(id, cursor, dir, segment_bytes));
+        Lossless { history: self.clone(), id, position: 0, pending: Vec::new(), last_service: None }
     }
 }
 
@@ -191,11 +173,7 @@ impl Lossless {
     /// Bytes spooled on disk and not yet read.
     pub fn spooled_bytes(&self) -> u64 {
         let inner = self.history.lock();
-        inner
-            .spills
-            .iter()
-            .find(|s| s.id == self.id)
-            .map_or(0, |s| s.unread(self.position))
+        inner.spills.iter().find(|s| s.id == self.id).map_or(0, |s| s.unread(self.position))
     }
 
     /// Appends the next lines and events, in order, to `out`, waiting up
@@ -268,11 +246,7 @@ impl Lossless {
     /// single record is larger).
     fn read_spool(&mut self, file: &File, end: u64, out: &mut Vec<Kept>) {
         let available = usize::try_from(end - self.position).unwrap_or(usize::MAX);
-        let wanted = if self.pending.len() >= 4 {
-            record_len(&self.pending) + 4
-        } else {
-            0
-        };
+        let wanted = if self.pending.len() >= 4 { record_len(&self.pending) + 4 } else { 0 };
         let want = available.min(READ_CHUNK.max(wanted));
         let start = self.pending.len();
         self.pending.resize(start + want, 0);
@@ -345,9 +319,7 @@ fn encode(kept: &Kept, out: &mut Vec<u8>) {
             out.extend_from_slice(&line.seq.to_le_bytes());
             out.extend_from_slice(&nanos_since_epoch(line.at).to_le_bytes());
             out.extend_from_slice(
-                &u16::try_from(service.len())
-                    .expect("cut to u16::MAX")
-                    .to_le_bytes(),
+                &u16::try_from(service.len()).expect("cut to u16::MAX").to_le_bytes(),
             );
             out.extend_from_slice(service);
             out.extend_from_slice(line.text.as_bytes());
@@ -441,9 +413,7 @@ mod tests {
     }
 
     fn notice(n: u64) -> Event {
-        let mut event = Event::pod(EventKind::Notice {
-            message: format!("notice {n}"),
-        });
+        let mut event = Event::pod(EventKind::Notice { message: format!("notice {n}") });
         event.at = SystemTime::UNIX_EPOCH;
         event
     }

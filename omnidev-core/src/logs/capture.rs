@@ -71,16 +71,11 @@ pub(crate) fn spawn_capture(
     });
     let (done, finished) = tokio::sync::oneshot::channel();
     let reader = pipe.clone();
-    std::thread::Builder::new()
-        .name("omnidev-capture".into())
-        .spawn(move || {
-            capture(std::fs::File::from(fd), &reader);
-            let _ = done.send(());
-        })?;
-    Ok(Capture {
-        done: finished,
-        pipe,
-    })
+    std::thread::Builder::new().name("omnidev-capture".into()).spawn(move || {
+        capture(std::fs::File::from(fd), &reader);
+        let _ = done.send(());
+    })?;
+    Ok(Capture { done: finished, pipe })
 }
 
 /// The reader of one of a run's pipes, started by [`spawn_capture`].
@@ -119,8 +114,7 @@ impl Pipe {
         let mut splitter = self.splitter.locked();
         splitter.feed(data, now, batch);
         let cuts = splitter.take_cuts();
-        self.store
-            .push_batch(&self.service, self.stream, batch, &cuts);
+        self.store.push_batch(&self.service, self.stream, batch, &cuts);
     }
 
     fn partial_due(&self) -> Option<Instant> {
@@ -141,8 +135,7 @@ impl Pipe {
         let mut splitter = self.splitter.locked();
         splitter.finish(&mut batch);
         let cuts = splitter.take_cuts();
-        self.store
-            .push_batch(&self.service, self.stream, &mut batch, &cuts);
+        self.store.push_batch(&self.service, self.stream, &mut batch, &cuts);
     }
 }
 

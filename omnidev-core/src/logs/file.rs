@@ -31,10 +31,7 @@ pub(crate) struct LogFile {
 impl LogFile {
     /// Opens (appending to) `path`.
     pub(crate) fn open(path: PathBuf, max_bytes: u64, keep: usize) -> io::Result<Self> {
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent)?;
         let dir = crate::fs::Dir::open(parent)?;
         let name = PathBuf::from(path.file_name().ok_or_else(|| {
@@ -81,9 +78,7 @@ impl LogFile {
     fn rotate(&mut self) -> io::Result<()> {
         self.out.flush()?;
         rotate_away(&self.dir, &self.name, self.keep)?;
-        let file = self
-            .dir
-            .open_file(&self.name, crate::fs::OpenOptions::AppendCreate)?;
+        let file = self.dir.open_file(&self.name, crate::fs::OpenOptions::AppendCreate)?;
         self.inode = file.metadata()?.ino();
         self.out = BufWriter::with_capacity(64 * 1024, Box::new(file));
         self.size = 0;
@@ -122,11 +117,7 @@ impl RotatingLog {
     /// line) and `keep` rotated ones, through a handle on its directory
     /// as a service's log is (a link planted as the log is refused).
     pub fn open(path: PathBuf, max_bytes: u64, keep: usize) -> io::Result<Self> {
-        Ok(Self {
-            file: LogFile::open(path, max_bytes, keep)?,
-            held: Vec::new(),
-            rotated: None,
-        })
+        Ok(Self { file: LogFile::open(path, max_bytes, keep)?, held: Vec::new(), rotated: None })
     }
 
     /// Calls `then` after each rotation, once the new file is in place.
@@ -220,15 +211,11 @@ mod tests {
         let path = dir.path().join("svc.log");
         let mut file = LogFile::open(path.clone(), 20, 2).expect("open");
         for i in 0..10 {
-            file.write_line(format!("line-{i:04}").as_bytes())
-                .expect("write");
+            file.write_line(format!("line-{i:04}").as_bytes()).expect("write");
         }
         file.flush().expect("flush");
         // Ten 10-byte lines, two per file: current + .1 + .2 kept, .3 never.
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("read"),
-            "line-0008\nline-0009\n"
-        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "line-0008\nline-0009\n");
         assert_eq!(
             std::fs::read_to_string(rotated_path(&path, 1)).expect("read .1"),
             "line-0006\nline-0007\n"
@@ -266,16 +253,13 @@ mod tests {
         let path = dir.path().join("omnidev.log");
         let rotations = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = std::sync::Arc::clone(&rotations);
-        let mut log = RotatingLog::open(path.clone(), 100, 3)
-            .expect("open")
-            .on_rotate(move || {
-                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            });
+        let mut log = RotatingLog::open(path.clone(), 100, 3).expect("open").on_rotate(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
         let long = "x".repeat(150);
         for i in 0..6 {
             log.write_all(b"svc | ").expect("prefix");
-            log.write_all(format!("{i} {long}").as_bytes())
-                .expect("text");
+            log.write_all(format!("{i} {long}").as_bytes()).expect("text");
             log.write_all(b"\n").expect("newline");
         }
         log.write_all(b"a\nb\nc\n").expect("several");
@@ -289,11 +273,8 @@ mod tests {
             .collect();
         for text in &files {
             let lines: Vec<&str> = text.lines().collect();
-            let before_last: usize = lines
-                .iter()
-                .take(lines.len().saturating_sub(1))
-                .map(|l| l.len() + 1)
-                .sum();
+            let before_last: usize =
+                lines.iter().take(lines.len().saturating_sub(1)).map(|l| l.len() + 1).sum();
             assert!(before_last <= 100, "{lines:?}");
             assert!(text.is_empty() || text.ends_with('\n'), "split: {text:?}");
         }
@@ -319,16 +300,12 @@ mod tests {
         std::fs::rename(&logs, dir.path().join("moved")).expect("move");
         std::os::unix::fs::symlink(&outside, &logs).expect("symlink");
         for i in 1..6 {
-            file.write_line(format!("line-{i:04}").as_bytes())
-                .expect("write");
+            file.write_line(format!("line-{i:04}").as_bytes()).expect("write");
         }
         file.flush().expect("flush");
         assert_eq!(std::fs::read_dir(&outside).expect("ls").count(), 0);
         let moved = dir.path().join("moved/svc.log");
-        assert_eq!(
-            std::fs::read_to_string(&moved).expect("read"),
-            "line-0004\nline-0005\n"
-        );
+        assert_eq!(std::fs::read_to_string(&moved).expect("read"), "line-0004\nline-0005\n");
         // A link planted as the log itself is refused at open.
         std::fs::remove_file(&logs).expect("rm");
         std::fs::create_dir(&logs).expect("mkdir");

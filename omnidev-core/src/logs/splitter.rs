@@ -89,11 +89,7 @@ impl LineSplitter {
     pub fn feed(&mut self, mut data: &[u8], now: Instant, out: &mut Vec<String>) {
         while !data.is_empty() {
             // After a `\r` the next text replaces the unfinished line.
-            let room = if self.returned {
-                self.max
-            } else {
-                self.max - self.partial.len()
-            };
+            let room = if self.returned { self.max } else { self.max - self.partial.len() };
             let window = &data[..data.len().min(room)];
             if let Some(pos) = memchr::memchr2(b'\n', b'\r', window) {
                 if window[pos] == b'\n' {
@@ -187,10 +183,7 @@ mod tests {
 
     #[test]
     fn long_lines_are_split_at_max() {
-        assert_eq!(
-            split(4, &[b"abcdefghij\nxy\n"]),
-            ["abcd", "efgh", "ij", "xy"]
-        );
+        assert_eq!(split(4, &[b"abcdefghij\nxy\n"]), ["abcd", "efgh", "ij", "xy"]);
     }
 
     #[test]
@@ -208,20 +201,13 @@ mod tests {
             "a progress bar is one line"
         );
         // A `\r` that nothing follows overwrites nothing.
-        assert_eq!(
-            split(100, &[b"done\r\r\n", b"a\r", b"\nb\r"]),
-            ["done", "a", "b"]
-        );
+        assert_eq!(split(100, &[b"done\r\r\n", b"a\r", b"\nb\r"]), ["done", "a", "b"]);
         assert_eq!(split(100, &[b"\r\n\rx\n"]), ["", "x"]);
         // A redraw flood never fills the line: no piece is cut from it.
         let mut s = LineSplitter::new(16);
         let mut out = Vec::new();
         for i in 0..10_000 {
-            s.feed(
-                format!("{i:05} of 10000\r").as_bytes(),
-                Instant::now(),
-                &mut out,
-            );
+            s.feed(format!("{i:05} of 10000\r").as_bytes(), Instant::now(), &mut out);
         }
         assert!(out.is_empty(), "{out:?}");
         assert!(s.partial.len() <= 16);

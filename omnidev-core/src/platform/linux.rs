@@ -75,10 +75,7 @@ pub fn env_var(pid: u32, name: &str) -> Option<String> {
 /// unreadable).
 pub fn cmdline(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&raw)
-        .replace('\0', " ")
-        .trim()
-        .to_owned()
+    String::from_utf8_lossy(&raw).replace('\0', " ").trim().to_owned()
 }
 
 /// The name of the program process `pid` runs (at most 15 bytes on
@@ -102,21 +99,15 @@ pub fn children(pid: u32) -> Vec<u32> {
         for task in tasks.flatten() {
             if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
                 readable = true;
-                children.extend(
-                    text.split_ascii_whitespace()
-                        .filter_map(|c| c.parse::<u32>().ok()),
-                );
+                children
+                    .extend(text.split_ascii_whitespace().filter_map(|c| c.parse::<u32>().ok()));
             }
         }
         if readable {
             return children;
         }
     }
-    super::table()
-        .into_iter()
-        .filter(|stat| stat.ppid == pid)
-        .map(|stat| stat.pid)
-        .collect()
+    super::table().into_iter().filter(|stat| stat.ppid == pid).map(|stat| stat.pid).collect()
 }
 
 /// Makes this process a reaper of orphans among its descendants, so that
@@ -150,16 +141,9 @@ const IOPRIO_CLASS_SHIFT: libc::c_int = 13;
 /// band (`PRIO_DARWIN_BG`: lowest CPU priority and throttled I/O) and
 /// leaves it again.
 pub fn set_background(leader: u32, on: bool) -> bool {
-    let cpu = std::fs::write(
-        format!("/proc/{leader}/autogroup"),
-        if on { "19" } else { "0" },
-    )
-    .is_ok();
-    let class = if on {
-        IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT
-    } else {
-        0
-    };
+    let cpu =
+        std::fs::write(format!("/proc/{leader}/autogroup"), if on { "19" } else { "0" }).is_ok();
+    let class = if on { IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT } else { 0 };
     // SAFETY: ioprio_set takes three integers and reads no memory of ours.
     let io = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PGRP, leader, class) } == 0;
     cpu && io
@@ -181,9 +165,7 @@ pub fn in_background(pid: u32) -> Option<bool> {
 pub fn cpu_time(pid: u32) -> Option<Duration> {
     let (_, ticks) = stat_and_ticks(pid)?;
     // SAFETY: sysconf has no preconditions.
-    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
-        .ok()?
-        .max(1);
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?.max(1);
     Some(Duration::from_millis(ticks * 1000 / per_second))
 }
 
@@ -196,12 +178,7 @@ pub fn open_fds(pid: u32) -> Option<usize> {
 /// when readable; for diagnostics.
 pub fn open_paths(pid: u32) -> Option<Vec<PathBuf>> {
     let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    Some(
-        entries
-            .flatten()
-            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-            .collect(),
-    )
+    Some(entries.flatten().filter_map(|fd| std::fs::read_link(fd.path()).ok()).collect())
 }
 
 /// The resident memory of process `pid` now, in KiB, when readable.
@@ -257,13 +234,10 @@ pub fn threads(pid: u32) -> Option<Vec<String>> {
 /// `user.max_inotify_watches`; macOS's FSEvents watches a tree with one
 /// stream and has none).
 pub fn watch_limit() -> Option<usize> {
-    [
-        "/proc/sys/fs/inotify/max_user_watches",
-        "/proc/sys/user/max_inotify_watches",
-    ]
-    .iter()
-    .filter_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
-    .min()
+    ["/proc/sys/fs/inotify/max_user_watches", "/proc/sys/user/max_inotify_watches"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
+        .min()
 }
 
 /// How many of those watches this process holds now, where the system
@@ -274,11 +248,7 @@ pub fn watches_held() -> Option<usize> {
     Some(
         fds.filter_map(Result::ok)
             .filter_map(|fd| std::fs::read_to_string(fd.path()).ok())
-            .map(|info| {
-                info.lines()
-                    .filter(|l| l.starts_with("inotify wd:"))
-                    .count()
-            })
+            .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
             .sum(),
     )
 }
@@ -317,11 +287,9 @@ fn listeners_from_proc(port: u16) -> Option<Vec<TcpSocket>> {
         let Ok(text) = std::fs::read_to_string(table) else {
             continue;
         };
-        found.get_or_insert_with(Vec::new).extend(
-            tcp::parse(&text)
-                .into_iter()
-                .filter(|s| s.port == port && s.listening),
-        );
+        found
+            .get_or_insert_with(Vec::new)
+            .extend(tcp::parse(&text).into_iter().filter(|s| s.port == port && s.listening));
     }
     found
 }
@@ -339,10 +307,7 @@ pub fn socket_ids(pid: u32) -> BTreeSet<u64> {
         .filter_map(|entry| std::fs::read_link(entry.path()).ok())
         .filter_map(|target| {
             let text = target.to_str()?;
-            text.strip_prefix("socket:[")?
-                .strip_suffix(']')?
-                .parse()
-                .ok()
+            text.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
         })
         .collect()
 }

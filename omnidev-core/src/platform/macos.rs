@@ -54,11 +54,7 @@ pub fn stat(pid: u32) -> Option<ProcessStat> {
 
 /// From `proc_listpids`.
 pub fn pids() -> Vec<u32> {
-    pids_by_type(ProcFilter::All)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|&pid| pid > 0)
-        .collect()
+    pids_by_type(ProcFilter::All).unwrap_or_default().into_iter().filter(|&pid| pid > 0).collect()
 }
 
 /// The largest `KERN_PROCARGS2` answer (`kern.argmax`), 1 MiB where it
@@ -78,13 +74,7 @@ fn arg_max() -> usize {
             0,
         )
     };
-    if rc == 0 {
-        usize::try_from(value)
-            .unwrap_or(1 << 20)
-            .clamp(4096, 16 << 20)
-    } else {
-        1 << 20
-    }
+    if rc == 0 { usize::try_from(value).unwrap_or(1 << 20).clamp(4096, 16 << 20) } else { 1 << 20 }
 }
 
 /// The raw `KERN_PROCARGS2` of `pid`: its arguments and environment
@@ -180,9 +170,7 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     let info = pidinfo::<TaskInfo>(raw(pid)?, 0).ok()?;
     let units = info.pti_total_user.saturating_add(info.pti_total_system);
     let (numer, denom) = timebase();
-    Some(Duration::from_nanos(macos_raw::mach_to_nanos(
-        units, numer, denom,
-    )))
+    Some(Duration::from_nanos(macos_raw::mach_to_nanos(units, numer, denom)))
 }
 
 /// The Mach timebase (`numer / denom` nanoseconds per unit).
@@ -244,12 +232,8 @@ fn tcp_sockets(pid: u32) -> Vec<TcpSocket> {
             // address union is read as the member insi_vflag names.
             let tcp = unsafe { info.psi.soi_proto.pri_tcp };
             let ini = tcp.tcpsi_ini;
-            let (v4, v6) = unsafe {
-                (
-                    ini.insi_laddr.ina_46.i46a_addr4.s_addr,
-                    ini.insi_laddr.ina_6.s6_addr,
-                )
-            };
+            let (v4, v6) =
+                unsafe { (ini.insi_laddr.ina_46.i46a_addr4.s_addr, ini.insi_laddr.ina_6.s6_addr) };
             Some(TcpSocket {
                 address: macos_raw::socket_address(ini.insi_vflag, v4, v6)?,
                 port: macos_raw::socket_port(ini.insi_lport),

@@ -126,10 +126,7 @@ mod tests {
 
     /// A `KERN_PROCARGS2` buffer as the kernel lays it out.
     fn procargs(path: &str, args: &[&str], env: &[&str], trailer: &[&str]) -> Vec<u8> {
-        let mut buffer = i32::try_from(args.len())
-            .expect("argc")
-            .to_ne_bytes()
-            .to_vec();
+        let mut buffer = i32::try_from(args.len()).expect("argc").to_ne_bytes().to_vec();
         buffer.extend_from_slice(path.as_bytes());
         // The path is padded with NULs to a word boundary.
         buffer.extend_from_slice(&[0; 5]);
@@ -188,10 +185,7 @@ mod tests {
         assert_eq!(state_letter(2), 'R');
         assert_eq!(state_letter(3), 'S');
         assert_eq!(state_letter(9), '?');
-        assert_eq!(
-            start_time(1_700_000_000, 250_000),
-            Some(1_700_000_000_250_000)
-        );
+        assert_eq!(start_time(1_700_000_000, 250_000), Some(1_700_000_000_250_000));
         assert!(start_time(1, 2) < start_time(1, 3), "microseconds count");
         assert_eq!(start_time(-1, 0), None);
     }

@@ -26,10 +26,7 @@ pub struct TcpSocket {
 /// The processes holding socket `id` open, among every process whose
 /// descriptors can be read.
 pub fn holders(id: u64) -> Vec<u32> {
-    super::pids()
-        .into_iter()
-        .filter(|&pid| socket_ids(pid).contains(&id))
-        .collect()
+    super::pids().into_iter().filter(|&pid| socket_ids(pid).contains(&id)).collect()
 }
 
 #[cfg(test)]

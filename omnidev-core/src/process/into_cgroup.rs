@@ -70,10 +70,7 @@ pub(super) enum Attempt {
 /// container's seccomp profile, which answers ENOSYS or EPERM), an argument
 /// structure too large (before 5.7) or a flag unknown (EINVAL).
 fn unsupported(errno: i32) -> bool {
-    matches!(
-        errno,
-        libc::ENOSYS | libc::E2BIG | libc::EINVAL | libc::EPERM
-    )
+    matches!(errno, libc::ENOSYS | libc::E2BIG | libc::EINVAL | libc::EPERM)
 }
 
 /// A `pipe2(O_CLOEXEC)`: (read end, write end).
@@ -95,11 +92,7 @@ fn c_string(bytes: &[u8]) -> io::Result<CString> {
 
 /// A NULL-terminated array of pointers into `strings`.
 fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
-    strings
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect()
+    strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
 }
 
 /// Everything the child needs, built before the clone: between clone and
@@ -135,12 +128,7 @@ fn prepare(command: &CommandSpec) -> io::Result<Prepared> {
     } else {
         Some(c_string(command.cwd.as_os_str().as_bytes())?)
     };
-    Ok(Prepared {
-        program,
-        argv,
-        envp,
-        cwd,
-    })
+    Ok(Prepared { program, argv, envp, cwd })
 }
 
 /// Starts `command` inside the cgroup whose directory `cgroup` is open, as
@@ -174,11 +162,7 @@ pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>) -> Attempt {
     // runs only `child`, which makes async-signal-safe calls on memory
     // prepared above and ends in exec or _exit.
     let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            std::ptr::addr_of!(args),
-            std::mem::size_of::<CloneArgs>(),
-        )
+        libc::syscall(libc::SYS_clone3, std::ptr::addr_of!(args), std::mem::size_of::<CloneArgs>())
     };
     if pid == 0 {
         // SAFETY: in the child, see above.
@@ -191,19 +175,13 @@ pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>) -> Attempt {
                 program: prepared.program.as_ptr(),
                 argv: argv.as_ptr(),
                 envp: envp.as_ptr(),
-                cwd: prepared
-                    .cwd
-                    .as_ref()
-                    .map_or(std::ptr::null(), |c| c.as_ptr()),
+                cwd: prepared.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                 parent,
             })
         }
     }
     if pid < 0 {
-        return if io::Error::last_os_error()
-            .raw_os_error()
-            .is_some_and(unsupported)
-        {
+        return if io::Error::last_os_error().raw_os_error().is_some_and(unsupported) {
             Attempt::Unsupported
         } else {
             Attempt::CloneFailed
@@ -214,12 +192,7 @@ pub(super) fn spawn(command: &CommandSpec, cgroup: BorrowedFd<'_>) -> Attempt {
     drop((null, out_w, err_w, report_w));
     let pid = pid as u32;
     match exec_report(&report_r) {
-        None => Attempt::Started(ChildStarted {
-            pid,
-            pidfd,
-            stdout: out_r,
-            stderr: err_r,
-        }),
+        None => Attempt::Started(ChildStarted { pid, pidfd, stdout: out_r, stderr: err_r }),
         Some(e) => {
             // It has _exited (or is about to): reap it.
             let _ = nix::sys::wait::waitpid(super::pid_of(pid), None);
@@ -274,11 +247,7 @@ unsafe fn child(child: &Child) -> ! {
     let errno = unsafe {
         (|| -> Result<(), i32> {
             let check = |result: libc::c_int| {
-                if result < 0 {
-                    Err(*libc::__errno_location())
-                } else {
-                    Ok(())
-                }
+                if result < 0 { Err(*libc::__errno_location()) } else { Ok(()) }
             };
             for (from, to) in [(child.null, 0), (child.out, 1), (child.err, 2)] {
                 if from == to {
@@ -290,11 +259,7 @@ unsafe fn child(child: &Child) -> ! {
             }
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&raw mut empty);
-            check(libc::sigprocmask(
-                libc::SIG_SETMASK,
-                &raw const empty,
-                std::ptr::null_mut(),
-            ))?;
+            check(libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut()))?;
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             super::child_setup(child.parent)
                 .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;

@@ -61,12 +61,7 @@ impl Supervisor {
     /// The graph's first problem.
     pub fn builder(config: SupervisorConfig) -> Result<Builder> {
         let order = graph::start_order(&config.services)?;
-        Ok(Builder {
-            config,
-            order,
-            events: Arc::default(),
-            spawner: None,
-        })
+        Ok(Builder { config, order, events: Arc::default(), spawner: None })
     }
 }
 
@@ -102,12 +97,7 @@ impl Builder {
     /// Another supervisor runs on the same state file; the state file, a
     /// log file or the guard cannot be set up.
     pub async fn run(self) -> Result<Supervisor> {
-        let Builder {
-            config,
-            order,
-            events,
-            spawner,
-        } = self;
+        let Builder { config, order, events, spawner } = self;
         if config.services.iter().any(|s| {
             matches!(
                 s.readiness.as_ref().map(|r| &r.probe),
@@ -125,8 +115,7 @@ impl Builder {
 
         let mut notices = stop_leftovers(&config).await?;
 
-        logs.open_files()
-            .map_err(|(path, source)| Error::Write { path, source })?;
+        logs.open_files().map_err(|(path, source)| Error::Write { path, source })?;
         // `logs --since-reload` before any reload: this run's lines.
         if let Some(notice) = logs.mark() {
             notices.push(notice);
@@ -214,17 +203,10 @@ async fn stop_leftovers(config: &SupervisorConfig) -> Result<Vec<String>> {
         return Ok(Vec::new());
     };
     if previous.supervisor_alive() && previous.supervisor.pid != std::process::id() {
-        return Err(Error::AlreadyRunning {
-            path: path.clone(),
-            pid: previous.supervisor.pid,
-        });
+        return Err(Error::AlreadyRunning { path: path.clone(), pid: previous.supervisor.pid });
     }
-    let grace = config
-        .services
-        .iter()
-        .map(|s| s.stop.grace)
-        .max()
-        .unwrap_or(Duration::from_secs(5));
+    let grace =
+        config.services.iter().map(|s| s.stop.grace).max().unwrap_or(Duration::from_secs(5));
     Ok(crate::containment::stop_leftovers(&previous, grace).await)
 }
 

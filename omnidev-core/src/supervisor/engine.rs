@@ -86,11 +86,7 @@ enum Internal {
 impl Internal {
     /// [`Internal::Run`].
     fn run(index: usize, generation: u64, report: RunReport) -> Self {
-        Self::Run {
-            index,
-            generation,
-            report,
-        }
+        Self::Run { index, generation, report }
     }
 }
 
@@ -200,10 +196,8 @@ type Dependencies = Vec<(usize, Condition)>;
 /// What a stop that ran out of its grace says: `still running 5s after
 /// SIGTERM (grace-ms): killed with SIGKILL`.
 fn killed_after_grace(stop: crate::spec::StopSpec) -> String {
-    let signal = nix::sys::signal::Signal::try_from(stop.signal).map_or_else(
-        |_| format!("signal {}", stop.signal),
-        |s| s.as_str().to_owned(),
-    );
+    let signal = nix::sys::signal::Signal::try_from(stop.signal)
+        .map_or_else(|_| format!("signal {}", stop.signal), |s| s.as_str().to_owned());
     format!(
         "still running {} after {signal} (its grace-ms): killed with SIGKILL",
         crate::event::format_duration(stop.grace)
@@ -246,10 +240,7 @@ impl Engine {
             order,
             dependencies,
             dependents,
-            state: StateWrites {
-                error_reported: false,
-                dirty: false,
-            },
+            state: StateWrites { error_reported: false, dirty: false },
             writer: crate::fs::BackgroundWriter::new(),
             internal_tx,
             internal_rx: Some(internal_rx),
@@ -273,9 +264,7 @@ impl Engine {
         };
         let limits = self.set_up_limits();
         for message in notices.into_iter().chain(limits) {
-            self.parts
-                .events
-                .push_event(&Event::pod(EventKind::Notice { message }));
+            self.parts.events.push_event(&Event::pod(EventKind::Notice { message }));
         }
         self.publish_status();
         self.write_state();
@@ -310,10 +299,7 @@ impl Engine {
             let _ = dying.await;
         }
         let grace = self.specs.iter().map(|s| s.stop.grace).max();
-        self.parts
-            .containment
-            .sweep(grace.unwrap_or_default())
-            .await;
+        self.parts.containment.sweep(grace.unwrap_or_default()).await;
         self.parts.containment.close();
         self.parts.logs.flush();
         self.write_state_now();
@@ -397,9 +383,9 @@ impl Engine {
         let s = &self.services[index];
         let state = match (self.block_reason(index, 0), &s.link_down) {
             (Some(reason), _) => crate::event::ServiceState::Blocked { reason },
-            (None, Some(reason)) if !s.is_terminal() => crate::event::ServiceState::Blocked {
-                reason: reason.clone(),
-            },
+            (None, Some(reason)) if !s.is_terminal() => {
+                crate::event::ServiceState::Blocked { reason: reason.clone() }
+            }
             (None, _) => s.state(),
         };
         if self.services[index].published == state {
@@ -478,23 +464,19 @@ impl Engine {
         for &i in set {
             self.restart(i, false);
         }
-        self.reload
-            .active
-            .get_or_insert_with(BTreeSet::new)
-            .extend(involved);
+        self.reload.active.get_or_insert_with(BTreeSet::new).extend(involved);
     }
 
     /// Writes a reload log mark on the background writer.
     fn write_mark(&self, taken: crate::logs::TakenMark) {
         let tx = self.internal_tx.clone();
         let file = taken.path.clone();
-        self.writer
-            .submit(taken.path, taken.mark.encode(), move |result| {
-                let _ = tx.send(Internal::Written {
-                    file: state_file::WrittenFile::Mark(file),
-                    result: result.map_err(|e| e.to_string()),
-                });
+        self.writer.submit(taken.path, taken.mark.encode(), move |result| {
+            let _ = tx.send(Internal::Written {
+                file: state_file::WrittenFile::Mark(file),
+                result: result.map_err(|e| e.to_string()),
             });
+        });
     }
 
     /// Stops the running services of `set` ahead of the reload a watcher
@@ -539,16 +521,9 @@ impl Engine {
         let spec = self.specs[index].stop;
         let s = &mut self.services[index];
         match std::mem::replace(&mut s.phase, Phase::Waiting) {
-            Phase::Stopping {
-                process,
-                then: current,
-            } => {
+            Phase::Stopping { process, then: current } => {
                 // Already on its way down: a restart asked meanwhile wins.
-                let then = if then == AfterStop::Start {
-                    then
-                } else {
-                    current
-                };
+                let then = if then == AfterStop::Start { then } else { current };
                 s.phase = Phase::Stopping { process, then };
             }
             Phase::Running(mut process) => {
@@ -559,9 +534,7 @@ impl Engine {
                     if group.stop(spec.signal, spec.grace).await {
                         let _ = tx.send(Internal::Emit {
                             index,
-                            kind: EventKind::Notice {
-                                message: killed_after_grace(spec),
-                            },
+                            kind: EventKind::Notice { message: killed_after_grace(spec) },
                         });
                     }
                     let _ = tx.send(Internal::run(index, generation, RunReport::GroupEmpty));
@@ -613,11 +586,9 @@ impl Engine {
             Internal::Emit { index, kind } => self.emit(Some(index), kind),
             Internal::Measured(measured) => self.measured(&measured),
             Internal::Written { file, result } => self.written(file, result),
-            Internal::Run {
-                index,
-                generation,
-                report,
-            } if self.current(index, generation) => self.on_run(index, generation, report),
+            Internal::Run { index, generation, report } if self.current(index, generation) => {
+                self.on_run(index, generation, report);
+            }
             Internal::Run { .. } => {}
         }
     }

@@ -13,9 +13,7 @@ pub fn start_order(specs: &[ServiceSpec]) -> Result<Vec<usize>> {
     let mut index = HashMap::new();
     for (i, spec) in specs.iter().enumerate() {
         if index.insert(spec.name.as_str(), i).is_some() {
-            return Err(Error::DuplicateService {
-                name: spec.name.clone(),
-            });
+            return Err(Error::DuplicateService { name: spec.name.clone() });
         }
     }
     let mut deps = Vec::with_capacity(specs.len());
@@ -90,28 +88,16 @@ mod tests {
         let mut s = ServiceSpec::new(name, "true", Vec::<String>::new(), ".");
         s.depends_on = deps
             .iter()
-            .map(|d| Dependency {
-                service: (*d).to_owned(),
-                condition: Condition::Ready,
-            })
+            .map(|d| Dependency { service: (*d).to_owned(), condition: Condition::Ready })
             .collect();
         s
     }
 
     #[test]
     fn dependencies_come_first() {
-        let specs = [
-            svc("host", &["server"]),
-            svc("vite", &[]),
-            svc("server", &[]),
-        ];
+        let specs = [svc("host", &["server"]), svc("vite", &[]), svc("server", &[])];
         let order = start_order(&specs).expect("valid");
-        let pos = |n: &str| {
-            order
-                .iter()
-                .position(|&i| specs[i].name == n)
-                .expect("present")
-        };
+        let pos = |n: &str| order.iter().position(|&i| specs[i].name == n).expect("present");
         assert!(pos("server") < pos("host"));
         assert_eq!(order.len(), 3);
     }

@@ -142,21 +142,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_owner_is_looked_at_for_every_answer_and_once_a_second_otherwise() {
-        let listener = OwnListener::new(
-            Box::new(NeverAnswers),
-            1,
-            Arc::new(NoGroup),
-            Box::new(|_| {}),
-        );
+        let listener =
+            OwnListener::new(Box::new(NeverAnswers), 1, Arc::new(NoGroup), Box::new(|_| {}));
         assert!(listener.looks(false), "the first attempt looks");
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!listener.looks(false), "20 ms later a failing one does not");
         assert!(listener.looks(true), "an answer is always looked at");
         tokio::time::sleep(Duration::from_millis(980)).await;
-        assert!(
-            !listener.looks(false),
-            "not yet a second since the last look"
-        );
+        assert!(!listener.looks(false), "not yet a second since the last look");
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(listener.looks(false), "a second after the last look");
     }

@@ -29,10 +29,7 @@ struct Slot {
 impl StepSlot {
     /// An empty slot whose steps start in the background when `background`.
     pub(super) fn new(background: bool) -> Self {
-        Self(Mutex::new(Slot {
-            group: None,
-            background,
-        }))
+        Self(Mutex::new(Slot { group: None, background }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
@@ -101,11 +98,7 @@ impl Failure {
             self.command,
             self.cwd.display(),
             self.outcome,
-            if self.last_lines.is_empty() {
-                "; it printed nothing"
-            } else {
-                "; its last lines:"
-            }
+            if self.last_lines.is_empty() { "; it printed nothing" } else { "; its last lines:" }
         )];
         lines.extend(self.last_lines.iter().map(|line| format!("  {line}")));
         lines
@@ -135,23 +128,14 @@ impl Failure {
 /// log, with a heartbeat line while a step is silent. The first failed step
 /// ends the run: the steps after it, and the service, do not run.
 pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Result<(), Failure> {
-    let Prepare {
-        service,
-        steps,
-        spawner,
-        logs,
-        slot,
-        force,
-    } = prepare;
+    let Prepare { service, steps, spawner, logs, slot, force } = prepare;
     for step in steps {
         if !force && !needed(&step.when) {
             continue;
         }
         // Where the step's own output begins.
         let mut output = logs.history().tail();
-        emit(EventKind::PrepareStarted {
-            step: step.name.clone(),
-        });
+        emit(EventKind::PrepareStarted { step: step.name.clone() });
         let outcome = match spawner.spawn_step(&step.command, service) {
             Ok(spawned) => {
                 slot.set(Some(spawned.group.clone()));
@@ -180,11 +164,7 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Resul
                 spawned.group.stop(libc::SIGKILL, Duration::ZERO).await;
                 spawned.group.release();
                 slot.set(None);
-                if status.success() {
-                    Ok(())
-                } else {
-                    Err(status.to_string())
-                }
+                if status.success() { Ok(()) } else { Err(status.to_string()) }
             }
             Err(e) => Err(format!("could not start it: {e}")),
         };
@@ -192,10 +172,7 @@ pub(super) async fn run(prepare: Prepare<'_>, emit: impl Fn(EventKind)) -> Resul
         if success {
             mark_fresh(&step.when);
         }
-        emit(EventKind::PrepareFinished {
-            step: step.name.clone(),
-            success,
-        });
+        emit(EventKind::PrepareFinished { step: step.name.clone(), success });
         if let Err(outcome) = outcome {
             return Err(Failure {
                 step: step.name.clone(),
@@ -218,10 +195,7 @@ fn shown_command(program: &str, args: &[String]) -> String {
     let name = Path::new(program)
         .file_name()
         .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned());
-    std::iter::once(name)
-        .chain(args.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ")
+    std::iter::once(name).chain(args.iter().cloned()).collect::<Vec<_>>().join(" ")
 }
 
 /// The last [`REPORT_LINES`] lines the step printed (from `output`, where
@@ -258,11 +232,7 @@ pub(super) async fn wait_for_change(inputs: Vec<PathBuf>, every: Duration) {
     let fingerprint = || {
         inputs
             .iter()
-            .map(|p| {
-                std::fs::metadata(p)
-                    .ok()
-                    .map(|m| (m.modified().ok(), m.len()))
-            })
+            .map(|p| std::fs::metadata(p).ok().map(|m| (m.modified().ok(), m.len())))
             .collect::<Vec<_>>()
     };
     let before = fingerprint();
@@ -296,9 +266,7 @@ fn mark_fresh(when: &PrepareWhen) {
         // Its times set by name (a directory, as often as not): nothing
         // is opened.
         let now = nix::sys::time::TimeSpec::from(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default(),
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default(),
         );
         let _ = nix::sys::stat::utimensat(
             nix::fcntl::AT_FDCWD,

@@ -22,17 +22,11 @@ pub(super) enum Phase {
     Waiting,
     /// Its prepare steps run in `task`; `step` holds the running step's
     /// group so a stop can kill it.
-    Preparing {
-        task: JoinHandle<()>,
-        step: Arc<StepSlot>,
-    },
+    Preparing { task: JoinHandle<()>, step: Arc<StepSlot> },
     /// Its process runs (or has just exited and its group is being emptied).
     Running(LiveProcess),
     /// Its process is being stopped on request; `then` says what follows.
-    Stopping {
-        process: LiveProcess,
-        then: AfterStop,
-    },
+    Stopping { process: LiveProcess, then: AfterStop },
     /// It crashed and waits out a backoff before starting again; `port`
     /// is what it learns about its port meanwhile.
     Backoff {
@@ -139,10 +133,7 @@ pub(super) struct LiveProcess {
 pub(super) enum ProbeState {
     /// Its probe is polling; `timed_out` once it has not passed within
     /// the readiness timeout (polling goes on).
-    Probing {
-        task: JoinHandle<()>,
-        timed_out: bool,
-    },
+    Probing { task: JoinHandle<()>, timed_out: bool },
     /// Its probe was stopped (exit or stop) before it passed.
     Abandoned,
     /// Its probe passed.
@@ -162,10 +153,7 @@ pub const STABLE: Duration = Duration::from_secs(1);
 impl LiveProcess {
     /// Whether its dependents may count it as ready.
     pub(super) fn is_ready(&self) -> bool {
-        matches!(
-            self.readiness,
-            ProbeState::Probed | ProbeState::Assumed | ProbeState::Stable
-        )
+        matches!(self.readiness, ProbeState::Probed | ProbeState::Assumed | ProbeState::Stable)
     }
 
     /// Stops polling its probe (the process is ending).
@@ -225,13 +213,9 @@ impl Supervised {
     pub(super) fn getting_ready(&self) -> bool {
         match &self.phase {
             Phase::Preparing { .. } => true,
-            Phase::Running(process) => matches!(
-                process.readiness,
-                ProbeState::Probing {
-                    timed_out: false,
-                    ..
-                }
-            ),
+            Phase::Running(process) => {
+                matches!(process.readiness, ProbeState::Probing { timed_out: false, .. })
+            }
             _ => false,
         }
     }
@@ -296,10 +280,7 @@ impl Supervised {
     /// It has ended and nothing will start it by itself (a failed one
     /// comes back only when its inputs change or on request).
     pub(super) fn is_terminal(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Exited { .. } | Phase::Stopped | Phase::Failed { .. }
-        )
+        matches!(self.phase, Phase::Exited { .. } | Phase::Stopped | Phase::Failed { .. })
     }
 
     /// It is down after a crash: waiting out a backoff, crashed for good
@@ -336,26 +317,18 @@ impl Supervised {
                 }
             },
             Phase::Stopping { process, .. } => ServiceState::Stopping { pid: process.pid },
-            Phase::Backoff {
-                after,
-                attempt,
-                over: Some(over),
-                ..
-            } => ServiceState::OverLimit {
+            Phase::Backoff { after, attempt, over: Some(over), .. } => ServiceState::OverLimit {
                 limit: over.limit,
                 pod: over.pod,
                 after: *after,
                 attempt: *attempt,
             },
-            Phase::Backoff { after, attempt, .. } => ServiceState::Restarting {
-                after: *after,
-                attempt: *attempt,
-            },
+            Phase::Backoff { after, attempt, .. } => {
+                ServiceState::Restarting { after: *after, attempt: *attempt }
+            }
             Phase::Exited { status } => ServiceState::Exited { status: *status },
             Phase::Stopped => ServiceState::Stopped,
-            Phase::Failed { reason, .. } => ServiceState::Failed {
-                reason: reason.clone(),
-            },
+            Phase::Failed { reason, .. } => ServiceState::Failed { reason: reason.clone() },
         }
     }
 
@@ -377,19 +350,9 @@ impl Supervised {
             note: self.note.clone(),
             starts: self.starts,
             probe_timed_out: self.process().is_some_and(|p| {
-                matches!(
-                    p.readiness,
-                    ProbeState::Probing {
-                        timed_out: true,
-                        ..
-                    }
-                )
+                matches!(p.readiness, ProbeState::Probing { timed_out: true, .. })
             }),
-            urls: if self.serves() {
-                urls.to_vec()
-            } else {
-                Vec::new()
-            },
+            urls: if self.serves() { urls.to_vec() } else { Vec::new() },
             main_pid: self.process().and_then(|p| p.main_pid),
         }
     }

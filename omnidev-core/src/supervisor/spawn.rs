@@ -107,15 +107,12 @@ impl ProcessSpawner {
         child: &mut process::GroupChild,
         service: &str,
     ) -> io::Result<Vec<logs::Capture>> {
-        [
-            (child.stdout.take(), Stream::Stdout),
-            (child.stderr.take(), Stream::Stderr),
-        ]
-        .into_iter()
-        .filter_map(|(fd, stream)| {
-            Some(logs::spawn_capture(fd?, self.logs.clone(), service, stream))
-        })
-        .collect()
+        [(child.stdout.take(), Stream::Stdout), (child.stderr.take(), Stream::Stderr)]
+            .into_iter()
+            .filter_map(|(fd, stream)| {
+                Some(logs::spawn_capture(fd?, self.logs.clone(), service, stream))
+            })
+            .collect()
     }
 
     fn start(&self, command: &CommandSpec, service: &str, step: bool) -> io::Result<Spawned> {
@@ -172,10 +169,7 @@ impl ProcessGroup for Group {
         // So a run is reported ended only after its last line is recorded.
         let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
         for capture in &mut captures {
-            if tokio::time::timeout_at(deadline, &mut capture.done)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout_at(deadline, &mut capture.done).await.is_err() {
                 // A process outside the group holds the pipe: its reader
                 // goes on, and the line it has not finished is recorded
                 // now, before the run's end is.

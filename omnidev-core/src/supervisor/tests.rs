@@ -64,10 +64,7 @@ impl FakeSpawner {
     /// How many times `program` was started for `service`.
     fn spawns(&self, service: &str, program: &str) -> usize {
         let children = self.children.lock().expect("children");
-        children
-            .iter()
-            .filter(|c| c.service == service && c.program == program)
-            .count()
+        children.iter().filter(|c| c.service == service && c.program == program).count()
     }
 
     /// Makes the newest child of `service` running `program` exit.
@@ -79,10 +76,7 @@ impl FakeSpawner {
             .find(|c| c.service == service && c.program == program)
             .expect("a child of that service");
         let sender = child.exit.lock().expect("exit").take();
-        sender
-            .expect("still running")
-            .send(status)
-            .expect("engine waits");
+        sender.expect("still running").send(status).expect("engine waits");
     }
 
     /// From now on, stops of `service` hang until [`FakeSpawner::open`].
@@ -111,11 +105,7 @@ impl FakeSpawner {
 
     fn signals(&self, service: &str) -> Vec<i32> {
         let signals = self.signals.lock().expect("signals");
-        signals
-            .iter()
-            .filter(|(s, _)| s == service)
-            .map(|&(_, signal)| signal)
-            .collect()
+        signals.iter().filter(|(s, _)| s == service).map(|&(_, signal)| signal).collect()
     }
 }
 
@@ -159,11 +149,7 @@ impl ProcessGroup for FakeGroup {
         if let Some(spawner) = self.spawner.upgrade() {
             let mut gate = spawner.gate.subscribe();
             let gated = spawner.gated.lock().expect("gated").contains(&self.service);
-            spawner
-                .signals
-                .lock()
-                .expect("signals")
-                .push((self.service.clone(), signal));
+            spawner.signals.lock().expect("signals").push((self.service.clone(), signal));
             drop(spawner);
             if gated {
                 let _ = gate.wait_for(|open| *open).await;
@@ -189,19 +175,13 @@ fn service(name: &str, depends_on: &[&str]) -> ServiceSpec {
     spec.restart = RestartPolicy::Always;
     spec.depends_on = depends_on
         .iter()
-        .map(|d| Dependency {
-            service: (*d).to_owned(),
-            condition: Condition::Ready,
-        })
+        .map(|d| Dependency { service: (*d).to_owned(), condition: Condition::Ready })
         .collect();
     spec
 }
 
 async fn start(services: Vec<ServiceSpec>, spawner: &Arc<FakeSpawner>) -> Supervisor {
-    let config = SupervisorConfig {
-        services,
-        ..SupervisorConfig::default()
-    };
+    let config = SupervisorConfig { services, ..SupervisorConfig::default() };
     Supervisor::builder(config)
         .expect("a valid graph")
         .spawner(Arc::new(spawner.clone()))
@@ -211,12 +191,7 @@ async fn start(services: Vec<ServiceSpec>, spawner: &Arc<FakeSpawner>) -> Superv
 }
 
 fn state(supervisor: &Supervisor, name: &str) -> ServiceState {
-    supervisor
-        .snapshot()
-        .into_iter()
-        .find(|s| s.name == name)
-        .expect("known service")
-        .state
+    supervisor.snapshot().into_iter().find(|s| s.name == name).expect("known service").state
 }
 
 /// Lets the engine run (the clock is paused: it advances only when every
@@ -238,11 +213,8 @@ fn is_running(state: &ServiceState) -> bool {
 /// A server and a host that depends on it, both running.
 async fn server_and_host_running() -> (Arc<FakeSpawner>, Supervisor) {
     let spawner = FakeSpawner::new();
-    let supervisor = start(
-        vec![service("server", &[]), service("host", &["server"])],
-        &spawner,
-    )
-    .await;
+    let supervisor =
+        start(vec![service("server", &[]), service("host", &["server"])], &spawner).await;
     until("both running", || {
         is_running(&state(&supervisor, "server")) && is_running(&state(&supervisor, "host"))
     })
@@ -255,10 +227,7 @@ async fn server_and_host_running() -> (Arc<FakeSpawner>, Supervisor) {
 fn install_step(service: &ServiceSpec, when: PrepareWhen) -> PrepareStep {
     PrepareStep {
         name: "install".to_owned(),
-        command: CommandSpec {
-            program: "install".to_owned(),
-            ..service.command.clone()
-        },
+        command: CommandSpec { program: "install".to_owned(), ..service.command.clone() },
         when,
         heartbeat: Duration::from_secs(3600),
     }
@@ -284,14 +253,8 @@ async fn the_status_lists_services_in_start_order() {
     let names = |s: &Supervisor| s.snapshot().into_iter().map(|s| s.name).collect::<Vec<_>>();
     assert_eq!(names(&supervisor), ["db", "api", "web", "cron"]);
     let first = supervisor.snapshot();
-    assert!(
-        first.iter().all(|s| s.state == ServiceState::Waiting),
-        "{first:?}"
-    );
-    until("all running", || {
-        supervisor.snapshot().iter().all(|s| is_running(&s.state))
-    })
-    .await;
+    assert!(first.iter().all(|s| s.state == ServiceState::Waiting), "{first:?}");
+    until("all running", || supervisor.snapshot().iter().all(|s| is_running(&s.state))).await;
     assert_eq!(names(&supervisor), ["db", "api", "web", "cron"]);
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -303,10 +266,7 @@ async fn the_status_lists_services_in_start_order() {
 async fn a_restart_waits_for_its_own_service_whatever_the_status_order() {
     let spawner = FakeSpawner::new();
     let supervisor = start(vec![service("a", &["b"]), service("b", &[])], &spawner).await;
-    until("both running", || {
-        supervisor.snapshot().iter().all(|s| is_running(&s.state))
-    })
-    .await;
+    until("both running", || supervisor.snapshot().iter().all(|s| is_running(&s.state))).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     for _ in 0..2 {
         let waited = supervisor
@@ -343,26 +303,17 @@ async fn a_failed_prepare_step_waits_for_its_inputs_however_long() {
     let supervisor = start(vec![web], &spawner).await;
     until("the install", || spawner.spawns("web", "install") == 1).await;
     spawner.exit("web", "install", ExitStatus::Code(3));
-    until("web to fail", || {
-        matches!(state(&supervisor, "web"), ServiceState::Failed { .. })
-    })
-    .await;
+    until("web to fail", || matches!(state(&supervisor, "web"), ServiceState::Failed { .. })).await;
 
     // An hour on the paused clock: no retry, the service never started.
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(spawner.spawns("web", "install"), 1);
     assert_eq!(spawner.spawns("web", "web"), 0);
-    assert!(matches!(
-        state(&supervisor, "web"),
-        ServiceState::Failed { .. }
-    ));
+    assert!(matches!(state(&supervisor, "web"), ServiceState::Failed { .. }));
 
     // The fix (a change of the lockfile) runs the install again, then web.
     std::fs::write(&lockfile, "fixed at last").expect("fix");
-    until("the install to run again", || {
-        spawner.spawns("web", "install") == 2
-    })
-    .await;
+    until("the install to run again", || spawner.spawns("web", "install") == 2).await;
     spawner.exit("web", "install", ExitStatus::Code(0));
     until("web to run", || is_running(&state(&supervisor, "web"))).await;
     assert_eq!(spawner.spawns("web", "web"), 1);
@@ -375,10 +326,7 @@ async fn a_reload_burst_during_startup_restarts_at_most_twice() {
     let mut server = service("server", &[]);
     server.prepare = vec![install_step(&server, PrepareWhen::Always)];
     let supervisor = start(vec![server, service("host", &["server"])], &spawner).await;
-    until("the first prepare step", || {
-        spawner.spawns("server", "install") == 1
-    })
-    .await;
+    until("the first prepare step", || spawner.spawns("server", "install") == 1).await;
 
     // Five reloads while the server is still preparing.
     for _ in 0..5 {
@@ -397,10 +345,7 @@ async fn a_reload_burst_during_startup_restarts_at_most_twice() {
 
     // The first reload ends once the server runs; the four queued ones are
     // one more reload, which prepares the server once more.
-    until("the queued reload's prepare step", || {
-        spawner.spawns("server", "install") == 3
-    })
-    .await;
+    until("the queued reload's prepare step", || spawner.spawns("server", "install") == 3).await;
     spawner.exit("server", "install", ExitStatus::Code(0));
     until("both running, no reload left", || {
         is_running(&state(&supervisor, "server"))
@@ -440,11 +385,7 @@ async fn a_crash_during_a_dependencys_restart_waits_for_the_dependency() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(spawner.spawns("server", "server"), 2);
     assert_eq!(spawner.spawns("host", "host"), 2, "host started once more");
-    let host = supervisor
-        .snapshot()
-        .into_iter()
-        .find(|s| s.name == "host")
-        .expect("host");
+    let host = supervisor.snapshot().into_iter().find(|s| s.name == "host").expect("host");
     assert_eq!(host.restarts, 1);
     assert!(is_running(&host.state));
     supervisor.shutdown().await.expect("shutdown");
@@ -458,10 +399,7 @@ async fn stop_during_backoff_cancels_the_restart() {
 
     spawner.exit("server", "server", ExitStatus::Code(3));
     until("backing off", || {
-        matches!(
-            state(&supervisor, "server"),
-            ServiceState::Restarting { attempt: 1, .. }
-        )
+        matches!(state(&supervisor, "server"), ServiceState::Restarting { attempt: 1, .. })
     })
     .await;
     supervisor.stop_service("server").await.expect("stop");
@@ -477,10 +415,7 @@ async fn stop_during_backoff_cancels_the_restart() {
 
     // A start request brings it back, with a fresh backoff.
     supervisor.start_service("server").await.expect("start");
-    until("running again", || {
-        is_running(&state(&supervisor, "server"))
-    })
-    .await;
+    until("running again", || is_running(&state(&supervisor, "server"))).await;
     assert_eq!(spawner.spawns("server", "server"), 2);
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -496,9 +431,7 @@ fn logged_server() -> ServiceSpec {
     let mut server = service("server", &[]);
     server.readiness = Some(crate::spec::Readiness {
         listener: None,
-        probe: crate::spec::ProbeSpec::Log {
-            pattern: "serving".to_owned(),
-        },
+        probe: crate::spec::ProbeSpec::Log { pattern: "serving".to_owned() },
         interval: Duration::from_millis(100),
         timeout: Duration::from_secs(600),
     });
@@ -508,25 +441,16 @@ fn logged_server() -> ServiceSpec {
 /// [`backend`] once its server is ready and its host runs.
 async fn running_backend(spawner: &Arc<FakeSpawner>) -> Supervisor {
     let supervisor = backend(spawner).await;
-    until("the server spawned", || {
-        spawner.spawns("server", "server") == 1
-    })
-    .await;
+    until("the server spawned", || spawner.spawns("server", "server") == 1).await;
     serve(&supervisor);
-    until("the host running", || {
-        is_running(&state(&supervisor, "host"))
-    })
-    .await;
+    until("the host running", || is_running(&state(&supervisor, "host"))).await;
     supervisor
 }
 
 /// The newest server prints the line that makes it ready.
 fn serve(supervisor: &Supervisor) {
     let mut line = vec!["serving".to_owned()];
-    supervisor
-        .inner
-        .logs
-        .push_batch("server", crate::event::Stream::Stdout, &mut line, &[]);
+    supervisor.inner.logs.push_batch("server", crate::event::Stream::Stdout, &mut line, &[]);
 }
 
 fn changed(path: &str) -> crate::event::Changes {
@@ -540,17 +464,11 @@ async fn a_fix_during_a_long_backoff_restarts_at_once_and_only_once() {
 
     // The edit that breaks it: the reload's server crashes before it is
     // ready, again and again, until the backoff is 16 s.
-    supervisor
-        .reload_changed(&["server"], changed("omnigent/a.py"))
-        .await
-        .expect("reload");
+    supervisor.reload_changed(&["server"], changed("omnigent/a.py")).await.expect("reload");
     for attempt in 1..=5_u32 {
         // The reload's server, then one after each backoff.
         let expected = 1 + attempt as usize;
-        until("a new server", || {
-            spawner.spawns("server", "server") == expected
-        })
-        .await;
+        until("a new server", || spawner.spawns("server", "server") == expected).await;
         spawner.exit("server", "server", ExitStatus::Code(1));
         until("backing off", || {
             matches!(state(&supervisor, "server"), ServiceState::Restarting { attempt: a, .. } if a == attempt)
@@ -559,24 +477,15 @@ async fn a_fix_during_a_long_backoff_restarts_at_once_and_only_once() {
     }
     assert_eq!(
         state(&supervisor, "server"),
-        ServiceState::Restarting {
-            after: Duration::from_secs(16),
-            attempt: 5
-        }
+        ServiceState::Restarting { after: Duration::from_secs(16), attempt: 5 }
     );
     let servers = spawner.spawns("server", "server");
     let hosts = spawner.spawns("host", "host");
     let before = tokio::time::Instant::now();
 
     // The fix.
-    supervisor
-        .reload_changed(&["server"], changed("omnigent/a.py"))
-        .await
-        .expect("reload");
-    until("the fixed server", || {
-        spawner.spawns("server", "server") == servers + 1
-    })
-    .await;
+    supervisor.reload_changed(&["server"], changed("omnigent/a.py")).await.expect("reload");
+    until("the fixed server", || spawner.spawns("server", "server") == servers + 1).await;
     assert!(
         before.elapsed() < Duration::from_millis(100),
         "the backoff was waited out: {:?}",
@@ -588,31 +497,17 @@ async fn a_fix_during_a_long_backoff_restarts_at_once_and_only_once() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(120)).await;
-    assert_eq!(
-        spawner.spawns("server", "server"),
-        servers + 1,
-        "one server start"
-    );
-    assert_eq!(
-        spawner.spawns("host", "host"),
-        hosts + 1,
-        "one host restart"
-    );
+    assert_eq!(spawner.spawns("server", "server"), servers + 1, "one server start");
+    assert_eq!(spawner.spawns("host", "host"), hosts + 1, "one host restart");
     assert!(!supervisor.is_reloading());
-    assert!(matches!(
-        state(&supervisor, "server"),
-        ServiceState::Ready { .. }
-    ));
+    assert!(matches!(state(&supervisor, "server"), ServiceState::Ready { .. }));
     let server = supervisor.snapshot().remove(0);
     assert_eq!(server.restarts, 5, "the crash count is kept");
 
     // The attempt count was kept too: the next crash backs off further.
     spawner.exit("server", "server", ExitStatus::Code(1));
     until("backing off again", || {
-        matches!(
-            state(&supervisor, "server"),
-            ServiceState::Restarting { attempt: 6, .. }
-        )
+        matches!(state(&supervisor, "server"), ServiceState::Restarting { attempt: 6, .. })
     })
     .await;
     supervisor.shutdown().await.expect("shutdown");
@@ -626,35 +521,18 @@ async fn a_change_queued_behind_a_reload_restarts_a_crashed_server_at_once() {
     // A reload whose server is still starting (not ready) when the next
     // change arrives: that change is queued.
     supervisor.reload(&["server"]).await.expect("reload");
-    until("the reloaded server", || {
-        spawner.spawns("server", "server") == 2
-    })
-    .await;
-    supervisor
-        .reload_changed(&["server"], changed("omnigent/b.py"))
-        .await
-        .expect("reload");
+    until("the reloaded server", || spawner.spawns("server", "server") == 2).await;
+    supervisor.reload_changed(&["server"], changed("omnigent/b.py")).await.expect("reload");
     assert!(supervisor.is_reloading());
     // It crashes: what was queued for it starts it now, not after 1 s.
     spawner.exit("server", "server", ExitStatus::Code(1));
     let crashed = tokio::time::Instant::now();
-    until("the server started again", || {
-        spawner.spawns("server", "server") == 3
-    })
-    .await;
-    assert!(
-        crashed.elapsed() < Duration::from_millis(500),
-        "waited {:?}",
-        crashed.elapsed()
-    );
+    until("the server started again", || spawner.spawns("server", "server") == 3).await;
+    assert!(crashed.elapsed() < Duration::from_millis(500), "waited {:?}", crashed.elapsed());
     serve(&supervisor);
     until("no reload left", || !supervisor.is_reloading()).await;
     tokio::time::sleep(Duration::from_secs(120)).await;
-    assert_eq!(
-        spawner.spawns("server", "server"),
-        3,
-        "nothing queued behind it"
-    );
+    assert_eq!(spawner.spawns("server", "server"), 3, "nothing queued behind it");
     assert_eq!(spawner.spawns("host", "host"), 2, "the host follows once");
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -667,10 +545,7 @@ async fn a_change_does_not_wait_for_the_dependents_of_the_last_reload() {
     // A reload whose server is ready while the host is still stopping.
     spawner.hold_stops("host");
     supervisor.reload(&["server"]).await.expect("reload");
-    until("the reloaded server", || {
-        spawner.spawns("server", "server") == 2
-    })
-    .await;
+    until("the reloaded server", || spawner.spawns("server", "server") == 2).await;
     serve(&supervisor);
     until("the host stopping", || {
         matches!(state(&supervisor, "host"), ServiceState::Stopping { .. })
@@ -678,18 +553,9 @@ async fn a_change_does_not_wait_for_the_dependents_of_the_last_reload() {
     .await;
 
     // The next change restarts the server now, not after the host.
-    supervisor
-        .reload_changed(&["server"], changed("omnigent/c.py"))
-        .await
-        .expect("reload");
-    until("the server restarted again", || {
-        spawner.spawns("server", "server") == 3
-    })
-    .await;
-    assert!(matches!(
-        state(&supervisor, "host"),
-        ServiceState::Stopping { .. }
-    ));
+    supervisor.reload_changed(&["server"], changed("omnigent/c.py")).await.expect("reload");
+    until("the server restarted again", || spawner.spawns("server", "server") == 3).await;
+    assert!(matches!(state(&supervisor, "host"), ServiceState::Stopping { .. }));
     spawner.open();
     serve(&supervisor);
     until("the host back", || is_running(&state(&supervisor, "host"))).await;
@@ -724,11 +590,7 @@ async fn a_reload_respawns_the_moment_the_old_run_is_gone() {
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(
-        spawner.spawns("server", "server"),
-        2,
-        "server started again"
-    );
+    assert_eq!(spawner.spawns("server", "server"), 2, "server started again");
     assert_eq!(spawner.spawns("host", "host"), 2, "host followed it");
     assert_eq!(
         tokio::time::Instant::now(),
@@ -750,10 +612,8 @@ async fn a_coming_reload_stops_the_old_run_and_only_the_reload_starts_it() {
     let supervisor = running_backend(&spawner).await;
 
     supervisor.reload_coming(&["server"]).expect("coming");
-    until("the server down, waiting", || {
-        state(&supervisor, "server") == ServiceState::Waiting
-    })
-    .await;
+    until("the server down, waiting", || state(&supervisor, "server") == ServiceState::Waiting)
+        .await;
     assert_eq!(spawner.signals("server"), vec![libc::SIGTERM]);
     // Said again by every change of the burst: still one stop.
     supervisor.reload_coming(&["server"]).expect("coming");
@@ -761,10 +621,7 @@ async fn a_coming_reload_stops_the_old_run_and_only_the_reload_starts_it() {
     assert_eq!(state(&supervisor, "server"), ServiceState::Waiting);
     assert_eq!(spawner.spawns("server", "server"), 1, "not started early");
     assert_eq!(spawner.signals("server").len(), 1);
-    assert!(
-        is_running(&state(&supervisor, "host")),
-        "the host runs until its server is back"
-    );
+    assert!(is_running(&state(&supervisor, "host")), "the host runs until its server is back");
     let settled = supervisor.wait_settled();
     tokio::pin!(settled);
     assert!(
@@ -772,10 +629,7 @@ async fn a_coming_reload_stops_the_old_run_and_only_the_reload_starts_it() {
         "a pod whose reload is coming has not settled"
     );
 
-    supervisor
-        .reload_changed(&["server"], changed("omnigent/a.py"))
-        .await
-        .expect("reload");
+    supervisor.reload_changed(&["server"], changed("omnigent/a.py")).await.expect("reload");
     until("the new server", || spawner.spawns("server", "server") == 2).await;
     assert_eq!(spawner.signals("server").len(), 1, "nothing stopped twice");
     serve(&supervisor);
@@ -796,21 +650,12 @@ async fn a_coming_reload_leaves_alone_what_is_not_simply_running() {
     let supervisor = running_backend(&spawner).await;
 
     // A reload in progress: the server restarted, not ready yet.
-    supervisor
-        .reload_changed(&["server"], changed("omnigent/a.py"))
-        .await
-        .expect("reload");
-    until("the reload's server", || {
-        spawner.spawns("server", "server") == 2
-    })
-    .await;
+    supervisor.reload_changed(&["server"], changed("omnigent/a.py")).await.expect("reload");
+    until("the reload's server", || spawner.spawns("server", "server") == 2).await;
     supervisor.reload_coming(&["server"]).expect("coming");
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(spawner.signals("server").len(), 1, "only the reload's stop");
-    assert!(matches!(
-        state(&supervisor, "server"),
-        ServiceState::Starting { .. }
-    ));
+    assert!(matches!(state(&supervisor, "server"), ServiceState::Starting { .. }));
     serve(&supervisor);
     until("the reload over", || !supervisor.is_reloading()).await;
 
@@ -824,15 +669,10 @@ async fn a_coming_reload_leaves_alone_what_is_not_simply_running() {
 
     // Stopped ahead, then started by a request: it runs again.
     supervisor.reload_coming(&["server"]).expect("coming");
-    until("the server down, waiting", || {
-        state(&supervisor, "server") == ServiceState::Waiting
-    })
-    .await;
+    until("the server down, waiting", || state(&supervisor, "server") == ServiceState::Waiting)
+        .await;
     supervisor.start_service("server").await.expect("start");
-    until("started by the request", || {
-        spawner.spawns("server", "server") == 3
-    })
-    .await;
+    until("started by the request", || spawner.spawns("server", "server") == 3).await;
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -852,9 +692,7 @@ async fn a_guard_that_cannot_be_replaced_stops_the_pod_and_says_why() {
     let (_spawner, supervisor) = server_and_host_running().await;
     let mut events = supervisor.subscribe();
     let lost = crate::guard::Replaced::none_started(42, "fork: Resource temporarily unavailable");
-    supervisor
-        .send(super::Order::GuardReplaced(Ok(lost)))
-        .expect("send");
+    supervisor.send(super::Order::GuardReplaced(Ok(lost))).expect("send");
     until("the pod to stop", || supervisor.is_finished()).await;
     for name in ["server", "host"] {
         assert_eq!(state(&supervisor, name), ServiceState::Stopped, "{name}");
@@ -886,10 +724,7 @@ async fn the_fake_path_starts_no_process_and_makes_no_cgroup() {
     let (_spawner, supervisor) = server_and_host_running().await;
     assert_eq!(supervisor.guard_pid(), None, "no orphan guard was forked");
     assert!(
-        matches!(
-            supervisor.containment(),
-            crate::containment::Mechanism::ProcessGroups { .. }
-        ),
+        matches!(supervisor.containment(), crate::containment::Mechanism::ProcessGroups { .. }),
         "{}",
         supervisor.containment()
     );

@@ -80,10 +80,7 @@ impl Judge {
                 // Not started since the request. Stopped (a stop overtook
                 // it) or blocked (a dependency will not come back), it
                 // never will be.
-                if matches!(
-                    s.state,
-                    ServiceState::Stopped | ServiceState::Blocked { .. }
-                ) {
+                if matches!(s.state, ServiceState::Stopped | ServiceState::Blocked { .. }) {
                     failed.push(s.name.clone());
                 } else {
                     pending.push(s.name.clone());
@@ -91,10 +88,9 @@ impl Judge {
                 continue;
             }
             let (failure, done) = match self.until {
-                Until::Ready => (
-                    failure(s) || s.state == ServiceState::Stopped || s.probe_timed_out,
-                    s.ready,
-                ),
+                Until::Ready => {
+                    (failure(s) || s.state == ServiceState::Stopped || s.probe_timed_out, s.ready)
+                }
                 Until::Exited => (failure(s), ended(s)),
             };
             if failure && !done {
@@ -155,10 +151,7 @@ async fn changed_after(
 }
 
 fn ended(status: &ServiceStatus) -> bool {
-    matches!(
-        status.state,
-        ServiceState::Exited { .. } | ServiceState::Stopped
-    )
+    matches!(status.state, ServiceState::Exited { .. } | ServiceState::Stopped)
 }
 
 impl Supervisor {
@@ -267,19 +260,14 @@ impl Supervisor {
         dependents: bool,
         deadline: Instant,
     ) -> Result<Waited> {
-        let indexes = services
-            .iter()
-            .map(|n| self.index(n))
-            .collect::<Result<Vec<_>>>()?;
+        let indexes = services.iter().map(|n| self.index(n)).collect::<Result<Vec<_>>>()?;
         let (ack, starts) = oneshot::channel();
         match indexes.as_slice() {
             [one] => self.send(Order::Restart(*one, dependents, Some(ack)))?,
             many => self.send(Order::Reload(many.to_vec(), Changes::default(), Some(ack)))?,
         }
         let after = starts.await.map_err(|_| Error::ShutDown)?;
-        Ok(self
-            .judge_until(services, Until::Ready, Some(after), deadline)
-            .await)
+        Ok(self.judge_until(services, Until::Ready, Some(after), deadline).await)
     }
 
     /// Starts `services` (those stopped or ended; one that runs is left as
@@ -312,9 +300,7 @@ impl Supervisor {
                 }
             });
         }
-        Ok(self
-            .judge_until(services, Until::Ready, after, deadline)
-            .await)
+        Ok(self.judge_until(services, Until::Ready, after, deadline).await)
     }
 
     /// [`Supervisor::apply`], then waits for every service it restarted
@@ -334,21 +320,14 @@ impl Supervisor {
         if waited_on.is_empty() {
             return Ok((applied, Waited::Met));
         }
-        let waited = self
-            .judge_until(&waited_on, Until::Ready, Some(starts), deadline)
-            .await;
+        let waited = self.judge_until(&waited_on, Until::Ready, Some(starts), deadline).await;
         Ok((applied, waited))
     }
 
     /// Start counts in the engine's order (a request's answer: one per
     /// slot, removed services' included) keyed by service name.
     fn by_name(&self, starts: &[u32]) -> HashMap<String, u32> {
-        self.names()
-            .all
-            .iter()
-            .cloned()
-            .zip(starts.iter().copied())
-            .collect()
+        self.names().all.iter().cloned().zip(starts.iter().copied()).collect()
     }
 
     async fn judge_until(
@@ -390,10 +369,6 @@ impl Supervisor {
 
     /// The services a wait is on: `services`, or every one when empty.
     fn waited_on(&self, services: &[String]) -> Vec<String> {
-        if services.is_empty() {
-            self.service_names()
-        } else {
-            services.to_vec()
-        }
+        if services.is_empty() { self.service_names() } else { services.to_vec() }
     }
 }

@@ -25,10 +25,7 @@ pub struct GitLsRemote {
 
 impl Default for GitLsRemote {
     fn default() -> Self {
-        Self {
-            program: PathBuf::from("git"),
-            timeout: Self::DEFAULT_TIMEOUT,
-        }
+        Self { program: PathBuf::from("git"), timeout: Self::DEFAULT_TIMEOUT }
     }
 }
 
@@ -45,10 +42,7 @@ impl Source for GitLsRemote {
         if let Some(sha) = full_sha(reference) {
             return Ok(sha);
         }
-        let failed = |message: String| Error::Git {
-            repo: repo.to_owned(),
-            message,
-        };
+        let failed = |message: String| Error::Git { repo: repo.to_owned(), message };
         let neutral = tempfile::tempdir()
             .map_err(|error| failed(format!("cannot create a working directory: {error}")))?;
         let ceiling = neutral.path().parent().unwrap_or(neutral.path()).to_owned();
@@ -74,9 +68,7 @@ impl Source for GitLsRemote {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let child = command
-            .spawn()
-            .map_err(Error::spawn(self.program.display()))?;
+        let child = command.spawn().map_err(Error::spawn(self.program.display()))?;
         let pgid = child.id();
         let output = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
             Ok(result) => result.map_err(|error| failed(error.to_string()))?,
@@ -93,10 +85,7 @@ impl Source for GitLsRemote {
                         );
                     }
                 }
-                return Err(failed(format!(
-                    "no answer within {} s",
-                    self.timeout.as_secs_f32()
-                )));
+                return Err(failed(format!("no answer within {} s", self.timeout.as_secs_f32())));
             }
         };
         if !output.status.success() {
@@ -116,16 +105,10 @@ impl Source for GitLsRemote {
 /// `ls-remote` itself matches patterns by suffix, so `main` would also list
 /// `refs/heads/x/main`.
 pub fn pick_ref(listing: &str, reference: &str) -> Option<String> {
-    let entries: Vec<(&str, &str)> = listing
-        .lines()
-        .filter_map(|line| line.split_once('\t'))
-        .collect();
-    let find = |name: String| {
-        entries
-            .iter()
-            .find(|(_, r)| *r == name)
-            .and_then(|(sha, _)| full_sha(sha))
-    };
+    let entries: Vec<(&str, &str)> =
+        listing.lines().filter_map(|line| line.split_once('\t')).collect();
+    let find =
+        |name: String| entries.iter().find(|(_, r)| *r == name).and_then(|(sha, _)| full_sha(sha));
     find(format!("refs/heads/{reference}"))
         .or_else(|| find(format!("refs/tags/{reference}^{{}}")))
         .or_else(|| find(format!("refs/tags/{reference}")))

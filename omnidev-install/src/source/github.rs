@@ -34,10 +34,7 @@ impl GitHubApi {
             .connect_timeout(timeout)
             .user_agent(concat!("omnidev/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|error| Error::GitHub {
-                url: base_url.clone(),
-                message: error.to_string(),
-            })?;
+            .map_err(|error| Error::GitHub { url: base_url.clone(), message: error.to_string() })?;
         Ok(Self { base_url, client })
     }
 
@@ -53,11 +50,7 @@ impl GitHubApi {
 
     /// The request URL for a lookup.
     pub fn url(&self, owner: &str, repo: &str, reference: &str) -> String {
-        format!(
-            "{}/repos/{owner}/{repo}/commits/{}",
-            self.base_url,
-            encode_path(reference)
-        )
+        format!("{}/repos/{owner}/{repo}/commits/{}", self.base_url, encode_path(reference))
     }
 }
 
@@ -67,14 +60,10 @@ impl Source for GitHubApi {
         // URL parsing resolves `..` segments: an unchecked ref could name
         // another API endpoint.
         validate_ref(reference)?;
-        let (owner, repo) = github_repo(repo_url).ok_or_else(|| Error::NotGitHub {
-            repo: repo_url.to_owned(),
-        })?;
+        let (owner, repo) =
+            github_repo(repo_url).ok_or_else(|| Error::NotGitHub { repo: repo_url.to_owned() })?;
         let url = self.url(&owner, &repo, reference);
-        let failed = |message: String| Error::GitHub {
-            url: url.clone(),
-            message,
-        };
+        let failed = |message: String| Error::GitHub { url: url.clone(), message };
         let response = self
             .client
             .get(&url)
@@ -86,25 +75,15 @@ impl Source for GitHubApi {
         if !status.is_success() {
             return Err(failed(format!("HTTP {status}")));
         }
-        let body = response
-            .text()
-            .await
-            .map_err(|error| failed(describe(&error)))?;
+        let body = response.text().await.map_err(|error| failed(describe(&error)))?;
         full_sha(body.trim()).ok_or_else(|| {
-            failed(format!(
-                "expected a commit sha, got {:?}",
-                omnidev_core::text::clip(&body, 80)
-            ))
+            failed(format!("expected a commit sha, got {:?}", omnidev_core::text::clip(&body, 80)))
         })
     }
 }
 
 fn describe(error: &reqwest::Error) -> String {
-    if error.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        omnidev_core::text::with_causes(error)
-    }
+    if error.is_timeout() { "timed out".to_owned() } else { omnidev_core::text::with_causes(error) }
 }
 
 /// Percent-encodes a ref for a URL path, keeping `/` (GitHub accepts branch
@@ -150,9 +129,7 @@ pub fn github_repo(url: &str) -> Option<(String, String)> {
     let (owner, repo) = path.split_once('/')?;
     let valid = |part: &str| {
         !part.is_empty()
-            && part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     };
     (valid(owner) && valid(repo)).then(|| (owner.to_owned(), repo.to_owned()))
 }
@@ -187,9 +164,6 @@ mod tests {
     #[test]
     fn url_encodes_the_ref() {
         let api = GitHubApi::new("http://h/", Duration::from_secs(1)).expect("client");
-        assert_eq!(
-            api.url("o", "r", "feature/a+b"),
-            "http://h/repos/o/r/commits/feature/a%2Bb"
-        );
+        assert_eq!(api.url("o", "r", "feature/a+b"), "http://h/repos/o/r/commits/feature/a%2Bb");
     }
 }

@@ -100,10 +100,7 @@ fn try_lock(pod_dir: &str) -> i32 {
 }
 
 fn seed_limited(from: &str, to: &str) -> i32 {
-    let limit = libc::rlimit {
-        rlim_cur: 4,
-        rlim_max: libc::RLIM_INFINITY,
-    };
+    let limit = libc::rlimit { rlim_cur: 4, rlim_max: libc::RLIM_INFINITY };
     // SAFETY: plain system calls on values owned here; ignoring SIGXFSZ
     // turns the limit into an EFBIG error instead of a fatal signal.
     unsafe {

@@ -256,9 +256,8 @@ pub fn interpolate(text: &str, vars: &BTreeMap<String, String>) -> String {
             out.push_str(&braced(&inner[..end], vars));
             rest = &inner[end + 1..];
         } else {
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
+            let end =
+                rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
             if end == 0 {
                 out.push('$');
             } else {
@@ -273,9 +272,7 @@ pub fn interpolate(text: &str, vars: &BTreeMap<String, String>) -> String {
 
 /// The value of `${inner}`.
 fn braced(inner: &str, vars: &BTreeMap<String, String>) -> String {
-    let end = inner
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(inner.len());
+    let end = inner.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(inner.len());
     let (name, operator) = inner.split_at(end);
     let value = vars.get(name);
     let (if_empty, default) = if let Some(default) = operator.strip_prefix(":-") {
@@ -333,24 +330,14 @@ volumes:
         assert_eq!(db.not_taken, ["POSTGRES_USER", "POSTGRES_PASSWORD"]);
         assert_eq!(db.published, [5433]);
         let cache = &compose.databases[1];
-        assert_eq!(
-            (cache.engine, cache.published.as_slice()),
-            (DbEngine::Redis, &[6380][..])
-        );
+        assert_eq!((cache.engine, cache.published.as_slice()), (DbEngine::Redis, &[6380][..]));
         assert_eq!(
             compose.app_env,
-            [(
-                "DATABASE_URL".to_owned(),
-                "postgres://app:secret@db:5432/app_dev".to_owned()
-            )]
+            [("DATABASE_URL".to_owned(), "postgres://app:secret@db:5432/app_dev".to_owned())]
         );
         let skipped: Vec<&str> = compose.skipped.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(skipped, ["web", "queue"]);
-        assert!(
-            compose.skipped[1].1.contains("rabbitmq:3"),
-            "{:?}",
-            compose.skipped
-        );
+        assert!(compose.skipped[1].1.contains("rabbitmq:3"), "{:?}", compose.skipped);
     }
 
     #[test]
@@ -381,9 +368,6 @@ volumes:
         }
         bomb.push_str("services: {}\n");
         let refused = parse(&bomb, &BTreeMap::new()).expect_err("a bomb");
-        assert!(
-            refused.contains("alias") || refused.contains("budget"),
-            "{refused}"
-        );
+        assert!(refused.contains("alias") || refused.contains("budget"), "{refused}");
     }
 }

@@ -13,12 +13,8 @@ use super::compose::{self, Compose, said};
 use crate::database::DbEngine;
 
 /// The compose files init reads, the first found.
-pub const COMPOSE_FILES: &[&str] = &[
-    "compose.yaml",
-    "compose.yml",
-    "docker-compose.yaml",
-    "docker-compose.yml",
-];
+pub const COMPOSE_FILES: &[&str] =
+    &["compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"];
 
 /// The example dotenv files init reads, the first found.
 pub const EXAMPLE_FILES: &[&str] = &[".env.example", ".env.sample"];
@@ -94,12 +90,9 @@ impl Sources {
             }
             None
         };
-        let (example_name, example) = first(EXAMPLE_FILES)
-            .map(|(name, text)| (name, read_dotenv(&text)))
-            .unwrap_or_default();
-        let dotenv = first(&[".env"])
-            .map(|(_, text)| read_dotenv(&text))
-            .unwrap_or_default();
+        let (example_name, example) =
+            first(EXAMPLE_FILES).map(|(name, text)| (name, read_dotenv(&text))).unwrap_or_default();
+        let dotenv = first(&[".env"]).map(|(_, text)| read_dotenv(&text)).unwrap_or_default();
         let compose_file = first(COMPOSE_FILES);
         let app_file = first(&[APP_JSON]);
         // Compose interpolates from `.env`; an example stands in for it.
@@ -122,15 +115,7 @@ impl Sources {
             }
             None => AppJson::default(),
         };
-        Sources {
-            example,
-            example_name,
-            dotenv,
-            vars,
-            compose,
-            compose_name,
-            app,
-        }
+        Sources { example, example_name, dotenv, vars, compose, compose_name, app }
     }
 }
 
@@ -292,18 +277,13 @@ impl Wiring {
                     "{file}: {key} not taken: it names {}, not this machine nor a \
                      database of {}",
                     shown_host(&url.host),
-                    if compose_name.is_empty() {
-                        "a compose file"
-                    } else {
-                        compose_name
-                    }
+                    if compose_name.is_empty() { "a compose file" } else { compose_name }
                 )),
             }
         }
         // Addresses given in parts (`POSTGRES_HOST`, `REDIS_PORT`, `PGUSER`).
-        let pairs: Vec<(&str, &(String, String))> = sources
-            .filter(|(_, (key, _))| crate::env_file::is_key(key))
-            .collect();
+        let pairs: Vec<(&str, &(String, String))> =
+            sources.filter(|(_, (key, _))| crate::env_file::is_key(key)).collect();
         for (file, key) in wiring.point_parts(&pairs, vars, &mut names) {
             pointed.entry(file).or_default().push(key);
         }
@@ -328,10 +308,7 @@ impl Wiring {
             }
         }
         for (file, keys) in pointed {
-            wiring.notes.push(format!(
-                "{file}: {} pointed at the pod's own",
-                keys.join(", ")
-            ));
+            wiring.notes.push(format!("{file}: {} pointed at the pod's own", keys.join(", ")));
         }
         wiring.expect_the_rest(&[(example_name, example), (APP_JSON, &found.app.env)]);
         wiring
@@ -366,10 +343,7 @@ impl Wiring {
             });
         }
         for (service, why) in &compose.skipped {
-            self.notes.push(format!(
-                "{compose_name}: {} not taken: {why}",
-                said(service)
-            ));
+            self.notes.push(format!("{compose_name}: {} not taken: {why}", said(service)));
         }
     }
 
@@ -445,11 +419,7 @@ impl Wiring {
             let number = Some(url.path.as_str())
                 .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
                 .unwrap_or("0");
-            let query = if extra.is_empty() {
-                String::new()
-            } else {
-                format!("?{extra}")
-            };
+            let query = if extra.is_empty() { String::new() } else { format!("?{extra}") };
             return format!("{}://{{db.{name}.authority}}/{number}{query}", url.scheme);
         }
         if db.database.is_none() && is_database_name(&url.path) {
@@ -469,15 +439,8 @@ impl Wiring {
                 super::literal(path)
             }
         };
-        let extra = if extra.is_empty() {
-            String::new()
-        } else {
-            format!("&{extra}")
-        };
-        format!(
-            "{}://{{db.{name}.authority}}/{database}?{{db.{name}.query}}{extra}",
-            url.scheme
-        )
+        let extra = if extra.is_empty() { String::new() } else { format!("&{extra}") };
+        format!("{}://{{db.{name}.authority}}/{database}?{{db.{name}.query}}{extra}", url.scheme)
     }
 
     /// Points the variables that give a database's address in parts at
@@ -658,28 +621,16 @@ fn prefix_engine(prefix: &str) -> Option<DbEngine> {
 /// (the profile's `database` rule).
 fn is_database_name(name: &str) -> bool {
     (1..=63).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
 }
 
 /// A profile name for a database from `wanted` (a compose service's name
 /// or an engine's word) that no service, port or database has.
 fn free_name(wanted: &str, engine: DbEngine, taken: &[String]) -> String {
     let mut name: String = (wanted.to_ascii_lowercase().chars())
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
         .collect();
-    name = name
-        .trim_start_matches(['_', '-'])
-        .chars()
-        .take(28)
-        .collect();
+    name = name.trim_start_matches(['_', '-']).chars().take(28).collect();
     if name.is_empty() {
         engine.word().clone_into(&mut name);
     }
@@ -737,14 +688,10 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            [
-                ("db", DbEngine::Postgres, Some("shop")),
-                ("redis", DbEngine::Redis, None)
-            ]
+            [("db", DbEngine::Postgres, Some("shop")), ("redis", DbEngine::Redis, None)]
         );
-        let env: BTreeMap<&str, &str> = (w.env.iter())
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let env: BTreeMap<&str, &str> =
+            (w.env.iter()).map(|(k, v)| (k.as_str(), v.as_str())).collect();
         assert_eq!(
             env["DATABASE_URL"],
             "postgresql+psycopg://{db.db.authority}/shop?{db.db.query}&sslmode=disable"
@@ -755,18 +702,12 @@ mod tests {
         );
         assert_eq!(env["REDIS_URL"], "redis://{db.redis.authority}/0");
         assert_eq!(env["CELERY_BROKER_URL"], "redis://{db.redis.authority}/1");
-        assert_eq!(
-            env["RATELIMIT_STORAGE_URI"],
-            "redis://{db.redis.authority}/2"
-        );
+        assert_eq!(env["RATELIMIT_STORAGE_URI"], "redis://{db.redis.authority}/2");
         let expected: Vec<&str> = w.expected.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(expected, ["SECRET_KEY", "SENTRY_DSN"]);
         assert!(w.example);
         let said = w.notes.join("\n");
-        assert!(
-            said.contains("TEST_DATABASE_URL names database shop_test"),
-            "{said}"
-        );
+        assert!(said.contains("TEST_DATABASE_URL names database shop_test"), "{said}");
         assert!(said.contains("POSTGRES_PASSWORD of db not taken"), "{said}");
     }
 
@@ -782,22 +723,14 @@ mod tests {
             )],
             &["mariadb"],
         );
-        let names: Vec<(&str, Option<&str>)> = (w.databases.iter())
-            .map(|d| (d.name.as_str(), d.database.as_deref()))
-            .collect();
+        let names: Vec<(&str, Option<&str>)> =
+            (w.databases.iter()).map(|d| (d.name.as_str(), d.database.as_deref())).collect();
         assert_eq!(names, [("mariadb-2", Some("app")), ("redis", None)]);
-        assert_eq!(
-            w.env[0].1,
-            "mysql+pymysql://{db.mariadb-2.authority}/app?{db.mariadb-2.query}"
-        );
+        assert_eq!(w.env[0].1, "mysql+pymysql://{db.mariadb-2.authority}/app?{db.mariadb-2.query}");
         assert_eq!(w.env.len(), 5);
         // `DB_HOST`: the one SQL database's.
         assert_eq!(w.env[3], ("DB_HOST".into(), "{db.mariadb-2.host}".into()));
-        assert!(
-            w.notes.iter().any(|n| n.contains("REMOTE_URL not taken")),
-            "{:?}",
-            w.notes
-        );
+        assert!(w.notes.iter().any(|n| n.contains("REMOTE_URL not taken")), "{:?}", w.notes);
     }
 
     #[test]
@@ -808,26 +741,16 @@ mod tests {
         let w = wiring(
             &[
                 ("compose.yaml", compose),
-                (
-                    ".env.example",
-                    "KEY=\"a\\nb\u{1b}[2J\"\nURL=postgres://localhost/x\n",
-                ),
+                (".env.example", "KEY=\"a\\nb\u{1b}[2J\"\nURL=postgres://localhost/x\n"),
             ],
             &["app"],
         );
         assert_eq!(w.databases.len(), 1, "{w:?}");
-        let layout = super::super::Layout {
-            wiring: w.clone(),
-            ..super::super::Layout::default()
-        };
+        let layout = super::super::Layout { wiring: w.clone(), ..super::super::Layout::default() };
         let text = super::super::generic(&layout);
         let profile = crate::Profile::parse(&text, "omnidev.toml").expect(&text);
         assert!(text.contains("# What `omnidev init` took"), "{text}");
-        assert_eq!(
-            profile.services.keys().collect::<Vec<_>>(),
-            ["app"],
-            "{text}"
-        );
+        assert_eq!(profile.services.keys().collect::<Vec<_>>(), ["app"], "{text}");
         assert!(!text.contains('\u{1b}'), "{text}");
         for note in &w.notes {
             assert!(!note.chars().any(omnidev_core::text::obeyed), "{note:?}");
@@ -852,9 +775,8 @@ mod tests {
             ],
             &[],
         );
-        let env: BTreeMap<&str, &str> = (w.env.iter())
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let env: BTreeMap<&str, &str> =
+            (w.env.iter()).map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let want = BTreeMap::from([
             ("POSTGRES_SERVER", "{db.postgres.host}"),
             ("POSTGRES_PORT", "{db.postgres.port}"),
@@ -889,16 +811,9 @@ mod tests {
                 ("CACHE_URL".to_owned(), "{db.redis.url}".to_owned())
             ]
         );
-        assert_eq!(
-            w.expected,
-            [("DJANGO_SECRET_KEY".to_owned(), String::new())]
-        );
+        assert_eq!(w.expected, [("DJANGO_SECRET_KEY".to_owned(), String::new())]);
         let w = wiring(&[("app.json", "{\"addons\": 3}")], &[]);
-        assert!(
-            w.notes[0].starts_with("app.json: not read: "),
-            "{:?}",
-            w.notes
-        );
+        assert!(w.notes[0].starts_with("app.json: not read: "), "{:?}", w.notes);
     }
 
     #[test]
@@ -906,10 +821,7 @@ mod tests {
         let w = wiring(
             &[
                 ("docker-compose.yml", "services: [\n"),
-                (
-                    ".env.sample",
-                    "DATABASE_URL=postgres://localhost/app?options={x}\n",
-                ),
+                (".env.sample", "DATABASE_URL=postgres://localhost/app?options={x}\n"),
             ],
             &[],
         );
@@ -917,16 +829,9 @@ mod tests {
             w.env[0].1,
             "postgres://{db.postgres.authority}/app?{db.postgres.query}&options={{x}}"
         );
-        assert!(
-            w.notes[0].starts_with("docker-compose.yml: not read: "),
-            "{:?}",
-            w.notes
-        );
+        assert!(w.notes[0].starts_with("docker-compose.yml: not read: "), "{:?}", w.notes);
         // The parser's error, however many lines, is a comment.
-        let layout = super::super::Layout {
-            wiring: w,
-            ..super::super::Layout::default()
-        };
+        let layout = super::super::Layout { wiring: w, ..super::super::Layout::default() };
         let text = super::super::generic(&layout);
         crate::Profile::parse(&text, "omnidev.toml").expect(&text);
     }

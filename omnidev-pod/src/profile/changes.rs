@@ -47,11 +47,10 @@ impl ProfileChanges {
             changes.not_applied.push("debounce-ms");
         }
         // A service's URLs are its own; one added or removed says so itself.
-        let service_urls_differ = new.services.iter().any(|n| {
-            old.services
-                .iter()
-                .any(|o| o.name == n.name && o.urls != n.urls)
-        });
+        let service_urls_differ = new
+            .services
+            .iter()
+            .any(|n| old.services.iter().any(|o| o.name == n.name && o.urls != n.urls));
         changes.urls = old.urls != new.urls || service_urls_differ;
         changes
     }
@@ -73,11 +72,8 @@ impl ProfileChanges {
                 }
             }
         }
-        changes.removed = old
-            .iter()
-            .filter(|s| find(new, &s.name).is_none())
-            .map(|s| s.name.clone())
-            .collect();
+        changes.removed =
+            old.iter().filter(|s| find(new, &s.name).is_none()).map(|s| s.name.clone()).collect();
         changes
     }
 
@@ -119,11 +115,7 @@ impl fmt::Display for ProfileChanges {
             .map(|(name, keys)| format!("{name} ({})", keys.join(", ")))
             .collect();
         parts.extend(self.added.iter().map(|name| format!("new service {name}")));
-        parts.extend(
-            self.removed
-                .iter()
-                .map(|name| format!("removed service {name}")),
-        );
+        parts.extend(self.removed.iter().map(|name| format!("removed service {name}")));
         if self.urls {
             parts.push("URLs".to_owned());
         }
@@ -170,9 +162,7 @@ mod tests {
             condition: omnidev_core::Condition::Ready,
         });
         new.readiness = Some(omnidev_core::Readiness {
-            probe: omnidev_core::ProbeSpec::Tcp {
-                address: "127.0.0.1:1".into(),
-            },
+            probe: omnidev_core::ProbeSpec::Tcp { address: "127.0.0.1:1".into() },
             interval: std::time::Duration::from_secs(1),
             timeout: std::time::Duration::from_secs(1),
             listener: None,
@@ -213,10 +203,7 @@ mod tests {
         assert_eq!(changes.added, ["worker"]);
         assert_eq!(changes.removed, ["old"]);
         assert!(!changes.nothing_to_apply());
-        assert_eq!(
-            changes.to_string(),
-            "api (command), new service worker, removed service old"
-        );
+        assert_eq!(changes.to_string(), "api (command), new service worker, removed service old");
         let same = ProfileChanges::of_services(&old, &old);
         assert!(same.is_empty());
         assert_eq!(same.to_string(), "nothing");

@@ -68,10 +68,7 @@ impl Selection {
             let left_out_database =
                 profile.databases.contains_key(name) && self.skip.contains(name);
             if !profile.services.contains_key(name) && !left_out_database {
-                return Err(Error::UnknownService {
-                    name: name.clone(),
-                    known,
-                });
+                return Err(Error::UnknownService { name: name.clone(), known });
             }
         }
         let mut wanted: Vec<&str> = self.only.iter().map(String::as_str).collect();
@@ -196,14 +193,8 @@ impl RenderContext {
             return env;
         }
         let path = |p: &Path| p.to_string_lossy().into_owned();
-        env.insert(
-            "XDG_RUNTIME_DIR".to_owned(),
-            path(&self.pod_dir.join(crate::layout::RUN_DIR)),
-        );
-        env.insert(
-            "TMPDIR".to_owned(),
-            path(&self.pod_dir.join(crate::layout::TMP_DIR)),
-        );
+        env.insert("XDG_RUNTIME_DIR".to_owned(), path(&self.pod_dir.join(crate::layout::RUN_DIR)));
+        env.insert("TMPDIR".to_owned(), path(&self.pod_dir.join(crate::layout::TMP_DIR)));
         if let Some(dir) = &self.runtime_dir {
             env.insert(crate::runtime::OWN_RUNTIME_DIR.to_owned(), path(dir));
         }
@@ -336,9 +327,8 @@ impl Profile {
             spec.link = watches.contains(&spec.name);
         }
         // A set the supervisor would refuse is the profile's mistake.
-        omnidev_core::start_order(&pod.services).map_err(|e| Error::Render {
-            message: e.to_string(),
-        })?;
+        omnidev_core::start_order(&pod.services)
+            .map_err(|e| Error::Render { message: e.to_string() })?;
         Ok(pod)
     }
 
@@ -516,17 +506,8 @@ impl Profile {
             let mut command = Vec::new();
             if let Some(store) = &ctx.seed_store {
                 let key = crate::db_seed::key(&ctx.repo, name, database, &ctx.path)?;
-                command.extend(
-                    store
-                        .iter()
-                        .map(|word| word.replace('{', "{{").replace('}', "}}")),
-                );
-                command.extend([
-                    "--database".to_owned(),
-                    name.clone(),
-                    "--key".to_owned(),
-                    key,
-                ]);
+                command.extend(store.iter().map(|word| word.replace('{', "{{").replace('}', "}}")));
+                command.extend(["--database".to_owned(), name.clone(), "--key".to_owned(), key]);
                 command.push("--".to_owned());
             }
             command.extend(seed.command.iter().cloned());
@@ -577,10 +558,7 @@ impl Profile {
             && !ctx.lan_origins.is_empty()
         {
             let inherited = ctx.inherited_env.get(&lan.env).map(String::as_str);
-            env.insert(
-                lan.env.clone(),
-                crate::lan::merge_origins(inherited, &ctx.lan_origins),
-            );
+            env.insert(lan.env.clone(), crate::lan::merge_origins(inherited, &ctx.lan_origins));
         }
 
         let env = Arc::new(env);
@@ -599,10 +577,7 @@ impl Profile {
                 // A replica's `{port.NAME}` is its own port (replica 1
                 // keeps the port named like the service).
                 let ports = ctx.ports.for_replica(name, index);
-                let values = Values {
-                    ports: &ports,
-                    ..values
-                };
+                let values = Values { ports: &ports, ..values };
                 let mut spec = render_service(copy, service, &env, &running, ctx, &values)?;
                 if index == 1 {
                     first_prepares = !spec.prepare.is_empty();
@@ -631,10 +606,7 @@ impl Profile {
                 }
                 services.push(spec);
                 if !service.watch.is_empty() {
-                    watch.push(WatchRule {
-                        service: copy.clone(),
-                        globs: service.watch.clone(),
-                    });
+                    watch.push(WatchRule { service: copy.clone(), globs: service.watch.clone() });
                 }
             }
         }
@@ -654,10 +626,7 @@ impl Profile {
             env,
             services,
             watch,
-            debounce: self
-                .watch
-                .debounce_ms
-                .map_or(DEFAULT_DEBOUNCE, Duration::from_millis),
+            debounce: self.watch.debounce_ms.map_or(DEFAULT_DEBOUNCE, Duration::from_millis),
             urls,
         })
     }
@@ -697,13 +666,7 @@ fn render_service(
     }
     let python_step = if service.python_deps {
         let path = ctx.path.to_string_lossy();
-        Some(crate::python::deps_step(
-            name,
-            &cwd,
-            &mut env,
-            &path,
-            INSTALL_HEARTBEAT,
-        )?)
+        Some(crate::python::deps_step(name, &cwd, &mut env, &path, INSTALL_HEARTBEAT)?)
     } else {
         None
     };
@@ -728,22 +691,16 @@ fn render_service(
             command.extend(args);
             (program, command)
         }
-        (None, Some(script), Some(pm)) => (
-            pm.program_string(),
-            pm.run_script_args(&text(script)?, &args),
-        ),
+        (None, Some(script), Some(pm)) => {
+            (pm.program_string(), pm.run_script_args(&text(script)?, &args))
+        }
         _ => {
             return Err(Error::Render {
                 message: format!("service `{name}` has neither `command` nor `script`"),
             });
         }
     };
-    let command = CommandSpec {
-        program,
-        args,
-        cwd: cwd.clone(),
-        env: env.clone(),
-    };
+    let command = CommandSpec { program, args, cwd: cwd.clone(), env: env.clone() };
 
     let readiness = service
         .ready
@@ -753,10 +710,7 @@ fn render_service(
 
     let mut prepare = match (&tools, service.install_deps) {
         (Some((detection, pm)), true) => {
-            let filter = service
-                .install_filter
-                .as_deref()
-                .filter(|_| detection.root != cwd);
+            let filter = service.install_filter.as_deref().filter(|_| detection.root != cwd);
             vec![install_step(detection, pm, filter, &env)]
         }
         _ => Vec::new(),
@@ -771,10 +725,9 @@ fn render_service(
             .iter()
             .filter_map(|(dep, condition)| Some((running.get(dep)?, condition)))
             .flat_map(|(copies, condition)| {
-                copies.iter().map(|copy| Dependency {
-                    service: copy.clone(),
-                    condition: *condition,
-                })
+                copies
+                    .iter()
+                    .map(|copy| Dependency { service: copy.clone(), condition: *condition })
             })
             .collect(),
         readiness,
@@ -828,11 +781,7 @@ impl Profile {
                 if let Some(from) = candidate.as_ref().filter(|c| c.is_file())
                     && let Err(e) = pod.create_dir(parent)
                 {
-                    return SeedOutcome::Failed {
-                        from: from.clone(),
-                        to,
-                        error: e.to_string(),
-                    };
+                    return SeedOutcome::Failed { from: from.clone(), to, error: e.to_string() };
                 }
                 seed_file(candidate.as_slice(), &to)
             })
@@ -856,28 +805,16 @@ fn render_readiness(
 ) -> Result<Readiness> {
     let text = |s: &str| render_text(s, values);
     let probe = if let Some(url) = &ready.http {
-        ProbeSpec::Http {
-            url: text(url)?,
-            host: ready.host.as_deref().map(text).transpose()?,
-        }
+        ProbeSpec::Http { url: text(url)?, host: ready.host.as_deref().map(text).transpose()? }
     } else if let Some(address) = &ready.tcp {
-        ProbeSpec::Tcp {
-            address: text(address)?,
-        }
+        ProbeSpec::Tcp { address: text(address)? }
     } else if let Some(probe) = &ready.command {
         let probe = probe.iter().map(|s| text(s)).collect::<Result<Vec<_>>>()?;
         let (program, args) = split_program(name, probe)?;
-        ProbeSpec::Command(CommandSpec {
-            program,
-            args,
-            cwd: cwd.to_path_buf(),
-            env: env.clone(),
-        })
+        ProbeSpec::Command(CommandSpec { program, args, cwd: cwd.to_path_buf(), env: env.clone() })
     } else if let Some(pattern) = &ready.log {
         // Taken verbatim: `{` and `}` are regex syntax here, not placeholders.
-        ProbeSpec::Log {
-            pattern: pattern.clone(),
-        }
+        ProbeSpec::Log { pattern: pattern.clone() }
     } else {
         return Err(Error::Render {
             message: format!("`ready` of service `{name}` names no probe"),
@@ -897,12 +834,8 @@ fn render_readiness(
     Ok(Readiness {
         probe,
         listener,
-        interval: ready
-            .interval_ms
-            .map_or(DEFAULT_READY_INTERVAL, Duration::from_millis),
-        timeout: ready
-            .timeout_ms
-            .map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis),
+        interval: ready.interval_ms.map_or(DEFAULT_READY_INTERVAL, Duration::from_millis),
+        timeout: ready.timeout_ms.map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis),
     })
 }
 
@@ -912,10 +845,7 @@ fn render_readiness(
 /// 127.0.0.1:6767/health → 6767, [::1]:80 → 80, example.test/x → none
 /// ```
 fn probe_port(authority_and_path: &str) -> Option<u16> {
-    let authority = authority_and_path
-        .split(['/', '?', '#'])
-        .next()
-        .unwrap_or_default();
+    let authority = authority_and_path.split(['/', '?', '#']).next().unwrap_or_default();
     let (host, port) = authority.rsplit_once(':')?;
     if host.is_empty() || host.ends_with(':') {
         return None; // a bare IPv6 address without brackets
@@ -925,9 +855,7 @@ fn probe_port(authority_and_path: &str) -> Option<u16> {
 
 fn split_program(name: &str, mut command: Vec<String>) -> Result<(String, Vec<String>)> {
     if command.is_empty() {
-        return Err(Error::Render {
-            message: format!("service `{name}` has an empty command"),
-        });
+        return Err(Error::Render { message: format!("service `{name}` has an empty command") });
     }
     let program = command.remove(0);
     Ok((program, command))
@@ -945,10 +873,7 @@ fn service_tools(
     }
     let cwd = repo.join(service.cwd.as_deref().unwrap_or("."));
     // Validated when the profile was parsed.
-    let explicit = service
-        .package_manager
-        .as_deref()
-        .and_then(PackageManager::from_name);
+    let explicit = service.package_manager.as_deref().and_then(PackageManager::from_name);
     let detection = package_manager::detect(&cwd, repo, explicit)?;
     let pm = detection.manager.resolve(path, &cwd)?;
     Ok(Some((detection, pm)))
@@ -1016,10 +941,7 @@ fn install_step(
             cwd: detection.root.clone(),
             env: env.clone(),
         },
-        when: PrepareWhen::Stale {
-            target: detection.target(),
-            sources: detection.inputs.clone(),
-        },
+        when: PrepareWhen::Stale { target: detection.target(), sources: detection.inputs.clone() },
         heartbeat: INSTALL_HEARTBEAT,
     }
 }

@@ -220,10 +220,7 @@ mod tests {
     use crate::database::DbEngine;
 
     fn database(engine: DbEngine) -> Database {
-        Database {
-            engine,
-            ..Database::default()
-        }
+        Database { engine, ..Database::default() }
     }
 
     /// A server database is a service named like it, running the engine's
@@ -239,12 +236,7 @@ mod tests {
             ports: &ports,
         };
         let programs = |engine: DbEngine| {
-            Ok(engine
-                .programs()
-                .0
-                .iter()
-                .map(|p| Path::new("/opt/bin").join(p))
-                .collect())
+            Ok(engine.programs().0.iter().map(|p| Path::new("/opt/bin").join(p)).collect())
         };
         let databases: IndexMap<String, Database> = [
             ("cache".to_owned(), database(DbEngine::Redis)),
@@ -255,30 +247,14 @@ mod tests {
         assert_eq!(made.keys().collect::<Vec<_>>(), ["cache"]);
         let cache = &made["cache"];
         let command = cache.command.as_ref().expect("a command");
-        assert!(
-            command.contains(&"/opt/bin/redis-server".to_owned()),
-            "{command:?}"
-        );
-        assert!(
-            command.contains(&"/pods/{{odd}}/data/cache".to_owned()),
-            "{command:?}"
-        );
+        assert!(command.contains(&"/opt/bin/redis-server".to_owned()), "{command:?}");
+        assert!(command.contains(&"/pods/{{odd}}/data/cache".to_owned()), "{command:?}");
         assert!(command.contains(&"{port.cache}".to_owned()), "{command:?}");
-        let probe = cache
-            .ready
-            .as_ref()
-            .and_then(|r| r.command.as_ref())
-            .expect("a probe");
-        assert!(
-            probe.contains(&"/opt/bin/redis-cli".to_owned()),
-            "{probe:?}"
-        );
+        let probe = cache.ready.as_ref().and_then(|r| r.command.as_ref()).expect("a probe");
+        assert!(probe.contains(&"/opt/bin/redis-cli".to_owned()), "{probe:?}");
         // The password is read from its file, never given as an argument.
         assert!(!probe.iter().any(|a| a == "-a"), "{probe:?}");
-        assert!(
-            probe.contains(&"/pods/{{odd}}/data/cache.password".to_owned()),
-            "{probe:?}"
-        );
+        assert!(probe.contains(&"/pods/{{odd}}/data/cache.password".to_owned()), "{probe:?}");
         for engine in [DbEngine::Postgres, DbEngine::Mariadb] {
             let databases: IndexMap<String, Database> =
                 [("main".to_owned(), database(engine))].into();

@@ -112,11 +112,7 @@ pub struct TemplateError {
 /// assert!(parse("{nope}", &["web"]).is_err());
 /// ```
 pub fn parse(text: &str, ports: &[&str]) -> Result<Vec<Segment>, TemplateError> {
-    let known = Names {
-        ports,
-        databases: &[],
-        links: &[],
-    };
+    let known = Names { ports, databases: &[], links: &[] };
     parse_with(text, Some(&known))
 }
 
@@ -193,31 +189,23 @@ fn parse_with(text: &str, known: Declared<'_>) -> Result<Vec<Segment>, TemplateE
 
 /// The placeholders `names` allow, for an error that names them.
 fn known_placeholders(names: Declared<'_>) -> String {
-    let fixed = [
-        "{pod}",
-        "{repo}",
-        "{python}",
-        "{env.NAME}",
-        "{env.NAME:-DEFAULT}",
-    ];
+    let fixed = ["{pod}", "{repo}", "{python}", "{env.NAME}", "{env.NAME:-DEFAULT}"];
     let ports = names.map(|n| n.ports).unwrap_or_default();
     let databases = names.map(|n| n.databases).unwrap_or_default();
     let links = names.map(|n| n.links).unwrap_or_default();
-    let all: Vec<String> = (fixed.iter().map(|p| (*p).to_owned()))
-        .chain(ports.iter().map(|p| format!("{{port.{p}}}, {{host.{p}}}")))
-        .chain(databases.iter().map(|d| {
-            format!(
-                "{{db.{d}.url}} (and .{})",
-                crate::database::PARTS[1..].join(", .")
-            )
-        }))
-        .chain(links.iter().map(|l| {
-            format!(
-                "{{link.{l}.port.PORT}}, {{link.{l}.url.URL}}, {{link.{l}.db.DB.PART}}, \
+    let all: Vec<String> =
+        (fixed.iter().map(|p| (*p).to_owned()))
+            .chain(ports.iter().map(|p| format!("{{port.{p}}}, {{host.{p}}}")))
+            .chain(databases.iter().map(|d| {
+                format!("{{db.{d}.url}} (and .{})", crate::database::PARTS[1..].join(", ."))
+            }))
+            .chain(links.iter().map(|l| {
+                format!(
+                    "{{link.{l}.port.PORT}}, {{link.{l}.url.URL}}, {{link.{l}.db.DB.PART}}, \
                  {{link.{l}.repo}}, {{link.{l}.pod}}"
-            )
-        }))
-        .collect();
+                )
+            }))
+            .collect();
     format!("known placeholders: {}", all.join(", "))
 }
 
@@ -267,10 +255,7 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
                     crate::names::listed(databases.iter())
                 ));
             }
-            Ok(Placeholder::Db {
-                name: name.to_owned(),
-                part: part.to_owned(),
-            })
+            Ok(Placeholder::Db { name: name.to_owned(), part: part.to_owned() })
         }
         Some(("link", rest)) => link_placeholder(inner, rest, links),
         Some(("env", rest)) => {
@@ -281,10 +266,7 @@ fn placeholder(inner: &str, names: Declared<'_>) -> Result<Placeholder, String> 
             if name.is_empty() {
                 return Err(format!("`{{{inner}}}` names no variable; {}", known()));
             }
-            Ok(Placeholder::Env {
-                name: name.to_owned(),
-                default,
-            })
+            Ok(Placeholder::Env { name: name.to_owned(), default })
         }
         _ => Err(format!(
             "unknown placeholder `{{{inner}}}`; {}; a literal brace is written twice: \
@@ -321,10 +303,7 @@ fn link_placeholder(
         Some(("url", url)) if !url.is_empty() => LinkPart::Url(url.to_owned()),
         Some(("db", db)) => match db.rsplit_once('.') {
             Some((name, part)) if crate::database::PARTS.contains(&part) && !name.is_empty() => {
-                LinkPart::Db {
-                    name: name.to_owned(),
-                    part: part.to_owned(),
-                }
+                LinkPart::Db { name: name.to_owned(), part: part.to_owned() }
             }
             _ => {
                 return Err(format!(
@@ -336,10 +315,7 @@ fn link_placeholder(
         },
         _ => return Err(format!("`{{{inner}}}`: a linked pod has {parts}")),
     };
-    Ok(Placeholder::Link {
-        link: link.to_owned(),
-        what,
-    })
+    Ok(Placeholder::Link { link: link.to_owned(), what })
 }
 
 /// A linked checkout's pod, as this pod's placeholders see it.
@@ -470,10 +446,7 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
                 out.push_str(values.hosts.get(&name).map_or("127.0.0.1", String::as_str));
             }
             Segment::Placeholder(Placeholder::Db { name, part }) => {
-                let value = values
-                    .databases
-                    .get(&name)
-                    .and_then(|parts| parts.get(&part));
+                let value = values.databases.get(&name).and_then(|parts| parts.get(&part));
                 out.push_str(value.ok_or(Unresolved::Db(format!("{name}.{part}")))?);
             }
             Segment::Placeholder(Placeholder::Link { link, what }) => {
@@ -518,10 +491,7 @@ mod tests {
                 Segment::Literal("/".into()),
                 Segment::Placeholder(Placeholder::Repo),
                 Segment::Literal("/".into()),
-                Segment::Placeholder(Placeholder::Env {
-                    name: "HOME".into(),
-                    default: None
-                }),
+                Segment::Placeholder(Placeholder::Env { name: "HOME".into(), default: None }),
                 Segment::Literal("/{lit}".into()),
             ]
         );
@@ -529,46 +499,23 @@ mod tests {
 
     #[test]
     fn link_placeholders_name_a_declared_link_and_a_part() {
-        let known = Names {
-            ports: &[],
-            databases: &[],
-            links: &["api"],
-        };
-        let link = |what| {
-            [Segment::Placeholder(Placeholder::Link {
-                link: "api".into(),
-                what,
-            })]
-        };
+        let known = Names { ports: &[], databases: &[], links: &["api"] };
+        let link = |what| [Segment::Placeholder(Placeholder::Link { link: "api".into(), what })];
         let parsed = |text: &str| parse_known(text, &known);
         assert_eq!(
             parsed("{link.api.port.server}").expect("port"),
             link(LinkPart::Port("server".into()))
         );
-        assert_eq!(
-            parsed("{link.api.url.ui}").expect("url"),
-            link(LinkPart::Url("ui".into()))
-        );
+        assert_eq!(parsed("{link.api.url.ui}").expect("url"), link(LinkPart::Url("ui".into())));
         assert_eq!(
             parsed("{link.api.db.main.url}").expect("db"),
-            link(LinkPart::Db {
-                name: "main".into(),
-                part: "url".into()
-            })
+            link(LinkPart::Db { name: "main".into(), part: "url".into() })
         );
-        assert_eq!(
-            parsed("{link.api.repo}").expect("repo"),
-            link(LinkPart::Repo)
-        );
+        assert_eq!(parsed("{link.api.repo}").expect("repo"), link(LinkPart::Repo));
         assert_eq!(parsed("{link.api.pod}").expect("pod"), link(LinkPart::Pod));
         let err = parsed("{link.web.port.server}").expect_err("undeclared");
         assert!(err.message.contains("declares api"), "{}", err.message);
-        for bad in [
-            "{link.api}",
-            "{link.api.port}",
-            "{link.api.db.main}",
-            "{link.api.colour}",
-        ] {
+        for bad in ["{link.api}", "{link.api.port}", "{link.api.db.main}", "{link.api.colour}"] {
             let err = parsed(bad).expect_err(bad);
             assert!(
                 err.message.contains("`.port.PORT`") || err.message.contains("PART"),
@@ -580,28 +527,17 @@ mod tests {
 
     #[test]
     fn database_placeholders_name_a_declared_database_and_a_part() {
-        let known = Names {
-            ports: &[],
-            databases: &["main"],
-            links: &[],
-        };
+        let known = Names { ports: &[], databases: &["main"], links: &[] };
         let parse_known = |text: &str, _: &[&str], _: &[&str]| parse_known(text, &known);
         let segs = parse_known("{db.main.url}", &[], &["main"]).expect("parse");
         assert_eq!(
             segs,
-            [Segment::Placeholder(Placeholder::Db {
-                name: "main".into(),
-                part: "url".into()
-            })]
+            [Segment::Placeholder(Placeholder::Db { name: "main".into(), part: "url".into() })]
         );
         let err = parse_known("{db.other.url}", &[], &["main"]).expect_err("unknown");
         assert!(err.message.contains("declares main"), "{}", err.message);
         let err = parse_known("{db.main.colour}", &[], &["main"]).expect_err("part");
-        assert!(
-            err.message.contains("unknown part `colour`"),
-            "{}",
-            err.message
-        );
+        assert!(err.message.contains("unknown part `colour`"), "{}", err.message);
         assert!(parse_known("{db.main}", &[], &["main"]).is_err());
     }
 
@@ -610,12 +546,7 @@ mod tests {
         let err = parse("abc{port.nope}", &["web"]).expect_err("unknown port");
         assert_eq!(err.offset, 3);
         assert_eq!(err.snippet, "{port.nope}");
-        assert!(
-            parse("x{pod", &[])
-                .expect_err("unclosed")
-                .message
-                .contains("unclosed")
-        );
+        assert!(parse("x{pod", &[]).expect_err("unclosed").message.contains("unclosed"));
         assert_eq!(parse("ab}", &[]).expect_err("lone").offset, 2);
     }
 
@@ -651,34 +582,16 @@ mod tests {
             render("uv run --python {python}", &values, false),
             Err(Unresolved::Python("bad .python-version".into()))
         );
-        let pinned = Values {
-            python: Ok("3.13"),
-            ..values
-        };
-        assert_eq!(
-            render("--python {python}", &pinned, false),
-            Ok("--python 3.13".into())
-        );
-        assert_eq!(
-            render("a{env.NOPE}b", &values, true),
-            Err(Unresolved::Env("NOPE".into()))
-        );
+        let pinned = Values { python: Ok("3.13"), ..values };
+        assert_eq!(render("--python {python}", &pinned, false), Ok("--python 3.13".into()));
+        assert_eq!(render("a{env.NOPE}b", &values, true), Err(Unresolved::Env("NOPE".into())));
         // A default stands in for an unset or empty variable, strict or not.
         assert_eq!(render("{env.NOPE:-d:x}", &values, true), Ok("d:x".into()));
         let set: BTreeMap<String, String> =
             [("E".into(), String::new()), ("V".into(), "v".into())].into();
-        let with = Values {
-            env: &set,
-            ..values
-        };
-        assert_eq!(
-            render("{env.E:-d}/{env.V:-d}/{env.E}", &with, true),
-            Ok("d/v/".into())
-        );
+        let with = Values { env: &set, ..values };
+        assert_eq!(render("{env.E:-d}/{env.V:-d}/{env.E}", &with, true), Ok("d/v/".into()));
         assert!(parse("{env.:-x}", &[]).is_err());
-        assert_eq!(
-            render("{port.x}", &values, true),
-            Err(Unresolved::Port("x".into()))
-        );
+        assert_eq!(render("{port.x}", &values, true), Err(Unresolved::Port("x".into())));
     }
 }

@@ -55,18 +55,12 @@ fn mib(bytes: u64) -> String {
 fn printer(dir: &Path, line: &str, times: u32, pause: f64) -> Result<PathBuf> {
     let repo = dir.join("repo");
     fs::create_dir_all(repo.join(".git"))?;
-    fs::write(
-        repo.join("omnidev.toml"),
-        printer_profile(line, times, pause),
-    )?;
+    fs::write(repo.join("omnidev.toml"), printer_profile(line, times, pause))?;
     Ok(repo)
 }
 
 fn printed(repo: &Path) -> u64 {
-    fs::read_to_string(repo.join("count"))
-        .ok()
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    fs::read_to_string(repo.join("count")).ok().and_then(|n| n.trim().parse().ok()).unwrap_or(0)
 }
 
 /// `command` with omnidev's state (cache, config, runtime dirs) under
@@ -94,11 +88,7 @@ fn timed(
     cap: Option<u64>,
     args: &[&std::ffi::OsStr],
 ) -> Result<(std::process::Output, u64)> {
-    let mut command = Command::new(if cap.is_some() {
-        "prlimit"
-    } else {
-        "/usr/bin/time"
-    });
+    let mut command = Command::new(if cap.is_some() { "prlimit" } else { "/usr/bin/time" });
     if let Some(cap) = cap {
         command.arg(format!("--as={cap}")).arg("/usr/bin/time");
     }
@@ -159,11 +149,7 @@ fn one(
         Ok((figure, reference)) => (Ok(figure), format!("{budget}; {reference}")),
         Err(e) => (Err(e), budget.to_owned()),
     };
-    Row {
-        name,
-        figure,
-        reference,
-    }
+    Row { name, figure, reference }
 }
 
 /// The memory rows.
@@ -264,23 +250,9 @@ fn tui_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         omnidev.display(),
         repo.display()
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "bench",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        &launch,
-    ])?;
-    let pid: u32 = tmux
-        .run(&["display-message", "-p", "-t", "bench", "#{pane_pid}"])?
-        .parse()?;
-    poll(Duration::from_mins(1), || {
-        (printed(&repo) >= 1).then_some(())
-    })?;
+    tmux.run(&["new-session", "-d", "-s", "bench", "-x", "120", "-y", "40", &launch])?;
+    let pid: u32 = tmux.run(&["display-message", "-p", "-t", "bench", "#{pane_pid}"])?.parse()?;
+    poll(Duration::from_mins(1), || (printed(&repo) >= 1).then_some(()))?;
     let start = Instant::now();
     let first = printed(&repo);
     let mut peak = 0;
@@ -297,9 +269,7 @@ fn tui_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     peak = peak.max(rss(pid, true));
     let _ = tmux.run(&["send-keys", "-t", "bench", "q"]);
     let _ = poll(Duration::from_secs(15), || {
-        tmux.run(&["has-session", "-t", "bench"])
-            .is_err()
-            .then_some(())
+        tmux.run(&["has-session", "-t", "bench"]).is_err().then_some(())
     });
     if peak >= 200 * MIB {
         bail!("peak {} over the budget", mib(peak));
@@ -321,9 +291,7 @@ fn followers_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     let pid = pod.0.id();
     let socket = control_socket(dir)?;
     // The pod keeps 4 MiB of lines: 70 of them fill it.
-    poll(Duration::from_mins(1), || {
-        (printed(&repo) >= 200).then_some(())
-    })?;
+    poll(Duration::from_mins(1), || (printed(&repo) >= 200).then_some(()))?;
     let before = rss(pid, false);
     let followers = (0..FOLLOWERS)
         .map(|_| -> Result<UnixStream> {
@@ -347,12 +315,7 @@ fn followers_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     drop(pod);
     let budget = before + FOLLOWERS * (5 * MIB / 2);
     if peak >= budget || after > before + 24 * MIB {
-        bail!(
-            "peak {}, {} after (before {}): over the budget",
-            mib(peak),
-            mib(after),
-            mib(before)
-        );
+        bail!("peak {}, {} after (before {}): over the budget", mib(peak), mib(after), mib(before));
     }
     Ok((
         format!(
@@ -461,10 +424,7 @@ impl Mcp {
     }
 
     fn tool(&mut self, name: &str, arguments: &serde_json::Value) -> Result<usize> {
-        self.ask(
-            "tools/call",
-            &serde_json::json!({"name": name, "arguments": arguments}),
-        )
+        self.ask("tools/call", &serde_json::json!({"name": name, "arguments": arguments}))
     }
 
     fn peak(&self) -> u64 {
@@ -487,10 +447,7 @@ fn big_log_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     let pod = headless(omnidev, dir, &repo, &dir.join("out.txt"))?;
     let socket = control_socket(dir)?;
     drop(pod);
-    let log = socket
-        .parent()
-        .context("the pod directory")?
-        .join("logs/svc.log");
+    let log = socket.parent().context("the pod directory")?.join("logs/svc.log");
     {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, fs::File::create(&log)?);
         let line = format!("{}\n", "x".repeat(999));
@@ -504,18 +461,10 @@ fn big_log_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         out.flush()?;
     }
     let args = ["logs", "svc", "-n", "10", "--repo"].map(std::ffi::OsStr::new);
-    let (timed, cli_peak) = timed(
-        omnidev,
-        dir,
-        None,
-        &[&args[..], &[repo.as_os_str()]].concat(),
-    )?;
+    let (timed, cli_peak) = timed(omnidev, dir, None, &[&args[..], &[repo.as_os_str()]].concat())?;
     let shown = String::from_utf8_lossy(&timed.stdout).lines().count();
     if !timed.status.success() || shown != 10 {
-        bail!(
-            "`omnidev logs svc -n 10` printed {shown} lines ({})",
-            timed.status
-        );
+        bail!("`omnidev logs svc -n 10` printed {shown} lines ({})", timed.status);
     }
     let mut mcp = Mcp::start(omnidev, dir, &repo)?;
     let answer = mcp.tool("logs", &serde_json::json!({"service": "svc", "lines": 10}))?;
@@ -560,10 +509,7 @@ fn mcp_flood_rss(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
                 &serde_json::json!({"service": service, "lines": most, "max_bytes": bytes}),
             )?;
         }
-        mcp.tool(
-            "events",
-            &serde_json::json!({"limit": 1000, "max_bytes": bytes, "logs": true}),
-        )?;
+        mcp.tool("events", &serde_json::json!({"limit": 1000, "max_bytes": bytes, "logs": true}))?;
         calls += 3;
     }
     let peak = mcp.peak();
@@ -591,12 +537,8 @@ fn many_services(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     fs::write(repo.join("omnidev.toml"), &profile)?;
     let started = Instant::now();
     let args = ["profile", "check", "--repo"].map(std::ffi::OsStr::new);
-    let (checked, peak) = timed(
-        omnidev,
-        dir,
-        Some(4 << 30),
-        &[&args[..], &[repo.as_os_str()]].concat(),
-    )?;
+    let (checked, peak) =
+        timed(omnidev, dir, Some(4 << 30), &[&args[..], &[repo.as_os_str()]].concat())?;
     let took = started.elapsed();
     if !checked.status.success() {
         bail!(
@@ -619,31 +561,20 @@ fn status_of_50(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     fs::create_dir_all(repo.join(".git"))?;
     let mut profile = String::new();
     for n in 0..50 {
-        let _ = writeln!(
-            profile,
-            "[services.s{n}]\ncommand = [\"sleep\", \"600\"]\ngrace-ms = 500\n"
-        );
+        let _ =
+            writeln!(profile, "[services.s{n}]\ncommand = [\"sleep\", \"600\"]\ngrace-ms = 500\n");
     }
     fs::write(repo.join("omnidev.toml"), &profile)?;
-    let _pods = Pods {
-        omnidev,
-        dir,
-        repos: vec![repo.clone()],
-    };
-    let up = omnidev_in(omnidev, dir)
-        .args(["up", "--detach", "--repo"])
-        .arg(&repo)
-        .output()?;
+    let _pods = Pods { omnidev, dir, repos: vec![repo.clone()] };
+    let up = omnidev_in(omnidev, dir).args(["up", "--detach", "--repo"]).arg(&repo).output()?;
     if !up.status.success() {
         bail!("up failed: {}", String::from_utf8_lossy(&up.stderr));
     }
     let mut took = Vec::new();
     for _ in 0..20 {
         let started = Instant::now();
-        let status = omnidev_in(omnidev, dir)
-            .args(["status", "--json", "--repo"])
-            .arg(&repo)
-            .output()?;
+        let status =
+            omnidev_in(omnidev, dir).args(["status", "--json", "--repo"]).arg(&repo).output()?;
         took.push(started.elapsed());
         let text = String::from_utf8_lossy(&status.stdout);
         if !text.contains("\"usage\"") {
@@ -707,18 +638,11 @@ fn detached_pods<'a>(
     count: usize,
     command: impl Fn(usize) -> &'static str,
 ) -> Result<Pods<'a>> {
-    let mut pods = Pods {
-        omnidev,
-        dir,
-        repos: Vec::new(),
-    };
+    let mut pods = Pods { omnidev, dir, repos: Vec::new() };
     for i in 0..count {
         let repo = dir.join(format!("repo{i}"));
         fs::create_dir_all(repo.join(".git"))?;
-        fs::write(
-            repo.join("omnidev.toml"),
-            format!("[services.s]\ncommand = {}\n", command(i)),
-        )?;
+        fs::write(repo.join("omnidev.toml"), format!("[services.s]\ncommand = {}\n", command(i)))?;
         let started = omnidev_in(omnidev, dir)
             .args(["up", "--detach", "--repo"])
             .arg(&repo)
@@ -761,9 +685,8 @@ fn dashboard_with_pages(
         names.push(entry?.file_name().to_string_lossy().into_owned());
     }
     names.sort();
-    let pages = (names.iter())
-        .map(|name| page_stream(port, token, name))
-        .collect::<Result<Vec<_>>>()?;
+    let pages =
+        (names.iter()).map(|name| page_stream(port, token, name)).collect::<Result<Vec<_>>>()?;
     Ok((dashboard, pid, pages))
 }
 
@@ -847,9 +770,7 @@ fn dashboard_idle_cpu(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
     let (dashboard, pid, pages) = dashboard_with_pages(omnidev, dir)?;
     std::thread::sleep(Duration::from_secs(2));
     let cpu_of = |pids: &[u32]| -> Result<Duration> {
-        pids.iter()
-            .map(|&pid| cpu_time(pid))
-            .sum::<Result<Duration>>()
+        pids.iter().map(|&pid| cpu_time(pid)).sum::<Result<Duration>>()
     };
     let (dash_from, pods_from) = (cpu_time(pid)?, cpu_of(&supervisors)?);
     let start = Instant::now();

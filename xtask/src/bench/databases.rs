@@ -30,26 +30,15 @@ fn measure(omnidev: &Path, dir: &Path) -> Result<String> {
     for round in 0..ROUNDS {
         let repo = user.dir.join(format!("r{round}"));
         std::fs::create_dir_all(repo.join(".git"))?;
-        std::fs::write(
-            repo.join("omnidev.toml"),
-            "[databases.main]\nengine = \"postgres\"\n",
-        )?;
+        std::fs::write(repo.join("omnidev.toml"), "[databases.main]\nengine = \"postgres\"\n")?;
         user.give(&repo)?;
         let started = Instant::now();
-        let up = user
-            .omnidev(Vec::new(), &repo, &["up", "--detach"])
-            .output()?;
-        ensure!(
-            up.status.success(),
-            "up: {}",
-            String::from_utf8_lossy(&up.stderr)
-        );
+        let up = user.omnidev(Vec::new(), &repo, &["up", "--detach"]).output()?;
+        ensure!(up.status.success(), "up: {}", String::from_utf8_lossy(&up.stderr));
         took.push(started.elapsed());
         // Idle: what it holds once its start is over.
         std::thread::sleep(Duration::from_secs(2));
-        let status = user
-            .omnidev(Vec::new(), &repo, &["status", "--json"])
-            .output()?;
+        let status = user.omnidev(Vec::new(), &repo, &["status", "--json"]).output()?;
         let status: serde_json::Value = serde_json::from_slice(&status.stdout)?;
         let pid = (status["services"].as_array().context("services")?)
             .iter()

@@ -92,21 +92,14 @@ fn measure(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
             let clone = timed(&user, &dst, &["db", "clone", "-d", name], None)?;
             let snapshot = timed(&user, &src, &["db", "snapshot", "-d", name, "s"], None)?;
             let restore = timed(&user, &src, &["db", "restore", "-d", name, "s"], None)?;
-            let restart = if name == "main" {
-                " (the server's restart included)"
-            } else {
-                " (live)"
-            };
+            let restart =
+                if name == "main" { " (the server's restart included)" } else { " (live)" };
             figures.push(format!(
                 "clone {clone:.2} s, snapshot {snapshot:.2} s, restore {restore:.2} s{restart}"
             ));
         }
-        let template = timed(
-            &user,
-            &src,
-            &["run", "--", "createdb", "-T", "main", "copy_t"],
-            None,
-        )?;
+        let template =
+            timed(&user, &src, &["run", "--", "createdb", "-T", "main", "copy_t"], None)?;
         let dump = timed(
             &user,
             &src,
@@ -121,9 +114,7 @@ fn measure(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
         )?;
         // What each snapshot holds, and whether the file system shares
         // blocks between copies.
-        let listed = user
-            .omnidev(Vec::new(), &src, &["db", "snapshots"])
-            .output()?;
+        let listed = user.omnidev(Vec::new(), &src, &["db", "snapshots"]).output()?;
         let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
         let size = |name: &str| {
             listed
@@ -133,10 +124,7 @@ fn measure(omnidev: &Path, dir: &Path) -> Result<(String, String)> {
                 .unwrap_or("?")
                 .to_owned()
         };
-        let fs = Command::new("stat")
-            .args(["-f", "-c", "%T"])
-            .arg(&user.dir)
-            .output()?;
+        let fs = Command::new("stat").args(["-f", "-c", "%T"]).arg(&user.dir).output()?;
         let fs = String::from_utf8_lossy(&fs.stdout).trim().to_owned();
         figures[0] = format!("{} of {}; {}", size("lite"), fs, figures[0]);
         figures[1] = format!("{} of {}; {}", size("main"), fs, figures[1]);

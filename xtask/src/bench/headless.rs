@@ -56,20 +56,13 @@ fn wait_all(children: &mut [Child], started: Instant) -> Result<Run> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    Ok(Run {
-        elapsed: started.elapsed(),
-        peak_rss_kib: peak,
-    })
+    Ok(Run { elapsed: started.elapsed(), peak_rss_kib: peak })
 }
 
 /// The reader: `cat > out`, after `stall`.
 fn reader(out: &Path, stall: Duration) -> Command {
     let mut command = Command::new("sh");
-    command.arg("-c").arg(format!(
-        "sleep {}; exec cat > '{}'",
-        stall.as_secs_f64(),
-        out.display()
-    ));
+    command.arg("-c").arg(format!("sleep {}; exec cat > '{}'", stall.as_secs_f64(), out.display()));
     command
 }
 
@@ -149,10 +142,7 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
     let out = dir.join("out.txt");
     let mut rows = Vec::new();
     for (name, stall) in [
-        (
-            "headless: 1M lines to a file (all delivered)",
-            Duration::ZERO,
-        ),
+        ("headless: 1M lines to a file (all delivered)", Duration::ZERO),
         ("headless: 1M lines, reader stalls 5 s", STALL),
     ] {
         let mut reference = String::from("(not measured)");
@@ -174,15 +164,9 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
             let best = best.context("no run")?;
             let ratio = best.elapsed.as_secs_f64() / best_raw.as_secs_f64();
             reference = if stall.is_zero() {
-                format!(
-                    "producer | cat > file: {:.2} s; target <= 1.2x",
-                    best_raw.as_secs_f64()
-                )
+                format!("producer | cat > file: {:.2} s; target <= 1.2x", best_raw.as_secs_f64())
             } else {
-                format!(
-                    "producer | (sleep 5; cat > file): {:.2} s",
-                    best_raw.as_secs_f64()
-                )
+                format!("producer | (sleep 5; cat > file): {:.2} s", best_raw.as_secs_f64())
             };
             Ok(format!(
                 "{:.2} s ({ratio:.2}x), peak RSS {} MiB",
@@ -190,11 +174,7 @@ pub(super) fn rows(omnidev: &Path, dir: &Path) -> Vec<Row> {
                 peak.div_ceil(1024)
             ))
         })();
-        rows.push(Row {
-            name,
-            figure,
-            reference,
-        });
+        rows.push(Row { name, figure, reference });
     }
     rows
 }

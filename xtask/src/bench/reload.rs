@@ -37,9 +37,7 @@ fn stub_boot(repo: &Path) -> Result<Duration> {
     // Its own answer: on a shared machine a free port can be taken by
     // someone else's server the moment after it was picked.
     let pid = server.0.id().to_string();
-    poll(Duration::from_secs(30), || {
-        health_pid(port).filter(|answered| *answered == pid)
-    })?;
+    poll(Duration::from_secs(30), || health_pid(port).filter(|answered| *answered == pid))?;
     let took = start.elapsed();
     drop(server);
     Ok(took)
@@ -229,9 +227,7 @@ fn side_by_side(
     );
     let theirs_only = started_by(watcher.0.id());
     let mut pid = poll(Duration::from_mins(1), || health_pid(port).filter(&pods))?;
-    let mut wpid = poll(Duration::from_mins(1), || {
-        health_pid(wport).filter(&theirs_only)
-    })?;
+    let mut wpid = poll(Duration::from_mins(1), || health_pid(wport).filter(&theirs_only))?;
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let edit = |file: &Path, port: u16, last: &str, by: &dyn Fn(&String) -> bool, round: u32| {
         std::thread::sleep(Duration::from_millis(700));
@@ -272,10 +268,7 @@ fn backoff_fix(repo: &Path, dir: &Path, up: &dyn Fn(u16, &Path) -> Command) -> R
     let app = repo.join("src/app.py");
     fs::write(&app, "def broken(:\n")?;
     poll(Duration::from_mins(1), || {
-        fs::read_to_string(&log)
-            .ok()?
-            .contains("restart #3 in 4s")
-            .then_some(())
+        fs::read_to_string(&log).ok()?.contains("restart #3 in 4s").then_some(())
     })?;
     let fixed = Instant::now();
     fs::write(&app, "VALUE = 0\n")?;
@@ -309,20 +302,9 @@ mod tests {
         // p50: 350 - 225; p90: 390 - 245.
         assert!((reloads.overhead(50) - 125.0).abs() < 1e-6);
         assert!((reloads.overhead(90) - 145.0).abs() < 1e-6);
-        let noisy = Reloads {
-            samples: vec![ms(300); 10],
-            boots: vec![ms(310); 10],
-        };
-        assert!(
-            noisy.figure().starts_with("-10.00 ms / -10.00 ms"),
-            "{}",
-            noisy.figure()
-        );
+        let noisy = Reloads { samples: vec![ms(300); 10], boots: vec![ms(310); 10] };
+        assert!(noisy.figure().starts_with("-10.00 ms / -10.00 ms"), "{}", noisy.figure());
         assert!(reloads.figure().starts_with("125.00 ms / 145.00 ms"));
-        assert!(
-            reloads
-                .reference()
-                .contains("p50 225.00 ms, p90 245.00 ms (10 runs)")
-        );
+        assert!(reloads.reference().contains("p50 225.00 ms, p90 245.00 ms (10 runs)"));
     }
 }

@@ -46,21 +46,13 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: u
             }
         }
         let [full, backend, ui] = &runs;
-        let spread = |runs: &[Ready]| {
-            runs.iter()
-                .map(Ready::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let spread =
+            |runs: &[Ready]| runs.iter().map(Ready::to_string).collect::<Vec<_>>().join("; ");
         let worst = |runs: &[Ready]| runs.iter().map(|r| r.all).max().unwrap_or_default();
         let (full_worst, backend_worst) = (worst(full), worst(backend));
         // The floor of a round: the full stack cannot be ready before the
         // longer of its two paths would be alone.
-        let floors: Vec<Duration> = backend
-            .iter()
-            .zip(ui)
-            .map(|(b, u)| b.all.max(u.all))
-            .collect();
+        let floors: Vec<Duration> = backend.iter().zip(ui).map(|(b, u)| b.all.max(u.all)).collect();
         reference = format!(
             "backend path (--no-vite): {}; the UI path alone (--only vite): {}; target: full <= backend + 1 s; load {load}; {source}",
             spread(backend),
@@ -78,11 +70,7 @@ pub(super) fn row(omnidev: &Path, dir: &Path, checkout: Option<&Path>, rounds: u
             over_floor,
         ))
     })();
-    Row {
-        name: "new worktree: full stack vs backend path",
-        figure,
-        reference,
-    }
+    Row { name: "new worktree: full stack vs backend path", figure, reference }
 }
 
 /// What one run starts.
@@ -203,18 +191,12 @@ fn fresh_up(omnidev: &Path, dir: &Path, checkout: Option<&Path>, case: Case) -> 
                 ready.push((service.to_owned(), launched.elapsed()));
             }
         }
-        wanted
-            .iter()
-            .all(|w| ready.iter().any(|(s, _)| s == w))
-            .then_some(Ok(()))
+        wanted.iter().all(|w| ready.iter().any(|(s, _)| s == w)).then_some(Ok(()))
     })
     .with_context(|| format!("not every service of {} was ready", repo.display()))??;
     let all = ready.iter().map(|(_, at)| *at).max().unwrap_or_default();
     drop(pod);
-    Ok(Ready {
-        services: ready,
-        all,
-    })
+    Ok(Ready { services: ready, all })
 }
 
 /// A worktree that removes itself when dropped.
@@ -250,10 +232,7 @@ fn fresh_checkout(repo: &Path, checkout: Option<&Path>) -> Result<Option<Worktre
         if !status.success() {
             bail!("git worktree add of {} failed ({status})", source.display());
         }
-        return Ok(Some(Worktree {
-            source: source.to_path_buf(),
-            path: repo.to_path_buf(),
-        }));
+        return Ok(Some(Worktree { source: source.to_path_buf(), path: repo.to_path_buf() }));
     }
     let root = util::workspace_root();
     let listed = Command::new("git")

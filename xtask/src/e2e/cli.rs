@@ -40,10 +40,7 @@ fn up_to_end(ctx: &mut Ctx, repo: &Path) -> Result<(std::process::ExitStatus, St
 pub fn headless_one_shot_exit_rule(ctx: &mut Ctx) -> Result<()> {
     let good = one_shot_checkout(ctx, "good", 0)?;
     let (status, out) = up_to_end(ctx, &good)?;
-    ensure!(
-        status.code() == Some(0),
-        "all services exited 0 but omnidev exited {status}:\n{out}"
-    );
+    ensure!(status.code() == Some(0), "all services exited 0 but omnidev exited {status}:\n{out}");
     for (service, text) in [("first", "first says hello"), ("second", "second says bye")] {
         ensure!(
             out.lines().any(|line| line
@@ -54,10 +51,7 @@ pub fn headless_one_shot_exit_rule(ctx: &mut Ctx) -> Result<()> {
     }
     let bad = one_shot_checkout(ctx, "bad", 3)?;
     let (status, out) = up_to_end(ctx, &bad)?;
-    ensure!(
-        status.code() == Some(1),
-        "a service exited 3 but omnidev exited {status}:\n{out}"
-    );
+    ensure!(status.code() == Some(1), "a service exited 3 but omnidev exited {status}:\n{out}");
     ctx.wait_no_pod_process(Duration::from_secs(10))?;
     Ok(())
 }
@@ -91,10 +85,7 @@ pub fn run_uses_running_pod_ports_and_exit_code(ctx: &mut Ctx) -> Result<()> {
         ],
         SOON,
     )?;
-    ensure!(
-        status.code() == Some(7),
-        "run returned {status}, not the command's 7:\n{out}"
-    );
+    ensure!(status.code() == Some(7), "run returned {status}, not the command's 7:\n{out}");
     let url = format!("url=http://127.0.0.1:{0} port={0}", server.port);
     ensure!(
         out.contains(&url),

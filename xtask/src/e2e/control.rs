@@ -20,10 +20,7 @@ pub(super) fn omnidev_ok(
     timeout: Duration,
 ) -> Result<String> {
     let (status, out) = omnidev(ctx, repo, args, timeout)?;
-    ensure!(
-        status.success(),
-        "omnidev {args:?} failed ({status}):\n{out}"
-    );
+    ensure!(status.success(), "omnidev {args:?} failed ({status}):\n{out}");
     Ok(out)
 }
 
@@ -63,9 +60,7 @@ pub(super) fn omnidev(
 /// The JSON text of a service in `status --json` output, from its name on.
 fn service<'s>(status: &'s str, name: &str) -> Result<&'s str> {
     let needle = format!("\"name\": \"{name}\"");
-    let at = status
-        .find(&needle)
-        .with_context(|| format!("no service {name} in:\n{status}"))?;
+    let at = status.find(&needle).with_context(|| format!("no service {name} in:\n{status}"))?;
     Ok(&status[at..])
 }
 
@@ -81,9 +76,7 @@ pub(super) fn service_state(status: &str, name: &str) -> Result<String> {
 
 /// The pod directory in `status --json` output.
 pub(super) fn pod_dir(status: &str) -> Result<PathBuf> {
-    Ok(util::json_field(status, "pod-dir")
-        .context("no pod-dir")?
-        .into())
+    Ok(util::json_field(status, "pod-dir").context("no pod-dir")?.into())
 }
 
 fn supervisor_pid(status: &str) -> Result<u32> {
@@ -101,29 +94,17 @@ pub fn detach_status_logs_restart_stop(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let started = Instant::now();
     let out = omnidev_ok(ctx, &repo, &["up", "--detach"], UP)?;
-    ctx.note(format!(
-        "detach ready in {:.1}s",
-        started.elapsed().as_secs_f64()
-    ));
+    ctx.note(format!("detach ready in {:.1}s", started.elapsed().as_secs_f64()));
     for url in ["ui http://localhost:", "server http://localhost:"] {
-        ensure!(
-            out.contains(url),
-            "`up --detach` printed no `{url}`:\n{out}"
-        );
+        ensure!(out.contains(url), "`up --detach` printed no `{url}`:\n{out}");
     }
 
     let status = omnidev_ok(ctx, &repo, &["status", "--json"], SOON)?;
     ensure!(status.contains("\"running\": true"), "{status}");
     for name in ["server", "host", "vite"] {
-        ensure!(
-            service_pid(&status, name)?.is_some(),
-            "{name} has no pid:\n{status}"
-        );
+        ensure!(service_pid(&status, name)?.is_some(), "{name} has no pid:\n{status}");
         let state = service_state(&status, name)?;
-        ensure!(
-            state == "ready" || state == "running",
-            "{name} is {state}:\n{status}"
-        );
+        ensure!(state == "ready" || state == "running", "{name} is {state}:\n{status}");
     }
     let server = service_pid(&status, "server")?.context("server pid")?;
     let host = service_pid(&status, "host")?.context("host pid")?;
@@ -134,10 +115,7 @@ pub fn detach_status_logs_restart_stop(ctx: &mut Ctx) -> Result<()> {
     ensure!(code == 200, "GET /health answered {code}");
 
     let tail = omnidev_ok(ctx, &repo, &["logs", "server", "-n", "5"], SOON)?;
-    ensure!(
-        tail.lines().count() == 5,
-        "`logs server -n 5` printed:\n{tail}"
-    );
+    ensure!(tail.lines().count() == 5, "`logs server -n 5` printed:\n{tail}");
 
     // `logs -f` prints a request the server logs after it started.
     let follow_out = ctx.output_file("logs-follow");
@@ -163,28 +141,18 @@ pub fn detach_status_logs_restart_stop(ctx: &mut Ctx) -> Result<()> {
     ensure!(new_server != server, "server pid unchanged after restart");
     util::wait_for("the host to restart after the server", UP, || {
         let status = omnidev_ok(ctx, &repo, &["status", "--json"], SOON)?;
-        Ok(service_pid(&status, "host")?
-            .filter(|pid| *pid != host)
-            .map(|_| ()))
+        Ok(service_pid(&status, "host")?.filter(|pid| *pid != host).map(|_| ()))
     })?;
     let host_log = pod_dir(&status)?.join("logs/host.log");
     util::wait_for("host.log to show the host's second start", UP, || {
         let log = std::fs::read_to_string(&host_log).unwrap_or_default();
-        Ok((util::strip_ansi(&log)
-            .matches("omnigent-host: started")
-            .count()
-            >= 2)
-            .then_some(()))
+        Ok((util::strip_ansi(&log).matches("omnigent-host: started").count() >= 2).then_some(()))
     })?;
 
     let stopping = Instant::now();
     omnidev_ok(ctx, &repo, &["stop"], SOON)?;
-    ctx.note(format!(
-        "stop took {:.2}s",
-        stopping.elapsed().as_secs_f64()
-    ));
-    ctx.wait_no_pod_process(Duration::from_secs(2))
-        .context("after `omnidev stop` returned")?;
+    ctx.note(format!("stop took {:.2}s", stopping.elapsed().as_secs_f64()));
+    ctx.wait_no_pod_process(Duration::from_secs(2)).context("after `omnidev stop` returned")?;
     let text = status_stopped(ctx, &repo, &[], SOON)?;
     ensure!(text.contains("not running"), "{text}");
     let status = status_stopped(ctx, &repo, &["--json"], SOON)?;
@@ -213,11 +181,7 @@ pub fn ls_two_running_one_stopped(ctx: &mut Ctx) -> Result<()> {
             .with_context(|| format!("{} not listed:\n{list}", repo.display()))?;
         let entry = &list[at..];
         let flag = util::json_field(entry, "running").context("no running")?;
-        ensure!(
-            flag == running.to_string(),
-            "{} running={flag}:\n{list}",
-            repo.display()
-        );
+        ensure!(flag == running.to_string(), "{} running={flag}:\n{list}", repo.display());
         let pid = util::json_field(entry, "pid").context("no pid")?;
         ensure!((pid != "null") == running, "pid {pid}:\n{list}");
         ports.push(util::json_field(entry, "server").context("no server port")?);
@@ -251,23 +215,16 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
     ensure!(mode(&dir.join("state.json"))? == 0o600, "state.json mode");
 
     let (code, out) = omnidev(ctx, &repo, &["clean"], SOON)?;
-    ensure!(
-        !code.success() && out.contains("already running"),
-        "clean of a running pod:\n{out}"
-    );
+    ensure!(!code.success() && out.contains("already running"), "clean of a running pod:\n{out}");
     ensure!(dir.join("pod.toml").is_file(), "clean removed files anyway");
 
     send_signal(supervisor_pid(&status)?, "KILL")?;
-    ctx.wait_no_pod_process(SOON)
-        .context("after kill -9 of omnidev")?;
+    ctx.wait_no_pod_process(SOON).context("after kill -9 of omnidev")?;
     ensure!(dir.join("control.sock").exists(), "no stale socket to test");
     let asked = Instant::now();
     let text = status_stopped(ctx, &repo, &[], Duration::from_secs(10))?;
     ensure!(text.contains("not running"), "{text}");
-    ctx.note(format!(
-        "status on a stale socket {:.2}s",
-        asked.elapsed().as_secs_f64()
-    ));
+    ctx.note(format!("status on a stale socket {:.2}s", asked.elapsed().as_secs_f64()));
 
     omnidev_ok(ctx, &repo, &["up", "--detach", "--no-vite"], UP).context("up after kill -9")?;
     let status = omnidev_ok(ctx, &repo, &["status", "--json"], SOON)?;
@@ -276,14 +233,8 @@ pub fn control_socket_modes_stale_socket_clean(ctx: &mut Ctx) -> Result<()> {
 
     omnidev_ok(ctx, &repo, &["clean"], SOON)?;
     ensure!(!dir.exists(), "{} still exists", dir.display());
-    ensure!(
-        repo.join("pyproject.toml").is_file(),
-        "clean touched the checkout"
-    );
-    ensure!(
-        ctx.cache_home().join("omnidev").is_dir(),
-        "clean removed the cache root"
-    );
+    ensure!(repo.join("pyproject.toml").is_file(), "clean touched the checkout");
+    ensure!(ctx.cache_home().join("omnidev").is_dir(), "clean removed the cache root");
     Ok(())
 }
 

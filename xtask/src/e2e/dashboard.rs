@@ -80,9 +80,7 @@ pub(super) struct Browser {
 impl Browser {
     pub(super) fn start(ctx: &Ctx) -> Result<Self> {
         // A port free now (chromedriver takes it at once).
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
-            .local_addr()?
-            .port();
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
         let driver = ctx
             .command("chromedriver")
             .arg(format!("--port={port}"))
@@ -113,15 +111,8 @@ impl Browser {
             "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
         }}});
         let session = webdriver(port, "POST", "/session", Some(&capabilities))?;
-        let session = session["sessionId"]
-            .as_str()
-            .context("no session id")?
-            .to_owned();
-        Ok(Self {
-            port,
-            session,
-            _driver: driver,
-        })
+        let session = session["sessionId"].as_str().context("no session id")?.to_owned();
+        Ok(Self { port, session, _driver: driver })
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
@@ -130,17 +121,12 @@ impl Browser {
     }
 
     pub(super) fn open(&self, url: &str) -> Result<()> {
-        self.call("POST", "/url", Some(&json!({ "url": url })))
-            .map(drop)
+        self.call("POST", "/url", Some(&json!({ "url": url }))).map(drop)
     }
 
     /// The value of `script` (a function body) in the page.
     pub(super) fn eval(&self, script: &str) -> Result<Value> {
-        self.call(
-            "POST",
-            "/execute/sync",
-            Some(&json!({ "script": script, "args": [] })),
-        )
+        self.call("POST", "/execute/sync", Some(&json!({ "script": script, "args": [] })))
     }
 
     /// Waits until `script` gives something other than `null` or `false`.
@@ -179,10 +165,7 @@ fn decode_base64(text: &str) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() * 3 / 4);
     let (mut bits, mut held) = (0u32, 0u32);
     for byte in text.bytes().filter(|b| *b != b'=') {
-        let value = ALPHABET
-            .iter()
-            .position(|a| *a == byte)
-            .context("not base64")?;
+        let value = ALPHABET.iter().position(|a| *a == byte).context("not base64")?;
         bits = (bits << 6) | u32::try_from(value)?;
         held += 6;
         if held >= 8 {
@@ -252,8 +235,7 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
         );
         let link = browser.wait(&format!("pod {name} with its services"), UP, &script)?;
         ensure!(
-            link.as_str()
-                .is_some_and(|l| l.starts_with("http://localhost:")),
+            link.as_str().is_some_and(|l| l.starts_with("http://localhost:")),
             "the server's URL: {link}"
         );
     }
@@ -278,11 +260,7 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
     browser.screenshot(1280, 1000, &desktop)?;
     let narrow = ctx.dir.join("dashboard-narrow.png");
     browser.screenshot(400, 900, &narrow)?;
-    ctx.note(format!(
-        "screenshots: {} {}",
-        desktop.display(),
-        narrow.display()
-    ));
+    ctx.note(format!("screenshots: {} {}", desktop.display(), narrow.display()));
 
     // Stopped from the CLI: shown stopped, the page not reloaded.
     browser.eval("window.notReloaded = true;")?;
@@ -308,11 +286,7 @@ pub fn dashboard_in_chromium_two_worktrees(ctx: &mut Ctx) -> Result<()> {
 /// 127.0.0.1 (another user's, say): what it sends there carries no secret
 /// (a cookie would: cookies are not bound to a port).
 fn no_secret_reaches_another_port(browser: &Browser, url: &str) -> Result<()> {
-    let token = url
-        .rsplit_once("token=")
-        .context("a secret in the URL")?
-        .1
-        .to_owned();
+    let token = url.rsplit_once("token=").context("a secret in the URL")?.1.to_owned();
     let other = std::net::TcpListener::bind(("127.0.0.1", 0))?;
     let port = other.local_addr()?.port();
     let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -333,16 +307,9 @@ fn no_secret_reaches_another_port(browser: &Browser, url: &str) -> Result<()> {
         }
     });
     browser.open(&format!("http://127.0.0.1:{port}/"))?;
-    browser.wait(
-        "the other server's page",
-        SOON,
-        "return document.title === \"other\";",
-    )?;
+    browser.wait("the other server's page", SOON, "return document.title === \"other\";")?;
     let heard = heard.lock().map(|h| h.clone()).unwrap_or_default();
-    ensure!(
-        heard.starts_with("GET / "),
-        "the other server heard: {heard:?}"
-    );
+    ensure!(heard.starts_with("GET / "), "the other server heard: {heard:?}");
     ensure!(
         !heard.contains(&token),
         "the browser sent the dashboard's secret to another port: {heard:?}"
@@ -400,10 +367,7 @@ fn the_restart_button_gives_a_new_pid(
     )?;
     let after = server_pid(ctx, repo)?;
     ensure!(after != before, "restart kept pid {before}");
-    ensure!(
-        shown == Value::String(after.to_string()),
-        "page {shown}, CLI {after}"
-    );
+    ensure!(shown == Value::String(after.to_string()), "page {shown}, CLI {after}");
     Ok(())
 }
 
@@ -411,9 +375,7 @@ fn the_restart_button_gives_a_new_pid(
 /// example's SQLite file), whose "restore" button puts it back.
 fn the_snapshot_and_restore_buttons(browser: &Browser, name: &str) -> Result<()> {
     let pod = format!(r#"document.querySelector('[data-pod="{name}"]')"#);
-    browser.eval(&format!(
-        r#"{pod}.querySelector('header [data-action="snapshot"]').click();"#
-    ))?;
+    browser.eval(&format!(r#"{pod}.querySelector('header [data-action="snapshot"]').click();"#))?;
     browser.wait(
         "a snapshot listed on the page",
         UP,
@@ -429,9 +391,8 @@ fn the_snapshot_and_restore_buttons(browser: &Browser, name: &str) -> Result<()>
     );
     if restored.is_err() {
         // What the page said instead (an error, a message of another action).
-        let header = browser.eval(&format!(
-            r#"return {pod}.querySelector("header").innerText;"#
-        ))?;
+        let header =
+            browser.eval(&format!(r#"return {pod}.querySelector("header").innerText;"#))?;
         bail!("the restore did not say so within {UP:?}; the pod's header: {header}");
     }
     Ok(())
@@ -458,9 +419,7 @@ fn a_failing_stream_is_retried_after_a_growing_pause(
             let head = String::from_utf8_lossy(&head[..n]);
             let path = head.split(' ').nth(1).unwrap_or_default();
             let (status, kind, body) = if path.starts_with("/?token=") {
-                let page = PAGE
-                    .replace("{{TOKEN}}", "00")
-                    .replace("{{ALLOW_UP}}", "no");
+                let page = PAGE.replace("{{TOKEN}}", "00").replace("{{ALLOW_UP}}", "no");
                 ("200 OK", "text/html", page)
             } else if path.starts_with("/api/pods?") || path == "/api/pods" {
                 let pods = r#"{"list":{"pods":[{"pod-dir":"/nowhere/stub-pod","repo":"/nowhere/stub","running":true}]},"branches":{}}"#;
@@ -488,13 +447,8 @@ fn a_failing_stream_is_retried_after_a_growing_pause(
     let watched = Duration::from_secs(6);
     std::thread::sleep(watched);
     let asked = asked.load(std::sync::atomic::Ordering::Relaxed);
-    ctx.note(format!(
-        "a failing stream was asked for {asked} times in {watched:?}"
-    ));
+    ctx.note(format!("a failing stream was asked for {asked} times in {watched:?}"));
     // At 0, 1, 3 s (and 7 s): a few, whatever the machine's speed.
-    ensure!(
-        (1..=5).contains(&asked),
-        "a failing stream asked for {asked} times in {watched:?}"
-    );
+    ensure!((1..=5).contains(&asked), "a failing stream asked for {asked} times in {watched:?}");
     Ok(())
 }

@@ -100,11 +100,7 @@ impl Unprivileged {
     fn example(&self, ctx: &Ctx) -> Result<PathBuf> {
         let ours = ctx.checkout("example")?;
         let repo = self.dir.join("example");
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(&ours)
-            .arg(&repo)
-            .status()?;
+        let copied = Command::new("cp").arg("-a").arg(&ours).arg(&repo).status()?;
         ensure!(copied.success(), "cp -a {}", ours.display());
         let version = Command::new("python3")
             .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
@@ -125,10 +121,7 @@ impl Unprivileged {
     fn ok(&self, ctx: &mut Ctx, repo: &Path, args: &[&str], timeout: Duration) -> Result<String> {
         let (status, out) =
             ctx.run_to_end(self.omnidev(ctx, repo, args), &args.join("-"), timeout)?;
-        ensure!(
-            status.success(),
-            "omnidev {args:?} failed ({status}):\n{out}"
-        );
+        ensure!(status.success(), "omnidev {args:?} failed ({status}):\n{out}");
         Ok(out)
     }
 
@@ -146,10 +139,7 @@ impl Unprivileged {
         std::fs::write(&file, input)?;
         command.stdin(std::fs::File::open(&file)?);
         let (status, out) = ctx.run_to_end(command, &format!("db-{name}"), SOON)?;
-        ensure!(
-            status.success(),
-            "omnidev db {name} failed ({status}):\n{out}"
-        );
+        ensure!(status.success(), "omnidev db {name} failed ({status}):\n{out}");
         ensure!(!out.contains("ERR"), "omnidev db {name}:\n{out}");
         Ok(out)
     }
@@ -176,24 +166,13 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
     ));
     user.ok(ctx, &b, &["up", "--detach"], UP)?;
     let status = |ctx: &mut Ctx, repo: &Path| -> Result<Value> {
-        Ok(serde_json::from_str(&user.ok(
-            ctx,
-            repo,
-            &["status", "--json"],
-            SOON,
-        )?)?)
+        Ok(serde_json::from_str(&user.ok(ctx, repo, &["status", "--json"], SOON)?)?)
     };
     let (sa, sb) = (status(ctx, &a)?, status(ctx, &b)?);
     for (name, ..) in STORES {
-        ensure!(
-            sa["ports"][name] != sb["ports"][name],
-            "one {name} port for two pods: {sa} {sb}"
-        );
+        ensure!(sa["ports"][name] != sb["ports"][name], "one {name} port for two pods: {sa} {sb}");
     }
-    let urls = (
-        user.ok(ctx, &a, &["db", "url"], SOON)?,
-        user.ok(ctx, &b, &["db", "url"], SOON)?,
-    );
+    let urls = (user.ok(ctx, &a, &["db", "url"], SOON)?, user.ok(ctx, &b, &["db", "url"], SOON)?);
     ensure!(urls.0 != urls.1, "one URL for two pods: {urls:?}");
 
     // A row (a key) through one is not seen through the other.
@@ -215,10 +194,7 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
     ensure!(user.counts(ctx, &a)? == "111", "the rows after stop and up");
     let log = user.ok(ctx, &a, &["logs", "main", "maria"], SOON)?;
     for recovered in ["not properly shut down", "crash recovery"] {
-        ensure!(
-            !log.contains(recovered),
-            "a recovery after a clean stop:\n{log}"
-        );
+        ensure!(!log.contains(recovered), "a recovery after a clean stop:\n{log}");
     }
 
     // A running MariaDB and Redis cloned into b, each its own way
@@ -239,10 +215,7 @@ pub fn databases_per_checkout_as_an_unprivileged_user(ctx: &mut Ctx) -> Result<(
         .collect();
     ensure!(servers.len() == STORES.len(), "the servers' pids: {data}");
     let data_dir = format!("{}/data/main", data["pod-dir"].as_str().context("pod-dir")?);
-    ensure!(
-        !postgres_of(&data_dir).is_empty(),
-        "no postgres of {data_dir} before the kill"
-    );
+    ensure!(!postgres_of(&data_dir).is_empty(), "no postgres of {data_dir} before the kill");
     send_signal(u32::try_from(supervisor)?, "KILL")?;
     let deadline = Instant::now() + SOON;
     loop {
@@ -303,13 +276,7 @@ fn answer(
     sql: &str,
 ) -> Result<String> {
     let said = user.db(ctx, repo, name, &format!("\\pset tuples_only on\n{sql}"))?;
-    Ok(said
-        .trim()
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_owned())
+    Ok(said.trim().lines().last().unwrap_or_default().trim().to_owned())
 }
 
 /// Each database's row count and a digest of its rows up to `id`.
@@ -355,19 +322,7 @@ fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result
     let before = counts(ctx, user, &src)?;
     let kept = digest(ctx, user, &src, before[0].min(before[1]))?;
     let src_arg = src.to_str().context("path")?.to_owned();
-    user.ok(
-        ctx,
-        &dst,
-        &[
-            "up",
-            "--detach",
-            "--skip",
-            "writer",
-            "--clone-from",
-            &src_arg,
-        ],
-        UP,
-    )?;
+    user.ok(ctx, &dst, &["up", "--detach", "--skip", "writer", "--clone-from", &src_arg], UP)?;
     let copied = counts(ctx, user, &dst)?;
     let after = counts(ctx, user, &src)?;
     for engine in 0..2 {
@@ -385,16 +340,11 @@ fn a_new_worktree_starts_with_data(ctx: &mut Ctx, user: &Unprivileged) -> Result
         digest(ctx, user, &dst, top)? == digest(ctx, user, &src, top)?,
         "the copy's rows differ from the source's"
     );
-    ctx.note(format!(
-        "cloned while writing: {copied:?} rows of {after:?}"
-    ));
+    ctx.note(format!("cloned while writing: {copied:?} rows of {after:?}"));
     // `db clone` into the running pod, from the main worktree by default.
     user.ok(ctx, &dst, &["db", "clone", "-d", "main"], UP)?;
     let again = counts(ctx, user, &dst)?;
-    ensure!(
-        again[0] >= after[0],
-        "a second clone: {again:?} after {after:?}"
-    );
+    ensure!(again[0] >= after[0], "a second clone: {again:?} after {after:?}");
 
     snapshot_migration_restore(ctx, user, &dst)?;
     for repo in [&dst, &src] {
@@ -422,11 +372,9 @@ PG = "{{db.main.url}}"
     );
     let rows = "create table s(x int); insert into s select generate_series(1, 100);";
     let more = "create table s(x int); insert into s select generate_series(1, 200);";
-    for (name, seed, seeded, sum) in [
-        ("seed-a", rows, 1, "5050"),
-        ("seed-b", rows, 1, "5050"),
-        ("seed-c", more, 2, "20100"),
-    ] {
+    for (name, seed, seeded, sum) in
+        [("seed-a", rows, 1, "5050"), ("seed-b", rows, 1, "5050"), ("seed-c", more, 2, "20100")]
+    {
         let repo = user.dir.join(name);
         std::fs::create_dir_all(repo.join(".git"))?;
         std::fs::write(repo.join("omnidev.toml"), &profile)?;
@@ -446,10 +394,7 @@ PG = "{{db.main.url}}"
         let got = answer(ctx, user, &repo, "main", "select sum(x) from s;")?;
         ensure!(got == sum, "{name}: sum {got}, not {sum}");
         let count = std::fs::read_to_string(&runs)?.lines().count();
-        ensure!(
-            count == seeded,
-            "{name}: the seed ran {count} times, not {seeded}"
-        );
+        ensure!(count == seeded, "{name}: the seed ran {count} times, not {seeded}");
         user.ok(ctx, &repo, &["stop"], UP)?;
     }
     ctx.wait_no_pod_process(SOON)
@@ -468,20 +413,14 @@ fn snapshot_migration_restore(ctx: &mut Ctx, user: &Unprivileged, dst: &Path) ->
     for name in ["main", "lite"] {
         user.ok(ctx, &dst, &["db", "restore", "-d", name, "before"], UP)?;
     }
-    ensure!(
-        digest(ctx, user, &dst, u64::MAX / 2)? == rows,
-        "the rows after restore differ"
-    );
+    ensure!(digest(ctx, user, &dst, u64::MAX / 2)? == rows, "the rows after restore differ");
     let status: Value = serde_json::from_str(&user.ok(ctx, &dst, &["status", "--json"], SOON)?)?;
     let data = Path::new(status["pod-dir"].as_str().context("pod-dir")?).join("data");
     user.ok(ctx, &dst, &["stop"], UP)?;
     std::fs::rename(data.join("main"), data.join("main.previous"))?;
     std::fs::create_dir_all(data.join("main.restoring.partial"))?;
     user.ok(ctx, &dst, &["up", "--detach", "--skip", "writer"], UP)?;
-    ensure!(
-        digest(ctx, user, &dst, u64::MAX / 2)? == rows,
-        "the rows after a restore cut short"
-    );
+    ensure!(digest(ctx, user, &dst, u64::MAX / 2)? == rows, "the rows after a restore cut short");
     user.ok(ctx, &dst, &["db", "restore", "-d", "main", "before"], UP)?;
     Ok(())
 }
@@ -502,15 +441,9 @@ fn compose_app_runs_on_what_init_made_of_it(ctx: &mut Ctx, user: &Unprivileged) 
         std::fs::create_dir_all(repo.join(".git"))?;
         user.give(&repo)?;
         let said = user.ok(ctx, &repo, &["init"], SOON)?;
-        ensure!(
-            said.contains("2 databases (db (postgres), redis (redis))"),
-            "{said}"
-        );
+        ensure!(said.contains("2 databases (db (postgres), redis (redis))"), "{said}");
         let said = user.ok(ctx, &repo, &["profile", "check"], SOON)?;
-        ensure!(
-            said.contains("WARNING: unset: DB_NAME, SECRET_KEY"),
-            "{said}"
-        );
+        ensure!(said.contains("WARNING: unset: DB_NAME, SECRET_KEY"), "{said}");
         shops.push(repo);
     }
     let started = Instant::now();
@@ -546,13 +479,7 @@ fn compose_app_runs_on_what_init_made_of_it(ctx: &mut Ctx, user: &Unprivileged) 
     let deadline = Instant::now() + SOON;
     let beats = loop {
         let said = user.db(ctx, &shops[0], "redis", "SELECT 1\nGET worker:beats")?;
-        let beats: u64 = said
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .parse()
-            .unwrap_or(0);
+        let beats: u64 = said.lines().last().unwrap_or_default().trim().parse().unwrap_or(0);
         if beats > 0 {
             break beats;
         }
@@ -585,10 +512,7 @@ fn compose_app_runs_on_what_init_made_of_it(ctx: &mut Ctx, user: &Unprivileged) 
     ensure!(visits(0)? == 4, "a's fourth visit");
     let before = web_pid(ctx)?;
     user.ok(ctx, &shops[0], &["db", "restore", "three"], UP)?;
-    ensure!(
-        web_pid(ctx)? != before,
-        "the web kept pid {before} across a restore"
-    );
+    ensure!(web_pid(ctx)? != before, "the web kept pid {before} across a restore");
     ensure!(visits(0)? == 4, "the visits after restoring three");
     for repo in &shops {
         user.ok(ctx, repo, &["stop"], UP)?;
@@ -609,9 +533,7 @@ fn postgres_of(data_dir: &str) -> Vec<u32> {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            let named = args
-                .windows(2)
-                .any(|w| w[0] == b"-D" && w[1] == data_dir.as_bytes());
+            let named = args.windows(2).any(|w| w[0] == b"-D" && w[1] == data_dir.as_bytes());
             let postgres = args.first().is_some_and(|a| a.ends_with(b"/postgres"));
             (named && postgres).then_some(pid)
         })
@@ -626,30 +548,16 @@ fn postgres_of(data_dir: &str) -> Vec<u32> {
 /// this one allocate from another registry.
 fn example_runs_on_its_pods_postgres(ctx: &mut Ctx, user: &Unprivileged) -> Result<()> {
     let repo = user.example(ctx)?;
-    let free = std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port();
+    let free = std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
     let server = format!("server={free}");
     user.ok(
         ctx,
         &repo,
-        &[
-            "up",
-            "--detach",
-            "--no-vite",
-            "--db",
-            "postgres",
-            "--port",
-            &server,
-        ],
+        &["up", "--detach", "--no-vite", "--db", "postgres", "--port", &server],
         UP,
     )?;
     let status: Value = serde_json::from_str(&user.ok(ctx, &repo, &["status", "--json"], SOON)?)?;
-    let port = u16::try_from(
-        status["ports"]["server"]
-            .as_u64()
-            .context("the server's port")?,
-    )?;
+    let port = u16::try_from(status["ports"]["server"].as_u64().context("the server's port")?)?;
     let env = |ctx: &mut Ctx| -> Result<Value> {
         let (code, body) = crate::util::http_get(port, "/env")?;
         ensure!(code == 200, "GET /env: {code} {body}");
@@ -670,18 +578,10 @@ fn example_runs_on_its_pods_postgres(ctx: &mut Ctx, user: &Unprivileged) -> Resu
     );
     ensure!(first["starts"] == 1, "{first}");
     user.ok(ctx, &repo, &["restart", "server"], UP)?;
-    ensure!(
-        env(ctx)?["starts"] == 2,
-        "the row of the first start, read back"
-    );
+    ensure!(env(ctx)?["starts"] == 2, "the row of the first start, read back");
     user.ok(ctx, &repo, &["stop"], UP)?;
     // The pod keeps its engine: `up` alone comes back to the same rows.
-    user.ok(
-        ctx,
-        &repo,
-        &["up", "--detach", "--no-vite", "--port", &server],
-        UP,
-    )?;
+    user.ok(ctx, &repo, &["up", "--detach", "--no-vite", "--port", &server], UP)?;
     ensure!(env(ctx)?["starts"] == 3, "the rows after stop and up");
     let said = user.ok(ctx, &repo, &["status"], SOON)?;
     ensure!(said.contains("db      postgres"), "{said}");

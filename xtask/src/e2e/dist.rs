@@ -14,11 +14,8 @@ use crate::dist;
 pub fn dist_tarball_sha256_and_version(ctx: &mut Ctx) -> Result<()> {
     let artifacts = dist::pack_binary(&crate::util::shell()?, ctx.omnidev_path())?;
     let dir = artifacts.tarball.parent().context("tarball dir")?;
-    let check = Command::new("sha256sum")
-        .arg("-c")
-        .arg(&artifacts.checksum)
-        .current_dir(dir)
-        .output()?;
+    let check =
+        Command::new("sha256sum").arg("-c").arg(&artifacts.checksum).current_dir(dir).output()?;
     ensure!(
         check.status.success(),
         "sha256sum -c {}: {}",
@@ -28,17 +25,9 @@ pub fn dist_tarball_sha256_and_version(ctx: &mut Ctx) -> Result<()> {
 
     let unpack = ctx.dir.join("unpacked");
     std::fs::create_dir_all(&unpack)?;
-    let status = Command::new("tar")
-        .arg("-xzf")
-        .arg(&artifacts.tarball)
-        .arg("-C")
-        .arg(&unpack)
-        .status()?;
-    ensure!(
-        status.success(),
-        "tar -xzf {} failed",
-        artifacts.tarball.display()
-    );
+    let status =
+        Command::new("tar").arg("-xzf").arg(&artifacts.tarball).arg("-C").arg(&unpack).status()?;
+    ensure!(status.success(), "tar -xzf {} failed", artifacts.tarball.display());
     let stem = artifacts
         .tarball
         .file_name()
@@ -84,10 +73,6 @@ pub fn dist_tarball_sha256_and_version(ctx: &mut Ctx) -> Result<()> {
         unpack.join(&stem).join("man/man1/omnidev-up.1").is_file(),
         "no omnidev-up.1 in the tarball"
     );
-    ctx.note(format!(
-        "{} -> {}",
-        artifacts.tarball.display(),
-        text.trim()
-    ));
+    ctx.note(format!("{} -> {}", artifacts.tarball.display(), text.trim()));
     Ok(())
 }

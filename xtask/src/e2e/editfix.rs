@@ -21,19 +21,14 @@ const SLACK: Duration = Duration::from_millis(300);
 /// `omnidev | server started (pid …)` lines from `from` (a line index) on.
 fn starts_after(out: &str, service: &str, from: usize) -> usize {
     let needle = format!("omnidev | {service} started (pid ");
-    out.lines()
-        .skip(from)
-        .filter(|line| line.contains(&needle))
-        .count()
+    out.lines().skip(from).filter(|line| line.contains(&needle)).count()
 }
 
 /// The time the example server takes from `uv run` to answering
 /// `/health`, run by hand in `repo` (its venv exists): the server's own
 /// boot, which no supervisor can shorten.
 fn bare_boot(ctx: &Ctx, repo: &Path) -> Result<Duration> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let data = ctx.dir.join("bare");
     fs::create_dir_all(&data)?;
     let started = Instant::now();
@@ -54,10 +49,7 @@ fn bare_boot(ctx: &Ctx, repo: &Path) -> Result<Duration> {
     let answered = util::wait_for("the bare server to answer /health", SOON, || {
         Ok(matches!(util::http_get(port, "/health"), Ok((200, _))).then(|| started.elapsed()))
     });
-    let _ = ctx
-        .command("kill")
-        .args(["-KILL", "--", &format!("-{}", server.id())])
-        .status();
+    let _ = ctx.command("kill").args(["-KILL", "--", &format!("-{}", server.id())]).status();
     let _ = server.wait();
     answered
 }
@@ -75,8 +67,7 @@ pub fn syntax_error_backoff_then_fix_restarts_once(ctx: &mut Ctx) -> Result<()> 
     let good = fs::read_to_string(&source)?;
     fs::write(&source, format!("{good}\ndef broken(:\n"))?;
     pod.wait_output("restart #5 in 16s", Duration::from_mins(2), |out| {
-        out.contains("server crashed (exit code 1); restart #5 in 16s")
-            .then_some(())
+        out.contains("server crashed (exit code 1); restart #5 in 16s").then_some(())
     })?;
     let fix_line = pod.output().lines().count();
     let fixed = Instant::now();
@@ -139,9 +130,7 @@ pub fn no_vite_no_ui_url_and_shutdown_lines_after_sigint(ctx: &mut Ctx) -> Resul
     let mut pod = ctx.up(&repo, &["--no-vite"])?;
     let server = pod.ready_backend(UP)?;
     let url = format!("server http://localhost:{}", server.port);
-    pod.wait_output("the server's URL", SOON, |out| {
-        out.contains(&url).then_some(())
-    })?;
+    pod.wait_output("the server's URL", SOON, |out| out.contains(&url).then_some(()))?;
     pod.stop_with("INT", ctx)?;
     let out = pod.output();
     ensure!(!out.contains("ui http"), "a ui URL with --no-vite:\n{out}");
@@ -154,14 +143,8 @@ pub fn no_vite_no_ui_url_and_shutdown_lines_after_sigint(ctx: &mut Ctx) -> Resul
         .lines()
         .position(|line| line.starts_with("server") && line.contains(&last_word))
         .with_context(|| format!("no `{last_word}` line in the output:\n{out}"))?;
-    ensure!(
-        said > interrupted,
-        "the last word came before the interrupt"
-    );
-    for ending in [
-        "omnidev | ended: server stopped (",
-        "omnidev | ended: host stopped (",
-    ] {
+    ensure!(said > interrupted, "the last word came before the interrupt");
+    for ending in ["omnidev | ended: server stopped (", "omnidev | ended: host stopped ("] {
         ensure!(out.contains(ending), "no `{ending}` line:\n{out}");
     }
 
@@ -169,10 +152,7 @@ pub fn no_vite_no_ui_url_and_shutdown_lines_after_sigint(ctx: &mut Ctx) -> Resul
     let (status, detached) =
         ctx.run_omnidev(&["up", "--detach", "--no-vite", "--repo", &repo_arg], UP)?;
     let result = (|| -> Result<()> {
-        ensure!(
-            status.success(),
-            "up --detach --no-vite: {status}\n{detached}"
-        );
+        ensure!(status.success(), "up --detach --no-vite: {status}\n{detached}");
         ensure!(
             detached.contains("server http://localhost:") && !detached.contains("ui http"),
             "up --detach --no-vite printed:\n{detached}"
@@ -194,17 +174,11 @@ pub fn no_vite_no_ui_url_and_shutdown_lines_after_sigint(ctx: &mut Ctx) -> Resul
 pub fn omnigent_in_a_never_started_checkout(ctx: &mut Ctx) -> Result<()> {
     let repo = ctx.checkout("a")?;
     let run = |ctx: &Ctx| -> Result<String> {
-        let output = ctx
-            .omnidev()
-            .args(["omnigent", "--", "--version"])
-            .current_dir(&repo)
-            .output()?;
+        let output =
+            ctx.omnidev().args(["omnigent", "--", "--version"]).current_dir(&repo).output()?;
         let text = String::from_utf8_lossy(&output.stdout).into_owned()
             + &String::from_utf8_lossy(&output.stderr);
-        ensure!(
-            output.status.success(),
-            "omnidev omnigent -- --version: {text}"
-        );
+        ensure!(output.status.success(), "omnidev omnigent -- --version: {text}");
         ensure!(text.contains("omnigent 0.1.0 (example)"), "{text}");
         Ok(text)
     };
@@ -215,15 +189,8 @@ pub fn omnigent_in_a_never_started_checkout(ctx: &mut Ctx) -> Result<()> {
         .find(|path| path.is_file())
         .context("omnidev omnigent wrote no pod.toml")?;
     let first = fs::read(&pod_toml)?;
-    ensure!(
-        String::from_utf8_lossy(&first).contains("server = "),
-        "pod.toml holds no server port"
-    );
+    ensure!(String::from_utf8_lossy(&first).contains("server = "), "pod.toml holds no server port");
     run(ctx)?;
-    ensure!(
-        fs::read(&pod_toml)? == first,
-        "a second call changed {}",
-        pod_toml.display()
-    );
+    ensure!(fs::read(&pod_toml)? == first, "a second call changed {}", pod_toml.display());
     Ok(())
 }

@@ -65,9 +65,7 @@ pub mod parse {
 
     /// Ports from the web dev server's `Local:` lines, in order.
     pub fn vite_ports(out: &str) -> Vec<u16> {
-        out.lines()
-            .filter_map(|line| port_of(value_after(line, "Local:   ")?))
-            .collect()
+        out.lines().filter_map(|line| port_of(value_after(line, "Local:   ")?)).collect()
     }
 
     #[cfg(test)]
@@ -82,11 +80,7 @@ pub mod parse {
             assert_eq!(listening(out), vec![(6767, 42)]);
             assert_eq!(
                 host_starts(out),
-                vec![HostStart {
-                    pid: 43,
-                    server_was_ready: true,
-                    line: 1
-                }]
+                vec![HostStart { pid: 43, server_was_ready: true, line: 1 }]
             );
             assert_eq!(listening_line(out, 42), Some(0));
             assert_eq!(vite_ports(out), vec![5173]);

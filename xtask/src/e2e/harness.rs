@@ -39,10 +39,7 @@ impl Harness {
         let example = util::workspace_root().join("examples/omnigent-example");
         let shared = util::target_dir().join("e2e-cache");
         let mut env = vec![
-            (
-                "UV_CACHE_DIR".into(),
-                real_cache_dir("uv", &["cache", "dir"], &shared.join("uv")),
-            ),
+            ("UV_CACHE_DIR".into(), real_cache_dir("uv", &["cache", "dir"], &shared.join("uv"))),
             (
                 "npm_config_cache".into(),
                 real_cache_dir("npm", &["config", "get", "cache"], &shared.join("npm")),
@@ -63,12 +60,7 @@ impl Harness {
                 env.push(("UV_PYTHON_INSTALL_DIR".into(), dir));
             }
         }
-        Ok(Self {
-            omnidev,
-            root,
-            example,
-            env,
-        })
+        Ok(Self { omnidev, root, example, env })
     }
 }
 
@@ -148,11 +140,7 @@ impl<'h> Ctx<'h> {
     }
 
     pub(super) fn notes(&self) -> String {
-        if self.notes.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", self.notes.join("; "))
-        }
+        if self.notes.is_empty() { String::new() } else { format!(" [{}]", self.notes.join("; ")) }
     }
 
     /// Apply the case's environment to `command`, tagging it with `tag`.
@@ -221,19 +209,9 @@ impl<'h> Ctx<'h> {
     /// change seen meanwhile moves the wait on to its reload).
     pub fn wait_healthy_after_reload(&mut self, repo: &Path) -> Result<()> {
         let repo = repo.display().to_string();
-        let args = [
-            "wait",
-            "--healthy-after-reload",
-            "--timeout",
-            "60",
-            "--repo",
-            &repo,
-        ];
+        let args = ["wait", "--healthy-after-reload", "--timeout", "60", "--repo", &repo];
         let (status, out) = self.run_omnidev(&args, UP)?;
-        anyhow::ensure!(
-            status.success(),
-            "omnidev {args:?} failed ({status}):\n{out}"
-        );
+        anyhow::ensure!(status.success(), "omnidev {args:?} failed ({status}):\n{out}");
         Ok(())
     }
 
@@ -248,16 +226,13 @@ impl<'h> Ctx<'h> {
         let file = fs::File::create(&out)?;
         command.stdout(file.try_clone()?).stderr(file);
         let description = format!("{command:?}");
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("spawning {description}"))?;
-        let status = util::wait_for(&format!("`{label}` to exit"), timeout, || {
-            Ok(child.try_wait()?)
-        })
-        .inspect_err(|_| {
-            let _ = child.kill();
-            let _ = child.wait();
-        })?;
+        let mut child = command.spawn().with_context(|| format!("spawning {description}"))?;
+        let status =
+            util::wait_for(&format!("`{label}` to exit"), timeout, || Ok(child.try_wait()?))
+                .inspect_err(|_| {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                })?;
         let text = util::strip_ansi(&String::from_utf8_lossy(&fs::read(&out)?));
         Ok((status, text))
     }
@@ -266,18 +241,10 @@ impl<'h> Ctx<'h> {
     pub fn output_file(&mut self, label: &str) -> PathBuf {
         let safe: String = label
             .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
             .take(40)
             .collect();
-        let out = self
-            .dir
-            .join(format!("out-{:02}-{safe}.log", self.outputs.len()));
+        let out = self.dir.join(format!("out-{:02}-{safe}.log", self.outputs.len()));
         self.outputs.push(out.clone());
         out
     }
@@ -303,12 +270,7 @@ impl<'h> Ctx<'h> {
     /// Start `omnidev up --headless --repo <repo> <extra>` in the background.
     pub fn up(&mut self, repo: &Path, extra: &[&str]) -> Result<Pod> {
         let mut command = self.omnidev();
-        command
-            .arg("up")
-            .arg("--headless")
-            .arg("--repo")
-            .arg(repo)
-            .args(extra);
+        command.arg("up").arg("--headless").arg("--repo").arg(repo).args(extra);
         self.spawn_pod(command, repo)
     }
 
@@ -323,9 +285,7 @@ impl<'h> Ctx<'h> {
     /// Start `command` (an omnidev run for `repo`) in the background, its
     /// output going to a file of the case.
     pub fn spawn_pod(&mut self, mut command: Command, repo: &Path) -> Result<Pod> {
-        let name = repo
-            .file_name()
-            .map_or("pod".into(), |n| n.to_string_lossy().into_owned());
+        let name = repo.file_name().map_or("pod".into(), |n| n.to_string_lossy().into_owned());
         let out = self.output_file(&format!("up-{name}"));
         let file = fs::File::create(&out)?;
         command.stdout(file.try_clone()?).stderr(file);
@@ -366,10 +326,7 @@ impl<'h> Ctx<'h> {
             Ok(seen.is_empty().then_some(()))
         });
         waited.map_err(|error| {
-            anyhow!(
-                "{error}; still running:\n{}",
-                describe(&self.pod_processes())
-            )
+            anyhow!("{error}; still running:\n{}", describe(&self.pod_processes()))
         })
     }
 
@@ -387,11 +344,7 @@ impl<'h> Ctx<'h> {
                 break;
             }
             let pids: Vec<String> = now.iter().map(|(pid, _)| pid.to_string()).collect();
-            let _ = Command::new("kill")
-                .arg("-KILL")
-                .args(&pids)
-                .stderr(Stdio::null())
-                .status();
+            let _ = Command::new("kill").arg("-KILL").args(&pids).stderr(Stdio::null()).status();
             std::thread::sleep(Duration::from_millis(100));
         }
         // Every process of the case is gone or killed: wait for the pods'
@@ -419,13 +372,7 @@ impl<'h> Ctx<'h> {
 
 /// Copy `src` to `dest`, skipping build products and local state.
 fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
-    const SKIP: &[&str] = &[
-        ".venv",
-        "node_modules",
-        "__pycache__",
-        ".install-log",
-        ".git",
-    ];
+    const SKIP: &[&str] = &[".venv", "node_modules", "__pycache__", ".install-log", ".git"];
     fs::create_dir_all(dest)?;
     for entry in fs::read_dir(src)? {
         let entry = entry?;
@@ -478,15 +425,11 @@ pub struct Server {
 
 impl Pod {
     fn child(&self) -> &Child {
-        self.child
-            .as_ref()
-            .expect("a pod's child is taken only on drop")
+        self.child.as_ref().expect("a pod's child is taken only on drop")
     }
 
     fn child_mut(&mut self) -> &mut Child {
-        self.child
-            .as_mut()
-            .expect("a pod's child is taken only on drop")
+        self.child.as_mut().expect("a pod's child is taken only on drop")
     }
 
     /// omnidev's pid.
@@ -496,9 +439,7 @@ impl Pod {
 
     /// Everything printed so far, ANSI-stripped.
     pub fn output(&self) -> String {
-        util::strip_ansi(&String::from_utf8_lossy(
-            &fs::read(&self.out).unwrap_or_default(),
-        ))
+        util::strip_ansi(&String::from_utf8_lossy(&fs::read(&self.out).unwrap_or_default()))
     }
 
     /// Fail if omnidev has exited.
@@ -507,10 +448,9 @@ impl Pod {
             self.exited = self.child_mut().try_wait()?;
         }
         match self.exited {
-            Some(status) => Err(anyhow!(
-                "omnidev exited early ({status}); output in {}",
-                self.out.display()
-            )),
+            Some(status) => {
+                Err(anyhow!("omnidev exited early ({status}); output in {}", self.out.display()))
+            }
             None => Ok(()),
         }
     }
@@ -543,9 +483,7 @@ impl Pod {
                 return Ok(None);
             };
             let pid = util::json_field(&body, "pid").and_then(|p| p.parse().ok());
-            Ok(pid
-                .filter(|pid| Some(*pid) != not)
-                .map(|pid| Server { port, pid }))
+            Ok(pid.filter(|pid| Some(*pid) != not).map(|pid| Server { port, pid }))
         })
     }
 
@@ -605,10 +543,7 @@ impl Pod {
 
 /// `kill -<signal> <pid>`.
 pub fn send_signal(pid: u32, signal: &str) -> Result<()> {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()?;
+    let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
     if !status.success() {
         bail!("kill -{signal} {pid} failed");
     }
@@ -653,16 +588,11 @@ mod tests {
         let ended = pod(&mut ctx, "exit 0");
         let pid = ended.pid();
         util::wait_for("the pod to end", SOON, || {
-            Ok(omnidev_core::platform::stat(pid)
-                .is_some_and(|stat| stat.is_zombie())
-                .then_some(()))
+            Ok(omnidev_core::platform::stat(pid).is_some_and(|stat| stat.is_zombie()).then_some(()))
         })
         .expect("a zombie until waited");
         drop(ended);
-        assert!(
-            gone(pid),
-            "pid {pid} left a zombie after its Pod was dropped"
-        );
+        assert!(gone(pid), "pid {pid} left a zombie after its Pod was dropped");
 
         let running = pod(&mut ctx, "exec sleep 600");
         let pid = running.pid();

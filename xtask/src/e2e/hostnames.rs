@@ -66,11 +66,8 @@ pub fn pod_host_names_keep_cookies_apart(ctx: &mut Ctx) -> Result<()> {
         std::fs::create_dir_all(&repo)?;
         std::fs::write(repo.join("app.py"), APP)?;
         std::fs::write(repo.join("omnidev.toml"), PROFILE)?;
-        let made = ctx
-            .command("git")
-            .args(["init", "-q", "-b", branch])
-            .current_dir(&repo)
-            .status()?;
+        let made =
+            ctx.command("git").args(["init", "-q", "-b", branch]).current_dir(&repo).status()?;
         ensure!(made.success(), "git init failed");
         omnidev_ok(ctx, &repo, &["up", "--detach"], UP)?;
         urls.push(app_url(ctx, &repo)?);
@@ -104,10 +101,7 @@ pub fn pod_host_names_keep_cookies_apart(ctx: &mut Ctx) -> Result<()> {
     page(format!("{}/login?as=three", on_localhost(&urls[0])))?;
     page(format!("{}/login?as=four", on_localhost(&urls[1])))?;
     let shared = page(format!("{}/whoami", on_localhost(&urls[0])))?;
-    ensure!(
-        shared == "who=four",
-        "localhost's ports share cookies: {shared:?}"
-    );
+    ensure!(shared == "who=four", "localhost's ports share cookies: {shared:?}");
     ctx.note(format!("{} and {}: their own cookies", urls[0], urls[1]));
     drop(browser);
     for repo in &repos {
@@ -142,10 +136,7 @@ fn wait_status(
         if check(&now) {
             return Ok(now);
         }
-        ensure!(
-            std::time::Instant::now() < deadline,
-            "{what}: not within {UP:?}: {now}"
-        );
+        ensure!(std::time::Instant::now() < deadline, "{what}: not within {UP:?}: {now}");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
@@ -193,9 +184,7 @@ API = "{{link.backend.url.server}}"
     }
     for (front, backend) in fronts.clone().iter().zip(backends.clone().iter()) {
         let theirs = status(ctx, backend)?;
-        let port = theirs["ports"]["server"]
-            .as_u64()
-            .context("a server port")?;
+        let port = theirs["ports"]["server"].as_u64().context("a server port")?;
         let said = omnidev_ok(ctx, front, &["logs", "web"], SOON)?;
         ensure!(
             said.contains(&format!("api=http://localhost:{port}")),
@@ -226,16 +215,11 @@ API = "{{link.backend.url.server}}"
 
     // Back: frontend 1's web restarts once its backend is ready again.
     omnidev_ok(ctx, &backends[0], &["up", "--detach", "--no-vite"], UP)?;
-    wait_status(
-        ctx,
-        &fronts[0],
-        "frontend 1 following its backend back",
-        |s| {
-            service(s, "backend.server")["ready"] == true
-                && service(s, "web")["pid"].is_u64()
-                && service(s, "web")["pid"] != web
-        },
-    )?;
+    wait_status(ctx, &fronts[0], "frontend 1 following its backend back", |s| {
+        service(s, "backend.server")["ready"] == true
+            && service(s, "web")["pid"].is_u64()
+            && service(s, "web")["pid"] != web
+    })?;
     ctx.note("each frontend waited for and followed its own backend");
     for repo in fronts.iter().chain(&backends) {
         omnidev_ok(ctx, repo, &["stop"], SOON)?;

@@ -18,11 +18,7 @@ const UV: Duration = Duration::from_mins(3);
 fn git(ctx: &Ctx, repo: &Path, args: &[&str]) -> Result<String> {
     let output = ctx.command("git").args(args).current_dir(repo).output()?;
     if !output.status.success() {
-        bail!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
@@ -47,10 +43,7 @@ fn installed_commit(tools: &Path) -> Result<String> {
     let mut found = Vec::new();
     find(tools, &mut found);
     let file = found.first().with_context(|| {
-        format!(
-            "no omnigent-*.dist-info/direct_url.json under {}",
-            tools.display()
-        )
+        format!("no omnigent-*.dist-info/direct_url.json under {}", tools.display())
     })?;
     let text = fs::read_to_string(file)?;
     util::json_field(&text, "commit_id")
@@ -78,22 +71,10 @@ pub fn install_update_check_from_file_repo(ctx: &mut Ctx) -> Result<()> {
 
     let install = omnidev(
         ctx,
-        &[
-            "install",
-            "--git",
-            &url,
-            "--ref",
-            "main",
-            "--no-default-extra",
-            "--python",
-            "3.11",
-        ],
+        &["install", "--git", &url, "--ref", "main", "--no-default-extra", "--python", "3.11"],
     );
     let (status, out) = ctx.run_to_end(install, "install", UV)?;
-    ensure!(
-        status.success(),
-        "omnidev install failed ({status}):\n{out}"
-    );
+    ensure!(status.success(), "omnidev install failed ({status}):\n{out}");
     let saved = ctx.config_home().join("omnidev/install.toml");
     let saved_text =
         fs::read_to_string(&saved).with_context(|| format!("reading {}", saved.display()))?;
@@ -107,15 +88,8 @@ pub fn install_update_check_from_file_repo(ctx: &mut Ctx) -> Result<()> {
         .arg("--help")
         .output()
         .with_context(|| format!("running {}", entry_point.display()))?;
-    ensure!(
-        help.status.success(),
-        "{} --help failed",
-        entry_point.display()
-    );
-    ensure!(
-        installed_commit(&tools)? == first,
-        "installed commit is not {first}"
-    );
+    ensure!(help.status.success(), "{} --help failed", entry_point.display());
+    ensure!(installed_commit(&tools)? == first, "installed commit is not {first}");
 
     // A new commit upstream: refresh sees it, check reports it.
     fs::write(
@@ -124,24 +98,15 @@ pub fn install_update_check_from_file_repo(ctx: &mut Ctx) -> Result<()> {
     )?;
     git(ctx, &source, &["commit", "-q", "-am", "second commit"])?;
     let second = git(ctx, &source, &["rev-parse", "HEAD"])?;
-    let (status, out) = ctx.run_to_end(
-        omnidev(ctx, &["refresh"]),
-        "refresh",
-        Duration::from_mins(1),
-    )?;
-    ensure!(
-        status.success(),
-        "omnidev refresh failed ({status}):\n{out}"
-    );
+    let (status, out) =
+        ctx.run_to_end(omnidev(ctx, &["refresh"]), "refresh", Duration::from_mins(1))?;
+    ensure!(status.success(), "omnidev refresh failed ({status}):\n{out}");
     let (status, out) = ctx.run_to_end(
         omnidev(ctx, &["check", "--quiet"]),
         "check-newer",
         Duration::from_secs(30),
     )?;
-    ensure!(
-        status.success(),
-        "omnidev check --quiet failed ({status}):\n{out}"
-    );
+    ensure!(status.success(), "omnidev check --quiet failed ({status}):\n{out}");
     ensure!(
         out.contains(&second[..7]),
         "check --quiet did not report the new commit {}:\n{out}",
@@ -151,10 +116,7 @@ pub fn install_update_check_from_file_repo(ctx: &mut Ctx) -> Result<()> {
     let (status, out) = ctx.run_to_end(omnidev(ctx, &["update"]), "update", UV)?;
     ensure!(status.success(), "omnidev update failed ({status}):\n{out}");
     let now = installed_commit(&tools)?;
-    ensure!(
-        now == second,
-        "after update the installed commit is {now}, not {second}"
-    );
+    ensure!(now == second, "after update the installed commit is {now}, not {second}");
     let (status, out) = ctx.run_to_end(
         omnidev(ctx, &["check", "--quiet"]),
         "check-current",
@@ -197,29 +159,15 @@ fn kill_9_mid_install_leaves_the_previous_one(
     let url = format!("file://{}", source.display());
     let mut install = omnidev(
         ctx,
-        &[
-            "install",
-            "--git",
-            &url,
-            "--ref",
-            "heavy",
-            "--no-default-extra",
-            "--python",
-            "3.11",
-        ],
+        &["install", "--git", &url, "--ref", "heavy", "--no-default-extra", "--python", "3.11"],
     );
-    install
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+    install.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     let mut child = install.spawn()?;
     let uv_seen = util::wait_for("uv to start", UV, || {
         if let Some(status) = child.try_wait()? {
             bail!("omnidev install ended ({status}) before uv was seen running");
         }
-        Ok(ctx
-            .pod_processes()
-            .into_iter()
-            .find(|(_, cmdline)| cmdline.contains("tool install")))
+        Ok(ctx.pod_processes().into_iter().find(|(_, cmdline)| cmdline.contains("tool install")))
     })?;
     child.kill()?;
     let _ = child.wait();
@@ -232,15 +180,9 @@ fn kill_9_mid_install_leaves_the_previous_one(
         left.is_empty(),
         "2 s after kill -9 of omnidev install (uv was {uv_seen:?}) these still run: {left:?}"
     );
-    ensure!(
-        fs::read_to_string(&saved)? == before,
-        "install.toml changed by the killed install"
-    );
-    let (status, out) = ctx.run_to_end(
-        omnidev(ctx, &["check"]),
-        "check-after-kill",
-        Duration::from_secs(30),
-    )?;
+    ensure!(fs::read_to_string(&saved)? == before, "install.toml changed by the killed install");
+    let (status, out) =
+        ctx.run_to_end(omnidev(ctx, &["check"]), "check-after-kill", Duration::from_secs(30))?;
     ensure!(
         status.success() && out.contains("is up to date") && out.contains(&previous[..12]),
         "check after the killed install ({status}):\n{out}"

@@ -10,10 +10,7 @@ use super::{Ctx, SOON, UP, parse, send_signal};
 
 /// The pid of the host that started last.
 fn last_host_pid(pod: &super::Pod) -> Result<u32> {
-    Ok(parse::host_starts(&pod.output())
-        .last()
-        .context("no host start line")?
-        .pid)
+    Ok(parse::host_starts(&pod.output()).last().context("no host start line")?.pid)
 }
 
 /// Wait until a host other than `old_host` starts after the `listening`
@@ -45,21 +42,12 @@ pub fn py_change_reloads_server_then_host(ctx: &mut Ctx) -> Result<()> {
 
     let source = repo.join("omnigent/server.py");
     let touched = Instant::now();
-    writeln!(
-        OpenOptions::new().append(true).open(&source)?,
-        "# changed by the e2e"
-    )?;
+    writeln!(OpenOptions::new().append(true).open(&source)?, "# changed by the e2e")?;
     let new_server = pod.server(Some(server.pid), UP)?;
     let reload = touched.elapsed();
     let host = host_started_after(&mut pod, new_server.pid, old_host)?;
-    ensure!(
-        host.server_was_ready,
-        "the reloaded host started before the new server was ready"
-    );
-    ctx.note(format!(
-        "write -> new server answering /health: {:.2}s",
-        reload.as_secs_f64()
-    ));
+    ensure!(host.server_was_ready, "the reloaded host started before the new server was ready");
+    ctx.note(format!("write -> new server answering /health: {:.2}s", reload.as_secs_f64()));
     pod.stop_with("INT", ctx)?;
     Ok(())
 }
@@ -88,14 +76,8 @@ pub fn killed_server_restarts_with_backoff(ctx: &mut Ctx) -> Result<()> {
         server.pid
     );
     let host = host_started_after(&mut pod, new_server.pid, old_host)?;
-    ensure!(
-        host.server_was_ready,
-        "the restarted host started before the server was ready"
-    );
-    ctx.note(format!(
-        "crash -> server answering again: {:.2}s",
-        back.as_secs_f64()
-    ));
+    ensure!(host.server_was_ready, "the restarted host started before the server was ready");
+    ctx.note(format!("crash -> server answering again: {:.2}s", back.as_secs_f64()));
     pod.stop_with("INT", ctx)?;
     Ok(())
 }
@@ -107,20 +89,10 @@ pub fn sigint_sigterm_sighup_leave_no_process(ctx: &mut Ctx) -> Result<()> {
         let mut pod = ctx.up(&repo, &[])?;
         let (server, vite) = pod.ready(UP)?;
         let processes = ctx.pod_processes().len();
-        ensure!(
-            processes >= 4,
-            "only {processes} processes of the pod found before SIG{signal}"
-        );
-        pod.stop_with(signal, ctx)
-            .with_context(|| format!("after SIG{signal}"))?;
-        ensure!(
-            !crate::util::port_open(server.port),
-            "server port still open after SIG{signal}"
-        );
-        ensure!(
-            !crate::util::port_open(vite),
-            "vite port still open after SIG{signal}"
-        );
+        ensure!(processes >= 4, "only {processes} processes of the pod found before SIG{signal}");
+        pod.stop_with(signal, ctx).with_context(|| format!("after SIG{signal}"))?;
+        ensure!(!crate::util::port_open(server.port), "server port still open after SIG{signal}");
+        ensure!(!crate::util::port_open(vite), "vite port still open after SIG{signal}");
     }
     Ok(())
 }
@@ -136,10 +108,7 @@ pub fn kill9_of_omnidev_leaves_no_process_within_2s(ctx: &mut Ctx) -> Result<()>
     pod.wait_exit(SOON)?;
     ctx.wait_no_pod_process(Duration::from_secs(2).saturating_sub(killed.elapsed()))
         .context("within 2 s of kill -9")?;
-    ctx.note(format!(
-        "all gone after {:.2}s",
-        killed.elapsed().as_secs_f64()
-    ));
+    ctx.note(format!("all gone after {:.2}s", killed.elapsed().as_secs_f64()));
 
     let mut pod = ctx.up(&repo, &[])?;
     pod.ready(UP).context("starting again after kill -9")?;

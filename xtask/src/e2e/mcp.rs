@@ -33,11 +33,9 @@ fn inspector(ctx: &mut Ctx, repo: &Path, label: &str, args: &[&str]) -> Result<V
         .stdout(std::fs::File::create(&out)?)
         .stderr(std::fs::File::create(&err)?);
     let mut child = command.spawn().context("running npx (npm's)")?;
-    let status = util::wait_for(
-        &format!("the Inspector's {label}"),
-        INSPECTOR_TIMEOUT,
-        || Ok(child.try_wait()?),
-    )
+    let status = util::wait_for(&format!("the Inspector's {label}"), INSPECTOR_TIMEOUT, || {
+        Ok(child.try_wait()?)
+    })
     .inspect_err(|_| {
         let _ = child.kill();
         let _ = child.wait();
@@ -85,11 +83,7 @@ pub fn inspector_cli_lists_and_calls_the_tools(ctx: &mut Ctx) -> Result<()> {
     let status = tool(ctx, &repo, "status", &[])?;
     ensure!(status["running"] == true, "status: {status:#}");
     let server = |status: &Value| -> Option<i64> {
-        status["services"]
-            .as_array()?
-            .iter()
-            .find(|s| s["name"] == "server")?["pid"]
-            .as_i64()
+        status["services"].as_array()?.iter().find(|s| s["name"] == "server")?["pid"].as_i64()
     };
     let before = server(&status).context("the server has no pid")?;
 

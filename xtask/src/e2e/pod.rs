@@ -37,16 +37,9 @@ fn env_report(server: Server) -> Result<EnvReport> {
 
 /// The pod directory, derived from `OMNIGENT_DATA_DIR` (`<pod>/data/omnigent`).
 fn pod_dir(report: &EnvReport) -> Result<PathBuf> {
-    Path::new(&report.data_dir)
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .with_context(|| {
-            format!(
-                "OMNIGENT_DATA_DIR {} is not <pod>/data/omnigent",
-                report.data_dir
-            )
-        })
+    Path::new(&report.data_dir).parent().and_then(Path::parent).map(Path::to_path_buf).with_context(
+        || format!("OMNIGENT_DATA_DIR {} is not <pod>/data/omnigent", report.data_dir),
+    )
 }
 
 /// Check the pod environment (data dir, ports, URLs) as the server saw it.
@@ -59,11 +52,7 @@ fn check_env_contract(ctx: &Ctx, server: Server, report: &EnvReport) -> Result<P
         pod.display(),
         pods_root.display()
     );
-    ensure!(
-        report.data_dir.ends_with("/data/omnigent"),
-        "OMNIGENT_DATA_DIR = {}",
-        report.data_dir
-    );
+    ensure!(report.data_dir.ends_with("/data/omnigent"), "OMNIGENT_DATA_DIR = {}", report.data_dir);
     let expected_uri = format!("sqlite:///{}/chat.db", report.data_dir);
     ensure!(
         report.database_uri == expected_uri,
@@ -75,27 +64,15 @@ fn check_env_contract(ctx: &Ctx, server: Server, report: &EnvReport) -> Result<P
         "the server opened {} rather than the pod's database",
         report.database
     );
-    ensure!(
-        Path::new(&report.database).is_file(),
-        "database {} was not created",
-        report.database
-    );
+    ensure!(Path::new(&report.database).is_file(), "database {} was not created", report.database);
     ensure!(
         report.config_home == pod.join("config").display().to_string(),
         "OMNIGENT_CONFIG_HOME = {}",
         report.config_home
     );
     let url = format!("http://127.0.0.1:{}", server.port);
-    ensure!(
-        report.url == url,
-        "OMNIGENT_URL = {} (expected {url})",
-        report.url
-    );
-    ensure!(
-        report.log_tty_fd == "2",
-        "OMNIGENT_LOG_TTY_FD = {}",
-        report.log_tty_fd
-    );
+    ensure!(report.url == url, "OMNIGENT_URL = {} (expected {url})", report.url);
+    ensure!(report.log_tty_fd == "2", "OMNIGENT_LOG_TTY_FD = {}", report.log_tty_fd);
     Ok(pod)
 }
 
@@ -119,10 +96,7 @@ pub fn up_headless_server_host_vite(ctx: &mut Ctx) -> Result<()> {
 
     let hosts = parse::host_starts(&out);
     let first_host = hosts.first().context("no `omnigent-host: started` line")?;
-    ensure!(
-        first_host.server_was_ready,
-        "the host started before the server was ready:\n{out}"
-    );
+    ensure!(first_host.server_was_ready, "the host started before the server was ready:\n{out}");
     let listening = parse::listening_line(&out, server.pid).context("no listening line")?;
     ensure!(
         first_host.line > listening,
@@ -153,22 +127,11 @@ pub fn up_headless_server_host_vite(ctx: &mut Ctx) -> Result<()> {
         "omnidev did not print the ui/server URLs (localhost:{vite}, localhost:{})",
         server.port
     );
-    ctx.note(format!(
-        "server :{} vite :{vite} pod {}",
-        server.port,
-        pod_dir.display()
-    ));
+    ctx.note(format!("server :{} vite :{vite} pod {}", server.port, pod_dir.display()));
 
     pod.stop_with("INT", ctx)?;
-    ensure!(
-        !util::port_open(server.port),
-        "port {} still open after shutdown",
-        server.port
-    );
-    ensure!(
-        !util::port_open(vite),
-        "port {vite} still open after shutdown"
-    );
+    ensure!(!util::port_open(server.port), "port {} still open after shutdown", server.port);
+    ensure!(!util::port_open(vite), "port {vite} still open after shutdown");
     Ok(())
 }
 
@@ -193,23 +156,13 @@ pub fn two_checkouts_at_once_second_omnidev_refused(ctx: &mut Ctx) -> Result<()>
     let report_b = env_report(server_b)?;
     let pod_dir_a = check_env_contract(ctx, server_a, &report_a)?;
     check_env_contract(ctx, server_b, &report_b)?;
-    ensure!(
-        report_a.database != report_b.database,
-        "both pods use {}",
-        report_a.database
-    );
+    ensure!(report_a.database != report_b.database, "both pods use {}", report_a.database);
 
     // A second omnidev for checkout a must be refused at once.
     let a = repo_a.display().to_string();
     let (status, out) = ctx.run_omnidev(&["up", "--headless", "--repo", &a], SOON)?;
-    ensure!(
-        !status.success(),
-        "a second omnidev in the same checkout was not refused:\n{out}"
-    );
-    let flat: String = out
-        .chars()
-        .filter(|c| !c.is_whitespace() && *c != '│')
-        .collect();
+    ensure!(!status.success(), "a second omnidev in the same checkout was not refused:\n{out}");
+    let flat: String = out.chars().filter(|c| !c.is_whitespace() && *c != '│').collect();
     let pod_dir: String = pod_dir_a.display().to_string();
     ensure!(
         flat.contains(&pod_dir),

@@ -70,13 +70,7 @@ pub fn foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves(ctx: &mut 
     std::fs::write(docroot.join("health"), "{\"status\": \"ok\"}\n")?;
     let foreign = ctx
         .command_with_subtag("python3", "foreign")
-        .args([
-            "-m",
-            "http.server",
-            &lost.to_string(),
-            "--bind",
-            "127.0.0.1",
-        ])
+        .args(["-m", "http.server", &lost.to_string(), "--bind", "127.0.0.1"])
         .arg("--directory")
         .arg(&docroot)
         .stdout(Stdio::null())
@@ -86,10 +80,7 @@ pub fn foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves(ctx: &mut 
     let foreign = Reaped(foreign);
     let foreign_pid = foreign.0.id();
     util::wait_for("the foreign server to answer", SOON, || {
-        Ok(util::http_get(lost, "/health")
-            .ok()
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ()))
+        Ok(util::http_get(lost, "/health").ok().filter(|(code, _)| *code == 200).map(|_| ()))
     })?;
     ensure!(
         parse::listening(&pod.output()).is_empty(),
@@ -98,14 +89,11 @@ pub fn foreign_server_on_the_pod_port_is_not_ready_and_the_port_moves(ctx: &mut 
 
     let held = format!("port {lost} is held by pid {foreign_pid} (");
     pod.wait_output("omnidev to name the holder", UP, |out| {
-        out.lines()
-            .find(|l| l.contains(&held) && l.contains("not by server"))
-            .map(str::to_owned)
+        out.lines().find(|l| l.contains(&held) && l.contains("not by server")).map(str::to_owned)
     })?;
     let moved = pod.wait_output("the server to move", UP, |out| {
-        let line = out
-            .lines()
-            .find(|l| l.contains(&format!("moved server from port {lost} to port ")))?;
+        let line =
+            out.lines().find(|l| l.contains(&format!("moved server from port {lost} to port ")))?;
         line.rsplit(' ').next()?.parse::<u16>().ok()
     })?;
     ensure!(moved != lost, "moved to the same port");
@@ -183,11 +171,7 @@ pub fn six_cache_roots_at_once_get_distinct_ports(ctx: &mut Ctx) -> Result<()> {
     for (pod, (_, cache)) in pods.iter_mut().zip(&repos) {
         let server = pod.ready_backend(UP)?;
         let recorded = recorded_ports(cache);
-        ensure!(
-            recorded.len() == 2,
-            "pod.toml under {}: {recorded:?}",
-            cache.display()
-        );
+        ensure!(recorded.len() == 2, "pod.toml under {}: {recorded:?}", cache.display());
         ensure!(
             recorded.contains(&("server".to_owned(), server.port)),
             "the server listens on {}, pod.toml says {recorded:?}",
@@ -219,10 +203,7 @@ const SUN_PATH: usize = 108;
 /// would not fit a socket address: `up --detach`, `status` and `stop`
 /// work, through the pointer in the pod directory.
 pub fn long_pod_path_detach_status_stop(ctx: &mut Ctx) -> Result<()> {
-    let name = format!(
-        "wt-{}",
-        "feature-branch-with-a-long-descriptive-name-".repeat(3)
-    );
+    let name = format!("wt-{}", "feature-branch-with-a-long-descriptive-name-".repeat(3));
     let repo = ctx.checkout(&name)?;
     let out = omnidev_ok(ctx, &repo, &["up", "--detach", "--no-vite"], UP)?;
     ensure!(out.contains("server http://localhost:"), "{out}");
@@ -245,10 +226,7 @@ pub fn long_pod_path_detach_status_stop(ctx: &mut Ctx) -> Result<()> {
         "the socket {} is not a short path in the runtime directory",
         socket.display()
     );
-    ensure!(
-        service_state(&status, "server")? == "ready",
-        "server is not ready:\n{status}"
-    );
+    ensure!(service_state(&status, "server")? == "ready", "server is not ready:\n{status}");
 
     omnidev_ok(ctx, &repo, &["stop"], UP)?;
     let status = status_stopped(ctx, &repo, &["--json"], SOON)?;

@@ -38,11 +38,8 @@ mod tests {
     #[test]
     fn tagged_processes_finds_live_tagged_children_only() {
         let tag = format!("unit-{}", std::process::id());
-        let mut child = Command::new("sleep")
-            .arg("30")
-            .env(TAG_VAR, &tag)
-            .spawn()
-            .expect("spawn sleep");
+        let mut child =
+            Command::new("sleep").arg("30").env(TAG_VAR, &tag).spawn().expect("spawn sleep");
         // Until `sleep` has exec'd, /proc shows the parent's environment
         // (no tag): wait for the new image rather than read once.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -70,37 +70,24 @@ pub fn package_moves_git_mv_and_mkdir_reload_once_each(ctx: &mut Ctx) -> Result<
     // `--debug`: the watcher says how it judged each file event, the
     // positive sign that an ignored write was seen and did not count.
     let mut pod = ctx.up(&repo, &["--debug"])?;
-    pod.wait_output("the server to start", UP, |out| {
-        out.contains("serving").then_some(())
-    })?;
+    pod.wait_output("the server to start", UP, |out| out.contains("serving").then_some(()))?;
     let first = starts(&pod);
     let mut expected = 0;
 
     let into = repo.join("omnigent");
     let pkg = outside.join("pkg").display().to_string();
-    reloads(&mut pod, "mv a package in", || {
-        sh(ctx, &into, "mv", &[&pkg, "pkg"])
-    })?;
+    reloads(&mut pod, "mv a package in", || sh(ctx, &into, "mv", &[&pkg, "pkg"]))?;
     expected += 1;
-    reloads(&mut pod, "mv within omnigent/", || {
-        sh(ctx, &into, "mv", &["pkg", "moved"])
-    })?;
+    reloads(&mut pod, "mv within omnigent/", || sh(ctx, &into, "mv", &["pkg", "moved"]))?;
     expected += 1;
     sh(ctx, &repo, "git", &["add", "omnigent/moved"])?;
     sh(ctx, &repo, "git", &["commit", "-q", "-m", "a package"])?;
     reloads(&mut pod, "git mv", || {
-        sh(
-            ctx,
-            &repo,
-            "git",
-            &["mv", "omnigent/moved", "omnigent/renamed"],
-        )
+        sh(ctx, &repo, "git", &["mv", "omnigent/moved", "omnigent/renamed"])
     })?;
     expected += 1;
     let gone = outside.join("gone").display().to_string();
-    reloads(&mut pod, "mv a package out", || {
-        sh(ctx, &into, "mv", &["renamed", &gone])
-    })?;
+    reloads(&mut pod, "mv a package out", || sh(ctx, &into, "mv", &["renamed", &gone]))?;
     expected += 1;
     for i in 0..20 {
         let script = format!("mkdir q{i} && echo 'X = {i}' > q{i}/__init__.py");
@@ -138,16 +125,11 @@ pub fn package_moves_git_mv_and_mkdir_reload_once_each(ctx: &mut Ctx) -> Result<
     ctx.wait_healthy_after_reload(&repo)?;
     let out = pod.output();
     ensure!(
-        !out.lines()
-            .any(|line| line.contains("scratch_1.py") && line.contains(": counts")),
+        !out.lines().any(|line| line.contains("scratch_1.py") && line.contains(": counts")),
         "an event of the ignored file counted:\n{out}"
     );
     let total = starts(&pod) - first;
-    ensure!(
-        total == expected,
-        "{expected} changes made {total} server starts:\n{}",
-        pod.output()
-    );
+    ensure!(total == expected, "{expected} changes made {total} server starts:\n{}", pod.output());
     ctx.note(format!("{expected} changes, {total} reloads"));
     pod.stop_with("INT", ctx)?;
     Ok(())

@@ -22,16 +22,12 @@ impl<'c, 'h> Tmux<'c, 'h> {
     /// A tmux server of its own for the case's `name` (its socket named
     /// after it and this process).
     fn new(ctx: &'c Ctx<'h>, name: &str) -> Self {
-        Self {
-            ctx,
-            socket: format!("omnidev-e2e-{name}-{}", std::process::id()),
-        }
+        Self { ctx, socket: format!("omnidev-e2e-{name}-{}", std::process::id()) }
     }
 
     /// Types `keys` (tmux key names: `q`, `C-z`, `Enter`) into the session.
     fn send(&self, keys: &[&str]) -> Result<()> {
-        self.run(&[&["send-keys", "-t", "pod"][..], keys].concat())
-            .map(drop)
+        self.run(&[&["send-keys", "-t", "pod"][..], keys].concat()).map(drop)
     }
 
     fn command(&self) -> Command {
@@ -99,9 +95,7 @@ impl<'c, 'h> Tmux<'c, 'h> {
     fn ended(&self) -> Result<Option<String>> {
         let screen = self.screen()?;
         Ok(screen.lines().find_map(|line| {
-            line.trim()
-                .strip_prefix(ENDED)
-                .map(|status| status.trim().to_string())
+            line.trim().strip_prefix(ENDED).map(|status| status.trim().to_string())
         }))
     }
 
@@ -177,11 +171,9 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
     )?;
     for (key, mark) in [("1", SERVER), ("2", HOST), ("3", WEB)] {
         tmux.send(&[key])?;
-        tmux.wait_screen(
-            &format!("key {key} to show the {mark} pane"),
-            SOON,
-            |screen| only(screen, mark),
-        )?;
+        tmux.wait_screen(&format!("key {key} to show the {mark} pane"), SOON, |screen| {
+            only(screen, mark)
+        })?;
     }
     tmux.send(&["0"])?;
     tmux.wait_screen("key 0 to show the combined pane", SOON, |screen| {
@@ -192,10 +184,7 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
         }
     })?;
     let processes = ctx.pod_processes().len();
-    ensure!(
-        processes >= 4,
-        "only {processes} processes of the pod found while it runs"
-    );
+    ensure!(processes >= 4, "only {processes} processes of the pod found while it runs");
 
     tmux.send(&["q"])?;
     let status =
@@ -207,13 +196,8 @@ pub fn tui_in_tmux_panes_and_quit(ctx: &mut Ctx) -> Result<()> {
                 tmux.screen().unwrap_or_default()
             )
         })?;
-    ensure!(
-        status == "0",
-        "omnidev exited with status {status} after q:\n{}",
-        tmux.screen()?
-    );
-    ctx.wait_no_pod_process(Duration::from_secs(10))
-        .context("after q")?;
+    ensure!(status == "0", "omnidev exited with status {status} after q:\n{}", tmux.screen()?);
+    ctx.wait_no_pod_process(Duration::from_secs(10)).context("after q")?;
     Ok(())
 }
 
@@ -223,13 +207,7 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
     use std::fmt::Write as _;
     let needle = repo.display().to_string();
     let pane = tmux
-        .run(&[
-            "display-message",
-            "-p",
-            "-t",
-            "pod",
-            "#{pane_pid} #{pane_tty} #{pane_dead}",
-        ])
+        .run(&["display-message", "-p", "-t", "pod", "#{pane_pid} #{pane_tty} #{pane_dead}"])
         .unwrap_or_default();
     let mut report = format!("  pane (pid tty dead): {}", pane.trim());
     let tty = pane.split_whitespace().nth(1).unwrap_or("-").to_string();
@@ -240,11 +218,7 @@ fn omnidev_threads(repo: &std::path::Path, tmux: &Tmux) -> String {
             .iter()
             .any(|target| target.to_string_lossy() == tty);
         if holds {
-            let _ = write!(
-                report,
-                "\n    {pid}: {}",
-                omnidev_core::platform::cmdline(pid)
-            );
+            let _ = write!(report, "\n    {pid}: {}", omnidev_core::platform::cmdline(pid));
         }
     }
     report.push('\n');
@@ -282,10 +256,7 @@ const LINK_SHOWN: &str = "ansi-link: the docs and the rest";
 
 /// Whether the screen shows a line the tick service printed.
 fn shows_a_tick(screen: &str) -> bool {
-    screen
-        .split("tick ")
-        .skip(1)
-        .any(|after| after.starts_with(|c: char| c.is_ascii_digit()))
+    screen.split("tick ").skip(1).any(|after| after.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// The whole UI is on screen: the link's line, the link service's other
@@ -305,9 +276,7 @@ fn stopped(times: usize) -> impl Fn(&str) -> Result<(), String> {
         if stops == times && !screen.contains(LINK_SHOWN) {
             Ok(())
         } else {
-            Err(format!(
-                "{stops} `Stopped` lines (want {times}), or the UI still shown"
-            ))
+            Err(format!("{stops} `Stopped` lines (want {times}), or the UI still shown"))
         }
     }
 }
@@ -318,10 +287,7 @@ fn pane_alone(link: bool) -> impl Fn(&str) -> Result<(), String> {
         if screen.contains("link-here") == link && shows_a_tick(screen) != link {
             Ok(())
         } else {
-            Err(format!(
-                "the {} pane is not shown alone",
-                if link { "link" } else { "tick" }
-            ))
+            Err(format!("the {} pane is not shown alone", if link { "link" } else { "tick" }))
         }
     }
 }
@@ -338,29 +304,17 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
     tmux.session("bash --norc --noprofile -i", "160", "40")?;
     let omnidev = ctx.omnidev_path().display().to_string();
     tmux.send(&[
-        &format!(
-            "env OMNIDEV_E2E_TAG='{}' '{omnidev}' up --repo '{}'",
-            ctx.tag,
-            repo.display()
-        ),
+        &format!("env OMNIDEV_E2E_TAG='{}' '{omnidev}' up --repo '{}'", ctx.tag, repo.display()),
         "Enter",
     ])?;
     tmux.wait_screen("the UI with both services' lines", UP, ui)?;
 
     tmux.send(&["C-z"])?;
-    tmux.wait_screen(
-        "Ctrl-Z to stop omnidev and show the shell",
-        SOON,
-        stopped(1),
-    )?;
+    tmux.wait_screen("Ctrl-Z to stop omnidev and show the shell", SOON, stopped(1))?;
     tmux.send(&["fg", "Enter"])?;
     tmux.wait_screen("fg to redraw the UI", SOON, ui)?;
     tmux.send(&["2"])?;
-    tmux.wait_screen(
-        "key 2 (no Enter) to show the link pane",
-        SOON,
-        pane_alone(true),
-    )?;
+    tmux.wait_screen("key 2 (no Enter) to show the link pane", SOON, pane_alone(true))?;
 
     let omnidev_pid = ctx
         .pod_processes()
@@ -369,11 +323,7 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
         .map(|(pid, _)| pid)
         .context("omnidev's own process not found")?;
     super::send_signal(omnidev_pid, "TSTP")?;
-    tmux.wait_screen(
-        "SIGTSTP to stop omnidev and show the shell",
-        SOON,
-        stopped(2),
-    )?;
+    tmux.wait_screen("SIGTSTP to stop omnidev and show the shell", SOON, stopped(2))?;
     tmux.send(&["fg", "Enter"])?;
     tmux.wait_screen("fg to redraw the link pane", SOON, |screen| {
         if screen.contains(LINK_SHOWN) && screen.contains("link-here") {
@@ -383,21 +333,13 @@ pub fn tui_ctrl_z_and_sigtstp_suspend_fg_restores(ctx: &mut Ctx) -> Result<()> {
         }
     })?;
     tmux.send(&["1"])?;
-    tmux.wait_screen(
-        "key 1 (no Enter) to show the tick pane",
-        SOON,
-        pane_alone(false),
-    )?;
+    tmux.wait_screen("key 1 (no Enter) to show the tick pane", SOON, pane_alone(false))?;
 
     tmux.send(&["q"])?;
     ctx.wait_no_pod_process(SOON).context("after q")?;
     tmux.send(&[&format!("echo \"{ENDED} $?\""), "Enter"])?;
     let status = util::wait_for("the shell to report omnidev's exit", SOON, || tmux.ended())?;
-    ensure!(
-        status == "0",
-        "omnidev exited with {status}:\n{}",
-        tmux.screen()?
-    );
+    ensure!(status == "0", "omnidev exited with {status}:\n{}", tmux.screen()?);
     Ok(())
 }
 
@@ -426,20 +368,16 @@ pub fn tui_shows_unfinished_lines_and_finishes_them_in_place(ctx: &mut Ctx) -> R
     std::fs::write(repo.join("omnidev.toml"), UNFINISHED_PROFILE)?;
     let tmux = Tmux::new(ctx, "unfinished");
     tmux.up(&repo, "160", "40")?;
-    tmux.wait_screen(
-        "the prompt and the redrawn bar before their newlines",
-        UP,
-        |screen| {
-            // (tmux leaves out the spaces that end a row.)
-            if rows_with(screen, "Password:") != 1 || screen.contains("secret") {
-                return Err("no one `Password:` line (without `secret`)".into());
-            }
-            if rows_with(screen, "at 50%") != 1 || screen.contains("at 10%") {
-                return Err("the bar is not one `at 50%` line".into());
-            }
-            Ok(())
-        },
-    )?;
+    tmux.wait_screen("the prompt and the redrawn bar before their newlines", UP, |screen| {
+        // (tmux leaves out the spaces that end a row.)
+        if rows_with(screen, "Password:") != 1 || screen.contains("secret") {
+            return Err("no one `Password:` line (without `secret`)".into());
+        }
+        if rows_with(screen, "at 50%") != 1 || screen.contains("at 10%") {
+            return Err("the bar is not one `at 50%` line".into());
+        }
+        Ok(())
+    })?;
     std::fs::write(repo.join("answer"), "")?;
     std::fs::write(repo.join("done"), "")?;
     tmux.wait_screen("both finished in place", SOON, |screen| {
@@ -469,11 +407,7 @@ pub fn tui_shows_unfinished_lines_and_finishes_them_in_place(ctx: &mut Ctx) -> R
 /// `omnidev status --json` of the pod of `repo` (with only a shared
 /// borrow of the case, beside a [`Tmux`]).
 fn status_json(ctx: &Ctx, repo: &std::path::Path) -> Result<String> {
-    let output = ctx
-        .omnidev()
-        .args(["status", "--json", "--repo"])
-        .arg(repo)
-        .output()?;
+    let output = ctx.omnidev().args(["status", "--json", "--repo"]).arg(repo).output()?;
     ensure!(
         output.status.success(),
         "status --json failed ({}): {}",
@@ -531,9 +465,7 @@ pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Re
         },
     )?;
     tmux.send(&["1"])?;
-    tmux.wait_screen("key 1 to show the server pane", SOON, |screen| {
-        only(screen, SERVER)
-    })?;
+    tmux.wait_screen("key 1 to show the server pane", SOON, |screen| only(screen, SERVER))?;
     tmux.send(&["r"])?;
     let after = util::wait_for("`r` to give the server a new pid", UP, || {
         let status = status_json(ctx, &repo)?;
@@ -565,10 +497,7 @@ pub fn attach_tui_shows_the_server_restarts_it_and_detaches(ctx: &mut Ctx) -> Re
         "attach did not say the pod keeps running:\n{screen}"
     );
     let status = status_json(ctx, &repo)?;
-    ensure!(
-        status.contains("\"running\": true"),
-        "the pod stopped with the UI:\n{status}"
-    );
+    ensure!(status.contains("\"running\": true"), "the pod stopped with the UI:\n{status}");
     ensure!(
         service_pid(&status, "server")? == Some(after),
         "the server was touched by q:\n{status}"
@@ -641,7 +570,6 @@ pub fn tui_p_applies_an_edited_profile(ctx: &mut Ctx) -> Result<()> {
     tmux.send(&["q"])?;
     let status = util::wait_for("omnidev to quit on `q`", SOON, || tmux.ended())?;
     ensure!(status == "0", "omnidev exited with {status}");
-    ctx.wait_no_pod_process(Duration::from_secs(10))
-        .context("after q")?;
+    ctx.wait_no_pod_process(Duration::from_secs(10)).context("after q")?;
     Ok(())
 }

@@ -13,10 +13,7 @@ fn pnpm_installs_at_root(repo: &Path) -> Result<usize> {
     let log = install_log(repo);
     let root = repo.display().to_string();
     for line in &log {
-        ensure!(
-            line.contains(" agent=pnpm/"),
-            "an install was not run by pnpm: {line}"
-        );
+        ensure!(line.contains(" agent=pnpm/"), "an install was not run by pnpm: {line}");
         ensure!(
             line.ends_with(&format!(" init-cwd={root}")),
             "an install did not run at the workspace root {root}: {line}"
@@ -38,10 +35,7 @@ pub fn pnpm_workspace_installs_once_at_root(ctx: &mut Ctx) -> Result<()> {
     let vite = pod.vite(UP)?;
     let out = pod.output();
     let installs = pnpm_installs_at_root(&repo)?;
-    ensure!(
-        installs == 1,
-        "{installs} installs on the first start:\n{out}"
-    );
+    ensure!(installs == 1, "{installs} installs on the first start:\n{out}");
     ensure!(
         repo.join("node_modules/.pnpm").is_dir(),
         "no node_modules/.pnpm at the workspace root"
@@ -66,10 +60,7 @@ pub fn pnpm_workspace_installs_once_at_root(ctx: &mut Ctx) -> Result<()> {
         installs == 1,
         "the second start installed again ({installs} installs in total):\n{out}"
     );
-    ensure!(
-        !out.contains("pnpm install"),
-        "the second start mentions an install:\n{out}"
-    );
+    ensure!(!out.contains("pnpm install"), "the second start mentions an install:\n{out}");
     Ok(())
 }
 
@@ -99,10 +90,7 @@ pub fn failed_install_reported_once_then_fixed(ctx: &mut Ctx) -> Result<()> {
             .map(str::to_owned)
     })?;
     for needed in ["exit code 1", "package.json", "omnidev restart vite"] {
-        ensure!(
-            report.contains(needed),
-            "the report lacks `{needed}`: {report}"
-        );
+        ensure!(report.contains(needed), "the report lacks `{needed}`: {report}");
     }
     // Server and host are not affected.
     pod.server(None, UP)?;
@@ -111,10 +99,7 @@ pub fn failed_install_reported_once_then_fixed(ctx: &mut Ctx) -> Result<()> {
     // `a_failed_prepare_step_waits_for_its_inputs_however_long`; here the
     // fix below must cause exactly one more install.
     let out = pod.output();
-    ensure!(
-        out.contains("omnigent-missing"),
-        "the report does not quote pnpm's error:\n{out}"
-    );
+    ensure!(out.contains("omnigent-missing"), "the report does not quote pnpm's error:\n{out}");
     ensure!(
         count_lines(&out, "vite: pnpm install …") == 1,
         "the install ran more than once before the fix:\n{out}"
@@ -135,10 +120,7 @@ pub fn failed_install_reported_once_then_fixed(ctx: &mut Ctx) -> Result<()> {
         count_lines(&out, "vite: pnpm install …") == 2,
         "the fix did not cause exactly one more install:\n{out}"
     );
-    ensure!(
-        pnpm_installs_at_root(&repo)? == 1,
-        "one successful install expected"
-    );
+    ensure!(pnpm_installs_at_root(&repo)? == 1, "one successful install expected");
     ctx.note(format!("fixed without restarting omnidev; vite :{vite}"));
     pod.stop_with("INT", ctx)?;
     Ok(())
@@ -156,21 +138,16 @@ pub fn node_below_floor_backend_still_runs(ctx: &mut Ctx) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755))?;
     }
-    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))?;
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )?;
     let mut command = ctx.omnidev();
-    command
-        .arg("--headless")
-        .current_dir(&repo)
-        .env("PATH", &path);
+    command.arg("--headless").current_dir(&repo).env("PATH", &path);
     let mut pod = ctx.spawn_pod(command, &repo)?;
     pod.ready_backend(UP)?;
     let out = pod.output();
-    let lines: Vec<&str> = out
-        .lines()
-        .filter(|line| line.contains("v20.0.0"))
-        .collect();
+    let lines: Vec<&str> = out.lines().filter(|line| line.contains("v20.0.0")).collect();
     ensure!(lines.len() == 1, "expected one line naming v20.0.0:\n{out}");
     ensure!(
         lines[0].contains("--no-vite") && lines[0].contains(&node.display().to_string()),

@@ -20,9 +20,7 @@ pub(super) fn busy_answer() -> String {
 }
 
 pub(super) fn busy(limit: usize) -> Response {
-    Response::error(format!(
-        "busy: {limit} requests are already being answered; try again"
-    ))
+    Response::error(format!("busy: {limit} requests are already being answered; try again"))
 }
 
 /// Whether the client has closed its end completely (`POLLHUP`). A client

@@ -27,9 +27,7 @@ pub(super) fn unknown_service(shared: &Server, name: &str) -> Response {
 }
 
 pub(super) async fn answer(shared: &Server, request: Request) -> Response {
-    answered(shared, request)
-        .await
-        .unwrap_or_else(|refusal| *refusal)
+    answered(shared, request).await.unwrap_or_else(|refusal| *refusal)
 }
 
 /// A request's answer, or the refusal that ended it early (`?`).
@@ -41,11 +39,7 @@ async fn answered(shared: &Server, request: Request) -> Answered {
         Request::Status | Request::Stop => Response::ok(status(shared), Vec::new()),
         // Answered by `stream_events`.
         Request::Events(_) => Response::error("`events` is answered as a stream"),
-        Request::Wait {
-            until,
-            services,
-            timeout_secs,
-        } => {
+        Request::Wait { until, services, timeout_secs } => {
             let limit = limit(timeout_secs, WAIT_DEADLINE)?;
             let services = expand(shared, &services);
             unknown(shared, &services)?;
@@ -64,22 +58,14 @@ async fn answered(shared: &Server, request: Request) -> Answered {
         Request::StopService { services } => {
             stop_services(shared, &expand(shared, &services)).await?
         }
-        Request::StartService {
-            services,
-            timeout_secs,
-        } => {
+        Request::StartService { services, timeout_secs } => {
             let limit = limit(timeout_secs, RESTART_DEADLINE)?;
             start_services(shared, &expand(shared, &services), limit).await?
         }
         Request::ReloadProfile { timeout_secs } => {
             reload_profile(shared, limit(timeout_secs, RESTART_DEADLINE)?).await
         }
-        Request::Restart {
-            service,
-            all,
-            no_deps,
-            timeout_secs,
-        } => {
+        Request::Restart { service, all, no_deps, timeout_secs } => {
             let limit = limit(timeout_secs, RESTART_DEADLINE)?;
             let target = match service {
                 Some(_) if all => {
@@ -87,10 +73,9 @@ async fn answered(shared: &Server, request: Request) -> Answered {
                     return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
                 }
                 _ if all => Restart::All,
-                Some(name) => Restart::Service {
-                    copies: expand(shared, &[name]),
-                    dependents: !no_deps,
-                },
+                Some(name) => {
+                    Restart::Service { copies: expand(shared, &[name]), dependents: !no_deps }
+                }
                 None => Restart::Watched,
             };
             restart(shared, target, limit).await?
@@ -137,16 +122,9 @@ pub(super) async fn start_services(
 ) -> Answered {
     check_services(shared, services)?;
     let deadline = tokio::time::Instant::now() + limit;
-    let waited = shared
-        .supervisor
-        .start_until_ready(services, deadline)
-        .await;
+    let waited = shared.supervisor.start_until_ready(services, deadline).await;
     Ok(outcome(shared, waited, |_| {
-        format!(
-            "{} not ready within {} s",
-            services.join(", "),
-            limit.as_secs()
-        )
+        format!("{} not ready within {} s", services.join(", "), limit.as_secs())
     }))
 }
 
@@ -159,10 +137,7 @@ pub(super) fn expand(shared: &Server, names: &[String]) -> Vec<String> {
 /// the pod does not have.
 pub(super) fn check_services(shared: &Server, services: &[String]) -> Result<(), Box<Response>> {
     if services.is_empty() {
-        return Err(Box::new(Response::refused(
-            ErrorKind::Usage,
-            "no service named",
-        )));
+        return Err(Box::new(Response::refused(ErrorKind::Usage, "no service named")));
     }
     unknown(shared, services)
 }
@@ -171,24 +146,18 @@ pub(super) fn check_services(shared: &Server, services: &[String]) -> Result<(),
 /// one of this pod's services.
 fn unknown(shared: &Server, names: &[String]) -> Result<(), Box<Response>> {
     let known = shared.supervisor.service_names();
-    let refusal = names
-        .iter()
-        .find_map(|name| match omnidev_pod::names::check_service(name) {
-            Err(message) => Some(Response::refused(ErrorKind::Usage, message)),
-            Ok(()) if !known.contains(name) => Some(unknown_service(shared, name)),
-            Ok(()) => None,
-        });
+    let refusal = names.iter().find_map(|name| match omnidev_pod::names::check_service(name) {
+        Err(message) => Some(Response::refused(ErrorKind::Usage, message)),
+        Ok(()) if !known.contains(name) => Some(unknown_service(shared, name)),
+        Ok(()) => None,
+    });
     refusal.map_or(Ok(()), |refusal| Err(Box::new(refusal)))
 }
 
 /// The watched services of the profile the pod runs now (a
 /// `reload-profile` may have added or removed some).
 pub(super) fn watched(shared: &Server) -> Vec<String> {
-    shared
-        .info
-        .live
-        .as_ref()
-        .map_or_else(|| shared.info.watched.clone(), |live| live.watched())
+    shared.info.live.as_ref().map_or_else(|| shared.info.watched.clone(), |live| live.watched())
 }
 
 /// What `restart` restarts.
@@ -216,13 +185,7 @@ pub(super) async fn restart(shared: &Server, target: Restart, limit: Duration) -
     };
     unknown(shared, &names)?;
     let deadline = tokio::time::Instant::now() + limit;
-    let dependents = !matches!(
-        target,
-        Restart::Service {
-            dependents: false,
-            ..
-        }
-    );
+    let dependents = !matches!(target, Restart::Service { dependents: false, .. });
     // A service's replicas one at a time, the next only once this one is
     // ready again; anything else at once, as one reload.
     let batches: Vec<&[String]> = if matches!(target, Restart::Service { .. }) {
@@ -232,20 +195,13 @@ pub(super) async fn restart(shared: &Server, target: Restart, limit: Duration) -
     };
     let mut waited = Ok(Waited::Met);
     for batch in batches {
-        waited = shared
-            .supervisor
-            .restart_until_ready(batch, dependents, deadline)
-            .await;
+        waited = shared.supervisor.restart_until_ready(batch, dependents, deadline).await;
         if !matches!(waited, Ok(Waited::Met)) {
             break;
         }
     }
     Ok(outcome(shared, waited, |_| {
-        format!(
-            "{} not ready again within {} s",
-            names.join(", "),
-            limit.as_secs()
-        )
+        format!("{} not ready again within {} s", names.join(", "), limit.as_secs())
     }))
 }
 
@@ -297,9 +253,7 @@ pub(super) async fn wait(
         WaitFor::HealthyAfterReload => {
             let after = asked.checked_sub(RELOAD_LOOKBACK).unwrap_or(asked);
             tokio::time::sleep(WATCHER_CATCH_UP).await;
-            supervisor
-                .wait_healthy_after_reload(services, after, deadline)
-                .await
+            supervisor.wait_healthy_after_reload(services, after, deadline).await
         }
     };
     outcome(shared, waited, |waited| {
@@ -311,11 +265,7 @@ pub(super) async fn wait(
             (WaitFor::Exited, _) => "still running",
             (WaitFor::HealthyAfterReload, _) => "not ready again after the reload",
         };
-        let names = if services.is_empty() {
-            "the pod".to_owned()
-        } else {
-            services.join(", ")
-        };
+        let names = if services.is_empty() { "the pod".to_owned() } else { services.join(", ") };
         format!("{names}: {what} within {} s", limit.as_secs())
     })
 }
@@ -348,10 +298,7 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         .map(|status| {
             let log_file = shared.supervisor.log_file(&status.name).ok().flatten();
             let usage = shared.supervisor.usage(&status);
-            ServiceReport {
-                usage,
-                ..ServiceReport::new(status, log_file)
-            }
+            ServiceReport { usage, ..ServiceReport::new(status, log_file) }
         })
         .collect();
     let mut usage = omnidev_core::platform::Usage::default();

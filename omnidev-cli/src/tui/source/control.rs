@@ -51,34 +51,21 @@ impl Connection {
     /// Asks the pod in `pod_dir` for its status, then opens the stream of
     /// its kept and new records.
     pub fn open(pod_dir: &Path) -> Result<Self> {
-        let status = Ask::status()
-            .send(pod_dir)?
-            .status
-            .ok_or_else(|| Error::Protocol {
-                socket: control::socket_path(pod_dir),
-                message: "the status answer holds no status".to_owned(),
-            })?;
+        let status = Ask::status().send(pod_dir)?.status.ok_or_else(|| Error::Protocol {
+            socket: control::socket_path(pod_dir),
+            message: "the status answer holds no status".to_owned(),
+        })?;
         // A prompt or a progress bar shows before its newline, as in
         // `up`'s own UI.
         // Unfinished lines too, as the local UI shows them.
-        let query = EventsQuery {
-            partial: true,
-            ..EventsQuery::everything()
-        };
+        let query = EventsQuery { partial: true, ..EventsQuery::everything() };
         let reader = Ask::events(query).stream(pod_dir)?;
-        Ok(Self {
-            status,
-            reader: RecordReader::new(reader).map_err(Error::io("read", pod_dir))?,
-        })
+        Ok(Self { status, reader: RecordReader::new(reader).map_err(Error::io("read", pod_dir))? })
     }
 
     /// The services' states as the status has them, for the header.
     pub fn statuses(&self) -> Vec<ServiceStatus> {
-        self.status
-            .services
-            .iter()
-            .map(|report| report.status.clone())
-            .collect()
+        self.status.services.iter().map(|report| report.status.clone()).collect()
     }
 }
 
@@ -87,16 +74,8 @@ impl Connection {
 pub fn app(pod_dir: &Path, connection: &Connection) -> App {
     let status = &connection.status;
     let mut app = App::new(
-        PodInfo {
-            pod_dir: pod_dir.to_owned(),
-            urls: status.urls.clone(),
-            usage: None,
-        },
-        status
-            .services
-            .iter()
-            .map(|s| s.status.name.clone())
-            .collect(),
+        PodInfo { pod_dir: pod_dir.to_owned(), urls: status.urls.clone(), usage: None },
+        status.services.iter().map(|s| s.status.name.clone()).collect(),
         status.watched.clone(),
     );
     app.attached = true;
@@ -119,18 +98,11 @@ impl RecordReader {
     fn new(records: Records) -> std::io::Result<Self> {
         let (stream, lines) = records.into_parts();
         stream.set_nonblocking(true)?;
-        Ok(Self::from_stream(
-            tokio::net::UnixStream::from_std(stream)?,
-            lines,
-        ))
+        Ok(Self::from_stream(tokio::net::UnixStream::from_std(stream)?, lines))
     }
 
     fn from_stream(stream: tokio::net::UnixStream, lines: Lines) -> Self {
-        Self {
-            stream,
-            lines,
-            chunk: vec![0; READ_CHUNK].into_boxed_slice(),
-        }
+        Self { stream, lines, chunk: vec![0; READ_CHUNK].into_boxed_slice() }
     }
 
     /// The next line; `None` at the end of the stream (an unfinished last
@@ -198,14 +170,9 @@ impl ControlSource {
                 return None;
             }
             EventKind::Ended { services } => {
-                let endings: Vec<String> = services
-                    .iter()
-                    .map(|s| text::quote(&s.detail).into_owned())
-                    .collect();
-                return Some(Update::Ended(format!(
-                    "the pod stopped: {}",
-                    endings.join("; ")
-                )));
+                let endings: Vec<String> =
+                    services.iter().map(|s| text::quote(&s.detail).into_owned()).collect();
+                return Some(Update::Ended(format!("the pod stopped: {}", endings.join("; "))));
             }
             EventKind::Status { services } => {
                 return Some(Update::Status {
@@ -288,14 +255,12 @@ impl Feed for ControlSource {
                 Ask::stop(vec![name.clone()], ACTION_TIMEOUT),
                 format!("stopped {name} (s starts it again)"),
             ),
-            Action::Start(name) => (
-                Ask::start(vec![name.clone()], ACTION_TIMEOUT),
-                format!("started {name}"),
-            ),
-            Action::ReloadProfile => (
-                Ask::reload_profile(ACTION_TIMEOUT),
-                "applied the profile".to_owned(),
-            ),
+            Action::Start(name) => {
+                (Ask::start(vec![name.clone()], ACTION_TIMEOUT), format!("started {name}"))
+            }
+            Action::ReloadProfile => {
+                (Ask::reload_profile(ACTION_TIMEOUT), "applied the profile".to_owned())
+            }
             // `c` clears this UI's pane only: the pod's buffers are other
             // readers' too. `q` and Ctrl-Z are the loop's.
             Action::Quit | Action::Suspend => return,
@@ -334,10 +299,7 @@ async fn measure_every(pod_dir: PathBuf, answer: mpsc::Sender<Update>) {
 
 /// The URLs of `status` that are the pod's own, not a service's.
 fn own_urls(status: &PodStatus) -> Vec<UrlReport> {
-    (status.urls.iter())
-        .filter(|u| u.service.is_none())
-        .cloned()
-        .collect()
+    (status.urls.iter()).filter(|u| u.service.is_none()).cloned().collect()
 }
 
 #[cfg(test)]
@@ -373,19 +335,12 @@ mod tests {
         );
         assert_eq!(reader.next().await, Some(Line::Text(b"after".to_vec())));
         writer.await.expect("writer");
-        assert_eq!(
-            reader.next().await,
-            None,
-            "an unfinished last line is dropped"
-        );
+        assert_eq!(reader.next().await, None, "an unfinished last line is dropped");
     }
 
     /// The server's URL, shown while it is ready.
     fn server_url() -> omnidev_core::NamedUrl {
-        omnidev_core::NamedUrl {
-            name: "server".into(),
-            url: "http://localhost:1".into(),
-        }
+        omnidev_core::NamedUrl { name: "server".into(), url: "http://localhost:1".into() }
     }
 
     /// A real pod (supervisor and control server) in `dir`, its one
@@ -550,10 +505,7 @@ mod tests {
         .await;
         assert_eq!(ends, None);
         // The kept output, each line once, and the kept event's line.
-        let output: Vec<String> = texts(&app, 1)
-            .into_iter()
-            .filter(|t| *t != started)
-            .collect();
+        let output: Vec<String> = texts(&app, 1).into_iter().filter(|t| *t != started).collect();
         assert_eq!(
             output,
             [
@@ -564,14 +516,8 @@ mod tests {
         );
         app.focus = 1;
         let shown = screen(&mut app);
-        assert!(
-            shown.contains("hostile ^[]0;TITLE^G ^[[2J ^[[6n end"),
-            "{shown}"
-        );
-        assert!(
-            !shown.contains('\x1b') && !shown.contains('\x07'),
-            "{shown}"
-        );
+        assert!(shown.contains("hostile ^[]0;TITLE^G ^[[2J ^[[6n end"), "{shown}");
+        assert!(!shown.contains('\x1b') && !shown.contains('\x07'), "{shown}");
         assert!(shown.contains("q detach"), "{shown}");
 
         // `r` on the server pane: a request over the socket.
@@ -582,10 +528,7 @@ mod tests {
             app.message.as_deref() == Some("restarted server")
                 && app.services[0].state.pid().is_some_and(|p| p != before)
         };
-        assert_eq!(
-            pump(&mut app, &mut source, "the restart", restarted).await,
-            None
-        );
+        assert_eq!(pump(&mut app, &mut source, "the restart", restarted).await, None);
         let after = pid().expect("a pid");
         assert_ne!(after, before, "the pod's server has a new pid");
         pump(&mut app, &mut source, "the new run's lines", |app| {
@@ -602,10 +545,7 @@ mod tests {
         let end = pump(&mut app, &mut source, "the pod's end", |_| false).await;
         match end {
             Some(crate::tui::Outcome::Ended(said)) => {
-                assert!(
-                    said.starts_with("the pod stopped: server stopped"),
-                    "{said}"
-                );
+                assert!(said.starts_with("the pod stopped: server stopped"), "{said}");
             }
             other => panic!("the UI must leave saying the pod stopped: {other:?}"),
         }
@@ -632,25 +572,14 @@ mod tests {
         let mut source = ControlSource::new(dir.path(), connection);
         std::fs::write(&go, "").expect("go");
         let output = |app: &App| -> Vec<String> {
-            texts(app, 1)
-                .into_iter()
-                .filter(|t| !t.starts_with("server "))
-                .collect()
+            texts(app, 1).into_iter().filter(|t| !t.starts_with("server ")).collect()
         };
-        pump(&mut app, &mut source, "the prompt", |app| {
-            output(app) == ["Password: "]
-        })
-        .await;
+        pump(&mut app, &mut source, "the prompt", |app| output(app) == ["Password: "]).await;
         std::fs::write(&answer, "").expect("answer");
-        pump(&mut app, &mut source, "the finished line", |app| {
-            output(app) == ["Password: secret"]
-        })
-        .await;
+        pump(&mut app, &mut source, "the finished line", |app| output(app) == ["Password: secret"])
+            .await;
         assert_eq!(
-            texts(&app, 0)
-                .iter()
-                .filter(|t| t.contains("Password"))
-                .collect::<Vec<_>>(),
+            texts(&app, 0).iter().filter(|t| t.contains("Password")).collect::<Vec<_>>(),
             ["Password: secret"],
             "one line in the combined pane too"
         );
@@ -665,12 +594,7 @@ mod tests {
     async fn flooding(
         dir: &Path,
         deadline: Duration,
-    ) -> (
-        omnidev_core::Supervisor,
-        crate::control::ControlServer,
-        App,
-        ControlSource,
-    ) {
+    ) -> (omnidev_core::Supervisor, crate::control::ControlServer, App, ControlSource) {
         let line = "x".repeat(2000);
         let script = format!("i=0; while :; do i=$((i+1)); echo \"$i {line}\"; sleep 0.002; done");
         let config = omnidev_core::SupervisorConfig::default();
@@ -698,10 +622,7 @@ mod tests {
         let paused_at = written();
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         while written() < paused_at + lines {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server stopped writing"
-            );
+            assert!(std::time::Instant::now() < deadline, "the server stopped writing");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -730,11 +651,8 @@ mod tests {
         let ends = pump(&mut app, &mut source, "the gap", |app| gap(app).is_some()).await;
         assert_eq!(ends, None, "the UI goes on");
         let (texts, at, after) = gap(&app).expect("a gap");
-        let before = texts[..at]
-            .iter()
-            .rev()
-            .find_map(|t| number(t))
-            .expect("a line before the gap");
+        let before =
+            texts[..at].iter().rev().find_map(|t| number(t)).expect("a line before the gap");
         let said: u64 = texts[at]
             .split("keeps: ")
             .nth(1)
@@ -778,10 +696,7 @@ mod tests {
         })
         .await;
         let newest = texts(&app, 1).last().cloned().unwrap_or_default();
-        assert!(
-            newest.ends_with(&"x".repeat(2000)),
-            "a whole line: {newest:.40}"
-        );
+        assert!(newest.ends_with(&"x".repeat(2000)), "a whole line: {newest:.40}");
         drop(source);
         drop(server);
         supervisor.shutdown().await.expect("shutdown");
@@ -802,13 +717,8 @@ mod tests {
             },
             ..omnidev_core::SupervisorConfig::default()
         };
-        let (supervisor, server) = pod_with(
-            dir.path(),
-            "echo up; exit 3",
-            config,
-            Duration::from_secs(10),
-        )
-        .await;
+        let (supervisor, server) =
+            pod_with(dir.path(), "echo up; exit 3", config, Duration::from_secs(10)).await;
         // The local UI, as `up` makes it.
         let mut own = crate::tui::source::PodSource::new(
             supervisor.clone(),
@@ -816,11 +726,7 @@ mod tests {
             None,
         );
         let mut local = App::new(
-            PodInfo {
-                pod_dir: dir.path().to_owned(),
-                urls: Vec::new(),
-                usage: None,
-            },
+            PodInfo { pod_dir: dir.path().to_owned(), urls: Vec::new(), usage: None },
             vec!["server".into()],
             vec!["server".into()],
         );
@@ -836,10 +742,7 @@ mod tests {
         pump(&mut attached, &mut source, "the crash", waiting).await;
         assert_eq!(
             attached.services[0].state,
-            ServiceState::Restarting {
-                after: Duration::from_secs(600),
-                attempt: 1
-            }
+            ServiceState::Restarting { after: Duration::from_secs(600), attempt: 1 }
         );
         assert_eq!(attached.services, local.services);
         // The header rows, drawn: the same (the panes' lines may differ in

@@ -37,12 +37,7 @@ pub(super) fn listeners(port: u16) -> Option<Vec<TcpSocket>> {
     let socket = open().ok()?;
     let mut found = Vec::new();
     for family in [libc::AF_INET, libc::AF_INET6] {
-        found.extend(
-            dump(&socket, family)
-                .ok()?
-                .into_iter()
-                .filter(|s| s.port == port),
-        );
+        found.extend(dump(&socket, family).ok()?.into_iter().filter(|s| s.port == port));
     }
     Some(found)
 }
@@ -83,14 +78,7 @@ fn dump(socket: &OwnedFd, family: libc::c_int) -> io::Result<Vec<TcpSocket>> {
     let request = request(family);
     // SAFETY: send(2) of a buffer that lives across the call (a netlink
     // socket needs no address: the kernel is the peer).
-    let sent = unsafe {
-        libc::send(
-            socket.as_raw_fd(),
-            request.as_ptr().cast(),
-            request.len(),
-            0,
-        )
-    };
+    let sent = unsafe { libc::send(socket.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -98,14 +86,8 @@ fn dump(socket: &OwnedFd, family: libc::c_int) -> io::Result<Vec<TcpSocket>> {
     let mut buffer = vec![0u8; 32 * 1024];
     loop {
         // SAFETY: recv(2) into a buffer of the given length.
-        let got = unsafe {
-            libc::recv(
-                socket.as_raw_fd(),
-                buffer.as_mut_ptr().cast(),
-                buffer.len(),
-                0,
-            )
-        };
+        let got =
+            unsafe { libc::recv(socket.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
         if got < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -114,10 +96,7 @@ fn dump(socket: &OwnedFd, family: libc::c_int) -> io::Result<Vec<TcpSocket>> {
             return Err(e);
         }
         if got == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "netlink closed",
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "netlink closed"));
         }
         if parse(&buffer[..got as usize], &mut sockets)? || sockets.len() >= MAX_SOCKETS {
             return Ok(sockets);
@@ -139,10 +118,8 @@ fn parse(mut datagram: &[u8], sockets: &mut Vec<TcpSocket>) -> io::Result<bool> 
         match kind {
             NLMSG_DONE => return Ok(true),
             NLMSG_ERROR => {
-                let errno = body
-                    .get(0..4)
-                    .and_then(|b| b.try_into().ok())
-                    .map_or(0, i32::from_ne_bytes);
+                let errno =
+                    body.get(0..4).and_then(|b| b.try_into().ok()).map_or(0, i32::from_ne_bytes);
                 return Err(io::Error::from_raw_os_error(-errno));
             }
             SOCK_DIAG_BY_FAMILY if body.len() >= MESSAGE => {
@@ -196,10 +173,7 @@ mod tests {
         let ids = super::super::socket_ids(std::process::id());
         assert!(ids.contains(&found[0].id), "the inode of our descriptor");
         drop(v4);
-        assert!(
-            listeners(port).expect("answers").is_empty(),
-            "gone once closed"
-        );
+        assert!(listeners(port).expect("answers").is_empty(), "gone once closed");
     }
 
     #[test]
@@ -212,10 +186,7 @@ mod tests {
         let found = listeners(port).expect("answers");
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].address, IpAddr::V6(Ipv6Addr::LOCALHOST));
-        assert_eq!(
-            found,
-            super::super::listeners_from_proc(port).expect("proc")
-        );
+        assert_eq!(found, super::super::listeners_from_proc(port).expect("proc"));
     }
 
     #[test]
@@ -224,16 +195,10 @@ mod tests {
         assert!(parse(&[0u8; 3], &mut sockets).is_ok_and(|done| !done));
         let mut short = [0u8; HEADER];
         short[0..4].copy_from_slice(&4u32.to_ne_bytes());
-        assert!(
-            parse(&short, &mut sockets).is_err(),
-            "a length below the header"
-        );
+        assert!(parse(&short, &mut sockets).is_err(), "a length below the header");
         let mut long = [0u8; HEADER];
         long[0..4].copy_from_slice(&100u32.to_ne_bytes());
-        assert!(
-            parse(&long, &mut sockets).is_err(),
-            "a length past the datagram"
-        );
+        assert!(parse(&long, &mut sockets).is_err(), "a length past the datagram");
         let mut error = [0u8; HEADER + 4];
         error[0..4].copy_from_slice(&((HEADER + 4) as u32).to_ne_bytes());
         error[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());

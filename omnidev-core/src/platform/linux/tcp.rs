@@ -16,11 +16,7 @@ const MAX_SOCKETS: usize = 1 << 20;
 /// byte order: each 32-bit word as the host stores it (little-endian on
 /// the machines omnidev runs on).
 pub(super) fn parse(text: &str) -> Vec<TcpSocket> {
-    text.lines()
-        .skip(1)
-        .take(MAX_SOCKETS)
-        .filter_map(parse_line)
-        .collect()
+    text.lines().skip(1).take(MAX_SOCKETS).filter_map(parse_line).collect()
 }
 
 fn parse_line(line: &str) -> Option<TcpSocket> {
@@ -70,17 +66,10 @@ mod tests {
         let sockets = parse(TCP6);
         assert_eq!(sockets.len(), 3);
         assert_eq!(sockets[0].address, IpAddr::V6(Ipv6Addr::LOCALHOST));
-        assert_eq!(
-            (sockets[0].port, sockets[0].uid, sockets[0].id),
-            (8080, 1000, 555)
-        );
+        assert_eq!((sockets[0].port, sockets[0].uid, sockets[0].id), (8080, 1000, 555));
         assert_eq!(sockets[1].address, IpAddr::V6(Ipv6Addr::UNSPECIFIED));
         assert_eq!((sockets[1].port, sockets[1].uid), (80, 0));
-        assert_eq!(
-            sockets[2].address.to_string(),
-            "::ffff:127.0.0.1",
-            "an IPv4-mapped address"
-        );
+        assert_eq!(sockets[2].address.to_string(), "::ffff:127.0.0.1", "an IPv4-mapped address");
         assert!(!sockets[2].listening, "an established connection");
     }
 
@@ -90,10 +79,7 @@ mod tests {
    0: 0100007F:1A6F 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 424242 1 0000000000000000 100 0 0 10 0\n";
         let sockets = parse(text);
         assert_eq!(sockets[0].address.to_string(), "127.0.0.1");
-        assert_eq!(
-            (sockets[0].port, sockets[0].uid, sockets[0].id),
-            (6767, 1000, 424_242)
-        );
+        assert_eq!((sockets[0].port, sockets[0].uid, sockets[0].id), (6767, 1000, 424_242));
         assert!(sockets[0].listening);
     }
 

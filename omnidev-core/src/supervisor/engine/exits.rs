@@ -11,22 +11,14 @@ impl Engine {
     /// Fails `index` for good: it waits, failed, to be started again by
     /// hand (`start`, `restart`), its dependents blocked.
     pub(super) fn fail(&mut self, index: usize, reason: String) {
-        self.enter(
-            index,
-            Phase::Failed {
-                reason,
-                retry: None,
-            },
-        );
+        self.enter(index, Phase::Failed { reason, retry: None });
         self.write_state();
     }
 
     /// Ends the run once the leader has been reaped and the group is empty.
     pub(super) fn try_finish(&mut self, index: usize) {
         let s = &mut self.services[index];
-        let done = s
-            .process()
-            .is_some_and(|p| p.exit.is_some() && p.group_empty);
+        let done = s.process().is_some_and(|p| p.exit.is_some() && p.group_empty);
         if !done {
             return;
         }
@@ -59,11 +51,7 @@ impl Engine {
         }
         if let Some(then) = then {
             let again = then == AfterStop::Start && !shutting_down;
-            let phase = if again {
-                Phase::Waiting
-            } else {
-                Phase::Stopped
-            };
+            let phase = if again { Phase::Waiting } else { Phase::Stopped };
             self.enter(index, phase);
             self.write_state();
             return;
@@ -106,23 +94,12 @@ impl Engine {
                 }
             }
             self.emit(Some(index), crash(status, over, attempt, after));
-            let listener = self.specs[index]
-                .readiness
-                .as_ref()
-                .and_then(|r| r.listener);
+            let listener = self.specs[index].readiness.as_ref().and_then(|r| r.listener);
             let port = match listener {
                 Some(port) => PortRecovery::Looking { port },
                 None => PortRecovery::Settled,
             };
-            self.enter(
-                index,
-                Phase::Backoff {
-                    after,
-                    attempt,
-                    port,
-                    over,
-                },
-            );
+            self.enter(index, Phase::Backoff { after, attempt, port, over });
             if let Some(port) = listener {
                 // Nothing of the service is left: any listener is another's.
                 let tx = self.internal_tx.clone();
@@ -161,11 +138,7 @@ impl Engine {
         s.oom_kills = kills;
         let limit = self.specs[index].limits.memory_max;
         watched.or(match (by_kernel, limit) {
-            (true, Some(limit)) => Some(Over {
-                used: limit,
-                limit,
-                pod: false,
-            }),
+            (true, Some(limit)) => Some(Over { used: limit, limit, pod: false }),
             _ => None,
         })
     }
@@ -175,18 +148,10 @@ impl Engine {
 /// limit, or a crash.
 fn crash(status: ExitStatus, over: Option<Over>, attempt: u32, backoff: Duration) -> EventKind {
     match over {
-        Some(Over { used, limit, pod }) => EventKind::OverLimit {
-            used,
-            limit,
-            pod,
-            attempt,
-            backoff,
-        },
-        None => EventKind::Crashed {
-            status,
-            attempt,
-            backoff,
-        },
+        Some(Over { used, limit, pod }) => {
+            EventKind::OverLimit { used, limit, pod, attempt, backoff }
+        }
+        None => EventKind::Crashed { status, attempt, backoff },
     }
 }
 

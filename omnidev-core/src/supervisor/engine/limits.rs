@@ -30,11 +30,7 @@ impl Engine {
             .chain([("the pod", self.parts.pod_limits, pod)]);
         for (name, limits, has) in limited {
             if limits.memory_max.is_some() {
-                let by = if has.memory {
-                    &mut kernel
-                } else {
-                    &mut watched
-                };
+                let by = if has.memory { &mut kernel } else { &mut watched };
                 by.push(name.to_owned());
             }
             if limits.cpu_max.is_some() && !has.cpu {
@@ -94,12 +90,9 @@ impl Engine {
         let runs: Vec<(usize, u64, Option<usize>, u32)> = (self.services.iter().enumerate())
             .filter(|(i, _)| whole_pod || self.specs[*i].limits.memory_max.is_some())
             .filter_map(|(i, s)| match &s.phase {
-                Phase::Running(process) if process.is_alive() && s.over.is_none() => Some((
-                    i,
-                    s.generation,
-                    self.parts.containment.slot(self.name(i)),
-                    process.pid,
-                )),
+                Phase::Running(process) if process.is_alive() && s.over.is_none() => {
+                    Some((i, s.generation, self.parts.containment.slot(self.name(i)), process.pid))
+                }
                 _ => None,
             })
             .collect();
@@ -137,14 +130,7 @@ impl Engine {
                 if let Some(limit) = self.specs[index].limits.memory_max
                     && used > limit
                 {
-                    self.kill_over(
-                        index,
-                        Over {
-                            used,
-                            limit,
-                            pod: false,
-                        },
-                    );
+                    self.kill_over(index, Over { used, limit, pod: false });
                 }
             }
         }
@@ -156,11 +142,7 @@ impl Engine {
             if total > limit
                 && let Some(&(index, _)) = biggest
             {
-                let over = Over {
-                    used: total,
-                    limit,
-                    pod: true,
-                };
+                let over = Over { used: total, limit, pod: true };
                 self.kill_over(index, over);
             }
         }

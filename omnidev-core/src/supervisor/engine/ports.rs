@@ -109,10 +109,8 @@ impl Engine {
                         self.specs[j] = spec;
                     }
                 }
-                let message = format!(
-                    "moved {} from port {port} to port {moved_to}",
-                    self.name(index),
-                );
+                let message =
+                    format!("moved {} from port {port} to port {moved_to}", self.name(index));
                 self.emit(Some(index), EventKind::Notice { message });
                 self.enter(index, Phase::Waiting);
                 for j in changed {

@@ -46,9 +46,7 @@ impl Engine {
                     return Some(format!("waiting for {}: {why}", self.name(j)));
                 }
                 _ => {
-                    return self
-                        .block_reason(j, depth + 1)
-                        .map(|_| "is blocked itself".to_owned());
+                    return self.block_reason(j, depth + 1).map(|_| "is blocked itself".to_owned());
                 }
             };
             Some(format!("waiting for {}, which {how}", self.name(j)))
@@ -57,10 +55,7 @@ impl Engine {
 
     pub(super) fn all_down(&self) -> bool {
         self.services.iter().all(|s| {
-            !matches!(
-                s.phase,
-                Phase::Running(_) | Phase::Stopping { .. } | Phase::Preparing { .. }
-            )
+            !matches!(s.phase, Phase::Running(_) | Phase::Stopping { .. } | Phase::Preparing { .. })
         })
     }
 
@@ -131,10 +126,8 @@ impl Engine {
             if !matches!(self.services[index].phase, Phase::Running(_)) {
                 continue;
             }
-            let dependents_down = self
-                .transitive_dependents(index)
-                .iter()
-                .all(|&d| !self.services[d].has_process());
+            let dependents_down =
+                self.transitive_dependents(index).iter().all(|&d| !self.services[d].has_process());
             if dependents_down {
                 self.stop(index, AfterStop::Rest);
             }
@@ -183,11 +176,7 @@ impl Engine {
         {
             queued.retain(|i| !now.contains(i));
             let changes = if queued.is_empty() {
-                self.reload
-                    .queued
-                    .take()
-                    .map(|(_, c)| c)
-                    .unwrap_or_default()
+                self.reload.queued.take().map(|(_, c)| c).unwrap_or_default()
             } else {
                 changes.clone()
             };
@@ -226,10 +215,7 @@ impl Engine {
                 _ => settled = false,
             }
         }
-        let value = settled.then_some(Settled {
-            success: failed.is_empty(),
-            failed,
-        });
+        let value = settled.then_some(Settled { success: failed.is_empty(), failed });
         self.parts.settled.send_if_modified(|current| {
             if *current == value {
                 false

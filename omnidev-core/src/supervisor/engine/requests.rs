@@ -89,15 +89,8 @@ impl Engine {
                 if let Life::ShuttingDown { waiters } = &mut self.life {
                     waiters.extend(waiter);
                 } else {
-                    self.life = Life::ShuttingDown {
-                        waiters: waiter.into_iter().collect(),
-                    };
-                    self.emit(
-                        None,
-                        EventKind::Notice {
-                            message: "shutting down".to_owned(),
-                        },
-                    );
+                    self.life = Life::ShuttingDown { waiters: waiter.into_iter().collect() };
+                    self.emit(None, EventKind::Notice { message: "shutting down".to_owned() });
                     for index in 0..self.services.len() {
                         if !self.services[index].has_process() {
                             self.stop(index, AfterStop::Rest);

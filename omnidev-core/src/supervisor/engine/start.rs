@@ -52,11 +52,7 @@ impl Engine {
             })
             .await
             .map_err(Box::new);
-            let _ = tx.send(Internal::run(
-                index,
-                generation,
-                RunReport::Prepared(outcome),
-            ));
+            let _ = tx.send(Internal::run(index, generation, RunReport::Prepared(outcome)));
         });
         self.enter(index, Phase::Preparing { task, step });
     }
@@ -87,27 +83,23 @@ impl Engine {
             }
             _ => std::borrow::Cow::Borrowed(&spec.command),
         };
-        let Spawned {
-            pid,
-            start_time,
-            exit,
-            group,
-        } = match self.parts.spawner.spawn(&command, &spec.name) {
-            Ok(spawned) => spawned,
-            Err(e) => {
-                // Starting it again would fail the same way: no restart
-                // loop, it waits to be started (or restarted) by hand.
-                let reason = format!(
-                    "could not start `{}` in {}: {e}; {}",
-                    spec.command.program,
-                    spec.command.cwd.display(),
-                    super::exits::NOT_STARTABLE_HINT
-                );
-                self.services[index].last_exit = Some(SPAWN_FAILED);
-                self.fail(index, reason);
-                return;
-            }
-        };
+        let Spawned { pid, start_time, exit, group } =
+            match self.parts.spawner.spawn(&command, &spec.name) {
+                Ok(spawned) => spawned,
+                Err(e) => {
+                    // Starting it again would fail the same way: no restart
+                    // loop, it waits to be started (or restarted) by hand.
+                    let reason = format!(
+                        "could not start `{}` in {}: {e}; {}",
+                        spec.command.program,
+                        spec.command.cwd.display(),
+                        super::exits::NOT_STARTABLE_HINT
+                    );
+                    self.services[index].last_exit = Some(SPAWN_FAILED);
+                    self.fail(index, reason);
+                    return;
+                }
+            };
         if self.services[index].background {
             group.set_background(true);
         }
@@ -155,11 +147,7 @@ impl Engine {
                 }
                 tokio::time::sleep(MAIN_LOOK_EVERY).await;
             };
-            let _ = tx.send(Internal::run(
-                index,
-                generation,
-                RunReport::MainProcess(main),
-            ));
+            let _ = tx.send(Internal::run(index, generation, RunReport::MainProcess(main)));
         });
     }
 
@@ -175,11 +163,7 @@ impl Engine {
     ) -> ProbeState {
         let tx = self.internal_tx.clone();
         let guard = self.parts.guard.clone();
-        let cgroup = self
-            .parts
-            .containment
-            .pod_cgroup()
-            .map(std::path::Path::to_path_buf);
+        let cgroup = self.parts.containment.pod_cgroup().map(std::path::Path::to_path_buf);
         let listener_group = group;
         let debug = self.parts.debug;
         let task = tokio::spawn(async move {
@@ -204,12 +188,7 @@ impl Engine {
             let output = watch.as_deref().map(probe::LineWatch::output);
             probe::poll_until_ready(probe.as_ref(), &readiness, output, |outcome| {
                 let message = match outcome {
-                    probe::ProbeOutcome::NotYet {
-                        attempt,
-                        error,
-                        next,
-                        after_output,
-                    } => {
+                    probe::ProbeOutcome::NotYet { attempt, error, next, after_output } => {
                         if !debug {
                             return;
                         }
@@ -218,10 +197,7 @@ impl Engine {
                             if after_output { " (after output)" } else { "" },
                             crate::event::format_duration(next)
                         );
-                        Internal::Emit {
-                            index,
-                            kind: EventKind::Debug { message },
-                        }
+                        Internal::Emit { index, kind: EventKind::Debug { message } }
                     }
                     probe::ProbeOutcome::Ready => {
                         Internal::run(index, generation, RunReport::Ready)
@@ -235,10 +211,7 @@ impl Engine {
             })
             .await;
         });
-        ProbeState::Probing {
-            task,
-            timed_out: false,
-        }
+        ProbeState::Probing { task, timed_out: false }
     }
 
     /// A prepare step failed: report it once, do not start the service, and

@@ -33,15 +33,9 @@ async fn a_run_is_starting_until_its_probe_passes_and_running_without_one() {
         matches!(state(&supervisor, "host"), ServiceState::Running { .. })
     })
     .await;
-    assert!(matches!(
-        state(&supervisor, "server"),
-        ServiceState::Ready { .. }
-    ));
+    assert!(matches!(state(&supervisor, "server"), ServiceState::Ready { .. }));
     assert!(supervisor.snapshot()[0].ready);
-    assert!(
-        !supervisor.snapshot()[1].ready,
-        "the host ran for less than STABLE"
-    );
+    assert!(!supervisor.snapshot()[1].ready, "the host ran for less than STABLE");
     until("the host ready", || supervisor.snapshot()[1].ready).await;
     supervisor.shutdown().await.expect("shutdown");
 }
@@ -52,10 +46,7 @@ async fn wait_ready_counts_a_run_without_a_probe_once_it_has_run_for_a_second() 
     let supervisor = backend(&spawner).await;
     let waiter = supervisor.clone();
     let wait = tokio::spawn(async move { waiter.wait_ready(&[], later(600)).await });
-    until("the server spawned", || {
-        spawner.spawns("server", "server") == 1
-    })
-    .await;
+    until("the server spawned", || spawner.spawns("server", "server") == 1).await;
     serve(&supervisor);
     until("the host running", || {
         matches!(state(&supervisor, "host"), ServiceState::Running { .. })
@@ -81,10 +72,7 @@ async fn wait_ready_fails_at_once_naming_the_service_that_crashed() {
     let wait = tokio::spawn(async move { waiter.wait_ready(&[], later(600)).await });
     let asked = Instant::now();
     spawner.exit("host", "host", ExitStatus::Code(1));
-    assert_eq!(
-        wait.await.expect("joined").expect("known"),
-        Waited::Failed(names(&["host"]))
-    );
+    assert_eq!(wait.await.expect("joined").expect("known"), Waited::Failed(names(&["host"])));
     assert!(
         Instant::now() < asked + STABLE,
         "a crash ends the wait before the host could have counted as ready"
@@ -98,18 +86,13 @@ async fn wait_ready_fails_once_a_probe_timed_out_and_times_out_naming_what_is_pe
     let mut server = super::service("server", &[]);
     server.readiness = Some(crate::spec::Readiness {
         listener: None,
-        probe: crate::spec::ProbeSpec::Log {
-            pattern: "serving".to_owned(),
-        },
+        probe: crate::spec::ProbeSpec::Log { pattern: "serving".to_owned() },
         interval: Duration::from_millis(100),
         timeout: Duration::from_secs(5),
     });
     let supervisor = start(vec![server], &spawner).await;
     assert_eq!(
-        supervisor
-            .wait_ready(&names(&["server"]), later(2))
-            .await
-            .expect("known"),
+        supervisor.wait_ready(&names(&["server"]), later(2)).await.expect("known"),
         Waited::TimedOut(names(&["server"]))
     );
     assert_eq!(
@@ -118,10 +101,7 @@ async fn wait_ready_fails_once_a_probe_timed_out_and_times_out_naming_what_is_pe
     );
     assert!(supervisor.snapshot()[0].probe_timed_out);
     assert!(
-        supervisor
-            .wait_ready(&names(&["nope"]), later(1))
-            .await
-            .is_err(),
+        supervisor.wait_ready(&names(&["nope"]), later(1)).await.is_err(),
         "an unknown service is an error"
     );
     supervisor.shutdown().await.expect("shutdown");
@@ -134,9 +114,7 @@ async fn a_restart_is_waited_for_until_its_new_run_is_ready() {
     let old = supervisor.snapshot()[0].pid();
     let waiter = supervisor.clone();
     let wait = tokio::spawn(async move {
-        waiter
-            .restart_until_ready(&names(&["server"]), true, later(600))
-            .await
+        waiter.restart_until_ready(&names(&["server"]), true, later(600)).await
     });
     until("the new server", || spawner.spawns("server", "server") == 2).await;
     // Its old run was ready; the new one is not until it serves.
@@ -155,19 +133,13 @@ async fn healthy_after_reload_waits_for_a_reload_that_began_after_the_ask() {
     let supervisor = running_backend(&spawner).await;
     let asked = std::time::SystemTime::now();
     assert_eq!(
-        supervisor
-            .wait_healthy_after_reload(&[], asked, later(5))
-            .await
-            .expect("known"),
+        supervisor.wait_healthy_after_reload(&[], asked, later(5)).await.expect("known"),
         Waited::NoReload,
         "ready, but no reload came"
     );
     let waiter = supervisor.clone();
-    let wait = tokio::spawn(async move {
-        waiter
-            .wait_healthy_after_reload(&[], asked, later(600))
-            .await
-    });
+    let wait =
+        tokio::spawn(async move { waiter.wait_healthy_after_reload(&[], asked, later(600)).await });
     supervisor.reload(&["server"]).await.expect("reload");
     until("the new server", || spawner.spawns("server", "server") == 2).await;
     serve(&supervisor);
@@ -182,20 +154,14 @@ fn wait_after(
     after: std::time::SystemTime,
 ) -> tokio::task::JoinHandle<crate::Result<Waited>> {
     let waiter = supervisor.clone();
-    tokio::spawn(async move {
-        waiter
-            .wait_healthy_after_reload(&[], after, later(600))
-            .await
-    })
+    tokio::spawn(async move { waiter.wait_healthy_after_reload(&[], after, later(600)).await })
 }
 
 /// Serves the reloaded server and waits for its reload to be over.
 async fn reload_over(spawner: &FakeSpawner, supervisor: &crate::supervisor::Supervisor) {
     serve(supervisor);
-    until("the reload over", || {
-        spawner.spawns("host", "host") == 2 && !supervisor.is_reloading()
-    })
-    .await;
+    until("the reload over", || spawner.spawns("host", "host") == 2 && !supervisor.is_reloading())
+        .await;
 }
 
 /// Long enough for `wait` to be met if it judged the reload that is over
@@ -208,15 +174,9 @@ async fn a_breaking_reload_fails(
 ) {
     tokio::time::sleep(STABLE * 2).await;
     supervisor.reload(&["server"]).await.expect("reload");
-    until("the newest server", || {
-        spawner.spawns("server", "server") == 3
-    })
-    .await;
+    until("the newest server", || spawner.spawns("server", "server") == 3).await;
     spawner.exit("server", "server", ExitStatus::Code(1));
-    assert_eq!(
-        wait.await.expect("joined").expect("known"),
-        Waited::Failed(names(&["server"]))
-    );
+    assert_eq!(wait.await.expect("joined").expect("known"), Waited::Failed(names(&["server"])));
     supervisor.shutdown().await.expect("shutdown");
 }
 
@@ -234,10 +194,7 @@ async fn healthy_after_reload_judges_the_reload_of_the_latest_change_seen() {
     // asked with a lookback that reaches back past the first reload, yet
     // judges the second.
     supervisor.saw_change();
-    let wait = wait_after(
-        &supervisor,
-        std::time::SystemTime::now() - Duration::from_secs(2),
-    );
+    let wait = wait_after(&supervisor, std::time::SystemTime::now() - Duration::from_secs(2));
     a_breaking_reload_fails(&spawner, &supervisor, wait).await;
 }
 
@@ -263,21 +220,13 @@ async fn a_start_is_waited_for_until_the_stopped_service_runs_again() {
     assert!(matches!(state(&supervisor, "host"), ServiceState::Stopped));
     // Stopped counts as ended for a plain wait: the start's own wait must
     // not be met by the state before the start.
-    let waited = supervisor
-        .start_until_ready(&names(&["host"]), later(600))
-        .await
-        .expect("known");
+    let waited = supervisor.start_until_ready(&names(&["host"]), later(600)).await.expect("known");
     assert_eq!(waited, Waited::Met);
     assert_eq!(spawner.spawns("host", "host"), 2);
-    assert!(matches!(
-        state(&supervisor, "host"),
-        ServiceState::Running { .. }
-    ));
+    assert!(matches!(state(&supervisor, "host"), ServiceState::Running { .. }));
     // One that runs is left as it is, and its run counts.
-    let waited = supervisor
-        .start_until_ready(&names(&["server", "host"]), later(600))
-        .await
-        .expect("known");
+    let waited =
+        supervisor.start_until_ready(&names(&["server", "host"]), later(600)).await.expect("known");
     assert_eq!(waited, Waited::Met);
     assert_eq!(spawner.spawns("host", "host"), 2);
     supervisor.shutdown().await.expect("shutdown");
@@ -291,19 +240,13 @@ async fn healthy_after_reload_fails_at_the_first_crash_after_the_reload() {
     // once, though the crash loop keeps the reload from being over.
     let asked = std::time::SystemTime::now();
     let waiter = supervisor.clone();
-    let wait = tokio::spawn(async move {
-        waiter
-            .wait_healthy_after_reload(&[], asked, later(600))
-            .await
-    });
+    let wait =
+        tokio::spawn(async move { waiter.wait_healthy_after_reload(&[], asked, later(600)).await });
     supervisor.reload(&["server"]).await.expect("reload");
     until("the new server", || spawner.spawns("server", "server") == 2).await;
     let crashed = Instant::now();
     spawner.exit("server", "server", ExitStatus::Code(1));
-    assert_eq!(
-        wait.await.expect("joined").expect("known"),
-        Waited::Failed(names(&["server"]))
-    );
+    assert_eq!(wait.await.expect("joined").expect("known"), Waited::Failed(names(&["server"])));
     assert!(
         Instant::now() < crashed + Duration::from_secs(1),
         "the wait ended at the crash, not at its deadline"
@@ -317,10 +260,7 @@ async fn a_stopped_service_fails_a_ready_wait_at_once() {
     let supervisor = running_backend(&spawner).await;
     supervisor.stop_service("host").await.expect("stopped");
     let asked = Instant::now();
-    let waited = supervisor
-        .wait_ready(&names(&["host"]), later(600))
-        .await
-        .expect("known");
+    let waited = supervisor.wait_ready(&names(&["host"]), later(600)).await.expect("known");
     assert_eq!(waited, Waited::Failed(names(&["host"])));
     assert_eq!(Instant::now(), asked, "judged on the status as it is");
     assert!(!supervisor.snapshot()[1].ready);
@@ -334,10 +274,8 @@ async fn a_restart_whose_dependency_is_stopped_fails_at_once_blocked() {
     supervisor.stop_service("server").await.expect("stopped");
     // The host runs on without it; restarted, it waits for it for good.
     let asked = Instant::now();
-    let waited = supervisor
-        .restart_until_ready(&names(&["host"]), true, later(600))
-        .await
-        .expect("known");
+    let waited =
+        supervisor.restart_until_ready(&names(&["host"]), true, later(600)).await.expect("known");
     assert_eq!(waited, Waited::Failed(names(&["host"])));
     assert!(
         Instant::now() < asked + Duration::from_secs(5),
@@ -359,21 +297,13 @@ async fn a_start_overtaken_by_a_stop_fails_at_once() {
     // The host's start waits for the server, which a stop holds: the
     // host's own stop comes before it ever runs again.
     let starter = supervisor.clone();
-    let start = tokio::spawn(async move {
-        starter
-            .start_until_ready(&names(&["host"]), later(600))
-            .await
-    });
-    until("the host waiting", || {
-        !matches!(state(&supervisor, "host"), ServiceState::Stopped)
-    })
-    .await;
+    let start =
+        tokio::spawn(async move { starter.start_until_ready(&names(&["host"]), later(600)).await });
+    until("the host waiting", || !matches!(state(&supervisor, "host"), ServiceState::Stopped))
+        .await;
     let asked = Instant::now();
     supervisor.stop_service("host").await.expect("stopped");
-    assert_eq!(
-        start.await.expect("joined").expect("known"),
-        Waited::Failed(names(&["host"]))
-    );
+    assert_eq!(start.await.expect("joined").expect("known"), Waited::Failed(names(&["host"])));
     assert!(
         Instant::now() < asked + Duration::from_secs(5),
         "ended at the stop, not at the deadline"
@@ -400,15 +330,10 @@ async fn a_command_that_cannot_be_run_fails_at_once_and_is_never_restarted() {
         // However long one waits: no backoff, no restart.
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert_eq!(spawner.spawns("host", "host"), 1);
-        assert!(matches!(
-            state(&supervisor, "host"),
-            ServiceState::Failed { .. }
-        ));
+        assert!(matches!(state(&supervisor, "host"), ServiceState::Failed { .. }));
         // Started by hand, it runs again.
-        let waited = supervisor
-            .start_until_ready(&names(&["host"]), later(600))
-            .await
-            .expect("known");
+        let waited =
+            supervisor.start_until_ready(&names(&["host"]), later(600)).await.expect("known");
         assert_eq!(waited, Waited::Met);
         assert_eq!(spawner.spawns("host", "host"), 2);
         supervisor.shutdown().await.expect("shutdown");
