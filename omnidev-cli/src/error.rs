@@ -572,19 +572,6 @@ pub enum Error {
     )]
     UpNotAllowed,
 
-    /// `OMNIDEV_CONTAINMENT` names no mechanism.
-    #[error("{message}")]
-    #[diagnostic(
-        code(omnidev::containment),
-        help(
-            "unset OMNIDEV_CONTAINMENT, or set it to `auto`, `process-groups` or `cgroup-under:DIR`"
-        )
-    )]
-    Containment {
-        /// What is wrong with the value.
-        message: String,
-    },
-
     /// The checkout's `.python-version` gives no usable version.
     #[error("{message}")]
     #[diagnostic(

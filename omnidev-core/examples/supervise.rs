@@ -89,7 +89,7 @@ async fn main() -> miette::Result<()> {
         services,
         log: LogConfig { dir: log_dir, ..LogConfig::default() },
         state_file,
-        containment: omnidev_core::ContainmentChoice::from_env().map_err(|e| miette::miette!(e))?,
+        containment: omnidev_core::ContainmentChoice::from_env()?,
         ..SupervisorConfig::default()
     })?
     .run()

@@ -93,14 +93,15 @@ impl ContainmentChoice {
     ///
     /// ```
     /// use omnidev_core::ContainmentChoice;
-    /// assert_eq!(ContainmentChoice::parse("process-groups"), Ok(ContainmentChoice::ProcessGroups));
-    /// assert!(ContainmentChoice::parse("cgroups").is_err());
+    /// assert!(matches!(ContainmentChoice::parse("process-groups"), Ok(ContainmentChoice::ProcessGroups)));
+    /// let refused = ContainmentChoice::parse("cgroups").unwrap_err();
+    /// assert_eq!(refused.to_string(), "OMNIDEV_CONTAINMENT=cgroups names no mechanism");
     /// ```
     ///
     /// # Errors
     ///
     /// Any other value, with the accepted ones.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> crate::Result<Self> {
         match std::env::var(CONTAINMENT_ENV) {
             Err(_) => Ok(Self::Auto),
             Ok(value) => Self::parse(&value),
@@ -112,16 +113,13 @@ impl ContainmentChoice {
     /// # Errors
     ///
     /// A value that names no mechanism, with the accepted ones.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub fn parse(value: &str) -> crate::Result<Self> {
         match value {
             "" | "auto" => Ok(Self::Auto),
             "process-groups" => Ok(Self::ProcessGroups),
             other => match other.strip_prefix("cgroup-under:") {
                 Some(dir) if !dir.is_empty() => Ok(Self::CgroupUnder(PathBuf::from(dir))),
-                _ => Err(format!(
-                    "{CONTAINMENT_ENV}={other} names no mechanism; use `auto`, \
-                     `process-groups` or `cgroup-under:DIR`"
-                )),
+                _ => Err(crate::Error::Containment { value: other.to_owned() }),
             },
         }
     }

@@ -125,6 +125,19 @@ pub enum Error {
         help("start a new supervisor; a handle cannot be used after `shutdown`")
     )]
     ShutDown,
+
+    /// `OMNIDEV_CONTAINMENT` names no mechanism.
+    #[error("OMNIDEV_CONTAINMENT={value} names no mechanism")]
+    #[diagnostic(
+        code(omnidev::containment),
+        help(
+            "unset OMNIDEV_CONTAINMENT, or set it to `auto`, `process-groups` or `cgroup-under:DIR`"
+        )
+    )]
+    Containment {
+        /// The value given.
+        value: String,
+    },
 }
 
 /// `Result` with [`Error`] as the default error type.
