@@ -491,15 +491,12 @@ pub enum Error {
     },
 
     /// A service name given on the command line does not follow the syntax.
-    #[error("{message}")]
+    #[error(transparent)]
     #[diagnostic(
         code(omnidev::logs::bad_name),
         help("service names are those of the profile; `omnidev status` lists them")
     )]
-    BadName {
-        /// What is wrong, with the rule.
-        message: String,
-    },
+    BadName(#[from] omnidev_pod::names::BadName),
 
     /// `up --detach` could not start the background pod.
     #[error("could not start the pod in the background")]
@@ -611,7 +608,7 @@ impl Error {
             | Error::InvalidProfile { .. }
             | Error::NoSuchPod { .. }
             | Error::NoLog { .. }
-            | Error::BadName { .. }
+            | Error::BadName(_)
             | Error::HostForcedTwice { .. }
             | Error::ToolArgument { .. }
             | Error::UnknownDatabase { .. }

@@ -306,7 +306,7 @@ pub fn selected(pod_dir: &Path, named: &[String]) -> miette::Result<Vec<String>>
     let services = last_run.as_ref().unwrap_or(&available);
     let mut chosen: Vec<String> = Vec::new();
     for name in omnidev_pod::names::expand(named, services) {
-        omnidev_pod::names::check_service(&name).map_err(|message| Error::BadName { message })?;
+        omnidev_pod::names::check_service(&name).map_err(Error::from)?;
         // A replica of the last run with no output yet has no file.
         if !available.contains(&name) && !services.contains(&name) {
             return Err(Error::NoLog {

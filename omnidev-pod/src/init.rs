@@ -174,7 +174,7 @@ pub fn parse_procfile(text: &str, path: &Path) -> Result<Vec<Process>> {
             ));
         };
         let name = name.trim().to_ascii_lowercase();
-        crate::names::check("process name", &name).map_err(|message| error(number, message))?;
+        crate::names::check("process name", &name).map_err(|bad| error(number, bad.to_string()))?;
         let command = command.trim();
         if command.is_empty() {
             return Err(error(number, format!("process `{name}` has no command")));

@@ -94,8 +94,19 @@ pub fn is_service(name: &str) -> bool {
         || name.split_once('.').is_some_and(|(link, theirs)| is_valid(link) && is_valid(theirs))
 }
 
+/// A name that breaks [`NAME_SYNTAX`]: what it names and the name,
+/// shown escaped (control characters in it reach no terminal).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {shown}: use {NAME_SYNTAX}")]
+pub struct BadName {
+    /// What it names: `service name`, `port name`, …
+    pub what: &'static str,
+    /// The name as it may be shown ([`shown`]).
+    pub shown: String,
+}
+
 /// [`check`] for the name of a running service, which may be a replica's.
-pub fn check_service(name: &str) -> Result<(), String> {
+pub fn check_service(name: &str) -> Result<(), BadName> {
     if is_service(name) { Ok(()) } else { check("service name", name) }
 }
 
@@ -114,20 +125,15 @@ pub fn listed<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
     names.join(", ")
 }
 
-/// `Ok` for a valid name, else a message naming `what` (e.g. "service
-/// name") and the rule. The name is shown escaped, so control characters
-/// in it reach no terminal.
+/// `Ok` for a valid name, else a [`BadName`] naming `what` (e.g. "service
+/// name") and the rule.
 ///
 /// ```
-/// let err = omnidev_pod::names::check("service name", "../../x").unwrap_err();
+/// let err = omnidev_pod::names::check("service name", "../../x").unwrap_err().to_string();
 /// assert!(err.contains("\"../../x\"") && err.contains("a-z"));
 /// ```
-pub fn check(what: &str, name: &str) -> Result<(), String> {
-    if is_valid(name) {
-        Ok(())
-    } else {
-        Err(format!("invalid {what} {}: use {NAME_SYNTAX}", shown(name)))
-    }
+pub fn check(what: &'static str, name: &str) -> Result<(), BadName> {
+    if is_valid(name) { Ok(()) } else { Err(BadName { what, shown: shown(name) }) }
 }
 
 /// `value` quoted, cut to 80 characters and shown as core shows outside
@@ -142,7 +148,7 @@ mod tests {
     #[test]
     fn a_hostile_name_is_shown_quoted_cut_and_never_obeyed() {
         let name = format!("x\x1b]0;title\x07\u{202e}\n{}", "y".repeat(200));
-        let err = super::check("service name", &name).expect_err("an invalid name");
+        let err = super::check("service name", &name).expect_err("an invalid name").to_string();
         assert!(!err.chars().any(omnidev_core::text::obeyed), "{err:?}");
         assert!(err.contains("\"x") && err.contains("…\""), "{err:?}");
         assert!(!err.contains(&"y".repeat(80)), "cut to 80 characters: {err:?}");

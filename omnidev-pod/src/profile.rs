@@ -673,7 +673,7 @@ impl Profile {
             match dependency.split_once('.') {
                 Some((link, theirs)) if self.links.contains_key(link) => {
                     crate::names::check("service name", theirs)
-                        .map_err(|m| at.error(&path, format!("in `{dependency}`: {m}")))?;
+                        .map_err(|bad| at.error(&path, format!("in `{dependency}`: {bad}")))?;
                 }
                 _ => {
                     return Err(at.error(
@@ -896,7 +896,8 @@ impl Profile {
     fn validate_databases(&self, at: &Locator<'_>) -> Result<()> {
         for (name, database) in &self.databases {
             let path = ["databases", name.as_str()];
-            crate::names::check("database name", name).map_err(|m| at.error(&path, m))?;
+            crate::names::check("database name", name)
+                .map_err(|bad| at.error(&path, bad.to_string()))?;
             if database.engine.is_server() {
                 let clash = if self.services.contains_key(name) {
                     Some("service")
@@ -983,7 +984,8 @@ impl Profile {
 
     fn validate_names_and_paths(&self, at: &Locator<'_>) -> Result<()> {
         for (name, base) in &self.ports {
-            crate::names::check("port name", name).map_err(|m| at.error(&["ports", name], m))?;
+            crate::names::check("port name", name)
+                .map_err(|bad| at.error(&["ports", name], bad.to_string()))?;
             if name == "pod" {
                 return Err(at.error(
                     &["ports", name],
@@ -1000,7 +1002,8 @@ impl Profile {
             }
         }
         for (name, link) in &self.links {
-            crate::names::check("link name", name).map_err(|m| at.error(&["links", name], m))?;
+            crate::names::check("link name", name)
+                .map_err(|bad| at.error(&["links", name], bad.to_string()))?;
             if link.checkout.trim().is_empty() {
                 return Err(at.error(
                     &["links", name, "checkout"],
@@ -1012,7 +1015,7 @@ impl Profile {
         }
         for (name, service) in &self.services {
             crate::names::check("service name", name)
-                .map_err(|m| at.error(&["services", name], m))?;
+                .map_err(|bad| at.error(&["services", name], bad.to_string()))?;
             if let Some(count) = service.replicas
                 && !(1..=crate::names::MAX_REPLICAS).contains(&count)
             {

@@ -147,7 +147,7 @@ pub(super) fn check_services(shared: &Server, services: &[String]) -> Result<(),
 fn unknown(shared: &Server, names: &[String]) -> Result<(), Box<Response>> {
     let known = shared.supervisor.service_names();
     let refusal = names.iter().find_map(|name| match omnidev_pod::names::check_service(name) {
-        Err(message) => Some(Response::refused(ErrorKind::Usage, message)),
+        Err(bad) => Some(Response::refused(ErrorKind::Usage, bad.to_string())),
         Ok(()) if !known.contains(name) => Some(unknown_service(shared, name)),
         Ok(()) => None,
     });
