@@ -101,7 +101,7 @@ pub fn is_service(name: &str) -> bool {
 pub struct BadName {
     /// What it names: `service name`, `port name`, …
     pub what: &'static str,
-    /// The name as it may be shown ([`shown`]).
+    /// The name as it may be shown: quoted, cut to 80 characters, escaped.
     pub shown: String,
 }
 
