@@ -837,15 +837,10 @@ fn kill_9_of_install_leaves_no_uv_and_the_previous_install_described() {
         install_with_slow_uv(&cx, &["--git", "file:///nowhere/new.git", "--ref", "dev"], NEW);
     let (uv, helper) = uv_pids(&cx);
     install.kill().expect("kill -9");
-    let killed = Instant::now();
     let _ = install.wait();
-    while (alive(uv) || alive(helper)) && killed.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(
-        !alive(uv) && !alive(helper),
-        "uv ({uv}) or its helper ({helper}) still runs 2 s after kill -9"
-    );
+    // The guard ends them (uv sleeps for minutes); a loaded machine may
+    // take it a while, so the wait is generous, as every wait here.
+    wait_for("uv and its helper gone after kill -9", || !alive(uv) && !alive(helper));
     assert_eq!(std::fs::read(cx.install_toml()).expect("choice"), choice_before);
     assert_eq!(std::fs::read(cx.cache_file()).expect("cache"), cache_before);
     let output = run(&mut cx.omnidev_isolated(&["check"]));
