@@ -1629,3 +1629,32 @@ async fn a_link_down_blocks_its_dependents_until_it_is_back() {
     wait_until("web running again", || matches!(state("web"), ServiceState::Running { .. })).await;
     supervisor.shutdown().await.expect("shutdown");
 }
+
+/// A link's watch that gives hostile words (a terminal control sequence,
+/// a NUL) is blocked on them as plain text, and its next run, given them
+/// in its environment, starts (a NUL there would fail the spawn).
+#[tokio::test]
+async fn a_link_down_reason_is_kept_as_plain_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut gate = sh(
+        "api.server",
+        "[ -n \"$OMNIDEV_LINK_DOWN\" ] && touch told && exec sleep 1000; \
+         printf 'down: a\\033]0;title\\007b\\000c\\n'; exit 75",
+        dir.path(),
+    );
+    gate.link = true;
+    let supervisor = start(vec![gate]).await;
+    wait_until("run again with the reason in its environment", || {
+        supervisor.snapshot()[0].starts >= 2
+    })
+    .await;
+    let status = &supervisor.snapshot()[0];
+    let ServiceState::Blocked { reason } = &status.state else {
+        panic!("blocked: {status:?}");
+    };
+    assert!(!reason.chars().any(omnidev_core::text::obeyed), "{reason:?}");
+    assert!(!reason.contains('\0') && reason.starts_with('a'), "{reason:?}");
+    let told = dir.path().join("told");
+    wait_until("the second run started, told why", || told.exists()).await;
+    supervisor.shutdown().await.expect("shutdown");
+}

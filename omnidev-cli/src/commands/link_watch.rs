@@ -49,8 +49,14 @@ pub fn run(args: &LinkWatchArgs) -> miette::Result<ExitCode> {
     }
 }
 
-/// Whether `service` runs ready in the pod in `pod_dir`; why not.
+/// Whether `service` runs ready in the pod in `pod_dir`; why not, as
+/// plain text (the pod keeps the reason as such: the same words compare
+/// equal on the next run).
 fn look(pod_dir: &Path, service: &str) -> Result<(), String> {
+    why_not(pod_dir, service).map_err(|why| omnidev_core::text::plain(&why))
+}
+
+fn why_not(pod_dir: &Path, service: &str) -> Result<(), String> {
     let status = control::inspect(pod_dir).map_err(|e| e.to_string())?;
     let shown = pod_dir.display();
     if !status.running {

@@ -161,9 +161,11 @@ impl Engine {
     /// [`crate::spec::LINK_RETRY`], its dependents that run stopped to
     /// wait, blocked on it, until it is back.
     fn link_went_down(&mut self, index: usize) {
+        // Outside words (another pod's), shown and handed to the next run
+        // in its environment: plain text only (no control, no NUL).
         let reason = self.last_line(index).map_or_else(
             || "not ready in its pod".to_owned(),
-            |line| line.strip_prefix("down: ").unwrap_or(&line).to_owned(),
+            |line| crate::text::plain(line.strip_prefix("down: ").unwrap_or(&line)),
         );
         let told = self.services[index].link_down.replace(reason.clone());
         if told.as_ref() != Some(&reason) {
