@@ -596,8 +596,11 @@ mod tests {
 
         let running = pod(&mut ctx, "exec sleep 600");
         let pid = running.pid();
+        // The tag shows from `sh` on; its command line is empty for a
+        // moment while it becomes `sleep`: wait for `sleep` itself.
         util::wait_for("sleep to carry the tag", SOON, || {
-            Ok((!ctx.pod_processes().is_empty()).then_some(()))
+            let processes = ctx.pod_processes();
+            Ok(processes.iter().any(|(_, cmd)| cmd.contains("sleep 600")).then_some(()))
         })
         .expect("tagged");
         drop(running);
