@@ -20,7 +20,7 @@ use omnidev_pod::layout::LOG_SUFFIX;
 use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::control::protocol::Response;
+use crate::control::protocol::Done;
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files::{Tail, last_lines};
@@ -113,7 +113,7 @@ pub fn start_links(options: &RunOptions, ready_timeout: Duration) -> miette::Res
 #[derive(Debug)]
 pub struct Started {
     /// The answer of the wait: the pod's status, the services that failed.
-    pub response: Response,
+    pub response: Done,
     /// The pod.
     pub pod: Pod,
     /// The background process, when known.
@@ -201,9 +201,7 @@ pub fn start(
         // Nothing is left to run: the background pod is ending (headless
         // ends when every service has), so it is reported as a pod that
         // could not start, not as one that keeps running.
-        Ok(response)
-            if !response.failed.is_empty() && response.status.as_ref().is_some_and(ended) =>
-        {
+        Ok(response) if !response.failed.is_empty() && ended(&response.status) => {
             wait_exit(&mut child, EXIT_GRACE)
         }
         _ => None,
@@ -281,7 +279,7 @@ fn wait_ready(
     log: &Path,
     timeout: Duration,
     connection: &CallConnection,
-) -> miette::Result<Response> {
+) -> miette::Result<Done> {
     let start = Instant::now();
     let timed_out = || Error::DetachTimeout { seconds: timeout.as_secs() };
     loop {
@@ -340,16 +338,15 @@ fn wait_exit(child: &mut Child, grace: Duration) -> Option<std::process::ExitSta
 fn report(started: &Started) -> miette::Result<ExitCode> {
     let Started { response, pod, pid, how } = started;
     let mut out = format!("pod {}\n", omnidev_core::text::quote_path(pod.dir()));
-    if let Some(status) = &response.status {
-        for url in &status.urls {
-            let _ = writeln!(out, "{} {}", url.name, url.url);
-        }
-        let pid = status.pid.or(*pid).map_or_else(|| "unknown".to_owned(), |p| p.to_string());
-        let _ = writeln!(
-            out,
-            "{how} (pid {pid}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`"
-        );
+    let status = &response.status;
+    for url in &status.urls {
+        let _ = writeln!(out, "{} {}", url.name, url.url);
     }
+    let pid = status.pid.or(*pid).map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+    let _ = writeln!(
+        out,
+        "{how} (pid {pid}); `omnidev attach`, `omnidev status`, `omnidev logs -f`, `omnidev stop`"
+    );
     write_stdout(&out)?;
     if response.failed.is_empty() {
         return Ok(ExitCode::SUCCESS);
@@ -361,10 +358,9 @@ fn report(started: &Started) -> miette::Result<ExitCode> {
             let _ = writeln!(report, "  {name} | {line}");
         }
     }
-    let links = response.status.as_ref().map(|s| &s.links);
-    let waits_for_a_link = (response.failed.iter()).any(|name| {
-        name.split_once('.').is_some_and(|(link, _)| links.is_some_and(|l| l.contains_key(link)))
-    });
+    let links = &status.links;
+    let waits_for_a_link = (response.failed.iter())
+        .any(|name| name.split_once('.').is_some_and(|(link, _)| links.contains_key(link)));
     if waits_for_a_link {
         report.push_str(
             "omnidev: what waits for a linked pod starts once it is ready there \

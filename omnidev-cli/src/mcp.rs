@@ -37,7 +37,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::cli::PodArgs;
-use crate::control::protocol::{EventsQuery, PodStatus, Response, WaitFor};
+use crate::control::protocol::{Done, EventsQuery, PodStatus, WaitFor};
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files;
@@ -223,16 +223,12 @@ fn shown_lines(
 /// `connection` can hang up.
 fn acted(pod: &PodArgs, asked: &Ask, connection: &CallConnection) -> miette::Result<ActionResult> {
     let (pod_dir, response) = ask(pod, asked, connection)?;
-    outcome(&pod_dir, response)
+    Ok(outcome(&pod_dir, response))
 }
 
 /// [`acted`]'s request and answer, for a tool that reads more of the
 /// answer than the outcome: the pod's directory and the pod's response.
-fn ask(
-    pod: &PodArgs,
-    asked: &Ask,
-    connection: &CallConnection,
-) -> miette::Result<(PathBuf, Response)> {
+fn ask(pod: &PodArgs, asked: &Ask, connection: &CallConnection) -> miette::Result<(PathBuf, Done)> {
     let pod_dir = running(pod)?;
     let response = asked.send_on(&pod_dir, |stream| connection.keep(stream))?;
     Ok((pod_dir, response))
@@ -240,9 +236,8 @@ fn ask(
 
 /// What a waiting request came to: the status, and each failed service
 /// with its state and last lines.
-fn outcome(pod_dir: &Path, response: Response) -> miette::Result<ActionResult> {
-    let status =
-        response.status.ok_or_else(|| miette::miette!("the pod's answer has no status"))?;
+fn outcome(pod_dir: &Path, response: Done) -> ActionResult {
+    let status = response.status;
     let failed = response
         .failed
         .iter()
@@ -264,7 +259,7 @@ fn outcome(pod_dir: &Path, response: Response) -> miette::Result<ActionResult> {
             }
         })
         .collect::<Vec<_>>();
-    Ok(ActionResult { ok: failed.is_empty(), failed, status })
+    ActionResult { ok: failed.is_empty(), failed, status }
 }
 
 /// The database `database` of the pod `pod` names.
@@ -451,7 +446,7 @@ impl Tools {
             let asked = Ask::reload_profile(Duration::from_secs(secs));
             let (pod_dir, mut response) = ask(pod, &asked, connection)?;
             let applied = response.applied.take().unwrap_or_default();
-            let outcome = outcome(&pod_dir, response)?;
+            let outcome = outcome(&pod_dir, response);
             Ok(ReloadProfileResult { applied, outcome })
         })
         .await
@@ -598,7 +593,7 @@ impl Tools {
         self.answer(&context, move |pod, connection| {
             let secs = args.timeout_secs.unwrap_or(limits::UP_SECS.0);
             let started = crate::detach::up(pod, Duration::from_secs(secs), connection)?;
-            outcome(started.pod.dir(), started.response)
+            Ok(outcome(started.pod.dir(), started.response))
         })
         .await
     }

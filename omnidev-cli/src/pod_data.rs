@@ -85,10 +85,10 @@ fn alive(pod_dir: &Path) -> Result<(bool, Vec<String>)> {
 /// error.
 fn ask(pod_dir: &Path, name: &str, asked: &Ask, what: &str) -> Result<()> {
     let response = asked.send(pod_dir)?;
-    if response.ok && response.failed.is_empty() {
+    if response.failed.is_empty() {
         return Ok(());
     }
-    let why = response.error.clone().unwrap_or_else(|| response.failures().join("; "));
+    let why = response.failures().join("; ");
     Err(data_error(
         name,
         format!("could not {what}: {why}"),

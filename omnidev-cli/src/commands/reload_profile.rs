@@ -18,7 +18,7 @@ struct Report<'a> {
     #[serde(flatten)]
     applied: &'a omnidev_core::ProfileApplied,
     failed: &'a [String],
-    status: Option<&'a PodStatus>,
+    status: &'a PodStatus,
 }
 
 /// Runs `omnidev reload-profile`: returns once the restarted and started
@@ -33,13 +33,11 @@ pub fn run(args: &ReloadProfileArgs) -> miette::Result<ExitCode> {
             schema: control::protocol::SCHEMA,
             applied: &applied,
             failed: &response.failed,
-            status: response.status.as_ref(),
+            status: &response.status,
         })?)?;
     } else {
         let mut text = format!("{}\n", omnidev_core::text::message(&applied.message));
-        if let Some(status) = &response.status {
-            text.push_str(&pod_status(status));
-        }
+        text.push_str(&pod_status(&response.status));
         write_stdout(&text)?;
     }
     Ok(super::report_failures(&response))

@@ -18,8 +18,7 @@ pub fn run(args: &RestartArgs) -> miette::Result<ExitCode> {
         no_deps: args.no_deps,
     };
     let response = Ask::restart(what, Duration::from_secs(args.timeout)).send(pod_dir)?;
-    if let Some(status) = &response.status {
-        write_stdout(&if args.json { json(status)? } else { pod_status(status) })?;
-    }
+    let status = &response.status;
+    write_stdout(&if args.json { json(status)? } else { pod_status(status) })?;
     Ok(super::report_failures(&response))
 }

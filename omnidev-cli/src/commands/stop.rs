@@ -77,8 +77,8 @@ fn stop_all(args: &StopArgs) -> miette::Result<ExitCode> {
 /// Stops the running pod in `pod_dir` (its supervisor `pid`, when known)
 /// and waits up to `timeout` seconds for every one of its processes.
 fn stop_pod(pod_dir: &Path, pid: Option<u32>, timeout: u64) -> miette::Result<()> {
-    match Ask::stop_pod().send(pod_dir) {
-        Ok(_) => {}
+    match Ask::stop_pod().tell(pod_dir) {
+        Ok(()) => {}
         // No answer (e.g. still starting, or stuck): a SIGTERM to the
         // process holding the lock takes the same shutdown path.
         Err(Error::Unreachable { .. } | Error::Protocol { .. }) => {
@@ -100,7 +100,7 @@ fn stop_pod(pod_dir: &Path, pid: Option<u32>, timeout: u64) -> miette::Result<()
 /// are gone); the pod and their dependents run on.
 fn stop_services(args: &StopArgs) -> miette::Result<ExitCode> {
     let pod_dir = &crate::session::running_pod_dir(&args.pod)?;
-    Ask::stop(args.services.clone(), Duration::from_secs(args.timeout)).send(pod_dir)?;
+    Ask::stop(args.services.clone(), Duration::from_secs(args.timeout)).tell(pod_dir)?;
     note!("omnidev: stopped {} (`omnidev start` starts them again)", args.services.join(", "));
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,7 @@ use omnidev_core::sync::Locked;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{AnyDelimiterCodec, Decoder as _};
 
-use super::protocol::{ErrorKind, Request, Response};
+use super::protocol::{Done, ErrorKind, Refusal, Request, Response};
 use crate::error::{Error, Result};
 
 /// Longest line taken from a pod's socket: a 64 KiB log line (the
@@ -253,19 +253,31 @@ impl Ask {
     ///
     /// Connecting to a socket nobody listens on (missing file, or one left
     /// by a killed supervisor) fails at once with [`Error::Unreachable`];
-    /// the answer must arrive within the request's time. An answer with
-    /// `ok: false` becomes [`Error::Refused`] (or the error its kind
-    /// names).
-    pub fn send(&self, pod_dir: &Path) -> Result<Response> {
+    /// the answer must arrive within the request's time. A refusal
+    /// becomes [`Error::Refused`] (or the error its kind names).
+    pub fn send(&self, pod_dir: &Path) -> Result<Done> {
         self.send_on(pod_dir, |_| {})
+    }
+
+    /// [`Ask::send`] for a request whose answer matters only as done or
+    /// refused (`stop`): an answer without a status is taken too, as a pod
+    /// run by another omnidev may give.
+    pub fn tell(&self, pod_dir: &Path) -> Result<()> {
+        exchange(pod_dir, &self.request, self.within, |_| {}).map(drop)
     }
 
     /// [`Ask::send`], showing the connection to `connected` as soon as it
     /// is made: a caller that gives up (an MCP client's cancelled call)
     /// shuts it down through a clone, and the pod stops waiting for a
     /// client that is gone (the read here then ends at once).
-    pub fn send_on(&self, pod_dir: &Path, connected: impl FnOnce(&UnixStream)) -> Result<Response> {
-        Ok(exchange(pod_dir, &self.request, self.within, connected)?.0)
+    pub fn send_on(&self, pod_dir: &Path, connected: impl FnOnce(&UnixStream)) -> Result<Done> {
+        match exchange(pod_dir, &self.request, self.within, connected)? {
+            (Some(done), _) => Ok(done),
+            (None, _) => Err(Error::Protocol {
+                socket: super::socket_path(pod_dir),
+                message: "the pod's answer has no status".to_owned(),
+            }),
+        }
     }
 }
 
@@ -280,7 +292,7 @@ fn exchange(
     request: &Request,
     timeout: Duration,
     connected: impl FnOnce(&UnixStream),
-) -> Result<(Response, Records)> {
+) -> Result<(Option<Done>, Records)> {
     let socket = super::socket_path(pod_dir);
     let unreachable = |source: std::io::Error| Error::Unreachable {
         pod_dir: pod_dir.to_path_buf(),
@@ -331,17 +343,17 @@ fn exchange(
             return Err(other.unwrap_or_else(|| protocol(e.to_string())));
         }
     };
-    if response.ok {
-        return Ok((response, records));
+    match response {
+        Response::Accepted => Ok((None, records)),
+        Response::Done(done) => Ok((Some(*done), records)),
+        Response::Refused(Refusal { kind, message }) => Err(match kind {
+            Some(ErrorKind::UnknownService) => Error::UnknownService { message },
+            Some(ErrorKind::Usage) => Error::BadRequest { message },
+            Some(ErrorKind::Timeout) => Error::TimedOut { message },
+            Some(ErrorKind::InvalidProfile) => Error::InvalidProfile { message },
+            None => Error::Refused { message },
+        }),
     }
-    let message = response.error.unwrap_or_else(|| "no reason given".to_owned());
-    Err(match response.error_kind {
-        Some(ErrorKind::UnknownService) => Error::UnknownService { message },
-        Some(ErrorKind::Usage) => Error::BadRequest { message },
-        Some(ErrorKind::Timeout) => Error::TimedOut { message },
-        Some(ErrorKind::InvalidProfile) => Error::InvalidProfile { message },
-        None => Error::Refused { message },
-    })
 }
 
 /// The connection of a tool's request to the pod, hung up when the client
@@ -397,7 +409,7 @@ mod tests {
     }
 
     /// Sends `request` with the time `within` for its answer.
-    fn request(pod_dir: &Path, request: &Request, within: Duration) -> Result<Response> {
+    fn request(pod_dir: &Path, request: &Request, within: Duration) -> Result<Done> {
         let ask = Ask { request: request.clone(), within };
         ask.send(pod_dir)
     }
@@ -482,7 +494,8 @@ mod tests {
 "#
             .to_vec(),
         );
-        request(dir.path(), &Request::Stop, Duration::from_secs(60)).expect("a stop is understood");
+        let stop = Ask { request: Request::Stop, within: Duration::from_secs(60) };
+        stop.tell(dir.path()).expect("a stop is understood");
         served.join().expect("pod");
         let served = pod(
             dir.path(),

@@ -32,9 +32,8 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     let lock = lock_state(pod_dir)?;
     if matches!(lock, LockState::Held { .. })
         && let Ok(response) = super::Ask::status().send(pod_dir)
-        && let Some(status) = response.status
     {
-        return Ok(status);
+        return Ok(response.status);
     }
     let (running, pid) = match lock {
         LockState::Held { pid } => (true, pid),

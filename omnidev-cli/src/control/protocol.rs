@@ -139,34 +139,42 @@ pub enum WaitFor {
     HealthyAfterReload,
 }
 
-/// The answer to a [`Request`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct Response {
-    /// [`SCHEMA`].
-    pub schema: u32,
-    /// Whether the request was carried out.
-    pub ok: bool,
-    /// Why not, when `ok` is false.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// What kind of refusal, when the client should tell it apart (its
-    /// exit code differs); absent for any other.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_kind: Option<ErrorKind>,
+/// The answer to a [`Request`]: accepted (the first line of an `events`
+/// stream), done (with the pod's status after it), or refused.
+///
+/// On the wire it is one object: `schema`, `ok`, and `status`, `failed`
+/// and `applied` when done, `error` and `error-kind` when refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Wire", into = "Wire")]
+pub enum Response {
+    /// The request was taken: records follow.
+    Accepted,
+    /// The request was carried out.
+    Done(Box<Done>),
+    /// The request was not carried out.
+    Refused(Refusal),
+}
+
+/// What a request that was carried out answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
     /// The pod's status after the request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<PodStatus>,
-    /// Services that failed (`wait-ready`, `restart`).
-    #[serde(default)]
+    pub status: PodStatus,
+    /// Services that failed (`wait-ready`, `restart`, `start-service`,
+    /// `reload-profile`).
     pub failed: Vec<String>,
     /// What `reload-profile` did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<omnidev_core::ProfileApplied>,
 }
 
-impl Response {
-    /// Each service of [`Response::failed`] with its state as the status
+impl Done {
+    /// The answer `status` after a request, with the services that
+    /// `failed`.
+    pub fn new(status: PodStatus, failed: Vec<String>) -> Self {
+        Self { status, failed, applied: None }
+    }
+
+    /// Each service of [`Done::failed`] with its state as the status
     /// shows it: `web failed: stopped`, `api failed: blocked: waiting for
     /// db, which was stopped`, `worker failed: exit code 127: …` (a
     /// `failed` state is not said twice).
@@ -174,10 +182,7 @@ impl Response {
         self.failed
             .iter()
             .map(|name| {
-                let report = self
-                    .status
-                    .as_ref()
-                    .and_then(|status| status.services.iter().find(|s| &s.status.name == name));
+                let report = self.status.services.iter().find(|s| &s.status.name == name);
                 match report {
                     Some(r) if matches!(r.status.state, ServiceState::Failed { .. }) => {
                         format!("{name} {}", r.detail)
@@ -188,25 +193,101 @@ impl Response {
             })
             .collect()
     }
+}
 
-    /// A successful answer without a status (the first line of `events`).
-    pub fn accepted() -> Self {
-        Self { schema: SCHEMA, ok: true, ..Self::default() }
+/// Why a request was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What kind, when the client tells it apart (its exit code
+    /// differs).
+    pub kind: Option<ErrorKind>,
+    /// Why, for people.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal of a kind the client tells apart.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind: Some(kind), message: message.into() }
     }
 
-    /// A successful answer.
+    /// A refusal of no particular kind.
+    pub fn other(message: impl Into<String>) -> Self {
+        Self { kind: None, message: message.into() }
+    }
+}
+
+impl Response {
+    /// A successful answer: `status` after the request, with the
+    /// services that `failed`.
     pub fn ok(status: PodStatus, failed: Vec<String>) -> Self {
-        Self { status: Some(status), failed, ..Self::accepted() }
+        Self::Done(Box::new(Done::new(status, failed)))
     }
 
-    /// A refusal.
+    /// A refusal of no particular kind.
     pub fn error(message: impl Into<String>) -> Self {
-        Self { ok: false, error: Some(message.into()), ..Self::accepted() }
+        Self::Refused(Refusal::other(message))
     }
 
     /// A refusal of a kind the client tells apart.
     pub fn refused(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { error_kind: Some(kind), ..Self::error(message) }
+        Self::Refused(Refusal::new(kind, message))
+    }
+}
+
+impl From<Refusal> for Response {
+    fn from(refusal: Refusal) -> Self {
+        Self::Refused(refusal)
+    }
+}
+
+/// [`Response`] as the wire has it. An answer `ok` without a status is
+/// [`Response::Accepted`]; a refusal without a reason says so.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Wire {
+    schema: u32,
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error_kind: Option<ErrorKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<PodStatus>,
+    #[serde(default)]
+    failed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    applied: Option<omnidev_core::ProfileApplied>,
+}
+
+impl From<Wire> for Response {
+    fn from(wire: Wire) -> Self {
+        match wire {
+            Wire { ok: false, error, error_kind, .. } => Self::Refused(Refusal {
+                kind: error_kind,
+                message: error.unwrap_or_else(|| "no reason given".to_owned()),
+            }),
+            Wire { status: None, .. } => Self::Accepted,
+            Wire { status: Some(status), failed, applied, .. } => {
+                Self::Done(Box::new(Done { status, failed, applied }))
+            }
+        }
+    }
+}
+
+impl From<Response> for Wire {
+    fn from(response: Response) -> Self {
+        let wire = Self { schema: SCHEMA, ok: true, ..Self::default() };
+        match response {
+            Response::Accepted => wire,
+            Response::Done(done) => {
+                let Done { status, failed, applied } = *done;
+                Self { status: Some(status), failed, applied, ..wire }
+            }
+            Response::Refused(Refusal { kind, message }) => {
+                Self { ok: false, error: Some(message), error_kind: kind, ..wire }
+            }
+        }
     }
 }
 
@@ -476,7 +557,7 @@ mod tests {
     #[test]
     fn each_failure_is_named_with_its_state_once() {
         let report = |name: &str, state: &str, detail: &str| serde_json::json!({"name": name, "state": state, "reason": "", "ready": false, "restarts": 0, "starts": 1, "detail": detail});
-        let response: Response = serde_json::from_value(serde_json::json!({
+        let Response::Done(response) = serde_json::from_value(serde_json::json!({
             "schema": SCHEMA, "ok": true, "failed": ["web", "api", "gone"],
             "status": {"schema": SCHEMA, "pod-dir": "/pod", "running": true, "control": true,
                 "ports": {}, "urls": [], "services": [
@@ -484,7 +565,9 @@ mod tests {
                     report("api", "failed", "failed: exit code 127: a command it runs was not found"),
                 ]},
         }))
-        .expect("a response");
+        .expect("a response") else {
+            panic!("not done")
+        };
         assert_eq!(
             response.failures(),
             [
@@ -552,12 +635,33 @@ mod tests {
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
     }
 
+    /// Each kind of answer has the wire's one shape and reads back as
+    /// itself; an answer `ok` without a status is the start of a stream,
+    /// a refusal without a reason says so.
     #[test]
-    fn an_error_response_round_trips() {
-        let response = Response::error("nope");
-        let text = serde_json::to_string(&response).expect("encode");
-        assert_eq!(text, r#"{"schema":3,"ok":false,"error":"nope","failed":[]}"#);
-        assert_eq!(serde_json::from_str::<Response>(&text).expect("decode"), response);
+    fn each_answer_round_trips_in_the_wire_shape() {
+        let done = Response::Done(Box::new(Done {
+            applied: Some(omnidev_core::ProfileApplied::default()),
+            ..Done::new(PodStatus::default(), vec!["web".into()])
+        }));
+        let cases = [
+            (Response::error("nope"), r#"{"schema":3,"ok":false,"error":"nope","failed":[]}"#),
+            (
+                Response::refused(ErrorKind::Timeout, "late"),
+                r#"{"schema":3,"ok":false,"error":"late","error-kind":"timeout","failed":[]}"#,
+            ),
+            (Response::Accepted, r#"{"schema":3,"ok":true,"failed":[]}"#),
+        ];
+        for (response, text) in cases {
+            assert_eq!(serde_json::to_string(&response).expect("encode"), text);
+            assert_eq!(serde_json::from_str::<Response>(text).expect("decode"), response);
+        }
+        let text = serde_json::to_string(&done).expect("encode");
+        assert!(text.starts_with(r#"{"schema":3,"ok":true,"status":{"#), "{text}");
+        assert!(text.contains(r#""failed":["web"],"applied":{"#), "{text}");
+        assert_eq!(serde_json::from_str::<Response>(&text).expect("decode"), done);
+        let bare = serde_json::from_str::<Response>(r#"{"schema":3,"ok":false}"#).expect("decode");
+        assert_eq!(bare, Response::error("no reason given"));
     }
 
     /// Every state a status reports reads back as itself (a backoff

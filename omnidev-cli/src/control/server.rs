@@ -337,9 +337,8 @@ mod tests {
                 .expect("answered at once")
                 .expect("read");
             let response: Response = serde_json::from_str(&answer).expect("response");
-            assert!(!response.ok, "{answer}");
-            let error = response.error.unwrap_or_default();
-            assert!(error.contains("at most 86400"), "{error}");
+            let Response::Refused(refusal) = response else { panic!("not refused: {answer}") };
+            assert!(refusal.message.contains("at most 86400"), "{}", refusal.message);
         }
         // Refused before anything was restarted.
         assert_eq!(pid(), before);

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{Dashboard, json, no_pod, text};
+use crate::control::protocol::Response as Answer;
 use crate::control::{Ask, CallConnection};
 
 /// How long an action lets the pod take (a restart waits for readiness).
@@ -57,7 +58,7 @@ pub(super) async fn act(State(state): State<Arc<Dashboard>>, Json(act): Json<Act
         }
     };
     match tokio::task::spawn_blocking(move || ask.send(&pod_dir)).await {
-        Ok(Ok(response)) => json(StatusCode::OK, &response),
+        Ok(Ok(done)) => json(StatusCode::OK, &Answer::Done(Box::new(done))),
         Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
         Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the action failed"),
     }
@@ -131,7 +132,7 @@ impl Dashboard {
         })
         .await;
         match started {
-            Ok(Ok(started)) => json(StatusCode::OK, &started.response),
+            Ok(Ok(started)) => json(StatusCode::OK, &Answer::Done(Box::new(started.response))),
             Ok(Err(error)) => text(StatusCode::CONFLICT, &error.to_string()),
             Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "up failed"),
         }

@@ -113,7 +113,7 @@ async fn measure_every(
         let Some(sender) = sender.upgrade() else {
             return;
         };
-        let Some(status) = asked.ok().and_then(Result::ok).and_then(|r| r.status) else {
+        let Some(status) = asked.ok().and_then(Result::ok).map(|r| r.status) else {
             continue;
         };
         let told = |usage: &omnidev_core::platform::Usage| serde_json::json!({ "text": crate::output::usage(usage), "of": usage });

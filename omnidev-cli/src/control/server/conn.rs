@@ -8,7 +8,7 @@ use omnidev_core::ServiceStatus;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use crate::control::protocol::{ErrorKind, Request, Response};
+use crate::control::protocol::{ErrorKind, Refusal, Request, Response};
 use crate::control::retained::{self, Filter};
 use omnidev_core::text::json_line;
 
@@ -16,11 +16,11 @@ use super::handlers::{answer, unknown_service};
 use super::{MAX_CONNECTIONS, MAX_FOLLOWING, MAX_REQUEST, MAX_WAITING, POLL, Server};
 
 pub(super) fn busy_answer() -> String {
-    json_line(&busy(MAX_CONNECTIONS))
+    json_line(&Response::from(busy(MAX_CONNECTIONS)))
 }
 
-pub(super) fn busy(limit: usize) -> Response {
-    Response::error(format!("busy: {limit} requests are already being answered; try again"))
+pub(super) fn busy(limit: usize) -> Refusal {
+    Refusal::other(format!("busy: {limit} requests are already being answered; try again"))
 }
 
 /// Whether the client has closed its end completely (`POLLHUP`). A client
@@ -81,7 +81,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Server>) {
                 response = answer(&shared, request) => response,
                 () = hang_up(std::os::fd::AsFd::as_fd(reader.get_ref().get_ref().as_ref())) => return,
             },
-            Err(_) => busy(MAX_WAITING),
+            Err(_) => busy(MAX_WAITING).into(),
         },
         Err(e) => Response::refused(ErrorKind::Usage, format!("not a request: {e}")),
     };
@@ -177,7 +177,7 @@ pub(super) async fn stream_events(
     let _slot = match answer {
         Ok(slot) => slot,
         Err(response) => {
-            let mut buf = json_line(&response).into_bytes();
+            let mut buf = json_line(&Response::from(response)).into_bytes();
             let _ = send(&mut write, &mut buf, shared.request_deadline).await;
             let _ = write.shutdown().await;
             return;
@@ -190,7 +190,7 @@ pub(super) async fn stream_events(
         // at each change.
         watch.mark_changed();
     }
-    let mut buf = json_line(&Response::accepted()).into_bytes();
+    let mut buf = json_line(&Response::Accepted).into_bytes();
     let lagged = loop {
         let chunk = filter.read(history, &mut cursor, &shared.encoder, &mut buf);
         match send(&mut write, &mut buf, shared.request_deadline).await {

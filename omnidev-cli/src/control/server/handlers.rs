@@ -8,16 +8,16 @@ use omnidev_core::{Until, Waited};
 
 use crate::control::events::rfc3339;
 use crate::control::protocol::{
-    ErrorKind, LinkReport, PodStatus, ReloadReport, Request, Response, SCHEMA, ServiceReport,
-    UrlReport, WaitFor,
+    Done, ErrorKind, LinkReport, PodStatus, Refusal, ReloadReport, Request, Response, SCHEMA,
+    ServiceReport, UrlReport, WaitFor,
 };
 
 use super::{
     RELOAD_LOOKBACK, RESTART_DEADLINE, Server, WAIT_DEADLINE, WAIT_READY_DEADLINE, WATCHER_CATCH_UP,
 };
 
-pub(super) fn unknown_service(shared: &Server, name: &str) -> Response {
-    Response::refused(
+pub(super) fn unknown_service(shared: &Server, name: &str) -> Refusal {
+    Refusal::new(
         ErrorKind::UnknownService,
         format!(
             "unknown service `{name}` (known: {})",
@@ -27,11 +27,11 @@ pub(super) fn unknown_service(shared: &Server, name: &str) -> Response {
 }
 
 pub(super) async fn answer(shared: &Server, request: Request) -> Response {
-    answered(shared, request).await.unwrap_or_else(|refusal| *refusal)
+    answered(shared, request).await.unwrap_or_else(Response::from)
 }
 
 /// A request's answer, or the refusal that ended it early (`?`).
-type Answered = std::result::Result<Response, Box<Response>>;
+type Answered = std::result::Result<Response, Refusal>;
 
 /// The answer to `request`; a refusal as the error.
 async fn answered(shared: &Server, request: Request) -> Answered {
@@ -70,7 +70,7 @@ async fn answered(shared: &Server, request: Request) -> Answered {
             let target = match service {
                 Some(_) if all => {
                     let why = "`all` and `service` exclude each other";
-                    return Err(Box::new(Response::refused(ErrorKind::Usage, why)));
+                    return Err(Refusal::new(ErrorKind::Usage, why));
                 }
                 _ if all => Restart::All,
                 Some(name) => {
@@ -88,17 +88,17 @@ async fn answered(shared: &Server, request: Request) -> Answered {
 pub(super) fn limit(
     timeout_secs: Option<u64>,
     default: Duration,
-) -> std::result::Result<Duration, Box<Response>> {
+) -> std::result::Result<Duration, Refusal> {
     let limit = timeout_secs.map_or(default, Duration::from_secs);
     if limit > limits::MAX_REQUEST_TIMEOUT {
-        return Err(Box::new(Response::refused(
+        return Err(Refusal::new(
             ErrorKind::Usage,
             format!(
                 "`timeout-secs` is {}; it must be at most {}",
                 limit.as_secs(),
                 limits::MAX_REQUEST_TIMEOUT.as_secs()
             ),
-        )));
+        ));
     }
     Ok(limit)
 }
@@ -135,23 +135,23 @@ pub(super) fn expand(shared: &Server, names: &[String]) -> Vec<String> {
 
 /// A refusal when `services` is empty, or names a service badly or one
 /// the pod does not have.
-pub(super) fn check_services(shared: &Server, services: &[String]) -> Result<(), Box<Response>> {
+pub(super) fn check_services(shared: &Server, services: &[String]) -> Result<(), Refusal> {
     if services.is_empty() {
-        return Err(Box::new(Response::refused(ErrorKind::Usage, "no service named")));
+        return Err(Refusal::new(ErrorKind::Usage, "no service named"));
     }
     unknown(shared, services)
 }
 
 /// The refusal of the first of `names` that is no service name, or not
 /// one of this pod's services.
-fn unknown(shared: &Server, names: &[String]) -> Result<(), Box<Response>> {
+fn unknown(shared: &Server, names: &[String]) -> Result<(), Refusal> {
     let known = shared.supervisor.service_names();
     let refusal = names.iter().find_map(|name| match omnidev_pod::names::check_service(name) {
-        Err(bad) => Some(Response::refused(ErrorKind::Usage, bad.to_string())),
+        Err(bad) => Some(Refusal::new(ErrorKind::Usage, bad.to_string())),
         Ok(()) if !known.contains(name) => Some(unknown_service(shared, name)),
         Ok(()) => None,
     });
-    refusal.map_or(Ok(()), |refusal| Err(Box::new(refusal)))
+    refusal.map_or(Ok(()), Err)
 }
 
 /// The watched services of the profile the pod runs now (a
@@ -223,15 +223,19 @@ pub(super) async fn reload_profile(shared: &Server, limit: Duration) -> Response
         }
         Ok((applied, waited)) => {
             let names = applied.applied.coming_up();
-            let mut response = outcome(shared, Ok(waited), |_| {
+            let response = outcome(shared, Ok(waited), |_| {
                 format!(
                     "{} not ready within {} s of applying the profile",
                     names.join(", "),
                     limit.as_secs()
                 )
             });
-            response.applied = Some(applied);
-            response
+            match response {
+                Response::Done(done) => {
+                    Response::Done(Box::new(Done { applied: Some(applied), ..*done }))
+                }
+                other => other,
+            }
         }
     }
 }

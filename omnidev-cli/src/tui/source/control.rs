@@ -27,7 +27,7 @@ use super::{Feed, Update};
 use crate::control::client::{Line, Lines, MAX_LINE_BYTES, READ_CHUNK, Records};
 use crate::control::events::Record;
 use crate::control::protocol::{PodStatus, UrlReport};
-use crate::control::{self, Ask, EventsQuery, RestartScope};
+use crate::control::{Ask, EventsQuery, RestartScope};
 use crate::error::{Error, Result};
 use crate::tui::app::{Action, App, PodInfo};
 use omnidev_core::text;
@@ -51,10 +51,7 @@ impl Connection {
     /// Asks the pod in `pod_dir` for its status, then opens the stream of
     /// its kept and new records.
     pub fn open(pod_dir: &Path) -> Result<Self> {
-        let status = Ask::status().send(pod_dir)?.status.ok_or_else(|| Error::Protocol {
-            socket: control::socket_path(pod_dir),
-            message: "the status answer holds no status".to_owned(),
-        })?;
+        let status = Ask::status().send(pod_dir)?.status;
         // A prompt or a progress bar shows before its newline, as in
         // `up`'s own UI.
         // Unfinished lines too, as the local UI shows them.
@@ -289,7 +286,7 @@ async fn measure_every(pod_dir: PathBuf, answer: mpsc::Sender<Update>) {
         let pod_dir = pod_dir.clone();
         let asked = tokio::task::spawn_blocking(move || Ask::status().send(&pod_dir)).await;
         if let Ok(Ok(response)) = asked
-            && let Some(usage) = response.status.and_then(|s| s.usage)
+            && let Some(usage) = response.status.usage
         {
             // A full queue of answers skips this one: the next comes soon.
             let _ = answer.try_send(Update::Usage(usage));
