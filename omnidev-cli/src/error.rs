@@ -570,15 +570,12 @@ pub enum Error {
     UpNotAllowed,
 
     /// The checkout's `.python-version` gives no usable version.
-    #[error("{message}")]
+    #[error(transparent)]
     #[diagnostic(
         code(omnidev::python_version),
         help("`omnidev omnigent` runs `uv run --python <the checkout's .python-version>`")
     )]
-    Python {
-        /// The file, what is wrong and what to do.
-        message: String,
-    },
+    Python(#[from] omnidev_pod::python::BadPin),
 
     /// Writing to standard output failed.
     #[error("could not write to standard output")]

@@ -16,10 +16,35 @@ pub const DEFAULT_PYTHON: &str = "3.12";
 const MAX_FILE: u64 = 4096;
 const MAX_VERSION: usize = 64;
 
-/// The pinned version, or why `.python-version` cannot give one (its
-/// path, what is wrong and what to do).
+/// The pinned version, or why `.python-version` cannot give one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PythonPin(pub Result<String, String>);
+pub struct PythonPin(pub Result<String, BadPin>);
+
+/// Why `.python-version` gives no version: its path, what is wrong and
+/// what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPin {
+    /// The file is there but cannot be read as text.
+    #[error("cannot read {}: {reason}", path.display())]
+    Unreadable {
+        /// `.python-version`.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Its first version line is no version uv would take.
+    #[error(
+        "{} holds `{shown}`, which is not a Python version (at most {MAX_VERSION} printable \
+         characters, such as `3.12`); fix the file or remove it (then {DEFAULT_PYTHON} is used)",
+        path.display()
+    )]
+    NotAVersion {
+        /// `.python-version`.
+        path: PathBuf,
+        /// The line, cut at [`MAX_VERSION`] characters and escaped.
+        shown: String,
+    },
+}
 
 impl Default for PythonPin {
     fn default() -> Self {
@@ -46,7 +71,7 @@ impl PythonPin {
             Ok(Some(text)) => text,
             Ok(None) => return Self::default(),
             Err(reason) => {
-                return Self(Err(format!("cannot read {}: {reason}", path.display())));
+                return Self(Err(BadPin::Unreadable { path, reason: reason.to_string() }));
             }
         };
         let Some(version) =
@@ -61,14 +86,8 @@ impl PythonPin {
         if valid {
             Self(Ok(version.to_owned()))
         } else {
-            let shown: String = version.chars().take(MAX_VERSION).collect();
-            Self(Err(format!(
-                "{} holds `{}`, which is not a Python version (at most {MAX_VERSION} \
-                 printable characters, such as `3.12`); fix the file or remove it \
-                 (then {DEFAULT_PYTHON} is used)",
-                path.display(),
-                shown.escape_debug()
-            )))
+            let cut: String = version.chars().take(MAX_VERSION).collect();
+            Self(Err(BadPin::NotAVersion { path, shown: cut.escape_debug().to_string() }))
         }
     }
 }
@@ -222,12 +241,14 @@ mod tests {
         let file = repo.path().join(".python-version");
         std::fs::write(&file, "3.12 --index-url=http://evil\n").expect("write");
         let reason = PythonPin::of_checkout(repo.path()).0.expect_err("spaces");
-        assert!(reason.contains(".python-version"), "{reason}");
+        assert!(matches!(&reason, BadPin::NotAVersion { path, .. } if *path == file), "{reason}");
+        assert!(reason.to_string().contains(".python-version"), "{reason}");
         std::fs::write(&file, "x".repeat(100_000)).expect("write");
         assert!(PythonPin::of_checkout(repo.path()).0.is_err());
         std::fs::write(&file, b"\xff\xfe").expect("write");
         let reason = PythonPin::of_checkout(repo.path()).0.expect_err("bytes");
-        assert!(reason.contains("UTF-8"), "{reason}");
+        assert!(matches!(&reason, BadPin::Unreadable { path, .. } if *path == file), "{reason}");
+        assert!(reason.to_string().contains("UTF-8"), "{reason}");
         std::fs::remove_file(&file).expect("remove");
         std::fs::create_dir(&file).expect("dir");
         assert!(PythonPin::of_checkout(repo.path()).0.is_err());

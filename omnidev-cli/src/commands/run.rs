@@ -111,8 +111,7 @@ fn terminal_signals_it() -> bool {
 /// as the embedded profile's services run.
 pub fn run_omnigent(pod: &PodArgs, args: &[String]) -> Result<ExitCode> {
     let checkout = crate::session::resolve_checkout(pod)?;
-    let python =
-        PythonPin::of_checkout(&checkout.repo).0.map_err(|message| Error::Python { message })?;
+    let python = PythonPin::of_checkout(&checkout.repo).0.map_err(Error::Python)?;
     let mut command =
         ["uv", "run", "--python", python.as_str(), "omnigent"].map(str::to_owned).to_vec();
     command.extend(args.iter().cloned());

@@ -221,7 +221,7 @@ impl RenderContext {
             hosts: &self.hosts,
             pod_host: &self.pod_host,
             env,
-            python: self.python.0.as_deref().map_err(String::as_str),
+            python: self.python.0.as_deref(),
             databases,
             links: &self.links,
         }

@@ -385,7 +385,7 @@ pub struct Values<'a> {
     /// `{env.NAME}`.
     pub env: &'a BTreeMap<String, String>,
     /// `{python}`, or why it cannot be known.
-    pub python: Result<&'a str, &'a str>,
+    pub python: Result<&'a str, &'a crate::python::BadPin>,
     /// `{db.NAME.PART}`: each database's parts.
     pub databases: &'a BTreeMap<String, crate::database::DbParts>,
     /// `{link.NAME.…}`: each link's pod.
@@ -461,7 +461,7 @@ pub fn render(text: &str, values: &Values<'_>, strict_env: bool) -> Result<Strin
             }
             Segment::Placeholder(Placeholder::Python) => match values.python {
                 Ok(version) => out.push_str(version),
-                Err(reason) => return Err(Unresolved::Python(reason.to_owned())),
+                Err(reason) => return Err(Unresolved::Python(reason.to_string())),
             },
             Segment::Placeholder(Placeholder::Env { name, default }) => {
                 match (values.env.get(&name), default) {
@@ -558,6 +558,10 @@ mod tests {
             "main".to_owned(),
             crate::database::DbParts::from([("url".to_owned(), "postgresql://u@/main".to_owned())]),
         )]);
+        let bad_pin = crate::python::BadPin::NotAVersion {
+            path: "/r/.python-version".into(),
+            shown: "x y".into(),
+        };
         let values = Values {
             pod: Path::new("/p"),
             repo: Path::new("/r"),
@@ -565,7 +569,7 @@ mod tests {
             hosts: &hosts,
             pod_host: "main.r.localhost",
             env: &env,
-            python: Err("bad .python-version"),
+            python: Err(&bad_pin),
             databases: &databases,
             links: &BTreeMap::new(),
         };
@@ -580,7 +584,7 @@ mod tests {
         assert_eq!(render("a{env.NOPE}b", &values, false), Ok("ab".into()));
         assert_eq!(
             render("uv run --python {python}", &values, false),
-            Err(Unresolved::Python("bad .python-version".into()))
+            Err(Unresolved::Python(bad_pin.to_string()))
         );
         let pinned = Values { python: Ok("3.13"), ..values };
         assert_eq!(render("--python {python}", &pinned, false), Ok("--python 3.13".into()));
