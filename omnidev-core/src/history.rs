@@ -389,6 +389,20 @@ impl History {
         }
     }
 
+    /// The newest finished line of `service` kept (in the window, else in
+    /// its reserve), found from the newest back: what a run said last.
+    pub fn last_line(&self, service: &str) -> Option<Arc<LogLine>> {
+        let inner = self.lock();
+        let in_window = inner.lines.iter().rev().find(|(_, line)| &*line.service == service);
+        in_window.map(|(_, line)| line.clone()).or_else(|| {
+            let (kept, _) = inner.reserves.get(service)?;
+            kept.iter().rev().find_map(|(_, kept, _)| match kept {
+                Kept::Line(line) => Some(line.clone()),
+                _ => None,
+            })
+        })
+    }
+
     /// The number the next line or event kept will have.
     pub fn next_number(&self) -> u64 {
         self.lock().next
@@ -655,6 +669,28 @@ mod tests {
         history.push_lines(&vec![line("server", &big); 100]);
         let inner = history.lock();
         assert!(inner.line_bytes <= KEPT_LINE_BYTES, "{}", inner.line_bytes);
+    }
+
+    /// A service's last line is found whether it is still in the window
+    /// or only in the service's reserve, and never another's.
+    #[test]
+    fn the_last_line_of_a_service_is_found_in_the_window_or_its_reserve() {
+        let history = History::default();
+        assert!(history.last_line("watch").is_none());
+        history.push_lines(&[line("watch", "down: first"), line("watch", "down: second")]);
+        history.push_lines(&[line("server", "other")]);
+        assert_eq!(
+            history.last_line("watch").map(|l| l.text.clone()).as_deref(),
+            Some("down: second")
+        );
+        let flood: Vec<_> = (0..KEPT_LINES + 5).map(|n| line("server", &n.to_string())).collect();
+        history.push_lines(&flood);
+        assert!(!history.lock().lines.iter().any(|(_, l)| &*l.service == "watch"));
+        assert_eq!(
+            history.last_line("watch").map(|l| l.text.clone()).as_deref(),
+            Some("down: second")
+        );
+        assert!(history.last_line("nobody").is_none());
     }
 
     /// A read takes about its byte budget; the next read goes on.

@@ -81,13 +81,6 @@ impl Engine {
             s.restarts += 1;
             let attempt = s.attempt;
             let after = self.parts.backoff.delay(attempt);
-            s.generation += 1;
-            let generation = s.generation;
-            let tx = self.internal_tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(after).await;
-                let _ = tx.send(Internal::run(index, generation, RunReport::BackoffElapsed));
-            });
             for d in self.transitive_dependents(index) {
                 if self.services[d].has_process() {
                     self.services[d].mark_restart_pending();
@@ -99,7 +92,7 @@ impl Engine {
                 Some(port) => PortRecovery::Looking { port },
                 None => PortRecovery::Settled,
             };
-            self.enter(index, Phase::Backoff { after, attempt, port, over });
+            let generation = self.back_off(index, after, attempt, port, over);
             if let Some(port) = listener {
                 // Nothing of the service is left: any listener is another's.
                 let tx = self.internal_tx.clone();
@@ -144,6 +137,32 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Puts `index` in [`Phase::Backoff`] and runs it again once `after`
+    /// has passed, unless something else ran or stopped it meanwhile (a
+    /// new generation): the one timer of a crash's restart and of a down
+    /// link's next look. Returns the generation the timer is for.
+    fn back_off(
+        &mut self,
+        index: usize,
+        after: Duration,
+        attempt: u32,
+        port: PortRecovery,
+        over: Option<Over>,
+    ) -> u64 {
+        let s = &mut self.services[index];
+        s.generation += 1;
+        let generation = s.generation;
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = tx.send(Internal::run(index, generation, RunReport::BackoffElapsed));
+        });
+        self.enter(index, Phase::Backoff { after, attempt, port, over });
+        generation
+    }
+}
+
 /// The event of a run that ended on its own with `status`: over a memory
 /// limit, or a crash.
 fn crash(status: ExitStatus, over: Option<Over>, attempt: u32, backoff: Duration) -> EventKind {
@@ -163,31 +182,16 @@ impl Engine {
     fn link_went_down(&mut self, index: usize) {
         // Outside words (another pod's), shown and handed to the next run
         // in its environment: plain text only (no control, no NUL).
-        let reason = self.last_line(index).map_or_else(
+        let said = self.parts.logs.history().last_line(self.name(index));
+        let reason = said.map_or_else(
             || "not ready in its pod".to_owned(),
-            |line| crate::text::plain(line.strip_prefix("down: ").unwrap_or(&line)),
+            |line| crate::text::plain(line.text.strip_prefix("down: ").unwrap_or(&line.text)),
         );
         let told = self.services[index].link_down.replace(reason.clone());
         if told.as_ref() != Some(&reason) {
             self.emit(Some(index), EventKind::LinkDown { reason });
         }
-        let s = &mut self.services[index];
-        s.generation += 1;
-        let generation = s.generation;
-        let tx = self.internal_tx.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(crate::spec::LINK_RETRY).await;
-            let _ = tx.send(Internal::run(index, generation, RunReport::BackoffElapsed));
-        });
-        self.enter(
-            index,
-            Phase::Backoff {
-                after: crate::spec::LINK_RETRY,
-                attempt: 0,
-                port: PortRecovery::Settled,
-                over: None,
-            },
-        );
+        self.back_off(index, crate::spec::LINK_RETRY, 0, PortRecovery::Settled, None);
         for d in self.transitive_dependents(index) {
             let s = &self.services[d];
             let busy = matches!(
@@ -199,18 +203,6 @@ impl Engine {
                 self.stop(d, AfterStop::Start);
             }
         }
-    }
-
-    /// The last line `index`'s runs printed, as the history keeps it.
-    fn last_line(&self, index: usize) -> Option<String> {
-        let mut last = None;
-        (self.parts.logs.history()).view(Some(self.name(index)), |_, kept| {
-            if let crate::history::Kept::Line(line) = kept {
-                last = Some(line.text.clone());
-            }
-            true
-        });
-        last
     }
 }
 
