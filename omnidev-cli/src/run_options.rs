@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub debug: bool,
     /// With `--detach`, how long to wait for readiness.
     pub detach: Option<Duration>,
+    /// `OMNIDEV_CONTAINMENT`: how the pod's processes may be contained.
+    #[serde(default)]
+    pub containment: omnidev_core::ContainmentChoice,
 }
 
 /// The front-end of a running pod.
@@ -82,6 +85,8 @@ pub struct Surroundings {
     pub stdout_is_terminal: bool,
     /// `OMNIDEV_LOG`.
     pub log_level: Option<String>,
+    /// `OMNIDEV_CONTAINMENT`.
+    pub containment: Option<String>,
 }
 
 impl Surroundings {
@@ -90,6 +95,7 @@ impl Surroundings {
         Self {
             stdout_is_terminal: std::io::stdout().is_terminal(),
             log_level: std::env::var("OMNIDEV_LOG").ok(),
+            containment: std::env::var(omnidev_core::containment::CONTAINMENT_ENV).ok(),
         }
     }
 }
@@ -101,7 +107,8 @@ impl RunOptions {
     }
 
     /// The one derivation of the options from the raw arguments: an error
-    /// for a bind host forced twice.
+    /// for a bind host forced twice, or an `OMNIDEV_CONTAINMENT` that names
+    /// no mechanism (before anything is made).
     pub fn derive(args: &UpArgs, around: &Surroundings) -> Result<Self> {
         let mut ports = Vec::new();
         ports.extend(args.server_port.map(|p| ("server".to_owned(), p)));
@@ -161,6 +168,10 @@ impl RunOptions {
                     .as_deref()
                     .is_some_and(|level| level.eq_ignore_ascii_case("debug")),
             detach: args.detach.then(|| Duration::from_secs(args.ready_timeout)),
+            containment: (around.containment.as_deref()).map_or(
+                Ok(omnidev_core::ContainmentChoice::Auto),
+                omnidev_core::ContainmentChoice::parse,
+            )?,
         })
     }
 
@@ -192,7 +203,7 @@ mod tests {
     }
 
     fn terminal() -> Surroundings {
-        Surroundings { stdout_is_terminal: true, log_level: None }
+        Surroundings { stdout_is_terminal: true, log_level: None, containment: None }
     }
 
     #[test]

@@ -454,3 +454,16 @@ fn profile_check_warns_of_a_watch_rule_that_matches_nothing() {
     assert!(facts("lost").contains("WARNING: watch src/** matches no file"), "{text}");
     assert!(!facts("good").contains("WARNING"), "{text}");
 }
+
+/// An `OMNIDEV_CONTAINMENT` that names no mechanism is refused before
+/// anything is made, in the foreground and with `--detach` alike.
+#[test]
+fn a_bad_containment_choice_is_refused_before_a_pod_is_made() {
+    let ctx = TestContext::new();
+    ctx.write("omnidev.toml", "[services.app]\ncommand = [\"sleep\", \"300\"]\n");
+    for args in [&["up", "--detach"][..], &["up", "--headless"]] {
+        let text = fails(&ctx, ctx.cmd().env("OMNIDEV_CONTAINMENT", "cgroups").args(args));
+        assert!(text.contains("OMNIDEV_CONTAINMENT=cgroups names no mechanism"), "{text}");
+        assert!(ctx.pod_dir().is_none(), "a pod was made: {args:?}");
+    }
+}

@@ -73,7 +73,7 @@ pub use tree::SERVICE_ID_ENV;
 pub const CONTAINMENT_ENV: &str = "OMNIDEV_CONTAINMENT";
 
 /// Which mechanism a supervisor may use.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ContainmentChoice {
     /// cgroup v2 where the machine allows it (under omnidev's own cgroup),
     /// else the fallback.
@@ -87,9 +87,10 @@ pub enum ContainmentChoice {
 }
 
 impl ContainmentChoice {
-    /// The choice named by [`CONTAINMENT_ENV`]: unset or `auto` is
+    /// The choice a value of [`CONTAINMENT_ENV`] names: empty or `auto` is
     /// [`ContainmentChoice::Auto`], `process-groups` the fallback, and
-    /// `cgroup-under:DIR` [`ContainmentChoice::CgroupUnder`].
+    /// `cgroup-under:DIR` [`ContainmentChoice::CgroupUnder`] (the variable
+    /// unset is `Auto` too).
     ///
     /// ```
     /// use omnidev_core::ContainmentChoice;
@@ -97,18 +98,6 @@ impl ContainmentChoice {
     /// let refused = ContainmentChoice::parse("cgroups").unwrap_err();
     /// assert_eq!(refused.to_string(), "OMNIDEV_CONTAINMENT=cgroups names no mechanism");
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// Any other value, with the accepted ones.
-    pub fn from_env() -> crate::Result<Self> {
-        match std::env::var(CONTAINMENT_ENV) {
-            Err(_) => Ok(Self::Auto),
-            Ok(value) => Self::parse(&value),
-        }
-    }
-
-    /// Parses a value of [`CONTAINMENT_ENV`] (see [`ContainmentChoice::from_env`]).
     ///
     /// # Errors
     ///
@@ -122,6 +111,16 @@ impl ContainmentChoice {
                 _ => Err(crate::Error::Containment { value: other.to_owned() }),
             },
         }
+    }
+
+    /// The choice [`CONTAINMENT_ENV`] names in this process's environment
+    /// ([`ContainmentChoice::parse`]; unset is `Auto`).
+    ///
+    /// # Errors
+    ///
+    /// A value that names no mechanism.
+    pub fn from_env() -> crate::Result<Self> {
+        std::env::var(CONTAINMENT_ENV).map_or(Ok(Self::Auto), |value| Self::parse(&value))
     }
 }
 

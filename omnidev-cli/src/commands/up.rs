@@ -48,7 +48,7 @@ async fn run_pod(prepared: PreparedPod, options: &RunOptions) -> Result<ExitCode
     let addresses = session::Addresses::of(&prepared);
     let live = std::sync::Arc::new(LiveProfile::new(&prepared, addresses.clone(), use_tui));
     config.port_mover = Some(live.clone());
-    config.containment = omnidev_core::ContainmentChoice::from_env()?;
+    config.containment = options.containment.clone();
     config.debug = options.debug;
     // Every front-end sees the first event (the control socket's readers
     // read the supervisor's history, which has it too).
