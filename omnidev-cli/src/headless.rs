@@ -33,8 +33,9 @@ pub struct Printer {
     width: usize,
     colour: bool,
     colours: HashMap<String, Style>,
-    /// Rendered prefixes, by tag.
-    prefixes: HashMap<String, String>,
+    /// Rendered prefixes, by tag (a list: a pod has a few services, and
+    /// each line finds its own by name faster than by hash).
+    prefixes: Vec<(String, String)>,
     /// Services' URLs printed so far: each follows the first readiness
     /// that shows it (again only when it changed, as a moved port does).
     printed: HashSet<(String, NamedUrl)>,
@@ -106,6 +107,15 @@ impl Printer {
         output::prefix(tag, self.width, style)
     }
 
+    /// The prefix of `tag`'s lines, rendered once.
+    fn prefix_of(&mut self, tag: &str) -> &str {
+        let at = self.prefixes.iter().position(|(name, _)| name == tag).unwrap_or_else(|| {
+            self.prefixes.push((tag.to_owned(), self.prefix(tag)));
+            self.prefixes.len() - 1
+        });
+        &self.prefixes[at].1
+    }
+
     /// A line of omnidev's own text attributed to `tag` (with `--json`, a
     /// pod-wide `notice` record of it).
     pub fn line(&self, tag: &str, text: &str) -> String {
@@ -142,20 +152,14 @@ impl Printer {
         };
         let stamp = self.stamp(at);
         out.write_all(stamp.as_bytes())?;
-        if let Some(prefix) = self.prefixes.get(tag) {
-            out.write_all(prefix.as_bytes())?;
-        } else {
-            let prefix = self.prefix(tag);
-            out.write_all(prefix.as_bytes())?;
-            self.prefixes.insert(tag.to_owned(), prefix);
-        }
+        out.write_all(self.prefix_of(tag).as_bytes())?;
         out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;
         if let Kept::Event(event) = kept {
             for url in self.urls_of(event) {
                 let url = format!("{} {}", url.name, url.url);
                 out.write_all(stamp.as_bytes())?;
-                out.write_all(self.prefixes["omnidev"].as_bytes())?;
+                out.write_all(self.prefix_of("omnidev").as_bytes())?;
                 out.write_all(text::message(&url).as_bytes())?;
                 out.write_all(b"\n")?;
             }

@@ -151,7 +151,9 @@ struct Entries {
     partials: Vec<(u64, Arc<LogLine>)>,
     /// Per service, the newest of its lines and events dropped from the
     /// window, each with its number and cost, and their bytes.
-    reserves: std::collections::HashMap<String, Reserve>,
+    /// (A list: a pod has a few services, and a line dropped from the
+    /// window finds its own by name faster than by hash.)
+    reserves: Vec<(Box<str>, Reserve)>,
     partial_version: u64,
     /// When the newest line, unfinished line or event came.
     last_at: Option<std::time::SystemTime>,
@@ -355,7 +357,7 @@ impl History {
         // Looked at before anything is cloned: a view runs at each redraw.
         let ours = |of: Option<&str>| service.is_none_or(|name| of == Some(name));
         let reserve = service
-            .and_then(|name| inner.reserves.get(name))
+            .and_then(|name| inner.reserve_of(name))
             .into_iter()
             .flat_map(|(kept, _)| kept.iter().map(|(seq, kept, _)| (*seq, kept.clone())));
         let lines = (inner.lines.iter())
@@ -395,7 +397,7 @@ impl History {
         let inner = self.lock();
         let in_window = inner.lines.iter().rev().find(|(_, line)| &*line.service == service);
         in_window.map(|(_, line)| line.clone()).or_else(|| {
-            let (kept, _) = inner.reserves.get(service)?;
+            let (kept, _) = inner.reserve_of(service)?;
             kept.iter().rev().find_map(|(_, kept, _)| match kept {
                 Kept::Line(line) => Some(line.clone()),
                 _ => None,
@@ -410,20 +412,32 @@ impl History {
 }
 
 impl Entries {
+    /// The reserve of `service`, if it has one.
+    fn reserve_of(&self, service: &str) -> Option<&Reserve> {
+        self.reserves.iter().find(|(name, _)| **name == *service).map(|(_, reserve)| reserve)
+    }
+
     /// Keeps `kept`, just dropped from the window as number `seq`, in its
     /// service's reserve (the pod's own events have none).
     fn reserve(&mut self, seq: u64, kept: Kept, cost: usize) {
         let Some(service) = kept.service() else {
             return;
         };
-        let (entries, bytes) = match self.reserves.get_mut(service) {
-            Some(reserve) => reserve,
-            None => self.reserves.entry(service.to_owned()).or_default(),
-        };
+        let found = self.reserves.iter().position(|(name, _)| **name == *service);
+        let at = found.unwrap_or_else(|| {
+            self.reserves.push((service.into(), Reserve::default()));
+            self.reserves.len() - 1
+        });
+        let (entries, bytes) = &mut self.reserves[at].1;
         *bytes += cost;
-        // Lines and events leave the window each at their own time.
-        let at = entries.partition_point(|(s, ..)| *s < seq);
-        entries.insert(at, (seq, kept, cost));
+        // Lines and events leave the window each at their own time: one
+        // can come after a later one, but mostly it is the newest.
+        if entries.back().is_none_or(|(last, ..)| *last < seq) {
+            entries.push_back((seq, kept, cost));
+        } else {
+            let at = entries.partition_point(|(s, ..)| *s < seq);
+            entries.insert(at, (seq, kept, cost));
+        }
         while entries.len() > RESERVE_ENTRIES || (*bytes > RESERVE_BYTES && entries.len() > 1) {
             let Some((.., cost)) = entries.pop_front() else {
                 break;

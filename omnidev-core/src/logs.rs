@@ -64,6 +64,9 @@ fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
     f.flush()
 }
 
+/// Lines of a batch whose room is kept for the next.
+const KEPT_BATCH: usize = 4096;
+
 /// Where every line goes: files and the history.
 #[derive(Debug)]
 pub(crate) struct LogStore {
@@ -72,8 +75,9 @@ pub(crate) struct LogStore {
     /// gets one then: [`LogStore::add_service`]).
     services: Mutex<HashMap<String, Arc<ServiceLog>>>,
     /// Held while lines are numbered and published, so every reader sees
-    /// them in number order.
-    order: Mutex<()>,
+    /// them in number order; it holds the batch being published (kept
+    /// between batches, so a burst allocates no list per read).
+    order: Mutex<Vec<Arc<LogLine>>>,
     seq: AtomicU64,
     history: Arc<History>,
     /// How often a failed log file is reopened.
@@ -132,7 +136,7 @@ impl LogStore {
             .map(|name| (name.to_owned(), Arc::new(ServiceLog::new(name))))
             .collect();
         Self {
-            order: Mutex::new(()),
+            order: Mutex::new(Vec::new()),
             services: Mutex::new(services),
             seq: AtomicU64::new(0),
             history,
@@ -345,11 +349,14 @@ impl LogStore {
         if let Some(watch) = log.watch.locked().as_ref() {
             watch.offer(stream, texts, cuts);
         }
-        let _order = self.order.locked();
+        let mut lines = self.order.locked();
         let at = SystemTime::now();
-        let lines: Vec<_> = texts.drain(..).map(|text| self.line(&log, stream, text, at)).collect();
+        lines.extend(texts.drain(..).map(|text| self.line(&log, stream, text, at)));
         // Published in order, so every reader sees lines in number order.
         self.history.push_lines(&lines);
+        lines.clear();
+        // A burst of empty lines leaves no big list behind.
+        lines.shrink_to(KEPT_BATCH);
     }
 
     /// Holds `text`, the unfinished line of `service`'s `stream` as it

@@ -157,9 +157,10 @@ pub fn obeyed(c: char) -> bool {
 }
 
 fn render(raw: &str, kind: Origin) -> Cow<'_, str> {
-    // Most text is printable ASCII: a byte scan settles it.
-    let plain_ascii =
-        raw.bytes().all(|b| (0x20..0x7f).contains(&b) || (b == b'\t' && kind != Origin::Quote));
+    // Most text is printable ASCII: a scan a word at a time settles it (a
+    // tab, allowed but for quotes, takes the byte scan).
+    let plain_ascii = printable_ascii(raw.as_bytes())
+        || raw.bytes().all(|b| (0x20..0x7f).contains(&b) || (b == b'\t' && kind != Origin::Quote));
     if plain_ascii || !raw.chars().any(|c| needs_care(c, kind)) {
         return Cow::Borrowed(raw);
     }
@@ -193,6 +194,23 @@ fn render(raw: &str, kind: Origin) -> Cow<'_, str> {
         out.push_str(RESET);
     }
     Cow::Owned(out)
+}
+
+/// Whether every byte of `bytes` is printable ASCII (`0x20..=0x7e`),
+/// eight bytes at a time: a word has a byte below `0x20` when subtracting
+/// `0x20` from each byte borrows into a high bit that was clear, and one
+/// above `0x7e` when adding 1 sets a high bit (or it was set).
+fn printable_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let printable = |word: u64| {
+        let below = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+        let above = (word.wrapping_add(ONES) | word) & HIGH;
+        below | above == 0
+    };
+    let mut words = bytes.chunks_exact(8);
+    let whole = words.all(|w| printable(u64::from_le_bytes(w.try_into().unwrap_or([0; 8]))));
+    whole && words.remainder().iter().all(|b| (0x20..0x7f).contains(b))
 }
 
 fn needs_care(c: char, kind: Origin) -> bool {
@@ -354,6 +372,28 @@ fn osc8_len(text: &str) -> Option<usize> {
 pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The word-at-a-time scan agrees with the byte scan on every byte
+    /// value at every place in a word, and on every length.
+    #[test]
+    fn the_word_scan_agrees_with_the_byte_scan() {
+        let bytes_scan = |bytes: &[u8]| bytes.iter().all(|b| (0x20..0x7f).contains(b));
+        for len in 0..=24 {
+            for at in 0..len {
+                for byte in 0..=255u8 {
+                    let mut text = vec![b'a'; len];
+                    text[at] = byte;
+                    assert_eq!(
+                        printable_ascii(&text),
+                        bytes_scan(&text),
+                        "{byte:#x} at {at} of {len}"
+                    );
+                }
+            }
+            assert!(printable_ascii(&vec![b'~'; len]));
+            assert!(printable_ascii(&vec![b' '; len]));
+        }
+    }
 
     #[test]
     fn an_error_reads_with_its_causes_each_said_once() {

@@ -75,10 +75,10 @@ impl LineSplitter {
         }
         self.returned = false;
         if self.partial.is_empty() {
-            out.push(String::from_utf8_lossy(rest).into_owned());
+            out.push(text(rest));
         } else {
             self.partial.extend_from_slice(rest);
-            out.push(String::from_utf8_lossy(&self.partial).into_owned());
+            out.push(text(&self.partial));
             self.partial.clear();
         }
         self.changed = false;
@@ -122,7 +122,7 @@ impl LineSplitter {
             _ => self.partial.len(),
         };
         self.cuts.push(out.len());
-        out.push(String::from_utf8_lossy(&self.partial[..cut]).into_owned());
+        out.push(text(&self.partial[..cut]));
         self.partial.drain(..cut);
         // What is left is a line of its own.
         self.due = None;
@@ -148,18 +148,26 @@ impl LineSplitter {
             Err(e) if e.error_len().is_none() => e.valid_up_to(),
             _ => self.partial.len(),
         };
-        (whole > 0).then(|| String::from_utf8_lossy(&self.partial[..whole]).into_owned())
+        (whole > 0).then(|| text(&self.partial[..whole]))
     }
 
     pub(crate) fn finish(&mut self, out: &mut Vec<String>) {
         if !self.partial.is_empty() {
-            out.push(String::from_utf8_lossy(&self.partial).into_owned());
+            out.push(text(&self.partial));
             self.partial.clear();
         }
         self.returned = false;
         self.changed = false;
         self.due = None;
     }
+}
+
+/// `bytes` as text, invalid UTF-8 replaced with U+FFFD. Valid text (nearly
+/// every line) is checked by `from_utf8`, which takes ASCII a word at a
+/// time, and copied once; only invalid text goes the byte-by-byte way.
+fn text(bytes: &[u8]) -> String {
+    std::str::from_utf8(bytes)
+        .map_or_else(|_| String::from_utf8_lossy(bytes).into_owned(), str::to_owned)
 }
 
 #[cfg(test)]
