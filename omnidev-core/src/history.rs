@@ -219,28 +219,37 @@ impl History {
     /// Keeps finished lines, in order (dropping the oldest beyond the
     /// bounds); each finishes its stream's unfinished line.
     pub fn push_lines(&self, lines: &[Arc<LogLine>]) {
+        self.push_each(lines.iter().cloned());
+    }
+
+    /// [`History::push_lines`] of lines made as they are kept: each goes in
+    /// and the oldest beyond the bounds go out before the next is made, so
+    /// a burst frees a line for each it makes (the allocator then serves
+    /// the next from what was just freed).
+    pub fn push_each(&self, lines: impl IntoIterator<Item = Arc<LogLine>>) {
         let mut inner = self.lock();
         for line in lines {
             inner.last_at = inner.last_at.max(Some(line.at));
-            inner.partials.retain(|(_, p)| !same_source(p, line));
+            if !inner.partials.is_empty() {
+                inner.partials.retain(|(_, p)| !same_source(p, &line));
+            }
             let seq = inner.next;
             inner.next += 1;
             inner.line_bytes += line.text.len() + LINE_OVERHEAD;
-            inner.lines.push_back((seq, line.clone()));
-        }
-        if inner.spills.iter().any(|s| s.spooling) {
-            let kept: Vec<Kept> = lines.iter().cloned().map(Kept::Line).collect();
-            inner.spool(&kept);
-        }
-        while inner.lines.len() > KEPT_LINES || inner.line_bytes > KEPT_LINE_BYTES {
-            inner.spill_unread(true);
-            let Some((seq, old)) = inner.lines.pop_front() else {
-                break;
-            };
-            let cost = old.text.len() + LINE_OVERHEAD;
-            inner.line_bytes -= cost;
-            inner.lines_dropped += 1;
-            inner.reserve(seq, Kept::Line(old), cost);
+            if inner.spills.iter().any(|s| s.spooling) {
+                inner.spool(&[Kept::Line(line.clone())]);
+            }
+            inner.lines.push_back((seq, line));
+            while inner.lines.len() > KEPT_LINES || inner.line_bytes > KEPT_LINE_BYTES {
+                inner.spill_unread(true);
+                let Some((seq, old)) = inner.lines.pop_front() else {
+                    break;
+                };
+                let cost = old.text.len() + LINE_OVERHEAD;
+                inner.line_bytes -= cost;
+                inner.lines_dropped += 1;
+                inner.reserve(seq, Kept::Line(old), cost);
+            }
         }
         self.kept(inner);
     }

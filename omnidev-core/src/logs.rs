@@ -64,9 +64,6 @@ fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
     f.flush()
 }
 
-/// Lines of a batch whose room is kept for the next.
-const KEPT_BATCH: usize = 4096;
-
 /// Where every line goes: files and the history.
 #[derive(Debug)]
 pub(crate) struct LogStore {
@@ -75,9 +72,8 @@ pub(crate) struct LogStore {
     /// gets one then: [`LogStore::add_service`]).
     services: Mutex<HashMap<String, Arc<ServiceLog>>>,
     /// Held while lines are numbered and published, so every reader sees
-    /// them in number order; it holds the batch being published (kept
-    /// between batches, so a burst allocates no list per read).
-    order: Mutex<Vec<Arc<LogLine>>>,
+    /// them in number order.
+    order: Mutex<()>,
     seq: AtomicU64,
     history: Arc<History>,
     /// How often a failed log file is reopened.
@@ -136,7 +132,7 @@ impl LogStore {
             .map(|name| (name.to_owned(), Arc::new(ServiceLog::new(name))))
             .collect();
         Self {
-            order: Mutex::new(Vec::new()),
+            order: Mutex::new(()),
             services: Mutex::new(services),
             seq: AtomicU64::new(0),
             history,
@@ -349,14 +345,10 @@ impl LogStore {
         if let Some(watch) = log.watch.locked().as_ref() {
             watch.offer(stream, texts, cuts);
         }
-        let mut lines = self.order.locked();
+        let _order = self.order.locked();
         let at = SystemTime::now();
-        lines.extend(texts.drain(..).map(|text| self.line(&log, stream, text, at)));
         // Published in order, so every reader sees lines in number order.
-        self.history.push_lines(&lines);
-        lines.clear();
-        // A burst of empty lines leaves no big list behind.
-        lines.shrink_to(KEPT_BATCH);
+        self.history.push_each(texts.drain(..).map(|text| self.line(&log, stream, text, at)));
     }
 
     /// Holds `text`, the unfinished line of `service`'s `stream` as it
