@@ -81,7 +81,7 @@ fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
 /// Says on stderr which services a request's answer names as failed,
 /// each with its state (`omnidev: web failed: stopped (…)`); the exit
 /// code for it: 0 when none did, else 1.
-fn report_failures(response: &crate::control::protocol::Done) -> ExitCode {
+fn report_failures(response: &crate::control::protocol::Completed) -> ExitCode {
     for (failure, name) in response.failures().iter().zip(&response.failed) {
         note!("omnidev: {failure} (`omnidev logs {name}` shows why)");
     }

@@ -20,7 +20,7 @@ use omnidev_pod::layout::LOG_SUFFIX;
 use omnidev_pod::{LockState, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::control::protocol::Done;
+use crate::control::protocol::Completed;
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files::{Tail, last_lines};
@@ -113,7 +113,7 @@ pub fn start_links(options: &RunOptions, ready_timeout: Duration) -> miette::Res
 #[derive(Debug)]
 pub struct Started {
     /// The answer of the wait: the pod's status, the services that failed.
-    pub response: Done,
+    pub response: Completed,
     /// The pod.
     pub pod: Pod,
     /// The background process, when known.
@@ -165,7 +165,7 @@ pub fn start(
         return already_running(&pod_dir, pid, ready_timeout, connection);
     }
     if options.clean {
-        // Done here, not in the background process, whose output file lives
+        // Completed here, not in the background process, whose output file lives
         // in the pod directory.
         if let Some(said) = crate::session::clean_before_up(&pod_dir)? {
             note!("{said}");
@@ -279,7 +279,7 @@ fn wait_ready(
     log: &Path,
     timeout: Duration,
     connection: &CallConnection,
-) -> miette::Result<Done> {
+) -> miette::Result<Completed> {
     let start = Instant::now();
     let timed_out = || Error::DetachTimeout { seconds: timeout.as_secs() };
     loop {

@@ -37,7 +37,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::cli::PodArgs;
-use crate::control::protocol::{Done, EventsQuery, PodStatus, WaitFor};
+use crate::control::protocol::{Completed, EventsQuery, PodStatus, WaitFor};
 use crate::control::{self, Ask, CallConnection};
 use crate::error::Error;
 use crate::log_files;
@@ -228,7 +228,11 @@ fn acted(pod: &PodArgs, asked: &Ask, connection: &CallConnection) -> miette::Res
 
 /// [`acted`]'s request and answer, for a tool that reads more of the
 /// answer than the outcome: the pod's directory and the pod's response.
-fn ask(pod: &PodArgs, asked: &Ask, connection: &CallConnection) -> miette::Result<(PathBuf, Done)> {
+fn ask(
+    pod: &PodArgs,
+    asked: &Ask,
+    connection: &CallConnection,
+) -> miette::Result<(PathBuf, Completed)> {
     let pod_dir = running(pod)?;
     let response = asked.send_on(&pod_dir, |stream| connection.keep(stream))?;
     Ok((pod_dir, response))
@@ -236,7 +240,7 @@ fn ask(pod: &PodArgs, asked: &Ask, connection: &CallConnection) -> miette::Resul
 
 /// What a waiting request came to: the status, and each failed service
 /// with its state and last lines.
-fn outcome(pod_dir: &Path, response: Done) -> ActionResult {
+fn outcome(pod_dir: &Path, response: Completed) -> ActionResult {
     let status = response.status;
     let failed = response
         .failed

@@ -14,7 +14,7 @@ use omnidev_core::sync::Locked;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{AnyDelimiterCodec, Decoder as _};
 
-use super::protocol::{Done, ErrorKind, Refusal, Request, Response};
+use super::protocol::{Completed, ErrorKind, Refusal, Request, Response};
 use crate::error::{Error, Result};
 
 /// Longest line taken from a pod's socket: a 64 KiB log line (the
@@ -255,7 +255,7 @@ impl Ask {
     /// by a killed supervisor) fails at once with [`Error::Unreachable`];
     /// the answer must arrive within the request's time. A refusal
     /// becomes [`Error::Refused`] (or the error its kind names).
-    pub fn send(&self, pod_dir: &Path) -> Result<Done> {
+    pub fn send(&self, pod_dir: &Path) -> Result<Completed> {
         self.send_on(pod_dir, |_| {})
     }
 
@@ -270,7 +270,11 @@ impl Ask {
     /// is made: a caller that gives up (an MCP client's cancelled call)
     /// shuts it down through a clone, and the pod stops waiting for a
     /// client that is gone (the read here then ends at once).
-    pub fn send_on(&self, pod_dir: &Path, connected: impl FnOnce(&UnixStream)) -> Result<Done> {
+    pub fn send_on(
+        &self,
+        pod_dir: &Path,
+        connected: impl FnOnce(&UnixStream),
+    ) -> Result<Completed> {
         match exchange(pod_dir, &self.request, self.within, connected)? {
             (Some(done), _) => Ok(done),
             (None, _) => Err(Error::Protocol {
@@ -292,7 +296,7 @@ fn exchange(
     request: &Request,
     timeout: Duration,
     connected: impl FnOnce(&UnixStream),
-) -> Result<(Option<Done>, Records)> {
+) -> Result<(Option<Completed>, Records)> {
     let socket = super::socket_path(pod_dir);
     let unreachable = |source: std::io::Error| Error::Unreachable {
         pod_dir: pod_dir.to_path_buf(),
@@ -409,7 +413,7 @@ mod tests {
     }
 
     /// Sends `request` with the time `within` for its answer.
-    fn request(pod_dir: &Path, request: &Request, within: Duration) -> Result<Done> {
+    fn request(pod_dir: &Path, request: &Request, within: Duration) -> Result<Completed> {
         let ask = Ask { request: request.clone(), within };
         ask.send(pod_dir)
     }

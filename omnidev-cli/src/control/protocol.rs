@@ -150,14 +150,14 @@ pub enum Response {
     /// The request was taken: records follow.
     Accepted,
     /// The request was carried out.
-    Done(Box<Done>),
+    Done(Box<Completed>),
     /// The request was not carried out.
     Refused(Refusal),
 }
 
 /// What a request that was carried out answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Done {
+pub struct Completed {
     /// The pod's status after the request.
     pub status: PodStatus,
     /// Services that failed (`wait-ready`, `restart`, `start-service`,
@@ -167,14 +167,14 @@ pub struct Done {
     pub applied: Option<omnidev_core::ProfileApplied>,
 }
 
-impl Done {
+impl Completed {
     /// The answer `status` after a request, with the services that
     /// `failed`.
     pub fn new(status: PodStatus, failed: Vec<String>) -> Self {
         Self { status, failed, applied: None }
     }
 
-    /// Each service of [`Done::failed`] with its state as the status
+    /// Each service of [`Completed::failed`] with its state as the status
     /// shows it: `web failed: stopped`, `api failed: blocked: waiting for
     /// db, which was stopped`, `worker failed: exit code 127: …` (a
     /// `failed` state is not said twice).
@@ -221,7 +221,7 @@ impl Response {
     /// A successful answer: `status` after the request, with the
     /// services that `failed`.
     pub fn ok(status: PodStatus, failed: Vec<String>) -> Self {
-        Self::Done(Box::new(Done::new(status, failed)))
+        Self::Done(Box::new(Completed::new(status, failed)))
     }
 
     /// A refusal of no particular kind.
@@ -269,7 +269,7 @@ impl From<Wire> for Response {
             }),
             Wire { status: None, .. } => Self::Accepted,
             Wire { status: Some(status), failed, applied, .. } => {
-                Self::Done(Box::new(Done { status, failed, applied }))
+                Self::Done(Box::new(Completed { status, failed, applied }))
             }
         }
     }
@@ -281,7 +281,7 @@ impl From<Response> for Wire {
         match response {
             Response::Accepted => wire,
             Response::Done(done) => {
-                let Done { status, failed, applied } = *done;
+                let Completed { status, failed, applied } = *done;
                 Self { status: Some(status), failed, applied, ..wire }
             }
             Response::Refused(Refusal { kind, message }) => {
@@ -640,9 +640,9 @@ mod tests {
     /// a refusal without a reason says so.
     #[test]
     fn each_answer_round_trips_in_the_wire_shape() {
-        let done = Response::Done(Box::new(Done {
+        let done = Response::Done(Box::new(Completed {
             applied: Some(omnidev_core::ProfileApplied::default()),
-            ..Done::new(PodStatus::default(), vec!["web".into()])
+            ..Completed::new(PodStatus::default(), vec!["web".into()])
         }));
         let cases = [
             (Response::error("nope"), r#"{"schema":3,"ok":false,"error":"nope","failed":[]}"#),

@@ -8,7 +8,7 @@ use omnidev_core::{Until, Waited};
 
 use crate::control::events::rfc3339;
 use crate::control::protocol::{
-    Done, ErrorKind, LinkReport, PodStatus, Refusal, ReloadReport, Request, Response, SCHEMA,
+    Completed, ErrorKind, LinkReport, PodStatus, Refusal, ReloadReport, Request, Response, SCHEMA,
     ServiceReport, UrlReport, WaitFor,
 };
 
@@ -232,7 +232,7 @@ pub(super) async fn reload_profile(shared: &Server, limit: Duration) -> Response
             });
             match response {
                 Response::Done(done) => {
-                    Response::Done(Box::new(Done { applied: Some(applied), ..*done }))
+                    Response::Done(Box::new(Completed { applied: Some(applied), ..*done }))
                 }
                 other => other,
             }
