@@ -228,6 +228,10 @@ impl History {
     /// the next from what was just freed).
     pub fn push_each(&self, lines: impl IntoIterator<Item = Arc<LogLine>>) {
         let mut inner = self.lock();
+        // Lines for the spooling readers, written to their spools in one
+        // write: at the end, or before a reader may start spooling (it
+        // then spools what it has not read, these lines among them).
+        let mut unspooled = Vec::new();
         for line in lines {
             inner.last_at = inner.last_at.max(Some(line.at));
             if !inner.partials.is_empty() {
@@ -237,10 +241,14 @@ impl History {
             inner.next += 1;
             inner.line_bytes += line.text.len() + LINE_OVERHEAD;
             if inner.spills.iter().any(|s| s.spooling) {
-                inner.spool(&[Kept::Line(line.clone())]);
+                unspooled.push(Kept::Line(line.clone()));
             }
             inner.lines.push_back((seq, line));
             while inner.lines.len() > KEPT_LINES || inner.line_bytes > KEPT_LINE_BYTES {
+                if !unspooled.is_empty() && inner.spills.iter().any(|s| !s.spooling) {
+                    inner.spool(&unspooled);
+                    unspooled.clear();
+                }
                 inner.spill_unread(true);
                 let Some((seq, old)) = inner.lines.pop_front() else {
                     break;
@@ -250,6 +258,9 @@ impl History {
                 inner.lines_dropped += 1;
                 inner.reserve(seq, Kept::Line(old), cost);
             }
+        }
+        if !unspooled.is_empty() {
+            inner.spool(&unspooled);
         }
         self.kept(inner);
     }

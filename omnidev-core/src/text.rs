@@ -49,6 +49,15 @@ pub fn sanitise(raw: &str, colour: bool) -> Cow<'_, str> {
     render(raw, Origin::Output { colour })
 }
 
+/// `bytes` as text, invalid UTF-8 replaced with U+FFFD: valid text (nearly
+/// every line of output) is checked by `from_utf8`, which takes ASCII a word
+/// at a time, and copied once; only invalid text goes the byte-by-byte way
+/// of `from_utf8_lossy`.
+pub(crate) fn lossy(bytes: &[u8]) -> String {
+    std::str::from_utf8(bytes)
+        .map_or_else(|_| String::from_utf8_lossy(bytes).into_owned(), str::to_owned)
+}
+
 /// At most `max` characters of `value`, and `…` when it was longer: how
 /// a value from outside (a file, a server's answer) is shortened for a
 /// message.

@@ -386,7 +386,7 @@ fn decode(bytes: &[u8], last_service: &mut Option<Arc<str>>) -> Option<(Kept, us
             Kept::Line(Arc::new(LogLine {
                 service,
                 stream,
-                text: String::from_utf8_lossy(text).into_owned(),
+                text: crate::text::lossy(text),
                 seq,
                 at: SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos),
             }))
@@ -482,6 +482,31 @@ mod tests {
         assert_eq!(texts(&drain(&mut reader)), [format!("line {total:06}")]);
         history.close();
         assert_eq!(reader.recv(&mut Vec::new(), Duration::ZERO), Recv::Closed);
+    }
+
+    /// Lines pushed in batches larger than the history (a reader starting
+    /// to spool in the middle of one, then spooling the rest of it) reach
+    /// a reader behind each exactly once, in order; and so do those of a
+    /// second reader that kept up until the last batch.
+    #[test]
+    fn batches_larger_than_the_history_reach_a_reader_behind_once_each() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let history = Arc::new(History::default());
+        let mut behind = small(&history, dir.path());
+        let mut late = small(&history, dir.path());
+        let batch = |from: u64| -> Vec<Arc<LogLine>> {
+            (from..from + 2 * KEPT_LINES as u64 + 7).map(line).collect()
+        };
+        let (first, second) = (batch(0), batch(2 * KEPT_LINES as u64 + 7));
+        history.push_lines(&first);
+        let read_late = drain(&mut late);
+        history.push_lines(&second);
+        let want = |lines: &[&Vec<Arc<LogLine>>]| -> Vec<String> {
+            lines.iter().flat_map(|b| b.iter().map(|l| l.text.clone())).collect()
+        };
+        assert_eq!(texts(&drain(&mut behind)), want(&[&first, &second]));
+        assert_eq!(texts(&read_late), want(&[&first]));
+        assert_eq!(texts(&drain(&mut late)), want(&[&second]));
     }
 
     /// A flood of events alone spools too.

@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::text::lossy as text;
+
 /// How long an unfinished line (a prompt such as `Password: `, a progress
 /// bar redrawn with `\r`) waits for its newline before it is published as
 /// it stands ([`crate::EventKind::PartialLine`]); later changes to it are
@@ -160,14 +162,6 @@ impl LineSplitter {
         self.changed = false;
         self.due = None;
     }
-}
-
-/// `bytes` as text, invalid UTF-8 replaced with U+FFFD. Valid text (nearly
-/// every line) is checked by `from_utf8`, which takes ASCII a word at a
-/// time, and copied once; only invalid text goes the byte-by-byte way.
-fn text(bytes: &[u8]) -> String {
-    std::str::from_utf8(bytes)
-        .map_or_else(|_| String::from_utf8_lossy(bytes).into_owned(), str::to_owned)
 }
 
 #[cfg(test)]
