@@ -161,7 +161,14 @@ struct Entries {
     /// The lossless readers' places.
     spills: Vec<lossless::Spill>,
     next_spill: u64,
+    /// Lines dropped from every view that nobody else holds, for
+    /// [`History::push_each`] to fill again.
+    spare_lines: Vec<Arc<LogLine>>,
 }
+
+/// Lines kept for reuse, and the longest text one may hold.
+const SPARE_LINES: usize = 64;
+const SPARE_TEXT_BYTES: usize = 1024;
 
 /// The kept lines and events; see the module docs.
 #[derive(Debug)]
@@ -219,20 +226,27 @@ impl History {
     /// Keeps finished lines, in order (dropping the oldest beyond the
     /// bounds); each finishes its stream's unfinished line.
     pub fn push_lines(&self, lines: &[Arc<LogLine>]) {
-        self.push_each(lines.iter().cloned());
+        self.push_each(lines.iter().cloned(), |line, _| line);
     }
 
-    /// [`History::push_lines`] of lines made as they are kept: each goes in
-    /// and the oldest beyond the bounds go out before the next is made, so
-    /// a burst frees a line for each it makes (the allocator then serves
-    /// the next from what was just freed).
-    pub fn push_each(&self, lines: impl IntoIterator<Item = Arc<LogLine>>) {
+    /// [`History::push_lines`] of lines made as they are kept: `make` turns
+    /// each item into its line, given a line the history no longer holds
+    /// and nobody else does (to fill in place, when there is one); each
+    /// goes in and the oldest beyond the bounds go out before the next is
+    /// made. A burst then makes its lines in the memory of those it drops.
+    pub fn push_each<T>(
+        &self,
+        items: impl IntoIterator<Item = T>,
+        mut make: impl FnMut(T, Option<Arc<LogLine>>) -> Arc<LogLine>,
+    ) {
         let mut inner = self.lock();
         // Lines for the spooling readers, written to their spools in one
         // write: at the end, or before a reader may start spooling (it
         // then spools what it has not read, these lines among them).
         let mut unspooled = Vec::new();
-        for line in lines {
+        for item in items {
+            let spare = inner.spare_lines.pop();
+            let line = make(item, spare);
             inner.last_at = inner.last_at.max(Some(line.at));
             if !inner.partials.is_empty() {
                 inner.partials.retain(|(_, p)| !same_source(p, &line));
@@ -459,10 +473,16 @@ impl Entries {
             entries.insert(at, (seq, kept, cost));
         }
         while entries.len() > RESERVE_ENTRIES || (*bytes > RESERVE_BYTES && entries.len() > 1) {
-            let Some((.., cost)) = entries.pop_front() else {
+            let Some((_, gone, cost)) = entries.pop_front() else {
                 break;
             };
             *bytes -= cost;
+            if let Kept::Line(mut line) = gone
+                && self.spare_lines.len() < SPARE_LINES
+                && Arc::get_mut(&mut line).is_some_and(|l| l.text.capacity() <= SPARE_TEXT_BYTES)
+            {
+                self.spare_lines.push(line);
+            }
         }
     }
 
@@ -725,6 +745,33 @@ mod tests {
             Some("down: second")
         );
         assert!(history.last_line("nobody").is_none());
+    }
+
+    /// A flood makes its lines in the memory of those it drops, but never
+    /// in one a reader still holds: those keep their text.
+    #[test]
+    fn a_flood_reuses_dropped_lines_but_never_a_held_one() {
+        let history = History::default();
+        let held: Vec<Arc<LogLine>> =
+            (0..100).map(|n| line("server", &format!("held {n}"))).collect();
+        history.push_lines(&held);
+        let (mut offered, total) = (0, 3 * (KEPT_LINES + RESERVE_ENTRIES));
+        history.push_each(0..total, |n, spare| {
+            let Some(mut dropped) = spare else {
+                return line("server", &n.to_string());
+            };
+            offered += 1;
+            let reused = Arc::get_mut(&mut dropped).expect("a spare nobody else holds");
+            reused.text = n.to_string();
+            dropped
+        });
+        assert!(offered > total / 2, "{offered} of {total} lines made in dropped ones");
+        for (n, line) in held.iter().enumerate() {
+            assert_eq!(line.text, format!("held {n}"), "a held line was reused");
+        }
+        let last = history.last_line("server").expect("a line");
+        assert_eq!(last.text, (total - 1).to_string());
+        assert!(history.lock().spare_lines.len() <= SPARE_LINES);
     }
 
     /// A read takes about its byte budget; the next read goes on.

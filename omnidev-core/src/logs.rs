@@ -312,11 +312,27 @@ impl LogStore {
         }
     }
 
-    /// `text` as `log`'s next line, numbered now (under `order`).
-    fn line(&self, log: &ServiceLog, stream: Stream, text: String, at: SystemTime) -> Arc<LogLine> {
+    /// `text` as `log`'s next line, numbered now (under `order`): filled
+    /// into `spare`, a line nobody holds, when there is one (its old text
+    /// goes to `texts_back`).
+    fn line(
+        &self,
+        log: &ServiceLog,
+        stream: Stream,
+        text: String,
+        at: SystemTime,
+        spare: Option<Arc<LogLine>>,
+        texts_back: &mut Vec<String>,
+    ) -> Arc<LogLine> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let service = log.name.clone();
-        Arc::new(LogLine { service, stream, text, seq, at })
+        let new = LogLine { service: log.name.clone(), stream, text, seq, at };
+        if let Some(mut line) = spare
+            && let Some(reused) = Arc::get_mut(&mut line)
+        {
+            texts_back.push(std::mem::replace(reused, new).text);
+            return line;
+        }
+        Arc::new(new)
     }
 
     /// Records a batch of lines of `service`, leaving `texts` empty; split
@@ -328,6 +344,19 @@ impl LogStore {
         stream: Stream,
         texts: &mut Vec<String>,
         cuts: &[usize],
+    ) {
+        self.push_batch_reusing(service, stream, texts, cuts, &mut Vec::new());
+    }
+
+    /// [`LogStore::push_batch`], handing the texts of the lines whose
+    /// memory the new ones took to `texts_back` (a splitter's spares).
+    pub(crate) fn push_batch_reusing(
+        &self,
+        service: &str,
+        stream: Stream,
+        texts: &mut Vec<String>,
+        cuts: &[usize],
+        texts_back: &mut Vec<String>,
     ) {
         if texts.is_empty() {
             return;
@@ -348,7 +377,9 @@ impl LogStore {
         let _order = self.order.locked();
         let at = SystemTime::now();
         // Published in order, so every reader sees lines in number order.
-        self.history.push_each(texts.drain(..).map(|text| self.line(&log, stream, text, at)));
+        self.history.push_each(texts.drain(..), |text, spare| {
+            self.line(&log, stream, text, at, spare, texts_back)
+        });
     }
 
     /// Holds `text`, the unfinished line of `service`'s `stream` as it
@@ -362,7 +393,7 @@ impl LogStore {
         };
         // Numbered and sent in order, like every line.
         let _order = self.order.locked();
-        let line = self.line(&log, stream, text, SystemTime::now());
+        let line = self.line(&log, stream, text, SystemTime::now(), None, &mut Vec::new());
         self.history.push_partial(line);
     }
 

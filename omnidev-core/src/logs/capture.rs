@@ -113,8 +113,10 @@ impl Pipe {
     fn feed(&self, data: &[u8], now: Instant, batch: &mut Vec<String>) {
         let mut splitter = self.splitter.locked();
         splitter.feed(data, now, batch);
-        let cuts = splitter.take_cuts();
-        self.store.push_batch(&self.service, self.stream, batch, &cuts);
+        let (cuts, lines) = (splitter.take_cuts(), batch.len());
+        let mut spares = splitter.take_spares();
+        self.store.push_batch_reusing(&self.service, self.stream, batch, &cuts, &mut spares);
+        splitter.keep_spares(spares, lines);
     }
 
     fn partial_due(&self) -> Option<Instant> {

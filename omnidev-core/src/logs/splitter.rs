@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::text::lossy as text;
+use crate::text::lossy;
 
 /// How long an unfinished line (a prompt such as `Password: `, a progress
 /// bar redrawn with `\r`) waits for its newline before it is published as
@@ -37,7 +37,14 @@ pub struct LineSplitter {
     due: Option<Instant>,
     /// `partial` changed since it was last offered (or since it began).
     changed: bool,
+    /// Texts of lines dropped from the history, for the next lines (see
+    /// [`LineSplitter::keep_spares`]).
+    spares: Vec<String>,
 }
+
+/// The most spare texts a splitter keeps, and the longest one.
+const SPARES: usize = 4096;
+const SPARE_BYTES: usize = 256;
 
 impl LineSplitter {
     /// A splitter cutting lines longer than `max` bytes (at least 4).
@@ -49,7 +56,27 @@ impl LineSplitter {
             cuts: Vec::new(),
             due: None,
             changed: false,
+            spares: Vec::new(),
         }
+    }
+
+    /// The spare texts, for a caller that adds to them
+    /// ([`LineSplitter::keep_spares`] gives them back).
+    pub(crate) fn take_spares(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.spares)
+    }
+
+    /// Keeps `spares`, texts nobody holds any more, to make the next lines
+    /// in, after a read that made `lines` lines: short ones only, and about
+    /// as many as that read needed, so a flood's memory is reused while it
+    /// lasts and goes with it.
+    pub(crate) fn keep_spares(&mut self, mut spares: Vec<String>, lines: usize) {
+        spares.retain(|s| s.capacity() <= SPARE_BYTES);
+        spares.truncate(SPARES.min(2 * lines + 64));
+        if spares.capacity() > 2 * spares.len() + 64 {
+            spares.shrink_to_fit();
+        }
+        self.spares = spares;
     }
 
     /// The indexes, into the batch filled since the last call, of the
@@ -77,10 +104,10 @@ impl LineSplitter {
         }
         self.returned = false;
         if self.partial.is_empty() {
-            out.push(text(rest));
+            out.push(text(&mut self.spares, rest));
         } else {
             self.partial.extend_from_slice(rest);
-            out.push(text(&self.partial));
+            out.push(text(&mut self.spares, &self.partial));
             self.partial.clear();
         }
         self.changed = false;
@@ -124,7 +151,7 @@ impl LineSplitter {
             _ => self.partial.len(),
         };
         self.cuts.push(out.len());
-        out.push(text(&self.partial[..cut]));
+        out.push(text(&mut self.spares, &self.partial[..cut]));
         self.partial.drain(..cut);
         // What is left is a line of its own.
         self.due = None;
@@ -150,18 +177,32 @@ impl LineSplitter {
             Err(e) if e.error_len().is_none() => e.valid_up_to(),
             _ => self.partial.len(),
         };
-        (whole > 0).then(|| text(&self.partial[..whole]))
+        (whole > 0).then(|| lossy(&self.partial[..whole]))
     }
 
     pub(crate) fn finish(&mut self, out: &mut Vec<String>) {
         if !self.partial.is_empty() {
-            out.push(text(&self.partial));
+            out.push(text(&mut self.spares, &self.partial));
             self.partial.clear();
         }
         self.returned = false;
         self.changed = false;
         self.due = None;
     }
+}
+
+/// `bytes` as the text of a line (invalid UTF-8 replaced), made in one of
+/// `spares` when there is one.
+fn text(spares: &mut Vec<String>, bytes: &[u8]) -> String {
+    let Some(mut text) = spares.pop() else {
+        return lossy(bytes);
+    };
+    text.clear();
+    match std::str::from_utf8(bytes) {
+        Ok(valid) => text.push_str(valid),
+        Err(_) => text.push_str(&String::from_utf8_lossy(bytes)),
+    }
+    text
 }
 
 #[cfg(test)]
@@ -313,6 +354,24 @@ mod tests {
         let mut out = Vec::new();
         s.finish(&mut out);
         assert_eq!(out, ["é"], "the end of the output finishes it");
+    }
+
+    /// Lines made in spare texts are the lines, whatever the spares held;
+    /// the spares kept shrink to what a read needs once a flood ends, and
+    /// long ones are not kept.
+    #[test]
+    fn spare_texts_make_the_same_lines_and_go_with_the_flood() {
+        let mut s = LineSplitter::new(100);
+        s.keep_spares(vec!["stale text".repeat(3); 10_000], 5_000);
+        assert_eq!(s.spares.len(), SPARES);
+        let mut out = Vec::new();
+        s.feed(b"one\ntwo \xff\n\nthree\n", Instant::now(), &mut out);
+        assert_eq!(out, ["one", "two \u{fffd}", "", "three"]);
+        let spares = s.take_spares();
+        s.keep_spares(spares, 1);
+        assert_eq!(s.spares.len(), 66, "about what a one-line read needs");
+        s.keep_spares(vec!["x".repeat(SPARE_BYTES + 1), String::with_capacity(8)], 1);
+        assert_eq!(s.spares.len(), 1, "a long text is not kept");
     }
 
     #[test]

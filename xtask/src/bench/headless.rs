@@ -39,11 +39,19 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 /// Whether `pid`, a child of this process, has exited, leaving it
 /// unreaped (its `/proc` entry still tells its final CPU time).
+#[cfg(target_os = "linux")]
 fn exited_unreaped(pid: u32) -> bool {
     use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
     let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
     !matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive) | Err(_))
+}
+
+/// Elsewhere (nix has no `waitid` on macOS) the CPU time is read at every
+/// poll: the last reading before the exit stands.
+#[cfg(not(target_os = "linux"))]
+fn exited_unreaped(_pid: u32) -> bool {
+    true
 }
 
 /// Waits for `children` (the first is sampled for its peak RSS and its
@@ -55,8 +63,10 @@ fn wait_all(children: &mut [Child], started: Instant) -> Result<Run> {
     while done.iter().any(|d| !d) {
         if !done[0] {
             peak = peak.max(peak_rss_kib(children[0].id()));
-            if exited_unreaped(children[0].id()) {
-                own_cpu = omnidev_core::platform::cpu_time(children[0].id()).unwrap_or_default();
+            if exited_unreaped(children[0].id())
+                && let Some(cpu) = omnidev_core::platform::cpu_time(children[0].id())
+            {
+                own_cpu = cpu;
             }
         }
         for (child, done) in children.iter_mut().zip(done.iter_mut()) {
