@@ -41,7 +41,7 @@ pub enum BadPin {
     NotAVersion {
         /// `.python-version`.
         path: PathBuf,
-        /// The line, cut at [`MAX_VERSION`] characters and escaped.
+        /// The line, cut at 64 characters and escaped.
         shown: String,
     },
 }
