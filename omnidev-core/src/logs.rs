@@ -64,6 +64,18 @@ fn write_all(file: &mut FileState, texts: &[String]) -> io::Result<()> {
     f.flush()
 }
 
+/// `new` in the memory of `spare`, a line nobody else holds, when there is
+/// one (the text it held goes to `texts_back`); else in its own.
+fn fill(spare: Option<Arc<LogLine>>, new: LogLine, texts_back: &mut Vec<String>) -> Arc<LogLine> {
+    if let Some(mut line) = spare
+        && let Some(reused) = Arc::get_mut(&mut line)
+    {
+        texts_back.push(std::mem::replace(reused, new).text);
+        return line;
+    }
+    Arc::new(new)
+}
+
 /// Where every line goes: files and the history.
 #[derive(Debug)]
 pub(crate) struct LogStore {
@@ -312,27 +324,10 @@ impl LogStore {
         }
     }
 
-    /// `text` as `log`'s next line, numbered now (under `order`): filled
-    /// into `spare`, a line nobody holds, when there is one (its old text
-    /// goes to `texts_back`).
-    fn line(
-        &self,
-        log: &ServiceLog,
-        stream: Stream,
-        text: String,
-        at: SystemTime,
-        spare: Option<Arc<LogLine>>,
-        texts_back: &mut Vec<String>,
-    ) -> Arc<LogLine> {
+    /// `text` as `log`'s next line, numbered now (under `order`).
+    fn line(&self, log: &ServiceLog, stream: Stream, text: String, at: SystemTime) -> LogLine {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let new = LogLine { service: log.name.clone(), stream, text, seq, at };
-        if let Some(mut line) = spare
-            && let Some(reused) = Arc::get_mut(&mut line)
-        {
-            texts_back.push(std::mem::replace(reused, new).text);
-            return line;
-        }
-        Arc::new(new)
+        LogLine { service: log.name.clone(), stream, text, seq, at }
     }
 
     /// Records a batch of lines of `service`, leaving `texts` empty; split
@@ -378,7 +373,7 @@ impl LogStore {
         let at = SystemTime::now();
         // Published in order, so every reader sees lines in number order.
         self.history.push_each(texts.drain(..), |text, spare| {
-            self.line(&log, stream, text, at, spare, texts_back)
+            fill(spare, self.line(&log, stream, text, at), texts_back)
         });
     }
 
@@ -393,8 +388,8 @@ impl LogStore {
         };
         // Numbered and sent in order, like every line.
         let _order = self.order.locked();
-        let line = self.line(&log, stream, text, SystemTime::now(), None, &mut Vec::new());
-        self.history.push_partial(line);
+        let line = self.line(&log, stream, text, SystemTime::now());
+        self.history.push_partial(Arc::new(line));
     }
 
     /// Lets go of what the log of a service removed from the pod holds:
