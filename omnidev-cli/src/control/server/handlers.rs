@@ -8,7 +8,7 @@ use omnidev_core::{Until, Waited};
 
 use crate::control::events::rfc3339;
 use crate::control::protocol::{
-    Completed, ErrorKind, LinkReport, PodStatus, Refusal, ReloadReport, Request, Response, SCHEMA,
+    ErrorKind, LinkReport, PodStatus, Refusal, ReloadReport, Request, Response, SCHEMA,
     ServiceReport, UrlReport, WaitFor,
 };
 
@@ -223,19 +223,17 @@ pub(super) async fn reload_profile(shared: &Server, limit: Duration) -> Response
         }
         Ok((applied, waited)) => {
             let names = applied.applied.coming_up();
-            let response = outcome(shared, Ok(waited), |_| {
+            let mut response = outcome(shared, Ok(waited), |_| {
                 format!(
                     "{} not ready within {} s of applying the profile",
                     names.join(", "),
                     limit.as_secs()
                 )
             });
-            match response {
-                Response::Done(done) => {
-                    Response::Done(Box::new(Completed { applied: Some(applied), ..*done }))
-                }
-                other => other,
+            if let Response::Done(done) = &mut response {
+                done.applied = Some(applied);
             }
+            response
         }
     }
 }
