@@ -261,7 +261,8 @@ pub struct Seed {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WatchSection {
-    /// Debounce in milliseconds (default 100).
+    /// Debounce in milliseconds (default 100): the quiet that ends a burst
+    /// of changes; a fifth of it once each changed file is whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debounce_ms: Option<u64>,
 }

@@ -112,7 +112,8 @@ pub struct UpArgs {
     #[arg(long)]
     pub timestamps: bool,
     /// File-watch debounce in milliseconds (default: the profile's, else
-    /// 100; at most 60000).
+    /// 100; at most 60000); a fifth of it once each changed file is closed,
+    /// renamed or removed.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=limits::MAX_DEBOUNCE.as_secs() * 1000))]
     pub debounce: Option<u64>,
     /// Show why each file change did or did not reload, and each readiness

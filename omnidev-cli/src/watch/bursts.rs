@@ -16,6 +16,14 @@ pub fn max_burst(debounce: Duration) -> Duration {
     (debounce * 20).max(Duration::from_secs(2))
 }
 
+/// The quiet that ends a settled burst (see [`Burst::settled`]): a fifth
+/// of the debounce. The debounce waits for writes that may still follow;
+/// once the kernel has said every file is whole, the quiet only has to
+/// gather the rest of a burst already under way (a formatter, a checkout).
+pub fn settle(debounce: Duration) -> Duration {
+    debounce / 5
+}
+
 /// Turns messages into one [`Change`] per burst, until the notify watcher
 /// (holding the sender) is dropped.
 pub(super) fn run_bursts(
@@ -31,17 +39,18 @@ pub(super) fn run_bursts(
             // Nothing that counts: no burst begins.
             continue;
         }
-        // The debounce runs from the last message that counted, up to the
-        // burst's cap.
+        // The debounce (or the settle, once every change is whole) runs
+        // from the last message that counted, up to the burst's cap.
+        let quiet = |burst: &Burst| if burst.settled() { settle(debounce) } else { debounce };
         let began = std::time::Instant::now();
         let cap = began + max_burst(debounce);
-        let mut until = began + debounce;
+        let mut until = (began + quiet(&burst)).min(cap);
         loop {
             let left = until.saturating_duration_since(std::time::Instant::now());
             match rx.recv_timeout(left) {
                 Ok(more) => {
                     if tracker.take(more, &mut burst) {
-                        until = (std::time::Instant::now() + debounce).min(cap);
+                        until = (std::time::Instant::now() + quiet(&burst)).min(cap);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break,

@@ -31,6 +31,18 @@ pub(super) fn kind_counts(kind: EventKind) -> bool {
     }
 }
 
+/// Whether an event leaves its file whole: closed after writing, renamed
+/// (a rename is atomic: an editor's save into place), or removed. A
+/// creation or a write may be followed by more writes to the same file.
+pub(super) fn kind_completes(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | EventKind::Modify(ModifyKind::Name(_))
+            | EventKind::Remove(_)
+    )
+}
+
 /// Whether an event may bring a directory (and its files) into view.
 pub(super) fn kind_brings_in(kind: EventKind) -> bool {
     matches!(
@@ -100,6 +112,9 @@ pub fn matches_a_file(root: &Path, patterns: &[String]) -> Result<bool> {
 #[derive(Debug, Default)]
 pub(super) struct Burst {
     pub(super) changed: BTreeSet<PathBuf>,
+    /// The changed files whose last event may be followed by more writes
+    /// (see [`kind_completes`]).
+    pub(super) writing: BTreeSet<PathBuf>,
     pub(super) appeared: Vec<PathBuf>,
     pub(super) lost: Option<String>,
     pub(super) gave_up: Option<String>,
@@ -107,6 +122,17 @@ pub(super) struct Burst {
     pub(super) counted: bool,
     /// A change of this burst has been told to [`Tracker::seen`].
     pub(super) told: bool,
+}
+
+impl Burst {
+    /// Every change of the burst is whole: each file closed, renamed or
+    /// removed, no directory still to scan, nothing lost.
+    pub(super) fn settled(&self) -> bool {
+        self.writing.is_empty()
+            && self.appeared.is_empty()
+            && self.lost.is_none()
+            && self.gave_up.is_none()
+    }
 }
 
 impl Tracker {
@@ -176,6 +202,11 @@ impl Tracker {
         } else {
             self.decide(path, kind, "counts");
             burst.changed.insert(path.to_path_buf());
+            if kind_completes(kind) {
+                burst.writing.remove(path);
+            } else {
+                burst.writing.insert(path.to_path_buf());
+            }
             burst.counted = true;
             self.tell_seen(burst);
         }
