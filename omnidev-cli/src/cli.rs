@@ -263,7 +263,7 @@ mod tests {
         };
         assert_eq!(up.ports, vec![("api".to_owned(), 8000)]);
         assert_eq!(up.vite_host.as_deref(), Some("0.0.0.0"));
-        assert_eq!(up.hosts, vec![("api".to_owned(), "0.0.0.0".to_owned())]);
+        assert_eq!(up.hosts, vec![args::HostArg::Bind("api".to_owned(), "0.0.0.0".to_owned())]);
     }
 
     #[test]

@@ -68,6 +68,13 @@ pub fn run(cli: Cli) -> miette::Result<ExitCode> {
 /// `omnidev up`, in the foreground or (`--detach`) in the background.
 fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
     let options = RunOptions::from_args(args)?;
+    let host =
+        args.ssh_host().map_err(|message| miette::miette!(code = "omnidev::usage", "{message}"))?;
+    if let Some(host) = host {
+        let checkout = crate::session::resolve_checkout(&options.pod)?;
+        let wait = Duration::from_secs(args.ready_timeout);
+        return Ok(crate::remote::up(host, &checkout.repo, wait)?);
+    }
     if options.with_links {
         let wait = Duration::from_secs(args.ready_timeout);
         crate::detach::start_links(&options, wait)?;

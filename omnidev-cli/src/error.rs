@@ -233,6 +233,38 @@ pub enum Error {
     #[diagnostic(code(omnidev::json))]
     Json(#[source] serde_json::Error),
 
+    /// A step of `up --host` failed on the host or on the way there.
+    #[error("{host}: could not {step}: {message}")]
+    #[diagnostic(
+        code(omnidev::remote),
+        help(
+            "each step runs over the user's own ssh, which may not prompt (BatchMode) nor take \
+             an unknown host key: `ssh HOST true` must work as it is; `OMNIDEV_SSH` names \
+             another ssh program"
+        )
+    )]
+    Remote {
+        /// `[USER@]HOST[:PORT]`.
+        host: String,
+        /// What was being done.
+        step: String,
+        /// What ssh or the host said.
+        message: String,
+    },
+
+    /// The checkout's files could not be listed or packed for the host.
+    #[error("could not pack {} for the host: {message}", repo.display())]
+    #[diagnostic(
+        code(omnidev::remote_checkout),
+        help("`up --host` sends the files git would commit: run it in a git checkout")
+    )]
+    RemoteCheckout {
+        /// The checkout.
+        repo: PathBuf,
+        /// What git or tar said.
+        message: String,
+    },
+
     /// A file or socket operation failed.
     #[error("could not {action} {}", path.display())]
     #[diagnostic(

@@ -25,6 +25,7 @@ mod log_files;
 mod mcp;
 mod output;
 mod pod_data;
+mod remote;
 mod run_options;
 mod session;
 mod tui;

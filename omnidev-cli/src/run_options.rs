@@ -116,11 +116,12 @@ impl RunOptions {
         ports.extend(args.ports.iter().cloned());
 
         let mut hosts: BTreeMap<String, String> = BTreeMap::new();
-        let given = args
-            .vite_host
-            .iter()
-            .map(|h| ("vite".to_owned(), h.clone()))
-            .chain(args.hosts.iter().cloned());
+        let given = args.vite_host.iter().map(|h| ("vite".to_owned(), h.clone())).chain(
+            args.hosts.iter().filter_map(|host| match host {
+                crate::cli::HostArg::Bind(name, addr) => Some((name.clone(), addr.clone())),
+                crate::cli::HostArg::Ssh(_) => None,
+            }),
+        );
         for (name, host) in given {
             match hosts.get(&name) {
                 Some(first) if *first != host => {

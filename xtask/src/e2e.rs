@@ -26,6 +26,7 @@ mod mcp;
 mod pod;
 mod ports;
 mod reload;
+mod remote;
 mod tui;
 mod web;
 
@@ -89,6 +90,7 @@ const CASES: &[Case] = &[
     case!(cli::headless_one_shot_exit_rule),
     case!(cli::run_uses_running_pod_ports_and_exit_code),
     case!(editfix::omnigent_in_a_never_started_checkout),
+    case!(remote::up_host_over_real_sshd),
     case!(install::install_update_check_from_file_repo),
     case!(dist::dist_tarball_sha256_and_version),
 ];

@@ -194,6 +194,7 @@ impl Plan {
             ("postgresql", "postgresql"),
             ("mariadb-server", "mariadb"),
             ("redis-server", "redis-server"),
+            ("openssh-server", "ssh"),
         ] {
             if packages.contains(&package) {
                 let script = format!("service {service} stop || true");

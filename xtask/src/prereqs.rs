@@ -182,6 +182,15 @@ pub const PREREQUISITES: &[Prerequisite] = &[
         steps: &[E2e],
     },
     Prerequisite {
+        name: "openssh-server",
+        program: "sshd",
+        probe: None,
+        used_by: "the `up --host` e2e (a real sshd in a network namespace)",
+        install: "apt-get install openssh-server (its own sshd is not used: the case runs one)",
+        source: Source::Apt("openssh-server"),
+        steps: &[E2e],
+    },
+    Prerequisite {
         name: "chromium",
         program: "chromium",
         probe: None,

@@ -50,10 +50,11 @@ pub struct UpArgs {
     /// reach it from the LAN). Same as `--host vite=ADDR`.
     #[arg(long, value_name = "ADDR")]
     pub vite_host: Option<String>,
-    /// Bind host for the port named NAME (`{host.NAME}` in the profile).
-    /// Repeatable.
-    #[arg(long = "host", value_name = "NAME=ADDR", value_parser = parse_host_override)]
-    pub hosts: Vec<(String, String)>,
+    /// `NAME=ADDR`: bind host for the port named NAME (`{host.NAME}` in
+    /// the profile; repeatable). `[USER@]HOST[:PORT]`: run the pod on that
+    /// host over ssh, its ports forwarded here (once).
+    #[arg(long = "host", value_name = "NAME=ADDR|[USER@]HOST[:PORT]", value_parser = parse_host_arg)]
+    pub hosts: Vec<HostArg>,
     /// Omnigent profile (any with `[lan-origins]`): trust `http://<LAN
     /// ip>:<vite port>` as WebSocket origins.
     #[arg(long)]
@@ -675,6 +676,9 @@ pub struct StopArgs {
     /// With --all: do not ask.
     #[arg(long, requires = "all")]
     pub yes: bool,
+    /// Stop this checkout's pod on that host (`up --host`).
+    #[arg(long, value_name = "[USER@]HOST[:PORT]", value_parser = crate::remote::Host::parse, conflicts_with_all = ["services", "all"])]
+    pub host: Option<crate::remote::Host>,
     /// Seconds to wait for the pod to end (at most 86400).
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
     pub timeout: u64,
@@ -715,6 +719,42 @@ pub(super) fn parse_link(value: &str) -> Result<(String, String), String> {
         return Err(format!("missing checkout after `=` in `{value}`"));
     }
     Ok((name.to_owned(), checkout.to_owned()))
+}
+
+/// A `--host` of `up`: a port's bind host, or the host to run the pod on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostArg {
+    /// `NAME=ADDR`.
+    Bind(String, String),
+    /// `[USER@]HOST[:PORT]` (no `=`).
+    Ssh(crate::remote::Host),
+}
+
+fn parse_host_arg(value: &str) -> Result<HostArg, String> {
+    if value.contains('=') {
+        parse_host_override(value).map(|(name, addr)| HostArg::Bind(name, addr))
+    } else {
+        crate::remote::Host::parse(value).map(HostArg::Ssh)
+    }
+}
+
+impl UpArgs {
+    /// The host of `--host [USER@]HOST[:PORT]`, if one was given (two are
+    /// refused).
+    pub fn ssh_host(&self) -> Result<Option<&crate::remote::Host>, String> {
+        let mut hosts = self.hosts.iter().filter_map(|h| match h {
+            HostArg::Ssh(host) => Some(host),
+            HostArg::Bind(..) => None,
+        });
+        let first = hosts.next();
+        match hosts.next() {
+            Some(second) => Err(format!(
+                "one pod runs on one host: `--host {first:?}` and `--host {second}`",
+                first = first.map(ToString::to_string).unwrap_or_default()
+            )),
+            None => Ok(first),
+        }
+    }
 }
 
 pub(super) fn parse_host_override(value: &str) -> Result<(String, String), String> {

@@ -20,6 +20,10 @@ pub fn run(args: &StopArgs) -> miette::Result<ExitCode> {
     if args.all {
         return stop_all(args);
     }
+    if let Some(host) = &args.host {
+        let checkout = crate::session::resolve_checkout(&args.pod)?;
+        return Ok(crate::remote::stop(host, &checkout.repo, Duration::from_secs(args.timeout))?);
+    }
     let pod_dir = &crate::session::pod_dir(&args.pod)?;
     let LockState::Held { pid } = lock_state(pod_dir)? else {
         note!("omnidev: the pod {} is not running", omnidev_core::text::quote_path(pod_dir));

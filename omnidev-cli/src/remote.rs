@@ -1,0 +1,592 @@
+//! `omnidev up --host [USER@]HOST[:PORT]`: this checkout's pod on another
+//! machine, over the user's own OpenSSH.
+//!
+//! One SSH connection carries everything: a master (`ssh -M -N`, a child
+//! of this process that dies with it) on a control socket in the per-user
+//! runtime directory, and every step after it multiplexed on that socket:
+//!
+//! 1. `uname -sm` and whether this build of omnidev is there already (it
+//!    lives in `~/.cache/omnidev-host/bin/omnidev-<version>-<hash of the
+//!    binary>` on the host); if not, this binary is copied there when the
+//!    host runs the same OS and architecture, else the host's own
+//!    `omnidev` is used when it is the same version, else a clear error.
+//! 2. The checkout: the files git would commit (tracked and untracked, not
+//!    ignored, so uncommitted changes go and `.venv` or `node_modules` do
+//!    not) as a tar stream into `~/.cache/omnidev-host/checkouts/<name>-<id>` on
+//!    the host. A tar needs nothing but `tar` at both ends (rsync is not on
+//!    every host, and a git worktree there would need the repository and
+//!    the user's access to it); the id is this machine's name and the
+//!    checkout's path, so two checkouts (or two laptops) never share a
+//!    directory.
+//! 3. `omnidev up --detach` there: an ordinary pod of the host, which
+//!    outlives the connection.
+//! 4. Its ports forwarded to the same numbers on this machine's loopback
+//!    (`ssh -O forward -L`), so URLs and `{port.*}` mean the same here; a
+//!    port already taken here is refused by ssh, and said.
+//! 5. The pod's output followed (`omnidev logs -f` there), each line shown
+//!    with its control characters made visible, until the connection
+//!    drops or this process is stopped; the pod goes on there either way.
+//!
+//! ssh is run with `BatchMode=yes` (it never asks for a password: keys or
+//! the agent only) and `StrictHostKeyChecking=yes` (an unknown host key
+//! is refused, never added); the rest is the user's own configuration.
+//! `OMNIDEV_SSH` names another ssh program (a wrapper with `-F`, say).
+
+use std::io::{BufRead as _, Read as _, Write as _};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use omnidev_pod::ids::hex;
+use sha2::{Digest as _, Sha256};
+
+use crate::error::{Error, Result};
+use omnidev_core::text::shell_word;
+
+/// Where a pod runs: `[USER@]HOST[:PORT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    pub user: Option<String>,
+    pub name: String,
+    pub port: Option<u16>,
+}
+
+impl Host {
+    /// Parses `[USER@]HOST[:PORT]`. Names are letters, digits, `.`, `_`
+    /// and `-`, never starting with `-` (ssh would take it for an option).
+    pub fn parse(value: &str) -> std::result::Result<Self, String> {
+        let (user, rest) = match value.split_once('@') {
+            Some((user, rest)) => (Some(user), rest),
+            None => (None, value),
+        };
+        let (name, port) = match rest.rsplit_once(':') {
+            Some((name, port)) => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("`{port}` in `{value}` is not a port (1-65535)"))?;
+                (name, Some(port))
+            }
+            None => (rest, None),
+        };
+        let word = |what: &str, word: &str| {
+            let fine = !word.is_empty()
+                && !word.starts_with('-')
+                && word.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if fine {
+                Ok(word.to_owned())
+            } else {
+                Err(format!(
+                    "`{word}` in `{value}` is no {what}: letters, digits, `.`, `_` and `-`, not \
+                     starting with `-` (write `[USER@]HOST[:PORT]`, or a `Host` alias of your \
+                     ssh config)"
+                ))
+            }
+        };
+        Ok(Self {
+            user: user.map(|u| word("user name", u)).transpose()?,
+            name: word("host name", name)?,
+            port,
+        })
+    }
+
+    /// What ssh is given as its destination.
+    fn destination(&self) -> String {
+        match &self.user {
+            Some(user) => format!("{user}@{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.destination())?;
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The multiplexed connection to a host: its master, and how to run a
+/// command over it.
+struct Connection {
+    program: PathBuf,
+    host: Host,
+    control: PathBuf,
+    master: Child,
+}
+
+impl Connection {
+    /// Starts the master and waits until it is connected.
+    fn open(host: &Host, runtime: &Path) -> Result<Self> {
+        let program = std::env::var_os("OMNIDEV_SSH").map_or_else(|| "ssh".into(), PathBuf::from);
+        let tag = hex(&Sha256::digest(format!("{host}:{}", std::process::id()).as_bytes()))[..12]
+            .to_owned();
+        let control = runtime.join(format!("ssh-{tag}.sock"));
+        let mut command = Command::new(&program);
+        command
+            .args(["-M", "-N", "-S"])
+            .arg(&control)
+            .args(["-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=no"])
+            .args(["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]);
+        common_options(&mut command, host);
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        dies_with_us(&mut command);
+        let mut master = command.spawn().map_err(|e| failed(host, "start ssh", e.to_string()))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) =
+                master.try_wait().map_err(|e| failed(host, "start ssh", e.to_string()))?
+            {
+                let mut said = String::new();
+                if let Some(mut err) = master.stderr.take() {
+                    let _ = err.by_ref().take(16 * 1024).read_to_string(&mut said);
+                }
+                return Err(failed(
+                    host,
+                    "connect",
+                    format!("ssh exited with {status}: {}", visible(said.trim())),
+                ));
+            }
+            if control.exists() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = master.kill();
+                let _ = master.wait();
+                return Err(failed(host, "connect", "no connection within 60 s".to_owned()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Self { program, host: host.clone(), control, master })
+    }
+
+    /// `ssh` on the master's socket: options, then the destination.
+    fn ssh(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.arg("-S").arg(&self.control).args(["-o", "ControlMaster=no"]);
+        common_options(&mut command, &self.host);
+        command
+    }
+
+    /// Runs `script` (a shell command line) there; its standard output.
+    fn run(&self, step: &str, script: &str, input: Option<Stdio>) -> Result<String> {
+        let mut command = self.ssh();
+        command.arg(script);
+        command
+            .stdin(input.unwrap_or_else(Stdio::null))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let output = command.output().map_err(|e| failed(&self.host, step, e.to_string()))?;
+        if !output.status.success() {
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said = said.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev();
+            let said: Vec<String> = said.map(visible).collect();
+            return Err(failed(
+                &self.host,
+                step,
+                format!("exited with {}: {}", output.status, said.join(" / ")),
+            ));
+        }
+        // What it said on the way (omnidev's own notes) is shown.
+        for line in String::from_utf8_lossy(&output.stderr).lines() {
+            note!("{}: {line}", self.host);
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Forwards each port to the same number on this machine's loopback.
+    fn forward(&self, ports: &[u16]) -> Result<()> {
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let mut command = Command::new(&self.program);
+        command.arg("-S").arg(&self.control).args(["-O", "forward"]);
+        for port in ports {
+            command.arg("-L").arg(format!("127.0.0.1:{port}:127.0.0.1:{port}"));
+        }
+        common_options(&mut command, &self.host);
+        let output = command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| failed(&self.host, "forward ports", e.to_string()))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(failed(
+                &self.host,
+                "forward ports",
+                format!(
+                    "ssh could not listen on 127.0.0.1 here for {ports:?} (another process holds \
+                     one?): {}",
+                    visible(String::from_utf8_lossy(&output.stderr).trim())
+                ),
+            ))
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.master.kill();
+        let _ = self.master.wait();
+        let _ = std::fs::remove_file(&self.control);
+    }
+}
+
+/// What every ssh here is given: never a password prompt, never a host
+/// key taken on trust, the port, then the destination after `--`.
+fn common_options(command: &mut Command, host: &Host) {
+    command.args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]);
+    if let Some(port) = host.port {
+        command.arg("-p").arg(port.to_string());
+    }
+    command.arg("--").arg(host.destination());
+}
+
+/// On Linux the child gets SIGTERM when this process ends, however it
+/// ends: no ssh is left holding a connection or a forward.
+fn dies_with_us(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = nix::unistd::getpid();
+        // SAFETY: prctl, getppid and _exit are async-signal-safe and touch
+        // no memory of the parent.
+        unsafe {
+            command.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                    .map_err(std::io::Error::from)?;
+                if nix::unistd::getppid() != parent {
+                    libc::_exit(143);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
+}
+
+fn failed(host: &Host, step: &str, message: String) -> Error {
+    Error::Remote { host: host.to_string(), step: step.to_owned(), message }
+}
+
+/// `text` with its control characters shown, not acted on.
+fn visible(text: &str) -> String {
+    omnidev_core::text::sanitise(text, false).into_owned()
+}
+
+/// The host's `uname -s` and `uname -m` for this build.
+fn this_platform() -> (&'static str, &'static str) {
+    let os = match std::env::consts::OS {
+        "linux" => "Linux",
+        "macos" => "Darwin",
+        other => other,
+    };
+    let arch = match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("macos", "aarch64") => "arm64",
+        (_, arch) => arch,
+    };
+    (os, arch)
+}
+
+/// The omnidev to run there (a path relative to the host user's home, or
+/// `omnidev` on the host's PATH), copying this binary there when needed
+/// (`install`); `None` when there is none and `install` is false.
+fn omnidev_there(connection: &Connection, install: bool) -> Result<Option<String>> {
+    let exe = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
+    let bytes = std::fs::read(&exe).map_err(Error::io("read", exe.display().to_string()))?;
+    let version = env!("CARGO_PKG_VERSION");
+    let id = &hex(&Sha256::digest(&bytes))[..16];
+    let path = format!(".cache/omnidev-host/bin/omnidev-{version}-{id}");
+    let probe = format!(
+        "uname -s; uname -m; if test -x {p}; then echo present; else echo absent; fi; \
+         command -v omnidev >/dev/null 2>&1 && omnidev --version 2>/dev/null || echo none",
+        p = shell_word(&path)
+    );
+    let said = connection.run("look at the host", &probe, None)?;
+    let mut lines = said.lines().map(str::trim);
+    let (os, arch) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    let present = lines.next() == Some("present");
+    let theirs = lines.next().unwrap_or("none").to_owned();
+    if present {
+        return Ok(Some(path));
+    }
+    let version_there = theirs.split_whitespace().last() == Some(version);
+    if !install {
+        return Ok(version_there.then(|| "omnidev".to_owned()));
+    }
+    let (our_os, our_arch) = this_platform();
+    if os == our_os && arch == our_arch {
+        let script = format!(
+            "set -e; umask 077; mkdir -p .cache/omnidev-host/bin; cat > {t}; chmod 700 {t}; mv -f {t} {p}",
+            t = shell_word(&format!("{path}.part")),
+            p = shell_word(&path)
+        );
+        let file =
+            std::fs::File::open(&exe).map_err(Error::io("read", exe.display().to_string()))?;
+        connection.run("copy omnidev", &script, Some(Stdio::from(file)))?;
+        return Ok(Some(path));
+    }
+    if version_there {
+        return Ok(Some("omnidev".to_owned()));
+    }
+    Err(failed(
+        &connection.host,
+        "install omnidev",
+        format!(
+            "the host runs {} {}, this omnidev is built for {our_os} {our_arch}, and the host has \
+             no omnidev {version} of its own ({}); install omnidev {version} there (on its PATH)",
+            visible(os),
+            visible(arch),
+            visible(&theirs)
+        ),
+    ))
+}
+
+/// The checkout's directory on the host, relative to the user's home.
+fn checkout_there(repo: &Path) -> String {
+    let machine =
+        nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    let id = &hex(&Sha256::digest(format!("{machine}\0{}", repo.display()).as_bytes()))[..12];
+    let name: String = repo
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+                .take(40)
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        ".cache/omnidev-host/checkouts/{}-{id}",
+        if name.is_empty() { "checkout" } else { &name }
+    )
+}
+
+/// The files git would commit, relative to `repo`: tracked ones that
+/// still exist and untracked ones not ignored.
+fn files_to_send(repo: &Path) -> Result<Vec<u8>> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(Error::io("run", "git ls-files"))?;
+    if !output.status.success() {
+        return Err(Error::RemoteCheckout {
+            repo: repo.to_path_buf(),
+            message: visible(String::from_utf8_lossy(&output.stderr).trim()),
+        });
+    }
+    let mut list = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for name in output.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let path = repo.join(std::ffi::OsStr::from_bytes(name));
+        if path.symlink_metadata().is_ok() && seen.insert(name.to_vec()) {
+            list.extend_from_slice(name);
+            list.push(0);
+        }
+    }
+    Ok(list)
+}
+
+/// Sends the checkout's files into `dir` there.
+fn send_checkout(connection: &Connection, repo: &Path, dir: &str) -> Result<usize> {
+    let list = files_to_send(repo)?;
+    let count = list.split(|b| *b == 0).filter(|name| !name.is_empty()).count();
+    let mut tar = Command::new("tar")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "--null", "--no-recursion", "-T", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("run", "tar"))?;
+    let mut input = tar.stdin.take().expect("piped");
+    let writer = std::thread::spawn(move || input.write_all(&list));
+    let stream = tar.stdout.take().expect("piped");
+    let script = format!("set -e; umask 077; mkdir -p {d}; tar -x -m -C {d}", d = shell_word(dir));
+    let sent = connection.run("send the checkout", &script, Some(Stdio::from(stream)));
+    let _ = writer.join();
+    let status = tar.wait().map_err(Error::io("run", "tar"))?;
+    sent?;
+    if !status.success() {
+        let mut said = String::new();
+        if let Some(mut err) = tar.stderr.take() {
+            let _ = err.by_ref().take(16 * 1024).read_to_string(&mut said);
+        }
+        return Err(Error::RemoteCheckout {
+            repo: repo.to_path_buf(),
+            message: visible(said.trim()),
+        });
+    }
+    Ok(count)
+}
+
+/// The command line that runs `omnidev ARGS` there on the checkout in
+/// `dir`.
+fn command_there(omnidev: &str, args: &str, dir: &str) -> String {
+    format!("{} {args} --repo {}", shell_word(omnidev), shell_word(dir))
+}
+
+/// `omnidev up --host`: see the module docs.
+pub fn up(host: &Host, repo: &Path, ready_timeout: Duration) -> Result<ExitCode> {
+    let started = Instant::now();
+    let connection = Connection::open(host, &private_runtime()?)?;
+    let omnidev = omnidev_there(&connection, true)?.expect("installed");
+    let dir = checkout_there(repo);
+    let files = send_checkout(&connection, repo, &dir)?;
+    note!("omnidev: {files} files of {} sent to {host}:{dir}", repo.display());
+    let up = format!("up --detach --ready-timeout {}", ready_timeout.as_secs());
+    let said = connection.run("start the pod", &command_there(&omnidev, &up, &dir), None)?;
+    for line in said.lines() {
+        note!("{host}: {line}");
+    }
+    let status = connection.run(
+        "read the pod's status",
+        &command_there(&omnidev, "status --json", &dir),
+        None,
+    )?;
+    let status: crate::control::PodStatus = serde_json::from_str(&status)
+        .map_err(|e| failed(host, "read the pod's status", e.to_string()))?;
+    let ports: Vec<u16> = status.ports.values().copied().collect();
+    connection.forward(&ports)?;
+    note!(
+        "omnidev: the pod runs on {host} ({} there); its ports {ports:?} answer on 127.0.0.1 here \
+         ({:.1} s); Ctrl-C leaves it running there, `omnidev stop --host {host}` stops it",
+        status.pod_dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    follow(&connection, &command_there(&omnidev, "logs -f", &dir))
+}
+
+/// `omnidev stop --host`: stops this checkout's pod there, if it runs.
+pub fn stop(host: &Host, repo: &Path, timeout: Duration) -> Result<ExitCode> {
+    let connection = Connection::open(host, &private_runtime()?)?;
+    let dir = checkout_there(repo);
+    // Any build reads the pod's control socket; this one is brought when
+    // missing, like `up`'s.
+    let omnidev = omnidev_there(&connection, true)?.expect("installed");
+    let stop = format!("stop --timeout {}", timeout.as_secs());
+    let said = connection.run("stop the pod", &command_there(&omnidev, &stop, &dir), None)?;
+    for line in said.lines() {
+        note!("{host}: {line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The runtime directory, private, for the master's socket.
+fn private_runtime() -> Result<PathBuf> {
+    let runtime = omnidev_pod::runtime::runtime_dir();
+    omnidev_pod::runtime::ensure_private(&runtime)?;
+    Ok(runtime)
+}
+
+/// Shows the pod's output until it ends, the connection drops or this
+/// process is stopped. There the follower ends with the connection: its
+/// standard input is a pipe held open here, whose end (sshd closes the
+/// channel) stops it, so no `logs -f` is left waiting on the host.
+fn follow(connection: &Connection, script: &str) -> Result<ExitCode> {
+    let mut command = connection.ssh();
+    command
+        // (A background list of a shell without job control reads
+        // /dev/null unless told otherwise: it reads the channel as fd 3.)
+        .arg(format!(
+            "exec 3<&0; {{ cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; }} >/dev/null 2>&1 & \
+             exec {script} 3<&- </dev/null"
+        ))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    dies_with_us(&mut command);
+    let mut logs =
+        command.spawn().map_err(|e| failed(&connection.host, "follow the logs", e.to_string()))?;
+    let held_open = logs.stdin.take();
+    let out = logs.stdout.take().expect("piped");
+    let mut reader = std::io::BufReader::new(out);
+    let mut line = Vec::new();
+    let stdout = std::io::stdout();
+    loop {
+        line.clear();
+        // Lines are bounded: a longer one is shown in pieces.
+        match (&mut reader).take(64 * 1024).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let mut out = stdout.lock();
+                let _ = writeln!(out, "{}", visible(text.trim_end_matches('\n')));
+            }
+        }
+    }
+    drop(held_open);
+    let _ = logs.wait();
+    note!("omnidev: the connection to {} ended; the pod goes on there", connection.host);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_parse_and_refuse_what_ssh_would_take_for_options() {
+        assert_eq!(
+            Host::parse("dev@box.lan:2222"),
+            Ok(Host { user: Some("dev".into()), name: "box.lan".into(), port: Some(2222) })
+        );
+        assert_eq!(Host::parse("box"), Ok(Host { user: None, name: "box".into(), port: None }));
+        assert_eq!(
+            Host::parse("dev@box.lan:2222").map(|h| h.to_string()),
+            Ok("dev@box.lan:2222".into())
+        );
+        for bad in
+            ["-oProxyCommand=x", "dev@-box", "box:0", "box:99999", "", "a b", "box;rm", "@box"]
+        {
+            let err = Host::parse(bad).expect_err(bad);
+            assert!(err.contains('`'), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_checkout_there_is_named_by_machine_and_path() {
+        let a = checkout_there(Path::new("/work/one/app"));
+        let b = checkout_there(Path::new("/work/two/app"));
+        assert!(a.starts_with(".cache/omnidev-host/checkouts/app-"), "{a}");
+        assert_ne!(a, b);
+        assert_eq!(a, checkout_there(Path::new("/work/one/app")));
+        let odd = checkout_there(Path::new("/work/it's $(x)"));
+        assert!(odd.chars().all(|c| c.is_ascii_alphanumeric() || "./_-".contains(c)), "{odd}");
+    }
+
+    #[test]
+    fn the_files_sent_are_those_git_would_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            let ok = Command::new("git").arg("-C").arg(repo).args(args).output().expect("git");
+            assert!(ok.status.success(), "{args:?}: {}", String::from_utf8_lossy(&ok.stderr));
+        };
+        git(&["init", "-q"]);
+        std::fs::write(repo.join(".gitignore"), ".venv/\n").expect("write");
+        std::fs::write(repo.join("kept.py"), "").expect("write");
+        std::fs::write(repo.join("gone.py"), "").expect("write");
+        git(&["add", "."]);
+        std::fs::remove_file(repo.join("gone.py")).expect("rm");
+        std::fs::write(repo.join("new.py"), "").expect("write");
+        std::fs::create_dir(repo.join(".venv")).expect("mkdir");
+        std::fs::write(repo.join(".venv/big"), "").expect("write");
+        let list = files_to_send(repo).expect("list");
+        let mut names: Vec<&[u8]> = list.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
+        names.sort();
+        assert_eq!(names, vec![&b".gitignore"[..], b"kept.py", b"new.py"]);
+    }
+}

@@ -1,0 +1,308 @@
+//! Case: `omnidev up --host` against a real OpenSSH server. The host is
+//! Debian's sshd in a network namespace of the case's own (so the pod's
+//! ports there and their forwards here are the same numbers on two
+//! loopbacks), serving an unprivileged user `omnidev-host` (made when
+//! missing, its home in a directory of the case's) who knows nothing of
+//! omnidev: `up --host` brings the binary and the checkout (with an
+//! uncommitted file), the URL answers here, stopping the local omnidev
+//! leaves the pod running there and no follower of it, `up --host` again
+//! reconnects, and `stop --host` leaves no process of the user.
+//! Needs root (the namespace, the user, sshd).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail, ensure};
+
+use super::{Ctx, SOON, UP, send_signal};
+use crate::util;
+
+/// The host's user.
+const USER: &str = "omnidev-host";
+
+/// A real sshd in a network namespace, and a client config to reach it
+/// as `omnihost`.
+struct SshHost {
+    sshd: Option<Child>,
+    netns: String,
+    dir: PathBuf,
+    /// `ssh -F <config>`, for `OMNIDEV_SSH`.
+    ssh: PathBuf,
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    let description = format!("{command:?}");
+    let output = command.stdin(Stdio::null()).output().with_context(|| description.clone())?;
+    ensure!(
+        output.status.success(),
+        "{description} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
+
+impl SshHost {
+    fn start() -> Result<Self> {
+        ensure!(
+            nix::unistd::geteuid().is_root(),
+            "this case needs root (a network namespace, a user, sshd)"
+        );
+        let sshd = Path::new("/usr/sbin/sshd");
+        ensure!(sshd.exists(), "no /usr/sbin/sshd: apt-get install openssh-server");
+        let id = std::process::id();
+        let netns = format!("omh-{id}");
+        let net = 20 + id % 200;
+        let (here, there) = (format!("10.203.{net}.1"), format!("10.203.{net}.2"));
+        // Short and of its own: the host user's home must not be under a
+        // directory the user cannot enter.
+        let dir = std::env::temp_dir().join(format!("omnidev-host-{id}"));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("home"))?;
+        fs::create_dir_all(dir.join("keys"))?;
+        std::os::unix::fs::chown(&dir, Some(0), Some(0))?;
+        fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        let quiet = |c: &mut Command| c.stdout(Stdio::null()).stderr(Stdio::null()).status();
+        if !quiet(Command::new("id").arg(USER))?.success() {
+            run(Command::new("useradd").args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/sh",
+                USER,
+            ]))?;
+        }
+        let home = dir.join("home");
+        run(Command::new("usermod").arg("-d").arg(&home).args(["-s", "/bin/sh", "-p", "*", USER]))?;
+        run(Command::new("chown").arg(USER).arg(&home))?;
+        let keys = dir.join("keys");
+        for key in ["host", "client"] {
+            run(Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", ""])
+                .arg("-f")
+                .arg(keys.join(key)))?;
+        }
+        fs::copy(keys.join("client.pub"), dir.join("authorized_keys"))?;
+        fs::create_dir_all("/run/sshd")?;
+        let config = dir.join("sshd_config");
+        fs::write(
+            &config,
+            format!(
+                "ListenAddress {there}\nPort 22\nHostKey {}\nPidFile none\nAuthorizedKeysFile {}\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 StrictModes no\nAllowUsers {USER}\n",
+                keys.join("host").display(),
+                dir.join("authorized_keys").display()
+            ),
+        )?;
+        run(Command::new("ip").args(["netns", "add", &netns]))?;
+        // From here on, dropping it cleans up.
+        let mut host = Self { sshd: None, netns, dir, ssh: PathBuf::new() };
+        let ns = host.netns.clone();
+        link_namespace(&ns, &here, &there)?;
+        let log = fs::File::create(host.dir.join("sshd.log"))?;
+        host.sshd = Some(
+            Command::new("ip")
+                .args(["netns", "exec", &ns])
+                .arg(sshd)
+                .args(["-D", "-e", "-f"])
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()?,
+        );
+        let host_key = fs::read_to_string(keys.join("host.pub"))?;
+        let host_key: Vec<&str> = host_key.split_whitespace().take(2).collect();
+        fs::write(host.dir.join("known_hosts"), format!("{there} {}\n", host_key.join(" ")))?;
+        fs::write(
+            host.dir.join("ssh_config"),
+            format!(
+                "Host omnihost\n  HostName {there}\n  User {USER}\n  IdentityFile {}\n  \
+                 IdentitiesOnly yes\n  UserKnownHostsFile {}\n  GlobalKnownHostsFile /dev/null\n",
+                keys.join("client").display(),
+                host.dir.join("known_hosts").display()
+            ),
+        )?;
+        host.ssh = host.dir.join("ssh");
+        fs::write(
+            &host.ssh,
+            format!("#!/bin/sh\nexec ssh -F {} \"$@\"\n", host.dir.join("ssh_config").display()),
+        )?;
+        fs::set_permissions(&host.ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        util::wait_for("sshd to let the host user in", SOON, || {
+            Ok(host.there("true").is_ok().then_some(()))
+        })
+        .with_context(|| {
+            format!(
+                "sshd said: {}",
+                fs::read_to_string(host.dir.join("sshd.log")).unwrap_or_default()
+            )
+        })?;
+        Ok(host)
+    }
+
+    /// Runs `script` there as the host user; its standard output.
+    fn there(&self, script: &str) -> Result<String> {
+        let output = Command::new(&self.ssh)
+            .args(["-o", "BatchMode=yes", "omnihost", script])
+            .stdin(Stdio::null())
+            .output()?;
+        ensure!(
+            output.status.success(),
+            "`{script}` there failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The host user's processes but sshd's own and those already ended.
+fn user_processes() -> Result<Vec<String>> {
+    let output = Command::new("ps").args(["-u", USER, "-o", "pid=,stat=,args="]).output()?;
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            let mut parts = line.split_whitespace();
+            let (_, stat) = (parts.next(), parts.next().unwrap_or(""));
+            !stat.starts_with('Z') && !parts.next().unwrap_or("").starts_with("sshd")
+        })
+        .map(str::to_owned)
+        .collect())
+}
+
+impl Drop for SshHost {
+    fn drop(&mut self) {
+        // Whatever a failed run left there: the user's pods, then sshd
+        // (by its pid) and the namespace (its veth goes with it).
+        let _ = self.there(
+            "for d in .cache/omnidev-host/checkouts/*; do for o in .cache/omnidev-host/bin/*; do \
+             \"$o\" stop --repo \"$d\" >/dev/null 2>&1; break; done; done",
+        );
+        if let Some(sshd) = &mut self.sshd {
+            let _ = sshd.kill();
+            let _ = sshd.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.netns]).status();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A veth pair between here (`here`) and the namespace `ns` (`there`),
+/// and the namespace's loopback up.
+fn link_namespace(ns: &str, here: &str, there: &str) -> Result<()> {
+    let id = std::process::id() % 100_000;
+    let (outside, inside) = (format!("omh{id}a"), format!("omh{id}b"));
+    run(
+        Command::new("ip").args(["link", "add", &outside, "type", "veth", "peer", "name", &inside])
+    )?;
+    run(Command::new("ip").args(["link", "set", &inside, "netns", ns]))?;
+    run(Command::new("ip").args(["addr", "add", &format!("{here}/30"), "dev", &outside]))?;
+    run(Command::new("ip").args(["link", "set", &outside, "up"]))?;
+    for args in [
+        vec!["addr", "add", &format!("{there}/30"), "dev", &inside],
+        vec!["link", "set", &inside, "up"],
+        vec!["link", "set", "lo", "up"],
+    ] {
+        run(Command::new("ip").args(["netns", "exec", ns, "ip"]).args(args))?;
+    }
+    Ok(())
+}
+
+/// The checkout: a web server on its port, one file committed and one not.
+fn checkout(ctx: &Ctx) -> Result<PathBuf> {
+    let repo = ctx.dir.join("remote-app");
+    fs::create_dir_all(&repo)?;
+    fs::write(
+        repo.join("omnidev.toml"),
+        "[ports]\nweb = 18760\n\n[services.web]\n\
+         command = [\"python3\", \"-m\", \"http.server\", \"{port.web}\", \"--bind\", \"127.0.0.1\"]\n\
+         ready = { http = \"http://127.0.0.1:{port.web}/committed.txt\" }\n",
+    )?;
+    fs::write(repo.join("committed.txt"), "committed\n")?;
+    for args in [&["init", "-q", "-b", "main"][..], &["add", "-A"], &["commit", "-q", "-m", "app"]]
+    {
+        let status = ctx.command("git").args(args).current_dir(&repo).status()?;
+        ensure!(status.success(), "git {args:?} failed");
+    }
+    fs::write(repo.join("uncommitted.txt"), "made here, not committed\n")?;
+    Ok(repo)
+}
+
+/// `omnidev up --host omnihost` in `repo`, in the background; the port it
+/// forwarded, once it says so.
+fn up_host(ctx: &mut Ctx, host: &SshHost, repo: &Path) -> Result<(Child, u16, PathBuf)> {
+    let out = ctx.output_file("up-host");
+    let file = fs::File::create(&out)?;
+    let child = ctx
+        .omnidev()
+        .args(["up", "--host", "omnihost"])
+        .current_dir(repo)
+        .env("OMNIDEV_SSH", &host.ssh)
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()?;
+    let port = util::wait_for("`up --host` to forward the pod's port", UP, || {
+        let text = fs::read_to_string(&out)?;
+        if text.contains("omnidev::") {
+            bail!("`up --host` failed:\n{text}");
+        }
+        Ok(text.lines().find_map(|line| {
+            let ports = line.split_once("its ports [")?.1.split_once(']')?.0;
+            ports.trim().parse::<u16>().ok()
+        }))
+    })?;
+    Ok((child, port, out))
+}
+
+pub fn up_host_over_real_sshd(ctx: &mut Ctx) -> Result<()> {
+    let host = SshHost::start()?;
+    let repo = checkout(ctx)?;
+    let (mut up, port, out) = up_host(ctx, &host, &repo)?;
+    for (file, text) in [("committed.txt", "committed"), ("uncommitted.txt", "made here")] {
+        let (status, body) = util::http_get(port, &format!("/{file}"))?;
+        ensure!(status == 200 && body.contains(text), "GET /{file} here: {status} {body:?}");
+    }
+    ctx.note(format!("the pod's port {port} answers here through the forward"));
+    // The local omnidev stopped: its ssh goes, the pod stays there, and
+    // no follower of its logs is left waiting on the host.
+    send_signal(up.id(), "TERM")?;
+    util::wait_for("`up --host` to exit", SOON, || Ok(up.try_wait()?))?;
+    util::wait_for("the forward to close", SOON, || {
+        Ok(util::http_get(port, "/committed.txt").is_err().then_some(()))
+    })?;
+    util::wait_for("the follower there to end", SOON, || {
+        let left = user_processes()?;
+        Ok((!left.iter().any(|p| p.contains("logs -f"))).then_some(left))
+    })
+    .and_then(|left| {
+        ensure!(
+            left.iter().any(|p| p.contains("http.server")),
+            "the pod's server went with the connection: {left:?}"
+        );
+        Ok(())
+    })?;
+    // Again: the running pod is found, and forwarded.
+    let (mut again, port_again, out_again) = up_host(ctx, &host, &repo)?;
+    ensure!(port_again == port, "the port moved from {port} to {port_again}");
+    let (status, _) = util::http_get(port, "/committed.txt")?;
+    ensure!(status == 200, "GET after reconnecting: {status}");
+    let said = fs::read_to_string(&out_again)?;
+    ensure!(said.contains("already running"), "the second `up --host` started anew:\n{said}");
+    send_signal(again.id(), "TERM")?;
+    util::wait_for("the second `up --host` to exit", SOON, || Ok(again.try_wait()?))?;
+    let mut stop = ctx.omnidev();
+    stop.args(["stop", "--host", "omnihost"]).current_dir(&repo).env("OMNIDEV_SSH", &host.ssh);
+    let (status, said) = ctx.run_to_end(stop, "stop-host", SOON)?;
+    ensure!(status.success(), "`stop --host` failed ({status}):\n{said}");
+    util::wait_for("no process of the host user", SOON, || {
+        let left = user_processes()?;
+        Ok(left.is_empty().then_some(()))
+    })
+    .with_context(|| format!("left: {:?}", user_processes().unwrap_or_default()))?;
+    let _ = out;
+    Ok(())
+}
