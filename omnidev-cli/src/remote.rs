@@ -42,88 +42,22 @@ use std::time::{Duration, Instant};
 use omnidev_pod::ids::hex;
 use sha2::{Digest as _, Sha256};
 
+use crate::cli::RemoteHost;
 use crate::error::{Error, Result};
 use omnidev_core::text::shell_word;
 
-/// Where a pod runs: `[USER@]HOST[:PORT]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host {
-    pub user: Option<String>,
-    pub name: String,
-    pub port: Option<u16>,
-}
-
-impl Host {
-    /// Parses `[USER@]HOST[:PORT]`. Names are letters, digits, `.`, `_`
-    /// and `-`, never starting with `-` (ssh would take it for an option).
-    pub fn parse(value: &str) -> std::result::Result<Self, String> {
-        let (user, rest) = match value.split_once('@') {
-            Some((user, rest)) => (Some(user), rest),
-            None => (None, value),
-        };
-        let (name, port) = match rest.rsplit_once(':') {
-            Some((name, port)) => {
-                let port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)
-                    .ok_or_else(|| format!("`{port}` in `{value}` is not a port (1-65535)"))?;
-                (name, Some(port))
-            }
-            None => (rest, None),
-        };
-        let word = |what: &str, word: &str| {
-            let fine = !word.is_empty()
-                && !word.starts_with('-')
-                && word.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-            if fine {
-                Ok(word.to_owned())
-            } else {
-                Err(format!(
-                    "`{word}` in `{value}` is no {what}: letters, digits, `.`, `_` and `-`, not \
-                     starting with `-` (write `[USER@]HOST[:PORT]`, or a `Host` alias of your \
-                     ssh config)"
-                ))
-            }
-        };
-        Ok(Self {
-            user: user.map(|u| word("user name", u)).transpose()?,
-            name: word("host name", name)?,
-            port,
-        })
-    }
-
-    /// What ssh is given as its destination.
-    fn destination(&self) -> String {
-        match &self.user {
-            Some(user) => format!("{user}@{}", self.name),
-            None => self.name.clone(),
-        }
-    }
-}
-
-impl std::fmt::Display for Host {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.destination())?;
-        if let Some(port) = self.port {
-            write!(f, ":{port}")?;
-        }
-        Ok(())
-    }
-}
-
 /// The multiplexed connection to a host: its master, and how to run a
 /// command over it.
-struct Connection {
+struct SshMaster {
     program: PathBuf,
-    host: Host,
+    host: RemoteHost,
     control: PathBuf,
     master: Child,
 }
 
-impl Connection {
+impl SshMaster {
     /// Starts the master and waits until it is connected.
-    fn open(host: &Host, runtime: &Path) -> Result<Self> {
+    fn open(host: &RemoteHost, runtime: &Path) -> Result<Self> {
         let program = std::env::var_os("OMNIDEV_SSH").map_or_else(|| "ssh".into(), PathBuf::from);
         let tag = hex(&Sha256::digest(format!("{host}:{}", std::process::id()).as_bytes()))[..12]
             .to_owned();
@@ -174,15 +108,25 @@ impl Connection {
         command
     }
 
-    /// Runs `script` (a shell command line) there; its standard output.
-    fn run(&self, step: &str, script: &str, input: Option<Stdio>) -> Result<String> {
+    /// Runs `script` (a shell command line) there, given `input`; its
+    /// standard output.
+    fn run(&self, step: &str, script: &str, input: StdinOf) -> Result<String> {
         let mut command = self.ssh();
-        command.arg(script);
-        command
-            .stdin(input.unwrap_or_else(Stdio::null))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let output = command.output().map_err(|e| failed(&self.host, step, e.to_string()))?;
+        command.arg(script).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let output = match input {
+            StdinOf::Nothing => command.stdin(Stdio::null()).output(),
+            StdinOf::Stream(stream) => command.stdin(stream).output(),
+            StdinOf::Bytes(bytes) => command.stdin(Stdio::piped()).spawn().and_then(|mut child| {
+                let mut stdin = child.stdin.take().expect("piped");
+                // Written beside the read of its answer, so neither waits
+                // on the other; a host that stops reading ends the write.
+                let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+                let output = child.wait_with_output();
+                let _ = writer.join();
+                output
+            }),
+        }
+        .map_err(|e| failed(&self.host, step, e.to_string()))?;
         if !output.status.success() {
             let said = String::from_utf8_lossy(&output.stderr);
             let said = said.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev();
@@ -231,7 +175,7 @@ impl Connection {
     }
 }
 
-impl Drop for Connection {
+impl Drop for SshMaster {
     fn drop(&mut self) {
         let _ = self.master.kill();
         let _ = self.master.wait();
@@ -239,9 +183,16 @@ impl Drop for Connection {
     }
 }
 
+/// What a command there reads.
+enum StdinOf {
+    Nothing,
+    Stream(Stdio),
+    Bytes(Vec<u8>),
+}
+
 /// What every ssh here is given: never a password prompt, never a host
 /// key taken on trust, the port, then the destination after `--`.
-fn common_options(command: &mut Command, host: &Host) {
+fn common_options(command: &mut Command, host: &RemoteHost) {
     command.args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]);
     if let Some(port) = host.port {
         command.arg("-p").arg(port.to_string());
@@ -272,7 +223,7 @@ fn dies_with_us(command: &mut Command) {
     let _ = command;
 }
 
-fn failed(host: &Host, step: &str, message: String) -> Error {
+fn failed(host: &RemoteHost, step: &str, message: String) -> Error {
     Error::Remote { host: host.to_string(), step: step.to_owned(), message }
 }
 
@@ -295,12 +246,19 @@ fn this_platform() -> (&'static str, &'static str) {
     (os, arch)
 }
 
+/// The largest omnidev binary copied to a host.
+const MAX_BINARY_BYTES: u64 = 512 << 20;
+
 /// The omnidev to run there (a path relative to the host user's home, or
 /// `omnidev` on the host's PATH), copying this binary there when needed
 /// (`install`); `None` when there is none and `install` is false.
-fn omnidev_there(connection: &Connection, install: bool) -> Result<Option<String>> {
+fn omnidev_there(connection: &SshMaster, install: bool) -> Result<Option<String>> {
     let exe = std::env::current_exe().map_err(Error::io("locate", "the omnidev binary"))?;
-    let bytes = std::fs::read(&exe).map_err(Error::io("read", exe.display().to_string()))?;
+    let bytes = omnidev_core::fs::read_linked(&exe, MAX_BINARY_BYTES)
+        .ok()
+        .flatten()
+        .filter(|bytes| (bytes.len() as u64) < MAX_BINARY_BYTES)
+        .ok_or_else(|| failed(&connection.host, "read this omnidev", exe.display().to_string()))?;
     let version = env!("CARGO_PKG_VERSION");
     let id = &hex(&Sha256::digest(&bytes))[..16];
     let path = format!(".cache/omnidev-host/bin/omnidev-{version}-{id}");
@@ -309,7 +267,7 @@ fn omnidev_there(connection: &Connection, install: bool) -> Result<Option<String
          command -v omnidev >/dev/null 2>&1 && omnidev --version 2>/dev/null || echo none",
         p = shell_word(&path)
     );
-    let said = connection.run("look at the host", &probe, None)?;
+    let said = connection.run("look at the host", &probe, StdinOf::Nothing)?;
     let mut lines = said.lines().map(str::trim);
     let (os, arch) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
     let present = lines.next() == Some("present");
@@ -328,9 +286,7 @@ fn omnidev_there(connection: &Connection, install: bool) -> Result<Option<String
             t = shell_word(&format!("{path}.part")),
             p = shell_word(&path)
         );
-        let file =
-            std::fs::File::open(&exe).map_err(Error::io("read", exe.display().to_string()))?;
-        connection.run("copy omnidev", &script, Some(Stdio::from(file)))?;
+        connection.run("copy omnidev", &script, StdinOf::Bytes(bytes))?;
         return Ok(Some(path));
     }
     if version_there {
@@ -399,7 +355,7 @@ fn files_to_send(repo: &Path) -> Result<Vec<u8>> {
 }
 
 /// Sends the checkout's files into `dir` there.
-fn send_checkout(connection: &Connection, repo: &Path, dir: &str) -> Result<usize> {
+fn send_checkout(connection: &SshMaster, repo: &Path, dir: &str) -> Result<usize> {
     let list = files_to_send(repo)?;
     let count = list.split(|b| *b == 0).filter(|name| !name.is_empty()).count();
     let mut tar = Command::new("tar")
@@ -415,7 +371,7 @@ fn send_checkout(connection: &Connection, repo: &Path, dir: &str) -> Result<usiz
     let writer = std::thread::spawn(move || input.write_all(&list));
     let stream = tar.stdout.take().expect("piped");
     let script = format!("set -e; umask 077; mkdir -p {d}; tar -x -m -C {d}", d = shell_word(dir));
-    let sent = connection.run("send the checkout", &script, Some(Stdio::from(stream)));
+    let sent = connection.run("send the checkout", &script, StdinOf::Stream(Stdio::from(stream)));
     let _ = writer.join();
     let status = tar.wait().map_err(Error::io("run", "tar"))?;
     sent?;
@@ -439,22 +395,23 @@ fn command_there(omnidev: &str, args: &str, dir: &str) -> String {
 }
 
 /// `omnidev up --host`: see the module docs.
-pub fn up(host: &Host, repo: &Path, ready_timeout: Duration) -> Result<ExitCode> {
+pub fn up(host: &RemoteHost, repo: &Path, ready_timeout: Duration) -> Result<ExitCode> {
     let started = Instant::now();
-    let connection = Connection::open(host, &private_runtime()?)?;
+    let connection = SshMaster::open(host, &private_runtime()?)?;
     let omnidev = omnidev_there(&connection, true)?.expect("installed");
     let dir = checkout_there(repo);
     let files = send_checkout(&connection, repo, &dir)?;
     note!("omnidev: {files} files of {} sent to {host}:{dir}", repo.display());
     let up = format!("up --detach --ready-timeout {}", ready_timeout.as_secs());
-    let said = connection.run("start the pod", &command_there(&omnidev, &up, &dir), None)?;
+    let said =
+        connection.run("start the pod", &command_there(&omnidev, &up, &dir), StdinOf::Nothing)?;
     for line in said.lines() {
         note!("{host}: {line}");
     }
     let status = connection.run(
         "read the pod's status",
         &command_there(&omnidev, "status --json", &dir),
-        None,
+        StdinOf::Nothing,
     )?;
     let status: crate::control::PodStatus = serde_json::from_str(&status)
         .map_err(|e| failed(host, "read the pod's status", e.to_string()))?;
@@ -470,14 +427,15 @@ pub fn up(host: &Host, repo: &Path, ready_timeout: Duration) -> Result<ExitCode>
 }
 
 /// `omnidev stop --host`: stops this checkout's pod there, if it runs.
-pub fn stop(host: &Host, repo: &Path, timeout: Duration) -> Result<ExitCode> {
-    let connection = Connection::open(host, &private_runtime()?)?;
+pub fn stop(host: &RemoteHost, repo: &Path, timeout: Duration) -> Result<ExitCode> {
+    let connection = SshMaster::open(host, &private_runtime()?)?;
     let dir = checkout_there(repo);
     // Any build reads the pod's control socket; this one is brought when
     // missing, like `up`'s.
     let omnidev = omnidev_there(&connection, true)?.expect("installed");
     let stop = format!("stop --timeout {}", timeout.as_secs());
-    let said = connection.run("stop the pod", &command_there(&omnidev, &stop, &dir), None)?;
+    let said =
+        connection.run("stop the pod", &command_there(&omnidev, &stop, &dir), StdinOf::Nothing)?;
     for line in said.lines() {
         note!("{host}: {line}");
     }
@@ -495,7 +453,7 @@ fn private_runtime() -> Result<PathBuf> {
 /// process is stopped. There the follower ends with the connection: its
 /// standard input is a pipe held open here, whose end (sshd closes the
 /// channel) stops it, so no `logs -f` is left waiting on the host.
-fn follow(connection: &Connection, script: &str) -> Result<ExitCode> {
+fn follow(connection: &SshMaster, script: &str) -> Result<ExitCode> {
     let mut command = connection.ssh();
     command
         // (A background list of a shell without job control reads
@@ -540,18 +498,21 @@ mod tests {
     #[test]
     fn hosts_parse_and_refuse_what_ssh_would_take_for_options() {
         assert_eq!(
-            Host::parse("dev@box.lan:2222"),
-            Ok(Host { user: Some("dev".into()), name: "box.lan".into(), port: Some(2222) })
+            RemoteHost::parse("dev@box.lan:2222"),
+            Ok(RemoteHost { user: Some("dev".into()), name: "box.lan".into(), port: Some(2222) })
         );
-        assert_eq!(Host::parse("box"), Ok(Host { user: None, name: "box".into(), port: None }));
         assert_eq!(
-            Host::parse("dev@box.lan:2222").map(|h| h.to_string()),
+            RemoteHost::parse("box"),
+            Ok(RemoteHost { user: None, name: "box".into(), port: None })
+        );
+        assert_eq!(
+            RemoteHost::parse("dev@box.lan:2222").map(|h| h.to_string()),
             Ok("dev@box.lan:2222".into())
         );
         for bad in
             ["-oProxyCommand=x", "dev@-box", "box:0", "box:99999", "", "a b", "box;rm", "@box"]
         {
-            let err = Host::parse(bad).expect_err(bad);
+            let err = RemoteHost::parse(bad).expect_err(bad);
             assert!(err.contains('`'), "{bad}: {err}");
         }
     }

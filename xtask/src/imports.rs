@@ -30,8 +30,9 @@ pub const CLI_LAYERS: &[&[&str]] = &[
     &["control::client", "control::inspect", "log_files"],
     &["session"],
     // Starting a pod in the background (`up --detach`, MCP and dashboard
-    // `up`); a pod's database data (`db snapshot`, MCP, the dashboard).
-    &["detach", "pod_data"],
+    // `up`); a pod's database data (`db snapshot`, MCP, the dashboard); a
+    // pod on another host (`up --host`).
+    &["detach", "pod_data", "remote"],
     // Running a pod: the watchers and the front-ends.
     &["watch", "live_profile", "tui", "headless", "mcp", "dashboard"],
     // Serving a running pod's socket.

@@ -22,6 +22,7 @@ const PRESENT: &[&str] = &[
     "mariadb-install-db",
     "mariadb-backup",
     "redis-server",
+    "sshd",
 ];
 
 /// Programs the check uses where this machine has them: rustup and its

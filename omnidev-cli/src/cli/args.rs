@@ -53,7 +53,7 @@ pub struct UpArgs {
     /// `NAME=ADDR`: bind host for the port named NAME (`{host.NAME}` in
     /// the profile; repeatable). `[USER@]HOST[:PORT]`: run the pod on that
     /// host over ssh, its ports forwarded here (once).
-    #[arg(long = "host", value_name = "NAME=ADDR|[USER@]HOST[:PORT]", value_parser = parse_host_arg)]
+    #[arg(long = "host", value_name = "HOST", value_parser = parse_host_arg)]
     pub hosts: Vec<HostArg>,
     /// Omnigent profile (any with `[lan-origins]`): trust `http://<LAN
     /// ip>:<vite port>` as WebSocket origins.
@@ -677,8 +677,8 @@ pub struct StopArgs {
     #[arg(long, requires = "all")]
     pub yes: bool,
     /// Stop this checkout's pod on that host (`up --host`).
-    #[arg(long, value_name = "[USER@]HOST[:PORT]", value_parser = crate::remote::Host::parse, conflicts_with_all = ["services", "all"])]
-    pub host: Option<crate::remote::Host>,
+    #[arg(long, value_name = "[USER@]HOST[:PORT]", value_parser = RemoteHost::parse, conflicts_with_all = ["services", "all"])]
+    pub host: Option<RemoteHost>,
     /// Seconds to wait for the pod to end (at most 86400).
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(..=limits::MAX_REQUEST_TIMEOUT.as_secs()))]
     pub timeout: u64,
@@ -721,27 +721,94 @@ pub(super) fn parse_link(value: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), checkout.to_owned()))
 }
 
+/// Where a pod runs: `[USER@]HOST[:PORT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteHost {
+    pub user: Option<String>,
+    pub name: String,
+    pub port: Option<u16>,
+}
+
+impl RemoteHost {
+    /// Parses `[USER@]HOST[:PORT]`. Names are letters, digits, `.`, `_`
+    /// and `-`, never starting with `-` (ssh would take it for an option).
+    pub fn parse(value: &str) -> std::result::Result<Self, String> {
+        let (user, rest) = match value.split_once('@') {
+            Some((user, rest)) => (Some(user), rest),
+            None => (None, value),
+        };
+        let (name, port) = match rest.rsplit_once(':') {
+            Some((name, port)) => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("`{port}` in `{value}` is not a port (1-65535)"))?;
+                (name, Some(port))
+            }
+            None => (rest, None),
+        };
+        let word = |what: &str, word: &str| {
+            let fine = !word.is_empty()
+                && !word.starts_with('-')
+                && word.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if fine {
+                Ok(word.to_owned())
+            } else {
+                Err(format!(
+                    "`{word}` in `{value}` is no {what}: letters, digits, `.`, `_` and `-`, not \
+                     starting with `-` (write `[USER@]HOST[:PORT]`, or a `Host` alias of your \
+                     ssh config)"
+                ))
+            }
+        };
+        Ok(Self {
+            user: user.map(|u| word("user name", u)).transpose()?,
+            name: word("host name", name)?,
+            port,
+        })
+    }
+
+    /// What ssh is given as its destination.
+    pub fn destination(&self) -> String {
+        match &self.user {
+            Some(user) => format!("{user}@{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for RemoteHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.destination())?;
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
 /// A `--host` of `up`: a port's bind host, or the host to run the pod on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostArg {
     /// `NAME=ADDR`.
     Bind(String, String),
     /// `[USER@]HOST[:PORT]` (no `=`).
-    Ssh(crate::remote::Host),
+    Ssh(RemoteHost),
 }
 
 fn parse_host_arg(value: &str) -> Result<HostArg, String> {
     if value.contains('=') {
         parse_host_override(value).map(|(name, addr)| HostArg::Bind(name, addr))
     } else {
-        crate::remote::Host::parse(value).map(HostArg::Ssh)
+        RemoteHost::parse(value).map(HostArg::Ssh)
     }
 }
 
 impl UpArgs {
     /// The host of `--host [USER@]HOST[:PORT]`, if one was given (two are
     /// refused).
-    pub fn ssh_host(&self) -> Result<Option<&crate::remote::Host>, String> {
+    pub fn ssh_host(&self) -> Result<Option<&RemoteHost>, String> {
         let mut hosts = self.hosts.iter().filter_map(|h| match h {
             HostArg::Ssh(host) => Some(host),
             HostArg::Bind(..) => None,
