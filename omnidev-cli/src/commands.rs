@@ -73,7 +73,7 @@ fn up_or_detach(args: &UpArgs) -> miette::Result<ExitCode> {
     if let Some(host) = host {
         let checkout = crate::session::resolve_checkout(&options.pod)?;
         let wait = Duration::from_secs(args.ready_timeout);
-        return Ok(crate::remote::up(host, &checkout.repo, wait)?);
+        return Ok(crate::remote::up(host, &checkout.repo, &checkout.pod_dir, wait)?);
     }
     if options.with_links {
         let wait = Duration::from_secs(args.ready_timeout);

@@ -87,6 +87,40 @@ pub fn pointer_path(pod_dir: &Path) -> PathBuf {
     omnidev_pod::Pod::at(pod_dir).control_socket()
 }
 
+/// What a local pod directory says of its pod on another host
+/// (`<pod>/remote.json`, while `up --host` is connected).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RemoteRecord {
+    /// `[USER@]HOST[:PORT]`.
+    pub host: String,
+    /// The pod directory there.
+    pub pod_dir: PathBuf,
+}
+
+/// The file of [`RemoteRecord`] in a pod directory.
+pub const REMOTE_RECORD: &str = "remote.json";
+
+/// The host a local pod directory's pod runs on, while `up --host` is
+/// connected to it.
+pub fn remote_record(pod_dir: &Path) -> Option<RemoteRecord> {
+    let bytes = omnidev_core::fs::read_file(&pod_dir.join(REMOTE_RECORD), 64 * 1024).ok()??;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Makes `pointer` a symbolic link to `target`, replacing whatever file or
+/// link is there by a rename (never writing through it).
+pub fn point_at(pointer: &Path, target: &Path) -> std::io::Result<()> {
+    let mut temp = pointer.as_os_str().to_owned();
+    temp.push(format!(".{}.tmp", std::process::id()));
+    let temp = PathBuf::from(temp);
+    omnidev_core::fs::found(std::fs::remove_file(&temp))?;
+    std::os::unix::fs::symlink(target, &temp)?;
+    std::fs::rename(&temp, pointer).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
+}
+
 /// Where a pod in `pod_dir` serves its control socket: in the per-user
 /// runtime directory, keyed by the pod directory, so that the path always
 /// fits a Unix socket address however long the pod directory is. An error

@@ -104,6 +104,13 @@ pub fn pod_status(status: &PodStatus) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(out, "pod     {}", quote_path(&status.pod_dir));
+    if let Some(host) = &status.host {
+        let _ = writeln!(
+            out,
+            "host    {} (`omnidev up --host`; the pod directory is there)",
+            quote(host)
+        );
+    }
     if let Some(repo) = &status.repo {
         let _ = writeln!(out, "repo    {}", quote_path(repo));
     }

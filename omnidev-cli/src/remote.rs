@@ -67,6 +67,8 @@ impl SshMaster {
             .args(["-M", "-N", "-S"])
             .arg(&control)
             .args(["-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=no"])
+            // A forwarded socket's file left by a killed run is replaced.
+            .args(["-o", "StreamLocalBindUnlink=yes"])
             .args(["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]);
         common_options(&mut command, host);
         command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
@@ -144,15 +146,16 @@ impl SshMaster {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// Forwards each port to the same number on this machine's loopback.
-    fn forward(&self, ports: &[u16]) -> Result<()> {
-        if ports.is_empty() {
+    /// Adds the forwards `specs` (`-L` arguments: a port to the same
+    /// number on this machine's loopback, a socket to a socket).
+    fn forward(&self, specs: &[String]) -> Result<()> {
+        if specs.is_empty() {
             return Ok(());
         }
         let mut command = Command::new(&self.program);
         command.arg("-S").arg(&self.control).args(["-O", "forward"]);
-        for port in ports {
-            command.arg("-L").arg(format!("127.0.0.1:{port}:127.0.0.1:{port}"));
+        for spec in specs {
+            command.arg("-L").arg(spec);
         }
         common_options(&mut command, &self.host);
         let output = command
@@ -166,8 +169,7 @@ impl SshMaster {
                 &self.host,
                 "forward ports",
                 format!(
-                    "ssh could not listen on 127.0.0.1 here for {ports:?} (another process holds \
-                     one?): {}",
+                    "ssh could not listen here for {specs:?} (another process holds one?): {}",
                     visible(String::from_utf8_lossy(&output.stderr).trim())
                 ),
             ))
@@ -394,10 +396,69 @@ fn command_there(omnidev: &str, args: &str, dir: &str) -> String {
     format!("{} {args} --repo {}", shell_word(omnidev), shell_word(dir))
 }
 
+/// This machine's pod directory of the checkout, standing for the pod
+/// there while connected: its lock held (so `status`, `stop`, `wait` see
+/// a running pod), its control-socket pointer at a socket forwarded to
+/// the pod's own, and a [`RemoteRecord`](crate::control::RemoteRecord). Undone when dropped; after a
+/// SIGKILL the lock is free and clients take the pointer for stale.
+struct Standing {
+    pod_dir: PathBuf,
+    socket: PathBuf,
+    _lock: omnidev_pod::PodLock,
+}
+
+impl Standing {
+    /// Takes the lock of `pod_dir` (made when missing): refused while a pod
+    /// of the checkout runs here or another `up --host` stands for it.
+    fn take(pod_dir: &Path) -> Result<Self> {
+        omnidev_pod::Pod::create(pod_dir, &[])?;
+        let lock = omnidev_pod::PodLock::acquire(pod_dir)?;
+        let socket = crate::control::serving_path(pod_dir)?;
+        Ok(Self { pod_dir: pod_dir.to_path_buf(), socket, _lock: lock })
+    }
+
+    /// Forwards the pod's socket there (`remote_pod_dir`'s pointer) to this
+    /// pod directory's, and says which host it is.
+    fn connect(&self, master: &SshMaster, remote_pod_dir: &Path) -> Result<()> {
+        if let Some(dir) = self.socket.parent() {
+            omnidev_pod::runtime::ensure_private(dir)?;
+        }
+        let remote = crate::control::pointer_path(remote_pod_dir);
+        master.forward(&[format!("{}:{}", self.socket.display(), remote.display())])?;
+        crate::control::point_at(&crate::control::pointer_path(&self.pod_dir), &self.socket)
+            .map_err(Error::io("point at", self.socket.clone()))?;
+        let record = crate::control::RemoteRecord {
+            host: master.host.to_string(),
+            pod_dir: remote_pod_dir.into(),
+        };
+        let text = serde_json::to_vec_pretty(&record).expect("plain data");
+        omnidev_core::fs::write_atomic(&self.pod_dir.join(crate::control::REMOTE_RECORD), &text)
+            .map_err(Error::io("write", self.pod_dir.join(crate::control::REMOTE_RECORD)))
+    }
+}
+
+impl Drop for Standing {
+    fn drop(&mut self) {
+        let pointer = crate::control::pointer_path(&self.pod_dir);
+        if std::fs::read_link(&pointer).is_ok_and(|target| target == self.socket) {
+            let _ = std::fs::remove_file(&pointer);
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(self.pod_dir.join(crate::control::REMOTE_RECORD));
+    }
+}
+
 /// `omnidev up --host`: see the module docs.
-pub fn up(host: &RemoteHost, repo: &Path, ready_timeout: Duration) -> Result<ExitCode> {
+pub fn up(
+    host: &RemoteHost,
+    repo: &Path,
+    pod_dir: &Path,
+    ready_timeout: Duration,
+) -> Result<ExitCode> {
     let started = Instant::now();
+    let standing = Standing::take(pod_dir)?;
     let connection = SshMaster::open(host, &private_runtime()?)?;
+    end_on_signal(&connection)?;
     let omnidev = omnidev_there(&connection, true)?.expect("installed");
     let dir = checkout_there(repo);
     let files = send_checkout(&connection, repo, &dir)?;
@@ -416,7 +477,10 @@ pub fn up(host: &RemoteHost, repo: &Path, ready_timeout: Duration) -> Result<Exi
     let status: crate::control::PodStatus = serde_json::from_str(&status)
         .map_err(|e| failed(host, "read the pod's status", e.to_string()))?;
     let ports: Vec<u16> = status.ports.values().copied().collect();
-    connection.forward(&ports)?;
+    let specs: Vec<String> =
+        ports.iter().map(|port| format!("127.0.0.1:{port}:127.0.0.1:{port}")).collect();
+    connection.forward(&specs)?;
+    standing.connect(&connection, &status.pod_dir)?;
     note!(
         "omnidev: the pod runs on {host} ({} there); its ports {ports:?} answer on 127.0.0.1 here \
          ({:.1} s); Ctrl-C leaves it running there, `omnidev stop --host {host}` stops it",
@@ -424,6 +488,32 @@ pub fn up(host: &RemoteHost, repo: &Path, ready_timeout: Duration) -> Result<Exi
         started.elapsed().as_secs_f64()
     );
     follow(&connection, &command_there(&omnidev, "logs -f", &dir))
+}
+
+/// From now on a shutdown signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) ends
+/// the master: every step on it fails, the follower ends, and `up`
+/// returns through its clean-up (the stand-in here undone) instead of
+/// dying in the middle.
+fn end_on_signal(connection: &SshMaster) -> Result<()> {
+    let runtime = crate::session::runtime(false)?;
+    let mut signals = {
+        let _entered = runtime.enter();
+        omnidev_core::signals::ShutdownSignals::new().map_err(Error::Runtime)?
+    };
+    let Ok(master) = i32::try_from(connection.master.id()) else {
+        return Ok(());
+    };
+    let master = nix::unistd::Pid::from_raw(master);
+    std::thread::Builder::new()
+        .name("omnidev-signals".into())
+        .spawn(move || {
+            runtime.block_on(signals.recv());
+            // Our own child: reaped only once `up` is done with it, and
+            // this process ends right after.
+            let _ = nix::sys::signal::kill(master, nix::sys::signal::SIGTERM);
+        })
+        .map_err(Error::Runtime)?;
+    Ok(())
 }
 
 /// `omnidev stop --host`: stops this checkout's pod there, if it runs.
@@ -486,8 +576,13 @@ fn follow(connection: &SshMaster, script: &str) -> Result<ExitCode> {
         }
     }
     drop(held_open);
-    let _ = logs.wait();
-    note!("omnidev: the connection to {} ended; the pod goes on there", connection.host);
+    // ssh's own failure (the connection lost) is 255; the follower there
+    // ends by itself when the pod stops.
+    if logs.wait().is_ok_and(|status| status.code() != Some(255)) {
+        note!("omnidev: the pod on {} has stopped", connection.host);
+    } else {
+        note!("omnidev: the connection to {} ended; the pod goes on there", connection.host);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,6 +17,15 @@ pub fn run(args: &LsArgs) -> miette::Result<ExitCode> {
     for pod in list.pods.iter_mut().filter(|pod| pod.running) {
         if let Ok(status) = control::inspect(&pod.pod_dir) {
             pod.usage = status.usage;
+            if status.host.is_some() {
+                // This side holds no record of a pod of another host: what
+                // it answered stands.
+                pod.repo = pod.repo.take().or(status.repo);
+                if pod.ports.is_empty() {
+                    pod.ports = status.ports;
+                }
+                pod.host = status.host;
+            }
             pod.started_at = status.started_at;
             pod.last_activity = status.last_activity;
         }
@@ -49,6 +58,7 @@ pub fn render(list: &PodList) -> String {
             .file_name()
             .map_or_else(|| quote_path(&pod.pod_dir), |n| quote_path(std::path::Path::new(n)));
         let state = match (pod.running, pod.pid) {
+            (true, _) if let Some(host) = &pod.host => format!("running on {}", quote(host)),
             (true, Some(pid)) => format!("running pid {pid}"),
             (true, None) => "running".to_owned(),
             (false, _) => "stopped".to_owned(),

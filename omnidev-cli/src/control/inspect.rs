@@ -33,7 +33,10 @@ pub fn inspect(pod_dir: &Path) -> Result<PodStatus> {
     if matches!(lock, LockState::Held { .. })
         && let Ok(response) = super::Ask::status().send(pod_dir)
     {
-        return Ok(response.status);
+        let mut status = response.status;
+        // A pod of another host answers for itself; this side knows where.
+        status.host = super::remote_record(pod_dir).map(|record| record.host);
+        return Ok(status);
     }
     let (running, pid) = match lock {
         LockState::Held { pid } => (true, pid),
@@ -119,12 +122,17 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
     for dir in dirs {
         let pod_toml = omnidev_pod::Pod::at(&dir).pod_toml();
         let here = omnidev_core::fs::found(std::fs::symlink_metadata(&pod_toml));
-        if here.map_err(Error::io("look at", &pod_toml))?.is_none() {
+        let (record, error) = if here.map_err(Error::io("look at", &pod_toml))?.is_some() {
+            // A record that does not parse is reported (as a pod in error);
+            // one that cannot be read (a FIFO, a directory) fails the listing.
+            read_record(&dir)?
+        } else if super::remote_record(&dir).is_some() {
+            // A pod of another host, while `up --host` stands for it here:
+            // what it answers is its record.
+            (None, None)
+        } else {
             continue;
-        }
-        // A record that does not parse is reported (as a pod in error); one
-        // that cannot be read (a FIFO, a directory) fails the listing.
-        let (record, error) = read_record(&dir)?;
+        };
         let (running, pid) = match lock_state(&dir) {
             Ok(LockState::Held { pid }) => (true, pid),
             _ => (false, None),
@@ -139,6 +147,7 @@ pub fn list_pods(cache_root: &Path) -> Result<PodList> {
             ports: record.map(|r| r.ports.0).unwrap_or_default(),
             error,
             usage: None,
+            host: None,
             started_at: None,
             last_activity: None,
         });

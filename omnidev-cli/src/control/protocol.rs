@@ -400,6 +400,11 @@ pub struct PodStatus {
     /// Linux-only)` (macOS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// The host the pod runs on (`omnidev up --host`), seen from the
+    /// machine whose pod directory forwards to it; absent for a pod of
+    /// this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The engine `omnidev up --db` moved the pod's databases to (`sqlite`,
     /// `postgres`, `mariadb`, `redis`), kept by the pod; absent when the
     /// profile's own engines hold.
@@ -505,6 +510,10 @@ pub struct PodSummary {
     /// What its services hold now (`omnidev ls` asks each running pod).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<omnidev_core::platform::Usage>,
+    /// The host it runs on, while `omnidev up --host` is connected to it
+    /// (as in `status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// When it started, while running (as in `status`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,

@@ -158,7 +158,7 @@ impl ControlServer {
         std_listener.set_nonblocking(true).map_err(listen)?;
         let listener = UnixListener::from_std(std_listener).map_err(listen)?;
         if pointer != path {
-            point_at(&pointer, &path)
+            super::point_at(&pointer, &path)
                 .map_err(|source| Error::Listen { path: pointer.clone(), source })?;
         }
 
@@ -230,19 +230,6 @@ impl Drop for ControlServer {
 
 fn remove_if_present(path: &std::path::Path) -> std::io::Result<()> {
     omnidev_core::fs::found(std::fs::remove_file(path)).map(drop)
-}
-
-/// Makes `pointer` a symbolic link to `target`, replacing whatever file or
-/// link is there by a rename (never writing through it).
-fn point_at(pointer: &std::path::Path, target: &std::path::Path) -> std::io::Result<()> {
-    let mut temp = pointer.as_os_str().to_owned();
-    temp.push(format!(".{}.tmp", std::process::id()));
-    let temp = PathBuf::from(temp);
-    remove_if_present(&temp)?;
-    std::os::unix::fs::symlink(target, &temp)?;
-    std::fs::rename(&temp, pointer).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temp);
-    })
 }
 
 #[cfg(test)]

@@ -258,15 +258,55 @@ fn up_host(ctx: &mut Ctx, host: &SshHost, repo: &Path) -> Result<(Child, u16, Pa
     Ok((child, port, out))
 }
 
+/// `omnidev ARGS --json`-style output of the local omnidev in `repo`, as
+/// JSON.
+fn json_of(ctx: &mut Ctx, repo: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let mut command = ctx.omnidev();
+    command.args(args).current_dir(repo).stderr(Stdio::null());
+    // (`status` of a pod that does not run exits 3, and says so.)
+    let output = command.output()?;
+    serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("omnidev {args:?} ({}) printed no JSON", output.status))
+}
+
+/// The web service's pid, as the local `status --json` says.
+fn web_pid(ctx: &mut Ctx, repo: &Path) -> Result<u64> {
+    let status = json_of(ctx, repo, &["status", "--json"])?;
+    status["services"][0]["pid"].as_u64().with_context(|| format!("no pid in {status}"))
+}
+
 pub fn up_host_over_real_sshd(ctx: &mut Ctx) -> Result<()> {
     let host = SshHost::start()?;
     let repo = checkout(ctx)?;
-    let (mut up, port, out) = up_host(ctx, &host, &repo)?;
+    let (mut up, port, _) = up_host(ctx, &host, &repo)?;
     for (file, text) in [("committed.txt", "committed"), ("uncommitted.txt", "made here")] {
         let (status, body) = util::http_get(port, &format!("/{file}"))?;
         ensure!(status == 200 && body.contains(text), "GET /{file} here: {status} {body:?}");
     }
     ctx.note(format!("the pod's port {port} answers here through the forward"));
+    // The commands of this machine reach the pod there through its
+    // forwarded control socket.
+    let status = json_of(ctx, &repo, &["status", "--json"])?;
+    ensure!(
+        status["host"] == "omnihost" && status["running"] == true,
+        "local status of the pod there: {status}"
+    );
+    let list = json_of(ctx, &repo, &["ls", "--json"])?;
+    ensure!(
+        list["pods"].as_array().is_some_and(|pods| pods.iter().any(|p| p["host"] == "omnihost")),
+        "`ls` names no pod on omnihost: {list}"
+    );
+    let (waited, said) = ctx.run_omnidev(
+        &["wait", "--ready", "--timeout", "30", "--repo", &repo.display().to_string()],
+        SOON,
+    )?;
+    ensure!(waited.success(), "`wait --ready` through the forward: {said}");
+    let before = web_pid(ctx, &repo)?;
+    let (restarted, said) =
+        ctx.run_omnidev(&["restart", "web", "--repo", &repo.display().to_string()], SOON)?;
+    ensure!(restarted.success(), "`restart web` through the forward: {said}");
+    let after = web_pid(ctx, &repo)?;
+    ensure!(before != after, "`restart web` left pid {before}");
     // The local omnidev stopped: its ssh goes, the pod stays there, and
     // no follower of its logs is left waiting on the host.
     send_signal(up.id(), "TERM")?;
@@ -285,24 +325,42 @@ pub fn up_host_over_real_sshd(ctx: &mut Ctx) -> Result<()> {
         );
         Ok(())
     })?;
-    // Again: the running pod is found, and forwarded.
+    let status = json_of(ctx, &repo, &["status", "--json"])?;
+    ensure!(status["running"] == false, "no `up --host` stands for it, yet: {status}");
+    let here = PathBuf::from(status["pod-dir"].as_str().context("a pod-dir")?);
+    ensure!(
+        !here.join("remote.json").exists() && !here.join("control.sock").exists(),
+        "the stand-in here was not undone at SIGTERM: {}",
+        here.display()
+    );
+    // Again: the running pod is found and forwarded; `stop` here stops it
+    // there, and the `up --host` standing for it ends.
     let (mut again, port_again, out_again) = up_host(ctx, &host, &repo)?;
     ensure!(port_again == port, "the port moved from {port} to {port_again}");
     let (status, _) = util::http_get(port, "/committed.txt")?;
     ensure!(status == 200, "GET after reconnecting: {status}");
     let said = fs::read_to_string(&out_again)?;
     ensure!(said.contains("already running"), "the second `up --host` started anew:\n{said}");
-    send_signal(again.id(), "TERM")?;
-    util::wait_for("the second `up --host` to exit", SOON, || Ok(again.try_wait()?))?;
+    let (stopped, said) =
+        ctx.run_omnidev(&["stop", "--repo", &repo.display().to_string()], SOON)?;
+    ensure!(stopped.success(), "`stop` through the forward: {said}");
+    util::wait_for("`up --host` to end with its pod", SOON, || Ok(again.try_wait()?))?;
+    wait_no_user_process()?;
+    // A third time, stopped from here while not connected: `stop --host`.
+    let (mut third, _, _) = up_host(ctx, &host, &repo)?;
+    send_signal(third.id(), "TERM")?;
+    util::wait_for("the third `up --host` to exit", SOON, || Ok(third.try_wait()?))?;
     let mut stop = ctx.omnidev();
     stop.args(["stop", "--host", "omnihost"]).current_dir(&repo).env("OMNIDEV_SSH", &host.ssh);
     let (status, said) = ctx.run_to_end(stop, "stop-host", SOON)?;
     ensure!(status.success(), "`stop --host` failed ({status}):\n{said}");
+    wait_no_user_process()
+}
+
+/// Waits until the host user runs nothing (sshd's own aside).
+fn wait_no_user_process() -> Result<()> {
     util::wait_for("no process of the host user", SOON, || {
-        let left = user_processes()?;
-        Ok(left.is_empty().then_some(()))
+        Ok(user_processes()?.is_empty().then_some(()))
     })
-    .with_context(|| format!("left: {:?}", user_processes().unwrap_or_default()))?;
-    let _ = out;
-    Ok(())
+    .with_context(|| format!("left: {:?}", user_processes().unwrap_or_default()))
 }

@@ -317,6 +317,7 @@ pub(super) fn status(shared: &Server) -> PodStatus {
         ports: addresses.ports.clone(),
         urls: UrlReport::shown(&addresses.urls, &snapshot),
         containment: Some(shared.supervisor.containment().to_string()),
+        host: None,
         db_engine: crate::control::inspect::db_engine(&info.pod_dir),
         services,
         usage: Some(usage),
