@@ -96,6 +96,13 @@ pub struct RemoteRecord {
     pub host: String,
     /// The pod directory there.
     pub pod_dir: PathBuf,
+    /// How to run a command there over the connection: the ssh program,
+    /// the master's control socket here, the destination and port.
+    pub ssh: Vec<String>,
+    /// The omnidev there, and the checkout there (both relative to the
+    /// host user's home).
+    pub omnidev: String,
+    pub checkout: String,
 }
 
 /// The file of [`RemoteRecord`] in a pod directory.

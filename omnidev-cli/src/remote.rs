@@ -103,9 +103,13 @@ impl SshMaster {
     }
 
     /// `ssh` on the master's socket: options, then the destination.
+    /// A client with no master (it ended: a signal, the connection lost)
+    /// would open a connection of its own and outlive this one; the
+    /// proxy that always fails makes it fail instead.
     fn ssh(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.arg("-S").arg(&self.control).args(["-o", "ControlMaster=no"]);
+        command.args(["-o", "ProxyCommand=false"]);
         common_options(&mut command, &self.host);
         command
     }
@@ -329,12 +333,15 @@ fn checkout_there(repo: &Path) -> String {
 }
 
 /// The files git would commit, relative to `repo`: tracked ones that
-/// still exist and untracked ones not ignored.
-fn files_to_send(repo: &Path) -> Result<Vec<u8>> {
+/// still exist and untracked ones not ignored; of `only` (relative
+/// paths, taken literally) when it is not empty.
+fn files_to_send(repo: &Path, only: &[PathBuf]) -> Result<Vec<u8>> {
     let output = Command::new("git")
+        .arg("--literal-pathspecs")
         .arg("-C")
         .arg(repo)
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"])
+        .args(only)
         .stderr(Stdio::piped())
         .output()
         .map_err(Error::io("run", "git ls-files"))?;
@@ -358,8 +365,15 @@ fn files_to_send(repo: &Path) -> Result<Vec<u8>> {
 
 /// Sends the checkout's files into `dir` there.
 fn send_checkout(connection: &SshMaster, repo: &Path, dir: &str) -> Result<usize> {
-    let list = files_to_send(repo)?;
+    send_files(connection, repo, dir, files_to_send(repo, &[])?)
+}
+
+/// Sends `list` (NUL-separated paths relative to `repo`) into `dir` there.
+fn send_files(connection: &SshMaster, repo: &Path, dir: &str, list: Vec<u8>) -> Result<usize> {
     let count = list.split(|b| *b == 0).filter(|name| !name.is_empty()).count();
+    if count == 0 {
+        return Ok(0);
+    }
     let mut tar = Command::new("tar")
         .arg("-C")
         .arg(repo)
@@ -419,7 +433,13 @@ impl Standing {
 
     /// Forwards the pod's socket there (`remote_pod_dir`'s pointer) to this
     /// pod directory's, and says which host it is.
-    fn connect(&self, master: &SshMaster, remote_pod_dir: &Path) -> Result<()> {
+    fn connect(
+        &self,
+        master: &SshMaster,
+        remote_pod_dir: &Path,
+        omnidev: &str,
+        checkout: &str,
+    ) -> Result<()> {
         if let Some(dir) = self.socket.parent() {
             omnidev_pod::runtime::ensure_private(dir)?;
         }
@@ -427,9 +447,16 @@ impl Standing {
         master.forward(&[format!("{}:{}", self.socket.display(), remote.display())])?;
         crate::control::point_at(&crate::control::pointer_path(&self.pod_dir), &self.socket)
             .map_err(Error::io("point at", self.socket.clone()))?;
+        let ssh = master.ssh();
         let record = crate::control::RemoteRecord {
             host: master.host.to_string(),
             pod_dir: remote_pod_dir.into(),
+            ssh: std::iter::once(ssh.get_program())
+                .chain(ssh.get_args())
+                .map(|part| part.to_string_lossy().into_owned())
+                .collect(),
+            omnidev: omnidev.to_owned(),
+            checkout: checkout.to_owned(),
         };
         let text = serde_json::to_vec_pretty(&record).expect("plain data");
         omnidev_core::fs::write_atomic(&self.pod_dir.join(crate::control::REMOTE_RECORD), &text)
@@ -480,14 +507,149 @@ pub fn up(
     let specs: Vec<String> =
         ports.iter().map(|port| format!("127.0.0.1:{port}:127.0.0.1:{port}")).collect();
     connection.forward(&specs)?;
-    standing.connect(&connection, &status.pod_dir)?;
+    standing.connect(&connection, &status.pod_dir, &omnidev, &dir)?;
+    let sync = Sync::watch(repo)?;
     note!(
         "omnidev: the pod runs on {host} ({} there); its ports {ports:?} answer on 127.0.0.1 here \
          ({:.1} s); Ctrl-C leaves it running there, `omnidev stop --host {host}` stops it",
         status.pod_dir.display(),
         started.elapsed().as_secs_f64()
     );
-    follow(&connection, &command_there(&omnidev, "logs -f", &dir))
+    std::thread::scope(|scope| {
+        let syncing = scope.spawn(|| sync.run(&connection, repo, &dir));
+        let followed = follow(&connection, &command_there(&omnidev, "logs -f", &dir));
+        sync.stop();
+        let _ = syncing.join();
+        followed
+    })
+}
+
+/// Edits here carried there as they happen: each burst of changes under
+/// the checkout (100 ms quiet), the files of it git would commit sent
+/// again, and those deleted here (not ignored) deleted there; the pod's
+/// own watcher there reloads what they touch.
+struct Sync {
+    events: std::sync::Mutex<std::sync::mpsc::Receiver<notify::Result<notify::Event>>>,
+    _watcher: notify::RecommendedWatcher,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl Sync {
+    fn watch(repo: &Path) -> Result<Self> {
+        use notify::Watcher as _;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            let _ = tx.send(event);
+        })
+        .map_err(|e| Error::RemoteCheckout { repo: repo.to_path_buf(), message: e.to_string() })?;
+        watcher.watch(repo, notify::RecursiveMode::Recursive).map_err(|e| {
+            Error::RemoteCheckout { repo: repo.to_path_buf(), message: e.to_string() }
+        })?;
+        Ok(Self {
+            events: std::sync::Mutex::new(rx),
+            _watcher: watcher,
+            stopped: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn run(&self, connection: &SshMaster, repo: &Path, dir: &str) {
+        use std::sync::atomic::Ordering;
+        let events = self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let quiet = Duration::from_millis(100);
+        while !self.stopped.load(Ordering::Relaxed) {
+            let mut changed = std::collections::BTreeSet::new();
+            let Ok(first) = events.recv_timeout(Duration::from_millis(250)) else {
+                continue;
+            };
+            let mut take = |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else { return };
+                if matches!(event.kind, notify::EventKind::Access(_)) {
+                    return;
+                }
+                for path in event.paths {
+                    if let Ok(relative) = path.strip_prefix(repo)
+                        && !relative.starts_with(".git")
+                        && !relative.as_os_str().is_empty()
+                    {
+                        changed.insert(relative.to_path_buf());
+                    }
+                }
+            };
+            take(first);
+            while let Ok(more) = events.recv_timeout(quiet) {
+                take(more);
+            }
+            if changed.is_empty() {
+                continue;
+            }
+            let changed: Vec<PathBuf> = changed.into_iter().collect();
+            if let Err(e) = carry(connection, repo, dir, &changed) {
+                note!("omnidev: changes not carried to {}: {e}", connection.host);
+            }
+        }
+    }
+}
+
+/// Sends `changed` (relative paths) there: those git would commit, and
+/// the deletion of those gone here that git does not ignore.
+fn carry(connection: &SshMaster, repo: &Path, dir: &str, changed: &[PathBuf]) -> Result<()> {
+    let (here, gone): (Vec<PathBuf>, Vec<PathBuf>) =
+        changed.iter().cloned().partition(|path| repo.join(path).symlink_metadata().is_ok());
+    send_files(connection, repo, dir, files_to_send(repo, &here)?)?;
+    let gone = not_ignored(repo, &gone)?;
+    if !gone.is_empty() {
+        let mut script = format!("cd {} && rm -rf --", shell_word(dir));
+        for path in &gone {
+            script.push(' ');
+            script.push_str(&shell_word(&path.to_string_lossy()));
+        }
+        connection.run("delete files", &script, StdinOf::Nothing)?;
+    }
+    Ok(())
+}
+
+/// Those of `paths` (relative to `repo`, gone here) git's ignore rules do
+/// not ignore, as a file or as a directory (a rule for `.venv/` keeps the
+/// host's `.venv` when the one here is removed): when in doubt, a file
+/// stays there.
+fn not_ignored(repo: &Path, paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut asked = Vec::new();
+    for path in paths {
+        for name in [path.as_os_str().as_bytes(), &[path.as_os_str().as_bytes(), b"/x"].concat()] {
+            asked.extend_from_slice(name);
+            asked.push(0);
+        }
+    }
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["check-ignore", "--no-index", "-z", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(Error::io("run", "git check-ignore"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let writer = std::thread::spawn(move || stdin.write_all(&asked));
+    let output = child.wait_with_output().map_err(Error::io("run", "git check-ignore"))?;
+    let _ = writer.join();
+    let ignored: std::collections::BTreeSet<&[u8]> =
+        output.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()).collect();
+    Ok(paths
+        .iter()
+        .filter(|path| {
+            let name = path.as_os_str().as_bytes();
+            !ignored.contains(name) && !ignored.contains(&[name, b"/x"].concat()[..])
+        })
+        .cloned()
+        .collect())
 }
 
 /// From now on a shutdown signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) ends
@@ -514,6 +676,70 @@ fn end_on_signal(connection: &SshMaster) -> Result<()> {
         })
         .map_err(Error::Runtime)?;
     Ok(())
+}
+
+/// `script` run there so that it ends when the channel closes: its
+/// standard input is a pipe held open here and read there by a watcher
+/// that ends it at its end. (A background list of a shell without job
+/// control reads /dev/null unless told otherwise: it reads the channel as
+/// fd 3.)
+fn ends_with_channel(script: &str) -> String {
+    format!(
+        "exec 3<&0; {{ cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; }} >/dev/null 2>&1 & exec \
+         {script} 3<&- </dev/null"
+    )
+}
+
+/// `omnidev logs ARGS` of a pod of another host (`record`, while `up
+/// --host` stands for it here): run there over the connection, its
+/// output shown with control characters made visible (as `logs` does).
+pub fn logs_there(record: &crate::control::RemoteRecord, args: &[String]) -> Result<ExitCode> {
+    let Some((program, options)) = record.ssh.split_first() else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let words: Vec<String> = args.iter().map(|a| shell_word(a).into_owned()).collect();
+    let script = format!(
+        "{} logs --repo {} {}",
+        shell_word(&record.omnidev),
+        shell_word(&record.checkout),
+        words.join(" ")
+    );
+    let mut command = Command::new(program);
+    command
+        .args(options)
+        .arg(ends_with_channel(&script))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    dies_with_us(&mut command);
+    let host = RemoteHost::parse(&record.host).map_err(|message| Error::Remote {
+        host: record.host.clone(),
+        step: "read remote.json".to_owned(),
+        message,
+    })?;
+    let mut child = command.spawn().map_err(|e| failed(&host, "read the logs", e.to_string()))?;
+    let held_open = child.stdin.take();
+    show_lines(std::io::BufReader::new(child.stdout.take().expect("piped")));
+    drop(held_open);
+    let status = child.wait().map_err(|e| failed(&host, "read the logs", e.to_string()))?;
+    Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Writes each line of `reader` to stdout, control characters made
+/// visible, lines of more than 64 KiB in pieces.
+fn show_lines(mut reader: impl std::io::BufRead) {
+    let mut line = Vec::new();
+    let stdout = std::io::stdout();
+    loop {
+        line.clear();
+        match (&mut reader).take(64 * 1024).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let mut out = stdout.lock();
+                let _ = writeln!(out, "{}", visible(text.trim_end_matches('\n')));
+            }
+        }
+    }
 }
 
 /// `omnidev stop --host`: stops this checkout's pod there, if it runs.
@@ -546,12 +772,7 @@ fn private_runtime() -> Result<PathBuf> {
 fn follow(connection: &SshMaster, script: &str) -> Result<ExitCode> {
     let mut command = connection.ssh();
     command
-        // (A background list of a shell without job control reads
-        // /dev/null unless told otherwise: it reads the channel as fd 3.)
-        .arg(format!(
-            "exec 3<&0; {{ cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; }} >/dev/null 2>&1 & \
-             exec {script} 3<&- </dev/null"
-        ))
+        .arg(ends_with_channel(script))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -559,22 +780,7 @@ fn follow(connection: &SshMaster, script: &str) -> Result<ExitCode> {
     let mut logs =
         command.spawn().map_err(|e| failed(&connection.host, "follow the logs", e.to_string()))?;
     let held_open = logs.stdin.take();
-    let out = logs.stdout.take().expect("piped");
-    let mut reader = std::io::BufReader::new(out);
-    let mut line = Vec::new();
-    let stdout = std::io::stdout();
-    loop {
-        line.clear();
-        // Lines are bounded: a longer one is shown in pieces.
-        match (&mut reader).take(64 * 1024).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let mut out = stdout.lock();
-                let _ = writeln!(out, "{}", visible(text.trim_end_matches('\n')));
-            }
-        }
-    }
+    show_lines(std::io::BufReader::new(logs.stdout.take().expect("piped")));
     drop(held_open);
     // ssh's own failure (the connection lost) is 255; the follower there
     // ends by itself when the pod stops.
@@ -640,9 +846,16 @@ mod tests {
         std::fs::write(repo.join("new.py"), "").expect("write");
         std::fs::create_dir(repo.join(".venv")).expect("mkdir");
         std::fs::write(repo.join(".venv/big"), "").expect("write");
-        let list = files_to_send(repo).expect("list");
+        let list = files_to_send(repo, &[]).expect("list");
         let mut names: Vec<&[u8]> = list.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
         names.sort();
         assert_eq!(names, vec![&b".gitignore"[..], b"kept.py", b"new.py"]);
+        // A burst of changes: only its own files, ignored ones left out;
+        // of those gone, the ignored are not deleted there.
+        let some = files_to_send(repo, &["new.py".into(), ".venv/big".into()]).expect("list");
+        assert_eq!(some, b"new.py\0");
+        let gone = not_ignored(repo, &[".venv/old".into(), ".venv".into(), "gone.py".into()])
+            .expect("check");
+        assert_eq!(gone, vec![PathBuf::from("gone.py")]);
     }
 }

@@ -49,6 +49,19 @@ impl Form {
 /// Runs `omnidev logs`.
 pub fn run(args: &LogsArgs) -> miette::Result<ExitCode> {
     let pod_dir = crate::session::pod_dir(&args.pod)?;
+    // A pod of another host keeps its files there: read there.
+    if let Some(record) = crate::control::remote_record(&pod_dir)
+        && matches!(crate::control::lock_state(&pod_dir)?, omnidev_pod::LockState::Held { .. })
+    {
+        let mut there: Vec<String> = Vec::new();
+        there.extend(args.follow.then(|| "--follow".to_owned()));
+        there.extend(args.lines.map(|n| format!("--lines={n}")));
+        there.extend(args.since_reload.then(|| "--since-reload".to_owned()));
+        there.extend(args.json.then(|| "--json".to_owned()));
+        there.push("--".to_owned());
+        there.extend(args.services.iter().cloned());
+        return Ok(crate::remote::logs_there(&record, &there)?);
+    }
     let dir = omnidev_pod::Pod::at(&pod_dir).logs_dir();
     let names = selected(&pod_dir, &args.services)?;
     let mark = args.since_reload.then(|| read_mark(&dir)).transpose()?;

@@ -220,7 +220,8 @@ fn checkout(ctx: &Ctx) -> Result<PathBuf> {
         repo.join("omnidev.toml"),
         "[ports]\nweb = 18760\n\n[services.web]\n\
          command = [\"python3\", \"-m\", \"http.server\", \"{port.web}\", \"--bind\", \"127.0.0.1\"]\n\
-         ready = { http = \"http://127.0.0.1:{port.web}/committed.txt\" }\n",
+         ready = { http = \"http://127.0.0.1:{port.web}/committed.txt\" }\n\
+         watch = [\"*.txt\"]\n",
     )?;
     fs::write(repo.join("committed.txt"), "committed\n")?;
     for args in [&["init", "-q", "-b", "main"][..], &["add", "-A"], &["commit", "-q", "-m", "app"]]
@@ -307,6 +308,28 @@ pub fn up_host_over_real_sshd(ctx: &mut Ctx) -> Result<()> {
     ensure!(restarted.success(), "`restart web` through the forward: {said}");
     let after = web_pid(ctx, &repo)?;
     ensure!(before != after, "`restart web` left pid {before}");
+    // An edit here reaches the checkout there, whose pod reloads for it;
+    // a file deleted here goes there too.
+    fs::write(repo.join("committed.txt"), "edited here\n")?;
+    fs::remove_file(repo.join("uncommitted.txt"))?;
+    util::wait_for("the edit to be served there", UP, || {
+        let (_, body) = util::http_get(port, "/committed.txt").unwrap_or_default();
+        Ok(body.contains("edited here").then_some(()))
+    })?;
+    util::wait_for("the pod there to reload for it", UP, || {
+        Ok(web_pid(ctx, &repo).ok().filter(|pid| *pid != after))
+    })?;
+    let (read, said) =
+        ctx.run_omnidev(&["logs", "web", "--repo", &repo.display().to_string()], SOON)?;
+    ensure!(
+        read.success() && said.contains("GET /committed.txt"),
+        "`logs web` here shows the server's lines there ({read}):\n{said}"
+    );
+    util::wait_for("the deletion to reach there", SOON, || {
+        Ok(util::http_get(port, "/uncommitted.txt")
+            .is_ok_and(|(code, _)| code == 404)
+            .then_some(()))
+    })?;
     // The local omnidev stopped: its ssh goes, the pod stays there, and
     // no follower of its logs is left waiting on the host.
     send_signal(up.id(), "TERM")?;
