@@ -8,6 +8,7 @@ mod databases;
 mod db_data;
 mod headless;
 mod reload;
+mod remote;
 mod worktree;
 
 use std::fs;
@@ -75,6 +76,9 @@ pub fn run(options: &Bench) -> Result<()> {
     }
     if wanted("up") || wanted("reload") || wanted("tui") {
         rows.extend(pod_benchmarks(&omnidev, &scratch.join("pod"), options.edits));
+    }
+    if wanted("host") || wanted("remote") {
+        rows.extend(remote::rows(&omnidev, &scratch.join("remote")));
     }
     if wanted("database") || wanted("postgres") {
         rows.push(databases::row(&omnidev, &scratch.join("db")));

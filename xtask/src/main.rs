@@ -16,6 +16,7 @@ mod imports;
 mod install;
 mod macos;
 mod prereqs;
+mod ssh_host;
 mod stress;
 mod suite;
 mod util;
