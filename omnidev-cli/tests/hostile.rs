@@ -313,7 +313,11 @@ fn abandoned_wait_ready_connections_leave_nothing_behind() {
     let answer = ask(&socket, "{\"cmd\":\"status\"}\n");
     let took = start.elapsed();
     assert!(answer.contains("\"ok\":true"), "{answer}");
-    assert!(took < std::time::Duration::from_secs(1), "status took {took:?}");
+    // Not stuck behind the abandoned requests (each would hold its slot
+    // for the 10 s request deadline): half of it, which a loaded CI
+    // machine does not reach (it took 1.08 s there once), not a speed
+    // (that is `cargo xtask bench status`'s).
+    assert!(took < std::time::Duration::from_secs(5), "status took {took:?}");
     // The waiting slots were given back: a live `wait-ready` waits instead
     // of being told the pod is busy.
     {
