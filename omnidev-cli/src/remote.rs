@@ -34,7 +34,6 @@
 
 use std::io::{BufRead as _, Read as _, Write as _};
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -211,6 +210,7 @@ fn common_options(command: &mut Command, host: &RemoteHost) {
 fn dies_with_us(command: &mut Command) {
     #[cfg(target_os = "linux")]
     {
+        use std::os::unix::process::CommandExt as _;
         let parent = nix::unistd::getpid();
         // SAFETY: prctl, getppid and _exit are async-signal-safe and touch
         // no memory of the parent.
